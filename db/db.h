@@ -1,0 +1,108 @@
+/*
+ * db.h -- the results database (SQLite).  Prefix db_.  db/ is the only code that includes
+ * sqlite3.h.
+ *
+ * Every measurement is one row of `results` with its provenance.  The best config for a
+ * (GPU model, problem) is the fastest `ok` row for that device name and problem.  Schema is
+ * versioned with PRAGMA user_version; the file runs in WAL mode; every write is one
+ * transaction; statements are prepared once per handle.
+ *
+ * Thread-safety: a db_handle is used by one thread at a time.  Several processes may open the
+ * same file (WAL, busy timeout).
+ */
+#ifndef MMT_DB_H
+#define MMT_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define DB_SCHEMA_VERSION 1
+
+typedef struct db_handle db_handle;
+
+/* Result status of one candidate. */
+typedef enum {
+  DB_OK = 0,
+  DB_COMPILE_ERROR,
+  DB_VERIFY_FAILED,
+  DB_FAULT,
+  DB_TIMEOUT,
+  DB_LAUNCH_ERROR, /* e.g. too many resources requested */
+  DB_STATUS_COUNT_
+} db_status;
+/* "ok", "compile_error", "verify_failed", "fault", "timeout", "launch_error". */
+const char *db_status_name(db_status s);
+/* Inverse of db_status_name; -1 for unknown text. */
+int db_status_parse(const char *text);
+
+typedef struct {
+  char name[128];   /* "NVIDIA H100 80GB HBM3"; the key results are grouped by */
+  char uuid[48];    /* "GPU-xxxxxxxx-..." */
+  int cc_major, cc_minor;
+  int sm_count;
+  int driver_version; /* cuDriverGetVersion, e.g. 13000 */
+} db_device;
+
+typedef struct {
+  char dtype[8];  /* "f32" */
+  char layout[8]; /* "nn" */
+  int64_t m, n, k;
+} db_problem;
+
+typedef struct {
+  db_device device;
+  char nvrtc_version[16]; /* "13.0" */
+  char template_name[64];
+  char template_hash[17];
+  char params[256];       /* canonical "name=value,..." */
+  db_problem problem;
+  db_status status;
+  char error[512];        /* "" when ok */
+  double ms_min, ms_median, ms_max;
+  int runs;
+  double tflops;
+  double rel_err;         /* ||C - ref|| / ||ref|| */
+  double max_err;         /* max |C - ref| / max |ref| */
+  int regs, shared_bytes, local_bytes; /* from the compiled kernel; -1 unknown */
+  int64_t created_at;     /* Unix seconds; filled by db_insert when 0 */
+  int64_t id;             /* row id; filled by reads */
+} db_result;
+
+/*
+ * Opens or creates the database.  Creates missing parent folders.  A new file gets the
+ * schema; an existing one is checked: not SQLite or not mmtune's (foreign tables, missing
+ * `results`) -> MMT_ERR_DB_CORRUPT; user_version newer than DB_SCHEMA_VERSION ->
+ * MMT_ERR_DB_VERSION.  read_only opens without creating (a missing file -> MMT_ERR_NOT_FOUND).
+ */
+mmt_status db_open(const char *path, bool read_only, db_handle **out, ut_err *err);
+/* db_close(NULL) is a no-op. */
+void db_close(db_handle *db);
+
+/* Inserts one result in its own transaction.  Fills r->created_at when 0 and r->id. */
+mmt_status db_insert(db_handle *db, db_result *r, ut_err *err);
+
+/* Whether a result exists with the same device name, NVRTC version, template name and hash,
+ * params and problem (any status): resume skips those. */
+mmt_status db_has_result(db_handle *db, const db_result *key, bool *found, ut_err *err);
+
+/* The fastest ok row for (device name, problem); MMT_ERR_NOT_FOUND when none. */
+mmt_status db_best(db_handle *db, const char *device_name, const db_problem *p, db_result *out,
+                   ut_err *err);
+
+/* Calls fn for each ok row of (device name, problem), fastest first, until fn returns
+ * non-zero.  Used to skip rows whose template changed since they were measured. */
+typedef int (*db_result_fn)(const db_result *r, void *user);
+mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *p, db_result_fn fn,
+                      void *user, ut_err *err);
+
+/* Calls fn for the best ok row of every tuned problem of a device name (and dtype/layout
+ * when not NULL), ordered by dtype, layout, m, n, k.  device_name NULL: every device. */
+mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtype,
+                        const char *layout, db_result_fn fn, void *user, ut_err *err);
+
+/* Counts rows (all statuses) for a device name (NULL: all). */
+mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_err *err);
+
+#endif /* MMT_DB_H */

@@ -1,0 +1,151 @@
+/*
+ * gen.h -- the template host: loads Lua templates in a sandbox, enumerates their parameter
+ * spaces, checks constraints and emits CUDA C for one config.  Prefix gen_.
+ *
+ * gen/ includes no CUDA header: what it produces is text plus a launch description
+ * (gen_kernel) that runtime/ turns into a launch.  The template contract (what a template file
+ * returns) is documented for authors in templates/README.md.
+ *
+ * Thread-safety: a gen_template wraps one Lua state; use it from one thread at a time.
+ * Different templates (or two loads of the same file) are independent.
+ */
+#ifndef MMT_GEN_H
+#define MMT_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define GEN_MAX_PARAMS 32
+#define GEN_MAX_VALUES 64
+#define GEN_NAME_MAX 64
+
+/* Sandbox budgets for every call into a template (load, constraints, emit). */
+#define GEN_MEMORY_LIMIT_BYTES (64u << 20)
+#define GEN_INSTRUCTION_LIMIT 200000000L
+
+typedef struct gen_template gen_template;
+
+/* One point of a template's space: v[i] is the value of parameter i (declaration order). */
+typedef struct {
+  int n;
+  int64_t v[GEN_MAX_PARAMS];
+} gen_config;
+
+/* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
+typedef struct {
+  const char *dtype;  /* "f32" */
+  const char *layout; /* "nn": A is MxK, B is KxN, both row-major, not transposed */
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc;
+  int align_bytes; /* largest power of two (<= 16) dividing every base address and ld*elem size */
+} gen_problem;
+
+/* One grid dimension: ceil(dim / tile), or `tile` alone when dim is 0. */
+typedef struct {
+  char dim; /* 'M', 'N', 'K', or 0 for the constant `tile` */
+  int64_t tile;
+} gen_grid_dim;
+
+/* What a config needs of the problem to be correct; the dispatcher checks it before launch. */
+typedef struct {
+  int64_t m_multiple, n_multiple, k_multiple; /* 1 = any */
+  int align_bytes;                            /* base pointers and rows aligned to this; >= elem */
+} gen_requires;
+
+/* A config's emitted kernel: source plus how to launch it. Owned; free with gen_kernel_clear. */
+typedef struct {
+  char *source;      /* complete CUDA C translation unit, compiles on its own */
+  char *kernel_name; /* extern "C" __global__ entry point */
+  unsigned block[3];
+  gen_grid_dim grid[3];
+  unsigned shared_bytes; /* dynamic shared memory per block */
+  gen_requires requires;
+} gen_kernel;
+
+/*
+ * Every template kernel has this signature (the ABI the runtime launches):
+ *   extern "C" __global__ void NAME(int M, int N, int K, float alpha,
+ *       const T *A, int lda, const T *B, int ldb, float beta, T *C, int ldc)
+ * computing C = alpha * A*B + beta * C row-major; when beta == 0, C is not read.
+ */
+
+/* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,
+ * searched first), then <exe dir>/../share/mmtune/templates, then the source tree's
+ * templates/ folder compiled in as MMT_SOURCE_TEMPLATE_DIR.  A template named T is the file
+ * T.lua in the first folder that has one. */
+
+/* Finds the file for template `name`.  Names are [A-Za-z0-9_]+.  Errors: MMT_ERR_NOT_FOUND
+ * (message lists the folders searched), MMT_ERR_INVALID_ARG (bad name). */
+mmt_status gen_find(const char *name, char *path, size_t pathlen, ut_err *err);
+
+/* Lists the distinct template names on the search path, sorted.  *names is an owned array of
+ * owned strings; free with gen_names_free. */
+mmt_status gen_list(char ***names, int *count, ut_err *err);
+void gen_names_free(char **names, int count);
+
+/* Loads a template file in a fresh sandbox and validates its declaration (name, dtypes,
+ * params, constraints, emit).  Errors: MMT_ERR_IO, MMT_ERR_TEMPLATE (syntax/runtime/malformed;
+ * the message has file:line and a traceback), MMT_ERR_TEMPLATE_LIMIT. */
+mmt_status gen_load(const char *path, gen_template **out, ut_err *err);
+/* gen_find + gen_load. */
+mmt_status gen_load_named(const char *name, gen_template **out, ut_err *err);
+/* gen_free(NULL) is a no-op. */
+void gen_free(gen_template *t);
+
+const char *gen_name(const gen_template *t);
+const char *gen_description(const gen_template *t);
+const char *gen_path(const gen_template *t);
+/* Hash of the template's source text, 16 hex digits (provenance). */
+const char *gen_source_hash(const gen_template *t);
+bool gen_supports_dtype(const gen_template *t, const char *dtype);
+int gen_dtype_count(const gen_template *t);
+const char *gen_dtype(const gen_template *t, int i);
+
+int gen_param_count(const gen_template *t);
+const char *gen_param_name(const gen_template *t, int i);
+int gen_param_value_count(const gen_template *t, int i);
+int64_t gen_param_value(const gen_template *t, int i, int j);
+/* Product of the value counts (configs before constraints). */
+uint64_t gen_space_size(const gen_template *t);
+
+/* The idx-th config of the space (mixed radix, first parameter varies slowest). */
+void gen_config_at(const gen_template *t, uint64_t idx, gen_config *cfg);
+/* The template's default config: its `default` table if it declares one, else the first value
+ * of each parameter. */
+void gen_config_default(const gen_template *t, gen_config *cfg);
+/* Parses "name=value,name=value" (or with spaces instead of commas); parameters not named
+ * keep the default.  Errors: MMT_ERR_INVALID_ARG for an unknown name, a non-integer value, or
+ * a value not in the parameter's list (the message says which). */
+mmt_status gen_config_parse(const gen_template *t, const char *text, gen_config *cfg, ut_err *err);
+/* Canonical text "name=value,..." in declaration order. */
+mmt_status gen_config_format(const gen_template *t, const gen_config *cfg, char *out, size_t outlen,
+                             ut_err *err);
+
+/*
+ * Runs the template's constraints.  problem NULL checks the config alone (the space);
+ * otherwise also against the problem.  *valid receives the verdict, *why (may be NULL) the
+ * template's reason when invalid ("" if none).  Errors only for template failures.
+ */
+mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
+                     char *why, size_t whylen, ut_err *err);
+
+/* Emits the kernel for cfg and dtype.  Validates the returned table (malformed ->
+ * MMT_ERR_TEMPLATE naming the bad field).  out is filled only on success. */
+mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, gen_kernel *out,
+                    ut_err *err);
+void gen_kernel_clear(gen_kernel *k);
+
+/* Grid for a problem from a kernel's grid rule.  Errors: MMT_ERR_INVALID_ARG when a
+ * dimension exceeds the hardware limit (x < 2^31, y and z < 65536) or a size is < 0. */
+mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
+                         unsigned out[3], ut_err *err);
+/* True when the problem meets the requirements (multiples, alignment, and ld >= row width). */
+bool gen_requires_met(const gen_requires *r, const gen_problem *p);
+
+/* Bytes of one element of dtype ("f32" -> 4); 0 for an unknown dtype. */
+int gen_dtype_size(const char *dtype);
+
+#endif /* MMT_GEN_H */

@@ -1,0 +1,46 @@
+/*
+ * rt_compile.h -- NVRTC: CUDA C source -> cubin for one architecture, with an on-disk cubin
+ * cache.  Prefix rt_.  Needs no GPU and no driver (runs in CI).
+ *
+ * Cache key: hash of (source, options, NVRTC version).  Entries are written atomically
+ * (<dir>/<key>.cubin), so concurrent compilers and crashed runs never leave a torn file.
+ * Thread-safe: NVRTC programs are per call; many threads may compile at once.
+ */
+#ifndef MMT_RT_COMPILE_H
+#define MMT_RT_COMPILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+typedef struct {
+  void *data; /* owned (free) */
+  size_t size;
+} rt_cubin;
+
+void rt_cubin_free(rt_cubin *c);
+
+/* "13.0" (nvrtcVersion) into out. */
+mmt_status rt_nvrtc_version(char *out, size_t outlen, ut_err *err);
+
+/*
+ * Compiles `source` for `arch` ("sm_90", "sm_80", "sm_90a") with mmtune's fixed options
+ * (-std=c++17, -default-device, --use_fast_math is NOT used).  `name` labels the program in
+ * logs.  On success *cubin is filled.  *log (may be NULL) receives the NVRTC log, owned by
+ * the caller, on success and on failure (NULL when empty).
+ * Errors: MMT_ERR_COMPILE (message starts with the first error line of the log),
+ * MMT_ERR_INVALID_ARG (bad arch text), MMT_ERR_NOMEM.
+ */
+mmt_status rt_compile(const char *source, const char *name, const char *arch, rt_cubin *cubin,
+                      char **log, ut_err *err);
+
+/*
+ * rt_compile through the disk cache in `cache_dir` (created if missing; NULL: no cache).
+ * *hit (may be NULL) says whether the cubin came from the cache.  A cache that cannot be
+ * written is not an error (the cubin is still returned).
+ */
+mmt_status rt_compile_cached(const char *cache_dir, const char *source, const char *name,
+                             const char *arch, rt_cubin *cubin, bool *hit, char **log, ut_err *err);
+
+#endif /* MMT_RT_COMPILE_H */

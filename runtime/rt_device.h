@@ -1,0 +1,70 @@
+/*
+ * rt_device.h -- a CUDA device (primary context), loaded kernels and launches.  Prefix rt_.
+ *
+ * Every function returns MMT_ERR_NO_DRIVER / MMT_ERR_NO_DEVICE cleanly on a machine without a
+ * driver or device.  The context is made current on the calling thread by each call that
+ * needs it.
+ */
+#ifndef MMT_RT_DEVICE_H
+#define MMT_RT_DEVICE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+#include "db.h"
+#include "gen.h"
+#include "rt_compile.h"
+#include "rt_driver.h"
+
+typedef struct {
+  int ordinal;
+  CUdevice dev;
+  CUcontext ctx; /* retained primary context */
+  db_device info;
+  char arch[16];               /* "sm_90" */
+  int max_shared_optin;        /* bytes per block with the opt-in attribute */
+  size_t total_mem;
+} rt_device;
+
+/* Opens device `ordinal`: driver, device, primary context retained and made current, info
+ * filled.  Errors: MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE (ordinal out of range; message says how
+ * many devices there are), MMT_ERR_CUDA. */
+mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err);
+/* Releases the primary context.  Safe on a zeroed struct. */
+void rt_device_close(rt_device *d);
+/* Makes the device's context current on this thread. */
+mmt_status rt_device_bind(const rt_device *d, ut_err *err);
+
+/* A kernel loaded from a cubin, with the compiler's resource figures. */
+typedef struct {
+  CUmodule module;
+  CUfunction fn;
+  unsigned block[3];
+  gen_grid_dim grid[3];
+  unsigned shared_bytes;
+  gen_requires requires;
+  int regs, static_shared_bytes, local_bytes, max_threads;
+} rt_kernel;
+
+/* Loads the cubin, looks up spec->kernel_name, raises the dynamic shared-memory limit when
+ * spec->shared_bytes > 48 KiB, reads attributes.  Errors: MMT_ERR_CUDA (e.g. kernel name not
+ * in the module), MMT_ERR_UNSUPPORTED (block or shared memory beyond the device's limits). */
+mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
+                          rt_kernel *out, ut_err *err);
+/* Unloads the module.  Safe on a zeroed struct. */
+void rt_kernel_unload(rt_kernel *k);
+
+/* Arguments of the GEMM kernel ABI (gen.h).  Device addresses. */
+typedef struct {
+  int64_t m, n, k;
+  float alpha, beta;
+  CUdeviceptr a, b, c;
+  int64_t lda, ldb, ldc;
+} rt_gemm_args;
+
+/* Launches the kernel on stream (0: default).  Checks sizes fit the kernel's int ABI and the
+ * grid limits.  Does not synchronize.  Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
+mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
+                            ut_err *err);
+
+#endif /* MMT_RT_DEVICE_H */
