@@ -1,1 +1,320 @@
-/* placeholder: being written */
+/* db.c -- see db.h.  Opening, checking and creating the database file; statements and
+ * errors shared with db_query.c live in db_internal.h.  The only .c files in mmtune that
+ * include sqlite3.h are in this folder. */
+#include "db_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DB_BUSY_TIMEOUT_MS 5000
+
+#define DB_STR_(x) #x
+#define DB_STR(x) DB_STR_(x)
+
+/*
+ * Schema version 1, run in one transaction on a new, empty file.  `meta` marks the file as
+ * mmtune's (application = mmtune) whatever the schema version; `results` holds one row per
+ * measurement; `best` is for people reading the file with the sqlite3 CLI (and db_each_best).
+ * REAL columns are NULL where the measurement gave NaN (SQLite stores NaN as NULL).
+ */
+static const char k_schema[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
+    "INSERT INTO meta(key, value) VALUES ('application', 'mmtune');\n"
+    "CREATE TABLE results(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  device_name TEXT NOT NULL,\n"
+    "  device_uuid TEXT NOT NULL,\n"
+    "  cc_major INTEGER NOT NULL,\n"
+    "  cc_minor INTEGER NOT NULL,\n"
+    "  sm_count INTEGER NOT NULL,\n"
+    "  driver_version INTEGER NOT NULL,\n"
+    "  nvrtc_version TEXT NOT NULL,\n"
+    "  template_name TEXT NOT NULL,\n"
+    "  template_hash TEXT NOT NULL,\n"
+    "  params TEXT NOT NULL,\n"
+    "  dtype TEXT NOT NULL,\n"
+    "  layout TEXT NOT NULL,\n"
+    "  m INTEGER NOT NULL CHECK (m >= 0),\n"
+    "  n INTEGER NOT NULL CHECK (n >= 0),\n"
+    "  k INTEGER NOT NULL CHECK (k >= 0),\n"
+    "  status TEXT NOT NULL CHECK (status IN ('ok', 'compile_error', 'verify_failed', 'fault',\n"
+    "                                         'timeout', 'launch_error')),\n"
+    "  error TEXT NOT NULL DEFAULT '',\n"
+    "  ms_min REAL,\n"
+    "  ms_median REAL CHECK (status <> 'ok' OR ms_median IS NOT NULL),\n"
+    "  ms_max REAL,\n"
+    "  runs INTEGER NOT NULL DEFAULT 0,\n"
+    "  tflops REAL,\n"
+    "  rel_err REAL,\n"
+    "  max_err REAL,\n"
+    "  regs INTEGER NOT NULL DEFAULT -1,\n"
+    "  shared_bytes INTEGER NOT NULL DEFAULT -1,\n"
+    "  local_bytes INTEGER NOT NULL DEFAULT -1,\n"
+    "  created_at INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX results_best ON results(device_name, dtype, layout, m, n, k, status,\n"
+    "                                     ms_median);\n"
+    "CREATE INDEX results_resume ON results(device_name, template_name, template_hash, params,\n"
+    "                                       nvrtc_version, dtype, layout, m, n, k);\n"
+    "CREATE VIEW best AS\n"
+    "  SELECT r.* FROM results AS r\n"
+    "  WHERE r.status = 'ok' AND r.id = (\n"
+    "    SELECT b.id FROM results AS b\n"
+    "    WHERE b.device_name = r.device_name AND b.dtype = r.dtype AND b.layout = r.layout\n"
+    "      AND b.m = r.m AND b.n = r.n AND b.k = r.k AND b.status = 'ok'\n"
+    "    ORDER BY b.ms_median, b.id LIMIT 1);\n"
+    "PRAGMA user_version = " DB_STR(DB_SCHEMA_VERSION) ";\n";
+
+/* What a first look at an open file found. */
+typedef struct {
+  int64_t user_version;
+  int64_t objects;  /* rows of sqlite_master: 0 for a new, empty file */
+  bool has_meta;    /* a table named meta */
+  bool has_results; /* a table named results */
+  bool is_mmtune;   /* meta says application = mmtune */
+} db_probe;
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+mmt_status db_sql_fail(db_handle *h, int sqlite_rc, const char *op, ut_err *err) {
+  mmt_status st = MMT_ERR_DB;
+  switch (sqlite_rc & 0xff) {
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT: st = MMT_ERR_DB_CORRUPT; break;
+    case SQLITE_NOMEM: st = MMT_ERR_NOMEM; break;
+    case SQLITE_CANTOPEN: st = MMT_ERR_IO; break;
+    default: break;
+  }
+  const char *msg = h->sq ? sqlite3_errmsg(h->sq) : sqlite3_errstr(sqlite_rc);
+  return ut_fail(err, st, "%s '%s': %s", op, h->path, msg);
+}
+
+/* ---- small query helpers ------------------------------------------------------------------ */
+
+/* Runs sql (no parameters) and copies the first column of its first row into *num and/or
+ * text (either may be NULL); leaves them untouched when there is no row.  SQLite result code. */
+static int query_one(sqlite3 *sq, const char *sql, int64_t *num, char *text, size_t cap) {
+  sqlite3_stmt *st = NULL;
+  int s = sqlite3_prepare_v2(sq, sql, -1, &st, NULL);
+  if (s != SQLITE_OK) goto cleanup;
+  s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    if (num) *num = sqlite3_column_int64(st, 0);
+    if (text) {
+      const unsigned char *t = sqlite3_column_text(st, 0);
+      db_copy_text(text, cap, t, sqlite3_column_bytes(st, 0));
+    }
+    s = SQLITE_OK;
+  } else if (s == SQLITE_DONE) {
+    s = SQLITE_OK;
+  }
+cleanup:
+  /* sqlite3_finalize repeats the error of the last step, already in s. */
+  (void)sqlite3_finalize(st);
+  return s;
+}
+
+void db_copy_text(char *dst, size_t cap, const unsigned char *src, int len) {
+  size_t n = src && len > 0 ? (size_t)len : 0;
+  if (n > cap - 1) {
+    n = cap - 1;
+    /* Cut before a UTF-8 continuation byte so the field stays valid text. */
+    while (n > 0 && (src[n] & 0xC0) == 0x80) n--;
+  }
+  if (n) memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+/* ---- opening --------------------------------------------------------------------------- */
+
+/* Read-only: the file must exist.  Otherwise: creates the parent folders. */
+static mmt_status prepare_path(const char *path, bool read_only, ut_err *err) {
+  if (read_only) {
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT)
+      return ut_fail(err, MMT_ERR_NOT_FOUND, "database '%s' does not exist", path);
+    return MMT_OK;
+  }
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path) return MMT_OK;
+  char dir[4096];
+  size_t n = (size_t)(slash - path);
+  if (n >= sizeof dir)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "database path too long: '%s'", path);
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  mmt_status rc = ut_mkdir_p(dir, err);
+  if (rc) ut_err_prefix(err, "cannot open database '%s'", path);
+  return rc;
+}
+
+static mmt_status connect_file(db_handle *h, ut_err *err) {
+  int flags = h->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  int s = sqlite3_open_v2(h->path, &h->sq, flags | SQLITE_OPEN_NOMUTEX, NULL);
+  if (s != SQLITE_OK) {
+    if (!h->sq)
+      return ut_fail(err, MMT_ERR_NOMEM, "cannot open database '%s': out of memory", h->path);
+    return db_sql_fail(h, s, "cannot open database", err);
+  }
+  s = sqlite3_extended_result_codes(h->sq, 1);
+  if (s == SQLITE_OK) s = sqlite3_busy_timeout(h->sq, DB_BUSY_TIMEOUT_MS);
+  if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot configure database", err);
+  return MMT_OK;
+}
+
+/* The first reads of a file: where a file that is not SQLite at all shows (SQLITE_NOTADB). */
+static mmt_status probe_fail(db_handle *h, int s, ut_err *err) {
+  if ((s & 0xff) == SQLITE_NOTADB)
+    return ut_fail(err, MMT_ERR_DB_CORRUPT, "'%s' is not an mmtune database (%s)", h->path,
+                   sqlite3_errmsg(h->sq));
+  if ((s & 0xff) == SQLITE_CORRUPT)
+    return ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s' is corrupt (%s)", h->path,
+                   sqlite3_errmsg(h->sq));
+  return db_sql_fail(h, s, "cannot read database", err);
+}
+
+static mmt_status probe_file(db_handle *h, db_probe *p, ut_err *err) {
+  int64_t meta = 0, results = 0;
+  memset(p, 0, sizeof *p);
+  int s = query_one(h->sq, "PRAGMA user_version", &p->user_version, NULL, 0);
+  if (s == SQLITE_OK)
+    s = query_one(h->sq, "SELECT count(*) FROM sqlite_master", &p->objects, NULL, 0);
+  if (s == SQLITE_OK)
+    s = query_one(h->sq,
+                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+                  &meta, NULL, 0);
+  if (s == SQLITE_OK)
+    s = query_one(h->sq,
+                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'results'",
+                  &results, NULL, 0);
+  if (s != SQLITE_OK) return probe_fail(h, s, err);
+  p->has_meta = meta > 0;
+  p->has_results = results > 0;
+  if (!p->has_meta) return MMT_OK;
+  char app[32] = "";
+  s = query_one(h->sq, "SELECT value FROM meta WHERE key = 'application'", NULL, app, sizeof app);
+  /* SQLITE_ERROR here: someone else's `meta` table without these columns. */
+  if (s != SQLITE_OK && (s & 0xff) != SQLITE_ERROR) return probe_fail(h, s, err);
+  p->is_mmtune = s == SQLITE_OK && strcmp(app, "mmtune") == 0;
+  return MMT_OK;
+}
+
+/* Rolls back an open transaction after a failure; a failed rollback is added to err. */
+void db_rollback_after_error(db_handle *h, ut_err *err) {
+  if (sqlite3_get_autocommit(h->sq)) return;
+  int s = sqlite3_exec(h->sq, "ROLLBACK", NULL, NULL, NULL);
+  if (s != SQLITE_OK && err) {
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n, " (rollback failed: %s)", sqlite3_errmsg(h->sq));
+  }
+}
+
+/* Creates the schema in one transaction, unless another process did it first. */
+static mmt_status create_schema(db_handle *h, ut_err *err) {
+  int64_t objects = 0;
+  int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (s == SQLITE_OK) s = query_one(h->sq, "SELECT count(*) FROM sqlite_master", &objects, NULL, 0);
+  if (s == SQLITE_OK && objects == 0) s = sqlite3_exec(h->sq, k_schema, NULL, NULL, NULL);
+  if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
+  if (s == SQLITE_OK) return MMT_OK;
+  mmt_status rc = db_sql_fail(h, s, "cannot create the schema in", err);
+  db_rollback_after_error(h, err);
+  return rc;
+}
+
+static mmt_status check_probe(const db_handle *h, const db_probe *p, ut_err *err) {
+  if (!p->is_mmtune)
+    return ut_fail(err, MMT_ERR_DB_CORRUPT,
+                   "'%s' is not an mmtune database (it has no mmtune tables)", h->path);
+  if (p->user_version > DB_SCHEMA_VERSION)
+    return ut_fail(err, MMT_ERR_DB_VERSION,
+                   "database '%s': schema version %lld is newer than this mmtune supports (%d)",
+                   h->path, (long long)p->user_version, DB_SCHEMA_VERSION);
+  if (p->user_version < DB_SCHEMA_VERSION || !p->has_results)
+    return ut_fail(err, MMT_ERR_DB_CORRUPT,
+                   "database '%s' is damaged (schema version %lld, results table %s)", h->path,
+                   (long long)p->user_version, p->has_results ? "present" : "missing");
+  return MMT_OK;
+}
+
+static mmt_status check_or_create(db_handle *h, ut_err *err) {
+  db_probe p;
+  mmt_status rc = probe_file(h, &p, err);
+  if (rc) return rc;
+  if (p.objects == 0 && p.user_version == 0) {
+    if (h->read_only)
+      return ut_fail(err, MMT_ERR_NOT_FOUND, "database '%s' is empty (nothing tuned yet)", h->path);
+    rc = create_schema(h, err);
+    if (!rc) rc = probe_file(h, &p, err);
+    if (rc) return rc;
+  }
+  return check_probe(h, &p, err);
+}
+
+/* WAL (writable handles; a read-only one reads a WAL file as it is) and foreign keys.  Run
+ * only once the file is known to be mmtune's: a foreign file is left untouched. */
+static mmt_status configure(db_handle *h, ut_err *err) {
+  int s;
+  if (!h->read_only) {
+    char mode[16] = "";
+    s = query_one(h->sq, "PRAGMA journal_mode = WAL", NULL, mode, sizeof mode);
+    if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot set WAL mode on", err);
+    if (strcmp(mode, "wal") != 0 && strcmp(mode, "memory") != 0)
+      return ut_fail(err, MMT_ERR_DB, "cannot set WAL mode on '%s': journal mode stays '%s'",
+                     h->path, mode);
+  }
+  s = sqlite3_exec(h->sq, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+  if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot enable foreign keys on", err);
+  return MMT_OK;
+}
+
+static mmt_status prepare_all(db_handle *h, ut_err *err) {
+  for (int i = 0; i < DB_ST_COUNT_; i++) {
+    int s =
+        sqlite3_prepare_v3(h->sq, db_stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &h->st[i], NULL);
+    if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot prepare a statement on", err);
+  }
+  return MMT_OK;
+}
+
+mmt_status db_open(const char *path, bool read_only, db_handle **out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  db_handle *h = NULL;
+  if (!out) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_open: out is NULL");
+  *out = NULL;
+  if (!path || !path[0]) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_open: empty database path");
+  rc = prepare_path(path, read_only, err);
+  if (rc) return rc;
+  h = calloc(1, sizeof *h);
+  if (h) h->path = strdup(path);
+  if (!h || !h->path) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "cannot open database '%s': out of memory", path);
+    goto cleanup;
+  }
+  h->read_only = read_only;
+  rc = connect_file(h, err);
+  if (!rc) rc = check_or_create(h, err);
+  if (!rc) rc = configure(h, err);
+  if (!rc) rc = prepare_all(h, err);
+  if (rc) goto cleanup;
+  *out = h;
+  h = NULL;
+cleanup:
+  db_close(h);
+  return rc;
+}
+
+void db_close(db_handle *db) {
+  if (!db) return;
+  for (int i = 0; i < DB_ST_COUNT_; i++) {
+    /* finalize repeats the last step's error, which its caller has handled. */
+    (void)sqlite3_finalize(db->st[i]);
+  }
+  /* close_v2 cannot fail once every statement is finalized; NULL is a no-op. */
+  (void)sqlite3_close_v2(db->sq);
+  free(db->path);
+  free(db);
+}

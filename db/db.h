@@ -8,7 +8,26 @@
  * transaction; statements are prepared once per handle.
  *
  * Thread-safety: a db_handle is used by one thread at a time.  Several processes may open the
- * same file (WAL, busy timeout).
+ * same file (WAL, busy timeout of 5 s: a writer waits that long for another, then fails with
+ * MMT_ERR_DB "database is locked").
+ *
+ * Errors: every function returns MMT_OK or a status with the operation, the path and SQLite's
+ * message in err.  A file that SQLite reports as corrupt -> MMT_ERR_DB_CORRUPT; SQLite out of
+ * memory -> MMT_ERR_NOMEM; any other SQLite failure -> MMT_ERR_DB; NULL arguments (where not
+ * allowed) -> MMT_ERR_INVALID_ARG.
+ *
+ * Callbacks (db_each_*) may call other db_ functions on the same handle, but not the same
+ * db_each_* function (MMT_ERR_INVALID_ARG): its statement is being stepped.
+ *
+ * Text fields are copied into the fixed-size arrays below cut at a UTF-8 character boundary
+ * when too long, always NUL-terminated.  On insert, a field that fills its array without a
+ * NUL is taken whole.  The REAL figures (ms_*, tflops, rel_err, max_err) may be NaN: SQLite
+ * stores NaN as NULL, read back as NaN.
+ *
+ * The file also holds meta(key, value) with ('application', 'mmtune') and, for people using
+ * the sqlite3 CLI, a view `best`: the fastest ok row of each (device_name, dtype, layout, m,
+ * n, k), e.g. `sqlite3 mmtune.db 'SELECT device_name, m, n, k, template_name, params,
+ * ms_median FROM best'`.
  */
 #ifndef MMT_DB_H
 #define MMT_DB_H
@@ -32,7 +51,8 @@ typedef enum {
   DB_LAUNCH_ERROR, /* e.g. too many resources requested */
   DB_STATUS_COUNT_
 } db_status;
-/* "ok", "compile_error", "verify_failed", "fault", "timeout", "launch_error". */
+/* "ok", "compile_error", "verify_failed", "fault", "timeout", "launch_error"; "unknown" for a
+ * value outside the enum.  Static string. */
 const char *db_status_name(db_status s);
 /* Inverse of db_status_name; -1 for unknown text. */
 int db_status_parse(const char *text);
@@ -75,34 +95,62 @@ typedef struct {
  * schema; an existing one is checked: not SQLite or not mmtune's (foreign tables, missing
  * `results`) -> MMT_ERR_DB_CORRUPT; user_version newer than DB_SCHEMA_VERSION ->
  * MMT_ERR_DB_VERSION.  read_only opens without creating (a missing file -> MMT_ERR_NOT_FOUND).
+ *
+ * A file is mmtune's when its table meta says application = mmtune; only then is its
+ * user_version compared (so a foreign SQLite file is MMT_ERR_DB_CORRUPT whatever its
+ * user_version: "'x.db' is not an mmtune database (it has no mmtune tables)"; garbage bytes or
+ * text: "'x.db' is not an mmtune database (file is not a database)"; a newer one: "database
+ * 'x.db': schema version 7 is newer than this mmtune supports (1)").  A foreign file is never
+ * modified.  An empty file (0 bytes, e.g. being created by another process right now) gets the
+ * schema, or with read_only is MMT_ERR_NOT_FOUND.  Writable handles switch the file to WAL.
+ * path:      the file; "" or NULL -> MMT_ERR_INVALID_ARG.
+ * read_only: open with SQLITE_OPEN_READONLY; db_insert then fails with MMT_ERR_DB.
+ * out:       OUT: the handle, owned by the caller (db_close); NULL on failure.
+ * Errors: also MMT_ERR_IO (folders cannot be created, file cannot be opened).
  */
 mmt_status db_open(const char *path, bool read_only, db_handle **out, ut_err *err);
 /* db_close(NULL) is a no-op. */
 void db_close(db_handle *db);
 
-/* Inserts one result in its own transaction.  Fills r->created_at when 0 and r->id. */
+/* Inserts one result in its own transaction (BEGIN IMMEDIATE ... COMMIT; rolled back on any
+ * failure, so no partial row is ever left).  Fills r->created_at when 0 and r->id (only on
+ * success).  r->status outside the enum -> MMT_ERR_INVALID_ARG. */
 mmt_status db_insert(db_handle *db, db_result *r, ut_err *err);
 
 /* Whether a result exists with the same device name, NVRTC version, template name and hash,
  * params and problem (any status): resume skips those. */
 mmt_status db_has_result(db_handle *db, const db_result *key, bool *found, ut_err *err);
 
-/* The fastest ok row for (device name, problem); MMT_ERR_NOT_FOUND when none. */
+/* The fastest ok row for (device name, problem) (ties: lowest id) into *out;
+ * MMT_ERR_NOT_FOUND when none. */
 mmt_status db_best(db_handle *db, const char *device_name, const db_problem *p, db_result *out,
                    ut_err *err);
 
-/* Calls fn for each ok row of (device name, problem), fastest first, until fn returns
- * non-zero.  Used to skip rows whose template changed since they were measured. */
+/* Calls fn for each ok row of (device name, problem), fastest first (ties: lowest id), until
+ * fn returns non-zero.  Used to skip rows whose template changed since they were measured.
+ * r is valid during the call only. */
 typedef int (*db_result_fn)(const db_result *r, void *user);
 mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *p, db_result_fn fn,
                       void *user, ut_err *err);
 
 /* Calls fn for the best ok row of every tuned problem of a device name (and dtype/layout
- * when not NULL), ordered by dtype, layout, m, n, k.  device_name NULL: every device. */
+ * when not NULL), ordered by dtype, layout, m, n, k, until fn returns non-zero.
+ * device_name NULL: every device, the best row of each (device name, problem), ordered by
+ * device name first. */
 mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtype,
                         const char *layout, db_result_fn fn, void *user, ut_err *err);
 
 /* Counts rows (all statuses) for a device name (NULL: all). */
 mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_err *err);
+
+/* Calls fn for each distinct problem that has at least one ok row for a device name (NULL:
+ * any device), with dtype/layout filters when not NULL, ordered by dtype, layout, m, n, k.
+ * The dispatcher's "nearest tuned shape" lists these, ranks them by distance to the asked
+ * problem, then walks each one's rows with db_each_ok (db_each_best alone would give only the
+ * fastest row of a shape, which may not be usable for the asked problem).  p is valid during
+ * the call only. */
+typedef void (*db_problem_fn)(const db_problem *p, void *user);
+mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
+                         const char *layout, db_problem_fn fn, void *user, ut_err *err);
 
 #endif /* MMT_DB_H */

@@ -1,1 +1,125 @@
-/* placeholder: being written */
+/*
+ * gen.c -- loading a template file into its sandbox, and the template's accessors.
+ * See gen.h; the sandbox is gen_sandbox.c, the declaration checks gen_decl.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "gen_int.h"
+
+typedef struct {
+  gen_template *t;
+  const char *text;
+  size_t len;
+  ut_err *err;
+  mmt_status rc; /* a malformed file (the Lua call itself succeeded) */
+} load_ctx;
+
+/* Protected: compiles the file as text, runs it, checks what it returns. */
+static int load_protected(lua_State *L) {
+  load_ctx *c = lua_touserdata(L, 1);
+  /* "@path" makes Lua's messages read "path:line: ..." */
+  const char *chunkname = lua_pushfstring(L, "@%s", c->t->path);
+  int status = luaL_loadbufferx(L, c->text, c->len, chunkname, "t");
+  if (status == LUA_ERRSYNTAX) {
+    c->rc = ut_fail(c->err, MMT_ERR_TEMPLATE, "template '%s': %s", c->t->name, lua_tostring(L, -1));
+    return 0;
+  }
+  if (status != LUA_OK) return lua_error(L); /* out of memory: gen_sb_pcall reports it */
+  lua_call(L, 0, 1);
+  c->rc = gen_decl_read(L, c->t, c->err);
+  return 0;
+}
+
+/* The template's expected name: the file's base name without ".lua". */
+static void base_name(const char *path, char out[GEN_NAME_MAX]) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t n = strlen(base);
+  if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+  if (n >= GEN_NAME_MAX) n = GEN_NAME_MAX - 1; /* too long to be valid; the name check says so */
+  memcpy(out, base, n);
+  out[n] = '\0';
+}
+
+/* The default config must satisfy the template's own constraints: it is what the dispatcher
+ * falls back to, so a template that gets it wrong is broken. */
+static mmt_status check_default(gen_template *t, ut_err *err) {
+  char why[256], text[512];
+  bool valid = false;
+  mmt_status rc = gen_check(t, &t->def, NULL, &valid, why, sizeof why, err);
+  if (rc || valid) return rc;
+  if (gen_config_format(t, &t->def, text, sizeof text, NULL)) text[0] = '\0';
+  return ut_fail(err, MMT_ERR_TEMPLATE, "template '%s' (%s): the default config %s fails its constraints%s%s",
+                 t->name, t->path, text, why[0] ? ": " : "", why);
+}
+
+mmt_status gen_load(const char *path, gen_template **out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  char *text = NULL;
+  size_t len = 0;
+  gen_template *t = NULL;
+  if (!out) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_load: out is NULL");
+  *out = NULL;
+  if (!path) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_load: path is NULL");
+  rc = ut_read_file(path, &text, &len, err);
+  if (rc) goto cleanup;
+  t = calloc(1, sizeof *t);
+  if (!t || !(t->path = strdup(path))) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory loading '%s'", path);
+    goto cleanup;
+  }
+  t->constraints_ref = LUA_NOREF;
+  t->emit_ref = LUA_NOREF;
+  base_name(path, t->name);
+  ut_hash64_hex(ut_hash64(text, len), t->hash);
+  rc = gen_sb_open(t, err);
+  if (rc) goto cleanup;
+  load_ctx c = {t, text, len, err, MMT_OK};
+  rc = gen_sb_pcall(t, load_protected, &c, 0, err);
+  if (!rc) rc = c.rc;
+  if (!rc) rc = check_default(t, err);
+  if (!rc) {
+    *out = t;
+    t = NULL;
+  }
+cleanup:
+  gen_free(t);
+  free(text);
+  return rc;
+}
+
+mmt_status gen_load_named(const char *name, gen_template **out, ut_err *err) {
+  char path[4096];
+  if (!out) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_load_named: out is NULL");
+  *out = NULL;
+  mmt_status rc = gen_find(name, path, sizeof path, err);
+  if (rc) return rc;
+  return gen_load(path, out, err);
+}
+
+void gen_free(gen_template *t) {
+  if (!t) return;
+  if (t->L) gen_sb_close(t);
+  free(t->path);
+  free(t);
+}
+
+const char *gen_name(const gen_template *t) { return t->name; }
+const char *gen_description(const gen_template *t) { return t->description; }
+const char *gen_path(const gen_template *t) { return t->path; }
+const char *gen_source_hash(const gen_template *t) { return t->hash; }
+int gen_dtype_count(const gen_template *t) { return t->ndtypes; }
+
+const char *gen_dtype(const gen_template *t, int i) {
+  return i >= 0 && i < t->ndtypes ? t->dtypes[i] : NULL;
+}
+
+bool gen_supports_dtype(const gen_template *t, const char *dtype) {
+  if (!dtype) return false;
+  for (int i = 0; i < t->ndtypes; i++)
+    if (strcmp(t->dtypes[i], dtype) == 0) return true;
+  return false;
+}

@@ -36,9 +36,12 @@ mmt_status rt_compile(const char *source, const char *name, const char *arch, rt
                       char **log, ut_err *err);
 
 /*
- * rt_compile through the disk cache in `cache_dir` (created if missing; NULL: no cache).
- * *hit (may be NULL) says whether the cubin came from the cache.  A cache that cannot be
- * written is not an error (the cubin is still returned).
+ * rt_compile through the disk cache in `cache_dir` (created if missing; NULL or "": no cache).
+ * The entry is <cache_dir>/<16 hex>.cubin, the hex a hash of (source, options with the
+ * architecture, NVRTC version); `name` is not part of the key.  *hit (may be NULL) says
+ * whether the cubin came from the cache; on a hit *log is NULL (nothing was compiled).  An
+ * entry that is not a whole ELF file (torn, truncated, foreign) is a miss and is rewritten.
+ * A cache that cannot be written is not an error (the cubin is still returned).
  */
 mmt_status rt_compile_cached(const char *cache_dir, const char *source, const char *name,
                              const char *arch, rt_cubin *cubin, bool *hit, char **log, ut_err *err);

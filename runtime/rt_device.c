@@ -1,1 +1,245 @@
-/* placeholder: being written */
+/* rt_device.c -- see rt_device.h.  Device info, primary context, kernel load and launch. */
+#include "rt_device.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Dynamic shared memory above this needs CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES. */
+#define RT_DEFAULT_SHARED_LIMIT (48 * 1024)
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints it. */
+static void format_uuid(const CUuuid *u, char *out, size_t outlen) {
+  const unsigned char *b = (const unsigned char *)u->bytes;
+  snprintf(out, outlen, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+           b[14], b[15]);
+}
+
+static mmt_status get_attr(const rt_cu *cu, CUdevice dev, CUdevice_attribute a, const char *what,
+                           int *out, ut_err *err) {
+  CUresult r = cu->cuDeviceGetAttribute(out, a, dev);
+  if (r != CUDA_SUCCESS) return rt_cu_fail(err, what, r);
+  return MMT_OK;
+}
+
+/* Name, UUID, compute capability, SM count, driver version, memory, shared-memory limit. */
+static mmt_status read_info(const rt_cu *cu, rt_device *d, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  CUuuid uuid;
+  db_device *info = &d->info;
+  RT_CU_CHECK(cu, cuDeviceGetName(info->name, (int)sizeof info->name, d->dev));
+  RT_CU_CHECK(cu, cuDeviceGetUuid(&uuid, d->dev));
+  format_uuid(&uuid, info->uuid, sizeof info->uuid);
+  if ((rc = get_attr(cu, d->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cc major",
+                     &info->cc_major, err)) ||
+      (rc = get_attr(cu, d->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cc minor",
+                     &info->cc_minor, err)) ||
+      (rc = get_attr(cu, d->dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count",
+                     &info->sm_count, err)) ||
+      (rc = get_attr(cu, d->dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                     "shared memory opt-in", &d->max_shared_optin, err)))
+    goto cleanup;
+  RT_CU_CHECK(cu, cuDriverGetVersion(&info->driver_version));
+  RT_CU_CHECK(cu, cuDeviceTotalMem(&d->total_mem, d->dev));
+  rc = ut_snprintf(d->arch, sizeof d->arch, err, "sm_%d%d", info->cc_major, info->cc_minor);
+cleanup:
+  return rc;
+}
+
+mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = NULL;
+  int count = 0;
+  rt_device d;
+  memset(&d, 0, sizeof d);
+  memset(out, 0, sizeof *out);
+  d.ordinal = ordinal;
+  if ((rc = rt_driver(&cu, err))) goto cleanup;
+  RT_CU_CHECK(cu, cuDeviceGetCount(&count));
+  if (ordinal < 0 || ordinal >= count) {
+    rc = ut_fail(err, MMT_ERR_NO_DEVICE, "device %d requested but %d CUDA device(s) present",
+                 ordinal, count);
+    goto cleanup;
+  }
+  RT_CU_CHECK(cu, cuDeviceGet(&d.dev, ordinal));
+  if ((rc = read_info(cu, &d, err))) goto cleanup;
+  RT_CU_CHECK(cu, cuDevicePrimaryCtxRetain(&d.ctx, d.dev));
+  RT_CU_CHECK(cu, cuCtxSetCurrent(d.ctx));
+  *out = d;
+  d.ctx = NULL;
+cleanup:
+  if (d.ctx) cu->cuDevicePrimaryCtxRelease(d.dev);
+  return rc;
+}
+
+void rt_device_close(rt_device *d) {
+  const rt_cu *cu = NULL;
+  if (!d) return;
+  if (d->ctx && rt_driver(&cu, NULL) == MMT_OK) {
+    CUcontext cur = NULL;
+    /* Leave no dangling current context on this thread. */
+    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx) cu->cuCtxSetCurrent(NULL);
+    cu->cuDevicePrimaryCtxRelease(d->dev);
+  }
+  memset(d, 0, sizeof *d);
+}
+
+/* Makes ctx current unless it already is. */
+static mmt_status bind_ctx(const rt_cu *cu, CUcontext ctx, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  CUcontext cur = NULL;
+  if (!ctx) return ut_fail(err, MMT_ERR_INVALID_ARG, "device is not open");
+  RT_CU_CHECK(cu, cuCtxGetCurrent(&cur));
+  if (cur != ctx) RT_CU_CHECK(cu, cuCtxSetCurrent(ctx));
+cleanup:
+  return rc;
+}
+
+mmt_status rt_device_bind(const rt_device *d, ut_err *err) {
+  const rt_cu *cu = NULL;
+  mmt_status rc = rt_driver(&cu, err);
+  if (rc) return rc;
+  return bind_ctx(cu, d ? d->ctx : NULL, err);
+}
+
+static mmt_status func_attr(const rt_cu *cu, CUfunction fn, CUfunction_attribute a,
+                            const char *what, int *out, ut_err *err) {
+  CUresult r = cu->cuFuncGetAttribute(out, a, fn);
+  if (r != CUDA_SUCCESS) return rt_cu_fail(err, what, r);
+  return MMT_OK;
+}
+
+static mmt_status read_func_attrs(const rt_cu *cu, rt_kernel *k, ut_err *err) {
+  mmt_status rc;
+  if ((rc = func_attr(cu, k->fn, CU_FUNC_ATTRIBUTE_NUM_REGS, "registers", &k->regs, err)) ||
+      (rc = func_attr(cu, k->fn, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "static shared memory",
+                      &k->static_shared_bytes, err)) ||
+      (rc = func_attr(cu, k->fn, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local memory",
+                      &k->local_bytes, err)) ||
+      (rc = func_attr(cu, k->fn, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads",
+                      &k->max_threads, err)))
+    return rc;
+  return MMT_OK;
+}
+
+/* Block size and shared memory against the kernel's and the device's limits; raises the
+ * dynamic shared-memory limit when the total exceeds the default 48 KiB. */
+static mmt_status fit_limits(const rt_cu *cu, const rt_device *d, rt_kernel *k, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
+  if (threads > (uint64_t)k->max_threads)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "needs %llu threads but kernel allows %d (%s)",
+                   (unsigned long long)threads, k->max_threads,
+                   k->max_threads < 1024 ? "registers or launch bounds" : "device limit");
+  uint64_t shared = (uint64_t)k->static_shared_bytes + k->shared_bytes;
+  if (shared > (uint64_t)d->max_shared_optin)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "needs %llu bytes of shared memory per block (%d static + %u dynamic) but "
+                   "the device allows %d",
+                   (unsigned long long)shared, k->static_shared_bytes, k->shared_bytes,
+                   d->max_shared_optin);
+  if (shared > RT_DEFAULT_SHARED_LIMIT)
+    RT_CU_CHECK(cu, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       (int)k->shared_bytes));
+cleanup:
+  return rc;
+}
+
+static mmt_status check_spec(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
+                             ut_err *err) {
+  if (!d || !d->ctx) return ut_fail(err, MMT_ERR_INVALID_ARG, "device is not open");
+  if (!cubin || !cubin->data || cubin->size == 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "empty cubin");
+  if (!spec || !spec->kernel_name || !*spec->kernel_name)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel has no name");
+  if (spec->block[0] == 0 || spec->block[1] == 0 || spec->block[2] == 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel '%s' has an empty block (%u x %u x %u)",
+                   spec->kernel_name, spec->block[0], spec->block[1], spec->block[2]);
+  if (spec->shared_bytes > (unsigned)INT_MAX)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "kernel '%s' asks for %u bytes of shared memory",
+                   spec->kernel_name, spec->shared_bytes);
+  return MMT_OK;
+}
+
+mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
+                          rt_kernel *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = NULL;
+  rt_kernel k;
+  memset(&k, 0, sizeof k);
+  memset(out, 0, sizeof *out);
+  if ((rc = check_spec(d, cubin, spec, err))) goto cleanup;
+  if ((rc = rt_driver(&cu, err))) goto cleanup;
+  if ((rc = bind_ctx(cu, d->ctx, err))) goto cleanup;
+  k.ctx = d->ctx;
+  memcpy(k.block, spec->block, sizeof k.block);
+  memcpy(k.grid, spec->grid, sizeof k.grid);
+  k.shared_bytes = spec->shared_bytes;
+  k.requires = spec->requires;
+  RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
+  CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
+  if (r != CUDA_SUCCESS) {
+    rc = rt_cu_fail(err, "cuModuleGetFunction", r);
+    ut_err_prefix(err, "kernel '%s' not in the module", spec->kernel_name);
+    goto cleanup;
+  }
+  if ((rc = read_func_attrs(cu, &k, err))) goto cleanup;
+  if ((rc = fit_limits(cu, d, &k, err))) {
+    ut_err_prefix(err, "kernel '%s'", spec->kernel_name);
+    goto cleanup;
+  }
+  *out = k;
+  k.module = NULL;
+cleanup:
+  if (k.module) cu->cuModuleUnload(k.module);
+  return rc;
+}
+
+void rt_kernel_unload(rt_kernel *k) {
+  const rt_cu *cu = NULL;
+  if (!k) return;
+  if (k->module && rt_driver(&cu, NULL) == MMT_OK && bind_ctx(cu, k->ctx, NULL) == MMT_OK)
+    cu->cuModuleUnload(k->module);
+  memset(k, 0, sizeof *k);
+}
+
+/* Sizes must be >= 0 and fit the kernel ABI's int. */
+static mmt_status check_int(const char *what, int64_t v, ut_err *err) {
+  if (v < 0 || v > INT_MAX)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "%s = %lld is outside the kernel ABI's range 0..%d",
+                   what, (long long)v, INT_MAX);
+  return MMT_OK;
+}
+
+static mmt_status check_args(const rt_gemm_args *a, ut_err *err) {
+  mmt_status rc;
+  if ((rc = check_int("M", a->m, err)) || (rc = check_int("N", a->n, err)) ||
+      (rc = check_int("K", a->k, err)) || (rc = check_int("lda", a->lda, err)) ||
+      (rc = check_int("ldb", a->ldb, err)) || (rc = check_int("ldc", a->ldc, err)))
+    return rc;
+  return MMT_OK;
+}
+
+mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
+                            ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = NULL;
+  unsigned grid[3];
+  if (!k || !k->fn || !args) return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel is not loaded");
+  if ((rc = check_args(args, err))) return rc;
+  if ((rc = gen_grid_eval(k->grid, args->m, args->n, args->k, grid, err))) return rc;
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
+  if ((rc = rt_driver(&cu, err))) return rc;
+  if ((rc = bind_ctx(cu, k->ctx, err))) return rc;
+  /* The ABI (gen.h): int M, N, K; float alpha; A; int lda; B; int ldb; float beta; C; ldc. */
+  int m = (int)args->m, n = (int)args->n, kk = (int)args->k;
+  int lda = (int)args->lda, ldb = (int)args->ldb, ldc = (int)args->ldc;
+  float alpha = args->alpha, beta = args->beta;
+  CUdeviceptr a = args->a, b = args->b, c = args->c;
+  void *params[] = {&m, &n, &kk, &alpha, &a, &lda, &b, &ldb, &beta, &c, &ldc};
+  RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],
+                                 k->block[2], k->shared_bytes, stream, params, NULL));
+cleanup:
+  return rc;
+}

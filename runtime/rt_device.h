@@ -21,14 +21,15 @@ typedef struct {
   CUdevice dev;
   CUcontext ctx; /* retained primary context */
   db_device info;
-  char arch[16];               /* "sm_90" */
-  int max_shared_optin;        /* bytes per block with the opt-in attribute */
+  char arch[16];        /* "sm_90" */
+  int max_shared_optin; /* bytes per block with the opt-in attribute */
   size_t total_mem;
 } rt_device;
 
 /* Opens device `ordinal`: driver, device, primary context retained and made current, info
- * filled.  Errors: MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE (ordinal out of range; message says how
- * many devices there are), MMT_ERR_CUDA. */
+ * filled (uuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", arch "sm_<major><minor>").
+ * On failure *out is zeroed.  Errors: MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE (no device, or
+ * ordinal out of range: "device 3 requested but 1 CUDA device(s) present"), MMT_ERR_CUDA. */
 mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err);
 /* Releases the primary context.  Safe on a zeroed struct. */
 void rt_device_close(rt_device *d);
@@ -37,6 +38,7 @@ mmt_status rt_device_bind(const rt_device *d, ut_err *err);
 
 /* A kernel loaded from a cubin, with the compiler's resource figures. */
 typedef struct {
+  CUcontext ctx; /* the device's context (borrowed): made current to launch and unload */
   CUmodule module;
   CUfunction fn;
   unsigned block[3];
@@ -47,8 +49,13 @@ typedef struct {
 } rt_kernel;
 
 /* Loads the cubin, looks up spec->kernel_name, raises the dynamic shared-memory limit when
- * spec->shared_bytes > 48 KiB, reads attributes.  Errors: MMT_ERR_CUDA (e.g. kernel name not
- * in the module), MMT_ERR_UNSUPPORTED (block or shared memory beyond the device's limits). */
+ * the kernel's static plus spec->shared_bytes exceed 48 KiB, reads attributes, and copies
+ * block, grid, shared_bytes and requires from spec (spec is not kept).  The kernel borrows
+ * d's context: unload it before rt_device_close.
+ * Errors: MMT_ERR_INVALID_ARG (no name, empty block, empty cubin), MMT_ERR_CUDA (e.g. kernel
+ * name not in the module, cubin for another architecture), MMT_ERR_UNSUPPORTED (block threads
+ * beyond the kernel's limit, "needs 1024 threads but kernel allows 768 (registers)", or
+ * shared memory beyond d->max_shared_optin). */
 mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
                           rt_kernel *out, ut_err *err);
 /* Unloads the module.  Safe on a zeroed struct. */
@@ -62,8 +69,11 @@ typedef struct {
   int64_t lda, ldb, ldc;
 } rt_gemm_args;
 
-/* Launches the kernel on stream (0: default).  Checks sizes fit the kernel's int ABI and the
- * grid limits.  Does not synchronize.  Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
+/* Launches the kernel on stream (0: default) with the grid from gen_grid_eval.  Checks sizes
+ * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
+ * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
+ * kernel's context current.  Does not synchronize.  Errors: MMT_ERR_INVALID_ARG,
+ * MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err);
 

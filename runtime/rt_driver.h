@@ -60,14 +60,18 @@ typedef struct {
 #undef RT_DRIVER_FIELD_
 } rt_cu;
 
-/* Loads the driver once and returns its table.  Errors: MMT_ERR_NO_DRIVER (library or a
- * symbol missing; message says which and what dlerror said), MMT_ERR_CUDA (cuInit failed,
- * e.g. no device: message has the driver's error name).  The result is remembered: later
- * calls return the same status and message at once. */
+/* Loads the driver once and returns its table (*cu is NULL on failure; cu may be NULL to only
+ * check).  The library is $MMTUNE_LIBCUDA when set (read at the first call; for tests), else
+ * "libcuda.so.1".  Errors: MMT_ERR_NO_DRIVER (library missing: "libcuda.so.1 not found (no
+ * NVIDIA driver?): <dlerror>", or a symbol missing: the message names it), MMT_ERR_NO_DEVICE
+ * (cuInit said CUDA_ERROR_NO_DEVICE), MMT_ERR_CUDA (cuInit failed otherwise, e.g. the
+ * toolkit's stub library: the message has the driver's error name).  The result is
+ * remembered: later calls return the same status and message at once.  Thread-safe. */
 mmt_status rt_driver(const rt_cu **cu, ut_err *err);
 
-/* Formats a failed driver call: "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
- * Returns MMT_ERR_CUDA.  `what` names the call. */
+/* Formats a failed driver call: "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
+ * (cuGetErrorName/String when the driver is loaded, else the number).  Returns MMT_ERR_CUDA.
+ * `what` names the call. */
 mmt_status rt_cu_fail(ut_err *err, const char *what, CUresult r);
 
 /* Checks a driver call inside a function that has `mmt_status rc`, `ut_err *err` and a

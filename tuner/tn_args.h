@@ -19,22 +19,40 @@ typedef struct {
 #define TN_DIM_MAX 2147483647LL
 
 /* Parses a whole decimal integer in [min, max].  `what` names it in the message.  Rejects
- * empty text, signs where min >= 0 ("-3"), trailing junk ("12x"), and overflow. */
+ * empty text, whitespace, '+', '-' where min >= 0 ("-3"), trailing junk ("12x"), a value
+ * below min, and a value above max or beyond int64 (that message ends in " (out of range)").
+ * Leading zeros are accepted ("007" is 7).  *out is written only on success. */
 mmt_status tn_parse_i64(const char *text, const char *what, int64_t min, int64_t max, int64_t *out,
                         ut_err *err);
-/* Parses a positive double (e.g. seconds) in (0, max]. */
+/* Parses a positive double (e.g. seconds) in (0, max]: plain decimal digits with an optional
+ * '.' and exponent ("2", "0.5", "1e3"); rejects signs, whitespace, "inf", "nan", hexadecimal,
+ * 0 and underflow.  Message: "--budget must be a positive number of seconds, got 'abc'"; above
+ * max: "..., at most 3600, got '4000' (out of range)".  *out is written only on success. */
 mmt_status tn_parse_seconds(const char *text, const char *what, double max, double *out, ut_err *err);
+/* The same for a quantity that is not a time: "--x must be a positive number, got 'abc'". */
+mmt_status tn_parse_positive(const char *text, const char *what, double max, double *out,
+                             ut_err *err);
 
-/* "MxNxK" (also "M,N,K" is NOT accepted: commas separate shapes). Each in [1, TN_DIM_MAX]. */
+/* "MxNxK" with a lowercase 'x' ("M,N,K" is NOT accepted: commas separate shapes).  Each in
+ * [1, TN_DIM_MAX], parsed as tn_parse_i64.  Errors name the whole text: "shape must be MxNxK
+ * (e.g. 1024x1024x1024), got '12x3'", "shape '0x5x5': M must be an integer in [1, ...]". */
 mmt_status tn_parse_shape(const char *text, tn_shape *out, ut_err *err);
 
-/* A --shapes argument: an existing file (one "M N K" or "MxNxK" per line, '#' comments and
- * blank lines ignored; the message names file:line on error), otherwise a comma-separated list
- * of MxNxK.  *shapes is owned by the caller (free).  At least one shape, else an error. */
+/* A --shapes argument: an existing regular file (one "M N K" or "MxNxK" per line, fields
+ * separated by spaces or tabs, '#' starts a comment, blank lines ignored; errors start with
+ * "shapes file 'f.txt' line 3: "), otherwise a comma-separated list of MxNxK.  An argument
+ * that looks like a path (holds '/' or ends in ".txt") but does not exist is MMT_ERR_IO
+ * "shapes file 'x' not found"; so is a folder.  The messages do not name the option (the
+ * caller prefixes "--shapes: "): "shapes list has an empty item in '1x1x1,,2x2x2'",
+ * "shape must be MxNxK (...), got '1x2'".  *shapes is owned by the caller (free); on error it
+ * is NULL and *count 0.  At least one shape, else an error. */
 mmt_status tn_parse_shapes(const char *arg, tn_shape **shapes, int *count, ut_err *err);
 
-/* Splits "a,b,c" into owned strings (free each, then the array); empty items are an error. */
+/* Splits "a,b,c" into owned strings (free with tn_list_free); items are kept verbatim
+ * (no trimming).  An empty argument or item ("a,,b", ",a", "a,") is an error naming `what`.
+ * On error *items is NULL and *count 0. */
 mmt_status tn_split_list(const char *arg, const char *what, char ***items, int *count, ut_err *err);
+/* Frees each item, then the array.  tn_list_free(NULL, n) is a no-op. */
 void tn_list_free(char **items, int count);
 
 #endif /* MMT_TN_ARGS_H */

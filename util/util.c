@@ -91,20 +91,27 @@ cleanup:
 
 mmt_status ut_write_file_atomic(const char *path, const void *data, size_t len, ut_err *err) {
   char tmp[4096];
-  mmt_status rc = ut_snprintf(tmp, sizeof tmp, err, "%s.tmp.%ld", path, (long)getpid());
+  /* mkstemp: a unique temporary per writer, so threads of one process never share one. */
+  mmt_status rc = ut_snprintf(tmp, sizeof tmp, err, "%s.tmp.XXXXXX", path);
   if (rc) return rc;
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return ut_fail(err, MMT_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+  int fd = mkstemp(tmp);
+  if (fd < 0) return ut_fail(err, MMT_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+  FILE *f = fdopen(fd, "wb");
+  if (!f) {
+    close(fd);
+    unlink(tmp);
+    return ut_fail(err, MMT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+  }
   size_t wrote = fwrite(data, 1, len, f);
   int close_rc = fclose(f);
   if (wrote != len || close_rc != 0) {
     unlink(tmp);
     return ut_fail(err, MMT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
   }
-  if (rename(tmp, path) != 0) {
+  if (chmod(tmp, 0644) != 0 || rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
-    return ut_fail(err, MMT_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(e));
+    return ut_fail(err, MMT_ERR_IO, "cannot move '%s' to '%s': %s", tmp, path, strerror(e));
   }
   return MMT_OK;
 }
@@ -163,6 +170,12 @@ mmt_status ut_snprintf(char *out, size_t outlen, ut_err *err, const char *fmt, .
   if (n < 0 || (size_t)n >= outlen)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "text too long (%d bytes, limit %zu)", n, outlen - 1);
   return MMT_OK;
+}
+
+void ut_copy(char *dst, size_t dstlen, const char *src) {
+  size_t n = strnlen(src, dstlen - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
 }
 
 char *ut_strdup(const char *s) { return s ? strdup(s) : NULL; }

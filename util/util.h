@@ -49,6 +49,9 @@ mmt_status ut_default_cubin_dir(char *out, size_t outlen, ut_err *err);
 /* snprintf that reports truncation as MMT_ERR_INVALID_ARG. */
 mmt_status ut_snprintf(char *out, size_t outlen, ut_err *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Copies src into dst (dstlen > 0), truncating to fit; always NUL-terminates.  For messages
+ * and names where truncation is acceptable (snprintf "%s" would warn). */
+void ut_copy(char *dst, size_t dstlen, const char *src);
 /* strdup that returns NULL on NULL input. */
 char *ut_strdup(const char *s);
 

@@ -1,0 +1,412 @@
+/* db_query.c -- see db.h: status names, inserting results and the queries on them. */
+#include "db_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Columns of a results row in the order bind_result() and read_result() use. */
+#define DB_COLS_NOID                                                                        \
+  "device_name, device_uuid, cc_major, cc_minor, sm_count, driver_version, nvrtc_version, " \
+  "template_name, template_hash, params, dtype, layout, m, n, k, status, error, ms_min, "   \
+  "ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "    \
+  "created_at"
+#define DB_COLS "id, " DB_COLS_NOID
+#define DB_PROBLEM_MATCH "dtype = ?2 AND layout = ?3 AND m = ?4 AND n = ?5 AND k = ?6"
+
+const char *const db_stmt_sql[DB_ST_COUNT_] = {
+    [DB_ST_BEGIN] = "BEGIN IMMEDIATE",
+    [DB_ST_COMMIT] = "COMMIT",
+    [DB_ST_INSERT] = "INSERT INTO results(" DB_COLS_NOID ") VALUES ("
+                     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                     "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+    [DB_ST_HAS] = "SELECT 1 FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
+                  " AND nvrtc_version = ?7 AND template_name = ?8 AND template_hash = ?9"
+                  " AND params = ?10 LIMIT 1",
+    [DB_ST_BEST] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
+                   " AND status = 'ok' ORDER BY ms_median, id LIMIT 1",
+    [DB_ST_EACH_OK] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
+                      " AND status = 'ok' ORDER BY ms_median, id",
+    [DB_ST_EACH_BEST] = "SELECT " DB_COLS
+                        " FROM best WHERE (?1 IS NULL OR device_name = ?1)"
+                        " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
+                        " ORDER BY device_name, dtype, layout, m, n, k",
+    [DB_ST_EACH_SHAPE] =
+        "SELECT DISTINCT dtype, layout, m, n, k FROM results"
+        " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
+        " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
+        " ORDER BY dtype, layout, m, n, k",
+    [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
+};
+
+static const char *const k_status_names[DB_STATUS_COUNT_] = {
+    [DB_OK] = "ok",
+    [DB_COMPILE_ERROR] = "compile_error",
+    [DB_VERIFY_FAILED] = "verify_failed",
+    [DB_FAULT] = "fault",
+    [DB_TIMEOUT] = "timeout",
+    [DB_LAUNCH_ERROR] = "launch_error",
+};
+
+const char *db_status_name(db_status s) {
+  if ((int)s < 0 || s >= DB_STATUS_COUNT_) return "unknown";
+  return k_status_names[s];
+}
+
+int db_status_parse(const char *text) {
+  if (!text) return -1;
+  for (int i = 0; i < DB_STATUS_COUNT_; i++)
+    if (strcmp(text, k_status_names[i]) == 0) return i;
+  return -1;
+}
+
+/* ---- binding: parameters ?1, ?2, ... in order; the first failure is kept ------------------ */
+
+typedef struct {
+  sqlite3_stmt *st;
+  int idx;
+  int rc;
+} binder;
+
+/* A fixed-size field that may lack its NUL: at most cap bytes.  The caller's memory must live
+ * until stmt_done(), which clears the bindings. */
+static void b_field(binder *b, const char *s, size_t cap) {
+  b->idx++;
+  if (b->rc == SQLITE_OK)
+    b->rc = sqlite3_bind_text(b->st, b->idx, s, (int)strnlen(s, cap), SQLITE_STATIC);
+}
+
+/* A C string, or NULL bound as SQL NULL. */
+static void b_text(binder *b, const char *s) {
+  b->idx++;
+  if (b->rc != SQLITE_OK) return;
+  b->rc =
+      s ? sqlite3_bind_text(b->st, b->idx, s, -1, SQLITE_STATIC) : sqlite3_bind_null(b->st, b->idx);
+}
+
+static void b_int(binder *b, int64_t v) {
+  b->idx++;
+  if (b->rc == SQLITE_OK) b->rc = sqlite3_bind_int64(b->st, b->idx, v);
+}
+
+/* NaN is stored as NULL by SQLite itself. */
+static void b_real(binder *b, double v) {
+  b->idx++;
+  if (b->rc == SQLITE_OK) b->rc = sqlite3_bind_double(b->st, b->idx, v);
+}
+
+/* ?(idx+1) .. ?(idx+5): dtype, layout, m, n, k. */
+static void b_problem(binder *b, const db_problem *p) {
+  b_field(b, p->dtype, sizeof p->dtype);
+  b_field(b, p->layout, sizeof p->layout);
+  b_int(b, p->m);
+  b_int(b, p->n);
+  b_int(b, p->k);
+}
+
+static void bind_result(binder *b, const db_result *r, int64_t created_at) {
+  const db_device *d = &r->device;
+  b_field(b, d->name, sizeof d->name);
+  b_field(b, d->uuid, sizeof d->uuid);
+  b_int(b, d->cc_major);
+  b_int(b, d->cc_minor);
+  b_int(b, d->sm_count);
+  b_int(b, d->driver_version);
+  b_field(b, r->nvrtc_version, sizeof r->nvrtc_version);
+  b_field(b, r->template_name, sizeof r->template_name);
+  b_field(b, r->template_hash, sizeof r->template_hash);
+  b_field(b, r->params, sizeof r->params);
+  b_problem(b, &r->problem);
+  b_text(b, db_status_name(r->status));
+  b_field(b, r->error, sizeof r->error);
+  b_real(b, r->ms_min);
+  b_real(b, r->ms_median);
+  b_real(b, r->ms_max);
+  b_int(b, r->runs);
+  b_real(b, r->tflops);
+  b_real(b, r->rel_err);
+  b_real(b, r->max_err);
+  b_int(b, r->regs);
+  b_int(b, r->shared_bytes);
+  b_int(b, r->local_bytes);
+  b_int(b, created_at);
+}
+
+/* After every use of a prepared statement: ready for the next one, no borrowed pointers. */
+static void stmt_done(sqlite3_stmt *st) {
+  /* reset repeats the last step's error, which the caller has handled; clear_bindings
+   * cannot fail. */
+  (void)sqlite3_reset(st);
+  (void)sqlite3_clear_bindings(st);
+}
+
+/* ---- reading: columns 0, 1, ... in order -------------------------------------------------- */
+
+typedef struct {
+  sqlite3_stmt *st;
+  int col;
+} reader;
+
+static void r_field(reader *rd, char *dst, size_t cap) {
+  const unsigned char *t = sqlite3_column_text(rd->st, rd->col);
+  db_copy_text(dst, cap, t, sqlite3_column_bytes(rd->st, rd->col));
+  rd->col++;
+}
+
+static int64_t r_int(reader *rd) { return sqlite3_column_int64(rd->st, rd->col++); }
+
+/* NULL (a NaN when stored) reads back as NaN. */
+static double r_real(reader *rd) {
+  int c = rd->col++;
+  return sqlite3_column_type(rd->st, c) == SQLITE_NULL ? NAN : sqlite3_column_double(rd->st, c);
+}
+
+static void r_problem(reader *rd, db_problem *p) {
+  r_field(rd, p->dtype, sizeof p->dtype);
+  r_field(rd, p->layout, sizeof p->layout);
+  p->m = r_int(rd);
+  p->n = r_int(rd);
+  p->k = r_int(rd);
+}
+
+/* One row of DB_COLS into *r. */
+static mmt_status read_result(db_handle *h, sqlite3_stmt *st, db_result *r, ut_err *err) {
+  reader rd = {st, 0};
+  char status[32];
+  memset(r, 0, sizeof *r);
+  r->id = r_int(&rd);
+  r_field(&rd, r->device.name, sizeof r->device.name);
+  r_field(&rd, r->device.uuid, sizeof r->device.uuid);
+  r->device.cc_major = (int)r_int(&rd);
+  r->device.cc_minor = (int)r_int(&rd);
+  r->device.sm_count = (int)r_int(&rd);
+  r->device.driver_version = (int)r_int(&rd);
+  r_field(&rd, r->nvrtc_version, sizeof r->nvrtc_version);
+  r_field(&rd, r->template_name, sizeof r->template_name);
+  r_field(&rd, r->template_hash, sizeof r->template_hash);
+  r_field(&rd, r->params, sizeof r->params);
+  r_problem(&rd, &r->problem);
+  r_field(&rd, status, sizeof status);
+  r_field(&rd, r->error, sizeof r->error);
+  r->ms_min = r_real(&rd);
+  r->ms_median = r_real(&rd);
+  r->ms_max = r_real(&rd);
+  r->runs = (int)r_int(&rd);
+  r->tflops = r_real(&rd);
+  r->rel_err = r_real(&rd);
+  r->max_err = r_real(&rd);
+  r->regs = (int)r_int(&rd);
+  r->shared_bytes = (int)r_int(&rd);
+  r->local_bytes = (int)r_int(&rd);
+  r->created_at = r_int(&rd);
+  int s = db_status_parse(status);
+  if (s < 0)
+    return ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s': row %lld has unknown status '%s'",
+                   h->path, (long long)r->id, status);
+  r->status = (db_status)s;
+  return MMT_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+/* Steps a statement that returns no rows. */
+static mmt_status step_done(db_handle *h, db_stmt_id id, const char *op, ut_err *err) {
+  int s = sqlite3_step(h->st[id]);
+  mmt_status rc = s == SQLITE_DONE ? MMT_OK : db_sql_fail(h, s, op, err);
+  stmt_done(h->st[id]);
+  return rc;
+}
+
+static mmt_status insert_row(db_handle *h, const db_result *r, int64_t created_at, int64_t *id,
+                             ut_err *err) {
+  sqlite3_stmt *st = h->st[DB_ST_INSERT];
+  binder b = {st, 0, SQLITE_OK};
+  bind_result(&b, r, created_at);
+  mmt_status rc = MMT_OK;
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  if (s != SQLITE_DONE)
+    rc = db_sql_fail(h, s, "cannot insert a result into", err);
+  else
+    *id = sqlite3_last_insert_rowid(h->sq);
+  stmt_done(st);
+  return rc;
+}
+
+mmt_status db_insert(db_handle *db, db_result *r, ut_err *err) {
+  if (!db || !r) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: NULL argument");
+  if ((int)r->status < 0 || r->status >= DB_STATUS_COUNT_)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: invalid status %d", (int)r->status);
+  int64_t created_at = r->created_at ? r->created_at : ut_unix_time();
+  int64_t id = 0;
+  mmt_status rc = step_done(db, DB_ST_BEGIN, "cannot begin a transaction on", err);
+  if (rc) return rc;
+  rc = insert_row(db, r, created_at, &id, err);
+  if (!rc) rc = step_done(db, DB_ST_COMMIT, "cannot commit a result to", err);
+  if (rc) {
+    db_rollback_after_error(db, err);
+    return rc;
+  }
+  r->created_at = created_at;
+  r->id = id;
+  return MMT_OK;
+}
+
+/* ---- reading queries ---------------------------------------------------------------------- */
+
+/* Before binding an iterator's statement: refuses re-entry from a callback of the same query
+ * (the statement is being stepped). */
+static mmt_status iter_check_free(const db_handle *h, db_stmt_id id, const char *fn_name,
+                                  ut_err *err) {
+  if (h->busy[id])
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "%s called from its own callback", fn_name);
+  return MMT_OK;
+}
+
+/* After binding: reports a failed bind, else marks the statement in use. */
+static mmt_status iter_bound(db_handle *h, db_stmt_id id, const binder *b, ut_err *err) {
+  if (b->rc != SQLITE_OK) {
+    mmt_status rc = db_sql_fail(h, b->rc, "cannot bind query parameters on", err);
+    stmt_done(h->st[id]);
+    return rc;
+  }
+  h->busy[id] = true;
+  return MMT_OK;
+}
+
+/* Steps statement id (bound already), calling fn on each row until it returns non-zero. */
+static mmt_status each_result(db_handle *h, db_stmt_id id, db_result_fn fn, void *user,
+                              ut_err *err) {
+  sqlite3_stmt *st = h->st[id];
+  mmt_status rc = MMT_OK;
+  db_result r;
+  for (;;) {
+    int s = sqlite3_step(st);
+    if (s == SQLITE_DONE) break;
+    if (s != SQLITE_ROW) {
+      rc = db_sql_fail(h, s, "cannot read results from", err);
+      break;
+    }
+    rc = read_result(h, st, &r, err);
+    if (rc || fn(&r, user)) break;
+  }
+  stmt_done(st);
+  h->busy[id] = false;
+  return rc;
+}
+
+mmt_status db_has_result(db_handle *db, const db_result *key, bool *found, ut_err *err) {
+  if (!db || !key || !found)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_has_result: NULL argument");
+  *found = false;
+  sqlite3_stmt *st = db->st[DB_ST_HAS];
+  binder b = {st, 0, SQLITE_OK};
+  b_field(&b, key->device.name, sizeof key->device.name);
+  b_problem(&b, &key->problem);
+  b_field(&b, key->nvrtc_version, sizeof key->nvrtc_version);
+  b_field(&b, key->template_name, sizeof key->template_name);
+  b_field(&b, key->template_hash, sizeof key->template_hash);
+  b_field(&b, key->params, sizeof key->params);
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  mmt_status rc = MMT_OK;
+  if (s == SQLITE_ROW)
+    *found = true;
+  else if (s != SQLITE_DONE)
+    rc = db_sql_fail(db, s, "cannot look up a result in", err);
+  stmt_done(st);
+  return rc;
+}
+
+mmt_status db_best(db_handle *db, const char *device_name, const db_problem *p, db_result *out,
+                   ut_err *err) {
+  if (!db || !device_name || !p || !out)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_best: NULL argument");
+  sqlite3_stmt *st = db->st[DB_ST_BEST];
+  binder b = {st, 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_problem(&b, p);
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  mmt_status rc = MMT_OK;
+  if (s == SQLITE_ROW)
+    rc = read_result(db, st, out, err);
+  else if (s == SQLITE_DONE)
+    rc = ut_fail(err, MMT_ERR_NOT_FOUND, "no ok result for %s %s %lldx%lldx%lld on '%s'", p->dtype,
+                 p->layout, (long long)p->m, (long long)p->n, (long long)p->k, device_name);
+  else
+    rc = db_sql_fail(db, s, "cannot read the best result from", err);
+  stmt_done(st);
+  return rc;
+}
+
+mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *p, db_result_fn fn,
+                      void *user, ut_err *err) {
+  if (!db || !device_name || !p || !fn)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_ok: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_OK, "db_each_ok", err);
+  if (rc) return rc;
+  binder b = {db->st[DB_ST_EACH_OK], 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_problem(&b, p);
+  rc = iter_bound(db, DB_ST_EACH_OK, &b, err);
+  if (rc) return rc;
+  return each_result(db, DB_ST_EACH_OK, fn, user, err);
+}
+
+mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtype,
+                        const char *layout, db_result_fn fn, void *user, ut_err *err) {
+  if (!db || !fn) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_best: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_BEST, "db_each_best", err);
+  if (rc) return rc;
+  binder b = {db->st[DB_ST_EACH_BEST], 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_text(&b, dtype);
+  b_text(&b, layout);
+  rc = iter_bound(db, DB_ST_EACH_BEST, &b, err);
+  if (rc) return rc;
+  return each_result(db, DB_ST_EACH_BEST, fn, user, err);
+}
+
+mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
+                         const char *layout, db_problem_fn fn, void *user, ut_err *err) {
+  if (!db || !fn) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_shape: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_SHAPE, "db_each_shape", err);
+  if (rc) return rc;
+  sqlite3_stmt *st = db->st[DB_ST_EACH_SHAPE];
+  binder b = {st, 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_text(&b, dtype);
+  b_text(&b, layout);
+  rc = iter_bound(db, DB_ST_EACH_SHAPE, &b, err);
+  if (rc) return rc;
+  for (;;) {
+    int s = sqlite3_step(st);
+    if (s == SQLITE_DONE) break;
+    if (s != SQLITE_ROW) {
+      rc = db_sql_fail(db, s, "cannot read tuned shapes from", err);
+      break;
+    }
+    reader rd = {st, 0};
+    db_problem p;
+    r_problem(&rd, &p);
+    fn(&p, user);
+  }
+  stmt_done(st);
+  db->busy[DB_ST_EACH_SHAPE] = false;
+  return rc;
+}
+
+mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_err *err) {
+  if (!db || !count) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_count: NULL argument");
+  *count = 0;
+  sqlite3_stmt *st = db->st[DB_ST_NROWS];
+  binder b = {st, 0, SQLITE_OK};
+  b_text(&b, device_name);
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  mmt_status rc = MMT_OK;
+  if (s == SQLITE_ROW)
+    *count = sqlite3_column_int64(st, 0);
+  else
+    rc = db_sql_fail(db, s, "cannot count results in", err);
+  stmt_done(st);
+  return rc;
+}

@@ -1,0 +1,348 @@
+/*
+ * gen_emit.c -- calling a template's constraints and emit functions, checking what emit
+ * returns, and the launch arithmetic on the result (grid, requirements).
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "gen_int.h"
+
+#define GEN_KERNEL_NAME_MAX 255
+
+/* CUDA's launch limits, checked here so a bad template fails at emit, not at launch. */
+static const int64_t grid_limit[3] = {INT32_MAX, 65535, 65535};
+static const int64_t block_limit[3] = {1024, 1024, 64};
+static const char *const axis_name[3] = {"x", "y", "z"};
+
+/* p: {name = value, ...} for cfg; a fresh table per call, so a template cannot keep state in
+ * it between calls. */
+static void push_params(lua_State *L, const gen_template *t, const gen_config *cfg) {
+  lua_createtable(L, 0, t->nparams);
+  for (int i = 0; i < t->nparams; i++) {
+    lua_pushinteger(L, (lua_Integer)cfg->v[i]);
+    lua_setfield(L, -2, t->params[i].name);
+  }
+}
+
+static void push_problem(lua_State *L, const gen_problem *p) {
+  const struct {
+    const char *key;
+    int64_t value;
+  } ints[] = {{"M", p->m},     {"N", p->n},     {"K", p->k},           {"lda", p->lda},
+              {"ldb", p->ldb}, {"ldc", p->ldc}, {"align", p->align_bytes}};
+  lua_createtable(L, 0, 9);
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    lua_pushinteger(L, (lua_Integer)ints[i].value);
+    lua_setfield(L, -2, ints[i].key);
+  }
+  lua_pushstring(L, p->dtype ? p->dtype : "f32");
+  lua_setfield(L, -2, "dtype");
+  lua_pushstring(L, p->layout ? p->layout : "nn");
+  lua_setfield(L, -2, "layout");
+}
+
+typedef struct {
+  gen_template *t;
+  const gen_config *cfg;
+  const gen_problem *prob;
+  char *why;
+  size_t whylen;
+  bool valid;
+  ut_err *err;
+  mmt_status rc;
+} check_ctx;
+
+/* Protected: valid, reason = constraints(p, prob). */
+static int check_protected(lua_State *L) {
+  check_ctx *c = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->constraints_ref);
+  push_params(L, c->t, c->cfg);
+  if (c->prob)
+    push_problem(L, c->prob);
+  else
+    lua_pushnil(L);
+  lua_call(L, 2, 2);
+  if (!lua_isboolean(L, -2) || (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)) {
+    c->rc = ut_fail(c->err, MMT_ERR_TEMPLATE,
+                    "template '%s' (%s): constraints must return a boolean and an optional reason "
+                    "string, not %s, %s",
+                    c->t->name, c->t->path, luaL_typename(L, -2), luaL_typename(L, -1));
+    return 0;
+  }
+  c->valid = lua_toboolean(L, -2);
+  if (!c->valid && c->why && lua_type(L, -1) == LUA_TSTRING)
+    snprintf(c->why, c->whylen, "%s", lua_tostring(L, -1));
+  return 0;
+}
+
+mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
+                     char *why, size_t whylen, ut_err *err) {
+  if (!valid) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_check: valid is NULL");
+  *valid = false;
+  if (why && whylen) why[0] = '\0';
+  mmt_status rc = gen_config_check(t, cfg, err);
+  if (rc) return rc;
+  const char *dtype = problem && problem->dtype ? problem->dtype : "f32";
+  if (problem && !gen_supports_dtype(t, dtype)) {
+    if (why && whylen) snprintf(why, whylen, "dtype %s not supported", dtype);
+    return MMT_OK;
+  }
+  if (t->constraints_ref == LUA_NOREF) {
+    *valid = true;
+    return MMT_OK;
+  }
+  check_ctx c = {t, cfg, problem, why && whylen ? why : NULL, whylen, false, err, MMT_OK};
+  rc = gen_sb_pcall(t, check_protected, &c, 0, err);
+  if (!rc) rc = c.rc;
+  if (!rc) *valid = c.valid;
+  return rc;
+}
+
+typedef struct {
+  gen_template *t;
+  const gen_config *cfg;
+  const char *dtype;
+  gen_kernel *out; /* numbers only: the strings come back as the call's results */
+  char what[600];  /* "emit(tile=32,...)" for messages */
+  ut_err *err;
+  mmt_status rc;
+} emit_ctx;
+
+__attribute__((format(printf, 2, 3))) static mmt_status emit_fail(emit_ctx *c, const char *fmt,
+                                                                  ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ut_fail(c->err, MMT_ERR_TEMPLATE, "template '%s' (%s): %s returned %s", c->t->name,
+                 c->t->path, c->what, msg);
+}
+
+/* Pushes tbl.x (or tbl[1]) for axis i; returns its type. */
+static int xyz_field(lua_State *L, int tbl, int i) {
+  int ty = gen_raw_field(L, tbl, axis_name[i]);
+  if (ty != LUA_TNIL) return ty;
+  lua_pop(L, 1);
+  return lua_rawgeti(L, tbl, i + 1);
+}
+
+/* block = {x, y, z} or {x = , y = , z = }; y and z default to 1. */
+static mmt_status read_block(lua_State *L, int res, emit_ctx *c) {
+  if (gen_raw_field(L, res, "block") != LUA_TTABLE)
+    return emit_fail(c, "no block table: block = {x, y, z} is required");
+  int tbl = lua_gettop(L);
+  int64_t threads = 1;
+  for (int i = 0; i < 3; i++) {
+    int64_t v = 1;
+    int ty = xyz_field(L, tbl, i);
+    bool ok = (ty == LUA_TNIL && i > 0) || gen_lua_int(L, -1, &v);
+    lua_pop(L, 1);
+    if (!ok || v < 1 || v > block_limit[i])
+      return emit_fail(c, "block.%s that is not an integer in [1, %lld]", axis_name[i],
+                       (long long)block_limit[i]);
+    c->out->block[i] = (unsigned)v;
+    threads *= v;
+  }
+  lua_pop(L, 1);
+  if (threads > 1024) return emit_fail(c, "a block of %lld threads (more than 1024)", (long long)threads);
+  return MMT_OK;
+}
+
+/* One grid entry (on top of the stack): a constant, or {"M"|"N"|"K", tile}. */
+static bool read_grid_dim(lua_State *L, int axis, gen_grid_dim *g) {
+  int64_t v = 0;
+  if (gen_lua_int(L, -1, &v)) {
+    g->dim = 0;
+    g->tile = v;
+    return v >= 1 && v <= grid_limit[axis];
+  }
+  if (lua_type(L, -1) != LUA_TTABLE || gen_list_len(L, -1) != 2) return false;
+  lua_rawgeti(L, -1, 1);
+  const char *dim = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  bool ok = strlen(dim) == 1 && strchr("MNK", dim[0]);
+  g->dim = ok ? dim[0] : 0;
+  lua_rawgeti(L, -2, 2);
+  ok = ok && gen_lua_int(L, -1, &v) && v >= 1 && v <= INT32_MAX;
+  g->tile = v;
+  lua_pop(L, 2);
+  return ok;
+}
+
+static mmt_status read_grid(lua_State *L, int res, emit_ctx *c) {
+  if (gen_raw_field(L, res, "grid") != LUA_TTABLE)
+    return emit_fail(c, "no grid table: grid = {x = ..., y = ..., z = ...} is required");
+  int tbl = lua_gettop(L);
+  for (int i = 0; i < 3; i++) {
+    gen_grid_dim g = {0, 1};
+    int ty = xyz_field(L, tbl, i);
+    bool ok = (ty == LUA_TNIL && i > 0) || read_grid_dim(L, i, &g);
+    lua_pop(L, 1);
+    if (!ok)
+      return emit_fail(c, "a bad grid.%s: expected an integer in [1, %lld] or {\"M\"|\"N\"|\"K\", tile >= 1}",
+                       axis_name[i], (long long)grid_limit[i]);
+    c->out->grid[i] = g;
+  }
+  lua_pop(L, 1);
+  return MMT_OK;
+}
+
+/* shared_bytes: optional integer >= 0. */
+static mmt_status read_shared(lua_State *L, int res, emit_ctx *c) {
+  int64_t v = 0;
+  int ty = gen_raw_field(L, res, "shared_bytes");
+  bool ok = ty == LUA_TNIL || (gen_lua_int(L, -1, &v) && v >= 0 && v <= UINT_MAX);
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "shared_bytes that is not an integer >= 0");
+  c->out->shared_bytes = (unsigned)v;
+  return MMT_OK;
+}
+
+/* requires = {m_multiple =, n_multiple =, k_multiple =, align =}, all optional. */
+static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
+  static const char *const keys[] = {"m_multiple", "n_multiple", "k_multiple", "align"};
+  int elem = gen_dtype_size(c->dtype);
+  int64_t v[4] = {1, 1, 1, elem};
+  int ty = gen_raw_field(L, res, "requires");
+  if (ty != LUA_TNIL && ty != LUA_TTABLE) return emit_fail(c, "requires that is not a table");
+  for (int i = 0; i < 4 && ty == LUA_TTABLE; i++) {
+    bool ok = gen_raw_field(L, -1, keys[i]) == LUA_TNIL ||
+              (gen_lua_int(L, -1, &v[i]) && v[i] >= 1 && v[i] <= INT32_MAX);
+    lua_pop(L, 1);
+    if (!ok) return emit_fail(c, "requires.%s that is not an integer >= 1", keys[i]);
+  }
+  lua_pop(L, 1);
+  if (v[3] < elem || v[3] > 16 || (v[3] & (v[3] - 1)))
+    return emit_fail(c, "requires.align = %lld: it must be a power of two from the element size "
+                        "(%d) to 16", (long long)v[3], elem);
+  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3]};
+  return MMT_OK;
+}
+
+/* source and kernel; leaves both strings on the stack (they outlive the table's checks). */
+static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
+  size_t len = 0;
+  const char *src = NULL, *kernel = NULL;
+  if (gen_raw_field(L, res, "source") == LUA_TSTRING) src = lua_tolstring(L, -1, &len);
+  if (!src || len == 0 || strlen(src) != len)
+    return emit_fail(c, "no source: source must be a non-empty string without NUL bytes");
+  if (gen_raw_field(L, res, "kernel") == LUA_TSTRING) kernel = lua_tostring(L, -1);
+  if (!gen_valid_name(kernel, true, GEN_KERNEL_NAME_MAX))
+    return emit_fail(c, "a bad kernel: it must be the kernel's name, a C identifier of at most %d "
+                        "characters", GEN_KERNEL_NAME_MAX);
+  if (!strstr(src, kernel)) return emit_fail(c, "a source that does not contain kernel '%s'", kernel);
+  return MMT_OK;
+}
+
+static const char *const emit_fields[] = {"source", "kernel", "block", "grid", "shared_bytes",
+                                          "requires", NULL};
+
+static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
+  lua_pushnil(L);
+  while (lua_next(L, res)) {
+    lua_pop(L, 1);
+    bool known = false;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (const char *const *f = emit_fields; *f && !known; f++)
+        known = strcmp(*f, lua_tostring(L, -1)) == 0;
+    if (!known) {
+      const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "<non-string key>";
+      mmt_status rc = emit_fail(c, "unknown field '%s' (fields: source, kernel, block, grid, "
+                                   "shared_bytes, requires)", key);
+      lua_pop(L, 1);
+      return rc;
+    }
+  }
+  return MMT_OK;
+}
+
+/* Protected: calls emit(p, dtype) and checks the table.  Returns source, kernel. */
+static int emit_protected(lua_State *L) {
+  emit_ctx *c = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->emit_ref);
+  push_params(L, c->t, c->cfg);
+  lua_pushstring(L, c->dtype);
+  lua_call(L, 2, 1);
+  int res = lua_gettop(L);
+  if (!lua_istable(L, res)) {
+    c->rc = emit_fail(c, "%s instead of a table", luaL_typename(L, res));
+    return 0;
+  }
+  c->rc = emit_known_fields(L, res, c);
+  if (!c->rc) c->rc = read_block(L, res, c);
+  if (!c->rc) c->rc = read_grid(L, res, c);
+  if (!c->rc) c->rc = read_shared(L, res, c);
+  if (!c->rc) c->rc = read_requires(L, res, c);
+  if (!c->rc) c->rc = read_strings(L, res, c);
+  return c->rc ? 0 : 2;
+}
+
+mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, gen_kernel *out,
+                    ut_err *err) {
+  if (!out) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_emit: out is NULL");
+  mmt_status rc = gen_config_check(t, cfg, err);
+  if (rc) return rc;
+  if (!gen_supports_dtype(t, dtype))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "template '%s' does not support dtype '%s'", t->name,
+                   dtype ? dtype : "(null)");
+  gen_kernel k = {0};
+  emit_ctx c = {.t = t, .cfg = cfg, .dtype = dtype, .out = &k, .err = err};
+  char text[512];
+  if (gen_config_format(t, cfg, text, sizeof text, NULL)) text[0] = '\0';
+  snprintf(c.what, sizeof c.what, "emit(%s, %s)", text, dtype);
+  rc = gen_sb_pcall(t, emit_protected, &c, 2, err);
+  if (rc) return rc;
+  if (c.rc) {
+    lua_pop(t->L, 2);
+    return c.rc;
+  }
+  k.source = strdup(lua_tostring(t->L, -2));
+  k.kernel_name = strdup(lua_tostring(t->L, -1));
+  lua_pop(t->L, 2);
+  if (!k.source || !k.kernel_name) {
+    gen_kernel_clear(&k);
+    return ut_fail(err, MMT_ERR_NOMEM, "template '%s': out of memory copying the kernel", t->name);
+  }
+  *out = k;
+  return MMT_OK;
+}
+
+void gen_kernel_clear(gen_kernel *k) {
+  if (!k) return;
+  free(k->source);
+  free(k->kernel_name);
+  memset(k, 0, sizeof *k);
+}
+
+mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
+                         unsigned out[3], ut_err *err) {
+  if (m < 0 || n < 0 || k < 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "negative problem size %lldx%lldx%lld", (long long)m,
+                   (long long)n, (long long)k);
+  for (int i = 0; i < 3; i++) {
+    const gen_grid_dim *g = &grid[i];
+    int64_t size = g->dim == 'M' ? m : g->dim == 'N' ? n : g->dim == 'K' ? k : -1;
+    if (g->tile < 1 || (g->dim != 0 && size < 0))
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
+    int64_t blocks = g->dim == 0 ? g->tile : size / g->tile + (size % g->tile != 0);
+    if (blocks > grid_limit[i])
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "grid.%s = %lld blocks exceeds the limit of %lld",
+                     axis_name[i], (long long)blocks, (long long)grid_limit[i]);
+    out[i] = (unsigned)blocks;
+  }
+  return MMT_OK;
+}
+
+bool gen_requires_met(const gen_requires *r, const gen_problem *p) {
+  /* A zero multiple in a hand-built struct means "any", like 1. */
+  if (r->m_multiple > 1 && p->m % r->m_multiple != 0) return false;
+  if (r->n_multiple > 1 && p->n % r->n_multiple != 0) return false;
+  if (r->k_multiple > 1 && p->k % r->k_multiple != 0) return false;
+  if (p->align_bytes < r->align_bytes) return false;
+  return p->lda >= p->k && p->ldb >= p->n && p->ldc >= p->n;
+}

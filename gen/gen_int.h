@@ -1,0 +1,89 @@
+/*
+ * gen_int.h -- private to gen/: the template struct and the sandbox calls the gen_*.c files
+ * share.  Nothing outside gen/ includes this.
+ */
+#ifndef MMT_GEN_INT_H
+#define MMT_GEN_INT_H
+
+#include <lua.h>
+
+#include "gen.h"
+
+#define GEN_MAX_DTYPES 8
+#define GEN_DTYPE_MAX 16
+#define GEN_DESC_MAX 1024
+
+/* Budget bookkeeping for one Lua state; the lua_Alloc and the count hook update it. */
+typedef struct {
+  size_t used;     /* bytes the state holds now */
+  long long count; /* instructions run by the current call (in steps of the hook period) */
+  bool mem_hit;    /* an allocation was refused during the current call */
+  bool insn_hit;   /* the instruction budget ran out during the current call */
+} gen_sandbox;
+
+typedef struct {
+  char name[GEN_NAME_MAX];
+  int nvalues;
+  int64_t values[GEN_MAX_VALUES];
+} gen_param;
+
+struct gen_template {
+  lua_State *L;
+  gen_sandbox sb; /* the allocator's ud: the template is heap-allocated, so this never moves */
+  char *path;
+  char name[GEN_NAME_MAX];
+  char description[GEN_DESC_MAX];
+  char hash[17];
+  int ndtypes;
+  char dtypes[GEN_MAX_DTYPES][GEN_DTYPE_MAX];
+  int nparams;
+  gen_param params[GEN_MAX_PARAMS];
+  gen_config def;
+  int constraints_ref; /* registry refs; LUA_NOREF when the template has no constraints */
+  int emit_ref;
+};
+
+/* gen_sandbox.c */
+
+/* Creates a state whose memory is capped by t->sb and opens the sandboxed libraries.
+ * Errors: MMT_ERR_NOMEM, MMT_ERR_TEMPLATE_LIMIT. */
+mmt_status gen_sb_open(gen_template *t, ut_err *err);
+/* Runs fn(ctx) (ctx as a light userdata argument) in protected mode with a traceback handler
+ * and a fresh instruction budget.  On MMT_OK fn's nresults results are left on the stack; on
+ * failure the stack is as before and err says what the template did. */
+mmt_status gen_sb_pcall(gen_template *t, lua_CFunction fn, void *ctx, int nresults, ut_err *err);
+/* Closes the state.  Safe when t->L is NULL. */
+void gen_sb_close(gen_template *t);
+
+/* gen_lib.c */
+
+/* Opens the `mmt` helper library as a global.  Called in protected mode. */
+int gen_open_mmt(lua_State *L);
+/* The C type of dtype ("f32" -> "float"); NULL when unknown. */
+const char *gen_dtype_ctype(const char *dtype);
+/* True when s is 1..maxlen characters of [A-Za-z0-9_] (and, when ident, does not start
+ * with a digit). */
+bool gen_valid_name(const char *s, bool ident, size_t maxlen);
+/* True when the value at idx is a number with an integer value (not a numeric string). */
+bool gen_lua_int(lua_State *L, int idx, int64_t *v);
+/* Pushes tbl[key] without running metamethods; returns its type. */
+int gen_raw_field(lua_State *L, int tbl, const char *key);
+/* Length of the list at idx, or -1 when it has keys other than 1..n. */
+lua_Integer gen_list_len(lua_State *L, int idx);
+
+/* gen_config.c */
+
+/* Index of the parameter called name, or -1. */
+int gen_param_index(const gen_template *t, const char *name);
+/* True when value is in parameter i's list. */
+bool gen_value_allowed(const gen_template *t, int i, int64_t value);
+/* MMT_ERR_INVALID_ARG unless cfg has one listed value per parameter. */
+mmt_status gen_config_check(const gen_template *t, const gen_config *cfg, ut_err *err);
+
+/* gen_decl.c */
+
+/* Checks the declaration table at the top of the stack and copies it into t.  Called in
+ * protected mode; a malformed declaration is reported through err and the return status. */
+mmt_status gen_decl_read(lua_State *L, gen_template *t, ut_err *err);
+
+#endif /* MMT_GEN_INT_H */

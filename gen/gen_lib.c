@@ -1,0 +1,169 @@
+/*
+ * gen_lib.c -- the `mmt` helper library templates see, the dtype table, and small Lua value
+ * helpers the declaration and emit checks share.
+ *
+ * The library stays small on purpose: each helper is something nearly every template needs
+ * and would otherwise get subtly wrong (ceil division, ${name} substitution).
+ */
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "gen_int.h"
+
+typedef struct {
+  const char *name;
+  const char *ctype; /* spelling in CUDA C; f16/bf16 need cuda_fp16.h / cuda_bf16.h */
+  int bytes;
+} gen_dtype_info;
+
+static const gen_dtype_info gen_dtypes[] = {
+    {"f32", "float", 4},
+    {"f64", "double", 8},
+    {"f16", "__half", 2},
+    {"bf16", "__nv_bfloat16", 2},
+    {NULL, NULL, 0},
+};
+
+static const gen_dtype_info *dtype_find(const char *dtype) {
+  if (!dtype) return NULL;
+  for (const gen_dtype_info *d = gen_dtypes; d->name; d++)
+    if (strcmp(d->name, dtype) == 0) return d;
+  return NULL;
+}
+
+int gen_dtype_size(const char *dtype) {
+  const gen_dtype_info *d = dtype_find(dtype);
+  return d ? d->bytes : 0;
+}
+
+const char *gen_dtype_ctype(const char *dtype) {
+  const gen_dtype_info *d = dtype_find(dtype);
+  return d ? d->ctype : NULL;
+}
+
+bool gen_valid_name(const char *s, bool ident, size_t maxlen) {
+  if (!s || !s[0]) return false;
+  if (ident && s[0] >= '0' && s[0] <= '9') return false;
+  size_t n = 0;
+  for (; s[n]; n++) {
+    char c = s[n];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok || n >= maxlen) return false;
+  }
+  return true;
+}
+
+bool gen_lua_int(lua_State *L, int idx, int64_t *v) {
+  /* lua_tointegerx alone would also accept the string "8"; a list of integers means numbers. */
+  if (lua_type(L, idx) != LUA_TNUMBER) return false;
+  int ok = 0;
+  lua_Integer i = lua_tointegerx(L, idx, &ok);
+  if (!ok) return false;
+  *v = (int64_t)i;
+  return true;
+}
+
+int gen_raw_field(lua_State *L, int tbl, const char *key) {
+  tbl = lua_absindex(L, tbl);
+  lua_pushstring(L, key);
+  return lua_rawget(L, tbl);
+}
+
+lua_Integer gen_list_len(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx), keys = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n) {
+      lua_pop(L, 1);
+      return -1;
+    }
+    keys++;
+  }
+  return keys == n ? n : -1;
+}
+
+/* mmt.ceil_div(a, b): ceil(a / b) for integers, b >= 1. */
+static int mmt_ceil_div(lua_State *L) {
+  lua_Integer a = luaL_checkinteger(L, 1);
+  lua_Integer b = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, b >= 1, 2, "divisor must be >= 1");
+  /* C division truncates toward zero, which is already the ceiling for a <= 0. */
+  lua_pushinteger(L, a / b + (a % b > 0 ? 1 : 0));
+  return 1;
+}
+
+/* mmt.is_pow2(x): true for 1, 2, 4, ... */
+static int mmt_is_pow2(lua_State *L) {
+  lua_Integer x = luaL_checkinteger(L, 1);
+  lua_pushboolean(L, x > 0 && (x & (x - 1)) == 0);
+  return 1;
+}
+
+/* Adds tostring(vars[name]) to the buffer; vars is argument 2.  Only strings and numbers:
+ * anything else in generated C is a template bug worth stopping on. */
+static void subst_value(lua_State *L, luaL_Buffer *b, const char *name, size_t len) {
+  char key[GEN_NAME_MAX];
+  if (len == 0 || len >= sizeof key) luaL_error(L, "mmt.subst: bad placeholder name of length %d", (int)len);
+  memcpy(key, name, len);
+  key[len] = '\0';
+  if (!gen_valid_name(key, true, sizeof key - 1)) luaL_error(L, "mmt.subst: bad placeholder '${%s}'", key);
+  int ty = lua_getfield(L, 2, key);
+  if (ty == LUA_TNIL) luaL_error(L, "mmt.subst: no value for '${%s}'", key);
+  if (ty != LUA_TSTRING && ty != LUA_TNUMBER)
+    luaL_error(L, "mmt.subst: '${%s}' is a %s (expected a string or a number)", key, lua_typename(L, ty));
+  luaL_tolstring(L, -1, NULL);
+  lua_remove(L, -2);
+  luaL_addvalue(b);
+}
+
+/* mmt.subst(text, vars): text with every ${name} replaced by tostring(vars[name]). */
+static int mmt_subst(lua_State *L) {
+  size_t len = 0;
+  const char *s = luaL_checklstring(L, 1, &len);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const char *end = s + len;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  while (s < end) {
+    const char *open = s;
+    while (open + 1 < end && !(open[0] == '$' && open[1] == '{')) open++;
+    if (open + 1 >= end) {
+      luaL_addlstring(&b, s, (size_t)(end - s));
+      break;
+    }
+    luaL_addlstring(&b, s, (size_t)(open - s));
+    const char *close = memchr(open + 2, '}', (size_t)(end - open - 2));
+    if (!close) return luaL_error(L, "mmt.subst: '${' without a closing '}'");
+    subst_value(L, &b, open + 2, (size_t)(close - open - 2));
+    s = close + 1;
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* mmt.dtype(d): {ctype = "float", bytes = 4} for "f32". */
+static int mmt_dtype(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  const gen_dtype_info *d = dtype_find(name);
+  if (!d) return luaL_error(L, "mmt.dtype: unknown dtype '%s' (known: f32, f64, f16, bf16)", name);
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, d->ctype);
+  lua_setfield(L, -2, "ctype");
+  lua_pushinteger(L, d->bytes);
+  lua_setfield(L, -2, "bytes");
+  return 1;
+}
+
+static const luaL_Reg mmt_funcs[] = {
+    {"ceil_div", mmt_ceil_div}, {"is_pow2", mmt_is_pow2}, {"subst", mmt_subst},
+    {"dtype", mmt_dtype},       {NULL, NULL},
+};
+
+int gen_open_mmt(lua_State *L) {
+  luaL_newlib(L, mmt_funcs);
+  lua_setglobal(L, "mmt");
+  return 0;
+}

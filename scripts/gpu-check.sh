@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
+# as ./build.  Test binaries have the dev machine's source path baked in, so that path is
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench ...]; logs to $OUT.
+set -uo pipefail
+here=$(pwd)
+src=/work/main
+if [ "$here" != "$src" ]; then mkdir -p /work && rm -rf "$src" && ln -s "$here" "$src"; fi
+export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:$here/build/extra-lib:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+export XDG_CACHE_HOME=/tmp/mmtune-cache
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+for step in "$@"; do
+  case "$step" in
+    tests)
+      for t in build/tests/test_*; do
+        echo "== $t"
+        "$t" 2>&1 | tail -n 40
+      done 2>&1 | tee "$out/tests.log" ;;
+    tune)
+      ./build/tuner/mmtune --device 0 --db /tmp/mmtune.db 2>&1 | tee "$out/tune.log" ;;
+    bench*)
+      shape=${step#bench}; shape=${shape:-4096x4096x4096}
+      ./build/tuner/mmtune bench ${shape//x/ } --device 0 --db /tmp/mmtune.db 2>&1 | tee -a "$out/bench.log" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done

@@ -1,0 +1,132 @@
+-- smem_tiled.lua: the classic shared-memory tiled kernel.
+--
+-- A block computes a TILE x TILE tile of C.  It walks K in steps of TILE: the block's threads
+-- copy one TILE x TILE tile of A and one of B into shared memory (zero-filling whatever lies
+-- past the edges of the matrices), synchronize, and accumulate from shared memory.  Each
+-- element loaded from global memory is then used TILE times.
+--
+-- The default (tile=32, pad=0, unroll=1, rpt=1) is the textbook sample kernel; the other
+-- parameters are the usual first steps past it.
+
+local source = [[
+/*
+ * ${name} -- mmtune template "smem_tiled": C = alpha * A*B + beta * C, row-major, ${ctype}.
+ * A block computes a TILE x TILE tile of C from TILE x TILE tiles of A and B staged in shared
+ * memory; tiles that hang over the edge of a matrix are zero-filled, so any size works.
+ *
+ * Parameters:
+ *   TILE   = ${tile}  edge of the square tile of C a block computes, and the K step
+ *   PAD    = ${pad}  extra columns per shared-memory row (1 staggers rows across banks)
+ *   UNROLL = ${unroll}  #pragma unroll factor of the inner k loop over a tile (1: not unrolled)
+ *   RPT    = ${rpt}  rows of C per thread: the block is TILE x (TILE / RPT) threads and each
+ *                thread computes RPT outputs spaced TILE / RPT rows apart, reusing one value
+ *                of B from shared memory RPT times
+ * Launch: block (TILE, TILE / RPT, 1), grid (ceil(N / TILE), ceil(M / TILE), 1), no dynamic
+ * shared memory (the tiles are static: 2 * TILE * (TILE + PAD) * sizeof(${ctype}) bytes).
+ * Correct for any M, N, K >= 1 with lda >= K, ldb >= N, ldc >= N; when beta == 0, C is not
+ * read (a NaN already in C is overwritten, as in BLAS).
+ */
+#define TILE ${tile}
+#define PAD ${pad}
+#define RPT ${rpt}
+#define ROWS (TILE / RPT) /* threads along y */
+
+extern "C" __global__ void __launch_bounds__(TILE * ROWS)
+${name}(int M, int N, int K, float alpha,
+        const ${ctype}* __restrict__ A, int lda,
+        const ${ctype}* __restrict__ B, int ldb,
+        float beta, ${ctype}* __restrict__ C, int ldc)
+{
+  __shared__ ${ctype} As[TILE][TILE + PAD];
+  __shared__ ${ctype} Bs[TILE][TILE + PAD];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  /* 64-bit indices: row * lda passes 2^31 for any large matrix. */
+  const long long row0 = (long long)blockIdx.y * TILE;
+  const long long col = (long long)blockIdx.x * TILE + tx;
+
+  ${ctype} acc[RPT];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) acc[r] = 0;
+
+  /* k0 is 64-bit so k0 += TILE cannot overflow when K is near INT_MAX. */
+  for (long long k0 = 0; k0 < K; k0 += TILE) {
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      const int ly = ty + r * ROWS; /* row of the tile this thread loads */
+      const long long arow = row0 + ly, acol = k0 + tx, brow = k0 + ly;
+      As[ly][tx] = (arow < M && acol < K) ? A[arow * lda + acol] : (${ctype})0;
+      Bs[ly][tx] = (brow < K && col < N) ? B[brow * ldb + col] : (${ctype})0;
+    }
+    __syncthreads();
+#pragma unroll ${unroll}
+    for (int kk = 0; kk < TILE; ++kk) {
+      const ${ctype} b = Bs[kk][tx];
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) acc[r] += As[ty + r * ROWS][kk] * b;
+    }
+    __syncthreads(); /* the next iteration overwrites the tiles */
+  }
+
+  if (col >= N) return; /* only after the loop: every thread must reach __syncthreads */
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    const long long row = row0 + ty + r * ROWS;
+    if (row >= M) break;
+    ${ctype}* c = C + row * ldc + col;
+    if (beta == 0.0f)
+      *c = alpha * acc[r];
+    else
+      *c = alpha * acc[r] + beta * *c;
+  }
+}
+]]
+
+local function kernel_name(p)
+  return string.format("mmt_smem_tiled_t%d_p%d_u%d_r%d", p.tile, p.pad, p.unroll, p.rpt)
+end
+
+return {
+  name = "smem_tiled",
+  description = "classic square shared-memory tiling (TILE x TILE tiles of A and B per step)",
+  dtypes = {"f32"},
+  params = {
+    {name = "tile", values = {8, 16, 32}},
+    {name = "pad", values = {0, 1}},
+    {name = "unroll", values = {1, 2, 4, 8, 16, 32}},
+    {name = "rpt", values = {1, 2, 4, 8}},
+  },
+  default = {tile = 32, pad = 0, unroll = 1, rpt = 1},
+
+  constraints = function(p, prob)
+    if p.unroll > p.tile then
+      return false, "unroll is larger than the tile's k loop"
+    end
+    if p.tile * p.tile // p.rpt < 32 then
+      return false, "fewer than 32 threads per block leaves part of a warp idle"
+    end
+    if prob then
+      if prob.layout ~= "nn" then
+        return false, "only the nn layout (A and B not transposed)"
+      end
+      if mmt.ceil_div(prob.M, p.tile) > 65535 then
+        return false, "M needs more than 65535 blocks along grid y"
+      end
+    end
+    return true
+  end,
+
+  emit = function(p, dtype)
+    local name = kernel_name(p)
+    local ctype = mmt.dtype(dtype).ctype
+    local vars = {name = name, ctype = ctype, tile = p.tile, pad = p.pad, unroll = p.unroll,
+                  rpt = p.rpt}
+    return {
+      source = mmt.subst(source, vars),
+      kernel = name,
+      block = {x = p.tile, y = p.tile // p.rpt, z = 1},
+      grid = {x = {"N", p.tile}, y = {"M", p.tile}, z = 1},
+      shared_bytes = 0,
+      requires = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = mmt.dtype(dtype).bytes},
+    }
+  end,
+}

@@ -1,0 +1,38 @@
+-- Sandbox test: emit returns something malformed, chosen by the `case` parameter.
+-- case 0 is well formed (the default config must be).
+local function good()
+  return {
+    source = "extern \"C\" __global__ void k_ok() {}",
+    kernel = "k_ok",
+    block = {32, 1, 1},
+    grid = {x = {"N", 32}, y = {"M", 1}, z = 1},
+  }
+end
+
+local broken = {
+  [1] = function(r) r.source = nil end,
+  [2] = function(r) r.block = {0, 1, 1} end,
+  [3] = function(r) r.block = {64, 32, 1} end,
+  [4] = function(r) r.grid = {x = {"Q", 32}} end,
+  [5] = function(r) r.grid = {x = {"N", 0}} end,
+  [6] = function(r) r.kernel = "k_missing" end,
+  [7] = function(r) r.kernel = "not an identifier" end,
+  [8] = function(r) r.requires = {align = 3} end,
+  [9] = function() return "a string" end,
+  [10] = function(r) r.sorce = r.source end,
+  [11] = function() error("boom") end,
+  [12] = function(r) r.shared_bytes = -1 end,
+}
+
+return {
+  name = "sb_bad_emit",
+  dtypes = {"f32"},
+  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}},
+  emit = function(p)
+    local r = good()
+    if p.case == 0 then return r end
+    local replaced = broken[p.case](r)
+    if replaced ~= nil then return replaced end
+    return r
+  end,
+}

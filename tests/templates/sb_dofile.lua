@@ -1,0 +1,3 @@
+-- Sandbox test: dofile is removed (no reading other files).
+dofile("/etc/passwd")
+return {}

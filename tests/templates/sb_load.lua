@@ -1,0 +1,3 @@
+-- Sandbox test: load is removed (no compiling text or bytecode at run time).
+local f = load("return 1")
+return {f = f}

@@ -1,0 +1,565 @@
+/* test_cli.c -- the mmtune executable, run as a user would: exit codes, stdout, stderr.
+ *
+ * Every run gets MMTUNE_TEMPLATE_PATH="" (only the source tree's templates), HOME and
+ * XDG_CACHE_HOME in a fresh temporary folder, and no MMTUNE_DB / MMTUNE_CACHE_DIR, so no
+ * user file is read or written.  Needs no GPU (compile uses NVRTC only). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define RUN_TIMEOUT_S 300
+
+static char tmp_dir[] = "/tmp/mmt_cli_XXXXXX";
+
+typedef struct {
+  int code; /* exit status; 128+signal when killed */
+  char *out;
+  char *err;
+} run_result;
+
+static void run_free(run_result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+static char *slurp(const char *path) {
+  char *data = NULL;
+  ut_err e;
+  assert_int_equal(ut_read_file(path, &data, NULL, &e), MMT_OK);
+  return data;
+}
+
+static void child(const char *template_path, char **argv, const char *out, const char *err) {
+  int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int fi = open("/dev/null", O_RDONLY);
+  if (fo < 0 || fe < 0 || fi < 0) _exit(126);
+  dup2(fi, 0), dup2(fo, 1), dup2(fe, 2);
+  setenv("MMTUNE_TEMPLATE_PATH", template_path ? template_path : "", 1);
+  execv(MMT_CLI_PATH, argv);
+  _exit(127);
+}
+
+/* Waits for pid, killing it after RUN_TIMEOUT_S. */
+static int wait_child(pid_t pid) {
+  int status = 0;
+  time_t deadline = time(NULL) + RUN_TIMEOUT_S;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (time(NULL) > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      fail_msg("mmtune ran more than %d s", RUN_TIMEOUT_S);
+    }
+    usleep(10000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Runs mmtune with args (NULL-terminated, without argv[0]). */
+static run_result run_env(const char *template_path, const char *const *args) {
+  char *argv[64];
+  int n = 0;
+  argv[n++] = (char *)MMT_CLI_PATH;
+  for (; args[n - 1] && n < 63; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  char out[300], err[300];
+  snprintf(out, sizeof out, "%s/stdout", tmp_dir);
+  snprintf(err, sizeof err, "%s/stderr", tmp_dir);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child(template_path, argv, out, err);
+  run_result r;
+  r.code = wait_child(pid);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+#define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static int count_substr(const char *s, const char *sub) {
+  int n = 0;
+  for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
+  return n;
+}
+
+/* A usage or failure message: the exit code, nothing on stdout, exactly one line on stderr
+ * that starts with "mmtune" and contains `needle`. */
+static void assert_error(run_result r, int code, const char *needle) {
+  if (r.code != code || count_lines(r.err) != 1 || strncmp(r.err, "mmtune", 6) != 0 ||
+      !strstr(r.err, needle))
+    fail_msg("want exit %d and one line with '%s'; got exit %d, stderr:\n%s", code, needle, r.code,
+             r.err);
+  assert_string_equal(r.out, "");
+  run_free(&r);
+}
+
+static void assert_usage_error(run_result r, const char *needle) { assert_error(r, 2, needle); }
+
+static int setup(void **state) {
+  (void)state;
+  char path[300];
+  if (!mkdtemp(tmp_dir)) return -1;
+  snprintf(path, sizeof path, "%s/cache", tmp_dir);
+  setenv("HOME", tmp_dir, 1);
+  setenv("XDG_CACHE_HOME", path, 1);
+  unsetenv("MMTUNE_DB");
+  unsetenv("MMTUNE_CACHE_DIR");
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- top level ---- */
+
+static const char *const all_commands[] = {"tune", "bench",   "templates", "space",
+                                           "emit", "compile", "show",      "help"};
+
+static void test_help_lists_commands(void **state) {
+  (void)state;
+  const char *forms[] = {"--help", "-h", "help"};
+  for (int f = 0; f < 3; f++) {
+    run_result r = RUN(forms[f]);
+    assert_int_equal(r.code, 0);
+    for (size_t i = 0; i < sizeof all_commands / sizeof *all_commands; i++) {
+      char line[64];
+      snprintf(line, sizeof line, "\n  %s ", all_commands[i]);
+      if (!strstr(r.out, line))
+        fail_msg("'%s' does not list %s:\n%s", forms[f], all_commands[i], r.out);
+    }
+    assert_null(strstr(r.out, "__worker"));
+    assert_string_equal(r.err, "");
+    run_free(&r);
+  }
+}
+
+static void test_version(void **state) {
+  (void)state;
+  run_result r = RUN("--version");
+  assert_int_equal(r.code, 0);
+  assert_int_equal(strncmp(r.out, "mmtune ", 7), 0);
+  assert_int_equal(count_lines(r.out), 1);
+  run_free(&r);
+}
+
+/* tune and bench --help exercise the lead's commands (tn_tune.c, tn_bench.c). */
+static void test_command_help(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof all_commands / sizeof *all_commands; i++) {
+    const char *cmd = all_commands[i];
+    if (strcmp(cmd, "help") == 0) continue;
+    char usage[64];
+    snprintf(usage, sizeof usage, "mmtune %s", cmd);
+    run_result r = RUN(cmd, "--help");
+    if (r.code != 0 || !strstr(r.out, usage) || r.err[0])
+      fail_msg("%s --help: exit %d, stdout:\n%s\nstderr:\n%s", cmd, r.code, r.out, r.err);
+    run_free(&r);
+  }
+  run_result r = RUN("help", "space");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "usage: mmtune space"));
+  run_free(&r);
+  assert_usage_error(RUN("help", "nope"), "unknown command 'nope'");
+  assert_usage_error(RUN("help", "__worker"), "unknown command '__worker'");
+}
+
+static void test_unknown_command(void **state) {
+  (void)state;
+  run_result r = RUN("frobnicate", "--x");
+  assert_int_equal(r.code, 2);
+  assert_string_equal(r.err, "mmtune: unknown command 'frobnicate' (see mmtune --help)\n");
+  assert_string_equal(r.out, "");
+  run_free(&r);
+  assert_usage_error(RUN("__nope"), "unknown command '__nope'");
+}
+
+static void test_bad_options(void **state) {
+  (void)state;
+  assert_usage_error(RUN("space", "smem_tiled", "--bogus"), "unknown option '--bogus'");
+  assert_usage_error(RUN("templates", "-z"), "unknown option '-z'");
+  assert_usage_error(RUN("show", "--all=1"), "option '--all' takes no value");
+  assert_usage_error(RUN("space", "smem_tiled", "--problem"), "option '--problem' needs a value");
+  assert_usage_error(RUN("compile", "-j"), "option '-j' needs a value");
+  assert_usage_error(RUN("templates", "extra"), "unexpected argument 'extra'");
+  assert_usage_error(RUN("show", "extra"), "unexpected argument 'extra'");
+  /* Unknown options of the default command (tune, the lead's tn_tune.c). */
+  assert_usage_error(RUN("--bogus-option"), "--bogus-option");
+}
+
+/* ---- private test templates (in a folder on MMTUNE_TEMPLATE_PATH) ---- */
+
+#define KERNEL_SIG                                                                        \
+  "(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, " \
+  "float beta, float *C, int ldc) {}"
+
+/* "cons": a=2 violates the constraints; the kernel needs M % a == 0. */
+static const char cons_lua[] =
+    "return {\n"
+    "  name = 'cons', description = 'test only: constraints and requirements',\n"
+    "  dtypes = {'f32'},\n"
+    "  params = { {name = 'a', values = {1, 2, 4}} },\n"
+    "  constraints = function(p, prob)\n"
+    "    if p.a == 2 then return false, 'a must not be 2' end\n"
+    "    return true\n"
+    "  end,\n"
+    "  emit = function(p, dtype)\n"
+    "    return {source = 'extern \"C\" __global__ void mmt_test_cons" KERNEL_SIG
+    "',\n"
+    "            kernel = 'mmt_test_cons', block = {32, 1, 1},\n"
+    "            grid = {x = {'N', 16}, y = {'M', 8}, z = 1},\n"
+    "            requires = {m_multiple = p.a}}\n"
+    "  end,\n"
+    "}\n";
+
+/* "badsrc": every config's source fails to compile. */
+static const char badsrc_lua[] =
+    "return {\n"
+    "  name = 'badsrc', description = 'test only: does not compile',\n"
+    "  dtypes = {'f32'},\n"
+    "  params = { {name = 'v', values = {0}} },\n"
+    "  emit = function(p, dtype)\n"
+    "    return {source = 'extern \"C\" __global__ void mmt_test_bad() { no_such_thing(); }\\n',\n"
+    "            kernel = 'mmt_test_bad', block = {32, 1, 1}, grid = {x = 1}}\n"
+    "  end,\n"
+    "}\n";
+
+/* The folder holding the test templates (created on first use). */
+static const char *test_templates(void) {
+  static char dir[300];
+  if (dir[0]) return dir;
+  char file[340];
+  ut_err e;
+  snprintf(dir, sizeof dir, "%s/tpl_test", tmp_dir);
+  assert_int_equal(ut_mkdir_p(dir, &e), MMT_OK);
+  snprintf(file, sizeof file, "%s/cons.lua", dir);
+  assert_int_equal(ut_write_file_atomic(file, cons_lua, strlen(cons_lua), &e), MMT_OK);
+  snprintf(file, sizeof file, "%s/badsrc.lua", dir);
+  assert_int_equal(ut_write_file_atomic(file, badsrc_lua, strlen(badsrc_lua), &e), MMT_OK);
+  return dir;
+}
+
+#define RUN_T(...) run_env(test_templates(), (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_space_constraints_and_requires(void **state) {
+  (void)state;
+  run_result r = RUN_T("space", "cons");
+  assert_int_equal(r.code, 0);
+  assert_string_equal(r.out, "a=1\na=4\n");
+  run_free(&r);
+  r = RUN_T("space", "cons", "--problem", "8x8x8");
+  assert_int_equal(r.code, 0);
+  assert_string_equal(r.out, "a=1\na=4\n");
+  run_free(&r);
+  r = RUN_T("space", "cons", "--problem", "6x8x8"); /* 6 % 4 != 0 */
+  assert_int_equal(r.code, 0);
+  assert_string_equal(r.out, "a=1\n");
+  run_free(&r);
+}
+
+static void test_emit_constraints_and_info(void **state) {
+  (void)state;
+  assert_usage_error(RUN_T("emit", "cons", "a=2"),
+                     "mmtune emit: config violates the template's constraints: a must not be 2");
+  run_result r = RUN_T("emit", "cons", "a=4", "--info");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "kernel:       mmt_test_cons\n"));
+  assert_non_null(strstr(r.out, "block:        32 x 1 x 1\n"));
+  assert_non_null(strstr(r.out, "grid:         ceil(N/16) x ceil(M/8) x 1\n"));
+  assert_non_null(strstr(r.out, "requires:     M % 4 == 0, 4-byte aligned"));
+  run_free(&r);
+}
+
+static void test_compile_failure(void **state) {
+  (void)state;
+  run_result r = RUN_T("compile", "--no-cache", "cons", "badsrc");
+  assert_int_equal(r.code, 1);
+  assert_int_equal(count_substr(r.out, "\nok      cons    a="), 1); /* a=4; a=1 starts the output */
+  assert_int_equal(strncmp(r.out, "ok      cons    a=1  ", 21), 0);
+  char *bad = strstr(r.out, "FAILED  badsrc  v=0  ");
+  assert_non_null(bad);
+  char *next = strchr(bad, '\n');
+  assert_non_null(next);
+  assert_true(strncmp(next + 1, "        ", 8) == 0 && next[9] != ' ' && next[9] != '\n');
+  assert_non_null(strstr(r.out, "3 configs: 2 ok, 1 failed, "));
+  run_free(&r);
+}
+
+/* ---- templates ---- */
+
+static void test_templates_lists_builtins(void **state) {
+  (void)state;
+  run_result r = RUN("templates");
+  if (r.code != 0) fail_msg("exit %d\n%s%s", r.code, r.out, r.err);
+  assert_non_null(strstr(r.out, "naive: "));
+  assert_non_null(strstr(r.out, "smem_tiled: "));
+  assert_non_null(strstr(r.out, "naive.lua"));
+  assert_non_null(strstr(r.out, "tile ="));
+  assert_non_null(strstr(r.out, " f32"));
+  assert_int_equal(count_substr(r.out, " valid\n"), count_substr(r.out, "  path: "));
+  run_free(&r);
+}
+
+static void test_templates_lists_broken_one(void **state) {
+  (void)state;
+  char dir[300], file[340];
+  snprintf(dir, sizeof dir, "%s/tpl_broken", tmp_dir);
+  snprintf(file, sizeof file, "%s/aaa_broken.lua", dir);
+  ut_err e;
+  assert_int_equal(ut_mkdir_p(dir, &e), MMT_OK);
+  assert_int_equal(ut_write_file_atomic(file, "return {\n", 9, &e), MMT_OK);
+  run_result r = run_env(dir, (const char *const[]){"templates", NULL});
+  assert_int_equal(r.code, 1);
+  assert_non_null(strstr(r.out, "aaa_broken: failed to load\n"));
+  assert_non_null(strstr(r.out, "aaa_broken.lua"));
+  /* the others are still listed */
+  assert_non_null(strstr(r.out, "naive: "));
+  assert_non_null(strstr(r.out, "smem_tiled: "));
+  run_free(&r);
+  /* and naming it elsewhere fails with the load error, not "unknown" */
+  r = run_env(dir, (const char *const[]){"space", "aaa_broken", NULL});
+  assert_int_equal(r.code, 1);
+  assert_non_null(strstr(r.err, "aaa_broken"));
+  assert_null(strstr(r.err, "unknown template"));
+  run_free(&r);
+}
+
+/* ---- space ---- */
+
+static long parse_count(const run_result *r) {
+  char *end = NULL;
+  long n = strtol(r->out, &end, 10);
+  if (r->code != 0 || end == r->out || strcmp(end, "\n") != 0)
+    fail_msg("not a count (exit %d): '%s' %s", r->code, r->out, r->err);
+  return n;
+}
+
+static void test_space_count_matches_list(void **state) {
+  (void)state;
+  run_result list = RUN("space", "smem_tiled");
+  run_result count = RUN("space", "smem_tiled", "--count");
+  assert_int_equal(list.code, 0);
+  long n = parse_count(&count);
+  assert_true(n > 0);
+  assert_int_equal(n, count_lines(list.out));
+  assert_non_null(strstr(list.out, "tile="));
+  assert_string_equal(list.err, "");
+  run_free(&list);
+  run_free(&count);
+
+  /* A problem only removes configs; a tiny odd one removes at least as many as a big one. */
+  run_result big = RUN("space", "smem_tiled", "--problem", "1024x1024x1024", "--count");
+  run_result odd = RUN("space", "smem_tiled", "-c", "--problem=17x5x3");
+  long nbig = parse_count(&big), nodd = parse_count(&odd);
+  assert_true(nbig > 0 && nbig <= n);
+  assert_true(nodd <= nbig);
+  run_free(&big);
+  run_free(&odd);
+}
+
+static void test_space_errors(void **state) {
+  (void)state;
+  assert_usage_error(RUN("space", "nope"), "mmtune space: unknown template 'nope'");
+  assert_usage_error(RUN("space", "../etc"), "unknown template '../etc'");
+  assert_usage_error(RUN("space"), "missing TEMPLATE");
+  assert_usage_error(RUN("space", "naive", "smem_tiled"), "unexpected argument 'smem_tiled'");
+  assert_usage_error(RUN("space", "smem_tiled", "--problem", "0x1x1"), "--problem");
+  assert_usage_error(RUN("space", "smem_tiled", "--problem", "64x64"), "--problem");
+  assert_usage_error(RUN("space", "smem_tiled", "--problem", "8x8x8", "--dtype", "f99"),
+                     "unknown dtype 'f99'");
+}
+
+/* ---- emit ---- */
+
+static void test_emit(void **state) {
+  (void)state;
+  run_result r = RUN("emit", "smem_tiled", "tile=16");
+  if (r.code != 0) fail_msg("exit %d: %s", r.code, r.err);
+  assert_non_null(strstr(r.out, "__global__"));
+  assert_non_null(strstr(r.out, "tile"));
+  assert_null(strstr(r.out, "mmtune emit smem_tiled"));
+  assert_string_equal(r.err, "");
+  run_free(&r);
+
+  r = RUN("emit", "--info", "smem_tiled", "tile=16");
+  assert_int_equal(r.code, 0);
+  char *info = strstr(r.out, "/* mmtune emit smem_tiled ");
+  assert_non_null(info);
+  assert_true(info > strstr(r.out, "__global__"));
+  assert_non_null(strstr(info, "tile=16"));
+  assert_non_null(strstr(info, "kernel:"));
+  assert_non_null(strstr(info, "grid:"));
+  run_free(&r);
+
+  r = RUN("emit", "naive");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "__global__"));
+  run_free(&r);
+}
+
+static void test_emit_errors(void **state) {
+  (void)state;
+  assert_usage_error(RUN("emit", "smem_tiled", "tile=7"), "tile");
+  assert_usage_error(RUN("emit", "smem_tiled", "bogus=1"), "bogus");
+  assert_usage_error(RUN("emit", "smem_tiled", "tile=abc"), "tile");
+  assert_usage_error(RUN("emit"), "missing TEMPLATE");
+  assert_usage_error(RUN("emit", "nope"), "unknown template 'nope'");
+  assert_usage_error(RUN("emit", "smem_tiled", "--dtype", "f99"), "unknown dtype 'f99'");
+}
+
+/* ---- compile (real NVRTC, no GPU) ---- */
+
+static void assert_compile_all_ok(const run_result *r, bool cached) {
+  if (r->code != 0) fail_msg("exit %d\n%s%s", r->code, r->out, r->err);
+  int lines = count_lines(r->out);
+  assert_true(lines >= 2);
+  char summary[64];
+  snprintf(summary, sizeof summary, "%d configs: %d ok, 0 failed, ", lines - 1, lines - 1);
+  if (!strstr(r->out, summary)) fail_msg("want summary '%s' in:\n%s", summary, r->out);
+  assert_int_equal(count_substr(r->out, "ok      naive  "), lines - 1);
+  assert_int_equal(count_substr(r->out, "s cached\n"), cached ? lines - 1 : 0);
+}
+
+static void test_compile_and_cache(void **state) {
+  (void)state;
+  char cache[300];
+  snprintf(cache, sizeof cache, "%s/cubins", tmp_dir);
+  run_result r = RUN("compile", "--arch", "sm_90", "--cache-dir", cache, "naive");
+  assert_compile_all_ok(&r, false);
+  run_free(&r);
+  r = RUN("compile", "--arch=sm_90", "-j", "2", "--cache-dir", cache, "naive");
+  assert_compile_all_ok(&r, true);
+  run_free(&r);
+  r = RUN("compile", "--no-cache", "naive");
+  assert_compile_all_ok(&r, false);
+  run_free(&r);
+
+  /* default cache folder: $XDG_CACHE_HOME/mmtune/cubin */
+  char dflt[300];
+  struct stat st;
+  snprintf(dflt, sizeof dflt, "%s/cache/mmtune/cubin", tmp_dir);
+  r = RUN("compile", "naive");
+  assert_compile_all_ok(&r, false);
+  run_free(&r);
+  assert_int_equal(stat(dflt, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+}
+
+static void test_compile_errors(void **state) {
+  (void)state;
+  assert_usage_error(RUN("compile", "--arch", "sm_nope", "naive"), "sm_nope");
+  assert_usage_error(RUN("compile", "--jobs", "0", "naive"), "--jobs");
+  assert_usage_error(RUN("compile", "--jobs", "-1", "naive"), "--jobs");
+  assert_usage_error(RUN("compile", "--jobs", "x", "naive"), "--jobs");
+  assert_usage_error(RUN("compile", "--no-cache", "--cache-dir", "/tmp", "naive"), "exclude");
+  assert_usage_error(RUN("compile", "nope"), "unknown template 'nope'");
+}
+
+/* ---- show ---- */
+
+static void test_show_missing_db(void **state) {
+  (void)state;
+  char path[340], dir[300];
+  struct stat st;
+  snprintf(dir, sizeof dir, "%s/x", tmp_dir);
+  snprintf(path, sizeof path, "%s/missing.db", dir);
+  run_result r = RUN("show", "--db", path);
+  char want[400];
+  snprintf(want, sizeof want, "mmtune show: no database at '%s' (run mmtune --device 0 first)",
+           path);
+  assert_error(r, 1, want);
+  assert_int_not_equal(stat(dir, &st), 0); /* read-only: created nothing */
+
+  /* the default path is under $XDG_CACHE_HOME */
+  assert_error(RUN("show"), 1, "/cache/mmtune/mmtune.db");
+}
+
+static void test_show_corrupt_db(void **state) {
+  (void)state;
+  char path[300];
+  const char text[] = "this is not a database\n";
+  ut_err e;
+  snprintf(path, sizeof path, "%s/notes.txt", tmp_dir);
+  assert_int_equal(ut_write_file_atomic(path, text, sizeof text - 1, &e), MMT_OK);
+  assert_error(RUN("show", "--db", path), 1, "is not an mmtune database");
+}
+
+/* ---- numeric arguments of bench and tune: these exercise the LEAD's commands
+ * (tn_bench.c, tn_tune.c) and fail until they exist.  Each must fail before touching a GPU,
+ * with exit 2 and one line on stderr. ---- */
+
+static void test_bench_bad_numbers(void **state) {
+  (void)state;
+  assert_usage_error(RUN("bench", "0", "1", "1"), "'0'");
+  assert_usage_error(RUN("bench", "-1", "1", "1"), "'-1'");
+  assert_usage_error(RUN("bench", "a", "1", "1"), "'a'");
+  assert_usage_error(RUN("bench", "99999999999999999999", "1", "1"), "99999999999999999999");
+  assert_usage_error(RUN("bench", "1", "1"), "mmtune bench");
+  assert_usage_error(RUN("bench", "--device", "-1", "64", "64", "64"), "'-1'");
+  assert_usage_error(RUN("bench", "--device", "abc", "64", "64", "64"), "'abc'");
+}
+
+static void test_tune_bad_arguments(void **state) {
+  (void)state;
+  assert_usage_error(RUN("--device", "0", "--shapes", "0x1x1"), "'0'");
+  assert_usage_error(RUN("tune", "--device", "0", "--shapes", "0x1x1"), "'0'");
+  assert_usage_error(RUN("--device", "0", "--shapes", "/nonexistent/file.txt"),
+                     "/nonexistent/file.txt");
+  assert_usage_error(RUN("--device", "0", "--shapes", "64x64x64", "--templates", "nope"),
+                     "unknown template 'nope'");
+  assert_usage_error(RUN("--device", "x"), "'x'");
+  assert_usage_error(RUN("tune", "--device", "x"), "'x'");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_help_lists_commands),
+      cmocka_unit_test(test_version),
+      cmocka_unit_test(test_command_help),
+      cmocka_unit_test(test_unknown_command),
+      cmocka_unit_test(test_bad_options),
+      cmocka_unit_test(test_templates_lists_builtins),
+      cmocka_unit_test(test_templates_lists_broken_one),
+      cmocka_unit_test(test_space_count_matches_list),
+      cmocka_unit_test(test_space_errors),
+      cmocka_unit_test(test_emit),
+      cmocka_unit_test(test_emit_errors),
+      cmocka_unit_test(test_compile_and_cache),
+      cmocka_unit_test(test_compile_errors),
+      cmocka_unit_test(test_show_missing_db),
+      cmocka_unit_test(test_show_corrupt_db),
+      cmocka_unit_test(test_space_constraints_and_requires),
+      cmocka_unit_test(test_emit_constraints_and_info),
+      cmocka_unit_test(test_compile_failure),
+      /* the lead's commands */
+      cmocka_unit_test(test_bench_bad_numbers),
+      cmocka_unit_test(test_tune_bad_arguments),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

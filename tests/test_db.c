@@ -1,0 +1,709 @@
+/* test_db.c -- db/: schema, inserts, best-row queries, resume lookup, foreign and broken files.
+ * Tests use the db API only; files are crafted with the sqlite3 CLI where there is one
+ * (those tests skip() without it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db.h"
+
+#define SQLITE_CLI "/usr/bin/sqlite3"
+
+/* ---- fixtures and helpers ------------------------------------------------------------------ */
+
+typedef struct {
+  char dir[64];
+  char path[256]; /* dir/sub/folders/mmtune.db: parents do not exist yet */
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  snprintf(f->dir, sizeof f->dir, "/tmp/mmt_db_XXXXXX");
+  if (!mkdtemp(f->dir)) return -1;
+  snprintf(f->path, sizeof f->path, "%s/sub/folders/mmtune.db", f->dir);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "chmod -R u+w %s; rm -rf %s", f->dir, f->dir);
+  int rc = system(cmd);
+  free(f);
+  return rc == 0 ? 0 : -1;
+}
+
+static bool have_cli(void) { return access(SQLITE_CLI, X_OK) == 0; }
+
+/* Runs `sqlite3 path sql`, stdout into out (trailing newline removed).  Exit status. */
+static int cli(const char *path, const char *sql, char *out, size_t cap) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' \"%s\" 2>&1", path, sql);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = out ? fread(out, 1, cap - 1, p) : 0;
+  if (out) {
+    out[n] = '\0';
+    while (n > 0 && out[n - 1] == '\n') out[--n] = '\0';
+  } else {
+    char sink[256];
+    while (fread(sink, 1, sizeof sink, p) > 0) {
+    }
+  }
+  return pclose(p);
+}
+
+static void write_bytes(const char *path, const void *data, size_t len) {
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(data, 1, len, fp), len);
+  assert_int_equal(fclose(fp), 0);
+}
+
+static db_problem problem(int64_t m, int64_t n, int64_t k) {
+  db_problem p = {"f32", "nn", m, n, k};
+  return p;
+}
+
+static db_result result(const char *dev, int64_t m, int64_t n, int64_t k, db_status st, double ms,
+                        const char *params) {
+  db_result r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.device.name, sizeof r.device.name, "%s", dev);
+  snprintf(r.device.uuid, sizeof r.device.uuid, "GPU-1234");
+  r.device.cc_major = 9;
+  r.device.cc_minor = 0;
+  r.device.sm_count = 132;
+  r.device.driver_version = 13000;
+  snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
+  snprintf(r.template_name, sizeof r.template_name, "smem_tiled");
+  snprintf(r.template_hash, sizeof r.template_hash, "0123456789abcdef");
+  snprintf(r.params, sizeof r.params, "%s", params);
+  r.problem = problem(m, n, k);
+  r.status = st;
+  if (st != DB_OK) snprintf(r.error, sizeof r.error, "failed: %s", db_status_name(st));
+  r.ms_min = ms * 0.9;
+  r.ms_median = ms;
+  r.ms_max = ms * 1.1;
+  r.runs = 10;
+  r.tflops = 2.0 * (double)(m * n * k) / (ms * 1e9);
+  r.rel_err = 1e-7;
+  r.max_err = 2e-7;
+  r.regs = 64;
+  r.shared_bytes = 16384;
+  r.local_bytes = 0;
+  return r;
+}
+
+static void insert(db_handle *db, db_result r, int64_t *id) {
+  ut_err e;
+  mmt_status rc = db_insert(db, &r, &e);
+  if (rc) fail_msg("db_insert: %s", e.msg);
+  assert_true(r.id > 0);
+  assert_true(r.created_at > 0);
+  if (id) *id = r.id;
+}
+
+static db_handle *open_ok(const char *path, bool read_only) {
+  db_handle *db = NULL;
+  ut_err e;
+  mmt_status rc = db_open(path, read_only, &db, &e);
+  if (rc) fail_msg("db_open(%s): %s: %s", path, mmt_status_name(rc), e.msg);
+  assert_non_null(db);
+  return db;
+}
+
+/* Collects ids (and a few fields) of the rows an iterator gives. */
+typedef struct {
+  int64_t ids[32];
+  db_result rows[32];
+  int count;
+  int stop_after; /* 0: never */
+} collect;
+
+static int collect_fn(const db_result *r, void *user) {
+  collect *c = user;
+  if (c->count < 32) {
+    c->ids[c->count] = r->id;
+    c->rows[c->count] = *r;
+  }
+  c->count++;
+  return c->stop_after && c->count >= c->stop_after;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static void test_status_names(void **state) {
+  (void)state;
+  for (int s = 0; s < DB_STATUS_COUNT_; s++)
+    assert_int_equal(db_status_parse(db_status_name((db_status)s)), s);
+  assert_string_equal(db_status_name(DB_OK), "ok");
+  assert_string_equal(db_status_name(DB_LAUNCH_ERROR), "launch_error");
+  assert_string_equal(db_status_name((db_status)99), "unknown");
+  assert_string_equal(db_status_name((db_status)-1), "unknown");
+  assert_int_equal(db_status_parse("verify_failed"), DB_VERIFY_FAILED);
+  assert_int_equal(db_status_parse("OK"), -1);
+  assert_int_equal(db_status_parse(""), -1);
+  assert_int_equal(db_status_parse(NULL), -1);
+}
+
+static void test_create_and_schema(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false); /* parent folders created */
+  int64_t n = -1;
+  ut_err e;
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK);
+  assert_int_equal(n, 0);
+  db_close(db);
+  db = open_ok(f->path, false); /* an existing, empty mmtune file passes the checks */
+  db_close(db);
+  db_close(NULL);
+  if (!have_cli()) skip();
+  char out[256];
+  char expect[16];
+  snprintf(expect, sizeof expect, "%d", DB_SCHEMA_VERSION);
+  assert_int_equal(cli(f->path, "PRAGMA user_version", out, sizeof out), 0);
+  assert_string_equal(out, expect);
+  assert_int_equal(cli(f->path, "PRAGMA journal_mode", out, sizeof out), 0);
+  assert_string_equal(out, "wal");
+  assert_int_equal(cli(f->path, "SELECT value FROM meta WHERE key='application'", out, sizeof out),
+                   0);
+  assert_string_equal(out, "mmtune");
+  /* the CHECK constraint rejects unknown status names */
+  assert_int_not_equal(cli(f->path,
+                           "INSERT INTO results(device_name, device_uuid, cc_major, cc_minor, "
+                           "sm_count, driver_version, nvrtc_version, template_name, template_hash, "
+                           "params, dtype, layout, m, n, k, status, created_at) VALUES "
+                           "('d','u',9,0,1,1,'13.0','t','h','p','f32','nn',1,1,1,'great',1)",
+                           NULL, 0),
+                       0);
+}
+
+static void test_insert_round_trip(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  db_result r = result("GPU A", 1024, 512, 256, DB_OK, 1.25, "BM=64,BN=64");
+  r.created_at = 1700000000;
+  r.rel_err = NAN; /* stored as NULL, read back as NaN */
+  ut_err e;
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+  assert_int_equal(r.created_at, 1700000000);
+  db_result got;
+  db_problem p = problem(1024, 512, 256);
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_OK);
+  assert_int_equal(got.id, r.id);
+  assert_string_equal(got.device.name, "GPU A");
+  assert_string_equal(got.device.uuid, "GPU-1234");
+  assert_int_equal(got.device.cc_major, 9);
+  assert_int_equal(got.device.sm_count, 132);
+  assert_int_equal(got.device.driver_version, 13000);
+  assert_string_equal(got.nvrtc_version, "13.0");
+  assert_string_equal(got.template_name, "smem_tiled");
+  assert_string_equal(got.template_hash, "0123456789abcdef");
+  assert_string_equal(got.params, "BM=64,BN=64");
+  assert_string_equal(got.problem.dtype, "f32");
+  assert_string_equal(got.problem.layout, "nn");
+  assert_int_equal(got.problem.m, 1024);
+  assert_int_equal(got.problem.n, 512);
+  assert_int_equal(got.problem.k, 256);
+  assert_int_equal(got.status, DB_OK);
+  assert_string_equal(got.error, "");
+  assert_true(got.ms_min == r.ms_min && got.ms_median == 1.25 && got.ms_max == r.ms_max);
+  assert_int_equal(got.runs, 10);
+  assert_true(got.tflops == r.tflops);
+  assert_true(isnan(got.rel_err));
+  assert_true(got.max_err == 2e-7);
+  assert_int_equal(got.regs, 64);
+  assert_int_equal(got.shared_bytes, 16384);
+  assert_int_equal(got.local_bytes, 0);
+  assert_int_equal(got.created_at, 1700000000);
+  /* bad arguments */
+  r.status = (db_status)42;
+  assert_int_equal(db_insert(db, &r, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_insert(db, NULL, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_best(db, NULL, &p, &got, &e), MMT_ERR_INVALID_ARG);
+  db_handle *none = (db_handle *)1;
+  assert_int_equal(db_open("", false, &none, &e), MMT_ERR_INVALID_ARG);
+  assert_null(none);
+  db_close(db);
+}
+
+/* Rows for the query tests; returns the id of the fastest ok row of GPU A 1024^3. */
+static int64_t fill(db_handle *db) {
+  int64_t best = 0, id = 0;
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_OK, 3.0, "v=1"), NULL);
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_OK, 2.0, "v=2"), &best);
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_VERIFY_FAILED, 0.5, "v=3"), NULL);
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_COMPILE_ERROR, 0.0, "v=4"), NULL);
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_FAULT, 0.1, "v=5"), NULL);
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_TIMEOUT, 0.2, "v=6"), NULL);
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_LAUNCH_ERROR, 0.3, "v=7"), NULL);
+  insert(db, result("GPU B", 1024, 1024, 1024, DB_OK, 1.0, "v=8"), NULL); /* other device */
+  insert(db, result("GPU A", 1024, 1024, 512, DB_OK, 1.0, "v=9"), NULL);  /* other shape */
+  insert(db, result("GPU A", 1024, 1024, 1024, DB_OK, 3.0, "v=10"), &id); /* tie with v=1 */
+  db_result t = result("GPU A", 1024, 1024, 1024, DB_OK, 0.5, "v=11");
+  snprintf(t.problem.layout, sizeof t.problem.layout, "nt"); /* other layout */
+  insert(db, t, NULL);
+  (void)id;
+  return best;
+}
+
+static void test_best(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  int64_t best = fill(db);
+  db_result got;
+  ut_err e;
+  db_problem p = problem(1024, 1024, 1024);
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_OK);
+  assert_int_equal(got.id, best);
+  assert_string_equal(got.params, "v=2");
+  assert_int_equal(db_best(db, "GPU B", &p, &got, &e), MMT_OK);
+  assert_string_equal(got.params, "v=8");
+  p.k = 512;
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_OK);
+  assert_string_equal(got.params, "v=9");
+  p.k = 7;
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "1024x1024x7"));
+  assert_int_equal(db_best(db, "GPU C", &p, &got, &e), MMT_ERR_NOT_FOUND);
+  int64_t n = 0;
+  assert_int_equal(db_count(db, "GPU A", &n, &e), MMT_OK);
+  assert_int_equal(n, 10);
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK);
+  assert_int_equal(n, 11);
+  db_close(db);
+}
+
+static void test_each_ok(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  fill(db);
+  ut_err e;
+  db_problem p = problem(1024, 1024, 1024);
+  collect c = {0};
+  assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &c, &e), MMT_OK);
+  assert_int_equal(c.count, 3); /* only ok rows of this device and problem */
+  assert_string_equal(c.rows[0].params, "v=2");
+  assert_string_equal(c.rows[1].params, "v=1"); /* tie on 3.0 ms: lower id first */
+  assert_string_equal(c.rows[2].params, "v=10");
+  assert_true(c.ids[1] < c.ids[2]);
+  collect stop = {.stop_after = 1};
+  assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &stop, &e), MMT_OK);
+  assert_int_equal(stop.count, 1);
+  collect none = {0};
+  assert_int_equal(db_each_ok(db, "GPU Z", &p, collect_fn, &none, &e), MMT_OK);
+  assert_int_equal(none.count, 0);
+  /* the handle is usable after an early stop */
+  collect again = {0};
+  assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &again, &e), MMT_OK);
+  assert_int_equal(again.count, 3);
+  db_close(db);
+}
+
+static void test_each_best(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  fill(db);
+  insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.01, "s=1"), NULL);
+  insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.02, "s=2"), NULL);
+  insert(db, result("GPU A", 2048, 64, 64, DB_FAULT, 0.01, "s=3"), NULL); /* no ok row */
+  ut_err e;
+  collect c = {0};
+  assert_int_equal(db_each_best(db, "GPU A", NULL, NULL, collect_fn, &c, &e), MMT_OK);
+  assert_int_equal(c.count, 4);
+  /* ordered by dtype, layout, m, n, k */
+  assert_string_equal(c.rows[0].params, "s=1");  /* f32 nn 64^3 */
+  assert_string_equal(c.rows[1].params, "v=9");  /* f32 nn 1024x1024x512 */
+  assert_string_equal(c.rows[2].params, "v=2");  /* f32 nn 1024^3 */
+  assert_string_equal(c.rows[3].params, "v=11"); /* f32 nt 1024^3 */
+  collect nt = {0};
+  assert_int_equal(db_each_best(db, "GPU A", "f32", "nt", collect_fn, &nt, &e), MMT_OK);
+  assert_int_equal(nt.count, 1);
+  collect f16 = {0};
+  assert_int_equal(db_each_best(db, "GPU A", "f16", NULL, collect_fn, &f16, &e), MMT_OK);
+  assert_int_equal(f16.count, 0);
+  collect all = {0};
+  assert_int_equal(db_each_best(db, NULL, NULL, NULL, collect_fn, &all, &e), MMT_OK);
+  assert_int_equal(all.count, 5); /* GPU A's four, then GPU B's one */
+  assert_string_equal(all.rows[4].device.name, "GPU B");
+  assert_string_equal(all.rows[4].params, "v=8");
+  collect stop = {.stop_after = 2};
+  assert_int_equal(db_each_best(db, NULL, NULL, NULL, collect_fn, &stop, &e), MMT_OK);
+  assert_int_equal(stop.count, 2);
+  db_close(db);
+}
+
+typedef struct {
+  db_problem shapes[16];
+  int count;
+} shapes;
+
+static void shape_fn(const db_problem *p, void *user) {
+  shapes *s = user;
+  if (s->count < 16) s->shapes[s->count] = *p;
+  s->count++;
+}
+
+static void test_each_shape(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  fill(db);
+  insert(db, result("GPU A", 2048, 64, 64, DB_FAULT, 0.01, "s=3"), NULL); /* no ok row */
+  ut_err e;
+  shapes s = {0};
+  assert_int_equal(db_each_shape(db, "GPU A", "f32", "nn", shape_fn, &s, &e), MMT_OK);
+  assert_int_equal(s.count, 2);
+  assert_int_equal(s.shapes[0].k, 512);
+  assert_int_equal(s.shapes[1].k, 1024);
+  assert_string_equal(s.shapes[1].layout, "nn");
+  shapes any = {0};
+  assert_int_equal(db_each_shape(db, "GPU A", NULL, NULL, shape_fn, &any, &e), MMT_OK);
+  assert_int_equal(any.count, 3);
+  shapes b = {0};
+  assert_int_equal(db_each_shape(db, "GPU B", NULL, NULL, shape_fn, &b, &e), MMT_OK);
+  assert_int_equal(b.count, 1);
+  shapes all = {0};
+  assert_int_equal(db_each_shape(db, NULL, NULL, NULL, shape_fn, &all, &e), MMT_OK);
+  assert_int_equal(all.count, 3); /* distinct problems: GPU B's is one of GPU A's */
+  db_close(db);
+}
+
+static void test_has_result(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  db_result base = result("GPU A", 256, 256, 256, DB_VERIFY_FAILED, 1.0, "BM=32");
+  insert(db, base, NULL);
+  ut_err e;
+  bool found = false;
+  db_result k = base;
+  k.status = DB_OK; /* any status matches */
+  k.ms_median = 99.0;
+  snprintf(k.device.uuid, sizeof k.device.uuid, "GPU-other"); /* not part of the key */
+  assert_int_equal(db_has_result(db, &k, &found, &e), MMT_OK);
+  assert_true(found);
+  for (int field = 0; field < 10; field++) {
+    k = base;
+    switch (field) {
+      case 0: snprintf(k.device.name, sizeof k.device.name, "GPU B"); break;
+      case 1: snprintf(k.nvrtc_version, sizeof k.nvrtc_version, "12.9"); break;
+      case 2: snprintf(k.template_name, sizeof k.template_name, "naive"); break;
+      case 3: snprintf(k.template_hash, sizeof k.template_hash, "fedcba9876543210"); break;
+      case 4: snprintf(k.params, sizeof k.params, "BM=64"); break;
+      case 5: snprintf(k.problem.dtype, sizeof k.problem.dtype, "f16"); break;
+      case 6: snprintf(k.problem.layout, sizeof k.problem.layout, "tn"); break;
+      case 7: k.problem.m = 257; break;
+      case 8: k.problem.n = 255; break;
+      default: k.problem.k = 1; break;
+    }
+    found = true;
+    assert_int_equal(db_has_result(db, &k, &found, &e), MMT_OK);
+    if (found) fail_msg("key field %d differs but a result was found", field);
+  }
+  db_close(db);
+}
+
+static void test_persistence_and_two_handles(void **state) {
+  fixture *f = *state;
+  db_handle *a = open_ok(f->path, false);
+  db_handle *b = open_ok(f->path, false);
+  db_handle *ro = open_ok(f->path, true);
+  int64_t id = 0;
+  insert(a, result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1"), &id);
+  ut_err e;
+  db_result got;
+  db_problem p = problem(8, 8, 8);
+  assert_int_equal(db_best(b, "GPU A", &p, &got, &e), MMT_OK); /* second handle sees it */
+  assert_int_equal(got.id, id);
+  assert_int_equal(db_best(ro, "GPU A", &p, &got, &e), MMT_OK);
+  insert(b, result("GPU A", 8, 8, 8, DB_OK, 0.25, "x=2"), NULL);
+  assert_int_equal(db_best(a, "GPU A", &p, &got, &e), MMT_OK);
+  assert_string_equal(got.params, "x=2");
+  db_close(a);
+  db_close(b);
+  db_close(ro);
+  db_handle *again = open_ok(f->path, true); /* persisted */
+  int64_t n = 0;
+  assert_int_equal(db_count(again, NULL, &n, &e), MMT_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(db_best(again, "GPU A", &p, &got, &e), MMT_OK);
+  assert_string_equal(got.params, "x=2");
+  db_close(again);
+}
+
+/* A callback may use the handle, but not re-enter its own iterator. */
+typedef struct {
+  db_handle *db;
+  mmt_status nested_rc, insert_rc;
+  int calls;
+} reenter;
+
+static int reenter_fn(const db_result *r, void *user) {
+  reenter *x = user;
+  ut_err e;
+  collect c = {0};
+  x->calls++;
+  x->nested_rc = db_each_ok(x->db, r->device.name, &r->problem, collect_fn, &c, &e);
+  db_result copy = *r;
+  copy.problem.m += 1;
+  x->insert_rc = db_insert(x->db, &copy, &e);
+  return 0;
+}
+
+static void test_reentry(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  insert(db, result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1"), NULL);
+  reenter x = {db, MMT_OK, MMT_ERR_DB, 0};
+  ut_err e;
+  db_problem p = problem(8, 8, 8);
+  assert_int_equal(db_each_ok(db, "GPU A", &p, reenter_fn, &x, &e), MMT_OK);
+  assert_int_equal(x.calls, 1);
+  assert_int_equal(x.nested_rc, MMT_ERR_INVALID_ARG);
+  assert_int_equal(x.insert_rc, MMT_OK);
+  int64_t n = 0;
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK);
+  assert_int_equal(n, 2);
+  db_close(db);
+}
+
+static void test_read_only(void **state) {
+  fixture *f = *state;
+  db_handle *db = (db_handle *)1;
+  ut_err e;
+  assert_int_equal(db_open(f->path, true, &db, &e), MMT_ERR_NOT_FOUND);
+  assert_null(db);
+  assert_non_null(strstr(e.msg, f->path));
+  struct stat st;
+  char parent[256];
+  snprintf(parent, sizeof parent, "%s/sub", f->dir);
+  assert_int_not_equal(stat(parent, &st), 0); /* read-only creates nothing */
+  /* an empty file: nothing tuned yet */
+  char empty[256];
+  snprintf(empty, sizeof empty, "%s/empty.db", f->dir);
+  write_bytes(empty, "", 0);
+  assert_int_equal(db_open(empty, true, &db, &e), MMT_ERR_NOT_FOUND);
+  db = open_ok(empty, false); /* a writable open gives it the schema */
+  db_close(db);
+  /* writes through a read-only handle fail cleanly (injected failure) */
+  db = open_ok(f->path, false);
+  insert(db, result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1"), NULL);
+  db_close(db);
+  db = open_ok(f->path, true);
+  db_result r = result("GPU A", 8, 8, 8, DB_OK, 0.1, "x=2");
+  assert_int_equal(db_insert(db, &r, &e), MMT_ERR_DB);
+  assert_non_null(strstr(e.msg, "readonly"));
+  assert_int_equal(r.id, 0);
+  int64_t n = 0;
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK);
+  assert_int_equal(n, 1);
+  db_close(db);
+}
+
+static void expect_corrupt(const char *path, const char *why) {
+  db_handle *db = (db_handle *)1;
+  ut_err e;
+  mmt_status rc = db_open(path, false, &db, &e);
+  if (rc != MMT_ERR_DB_CORRUPT) fail_msg("%s: got %s: %s", path, mmt_status_name(rc), e.msg);
+  assert_null(db);
+  assert_non_null(strstr(e.msg, path));
+  if (!strstr(e.msg, why)) fail_msg("'%s' not in '%s'", why, e.msg);
+  rc = db_open(path, true, &db, &e);
+  assert_int_equal(rc, MMT_ERR_DB_CORRUPT);
+}
+
+static void test_not_sqlite(void **state) {
+  fixture *f = *state;
+  char path[256];
+  unsigned char junk[8192];
+  srand(42);
+  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)rand();
+  snprintf(path, sizeof path, "%s/random.db", f->dir);
+  write_bytes(path, junk, sizeof junk);
+  expect_corrupt(path, "not an mmtune database (file is not a database)");
+  /* the file is left as it was */
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  unsigned char back[sizeof junk + 1];
+  assert_int_equal(fread(back, 1, sizeof back, fp), sizeof junk);
+  fclose(fp);
+  assert_memory_equal(back, junk, sizeof junk);
+  snprintf(path, sizeof path, "%s/notes.txt", f->dir);
+  const char *text = "these are my notes, not a database\n";
+  write_bytes(path, text, strlen(text));
+  expect_corrupt(path, "not a database");
+  char big[5000];
+  memset(big, 'a', sizeof big);
+  write_bytes(path, big, sizeof big);
+  expect_corrupt(path, "not a database");
+}
+
+static void test_foreign_sqlite(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  char path[256], out[256];
+  snprintf(path, sizeof path, "%s/foreign.db", f->dir);
+  assert_int_equal(cli(path, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", NULL, 0), 0);
+  expect_corrupt(path, "has no mmtune tables");
+  assert_int_equal(cli(path, "PRAGMA journal_mode", out, sizeof out), 0);
+  assert_string_equal(out, "delete"); /* not switched to WAL: a foreign file is not modified */
+  /* someone else's meta table, with or without our columns, and a newer user_version */
+  snprintf(path, sizeof path, "%s/foreign2.db", f->dir);
+  assert_int_equal(cli(path, "PRAGMA user_version=7; CREATE TABLE meta(a, b);", NULL, 0), 0);
+  expect_corrupt(path, "has no mmtune tables");
+  snprintf(path, sizeof path, "%s/foreign3.db", f->dir);
+  assert_int_equal(
+      cli(path,
+          "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+          " INSERT INTO meta VALUES ('application', 'other'); CREATE TABLE results(x);",
+          NULL, 0),
+      0);
+  expect_corrupt(path, "has no mmtune tables");
+  /* ours, but damaged: results dropped */
+  db_close(open_ok(f->path, false));
+  assert_int_equal(cli(f->path, "DROP VIEW best; DROP TABLE results;", NULL, 0), 0);
+  expect_corrupt(f->path, "results table missing");
+}
+
+static void test_newer_schema(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  db_handle *db = open_ok(f->path, false);
+  insert(db, result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1"), NULL);
+  db_close(db);
+  assert_int_equal(cli(f->path, "PRAGMA user_version=7", NULL, 0), 0);
+  ut_err e;
+  db = (db_handle *)1;
+  assert_int_equal(db_open(f->path, false, &db, &e), MMT_ERR_DB_VERSION);
+  assert_null(db);
+  assert_non_null(strstr(e.msg, "schema version 7 is newer than this mmtune supports (1)"));
+  assert_non_null(strstr(e.msg, f->path));
+  assert_int_equal(db_open(f->path, true, &db, &e), MMT_ERR_DB_VERSION);
+}
+
+static void test_truncation(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  db_result r = result("GPU A", 8, 8, 8, DB_OK, 0.5, "x");
+  /* fields filled to the last byte, no NUL: taken whole, never read past */
+  memset(r.params, 'p', sizeof r.params);
+  memset(r.error, 'e', sizeof r.error);
+  memset(r.template_hash, 'h', sizeof r.template_hash);
+  memset(r.problem.dtype, 'd', sizeof r.problem.dtype);
+  ut_err e;
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+  collect c = {0};
+  assert_int_equal(db_each_best(db, "GPU A", NULL, NULL, collect_fn, &c, &e), MMT_OK);
+  assert_int_equal(c.count, 1);
+  db_result *got = &c.rows[0];
+  assert_int_equal(strlen(got->params), sizeof got->params - 1);
+  assert_int_equal(strlen(got->error), sizeof got->error - 1);
+  assert_int_equal(strlen(got->template_hash), sizeof got->template_hash - 1);
+  assert_int_equal(strlen(got->problem.dtype), sizeof got->problem.dtype - 1);
+  db_close(db);
+  if (!have_cli()) skip();
+  /* longer text written by another program, and a cut inside a UTF-8 character:
+   * 254 'a' + "é" (2 bytes) fills 256 bytes, so the cut at 255 falls inside "é" */
+  assert_int_equal(cli(f->path,
+                       "UPDATE results SET params = printf('%.*c', 254, 'a') || char(233) || 'zz',"
+                       " error = printf('%.*c', 5000, 'x'), device_uuid = printf('%.*c', 300, 'u')",
+                       NULL, 0),
+                   0);
+  db = open_ok(f->path, true);
+  collect c2 = {0};
+  assert_int_equal(db_each_best(db, "GPU A", NULL, NULL, collect_fn, &c2, &e), MMT_OK);
+  assert_int_equal(c2.count, 1);
+  assert_int_equal(strlen(c2.rows[0].params), 254);
+  assert_int_equal(strlen(c2.rows[0].error), sizeof c2.rows[0].error - 1);
+  assert_int_equal(strlen(c2.rows[0].device.uuid), sizeof c2.rows[0].device.uuid - 1);
+  db_close(db);
+}
+
+/* Another process holds the write lock past the busy timeout: db_insert fails cleanly. */
+static void test_busy(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  db_close(open_ok(f->path, false));
+  char flag[256], cmd[1024];
+  snprintf(flag, sizeof flag, "%s/locked", f->dir);
+  snprintf(cmd, sizeof cmd,
+           "printf 'BEGIN IMMEDIATE;\\nINSERT INTO meta VALUES (\\047lock\\047, \\0471\\047);\\n"
+           ".shell touch %s\\n.shell sleep 6\\nROLLBACK;\\n.shell rm %s\\n' | " SQLITE_CLI
+           " '%s' >/dev/null 2>&1 &",
+           flag, flag, f->path);
+  assert_int_equal(system(cmd), 0);
+  for (int i = 0; i < 500 && access(flag, F_OK) != 0; i++) usleep(10000);
+  assert_int_equal(access(flag, F_OK), 0);
+  db_handle *db = open_ok(f->path, false);
+  db_result r = result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1");
+  ut_err e;
+  assert_int_equal(db_insert(db, &r, &e), MMT_ERR_DB);
+  assert_non_null(strstr(e.msg, "locked"));
+  int64_t n = -1;
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK); /* reads go on (WAL) */
+  assert_int_equal(n, 0);
+  db_close(db);
+  /* let the holder finish before the folder is removed */
+  for (int i = 0; i < 1000 && access(flag, F_OK) == 0; i++) usleep(10000);
+}
+
+/* A folder made read-only after the file exists: writes fail with a status (root: skipped). */
+static void test_read_only_folder(void **state) {
+  fixture *f = *state;
+  if (geteuid() == 0) skip();
+  db_close(open_ok(f->path, false));
+  char dir[256], path[300];
+  snprintf(dir, sizeof dir, "%s/ro", f->dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/ro/x.db", f->dir);
+  db_close(open_ok(path, false));
+  assert_int_equal(chmod(path, 0444), 0);
+  assert_int_equal(chmod(dir, 0555), 0);
+  db_handle *db = NULL;
+  ut_err e;
+  mmt_status rc = db_open(path, false, &db, &e);
+  if (rc == MMT_OK) {
+    db_result r = result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1");
+    rc = db_insert(db, &r, &e);
+    db_close(db);
+  }
+  assert_int_not_equal(rc, MMT_OK);
+  assert_true(strlen(e.msg) > 0);
+  snprintf(path, sizeof path, "%s/ro/sub/y.db", f->dir);
+  assert_int_equal(db_open(path, false, &db, &e), MMT_ERR_IO); /* folder cannot be created */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_status_names),
+      cmocka_unit_test_setup_teardown(test_create_and_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_insert_round_trip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_best, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_each_ok, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_each_best, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_each_shape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_has_result, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_persistence_and_two_handles, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reentry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_read_only, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_not_sqlite, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_foreign_sqlite, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

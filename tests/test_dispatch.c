@@ -1,0 +1,596 @@
+/*
+ * test_dispatch.c -- runtime/rt_choose.c and runtime/mmtune.c: the kernel choice (EXACT,
+ * NEAREST, DEFAULT) against a database written here, the argument checks, the public API on
+ * a machine without a GPU, and (with a GPU) mmt_sgemm end to end against a CPU reference.
+ *
+ * Templates: the real ones (templates/) plus tests/templates_dispatch/ (searched first):
+ * kmul4.lua, whose kernel requires K % 4 == 0 and 16-byte alignment and whose constraint
+ * refuses N > 4096.  tests/templates_dispatch/refusing/ shadows smem_tiled and naive with
+ * templates that accept no problem (for MMT_ERR_UNSUPPORTED).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "gen.h"
+#include "mmtune.h"
+#include "rt_choose.h"
+#include "rt_device.h"
+#include "rt_driver.h"
+
+#define TEMPLATES_DIR MMT_TEST_DIR "/templates_dispatch"
+#define DEV "Test GPU"
+
+/* ---- the database fixture ---- */
+
+typedef struct {
+  char dir[64];
+  char db_path[128];
+  db_handle *db;
+  char smem_hash[17], naive_hash[17], kmul_hash[17];
+  char smem_default[256], naive_default[256], smem_alt[256];
+  rt_chooser *ch;
+} fixture;
+
+static void hash_and_default(const char *name, char hash[17], char *params, size_t len) {
+  gen_template *t = NULL;
+  ut_err e;
+  gen_config cfg;
+  assert_int_equal(gen_load_named(name, &t, &e), MMT_OK);
+  snprintf(hash, 17, "%s", gen_source_hash(t));
+  gen_config_default(t, &cfg);
+  assert_int_equal(gen_config_format(t, &cfg, params, len, &e), MMT_OK);
+  gen_free(t);
+}
+
+static gen_problem square(int64_t m, int64_t n, int64_t k, int align) {
+  return (gen_problem){"f32", "nn", m, n, k, k, n, n, align};
+}
+
+/* A smem_tiled config other than the default that is usable for 4096^3. */
+static void smem_alt_config(fixture *f) {
+  gen_template *t = NULL;
+  ut_err e;
+  gen_problem p = square(4096, 4096, 4096, 16);
+  assert_int_equal(gen_load_named("smem_tiled", &t, &e), MMT_OK);
+  for (uint64_t i = 0; i < gen_space_size(t); i++) {
+    gen_config cfg;
+    gen_kernel k = {0};
+    bool valid = false;
+    gen_config_at(t, i, &cfg);
+    assert_int_equal(gen_config_format(t, &cfg, f->smem_alt, sizeof f->smem_alt, &e), MMT_OK);
+    if (!strcmp(f->smem_alt, f->smem_default)) continue;
+    assert_int_equal(gen_check(t, &cfg, &p, &valid, NULL, 0, &e), MMT_OK);
+    if (!valid || gen_emit(t, &cfg, "f32", &k, &e) != MMT_OK) continue;
+    valid = gen_requires_met(&k.requires, &p);
+    gen_kernel_clear(&k);
+    if (valid) break;
+  }
+  gen_free(t);
+  assert_string_not_equal(f->smem_alt, f->smem_default);
+}
+
+static void insert(db_handle *db, const char *device, const char *tname, const char *hash,
+                   const char *params, int64_t m, int64_t n, int64_t k, db_status status,
+                   double ms) {
+  db_result r;
+  ut_err e;
+  memset(&r, 0, sizeof r);
+  snprintf(r.device.name, sizeof r.device.name, "%s", device);
+  snprintf(r.device.uuid, sizeof r.device.uuid, "GPU-test");
+  r.device.cc_major = 9;
+  snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
+  snprintf(r.template_name, sizeof r.template_name, "%s", tname);
+  snprintf(r.template_hash, sizeof r.template_hash, "%s", hash);
+  snprintf(r.params, sizeof r.params, "%s", params);
+  r.problem = (db_problem){"f32", "nn", m, n, k};
+  r.status = status;
+  r.ms_min = r.ms_median = r.ms_max = ms;
+  r.runs = 10;
+  r.tflops = 2.0 * (double)m * (double)n * (double)k / (ms * 1e9);
+  r.regs = r.shared_bytes = r.local_bytes = -1;
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+}
+
+static int fixture_setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  ut_err e;
+  assert_non_null(f);
+  snprintf(f->dir, sizeof f->dir, "/tmp/mmt_dispatch_XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  snprintf(f->db_path, sizeof f->db_path, "%s/t.db", f->dir);
+  assert_int_equal(db_open(f->db_path, false, &f->db, &e), MMT_OK);
+  hash_and_default("smem_tiled", f->smem_hash, f->smem_default, sizeof f->smem_default);
+  hash_and_default("naive", f->naive_hash, f->naive_default, sizeof f->naive_default);
+  char kmul_default[256];
+  hash_and_default("kmul4", f->kmul_hash, kmul_default, sizeof kmul_default);
+  smem_alt_config(f);
+  db_handle *db = f->db;
+  /* 1024^3: the fastest rows are unusable (failed, stale template, other GPU). */
+  insert(db, DEV, "smem_tiled", f->smem_hash, f->smem_default, 1024, 1024, 1024, DB_OK, 2.0);
+  insert(db, DEV, "naive", f->naive_hash, f->naive_default, 1024, 1024, 1024, DB_OK, 1.5);
+  insert(db, DEV, "smem_tiled", f->smem_hash, f->smem_default, 1024, 1024, 1024,
+         DB_VERIFY_FAILED, 0.5);
+  insert(db, DEV, "smem_tiled", "0123456789abcdef", f->smem_default, 1024, 1024, 1024, DB_OK,
+         1.0);
+  insert(db, "Other GPU", "smem_tiled", f->smem_hash, f->smem_default, 1024, 1024, 1024, DB_OK,
+         0.1);
+  insert(db, DEV, "no_such_template", "0123456789abcdef", "x=1", 1024, 1024, 1024, DB_OK, 0.2);
+  insert(db, DEV, "smem_tiled", f->smem_hash, f->smem_alt, 4096, 4096, 4096, DB_OK, 80.0);
+  insert(db, DEV, "naive", f->naive_hash, f->naive_default, 64, 64, 64, DB_OK, 0.01);
+  /* 512^3: kmul4 is fastest but requires K % 4 == 0, 16-byte alignment and N <= 4096. */
+  insert(db, DEV, "kmul4", f->kmul_hash, kmul_default, 512, 512, 512, DB_OK, 0.1);
+  insert(db, DEV, "naive", f->naive_hash, f->naive_default, 512, 512, 512, DB_OK, 1.0);
+  insert(db, DEV, "kmul4", f->kmul_hash, kmul_default, 512, 8192, 512, DB_OK, 0.1);
+  insert(db, DEV, "naive", f->naive_hash, f->naive_default, 512, 8192, 512, DB_OK, 9.0);
+  assert_int_equal(rt_chooser_new(&f->ch, &e), MMT_OK);
+  *state = f;
+  return 0;
+}
+
+static int fixture_teardown(void **state) {
+  fixture *f = *state;
+  char path[160];
+  rt_chooser_free(f->ch);
+  db_close(f->db);
+  const char *leaves[] = {"t.db", "t.db-wal", "t.db-shm", "empty.db", "empty.db-wal",
+                          "empty.db-shm", "corrupt.db"};
+  for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", f->dir, leaves[i]);
+    unlink(path);
+  }
+  rmdir(f->dir);
+  free(f);
+  return 0;
+}
+
+/* Chooses for p on device dev and checks kind and template. */
+static void expect_choice(fixture *f, db_handle *db, const char *dev, gen_problem p,
+                          mmt_choice_kind kind, const char *tname, rt_choice *c) {
+  ut_err e = {{0}};
+  memset(c, 0, sizeof *c);
+  assert_int_equal(rt_choose(f->ch, db, dev, &p, c, &e), MMT_OK);
+  assert_int_equal(c->kind, kind);
+  assert_string_equal(c->template_name, tname);
+  assert_non_null(c->tmpl);
+  assert_non_null(c->spec.source);
+  assert_non_null(c->spec.kernel_name);
+  assert_int_equal(c->has_record, kind != MMT_CHOICE_DEFAULT);
+}
+
+/* ---- choice ---- */
+
+static void test_exact_skips_unusable_rows(void **state) {
+  fixture *f = *state;
+  rt_choice c;
+  mmt_choice d;
+  expect_choice(f, f->db, DEV, square(1024, 1024, 1024, 16), MMT_CHOICE_EXACT, "naive", &c);
+  assert_string_equal(c.params, f->naive_default);
+  assert_string_equal(c.record.template_hash, f->naive_hash);
+  assert_true(c.record.ms_median == 1.5);
+  rt_choice_describe(&c, &d);
+  assert_int_equal(d.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(d.template_name, "naive");
+  assert_string_equal(d.params, f->naive_default);
+  assert_int_equal(d.tuned_m, 1024);
+  assert_int_equal(d.tuned_k, 1024);
+  assert_true(d.tuned_ms == 1.5);
+  assert_true(d.tuned_tflops > 0);
+  rt_choice_clear(&c);
+  expect_choice(f, f->db, "Other GPU", square(1024, 1024, 1024, 16), MMT_CHOICE_EXACT,
+                "smem_tiled", &c);
+  assert_true(c.record.ms_median == 0.1);
+  rt_choice_clear(&c);
+}
+
+static void test_nearest(void **state) {
+  fixture *f = *state;
+  rt_choice c;
+  expect_choice(f, f->db, DEV, square(1000, 1000, 1000, 16), MMT_CHOICE_NEAREST, "naive", &c);
+  assert_int_equal(c.record.problem.m, 1024);
+  assert_int_equal(c.record.problem.n, 1024);
+  assert_int_equal(c.record.problem.k, 1024);
+  rt_choice_clear(&c);
+  expect_choice(f, f->db, DEV, square(4000, 4100, 4096, 16), MMT_CHOICE_NEAREST, "smem_tiled", &c);
+  assert_int_equal(c.record.problem.m, 4096);
+  assert_string_equal(c.params, f->smem_alt);
+  rt_choice_clear(&c);
+  expect_choice(f, f->db, DEV, square(60, 70, 50, 16), MMT_CHOICE_NEAREST, "naive", &c);
+  assert_int_equal(c.record.problem.k, 64);
+  rt_choice_clear(&c);
+}
+
+static void test_requirements_and_constraints(void **state) {
+  fixture *f = *state;
+  rt_choice c;
+  /* The exact shape meets kmul4's requirements. */
+  expect_choice(f, f->db, DEV, square(512, 512, 512, 16), MMT_CHOICE_EXACT, "kmul4", &c);
+  assert_int_equal(c.spec.requires.k_multiple, 4);
+  rt_choice_clear(&c);
+  /* Same shape, 8-byte alignment: kmul4 refused, the next row of the shape is used. */
+  expect_choice(f, f->db, DEV, square(512, 512, 512, 8), MMT_CHOICE_EXACT, "naive", &c);
+  assert_true(c.record.ms_median == 1.0);
+  rt_choice_clear(&c);
+  /* K = 510: nearest shape 512^3, whose kmul4 row fails K % 4; its naive row is used. */
+  expect_choice(f, f->db, DEV, square(512, 512, 510, 16), MMT_CHOICE_NEAREST, "naive", &c);
+  assert_int_equal(c.record.problem.k, 512);
+  rt_choice_clear(&c);
+  /* K = 508 meets K % 4: kmul4 from 512^3. */
+  expect_choice(f, f->db, DEV, square(512, 512, 508, 16), MMT_CHOICE_NEAREST, "kmul4", &c);
+  rt_choice_clear(&c);
+  /* Exact 512x8192x512: kmul4's constraint refuses N > 4096, so naive. */
+  expect_choice(f, f->db, DEV, square(512, 8192, 512, 16), MMT_CHOICE_EXACT, "naive", &c);
+  assert_true(c.record.ms_median == 9.0);
+  rt_choice_clear(&c);
+}
+
+static void test_default(void **state) {
+  fixture *f = *state;
+  rt_choice c;
+  ut_err e;
+  db_handle *empty = NULL;
+  char path[160];
+  expect_choice(f, NULL, DEV, square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT, "smem_tiled", &c);
+  assert_string_equal(c.params, f->smem_default);
+  assert_non_null(strstr(c.params, "tile=32,pad=0,unroll=1"));
+  rt_choice_clear(&c);
+  expect_choice(f, f->db, "No Rows GPU", square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT,
+                "smem_tiled", &c);
+  rt_choice_clear(&c);
+  expect_choice(f, f->db, NULL, square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT, "smem_tiled",
+                &c);
+  rt_choice_clear(&c);
+  snprintf(path, sizeof path, "%s/empty.db", f->dir);
+  assert_int_equal(db_open(path, false, &empty, &e), MMT_OK);
+  expect_choice(f, empty, DEV, square(7, 9, 11, 4), MMT_CHOICE_DEFAULT, "smem_tiled", &c);
+  mmt_choice d;
+  rt_choice_describe(&c, &d);
+  assert_int_equal(d.kind, MMT_CHOICE_DEFAULT);
+  assert_int_equal(d.tuned_m, 0);
+  assert_true(d.tuned_ms == 0);
+  rt_choice_clear(&c);
+  db_close(empty);
+}
+
+static void test_unsupported(void **state) {
+  (void)state;
+  rt_chooser *ch = NULL;
+  rt_choice c = {0};
+  ut_err e;
+  gen_problem p = square(64, 64, 64, 16);
+  assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR "/refusing", 1), 0);
+  assert_int_equal(rt_chooser_new(&ch, &e), MMT_OK);
+  assert_int_equal(rt_choose(ch, NULL, DEV, &p, &c, &e), MMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "no kernel supports f32 nn 64x64x64"));
+  assert_non_null(strstr(e.msg, "smem_tiled"));
+  assert_non_null(strstr(e.msg, "naive"));
+  assert_null(c.spec.source);
+  rt_chooser_free(ch);
+  assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1), 0);
+}
+
+static void test_distance_and_alignment(void **state) {
+  (void)state;
+  double d = rt_shape_distance(1000, 1000, 1000, 1024, 1024, 1024);
+  assert_true(fabs(d - 3 * log(1.024)) < 1e-12);
+  assert_true(rt_shape_distance(1, 2, 3, 1, 2, 3) == 0);
+  assert_true(fabs(rt_shape_distance(64, 64, 64, 128, 64, 64) - log(2.0)) < 1e-12);
+  assert_true(rt_shape_distance(64, 64, 64, 128, 64, 64) ==
+              rt_shape_distance(128, 64, 64, 64, 64, 64));
+  assert_true(rt_shape_distance(0, 1, 1, 1, 1, 1) == 0);
+  uint64_t v[4] = {256, 4000, 0, 4 * 1024};
+  assert_int_equal(rt_align_bytes(v, 4), 16);
+  v[1] = 4 * 17;
+  assert_int_equal(rt_align_bytes(v, 4), 4);
+  v[1] = 8 * 17;
+  assert_int_equal(rt_align_bytes(v, 4), 8);
+  v[0] = 2;
+  assert_int_equal(rt_align_bytes(v, 4), 2);
+  v[0] = 3;
+  assert_int_equal(rt_align_bytes(v, 4), 1);
+  assert_int_equal(rt_align_bytes(v, 0), 16);
+}
+
+/* ---- argument checks ---- */
+
+static void expect_args(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                        const void *B, int64_t ldb, const void *C, int64_t ldc, mmt_status rc,
+                        const char *msg) {
+  ut_err e = {{0}};
+  assert_int_equal(rt_check_sgemm_args(M, N, K, A, lda, B, ldb, C, ldc, &e), rc);
+  if (msg) assert_string_equal(e.msg, msg);
+}
+
+static void test_sgemm_args(void **state) {
+  (void)state;
+  const void *p = (const void *)(uintptr_t)0x1000;
+  const void *odd = (const void *)(uintptr_t)0x1002;
+  expect_args(4, 5, 6, p, 6, p, 5, p, 5, MMT_OK, NULL);
+  expect_args(-1, 5, 6, p, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, "M must be >= 0, got -1");
+  expect_args(4, -2, 6, p, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, "N must be >= 0, got -2");
+  expect_args(4, 5, -3, p, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, "K must be >= 0, got -3");
+  expect_args(4, 5, 6, p, 5, p, 5, p, 5, MMT_ERR_INVALID_ARG,
+              "lda must be >= max(1, K) = 6, got 5");
+  expect_args(4, 5, 6, p, 6, p, 4, p, 5, MMT_ERR_INVALID_ARG,
+              "ldb must be >= max(1, N) = 5, got 4");
+  expect_args(4, 5, 6, p, 6, p, 5, p, 4, MMT_ERR_INVALID_ARG,
+              "ldc must be >= max(1, N) = 5, got 4");
+  expect_args(0, 0, 0, NULL, 0, NULL, 1, NULL, 1, MMT_ERR_INVALID_ARG,
+              "lda must be >= max(1, K) = 1, got 0");
+  expect_args(0, 0, 0, NULL, 1, NULL, 0, NULL, 1, MMT_ERR_INVALID_ARG,
+              "ldb must be >= max(1, N) = 1, got 0");
+  expect_args(0, 0, 0, NULL, 1, NULL, 1, NULL, 0, MMT_ERR_INVALID_ARG,
+              "ldc must be >= max(1, N) = 1, got 0");
+  expect_args(0, 0, 0, NULL, 1, NULL, 1, NULL, 1, MMT_OK, NULL);
+  expect_args(4, 5, 6, NULL, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG,
+              "A is NULL but the problem uses it");
+  expect_args(4, 5, 6, p, 6, NULL, 5, p, 5, MMT_ERR_INVALID_ARG,
+              "B is NULL but the problem uses it");
+  expect_args(4, 5, 6, p, 6, p, 5, NULL, 5, MMT_ERR_INVALID_ARG,
+              "C is NULL but the problem uses it");
+  expect_args(4, 5, 6, odd, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, NULL);
+  expect_args(4, 5, 6, p, 6, p, 5, odd, 5, MMT_ERR_INVALID_ARG, NULL);
+  /* Matrices the problem does not touch may be NULL (or anything). */
+  expect_args(4, 5, 0, NULL, 1, NULL, 5, p, 5, MMT_OK, NULL);
+  expect_args(4, 5, 0, odd, 1, odd, 5, p, 5, MMT_OK, NULL);
+  expect_args(0, 5, 6, NULL, 6, NULL, 5, NULL, 5, MMT_OK, NULL);
+  expect_args(4, 0, 6, NULL, 6, NULL, 1, NULL, 1, MMT_OK, NULL);
+  /* Sizes beyond the kernels' int. */
+  int64_t big = (int64_t)INT32_MAX + 1;
+  expect_args(big, 5, 6, p, 6, p, 5, p, 5, MMT_ERR_UNSUPPORTED,
+              "M = 2147483648 exceeds 2147483647: kernels take int sizes");
+  expect_args(4, big, 6, p, 6, p, big, p, big, MMT_ERR_UNSUPPORTED, NULL);
+  expect_args(4, 5, big, p, big, p, 5, p, 5, MMT_ERR_UNSUPPORTED, NULL);
+  expect_args(4, 5, 6, p, big, p, 5, p, 5, MMT_ERR_UNSUPPORTED,
+              "lda = 2147483648 exceeds 2147483647: kernels take int sizes");
+  expect_args(4, 5, 6, p, 6, p, big, p, 5, MMT_ERR_UNSUPPORTED, NULL);
+  expect_args(4, 5, 6, p, 6, p, 5, p, big, MMT_ERR_UNSUPPORTED, NULL);
+  ut_err e;
+  assert_int_equal(rt_check_sgemm_dims(4, 5, 6, 6, 5, 5, &e), MMT_OK);
+  assert_int_equal(rt_check_sgemm_dims(4, 5, 6, 6, 5, 5, NULL), MMT_OK);
+  assert_int_equal(rt_check_sgemm_dims(-4, 5, 6, 6, 5, 5, NULL), MMT_ERR_INVALID_ARG);
+}
+
+/* ---- the public API without a GPU ---- */
+
+static void test_public_basics(void **state) {
+  (void)state;
+  assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_EXACT), "exact");
+  assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_NEAREST), "nearest");
+  assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_DEFAULT), "default");
+  assert_string_equal(mmt_choice_kind_name((mmt_choice_kind)42), "unknown");
+  mmt_close(NULL);
+  assert_true(strlen(mmt_errmsg(NULL)) > 0);
+  assert_int_equal(mmt_open(NULL, 0, NULL), MMT_ERR_INVALID_ARG);
+  mmt_choice d;
+  assert_int_equal(mmt_sgemm(NULL, 1, 1, 1, NULL, 1, NULL, 1, NULL, 1, NULL), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_sgemm_explain(NULL, 1, 1, 1, 1, 1, 1, &d), MMT_ERR_INVALID_ARG);
+  rt_dispatch_stats st;
+  rt_dispatch_get_stats(NULL, &st);
+  assert_int_equal(st.launches, 0);
+}
+
+static void test_open_without_gpu(void **state) {
+  fixture *f = *state;
+  char missing[160];
+  snprintf(missing, sizeof missing, "%s/missing.db", f->dir);
+  mmt_options o = {.db_path = missing, .cache_dir = f->dir};
+  mmt_context *ctx = NULL;
+  mmt_status rc = mmt_open(&ctx, 0, &o);
+  if (rc == MMT_OK) {
+    mmt_close(ctx);
+    skip();
+  }
+  assert_true(rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE);
+  assert_non_null(ctx);
+  assert_true(strlen(mmt_errmsg(ctx)) > 0);
+  /* Arguments are checked first; then the failed context says it did not open. */
+  float x = 0;
+  mmt_choice d;
+  assert_int_equal(mmt_sgemm(ctx, -1, 1, 1, &x, 1, &x, 1, &x, 1, NULL), MMT_ERR_INVALID_ARG);
+  assert_string_equal(mmt_errmsg(ctx), "M must be >= 0, got -1");
+  assert_int_equal(mmt_sgemm(ctx, 1, 1, 1, &x, 1, &x, 1, &x, 1, NULL), rc);
+  assert_non_null(strstr(mmt_errmsg(ctx), "did not open"));
+  assert_int_equal(mmt_sgemm_explain(ctx, 1, 1, 1, 1, 0, 1, &d), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_sgemm_explain(ctx, 1, 1, 1, 1, 1, 1, NULL), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_sgemm_explain(ctx, 1, 1, 1, 1, 1, 1, &d), rc);
+  mmt_close(ctx);
+  assert_int_equal(access(missing, F_OK), -1); /* read-only open created nothing */
+}
+
+static void test_open_corrupt_db(void **state) {
+  fixture *f = *state;
+  char path[160];
+  ut_err e;
+  snprintf(path, sizeof path, "%s/corrupt.db", f->dir);
+  const char junk[] = "this is not a database, just some text that is long enough......";
+  assert_int_equal(ut_write_file_atomic(path, junk, sizeof junk, &e), MMT_OK);
+  mmt_options o = {.db_path = path};
+  mmt_context *ctx = NULL;
+  assert_int_equal(mmt_open(&ctx, 0, &o), MMT_ERR_DB_CORRUPT);
+  assert_non_null(ctx);
+  assert_non_null(strstr(mmt_errmsg(ctx), "corrupt.db"));
+  mmt_close(ctx);
+}
+
+/* ---- GPU ---- */
+
+typedef struct {
+  int64_t m, n, k, lda, ldb, ldc;
+} gemm_case;
+
+static float rnd(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* ||C - A*B||_F / ||A*B||_F over the M x N block; the padding of C must still be NaN. */
+static double check_result(const gemm_case *g, const float *a, const float *b, const float *c) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < g->m; i++) {
+    for (int64_t j = 0; j < g->n; j++) {
+      double ref = 0;
+      for (int64_t p = 0; p < g->k; p++) ref += (double)a[i * g->lda + p] * b[p * g->ldb + j];
+      double d = (double)c[i * g->ldc + j] - ref;
+      if (isnan(d)) return INFINITY;
+      num += d * d;
+      den += ref * ref;
+    }
+    for (int64_t j = g->n; j < g->ldc; j++)
+      if (!isnan(c[i * g->ldc + j])) return INFINITY; /* wrote outside C */
+  }
+  if (den == 0) return sqrt(num);
+  return sqrt(num / den);
+}
+
+/* Runs one case through mmt_sgemm twice on stream and checks the result. */
+static void run_case(mmt_context *ctx, const gemm_case *g, CUstream stream, uint64_t seed) {
+  const rt_cu *cu = NULL;
+  ut_err e;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  size_t na = (size_t)(g->m * g->lda), nb = (size_t)(g->k * g->ldb), nc = (size_t)(g->m * g->ldc);
+  float *a = malloc((na + 1) * 4), *b = malloc((nb + 1) * 4), *c = malloc(nc * 4);
+  assert_true(a && b && c);
+  for (size_t i = 0; i < na; i++) a[i] = rnd(&seed);
+  for (size_t i = 0; i < nb; i++) b[i] = rnd(&seed);
+  CUdeviceptr da = 0, db = 0, dc = 0;
+  assert_int_equal(cu->cuMemAlloc(&da, (na + 1) * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&db, (nb + 1) * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dc, nc * 4), CUDA_SUCCESS);
+  if (na) assert_int_equal(cu->cuMemcpyHtoD(da, a, na * 4), CUDA_SUCCESS);
+  if (nb) assert_int_equal(cu->cuMemcpyHtoD(db, b, nb * 4), CUDA_SUCCESS);
+  for (int rep = 0; rep < 2; rep++) {
+    for (size_t i = 0; i < nc; i++) c[i] = NAN;
+    assert_int_equal(cu->cuMemcpyHtoD(dc, c, nc * 4), CUDA_SUCCESS);
+    mmt_status rc = mmt_sgemm(ctx, g->m, g->n, g->k, (const float *)(uintptr_t)da, g->lda,
+                              (const float *)(uintptr_t)db, g->ldb, (float *)(uintptr_t)dc,
+                              g->ldc, stream);
+    if (rc) fail_msg("%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
+    assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * 4), CUDA_SUCCESS);
+    double rel = check_result(g, a, b, c);
+    if (!(rel < 1e-5))
+      fail_msg("%lldx%lldx%lld: relative error %g", (long long)g->m, (long long)g->n,
+               (long long)g->k, rel);
+  }
+  cu->cuMemFree(da);
+  cu->cuMemFree(db);
+  cu->cuMemFree(dc);
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* Opens a context on device 0 with the empty database, or skips without a GPU. */
+static mmt_context *open_or_skip(fixture *f, const char *db_path) {
+  mmt_options o = {.db_path = db_path, .cache_dir = f->dir};
+  mmt_context *ctx = NULL;
+  mmt_status rc = mmt_open(&ctx, 0, &o);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) {
+    mmt_close(ctx);
+    skip();
+  }
+  if (rc) fail_msg("mmt_open: %s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
+  return ctx;
+}
+
+static void test_gpu_sgemm(void **state) {
+  fixture *f = *state;
+  char path[160];
+  snprintf(path, sizeof path, "%s/empty.db", f->dir);
+  mmt_context *ctx = open_or_skip(f, path);
+  const rt_cu *cu = NULL;
+  CUstream stream = NULL;
+  ut_err e;
+  mmt_choice d1, d2;
+  rt_dispatch_stats st;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(mmt_sgemm_explain(ctx, 17, 33, 65, 68, 38, 34, &d1), MMT_OK);
+  assert_int_equal(d1.kind, MMT_CHOICE_DEFAULT);
+  assert_string_equal(d1.template_name, "smem_tiled");
+  const gemm_case cases[] = {{1, 1, 1, 1, 1, 1},          {17, 33, 65, 68, 38, 34},
+                             {1000, 999, 1001, 1001, 999, 999}, {130, 70, 33, 40, 75, 80},
+                             {5, 7, 0, 1, 7, 9}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_case(ctx, &cases[i], i % 2 ? stream : NULL, 1234 + i);
+  rt_dispatch_get_stats(ctx, &st);
+  assert_int_equal(st.launches, 10);
+  assert_int_equal(st.misses, 5);
+  assert_int_equal(st.hits, 5);
+  assert_int_equal(st.problems, 5);
+  assert_int_equal(st.kernels, 1); /* all DEFAULT smem_tiled: one shared module */
+  assert_int_equal(mmt_sgemm_explain(ctx, 17, 33, 65, 68, 38, 34, &d2), MMT_OK);
+  assert_int_equal(d2.kind, d1.kind);
+  assert_string_equal(d2.template_name, d1.template_name);
+  assert_string_equal(d2.params, d1.params);
+  /* M or N == 0 launches nothing; explain names no template. */
+  assert_int_equal(mmt_sgemm(ctx, 0, 5, 5, NULL, 5, NULL, 5, NULL, 5, NULL), MMT_OK);
+  assert_int_equal(mmt_sgemm(ctx, 5, 0, 5, NULL, 5, NULL, 1, NULL, 1, NULL), MMT_OK);
+  assert_int_equal(mmt_sgemm_explain(ctx, 0, 5, 5, 5, 5, 5, &d2), MMT_OK);
+  assert_int_equal(d2.kind, MMT_CHOICE_DEFAULT);
+  assert_string_equal(d2.template_name, "");
+  assert_int_equal(mmt_sgemm(ctx, -5, 5, 5, NULL, 5, NULL, 5, NULL, 5, NULL), MMT_ERR_INVALID_ARG);
+  assert_string_equal(mmt_errmsg(ctx), "M must be >= 0, got -5");
+  rt_dispatch_get_stats(ctx, &st);
+  assert_int_equal(st.launches, 10);
+  assert_int_equal(cu->cuStreamDestroy(stream), CUDA_SUCCESS);
+  mmt_close(ctx);
+}
+
+static void test_gpu_exact_and_bad_device(void **state) {
+  fixture *f = *state;
+  rt_device dev;
+  ut_err e;
+  mmt_choice d;
+  mmt_status rc = rt_device_open(0, &dev, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
+  assert_int_equal(rc, MMT_OK);
+  insert(f->db, dev.info.name, "smem_tiled", f->smem_hash, f->smem_alt, 96, 80, 72, DB_OK, 0.01);
+  rt_device_close(&dev);
+  mmt_context *ctx = open_or_skip(f, f->db_path);
+  assert_int_equal(mmt_sgemm_explain(ctx, 96, 80, 72, 72, 80, 80, &d), MMT_OK);
+  assert_int_equal(d.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(d.params, f->smem_alt);
+  const gemm_case g = {96, 80, 72, 72, 80, 80};
+  run_case(ctx, &g, NULL, 99);
+  assert_int_equal(mmt_sgemm_explain(ctx, 90, 80, 72, 72, 80, 80, &d), MMT_OK);
+  assert_int_equal(d.kind, MMT_CHOICE_NEAREST);
+  assert_int_equal(d.tuned_m, 96);
+  mmt_close(ctx);
+  mmt_options o = {.db_path = f->db_path, .cache_dir = f->dir};
+  assert_int_equal(mmt_open(&ctx, 99, &o), MMT_ERR_NO_DEVICE);
+  assert_true(strlen(mmt_errmsg(ctx)) > 0);
+  mmt_close(ctx);
+}
+
+int main(void) {
+  /* Test templates first, then the source tree's. */
+  if (setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1) != 0) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_exact_skips_unusable_rows),
+      cmocka_unit_test(test_nearest),
+      cmocka_unit_test(test_requirements_and_constraints),
+      cmocka_unit_test(test_default),
+      cmocka_unit_test(test_unsupported),
+      cmocka_unit_test(test_distance_and_alignment),
+      cmocka_unit_test(test_sgemm_args),
+      cmocka_unit_test(test_public_basics),
+      cmocka_unit_test(test_open_without_gpu),
+      cmocka_unit_test(test_open_corrupt_db),
+      cmocka_unit_test(test_gpu_sgemm),
+      cmocka_unit_test(test_gpu_exact_and_bad_device),
+  };
+  return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
+}

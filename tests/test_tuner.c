@@ -1,0 +1,174 @@
+/*
+ * test_tuner.c -- the `mmtune` main job end to end, through the built binary.
+ * CPU: without a driver, tune fails cleanly with one line.  GPU (skipped without one):
+ * faulting and hanging templates are contained and recorded; results land in the database;
+ * a second run resumes (measures nothing); Ctrl-C stops cleanly and keeps what was measured.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "rt_device.h"
+
+static char g_dir[64];
+static char g_db[128];
+
+/* Runs the CLI with a shell command line after the binary; output into *out (owned). */
+static int run_cli(const char *args, char **out) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "MMTUNE_TEMPLATE_PATH=%s/templates_gpu XDG_CACHE_HOME=%s %s %s 2>&1",
+           MMT_TEST_DIR, g_dir, MMT_CLI_PATH, args);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  size_t n;
+  while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (len + 1 == cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+  }
+  buf[len] = '\0';
+  int st = pclose(f);
+  *out = buf;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_dir, sizeof g_dir, "/tmp/mmt_tuner_XXXXXX");
+  if (!mkdtemp(g_dir)) return -1;
+  snprintf(g_db, sizeof g_db, "%s/t.db", g_dir);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static bool have_gpu(void) {
+  rt_device d;
+  ut_err err;
+  if (rt_device_open(0, &d, &err) != MMT_OK) return false;
+  rt_device_close(&d);
+  return true;
+}
+
+static void test_no_driver_is_one_clean_line(void **state) {
+  (void)state;
+  if (have_gpu()) skip();
+  char *out = NULL;
+  char args[256];
+  snprintf(args, sizeof args, "--device 0 --shapes 64x64x64 --db %s", g_db);
+  int ex = run_cli(args, &out);
+  assert_int_equal(ex, 1);
+  assert_non_null(strstr(out, "cannot use device 0"));
+  assert_non_null(strstr(out, "libcuda.so.1"));
+  int lines = 0;
+  for (const char *c = out; *c; c++) lines += *c == '\n';
+  assert_int_equal(lines, 1);
+  free(out);
+}
+
+typedef struct {
+  int ok;
+  const char *tmpl;
+} status_count;
+
+static int count_row(const db_result *r, void *user) {
+  status_count *c = user;
+  if (strcmp(r->template_name, c->tmpl)) return 0;
+  c->ok++;
+  return 0;
+}
+
+/* Counts the ok rows of a template for 64x64x64 on a device (faults and timeouts are checked
+ * in the CLI's log lines). */
+static int ok_rows(const char *tmpl, const char *device) {
+  db_handle *db = NULL;
+  ut_err err;
+  assert_int_equal(db_open(g_db, true, &db, &err), MMT_OK);
+  db_problem p = {.dtype = "f32", .layout = "nn", .m = 64, .n = 64, .k = 64};
+  status_count c = {.tmpl = tmpl};
+  assert_int_equal(db_each_ok(db, device, &p, count_row, &c, &err), MMT_OK);
+  db_close(db);
+  return c.ok;
+}
+
+static void test_fault_and_hang_are_contained(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  rt_device d;
+  ut_err err;
+  assert_int_equal(rt_device_open(0, &d, &err), MMT_OK);
+  char device[128];
+  snprintf(device, sizeof device, "%s", d.info.name);
+  rt_device_close(&d);
+
+  char *out = NULL;
+  char args[512];
+  snprintf(args, sizeof args,
+           "--device 0 --shapes 64x64x64 --templates fault,hang,naive --watchdog 5 --db %s", g_db);
+  int ex = run_cli(args, &out);
+  printf("%s", out);
+  assert_int_equal(ex, 0);
+  assert_non_null(strstr(out, "fault: "));   /* recorded as fault ... */
+  assert_non_null(strstr(out, "timeout: ")); /* ... and timeout ... */
+  assert_true(ok_rows("naive", device) > 0); /* ... and tuning went on */
+  assert_int_equal(ok_rows("fault", device), 0);
+  free(out);
+
+  /* Resume: everything is in the database with the same provenance. */
+  ex = run_cli(args, &out);
+  assert_int_equal(ex, 0);
+  assert_non_null(strstr(out, ": 0 to measure"));
+  free(out);
+}
+
+static void test_interrupt_keeps_results(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char cmd[1024], db2[160];
+  snprintf(db2, sizeof db2, "%s/int.db", g_dir);
+  /* SIGINT after 3 seconds of a run that takes longer: exit 130, results kept. */
+  snprintf(cmd, sizeof cmd,
+           "cd %s && XDG_CACHE_HOME=%s timeout -s INT 3 %s --device 0 --templates naive,smem_tiled "
+           "--shapes 1024x1024x1024,1000x999x1001,2048x2048x2048 --db %s >/dev/null 2>&1",
+           g_dir, g_dir, MMT_CLI_PATH, db2);
+  int st = system(cmd);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 130);
+  db_handle *db = NULL;
+  ut_err err;
+  assert_int_equal(db_open(db2, true, &db, &err), MMT_OK);
+  int64_t n = 0;
+  assert_int_equal(db_count(db, NULL, &n, &err), MMT_OK);
+  db_close(db);
+  assert_true(n > 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_no_driver_is_one_clean_line),
+      cmocka_unit_test(test_fault_and_hang_are_contained),
+      cmocka_unit_test(test_interrupt_keeps_results),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

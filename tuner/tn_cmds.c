@@ -1,0 +1,863 @@
+/*
+ * tn_cmds.c -- the CLI's inspection commands (templates, space, emit, compile, show), the
+ * shared option parser (tn_opts.h) and tn_usage_error.
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "gen.h"
+#include "rt_compile.h"
+#include "tn_cli.h"
+#include "tn_opts.h"
+#include "tn_pool.h"
+
+/* ---- messages ------------------------------------------------------------------------- */
+
+/* Prints "mmtune[ cmd]: message" as one line (newlines in the message become spaces). */
+static void print_line_v(const char *cmd, const char *fmt, va_list ap) {
+  char msg[2048];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  for (char *c = msg; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+  size_t len = strlen(msg);
+  while (len > 0 && msg[len - 1] == ' ') msg[--len] = '\0';
+  fflush(stdout);
+  if (cmd)
+    fprintf(stderr, "mmtune %s: %s\n", cmd, msg);
+  else
+    fprintf(stderr, "mmtune: %s\n", msg);
+}
+
+int tn_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  print_line_v(cmd, fmt, ap);
+  va_end(ap);
+  return TN_EXIT_USAGE;
+}
+
+int tn_fail(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  print_line_v(cmd, fmt, ap);
+  va_end(ap);
+  return TN_EXIT_FAIL;
+}
+
+/* Length of the first line of s. */
+static int first_line_len(const char *s) { return (int)strcspn(s, "\r\n"); }
+
+/* ---- option parsing ------------------------------------------------------------------- */
+
+static int find_long(const tn_cmd_spec *s, const char *name, size_t len) {
+  for (int i = 0; i < s->nopts; i++)
+    if (strlen(s->opts[i].name) == len && strncmp(s->opts[i].name, name, len) == 0) return i;
+  return -1;
+}
+
+static int find_short(const tn_cmd_spec *s, char c) {
+  for (int i = 0; i < s->nopts; i++)
+    if (s->opts[i].short_name == c) return i;
+  return -1;
+}
+
+static bool is_positional(const char *a) {
+  return a[0] != '-' || a[1] == '\0' || isdigit((unsigned char)a[1]);
+}
+
+/* argv[*i] is "--name[=value]". */
+static int parse_long(const tn_cmd_spec *s, int argc, char **argv, int *i, tn_opts *o) {
+  const char *name = argv[*i] + 2;
+  const char *eq = strchr(name, '=');
+  size_t len = eq ? (size_t)(eq - name) : strlen(name);
+  int idx = find_long(s, name, len);
+  if (idx < 0)
+    return tn_usage_error(s->name, "unknown option '--%.*s' (see mmtune %s --help)", (int)len, name,
+                          s->name);
+  const char *full = s->opts[idx].name;
+  if (!s->opts[idx].arg) {
+    if (eq) return tn_usage_error(s->name, "option '--%s' takes no value", full);
+    o->value[idx] = "";
+  } else if (eq) {
+    o->value[idx] = eq + 1;
+  } else if (*i + 1 < argc) {
+    o->value[idx] = argv[++*i];
+  } else {
+    return tn_usage_error(s->name, "option '--%s' needs a value (%s)", full, s->opts[idx].arg);
+  }
+  return TN_EXIT_OK;
+}
+
+/* argv[*i] is "-x", "-x VALUE" or "-xVALUE". */
+static int parse_short(const tn_cmd_spec *s, int argc, char **argv, int *i, tn_opts *o) {
+  const char *a = argv[*i];
+  int idx = find_short(s, a[1]);
+  if (idx < 0 || (!s->opts[idx].arg && a[2] != '\0'))
+    return tn_usage_error(s->name, "unknown option '%s' (see mmtune %s --help)", a, s->name);
+  if (!s->opts[idx].arg)
+    o->value[idx] = "";
+  else if (a[2] != '\0')
+    o->value[idx] = a + 2;
+  else if (*i + 1 < argc)
+    o->value[idx] = argv[++*i];
+  else
+    return tn_usage_error(s->name, "option '-%c' needs a value (%s)", a[1], s->opts[idx].arg);
+  return TN_EXIT_OK;
+}
+
+int tn_opts_parse(const tn_cmd_spec *spec, int argc, char **argv, tn_opts *out) {
+  memset(out, 0, sizeof *out);
+  out->spec = spec;
+  out->pos = calloc(argc > 0 ? (size_t)argc : 1, sizeof *out->pos);
+  if (!out->pos) return tn_fail(spec->name, "out of memory");
+  bool only_pos = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (only_pos || is_positional(a)) {
+      out->pos[out->npos++] = argv[i];
+    } else if (strcmp(a, "--") == 0) {
+      only_pos = true;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      out->help = true;
+      tn_opts_print_help(spec);
+      return TN_EXIT_OK;
+    } else {
+      int rc = a[1] == '-' ? parse_long(spec, argc, argv, &i, out)
+                           : parse_short(spec, argc, argv, &i, out);
+      if (rc != TN_EXIT_OK) return rc;
+    }
+  }
+  return TN_EXIT_OK;
+}
+
+void tn_opts_free(tn_opts *o) {
+  free(o->pos);
+  o->pos = NULL;
+  o->npos = 0;
+}
+
+const char *tn_opts_get(const tn_opts *o, const char *name) {
+  int idx = find_long(o->spec, name, strlen(name));
+  return idx < 0 ? NULL : o->value[idx];
+}
+
+bool tn_opts_has(const tn_opts *o, const char *name) { return tn_opts_get(o, name) != NULL; }
+
+/* "-j, --jobs N" into buf. */
+static void format_opt(const tn_opt *opt, char *buf, size_t len) {
+  char shrt[8] = "    ";
+  if (opt->short_name) snprintf(shrt, sizeof shrt, "-%c, ", opt->short_name);
+  snprintf(buf, len, "%s--%s%s%s", shrt, opt->name, opt->arg ? " " : "", opt->arg ? opt->arg : "");
+}
+
+void tn_opts_print_help(const tn_cmd_spec *spec) {
+  static const tn_opt help_opt = {"help", 'h', NULL, "print this help"};
+  char buf[128];
+  int width = (int)strlen("-h, --help");
+  for (int i = 0; i < spec->nopts; i++) {
+    format_opt(&spec->opts[i], buf, sizeof buf);
+    if ((int)strlen(buf) > width) width = (int)strlen(buf);
+  }
+  printf("usage: mmtune %s %s\n\n%s\n\noptions:\n", spec->name, spec->usage, spec->about);
+  for (int i = 0; i <= spec->nopts; i++) {
+    const tn_opt *opt = i < spec->nopts ? &spec->opts[i] : &help_opt;
+    format_opt(opt, buf, sizeof buf);
+    printf("  %-*s  %s\n", width, buf, opt->help);
+  }
+}
+
+/* ---- shared option values ------------------------------------------------------------- */
+
+int tn_opt_i64(const char *cmd, const char *text, const char *what, int64_t min, int64_t max,
+               int64_t *out) {
+  ut_err e;
+  if (tn_parse_i64(text, what, min, max, out, &e) != MMT_OK)
+    return tn_usage_error(cmd, "%s", e.msg);
+  return TN_EXIT_OK;
+}
+
+int tn_opt_device(const char *cmd, const char *text, int *out) {
+  int64_t v = 0;
+  int rc = tn_opt_i64(cmd, text, "--device", 0, INT_MAX, &v);
+  if (rc == TN_EXIT_OK) *out = (int)v;
+  return rc;
+}
+
+int tn_opt_dtype(const char *cmd, const char *text, const char **out) {
+  if (!text) text = "f32";
+  if (gen_dtype_size(text) == 0) return tn_usage_error(cmd, "unknown dtype '%s'", text);
+  *out = text;
+  return TN_EXIT_OK;
+}
+
+int tn_opt_db_path(const char *cmd, const char *text, char *out, size_t outlen) {
+  ut_err e;
+  mmt_status rc =
+      text ? ut_snprintf(out, outlen, &e, "%s", text) : ut_default_db_path(out, outlen, &e);
+  if (rc == MMT_OK) return TN_EXIT_OK;
+  return text ? tn_usage_error(cmd, "--db: %s", e.msg) : tn_fail(cmd, "%s", e.msg);
+}
+
+int tn_opt_shapes(const char *cmd, const char *text, tn_shape **shapes, int *count) {
+  ut_err e;
+  if (tn_parse_shapes(text, shapes, count, &e) != MMT_OK)
+    return tn_usage_error(cmd, "--shapes: %s", e.msg);
+  return TN_EXIT_OK;
+}
+
+int tn_load_templates(const char *cmd, char **names, int nnames, gen_template ***ts, int *count) {
+  *ts = calloc(nnames > 0 ? (size_t)nnames : 1, sizeof **ts);
+  *count = 0;
+  if (!*ts) return tn_fail(cmd, "out of memory");
+  for (int i = 0; i < nnames; i++) {
+    ut_err e;
+    mmt_status rc = gen_load_named(names[i], &(*ts)[i], &e);
+    if (rc != MMT_OK) {
+      tn_templates_free(*ts, i);
+      *ts = NULL;
+      if (rc == MMT_ERR_NOT_FOUND || rc == MMT_ERR_INVALID_ARG)
+        return tn_usage_error(cmd, "unknown template '%s' (see mmtune templates)", names[i]);
+      fflush(stdout);
+      fprintf(stderr, "mmtune %s: %s\n", cmd, e.msg); /* gen's message names the template */
+      return TN_EXIT_FAIL;
+    }
+    *count = i + 1;
+  }
+  return TN_EXIT_OK;
+}
+
+int tn_opt_templates(const char *cmd, const char *list, gen_template ***ts, int *count) {
+  ut_err e;
+  char **names = NULL;
+  int n = 0;
+  if (list) {
+    if (tn_split_list(list, "--templates", &names, &n, &e) != MMT_OK)
+      return tn_usage_error(cmd, "%s", e.msg);
+  } else if (gen_list(&names, &n, &e) != MMT_OK) {
+    return tn_fail(cmd, "%s", e.msg);
+  } else if (n == 0) {
+    gen_names_free(names, n);
+    return tn_fail(cmd, "no templates on the search path (MMTUNE_TEMPLATE_PATH)");
+  }
+  int rc = tn_load_templates(cmd, names, n, ts, count);
+  if (list)
+    tn_list_free(names, n);
+  else
+    gen_names_free(names, n);
+  return rc;
+}
+
+void tn_templates_free(gen_template **ts, int count) {
+  if (!ts) return;
+  for (int i = 0; i < count; i++) gen_free(ts[i]);
+  free(ts);
+}
+
+/* ---- walking a template's space ------------------------------------------------------- */
+
+typedef mmt_status (*config_fn)(gen_template *t, const gen_config *cfg, void *user, ut_err *e);
+
+/* Calls fn for each config of t that passes the constraints (against p when not NULL). */
+static mmt_status each_valid(gen_template *t, const gen_problem *p, config_fn fn, void *user,
+                             ut_err *e) {
+  uint64_t size = gen_space_size(t);
+  for (uint64_t idx = 0; idx < size; idx++) {
+    gen_config cfg;
+    bool valid = false;
+    gen_config_at(t, idx, &cfg);
+    mmt_status rc = gen_check(t, &cfg, p, &valid, NULL, 0, e);
+    if (rc == MMT_OK && valid) rc = fn(t, &cfg, user, e);
+    if (rc != MMT_OK) return rc;
+  }
+  return MMT_OK;
+}
+
+static mmt_status count_one(gen_template *t, const gen_config *cfg, void *user, ut_err *e) {
+  (void)t, (void)cfg, (void)e;
+  (*(uint64_t *)user)++;
+  return MMT_OK;
+}
+
+/* Loads one template named on the command line; exit code as tn_load_templates. */
+static int load_one(const char *cmd, char *name, gen_template **t) {
+  gen_template **ts = NULL;
+  int n = 0;
+  int rc = tn_load_templates(cmd, &name, 1, &ts, &n);
+  *t = rc == TN_EXIT_OK ? ts[0] : NULL;
+  free(ts);
+  return rc;
+}
+
+/* The dtype option of a command, which template t must support. */
+static int template_dtype(const char *cmd, const tn_opts *o, const gen_template *t,
+                          const char **dtype) {
+  int rc = tn_opt_dtype(cmd, tn_opts_get(o, "dtype"), dtype);
+  if (rc == TN_EXIT_OK && !gen_supports_dtype(t, *dtype))
+    rc = tn_usage_error(cmd, "template '%s' does not support dtype '%s'", gen_name(t), *dtype);
+  return rc;
+}
+
+static int width_of(int w, const char *s) { return (int)strlen(s) > w ? (int)strlen(s) : w; }
+
+/* Length of the longest canonical params text of t ("name=value,..."). */
+static int params_width(const gen_template *t) {
+  int width = 0;
+  for (int i = 0; i < gen_param_count(t); i++) {
+    int value = 0;
+    for (int j = 0; j < gen_param_value_count(t, i); j++) {
+      char buf[24];
+      int len = snprintf(buf, sizeof buf, "%lld", (long long)gen_param_value(t, i, j));
+      if (len > value) value = len;
+    }
+    width += (i ? 1 : 0) + (int)strlen(gen_param_name(t, i)) + 1 + value;
+  }
+  return width;
+}
+
+/* ---- mmtune templates ----------------------------------------------------------------- */
+
+static const tn_cmd_spec templates_spec = {
+    "templates", "",
+    "Lists every template on the search path ($MMTUNE_TEMPLATE_PATH, <prefix>/share/mmtune/\n"
+    "templates, the source tree): its dtypes, parameters with their values, the size of its\n"
+    "space and how many configs pass its constraints, and its file.  A template that fails\n"
+    "to load is listed with its error; the exit code is then 1.",
+    NULL, 0};
+
+/* Prints text with every line indented by `indent` spaces. */
+static void print_indented(const char *text, int indent) {
+  while (*text) {
+    int len = first_line_len(text);
+    printf("%*s%.*s\n", indent, "", len, text);
+    text += len;
+    if (*text == '\r') text++;
+    if (*text == '\n') text++;
+  }
+}
+
+static bool describe_template(gen_template *t) {
+  printf("%s: %s\n  path:    %s\n  dtypes: ", gen_name(t), gen_description(t), gen_path(t));
+  for (int i = 0; i < gen_dtype_count(t); i++) printf(" %s", gen_dtype(t, i));
+  printf("\n");
+  for (int i = 0; i < gen_param_count(t); i++) {
+    printf("  %-8s %s =", i == 0 ? "params:" : "", gen_param_name(t, i));
+    for (int j = 0; j < gen_param_value_count(t, i); j++)
+      printf("%s %lld", j ? "," : "", (long long)gen_param_value(t, i, j));
+    printf("\n");
+  }
+  uint64_t valid = 0;
+  ut_err e;
+  if (each_valid(t, NULL, count_one, &valid, &e) != MMT_OK) {
+    printf("  space:   %llu configs; constraints failed:\n", (unsigned long long)gen_space_size(t));
+    print_indented(e.msg, 4);
+    return false;
+  }
+  printf("  space:   %llu configs, %llu valid\n", (unsigned long long)gen_space_size(t),
+         (unsigned long long)valid);
+  return true;
+}
+
+int tn_cmd_templates(int argc, char **argv) {
+  tn_opts o;
+  int rc = tn_opts_parse(&templates_spec, argc, argv, &o);
+  if (rc == TN_EXIT_OK && !o.help && o.npos > 0)
+    rc = tn_usage_error("templates", "unexpected argument '%s'", o.pos[0]);
+  tn_opts_free(&o);
+  if (rc != TN_EXIT_OK || o.help) return rc;
+
+  char **names = NULL;
+  int n = 0;
+  ut_err e;
+  if (gen_list(&names, &n, &e) != MMT_OK) return tn_fail("templates", "%s", e.msg);
+  if (n == 0) rc = tn_fail("templates", "no templates on the search path (MMTUNE_TEMPLATE_PATH)");
+  for (int i = 0; i < n; i++) {
+    gen_template *t = NULL;
+    if (i > 0) printf("\n");
+    if (gen_load_named(names[i], &t, &e) != MMT_OK) {
+      printf("%s: failed to load\n", names[i]);
+      print_indented(e.msg, 4);
+      rc = TN_EXIT_FAIL;
+    } else if (!describe_template(t)) {
+      rc = TN_EXIT_FAIL;
+    }
+    gen_free(t);
+  }
+  gen_names_free(names, n);
+  return rc;
+}
+
+/* ---- mmtune space --------------------------------------------------------------------- */
+
+static const tn_opt space_opts[] = {
+    {"problem", 'p', "MxNxK",
+     "only configs valid for this problem (lda=K, ldb=N, ldc=N, 16-byte aligned)"},
+    {"dtype", 0, "DTYPE", "element type the kernels are emitted for with --problem (default f32)"},
+    {"count", 'c', NULL, "print only the number of configs"},
+};
+static const tn_cmd_spec space_spec = {
+    "space", "TEMPLATE [--problem MxNxK] [--count]",
+    "Prints each config of TEMPLATE that passes its constraints, one per line in canonical\n"
+    "form (name=value,...).  With --problem, also the problem constraints and the kernel's\n"
+    "requirements (multiples of M/N/K, alignment).",
+    space_opts, 3};
+
+typedef struct {
+  const gen_problem *problem; /* NULL: configs alone */
+  bool count_only;
+  uint64_t count;
+} space_walk;
+
+static mmt_status space_visit(gen_template *t, const gen_config *cfg, void *user, ut_err *e) {
+  space_walk *w = user;
+  if (w->problem) {
+    gen_kernel k;
+    mmt_status rc = gen_emit(t, cfg, w->problem->dtype, &k, e);
+    if (rc != MMT_OK) return rc;
+    bool met = gen_requires_met(&k.requires, w->problem);
+    gen_kernel_clear(&k);
+    if (!met) return MMT_OK;
+  }
+  w->count++;
+  if (w->count_only) return MMT_OK;
+  char text[1024];
+  mmt_status rc = gen_config_format(t, cfg, text, sizeof text, e);
+  if (rc == MMT_OK) printf("%s\n", text);
+  return rc;
+}
+
+/* The --problem of space as a gen_problem (row-major, packed, 16-byte aligned). */
+static int space_problem(const tn_opts *o, const gen_template *t, gen_problem *p) {
+  const char *text = tn_opts_get(o, "problem");
+  tn_shape s;
+  ut_err e;
+  int rc = template_dtype("space", o, t, &p->dtype);
+  if (rc != TN_EXIT_OK) return rc;
+  if (tn_parse_shape(text, &s, &e) != MMT_OK)
+    return tn_usage_error("space", "--problem: %s", e.msg);
+  p->layout = "nn";
+  p->m = s.m, p->n = s.n, p->k = s.k;
+  p->lda = s.k, p->ldb = s.n, p->ldc = s.n;
+  p->align_bytes = 16;
+  return TN_EXIT_OK;
+}
+
+int tn_cmd_space(int argc, char **argv) {
+  tn_opts o;
+  gen_template *t = NULL;
+  gen_problem problem = {0};
+  space_walk w = {NULL, false, 0};
+  int rc = tn_opts_parse(&space_spec, argc, argv, &o);
+  if (rc != TN_EXIT_OK || o.help) goto cleanup;
+  if (o.npos != 1) {
+    rc = o.npos == 0 ? tn_usage_error("space", "missing TEMPLATE (see mmtune templates)")
+                     : tn_usage_error("space", "unexpected argument '%s'", o.pos[1]);
+    goto cleanup;
+  }
+  if ((rc = load_one("space", o.pos[0], &t)) != TN_EXIT_OK) goto cleanup;
+  if (tn_opts_has(&o, "problem")) {
+    if ((rc = space_problem(&o, t, &problem)) != TN_EXIT_OK) goto cleanup;
+    w.problem = &problem;
+  } else if (tn_opts_has(&o, "dtype")) {
+    rc = tn_usage_error("space", "--dtype needs --problem");
+    goto cleanup;
+  }
+  w.count_only = tn_opts_has(&o, "count");
+  ut_err e;
+  if (each_valid(t, w.problem, space_visit, &w, &e) != MMT_OK) {
+    rc = tn_fail("space", "%s", e.msg);
+    goto cleanup;
+  }
+  if (w.count_only) printf("%llu\n", (unsigned long long)w.count);
+cleanup:
+  gen_free(t);
+  tn_opts_free(&o);
+  return rc;
+}
+
+/* ---- mmtune emit ---------------------------------------------------------------------- */
+
+static const tn_opt emit_opts[] = {
+    {"dtype", 0, "DTYPE", "element type (default f32)"},
+    {"info", 'i', NULL, "append the launch description to stdout as a trailing /* comment */"},
+};
+static const tn_cmd_spec emit_spec = {
+    "emit", "TEMPLATE [NAME=VALUE ...] [--dtype DTYPE] [--info]",
+    "Prints the CUDA C of one config of TEMPLATE on stdout and nothing else, so\n"
+    "'mmtune emit smem_tiled > k.cu' gives a file that compiles on its own.  The config is the\n"
+    "template's default with the NAME=VALUE overrides (see mmtune templates for the\n"
+    "parameters).  --info appends the kernel name, block, grid rule, shared memory and\n"
+    "requirements as a comment block after the source.",
+    emit_opts, 2};
+
+static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {
+  printf("\n/* mmtune emit %s %s\n", gen_name(t), params);
+  printf(" *   kernel:       %s\n", k->kernel_name);
+  printf(" *   block:        %u x %u x %u\n", k->block[0], k->block[1], k->block[2]);
+  printf(" *   grid:        ");
+  for (int i = 0; i < 3; i++) {
+    const gen_grid_dim *g = &k->grid[i];
+    printf("%s", i ? " x " : " ");
+    if (g->dim)
+      printf("ceil(%c/%lld)", g->dim, (long long)g->tile);
+    else
+      printf("%lld", (long long)g->tile);
+  }
+  printf("\n *   shared bytes: %u (dynamic)\n *   requires:    ", k->shared_bytes);
+  const gen_requires *r = &k->requires;
+  if (r->m_multiple > 1) printf(" M %% %lld == 0,", (long long)r->m_multiple);
+  if (r->n_multiple > 1) printf(" N %% %lld == 0,", (long long)r->n_multiple);
+  if (r->k_multiple > 1) printf(" K %% %lld == 0,", (long long)r->k_multiple);
+  printf(" %d-byte aligned A, B, C and rows\n */\n", r->align_bytes);
+}
+
+/* Default config of t with the NAME=VALUE overrides of pos[0..n-1]; exit 2 when invalid. */
+static int emit_config(gen_template *t, char **pos, int n, gen_config *cfg) {
+  char text[2048] = "";
+  size_t used = 0;
+  for (int i = 0; i < n; i++) {
+    int w = snprintf(text + used, sizeof text - used, "%s%s", i ? "," : "", pos[i]);
+    if (w < 0 || (size_t)w >= sizeof text - used)
+      return tn_usage_error("emit", "overrides too long");
+    used += (size_t)w;
+  }
+  ut_err e;
+  gen_config_default(t, cfg);
+  if (n > 0 && gen_config_parse(t, text, cfg, &e) != MMT_OK)
+    return tn_usage_error("emit", "%s", e.msg);
+  bool valid = false;
+  char why[512] = "";
+  if (gen_check(t, cfg, NULL, &valid, why, sizeof why, &e) != MMT_OK)
+    return tn_fail("emit", "%s", e.msg);
+  if (!valid)
+    return tn_usage_error("emit", "config violates the template's constraints: %s",
+                          why[0] ? why : "(the template gave no reason)");
+  return TN_EXIT_OK;
+}
+
+int tn_cmd_emit(int argc, char **argv) {
+  tn_opts o;
+  gen_template *t = NULL;
+  gen_kernel k = {0};
+  gen_config cfg;
+  const char *dtype = NULL;
+  char params[1024];
+  ut_err e;
+  int rc = tn_opts_parse(&emit_spec, argc, argv, &o);
+  if (rc != TN_EXIT_OK || o.help) goto cleanup;
+  if (o.npos == 0) {
+    rc = tn_usage_error("emit", "missing TEMPLATE (see mmtune templates)");
+    goto cleanup;
+  }
+  if ((rc = load_one("emit", o.pos[0], &t)) != TN_EXIT_OK) goto cleanup;
+  if ((rc = template_dtype("emit", &o, t, &dtype)) != TN_EXIT_OK) goto cleanup;
+  if ((rc = emit_config(t, o.pos + 1, o.npos - 1, &cfg)) != TN_EXIT_OK) goto cleanup;
+  if (gen_config_format(t, &cfg, params, sizeof params, &e) != MMT_OK ||
+      gen_emit(t, &cfg, dtype, &k, &e) != MMT_OK) {
+    rc = tn_fail("emit", "%s", e.msg);
+    goto cleanup;
+  }
+  size_t len = strlen(k.source);
+  fputs(k.source, stdout);
+  if (len == 0 || k.source[len - 1] != '\n') putchar('\n');
+  if (tn_opts_has(&o, "info")) print_launch_info(t, params, &k);
+cleanup:
+  gen_kernel_clear(&k);
+  gen_free(t);
+  tn_opts_free(&o);
+  return rc;
+}
+
+/* ---- mmtune compile ------------------------------------------------------------------- */
+
+static const tn_opt compile_opts[] = {
+    {"arch", 'a', "ARCH", "target architecture (default sm_90)"},
+    {"jobs", 'j', "N", "compile threads (default: the number of CPUs)"},
+    {"dtype", 0, "DTYPE", "element type (default f32); templates without it are skipped"},
+    {"cache-dir", 0, "DIR",
+     "cubin cache folder (default $MMTUNE_CACHE_DIR, else ~/.cache/mmtune/cubin)"},
+    {"no-cache", 0, NULL, "compile everything, read and write no cache"},
+};
+static const tn_cmd_spec compile_spec = {
+    "compile", "[--arch ARCH] [--jobs N] [--no-cache] [--cache-dir DIR] [TEMPLATE ...]",
+    "Compiles every valid config of each TEMPLATE (all templates when none is named) with\n"
+    "NVRTC; needs no GPU.  Prints one line per config:\n"
+    "  ok|FAILED  TEMPLATE  PARAMS  SECONDS [cached]\n"
+    "(a failure is followed by the first error line), then a summary.  Exit code 1 when any\n"
+    "config failed.",
+    compile_opts, 5};
+
+typedef struct {
+  tn_pool *pool;
+  const char *dtype;
+  int name_width;   /* template name column */
+  int params_width; /* params column */
+  int window;       /* results kept in flight */
+  int total, ok, failed;
+} compile_run;
+
+typedef struct {
+  const char *template_name;
+  char params[1024];
+} compile_job;
+
+static void compile_line(const compile_run *run, const compile_job *job, bool ok, const char *err,
+                         double seconds, bool cached) {
+  printf("%-6s  %-*s  %-*s  %5.2fs%s\n", ok ? "ok" : "FAILED", run->name_width, job->template_name,
+         run->params_width, job->params, seconds, cached ? " cached" : "");
+  if (!ok) printf("        %.*s\n", first_line_len(err), err);
+}
+
+/* Prints results until at most `keep` are pending. */
+static void compile_drain(compile_run *run, int keep) {
+  tn_pool_result r;
+  while (tn_pool_pending(run->pool) > keep && tn_pool_next(run->pool, &r)) {
+    compile_job *job = r.tag;
+    bool ok = r.rc == MMT_OK;
+    compile_line(run, job, ok, r.error, r.seconds, r.cache_hit);
+    if (ok) rt_cubin_free(&r.cubin);
+    run->ok += ok;
+    run->failed += !ok;
+    free(job);
+  }
+}
+
+/* Emits one config and queues it (a failure to emit is printed in order, as a failed config). */
+static mmt_status compile_submit(gen_template *t, const gen_config *cfg, void *user, ut_err *e) {
+  compile_run *run = user;
+  compile_job *job = calloc(1, sizeof *job);
+  if (!job) return ut_fail(e, MMT_ERR_NOMEM, "out of memory");
+  job->template_name = gen_name(t);
+  gen_kernel k = {0};
+  mmt_status rc = gen_config_format(t, cfg, job->params, sizeof job->params, e);
+  if (rc == MMT_OK) rc = gen_emit(t, cfg, run->dtype, &k, e);
+  run->total++;
+  if (rc == MMT_OK) rc = tn_pool_submit(run->pool, k.source, k.kernel_name, job, e);
+  gen_kernel_clear(&k);
+  if (rc != MMT_OK) {
+    compile_drain(run, 0);
+    compile_line(run, job, false, e->msg, 0.0, false);
+    run->failed++;
+    free(job);
+    return rc == MMT_ERR_NOMEM ? rc : MMT_OK;
+  }
+  compile_drain(run, run->window);
+  return MMT_OK;
+}
+
+/* A trivial compile: NVRTC rejects an arch it does not know before any template work. */
+static int compile_check_arch(const char *arch) {
+  static const char probe[] = "extern \"C\" __global__ void mmtune_probe(void) {}\n";
+  rt_cubin cubin = {0};
+  ut_err e;
+  mmt_status rc = rt_compile(probe, "mmtune_probe", arch, &cubin, NULL, &e);
+  if (rc == MMT_OK) {
+    rt_cubin_free(&cubin);
+    return TN_EXIT_OK;
+  }
+  if (rc == MMT_ERR_INVALID_ARG || rc == MMT_ERR_COMPILE)
+    return tn_usage_error("compile", "bad --arch '%s': %.*s", arch, first_line_len(e.msg), e.msg);
+  return tn_fail("compile", "%s", e.msg);
+}
+
+/* The cache folder for --cache-dir / --no-cache; *dir NULL for no cache. */
+static int compile_cache_dir(const tn_opts *o, char *buf, size_t len, const char **dir) {
+  const char *given = tn_opts_get(o, "cache-dir");
+  ut_err e;
+  *dir = NULL;
+  if (tn_opts_has(o, "no-cache"))
+    return given ? tn_usage_error("compile", "--no-cache and --cache-dir exclude each other")
+                 : TN_EXIT_OK;
+  if (given) {
+    *dir = given;
+    return TN_EXIT_OK;
+  }
+  if (ut_default_cubin_dir(buf, len, &e) != MMT_OK) return tn_fail("compile", "%s", e.msg);
+  *dir = buf;
+  return TN_EXIT_OK;
+}
+
+/* Options of compile, then the templates and the pool.  Exit code. */
+static int compile_setup(const tn_opts *o, compile_run *run, gen_template ***ts, int *nts) {
+  const char *arch = tn_opts_get(o, "arch") ? tn_opts_get(o, "arch") : "sm_90";
+  const char *jobs_text = tn_opts_get(o, "jobs");
+  char cache_buf[4096];
+  const char *cache = NULL;
+  int64_t jobs = 0;
+  ut_err e;
+  int rc = TN_EXIT_OK;
+  if (jobs_text) rc = tn_opt_i64("compile", jobs_text, "--jobs", 1, 1024, &jobs);
+  if (rc == TN_EXIT_OK) rc = tn_opt_dtype("compile", tn_opts_get(o, "dtype"), &run->dtype);
+  if (rc == TN_EXIT_OK) rc = compile_cache_dir(o, cache_buf, sizeof cache_buf, &cache);
+  if (rc == TN_EXIT_OK) rc = compile_check_arch(arch);
+  if (rc == TN_EXIT_OK)
+    rc = o->npos > 0 ? tn_load_templates("compile", o->pos, o->npos, ts, nts)
+                     : tn_opt_templates("compile", NULL, ts, nts);
+  if (rc != TN_EXIT_OK) return rc;
+  if (tn_pool_start((int)jobs, arch, cache, &run->pool, &e) != MMT_OK)
+    return tn_fail("compile", "%s", e.msg);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  run->window = 4 * (jobs > 0 ? (int)jobs : (cpus > 0 ? (int)cpus : 1));
+  for (int i = 0; i < *nts; i++) {
+    run->name_width = width_of(run->name_width, gen_name((*ts)[i]));
+    int w = params_width((*ts)[i]);
+    if (w > run->params_width) run->params_width = w;
+  }
+  return TN_EXIT_OK;
+}
+
+int tn_cmd_compile(int argc, char **argv) {
+  tn_opts o;
+  gen_template **ts = NULL;
+  int nts = 0;
+  compile_run run = {0};
+  int rc = tn_opts_parse(&compile_spec, argc, argv, &o);
+  if (rc != TN_EXIT_OK || o.help) goto cleanup;
+  if ((rc = compile_setup(&o, &run, &ts, &nts)) != TN_EXIT_OK) goto cleanup;
+  double start = ut_now_seconds();
+  for (int i = 0; i < nts; i++) {
+    ut_err e;
+    if (!gen_supports_dtype(ts[i], run.dtype)) {
+      compile_drain(&run, 0);
+      printf("%-6s  %-*s  (no %s kernels)\n", "skip", run.name_width, gen_name(ts[i]), run.dtype);
+    } else if (each_valid(ts[i], NULL, compile_submit, &run, &e) != MMT_OK) {
+      compile_job job = {gen_name(ts[i]), "(constraints)"};
+      compile_drain(&run, 0);
+      compile_line(&run, &job, false, e.msg, 0.0, false);
+      run.total++, run.failed++;
+    }
+  }
+  compile_drain(&run, 0);
+  printf("%d configs: %d ok, %d failed, %.1fs\n", run.total, run.ok, run.failed,
+         ut_now_seconds() - start);
+  rc = run.failed > 0 ? TN_EXIT_FAIL : TN_EXIT_OK;
+cleanup:
+  tn_pool_free(run.pool);
+  tn_templates_free(ts, nts);
+  tn_opts_free(&o);
+  return rc;
+}
+
+/* ---- mmtune show ---------------------------------------------------------------------- */
+
+static const tn_opt show_opts[] = {
+    {"db", 0, "PATH", "database (default $MMTUNE_DB, else ~/.cache/mmtune/mmtune.db)"},
+    {"device", 'd', "NAME", "only this GPU model, e.g. 'NVIDIA H100 80GB HBM3'"},
+    {"all", 'a', NULL, "also print how many measurements (any status) the database holds per GPU"},
+};
+static const tn_cmd_spec show_spec = {
+    "show", "[--db PATH] [--device NAME] [--all]",
+    "Prints the best kernel recorded for each (GPU model, dtype, layout, M, N, K): its template,\n"
+    "parameters, median time, TFLOP/s and relative error against the reference.",
+    show_opts, 3};
+
+typedef struct {
+  db_result *rows;
+  int n, cap;
+  bool nomem;
+} show_rows;
+
+static int show_collect(const db_result *r, void *user) {
+  show_rows *s = user;
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    db_result *rows = realloc(s->rows, (size_t)cap * sizeof *rows);
+    if (!rows) {
+      s->nomem = true;
+      return 1;
+    }
+    s->rows = rows, s->cap = cap;
+  }
+  s->rows[s->n++] = *r;
+  return 0;
+}
+
+static int width_i64(int w, int64_t v) {
+  char buf[24];
+  int len = snprintf(buf, sizeof buf, "%lld", (long long)v);
+  return len > w ? len : w;
+}
+
+static void show_table(const db_result *rows, int n) {
+  int wd = 6, wt = 8, wp = 6, wm = 1, wn = 1, wk = 1;
+  for (int i = 0; i < n; i++) {
+    wd = width_of(wd, rows[i].device.name), wt = width_of(wt, rows[i].template_name);
+    wp = width_of(wp, rows[i].params), wm = width_i64(wm, rows[i].problem.m);
+    wn = width_i64(wn, rows[i].problem.n), wk = width_i64(wk, rows[i].problem.k);
+  }
+  printf("%-*s  %-5s  %-6s  %*s  %*s  %*s  %-*s  %-*s  %10s  %8s  %8s\n", wd, "device", "dtype",
+         "layout", wm, "M", wn, "N", wk, "K", wt, "template", wp, "params", "median ms", "TFLOP/s",
+         "rel err");
+  for (int i = 0; i < n; i++) {
+    const db_result *r = &rows[i];
+    printf("%-*s  %-5s  %-6s  %*lld  %*lld  %*lld  %-*s  %-*s  %10.4f  %8.2f  %8.1e\n", wd,
+           r->device.name, r->problem.dtype, r->problem.layout, wm, (long long)r->problem.m, wn,
+           (long long)r->problem.n, wk, (long long)r->problem.k, wt, r->template_name, wp,
+           r->params, r->ms_median, r->tflops, r->rel_err);
+  }
+}
+
+/* Rows per GPU model (any status): every model with a best row, then the total. */
+static int show_counts(db_handle *db, const show_rows *s, const char *device) {
+  int64_t count = 0;
+  ut_err e;
+  printf("\nmeasurements (any status):\n");
+  for (int i = 0; i < s->n; i++) {
+    const char *name = s->rows[i].device.name;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = strcmp(s->rows[j].device.name, name) == 0;
+    if (seen) continue;
+    if (db_count(db, name, &count, &e) != MMT_OK) return tn_fail("show", "%s", e.msg);
+    printf("  %-30s %lld\n", name, (long long)count);
+  }
+  if (db_count(db, device, &count, &e) != MMT_OK) return tn_fail("show", "%s", e.msg);
+  printf("  %-30s %lld\n", "total", (long long)count);
+  return TN_EXIT_OK;
+}
+
+static int show_open(const tn_opts *o, char *path, size_t pathlen, db_handle **db) {
+  int rc = tn_opt_db_path("show", tn_opts_get(o, "db"), path, pathlen);
+  if (rc != TN_EXIT_OK) return rc;
+  ut_err e;
+  mmt_status st = db_open(path, true, db, &e);
+  if (st == MMT_ERR_NOT_FOUND)
+    return tn_fail("show", "no database at '%s' (run mmtune --device 0 first)", path);
+  if (st != MMT_OK) return tn_fail("show", "%s", e.msg);
+  return TN_EXIT_OK;
+}
+
+int tn_cmd_show(int argc, char **argv) {
+  tn_opts o;
+  db_handle *db = NULL;
+  show_rows s = {0};
+  char path[4096];
+  ut_err e;
+  int rc = tn_opts_parse(&show_spec, argc, argv, &o);
+  if (rc != TN_EXIT_OK || o.help) goto cleanup;
+  if (o.npos > 0) {
+    rc = tn_usage_error("show", "unexpected argument '%s'", o.pos[0]);
+    goto cleanup;
+  }
+  if ((rc = show_open(&o, path, sizeof path, &db)) != TN_EXIT_OK) goto cleanup;
+  const char *device = tn_opts_get(&o, "device");
+  if (db_each_best(db, device, NULL, NULL, show_collect, &s, &e) != MMT_OK || s.nomem) {
+    rc = tn_fail("show", "%s", s.nomem ? "out of memory" : e.msg);
+    goto cleanup;
+  }
+  if (s.n == 0)
+    printf("no tuned results%s%s%s in '%s'\n", device ? " for '" : "", device ? device : "",
+           device ? "'" : "", path);
+  else
+    show_table(s.rows, s.n);
+  if (tn_opts_has(&o, "all")) rc = show_counts(db, &s, device);
+cleanup:
+  free(s.rows);
+  db_close(db);
+  tn_opts_free(&o);
+  return rc;
+}

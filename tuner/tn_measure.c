@@ -1,0 +1,358 @@
+/* tn_measure.c -- see tn_measure.h. */
+#include "tn_measure.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tn_ref.h"
+
+/* Problems up to this many multiply-adds get the CPU reference; larger ones the GPU one. */
+#define CPU_REF_MAX_MACS (1LL << 24)
+/* Input copies rotated while timing: enough to cover this many times the L2 size. */
+#define L2_COVER 3
+#define MAX_COPIES 32
+#define NAN_BITS 0x7fc00000u
+
+/* Random fill on the device: splitmix64 of (seed, index) -> an odd multiple of 2^-24 in
+ * (-1, 1), so no element is ever zero (like tn_fill_random, with its own stream). */
+static const char FILL_SOURCE[] =
+    "extern \"C\" __global__ void mmt_fill_uniform(float *x, unsigned long long n,\n"
+    "                                              unsigned long long seed) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += stride) {\n"
+    "    unsigned long long z = seed + (i + 1) * 0x9E3779B97F4A7C15ULL;\n"
+    "    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;\n"
+    "    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;\n"
+    "    z ^= z >> 31;\n"
+    "    x[i] = (float)(2.0 * (double)(z >> 40) + 1.0 - 16777216.0) * (1.0f / 16777216.0f);\n"
+    "  }\n"
+    "}\n";
+
+struct tn_gpu {
+  rt_device dev;
+  const rt_cu *cu;
+  CUmodule helpers;
+  CUfunction fill_fn, ref_fn;
+  CUevent ev_start, ev_stop;
+  int l2_bytes;
+  /* Device buffers: `copies` consecutive (A, B, C) sets, and the float64 reference. */
+  CUdeviceptr a, b, c, ref;
+  size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes;
+  int copies;
+  /* Host buffers for the check. */
+  float *host_c, *host_a, *host_b;
+  double *host_ref;
+  size_t host_c_cap, host_a_cap, host_b_cap, host_ref_cap;
+};
+
+const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
+
+void tn_measure_defaults(tn_measure_opts *o) {
+  if (o->budget_ms <= 0) o->budget_ms = 200;
+  if (o->min_runs <= 0) o->min_runs = 3;
+  if (o->max_runs <= 0) o->max_runs = 200;
+  if (o->max_runs < o->min_runs) o->max_runs = o->min_runs;
+  if (!o->dtype[0]) memcpy(o->dtype, "f32", 4);
+}
+
+static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  rt_cubin cubin = {0};
+  const char *ref = tn_ref_gpu_source();
+  size_t len = strlen(FILL_SOURCE) + strlen(ref) + 2;
+  char *source = malloc(len);
+  if (!source) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  snprintf(source, len, "%s\n%s", FILL_SOURCE, ref);
+  if ((rc = rt_compile_cached(cache_dir, source, "mmtune_helpers", g->dev.arch, &cubin, NULL, NULL,
+                              err)))
+    goto cleanup;
+  const rt_cu *cu = g->cu;
+  RT_CU_CHECK(cu, cuModuleLoadData(&g->helpers, cubin.data));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
+cleanup:
+  rt_cubin_free(&cubin);
+  free(source);
+  return rc;
+}
+
+mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  *out = NULL;
+  tn_gpu *g = calloc(1, sizeof *g);
+  if (!g) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  if ((rc = rt_device_open(ordinal, &g->dev, err))) goto cleanup;
+  if ((rc = rt_driver(&g->cu, err))) goto cleanup;
+  const rt_cu *cu = g->cu;
+  RT_CU_CHECK(cu, cuDeviceGetAttribute(&g->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev.dev));
+  RT_CU_CHECK(cu, cuEventCreate(&g->ev_start, CU_EVENT_DEFAULT));
+  RT_CU_CHECK(cu, cuEventCreate(&g->ev_stop, CU_EVENT_DEFAULT));
+  if ((rc = load_helpers(g, cache_dir, err))) goto cleanup;
+  *out = g;
+  g = NULL;
+cleanup:
+  tn_gpu_close(g);
+  return rc;
+}
+
+static void free_device_buffers(tn_gpu *g) {
+  if (g->a) g->cu->cuMemFree(g->a);
+  if (g->ref) g->cu->cuMemFree(g->ref);
+  g->a = g->b = g->c = g->ref = 0;
+  g->cap_bytes = g->ref_cap_bytes = 0;
+}
+
+void tn_gpu_close(tn_gpu *g) {
+  if (!g) return;
+  if (g->cu && g->dev.ctx) {
+    g->cu->cuCtxSetCurrent(g->dev.ctx);
+    free_device_buffers(g);
+    if (g->ev_start) g->cu->cuEventDestroy(g->ev_start);
+    if (g->ev_stop) g->cu->cuEventDestroy(g->ev_stop);
+    if (g->helpers) g->cu->cuModuleUnload(g->helpers);
+  }
+  rt_device_close(&g->dev);
+  free(g->host_a);
+  free(g->host_b);
+  free(g->host_c);
+  free(g->host_ref);
+  free(g);
+}
+
+/* Grows a host buffer to at least `bytes`. */
+static mmt_status host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *err) {
+  if (*cap >= bytes) return MMT_OK;
+  void *p = realloc(*buf, bytes);
+  if (!p) return ut_fail(err, MMT_ERR_NOMEM, "out of host memory (%zu bytes)", bytes);
+  *buf = p;
+  *cap = bytes;
+  return MMT_OK;
+}
+
+/* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
+static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = g->cu;
+  g->a_elems = (size_t)o->m * (size_t)o->lda;
+  g->b_elems = (size_t)o->k * (size_t)o->ldb;
+  g->c_elems = (size_t)o->m * (size_t)o->ldc;
+  size_t set_bytes = 4 * (g->a_elems + g->b_elems + g->c_elems);
+  size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
+  g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
+  size_t bytes = set_bytes * (size_t)g->copies;
+  size_t ref_bytes = ((double)o->m * (double)o->k * (double)o->n > (double)CPU_REF_MAX_MACS) ? 8 * (size_t)o->m * (size_t)o->n : 8;
+  if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
+    free_device_buffers(g);
+    RT_CU_CHECK(cu, cuMemAlloc(&g->a, bytes));
+    g->cap_bytes = bytes;
+    RT_CU_CHECK(cu, cuMemAlloc(&g->ref, ref_bytes));
+    g->ref_cap_bytes = ref_bytes;
+  }
+  /* Layout: all A copies, then all B copies, then all C copies. */
+  g->b = g->a + 4 * g->a_elems * (size_t)g->copies;
+  g->c = g->b + 4 * g->b_elems * (size_t)g->copies;
+cleanup:
+  if (rc) free_device_buffers(g);
+  return rc;
+}
+
+static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  unsigned long long count = n, s = seed;
+  void *args[] = {&x, &count, &s};
+  unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+  if (blocks == 0) return MMT_OK;
+  RT_CU_CHECK(g->cu, cuLaunchKernel(g->fill_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+cleanup:
+  return rc;
+}
+
+/* Fresh random A and B in every copy (seeded per candidate), every C poisoned with NaN. */
+static mmt_status prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  size_t na = g->a_elems * (size_t)g->copies, nb = g->b_elems * (size_t)g->copies;
+  if ((rc = fill_random(g, g->a, na, o->seed * 2 + 1, err))) return rc;
+  if ((rc = fill_random(g, g->b, nb, o->seed * 2 + 2, err))) return rc;
+  RT_CU_CHECK(g->cu, cuMemsetD32(g->c, NAN_BITS, g->c_elems * (size_t)g->copies));
+cleanup:
+  return rc;
+}
+
+static rt_gemm_args copy_args(const tn_gpu *g, const tn_measure_opts *o, int copy) {
+  rt_gemm_args a = {.m = o->m, .n = o->n, .k = o->k, .alpha = 1.0f, .beta = 0.0f,
+                    .lda = o->lda, .ldb = o->ldb, .ldc = o->ldc};
+  a.a = g->a + 4 * g->a_elems * (size_t)copy;
+  a.b = g->b + 4 * g->b_elems * (size_t)copy;
+  a.c = g->c + 4 * g->c_elems * (size_t)copy;
+  return a;
+}
+
+/* Errors after which the context is dead: the process must stop using the device. */
+static bool is_sticky(CUresult r) {
+  return r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
+         r == CUDA_ERROR_MISALIGNED_ADDRESS || r == CUDA_ERROR_ILLEGAL_INSTRUCTION ||
+         r == CUDA_ERROR_HARDWARE_STACK_ERROR || r == CUDA_ERROR_INVALID_PC ||
+         r == CUDA_ERROR_ASSERT || r == CUDA_ERROR_LAUNCH_TIMEOUT || r == CUDA_ERROR_ECC_UNCORRECTABLE;
+}
+
+/* Synchronizes; a sticky error becomes MMT_ERR_FAULT. */
+static mmt_status sync_checked(tn_gpu *g, const char *what, ut_err *err) {
+  CUresult r = g->cu->cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) return MMT_OK;
+  rt_cu_fail(err, what, r);
+  return is_sticky(r) ? MMT_ERR_FAULT : MMT_ERR_CUDA;
+}
+
+/* The float64 reference of copy 0 into g->host_ref (row stride n). */
+static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = g->cu;
+  size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n;
+  if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
+  if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
+    if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * g->a_elems, err))) return rc;
+    if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * g->b_elems, err))) return rc;
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, g->a, 4 * g->a_elems));
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, g->b, 4 * g->b_elems));
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    return tn_ref_gemm(o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb, g->host_ref, o->n,
+                       threads > 0 ? (int)threads : 1, err);
+  }
+  int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
+  void *args[] = {&m, &n, &k, &g->a, &lda, &g->b, &ldb, &g->ref, &ldr};
+  /* The reference kernel strides over rows, so grid.y may stop at the hardware's 65535. */
+  int64_t rows = (m + 15) / 16;
+  RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 15) / 16), (unsigned)(rows > 65535 ? 65535 : rows),
+                                 1, 16, 16, 1, 0, 0, args, NULL));
+  if ((rc = sync_checked(g, "float64 reference kernel", err))) return rc;
+  RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_ref, g->ref, ref_bytes));
+cleanup:
+  return rc;
+}
+
+/* Checks C of copy 0: values against the reference, and padding columns (n..ldc) untouched. */
+static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  if ((rc = host_reserve((void **)&g->host_c, &g->host_c_cap, 4 * g->c_elems, err))) return rc;
+  RT_CU_CHECK(g->cu, cuMemcpyDtoH(g->host_c, g->c, 4 * g->c_elems));
+  tn_check chk;
+  tn_compare(o->m, o->n, g->host_c, o->ldc, g->host_ref, o->n, o->dtype, &chk);
+  out->rel_err = chk.rel_err;
+  out->max_err = chk.max_err;
+  double rel_tol = 0, max_tol = 0;
+  tn_tolerance(o->dtype, &rel_tol, &max_tol);
+  if (chk.bad_count > 0) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error, "%lld NaN/Inf elements (unwritten?), first at (%lld, %lld)",
+             (long long)chk.bad_count, (long long)chk.bad_row, (long long)chk.bad_col);
+    return MMT_OK;
+  }
+  if (!chk.pass) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error, "error too large: rel %.3g (tol %.1g), max %.3g (tol %.1g)",
+             chk.rel_err, rel_tol, chk.max_err, max_tol);
+    return MMT_OK;
+  }
+  for (int64_t i = 0; i < o->m; i++)
+    for (int64_t j = o->n; j < o->ldc; j++)
+      if (!isnan(g->host_c[i * o->ldc + j])) {
+        out->status = DB_VERIFY_FAILED;
+        snprintf(out->error, sizeof out->error, "wrote outside C: padding column %lld of row %lld",
+                 (long long)j, (long long)i);
+        return MMT_OK;
+      }
+cleanup:
+  return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Timed runs with events, rotating input copies; fills the time fields of out. */
+static mmt_status time_runs(tn_gpu *g, const rt_kernel *kern, const tn_measure_opts *o,
+                            tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = g->cu;
+  double *times = calloc((size_t)o->max_runs, sizeof *times);
+  if (!times) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  rt_gemm_args warm = copy_args(g, o, g->copies > 1 ? 1 : 0);
+  if ((rc = rt_kernel_launch(kern, &warm, 0, err))) goto cleanup;
+  double total = 0;
+  int runs = 0;
+  while (runs < o->max_runs) {
+    rt_gemm_args args = copy_args(g, o, runs % g->copies);
+    RT_CU_CHECK(cu, cuEventRecord(g->ev_start, 0));
+    if ((rc = rt_kernel_launch(kern, &args, 0, err))) goto cleanup;
+    RT_CU_CHECK(cu, cuEventRecord(g->ev_stop, 0));
+    CUresult r = cu->cuEventSynchronize(g->ev_stop);
+    if (r != CUDA_SUCCESS) {
+      rt_cu_fail(err, "timed run", r);
+      rc = is_sticky(r) ? MMT_ERR_FAULT : MMT_ERR_CUDA;
+      goto cleanup;
+    }
+    float ms = 0;
+    RT_CU_CHECK(cu, cuEventElapsedTime(&ms, g->ev_start, g->ev_stop));
+    times[runs++] = ms;
+    total += ms;
+    if (runs == 1 && o->cutoff_ms > 0 && ms > o->cutoff_ms) break;
+    if (runs >= o->min_runs && total >= o->budget_ms) break;
+  }
+  qsort(times, (size_t)runs, sizeof *times, cmp_double);
+  out->runs = runs;
+  out->ms_min = times[0];
+  out->ms_max = times[runs - 1];
+  out->ms_median = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+  out->tflops = 2.0 * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
+cleanup:
+  free(times);
+  return rc;
+}
+
+/* The kernel could not be loaded or launched: a property of the config, not of the GPU. */
+static void launch_error(tn_measurement *out, const char *msg) {
+  out->status = DB_LAUNCH_ERROR;
+  ut_copy(out->error, sizeof out->error, msg);
+}
+
+mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *spec,
+                          const tn_measure_opts *opts, tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  rt_kernel kern = {0};
+  tn_measure_opts o = *opts;
+  tn_measure_defaults(&o);
+  memset(out, 0, sizeof *out);
+  out->regs = out->shared_bytes = out->local_bytes = -1;
+  if ((rc = rt_device_bind(&g->dev, err))) return rc;
+  ut_err load_err = {{0}};
+  mmt_status lrc = rt_kernel_load(&g->dev, cubin, spec, &kern, &load_err);
+  if (lrc == MMT_ERR_UNSUPPORTED || lrc == MMT_ERR_CUDA) {
+    launch_error(out, load_err.msg);
+    return MMT_OK;
+  }
+  if (lrc) return ut_fail(err, lrc, "%s", load_err.msg);
+  out->regs = kern.regs;
+  out->shared_bytes = kern.static_shared_bytes + (int)kern.shared_bytes;
+  out->local_bytes = kern.local_bytes;
+  if ((rc = reserve_problem(g, &o, err))) goto cleanup;
+  if ((rc = prepare_inputs(g, &o, err))) goto cleanup;
+  rt_gemm_args args = copy_args(g, &o, 0);
+  ut_err launch_err = {{0}};
+  if (rt_kernel_launch(&kern, &args, 0, &launch_err) != MMT_OK) {
+    launch_error(out, launch_err.msg);
+    goto cleanup;
+  }
+  if ((rc = sync_checked(g, "candidate kernel", err))) goto cleanup;
+  if ((rc = compute_reference(g, &o, err))) goto cleanup;
+  if ((rc = check_result(g, &o, out, err))) goto cleanup;
+  if (out->status != DB_OK) goto cleanup;
+  rc = time_runs(g, &kern, &o, out, err);
+cleanup:
+  if (rc != MMT_ERR_FAULT) rt_kernel_unload(&kern); /* a dead context cannot unload */
+  return rc;
+}

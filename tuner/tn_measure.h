@@ -1,0 +1,58 @@
+/*
+ * tn_measure.h -- verify, then time, one compiled candidate on the GPU.  Prefix tn_.
+ *
+ * Each measurement draws fresh random inputs on the device (a seeded generator kernel, never
+ * zeros), poisons C with NaN, launches once and checks every element against an independent
+ * float64 reference (CPU for small problems, the float64 GPU kernel of tn_ref.h for large
+ * ones), then times with CUDA events: one warm-up, then runs until a time budget or run count
+ * is reached, rotating among input copies so that small problems are not timed out of L2.
+ * Used in the tuner's worker process and in-process by `mmtune bench`.
+ */
+#ifndef MMT_TN_MEASURE_H
+#define MMT_TN_MEASURE_H
+
+#include <stdint.h>
+
+#include "db.h"
+#include "gen.h"
+#include "rt_device.h"
+
+typedef struct tn_gpu tn_gpu;
+
+typedef struct {
+  int64_t m, n, k, lda, ldb, ldc;
+  char dtype[8];
+  uint64_t seed;          /* fresh per candidate */
+  double budget_ms;       /* stop timing once the timed runs add up to this (default 200) */
+  int min_runs, max_runs; /* defaults 3 and 200 */
+  double cutoff_ms;       /* > 0: after one timed run slower than this, stop (not a contender) */
+} tn_measure_opts;
+
+typedef struct {
+  db_status status;
+  char error[512];
+  double ms_min, ms_median, ms_max;
+  int runs;
+  double tflops;
+  double rel_err, max_err;
+  int regs, shared_bytes, local_bytes;
+} tn_measurement;
+
+/* Opens the device and compiles the helper kernels (random fill, float64 reference). */
+mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err);
+void tn_gpu_close(tn_gpu *g);
+const rt_device *tn_gpu_device(const tn_gpu *g);
+
+/* Fills opts' defaults (budget, run counts) where zero. */
+void tn_measure_defaults(tn_measure_opts *o);
+
+/*
+ * Loads, verifies and times one candidate.  Returns MMT_OK with out->status saying how the
+ * candidate did (ok, verify_failed, launch_error).  Returns MMT_ERR_FAULT when the kernel
+ * faulted: the CUDA context is then unusable and the process must not use the device again.
+ * Other errors (out of memory for the problem, driver failures) are returned as such.
+ */
+mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *spec,
+                          const tn_measure_opts *o, tn_measurement *out, ut_err *err);
+
+#endif /* MMT_TN_MEASURE_H */
