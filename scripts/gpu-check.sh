@@ -20,7 +20,11 @@ for step in "$@"; do
         "$t" 2>&1 | tail -n 40
       done 2>&1 | tee "$out/tests.log" ;;
     tune)
-      ./build/tuner/mmtune --device 0 --db /tmp/mmtune.db 2>&1 | tee "$out/tune.log" ;;
+      # The database comes and goes with $OUT/mmtune.db (carry it back in .gpu/ to resume).
+      [ -f .gpu/mmtune.db ] && cp .gpu/mmtune.db /tmp/mmtune.db
+      /usr/bin/time -f "tune wall %e s" timeout -s INT "${TUNE_LIMIT:-400}" \
+        ./build/tuner/mmtune --device 0 --db /tmp/mmtune.db > "$out/tune.log" 2>&1
+      echo "tune exit $?"; tail -n 20 "$out/tune.log"; cp /tmp/mmtune.db "$out/mmtune.db" ;;
     bench*)
       shape=${step#bench}; shape=${shape:-4096x4096x4096}
       ./build/tuner/mmtune bench ${shape//x/ } --device 0 --db /tmp/mmtune.db 2>&1 | tee -a "$out/bench.log" ;;

@@ -23,9 +23,9 @@ typedef struct {
   int64_t m, n, k, lda, ldb, ldc;
   char dtype[8];
   uint64_t seed;          /* fresh per candidate */
-  double budget_ms;       /* stop timing once the timed runs add up to this (default 200) */
+  double budget_ms;       /* stop timing once the timed runs add up to this (default 100) */
   int min_runs, max_runs; /* defaults 3 and 200 */
-  double cutoff_ms;       /* > 0: after one timed run slower than this, stop (not a contender) */
+  double cutoff_ms;       /* > 0: a first run slower than this ends the timing (not a contender) */
 } tn_measure_opts;
 
 typedef struct {

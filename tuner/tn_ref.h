@@ -62,10 +62,11 @@ void tn_compare(int64_t m, int64_t n, const float *c, int64_t ldc, const double 
 
 /* CUDA C source of the float64 reference kernel, entry point "mmt_ref_gemm_f64":
  *   (int M, int N, int K, const float *A, int lda, const float *B, int ldb, double *R, int ldr)
- * launched with 16x16 blocks and grid (ceil(N/16), ceil(M/16)); the kernel strides by the
- * grid, so grid.y may be capped at 65535 when M > 1048560.  Includes no header (NVRTC), uses
- * 64-bit offsets, checks bounds.  It sums in the same order as tn_ref_gemm, and a float
- * product is exact in double, so its results equal tn_ref_gemm's bit for bit.  Static string. */
+ * launched with 16x16 blocks and grid (ceil(N/64), min(ceil(M/64), 65535)): each block makes
+ * a 64x64 tile (shared-memory double tiles, 4x4 per thread) and rows stride by the grid.
+ * Includes no header (NVRTC), uses 64-bit offsets, checks bounds.  Every element sums
+ * k = 0..K-1 in order, as tn_ref_gemm does, and a float product is exact in double, so the
+ * results equal tn_ref_gemm's bit for bit (the padding adds exact zeros).  Static string. */
 const char *tn_ref_gpu_source(void);
 #define TN_REF_GPU_KERNEL "mmt_ref_gemm_f64"
 
