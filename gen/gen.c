@@ -52,8 +52,9 @@ static mmt_status check_default(gen_template *t, ut_err *err) {
   mmt_status rc = gen_check(t, &t->def, NULL, &valid, why, sizeof why, err);
   if (rc || valid) return rc;
   if (gen_config_format(t, &t->def, text, sizeof text, NULL)) text[0] = '\0';
-  return ut_fail(err, MMT_ERR_TEMPLATE, "template '%s' (%s): the default config %s fails its constraints%s%s",
-                 t->name, t->path, text, why[0] ? ": " : "", why);
+  return ut_fail(err, MMT_ERR_TEMPLATE,
+                 "template '%s' (%s): the default config %s fails its constraints%s%s", t->name,
+                 t->path, text, why[0] ? ": " : "", why);
 }
 
 mmt_status gen_load(const char *path, gen_template **out, ut_err *err) {

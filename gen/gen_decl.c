@@ -48,8 +48,10 @@ static mmt_status decl_known_fields(decl_reader *d) {
         known = strcmp(*f, lua_tostring(L, -1)) == 0;
     if (!known) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
-      mmt_status rc = decl_fail(d, "unknown field '%s' (fields: name, description, dtypes, "
-                                   "params, default, constraints, emit)", key);
+      mmt_status rc = decl_fail(d,
+                                "unknown field '%s' (fields: name, description, dtypes, "
+                                "params, default, constraints, emit)",
+                                key);
       lua_pop(L, 1);
       return rc;
     }
@@ -107,7 +109,8 @@ static mmt_status decl_dtypes(decl_reader *d) {
   lua_Integer n = -1;
   if (gen_raw_field(L, d->decl, "dtypes") == LUA_TTABLE) n = gen_list_len(L, -1);
   if (n < 1 || n > GEN_MAX_DTYPES) {
-    rc = decl_fail(d, "dtypes must be a list of 1 to %d dtype names, e.g. {\"f32\"}", GEN_MAX_DTYPES);
+    rc = decl_fail(d, "dtypes must be a list of 1 to %d dtype names, e.g. {\"f32\"}",
+                   GEN_MAX_DTYPES);
     goto cleanup;
   }
   for (int i = 0; i < (int)n && !rc; i++) {
@@ -126,14 +129,15 @@ static mmt_status decl_values(decl_reader *d, int i, gen_param *p) {
   lua_State *L = d->L;
   lua_Integer n = lua_type(L, -1) == LUA_TTABLE ? gen_list_len(L, -1) : -1;
   if (n < 1 || n > GEN_MAX_VALUES)
-    return decl_fail(d, "params[%d].values must be a non-empty list of integers (at most %d)", i + 1,
-                     GEN_MAX_VALUES);
+    return decl_fail(d, "params[%d].values must be a non-empty list of integers (at most %d)",
+                     i + 1, GEN_MAX_VALUES);
   for (int j = 0; j < (int)n; j++) {
     lua_rawgeti(L, -1, j + 1);
     bool ok = gen_lua_int(L, -1, &p->values[j]);
     lua_pop(L, 1);
     if (!ok)
-      return decl_fail(d, "params[%d].values must be a non-empty list of integers (values[%d] is not)",
+      return decl_fail(d,
+                       "params[%d].values must be a non-empty list of integers (values[%d] is not)",
                        i + 1, j + 1);
     for (int k = 0; k < j; k++)
       if (p->values[k] == p->values[j])

@@ -33,8 +33,13 @@ static void push_problem(lua_State *L, const gen_problem *p) {
   const struct {
     const char *key;
     int64_t value;
-  } ints[] = {{"M", p->m},     {"N", p->n},     {"K", p->k},           {"lda", p->lda},
-              {"ldb", p->ldb}, {"ldc", p->ldc}, {"align", p->align_bytes}};
+  } ints[] = {{"M", p->m},
+              {"N", p->n},
+              {"K", p->k},
+              {"lda", p->lda},
+              {"ldb", p->ldb},
+              {"ldc", p->ldc},
+              {"align", p->align_bytes}};
   lua_createtable(L, 0, 9);
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     lua_pushinteger(L, (lua_Integer)ints[i].value);
@@ -80,8 +85,8 @@ static int check_protected(lua_State *L) {
   return 0;
 }
 
-mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
-                     char *why, size_t whylen, ut_err *err) {
+mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem,
+                     bool *valid, char *why, size_t whylen, ut_err *err) {
   if (!valid) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_check: valid is NULL");
   *valid = false;
   if (why && whylen) why[0] = '\0';
@@ -150,7 +155,8 @@ static mmt_status read_block(lua_State *L, int res, emit_ctx *c) {
     threads *= v;
   }
   lua_pop(L, 1);
-  if (threads > 1024) return emit_fail(c, "a block of %lld threads (more than 1024)", (long long)threads);
+  if (threads > 1024)
+    return emit_fail(c, "a block of %lld threads (more than 1024)", (long long)threads);
   return MMT_OK;
 }
 
@@ -184,8 +190,9 @@ static mmt_status read_grid(lua_State *L, int res, emit_ctx *c) {
     bool ok = (ty == LUA_TNIL && i > 0) || read_grid_dim(L, i, &g);
     lua_pop(L, 1);
     if (!ok)
-      return emit_fail(c, "a bad grid.%s: expected an integer in [1, %lld] or {\"M\"|\"N\"|\"K\", tile >= 1}",
-                       axis_name[i], (long long)grid_limit[i]);
+      return emit_fail(
+          c, "a bad grid.%s: expected an integer in [1, %lld] or {\"M\"|\"N\"|\"K\", tile >= 1}",
+          axis_name[i], (long long)grid_limit[i]);
     c->out->grid[i] = g;
   }
   lua_pop(L, 1);
@@ -218,8 +225,10 @@ static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
   }
   lua_pop(L, 1);
   if (v[3] < elem || v[3] > 16 || (v[3] & (v[3] - 1)))
-    return emit_fail(c, "requires.align = %lld: it must be a power of two from the element size "
-                        "(%d) to 16", (long long)v[3], elem);
+    return emit_fail(c,
+                     "requires.align = %lld: it must be a power of two from the element size "
+                     "(%d) to 16",
+                     (long long)v[3], elem);
   c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3]};
   return MMT_OK;
 }
@@ -233,14 +242,17 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
     return emit_fail(c, "no source: source must be a non-empty string without NUL bytes");
   if (gen_raw_field(L, res, "kernel") == LUA_TSTRING) kernel = lua_tostring(L, -1);
   if (!gen_valid_name(kernel, true, GEN_KERNEL_NAME_MAX))
-    return emit_fail(c, "a bad kernel: it must be the kernel's name, a C identifier of at most %d "
-                        "characters", GEN_KERNEL_NAME_MAX);
-  if (!strstr(src, kernel)) return emit_fail(c, "a source that does not contain kernel '%s'", kernel);
+    return emit_fail(c,
+                     "a bad kernel: it must be the kernel's name, a C identifier of at most %d "
+                     "characters",
+                     GEN_KERNEL_NAME_MAX);
+  if (!strstr(src, kernel))
+    return emit_fail(c, "a source that does not contain kernel '%s'", kernel);
   return MMT_OK;
 }
 
-static const char *const emit_fields[] = {"source", "kernel", "block", "grid", "shared_bytes",
-                                          "requires", NULL};
+static const char *const emit_fields[] = {"source",       "kernel",   "block", "grid",
+                                          "shared_bytes", "requires", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -252,8 +264,10 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
         known = strcmp(*f, lua_tostring(L, -1)) == 0;
     if (!known) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "<non-string key>";
-      mmt_status rc = emit_fail(c, "unknown field '%s' (fields: source, kernel, block, grid, "
-                                   "shared_bytes, requires)", key);
+      mmt_status rc = emit_fail(c,
+                                "unknown field '%s' (fields: source, kernel, block, grid, "
+                                "shared_bytes, requires)",
+                                key);
       lua_pop(L, 1);
       return rc;
     }
@@ -270,7 +284,7 @@ static int emit_protected(lua_State *L) {
   lua_call(L, 2, 1);
   int res = lua_gettop(L);
   if (!lua_istable(L, res)) {
-    c->rc = emit_fail(c, "%s instead of a table", luaL_typename(L, res));
+    c->rc = emit_fail(c, "a %s instead of a table", luaL_typename(L, res));
     return 0;
   }
   c->rc = emit_known_fields(L, res, c);

@@ -90,7 +90,8 @@ mmt_status gen_find(const char *name, char *path, size_t pathlen, ut_err *err) {
   mmt_status rc = search_init(&s, err);
   if (rc) return rc;
   for (int i = 0; i < s.n; i++) {
-    if (snprintf(candidate, sizeof candidate, "%s/%s.lua", s.dirs[i], name) >= (int)sizeof candidate)
+    if (snprintf(candidate, sizeof candidate, "%s/%s.lua", s.dirs[i], name) >=
+        (int)sizeof candidate)
       continue; /* a folder too long to hold a file we could open */
     if (is_file(candidate)) {
       rc = ut_snprintf(path, pathlen, err, "%s", candidate);

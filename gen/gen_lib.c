@@ -18,11 +18,8 @@ typedef struct {
 } gen_dtype_info;
 
 static const gen_dtype_info gen_dtypes[] = {
-    {"f32", "float", 4},
-    {"f64", "double", 8},
-    {"f16", "__half", 2},
-    {"bf16", "__nv_bfloat16", 2},
-    {NULL, NULL, 0},
+    {"f32", "float", 4},          {"f64", "double", 8}, {"f16", "__half", 2},
+    {"bf16", "__nv_bfloat16", 2}, {NULL, NULL, 0},
 };
 
 static const gen_dtype_info *dtype_find(const char *dtype) {
@@ -48,7 +45,8 @@ bool gen_valid_name(const char *s, bool ident, size_t maxlen) {
   size_t n = 0;
   for (; s[n]; n++) {
     char c = s[n];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok || n >= maxlen) return false;
   }
   return true;
@@ -106,14 +104,17 @@ static int mmt_is_pow2(lua_State *L) {
  * anything else in generated C is a template bug worth stopping on. */
 static void subst_value(lua_State *L, luaL_Buffer *b, const char *name, size_t len) {
   char key[GEN_NAME_MAX];
-  if (len == 0 || len >= sizeof key) luaL_error(L, "mmt.subst: bad placeholder name of length %d", (int)len);
+  if (len == 0 || len >= sizeof key)
+    luaL_error(L, "mmt.subst: bad placeholder name of length %d", (int)len);
   memcpy(key, name, len);
   key[len] = '\0';
-  if (!gen_valid_name(key, true, sizeof key - 1)) luaL_error(L, "mmt.subst: bad placeholder '${%s}'", key);
+  if (!gen_valid_name(key, true, sizeof key - 1))
+    luaL_error(L, "mmt.subst: bad placeholder '${%s}'", key);
   int ty = lua_getfield(L, 2, key);
   if (ty == LUA_TNIL) luaL_error(L, "mmt.subst: no value for '${%s}'", key);
   if (ty != LUA_TSTRING && ty != LUA_TNUMBER)
-    luaL_error(L, "mmt.subst: '${%s}' is a %s (expected a string or a number)", key, lua_typename(L, ty));
+    luaL_error(L, "mmt.subst: '${%s}' is a %s (expected a string or a number)", key,
+               lua_typename(L, ty));
   luaL_tolstring(L, -1, NULL);
   lua_remove(L, -2);
   luaL_addvalue(b);
@@ -158,8 +159,11 @@ static int mmt_dtype(lua_State *L) {
 }
 
 static const luaL_Reg mmt_funcs[] = {
-    {"ceil_div", mmt_ceil_div}, {"is_pow2", mmt_is_pow2}, {"subst", mmt_subst},
-    {"dtype", mmt_dtype},       {NULL, NULL},
+    {"ceil_div", mmt_ceil_div},
+    {"is_pow2", mmt_is_pow2},
+    {"subst", mmt_subst},
+    {"dtype", mmt_dtype},
+    {NULL, NULL},
 };
 
 int gen_open_mmt(lua_State *L) {

@@ -22,9 +22,9 @@
 /* The libraries a template may use: pure computation, no files, processes or debug access
  * (our own copy of linit.c's list). */
 static const luaL_Reg sb_libs[] = {
-    {LUA_GNAME, luaopen_base},          {LUA_STRLIBNAME, luaopen_string},
-    {LUA_TABLIBNAME, luaopen_table},    {LUA_MATHLIBNAME, luaopen_math},
-    {LUA_UTF8LIBNAME, luaopen_utf8},    {NULL, NULL},
+    {LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL},
 };
 
 /* Base-library globals removed: they read files, compile text or bytecode at run time
@@ -158,7 +158,8 @@ static int sb_setup(lua_State *L) {
 
 mmt_status gen_sb_open(gen_template *t, ut_err *err) {
   t->L = lua_newstate(sb_alloc, &t->sb);
-  if (!t->L) return ut_fail(err, MMT_ERR_NOMEM, "template '%s': cannot create a Lua state", t->name);
+  if (!t->L)
+    return ut_fail(err, MMT_ERR_NOMEM, "template '%s': cannot create a Lua state", t->name);
   return gen_sb_pcall(t, sb_setup, NULL, 0, err);
 }
 

@@ -7,7 +7,8 @@
 
 local source = [[
 /*
- * ${name} -- mmtune template "naive": C = alpha * A*B + beta * C, row-major, ${ctype}.
+ * ${name} -- mmtune template "naive", ${ctype}, row-major:
+ * C = alpha * A*B + beta * C.
  * One thread computes one element of C, reading A and B straight from global memory.
  *
  * Parameters:

@@ -10,7 +10,8 @@
 
 local source = [[
 /*
- * ${name} -- mmtune template "smem_tiled": C = alpha * A*B + beta * C, row-major, ${ctype}.
+ * ${name} -- mmtune template "smem_tiled", ${ctype}, row-major:
+ * C = alpha * A*B + beta * C.
  * A block computes a TILE x TILE tile of C from TILE x TILE tiles of A and B staged in shared
  * memory; tiles that hang over the edge of a matrix are zero-filled, so any size works.
  *

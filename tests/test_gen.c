@@ -213,8 +213,10 @@ static int count_valid(gen_template *t) {
     char why[128];
     gen_config_at(t, idx, &cfg);
     assert_int_equal(gen_check(t, &cfg, NULL, &valid, why, sizeof why, NULL), MMT_OK);
-    if (valid) valid_count++;
-    else assert_true(strlen(why) > 0); /* the built-ins always say why */
+    if (valid)
+      valid_count++;
+    else
+      assert_true(strlen(why) > 0); /* the built-ins always say why */
   }
   return valid_count;
 }
@@ -279,7 +281,8 @@ static void test_constraints_problem(void **state) {
 /* Emits every valid config; checks the launch description against the config. */
 static void emit_all(const char *path, bool smem) {
   gen_template *t = load_ok(path);
-  char (*names)[128] = calloc(gen_space_size(t), sizeof *names);
+  typedef char kernel_name[128];
+  kernel_name *names = calloc(gen_space_size(t), sizeof *names);
   assert_non_null(names);
   int emitted = 0;
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
@@ -519,7 +522,8 @@ static void test_sandbox_no_escape(void **state) {
                     "stack traceback", NULL);
   assert_int_not_equal(access("/tmp/mmt_sandbox_escaped", F_OK), 0);
   assert_good_still_works();
-  expect_load_fails(BAD "sb_io.lua", MMT_ERR_TEMPLATE, "sb_io.lua:2:", "undefined global 'io'", NULL);
+  expect_load_fails(BAD "sb_io.lua", MMT_ERR_TEMPLATE, "sb_io.lua:2:", "undefined global 'io'",
+                    NULL);
   assert_good_still_works();
   expect_load_fails(BAD "sb_require.lua", MMT_ERR_TEMPLATE, "undefined global 'require'", NULL);
   expect_load_fails(BAD "sb_dofile.lua", MMT_ERR_TEMPLATE, "undefined global 'dofile'", NULL);
@@ -529,10 +533,10 @@ static void test_sandbox_no_escape(void **state) {
 
 static void test_sandbox_strict_globals(void **state) {
   (void)state;
-  expect_load_fails(BAD "sb_undefined.lua", MMT_ERR_TEMPLATE, "sb_undefined.lua:2:",
-                    "undefined global 'default_tile_size'", NULL);
-  expect_load_fails(BAD "sb_new_global.lua", MMT_ERR_TEMPLATE, "sb_new_global.lua:2:",
-                    "assignment to undefined global 'helper'", NULL);
+  expect_load_fails(BAD "sb_undefined.lua", MMT_ERR_TEMPLATE,
+                    "sb_undefined.lua:2:", "undefined global 'default_tile_size'", NULL);
+  expect_load_fails(BAD "sb_new_global.lua", MMT_ERR_TEMPLATE,
+                    "sb_new_global.lua:2:", "assignment to undefined global 'helper'", NULL);
   assert_good_still_works();
 }
 
@@ -563,7 +567,8 @@ static void test_sandbox_instruction_limit(void **state) {
 
 static void test_sandbox_memory_limit(void **state) {
   (void)state;
-  expect_load_fails(BAD "sb_mem_string.lua", MMT_ERR_TEMPLATE_LIMIT, "memory limit of 64 MiB", NULL);
+  expect_load_fails(BAD "sb_mem_string.lua", MMT_ERR_TEMPLATE_LIMIT, "memory limit of 64 MiB",
+                    NULL);
   assert_good_still_works();
   expect_load_fails(BAD "sb_mem_table.lua", MMT_ERR_TEMPLATE_LIMIT, "memory limit of 64 MiB", NULL);
   assert_good_still_works();
@@ -571,8 +576,8 @@ static void test_sandbox_memory_limit(void **state) {
 
 static void test_sandbox_finalizer(void **state) {
   (void)state;
-  expect_load_fails(BAD "sb_gc.lua", MMT_ERR_TEMPLATE, "sb_gc.lua:3:", "__gc finalizers are not allowed",
-                    NULL);
+  expect_load_fails(BAD "sb_gc.lua", MMT_ERR_TEMPLATE,
+                    "sb_gc.lua:3:", "__gc finalizers are not allowed", NULL);
   gen_template *t = load_ok(BAD "sb_gc_late.lua");
   gen_config cfg;
   gen_kernel k;
@@ -602,36 +607,50 @@ static const struct {
     {"error('kaboom')", "decl.lua:1: kaboom"},
     {"\x1bLua", "binary"},
     {"return {name = 'other', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
-     " emit = function() end}", "must equal the file's base name 'decl'"},
+     " emit = function() end}",
+     "must equal the file's base name 'decl'"},
     {"return {name = 'decl', params = {{name = 'a', values = {1}}}, emit = function() end}",
      "dtypes must be a list"},
     {"return {name = 'decl', dtypes = {'f8'}, params = {{name = 'a', values = {1}}},"
-     " emit = function() end}", "dtypes[1]"},
+     " emit = function() end}",
+     "dtypes[1]"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {}, emit = function() end}",
      "params must be a list"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}},"
-     " {name = 'b', values = {}}}, emit = function() end}", "params[2].values must be a non-empty"},
+     " {name = 'b', values = {}}}, emit = function() end}",
+     "params[2].values must be a non-empty"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {'8'}}},"
-     " emit = function() end}", "params[1].values must be a non-empty list of integers"},
+     " emit = function() end}",
+     "params[1].values must be a non-empty list of integers"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1, 1}}},"
-     " emit = function() end}", "lists 1 twice"},
+     " emit = function() end}",
+     "lists 1 twice"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}},"
-     " {name = 'a', values = {2}}}, emit = function() end}", "params[2].name 'a' is used twice"},
+     " {name = 'a', values = {2}}}, emit = function() end}",
+     "params[2].name 'a' is used twice"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = '1a', values = {1}}},"
-     " emit = function() end}", "params[1].name"},
+     " emit = function() end}",
+     "params[1].name"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
-     " default = {zz = 1}, emit = function() end}", "default.zz is not a parameter"},
+     " default = {zz = 1}, emit = function() end}",
+     "default.zz is not a parameter"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
-     " default = {a = 2}, emit = function() end}", "default.a must be one of params[1].values"},
+     " default = {a = 2}, emit = function() end}",
+     "default.a must be one of params[1].values"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
-     " constraints = 5, emit = function() end}", "constraints must be a function"},
+     " constraints = 5, emit = function() end}",
+     "constraints must be a function"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}}}",
      "emit must be a function"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
-     " contraints = function() end, emit = function() end}", "unknown field 'contraints'"},
+     " contraints = function() end, emit = function() end}",
+     "unknown field 'contraints'"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
      " constraints = function() return false, 'nope' end, emit = function() end}",
      "default config a=1 fails its constraints: nope"},
+    {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
+     " constraints = function() error('c-fail') end, emit = function() end}",
+     "decl.lua:1: c-fail"},
     {"return {name = 'decl', dtypes = {'f32'}, params = {{name = 'a', values = {1}}},"
      " constraints = function() return 1 end, emit = function() end}",
      "constraints must return a boolean"},
@@ -653,10 +672,19 @@ static void test_declaration_errors(void **state) {
 static void test_malformed_emit(void **state) {
   (void)state;
   static const char *const expect[] = {
-      NULL,           "no source",          "block.x",     "2048 threads",
-      "grid.x",       "grid.x",             "does not contain kernel 'k_missing'",
-      "bad kernel",   "requires.align = 3", "string instead of a table",
-      "unknown field 'sorce'", "sb_bad_emit.lua:23: boom", "shared_bytes",
+      NULL,
+      "no source",
+      "block.x",
+      "2048 threads",
+      "grid.x",
+      "grid.x",
+      "does not contain kernel 'k_missing'",
+      "bad kernel",
+      "requires.align = 3",
+      "string instead of a table",
+      "unknown field 'sorce'",
+      "sb_bad_emit.lua:23: boom",
+      "shared_bytes",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;
@@ -694,8 +722,8 @@ static const char *probe(gen_template *t, int what, const gen_problem *p) {
 static void test_sandbox_probes(void **state) {
   (void)state;
   gen_template *t = load_ok(BAD "sb_probe.lua");
-  assert_string_equal(probe(t, 1, NULL), "false");  /* _G's metatable is protected */
-  assert_string_equal(probe(t, 2, NULL), "false");  /* and cannot be removed */
+  assert_string_equal(probe(t, 1, NULL), "false"); /* _G's metatable is protected */
+  assert_string_equal(probe(t, 2, NULL), "false"); /* and cannot be removed */
   assert_string_equal(probe(t, 3, NULL), "nilnilnil");
   assert_string_equal(probe(t, 4, NULL), "nilnilnilnilnil");
   assert_string_equal(probe(t, 5, NULL), "4,4,0,-3");

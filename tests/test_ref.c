@@ -384,8 +384,7 @@ static void test_gpu_source(void **state) {
       strstr(src, "extern \"C\" __global__ void mmt_ref_gemm_f64(int M, int N, int K,"));
   assert_non_null(strstr(src, "double *__restrict__ R, int ldr)"));
   assert_null(strstr(src, "#include"));
-  assert_non_null(strstr(src, "row < M"));
-  assert_non_null(strstr(src, "col < N"));
+  /* That it compiles and matches tn_ref_gemm is checked in test_tuner (NVRTC, then GPU). */
 }
 
 int main(void) {

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "rt_compile.h"
 #include "rt_device.h"
+#include "tn_ref.h"
 
 static char g_dir[64];
 static char g_db[128];
@@ -125,14 +127,20 @@ static void test_fault_and_hang_are_contained(void **state) {
   char *out = NULL;
   char args[512];
   snprintf(args, sizeof args,
-           "--device 0 --shapes 64x64x64 --templates fault,hang,naive --watchdog 5 --db %s", g_db);
+           "--device 0 --shapes 64x64x64 --templates fault,hang,wrong,unwritten,naive --watchdog 5 "
+           "--db %s",
+           g_db);
   int ex = run_cli(args, &out);
   printf("%s", out);
   assert_int_equal(ex, 0);
   assert_non_null(strstr(out, "fault: "));   /* recorded as fault ... */
   assert_non_null(strstr(out, "timeout: ")); /* ... and timeout ... */
+  assert_non_null(strstr(out, "verify_failed: error too large"));
+  assert_non_null(strstr(out, "verify_failed: 64 NaN/Inf elements (unwritten?), first at (63, 0)"));
   assert_true(ok_rows("naive", device) > 0); /* ... and tuning went on */
   assert_int_equal(ok_rows("fault", device), 0);
+  assert_int_equal(ok_rows("wrong", device), 0);
+  assert_int_equal(ok_rows("unwritten", device), 0);
   free(out);
 
   /* Resume: everything is in the database with the same provenance. */
@@ -149,7 +157,7 @@ static void test_interrupt_keeps_results(void **state) {
   snprintf(db2, sizeof db2, "%s/int.db", g_dir);
   /* SIGINT after 3 seconds of a run that takes longer: exit 130, results kept. */
   snprintf(cmd, sizeof cmd,
-           "cd %s && XDG_CACHE_HOME=%s timeout -s INT 3 %s --device 0 --templates naive,smem_tiled "
+           "cd %s && XDG_CACHE_HOME=%s timeout --preserve-status -s INT 3 %s --device 0 --templates naive,smem_tiled "
            "--shapes 1024x1024x1024,1000x999x1001,2048x2048x2048 --db %s >/dev/null 2>&1",
            g_dir, g_dir, MMT_CLI_PATH, db2);
   int st = system(cmd);
@@ -164,9 +172,62 @@ static void test_interrupt_keeps_results(void **state) {
   assert_true(n > 0);
 }
 
+/* The float64 GPU reference compiles with NVRTC (CI) and, on a GPU, equals tn_ref_gemm bit
+ * for bit on a ragged, strided problem that spans several tiles. */
+static void test_reference_kernel(void **state) {
+  (void)state;
+  rt_cubin cubin = {0};
+  ut_err err;
+  assert_int_equal(rt_compile(tn_ref_gpu_source(), "ref", "sm_90", &cubin, NULL, &err), MMT_OK);
+  rt_device d;
+  if (rt_device_open(0, &d, &err) != MMT_OK) {
+    rt_cubin_free(&cubin);
+    skip();
+  }
+  const rt_cu *cu;
+  assert_int_equal(rt_driver(&cu, &err), MMT_OK);
+  int m = 130, n = 77, k = 301, lda = 305, ldb = 80;
+  size_t na = (size_t)m * lda, nb = (size_t)k * ldb, nr = (size_t)m * n;
+  float *a = malloc(4 * na), *b = malloc(4 * nb);
+  double *want = malloc(8 * nr), *got = malloc(8 * nr);
+  assert_true(a && b && want && got);
+  uint64_t seed = 7;
+  tn_fill_random(a, na, &seed);
+  tn_fill_random(b, nb, &seed);
+  assert_int_equal(tn_ref_gemm(m, n, k, a, lda, b, ldb, want, n, 1, &err), MMT_OK);
+  CUmodule mod;
+  CUfunction fn;
+  CUdeviceptr da, db, dr;
+  assert_int_equal(cu->cuModuleLoadData(&mod, cubin.data), CUDA_SUCCESS);
+  assert_int_equal(cu->cuModuleGetFunction(&fn, mod, TN_REF_GPU_KERNEL), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&da, 4 * na), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&db, 4 * nb), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dr, 8 * nr), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(da, a, 4 * na), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(db, b, 4 * nb), CUDA_SUCCESS);
+  int ldr = n;
+  void *args[] = {&m, &n, &k, &da, &lda, &db, &ldb, &dr, &ldr};
+  /* grid.y of 1 also exercises the row stride. */
+  assert_int_equal(cu->cuLaunchKernel(fn, (n + 63) / 64, 1, 1, 16, 16, 1, 0, 0, args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(got, dr, 8 * nr), CUDA_SUCCESS);
+  assert_memory_equal(got, want, 8 * nr);
+  cu->cuMemFree(da);
+  cu->cuMemFree(db);
+  cu->cuMemFree(dr);
+  cu->cuModuleUnload(mod);
+  rt_device_close(&d);
+  rt_cubin_free(&cubin);
+  free(a);
+  free(b);
+  free(want);
+  free(got);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_driver_is_one_clean_line),
+      cmocka_unit_test(test_reference_kernel),
       cmocka_unit_test(test_fault_and_hang_are_contained),
       cmocka_unit_test(test_interrupt_keeps_results),
   };

@@ -2,6 +2,7 @@
 #include "tn_measure.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +33,61 @@ static const char FILL_SOURCE[] =
     "  }\n"
     "}\n";
 
+/* The comparison of C with the float64 reference, reduced on the device so that only a few
+ * numbers cross the bus: sums of squares of (C - R) and R, max |C - R| and max |R| (as bits:
+ * non-negative doubles order like unsigned integers), NaN/Inf count and first position, and
+ * writes into C's padding columns (n..ldc, left NaN) with the first position.  x - x != 0
+ * is true exactly for NaN and Inf. */
+static const char CHECK_SOURCE[] =
+    "extern \"C\" __global__ void mmt_check_f32(long long M, long long N, const float *C,\n"
+    "    long long ldc, const double *R, long long ldr, double *sums, unsigned long long *st) {\n"
+    "  double d2 = 0, r2 = 0, dmax = 0, rmax = 0;\n"
+    "  unsigned long long bad = 0, first_bad = ~0ull, outside = 0, first_out = ~0ull;\n"
+    "  for (long long i = blockIdx.x; i < M; i += gridDim.x)\n"
+    "    for (long long j = threadIdx.x; j < ldc; j += blockDim.x) {\n"
+    "      unsigned long long at = (unsigned long long)i * ldc + j;\n"
+    "      float c = C[at];\n"
+    "      if (j >= N) {\n"
+    "        if (c == c) { outside++; first_out = min(first_out, at); }\n"
+    "        continue;\n"
+    "      }\n"
+    "      double r = R[(unsigned long long)i * ldr + j], d = (double)c - r;\n"
+    "      if (d - d != 0.0 || r - r != 0.0) { bad++; first_bad = min(first_bad, at); continue; }\n"
+    "      d2 += d * d; r2 += r * r; dmax = fmax(dmax, fabs(d)); rmax = fmax(rmax, fabs(r));\n"
+    "    }\n"
+    "  for (int off = 16; off > 0; off /= 2) {\n"
+    "    d2 += __shfl_down_sync(0xffffffffu, d2, off);\n"
+    "    r2 += __shfl_down_sync(0xffffffffu, r2, off);\n"
+    "    dmax = fmax(dmax, __shfl_down_sync(0xffffffffu, dmax, off));\n"
+    "    rmax = fmax(rmax, __shfl_down_sync(0xffffffffu, rmax, off));\n"
+    "    bad += __shfl_down_sync(0xffffffffu, bad, off);\n"
+    "    first_bad = min(first_bad, __shfl_down_sync(0xffffffffu, first_bad, off));\n"
+    "    outside += __shfl_down_sync(0xffffffffu, outside, off);\n"
+    "    first_out = min(first_out, __shfl_down_sync(0xffffffffu, first_out, off));\n"
+    "  }\n"
+    "  if ((threadIdx.x & 31) != 0) return;\n"
+    "  atomicAdd(&sums[0], d2);\n"
+    "  atomicAdd(&sums[1], r2);\n"
+    "  atomicMax(&st[0], (unsigned long long)__double_as_longlong(dmax));\n"
+    "  atomicMax(&st[1], (unsigned long long)__double_as_longlong(rmax));\n"
+    "  atomicAdd(&st[2], bad);\n"
+    "  atomicMin(&st[3], first_bad);\n"
+    "  atomicAdd(&st[4], outside);\n"
+    "  atomicMin(&st[5], first_out);\n"
+    "}\n";
+
+/* What mmt_check_f32 accumulates (device layout: 2 doubles, then 6 unsigned 64-bit). */
+typedef struct {
+  double sums[2];
+  unsigned long long st[6];
+} check_stats;
+
 struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, ref_fn;
+  CUfunction fill_fn, ref_fn, check_fn;
+  CUdeviceptr stats; /* check_stats */
   CUevent ev_start, ev_stop;
   int l2_bytes;
   /* Device buffers: `copies` consecutive (A, B, C) sets, and the float64 reference. */
@@ -44,16 +95,16 @@ struct tn_gpu {
   size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes;
   int copies;
   /* Host buffers for the check. */
-  float *host_c, *host_a, *host_b;
+  float *host_a, *host_b;
   double *host_ref;
-  size_t host_c_cap, host_a_cap, host_b_cap, host_ref_cap;
+  size_t host_a_cap, host_b_cap, host_ref_cap;
 };
 
 const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
 
 void tn_measure_defaults(tn_measure_opts *o) {
   if (o->budget_ms <= 0) o->budget_ms = 100;
-  if (o->min_runs <= 0) o->min_runs = 3;
+  if (o->min_runs <= 0) o->min_runs = 2;
   if (o->max_runs <= 0) o->max_runs = 200;
   if (o->max_runs < o->min_runs) o->max_runs = o->min_runs;
   if (!o->dtype[0]) memcpy(o->dtype, "f32", 4);
@@ -63,10 +114,10 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   mmt_status rc = MMT_OK;
   rt_cubin cubin = {0};
   const char *ref = tn_ref_gpu_source();
-  size_t len = strlen(FILL_SOURCE) + strlen(ref) + 2;
+  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 3;
   char *source = malloc(len);
   if (!source) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-  snprintf(source, len, "%s\n%s", FILL_SOURCE, ref);
+  snprintf(source, len, "%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, ref);
   if ((rc = rt_compile_cached(cache_dir, source, "mmtune_helpers", g->dev.arch, &cubin, NULL, NULL,
                               err)))
     goto cleanup;
@@ -74,6 +125,8 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   RT_CU_CHECK(cu, cuModuleLoadData(&g->helpers, cubin.data));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
+  RT_CU_CHECK(cu, cuMemAlloc(&g->stats, sizeof(check_stats)));
 cleanup:
   rt_cubin_free(&cubin);
   free(source);
@@ -114,11 +167,11 @@ void tn_gpu_close(tn_gpu *g) {
     if (g->ev_start) g->cu->cuEventDestroy(g->ev_start);
     if (g->ev_stop) g->cu->cuEventDestroy(g->ev_stop);
     if (g->helpers) g->cu->cuModuleUnload(g->helpers);
+    if (g->stats) g->cu->cuMemFree(g->stats);
   }
   rt_device_close(&g->dev);
   free(g->host_a);
   free(g->host_b);
-  free(g->host_c);
   free(g->host_ref);
   free(g);
 }
@@ -144,7 +197,7 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
   g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
   size_t bytes = set_bytes * (size_t)g->copies;
-  size_t ref_bytes = ((double)o->m * (double)o->k * (double)o->n > (double)CPU_REF_MAX_MACS) ? 8 * (size_t)o->m * (size_t)o->n : 8;
+  size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n; /* the reference lives on the device */
   if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
     free_device_buffers(g);
     RT_CU_CHECK(cu, cuMemAlloc(&g->a, bytes));
@@ -207,20 +260,24 @@ static mmt_status sync_checked(tn_gpu *g, const char *what, ut_err *err) {
   return is_sticky(r) ? MMT_ERR_FAULT : MMT_ERR_CUDA;
 }
 
-/* The float64 reference of copy 0 into g->host_ref (row stride n). */
+/* The float64 reference of copy 0 into g->ref on the device (row stride n): computed on the
+ * CPU and uploaded for small problems, by the float64 GPU kernel for large ones. */
 static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n;
-  if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
   if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
+    if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
     if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * g->a_elems, err))) return rc;
     if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * g->b_elems, err))) return rc;
     RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, g->a, 4 * g->a_elems));
     RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, g->b, 4 * g->b_elems));
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
-    return tn_ref_gemm(o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb, g->host_ref, o->n,
-                       threads > 0 ? (int)threads : 1, err);
+    if ((rc = tn_ref_gemm(o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb, g->host_ref, o->n,
+                          threads > 0 ? (int)threads : 1, err)))
+      return rc;
+    RT_CU_CHECK(cu, cuMemcpyHtoD(g->ref, g->host_ref, ref_bytes));
+    return MMT_OK;
   }
   int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
   void *args[] = {&m, &n, &k, &g->a, &lda, &g->b, &ldb, &g->ref, &ldr};
@@ -229,45 +286,56 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err 
   RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),
                                  (unsigned)(tiles_y > 65535 ? 65535 : tiles_y), 1, 16, 16, 1, 0, 0,
                                  args, NULL));
-  if ((rc = sync_checked(g, "float64 reference kernel", err))) return rc;
-  RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_ref, g->ref, ref_bytes));
+  rc = sync_checked(g, "float64 reference kernel", err);
 cleanup:
   return rc;
 }
 
-/* Checks C of copy 0: values against the reference, and padding columns (n..ldc) untouched. */
-static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, tn_measurement *out, ut_err *err) {
+/* Runs mmt_check_f32 over C of copy 0 and the reference; fills *cs. */
+static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, check_stats *cs, ut_err *err) {
   mmt_status rc = MMT_OK;
-  if ((rc = host_reserve((void **)&g->host_c, &g->host_c_cap, 4 * g->c_elems, err))) return rc;
-  RT_CU_CHECK(g->cu, cuMemcpyDtoH(g->host_c, g->c, 4 * g->c_elems));
-  tn_check chk;
-  tn_compare(o->m, o->n, g->host_c, o->ldc, g->host_ref, o->n, o->dtype, &chk);
-  out->rel_err = chk.rel_err;
-  out->max_err = chk.max_err;
-  double rel_tol = 0, max_tol = 0;
-  tn_tolerance(o->dtype, &rel_tol, &max_tol);
-  if (chk.bad_count > 0) {
-    out->status = DB_VERIFY_FAILED;
-    snprintf(out->error, sizeof out->error, "%lld NaN/Inf elements (unwritten?), first at (%lld, %lld)",
-             (long long)chk.bad_count, (long long)chk.bad_row, (long long)chk.bad_col);
-    return MMT_OK;
-  }
-  if (!chk.pass) {
-    out->status = DB_VERIFY_FAILED;
-    snprintf(out->error, sizeof out->error, "error too large: rel %.3g (tol %.1g), max %.3g (tol %.1g)",
-             chk.rel_err, rel_tol, chk.max_err, max_tol);
-    return MMT_OK;
-  }
-  for (int64_t i = 0; i < o->m; i++)
-    for (int64_t j = o->n; j < o->ldc; j++)
-      if (!isnan(g->host_c[i * o->ldc + j])) {
-        out->status = DB_VERIFY_FAILED;
-        snprintf(out->error, sizeof out->error, "wrote outside C: padding column %lld of row %lld",
-                 (long long)j, (long long)i);
-        return MMT_OK;
-      }
+  const rt_cu *cu = g->cu;
+  check_stats init = {{0, 0}, {0, 0, 0, ~0ull, 0, ~0ull}};
+  RT_CU_CHECK(cu, cuMemcpyHtoD(g->stats, &init, sizeof init));
+  long long m = o->m, n = o->n, ldc = o->ldc, ldr = o->n;
+  CUdeviceptr sums = g->stats, st = g->stats + offsetof(check_stats, st);
+  void *args[] = {&m, &n, &g->c, &ldc, &g->ref, &ldr, &sums, &st};
+  unsigned blocks = (unsigned)(m < 8192 ? m : 8192);
+  RT_CU_CHECK(cu, cuLaunchKernel(g->check_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  if ((rc = sync_checked(g, "result check kernel", err))) return rc;
+  RT_CU_CHECK(cu, cuMemcpyDtoH(cs, g->stats, sizeof *cs));
 cleanup:
   return rc;
+}
+
+/* Checks C of copy 0: values against the reference (tn_compare's measures and tolerances),
+ * and padding columns (n..ldc) untouched. */
+static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, tn_measurement *out, ut_err *err) {
+  check_stats cs;
+  mmt_status rc = device_compare(g, o, &cs, err);
+  if (rc) return rc;
+  double dmax, rmax, rel_tol = 0, max_tol = 0;
+  memcpy(&dmax, &cs.st[0], sizeof dmax);
+  memcpy(&rmax, &cs.st[1], sizeof rmax);
+  /* An all-zero reference makes both measures absolute, as in tn_compare. */
+  out->rel_err = cs.sums[1] > 0 ? sqrt(cs.sums[0] / cs.sums[1]) : sqrt(cs.sums[0]);
+  out->max_err = rmax > 0 ? dmax / rmax : dmax;
+  tn_tolerance(o->dtype, &rel_tol, &max_tol);
+  unsigned long long ldc = (unsigned long long)o->ldc;
+  if (cs.st[2] > 0) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error, "%llu NaN/Inf elements (unwritten?), first at (%llu, %llu)",
+             cs.st[2], cs.st[3] / ldc, cs.st[3] % ldc);
+  } else if (cs.st[4] > 0) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error, "wrote outside C: %llu padding elements, first at (%llu, %llu)",
+             cs.st[4], cs.st[5] / ldc, cs.st[5] % ldc);
+  } else if (!(out->rel_err <= rel_tol && out->max_err <= max_tol)) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error, "error too large: rel %.3g (tol %.1g), max %.3g (tol %.1g)",
+             out->rel_err, rel_tol, out->max_err, max_tol);
+  }
+  return MMT_OK;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -4,7 +4,8 @@
  * Each measurement draws fresh random inputs on the device (a seeded generator kernel, never
  * zeros), poisons C with NaN, launches once and checks every element against an independent
  * float64 reference (CPU for small problems, the float64 GPU kernel of tn_ref.h for large
- * ones), then times with CUDA events: one warm-up, then runs until a time budget or run count
+ * ones; the comparison itself runs on the device so that big results need not cross the
+ * bus), then times with CUDA events: one warm-up, then runs until a time budget or run count
  * is reached, rotating among input copies so that small problems are not timed out of L2.
  * Used in the tuner's worker process and in-process by `mmtune bench`.
  */
@@ -24,7 +25,7 @@ typedef struct {
   char dtype[8];
   uint64_t seed;          /* fresh per candidate */
   double budget_ms;       /* stop timing once the timed runs add up to this (default 100) */
-  int min_runs, max_runs; /* defaults 3 and 200 */
+  int min_runs, max_runs; /* defaults 2 and 200 */
   double cutoff_ms;       /* > 0: a first run slower than this ends the timing (not a contender) */
 } tn_measure_opts;
 

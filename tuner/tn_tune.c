@@ -369,8 +369,8 @@ static mmt_status run_jobs(tune_run *r, ut_err *err) {
     }
     if (r->budget_s > 0 && ut_now_seconds() - shape_start > r->budget_s) continue;
     db_result row;
-    /* A config 4x slower than the best so far is timed once only: it cannot win. */
-    if ((rc = measure_one(r, job, best_ms > 0 ? 4 * best_ms : 0, &row, err))) return rc;
+    /* A config 2x slower than the best so far is timed once only: it cannot win. */
+    if ((rc = measure_one(r, job, best_ms > 0 ? 2 * best_ms : 0, &row, err))) return rc;
     if ((rc = db_insert(r->db, &row, err))) return rc;
     if (row.status == DB_OK && (best_ms == 0 || row.ms_median < best_ms)) best_ms = row.ms_median;
     report_progress(r, i + 1, &row, best_ms);

@@ -1,0 +1,25 @@
+-- A template whose kernel drops the last k term: verification must fail it
+-- ("error too large") and it must never be stored as ok.
+return {
+  name = "wrong",
+  description = "test only: off by one in k",
+  dtypes = {"f32"},
+  params = { {name = "variant", values = {0}} },
+  emit = function(p, dtype)
+    return {
+      source = [[
+extern "C" __global__ void mmt_test_wrong(int M, int N, int K, float alpha, const float *A, int lda,
+                                          const float *B, int ldb, float beta, float *C, int ldc) {
+  int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+  if (row >= M || col >= N) return;
+  float acc = 0.0f;
+  for (int k = 0; k < K - 1; ++k) acc += A[(long long)row * lda + k] * B[(long long)k * ldb + col];
+  C[(long long)row * ldc + col] = alpha * acc;
+}
+]],
+      kernel = "mmt_test_wrong",
+      block = {16, 16, 1},
+      grid = {x = {"N", 16}, y = {"M", 16}, z = 1},
+    }
+  end,
+}
