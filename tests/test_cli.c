@@ -471,6 +471,28 @@ static void test_compile_and_cache(void **state) {
   assert_true(S_ISDIR(st.st_mode));
 }
 
+/* Every valid config of both built-in templates compiles for sm_90 (the count comes from
+ * `space --count`, so a template that grows is still covered whole). */
+static void test_compile_every_config(void **state) {
+  (void)state;
+  int total = 0;
+  const char *names[] = {"naive", "smem_tiled"};
+  for (int i = 0; i < 2; i++) {
+    run_result r = RUN("space", names[i], "--count");
+    assert_int_equal(r.code, 0);
+    int n = atoi(r.out);
+    assert_true(n > 0);
+    total += n;
+    run_free(&r);
+  }
+  run_result r = RUN("compile", "--arch", "sm_90", "--no-cache", "naive", "smem_tiled");
+  if (r.code != 0) fail_msg("exit %d\n%s%s", r.code, r.out, r.err);
+  char summary[64];
+  snprintf(summary, sizeof summary, "%d configs: %d ok, 0 failed, ", total, total);
+  if (!strstr(r.out, summary)) fail_msg("want summary '%s' in:\n%s", summary, r.out);
+  run_free(&r);
+}
+
 static void test_compile_errors(void **state) {
   (void)state;
   assert_usage_error(RUN("compile", "--arch", "sm_nope", "naive"), "sm_nope");
@@ -551,6 +573,7 @@ int main(void) {
       cmocka_unit_test(test_emit),
       cmocka_unit_test(test_emit_errors),
       cmocka_unit_test(test_compile_and_cache),
+      cmocka_unit_test(test_compile_every_config),
       cmocka_unit_test(test_compile_errors),
       cmocka_unit_test(test_show_missing_db),
       cmocka_unit_test(test_show_corrupt_db),

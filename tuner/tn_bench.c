@@ -20,7 +20,8 @@ static const tn_opt BENCH_OPTS[] = {
     {"db", 0, "PATH", "results database for the tuned row (default as for tune)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
     {"threads", 0, "N", "threads of the multithreaded CPU row (default: CPU count)"},
-    {"cpu-max-gflop", 0, "G", "skip the serial CPU row above G GFLOP (default 20; x10 threaded)"},
+    {"cpu-max-gflop", 0, "G", "serial CPU row: above G GFLOP, time a slice of rows and scale it "
+                              "(default 20); CPU rows skipped above 10x G"},
 };
 
 static const tn_cmd_spec BENCH_SPEC = {
@@ -53,17 +54,43 @@ static void print_row(const bench_run *b, const char *what, const char *cfg, dou
 
 static void print_skip(const char *what, const char *why) { printf("%-22s %s\n", what, why); }
 
-/* The CPU rows: host inputs, a float64 reference, serial and threaded fp32 GEMM. */
+/* Times C = A*B on the CPU over the first `rows` rows of A (all of them, or a slice whose
+ * time scales linearly to the whole: each row costs the same), checks those rows against the
+ * reference, and prints the row; returns the time scaled to all M rows. */
+static mmt_status cpu_row(bench_run *b, const char *what, int threads, int64_t rows, const float *a,
+                          const float *bm, float *c, const double *ref, double *ms_out,
+                          ut_err *err) {
+  int64_t m = b->s.m, n = b->s.n, k = b->s.k;
+  tn_fill_nan(c, (size_t)(rows * n));
+  double t0 = ut_now_seconds();
+  mmt_status rc = tn_cpu_sgemm(rows, n, k, a, k, bm, n, c, n, threads, err);
+  if (rc) return rc;
+  double ms = (ut_now_seconds() - t0) * 1e3 * (double)m / (double)rows;
+  tn_check chk;
+  tn_compare(rows, n, c, n, ref, n, "f32", &chk);
+  char cfg[64];
+  if (rows == m)
+    snprintf(cfg, sizeof cfg, "%d thread%s", threads, threads > 1 ? "s" : "");
+  else
+    snprintf(cfg, sizeof cfg, "%d thread%s, est. from %lld rows", threads, threads > 1 ? "s" : "",
+             (long long)rows);
+  *ms_out = ms;
+  if (threads == 1) b->serial_ms = ms; /* the speed-up column's base */
+  print_row(b, what, cfg, ms, chk.pass, chk.rel_err);
+  return MMT_OK;
+}
+
+/* The CPU rows: host inputs, a float64 reference, serial and threaded fp32 GEMM.  Above
+ * --cpu-max-gflop the serial row times a slice of rows and scales it (marked "est."). */
 static int bench_cpu(bench_run *b) {
   int ex = TN_EXIT_FAIL;
   int64_t m = b->s.m, n = b->s.n, k = b->s.k;
   double gflop = 2.0 * (double)m * (double)n * (double)k / 1e9;
-  bool serial = gflop <= b->cpu_max_gflop, threaded = gflop <= 10 * b->cpu_max_gflop;
   float *a = NULL, *bm = NULL, *c = NULL;
-  double *ref = NULL;
+  double *ref = NULL, ms = 0;
   ut_err err;
-  if (!threaded) {
-    print_skip("CPU serial", "skipped: above --cpu-max-gflop");
+  if (gflop > 10 * b->cpu_max_gflop) {
+    print_skip("CPU serial", "skipped: above 10x --cpu-max-gflop");
     print_skip("CPU multithreaded", "skipped: above 10x --cpu-max-gflop");
     return TN_EXIT_OK;
   }
@@ -79,24 +106,10 @@ static int bench_cpu(bench_run *b) {
   tn_fill_random(a, (size_t)(m * k), &seed);
   tn_fill_random(bm, (size_t)(k * n), &seed);
   if (tn_ref_gemm(m, n, k, a, k, bm, n, ref, n, b->threads, &err)) goto fail;
-  for (int pass = 0; pass < 2; pass++) {
-    int threads = pass == 0 ? 1 : b->threads;
-    const char *what = pass == 0 ? "CPU serial" : "CPU multithreaded";
-    if (pass == 0 && !serial) {
-      print_skip(what, "skipped: above --cpu-max-gflop");
-      continue;
-    }
-    tn_fill_nan(c, (size_t)(m * n));
-    double t0 = ut_now_seconds();
-    if (tn_cpu_sgemm(m, n, k, a, k, bm, n, c, n, threads, &err)) goto fail;
-    double ms = (ut_now_seconds() - t0) * 1e3;
-    tn_check chk;
-    tn_compare(m, n, c, n, ref, n, "f32", &chk);
-    if (pass == 0) b->serial_ms = ms;
-    char cfg[32];
-    snprintf(cfg, sizeof cfg, "%d thread%s", threads, threads > 1 ? "s" : "");
-    print_row(b, what, cfg, ms, chk.pass, chk.rel_err);
-  }
+  int64_t serial_rows = gflop <= b->cpu_max_gflop ? m : (int64_t)((double)m * b->cpu_max_gflop / gflop);
+  if (serial_rows < 1) serial_rows = 1;
+  if (cpu_row(b, "CPU serial", 1, serial_rows, a, bm, c, ref, &ms, &err)) goto fail;
+  if (cpu_row(b, "CPU multithreaded", b->threads, m, a, bm, c, ref, &ms, &err)) goto fail;
   ex = TN_EXIT_OK;
   goto cleanup;
 fail:

@@ -1,5 +1,5 @@
 /*
- * tn_opts.h -- option parsing shared by the CLI's commands (implemented in tn_cmds.c).
+ * tn_opts.h -- option parsing shared by the CLI's commands (implemented in tn_opts.c).
  * Prefix tn_.  Private to the mmtune executable.
  *
  * One syntax for every command:
