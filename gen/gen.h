@@ -69,7 +69,8 @@ typedef struct {
  * Every template kernel has this signature (the ABI the runtime launches):
  *   extern "C" __global__ void NAME(int M, int N, int K, float alpha,
  *       const T *A, int lda, const T *B, int ldb, float beta, T *C, int ldc)
- * computing C = alpha * A*B + beta * C row-major; when beta == 0, C is not read.
+ * computing C = alpha * A*B + beta * C row-major; when beta == 0, C is not read.  K == 0 must
+ * write alpha * 0 (+ beta * C): the dispatcher relies on it for BLAS's K == 0 case.
  */
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,
@@ -87,8 +88,9 @@ mmt_status gen_list(char ***names, int *count, ut_err *err);
 void gen_names_free(char **names, int count);
 
 /* Loads a template file in a fresh sandbox and validates its declaration (name, dtypes,
- * params, constraints, emit).  Errors: MMT_ERR_IO, MMT_ERR_TEMPLATE (syntax/runtime/malformed;
- * the message has file:line and a traceback), MMT_ERR_TEMPLATE_LIMIT. */
+ * params, constraints, emit) and that its default config passes its own constraints.
+ * Errors: MMT_ERR_IO, MMT_ERR_TEMPLATE (syntax/runtime/malformed; the message has file:line
+ * and a traceback), MMT_ERR_TEMPLATE_LIMIT, MMT_ERR_NOMEM, MMT_ERR_INVALID_ARG (NULL). */
 mmt_status gen_load(const char *path, gen_template **out, ut_err *err);
 /* gen_find + gen_load. */
 mmt_status gen_load_named(const char *name, gen_template **out, ut_err *err);
@@ -127,19 +129,24 @@ mmt_status gen_config_format(const gen_template *t, const gen_config *cfg, char 
 /*
  * Runs the template's constraints.  problem NULL checks the config alone (the space);
  * otherwise also against the problem.  *valid receives the verdict, *why (may be NULL) the
- * template's reason when invalid ("" if none).  Errors only for template failures.
+ * template's reason when invalid ("" if none).  A problem dtype the template does not support
+ * is invalid (with a reason) without running Lua.  Errors: template failures, and
+ * MMT_ERR_INVALID_ARG for a config whose values are not in the parameters' lists.
  */
 mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
                      char *why, size_t whylen, ut_err *err);
 
-/* Emits the kernel for cfg and dtype.  Validates the returned table (malformed ->
- * MMT_ERR_TEMPLATE naming the bad field).  out is filled only on success. */
+/* Emits the kernel for cfg and dtype.  Does not run the constraints: call gen_check first.
+ * Validates the returned table (malformed -> MMT_ERR_TEMPLATE naming the bad field);
+ * MMT_ERR_INVALID_ARG for an unsupported dtype or out-of-list config.  out is filled only on
+ * success. */
 mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, gen_kernel *out,
                     ut_err *err);
 void gen_kernel_clear(gen_kernel *k);
 
-/* Grid for a problem from a kernel's grid rule.  Errors: MMT_ERR_INVALID_ARG when a
- * dimension exceeds the hardware limit (x < 2^31, y and z < 65536) or a size is < 0. */
+/* Grid for a problem from a kernel's grid rule.  M or N == 0 gives a 0 dimension: launch
+ * nothing.  Errors: MMT_ERR_INVALID_ARG when a dimension exceeds the hardware limit
+ * (x < 2^31, y and z < 65536) or a size is < 0. */
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
                          unsigned out[3], ut_err *err);
 /* True when the problem meets the requirements (multiples, alignment, and ld >= row width). */

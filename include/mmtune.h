@@ -108,16 +108,22 @@ typedef struct {
  * stream: a CUstream / cudaStream_t, or NULL for the legacy default stream.
  * The call is asynchronous with respect to the host, like cuBLAS.  The first call for a shape
  * may compile (NVRTC, then the disk cache) and load a module; later calls reuse it.
- * M, N or K == 0 is valid and launches nothing (K == 0 writes C = 0 when M, N > 0).
- * Errors: MMT_ERR_INVALID_ARG (negative size, ld too small, NULL pointer), MMT_ERR_UNSUPPORTED,
- * MMT_ERR_COMPILE, MMT_ERR_CUDA.
+ * M or N == 0 is valid and launches nothing; K == 0 writes C = 0 (M, N > 0).
+ * Pointers must be non-NULL and 4-byte aligned for the matrices the problem touches; the
+ * kernel is chosen for the actual alignment, so a misaligned-for-vectors pointer gets a
+ * kernel that does not need it, never a wrong result.
+ * Errors: MMT_ERR_INVALID_ARG (negative size, ld too small, NULL or misaligned pointer),
+ * MMT_ERR_UNSUPPORTED (a size above 2^31 - 1, or no kernel fits), MMT_ERR_COMPILE,
+ * MMT_ERR_CUDA; on a context whose mmt_open failed, that open's status.
  */
 mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float *C, int64_t ldc, void *stream);
 
 /*
- * Says which kernel mmt_sgemm would use for this problem, without launching anything.
- * A, B, C may be NULL (alignment is then taken as the worst case of the leading dimensions).
+ * Says which kernel mmt_sgemm would use for this problem, without launching or compiling.
+ * Pointers are unknown here, so alignment is what the leading dimensions allow (as for
+ * pointers from cudaMalloc).  M or N == 0: MMT_OK with kind DEFAULT and an empty
+ * template_name (nothing would be launched).
  * choice: OUT.
  */
 mmt_status mmt_sgemm_explain(mmt_context *ctx, int64_t M, int64_t N, int64_t K, int64_t lda,

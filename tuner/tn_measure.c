@@ -186,13 +186,16 @@ static mmt_status host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *er
   return MMT_OK;
 }
 
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
 /* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
 static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
-  g->a_elems = (size_t)o->m * (size_t)o->lda;
-  g->b_elems = (size_t)o->k * (size_t)o->ldb;
-  g->c_elems = (size_t)o->m * (size_t)o->ldc;
+  /* Each copy starts 256-byte aligned, like a cudaMalloc'd buffer, as the tuner assumes. */
+  g->a_elems = round_up((size_t)o->m * (size_t)o->lda, 64);
+  g->b_elems = round_up((size_t)o->k * (size_t)o->ldb, 64);
+  g->c_elems = round_up((size_t)o->m * (size_t)o->ldc, 64);
   size_t set_bytes = 4 * (g->a_elems + g->b_elems + g->c_elems);
   size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
   g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;

@@ -13,6 +13,7 @@
 
 #include "db.h"
 #include "gen.h"
+#include "rt_choose.h"
 #include "rt_compile.h"
 #include "tn_cli.h"
 #include "tn_opts.h"
@@ -141,13 +142,12 @@ static int parse_options(tune_run *r, const tn_opts *o) {
 }
 
 static gen_problem shape_problem(const tn_shape *s, const char *dtype) {
-  gen_problem p = {.dtype = dtype, .layout = "nn", .m = s->m, .n = s->n, .k = s->k,
-                   .lda = s->k, .ldb = s->n, .ldc = s->n, .align_bytes = 16};
-  /* Packed rows: alignment is what the row pitches allow (base pointers are 256-aligned). */
+  /* Packed rows; the worker's buffers are cudaMalloc'd (256-byte aligned), so alignment is
+   * what the row pitches allow. */
   int64_t elem = gen_dtype_size(dtype);
-  while (p.align_bytes > elem && ((s->k * elem) % p.align_bytes || (s->n * elem) % p.align_bytes))
-    p.align_bytes /= 2;
-  return p;
+  uint64_t pitches[] = {256, (uint64_t)(s->k * elem), (uint64_t)(s->n * elem)};
+  return (gen_problem){.dtype = dtype, .layout = "nn", .m = s->m, .n = s->n, .k = s->k,
+                       .lda = s->k, .ldb = s->n, .ldc = s->n, .align_bytes = rt_align_bytes(pitches, 3)};
 }
 
 /* The row that describes a measurement of kernel kid on shape sid (no outcome yet). */
