@@ -6,7 +6,7 @@ set -uo pipefail
 here=$(pwd)
 src=/work/main
 if [ "$here" != "$src" ]; then mkdir -p /work && rm -rf "$src" && ln -s "$here" "$src"; fi
-export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:$here/build/extra-lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/cuda/lib64:$here/build/extra-lib:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 export XDG_CACHE_HOME=/tmp/mmtune-cache
 out=${OUT:-/tmp/out}

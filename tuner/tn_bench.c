@@ -1,23 +1,45 @@
 /*
- * tn_bench.c -- `mmtune bench M N K`: the table the classic matmul samples print, for one
- * shape: CPU serial, CPU multithreaded, the naive and shared-memory GPU kernels (their
- * default configs: the samples' kernels), and the tuned best from the database.  Every row is
- * verified against the float64 reference.
+ * tn_bench.c -- `mmtune bench`: verified timings of C = A*B (fp32, row-major), side by side.
+ *
+ *   mmtune bench M N K         the table the classic matmul samples print, for one shape: CPU
+ *                              serial, CPU multithreaded, the naive and shared-memory GPU
+ *                              kernels (their default configs: the samples' kernels), the
+ *                              tuned kernel, cuBLAS; then the line "tuned / cuBLAS = 0.42x".
+ *   mmtune bench --shapes F    one row per shape: tuned and cuBLAS times, their ratio, both
+ *                              errors; then the geometric mean of the ratios.  No CPU rows.
+ *
+ * "Tuned" is the dispatcher's choice for the shape (rt_choose: exact, nearest or default), the
+ * kernel an application's mmt_sgemm gets from the same database.  cuBLAS is cublasSgemm in
+ * pedantic fp32 (no TF32), loaded at run time (tn_cublas.h): without it the cuBLAS row says
+ * why and the rest runs.  Every row, cuBLAS included, is verified against the float64
+ * reference by tn_measure.h.  tuned/cuBLAS is the tuned TFLOP/s over cuBLAS's (> 1: mmtune is
+ * faster), both measured in this run with the same inputs, copies and timing.
+ *
+ * --csv PATH writes the same rows as CSV, replacing PATH atomically once the table is
+ * complete: a run that stops early (no device, a fault) leaves no CSV and PATH untouched.
+ * Rows that fail verification are written (status column) and make the exit status 1.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rt_choose.h"
 #include "tn_cli.h"
+#include "tn_csv.h"
+#include "tn_cublas.h"
 #include "tn_measure.h"
 #include "tn_opts.h"
 #include "tn_ref.h"
 
 static const tn_opt BENCH_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
-    {"db", 0, "PATH", "results database for the tuned row (default as for tune)"},
+    {"shapes", 0, "FILE|MxNxK,...", "one row per shape (tuned vs cuBLAS), instead of M N K"},
+    {"csv", 0, "PATH", "also write the rows as CSV (once the table is complete)"},
+    {"db", 0, "PATH", "results database for the tuned kernel (default as for tune)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
     {"threads", 0, "N", "threads of the multithreaded CPU row (default: CPU count)"},
     {"cpu-max-gflop", 0, "G", "serial CPU row: above G GFLOP, time a slice of rows and scale it "
@@ -25,41 +47,235 @@ static const tn_opt BENCH_OPTS[] = {
 };
 
 static const tn_cmd_spec BENCH_SPEC = {
-    "bench", "M N K [--device N] [--db PATH] [options]",
-    "Times C = A*B (fp32, row-major, M x K times K x N) on the CPU and the GPU, verifies every\n"
-    "result against a float64 reference, and prints one row per implementation.",
+    "bench", "M N K | --shapes FILE|MxNxK,... [--device N] [--csv PATH] [options]",
+    "Times C = A*B (fp32, row-major, M x K times K x N), verifies every result against a\n"
+    "float64 reference, and prints one row per implementation (M N K: CPU, classic GPU\n"
+    "kernels, tuned, cuBLAS) or one row per shape (--shapes: tuned vs cuBLAS).  Tuned is the\n"
+    "dispatcher's choice from the database; cuBLAS is cublasSgemm in pedantic fp32 (no TF32),\n"
+    "loaded when libcublas.so.13 is present.  tuned/cuBLAS > 1: mmtune is faster.",
     BENCH_OPTS, (int)(sizeof BENCH_OPTS / sizeof BENCH_OPTS[0])};
 
 typedef struct {
-  tn_shape s;
+  /* Arguments. */
+  tn_shape s;       /* M N K mode */
+  tn_shape *shapes; /* --shapes mode (owned); NULL in M N K mode */
+  int nshapes;
   int device, threads;
   double cpu_max_gflop;
   char db_path[4096], cache_dir[4096];
-  double serial_ms; /* 0: the serial row was skipped */
+  const char *csv_path; /* borrowed from argv; NULL: no CSV */
+  /* State. */
+  double serial_ms; /* M N K mode: the serial CPU row's time; 0: skipped */
+  uint64_t seed;    /* inputs of the next measurement */
+  tn_gpu *g;
+  tn_cublas *cb; /* NULL: cuBLAS not available, cublas_why says why */
+  char cublas_why[1024];
+  db_handle *db; /* NULL: no database file (the dispatcher's defaults) */
+  rt_chooser *ch;
+  FILE *csv; /* the CSV text, in memory until the table is complete */
+  char *csv_text;
+  size_t csv_len;
+  int failed; /* rows that did not verify */
 } bench_run;
 
-static void print_header(void) {
-  printf("%-22s %-30s %11s %9s %9s %-8s %9s\n", "implementation", "config", "ms", "TFLOP/s",
-         "speed-up", "verified", "rel err");
+static const char *device_name(const bench_run *b) { return tn_gpu_device(b->g)->info.name; }
+
+static double tflops(const tn_shape *s, double ms) {
+  return 2.0 * (double)s->m * (double)s->n * (double)s->k / (ms * 1e-3) / 1e12;
 }
 
-static void print_row(const bench_run *b, const char *what, const char *cfg, double ms, bool ok,
-                      double rel_err) {
-  double flop = 2.0 * (double)b->s.m * (double)b->s.n * (double)b->s.k;
-  char speedup[32] = "-";
-  if (b->serial_ms > 0 && ms > 0) snprintf(speedup, sizeof speedup, "%.1fx", b->serial_ms / ms);
-  printf("%-22s %-30s %11.4f %9.3f %9s %-8s %9.1e\n", what, cfg, ms, flop / (ms * 1e-3) / 1e12,
-         speedup, ok ? "yes" : "NO", rel_err);
+/* ---- CSV ---- */
+
+static void csv_discard(bench_run *b) {
+  if (b->csv) fclose(b->csv);
+  free(b->csv_text);
+  b->csv = NULL;
+  b->csv_text = NULL;
+}
+
+/* Starts the in-memory CSV text with its header (no-op without --csv). */
+static mmt_status csv_begin(bench_run *b, const char *const *header, int n, ut_err *err) {
+  if (!b->csv_path) return MMT_OK;
+  b->csv = open_memstream(&b->csv_text, &b->csv_len);
+  if (!b->csv) return ut_fail(err, MMT_ERR_NOMEM, "CSV buffer: %s", strerror(errno));
+  tn_csv_row(b->csv, header, n);
+  return MMT_OK;
+}
+
+static void csv_row(bench_run *b, const char *const *fields, int n) {
+  if (b->csv) tn_csv_row(b->csv, fields, n);
+}
+
+/* Writes the CSV text to --csv (atomically) and says so. */
+static mmt_status csv_finish(bench_run *b, ut_err *err) {
+  if (!b->csv) return MMT_OK;
+  mmt_status rc = MMT_OK;
+  if (fclose(b->csv) != 0) rc = ut_fail(err, MMT_ERR_NOMEM, "CSV buffer: %s", strerror(errno));
+  b->csv = NULL;
+  if (!rc && !(rc = ut_write_file_atomic(b->csv_path, b->csv_text, b->csv_len, err)))
+    printf("CSV written to %s\n", b->csv_path);
+  csv_discard(b);
+  return rc;
+}
+
+/* The shape's M, N, K as text into dims[3]. */
+static void shape_fields(const tn_shape *s, char dims[3][24]) {
+  snprintf(dims[0], 24, "%lld", (long long)s->m);
+  snprintf(dims[1], 24, "%lld", (long long)s->n);
+  snprintf(dims[2], 24, "%lld", (long long)s->k);
+}
+
+/* "%.6g" of v into buf, or "" when !have. */
+static const char *num(char buf[32], double v, bool have) {
+  if (!have) return "";
+  snprintf(buf, 32, "%.6g", v);
+  return buf;
+}
+
+/* ---- measuring ---- */
+
+static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {
+  return (tn_measure_opts){.m = s->m, .n = s->n, .k = s->k, .lda = s->k, .ldb = s->n,
+                           .ldc = s->n, .dtype = "f32", .seed = b->seed++, .budget_ms = 500,
+                           .max_runs = 50};
+}
+
+/* A row that was not measured (no kernel, compile error): status and message. */
+static void not_measured(tn_measurement *m, db_status status, const char *msg) {
+  memset(m, 0, sizeof *m);
+  m->status = status;
+  ut_copy(m->error, sizeof m->error, msg);
+}
+
+/* Compiles and measures one emitted kernel.  A compile error is the row's outcome; errors of
+ * the device or the cache are returned. */
+static mmt_status measure_spec(bench_run *b, const tn_shape *s, const gen_kernel *spec,
+                               tn_measurement *m, ut_err *err) {
+  rt_cubin cubin = {0};
+  ut_err cerr = {{0}};
+  mmt_status rc = rt_compile_cached(b->cache_dir, spec->source, spec->kernel_name,
+                                    tn_gpu_device(b->g)->arch, &cubin, NULL, NULL, &cerr);
+  if (rc == MMT_ERR_COMPILE) {
+    not_measured(m, DB_COMPILE_ERROR, cerr.msg);
+    return MMT_OK;
+  }
+  if (rc) return ut_fail(err, rc, "%s", cerr.msg);
+  tn_measure_opts o = measure_opts(b, s);
+  rc = tn_gpu_measure(b->g, &cubin, spec, &o, m, err);
+  rt_cubin_free(&cubin);
+  return rc;
+}
+
+/* The dispatcher's choice for shape s (as mmt_sgemm makes it for cudaMalloc'd, packed
+ * matrices), measured.  Nothing usable is the row's outcome (launch_error). */
+static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choice,
+                                tn_measurement *m, ut_err *err) {
+  uint64_t pitches[] = {256, (uint64_t)s->k * 4, (uint64_t)s->n * 4};
+  gen_problem p = {.dtype = "f32", .layout = "nn", .m = s->m, .n = s->n, .k = s->k,
+                   .lda = s->k, .ldb = s->n, .ldc = s->n,
+                   .align_bytes = rt_align_bytes(pitches, 3)};
+  ut_err cerr = {{0}};
+  mmt_status rc = rt_choose(b->ch, b->db, device_name(b), &p, choice, &cerr);
+  if (rc == MMT_ERR_UNSUPPORTED) {
+    not_measured(m, DB_LAUNCH_ERROR, cerr.msg);
+    return MMT_OK;
+  }
+  if (rc) return ut_fail(err, rc, "%s", cerr.msg);
+  return measure_spec(b, s, &choice->spec, m, err);
+}
+
+static mmt_status cublas_launch(void *cb, const rt_gemm_args *a, CUstream stream, ut_err *err) {
+  return tn_cublas_sgemm(cb, stream, a->m, a->n, a->k, a->alpha, a->a, a->lda, a->b, a->ldb,
+                         a->beta, a->c, a->ldc, err);
+}
+
+static mmt_status measure_cublas(bench_run *b, const tn_shape *s, tn_measurement *m,
+                                 ut_err *err) {
+  tn_measure_opts o = measure_opts(b, s);
+  return tn_gpu_measure_launch(b->g, cublas_launch, b->cb, &o, m, err);
+}
+
+/* Opens the device, cuBLAS (its absence is not an error), the database and the chooser. */
+static mmt_status open_gpu(bench_run *b, ut_err *err) {
+  mmt_status rc = tn_gpu_open(b->device, b->cache_dir, &b->g, err);
+  if (rc) {
+    ut_err_prefix(err, "cannot use device %d", b->device);
+    return rc;
+  }
+  /* After tn_gpu_open: cuBLAS adopts the primary context it made current. */
+  ut_err cerr = {{0}};
+  if (tn_cublas_open(&b->cb, &cerr)) ut_copy(b->cublas_why, sizeof b->cublas_why, cerr.msg);
+  rc = db_open(b->db_path, true, &b->db, err);
+  if (rc == MMT_ERR_NOT_FOUND) rc = MMT_OK; /* the dispatcher then has its defaults only */
+  if (!rc) rc = rt_chooser_new(&b->ch, err);
+  return rc;
+}
+
+static void close_gpu(bench_run *b) {
+  rt_chooser_free(b->ch);
+  db_close(b->db);
+  tn_cublas_close(b->cb); /* before the context goes */
+  tn_gpu_close(b->g);
+}
+
+/* "device 0: NVIDIA H200 (sm_90, 132 SMs); cuBLAS 13.1.0" and where the tuned kernels
+ * come from. */
+static void print_setup(const bench_run *b) {
+  const rt_device *d = tn_gpu_device(b->g);
+  printf("device %d: %s (%s, %d SMs); ", b->device, d->info.name, d->arch, d->info.sm_count);
+  if (b->cb)
+    printf("cuBLAS %s, pedantic fp32\n", tn_cublas_version(b->cb));
+  else
+    printf("cuBLAS not available\n");
+  printf("tuned: the dispatcher's choice from %s%s\n", b->db_path,
+         b->db ? "" : " (no such file: defaults)");
+}
+
+/* ---- M N K mode ---- */
+
+static const char *const SINGLE_CSV[] = {"device", "m",  "n",       "k",       "implementation",
+                                         "config", "status", "ms", "tflops", "rel_err",
+                                         "max_err", "error"};
+#define SINGLE_CSV_N ((int)(sizeof SINGLE_CSV / sizeof SINGLE_CSV[0]))
+
+static void print_header(void) {
+  printf("%-22s %-42s %11s %9s %9s %-8s %9s\n", "implementation", "config", "ms", "TFLOP/s",
+         "speed-up", "verified", "rel err");
 }
 
 static void print_skip(const char *what, const char *why) { printf("%-22s %s\n", what, why); }
 
+/* Prints one implementation's row (and its CSV line, with `device`: "CPU" or the GPU's
+ * name); counts a failed one. */
+static void single_row(bench_run *b, const char *device, const char *what, const char *cfg,
+                       const tn_measurement *m) {
+  bool timed = m->runs > 0;
+  if (timed) {
+    char speedup[32] = "-";
+    if (b->serial_ms > 0)
+      snprintf(speedup, sizeof speedup, "%.1fx", b->serial_ms / m->ms_median);
+    printf("%-22s %-42s %11.4f %9.3f %9s %-8s %9.1e\n", what, cfg, m->ms_median,
+           tflops(&b->s, m->ms_median), speedup, m->status == DB_OK ? "yes" : "NO", m->rel_err);
+    if (m->status != DB_OK) printf("%-22s %s\n", "", m->error);
+  } else {
+    printf("%-22s %-42s %s: %s\n", what, cfg, db_status_name(m->status), m->error);
+  }
+  if (m->status != DB_OK) b->failed++;
+  bool checked = m->status == DB_OK || m->status == DB_VERIFY_FAILED;
+  char dims[3][24], ms[32], tf[32], re[32], me[32];
+  shape_fields(&b->s, dims);
+  const char *f[] = {device, dims[0], dims[1], dims[2], what, cfg,
+                     db_status_name(m->status), num(ms, m->ms_median, timed),
+                     num(tf, tflops(&b->s, m->ms_median), timed), num(re, m->rel_err, checked),
+                     num(me, m->max_err, checked), m->error};
+  csv_row(b, f, SINGLE_CSV_N);
+}
+
 /* Times C = A*B on the CPU over the first `rows` rows of A (all of them, or a slice whose
  * time scales linearly to the whole: each row costs the same), checks those rows against the
- * reference, and prints the row; returns the time scaled to all M rows. */
+ * reference, and prints the row. */
 static mmt_status cpu_row(bench_run *b, const char *what, int threads, int64_t rows, const float *a,
-                          const float *bm, float *c, const double *ref, double *ms_out,
-                          ut_err *err) {
+                          const float *bm, float *c, const double *ref, ut_err *err) {
   int64_t m = b->s.m, n = b->s.n, k = b->s.k;
   tn_fill_nan(c, (size_t)(rows * n));
   double t0 = ut_now_seconds();
@@ -74,9 +290,13 @@ static mmt_status cpu_row(bench_run *b, const char *what, int threads, int64_t r
   else
     snprintf(cfg, sizeof cfg, "%d thread%s, est. from %lld rows", threads, threads > 1 ? "s" : "",
              (long long)rows);
-  *ms_out = ms;
   if (threads == 1) b->serial_ms = ms; /* the speed-up column's base */
-  print_row(b, what, cfg, ms, chk.pass, chk.rel_err);
+  tn_measurement row = {.status = chk.pass ? DB_OK : DB_VERIFY_FAILED, .ms_median = ms, .runs = 1,
+                        .rel_err = chk.rel_err, .max_err = chk.max_err};
+  if (!chk.pass)
+    snprintf(row.error, sizeof row.error, "rel err %.3g, max err %.3g, %lld NaN/Inf", chk.rel_err,
+             chk.max_err, (long long)chk.bad_count);
+  single_row(b, "CPU", what, cfg, &row);
   return MMT_OK;
 }
 
@@ -87,7 +307,7 @@ static int bench_cpu(bench_run *b) {
   int64_t m = b->s.m, n = b->s.n, k = b->s.k;
   double gflop = 2.0 * (double)m * (double)n * (double)k / 1e9;
   float *a = NULL, *bm = NULL, *c = NULL;
-  double *ref = NULL, ms = 0;
+  double *ref = NULL;
   ut_err err;
   if (gflop > 10 * b->cpu_max_gflop) {
     print_skip("CPU serial", "skipped: above 10x --cpu-max-gflop");
@@ -108,8 +328,8 @@ static int bench_cpu(bench_run *b) {
   if (tn_ref_gemm(m, n, k, a, k, bm, n, ref, n, b->threads, &err)) goto fail;
   int64_t serial_rows = gflop <= b->cpu_max_gflop ? m : (int64_t)((double)m * b->cpu_max_gflop / gflop);
   if (serial_rows < 1) serial_rows = 1;
-  if (cpu_row(b, "CPU serial", 1, serial_rows, a, bm, c, ref, &ms, &err)) goto fail;
-  if (cpu_row(b, "CPU multithreaded", b->threads, m, a, bm, c, ref, &ms, &err)) goto fail;
+  if (cpu_row(b, "CPU serial", 1, serial_rows, a, bm, c, ref, &err)) goto fail;
+  if (cpu_row(b, "CPU multithreaded", b->threads, m, a, bm, c, ref, &err)) goto fail;
   ex = TN_EXIT_OK;
   goto cleanup;
 fail:
@@ -122,107 +342,262 @@ cleanup:
   return ex;
 }
 
-/* Compiles and measures one kernel; prints its row. */
-static mmt_status bench_kernel(bench_run *b, tn_gpu *g, const char *what, const char *cfg,
-                               const gen_kernel *spec, bool *verified, ut_err *err) {
-  rt_cubin cubin = {0};
-  mmt_status rc = rt_compile_cached(b->cache_dir, spec->source, spec->kernel_name,
-                                    tn_gpu_device(g)->arch, &cubin, NULL, NULL, err);
-  if (rc) return rc;
-  tn_measure_opts o = {.m = b->s.m, .n = b->s.n, .k = b->s.k, .lda = b->s.k, .ldb = b->s.n,
-                       .ldc = b->s.n, .dtype = "f32", .seed = (uint64_t)ut_unix_time(),
-                       .budget_ms = 500, .max_runs = 50};
-  tn_measurement m;
-  rc = tn_gpu_measure(g, &cubin, spec, &o, &m, err);
-  rt_cubin_free(&cubin);
-  if (rc) return rc;
-  *verified = m.status == DB_OK;
-  if (m.status == DB_OK)
-    print_row(b, what, cfg, m.ms_median, true, m.rel_err);
-  else
-    printf("%-22s %-30s %s: %s\n", what, cfg, db_status_name(m.status), m.error);
-  return MMT_OK;
-}
-
 /* A template's default config (the classic samples' kernels). */
-static mmt_status bench_default(bench_run *b, tn_gpu *g, const char *name, const char *what,
-                                bool *verified, ut_err *err) {
+static mmt_status bench_default(bench_run *b, const char *name, const char *what, ut_err *err) {
   gen_template *t = NULL;
   gen_kernel spec = {0};
   gen_config cfg;
   char params[256];
+  tn_measurement m;
   mmt_status rc = gen_load_named(name, &t, err);
   if (rc) return rc;
   gen_config_default(t, &cfg);
   if (!(rc = gen_config_format(t, &cfg, params, sizeof params, err)) &&
-      !(rc = gen_emit(t, &cfg, "f32", &spec, err)))
-    rc = bench_kernel(b, g, what, params, &spec, verified, err);
+      !(rc = gen_emit(t, &cfg, "f32", &spec, err)) &&
+      !(rc = measure_spec(b, &b->s, &spec, &m, err)))
+    single_row(b, device_name(b), what, params, &m);
   gen_kernel_clear(&spec);
   gen_free(t);
   return rc;
 }
 
-/* The database's choice for this shape (exact or nearest tuned record). */
-static mmt_status bench_tuned(bench_run *b, tn_gpu *g, bool *verified, ut_err *err) {
-  db_handle *db = NULL;
-  rt_chooser *ch = NULL;
+/* The GPU rows: classic kernels, tuned, cuBLAS, then tuned / cuBLAS. */
+static mmt_status bench_gpu(bench_run *b, ut_err *err) {
   rt_choice choice = {0};
-  mmt_status rc = db_open(b->db_path, true, &db, err);
-  if (rc == MMT_ERR_NOT_FOUND) {
-    print_skip("tuned (database)", "no database: run mmtune --device N --shapes MxNxK first");
-    return MMT_OK;
+  tn_measurement tuned, cublas;
+  mmt_status rc;
+  if ((rc = bench_default(b, "naive", "GPU naive", err)) ||
+      (rc = bench_default(b, "smem_tiled", "GPU shared-mem tiled", err)) ||
+      (rc = measure_tuned(b, &b->s, &choice, &tuned, err)))
+    goto cleanup;
+  bool chosen = choice.template_name[0] != '\0';
+  char what[64] = "tuned", cfg[320] = "-";
+  if (chosen) {
+    snprintf(what, sizeof what, "tuned (%s)", mmt_choice_kind_name(choice.kind));
+    snprintf(cfg, sizeof cfg, "%s %s", choice.template_name, choice.params);
   }
-  if (rc) return rc;
-  gen_problem p = {.dtype = "f32", .layout = "nn", .m = b->s.m, .n = b->s.n, .k = b->s.k,
-                   .lda = b->s.k, .ldb = b->s.n, .ldc = b->s.n, .align_bytes = 4};
-  if (!(rc = rt_chooser_new(&ch, err)) &&
-      !(rc = rt_choose(ch, db, tn_gpu_device(g)->info.name, &p, &choice, err))) {
-    if (choice.kind == MMT_CHOICE_DEFAULT) {
-      print_skip("tuned (database)", "shape not tuned on this GPU model: run mmtune --shapes MxNxK");
-    } else {
-      char what[64], cfg[320];
-      snprintf(what, sizeof what, "tuned (%s)", mmt_choice_kind_name(choice.kind));
-      snprintf(cfg, sizeof cfg, "%s %s", choice.template_name, choice.params);
-      rc = bench_kernel(b, g, what, cfg, &choice.spec, verified, err);
-    }
+  single_row(b, device_name(b), what, cfg, &tuned);
+  if (chosen && choice.kind == MMT_CHOICE_DEFAULT)
+    print_skip("", "(shape not tuned on this GPU model: run mmtune --shapes MxNxK)");
+  if (!b->cb) {
+    char why[1100];
+    snprintf(why, sizeof why, "not available: %s", b->cublas_why);
+    print_skip("cuBLAS", why);
+    printf("tuned / cuBLAS: no cuBLAS\n");
+    char dims[3][24];
+    shape_fields(&b->s, dims);
+    const char *f[] = {device_name(b), dims[0], dims[1], dims[2], "cuBLAS", "", "unavailable",
+                       "", "", "", "", b->cublas_why};
+    csv_row(b, f, SINGLE_CSV_N);
+    goto cleanup;
   }
+  if ((rc = measure_cublas(b, &b->s, &cublas, err))) goto cleanup;
+  snprintf(cfg, sizeof cfg, "cublasSgemm pedantic fp32 (cuBLAS %s)", tn_cublas_version(b->cb));
+  single_row(b, device_name(b), "cuBLAS", cfg, &cublas);
+  if (tuned.status == DB_OK && cublas.status == DB_OK)
+    printf("tuned / cuBLAS = %.3fx on %s\n", cublas.ms_median / tuned.ms_median, device_name(b));
+  else
+    printf("tuned / cuBLAS: n/a (a row did not verify)\n");
+cleanup:
   rt_choice_clear(&choice);
-  rt_chooser_free(ch);
-  db_close(db);
   return rc;
 }
 
-static int bench_gpu(bench_run *b) {
-  tn_gpu *g = NULL;
-  ut_err err = {{0}};
-  bool v1 = false, v2 = false, v3 = true;
-  mmt_status rc = tn_gpu_open(b->device, b->cache_dir, &g, &err);
-  if (rc) {
-    fprintf(stderr, "mmtune bench: cannot use device %d: %s\n", b->device, err.msg);
-    return TN_EXIT_FAIL;
+static int bench_single(bench_run *b) {
+  ut_err gerr = {{0}}, err = {{0}};
+  mmt_status grc = open_gpu(b, &gerr), rc;
+  printf("C = A*B, fp32, row-major, M=%lld N=%lld K=%lld (%.1f GFLOP)\n", (long long)b->s.m,
+         (long long)b->s.n, (long long)b->s.k,
+         2.0 * (double)b->s.m * (double)b->s.n * (double)b->s.k / 1e9);
+  if (!grc) print_setup(b);
+  print_header();
+  int ex = TN_EXIT_FAIL;
+  if ((rc = csv_begin(b, SINGLE_CSV, SINGLE_CSV_N, &err))) goto cleanup;
+  ex = bench_cpu(b); /* the CPU rows run without a usable GPU too */
+  if (grc) {
+    rc = grc;
+    err = gerr;
+  } else if (!(rc = bench_gpu(b, &err)) && !ex) {
+    rc = csv_finish(b, &err); /* the table is complete */
   }
-  if (!(rc = bench_default(b, g, "naive", "GPU naive", &v1, &err)) &&
-      !(rc = bench_default(b, g, "smem_tiled", "GPU shared-mem tiled", &v2, &err)))
-    rc = bench_tuned(b, g, &v3, &err);
-  printf("device: %s (%s, %d SMs)\n", tn_gpu_device(g)->info.name, tn_gpu_device(g)->arch,
-         tn_gpu_device(g)->info.sm_count);
-  tn_gpu_close(g);
+cleanup:
   if (rc) {
+    fflush(stdout);
+    fprintf(stderr, "mmtune bench: %s\n", err.msg);
+    ex = TN_EXIT_FAIL;
+  }
+  csv_discard(b);
+  close_gpu(b);
+  return ex || b->failed ? TN_EXIT_FAIL : TN_EXIT_OK;
+}
+
+/* ---- --shapes mode ---- */
+
+static const char *const SHAPES_CSV[] = {
+    "device",        "m",           "n",           "k",              "choice",
+    "template",      "params",      "tuned_status", "tuned_ms",      "tuned_tflops",
+    "tuned_rel_err", "tuned_max_err", "cublas_status", "cublas_ms",  "cublas_tflops",
+    "cublas_rel_err", "cublas_max_err", "tuned_over_cublas", "tuned_error", "cublas_error"};
+#define SHAPES_CSV_N ((int)(sizeof SHAPES_CSV / sizeof SHAPES_CSV[0]))
+
+/* Ratios of the shapes where both verified, for the summary. */
+typedef struct {
+  double log_sum;
+  int count, wins;
+} ratio_stats;
+
+static void print_shapes_header(void) {
+  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-8s %s\n", "shape", "tuned ms", "TFLOP/s",
+         "cuBLAS ms", "TFLOP/s", "tuned/cuBLAS", "err tuned", "err cuBLAS", "verified",
+         "tuned kernel");
+}
+
+/* printf of v with fmt into buf, or "-" when !have. */
+static const char *cell(char buf[32], const char *fmt, double v, bool have) {
+  if (!have) return "-";
+  snprintf(buf, 32, fmt, v);
+  return buf;
+}
+
+/* One shape's table row: times, TFLOP/s, ratio and max errors of the verified sides. */
+static void print_shape_row(const bench_run *b, const tn_shape *s, const rt_choice *c,
+                            const tn_measurement *t, const tn_measurement *cu, double ratio) {
+  bool t_ok = t->status == DB_OK, cu_ok = b->cb && cu->status == DB_OK;
+  char shape[80], kern[400], v[7][32];
+  snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)s->m, (long long)s->n, (long long)s->k);
+  snprintf(kern, sizeof kern, "%s %s %s",
+           c->template_name[0] ? mmt_choice_kind_name(c->kind) : "none", c->template_name,
+           c->params);
+  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-3s %-4s %s\n", shape,
+         cell(v[0], "%.4f", t->ms_median, t_ok), cell(v[1], "%.2f", t->tflops, t_ok),
+         cell(v[2], "%.4f", cu->ms_median, cu_ok), cell(v[3], "%.2f", cu->tflops, cu_ok),
+         cell(v[4], "%.3fx", ratio, ratio > 0), cell(v[5], "%.1e", t->max_err, t_ok),
+         cell(v[6], "%.1e", cu->max_err, cu_ok), t_ok ? "yes" : "NO",
+         !b->cb ? "n/a" : cu_ok ? "yes" : "NO", kern);
+  if (!t_ok) printf("  tuned: %s: %s\n", db_status_name(t->status), t->error);
+  if (b->cb && !cu_ok) printf("  cuBLAS: %s: %s\n", db_status_name(cu->status), cu->error);
+}
+
+/* One shape's CSV line: every measured figure, empty where there is none. */
+static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
+                          const tn_measurement *t, const tn_measurement *cu, double ratio) {
+  bool t_ok = t->status == DB_OK, cu_ok = b->cb && cu->status == DB_OK;
+  bool t_chk = t_ok || t->status == DB_VERIFY_FAILED;
+  bool cu_chk = cu_ok || (b->cb && cu->status == DB_VERIFY_FAILED);
+  char dims[3][24], v[9][32];
+  shape_fields(s, dims);
+  const char *f[] = {device_name(b), dims[0], dims[1], dims[2],
+                     c->template_name[0] ? mmt_choice_kind_name(c->kind) : "", c->template_name,
+                     c->params, db_status_name(t->status), num(v[0], t->ms_median, t_ok),
+                     num(v[1], t->tflops, t_ok), num(v[2], t->rel_err, t_chk),
+                     num(v[3], t->max_err, t_chk),
+                     b->cb ? db_status_name(cu->status) : "unavailable",
+                     num(v[4], cu->ms_median, cu_ok), num(v[5], cu->tflops, cu_ok),
+                     num(v[6], cu->rel_err, cu_chk), num(v[7], cu->max_err, cu_chk),
+                     num(v[8], ratio, ratio > 0), t->error, b->cb ? cu->error : b->cublas_why};
+  csv_row(b, f, SHAPES_CSV_N);
+}
+
+/* Measures shape s (the tuned kernel, then cuBLAS) and prints its row. */
+static mmt_status bench_shape(bench_run *b, const tn_shape *s, ratio_stats *st, ut_err *err) {
+  rt_choice choice = {0};
+  tn_measurement t, cu;
+  memset(&cu, 0, sizeof cu);
+  mmt_status rc = measure_tuned(b, s, &choice, &t, err);
+  if (!rc && b->cb) rc = measure_cublas(b, s, &cu, err);
+  if (!rc) {
+    bool t_ok = t.status == DB_OK, cu_ok = b->cb && cu.status == DB_OK;
+    double ratio = t_ok && cu_ok ? cu.ms_median / t.ms_median : 0;
+    if (ratio > 0) {
+      st->log_sum += log(ratio);
+      st->count++;
+      st->wins += ratio > 1;
+    }
+    b->failed += !t_ok + (b->cb && !cu_ok);
+    print_shape_row(b, s, &choice, &t, &cu, ratio);
+    csv_shape_row(b, s, &choice, &t, &cu, ratio);
+  }
+  fflush(stdout);
+  rt_choice_clear(&choice);
+  return rc;
+}
+
+static int bench_shapes(bench_run *b) {
+  ut_err err = {{0}};
+  ratio_stats st = {0};
+  mmt_status rc = open_gpu(b, &err);
+  if (rc) {
+    close_gpu(b);
     fprintf(stderr, "mmtune bench: %s\n", err.msg);
     return TN_EXIT_FAIL;
   }
-  return v1 && v2 && v3 ? TN_EXIT_OK : TN_EXIT_FAIL;
+  printf("C = A*B, fp32, row-major, %d shape%s\n", b->nshapes, b->nshapes > 1 ? "s" : "");
+  print_setup(b);
+  if (!b->cb) printf("cuBLAS not available: %s\n", b->cublas_why);
+  print_shapes_header();
+  rc = csv_begin(b, SHAPES_CSV, SHAPES_CSV_N, &err);
+  for (int i = 0; i < b->nshapes && !rc; i++) rc = bench_shape(b, &b->shapes[i], &st, &err);
+  if (!rc && st.count > 0)
+    printf("geometric mean tuned/cuBLAS: %.3fx over %d shape%s; mmtune faster on %d of %d (%s)\n",
+           exp(st.log_sum / st.count), st.count, st.count > 1 ? "s" : "", st.wins, st.count,
+           device_name(b));
+  else if (!rc)
+    printf("geometric mean tuned/cuBLAS: n/a (%s)\n",
+           b->cb ? "no shape where both verified" : "no cuBLAS");
+  if (!rc) rc = csv_finish(b, &err);
+  if (rc) {
+    fflush(stdout);
+    fprintf(stderr, "mmtune bench: %s\n", err.msg);
+  }
+  csv_discard(b);
+  close_gpu(b);
+  return rc || b->failed ? TN_EXIT_FAIL : TN_EXIT_OK;
 }
 
-static int parse_bench(bench_run *b, const tn_opts *o) {
-  int64_t dims[3], x;
+/* ---- arguments ---- */
+
+/* --csv: a file path whose folder exists (checked now, not after the whole run). */
+static int check_csv_path(const char *path) {
+  struct stat st;
+  if (!*path) return tn_usage_error("bench", "--csv needs a file path");
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return tn_usage_error("bench", "--csv: '%s' is a folder, not a file", path);
+  char dir[4096];
+  ut_copy(dir, sizeof dir, path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) return TN_EXIT_OK;
+  slash[slash == dir] = '\0'; /* "/x.csv" -> "/" */
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return tn_usage_error("bench", "--csv: folder '%s' does not exist", dir);
+  return TN_EXIT_OK;
+}
+
+/* M N K, or --shapes. */
+static int parse_problem(bench_run *b, const tn_opts *o) {
+  const char *shapes = tn_opts_get(o, "shapes");
+  if (shapes) {
+    if (o->npos > 0) return tn_usage_error("bench", "give either M N K or --shapes, not both");
+    if (tn_opts_has(o, "threads") || tn_opts_has(o, "cpu-max-gflop"))
+      return tn_usage_error("bench", "--threads and --cpu-max-gflop are for M N K (CPU rows)");
+    return tn_opt_shapes("bench", shapes, &b->shapes, &b->nshapes);
+  }
+  int64_t dims[3];
   const char *names[3] = {"M", "N", "K"};
-  if (o->npos != 3) return tn_usage_error("bench", "expected M N K, got %d argument(s)", o->npos);
+  if (o->npos != 3)
+    return tn_usage_error("bench", "expected M N K (or --shapes), got %d argument(s)", o->npos);
   for (int i = 0; i < 3; i++)
     if (tn_opt_i64("bench", o->pos[i], names[i], 1, TN_DIM_MAX, &dims[i])) return TN_EXIT_USAGE;
   b->s = (tn_shape){dims[0], dims[1], dims[2]};
+  return TN_EXIT_OK;
+}
+
+static int parse_bench(bench_run *b, const tn_opts *o) {
+  int64_t x;
+  int ex = parse_problem(b, o);
+  if (ex) return ex;
   const char *v;
   if ((v = tn_opts_get(o, "device")) && tn_opt_device("bench", v, &b->device)) return TN_EXIT_USAGE;
+  if ((b->csv_path = tn_opts_get(o, "csv")) && check_csv_path(b->csv_path)) return TN_EXIT_USAGE;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   b->threads = cpus > 0 ? (int)cpus : 1;
   if ((v = tn_opts_get(o, "threads"))) {
@@ -234,12 +609,13 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   if ((v = tn_opts_get(o, "cpu-max-gflop")) &&
       tn_parse_positive(v, "--cpu-max-gflop", 1e9, &b->cpu_max_gflop, &err))
     return tn_usage_error("bench", "%s", err.msg);
-  int ex = tn_opt_db_path("bench", tn_opts_get(o, "db"), b->db_path, sizeof b->db_path);
-  if (ex) return ex;
+  if ((ex = tn_opt_db_path("bench", tn_opts_get(o, "db"), b->db_path, sizeof b->db_path)))
+    return ex;
   v = tn_opts_get(o, "cache-dir");
   if (v ? ut_snprintf(b->cache_dir, sizeof b->cache_dir, &err, "%s", v)
         : ut_default_cubin_dir(b->cache_dir, sizeof b->cache_dir, &err))
     return tn_usage_error("bench", "%s", err.msg);
+  b->seed = (uint64_t)ut_unix_time();
   return TN_EXIT_OK;
 }
 
@@ -249,14 +625,8 @@ int tn_cmd_bench(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   int ex = tn_opts_parse(&BENCH_SPEC, argc, argv, &o);
   if (!ex && !o.help) ex = parse_bench(&b, &o);
-  if (!ex && !o.help) {
-    printf("C = A*B, fp32, row-major, M=%lld N=%lld K=%lld (%.1f GFLOP)\n", (long long)b.s.m,
-           (long long)b.s.n, (long long)b.s.k, 2.0 * (double)b.s.m * (double)b.s.n * (double)b.s.k / 1e9);
-    print_header();
-    ex = bench_cpu(&b);
-    int gex = bench_gpu(&b);
-    if (!ex) ex = gex;
-  }
+  if (!ex && !o.help) ex = b.shapes ? bench_shapes(&b) : bench_single(&b);
+  free(b.shapes);
   tn_opts_free(&o);
   return ex;
 }

@@ -357,20 +357,20 @@ static void set_times(tn_measurement *out, const tn_measure_opts *o, double *tim
 }
 
 /* Timed runs with events, rotating input copies; fills the time fields of out. */
-static mmt_status time_runs(tn_gpu *g, const rt_kernel *kern, const tn_measure_opts *o,
+static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
                             tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   double *times = calloc((size_t)o->max_runs, sizeof *times);
   if (!times) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   rt_gemm_args warm = copy_args(g, o, g->copies > 1 ? 1 : 0);
-  if ((rc = rt_kernel_launch(kern, &warm, 0, err))) goto cleanup;
+  if ((rc = launch(user, &warm, 0, err))) goto cleanup;
   double total = 0;
   int runs = 0;
   while (runs < o->max_runs) {
     rt_gemm_args args = copy_args(g, o, runs % g->copies);
     RT_CU_CHECK(cu, cuEventRecord(g->ev_start, 0));
-    if ((rc = rt_kernel_launch(kern, &args, 0, err))) goto cleanup;
+    if ((rc = launch(user, &args, 0, err))) goto cleanup;
     RT_CU_CHECK(cu, cuEventRecord(g->ev_stop, 0));
     CUresult r = cu->cuEventSynchronize(g->ev_stop);
     if (r != CUDA_SUCCESS) {
@@ -397,14 +397,63 @@ static void launch_error(tn_measurement *out, const char *msg) {
   ut_copy(out->error, sizeof out->error, msg);
 }
 
+/* Verifies, then times, launch(user, ...) on the problem of o (defaults filled) into out
+ * (initialized by the caller); the device is bound. */
+static mmt_status measure(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
+                          tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  if ((rc = reserve_problem(g, o, err))) return rc;
+  if ((rc = prepare_inputs(g, o, err))) return rc;
+  rt_gemm_args args = copy_args(g, o, 0);
+  ut_err launch_err = {{0}};
+  RT_CU_CHECK(g->cu, cuEventRecord(g->ev_start, 0));
+  if (launch(user, &args, 0, &launch_err) != MMT_OK) {
+    launch_error(out, launch_err.msg);
+    return MMT_OK;
+  }
+  RT_CU_CHECK(g->cu, cuEventRecord(g->ev_stop, 0));
+  if ((rc = sync_checked(g, "candidate kernel", err))) return rc;
+  float first_ms = 0;
+  RT_CU_CHECK(g->cu, cuEventElapsedTime(&first_ms, g->ev_start, g->ev_stop));
+  if ((rc = compute_reference(g, o, err))) return rc;
+  if ((rc = check_result(g, o, out, err))) return rc;
+  if (out->status != DB_OK) return MMT_OK;
+  if (o->cutoff_ms > 0 && first_ms > o->cutoff_ms) {
+    /* Verified, but far behind the best so far: its first run is all it gets. */
+    set_times(out, o, (double[]){first_ms}, 1);
+    return MMT_OK;
+  }
+  rc = time_runs(g, launch, user, o, out, err);
+cleanup:
+  return rc;
+}
+
+static void measurement_init(tn_measurement *out) {
+  memset(out, 0, sizeof *out);
+  out->regs = out->shared_bytes = out->local_bytes = -1;
+}
+
+mmt_status tn_gpu_measure_launch(tn_gpu *g, tn_launch_fn launch, void *user,
+                                 const tn_measure_opts *opts, tn_measurement *out, ut_err *err) {
+  tn_measure_opts o = *opts;
+  tn_measure_defaults(&o);
+  measurement_init(out);
+  mmt_status rc = rt_device_bind(&g->dev, err);
+  return rc ? rc : measure(g, launch, user, &o, out, err);
+}
+
+static mmt_status launch_kernel(void *kern, const rt_gemm_args *args, CUstream stream,
+                                ut_err *err) {
+  return rt_kernel_launch(kern, args, stream, err);
+}
+
 mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *spec,
                           const tn_measure_opts *opts, tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   rt_kernel kern = {0};
   tn_measure_opts o = *opts;
   tn_measure_defaults(&o);
-  memset(out, 0, sizeof *out);
-  out->regs = out->shared_bytes = out->local_bytes = -1;
+  measurement_init(out);
   if ((rc = rt_device_bind(&g->dev, err))) return rc;
   ut_err load_err = {{0}};
   mmt_status lrc = rt_kernel_load(&g->dev, cubin, spec, &kern, &load_err);
@@ -416,29 +465,7 @@ mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *sp
   out->regs = kern.regs;
   out->shared_bytes = kern.static_shared_bytes + (int)kern.shared_bytes;
   out->local_bytes = kern.local_bytes;
-  if ((rc = reserve_problem(g, &o, err))) goto cleanup;
-  if ((rc = prepare_inputs(g, &o, err))) goto cleanup;
-  rt_gemm_args args = copy_args(g, &o, 0);
-  ut_err launch_err = {{0}};
-  RT_CU_CHECK(g->cu, cuEventRecord(g->ev_start, 0));
-  if (rt_kernel_launch(&kern, &args, 0, &launch_err) != MMT_OK) {
-    launch_error(out, launch_err.msg);
-    goto cleanup;
-  }
-  RT_CU_CHECK(g->cu, cuEventRecord(g->ev_stop, 0));
-  if ((rc = sync_checked(g, "candidate kernel", err))) goto cleanup;
-  float first_ms = 0;
-  RT_CU_CHECK(g->cu, cuEventElapsedTime(&first_ms, g->ev_start, g->ev_stop));
-  if ((rc = compute_reference(g, &o, err))) goto cleanup;
-  if ((rc = check_result(g, &o, out, err))) goto cleanup;
-  if (out->status != DB_OK) goto cleanup;
-  if (o.cutoff_ms > 0 && first_ms > o.cutoff_ms) {
-    /* Verified, but far behind the best so far: its first run is all it gets. */
-    set_times(out, &o, (double[]){first_ms}, 1);
-    goto cleanup;
-  }
-  rc = time_runs(g, &kern, &o, out, err);
-cleanup:
+  rc = measure(g, launch_kernel, &kern, &o, out, err);
   if (rc != MMT_ERR_FAULT) rt_kernel_unload(&kern); /* a dead context cannot unload */
   return rc;
 }

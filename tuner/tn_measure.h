@@ -7,7 +7,9 @@
  * ones; the comparison itself runs on the device so that big results need not cross the
  * bus), then times with CUDA events: one warm-up, then runs until a time budget or run count
  * is reached, rotating among input copies so that small problems are not timed out of L2.
- * Used in the tuner's worker process and in-process by `mmtune bench`.
+ * Used in the tuner's worker process and in-process by `mmtune bench`.  What is measured is
+ * either a loaded mmtune kernel (tn_gpu_measure) or any launcher of one GEMM
+ * (tn_gpu_measure_launch: cuBLAS in bench), through the same verification and timing.
  */
 #ifndef MMT_TN_MEASURE_H
 #define MMT_TN_MEASURE_H
@@ -48,10 +50,32 @@ const rt_device *tn_gpu_device(const tn_gpu *g);
 void tn_measure_defaults(tn_measure_opts *o);
 
 /*
- * Loads, verifies and times one candidate.  Returns MMT_OK with out->status saying how the
- * candidate did (ok, verify_failed, launch_error).  Returns MMT_ERR_FAULT when the kernel
- * faulted: the CUDA context is then unusable and the process must not use the device again.
- * Other errors (out of memory for the problem, driver failures) are returned as such.
+ * Launches one GEMM C = alpha*A*B + beta*C (fp32 row-major, the kernel ABI of gen.h) on the
+ * buffers of args (device addresses) on `stream`, without synchronizing.  On failure returns
+ * non-zero with a message in err.  `user` is the pointer given to tn_gpu_measure_launch.
+ */
+typedef mmt_status (*tn_launch_fn)(void *user, const rt_gemm_args *args, CUstream stream,
+                                   ut_err *err);
+
+/*
+ * Verifies and times launch(user, ...) like a candidate kernel (fresh inputs, NaN-poisoned C,
+ * float64 reference, comparison on the device; events, warm-up, median, rotated copies), on
+ * g's device context (made current first).  Returns MMT_OK with out->status saying how it did:
+ * ok, verify_failed, or launch_error (the first launch returned an error: its message is in
+ * out->error).  regs, shared_bytes and local_bytes are -1 (unknown).  MMT_ERR_FAULT: the work
+ * faulted; the context is unusable, as below.  Other errors as for tn_gpu_measure, and a
+ * launch that fails during the timed runs is returned as such.
+ */
+mmt_status tn_gpu_measure_launch(tn_gpu *g, tn_launch_fn launch, void *user,
+                                 const tn_measure_opts *o, tn_measurement *out, ut_err *err);
+
+/*
+ * Loads, verifies and times one candidate kernel (tn_gpu_measure_launch with
+ * rt_kernel_launch, plus the kernel's registers and memory).  Returns MMT_OK with out->status
+ * saying how the candidate did (ok, verify_failed, launch_error: also when the module does
+ * not load).  Returns MMT_ERR_FAULT when the kernel faulted: the CUDA context is then unusable
+ * and the process must not use the device again.  Other errors (out of memory for the
+ * problem, driver failures) are returned as such.
  */
 mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *spec,
                           const tn_measure_opts *o, tn_measurement *out, ut_err *err);

@@ -1,0 +1,424 @@
+/*
+ * test_search.c -- tuner/tn_search: the search strategies on synthetic spaces (no GPU), and
+ * the tune command's --strategy/--seed/--budget parsing through the built binary.
+ *
+ * The synthetic space: 4 parameters with 6, 5, 8 and 4 values (960 points), about 10% of
+ * them removed as invalid, about 3% failing (cost INFINITY); the cost is a smooth bowl
+ * around a known optimum with 0.5% noise, or a rugged variant (random bumps and a second,
+ * shallower basin).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tn_search.h"
+
+#define NP 4
+static const int NV[NP] = {6, 5, 8, 4};
+static const int OPT[NP] = {2, 3, 5, 1};
+static const double WEIGHT[NP] = {0.3, 0.15, 0.08, 0.5};
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+static double unit(uint64_t x) { return (double)(mix(x) >> 11) * 0x1p-53; }
+
+static uint64_t point_key(const tn_candidate *c) {
+  uint64_t k = (uint64_t)c->group;
+  for (int p = 0; p < c->ncoords; p++) k = k * 16 + c->coord[p];
+  return k;
+}
+
+typedef struct {
+  tn_candidate cands[1024];
+  double truth[1024]; /* noise-free cost; INFINITY for a failing candidate */
+  int count, opt;     /* opt: the cheapest candidate */
+  bool rugged;
+} space;
+
+static double true_cost(const tn_candidate *c, bool rugged) {
+  uint64_t k = point_key(c);
+  if (unit(k * 5 + 1) < 0.03) return INFINITY;
+  double bowl = 1, second = 1.3;
+  for (int p = 0; p < NP; p++) {
+    double d = c->coord[p] - OPT[p], e = c->coord[p] - (NV[p] - 1 - OPT[p]);
+    bowl += WEIGHT[p] * d * d;
+    second += WEIGHT[p] * e * e;
+  }
+  if (!rugged) return bowl;
+  return fmin(bowl, second) * (1 + 0.25 * unit(k * 5 + 2));
+}
+
+/* Builds the space; the optimum and the default (coords 0,0,0,0 region) are always valid. */
+static void make_space(space *s, bool rugged) {
+  memset(s, 0, sizeof *s);
+  s->rugged = rugged;
+  s->opt = -1;
+  for (int i = 0; i < NV[0] * NV[1] * NV[2] * NV[3]; i++) {
+    tn_candidate c = {.group = 0, .ncoords = NP};
+    for (int p = NP - 1, x = i; p >= 0; x /= NV[p], p--) c.coord[p] = (uint8_t)(x % NV[p]);
+    bool is_opt = true;
+    for (int p = 0; p < NP; p++) is_opt &= c.coord[p] == OPT[p];
+    if (i > 0 && !is_opt && unit(point_key(&c) * 5 + 3) < 0.10) continue; /* invalid */
+    c.is_default = i == 0;
+    s->truth[s->count] = is_opt ? 1 : true_cost(&c, rugged);
+    s->cands[s->count] = c;
+    if (s->opt < 0 || s->truth[s->count] < s->truth[s->opt]) s->opt = s->count;
+    s->count++;
+  }
+}
+
+/* The measured cost: the truth with 0.5% noise that differs per evaluation. */
+static double measured(const space *sp, int idx, uint64_t salt) {
+  return sp->truth[idx] * (1 + 0.005 * (unit(point_key(&sp->cands[idx]) ^ (salt << 20)) - 0.5));
+}
+
+typedef struct {
+  int order[1024];
+  int n;
+  int best;
+} run_log;
+
+/* Runs a search for at most `evals` evaluations (-1: to the end), asking `ahead` proposals
+ * before reporting the oldest (the tuner's lookahead). */
+static void run_search(const space *sp, tn_strategy st, uint64_t seed, int evals, int ahead,
+                       run_log *log) {
+  tn_search *s = NULL;
+  ut_err err;
+  assert_int_equal(tn_search_new(st, sp->cands, sp->count, seed, &s, &err), MMT_OK);
+  bool seen[1024] = {false};
+  int queue[64], nq = 0;
+  log->n = 0;
+  while (evals < 0 || log->n < evals) {
+    while (nq < ahead + 1) {
+      int i = tn_search_next(s);
+      if (i < 0) break;
+      assert_true(i >= 0 && i < sp->count);
+      assert_false(seen[i]); /* never proposed twice */
+      seen[i] = true;
+      queue[nq++] = i;
+    }
+    if (nq == 0) break;
+    int i = queue[0];
+    memmove(queue, queue + 1, (size_t)--nq * sizeof queue[0]);
+    log->order[log->n++] = i;
+    assert_int_equal(tn_search_report(s, i, measured(sp, i, (uint64_t)log->n), &err), MMT_OK);
+  }
+  log->best = tn_search_best(s, NULL);
+  if (evals < 0) {
+    assert_int_equal(tn_search_next(s), -1);
+    assert_int_equal(tn_search_unseen(s), 0);
+  }
+  tn_search_free(s);
+}
+
+static void test_strategy_names(void **state) {
+  (void)state;
+  tn_strategy st = TN_STRATEGY_RANDOM;
+  for (int i = 0; i < TN_STRATEGY_COUNT_; i++) {
+    assert_true(tn_strategy_parse(tn_strategy_name((tn_strategy)i), &st));
+    assert_int_equal(st, i);
+    assert_non_null(strstr(TN_STRATEGY_NAMES, tn_strategy_name((tn_strategy)i)));
+  }
+  st = TN_STRATEGY_RANDOM;
+  assert_false(tn_strategy_parse("Anneal", &st));
+  assert_false(tn_strategy_parse("", &st));
+  assert_false(tn_strategy_parse(NULL, &st));
+  assert_int_equal(st, TN_STRATEGY_RANDOM);
+  assert_string_equal(tn_strategy_name(TN_STRATEGY_COUNT_), "unknown");
+  assert_int_equal(TN_STRATEGY_DEFAULT, TN_STRATEGY_ANNEAL);
+}
+
+static void test_bad_arguments(void **state) {
+  (void)state;
+  tn_search *s = (tn_search *)&s;
+  ut_err err;
+  tn_candidate c[2] = {{.group = 0, .ncoords = 2, .coord = {1, 2}},
+                       {.group = 0, .ncoords = 2, .coord = {1, 2}}};
+  assert_int_equal(tn_search_new(TN_STRATEGY_ANNEAL, c, 2, 1, &s, &err), MMT_ERR_INVALID_ARG);
+  assert_null(s);
+  assert_string_equal(err.msg, "search candidates 0 and 1 are the same point of group 0");
+  c[1].group = 1; /* the same coordinates in another group: fine */
+  assert_int_equal(tn_search_new(TN_STRATEGY_ANNEAL, c, 2, 1, &s, &err), MMT_OK);
+  assert_int_equal(tn_search_report(s, 2, 1.0, &err), MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_search_report(s, -1, 1.0, &err), MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_search_report(s, 0, -1.0, &err), MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_search_report(s, 0, 1.0, &err), MMT_OK);
+  assert_int_equal(tn_search_report(s, 0, 1.0, &err), MMT_ERR_INVALID_ARG);
+  assert_string_equal(err.msg, "search candidate 0 reported twice");
+  tn_search_free(s);
+  c[1].group = -1;
+  assert_int_equal(tn_search_new(TN_STRATEGY_RANDOM, c, 2, 1, &s, &err), MMT_ERR_INVALID_ARG);
+  assert_string_equal(err.msg, "search candidate 1: group -1 is negative");
+  c[1].group = 0;
+  c[1].ncoords = TN_SEARCH_MAX_COORDS + 1;
+  assert_int_equal(tn_search_new(TN_STRATEGY_RANDOM, c, 2, 1, &s, &err), MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_search_new(TN_STRATEGY_RANDOM, c, -1, 1, &s, &err), MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_search_new(TN_STRATEGY_RANDOM, NULL, 1, 1, &s, &err), MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_search_new(TN_STRATEGY_COUNT_, c, 1, 1, &s, &err), MMT_ERR_INVALID_ARG);
+  assert_null(s);
+  tn_search_free(NULL);
+}
+
+static void test_exhaustive_in_order(void **state) {
+  (void)state;
+  static space sp;
+  static run_log log;
+  make_space(&sp, false);
+  run_search(&sp, TN_STRATEGY_EXHAUSTIVE, 1, -1, 0, &log);
+  assert_int_equal(log.n, sp.count);
+  for (int i = 0; i < sp.count; i++) assert_int_equal(log.order[i], i);
+  assert_int_equal(log.best, sp.opt);
+  run_search(&sp, TN_STRATEGY_EXHAUSTIVE, 1, -1, 7, &log); /* proposing ahead changes nothing */
+  for (int i = 0; i < sp.count; i++) assert_int_equal(log.order[i], i);
+}
+
+static void test_random_is_a_permutation(void **state) {
+  (void)state;
+  static space sp;
+  static run_log a, b, c;
+  make_space(&sp, false);
+  run_search(&sp, TN_STRATEGY_RANDOM, 42, -1, 3, &a); /* visits all, none twice */
+  assert_int_equal(a.n, sp.count);
+  assert_int_equal(a.best, sp.opt);
+  run_search(&sp, TN_STRATEGY_RANDOM, 42, -1, 3, &b);
+  assert_memory_equal(a.order, b.order, sizeof a.order[0] * (size_t)sp.count);
+  run_search(&sp, TN_STRATEGY_RANDOM, 43, -1, 3, &c);
+  assert_memory_not_equal(a.order, c.order, sizeof a.order[0] * (size_t)sp.count);
+  int in_order = 0;
+  for (int i = 0; i < sp.count; i++) in_order += a.order[i] == i;
+  assert_true(in_order < sp.count / 10);
+}
+
+/* Anneal finds the optimum (within 2%) in 20% of the space, for every seed, with and without
+ * proposing ahead; and visits everything when not stopped. */
+static void test_anneal_finds_optimum(void **state) {
+  (void)state;
+  static space sp;
+  static run_log log;
+  make_space(&sp, false);
+  int budget = sp.count / 5;
+  for (int ahead = 0; ahead <= 8; ahead += 8)
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+      run_search(&sp, TN_STRATEGY_ANNEAL, seed, budget, ahead, &log);
+      assert_int_equal(log.order[0], 0); /* the default first */
+      if (sp.truth[log.best] > 1.02 * sp.truth[sp.opt])
+        fail_msg("seed %d ahead %d: best %.4f, optimum %.4f", (int)seed, ahead,
+                 sp.truth[log.best], sp.truth[sp.opt]);
+    }
+  run_search(&sp, TN_STRATEGY_ANNEAL, 5, -1, 4, &log);
+  assert_int_equal(log.n, sp.count);
+}
+
+static void test_anneal_is_deterministic(void **state) {
+  (void)state;
+  static space sp;
+  static run_log a, b, c;
+  make_space(&sp, true);
+  run_search(&sp, TN_STRATEGY_ANNEAL, 9, 300, 4, &a);
+  run_search(&sp, TN_STRATEGY_ANNEAL, 9, 300, 4, &b);
+  assert_memory_equal(a.order, b.order, sizeof a.order[0] * 300);
+  run_search(&sp, TN_STRATEGY_ANNEAL, 10, 300, 4, &c);
+  assert_memory_not_equal(a.order, c.order, sizeof a.order[0] * 300);
+}
+
+/* On the rugged space (two basins, 25% bumps: the optimum is a lone point), anneal beats
+ * random sampling on average at the same number of evaluations (12% of the space). */
+static void test_anneal_beats_random(void **state) {
+  (void)state;
+  static space sp;
+  static run_log log;
+  make_space(&sp, true);
+  double sum[2] = {0, 0};
+  const tn_strategy st[2] = {TN_STRATEGY_RANDOM, TN_STRATEGY_ANNEAL};
+  for (int k = 0; k < 2; k++)
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+      run_search(&sp, st[k], seed, 100, 4, &log);
+      sum[k] += sp.truth[log.best] / sp.truth[sp.opt];
+    }
+  printf("rugged, 100 of %d evaluations: best/optimum random %.4f, anneal %.4f\n", sp.count,
+         sum[0] / 30, sum[1] / 30);
+  assert_true(sum[1] < sum[0]);
+  assert_true(sum[1] / 30 < 1.15);
+}
+
+static void test_tiny_spaces(void **state) {
+  (void)state;
+  ut_err err;
+  for (int st = 0; st < TN_STRATEGY_COUNT_; st++) {
+    tn_search *s = NULL;
+    assert_int_equal(tn_search_new((tn_strategy)st, NULL, 0, 1, &s, &err), MMT_OK);
+    assert_int_equal(tn_search_next(s), -1);
+    assert_int_equal(tn_search_best(s, NULL), -1);
+    tn_search_free(s);
+    tn_candidate one = {.group = 3, .ncoords = 0};
+    assert_int_equal(tn_search_new((tn_strategy)st, &one, 1, 1, &s, &err), MMT_OK);
+    assert_int_equal(tn_search_neighbours(s, 0, NULL, 0), 0);
+    assert_int_equal(tn_search_next(s), 0);
+    assert_int_equal(tn_search_next(s), -1);
+    assert_int_equal(tn_search_report(s, 0, 2.5, &err), MMT_OK);
+    double cost = 0;
+    assert_int_equal(tn_search_best(s, &cost), 0);
+    assert_true(cost == 2.5);
+    assert_int_equal(tn_search_next(s), -1);
+    tn_search_free(s);
+  }
+}
+
+/* Every candidate fails: every strategy still proposes each once, and there is no best. */
+static void test_all_failing(void **state) {
+  (void)state;
+  static space sp;
+  make_space(&sp, false);
+  for (int i = 0; i < sp.count; i++) sp.truth[i] = (i % 2) ? INFINITY : NAN;
+  for (int st = 0; st < TN_STRATEGY_COUNT_; st++) {
+    run_log log;
+    run_search(&sp, (tn_strategy)st, 3, -1, 2, &log);
+    assert_int_equal(log.n, sp.count);
+    assert_int_equal(log.best, -1);
+  }
+}
+
+/* A 2-parameter space (4 x 4) with holes, and a second group on the same coordinates:
+ *   group 0:  row a0 = 0: b = 0 1 . 3      ('.': invalid)
+ *             row a0 = 1: b = 0 . . 3
+ *             row a0 = 2: b = . . 2 .
+ *             row a0 = 3: b = 0 1 2 3
+ */
+static void test_neighbours(void **state) {
+  (void)state;
+  static const char *rows[4] = {"xx.x", "x..x", "..x.", "xxxx"};
+  tn_candidate c[32];
+  int n = 0, at[4][4];
+  for (int a = 0; a < 4; a++)
+    for (int b = 0; b < 4; b++) {
+      at[a][b] = -1;
+      if (rows[a][b] == '.') continue;
+      at[a][b] = n;
+      c[n++] = (tn_candidate){.group = 0, .ncoords = 2, .coord = {(uint8_t)a, (uint8_t)b}};
+    }
+  c[n++] = (tn_candidate){.group = 1, .ncoords = 2, .coord = {0, 2}}; /* other group */
+  tn_search *s = NULL;
+  ut_err err;
+  assert_int_equal(tn_search_new(TN_STRATEGY_ANNEAL, c, n, 1, &s, &err), MMT_OK);
+  int nb[8];
+  /* (0,1): along a: up none, down skips the hole at (1,1), (2,1) -> (3,1); along b: (0,0),
+   * and (0,3) skipping the hole (0,2) (group 1's (0,2) is not a neighbour). */
+  assert_int_equal(tn_search_neighbours(s, at[0][1], nb, 8), 3);
+  assert_int_equal(nb[0], at[3][1]);
+  assert_int_equal(nb[1], at[0][0]);
+  assert_int_equal(nb[2], at[0][3]);
+  /* (2,2): a-1 finds only holes, so a diagonal: (1,1) is a hole, (1,3); a+1: (3,2); b-1
+   * finds only holes: (1,1) hole, (3,1); b+1: hole, then the diagonal (1,3) again, listed
+   * once. */
+  assert_int_equal(tn_search_neighbours(s, at[2][2], nb, 8), 3);
+  assert_int_equal(nb[0], at[1][3]);
+  assert_int_equal(nb[1], at[3][2]);
+  assert_int_equal(nb[2], at[3][1]);
+  /* max smaller than the count: only max written, the count returned */
+  nb[1] = -7;
+  assert_int_equal(tn_search_neighbours(s, at[3][0], nb, 1), 2);
+  assert_int_equal(nb[0], at[1][0]);
+  assert_int_equal(nb[1], -7);
+  assert_int_equal(tn_search_neighbours(s, n - 1, nb, 8), 0); /* alone in its group */
+  assert_int_equal(tn_search_neighbours(s, n, nb, 8), 0);
+  tn_search_free(s);
+}
+
+/* Results reported before any proposal (a resumed run) are never proposed; anneal walks on
+ * from the best of them. */
+static void test_known_results(void **state) {
+  (void)state;
+  static space sp;
+  make_space(&sp, false);
+  sp.cands[0].is_default = false;
+  tn_search *s = NULL;
+  ut_err err;
+  assert_int_equal(tn_search_new(TN_STRATEGY_ANNEAL, sp.cands, sp.count, 4, &s, &err), MMT_OK);
+  int known[3] = {0, sp.count / 2, sp.count - 1};
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(tn_search_report(s, known[i], sp.truth[known[i]], &err), MMT_OK);
+  assert_int_equal(tn_search_unseen(s), sp.count - 3);
+  int best = known[0];
+  for (int i = 1; i < 3; i++)
+    if (sp.truth[known[i]] < sp.truth[best]) best = known[i];
+  int nb[2 * NP], nnb = tn_search_neighbours(s, best, nb, 2 * NP);
+  int first = tn_search_next(s);
+  bool is_nb = false;
+  for (int i = 0; i < nnb; i++) is_nb |= nb[i] == first;
+  assert_true(is_nb);
+  int proposed = 1;
+  for (int i; (i = tn_search_next(s)) >= 0; proposed++)
+    assert_true(i != known[0] && i != known[1] && i != known[2]);
+  assert_int_equal(proposed, sp.count - 3);
+  tn_search_free(s);
+}
+
+/* ---- the tune command's options, through the binary (they fail before any GPU work) ---- */
+
+static int run_cli(const char *args, char *out, size_t outlen) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "MMTUNE_TEMPLATE_PATH= XDG_CACHE_HOME=/nonexistent/mmt %s %s 2>&1",
+           MMT_CLI_PATH, args);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, outlen - 1, f);
+  out[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void test_cli_options(void **state) {
+  (void)state;
+  char out[8192];
+  assert_int_equal(run_cli("tune --strategy greedy", out, sizeof out), 2);
+  assert_string_equal(out,
+                      "mmtune tune: --strategy must be one of exhaustive, random, anneal, got "
+                      "'greedy'\n");
+  assert_int_equal(run_cli("--strategy=", out, sizeof out), 2);
+  assert_string_equal(out, "mmtune tune: --strategy must be one of exhaustive, random, anneal, "
+                           "got ''\n");
+  assert_int_equal(run_cli("tune --seed -3", out, sizeof out), 2);
+  assert_string_equal(out, "mmtune tune: --seed must be an integer in [0, 9223372036854775807], "
+                           "got '-3'\n");
+  assert_int_equal(run_cli("tune --seed 1x", out, sizeof out), 2);
+  assert_int_equal(run_cli("tune --budget soon", out, sizeof out), 2);
+  assert_string_equal(out, "mmtune tune: --budget must be a positive number of seconds, got "
+                           "'soon'\n");
+  assert_int_equal(run_cli("tune --strategy exhaustive --budget 0", out, sizeof out), 2);
+  assert_int_equal(run_cli("tune --help", out, sizeof out), 0);
+  assert_non_null(strstr(out, "--strategy NAME"));
+  assert_non_null(strstr(out, "anneal (default), random or exhaustive"));
+  assert_non_null(strstr(out, "'none'"));
+  assert_non_null(strstr(out, "--seed N"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_strategy_names),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_exhaustive_in_order),
+      cmocka_unit_test(test_random_is_a_permutation),
+      cmocka_unit_test(test_anneal_finds_optimum),
+      cmocka_unit_test(test_anneal_is_deterministic),
+      cmocka_unit_test(test_anneal_beats_random),
+      cmocka_unit_test(test_tiny_spaces),
+      cmocka_unit_test(test_all_failing),
+      cmocka_unit_test(test_neighbours),
+      cmocka_unit_test(test_known_results),
+      cmocka_unit_test(test_cli_options),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
