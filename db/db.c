@@ -15,58 +15,74 @@
 #define DB_STR(x) DB_STR_(x)
 
 /*
- * Schema version 1, run in one transaction on a new, empty file.  `meta` marks the file as
+ * Schema version 2, run in one transaction on a new, empty file.  `meta` marks the file as
  * mmtune's (application = mmtune) whatever the schema version; `results` holds one row per
  * measurement; `best` is for people reading the file with the sqlite3 CLI (and db_each_best).
  * REAL columns are NULL where the measurement gave NaN (SQLite stores NaN as NULL).
  */
+#define RESULTS_DDL \
+    "CREATE TABLE results(\n"\
+    "  id INTEGER PRIMARY KEY,\n"\
+    "  device_name TEXT NOT NULL,\n"\
+    "  device_uuid TEXT NOT NULL,\n"\
+    "  cc_major INTEGER NOT NULL,\n"\
+    "  cc_minor INTEGER NOT NULL,\n"\
+    "  sm_count INTEGER NOT NULL,\n"\
+    "  driver_version INTEGER NOT NULL,\n"\
+    "  nvrtc_version TEXT NOT NULL,\n"\
+    "  template_name TEXT NOT NULL,\n"\
+    "  template_hash TEXT NOT NULL,\n"\
+    "  params TEXT NOT NULL,\n"\
+    "  dtype TEXT NOT NULL,\n"\
+    "  layout TEXT NOT NULL,\n"\
+    "  m INTEGER NOT NULL CHECK (m >= 0),\n"\
+    "  n INTEGER NOT NULL CHECK (n >= 0),\n"\
+    "  k INTEGER NOT NULL CHECK (k >= 0),\n"\
+    "  status TEXT NOT NULL CHECK (status IN ('ok', 'compile_error', 'verify_failed', 'fault',\n"\
+    "                                         'timeout', 'launch_error', 'pruned')),\n"\
+    "  error TEXT NOT NULL DEFAULT '',\n"\
+    "  ms_min REAL,\n"\
+    "  ms_median REAL CHECK (status <> 'ok' OR ms_median IS NOT NULL),\n"\
+    "  ms_max REAL,\n"\
+    "  runs INTEGER NOT NULL DEFAULT 0,\n"\
+    "  tflops REAL,\n"\
+    "  rel_err REAL,\n"\
+    "  max_err REAL,\n"\
+    "  regs INTEGER NOT NULL DEFAULT -1,\n"\
+    "  shared_bytes INTEGER NOT NULL DEFAULT -1,\n"\
+    "  local_bytes INTEGER NOT NULL DEFAULT -1,\n"\
+    "  created_at INTEGER NOT NULL\n"\
+    ");\n"\
+    "CREATE INDEX results_best ON results(device_name, dtype, layout, m, n, k, status,\n"\
+    "                                     ms_median);\n"\
+    "CREATE INDEX results_resume ON results(device_name, template_name, template_hash, params,\n"\
+    "                                       nvrtc_version, dtype, layout, m, n, k);\n"\
+    "CREATE VIEW best AS\n"\
+    "  SELECT r.* FROM results AS r\n"\
+    "  WHERE r.status = 'ok' AND r.id = (\n"\
+    "    SELECT b.id FROM results AS b\n"\
+    "    WHERE b.device_name = r.device_name AND b.dtype = r.dtype AND b.layout = r.layout\n"\
+    "      AND b.m = r.m AND b.n = r.n AND b.k = r.k AND b.status = 'ok'\n"\
+    "    ORDER BY b.ms_median, b.id LIMIT 1);\n"
+
 static const char k_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "INSERT INTO meta(key, value) VALUES ('application', 'mmtune');\n"
-    "CREATE TABLE results(\n"
-    "  id INTEGER PRIMARY KEY,\n"
-    "  device_name TEXT NOT NULL,\n"
-    "  device_uuid TEXT NOT NULL,\n"
-    "  cc_major INTEGER NOT NULL,\n"
-    "  cc_minor INTEGER NOT NULL,\n"
-    "  sm_count INTEGER NOT NULL,\n"
-    "  driver_version INTEGER NOT NULL,\n"
-    "  nvrtc_version TEXT NOT NULL,\n"
-    "  template_name TEXT NOT NULL,\n"
-    "  template_hash TEXT NOT NULL,\n"
-    "  params TEXT NOT NULL,\n"
-    "  dtype TEXT NOT NULL,\n"
-    "  layout TEXT NOT NULL,\n"
-    "  m INTEGER NOT NULL CHECK (m >= 0),\n"
-    "  n INTEGER NOT NULL CHECK (n >= 0),\n"
-    "  k INTEGER NOT NULL CHECK (k >= 0),\n"
-    "  status TEXT NOT NULL CHECK (status IN ('ok', 'compile_error', 'verify_failed', 'fault',\n"
-    "                                         'timeout', 'launch_error')),\n"
-    "  error TEXT NOT NULL DEFAULT '',\n"
-    "  ms_min REAL,\n"
-    "  ms_median REAL CHECK (status <> 'ok' OR ms_median IS NOT NULL),\n"
-    "  ms_max REAL,\n"
-    "  runs INTEGER NOT NULL DEFAULT 0,\n"
-    "  tflops REAL,\n"
-    "  rel_err REAL,\n"
-    "  max_err REAL,\n"
-    "  regs INTEGER NOT NULL DEFAULT -1,\n"
-    "  shared_bytes INTEGER NOT NULL DEFAULT -1,\n"
-    "  local_bytes INTEGER NOT NULL DEFAULT -1,\n"
-    "  created_at INTEGER NOT NULL\n"
-    ");\n"
-    "CREATE INDEX results_best ON results(device_name, dtype, layout, m, n, k, status,\n"
-    "                                     ms_median);\n"
-    "CREATE INDEX results_resume ON results(device_name, template_name, template_hash, params,\n"
-    "                                       nvrtc_version, dtype, layout, m, n, k);\n"
-    "CREATE VIEW best AS\n"
-    "  SELECT r.* FROM results AS r\n"
-    "  WHERE r.status = 'ok' AND r.id = (\n"
-    "    SELECT b.id FROM results AS b\n"
-    "    WHERE b.device_name = r.device_name AND b.dtype = r.dtype AND b.layout = r.layout\n"
-    "      AND b.m = r.m AND b.n = r.n AND b.k = r.k AND b.status = 'ok'\n"
-    "    ORDER BY b.ms_median, b.id LIMIT 1);\n"
+    RESULTS_DDL
     "PRAGMA user_version = " DB_STR(DB_SCHEMA_VERSION) ";\n";
+
+/* Version 1 -> 2 (the status 'pruned' added to the CHECK): SQLite cannot change a CHECK in
+ * place, so the table is rebuilt under its new definition and the rows copied across.  The
+ * view and indexes go first, or the rename would carry them to the old table. */
+static const char k_migrate_v1[] =
+    "DROP VIEW best;\n"
+    "DROP INDEX results_best;\n"
+    "DROP INDEX results_resume;\n"
+    "ALTER TABLE results RENAME TO results_v1;\n"
+    RESULTS_DDL
+    "INSERT INTO results SELECT * FROM results_v1;\n"
+    "DROP TABLE results_v1;\n"
+    "PRAGMA user_version = 2;\n";
 
 /* What a first look at an open file found. */
 typedef struct {
@@ -225,6 +241,20 @@ static mmt_status create_schema(db_handle *h, ut_err *err) {
   return rc;
 }
 
+/* Brings a version-1 file to the current schema in one transaction (rows kept). */
+static mmt_status migrate_schema(db_handle *h, ut_err *err) {
+  int64_t version = 0;
+  int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  /* Another process may have migrated it since the probe: look again inside the lock. */
+  if (s == SQLITE_OK) s = query_one(h->sq, "PRAGMA user_version", &version, NULL, 0);
+  if (s == SQLITE_OK && version == 1) s = sqlite3_exec(h->sq, k_migrate_v1, NULL, NULL, NULL);
+  if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
+  if (s == SQLITE_OK) return MMT_OK;
+  mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
+  db_rollback_after_error(h, err);
+  return rc;
+}
+
 static mmt_status check_probe(const db_handle *h, const db_probe *p, ut_err *err) {
   if (!p->is_mmtune)
     return ut_fail(err, MMT_ERR_DB_CORRUPT,
@@ -233,7 +263,9 @@ static mmt_status check_probe(const db_handle *h, const db_probe *p, ut_err *err
     return ut_fail(err, MMT_ERR_DB_VERSION,
                    "database '%s': schema version %lld is newer than this mmtune supports (%d)",
                    h->path, (long long)p->user_version, DB_SCHEMA_VERSION);
-  if (p->user_version < DB_SCHEMA_VERSION || !p->has_results)
+  /* Read-only handles read version 1 as it is: its rows mean the same. */
+  bool readable_old = h->read_only && p->user_version == 1;
+  if ((p->user_version < DB_SCHEMA_VERSION && !readable_old) || !p->has_results)
     return ut_fail(err, MMT_ERR_DB_CORRUPT,
                    "database '%s' is damaged (schema version %lld, results table %s)", h->path,
                    (long long)p->user_version, p->has_results ? "present" : "missing");
@@ -248,6 +280,11 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
     if (h->read_only)
       return ut_fail(err, MMT_ERR_NOT_FOUND, "database '%s' is empty (nothing tuned yet)", h->path);
     rc = create_schema(h, err);
+    if (!rc) rc = probe_file(h, &p, err);
+    if (rc) return rc;
+  }
+  if (p.is_mmtune && p.has_results && p.user_version == 1 && !h->read_only) {
+    rc = migrate_schema(h, err);
     if (!rc) rc = probe_file(h, &p, err);
     if (rc) return rc;
   }

@@ -37,7 +37,9 @@
 
 #include "util.h"
 
-#define DB_SCHEMA_VERSION 1
+/* 2: status 'pruned'.  A version-1 file is upgraded in place when opened for writing and read
+ * as it is when opened read-only. */
+#define DB_SCHEMA_VERSION 2
 
 typedef struct db_handle db_handle;
 
@@ -49,9 +51,10 @@ typedef enum {
   DB_FAULT,
   DB_TIMEOUT,
   DB_LAUNCH_ERROR, /* e.g. too many resources requested */
+  DB_PRUNED,       /* compiled, then never timed: the compiler's figures rule it out (spills) */
   DB_STATUS_COUNT_
 } db_status;
-/* "ok", "compile_error", "verify_failed", "fault", "timeout", "launch_error"; "unknown" for a
+/* "ok", "compile_error", "verify_failed", "fault", "timeout", "launch_error", "pruned"; "unknown" for a
  * value outside the enum.  Static string. */
 const char *db_status_name(db_status s);
 /* Inverse of db_status_name; -1 for unknown text. */

@@ -47,6 +47,7 @@ static const char *const k_status_names[DB_STATUS_COUNT_] = {
     [DB_FAULT] = "fault",
     [DB_TIMEOUT] = "timeout",
     [DB_LAUNCH_ERROR] = "launch_error",
+    [DB_PRUNED] = "pruned",
 };
 
 const char *db_status_name(db_status s) {

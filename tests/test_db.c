@@ -588,9 +588,47 @@ static void test_newer_schema(void **state) {
   db = (db_handle *)1;
   assert_int_equal(db_open(f->path, false, &db, &e), MMT_ERR_DB_VERSION);
   assert_null(db);
-  assert_non_null(strstr(e.msg, "schema version 7 is newer than this mmtune supports (1)"));
+  char want[96];
+  snprintf(want, sizeof want, "schema version 7 is newer than this mmtune supports (%d)",
+           DB_SCHEMA_VERSION);
+  assert_non_null(strstr(e.msg, want));
   assert_non_null(strstr(e.msg, f->path));
   assert_int_equal(db_open(f->path, true, &db, &e), MMT_ERR_DB_VERSION);
+}
+
+/* A version-1 file (tests/data/schema_v1.sql, as the foundation release wrote it): read as it
+ * is read-only; opened for writing, upgraded in place with its rows kept, and the new status
+ * 'pruned' accepted. */
+static void test_upgrade_v1(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  char cmd[1024], out[64];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/sub/folders' && " SQLITE_CLI " '%s' < '%s/data/schema_v1.sql'",
+           f->dir, f->path, MMT_TEST_DIR);
+  assert_int_equal(system(cmd), 0);
+  ut_err e;
+  db_result best;
+  db_problem p = problem(64, 64, 64);
+  db_handle *db = NULL;
+  assert_int_equal(db_open(f->path, true, &db, &e), MMT_OK);
+  assert_int_equal(db_best(db, "GPU A", &p, &best, &e), MMT_OK);
+  db_close(db);
+  assert_int_equal(cli(f->path, "PRAGMA user_version", out, sizeof out), 0);
+  assert_string_equal(out, "1"); /* a reader changes nothing */
+
+  db = open_ok(f->path, false);
+  assert_int_equal(cli(f->path, "PRAGMA user_version", out, sizeof out), 0);
+  assert_string_equal(out, "2");
+  assert_int_equal(db_best(db, "GPU A", &p, &best, &e), MMT_OK);
+  assert_string_equal(best.params, "bx=16,by=16");
+  assert_true(best.ms_median == 0.25);
+  db_result pruned = result("GPU A", 64, 64, 64, DB_PRUNED, 0, "bx=8,by=8");
+  assert_int_equal(db_insert(db, &pruned, &e), MMT_OK);
+  db_close(db);
+  assert_int_equal(cli(f->path, "SELECT count(*) FROM best", out, sizeof out), 0);
+  assert_string_equal(out, "1");
+  db = open_ok(f->path, false); /* already current: opens as it is */
+  db_close(db);
 }
 
 static void test_truncation(void **state) {
@@ -701,6 +739,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_not_sqlite, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_sqlite, setup, teardown),
       cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_upgrade_v1, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),

@@ -166,7 +166,7 @@ static void test_fault_and_hang_are_contained(void **state) {
   char *out = NULL;
   char args[512];
   snprintf(args, sizeof args,
-           "--device 0 --shapes 64x64x64 --templates fault,hang,wrong,unwritten,naive --watchdog 5 "
+           "--device 0 --shapes 64x64x64 --templates fault,hang,wrong,unwritten,spill,naive --watchdog 5 "
            "--db %s",
            g_db);
   int ex = run_cli(args, &out);
@@ -175,11 +175,13 @@ static void test_fault_and_hang_are_contained(void **state) {
   assert_non_null(strstr(out, "fault: "));   /* recorded as fault ... */
   assert_non_null(strstr(out, "timeout: ")); /* ... and timeout ... */
   assert_non_null(strstr(out, "verify_failed: error too large"));
+  assert_non_null(strstr(out, "spill variant=0: pruned: spills: "));
   assert_non_null(strstr(out, "verify_failed: 64 NaN/Inf elements (unwritten?), first at (63, 0)"));
   assert_true(ok_rows("naive", device) > 0); /* ... and tuning went on */
   assert_int_equal(ok_rows("fault", device), 0);
   assert_int_equal(ok_rows("wrong", device), 0);
   assert_int_equal(ok_rows("unwritten", device), 0);
+  assert_int_equal(ok_rows("spill", device), 0);
   free(out);
 
   /* Resume: everything is in the database with the same provenance. */

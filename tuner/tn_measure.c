@@ -465,6 +465,15 @@ mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *sp
   out->regs = kern.regs;
   out->shared_bytes = kern.static_shared_bytes + (int)kern.shared_bytes;
   out->local_bytes = kern.local_bytes;
+  if (kern.local_bytes > 0) {
+    /* Compiler feedback: an accumulator that spilled to local memory cannot be competitive,
+     * and timing it would only cost GPU time. */
+    out->status = DB_PRUNED;
+    snprintf(out->error, sizeof out->error, "spills: %d bytes of local memory per thread (%d registers)",
+             kern.local_bytes, kern.regs);
+    rt_kernel_unload(&kern);
+    return MMT_OK;
+  }
   rc = measure(g, launch_kernel, &kern, &o, out, err);
   if (rc != MMT_ERR_FAULT) rt_kernel_unload(&kern); /* a dead context cannot unload */
   return rc;

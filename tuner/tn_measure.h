@@ -73,7 +73,8 @@ mmt_status tn_gpu_measure_launch(tn_gpu *g, tn_launch_fn launch, void *user,
  * Loads, verifies and times one candidate kernel (tn_gpu_measure_launch with
  * rt_kernel_launch, plus the kernel's registers and memory).  Returns MMT_OK with out->status
  * saying how the candidate did (ok, verify_failed, launch_error: also when the module does
- * not load).  Returns MMT_ERR_FAULT when the kernel faulted: the CUDA context is then unusable
+ * not load; pruned: the compiled kernel spills to local memory, so it is never launched).
+ * Returns MMT_ERR_FAULT when the kernel faulted: the CUDA context is then unusable
  * and the process must not use the device again.  Other errors (out of memory for the
  * problem, driver failures) are returned as such.
  */
