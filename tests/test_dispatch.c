@@ -575,6 +575,58 @@ static void test_gpu_exact_and_bad_device(void **state) {
   mmt_close(ctx);
 }
 
+/* Every template family through mmt_sgemm on ragged shapes with leading dimensions that are
+ * not multiples of 4 (lda = K + 1, ...): each config is made the exact tuned choice in its own
+ * database.  For reg_tiled, a faster vec=4 row (needs K % 4 == 0, 16-byte rows) must be passed
+ * over for the vec=1 one. */
+static void test_gpu_families_unaligned_ld(void **state) {
+  fixture *f = *state;
+  rt_device dev;
+  ut_err e;
+  mmt_status rc = rt_device_open(0, &dev, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
+  assert_int_equal(rc, MMT_OK);
+  char device[128];
+  snprintf(device, sizeof device, "%s", dev.info.name);
+  rt_device_close(&dev);
+  static const char *const configs[][2] = {
+      {"naive", NULL},
+      {"smem_tiled", NULL},
+      {"smem_tiled", "tile=32,pad=1,unroll=16,rpt=8"},
+      {"reg_tiled", "bm=32,bn=32,bk=8,tm=4,tn=4,vec=1,stages=1,pad=0,group=1"},
+      {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=8,vec=1,stages=2,pad=0,group=8"},
+      {"reg_tiled", "bm=128,bn=128,bk=32,tm=8,tn=8,vec=1,stages=3,pad=4,group=1"},
+  };
+  const char *vec4 = "bm=64,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=1";
+  const gemm_case cases[] = {{127, 257, 1023, 1024, 260, 258}, {1, 1, 1, 2, 2, 3}};
+  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+    char hash[17], params[256], path[200];
+    hash_and_default(configs[i][0], hash, params, sizeof params);
+    if (configs[i][1]) snprintf(params, sizeof params, "%s", configs[i][1]);
+    snprintf(path, sizeof path, "%s/family%zu.db", f->dir, i);
+    db_handle *db = NULL;
+    assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      const gemm_case *g = &cases[c];
+      insert(db, device, configs[i][0], hash, params, g->m, g->n, g->k, DB_OK, 1.0);
+      if (!strcmp(configs[i][0], "reg_tiled"))
+        insert(db, device, "reg_tiled", hash, vec4, g->m, g->n, g->k, DB_OK, 0.001);
+    }
+    db_close(db);
+    mmt_context *ctx = open_or_skip(f, path);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      const gemm_case *g = &cases[c];
+      mmt_choice d;
+      assert_int_equal(mmt_sgemm_explain(ctx, g->m, g->n, g->k, g->lda, g->ldb, g->ldc, &d), MMT_OK);
+      assert_int_equal(d.kind, MMT_CHOICE_EXACT);
+      assert_string_equal(d.template_name, configs[i][0]);
+      assert_string_equal(d.params, params);
+      run_case(ctx, g, NULL, 4242 + i * 7 + c);
+    }
+    mmt_close(ctx);
+  }
+}
+
 int main(void) {
   /* Test templates first, then the source tree's. */
   if (setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1) != 0) return 1;
@@ -591,6 +643,7 @@ int main(void) {
       cmocka_unit_test(test_open_corrupt_db),
       cmocka_unit_test(test_gpu_sgemm),
       cmocka_unit_test(test_gpu_exact_and_bad_device),
+      cmocka_unit_test(test_gpu_families_unaligned_ld),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
