@@ -45,11 +45,11 @@ local source = [[
  *                 transposed stores into As, keeps rows 16-byte aligned
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
  *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1: plain row-major block order)
+ *                 rows of A and columns of B in L2 (1: plain row-major block order)${split_doc}
  * Derived: THREADS = (BM/TM) * (BN/TN) = ${threads} threads per block, in warps of WY x WX =
  * ${wy} x ${wx} threads; a warp computes a WM x WN = ${wm} x ${wn} warp tile of C, thread (ly, lx)
  * holding rows ly*VA + c*WY*VA + (0..VA-1) and columns lx*VB + c*WX*VB + (0..VB-1) of it.
- * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), 1), dynamic shared memory
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
  * STAGES * BK * ((BM + PAD) + (BN + PAD)) * 4 = ${shared_bytes} bytes.
  * Correct for any M, N, K >= 1 with lda >= K, ldb >= N, ldc >= N (and what VEC requires);
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
@@ -63,7 +63,7 @@ local source = [[
 #define VEC ${vec}
 #define STAGES ${stages}
 #define PAD ${pad}
-#define GROUP ${group}
+#define GROUP ${group}${split_defines}
 
 #define TY (BM / TM)         /* threads along M */
 #define TX (BN / TN)         /* threads along N */
@@ -113,7 +113,7 @@ template <int W> __device__ __forceinline__ void store_vec(float* p, const float
     *p = r[0];
   }
 }
-${async_helpers}
+${async_helpers}${split_helpers}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -134,7 +134,7 @@ ${name}(int M, int N, int K, float alpha,
   const long long in_group = pid % group_blocks;
   const long long row0 = (first_m + in_group % group_rows) * BM; /* first row of the tile */
   const long long col0 = in_group / group_rows * BN;             /* first column */
-  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */${split_slice}
 
   /* This thread's place: warp (warp_m, warp_n) of the block, lane (ly, lx) of the warp. */
   const int tid = threadIdx.x;
@@ -193,7 +193,7 @@ ${main_loop}
       for (int j = 0; j < VB; ++j) v[j] = alpha * acc[i][cb * VB + j];
 ${store}
     }
-  }
+  }${split_release}
 }
 ]]
 
@@ -328,14 +328,16 @@ local main_loops = {
 ]],
 }
 
--- Epilogue stores of one VB-wide piece v of row c_row at column c.
+-- Epilogue stores of one VB-wide piece v of row c_row at column c.  ${beta} is the factor of
+-- the old C (0: C is not read), ${load_old} / ${old} read it: `beta` and plain loads without
+-- split-K; with it, `c_beta` and L2 loads (see split_wait).
 local store_vec4 = [[
       if (c < n_left) { /* N % 4 == 0 and c % VB == 0: the whole piece is inside C */
-        if (beta != 0.0f) {
+        if (${beta} != 0.0f) {
           float old[VB];
-          load_vec<VB>(old, c_row + c, true);
+          ${load_old};
 #pragma unroll
-          for (int j = 0; j < VB; ++j) v[j] += beta * old[j];
+          for (int j = 0; j < VB; ++j) v[j] += ${beta} * old[j];
         }
         store_vec<VB>(c_row + c, v);
       }]]
@@ -344,8 +346,112 @@ local store_scalar = [[
       for (int j = 0; j < VB; ++j) {
         if (c + j >= n_left) break;
         ${ctype}* const p = c_row + c + j;
-        *p = beta == 0.0f ? v[j] : v[j] + beta * *p;
+        *p = ${beta} == 0.0f ? v[j] : v[j] + ${beta} * ${old};
       }]]
+local store_vars = {
+  plain = {beta = "beta", load_old = "load_vec<VB>(old, c_row + c, true)", old = "*p"},
+  split = {beta = "c_beta", load_old = "load_cg<VB>(old, c_row + c)", old = "__ldcg(p)"},
+}
+
+-- Split-K (split > 1).  Pieces spliced into the kernel source; all empty when split = 1, so
+-- that those kernels are exactly the ones without split-K.
+local split_doc = [[
+
+ *   SPLIT  = ${d_split} split-K: grid.z = SPLIT slices of K.  Slice z computes the partial
+ *                 product over K columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) /
+ *                 BK) * BK (whole K steps; the last slices may be shorter or empty, an empty
+ *                 one adds 0), so that a problem with few tiles of C still fills the GPU.
+ *                 The slices of a tile add into C one after another, in slice order (serial
+ *                 split-K, one launch, no workspace): a semaphore per tile, ${sem}[t]
+ *                 (module scope, zero when the module loads), holds the slice whose turn it
+ *                 is.  Slice z waits until it is z, then slice 0 writes alpha*acc + beta*C
+ *                 (alpha*acc when beta == 0: C is not read) and slice z > 0 reads C, which
+ *                 slice z-1 wrote, and writes C + alpha*acc; then it sets it to z+1, and the
+ *                 last slice back to 0, so that the next launch starts from 0.
+ *                 Deadlock freedom: blocks are dispatched in launch order with blockIdx.z
+ *                 varying slowest, so every block of slice z-1 is resident or finished
+ *                 before any of slice z starts; slice 0 waits for nothing, and by induction
+ *                 every slice's turn comes (CUTLASS's serial split-K relies on the same).
+ *                 The semaphores belong to the module: two launches of this kernel must not
+ *                 run at the same time (e.g. on two streams), or they would take each other's
+ *                 turns.  mmtune launches a module's kernel on one stream at a time.  Tiles
+ *                 of C are limited to SEM_COUNT = ${sem_count} (a constraint of the template).]]
+
+local split_defines = [[
+
+#define SPLIT ${split}
+#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */]]
+
+local split_helpers = [[
+
+/* Split-K turn of each tile of C (see SPLIT): zero when the module loads, and the last slice
+ * of a tile sets it back to zero. */
+__device__ unsigned int ${sem}[SEM_COUNT];
+
+/* The semaphore protocol: an acquire load (the C written by the slice that released it is
+ * visible after it) and a release store (sm_70+). */
+static __device__ __forceinline__ unsigned sem_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];
+" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void sem_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;
+" :: "l"(p), "r"(v) : "memory");
+}
+
+/* W consecutive floats at p into r through L2 only (ld.global.cg): C written by another
+ * block of this launch must not come from a stale line of this SM's L1. */
+template <int W> __device__ __forceinline__ void load_cg(float* r, const float* p) {
+  if constexpr (W == 4) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+  } else if constexpr (W == 2) {
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(p));
+    r[0] = v.x; r[1] = v.y;
+  } else {
+    r[0] = __ldcg(p);
+  }
+}]]
+
+-- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
+local split_slice = [[
+
+  /* Split-K: this block computes slice blockIdx.z of K, columns [k0, k0 + kc) cut at K.
+   * From here on A, B and K describe the slice (K = 0 for an empty slice: it adds 0).
+   * 64-bit: SPLIT * kc may pass 2^31 when K is near it. */
+  {
+    const long long per = K / SPLIT + (K % SPLIT != 0);     /* ceil(K / SPLIT) */
+    const long long kc = (per + BK - 1) / BK * BK;          /* whole K steps per slice */
+    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
+    A += k0; /* k0 % BK == 0 or k0 == K: A stays 16-byte aligned for VEC = 4 */
+    B += k0 * ldb;
+    K = (int)min(kc, K - k0);
+  }]]
+
+-- Before the epilogue: wait for this slice's turn on the tile.
+local split_wait = [[
+  /* Split-K: wait for this slice's turn on the tile (the slices before it have written C).
+   * One thread spins on the semaphore; the barrier holds the others.  Slices after the first
+   * add to C (c_beta = 1), reading it from L2; the first applies beta. */
+  unsigned* const sem = &${sem}[pid]; /* pid < grid.x * grid.y <= SEM_COUNT */
+  if (tid == 0)
+    while (sem_acquire(sem) != blockIdx.z) {
+    }
+  __syncthreads();
+  const float c_beta = blockIdx.z == 0 ? beta : 1.0f;
+]]
+
+-- After the epilogue: hand the tile to the next slice.
+local split_release = [[
+
+  /* Split-K: every thread's stores of C are visible GPU-wide (fence) before thread 0, after
+   * the barrier, passes the turn to the next slice; the last slice resets the semaphore to 0
+   * for the next launch. */
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);]]
 
 local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .. sm_90)
 local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block

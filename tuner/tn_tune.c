@@ -133,6 +133,7 @@ typedef struct {
   int nproblems, problem_cap;
   int ntodo, skipped;  /* candidates not in the database / already there */
   int done, untried;   /* measured / left untried by the budget */
+  int compiled, cached; /* compile results collected; of those, served by the cubin cache */
   int lookahead;       /* proposals allowed ahead of the GPU */
   int *starts;         /* the best kernel of each problem tuned so far: anneal starts there */
   int nstarts, start_cap;
@@ -309,6 +310,8 @@ static mmt_status await_compile(tune_run *r, int kid, ut_err *err) {
       return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel %s was never compiled",
                      r->kernels[kid].params);
     tune_kernel *k = &r->kernels[(intptr_t)res.tag];
+    r->compiled++;
+    r->cached += res.cache_hit;
     k->compiled = true;
     k->compile_rc = res.rc;
     memcpy(k->compile_error, res.error, sizeof k->compile_error);
@@ -566,6 +569,8 @@ static int report_summary(const tune_run *r, double seconds) {
   }
   printf("%s: measured %d of %d candidates", tn_strategy_name(r->strategy), r->done, r->ntodo);
   if (r->untried) printf(", %d left untried by the budget", r->untried);
+  printf("; %d kernels compiled by NVRTC, %d from the cubin cache", r->compiled - r->cached,
+         r->cached);
   printf("\n%.1f s on %s; results in %s\n", seconds, r->dev.name, r->db_path);
   if (g_interrupted) {
     printf("interrupted: what was measured is saved; run the same command again to resume\n");
