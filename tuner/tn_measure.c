@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tn_prune.h"
 #include "tn_ref.h"
 
 /* Problems up to this many multiply-adds get the CPU reference; larger ones the GPU one. */
@@ -90,6 +91,7 @@ struct tn_gpu {
   CUdeviceptr stats; /* check_stats */
   CUevent ev_start, ev_stop;
   int l2_bytes;
+  tn_device_limits limits; /* what tn_prune checks compiled kernels against */
   /* Device buffers: `copies` consecutive (A, B, C) sets, and the float64 reference. */
   CUdeviceptr a, b, c, ref;
   size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes;
@@ -142,6 +144,9 @@ mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err 
   if ((rc = rt_driver(&g->cu, err))) goto cleanup;
   const rt_cu *cu = g->cu;
   RT_CU_CHECK(cu, cuDeviceGetAttribute(&g->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev.dev));
+  RT_CU_CHECK(cu, cuDeviceGetAttribute(&g->limits.regs_per_block,
+                                       CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, g->dev.dev));
+  g->limits.shared_per_block = g->dev.max_shared_optin;
   RT_CU_CHECK(cu, cuEventCreate(&g->ev_start, CU_EVENT_DEFAULT));
   RT_CU_CHECK(cu, cuEventCreate(&g->ev_stop, CU_EVENT_DEFAULT));
   if ((rc = load_helpers(g, cache_dir, err))) goto cleanup;
@@ -465,12 +470,11 @@ mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *sp
   out->regs = kern.regs;
   out->shared_bytes = kern.static_shared_bytes + (int)kern.shared_bytes;
   out->local_bytes = kern.local_bytes;
-  if (kern.local_bytes > 0) {
-    /* Compiler feedback: an accumulator that spilled to local memory cannot be competitive,
-     * and timing it would only cost GPU time. */
-    out->status = DB_PRUNED;
-    snprintf(out->error, sizeof out->error, "spills: %d bytes of local memory per thread (%d registers)",
-             kern.local_bytes, kern.regs);
+  tn_kernel_figures fig = {.regs = kern.regs, .local_bytes = kern.local_bytes,
+                           .threads = (int)(kern.block[0] * kern.block[1] * kern.block[2]),
+                           .shared_bytes = out->shared_bytes};
+  if (tn_prune(&fig, &g->limits, out->error, sizeof out->error)) {
+    out->status = DB_PRUNED; /* compiler feedback: timing it would only cost GPU time */
     rt_kernel_unload(&kern);
     return MMT_OK;
   }
