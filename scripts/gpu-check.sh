@@ -28,6 +28,14 @@ for step in "$@"; do
     bench*)
       shape=${step#bench}; shape=${shape:-4096x4096x4096}
       ./build/tuner/mmtune bench ${shape//x/ } --device 0 --db /tmp/mmtune.db 2>&1 | tee -a "$out/bench.log" ;;
+    shapes)
+      # The dispatcher's choice vs cuBLAS on the public benchmark suite, side by side.
+      ./build/tuner/mmtune bench --shapes tests/data/shapes.txt --device 0 --db /tmp/mmtune.db \
+        --csv "$out/shapes.csv" 2>&1 | tee "$out/shapes.log" ;;
+    again)
+      # A second run of a tuned shape with the cubin cache warm compiles nothing.
+      /usr/bin/time -f "again wall %e s" ./build/tuner/mmtune --device 0 --shapes 4096x4096x4096 \
+        --force --budget 10 --db /tmp/again.db 2>&1 | grep -E "kernels compiled|wall|s on" ;;
     *) echo "unknown step $step" ;;
   esac
 done
