@@ -9,6 +9,9 @@
 -- reads few distinct shared-memory words per step and stores whole 128-byte lines of C.
 -- The pipeline depth (STAGES), vector width of global loads (VEC), shared-memory padding and
 -- block-order swizzle are parameters; see the comment block of the emitted source.
+-- split > 1 adds serial split-K for problems with few tiles of C (skinny or deep-K): grid.z
+-- slices of K, whose partial products are added into C one slice after another under a
+-- per-tile semaphore.  split = 1 emits exactly the kernel without it.
 --
 -- The default is the classic 128 x 128 block of 256 threads with an 8 x 8 register tile and a
 -- register-prefetch double buffer (stages=2), float4 loads (vec=4) and group=8: the shape
@@ -329,8 +332,10 @@ local main_loops = {
 }
 
 -- Epilogue stores of one VB-wide piece v of row c_row at column c.  ${beta} is the factor of
--- the old C (0: C is not read), ${load_old} / ${old} read it: `beta` and plain loads without
--- split-K; with it, `c_beta` and L2 loads (see split_wait).
+-- the old C (0: C is not read), ${load_old} / ${old} read it and ${store_c} writes the piece:
+-- `beta` and plain loads and stores without split-K; with it, `c_beta` (see split_wait) and
+-- L2 loads and stores (a plain float4 store after an L2 load of the same piece compiles to
+-- four scalar stores, nvcc 13.0).
 local store_vec4 = [[
       if (c < n_left) { /* N % 4 == 0 and c % VB == 0: the whole piece is inside C */
         if (${beta} != 0.0f) {
@@ -339,7 +344,7 @@ local store_vec4 = [[
 #pragma unroll
           for (int j = 0; j < VB; ++j) v[j] += ${beta} * old[j];
         }
-        store_vec<VB>(c_row + c, v);
+        ${store_c};
       }]]
 local store_scalar = [[
 #pragma unroll
@@ -349,60 +354,60 @@ local store_scalar = [[
         *p = ${beta} == 0.0f ? v[j] : v[j] + ${beta} * ${old};
       }]]
 local store_vars = {
-  plain = {beta = "beta", load_old = "load_vec<VB>(old, c_row + c, true)", old = "*p"},
-  split = {beta = "c_beta", load_old = "load_cg<VB>(old, c_row + c)", old = "__ldcg(p)"},
+  plain = {beta = "beta", load_old = "load_vec<VB>(old, c_row + c, true)", old = "*p",
+           store_c = "store_vec<VB>(c_row + c, v)"},
+  split = {beta = "c_beta", load_old = "load_cg<VB>(old, c_row + c)", old = "__ldcg(p)",
+           store_c = "store_cg<VB>(c_row + c, v)"},
 }
 
 -- Split-K (split > 1).  Pieces spliced into the kernel source; all empty when split = 1, so
 -- that those kernels are exactly the ones without split-K.
 local split_doc = [[
 
- *   SPLIT  = ${d_split} split-K: grid.z = SPLIT slices of K.  Slice z computes the partial
- *                 product over K columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) /
- *                 BK) * BK (whole K steps; the last slices may be shorter or empty, an empty
- *                 one adds 0), so that a problem with few tiles of C still fills the GPU.
- *                 The slices of a tile add into C one after another, in slice order (serial
- *                 split-K, one launch, no workspace): a semaphore per tile, ${sem}[t]
+ *   SPLIT  = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU: grid.z =
+ *                 SPLIT slices of K.  Slice z computes the partial product over the K
+ *                 columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) / BK) * BK
+ *                 (whole K steps; the last slices may be shorter, or empty: they add 0).
+ *                 The slices of a tile then add into C one after another, in slice order
+ *                 (serial split-K: one launch, no workspace).  A semaphore per tile, SEM[t]
  *                 (module scope, zero when the module loads), holds the slice whose turn it
- *                 is.  Slice z waits until it is z, then slice 0 writes alpha*acc + beta*C
- *                 (alpha*acc when beta == 0: C is not read) and slice z > 0 reads C, which
- *                 slice z-1 wrote, and writes C + alpha*acc; then it sets it to z+1, and the
- *                 last slice back to 0, so that the next launch starts from 0.
- *                 Deadlock freedom: blocks are dispatched in launch order with blockIdx.z
- *                 varying slowest, so every block of slice z-1 is resident or finished
- *                 before any of slice z starts; slice 0 waits for nothing, and by induction
+ *                 is: slice z waits for z; slice 0 writes alpha*acc + beta*C (alpha*acc when
+ *                 beta == 0: C is not read), slice z > 0 reads C as slice z-1 left it and
+ *                 writes C + alpha*acc; then it sets SEM[t] to z+1, and the last slice sets it
+ *                 back to 0, so the next launch starts from 0.
+ *                 Deadlock freedom: the GPU dispatches blocks in launch order, blockIdx.z
+ *                 varying slowest, so every block of slice z-1 is resident or finished before
+ *                 any block of slice z starts; slice 0 waits for nothing and, by induction,
  *                 every slice's turn comes (CUTLASS's serial split-K relies on the same).
  *                 The semaphores belong to the module: two launches of this kernel must not
- *                 run at the same time (e.g. on two streams), or they would take each other's
- *                 turns.  mmtune launches a module's kernel on one stream at a time.  Tiles
- *                 of C are limited to SEM_COUNT = ${sem_count} (a constraint of the template).]]
+ *                 run at the same time (on two streams), or they would take each other's
+ *                 turns (wrong results or a hang).  At most SEM_COUNT = ${sem_count} tiles of C.]]
 
 local split_defines = [[
 
 #define SPLIT ${split}
-#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */]]
+#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */
+#define SEM ${sem}]]
 
 local split_helpers = [[
 
 /* Split-K turn of each tile of C (see SPLIT): zero when the module loads, and the last slice
  * of a tile sets it back to zero. */
-__device__ unsigned int ${sem}[SEM_COUNT];
+__device__ unsigned int SEM[SEM_COUNT];
 
 /* The semaphore protocol: an acquire load (the C written by the slice that released it is
  * visible after it) and a release store (sm_70+). */
 static __device__ __forceinline__ unsigned sem_acquire(const unsigned* p) {
   unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];
-" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 static __device__ __forceinline__ void sem_release(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;
-" :: "l"(p), "r"(v) : "memory");
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
 }
 
-/* W consecutive floats at p into r through L2 only (ld.global.cg): C written by another
- * block of this launch must not come from a stale line of this SM's L1. */
+/* load_vec and store_vec through L2 only (ld/st.global.cg), for C: what another block of this
+ * launch wrote must not come from a stale line of this SM's L1. */
 template <int W> __device__ __forceinline__ void load_cg(float* r, const float* p) {
   if constexpr (W == 4) {
     const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
@@ -413,17 +418,27 @@ template <int W> __device__ __forceinline__ void load_cg(float* r, const float* 
   } else {
     r[0] = __ldcg(p);
   }
-}]]
+}
+template <int W> __device__ __forceinline__ void store_cg(float* p, const float* r) {
+  if constexpr (W == 4) {
+    __stcg(reinterpret_cast<float4*>(p), make_float4(r[0], r[1], r[2], r[3]));
+  } else if constexpr (W == 2) {
+    __stcg(reinterpret_cast<float2*>(p), make_float2(r[0], r[1]));
+  } else {
+    __stcg(p, r[0]);
+  }
+}
+]]
 
 -- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
-local split_slice = [[
+local split_slice = "\n" .. [[
 
   /* Split-K: this block computes slice blockIdx.z of K, columns [k0, k0 + kc) cut at K.
    * From here on A, B and K describe the slice (K = 0 for an empty slice: it adds 0).
    * 64-bit: SPLIT * kc may pass 2^31 when K is near it. */
   {
-    const long long per = K / SPLIT + (K % SPLIT != 0);     /* ceil(K / SPLIT) */
-    const long long kc = (per + BK - 1) / BK * BK;          /* whole K steps per slice */
+    const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
+    const long long kc = (per + BK - 1) / BK * BK;      /* whole K steps per slice */
     const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
     A += k0; /* k0 % BK == 0 or k0 == K: A stays 16-byte aligned for VEC = 4 */
     B += k0 * ldb;
@@ -431,20 +446,19 @@ local split_slice = [[
   }]]
 
 -- Before the epilogue: wait for this slice's turn on the tile.
-local split_wait = [[
+local split_wait = "\n" .. [[
   /* Split-K: wait for this slice's turn on the tile (the slices before it have written C).
    * One thread spins on the semaphore; the barrier holds the others.  Slices after the first
    * add to C (c_beta = 1), reading it from L2; the first applies beta. */
-  unsigned* const sem = &${sem}[pid]; /* pid < grid.x * grid.y <= SEM_COUNT */
+  unsigned* const sem = &SEM[pid]; /* the tile's: pid < grid.x * grid.y <= SEM_COUNT */
   if (tid == 0)
-    while (sem_acquire(sem) != blockIdx.z) {
-    }
+    while (sem_acquire(sem) != blockIdx.z) { /* spin */ }
   __syncthreads();
   const float c_beta = blockIdx.z == 0 ? beta : 1.0f;
 ]]
 
 -- After the epilogue: hand the tile to the next slice.
-local split_release = [[
+local split_release = "\n" .. [[
 
   /* Split-K: every thread's stores of C are visible GPU-wide (fence) before thread 0, after
    * the barrier, passes the turn to the next slice; the last slice resets the semaphore to 0
@@ -457,6 +471,7 @@ local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .
 local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block
 local MAX_REGS = 200 -- cap of the register estimate (255 is the hardware limit)
 local REG_MARGIN = 16 -- registers the estimate leaves free (ptxas needs more than it counts)
+local SEM_COUNT = 65536 -- split-K semaphores per module (256 KiB): tiles of C at most
 
 -- Everything derived from a config (shared by constraints and emit).
 local function derive(p)
@@ -500,14 +515,17 @@ local function derive(p)
   return d
 end
 
+-- split = 1 keeps the name (and source) of the kernel without split-K.
 local function kernel_name(p)
-  return string.format("mmt_reg_tiled_m%d_n%d_k%d_tm%d_tn%d_v%d_s%d_p%d_g%d", p.bm, p.bn, p.bk,
-                       p.tm, p.tn, p.vec, p.stages, p.pad, p.group)
+  local name = string.format("mmt_reg_tiled_m%d_n%d_k%d_tm%d_tn%d_v%d_s%d_p%d_g%d", p.bm, p.bn,
+                             p.bk, p.tm, p.tn, p.vec, p.stages, p.pad, p.group)
+  if p.split > 1 then name = name .. "_split" .. p.split end
+  return name
 end
 
 return {
   name = "reg_tiled",
-  description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined (stages)",
+  description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
   dtypes = {"f32"},
   params = {
     {name = "bm", values = {32, 64, 128, 256}},
@@ -519,8 +537,10 @@ return {
     {name = "stages", values = {1, 2, 3}},
     {name = "pad", values = {0, 4}},
     {name = "group", values = {1, 8}},
+    {name = "split", values = {1, 2, 4, 8, 16}},
   },
-  default = {bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, vec = 4, stages = 2, pad = 4, group = 8},
+  default = {bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, vec = 4, stages = 2, pad = 4, group = 8,
+             split = 1},
 
   constraints = function(p, prob)
     if p.tm > p.bm or p.tn > p.bn then
@@ -549,12 +569,26 @@ return {
       return false, string.format("about %d registers per thread (limit %d): would spill",
                                   d.regs, d.reg_limit)
     end
+    -- Split-K is for problems with few tiles of C; the slicing is the same whatever the main
+    -- loop, so one pipelined variant per block shape is enough, and keeps the space at
+    -- about 1.7 times the space without it instead of 5 times.
+    if p.split > 1 and not (p.stages >= 2 and p.pad == 4 and p.group == 1) then
+      return false, "split > 1 only with stages 2 or 3, pad=4, group=1"
+    end
     if prob then
       if prob.layout ~= "nn" then
         return false, "only the nn layout (A and B not transposed)"
       end
       if mmt.ceil_div(prob.M, p.bm) > 65535 then
         return false, "M needs more than 65535 blocks along grid y"
+      end
+      if p.split > 1 then
+        if prob.K < 2 * p.split * p.bk then
+          return false, "split-K slices of fewer than two K steps (K < 2 * split * bk)"
+        end
+        if mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn) > SEM_COUNT then
+          return false, string.format("split-K: more than %d tiles of C (semaphores)", SEM_COUNT)
+        end
       end
     end
     return true
@@ -570,6 +604,15 @@ return {
     else
       loaders = loaders_regs
     end
+    -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
+    local split = p.split > 1
+    local sv = {sem = name .. "_sem", split = p.split, sem_count = SEM_COUNT,
+                d_split = string.format("%-4d", p.split)}
+    local function piece(text) return split and mmt.subst(text, sv) or "" end
+    local store_v = split and store_vars.split or store_vars.plain
+    local store = mmt.subst(p.vec == 4 and store_vec4 or store_scalar,
+                            {ctype = dt.ctype, beta = store_v.beta, load_old = store_v.load_old,
+                             old = store_v.old, store_c = store_v.store_c})
     local vars = {
       name = name, ctype = dt.ctype,
       bm = p.bm, bn = p.bn, bk = p.bk, tm = p.tm, tn = p.tn, vec = p.vec, stages = p.stages,
@@ -578,8 +621,14 @@ return {
       alv = d.alv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
       async_helpers = p.stages == 3 and async_helpers or "",
       loaders = loaders,
-      main_loop = main_loops[p.stages],
-      store = mmt.subst(p.vec == 4 and store_vec4 or store_scalar, {ctype = dt.ctype}),
+      main_loop = main_loops[p.stages] .. piece(split_wait),
+      store = store,
+      grid_z = split and "SPLIT" or "1",
+      split_doc = piece(split_doc),
+      split_defines = piece(split_defines),
+      split_helpers = piece(split_helpers),
+      split_slice = piece(split_slice),
+      split_release = piece(split_release),
     }
     local req
     if p.vec == 4 then
@@ -594,7 +643,7 @@ return {
       source = mmt.subst(source, vars),
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
-      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = 1},
+      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = req,
     }

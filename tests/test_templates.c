@@ -1,6 +1,7 @@
 /* test_templates.c -- templates/reg_tiled.lua: its space (counted again here from the rules),
- * default, launch description of every config, block-order swizzle, NVRTC compiles of a spread
- * sample (CPU), and results on ragged shapes against a CPU reference (GPU; skipped without). */
+ * default, launch description of every config, block-order swizzle, split-K slicing and
+ * constraints, NVRTC compiles of a spread sample (CPU), and results on ragged shapes against
+ * a CPU reference (GPU; skipped without). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,9 +25,9 @@
 
 /* The parameter lists in declaration order, so the rules below count the space independently
  * of the template code. */
-enum { P_BM, P_BN, P_BK, P_TM, P_TN, P_VEC, P_STAGES, P_PAD, P_GROUP, P_COUNT };
-static const char *const k_names[P_COUNT] = {"bm",  "bn",     "bk",  "tm",   "tn",
-                                             "vec", "stages", "pad", "group"};
+enum { P_BM, P_BN, P_BK, P_TM, P_TN, P_VEC, P_STAGES, P_PAD, P_GROUP, P_SPLIT, P_COUNT };
+static const char *const k_names[P_COUNT] = {"bm",  "bn",     "bk",  "tm",    "tn",
+                                             "vec", "stages", "pad", "group", "split"};
 static const int64_t v_bm[] = {32, 64, 128, 256};
 static const int64_t v_bn[] = {32, 64, 128, 256};
 static const int64_t v_bk[] = {8, 16, 32};
@@ -36,21 +37,25 @@ static const int64_t v_vec[] = {1, 4};
 static const int64_t v_stages[] = {1, 2, 3};
 static const int64_t v_pad[] = {0, 4};
 static const int64_t v_group[] = {1, 8};
-static const int64_t *const k_lists[P_COUNT] = {v_bm,  v_bn,     v_bk,  v_tm,   v_tn,
-                                                v_vec, v_stages, v_pad, v_group};
-static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),  COUNT(v_bk),
-                                      COUNT(v_tm),     COUNT(v_tn),  COUNT(v_vec),
-                                      COUNT(v_stages), COUNT(v_pad), COUNT(v_group)};
-/* Valid configs; pinned so that a change of the rules is a visible change of this number. */
-#define VALID_COUNT 2616
+static const int64_t v_split[] = {1, 2, 4, 8, 16};
+static const int64_t *const k_lists[P_COUNT] = {v_bm,  v_bn,     v_bk,  v_tm,    v_tn,
+                                                v_vec, v_stages, v_pad, v_group, v_split};
+static const int k_counts[P_COUNT] = {
+    COUNT(v_bm),  COUNT(v_bn),     COUNT(v_bk),  COUNT(v_tm),    COUNT(v_tn),
+    COUNT(v_vec), COUNT(v_stages), COUNT(v_pad), COUNT(v_group), COUNT(v_split)};
+/* Valid configs; pinned so that a change of the rules is a visible change of this number.
+ * split = 1: 2616 (the space before split-K); each of split = 2, 4, 8, 16: 449. */
+#define VALID_COUNT 4412
+#define VALID_SPLIT1 2616
+#define SEM_COUNT 65536 /* split-K semaphores per module: tiles of C at most */
 
 typedef struct {
-  int64_t bm, bn, bk, tm, tn, vec, stages, pad, group;
+  int64_t bm, bn, bk, tm, tn, vec, stages, pad, group, split;
 } cfg;
 
 static cfg cfg_of(const gen_config *c) {
-  return (cfg){c->v[P_BM],  c->v[P_BN],     c->v[P_BK],  c->v[P_TM],   c->v[P_TN],
-               c->v[P_VEC], c->v[P_STAGES], c->v[P_PAD], c->v[P_GROUP]};
+  return (cfg){c->v[P_BM],  c->v[P_BN],     c->v[P_BK],  c->v[P_TM],    c->v[P_TN],
+               c->v[P_VEC], c->v[P_STAGES], c->v[P_PAD], c->v[P_GROUP], c->v[P_SPLIT]};
 }
 
 static int64_t threads_of(const cfg *p) { return (p->bm / p->tm) * (p->bn / p->tn); }
@@ -75,7 +80,18 @@ static bool rules_valid(const cfg *p) {
   const int64_t in_flight = p->stages <= 2 ? (p->bm * p->bk + p->bk * p->bn) / t : copies;
   const int64_t regs = p->tm * p->tn + p->tm + p->tn + 24 + in_flight;
   const int64_t limit = 65536 / t - 16 < 200 ? 65536 / t - 16 : 200;
-  return regs <= limit;
+  if (regs > limit) return false;
+  /* split-K: one pipelined variant per block shape */
+  return p->split == 1 || (p->stages >= 2 && p->pad == 4 && p->group == 1);
+}
+
+/* The K range [k0, k0 + depth) of slice z, as the kernel computes it. */
+static void slice_range(int64_t k, int64_t split, int64_t bk, int64_t z, int64_t *k0,
+                        int64_t *depth) {
+  const int64_t per = k / split + (k % split != 0);
+  const int64_t kc = (per + bk - 1) / bk * bk;
+  *k0 = z * kc < k ? z * kc : k;
+  *depth = kc < k - *k0 ? kc : k - *k0;
 }
 
 static gen_template *load_reg_tiled(void) {
@@ -133,7 +149,7 @@ static void test_declaration(void **state) {
 static void test_space_count(void **state) {
   (void)state;
   gen_template *t = load_reg_tiled();
-  int valid_count = 0, expect = 0;
+  int valid_count = 0, expect = 0, split1 = 0;
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;
     char why[160];
@@ -149,9 +165,11 @@ static void test_space_count(void **state) {
     if (!valid) assert_true(strlen(why) > 0); /* always says why */
     valid_count += valid;
     expect += want;
+    split1 += valid && p.split == 1;
   }
   assert_int_equal(valid_count, expect);
   assert_int_equal(valid_count, VALID_COUNT);
+  assert_int_equal(split1, VALID_SPLIT1);
   gen_free(t);
 }
 
@@ -162,7 +180,7 @@ static void test_default(void **state) {
   char text[256];
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
-  assert_string_equal(text, "bm=128,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=8");
+  assert_string_equal(text, "bm=128,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=8,split=1");
   assert_true(check(t, &c, NULL, NULL, 0));
   gen_kernel k, k2;
   emit_ok(t, &c, &k);
@@ -174,6 +192,7 @@ static void test_default(void **state) {
   assert_int_equal(k.requires.align_bytes, 16);
   assert_non_null(strstr(k.source, "#define MIN_BLOCKS 2")); /* 2 x 256 threads, <= 128 regs */
   assert_non_null(strstr(k.source, "#define WX 8"));         /* 4 x 8 warps */
+  assert_null(strstr(k.source, "SPLIT"));                    /* no split-K */
   emit_ok(t, &c, &k2);
   assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
   gen_kernel_clear(&k);
@@ -193,11 +212,14 @@ static void test_emit_all(void **state) {
     const cfg p = cfg_of(&c);
     gen_kernel k;
     emit_ok(t, &c, &k);
-    char name[128], line[64];
-    snprintf(name, sizeof name,
-             "mmt_reg_tiled_m%lld_n%lld_k%lld_tm%lld_tn%lld_v%lld_s%lld_p%lld_g%lld",
-             (long long)p.bm, (long long)p.bn, (long long)p.bk, (long long)p.tm, (long long)p.tn,
-             (long long)p.vec, (long long)p.stages, (long long)p.pad, (long long)p.group);
+    char name[128], line[192];
+    int len = snprintf(name, sizeof name,
+                       "mmt_reg_tiled_m%lld_n%lld_k%lld_tm%lld_tn%lld_v%lld_s%lld_p%lld_g%lld",
+                       (long long)p.bm, (long long)p.bn, (long long)p.bk, (long long)p.tm,
+                       (long long)p.tn, (long long)p.vec, (long long)p.stages, (long long)p.pad,
+                       (long long)p.group);
+    if (p.split > 1) /* split = 1 keeps the name of the kernel without split-K */
+      snprintf(name + len, sizeof name - (size_t)len, "_split%lld", (long long)p.split);
     assert_string_equal(k.kernel_name, name); /* every parameter, separated: names are unique */
     assert_non_null(strstr(k.source, name));
     assert_non_null(strstr(k.source, "extern \"C\" __global__"));
@@ -205,8 +227,9 @@ static void test_emit_all(void **state) {
     assert_null(strstr(k.source, "#include"));
     assert_null(strstr(k.source, "${"));
     for (int i = 0; i < P_COUNT; i++) { /* each parameter is defined (and documented) */
-      static const char *const macro[P_COUNT] = {"BM",  "BN",     "BK",  "TM",   "TN",
-                                                 "VEC", "STAGES", "PAD", "GROUP"};
+      static const char *const macro[P_COUNT] = {"BM",  "BN",     "BK",  "TM",    "TN",
+                                                 "VEC", "STAGES", "PAD", "GROUP", "SPLIT"};
+      if (i == P_SPLIT && p.split == 1) continue; /* checked below */
       snprintf(line, sizeof line, "#define %s %lld\n", macro[i], (long long)c.v[i]);
       assert_non_null(strstr(k.source, line));
       snprintf(line, sizeof line, " *   %-6s = %lld", macro[i], (long long)c.v[i]);
@@ -219,8 +242,8 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.grid[0].tile, p.bn);
     assert_int_equal(k.grid[1].dim, 'M');
     assert_int_equal(k.grid[1].tile, p.bm);
-    assert_int_equal(k.grid[2].dim, 0);
-    assert_int_equal(k.grid[2].tile, 1);
+    assert_int_equal(k.grid[2].dim, 0); /* grid.z: SPLIT slices of K */
+    assert_int_equal(k.grid[2].tile, p.split);
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p));
     assert_int_equal(k.requires.m_multiple, 1);
     assert_int_equal(k.requires.n_multiple, p.vec == 4 ? 4 : 1);
@@ -229,6 +252,25 @@ static void test_emit_all(void **state) {
     /* cp.async only in the ring pipeline; 16-byte copies of B only with float4 */
     assert_int_equal(strstr(k.source, "cp.async.commit_group") != NULL, p.stages == 3);
     assert_int_equal(strstr(k.source, "cp_async<16>(bs") != NULL, p.stages == 3 && p.vec == 4);
+    /* split-K: the module's semaphore array, named after the kernel; split = 1 has no trace
+     * of it (its source is the kernel's without split-K) */
+    const bool split = p.split > 1;
+    snprintf(line, sizeof line, "#define SEM %s_sem\n", name);
+    assert_int_equal(strstr(k.source, line) != NULL, split);
+    assert_int_equal(strstr(k.source, "__device__ unsigned int SEM[SEM_COUNT];") != NULL, split);
+    assert_int_equal(strstr(k.source, "#define SEM_COUNT 65536 ") != NULL, split);
+    assert_int_equal(strstr(k.source, "blockIdx.z") != NULL, split);
+    assert_int_equal(strstr(k.source, "SPLIT") != NULL, split);
+    assert_int_equal(strstr(k.source, "Split-K") != NULL, split);
+    /* epilogue: float4 stores with VEC = 4 (through L2 with split-K), scalar ones otherwise */
+    const bool vec4 = p.vec == 4;
+    assert_int_equal(strstr(k.source, "store_vec<VB>(c_row + c, v);") != NULL, vec4 && !split);
+    assert_int_equal(strstr(k.source, "store_cg<VB>(c_row + c, v);") != NULL, vec4 && split);
+    assert_int_equal(strstr(k.source, "*p = beta == 0.0f ? v[j] : v[j] + beta * *p;") != NULL,
+                     p.vec == 1 && !split);
+    assert_int_equal(strstr(k.source, "*p = c_beta == 0.0f ? v[j] : v[j] + c_beta * __ldcg(p);") !=
+                         NULL,
+                     p.vec == 1 && split);
     gen_kernel_clear(&k);
     emitted++;
   }
@@ -276,6 +318,38 @@ static void test_problem_checks(void **state) {
   gen_problem odd = {"f32", "nn", 37, 51, 27, 29, 53, 51, 4};
   assert_true(gen_requires_met(&k.requires, &odd));
   gen_kernel_clear(&k);
+
+  /* split-K: only the pipelined, padded, unswizzled variants */
+  parse_ok(t, "split=4", &c); /* group=8 */
+  assert_false(check(t, &c, NULL, why, sizeof why));
+  assert_non_null(strstr(why, "split"));
+  parse_ok(t, "group=1,split=4,stages=1", &c);
+  assert_false(check(t, &c, NULL, why, sizeof why));
+  parse_ok(t, "group=1,split=4,pad=0", &c);
+  assert_false(check(t, &c, NULL, why, sizeof why));
+  /* problem: at least two K steps per slice, K >= 2 * split * bk (here 2 * 4 * 8) */
+  parse_ok(t, "group=1,split=4", &c);
+  gen_problem sp = {"f32", "nn", 16, 4096, 64, 64, 4096, 4096, 16};
+  assert_true(check(t, &c, &sp, why, sizeof why));
+  sp.k = 63;
+  sp.lda = 63;
+  assert_false(check(t, &c, &sp, why, sizeof why));
+  assert_non_null(strstr(why, "K < 2 * split * bk"));
+  sp.k = 0; /* K == 0: nothing to split */
+  assert_false(check(t, &c, &sp, why, sizeof why));
+  parse_ok(t, "group=1", &c); /* split = 1 takes any K */
+  assert_true(check(t, &c, &sp, why, sizeof why));
+  /* problem: tiles of C at most SEM_COUNT (one semaphore each), 128 x 128 tiles here */
+  parse_ok(t, "group=1,split=2", &c);
+  gen_problem big = {"f32", "nn", 256LL * 128, 256LL * 128, 64, 64, 256LL * 128, 256LL * 128, 16};
+  assert_true(check(t, &c, &big, why, sizeof why)); /* exactly 65536 tiles */
+  big.n++;
+  big.ldb++;
+  big.ldc++;
+  assert_false(check(t, &c, &big, why, sizeof why));
+  assert_non_null(strstr(why, "65536 tiles"));
+  parse_ok(t, "group=1", &c);
+  assert_true(check(t, &c, &big, why, sizeof why));
   gen_free(t);
 }
 
@@ -300,6 +374,20 @@ static void test_grid_rule(void **state) {
   assert_int_equal(g[1], 65535);
   assert_int_equal(gen_grid_eval(k.grid, 65535LL * 64 + 1, 1, 1, g, &e), MMT_ERR_INVALID_ARG);
   gen_kernel_clear(&k);
+  /* split-K: grid.z is the number of slices, whatever the problem (K == 0 included) */
+  for (int i = 1; i < COUNT(v_split); i++) {
+    char text[96];
+    snprintf(text, sizeof text, "bm=64,bn=256,bk=32,tm=4,tn=8,group=1,split=%lld",
+             (long long)v_split[i]);
+    parse_ok(t, text, &c);
+    assert_true(check(t, &c, NULL, NULL, 0));
+    emit_ok(t, &c, &k);
+    assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, g, &e), MMT_OK);
+    assert_true(g[0] == 1 && g[1] == 16 && g[2] == v_split[i]);
+    assert_int_equal(gen_grid_eval(k.grid, 16, 4096, 0, g, &e), MMT_OK);
+    assert_true(g[0] == 16 && g[1] == 1 && g[2] == v_split[i]);
+    gen_kernel_clear(&k);
+  }
   gen_free(t);
 }
 
@@ -370,30 +458,106 @@ static void test_group_swizzle(void **state) {
   gen_free(t);
 }
 
+/* ---- split-K --------------------------------------------------------------------------- */
+
+/* The slicing (slice_range) and the semaphore protocol, as they must appear in the source. */
+static const char *const k_split_lines[] = {
+    "const long long per = K / SPLIT + (K % SPLIT != 0);",
+    "const long long kc = (per + BK - 1) / BK * BK;",
+    "const long long k0 = min((long long)blockIdx.z * kc, (long long)K);",
+    "A += k0;",
+    "B += k0 * ldb;",
+    "K = (int)min(kc, K - k0);",
+    "unsigned* const sem = &SEM[pid];",
+    "while (sem_acquire(sem) != blockIdx.z)",
+    "const float c_beta = blockIdx.z == 0 ? beta : 1.0f;",
+    "__threadfence();\n  __syncthreads();\n"
+    "  if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);",
+    "ld.acquire.gpu.global.u32",
+    "st.release.gpu.global.u32",
+};
+
+/* Slices cover [0, K) in order, in whole K steps but for the last non-empty one; with K
+ * allowed by the constraint (K >= 2 * split * bk) each slice but the tail ones has at least
+ * two steps, and the tail ones can be empty. */
+static void test_split_slices(void **state) {
+  (void)state;
+  static const int64_t bks[] = {8, 16, 32};
+  static const int64_t big[] = {2147483647LL, 2147483644LL, 2147483616LL};
+  for (int si = 1; si < COUNT(v_split); si++)
+    for (int bi = 0; bi < COUNT(bks); bi++)
+      for (int64_t k = 0; k < 700 + COUNT(big); k++) {
+        const int64_t split = v_split[si], bk = bks[bi], kk = k < 700 ? k : big[k - 700];
+        int64_t next = 0, kc = 0;
+        for (int64_t z = 0; z < split; z++) {
+          int64_t k0, depth;
+          slice_range(kk, split, bk, z, &k0, &depth);
+          assert_int_equal(k0, next); /* contiguous, in slice order */
+          assert_true(depth >= 0 && depth <= kk);
+          assert_true(k0 % bk == 0 || k0 == kk); /* float4-aligned A for VEC = 4 */
+          if (z == 0) kc = depth;
+          assert_true(depth == kc || k0 + depth == kk); /* only the tail is short */
+          if (kk >= 2 * split * bk && z == 0) assert_true(depth >= 2 * bk);
+          next = k0 + depth;
+        }
+        assert_int_equal(next, kk); /* all of K, nothing twice */
+      }
+  /* An allowed problem with empty slices: K = 260, split 16, bk 8: 24 columns a slice, so
+   * slice 10 takes 240..259 and slices 11..15 are empty. */
+  int64_t k0, depth;
+  slice_range(260, 16, 8, 10, &k0, &depth);
+  assert_true(k0 == 240 && depth == 20);
+  for (int64_t z = 11; z < 16; z++) {
+    slice_range(260, 16, 8, z, &k0, &depth);
+    assert_true(k0 == 260 && depth == 0);
+  }
+  gen_template *t = load_reg_tiled();
+  static const char *const configs[] = {"group=1,split=2", "vec=1,stages=3,group=1,split=16"};
+  for (int i = 0; i < COUNT(configs); i++) {
+    gen_config c;
+    gen_kernel k;
+    parse_ok(t, configs[i], &c);
+    emit_ok(t, &c, &k);
+    for (int j = 0; j < COUNT(k_split_lines); j++) {
+      if (!strstr(k.source, k_split_lines[j])) fprintf(stderr, "missing: %s\n", k_split_lines[j]);
+      assert_non_null(strstr(k.source, k_split_lines[j]));
+    }
+    gen_kernel_clear(&k);
+  }
+  gen_free(t);
+}
+
 /* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
 
 /* A deterministic spread of valid configs: per (stages, vec), `per` configs picked by a fixed
- * LCG from that group's valid ones, then the default.  Returns the count written to out. */
+ * LCG from that group's valid ones without split-K, then per (stages, vec) with split-K (none
+ * with stages 1), then the default.  Returns the count written to out. */
 static int sample_configs(gen_template *t, int per, gen_config *out, int cap) {
   int n = 0;
   uint64_t seed = 20240611u;
   gen_config *group = malloc(sizeof *group * gen_space_size(t));
   assert_non_null(group);
-  for (int s = 0; s < COUNT(v_stages); s++)
-    for (int v = 0; v < COUNT(v_vec); v++) {
-      int count = 0;
-      for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
-        gen_config c;
-        gen_config_at(t, idx, &c);
-        if (c.v[P_STAGES] == v_stages[s] && c.v[P_VEC] == v_vec[v] && check(t, &c, NULL, NULL, 0))
-          group[count++] = c;
+  for (int sk = 0; sk < 2; sk++) /* split = 1 first: the same picks as before split-K */
+    for (int s = 0; s < COUNT(v_stages); s++)
+      for (int v = 0; v < COUNT(v_vec); v++) {
+        int count = 0;
+        for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+          gen_config c;
+          gen_config_at(t, idx, &c);
+          if (c.v[P_STAGES] == v_stages[s] && c.v[P_VEC] == v_vec[v] &&
+              (c.v[P_SPLIT] > 1) == sk && check(t, &c, NULL, NULL, 0))
+            group[count++] = c;
+        }
+        if (sk && v_stages[s] == 1) {
+          assert_int_equal(count, 0);
+          continue;
+        }
+        assert_true(count >= per);
+        for (int i = 0; i < per && n < cap; i++) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          out[n++] = group[(seed >> 33) % (uint64_t)count]; /* repeats are harmless */
+        }
       }
-      assert_true(count >= per);
-      for (int i = 0; i < per && n < cap; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        out[n++] = group[(seed >> 33) % (uint64_t)count]; /* repeats are harmless */
-      }
-    }
   free(group);
   if (n < cap) gen_config_default(t, &out[n++]);
   return n;
@@ -416,17 +580,22 @@ static void compile_ok(const gen_kernel *k, const char *arch) {
 static void test_nvrtc_sample(void **state) {
   (void)state;
   gen_template *t = load_reg_tiled();
-  gen_config sample[32];
+  gen_config sample[48];
   const int n = sample_configs(t, 4, sample, COUNT(sample));
-  assert_int_equal(n, 25);
+  assert_int_equal(n, 6 * 4 + 4 * 4 + 1);
+  int split = 0;
   for (int i = 0; i < n; i++) {
     gen_kernel k;
     emit_ok(t, &sample[i], &k);
     compile_ok(&k, "sm_90");
     gen_kernel_clear(&k);
+    split += sample[i].v[P_SPLIT] > 1;
   }
-  /* cp.async needs sm_80: the ring pipeline and the default also build there */
-  const char *const sm80[] = {"", "stages=3", "stages=3,vec=1"};
+  assert_int_equal(split, 16);
+  /* cp.async needs sm_80: the ring pipeline and the default also build there, and split-K
+   * (acquire and release need sm_70) */
+  const char *const sm80[] = {"", "stages=3", "stages=3,vec=1", "stages=3,group=1,split=4",
+                              "vec=1,group=1,split=16"};
   for (int i = 0; i < COUNT(sm80); i++) {
     gen_config c;
     gen_kernel k;
@@ -443,7 +612,7 @@ static void test_nvrtc_sample(void **state) {
 
 /* Configs that cover each pipeline, both vector widths, both paddings and orders, both warp
  * shapes (4 x 8 threads, and 8 x 4 when BN / TN is 4), 64 to 512 threads, and the smallest
- * and largest tiles. */
+ * and largest tiles; then split-K with each pipeline and vector width, 2 to 16 slices. */
 static const char *const k_gpu_configs[] = {
     "",
     "vec=1",
@@ -457,6 +626,10 @@ static const char *const k_gpu_configs[] = {
     "bm=256,bn=128,bk=16,tm=16,tn=8,vec=1,stages=2",
     "bm=64,bn=256,bk=32,tm=4,tn=8,vec=4,stages=1,group=1",
     "bm=128,bn=32,bk=16,tm=4,tn=8,vec=4,stages=3,pad=0",
+    "group=1,split=4",
+    "vec=1,stages=3,group=1,split=2",
+    "bm=32,bn=32,bk=8,tm=4,tn=4,vec=1,stages=3,group=1,split=16",
+    "bm=64,bn=128,bk=16,tm=8,tn=8,vec=4,stages=3,group=1,split=8",
 };
 
 typedef struct {
@@ -475,6 +648,56 @@ static const gemm_shape k_shapes_vec4[] = {
     {130, 68, 256, 260, 68, 72, 1.0f, 0.0f}, {300, 260, 40, 44, 264, 260, -0.5f, 2.0f},
     {5, 4, 0, 4, 4, 4, 1.0f, 0.5f},
 };
+/* Split-K configs also run these (besides the ones above, whose small K leave most slices
+ * empty): skinny and deep, ragged in M and N, beta == 0 (C NaN) and != 0; all are vec4-safe. */
+static const gemm_shape k_shapes_split[] = {
+    {16, 300, 2052, 2056, 300, 304, 1.0f, 0.0f},
+    {300, 12, 1540, 1540, 16, 12, -1.5f, 0.5f},
+    {130, 132, 1028, 1032, 132, 136, 0.75f, 0.0f},
+};
+#define SPLIT_SHAPES (2 + COUNT(k_shapes_split))
+
+/* The shapes a split-K config runs besides the common ones: the smallest K its constraint
+ * allows (2 * split * bk: two steps a slice) and 4 more (three steps a slice, so the last
+ * slices are empty from split = 4 on), then k_shapes_split.  Returns the count. */
+static int split_shapes(int64_t split, int64_t bk, gemm_shape out[SPLIT_SHAPES]) {
+  const int64_t kmin = 2 * split * bk;
+  out[0] = (gemm_shape){37, 44, kmin, kmin, 44, 48, 1.0f, 0.0f};
+  out[1] = (gemm_shape){37, 44, kmin + 4, kmin + 4, 48, 44, 0.5f, -1.0f};
+  for (int i = 0; i < COUNT(k_shapes_split); i++) out[2 + i] = k_shapes_split[i];
+  return SPLIT_SHAPES;
+}
+
+/* The GPU test's configs are valid, and its split-K shapes are problems the template (and so
+ * the dispatcher) would give those configs: checked here without a GPU. */
+static void test_gpu_configs(void **state) {
+  (void)state;
+  gen_template *t = load_reg_tiled();
+  int split_configs = 0;
+  for (int i = 0; i < COUNT(k_gpu_configs); i++) {
+    gen_config c;
+    gen_kernel spec;
+    parse_ok(t, k_gpu_configs[i], &c);
+    assert_true(check(t, &c, NULL, NULL, 0));
+    if (c.v[P_SPLIT] == 1) continue;
+    split_configs++;
+    emit_ok(t, &c, &spec);
+    gemm_shape sh[SPLIT_SHAPES];
+    const int n = split_shapes(c.v[P_SPLIT], c.v[P_BK], sh);
+    for (int j = 0; j < n; j++) {
+      const gen_problem prob = {"f32",      "nn",      sh[j].m,   sh[j].n, sh[j].k,
+                                sh[j].lda, sh[j].ldb, sh[j].ldc, 16};
+      char why[160] = "";
+      if (!check(t, &c, &prob, why, sizeof why))
+        fprintf(stderr, "%s, shape %d: %s\n", k_gpu_configs[i], j, why);
+      assert_true(check(t, &c, &prob, NULL, 0));
+      assert_true(gen_requires_met(&spec.requires, &prob));
+    }
+    gen_kernel_clear(&spec);
+  }
+  assert_int_equal(split_configs, 4);
+  gen_free(t);
+}
 
 static float frand(uint64_t *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -488,19 +711,24 @@ static CUdeviceptr to_device(const rt_cu *cu, const float *h, size_t count) {
   return p;
 }
 
-/* Runs k on shape s against a float64 CPU reference; C starts as NaN when beta == 0 (it must
- * not be read) and the padding past column N must be left alone. */
-static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const gemm_shape *s) {
+/* Runs k on shape s `runs` times in a row (from the same C each time) against a float64 CPU
+ * reference; C starts as NaN when beta == 0 (it must not be read) and the padding past column
+ * N must be left alone.  Split-K kernels run twice: the second launch finds the semaphores as
+ * the first left them. */
+static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const gemm_shape *s,
+                      int runs) {
   const size_t na = (size_t)(s->m * s->lda) + 1, nb = (size_t)(s->k * s->ldb) + 1;
   const size_t nc = (size_t)(s->m * s->ldc);
   float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
   float *c = malloc(nc * sizeof *c), *want = malloc(nc * sizeof *want);
-  assert_true(a && b && c && want);
+  float *c0 = malloc(nc * sizeof *c0);
+  assert_true(a && b && c && want && c0);
   uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
   for (size_t i = 0; i < na; i++) a[i] = frand(&seed);
   for (size_t i = 0; i < nb; i++) b[i] = frand(&seed);
   for (size_t i = 0; i < nc; i++) c[i] = s->beta == 0.0f ? NAN : frand(&seed);
   memcpy(want, c, nc * sizeof *c);
+  memcpy(c0, c, nc * sizeof *c);
   for (int64_t i = 0; i < s->m; i++)
     for (int64_t j = 0; j < s->n; j++) {
       double acc = 0;
@@ -519,19 +747,22 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   args.a = to_device(cu, a, na);
   args.b = to_device(cu, b, nb);
   args.c = to_device(cu, c, nc);
-  ut_err e;
-  mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
-  assert_int_equal(rc, MMT_OK);
-  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyDtoH(c, args.c, nc * sizeof *c), CUDA_SUCCESS);
-  for (size_t i = 0; i < nc; i++) {
-    const bool same =
-        isnan(want[i]) ? isnan(c[i]) : fabsf(c[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i]));
-    if (!same) {
-      fprintf(stderr, "%s, %lldx%lldx%lld: C[%zu] = %g, want %g\n", label, (long long)s->m,
-              (long long)s->n, (long long)s->k, i, c[i], want[i]);
-      fail();
+  for (int run = 0; run < runs; run++) {
+    ut_err e;
+    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(args.c, c0, nc * sizeof *c0), CUDA_SUCCESS);
+    mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
+    if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
+    assert_int_equal(rc, MMT_OK);
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(c, args.c, nc * sizeof *c), CUDA_SUCCESS);
+    for (size_t i = 0; i < nc; i++) {
+      const bool same =
+          isnan(want[i]) ? isnan(c[i]) : fabsf(c[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i]));
+      if (!same) {
+        fprintf(stderr, "%s, %lldx%lldx%lld, run %d: C[%zu] = %g, want %g\n", label,
+                (long long)s->m, (long long)s->n, (long long)s->k, run + 1, i, c[i], want[i]);
+        fail();
+      }
     }
   }
   assert_int_equal(cu->cuMemFree(args.a), CUDA_SUCCESS);
@@ -540,6 +771,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(a);
   free(b);
   free(c);
+  free(c0);
   free(want);
 }
 
@@ -571,9 +803,13 @@ static void test_gpu_results(void **state) {
     print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
     assert_int_equal(k.local_bytes, 0); /* no spills */
     const bool vec4 = c.v[P_VEC] == 4;
+    const int64_t split = c.v[P_SPLIT], bk = c.v[P_BK], runs = split > 1 ? 2 : 1;
     const gemm_shape *shapes = vec4 ? k_shapes_vec4 : k_shapes_any;
     const int count = vec4 ? COUNT(k_shapes_vec4) : COUNT(k_shapes_any);
-    for (int j = 0; j < count; j++) run_shape(cu, &k, spec.kernel_name, &shapes[j]);
+    for (int j = 0; j < count; j++) run_shape(cu, &k, spec.kernel_name, &shapes[j], runs);
+    gemm_shape more[SPLIT_SHAPES];
+    const int n_more = split > 1 ? split_shapes(split, bk, more) : 0;
+    for (int j = 0; j < n_more; j++) run_shape(cu, &k, spec.kernel_name, &more[j], runs);
     rt_kernel_unload(&k);
     rt_cubin_free(&cubin);
     gen_kernel_clear(&spec);
@@ -587,7 +823,8 @@ int main(void) {
       cmocka_unit_test(test_declaration),    cmocka_unit_test(test_space_count),
       cmocka_unit_test(test_default),        cmocka_unit_test(test_emit_all),
       cmocka_unit_test(test_problem_checks), cmocka_unit_test(test_grid_rule),
-      cmocka_unit_test(test_group_swizzle),  cmocka_unit_test(test_nvrtc_sample),
+      cmocka_unit_test(test_group_swizzle),  cmocka_unit_test(test_split_slices),
+      cmocka_unit_test(test_nvrtc_sample),   cmocka_unit_test(test_gpu_configs),
       cmocka_unit_test(test_gpu_results),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
