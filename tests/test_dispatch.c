@@ -589,15 +589,16 @@ static void test_gpu_families_unaligned_ld(void **state) {
   char device[128];
   snprintf(device, sizeof device, "%s", dev.info.name);
   rt_device_close(&dev);
+  /* Canonical params (every parameter named), as the dispatcher reports them. */
   static const char *const configs[][2] = {
       {"naive", NULL},
       {"smem_tiled", NULL},
       {"smem_tiled", "tile=32,pad=1,unroll=16,rpt=8"},
-      {"reg_tiled", "bm=32,bn=32,bk=8,tm=4,tn=4,vec=1,stages=1,pad=0,group=1"},
-      {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=8,vec=1,stages=2,pad=0,group=8"},
-      {"reg_tiled", "bm=128,bn=128,bk=32,tm=8,tn=8,vec=1,stages=3,pad=4,group=1"},
+      {"reg_tiled", "bm=32,bn=32,bk=8,tm=4,tn=4,vec=1,stages=1,pad=0,group=1,split=1"},
+      {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=8,vec=1,stages=2,pad=0,group=8,split=1"},
+      {"reg_tiled", "bm=128,bn=128,bk=32,tm=8,tn=8,vec=1,stages=3,pad=4,group=1,split=1"},
   };
-  const char *vec4 = "bm=64,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=1";
+  const char *vec4 = "bm=64,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=1,split=1";
   const gemm_case cases[] = {{127, 257, 1023, 1024, 260, 258}, {1, 1, 1, 2, 2, 3}};
   for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
     char hash[17], params[256], path[200];

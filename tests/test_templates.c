@@ -803,7 +803,8 @@ static void test_gpu_results(void **state) {
     print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
     assert_int_equal(k.local_bytes, 0); /* no spills */
     const bool vec4 = c.v[P_VEC] == 4;
-    const int64_t split = c.v[P_SPLIT], bk = c.v[P_BK], runs = split > 1 ? 2 : 1;
+    const int64_t split = c.v[P_SPLIT], bk = c.v[P_BK];
+    const int runs = split > 1 ? 2 : 1; /* split-K: the second launch needs reset semaphores */
     const gemm_shape *shapes = vec4 ? k_shapes_vec4 : k_shapes_any;
     const int count = vec4 ? COUNT(k_shapes_vec4) : COUNT(k_shapes_any);
     for (int j = 0; j < count; j++) run_shape(cu, &k, spec.kernel_name, &shapes[j], runs);
