@@ -1,5 +1,5 @@
 /* test_bench.c -- `mmtune bench` (tuner/tn_bench.c) through the built binary, and its CSV
- * (tuner/tn_csv.c) and cuBLAS (tuner/tn_cublas.c) modules, built in here.
+ * (tuner/tn_csv.c) and cuBLAS (tuner/tn_cublas.c) modules.
  *
  * CPU: argument errors; without a device, one line and no CSV; CSV quoting; cuBLAS loading
  * without a driver (in forked children: the library is loaded once per process).  GPU
@@ -25,79 +25,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../tuner/tn_csv.c"
-#include "../tuner/tn_cublas.c"
+#include "cli_run.h"
+#include "tn_csv.h"
+#include "tn_cublas.h"
 #include "util.h"
 
 #define RUN_TIMEOUT_S 300
 
 static char tmp_dir[] = "/tmp/mmt_bench_XXXXXX";
 
-typedef struct {
-  int code; /* exit status; 128+signal when killed */
-  char *out;
-  char *err;
-} run_result;
-
-static void run_free(run_result *r) {
-  free(r->out);
-  free(r->err);
-}
-
-static char *slurp(const char *path) {
-  char *data = NULL;
-  ut_err e;
-  if (ut_read_file(path, &data, NULL, &e) != MMT_OK) return NULL;
-  return data;
-}
-
-/* Waits for pid, killing it after RUN_TIMEOUT_S; the exit status or 128+signal. */
-static int wait_child(pid_t pid) {
-  int status = 0;
-  time_t deadline = time(NULL) + RUN_TIMEOUT_S;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (time(NULL) > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      fail_msg("child ran more than %d s", RUN_TIMEOUT_S);
-    }
-    usleep(10000);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Runs mmtune with args (NULL-terminated, without argv[0]); libcublas, when not NULL, is
- * MMTUNE_LIBCUBLAS. */
+/* Runs mmtune; libcublas (NULL: unset) is its MMTUNE_LIBCUBLAS. */
 static run_result run_env(const char *libcublas, const char *const *args) {
-  char *argv[64];
-  int n = 0;
-  argv[n++] = (char *)MMT_CLI_PATH;
-  for (; args[n - 1] && n < 63; n++) argv[n] = (char *)args[n - 1];
-  argv[n] = NULL;
-  char out[300], err[300];
-  snprintf(out, sizeof out, "%s/stdout", tmp_dir);
-  snprintf(err, sizeof err, "%s/stderr", tmp_dir);
-  fflush(NULL);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fi = open("/dev/null", O_RDONLY);
-    if (fo < 0 || fe < 0 || fi < 0) _exit(126);
-    dup2(fi, 0), dup2(fo, 1), dup2(fe, 2);
-    setenv("MMTUNE_TEMPLATE_PATH", "", 1);
-    if (libcublas) setenv("MMTUNE_LIBCUBLAS", libcublas, 1);
-    execv(MMT_CLI_PATH, argv);
-    _exit(127);
-  }
-  run_result r;
-  r.code = wait_child(pid);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  assert_non_null(r.out);
-  assert_non_null(r.err);
-  return r;
+  static char env[1024];
+  snprintf(env, sizeof env, "MMTUNE_LIBCUBLAS=%s", libcublas ? libcublas : "");
+  return cli_run(tmp_dir, libcublas ? (const char *const[]){env, NULL} : NULL, args,
+                 RUN_TIMEOUT_S);
 }
 
 #define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
@@ -146,7 +88,7 @@ static bool have_gpu(void) {
     int n = 0;
     _exit(init && count && init(0) == 0 && count(&n) == 0 && n > 0 ? 0 : 1);
   }
-  known = wait_child(pid) == 0;
+  known = cli_wait(pid, RUN_TIMEOUT_S) == 0;
   return known;
 }
 
@@ -203,7 +145,7 @@ static void test_no_device_leaves_no_csv(void **state) {
   ut_err e;
   assert_int_equal(ut_write_file_atomic(old, "keep\n", 5, &e), MMT_OK);
   assert_error(RUN("bench", "--shapes", "64x64x64", "--csv", old), 1, "cannot use device 0");
-  char *text = slurp(old);
+  char *text = cli_slurp(old);
   assert_string_equal(text, "keep\n");
   free(text);
   /* M N K mode prints its CPU rows first, then the same line; no CSV either. */
@@ -277,7 +219,7 @@ static int in_child(int (*fn)(void)) {
     fflush(NULL);
     _exit(rc);
   }
-  return wait_child(pid);
+  return cli_wait(pid, RUN_TIMEOUT_S);
 }
 
 /* Without a driver the library loads (the toolkit has it) but no handle can be created: a
@@ -366,7 +308,7 @@ typedef struct {
 /* Reads the CSV at path: the header's columns and the record lines (at most 15). */
 static void csv_read(const char *path, csv_file *c) {
   memset(c, 0, sizeof *c);
-  c->text = slurp(path);
+  c->text = cli_slurp(path);
   assert_non_null(c->text);
   for (char *p = c->text; *p && c->nlines < 16; c->nlines++) {
     c->lines[c->nlines] = p;

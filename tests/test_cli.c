@@ -20,75 +20,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_run.h"
 #include "util.h"
 
 #define RUN_TIMEOUT_S 300
 
 static char tmp_dir[] = "/tmp/mmt_cli_XXXXXX";
 
-typedef struct {
-  int code; /* exit status; 128+signal when killed */
-  char *out;
-  char *err;
-} run_result;
-
-static void run_free(run_result *r) {
-  free(r->out);
-  free(r->err);
-}
-
-static char *slurp(const char *path) {
-  char *data = NULL;
-  ut_err e;
-  assert_int_equal(ut_read_file(path, &data, NULL, &e), MMT_OK);
-  return data;
-}
-
-static void child(const char *template_path, char **argv, const char *out, const char *err) {
-  int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  int fi = open("/dev/null", O_RDONLY);
-  if (fo < 0 || fe < 0 || fi < 0) _exit(126);
-  dup2(fi, 0), dup2(fo, 1), dup2(fe, 2);
-  setenv("MMTUNE_TEMPLATE_PATH", template_path ? template_path : "", 1);
-  execv(MMT_CLI_PATH, argv);
-  _exit(127);
-}
-
-/* Waits for pid, killing it after RUN_TIMEOUT_S. */
-static int wait_child(pid_t pid) {
-  int status = 0;
-  time_t deadline = time(NULL) + RUN_TIMEOUT_S;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (time(NULL) > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      fail_msg("mmtune ran more than %d s", RUN_TIMEOUT_S);
-    }
-    usleep(10000);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Runs mmtune with args (NULL-terminated, without argv[0]). */
+/* Runs mmtune; template_path (NULL: none) is its MMTUNE_TEMPLATE_PATH. */
 static run_result run_env(const char *template_path, const char *const *args) {
-  char *argv[64];
-  int n = 0;
-  argv[n++] = (char *)MMT_CLI_PATH;
-  for (; args[n - 1] && n < 63; n++) argv[n] = (char *)args[n - 1];
-  argv[n] = NULL;
-  char out[300], err[300];
-  snprintf(out, sizeof out, "%s/stdout", tmp_dir);
-  snprintf(err, sizeof err, "%s/stderr", tmp_dir);
-  fflush(NULL);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) child(template_path, argv, out, err);
-  run_result r;
-  r.code = wait_child(pid);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  static char env[1024];
+  snprintf(env, sizeof env, "MMTUNE_TEMPLATE_PATH=%s", template_path ? template_path : "");
+  return cli_run(tmp_dir, (const char *const[]){env, NULL}, args, RUN_TIMEOUT_S);
 }
 
 #define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
