@@ -62,6 +62,8 @@ typedef struct {
   unsigned block[3];
   gen_grid_dim grid[3];
   unsigned shared_bytes; /* dynamic shared memory per block */
+  bool exclusive;        /* launches must not overlap: the kernel keeps state between blocks in
+                            module globals (serial split-K semaphores); runtime orders them */
   gen_requires requires;
 } gen_kernel;
 

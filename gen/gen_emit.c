@@ -210,6 +210,16 @@ static mmt_status read_shared(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
+/* exclusive: optional boolean. */
+static mmt_status read_exclusive(lua_State *L, int res, emit_ctx *c) {
+  int ty = gen_raw_field(L, res, "exclusive");
+  bool ok = ty == LUA_TNIL || ty == LUA_TBOOLEAN;
+  c->out->exclusive = ty == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "exclusive that is not a boolean");
+  return MMT_OK;
+}
+
 /* requires = {m_multiple =, n_multiple =, k_multiple =, align =}, all optional. */
 static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
   static const char *const keys[] = {"m_multiple", "n_multiple", "k_multiple", "align"};
@@ -251,8 +261,8 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-static const char *const emit_fields[] = {"source",       "kernel",   "block", "grid",
-                                          "shared_bytes", "requires", NULL};
+static const char *const emit_fields[] = {"source",   "kernel",    "block", "grid", "shared_bytes",
+                                          "requires", "exclusive", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -266,7 +276,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "<non-string key>";
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
-                                "shared_bytes, requires)",
+                                "shared_bytes, requires, exclusive)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -292,6 +302,7 @@ static int emit_protected(lua_State *L) {
   if (!c->rc) c->rc = read_grid(L, res, c);
   if (!c->rc) c->rc = read_shared(L, res, c);
   if (!c->rc) c->rc = read_requires(L, res, c);
+  if (!c->rc) c->rc = read_exclusive(L, res, c);
   if (!c->rc) c->rc = read_strings(L, res, c);
   return c->rc ? 0 : 2;
 }

@@ -185,13 +185,16 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
     goto cleanup;
   }
   if ((rc = read_func_attrs(cu, &k, err))) goto cleanup;
+  if (spec->exclusive) RT_CU_CHECK(cu, cuEventCreate(&k.last_launch, CU_EVENT_DISABLE_TIMING));
   if ((rc = fit_limits(cu, d, &k, err))) {
     ut_err_prefix(err, "kernel '%s'", spec->kernel_name);
     goto cleanup;
   }
   *out = k;
   k.module = NULL;
+  k.last_launch = NULL;
 cleanup:
+  if (k.last_launch) cu->cuEventDestroy(k.last_launch);
   if (k.module) cu->cuModuleUnload(k.module);
   return rc;
 }
@@ -199,8 +202,10 @@ cleanup:
 void rt_kernel_unload(rt_kernel *k) {
   const rt_cu *cu = NULL;
   if (!k) return;
-  if (k->module && rt_driver(&cu, NULL) == MMT_OK && bind_ctx(cu, k->ctx, NULL) == MMT_OK)
+  if (k->module && rt_driver(&cu, NULL) == MMT_OK && bind_ctx(cu, k->ctx, NULL) == MMT_OK) {
+    if (k->last_launch) cu->cuEventDestroy(k->last_launch);
     cu->cuModuleUnload(k->module);
+  }
   memset(k, 0, sizeof *k);
 }
 
@@ -238,8 +243,10 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   float alpha = args->alpha, beta = args->beta;
   CUdeviceptr a = args->a, b = args->b, c = args->c;
   void *params[] = {&m, &n, &kk, &alpha, &a, &lda, &b, &ldb, &beta, &c, &ldc};
+  if (k->last_launch) RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, 0));
   RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],
                                  k->block[2], k->shared_bytes, stream, params, NULL));
+  if (k->last_launch) RT_CU_CHECK(cu, cuEventRecord(k->last_launch, stream));
 cleanup:
   return rc;
 }

@@ -45,6 +45,8 @@ typedef struct {
   gen_grid_dim grid[3];
   unsigned shared_bytes;
   gen_requires requires;
+  CUevent last_launch; /* exclusive kernels only: recorded after each launch, waited on by the
+                          next, so launches on different streams never overlap */
   int regs, static_shared_bytes, local_bytes, max_threads;
 } rt_kernel;
 
@@ -72,8 +74,8 @@ typedef struct {
 /* Launches the kernel on stream (0: default) with the grid from gen_grid_eval.  Checks sizes
  * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
- * kernel's context current.  Does not synchronize.  Errors: MMT_ERR_INVALID_ARG,
- * MMT_ERR_CUDA. */
+ * kernel's context current.  Does not synchronize.  An exclusive kernel's launch first waits
+ * for its previous launch (whatever its stream).  Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err);
 

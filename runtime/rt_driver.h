@@ -48,6 +48,7 @@
   X(cuStreamCreate)                 \
   X(cuStreamDestroy)                \
   X(cuStreamSynchronize)            \
+  X(cuStreamWaitEvent)              \
   X(cuEventCreate)                  \
   X(cuEventDestroy)                 \
   X(cuEventRecord)                  \

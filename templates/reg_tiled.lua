@@ -646,6 +646,8 @@ return {
       grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = req,
+      -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
+      exclusive = p.split > 1,
     }
   end,
 }

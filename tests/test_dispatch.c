@@ -628,6 +628,69 @@ static void test_gpu_families_unaligned_ld(void **state) {
   }
 }
 
+/* A split-K kernel (exclusive: per-tile semaphores in the module) chosen for one shape and
+ * launched back to back on two streams with no host synchronization between: the runtime
+ * must order the launches, or they take each other's turns (wrong results or a hang). */
+static void test_gpu_exclusive_two_streams(void **state) {
+  fixture *f = *state;
+  rt_device dev;
+  ut_err e;
+  mmt_status rc = rt_device_open(0, &dev, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
+  assert_int_equal(rc, MMT_OK);
+  char device[128], hash[17], params[256], path[200];
+  snprintf(device, sizeof device, "%s", dev.info.name);
+  rt_device_close(&dev);
+  const char *split = "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16";
+  const gemm_case g = {64, 512, 4096, 4096, 512, 512};
+  hash_and_default("reg_tiled", hash, params, sizeof params);
+  snprintf(path, sizeof path, "%s/exclusive.db", f->dir);
+  db_handle *db = NULL;
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  insert(db, device, "reg_tiled", hash, split, g.m, g.n, g.k, DB_OK, 0.05);
+  db_close(db);
+  mmt_context *ctx = open_or_skip(f, path);
+  mmt_choice d;
+  assert_int_equal(mmt_sgemm_explain(ctx, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, &d), MMT_OK);
+  assert_string_equal(d.params, split);
+  const rt_cu *cu = NULL;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  size_t na = (size_t)(g.m * g.lda), nb = (size_t)(g.k * g.ldb), nc = (size_t)(g.m * g.ldc);
+  float *a[2], *b[2], *c = malloc(nc * 4);
+  CUdeviceptr da[2], db2[2], dc[2];
+  CUstream st[2];
+  uint64_t seed = 77;
+  for (int s = 0; s < 2; s++) {
+    a[s] = malloc(na * 4), b[s] = malloc(nb * 4);
+    assert_true(a[s] && b[s] && c);
+    for (size_t i = 0; i < na; i++) a[s][i] = rnd(&seed);
+    for (size_t i = 0; i < nb; i++) b[s][i] = rnd(&seed);
+    assert_int_equal(cu->cuStreamCreate(&st[s], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemAlloc(&da[s], na * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemAlloc(&db2[s], nb * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemAlloc(&dc[s], nc * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyHtoD(da[s], a[s], na * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyHtoD(db2[s], b[s], nb * 4), CUDA_SUCCESS);
+  }
+  for (int rep = 0; rep < 20; rep++)
+    for (int s = 0; s < 2; s++) {
+      rc = mmt_sgemm(ctx, g.m, g.n, g.k, (const float *)(uintptr_t)da[s], g.lda,
+                     (const float *)(uintptr_t)db2[s], g.ldb, (float *)(uintptr_t)dc[s], g.ldc, st[s]);
+      if (rc) fail_msg("%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
+    }
+  for (int s = 0; s < 2; s++) {
+    assert_int_equal(cu->cuStreamSynchronize(st[s]), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(c, dc[s], nc * 4), CUDA_SUCCESS);
+    double rel = check_result(&g, a[s], b[s], c);
+    if (!(rel < 1e-5)) fail_msg("stream %d: relative error %g", s, rel);
+    cu->cuMemFree(da[s]), cu->cuMemFree(db2[s]), cu->cuMemFree(dc[s]);
+    cu->cuStreamDestroy(st[s]);
+    free(a[s]), free(b[s]);
+  }
+  free(c);
+  mmt_close(ctx);
+}
+
 int main(void) {
   /* Test templates first, then the source tree's. */
   if (setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1) != 0) return 1;
@@ -645,6 +708,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_sgemm),
       cmocka_unit_test(test_gpu_exact_and_bad_device),
       cmocka_unit_test(test_gpu_families_unaligned_ld),
+      cmocka_unit_test(test_gpu_exclusive_two_streams),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }

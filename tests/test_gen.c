@@ -685,6 +685,7 @@ static void test_malformed_emit(void **state) {
       "unknown field 'sorce'",
       "sb_bad_emit.lua:23: boom",
       "shared_bytes",
+      "exclusive that is not a boolean",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;

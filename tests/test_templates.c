@@ -244,6 +244,7 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.grid[1].tile, p.bm);
     assert_int_equal(k.grid[2].dim, 0); /* grid.z: SPLIT slices of K */
     assert_int_equal(k.grid[2].tile, p.split);
+    assert_int_equal(k.exclusive, p.split > 1); /* semaphores: launches must not overlap */
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p));
     assert_int_equal(k.requires.m_multiple, 1);
     assert_int_equal(k.requires.n_multiple, p.vec == 4 ? 4 : 1);

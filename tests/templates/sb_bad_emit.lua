@@ -22,12 +22,13 @@ local broken = {
   [10] = function(r) r.sorce = r.source end,
   [11] = function() error("boom") end,
   [12] = function(r) r.shared_bytes = -1 end,
+  [13] = function(r) r.exclusive = "yes" end,
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
-  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}},
+  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
