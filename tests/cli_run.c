@@ -17,6 +17,24 @@
 #include "cli_run.h"
 #include "util.h"
 
+int cli_fresh_home(char *dir_template) {
+  char path[512];
+  if (!mkdtemp(dir_template)) return -1;
+  snprintf(path, sizeof path, "%s/cache", dir_template);
+  setenv("HOME", dir_template, 1);
+  setenv("XDG_CACHE_HOME", path, 1);
+  unsetenv("MMTUNE_DB");
+  unsetenv("MMTUNE_CACHE_DIR");
+  unsetenv("MMTUNE_LIBCUBLAS");
+  return 0;
+}
+
+int cli_remove_dir(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
 void run_free(run_result *r) {
   free(r->out);
   free(r->err);

@@ -17,6 +17,13 @@ run_result cli_run(const char *dir, const char *const *env, const char *const *a
                    int timeout_s);
 void run_free(run_result *r);
 
+/* Creates dir_template (mkdtemp) and makes it HOME, with XDG_CACHE_HOME under it and no
+ * MMTUNE_DB / MMTUNE_CACHE_DIR / MMTUNE_LIBCUBLAS, so no user file is read or written.  Returns
+ * 0, or -1 when the folder cannot be made (a cmocka setup's result). */
+int cli_fresh_home(char *dir_template);
+/* Removes the folder and everything in it; 0 or -1 (a cmocka teardown's result). */
+int cli_remove_dir(const char *dir);
+
 /* A whole file's text (owned); fails the test when it cannot be read. */
 char *cli_slurp(const char *path);
 /* Waits for a child; kills it and fails the test after timeout_s.  Exit status or

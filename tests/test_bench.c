@@ -94,22 +94,12 @@ static bool have_gpu(void) {
 
 static int setup(void **state) {
   (void)state;
-  char path[300];
-  if (!mkdtemp(tmp_dir)) return -1;
-  snprintf(path, sizeof path, "%s/cache", tmp_dir);
-  setenv("HOME", tmp_dir, 1);
-  setenv("XDG_CACHE_HOME", path, 1);
-  unsetenv("MMTUNE_DB");
-  unsetenv("MMTUNE_CACHE_DIR");
-  unsetenv("MMTUNE_LIBCUBLAS");
-  return 0;
+  return cli_fresh_home(tmp_dir);
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return cli_remove_dir(tmp_dir);
 }
 
 /* ---- arguments (no GPU needed: each fails before the device is opened) ---- */

@@ -63,21 +63,12 @@ static void assert_usage_error(run_result r, const char *needle) { assert_error(
 
 static int setup(void **state) {
   (void)state;
-  char path[300];
-  if (!mkdtemp(tmp_dir)) return -1;
-  snprintf(path, sizeof path, "%s/cache", tmp_dir);
-  setenv("HOME", tmp_dir, 1);
-  setenv("XDG_CACHE_HOME", path, 1);
-  unsetenv("MMTUNE_DB");
-  unsetenv("MMTUNE_CACHE_DIR");
-  return 0;
+  return cli_fresh_home(tmp_dir);
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return cli_remove_dir(tmp_dir);
 }
 
 /* ---- top level ---- */
