@@ -76,8 +76,9 @@ typedef struct {
  */
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,
- * searched first), then <exe dir>/../share/mmtune/templates, then the source tree's
- * templates/ folder compiled in as MMT_SOURCE_TEMPLATE_DIR.  A template named T is the file
+ * searched first), then <exe dir>/../share/mmtune/templates, then the installed folder
+ * (<prefix>/share/mmtune/templates, compiled in), then the source tree's templates/ folder
+ * compiled in as MMT_SOURCE_TEMPLATE_DIR.  A template named T is the file
  * T.lua in the first folder that has one. */
 
 /* Finds the file for template `name`.  Names are [A-Za-z0-9_]+.  Errors: MMT_ERR_NOT_FOUND

@@ -53,6 +53,10 @@ static mmt_status search_init(gen_search *s, ut_err *err) {
   }
   installed_dir(s->installed, sizeof s->installed);
   search_add(s, s->installed);
+#ifdef MMT_INSTALL_TEMPLATE_DIR
+  /* Where `cmake --install` put them: found by applications linking libmmtune too. */
+  search_add(s, MMT_INSTALL_TEMPLATE_DIR);
+#endif
 #ifdef MMT_SOURCE_TEMPLATE_DIR
   search_add(s, MMT_SOURCE_TEMPLATE_DIR);
 #endif

@@ -1,0 +1,27 @@
+# `cmake --install`: libmmtune (static: libmmtune.a and the module archives it needs), mmtune.h,
+# the mmtune CLI, the templates, a CMake package (find_package(mmtune) -> mmtune::mmtune) and
+# a pkg-config file.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS mmt_util mmt_gen mmt_db mmt_runtime mmtune EXPORT mmtuneTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS mmtune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/mmtune.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mmtune/templates
+        FILES_MATCHING PATTERN "*.lua" PATTERN "*.md")
+
+set(MMT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/mmtune)
+install(EXPORT mmtuneTargets NAMESPACE mmtune:: DESTINATION ${MMT_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/mmtuneConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/mmtuneConfig.cmake
+                              INSTALL_DESTINATION ${MMT_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/mmtuneConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/mmtuneConfig.cmake ${PROJECT_BINARY_DIR}/mmtuneConfigVersion.cmake
+        DESTINATION ${MMT_CMAKE_DIR})
+
+# pkg-config: static archives, so Libs names everything a link needs (Lua, SQLite and NVRTC
+# as the paths this build used; the CUDA driver is never linked).
+set(MMT_PC_DEPS "${LUA_LIBRARY} ${SQLITE_LIBRARY} ${CUDA_nvrtc_LIBRARY} -ldl -lpthread -lm")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/mmtune.pc.in ${PROJECT_BINARY_DIR}/mmtune.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/mmtune.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
