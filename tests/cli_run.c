@@ -35,6 +35,21 @@ int cli_remove_dir(const char *dir) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
+int cli_count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+void cli_assert_error(run_result r, int code, const char *prefix, const char *needle) {
+  if (r.code != code || cli_count_lines(r.err) != 1 || strncmp(r.err, prefix, strlen(prefix)) != 0 ||
+      !strstr(r.err, needle))
+    fail_msg("want exit %d and one line with '%s'; got exit %d, stderr:\n%s", code, needle, r.code,
+             r.err);
+  assert_string_equal(r.out, "");
+  run_free(&r);
+}
+
 void run_free(run_result *r) {
   free(r->out);
   free(r->err);

@@ -24,6 +24,12 @@ int cli_fresh_home(char *dir_template);
 /* Removes the folder and everything in it; 0 or -1 (a cmocka teardown's result). */
 int cli_remove_dir(const char *dir);
 
+/* Number of '\n' in s. */
+int cli_count_lines(const char *s);
+/* Asserts exit status `code`, nothing on stdout, and exactly one line on stderr that starts
+ * with `prefix` and contains `needle`; then frees r. */
+void cli_assert_error(run_result r, int code, const char *prefix, const char *needle);
+
 /* A whole file's text (owned); fails the test when it cannot be read. */
 char *cli_slurp(const char *path);
 /* Waits for a child; kills it and fails the test after timeout_s.  Exit status or

@@ -44,20 +44,10 @@ static run_result run_env(const char *libcublas, const char *const *args) {
 
 #define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
 
-static int count_lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
-}
 
 /* The exit code, nothing on stdout, one line on stderr starting "mmtune bench: " with needle. */
 static void assert_error(run_result r, int code, const char *needle) {
-  if (r.code != code || count_lines(r.err) != 1 || strncmp(r.err, "mmtune bench: ", 14) != 0 ||
-      !strstr(r.err, needle))
-    fail_msg("want exit %d and one line with '%s'; got exit %d, stderr:\n%s", code, needle, r.code,
-             r.err);
-  assert_string_equal(r.out, "");
-  run_free(&r);
+  cli_assert_error(r, code, "mmtune bench: ", needle);
 }
 
 static void tmp_path(char *out, size_t len, const char *name) {
@@ -142,7 +132,7 @@ static void test_no_device_leaves_no_csv(void **state) {
   run_result r = RUN("bench", "16", "16", "16", "--csv", csv);
   assert_int_equal(r.code, 1);
   assert_non_null(strstr(r.out, "CPU serial"));
-  assert_int_equal(count_lines(r.err), 1);
+  assert_int_equal(cli_count_lines(r.err), 1);
   assert_non_null(strstr(r.err, "mmtune bench: cannot use device 0: "));
   assert_false(exists(csv));
   run_free(&r);

@@ -36,11 +36,6 @@ static run_result run_env(const char *template_path, const char *const *args) {
 
 #define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
 
-static int count_lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
-}
 
 static int count_substr(const char *s, const char *sub) {
   int n = 0;
@@ -51,12 +46,7 @@ static int count_substr(const char *s, const char *sub) {
 /* A usage or failure message: the exit code, nothing on stdout, exactly one line on stderr
  * that starts with "mmtune" and contains `needle`. */
 static void assert_error(run_result r, int code, const char *needle) {
-  if (r.code != code || count_lines(r.err) != 1 || strncmp(r.err, "mmtune", 6) != 0 ||
-      !strstr(r.err, needle))
-    fail_msg("want exit %d and one line with '%s'; got exit %d, stderr:\n%s", code, needle, r.code,
-             r.err);
-  assert_string_equal(r.out, "");
-  run_free(&r);
+  cli_assert_error(r, code, "mmtune", needle);
 }
 
 static void assert_usage_error(run_result r, const char *needle) { assert_error(r, 2, needle); }
@@ -99,7 +89,7 @@ static void test_version(void **state) {
   run_result r = RUN("--version");
   assert_int_equal(r.code, 0);
   assert_int_equal(strncmp(r.out, "mmtune ", 7), 0);
-  assert_int_equal(count_lines(r.out), 1);
+  assert_int_equal(cli_count_lines(r.out), 1);
   run_free(&r);
 }
 
@@ -301,7 +291,7 @@ static void test_space_count_matches_list(void **state) {
   assert_int_equal(list.code, 0);
   long n = parse_count(&count);
   assert_true(n > 0);
-  assert_int_equal(n, count_lines(list.out));
+  assert_int_equal(n, cli_count_lines(list.out));
   assert_non_null(strstr(list.out, "tile="));
   assert_string_equal(list.err, "");
   run_free(&list);
@@ -371,7 +361,7 @@ static void test_emit_errors(void **state) {
 
 static void assert_compile_all_ok(const run_result *r, bool cached) {
   if (r->code != 0) fail_msg("exit %d\n%s%s", r->code, r->out, r->err);
-  int lines = count_lines(r->out);
+  int lines = cli_count_lines(r->out);
   assert_true(lines >= 2);
   char summary[64];
   snprintf(summary, sizeof summary, "%d configs: %d ok, 0 failed, ", lines - 1, lines - 1);

@@ -549,16 +549,23 @@ static void test_gpu_sgemm(void **state) {
   mmt_close(ctx);
 }
 
-static void test_gpu_exact_and_bad_device(void **state) {
-  fixture *f = *state;
+/* The GPU model name of device 0 (what database rows are keyed by); skips without a GPU. */
+static void device_name_or_skip(char *out, size_t len) {
   rt_device dev;
   ut_err e;
-  mmt_choice d;
   mmt_status rc = rt_device_open(0, &dev, &e);
   if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
   assert_int_equal(rc, MMT_OK);
-  insert(f->db, dev.info.name, "smem_tiled", f->smem_hash, f->smem_alt, 96, 80, 72, DB_OK, 0.01);
+  snprintf(out, len, "%s", dev.info.name);
   rt_device_close(&dev);
+}
+
+static void test_gpu_exact_and_bad_device(void **state) {
+  fixture *f = *state;
+  mmt_choice d;
+  char device[128];
+  device_name_or_skip(device, sizeof device);
+  insert(f->db, device, "smem_tiled", f->smem_hash, f->smem_alt, 96, 80, 72, DB_OK, 0.01);
   mmt_context *ctx = open_or_skip(f, f->db_path);
   assert_int_equal(mmt_sgemm_explain(ctx, 96, 80, 72, 72, 80, 80, &d), MMT_OK);
   assert_int_equal(d.kind, MMT_CHOICE_EXACT);
@@ -581,14 +588,9 @@ static void test_gpu_exact_and_bad_device(void **state) {
  * over for the vec=1 one. */
 static void test_gpu_families_unaligned_ld(void **state) {
   fixture *f = *state;
-  rt_device dev;
   ut_err e;
-  mmt_status rc = rt_device_open(0, &dev, &e);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
-  assert_int_equal(rc, MMT_OK);
   char device[128];
-  snprintf(device, sizeof device, "%s", dev.info.name);
-  rt_device_close(&dev);
+  device_name_or_skip(device, sizeof device);
   /* Canonical params (every parameter named), as the dispatcher reports them. */
   static const char *const configs[][2] = {
       {"naive", NULL},
@@ -633,14 +635,10 @@ static void test_gpu_families_unaligned_ld(void **state) {
  * must order the launches, or they take each other's turns (wrong results or a hang). */
 static void test_gpu_exclusive_two_streams(void **state) {
   fixture *f = *state;
-  rt_device dev;
   ut_err e;
-  mmt_status rc = rt_device_open(0, &dev, &e);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
-  assert_int_equal(rc, MMT_OK);
+  mmt_status rc;
   char device[128], hash[17], params[256], path[200];
-  snprintf(device, sizeof device, "%s", dev.info.name);
-  rt_device_close(&dev);
+  device_name_or_skip(device, sizeof device);
   const char *split = "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16";
   const gemm_case g = {64, 512, 4096, 4096, 512, 512};
   hash_and_default("reg_tiled", hash, params, sizeof params);
