@@ -481,6 +481,13 @@ static void test_tune_bad_arguments(void **state) {
                      "unknown template 'nope'");
   assert_usage_error(RUN("--device", "x"), "'x'");
   assert_usage_error(RUN("tune", "--device", "x"), "'x'");
+  assert_usage_error(RUN("tune", "--watchdog", "0"),
+                     "--watchdog must be a positive number of seconds, got '0'");
+  assert_usage_error(RUN("tune", "--watchdog", "soon"), "--watchdog");
+  assert_usage_error(RUN("tune", "--jobs", "0"), "--jobs");
+  assert_usage_error(RUN("tune", "--jobs", "9999"), "--jobs");
+  assert_usage_error(RUN("bench", "8", "8", "8", "--cpu-max-gflop", "abc"),
+                     "--cpu-max-gflop must be a positive number, got 'abc'");
 }
 
 int main(void) {
