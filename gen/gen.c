@@ -118,6 +118,25 @@ const char *gen_dtype(const gen_template *t, int i) {
   return i >= 0 && i < t->ndtypes ? t->dtypes[i] : NULL;
 }
 
+int gen_layout_index(const char *layout) {
+  static const char *const names[] = {"nn", "nt", "tn", "tt"};
+  for (int i = 0; layout && i < 4; i++)
+    if (strcmp(layout, names[i]) == 0) return i;
+  return -1;
+}
+
+void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]) {
+  bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
+  ld[0] = ta ? m : k;
+  ld[1] = tb ? k : n;
+  ld[2] = n;
+}
+
+bool gen_supports_layout(const gen_template *t, const char *layout) {
+  int i = gen_layout_index(layout);
+  return i >= 0 && (t->layouts & (1u << i));
+}
+
 bool gen_supports_dtype(const gen_template *t, const char *dtype) {
   if (!dtype) return false;
   for (int i = 0; i < t->ndtypes; i++)

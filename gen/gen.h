@@ -34,10 +34,25 @@ typedef struct {
   int64_t v[GEN_MAX_PARAMS];
 } gen_config;
 
+/*
+ * Layouts.  Every kernel computes the row-major C (M x N) = op(A) * op(B), where op(A) is
+ * M x K and op(B) is K x N.  The layout names how A and B are stored, A's letter first:
+ *   'n': as op(X), row-major: A is M rows of K (lda >= K), B is K rows of N (ldb >= N);
+ *   't': transposed, i.e. op(X)^T row-major: A is K rows of M (lda >= M), B is N rows of K
+ *        (ldb >= K).
+ * So "nn" is the plain row-major product and "tt" is C = A^T * B^T.  (A column-major caller
+ * maps onto these by swapping A and B, M and N: see mmt_gemm in mmtune.h.)
+ */
+/* 0..3 for "nn", "nt", "tn", "tt"; -1 for anything else (NULL included). */
+int gen_layout_index(const char *layout);
+/* The smallest lda, ldb, ldc of an m x n x k problem in layout (NULL: "nn"): the row widths
+ * of A and B as stored, and n. */
+void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]);
+
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
 typedef struct {
   const char *dtype;  /* "f32" */
-  const char *layout; /* "nn": A is MxK, B is KxN, both row-major, not transposed */
+  const char *layout; /* "nn", "nt", "tn" or "tt" (see Layouts); NULL means "nn" */
   int64_t m, n, k;
   int64_t lda, ldb, ldc;
   int align_bytes; /* largest power of two (<= 16) dividing every base address and ld*elem size */
@@ -71,7 +86,8 @@ typedef struct {
  * Every template kernel has this signature (the ABI the runtime launches):
  *   extern "C" __global__ void NAME(int M, int N, int K, float alpha,
  *       const T *A, int lda, const T *B, int ldb, float beta, T *C, int ldc)
- * computing C = alpha * A*B + beta * C row-major; when beta == 0, C is not read.  K == 0 must
+ * computing C = alpha * op(A)*op(B) + beta * C row-major, op given by the layout the kernel
+ * was emitted for (see Layouts); when beta == 0, C is not read.  K == 0 must
  * write alpha * 0 (+ beta * C): the dispatcher relies on it for BLAS's K == 0 case.
  */
 
@@ -106,6 +122,8 @@ const char *gen_path(const gen_template *t);
 /* Hash of the template's source text, 16 hex digits (provenance). */
 const char *gen_source_hash(const gen_template *t);
 bool gen_supports_dtype(const gen_template *t, const char *dtype);
+/* Whether the template declares layout (its `layouts` list; {"nn"} when it has none). */
+bool gen_supports_layout(const gen_template *t, const char *layout);
 int gen_dtype_count(const gen_template *t);
 const char *gen_dtype(const gen_template *t, int i);
 
@@ -132,19 +150,19 @@ mmt_status gen_config_format(const gen_template *t, const gen_config *cfg, char 
 /*
  * Runs the template's constraints.  problem NULL checks the config alone (the space);
  * otherwise also against the problem.  *valid receives the verdict, *why (may be NULL) the
- * template's reason when invalid ("" if none).  A problem dtype the template does not support
- * is invalid (with a reason) without running Lua.  Errors: template failures, and
+ * template's reason when invalid ("" if none).  A problem dtype or layout the template does
+ * not support is invalid (with a reason) without running Lua.  Errors: template failures, and
  * MMT_ERR_INVALID_ARG for a config whose values are not in the parameters' lists.
  */
 mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
                      char *why, size_t whylen, ut_err *err);
 
-/* Emits the kernel for cfg and dtype.  Does not run the constraints: call gen_check first.
- * Validates the returned table (malformed -> MMT_ERR_TEMPLATE naming the bad field);
- * MMT_ERR_INVALID_ARG for an unsupported dtype or out-of-list config.  out is filled only on
- * success. */
-mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, gen_kernel *out,
-                    ut_err *err);
+/* Emits the kernel for cfg, dtype and layout (emit(p, dtype, layout) in Lua).  Does not run
+ * the constraints: call gen_check first.  Validates the returned table (malformed ->
+ * MMT_ERR_TEMPLATE naming the bad field); MMT_ERR_INVALID_ARG for an unsupported dtype or
+ * layout or an out-of-list config.  out is filled only on success. */
+mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, const char *layout,
+                    gen_kernel *out, ut_err *err);
 void gen_kernel_clear(gen_kernel *k);
 
 /* Grid for a problem from a kernel's grid rule.  M or N == 0 gives a 0 dimension: launch
@@ -152,7 +170,8 @@ void gen_kernel_clear(gen_kernel *k);
  * (x < 2^31, y and z < 65536) or a size is < 0. */
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
                          unsigned out[3], ut_err *err);
-/* True when the problem meets the requirements (multiples, alignment, and ld >= row width). */
+/* True when the problem meets the requirements (multiples, alignment, and each ld >= the row
+ * width its layout gives). */
 bool gen_requires_met(const gen_requires *r, const gen_problem *p);
 
 /* Bytes of one element of dtype ("f32" -> 4); 0 for an unknown dtype. */

@@ -22,7 +22,7 @@ typedef struct {
 } decl_reader;
 
 static const char *const decl_fields[] = {
-    "name", "description", "dtypes", "params", "default", "constraints", "emit", NULL,
+    "name", "description", "dtypes", "layouts", "params", "default", "constraints", "emit", NULL,
 };
 
 __attribute__((format(printf, 2, 3))) static mmt_status decl_fail(decl_reader *d, const char *fmt,
@@ -50,7 +50,7 @@ static mmt_status decl_known_fields(decl_reader *d) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
       mmt_status rc = decl_fail(d,
                                 "unknown field '%s' (fields: name, description, dtypes, "
-                                "params, default, constraints, emit)",
+                                "layouts, params, default, constraints, emit)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -119,6 +119,37 @@ static mmt_status decl_dtypes(decl_reader *d) {
     lua_pop(L, 1);
   }
   d->t->ndtypes = (int)n;
+cleanup:
+  lua_settop(L, top);
+  return rc;
+}
+
+/* layouts: optional list of "nn", "nt", "tn", "tt"; absent means {"nn"} (a template written
+ * before transposes existed emits the nn kernel only, whatever it is asked). */
+static mmt_status decl_layouts(decl_reader *d) {
+  lua_State *L = d->L;
+  mmt_status rc = MMT_OK;
+  int top = lua_gettop(L);
+  int ty = gen_raw_field(L, d->decl, "layouts");
+  d->t->layouts = 1u << gen_layout_index("nn");
+  if (ty == LUA_TNIL) goto cleanup;
+  lua_Integer n = ty == LUA_TTABLE ? gen_list_len(L, -1) : -1;
+  if (n < 1 || n > 4) {
+    rc = decl_fail(d, "layouts must be a list of 1 to 4 of \"nn\", \"nt\", \"tn\", \"tt\"");
+    goto cleanup;
+  }
+  d->t->layouts = 0;
+  for (int i = 0; i < (int)n && !rc; i++) {
+    lua_rawgeti(L, top + 1, i + 1);
+    int li = lua_type(L, -1) == LUA_TSTRING ? gen_layout_index(lua_tostring(L, -1)) : -1;
+    if (li < 0)
+      rc = decl_fail(d, "layouts[%d] must be one of \"nn\", \"nt\", \"tn\", \"tt\"", i + 1);
+    else if (d->t->layouts & (1u << li))
+      rc = decl_fail(d, "layouts[%d] repeats '%s'", i + 1, lua_tostring(L, -1));
+    else
+      d->t->layouts |= 1u << li;
+    lua_pop(L, 1);
+  }
 cleanup:
   lua_settop(L, top);
   return rc;
@@ -246,7 +277,7 @@ static mmt_status decl_functions(decl_reader *d) {
   }
   if (gen_raw_field(L, d->decl, "emit") != LUA_TFUNCTION) {
     lua_pop(L, 1);
-    return decl_fail(d, "emit must be a function(p, dtype) returning a table");
+    return decl_fail(d, "emit must be a function(p, dtype, layout) returning a table");
   }
   d->t->emit_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return MMT_OK;
@@ -260,6 +291,7 @@ mmt_status gen_decl_read(lua_State *L, gen_template *t, ut_err *err) {
   if (!rc) rc = decl_name(&d);
   if (!rc) rc = decl_description(&d);
   if (!rc) rc = decl_dtypes(&d);
+  if (!rc) rc = decl_layouts(&d);
   if (!rc) rc = decl_params(&d);
   if (!rc) rc = decl_default(&d);
   if (!rc) rc = decl_functions(&d);

@@ -97,6 +97,11 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
     if (why && whylen) snprintf(why, whylen, "dtype %s not supported", dtype);
     return MMT_OK;
   }
+  const char *layout = problem && problem->layout ? problem->layout : "nn";
+  if (problem && !gen_supports_layout(t, layout)) {
+    if (why && whylen) snprintf(why, whylen, "layout %s not supported", layout);
+    return MMT_OK;
+  }
   if (t->constraints_ref == LUA_NOREF) {
     *valid = true;
     return MMT_OK;
@@ -111,7 +116,7 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
 typedef struct {
   gen_template *t;
   const gen_config *cfg;
-  const char *dtype;
+  const char *dtype, *layout;
   gen_kernel *out; /* numbers only: the strings come back as the call's results */
   char what[600];  /* "emit(tile=32,...)" for messages */
   ut_err *err;
@@ -285,13 +290,14 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-/* Protected: calls emit(p, dtype) and checks the table.  Returns source, kernel. */
+/* Protected: calls emit(p, dtype, layout) and checks the table.  Returns source, kernel. */
 static int emit_protected(lua_State *L) {
   emit_ctx *c = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->emit_ref);
   push_params(L, c->t, c->cfg);
   lua_pushstring(L, c->dtype);
-  lua_call(L, 2, 1);
+  lua_pushstring(L, c->layout);
+  lua_call(L, 3, 1);
   int res = lua_gettop(L);
   if (!lua_istable(L, res)) {
     c->rc = emit_fail(c, "a %s instead of a table", luaL_typename(L, res));
@@ -307,19 +313,22 @@ static int emit_protected(lua_State *L) {
   return c->rc ? 0 : 2;
 }
 
-mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, gen_kernel *out,
-                    ut_err *err) {
+mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, const char *layout,
+                    gen_kernel *out, ut_err *err) {
   if (!out) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_emit: out is NULL");
   mmt_status rc = gen_config_check(t, cfg, err);
   if (rc) return rc;
   if (!gen_supports_dtype(t, dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "template '%s' does not support dtype '%s'", t->name,
                    dtype ? dtype : "(null)");
+  if (!gen_supports_layout(t, layout))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "template '%s' does not support layout '%s'", t->name,
+                   layout ? layout : "(null)");
   gen_kernel k = {0};
-  emit_ctx c = {.t = t, .cfg = cfg, .dtype = dtype, .out = &k, .err = err};
+  emit_ctx c = {.t = t, .cfg = cfg, .dtype = dtype, .layout = layout, .out = &k, .err = err};
   char text[512];
   if (gen_config_format(t, cfg, text, sizeof text, NULL)) text[0] = '\0';
-  snprintf(c.what, sizeof c.what, "emit(%s, %s)", text, dtype);
+  snprintf(c.what, sizeof c.what, "emit(%s, %s, %s)", text, dtype, layout);
   rc = gen_sb_pcall(t, emit_protected, &c, 2, err);
   if (rc) return rc;
   if (c.rc) {
@@ -369,5 +378,8 @@ bool gen_requires_met(const gen_requires *r, const gen_problem *p) {
   if (r->n_multiple > 1 && p->n % r->n_multiple != 0) return false;
   if (r->k_multiple > 1 && p->k % r->k_multiple != 0) return false;
   if (p->align_bytes < r->align_bytes) return false;
-  return p->lda >= p->k && p->ldb >= p->n && p->ldc >= p->n;
+  if (p->layout && gen_layout_index(p->layout) < 0) return false;
+  int64_t ld[3];
+  gen_min_ld(p->layout, p->m, p->n, p->k, ld);
+  return p->lda >= ld[0] && p->ldb >= ld[1] && p->ldc >= ld[2];
 }

@@ -36,6 +36,7 @@ struct gen_template {
   char hash[17];
   int ndtypes;
   char dtypes[GEN_MAX_DTYPES][GEN_DTYPE_MAX];
+  unsigned layouts; /* bit gen_layout_index(l) set for each declared layout */
   int nparams;
   gen_param params[GEN_MAX_PARAMS];
   gen_config def;

@@ -146,7 +146,7 @@ static int mmt_subst(lua_State *L) {
 }
 
 /* mmt.dtype(d): {ctype = "float", bytes = 4} for "f32". */
-static int mmt_dtype(lua_State *L) {
+static int lib_dtype(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   const gen_dtype_info *d = dtype_find(name);
   if (!d) return luaL_error(L, "mmt.dtype: unknown dtype '%s' (known: f32, f64, f16, bf16)", name);
@@ -162,7 +162,7 @@ static const luaL_Reg mmt_funcs[] = {
     {"ceil_div", mmt_ceil_div},
     {"is_pow2", mmt_is_pow2},
     {"subst", mmt_subst},
-    {"dtype", mmt_dtype},
+    {"dtype", lib_dtype},
     {NULL, NULL},
 };
 

@@ -7,8 +7,8 @@
 
 local source = [[
 /*
- * ${name} -- mmtune template "naive", ${ctype}, row-major:
- * C = alpha * A*B + beta * C.
+ * ${name} -- mmtune template "naive", ${ctype}, row-major, layout ${layout}:
+ * C = alpha * op(A)*op(B) + beta * C (A_T, B_T: operand stored transposed).
  * One thread computes one element of C, reading A and B straight from global memory.
  *
  * Parameters:
@@ -16,11 +16,13 @@ local source = [[
  *              neighbouring elements of a row of B, so larger BX coalesces better
  *   BY = ${by}  threads per block along y, the rows of C (M)
  * Launch: block (BX, BY, 1), grid (ceil(N / BX), ceil(M / BY), 1), no dynamic shared memory.
- * Correct for any M, N, K >= 1 with lda >= K, ldb >= N, ldc >= N; when beta == 0, C is not
- * read (a NaN already in C is overwritten, as in BLAS).
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths and ldc >= N;
+ * when beta == 0, C is not read (a NaN already in C is overwritten, as in BLAS).
  */
 #define BX ${bx}
 #define BY ${by}
+#define A_T ${a_t} /* 1: A stored as K rows of M (lda >= M); 0: M rows of K (lda >= K) */
+#define B_T ${b_t} /* 1: B stored as N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
 extern "C" __global__ void __launch_bounds__(BX * BY)
 ${name}(int M, int N, int K, float alpha,
@@ -34,11 +36,13 @@ ${name}(int M, int N, int K, float alpha,
   const long long row = (long long)blockIdx.y * BY + threadIdx.y;
   if (row >= M || col >= N) return;
 
-  const ${ctype}* a = A + row * lda;
-  const ${ctype}* b = B + col;
+  /* Element k of this row of op(A) and of this column of op(B) lie a_k and b_k apart. */
+  const ${ctype}* a = A + (A_T ? row : row * lda);
+  const ${ctype}* b = B + (B_T ? col * ldb : col);
+  const long long a_k = A_T ? lda : 1, b_k = B_T ? 1 : ldb;
   ${ctype} acc = 0;
   for (int k = 0; k < K; ++k)
-    acc += a[k] * b[(long long)k * ldb];
+    acc += a[k * a_k] * b[k * b_k];
 
   ${ctype}* c = C + row * ldc + col;
   if (beta == 0.0f)
@@ -48,14 +52,15 @@ ${name}(int M, int N, int K, float alpha,
 }
 ]]
 
-local function kernel_name(p)
-  return string.format("mmt_naive_bx%d_by%d", p.bx, p.by)
+local function kernel_name(p, layout)
+  return string.format("mmt_naive_%s_bx%d_by%d", layout, p.bx, p.by)
 end
 
 return {
   name = "naive",
   description = "one thread per element of C, global memory only (the baseline)",
   dtypes = {"f32"},
+  layouts = {"nn", "nt", "tn", "tt"},
   params = {
     {name = "bx", values = {8, 16, 32, 64, 128, 256}},
     {name = "by", values = {1, 2, 4, 8, 16, 32}},
@@ -71,9 +76,6 @@ return {
       return false, "more than 1024 threads per block"
     end
     if prob then
-      if prob.layout ~= "nn" then
-        return false, "only the nn layout (A and B not transposed)"
-      end
       if mmt.ceil_div(prob.M, p.by) > 65535 then
         return false, "M needs more than 65535 blocks along grid y"
       end
@@ -81,9 +83,11 @@ return {
     return true
   end,
 
-  emit = function(p, dtype)
-    local name = kernel_name(p)
-    local vars = {name = name, bx = p.bx, by = p.by, ctype = mmt.dtype(dtype).ctype}
+  emit = function(p, dtype, layout)
+    local name = kernel_name(p, layout)
+    local vars = {name = name, bx = p.bx, by = p.by, ctype = mmt.dtype(dtype).ctype,
+                  layout = layout, a_t = layout:sub(1, 1) == "t" and 1 or 0,
+                  b_t = layout:sub(2, 2) == "t" and 1 or 0}
     return {
       source = mmt.subst(source, vars),
       kernel = name,

@@ -9,6 +9,10 @@
 -- reads few distinct shared-memory words per step and stores whole 128-byte lines of C.
 -- The pipeline depth (STAGES), vector width of global loads (VEC), shared-memory padding and
 -- block-order swizzle are parameters; see the comment block of the emitted source.
+-- A and B may be stored either way (layouts nn, nt, tn, tt): a tile is read along whichever
+-- of its dimensions is contiguous in memory, and whichever operand arrives with K
+-- contiguous is transposed on its way into shared memory, so the compute loop is the same
+-- for all four.
 -- split > 1 adds serial split-K for problems with few tiles of C (skinny or deep-K): grid.z
 -- slices of K, whose partial products are added into C one slice after another under a
 -- per-tile semaphore.  split = 1 emits exactly the kernel without it.
@@ -21,8 +25,8 @@
 
 local source = [[
 /*
- * ${name} -- mmtune template "reg_tiled", ${ctype}, row-major:
- * C = alpha * A*B + beta * C.
+ * ${name} -- mmtune template "reg_tiled", ${ctype}, row-major, layout ${layout}:
+ * C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc}, B stored ${b_doc}.
  * SIMT register-blocked GEMM.  A block computes a BM x BN tile of C, walking K in steps of BK:
  * each step stages a BM x BK tile of A, stored transposed (As[k][m]), and a BK x BN tile of B
  * (Bs[k][n]) in shared memory; each thread accumulates a TM x TN tile of C in registers as BK
@@ -37,13 +41,14 @@ local source = [[
  *   TM     = ${d_tm} rows of C per thread (the register tile), read as TM/4 float4 of As
  *   TN     = ${d_tn} columns of C per thread, read as TN/4 float4 of Bs
  *   VEC    = ${d_vec} global access width.  1: scalar loads and stores, nothing required of
- *                 the problem.  4: float4 loads of A and B, float4 stores of C; requires
- *                 K % 4 == 0, N % 4 == 0 and 16-byte aligned A, B, C and row pitches
+ *                 the problem.  4: float4 loads of A and B (along their contiguous
+ *                 dimension), float4 stores of C; requires that dimension of A and of B, and
+ *                 N, to be multiples of 4 and 16-byte aligned A, B, C and row pitches
  *   STAGES = ${d_stages} pipeline depth.  1: one buffer (load, sync, compute, sync).  2: two
  *                 buffers; the next tile is loaded into registers while the current one is
  *                 computed, one sync per step.  3: a ring of three buffers filled by cp.async
- *                 (sm_80+); A is copied 4 bytes at a time (the copy transposes it), B 16
- *                 bytes at a time when VEC = 4
+ *                 (sm_80+); an operand stored with K contiguous is copied 4 bytes at a
+ *                 time (the copy transposes it), the other 4 * VEC bytes at a time
  *   PAD    = ${d_pad} floats of padding per shared-memory row: staggers the banks of the
  *                 transposed stores into As, keeps rows 16-byte aligned
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
@@ -54,7 +59,8 @@ local source = [[
  * holding rows ly*VA + c*WY*VA + (0..VA-1) and columns lx*VB + c*WX*VB + (0..VB-1) of it.
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
  * STAGES * BK * ((BM + PAD) + (BN + PAD)) * 4 = ${shared_bytes} bytes.
- * Correct for any M, N, K >= 1 with lda >= K, ldb >= N, ldc >= N (and what VEC requires);
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N (and
+ * what VEC requires);
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
  */
@@ -67,6 +73,8 @@ local source = [[
 #define STAGES ${stages}
 #define PAD ${pad}
 #define GROUP ${group}${split_defines}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
 #define TY (BM / TM)         /* threads along M */
 #define TX (BN / TN)         /* threads along N */
@@ -82,13 +90,19 @@ local source = [[
 #define WY (32 / WX)
 #define WM (WY * TM)
 #define WN (WX * TN)
-/* Tile loads: ALV floats per global load of A (VEC, or 1 when cp.async copies A, because the
- * copy transposes it); CH loads per row of a tile; LOADS per thread per tile. */
+/* Tile loads, over the tiles as stored: ROWS x COLS, COLS contiguous in memory.  ALV, BLV
+ * floats per global load (VEC, or 1 when cp.async copies an operand stored with K
+ * contiguous: that copy transposes it); CH loads per stored row; LOADS per thread per tile. */
+#define A_ROWS (A_T ? BK : BM)
+#define A_COLS (A_T ? BM : BK)
+#define B_ROWS (B_T ? BN : BK)
+#define B_COLS (B_T ? BK : BN)
 #define ALV ${alv}
-#define A_CH (BK / ALV)
-#define A_LOADS (BM * A_CH / THREADS)
-#define B_CH (BN / VEC)
-#define B_LOADS (BK * B_CH / THREADS)
+#define BLV ${blv}
+#define A_CH (A_COLS / ALV)
+#define A_LOADS (A_ROWS * A_CH / THREADS)
+#define B_CH (B_COLS / BLV)
+#define B_LOADS (B_ROWS * B_CH / THREADS)
 /* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
  * registers per thread at most. */
 #define MIN_BLOCKS ${min_blocks}
@@ -145,13 +159,20 @@ ${name}(int M, int N, int K, float alpha,
   const int warp_m = warp / (TX / WX), warp_n = warp % (TX / WX);
   const int ly = lane / WX, lx = lane % WX;
 
-  /* Tile loads: load l of this thread covers element or vector tid + l * THREADS of the tile,
-   * row (tid + l * THREADS) / CH, so neighbouring threads read neighbouring addresses. */
-  const int a_r = tid / A_CH, a_c = tid % A_CH * ALV; /* row (m), column (k) of load 0 */
-  const int b_r = tid / B_CH, b_c = tid % B_CH * VEC; /* row (k), column (n) of load 0 */
-  const float* a_src = A + (row0 + a_r) * (long long)lda + a_c; /* load 0 of the next tile */
-  const float* b_src = B + (long long)b_r * ldb + col0 + b_c;
-  int k_left = K; /* columns of A (rows of B) from the next tile on; <= 0 past the end */
+  /* Tile loads: load l of this thread covers element or vector tid + l * THREADS of the stored
+   * tile, row (tid + l * THREADS) / CH, so neighbouring threads read neighbouring addresses. */
+  const int a_r = tid / A_CH, a_c = tid % A_CH * ALV; /* stored row, column of load 0 */
+  const int b_r = tid / B_CH, b_c = tid % B_CH * BLV;
+  const float* a_src = A + (A_T ? (long long)a_r * lda + row0 + a_c  /* load 0 of the next tile */
+                                : (row0 + a_r) * (long long)lda + a_c);
+  const float* b_src = B + (B_T ? (col0 + b_r) * (long long)ldb + b_c
+                                : (long long)b_r * ldb + col0 + b_c);
+  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
+  const long long b_step = B_T ? BK : BK * (long long)ldb;
+  int k_left = K; /* K from the next tile on; <= 0 past the end */
+  /* Whether stored element (r, c) of the next tile lies inside A (B). */
+  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
+  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
 ${loaders}
   float acc[TM][TN];
 #pragma unroll
@@ -204,37 +225,44 @@ ${store}
 local loaders_regs = [[
 
   /* The next tile in flight, in registers (zero outside the matrices). */
-  float a_ld[A_LOADS * ALV], b_ld[B_LOADS * VEC];
+  float a_ld[A_LOADS * ALV], b_ld[B_LOADS * BLV];
   auto load_regs = [&]() { /* global -> registers: the next tile (zeros past the end of K) */
 #pragma unroll
     for (int l = 0; l < A_LOADS; ++l) {
       const int dr = l * THREADS / A_CH, dc = l * THREADS % A_CH * ALV;
-      load_vec<ALV>(&a_ld[l * ALV], a_src + dr * (long long)lda + dc,
-                    a_r + dr < m_left && a_c + dc < k_left);
+      load_vec<ALV>(&a_ld[l * ALV], a_src + dr * (long long)lda + dc, a_in(a_r + dr, a_c + dc));
     }
 #pragma unroll
     for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_CH, dc = l * THREADS % B_CH * VEC;
-      load_vec<VEC>(&b_ld[l * VEC], b_src + dr * (long long)ldb + dc,
-                    b_r + dr < k_left && b_c + dc < n_left);
+      const int dr = l * THREADS / B_CH, dc = l * THREADS % B_CH * BLV;
+      load_vec<BLV>(&b_ld[l * BLV], b_src + dr * (long long)ldb + dc, b_in(b_r + dr, b_c + dc));
     }
-    a_src += BK;
-    b_src += BK * (long long)ldb;
+    a_src += a_step;
+    b_src += b_step;
     k_left -= BK;
   };
-  auto store_smem = [&](int stage) { /* registers -> shared memory stage */
+  auto store_smem = [&](int stage) { /* registers -> shared memory stage, as As[k][m], Bs[k][n] */
     float* const as = As + stage * AS_SIZE;
     float* const bs = Bs + stage * BS_SIZE;
 #pragma unroll
     for (int l = 0; l < A_LOADS; ++l) {
       const int r = a_r + l * THREADS / A_CH, c = a_c + l * THREADS % A_CH * ALV;
+      if constexpr (A_T) {
+        store_vec<ALV>(as + r * AS_LD + c, &a_ld[l * ALV]);
+      } else {
 #pragma unroll
-      for (int j = 0; j < ALV; ++j) as[(c + j) * AS_LD + r] = a_ld[l * ALV + j];
+        for (int j = 0; j < ALV; ++j) as[(c + j) * AS_LD + r] = a_ld[l * ALV + j];
+      }
     }
 #pragma unroll
     for (int l = 0; l < B_LOADS; ++l) {
-      const int r = b_r + l * THREADS / B_CH, c = b_c + l * THREADS % B_CH * VEC;
-      store_vec<VEC>(bs + r * BS_LD + c, &b_ld[l * VEC]);
+      const int r = b_r + l * THREADS / B_CH, c = b_c + l * THREADS % B_CH * BLV;
+      if constexpr (B_T) {
+#pragma unroll
+        for (int j = 0; j < BLV; ++j) bs[(c + j) * BS_LD + r] = b_ld[l * BLV + j];
+      } else {
+        store_vec<BLV>(bs + r * BS_LD + c, &b_ld[l * BLV]);
+      }
     }
   };
 ]]
@@ -247,18 +275,20 @@ local loaders_async = [[
     float* const bs = Bs + stage * BS_SIZE;
 #pragma unroll
     for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_CH, dc = l * THREADS % A_CH;
-      const bool ok = a_r + dr < m_left && a_c + dc < k_left;
-      cp_async<4>(as + (a_c + dc) * AS_LD + a_r + dr, ok ? a_src + dr * (long long)lda + dc : A, ok);
+      const int r = a_r + l * THREADS / A_CH, c = a_c + l * THREADS % A_CH * ALV;
+      const bool ok = a_in(r, c);
+      const float* src = ok ? a_src + (r - a_r) * (long long)lda + (c - a_c) : A;
+      cp_async<4 * ALV>(A_T ? as + r * AS_LD + c : as + c * AS_LD + r, src, ok);
     }
 #pragma unroll
     for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_CH, dc = l * THREADS % B_CH * VEC;
-      const bool ok = b_r + dr < k_left && b_c + dc < n_left;
-      cp_async<${bvec_bytes}>(bs + (b_r + dr) * BS_LD + b_c + dc, ok ? b_src + dr * (long long)ldb + dc : B, ok);
+      const int r = b_r + l * THREADS / B_CH, c = b_c + l * THREADS % B_CH * BLV;
+      const bool ok = b_in(r, c);
+      const float* src = ok ? b_src + (r - b_r) * (long long)ldb + (c - b_c) : B;
+      cp_async<4 * BLV>(B_T ? bs + c * BS_LD + r : bs + r * BS_LD + c, src, ok);
     }
-    a_src += BK;
-    b_src += BK * (long long)ldb;
+    a_src += a_step;
+    b_src += b_step;
     k_left -= BK;
   };
 ]]
@@ -440,8 +470,8 @@ local split_slice = "\n" .. [[
     const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
     const long long kc = (per + BK - 1) / BK * BK;      /* whole K steps per slice */
     const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
-    A += k0; /* k0 % BK == 0 or k0 == K: A stays 16-byte aligned for VEC = 4 */
-    B += k0 * ldb;
+    A += A_T ? k0 * lda : k0; /* k0 % BK == 0 or k0 == K: A, B stay 16-byte aligned */
+    B += B_T ? k0 : k0 * ldb;
     K = (int)min(kc, K - k0);
   }]]
 
@@ -473,8 +503,8 @@ local MAX_REGS = 200 -- cap of the register estimate (255 is the hardware limit)
 local REG_MARGIN = 16 -- registers the estimate leaves free (ptxas needs more than it counts)
 local SEM_COUNT = 65536 -- split-K semaphores per module (256 KiB): tiles of C at most
 
--- Everything derived from a config (shared by constraints and emit).
-local function derive(p)
+-- Everything derived from a config and layout (shared by constraints and emit).
+local function derive(p, layout)
   local d = {}
   d.ty, d.tx = p.bm // p.tm, p.bn // p.tn
   d.threads = d.ty * d.tx
@@ -488,9 +518,12 @@ local function derive(p)
     d.wx = 8
   end
   d.wy = 32 // d.wx
-  d.alv = p.stages == 3 and 1 or p.vec -- cp.async cannot transpose: A goes 4 bytes at a time
-  d.a_loads = p.bm * (p.bk // d.alv) / d.threads -- a float: integral when the split is even
-  d.b_loads = p.bk * (p.bn // p.vec) / d.threads
+  -- cp.async cannot transpose: an operand stored with K contiguous goes 4 bytes at a time
+  d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  d.alv = (p.stages == 3 and not d.a_t) and 1 or p.vec
+  d.blv = (p.stages == 3 and d.b_t) and 1 or p.vec
+  d.a_loads = p.bm * p.bk / d.alv / d.threads -- a float: integral when the split is even
+  d.b_loads = p.bk * p.bn / d.blv / d.threads
   d.shared_bytes = p.stages * p.bk * ((p.bm + p.pad) + (p.bn + p.pad)) * 4
   -- Registers: accumulators, one fragment of each, ~24 for addresses and indices, and the
   -- tile in flight: the staged floats (stages 1, 2) or, for cp.async, about one register per
@@ -516,9 +549,9 @@ local function derive(p)
 end
 
 -- split = 1 keeps the name (and source) of the kernel without split-K.
-local function kernel_name(p)
-  local name = string.format("mmt_reg_tiled_m%d_n%d_k%d_tm%d_tn%d_v%d_s%d_p%d_g%d", p.bm, p.bn,
-                             p.bk, p.tm, p.tn, p.vec, p.stages, p.pad, p.group)
+local function kernel_name(p, layout)
+  local name = string.format("mmt_reg_tiled_%s_m%d_n%d_k%d_tm%d_tn%d_v%d_s%d_p%d_g%d", layout,
+                             p.bm, p.bn, p.bk, p.tm, p.tn, p.vec, p.stages, p.pad, p.group)
   if p.split > 1 then name = name .. "_split" .. p.split end
   return name
 end
@@ -527,6 +560,7 @@ return {
   name = "reg_tiled",
   description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
   dtypes = {"f32"},
+  layouts = {"nn", "nt", "tn", "tt"},
   params = {
     {name = "bm", values = {32, 64, 128, 256}},
     {name = "bn", values = {32, 64, 128, 256}},
@@ -552,7 +586,8 @@ return {
     if p.bm > 4 * p.bn or p.bn > 4 * p.bm then
       return false, "block tile more than four times as tall as wide (or wide as tall)"
     end
-    local d = derive(p)
+    -- Without a problem, the config is checked as for the nn layout.
+    local d = derive(p, prob and prob.layout or "nn")
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/tm)*(bn/tn) = %d threads, outside 64..512", d.threads)
     end
@@ -576,9 +611,6 @@ return {
       return false, "split > 1 only with stages 2 or 3, pad=4, group=1"
     end
     if prob then
-      if prob.layout ~= "nn" then
-        return false, "only the nn layout (A and B not transposed)"
-      end
       if mmt.ceil_div(prob.M, p.bm) > 65535 then
         return false, "M needs more than 65535 blocks along grid y"
       end
@@ -594,16 +626,11 @@ return {
     return true
   end,
 
-  emit = function(p, dtype)
-    local name = kernel_name(p)
+  emit = function(p, dtype, layout)
+    local name = kernel_name(p, layout)
     local dt = mmt.dtype(dtype)
-    local d = derive(p)
-    local loaders
-    if p.stages == 3 then
-      loaders = mmt.subst(loaders_async, {bvec_bytes = 4 * p.vec})
-    else
-      loaders = loaders_regs
-    end
+    local d = derive(p, layout)
+    local loaders = p.stages == 3 and loaders_async or loaders_regs
     -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
     local split = p.split > 1
     local sv = {sem = name .. "_sem", split = p.split, sem_count = SEM_COUNT,
@@ -614,11 +641,14 @@ return {
                             {ctype = dt.ctype, beta = store_v.beta, load_old = store_v.load_old,
                              old = store_v.old, store_c = store_v.store_c})
     local vars = {
-      name = name, ctype = dt.ctype,
+      name = name, ctype = dt.ctype, layout = layout,
+      a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
+      a_doc = d.a_t and "transposed (K rows of M)" or "as is (M rows of K)",
+      b_doc = d.b_t and "transposed (N rows of K)" or "as is (K rows of N)",
       bm = p.bm, bn = p.bn, bk = p.bk, tm = p.tm, tn = p.tn, vec = p.vec, stages = p.stages,
       pad = p.pad, group = p.group,
       threads = d.threads, wx = d.wx, wy = d.wy, wm = d.wy * p.tm, wn = d.wx * p.tn,
-      alv = d.alv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
+      alv = d.alv, blv = d.blv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
       async_helpers = p.stages == 3 and async_helpers or "",
       loaders = loaders,
       main_loop = main_loops[p.stages] .. piece(split_wait),
@@ -631,8 +661,9 @@ return {
       split_release = piece(split_release),
     }
     local req
-    if p.vec == 4 then
-      req = {m_multiple = 1, n_multiple = 4, k_multiple = 4, align = 16}
+    if p.vec == 4 then -- whole float4 along each contiguous dimension: A's, B's and C's (N)
+      req = {m_multiple = d.a_t and 4 or 1, n_multiple = 4,
+             k_multiple = (not d.a_t or d.b_t) and 4 or 1, align = 16}
     else
       req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = dt.bytes}
     end

@@ -10,8 +10,8 @@
 
 local source = [[
 /*
- * ${name} -- mmtune template "smem_tiled", ${ctype}, row-major:
- * C = alpha * A*B + beta * C.
+ * ${name} -- mmtune template "smem_tiled", ${ctype}, row-major, layout ${layout}:
+ * C = alpha * op(A)*op(B) + beta * C (A_T, B_T: operand stored transposed).
  * A block computes a TILE x TILE tile of C from TILE x TILE tiles of A and B staged in shared
  * memory; tiles that hang over the edge of a matrix are zero-filled, so any size works.
  *
@@ -24,13 +24,17 @@ local source = [[
  *                of B from shared memory RPT times
  * Launch: block (TILE, TILE / RPT, 1), grid (ceil(N / TILE), ceil(M / TILE), 1), no dynamic
  * shared memory (the tiles are static: 2 * TILE * (TILE + PAD) * sizeof(${ctype}) bytes).
- * Correct for any M, N, K >= 1 with lda >= K, ldb >= N, ldc >= N; when beta == 0, C is not
- * read (a NaN already in C is overwritten, as in BLAS).
+ * A transposed operand is read along its contiguous dimension (threadIdx.x walks M of A or
+ * K of B) and stored transposed into its tile, so the loads coalesce whatever the layout.
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths and ldc >= N;
+ * when beta == 0, C is not read (a NaN already in C is overwritten, as in BLAS).
  */
 #define TILE ${tile}
 #define PAD ${pad}
 #define RPT ${rpt}
 #define ROWS (TILE / RPT) /* threads along y */
+#define A_T ${a_t} /* 1: A stored as K rows of M (lda >= M); 0: M rows of K (lda >= K) */
+#define B_T ${b_t} /* 1: B stored as N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
 extern "C" __global__ void __launch_bounds__(TILE * ROWS)
 ${name}(int M, int N, int K, float alpha,
@@ -43,7 +47,7 @@ ${name}(int M, int N, int K, float alpha,
   const int tx = threadIdx.x, ty = threadIdx.y;
   /* 64-bit indices: row * lda passes 2^31 for any large matrix. */
   const long long row0 = (long long)blockIdx.y * TILE;
-  const long long col = (long long)blockIdx.x * TILE + tx;
+  const long long col0 = (long long)blockIdx.x * TILE, col = col0 + tx;
 
   ${ctype} acc[RPT];
 #pragma unroll
@@ -54,9 +58,20 @@ ${name}(int M, int N, int K, float alpha,
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
       const int ly = ty + r * ROWS; /* row of the tile this thread loads */
-      const long long arow = row0 + ly, acol = k0 + tx, brow = k0 + ly;
-      As[ly][tx] = (arow < M && acol < K) ? A[arow * lda + acol] : (${ctype})0;
-      Bs[ly][tx] = (brow < K && col < N) ? B[brow * ldb + col] : (${ctype})0;
+      if (A_T) { /* As[m][k] = A[k][m]: tx walks m, contiguous */
+        const long long m = row0 + tx, k = k0 + ly;
+        As[tx][ly] = (m < M && k < K) ? A[k * lda + m] : (${ctype})0;
+      } else {
+        const long long m = row0 + ly, k = k0 + tx;
+        As[ly][tx] = (m < M && k < K) ? A[m * lda + k] : (${ctype})0;
+      }
+      if (B_T) { /* Bs[k][n] = B[n][k]: tx walks k, contiguous */
+        const long long k = k0 + tx, n = col0 + ly;
+        Bs[tx][ly] = (k < K && n < N) ? B[n * ldb + k] : (${ctype})0;
+      } else {
+        const long long k = k0 + ly;
+        Bs[ly][tx] = (k < K && col < N) ? B[k * ldb + col] : (${ctype})0;
+      }
     }
     __syncthreads();
 #pragma unroll ${unroll}
@@ -82,14 +97,16 @@ ${name}(int M, int N, int K, float alpha,
 }
 ]]
 
-local function kernel_name(p)
-  return string.format("mmt_smem_tiled_t%d_p%d_u%d_r%d", p.tile, p.pad, p.unroll, p.rpt)
+local function kernel_name(p, layout)
+  return string.format("mmt_smem_tiled_%s_t%d_p%d_u%d_r%d", layout, p.tile, p.pad, p.unroll,
+                       p.rpt)
 end
 
 return {
   name = "smem_tiled",
   description = "classic square shared-memory tiling (TILE x TILE tiles of A and B per step)",
   dtypes = {"f32"},
+  layouts = {"nn", "nt", "tn", "tt"},
   params = {
     {name = "tile", values = {8, 16, 32}},
     {name = "pad", values = {0, 1}},
@@ -106,9 +123,6 @@ return {
       return false, "fewer than 32 threads per block leaves part of a warp idle"
     end
     if prob then
-      if prob.layout ~= "nn" then
-        return false, "only the nn layout (A and B not transposed)"
-      end
       if mmt.ceil_div(prob.M, p.tile) > 65535 then
         return false, "M needs more than 65535 blocks along grid y"
       end
@@ -116,11 +130,12 @@ return {
     return true
   end,
 
-  emit = function(p, dtype)
-    local name = kernel_name(p)
+  emit = function(p, dtype, layout)
+    local name = kernel_name(p, layout)
     local ctype = mmt.dtype(dtype).ctype
     local vars = {name = name, ctype = ctype, tile = p.tile, pad = p.pad, unroll = p.unroll,
-                  rpt = p.rpt}
+                  rpt = p.rpt, layout = layout, a_t = layout:sub(1, 1) == "t" and 1 or 0,
+                  b_t = layout:sub(2, 2) == "t" and 1 or 0}
     return {
       source = mmt.subst(source, vars),
       kernel = name,

@@ -69,8 +69,8 @@ static void assert_good_still_works(void) {
   gen_kernel k;
   ut_err e;
   gen_config_default(t, &cfg);
-  assert_int_equal(gen_emit(t, &cfg, "f32", &k, &e), MMT_OK);
-  assert_string_equal(k.kernel_name, "mmt_smem_tiled_t32_p0_u1_r1");
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_string_equal(k.kernel_name, "mmt_smem_tiled_nn_t32_p0_u1_r1");
   gen_kernel_clear(&k);
   gen_free(t);
 }
@@ -258,10 +258,17 @@ static void test_constraints_problem(void **state) {
   assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
   assert_true(valid);
   assert_string_equal(why, "");
-  p.layout = "tn";
+  /* naive declares every layout; an unknown one is refused before Lua runs. */
+  for (int i = 0; i < 4; i++) {
+    p.layout = (const char *[]){"nn", "nt", "tn", "tt"}[i];
+    assert_true(gen_supports_layout(t, p.layout));
+    assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
+    assert_true(valid);
+  }
+  p.layout = "nx";
   assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
   assert_false(valid);
-  assert_non_null(strstr(why, "nn layout"));
+  assert_string_equal(why, "layout nx not supported");
   p.layout = "nn";
   p.m = 65536; /* 65536 rows, one per block along y: one too many */
   assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
@@ -293,7 +300,7 @@ static void emit_all(const char *path, bool smem) {
     gen_config_at(t, idx, &cfg);
     assert_int_equal(gen_check(t, &cfg, NULL, &valid, NULL, 0, &e), MMT_OK);
     if (!valid) continue;
-    assert_int_equal(gen_emit(t, &cfg, "f32", &k, &e), MMT_OK);
+    assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
     assert_non_null(strstr(k.source, k.kernel_name));
     assert_non_null(strstr(k.source, "extern \"C\" __global__"));
     assert_non_null(strstr(k.source, "Parameters:"));
@@ -340,20 +347,28 @@ static void test_emit_details(void **state) {
   gen_kernel a, b;
   ut_err e;
   assert_int_equal(gen_config_parse(t, "tile=16,pad=1,unroll=4,rpt=2", &cfg, &e), MMT_OK);
-  assert_int_equal(gen_emit(t, &cfg, "f32", &a, &e), MMT_OK);
-  assert_string_equal(a.kernel_name, "mmt_smem_tiled_t16_p1_u4_r2");
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &a, &e), MMT_OK);
+  assert_string_equal(a.kernel_name, "mmt_smem_tiled_nn_t16_p1_u4_r2");
   assert_non_null(strstr(a.source, "#define TILE 16"));
   assert_non_null(strstr(a.source, "#pragma unroll 4"));
   assert_null(strstr(a.source, "${")); /* every placeholder substituted */
-  assert_int_equal(gen_emit(t, &cfg, "f32", &b, &e), MMT_OK);
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &b, &e), MMT_OK);
   assert_string_equal(a.source, b.source); /* deterministic: the cache key depends on it */
   gen_kernel_clear(&a);
   gen_kernel_clear(&b);
   gen_kernel_clear(NULL);
-  assert_int_equal(gen_emit(t, &cfg, "f64", &a, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_emit(t, &cfg, "f64", "nn", &a, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "f64"));
+  assert_int_equal(gen_emit(t, &cfg, "f32", "xy", &a, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "layout 'xy'"));
+  /* The layout is part of the kernel: its name and source differ. */
+  assert_int_equal(gen_emit(t, &cfg, "f32", "tn", &a, &e), MMT_OK);
+  assert_string_equal(a.kernel_name, "mmt_smem_tiled_tn_t16_p1_u4_r2");
+  assert_non_null(strstr(a.source, "#define A_T 1"));
+  assert_non_null(strstr(a.source, "#define B_T 0"));
+  gen_kernel_clear(&a);
   cfg.v[0] = 12;
-  assert_int_equal(gen_emit(t, &cfg, "f32", &a, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &a, &e), MMT_ERR_INVALID_ARG);
   gen_free(t);
 }
 
@@ -419,6 +434,29 @@ static void test_requires_met(void **state) {
   assert_true(gen_requires_met(&tiles, &p));
   p.align_bytes = 8;
   assert_false(gen_requires_met(&tiles, &p));
+  /* Transposed operands: A's rows hold M, B's hold K. */
+  gen_problem t = {"f32", "tt", 17, 33, 65, 17, 65, 33, 4};
+  assert_true(gen_requires_met(&r, &t));
+  t.lda = 16; /* < M */
+  assert_false(gen_requires_met(&r, &t));
+  t.lda = 17;
+  t.ldb = 64; /* < K */
+  assert_false(gen_requires_met(&r, &t));
+  t.layout = "nt"; /* A's rows hold K again */
+  t.ldb = 65;
+  assert_false(gen_requires_met(&r, &t));
+  t.lda = 65;
+  assert_true(gen_requires_met(&r, &t));
+  t.layout = "bad";
+  assert_false(gen_requires_met(&r, &t));
+  int64_t ld[3];
+  gen_min_ld("tn", 3, 5, 7, ld);
+  assert_true(ld[0] == 3 && ld[1] == 5 && ld[2] == 5);
+  gen_min_ld(NULL, 3, 5, 7, ld);
+  assert_true(ld[0] == 7 && ld[1] == 5 && ld[2] == 5);
+  assert_int_equal(gen_layout_index("tt"), 3);
+  assert_int_equal(gen_layout_index("t"), -1);
+  assert_int_equal(gen_layout_index(NULL), -1);
 }
 
 static void test_dtype_size(void **state) {
@@ -555,7 +593,7 @@ static void test_sandbox_instruction_limit(void **state) {
   ut_err e;
   bool valid = false;
   gen_config_default(t, &cfg);
-  assert_int_equal(gen_emit(t, &cfg, "f32", &k, &e), MMT_ERR_TEMPLATE_LIMIT);
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE_LIMIT);
   assert_non_null(strstr(e.msg, "instruction limit exceeded"));
   assert_non_null(strstr(e.msg, "sb_loop_emit.lua:"));
   /* the same state still answers calls that stay within budget */
@@ -582,7 +620,7 @@ static void test_sandbox_finalizer(void **state) {
   gen_config cfg;
   gen_kernel k;
   gen_config_default(t, &cfg);
-  assert_int_equal(gen_emit(t, &cfg, "f32", &k, NULL), MMT_OK);
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, NULL), MMT_OK);
   gen_kernel_clear(&k);
   double start = ut_now_seconds();
   gen_free(t); /* its looping __gc was never armed: closing returns at once */
@@ -692,12 +730,12 @@ static void test_malformed_emit(void **state) {
   ut_err e;
   gen_config cfg;
   gen_config_default(t, &cfg);
-  assert_int_equal(gen_emit(t, &cfg, "f32", &k, &e), MMT_OK);
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
   gen_kernel_clear(&k);
   for (int c = 1; c < (int)(sizeof expect / sizeof expect[0]); c++) {
     cfg.v[0] = c;
     memset(&k, 0x5a, sizeof k);
-    assert_int_equal(gen_emit(t, &cfg, "f32", &k, &e), MMT_ERR_TEMPLATE);
+    assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
     if (!strstr(e.msg, expect[c])) fprintf(stderr, "case %d: %s\n", c, e.msg);
     assert_non_null(strstr(e.msg, expect[c]));
     assert_non_null(strstr(e.msg, "sb_bad_emit"));
@@ -738,6 +776,11 @@ static void test_sandbox_probes(void **state) {
   assert_string_equal(probe(t, 13, NULL), "no problem");
   gen_problem p = {NULL, NULL, 17, 33, 65, 66, 34, 35, 4};
   assert_string_equal(probe(t, 13, &p), "17,33,65,66,34,35,4,f32,nn");
+  /* A template without `layouts` serves nn only: other layouts are refused before Lua. */
+  assert_true(gen_supports_layout(t, "nn"));
+  assert_false(gen_supports_layout(t, "tn"));
+  p.layout = "tn";
+  assert_string_equal(probe(t, 13, &p), "layout tn not supported");
   gen_free(t);
 }
 

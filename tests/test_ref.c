@@ -189,6 +189,45 @@ static void test_gemm_args(void **state) {
   for (int i = 0; i < 6; i++) assert_true(r[i] == 0.0 && c[i] == 0.0f);
 }
 
+/* tn_ref_gemm_layout: each layout of one random problem equals the nn reference of the same
+ * op(A), op(B) bit for bit (strided, threaded); bad layouts and leading dimensions refused. */
+static void test_layouts(void **state) {
+  (void)state;
+  const int64_t m = 23, n = 17, k = 31;
+  float a[23 * 31], b[31 * 17], at[31 * 40], bt[17 * 35];
+  double want[23 * 17], got[23 * 20];
+  uint64_t seed = 3;
+  tn_fill_random(a, (size_t)(m * k), &seed);
+  tn_fill_random(b, (size_t)(k * n), &seed);
+  ut_err e;
+  assert_int_equal(tn_ref_gemm(m, n, k, a, k, b, n, want, n, 1, &e), MMT_OK);
+  /* The transposed copies, with padding: A as K rows of M (lda 40), B as N rows of K (35). */
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t p = 0; p < k; p++) at[p * 40 + i] = a[i * k + p];
+  for (int64_t p = 0; p < k; p++)
+    for (int64_t j = 0; j < n; j++) bt[j * 35 + p] = b[p * n + j];
+  static const char *const layouts[] = {"nn", "nt", "tn", "tt"};
+  for (int l = 0; l < 4; l++) {
+    bool ta = layouts[l][0] == 't', tb = layouts[l][1] == 't';
+    memset(got, 0xff, sizeof got);
+    assert_int_equal(tn_ref_gemm_layout(layouts[l], m, n, k, ta ? at : a, ta ? 40 : k, tb ? bt : b,
+                                        tb ? 35 : n, got, 20, 3, &e),
+                     MMT_OK);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) assert_true(got[i * 20 + j] == want[i * n + j]);
+  }
+  assert_int_equal(tn_ref_gemm_layout("nx", m, n, k, a, k, b, n, got, n, 1, &e),
+                   MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "unknown layout 'nx'"));
+  assert_int_equal(tn_ref_gemm_layout("tn", m, n, k, at, m - 1, b, n, got, n, 1, &e),
+                   MMT_ERR_INVALID_ARG); /* A's rows hold M */
+  assert_int_equal(tn_ref_gemm_layout("nt", m, n, k, a, k, bt, k - 1, got, n, 1, &e),
+                   MMT_ERR_INVALID_ARG); /* B's rows hold K */
+  assert_int_equal(tn_ref_gemm_layout("tt", m, n, k, NULL, m, bt, k, got, n, 1, &e),
+                   MMT_ERR_INVALID_ARG);
+  assert_int_equal(tn_ref_gemm_layout("tt", 0, n, k, NULL, 1, bt, k, got, n, 1, &e), MMT_OK);
+}
+
 static void test_tolerance(void **state) {
   (void)state;
   double rel = -1, mx = -1;
@@ -394,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_random_strided),
       cmocka_unit_test(test_thread_failure_fallback),
       cmocka_unit_test(test_gemm_args),
+      cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_tolerance),
       cmocka_unit_test(test_f32_tolerance_margin),
       cmocka_unit_test(test_compare),

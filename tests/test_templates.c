@@ -118,11 +118,16 @@ static bool check(gen_template *t, const gen_config *c, const gen_problem *p, ch
   return valid;
 }
 
-static void emit_ok(gen_template *t, const gen_config *c, gen_kernel *k) {
+static void emit_layout_ok(gen_template *t, const gen_config *c, const char *layout,
+                           gen_kernel *k) {
   ut_err e;
-  mmt_status rc = gen_emit(t, c, "f32", k, &e);
+  mmt_status rc = gen_emit(t, c, "f32", layout, k, &e);
   if (rc) fprintf(stderr, "emit: %s\n", e.msg);
   assert_int_equal(rc, MMT_OK);
+}
+
+static void emit_ok(gen_template *t, const gen_config *c, gen_kernel *k) {
+  emit_layout_ok(t, c, "nn", k);
 }
 
 /* ---- declaration, space, default ----------------------------------------------------------- */
@@ -184,7 +189,7 @@ static void test_default(void **state) {
   assert_true(check(t, &c, NULL, NULL, 0));
   gen_kernel k, k2;
   emit_ok(t, &c, &k);
-  assert_string_equal(k.kernel_name, "mmt_reg_tiled_m128_n128_k8_tm8_tn8_v4_s2_p4_g8");
+  assert_string_equal(k.kernel_name, "mmt_reg_tiled_nn_m128_n128_k8_tm8_tn8_v4_s2_p4_g8");
   assert_int_equal(k.block[0], 256);
   assert_int_equal(k.shared_bytes, 2 * 8 * (132 + 132) * 4);
   assert_int_equal(k.requires.k_multiple, 4);
@@ -214,7 +219,7 @@ static void test_emit_all(void **state) {
     emit_ok(t, &c, &k);
     char name[128], line[192];
     int len = snprintf(name, sizeof name,
-                       "mmt_reg_tiled_m%lld_n%lld_k%lld_tm%lld_tn%lld_v%lld_s%lld_p%lld_g%lld",
+                       "mmt_reg_tiled_nn_m%lld_n%lld_k%lld_tm%lld_tn%lld_v%lld_s%lld_p%lld_g%lld",
                        (long long)p.bm, (long long)p.bn, (long long)p.bk, (long long)p.tm,
                        (long long)p.tn, (long long)p.vec, (long long)p.stages, (long long)p.pad,
                        (long long)p.group);
@@ -250,9 +255,13 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.requires.n_multiple, p.vec == 4 ? 4 : 1);
     assert_int_equal(k.requires.k_multiple, p.vec == 4 ? 4 : 1);
     assert_int_equal(k.requires.align_bytes, p.vec == 4 ? 16 : 4);
-    /* cp.async only in the ring pipeline; 16-byte copies of B only with float4 */
+    /* cp.async only in the ring pipeline; it copies A (nn: stored with K contiguous) 4 bytes
+     * at a time, because the copy transposes it, and B 4 * VEC bytes at a time */
     assert_int_equal(strstr(k.source, "cp.async.commit_group") != NULL, p.stages == 3);
-    assert_int_equal(strstr(k.source, "cp_async<16>(bs") != NULL, p.stages == 3 && p.vec == 4);
+    snprintf(line, sizeof line, "#define ALV %lld\n", (long long)(p.stages == 3 ? 1 : p.vec));
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "#define BLV %lld\n", (long long)p.vec);
+    assert_non_null(strstr(k.source, line));
     /* split-K: the module's semaphore array, named after the kernel; split = 1 has no trace
      * of it (its source is the kernel's without split-K) */
     const bool split = p.split > 1;
@@ -294,10 +303,6 @@ static void test_problem_checks(void **state) {
   assert_false(check(t, &c, &p, why, sizeof why));
   assert_non_null(strstr(why, "65535"));
   p.m = 100;
-  p.layout = "tn";
-  assert_false(check(t, &c, &p, why, sizeof why));
-  assert_non_null(strstr(why, "nn layout"));
-  p.layout = "nn";
 
   /* vec=4 requires K % 4, N % 4 and 16-byte alignment; vec=1 requires nothing */
   emit_ok(t, &c, &k);
@@ -319,6 +324,25 @@ static void test_problem_checks(void **state) {
   gen_problem odd = {"f32", "nn", 37, 51, 27, 29, 53, 51, 4};
   assert_true(gen_requires_met(&k.requires, &odd));
   gen_kernel_clear(&k);
+
+  /* vec=4 in each layout: float4 along each operand's contiguous dimension -- A's is K (n) or
+   * M (t), B's is N (n) or K (t) -- and C's, N.  One ragged dimension at a time. */
+  parse_ok(t, "", &c);
+  static const struct {
+    const char *layout;
+    bool m4, k4; /* M % 4, K % 4 required */
+  } v4[] = {{"nn", false, true}, {"nt", false, true}, {"tn", true, false}, {"tt", true, true}};
+  for (int i = 0; i < COUNT(v4); i++) {
+    ut_err e;
+    assert_int_equal(gen_emit(t, &c, "f32", v4[i].layout, &k, &e), MMT_OK);
+    assert_int_equal(k.requires.m_multiple, v4[i].m4 ? 4 : 1);
+    assert_int_equal(k.requires.n_multiple, 4);
+    assert_int_equal(k.requires.k_multiple, v4[i].k4 ? 4 : 1);
+    assert_int_equal(k.requires.align_bytes, 16);
+    snprintf(why, sizeof why, "mmt_reg_tiled_%s_", v4[i].layout);
+    assert_non_null(strstr(k.kernel_name, why));
+    gen_kernel_clear(&k);
+  }
 
   /* split-K: only the pipelined, padded, unswizzled variants */
   parse_ok(t, "split=4", &c); /* group=8 */
@@ -466,8 +490,8 @@ static const char *const k_split_lines[] = {
     "const long long per = K / SPLIT + (K % SPLIT != 0);",
     "const long long kc = (per + BK - 1) / BK * BK;",
     "const long long k0 = min((long long)blockIdx.z * kc, (long long)K);",
-    "A += k0;",
-    "B += k0 * ldb;",
+    "A += A_T ? k0 * lda : k0;",
+    "B += B_T ? k0 : k0 * ldb;",
     "K = (int)min(kc, K - k0);",
     "unsigned* const sem = &SEM[pid];",
     "while (sem_acquire(sem) != blockIdx.z)",
@@ -584,15 +608,22 @@ static void test_nvrtc_sample(void **state) {
   gen_config sample[48];
   const int n = sample_configs(t, 4, sample, COUNT(sample));
   assert_int_equal(n, 6 * 4 + 4 * 4 + 1);
-  int split = 0;
+  /* Each sample config in one of the four layouts, in turn (where it is valid there). */
+  static const char *const layouts[] = {"nn", "nt", "tn", "tt"};
+  int split = 0, per_layout[4] = {0};
   for (int i = 0; i < n; i++) {
     gen_kernel k;
-    emit_ok(t, &sample[i], &k);
+    int l = i % 4;
+    const gen_problem big = {"f32", layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
+    if (!check(t, &sample[i], &big, NULL, 0)) l = 0;
+    emit_layout_ok(t, &sample[i], layouts[l], &k);
     compile_ok(&k, "sm_90");
     gen_kernel_clear(&k);
     split += sample[i].v[P_SPLIT] > 1;
+    per_layout[l]++;
   }
   assert_int_equal(split, 16);
+  for (int l = 1; l < 4; l++) assert_true(per_layout[l] >= 5);
   /* cp.async needs sm_80: the ring pipeline and the default also build there, and split-K
    * (acquire and release need sm_70) */
   const char *const sm80[] = {"", "stages=3", "stages=3,vec=1", "stages=3,group=1,split=4",
@@ -602,11 +633,30 @@ static void test_nvrtc_sample(void **state) {
     gen_kernel k;
     parse_ok(t, sm80[i], &c);
     assert_true(check(t, &c, NULL, NULL, 0));
-    emit_ok(t, &c, &k);
-    compile_ok(&k, "sm_80");
-    gen_kernel_clear(&k);
+    for (int l = 0; l < 4; l++) {
+      emit_layout_ok(t, &c, layouts[l], &k);
+      compile_ok(&k, "sm_80");
+      gen_kernel_clear(&k);
+    }
   }
   gen_free(t);
+  /* The other families (the dispatcher's defaults) in every layout: a few configs each. */
+  static const char *const others[][2] = {
+      {"naive", ""}, {"naive", "bx=8,by=32"}, {"smem_tiled", ""}, {"smem_tiled", "tile=16,pad=1,unroll=4,rpt=4"}};
+  for (int i = 0; i < COUNT(others); i++) {
+    gen_template *o = NULL;
+    ut_err e;
+    assert_int_equal(gen_load_named(others[i][0], &o, &e), MMT_OK);
+    gen_config c;
+    parse_ok(o, others[i][1], &c);
+    for (int l = 0; l < 4; l++) {
+      gen_kernel k;
+      emit_layout_ok(o, &c, layouts[l], &k);
+      compile_ok(&k, "sm_90");
+      gen_kernel_clear(&k);
+    }
+    gen_free(o);
+  }
 }
 
 /* ---- GPU: results on ragged shapes (skipped without a driver and device) ------------------- */
@@ -648,7 +698,20 @@ static const gemm_shape k_shapes_vec4[] = {
     {1, 4, 4, 4, 4, 4, 1.0f, 0.0f},          {37, 52, 28, 32, 56, 60, 1.5f, 0.5f},
     {130, 68, 256, 260, 68, 72, 1.0f, 0.0f}, {300, 260, 40, 44, 264, 260, -0.5f, 2.0f},
     {5, 4, 0, 4, 4, 4, 1.0f, 0.5f},
+    /* M % 4 == 0 too: what vec=4 needs when A is stored transposed */
+    {36, 52, 28, 32, 56, 60, 1.5f, 0.5f},    {132, 68, 260, 264, 68, 72, 1.0f, 0.0f},
 };
+
+static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
+
+/* Shape s (leading dimensions given for nn) in layout: each stored row keeps the padding s
+ * has past its width (lda - K, ldb - N). */
+static gemm_shape in_layout(const gemm_shape *s, const char *layout) {
+  gemm_shape t = *s;
+  if (layout[0] == 't') t.lda = s->m + (s->lda - s->k);
+  if (layout[1] == 't') t.ldb = s->k + (s->ldb - s->n);
+  return t;
+}
 /* Split-K configs also run these (besides the ones above, whose small K leave most slices
  * empty): skinny and deep, ragged in M and N, beta == 0 (C NaN) and != 0; all are vec4-safe. */
 static const gemm_shape k_shapes_split[] = {
@@ -674,12 +737,16 @@ static int split_shapes(int64_t split, int64_t bk, gemm_shape out[SPLIT_SHAPES])
 static void test_gpu_configs(void **state) {
   (void)state;
   gen_template *t = load_reg_tiled();
-  int split_configs = 0;
+  int split_configs = 0, layout_valid = 0;
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
     gen_config c;
     gen_kernel spec;
     parse_ok(t, k_gpu_configs[i], &c);
     assert_true(check(t, &c, NULL, NULL, 0));
+    for (int l = 0; l < COUNT(k_layouts); l++) {
+      const gen_problem big = {"f32", k_layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
+      layout_valid += check(t, &c, &big, NULL, 0);
+    }
     if (c.v[P_SPLIT] == 1) continue;
     split_configs++;
     emit_ok(t, &c, &spec);
@@ -697,6 +764,8 @@ static void test_gpu_configs(void **state) {
     gen_kernel_clear(&spec);
   }
   assert_int_equal(split_configs, 4);
+  /* The GPU test runs every one of its configs in every layout. */
+  assert_int_equal(layout_valid, 4 * COUNT(k_gpu_configs));
   gen_free(t);
 }
 
@@ -716,9 +785,11 @@ static CUdeviceptr to_device(const rt_cu *cu, const float *h, size_t count) {
  * reference; C starts as NaN when beta == 0 (it must not be read) and the padding past column
  * N must be left alone.  Split-K kernels run twice: the second launch finds the semaphores as
  * the first left them. */
-static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const gemm_shape *s,
-                      int runs) {
-  const size_t na = (size_t)(s->m * s->lda) + 1, nb = (size_t)(s->k * s->ldb) + 1;
+static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *layout,
+                      const gemm_shape *s, int runs) {
+  const bool ta = layout[0] == 't', tb = layout[1] == 't';
+  const size_t na = (size_t)((ta ? s->k : s->m) * s->lda) + 1;
+  const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1;
   const size_t nc = (size_t)(s->m * s->ldc);
   float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
   float *c = malloc(nc * sizeof *c), *want = malloc(nc * sizeof *want);
@@ -733,7 +804,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   for (int64_t i = 0; i < s->m; i++)
     for (int64_t j = 0; j < s->n; j++) {
       double acc = 0;
-      for (int64_t p = 0; p < s->k; p++) acc += (double)a[i * s->lda + p] * b[p * s->ldb + j];
+      for (int64_t p = 0; p < s->k; p++)
+        acc += (double)a[ta ? p * s->lda + i : i * s->lda + p] *
+               b[tb ? j * s->ldb + p : p * s->ldb + j];
       float *w = &want[i * s->ldc + j];
       *w = (float)(s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * *w));
     }
@@ -760,7 +833,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       const bool same =
           isnan(want[i]) ? isnan(c[i]) : fabsf(c[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i]));
       if (!same) {
-        fprintf(stderr, "%s, %lldx%lldx%lld, run %d: C[%zu] = %g, want %g\n", label,
+        fprintf(stderr, "%s, %s %lldx%lldx%lld, run %d: C[%zu] = %g, want %g\n", label, layout,
                 (long long)s->m, (long long)s->n, (long long)s->k, run + 1, i, c[i], want[i]);
         fail();
       }
@@ -776,6 +849,53 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(want);
 }
 
+/* Compiles config `text` for layout and runs it on every common shape its requirements and
+ * constraints allow in that layout (at least three), and split-K configs on their own. */
+static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, const char *text,
+                       const char *layout) {
+  gen_config c;
+  gen_kernel spec;
+  rt_cubin cubin;
+  rt_kernel k;
+  ut_err e;
+  parse_ok(t, text, &c);
+  assert_true(check(t, &c, NULL, NULL, 0));
+  /* Some configs are valid for nn only (tile loads that do not divide evenly in another
+   * layout): test_gpu_configs counts them, here they are passed over. */
+  const gen_problem big = {"f32", layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
+  if (!check(t, &c, &big, NULL, 0)) return;
+  assert_int_equal(gen_emit(t, &c, "f32", layout, &spec, &e), MMT_OK);
+  assert_int_equal(rt_compile(spec.source, spec.kernel_name, d->arch, &cubin, NULL, &e), MMT_OK);
+  mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
+  assert_int_equal(rc, MMT_OK);
+  /* A kernel that spills is still correct (and the tuner prunes it): say so, test it. */
+  print_message("%s: %d registers, %d bytes local%s\n", spec.kernel_name, k.regs, k.local_bytes,
+                k.local_bytes ? " (spills)" : "");
+  const int64_t split = c.v[P_SPLIT], bk = c.v[P_BK];
+  const int runs = split > 1 ? 2 : 1; /* split-K: the second launch needs reset semaphores */
+  gemm_shape all[COUNT(k_shapes_any) + COUNT(k_shapes_vec4) + SPLIT_SHAPES];
+  int n = 0, ran = 0;
+  for (int j = 0; j < COUNT(k_shapes_any); j++) all[n++] = in_layout(&k_shapes_any[j], layout);
+  for (int j = 0; j < COUNT(k_shapes_vec4); j++) all[n++] = in_layout(&k_shapes_vec4[j], layout);
+  gemm_shape more[SPLIT_SHAPES];
+  const int n_more = split > 1 ? split_shapes(split, bk, more) : 0;
+  for (int j = 0; j < n_more; j++) all[n++] = in_layout(&more[j], layout);
+  for (int j = 0; j < n; j++) {
+    const gemm_shape *s = &all[j];
+    const bool pitch16 = s->lda % 4 == 0 && s->ldb % 4 == 0 && s->ldc % 4 == 0;
+    const gen_problem p = {"f32", layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc,
+                           pitch16 ? 16 : 4};
+    if (!gen_requires_met(&spec.requires, &p)) continue;
+    run_shape(cu, &k, spec.kernel_name, layout, s, runs);
+    ran++;
+  }
+  assert_true(ran >= 3);
+  rt_kernel_unload(&k);
+  rt_cubin_free(&cubin);
+  gen_kernel_clear(&spec);
+}
+
 static void test_gpu_results(void **state) {
   (void)state;
   rt_device d;
@@ -789,33 +909,8 @@ static void test_gpu_results(void **state) {
   const rt_cu *cu;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
   gen_template *t = load_reg_tiled();
-  for (int i = 0; i < COUNT(k_gpu_configs); i++) {
-    gen_config c;
-    gen_kernel spec;
-    rt_cubin cubin;
-    rt_kernel k;
-    parse_ok(t, k_gpu_configs[i], &c);
-    assert_true(check(t, &c, NULL, NULL, 0));
-    emit_ok(t, &c, &spec);
-    assert_int_equal(rt_compile(spec.source, spec.kernel_name, d.arch, &cubin, NULL, &e), MMT_OK);
-    rc = rt_kernel_load(&d, &cubin, &spec, &k, &e);
-    if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
-    assert_int_equal(rc, MMT_OK);
-    print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
-    assert_int_equal(k.local_bytes, 0); /* no spills */
-    const bool vec4 = c.v[P_VEC] == 4;
-    const int64_t split = c.v[P_SPLIT], bk = c.v[P_BK];
-    const int runs = split > 1 ? 2 : 1; /* split-K: the second launch needs reset semaphores */
-    const gemm_shape *shapes = vec4 ? k_shapes_vec4 : k_shapes_any;
-    const int count = vec4 ? COUNT(k_shapes_vec4) : COUNT(k_shapes_any);
-    for (int j = 0; j < count; j++) run_shape(cu, &k, spec.kernel_name, &shapes[j], runs);
-    gemm_shape more[SPLIT_SHAPES];
-    const int n_more = split > 1 ? split_shapes(split, bk, more) : 0;
-    for (int j = 0; j < n_more; j++) run_shape(cu, &k, spec.kernel_name, &more[j], runs);
-    rt_kernel_unload(&k);
-    rt_cubin_free(&cubin);
-    gen_kernel_clear(&spec);
-  }
+  for (int i = 0; i < COUNT(k_gpu_configs); i++)
+    for (int l = 0; l < COUNT(k_layouts); l++) run_config(&d, cu, t, k_gpu_configs[i], k_layouts[l]);
   gen_free(t);
   rt_device_close(&d);
 }

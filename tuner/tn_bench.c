@@ -38,6 +38,7 @@
 static const tn_opt BENCH_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"shapes", 0, "FILE|MxNxK,...", "one row per shape (tuned vs cuBLAS), instead of M N K"},
+    {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"csv", 0, "PATH", "also write the rows as CSV (once the table is complete)"},
     {"db", 0, "PATH", "results database for the tuned kernel (default as for tune)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
@@ -48,7 +49,8 @@ static const tn_opt BENCH_OPTS[] = {
 
 static const tn_cmd_spec BENCH_SPEC = {
     "bench", "M N K | --shapes FILE|MxNxK,... [--device N] [--csv PATH] [options]",
-    "Times C = A*B (fp32, row-major, M x K times K x N), verifies every result against a\n"
+    "Times C = op(A)*op(B) (fp32, row-major, op(A) M x K, op(B) K x N, each stored as is or\n"
+    "transposed as --layout says), verifies every result against a\n"
     "float64 reference, and prints one row per implementation (M N K: CPU, classic GPU\n"
     "kernels, tuned, cuBLAS) or one row per shape (--shapes: tuned vs cuBLAS).  Tuned is the\n"
     "dispatcher's choice from the database; cuBLAS is cublasSgemm in pedantic fp32 (no TF32),\n"
@@ -58,6 +60,7 @@ static const tn_cmd_spec BENCH_SPEC = {
 typedef struct {
   /* Arguments. */
   tn_shape s;       /* M N K mode */
+  const char *layout; /* "nn", "nt", "tn" or "tt" */
   tn_shape *shapes; /* --shapes mode (owned); NULL in M N K mode */
   int nshapes;
   int device, threads;
@@ -134,10 +137,24 @@ static const char *num(char buf[32], double v, bool have) {
 
 /* ---- measuring ---- */
 
+/* The shape's problem in --layout, packed rows: the way measurements and the dispatcher's
+ * choice see it (cudaMalloc'd buffers, so alignment is what the row pitches allow). */
+static gen_problem bench_problem(const bench_run *b, const tn_shape *s) {
+  int64_t ld[3];
+  gen_min_ld(b->layout, s->m, s->n, s->k, ld);
+  uint64_t pitches[] = {256, (uint64_t)ld[0] * 4, (uint64_t)ld[1] * 4, (uint64_t)ld[2] * 4};
+  return (gen_problem){.dtype = "f32", .layout = b->layout, .m = s->m, .n = s->n, .k = s->k,
+                       .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
+                       .align_bytes = rt_align_bytes(pitches, 4)};
+}
+
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {
-  return (tn_measure_opts){.m = s->m, .n = s->n, .k = s->k, .lda = s->k, .ldb = s->n,
-                           .ldc = s->n, .dtype = "f32", .seed = b->seed++, .budget_ms = 500,
-                           .max_runs = 50};
+  gen_problem p = bench_problem(b, s);
+  tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
+                       .ldc = p.ldc, .dtype = "f32", .seed = b->seed++, .budget_ms = 500,
+                       .max_runs = 50};
+  snprintf(o.layout, sizeof o.layout, "%s", b->layout);
+  return o;
 }
 
 /* A row that was not measured (no kernel, compile error): status and message. */
@@ -170,10 +187,7 @@ static mmt_status measure_spec(bench_run *b, const tn_shape *s, const gen_kernel
  * matrices), measured.  Nothing usable is the row's outcome (launch_error). */
 static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choice,
                                 tn_measurement *m, ut_err *err) {
-  uint64_t pitches[] = {256, (uint64_t)s->k * 4, (uint64_t)s->n * 4};
-  gen_problem p = {.dtype = "f32", .layout = "nn", .m = s->m, .n = s->n, .k = s->k,
-                   .lda = s->k, .ldb = s->n, .ldc = s->n,
-                   .align_bytes = rt_align_bytes(pitches, 3)};
+  gen_problem p = bench_problem(b, s);
   ut_err cerr = {{0}};
   mmt_status rc = rt_choose(b->ch, b->db, device_name(b), &p, choice, &cerr);
   if (rc == MMT_ERR_UNSUPPORTED) {
@@ -184,15 +198,16 @@ static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choi
   return measure_spec(b, s, &choice->spec, m, err);
 }
 
-static mmt_status cublas_launch(void *cb, const rt_gemm_args *a, CUstream stream, ut_err *err) {
-  return tn_cublas_sgemm(cb, stream, a->m, a->n, a->k, a->alpha, a->a, a->lda, a->b, a->ldb,
+static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stream, ut_err *err) {
+  const bench_run *b = user;
+  return tn_cublas_sgemm(b->cb, stream, b->layout, a->m, a->n, a->k, a->alpha, a->a, a->lda, a->b, a->ldb,
                          a->beta, a->c, a->ldc, err);
 }
 
 static mmt_status measure_cublas(bench_run *b, const tn_shape *s, tn_measurement *m,
                                  ut_err *err) {
   tn_measure_opts o = measure_opts(b, s);
-  return tn_gpu_measure_launch(b->g, cublas_launch, b->cb, &o, m, err);
+  return tn_gpu_measure_launch(b->g, cublas_launch, b, &o, m, err);
 }
 
 /* Opens the device, cuBLAS (its absence is not an error), the database and the chooser. */
@@ -309,6 +324,11 @@ static int bench_cpu(bench_run *b) {
   float *a = NULL, *bm = NULL, *c = NULL;
   double *ref = NULL;
   ut_err err;
+  if (strcmp(b->layout, "nn") != 0) { /* the CPU GEMM is the plain row-major one */
+    print_skip("CPU serial", "skipped: layout nn only");
+    print_skip("CPU multithreaded", "skipped: layout nn only");
+    return TN_EXIT_OK;
+  }
   if (gflop > 10 * b->cpu_max_gflop) {
     print_skip("CPU serial", "skipped: above 10x --cpu-max-gflop");
     print_skip("CPU multithreaded", "skipped: above 10x --cpu-max-gflop");
@@ -353,7 +373,7 @@ static mmt_status bench_default(bench_run *b, const char *name, const char *what
   if (rc) return rc;
   gen_config_default(t, &cfg);
   if (!(rc = gen_config_format(t, &cfg, params, sizeof params, err)) &&
-      !(rc = gen_emit(t, &cfg, "f32", &spec, err)) &&
+      !(rc = gen_emit(t, &cfg, "f32", b->layout, &spec, err)) &&
       !(rc = measure_spec(b, &b->s, &spec, &m, err)))
     single_row(b, device_name(b), what, params, &m);
   gen_kernel_clear(&spec);
@@ -406,7 +426,8 @@ cleanup:
 static int bench_single(bench_run *b) {
   ut_err gerr = {{0}}, err = {{0}};
   mmt_status grc = open_gpu(b, &gerr), rc;
-  printf("C = A*B, fp32, row-major, M=%lld N=%lld K=%lld (%.1f GFLOP)\n", (long long)b->s.m,
+  printf("C = op(A)*op(B), fp32, row-major, layout %s, M=%lld N=%lld K=%lld (%.1f GFLOP)\n",
+         b->layout, (long long)b->s.m,
          (long long)b->s.n, (long long)b->s.k,
          2.0 * (double)b->s.m * (double)b->s.n * (double)b->s.k / 1e9);
   if (!grc) print_setup(b);
@@ -531,7 +552,8 @@ static int bench_shapes(bench_run *b) {
     fprintf(stderr, "mmtune bench: %s\n", err.msg);
     return TN_EXIT_FAIL;
   }
-  printf("C = A*B, fp32, row-major, %d shape%s\n", b->nshapes, b->nshapes > 1 ? "s" : "");
+  printf("C = op(A)*op(B), fp32, row-major, layout %s, %d shape%s\n", b->layout, b->nshapes,
+         b->nshapes > 1 ? "s" : "");
   print_setup(b);
   if (!b->cb) printf("cuBLAS not available: %s\n", b->cublas_why);
   print_shapes_header();
@@ -597,6 +619,7 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   if (ex) return ex;
   const char *v;
   if ((v = tn_opts_get(o, "device")) && tn_opt_device("bench", v, &b->device)) return TN_EXIT_USAGE;
+  if (tn_opt_layout("bench", tn_opts_get(o, "layout"), &b->layout)) return TN_EXIT_USAGE;
   if ((b->csv_path = tn_opts_get(o, "csv")) && check_csv_path(b->csv_path)) return TN_EXIT_USAGE;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   b->threads = cpus > 0 ? (int)cpus : 1;

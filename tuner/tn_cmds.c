@@ -54,6 +54,15 @@ static int load_one(const char *cmd, char *name, gen_template **t) {
   return rc;
 }
 
+/* The layout option of a command, which template t must support. */
+static int template_layout(const char *cmd, const tn_opts *o, const gen_template *t,
+                           const char **layout) {
+  int rc = tn_opt_layout(cmd, tn_opts_get(o, "layout"), layout);
+  if (rc == TN_EXIT_OK && !gen_supports_layout(t, *layout))
+    rc = tn_usage_error(cmd, "template '%s' does not support layout '%s'", gen_name(t), *layout);
+  return rc;
+}
+
 /* The dtype option of a command, which template t must support. */
 static int template_dtype(const char *cmd, const tn_opts *o, const gen_template *t,
                           const char **dtype) {
@@ -104,6 +113,10 @@ static void print_indented(const char *text, int indent) {
 static bool describe_template(gen_template *t) {
   printf("%s: %s\n  path:    %s\n  dtypes: ", gen_name(t), gen_description(t), gen_path(t));
   for (int i = 0; i < gen_dtype_count(t); i++) printf(" %s", gen_dtype(t, i));
+  printf("\n  layouts:");
+  static const char *const layouts[] = {"nn", "nt", "tn", "tt"};
+  for (int i = 0; i < 4; i++)
+    if (gen_supports_layout(t, layouts[i])) printf(" %s", layouts[i]);
   printf("\n");
   for (int i = 0; i < gen_param_count(t); i++) {
     printf("  %-8s %s =", i == 0 ? "params:" : "", gen_param_name(t, i));
@@ -158,6 +171,7 @@ static const tn_opt space_opts[] = {
     {"problem", 'p', "MxNxK",
      "only configs valid for this problem (lda=K, ldb=N, ldc=N, 16-byte aligned)"},
     {"dtype", 0, "DTYPE", "element type the kernels are emitted for with --problem (default f32)"},
+    {"layout", 'l', "LAYOUT", "with --problem: nn (default), nt, tn or tt (t: stored transposed)"},
     {"count", 'c', NULL, "print only the number of configs"},
 };
 static const tn_cmd_spec space_spec = {
@@ -165,7 +179,7 @@ static const tn_cmd_spec space_spec = {
     "Prints each config of TEMPLATE that passes its constraints, one per line in canonical\n"
     "form (name=value,...).  With --problem, also the problem constraints and the kernel's\n"
     "requirements (multiples of M/N/K, alignment).",
-    space_opts, 3};
+    space_opts, 4};
 
 typedef struct {
   const gen_problem *problem; /* NULL: configs alone */
@@ -177,7 +191,7 @@ static mmt_status space_visit(gen_template *t, const gen_config *cfg, void *user
   space_walk *w = user;
   if (w->problem) {
     gen_kernel k;
-    mmt_status rc = gen_emit(t, cfg, w->problem->dtype, &k, e);
+    mmt_status rc = gen_emit(t, cfg, w->problem->dtype, w->problem->layout, &k, e);
     if (rc != MMT_OK) return rc;
     bool met = gen_requires_met(&k.requires, w->problem);
     gen_kernel_clear(&k);
@@ -191,18 +205,20 @@ static mmt_status space_visit(gen_template *t, const gen_config *cfg, void *user
   return rc;
 }
 
-/* The --problem of space as a gen_problem (row-major, packed, 16-byte aligned). */
+/* The --problem of space as a gen_problem (packed rows in its layout, 16-byte aligned). */
 static int space_problem(const tn_opts *o, const gen_template *t, gen_problem *p) {
   const char *text = tn_opts_get(o, "problem");
   tn_shape s;
   ut_err e;
   int rc = template_dtype("space", o, t, &p->dtype);
   if (rc != TN_EXIT_OK) return rc;
+  if ((rc = template_layout("space", o, t, &p->layout)) != TN_EXIT_OK) return rc;
   if (tn_parse_shape(text, &s, &e) != MMT_OK)
     return tn_usage_error("space", "--problem: %s", e.msg);
-  p->layout = "nn";
+  int64_t ld[3];
+  gen_min_ld(p->layout, s.m, s.n, s.k, ld);
   p->m = s.m, p->n = s.n, p->k = s.k;
-  p->lda = s.k, p->ldb = s.n, p->ldc = s.n;
+  p->lda = ld[0], p->ldb = ld[1], p->ldc = ld[2];
   p->align_bytes = 16;
   return TN_EXIT_OK;
 }
@@ -223,8 +239,8 @@ int tn_cmd_space(int argc, char **argv) {
   if (tn_opts_has(&o, "problem")) {
     if ((rc = space_problem(&o, t, &problem)) != TN_EXIT_OK) goto cleanup;
     w.problem = &problem;
-  } else if (tn_opts_has(&o, "dtype")) {
-    rc = tn_usage_error("space", "--dtype needs --problem");
+  } else if (tn_opts_has(&o, "dtype") || tn_opts_has(&o, "layout")) {
+    rc = tn_usage_error("space", "--%s needs --problem", tn_opts_has(&o, "dtype") ? "dtype" : "layout");
     goto cleanup;
   }
   w.count_only = tn_opts_has(&o, "count");
@@ -244,16 +260,17 @@ cleanup:
 
 static const tn_opt emit_opts[] = {
     {"dtype", 0, "DTYPE", "element type (default f32)"},
+    {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"info", 'i', NULL, "append the launch description to stdout as a trailing /* comment */"},
 };
 static const tn_cmd_spec emit_spec = {
-    "emit", "TEMPLATE [NAME=VALUE ...] [--dtype DTYPE] [--info]",
+    "emit", "TEMPLATE [NAME=VALUE ...] [--dtype DTYPE] [--layout LAYOUT] [--info]",
     "Prints the CUDA C of one config of TEMPLATE on stdout and nothing else, so\n"
     "'mmtune emit smem_tiled > k.cu' gives a file that compiles on its own.  The config is the\n"
     "template's default with the NAME=VALUE overrides (see mmtune templates for the\n"
     "parameters).  --info appends the kernel name, block, grid rule, shared memory and\n"
     "requirements as a comment block after the source.",
-    emit_opts, 2};
+    emit_opts, 3};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {
   printf("\n/* mmtune emit %s %s\n", gen_name(t), params);
@@ -305,7 +322,7 @@ int tn_cmd_emit(int argc, char **argv) {
   gen_template *t = NULL;
   gen_kernel k = {0};
   gen_config cfg;
-  const char *dtype = NULL;
+  const char *dtype = NULL, *layout = NULL;
   char params[1024];
   ut_err e;
   int rc = tn_opts_parse(&emit_spec, argc, argv, &o);
@@ -316,9 +333,10 @@ int tn_cmd_emit(int argc, char **argv) {
   }
   if ((rc = load_one("emit", o.pos[0], &t)) != TN_EXIT_OK) goto cleanup;
   if ((rc = template_dtype("emit", &o, t, &dtype)) != TN_EXIT_OK) goto cleanup;
+  if ((rc = template_layout("emit", &o, t, &layout)) != TN_EXIT_OK) goto cleanup;
   if ((rc = emit_config(t, o.pos + 1, o.npos - 1, &cfg)) != TN_EXIT_OK) goto cleanup;
   if (gen_config_format(t, &cfg, params, sizeof params, &e) != MMT_OK ||
-      gen_emit(t, &cfg, dtype, &k, &e) != MMT_OK) {
+      gen_emit(t, &cfg, dtype, layout, &k, &e) != MMT_OK) {
     rc = tn_fail("emit", "%s", e.msg);
     goto cleanup;
   }
@@ -395,7 +413,7 @@ static mmt_status compile_submit(gen_template *t, const gen_config *cfg, void *u
   job->template_name = gen_name(t);
   gen_kernel k = {0};
   mmt_status rc = gen_config_format(t, cfg, job->params, sizeof job->params, e);
-  if (rc == MMT_OK) rc = gen_emit(t, cfg, run->dtype, &k, e);
+  if (rc == MMT_OK) rc = gen_emit(t, cfg, run->dtype, "nn", &k, e);
   run->total++;
   if (rc == MMT_OK) rc = tn_pool_submit(run->pool, k.source, k.kernel_name, job, e);
   gen_kernel_clear(&k);

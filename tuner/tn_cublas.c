@@ -16,6 +16,7 @@ typedef struct cublasContext *cb_handle; /* cublasHandle_t */
 typedef unsigned cb_status;              /* cublasStatus_t */
 #define CB_STATUS_SUCCESS 0u
 #define CB_OP_N 0u             /* cublasOperation_t CUBLAS_OP_N */
+#define CB_OP_T 1u             /* CUBLAS_OP_T */
 #define CB_PEDANTIC_MATH 2u    /* cublasMath_t CUBLAS_PEDANTIC_MATH */
 
 /* X(symbol, return type, parameter list): the entry points, all required. */
@@ -44,6 +45,7 @@ CB_FUNCS(CB_CHECK_)
 CB_OPTIONAL_FUNCS(CB_CHECK_)
 #undef CB_CHECK_
 _Static_assert(CUBLAS_STATUS_SUCCESS == CB_STATUS_SUCCESS && CUBLAS_OP_N == CB_OP_N &&
+                   CUBLAS_OP_T == CB_OP_T &&
                    CUBLAS_PEDANTIC_MATH == CB_PEDANTIC_MATH,
                "cublas_api.h constants");
 #endif
@@ -188,9 +190,10 @@ void tn_cublas_close(tn_cublas *cb) {
 
 const char *tn_cublas_version(const tn_cublas *cb) { return cb->version; }
 
-mmt_status tn_cublas_sgemm(tn_cublas *cb, struct CUstream_st *stream, int64_t m, int64_t n,
-                           int64_t k, float alpha, uint64_t a, int64_t lda, uint64_t b,
-                           int64_t ldb, float beta, uint64_t c, int64_t ldc, ut_err *err) {
+mmt_status tn_cublas_sgemm(tn_cublas *cb, struct CUstream_st *stream, const char *layout,
+                           int64_t m, int64_t n, int64_t k, float alpha, uint64_t a, int64_t lda,
+                           uint64_t b, int64_t ldb, float beta, uint64_t c, int64_t ldc,
+                           ut_err *err) {
   const int64_t dims[] = {m, n, k, lda, ldb, ldc};
   for (int i = 0; i < 6; i++)
     if (dims[i] < 0 || dims[i] > INT_MAX)
@@ -205,8 +208,12 @@ mmt_status tn_cublas_sgemm(tn_cublas *cb, struct CUstream_st *stream, int64_t m,
       return cb_fail(err, "cublasSetStream_v2", s);
     cb->stream = stream;
   }
-  /* Row-major C = A * B is column-major C^T = B^T * A^T: swap the operands and M, N. */
-  s = fn->cublasSgemm_v2(cb->h, CB_OP_N, CB_OP_N, (int)n, (int)m, (int)k, &alpha,
+  /* Row-major C = op(A) * op(B) is column-major C^T = op(B)^T * op(A)^T: swap the operands
+   * and M, N.  Read column-major, a row-major operand stored as is is its own transpose, so
+   * cuBLAS transposes exactly the operands the layout stores transposed. */
+  bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
+  s = fn->cublasSgemm_v2(cb->h, tb ? CB_OP_T : CB_OP_N, ta ? CB_OP_T : CB_OP_N, (int)n, (int)m,
+                         (int)k, &alpha,
                          (const float *)(uintptr_t)b, (int)ldb, (const float *)(uintptr_t)a,
                          (int)lda, &beta, (float *)(uintptr_t)c, (int)ldc);
   return s == CB_STATUS_SUCCESS ? MMT_OK : cb_fail(err, "cublasSgemm_v2", s);

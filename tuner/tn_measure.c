@@ -198,8 +198,9 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   /* Each copy starts 256-byte aligned, like a cudaMalloc'd buffer, as the tuner assumes. */
-  g->a_elems = round_up((size_t)o->m * (size_t)o->lda, 64);
-  g->b_elems = round_up((size_t)o->k * (size_t)o->ldb, 64);
+  bool ta = o->layout[0] == 't', tb = o->layout[0] && o->layout[1] == 't';
+  g->a_elems = round_up((size_t)(ta ? o->k : o->m) * (size_t)o->lda, 64); /* rows as stored */
+  g->b_elems = round_up((size_t)(tb ? o->n : o->k) * (size_t)o->ldb, 64);
   g->c_elems = round_up((size_t)o->m * (size_t)o->ldc, 64);
   size_t set_bytes = 4 * (g->a_elems + g->b_elems + g->c_elems);
   size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
@@ -273,6 +274,7 @@ static mmt_status sync_checked(tn_gpu *g, const char *what, ut_err *err) {
 static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
+  const char *layout = o->layout[0] ? o->layout : "nn";
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n;
   if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
     if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
@@ -281,14 +283,15 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err 
     RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, g->a, 4 * g->a_elems));
     RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, g->b, 4 * g->b_elems));
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
-    if ((rc = tn_ref_gemm(o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb, g->host_ref, o->n,
-                          threads > 0 ? (int)threads : 1, err)))
+    if ((rc = tn_ref_gemm_layout(layout, o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb,
+                                 g->host_ref, o->n, threads > 0 ? (int)threads : 1, err)))
       return rc;
     RT_CU_CHECK(cu, cuMemcpyHtoD(g->ref, g->host_ref, ref_bytes));
     return MMT_OK;
   }
   int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
-  void *args[] = {&m, &n, &k, &g->a, &lda, &g->b, &ldb, &g->ref, &ldr};
+  int ta = layout[0] == 't', tb = layout[1] == 't';
+  void *args[] = {&m, &n, &k, &ta, &tb, &g->a, &lda, &g->b, &ldb, &g->ref, &ldr};
   /* Launch geometry of tn_ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
   int64_t tiles_y = (m + 63) / 64;
   RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),

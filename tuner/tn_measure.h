@@ -25,6 +25,7 @@ typedef struct tn_gpu tn_gpu;
 typedef struct {
   int64_t m, n, k, lda, ldb, ldc;
   char dtype[8];
+  char layout[4];         /* "nn", "nt", "tn", "tt" (gen.h); "" means "nn" */
   uint64_t seed;          /* fresh per candidate */
   double budget_ms;       /* stop timing once the timed runs add up to this (default 100) */
   int min_runs, max_runs; /* defaults 2 and 200 */

@@ -188,6 +188,15 @@ int tn_opt_dtype(const char *cmd, const char *text, const char **out) {
   return TN_EXIT_OK;
 }
 
+int tn_opt_layout(const char *cmd, const char *text, const char **out) {
+  if (!text) text = "nn";
+  if (gen_layout_index(text) < 0)
+    return tn_usage_error(cmd, "unknown layout '%s' (nn, nt, tn or tt: A's letter first, t = "
+                               "stored transposed)", text);
+  *out = text;
+  return TN_EXIT_OK;
+}
+
 int tn_opt_db_path(const char *cmd, const char *text, char *out, size_t outlen) {
   ut_err e;
   mmt_status rc =

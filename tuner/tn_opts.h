@@ -74,6 +74,8 @@ int tn_opt_i64(const char *cmd, const char *text, const char *what, int64_t min,
 int tn_opt_device(const char *cmd, const char *text, int *out);
 /* --dtype: NULL -> "f32"; a dtype gen knows, else exit 2. *out borrows text. */
 int tn_opt_dtype(const char *cmd, const char *text, const char **out);
+/* --layout: NULL -> "nn"; "nn", "nt", "tn" or "tt" (gen.h), else exit 2. *out borrows text. */
+int tn_opt_layout(const char *cmd, const char *text, const char **out);
 /* --db: text, or ut_default_db_path() when NULL.  Exit 1 when the default cannot be formed. */
 int tn_opt_db_path(const char *cmd, const char *text, char *out, size_t outlen);
 /* --shapes: tn_parse_shapes; *shapes owned by the caller (free). */

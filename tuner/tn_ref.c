@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen.h"
+
 /* ---- random inputs ---- */
 
 /* splitmix64 (Steele, Lea, Flood 2014): one 64-bit state, passes BigCrush, ~1 ns a value. */
@@ -194,6 +196,48 @@ mmt_status tn_ref_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
   return run_gemm("tn_ref_gemm", ref_rows, m, n, k, a, lda, b, ldb, ref, ldr, threads, err);
 }
 
+/* Stored operand x (rows of `cols`, pitch ld) transposed into a packed cols x rows copy. */
+static float *transposed_copy(const float *x, int64_t rows, int64_t cols, int64_t ld) {
+  float *t = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *t);
+  if (!t) return NULL;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) t[c * rows + r] = x[r * ld + c];
+  return t;
+}
+
+mmt_status tn_ref_gemm_layout(const char *layout, int64_t m, int64_t n, int64_t k, const float *a,
+                              int64_t lda, const float *b, int64_t ldb, double *ref, int64_t ldr,
+                              int threads, ut_err *err) {
+  int li = gen_layout_index(layout);
+  if (li < 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "tn_ref_gemm_layout: unknown layout '%s'",
+                   layout ? layout : "(null)");
+  if (li == 0) return tn_ref_gemm(m, n, k, a, lda, b, ldb, ref, ldr, threads, err);
+  int64_t ld[3];
+  gen_min_ld(layout, m, n, k, ld);
+  if (m < 0 || n < 0 || k < 0 || lda < ld[0] || ldb < ld[1] || ldr < ld[2])
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "tn_ref_gemm_layout: bad sizes %lldx%lldx%lld or leading dimension (%s: lda "
+                   "%lld, ldb %lld, ldr %lld)",
+                   (long long)m, (long long)n, (long long)k, layout, (long long)lda,
+                   (long long)ldb, (long long)ldr);
+  /* A transposed operand is packed into its nn form first: O(size) next to O(m*n*k). */
+  float *at = NULL, *bt = NULL;
+  bool ta = layout[0] == 't', tb = layout[1] == 't';
+  if ((ta && m > 0 && k > 0 && (!a || !(at = transposed_copy(a, k, m, lda)))) ||
+      (tb && n > 0 && k > 0 && (!b || !(bt = transposed_copy(b, n, k, ldb))))) {
+    free(at);
+    return ut_fail(err, (ta && !a) || (tb && !b) ? MMT_ERR_INVALID_ARG : MMT_ERR_NOMEM,
+                   "tn_ref_gemm_layout: %s", (ta && !a) || (tb && !b) ? "NULL matrix pointer"
+                                                                       : "out of memory");
+  }
+  mmt_status rc = tn_ref_gemm(m, n, k, ta ? at : a, ta ? k : lda, tb ? bt : b, tb ? n : ldb, ref,
+                              ldr, threads, err);
+  free(at);
+  free(bt);
+  return rc;
+}
+
 mmt_status tn_cpu_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                         const float *b, int64_t ldb, float *c, int64_t ldc, int threads,
                         ut_err *err) {
@@ -294,12 +338,13 @@ void tn_compare(int64_t m, int64_t n, const float *c, int64_t ldc, const double 
  * the same sums as the CPU's multiply then add: the two references agree bit for bit.
  * The loops stride by the grid, so a grid capped at 65535 blocks in y still covers M. */
 static const char ref_gpu_source[] =
-    "/* mmtune float64 reference GEMM: R = A * B, row-major, float inputs, double sums.\n"
+    "/* mmtune float64 reference GEMM: R = op(A) * op(B), row-major, float inputs, double\n"
+    " * sums; ta, tb: A, B stored transposed (the layouts of gen.h).\n"
     " * Each 16x16 block computes a 64x64 tile of R (4x4 per thread) from 64x16 and 16x64\n"
     " * double tiles of A and B in shared memory.  Every R element sums k = 0..K-1 in order.\n"
     " * Launch: block (16, 16), grid (ceil(N/64), min(ceil(M/64), 65535)); rows stride by the\n"
     " * grid. */\n"
-    "extern \"C\" __global__ void mmt_ref_gemm_f64(int M, int N, int K,\n"
+    "extern \"C\" __global__ void mmt_ref_gemm_f64(int M, int N, int K, int ta, int tb,\n"
     "    const float *__restrict__ A, int lda, const float *__restrict__ B, int ldb,\n"
     "    double *__restrict__ R, int ldr) {\n"
     "  __shared__ double As[16][65]; /* As[k][row] */\n"
@@ -316,9 +361,11 @@ static const char ref_gpu_source[] =
     "        int r = e / 16, kk = e % 16, c = e % 64, kb = e / 64;\n"
     "        long long gr = row0 + r, gc = col0 + c;\n"
     "        As[kk][r] = (gr < M && k0 + kk < K)\n"
-    "            ? (double)A[(unsigned long long)gr * lda + k0 + kk] : 0.0;\n"
+    "            ? (double)A[ta ? (unsigned long long)(k0 + kk) * lda + gr\n"
+    "                           : (unsigned long long)gr * lda + k0 + kk] : 0.0;\n"
     "        Bs[kb][c] = (gc < N && k0 + kb < K)\n"
-    "            ? (double)B[(unsigned long long)(k0 + kb) * ldb + gc] : 0.0;\n"
+    "            ? (double)B[tb ? (unsigned long long)gc * ldb + k0 + kb\n"
+    "                           : (unsigned long long)(k0 + kb) * ldb + gc] : 0.0;\n"
     "      }\n"
     "      __syncthreads();\n"
     "      for (int kk = 0; kk < 16; ++kk) {\n"

@@ -32,6 +32,15 @@ void tn_fill_nan(float *x, size_t count);
 mmt_status tn_ref_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                        int64_t ldb, double *ref, int64_t ldr, int threads, ut_err *err);
 
+/* tn_ref_gemm for any layout of gen.h ("nn", "nt", "tn", "tt"): ref = op(A) * op(B), lda and
+ * ldb the pitches of A and B as stored.  A transposed operand is first copied into its nn
+ * form, so the sums are the same as tn_ref_gemm's on that copy.  Errors as tn_ref_gemm's,
+ * with the layout's minimum leading dimensions, and MMT_ERR_INVALID_ARG for an unknown
+ * layout, MMT_ERR_NOMEM when the copy cannot be allocated. */
+mmt_status tn_ref_gemm_layout(const char *layout, int64_t m, int64_t n, int64_t k, const float *a,
+                              int64_t lda, const float *b, int64_t ldb, double *ref, int64_t ldr,
+                              int threads, ut_err *err);
+
 /* The float32 CPU GEMM the bench table times (C = A*B, float accumulate, i-k-j loop order so
  * it is not a straw man).  threads <= 1: serial.  Threads, errors and sizes as tn_ref_gemm;
  * serial and threaded results are identical. */
@@ -61,8 +70,10 @@ void tn_compare(int64_t m, int64_t n, const float *c, int64_t ldc, const double 
                 const char *dtype, tn_check *out);
 
 /* CUDA C source of the float64 reference kernel, entry point "mmt_ref_gemm_f64":
- *   (int M, int N, int K, const float *A, int lda, const float *B, int ldb, double *R, int ldr)
- * launched with 16x16 blocks and grid (ceil(N/64), min(ceil(M/64), 65535)): each block makes
+ *   (int M, int N, int K, int ta, int tb, const float *A, int lda, const float *B, int ldb,
+ *    double *R, int ldr)
+ * computing R = op(A) * op(B), ta / tb non-zero when A / B is stored transposed (layouts of
+ * gen.h), launched with 16x16 blocks and grid (ceil(N/64), min(ceil(M/64), 65535)): each block makes
  * a 64x64 tile (shared-memory double tiles, 4x4 per thread) and rows stride by the grid.
  * Includes no header (NVRTC), uses 64-bit offsets, checks bounds.  Every element sums
  * k = 0..K-1 in order, as tn_ref_gemm does, and a float product is exact in double, so the

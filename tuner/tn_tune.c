@@ -45,6 +45,7 @@ static const tn_opt TUNE_OPTS[] = {
     {"shapes", 's', "FILE|MxNxK,...", "shapes to tune (default: the built-in suite)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
+    {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"strategy", 0, "NAME", "anneal (default), random or exhaustive: see above"},
     {"budget", 'b', "SECONDS", "time per shape and dtype, or 'none' (default 35, exhaustive none)"},
     {"seed", 0, "N", "seed of anneal and random (default: from the clock, printed)"},
@@ -112,7 +113,8 @@ typedef struct {
   int nshapes;
   gen_template **ts;
   int nts;
-  const char *dtype; /* NULL: all */
+  const char *dtype;  /* NULL: all */
+  const char *layout; /* one per run: every kernel of the run is emitted for it */
   char db_path[4096], cache_dir[4096];
   int jobs;
   double budget_s, watchdog_s; /* budget 0: none */
@@ -194,6 +196,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
     memcpy(r->shapes, DEFAULT_SHAPES, sizeof DEFAULT_SHAPES);
   }
   if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("tune", v, &r->dtype))) return ex;
+  if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
   if ((ex = tn_opt_db_path("tune", tn_opts_get(o, "db"), r->db_path, sizeof r->db_path))) return ex;
   ut_err err;
@@ -207,13 +210,16 @@ static int parse_options(tune_run *r, const tn_opts *o) {
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-static gen_problem shape_problem(const tn_shape *s, const char *dtype) {
+static gen_problem shape_problem(const tn_shape *s, const char *dtype, const char *layout) {
   /* Packed rows; the worker's buffers are cudaMalloc'd (256-byte aligned), so alignment is
    * what the row pitches allow. */
-  int64_t elem = gen_dtype_size(dtype);
-  uint64_t pitches[] = {256, (uint64_t)(s->k * elem), (uint64_t)(s->n * elem)};
-  return (gen_problem){.dtype = dtype, .layout = "nn", .m = s->m, .n = s->n, .k = s->k,
-                       .lda = s->k, .ldb = s->n, .ldc = s->n, .align_bytes = rt_align_bytes(pitches, 3)};
+  int64_t elem = gen_dtype_size(dtype), ld[3];
+  gen_min_ld(layout, s->m, s->n, s->k, ld);
+  uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
+                        (uint64_t)(ld[2] * elem)};
+  return (gen_problem){.dtype = dtype, .layout = layout, .m = s->m, .n = s->n, .k = s->k,
+                       .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
+                       .align_bytes = rt_align_bytes(pitches, 4)};
 }
 
 static void *grow(void *arr, int *cap, int need, size_t elem) {
@@ -279,7 +285,7 @@ static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_conf
   k->index = index;
   snprintf(k->dtype, sizeof k->dtype, "%s", dtype);
   mmt_status rc = gen_config_format(r->ts[ti], cfg, k->params, sizeof k->params, err);
-  if (!rc) rc = gen_emit(r->ts[ti], cfg, dtype, &k->spec, err);
+  if (!rc) rc = gen_emit(r->ts[ti], cfg, dtype, r->layout, &k->spec, err);
   if (rc) return rc;
   free(k->spec.source); /* emitted again when submitted: thousands of sources add up */
   k->spec.source = NULL;
@@ -294,7 +300,7 @@ static mmt_status submit(tune_run *r, int kid, ut_err *err) {
   gen_config cfg;
   gen_kernel spec;
   gen_config_at(r->ts[k->tmpl], k->index, &cfg);
-  mmt_status rc = gen_emit(r->ts[k->tmpl], &cfg, k->dtype, &spec, err);
+  mmt_status rc = gen_emit(r->ts[k->tmpl], &cfg, k->dtype, r->layout, &spec, err);
   if (rc) return rc;
   rc = tn_pool_submit(r->pool, spec.source, spec.kernel_name, (void *)(intptr_t)kid, err);
   gen_kernel_clear(&spec);
@@ -333,7 +339,7 @@ static void result_key(const tune_run *r, int sid, int kid, db_result *row) {
   snprintf(row->template_hash, sizeof row->template_hash, "%s", gen_source_hash(t));
   snprintf(row->params, sizeof row->params, "%s", kern->params);
   snprintf(row->problem.dtype, sizeof row->problem.dtype, "%s", kern->dtype);
-  snprintf(row->problem.layout, sizeof row->problem.layout, "nn");
+  snprintf(row->problem.layout, sizeof row->problem.layout, "%s", r->layout);
   row->problem.m = r->shapes[sid].m;
   row->problem.n = r->shapes[sid].n;
   row->problem.k = r->shapes[sid].k;
@@ -382,7 +388,7 @@ static mmt_status known_rows(tune_run *r, const tune_problem *pb, known_set *ks,
   db_problem p = {.m = r->shapes[pb->shape].m, .n = r->shapes[pb->shape].n,
                   .k = r->shapes[pb->shape].k};
   snprintf(p.dtype, sizeof p.dtype, "%s", pb->dtype);
-  snprintf(p.layout, sizeof p.layout, "nn");
+  snprintf(p.layout, sizeof p.layout, "%s", r->layout);
   mmt_status rc = db_each_ok(r->db, r->dev.name, &p, collect_known, ks, err);
   if (!rc && ks->nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   if (!rc && ks->count > 1) qsort(ks->rows, (size_t)ks->count, sizeof *ks->rows, compare_known);
@@ -449,7 +455,7 @@ static void candidate_of(const gen_template *t, int ti, uint64_t index, tn_candi
 static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const known_set *ks,
                                 ut_err *err) {
   gen_template *t = r->ts[ti];
-  gen_problem p = shape_problem(&r->shapes[pb->shape], pb->dtype);
+  gen_problem p = shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
   gen_config def;
   gen_config_default(t, &def);
   mmt_status rc = MMT_OK;
@@ -542,7 +548,7 @@ static bool problem_best(const tune_run *r, int i, db_result *best) {
   const tn_shape *s = &r->shapes[r->problems[i].shape];
   db_problem p = {.m = s->m, .n = s->n, .k = s->k};
   snprintf(p.dtype, sizeof p.dtype, "%s", r->problems[i].dtype);
-  snprintf(p.layout, sizeof p.layout, "nn");
+  snprintf(p.layout, sizeof p.layout, "%s", r->layout);
   ut_err err;
   return db_best(r->db, r->dev.name, &p, best, &err) == MMT_OK;
 }
@@ -591,10 +597,12 @@ static mmt_status measure_one(tune_run *r, int sid, int kid, double cutoff_ms, d
     snprintf(row->error, sizeof row->error, "%s", k->compile_error);
     return MMT_OK;
   }
-  tn_measure_opts o = {.m = row->problem.m, .n = row->problem.n, .k = row->problem.k,
-                       .lda = row->problem.k, .ldb = row->problem.n, .ldc = row->problem.n,
+  gen_problem p = shape_problem(&(tn_shape){row->problem.m, row->problem.n, row->problem.k},
+                                k->dtype, r->layout);
+  tn_measure_opts o = {.m = p.m, .n = p.n, .k = p.k, .lda = p.lda, .ldb = p.ldb, .ldc = p.ldc,
                        .cutoff_ms = cutoff_ms};
   snprintf(o.dtype, sizeof o.dtype, "%s", k->dtype);
+  snprintf(o.layout, sizeof o.layout, "%s", r->layout);
   o.seed = (uint64_t)ut_unix_time() * 1000003u + (uint64_t)r->done;
   tn_measurement m;
   if ((rc = tn_worker_measure(r->worker, &k->cubin, &k->spec, &o, &m, err))) return rc;
