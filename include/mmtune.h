@@ -2,18 +2,22 @@
  * mmtune.h -- the public API of libmmtune: tuned GPU matrix multiplication.
  *
  * An application opens a context on a CUDA device and an mmtune database (filled by the
- * `mmtune` CLI), then calls mmt_sgemm() with device pointers.  The context picks, for each
- * shape, the fastest verified kernel recorded for this GPU model; if the exact shape was
- * never tuned it uses the nearest tuned shape whose kernel is valid for the asked one, else a
- * template default.  mmt_sgemm_explain() says which of these it did.
+ * `mmtune` CLI), then calls mmt_gemm() -- BLAS's GEMM, with device pointers -- or its fp32
+ * shorthand mmt_sgemm().  The context picks, for each problem, the fastest verified kernel
+ * recorded for this GPU model; if the exact shape was never tuned it uses the nearest tuned
+ * shape whose kernel is valid for the asked one, else a template default.  mmt_explain() says
+ * which of these it did, and on which measurement the choice relies.
  *
  * Conventions (the whole header):
  *  - Every function that can fail returns mmt_status; MMT_OK is 0.  Details of the last
- *    failure on a context (NVRTC log, SQL error, driver error name) are in mmt_errmsg().
- *  - The library never prints, exits or aborts.
+ *    failure (NVRTC log, SQL error, driver error name) are in mmt_errmsg().
+ *  - The library never prints, exits or aborts; what it has to say goes to the log callback
+ *    of mmt_options, when one is given.
  *  - This header includes no CUDA header: device pointers are plain pointers from
  *    cudaMalloc/cuMemAlloc, and a stream is a CUstream / cudaStream_t passed as void *.
- *  - Thread safety: a context may be used by one host thread at a time in this version.
+ *  - Thread safety: any number of host threads may call mmt_gemm, mmt_sgemm and mmt_explain
+ *    on one context at the same time.  mmt_close must not race with any other call on the
+ *    context.  Launches from several threads are ordered only by their streams, as in CUDA.
  */
 #ifndef MMTUNE_H
 #define MMTUNE_H
@@ -61,9 +65,21 @@ const char *mmt_strerror(mmt_status status);
 
 typedef struct mmt_context mmt_context;
 
+/* Log levels of the callback. */
+typedef enum { MMT_LOG_ERROR = 0, MMT_LOG_WARN = 1, MMT_LOG_INFO = 2, MMT_LOG_DEBUG = 3 } mmt_log_level;
+
+/* A log line (no trailing newline), valid during the call only.  Called from the thread that
+ * made the mmtune call, possibly from several threads at once. */
+typedef void (*mmt_log_fn)(void *user, mmt_log_level level, const char *message);
+
+/* Zero-initialize, then set what you need: every field has a default. */
 typedef struct {
   const char *db_path;   /* database file; NULL: $MMTUNE_DB, else $XDG_CACHE_HOME/mmtune/mmtune.db */
-  const char *cache_dir; /* cubin cache folder; NULL: $XDG_CACHE_HOME/mmtune/cubin */
+  const char *cache_dir; /* cubin cache folder; NULL: $MMTUNE_CACHE_DIR, else
+                            $XDG_CACHE_HOME/mmtune/cubin */
+  mmt_log_fn log;        /* NULL: no logging */
+  void *log_user;        /* passed to log */
+  mmt_log_level log_level; /* lines up to this level are passed (0, the default: errors) */
 } mmt_options;
 
 /*
@@ -81,9 +97,59 @@ mmt_status mmt_open(mmt_context **ctx, int device, const mmt_options *options);
 /* Frees the context, its loaded modules and database handle.  mmt_close(NULL) is a no-op. */
 void mmt_close(mmt_context *ctx);
 
-/* Details of the last failure on ctx ("" if none).  Owned by ctx, valid until the next call
- * on ctx.  mmt_errmsg(NULL) returns a static string. */
+/* Details of the last failure of a call this thread made on ctx ("" if none), or of
+ * mmt_open when it failed.  Valid until this thread's next call on ctx; each thread sees its
+ * own.  mmt_errmsg(NULL) returns a static string. */
 const char *mmt_errmsg(const mmt_context *ctx);
+
+/* Storage order of all three matrices, as in CBLAS. */
+typedef enum { MMT_ROW_MAJOR = 0, MMT_COL_MAJOR = 1 } mmt_order;
+/* op(X) = X or X^T. */
+typedef enum { MMT_NO_TRANS = 0, MMT_TRANS = 1 } mmt_transpose;
+/* Element types.  Inputs and output are of the type; products accumulate in fp32.
+ * MMT_TF32: fp32 matrices multiplied on tensor cores in TF32 (10-bit mantissa) -- a
+ * different, less precise result, so never used unless asked for. */
+typedef enum { MMT_F32 = 0, MMT_TF32 = 1, MMT_F16 = 2, MMT_BF16 = 3 } mmt_dtype;
+
+/*
+ * C = alpha * op(A) * op(B) + beta * C, as BLAS GEMM defines it, on device pointers:
+ *   op(A) is M x K, op(B) is K x N, C is M x N, each stored in `order`;
+ *   row-major:    lda >= max(1, transA ? M : K), ldb >= max(1, transB ? K : N), ldc >= max(1, N);
+ *   column-major: lda >= max(1, transA ? K : M), ldb >= max(1, transB ? N : K), ldc >= max(1, M).
+ *   Leading dimensions are in elements; A, B, C are of `dtype` (MMT_TF32: float).
+ * stream: a CUstream / cudaStream_t, or NULL for the legacy default stream.
+ * The call is asynchronous with respect to the host, like cuBLAS.  The first call for a
+ * problem may compile (NVRTC, then the disk cache) and load a module; later calls reuse it.
+ * BLAS's special cases: M or N == 0 does nothing; alpha == 0 or K == 0 makes C = beta * C
+ * without reading A or B (nothing at all when beta == 1 too); beta == 0 sets C without
+ * reading it (NaN in C does not propagate).
+ * Pointers: the matrices the call reads or writes must be non-NULL and aligned to the
+ * element size; the kernel is chosen for their actual alignment, so a pointer misaligned for
+ * vector loads gets a kernel that does not need them, never a wrong result.
+ * Errors: MMT_ERR_INVALID_ARG (bad order, transpose or dtype value, negative size, ld too
+ * small, NULL or misaligned pointer; the message names the argument), MMT_ERR_UNSUPPORTED
+ * (a size above 2^31 - 1, or no kernel for the dtype / problem), MMT_ERR_COMPILE,
+ * MMT_ERR_CUDA; on a context whose mmt_open failed, that open's status (after the argument
+ * checks, which need no GPU).
+ */
+mmt_status mmt_gemm(mmt_context *ctx, mmt_order order, mmt_transpose transA, mmt_transpose transB,
+                    int64_t M, int64_t N, int64_t K, float alpha, const void *A, int64_t lda,
+                    const void *B, int64_t ldb, float beta, void *C, int64_t ldc, mmt_dtype dtype,
+                    void *stream);
+
+/* mmt_gemm(ctx, MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, M, N, K, 1, A, lda, B, ldb, 0, C,
+ * ldc, MMT_F32, stream): C = A * B, fp32, row-major. */
+mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float *C, int64_t ldc, void *stream);
+
+/* A problem as mmt_gemm sees it, for mmt_explain. */
+typedef struct {
+  mmt_order order;
+  mmt_transpose trans_a, trans_b;
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc;
+  mmt_dtype dtype;
+} mmt_problem;
 
 /* How a kernel was chosen for a problem. */
 typedef enum {
@@ -94,43 +160,44 @@ typedef enum {
 
 typedef struct {
   mmt_choice_kind kind;
-  char template_name[64]; /* e.g. "smem_tiled" */
+  char template_name[64]; /* e.g. "reg_tiled"; "" when nothing would be launched */
   char params[256];       /* canonical "name=value,..." */
-  int64_t tuned_m, tuned_n, tuned_k; /* shape the record was measured on (0 for DEFAULT) */
-  double tuned_ms;        /* median time measured for that record (0 for DEFAULT) */
-  double tuned_tflops;    /* TFLOP/s of that record (0 for DEFAULT) */
+  /* The problem the kernel computes: row-major C (M x N) = op(A) op(B) with layout "nn",
+   * "nt", "tn" or "tt" (A's letter first, t = transposed).  A column-major call is the
+   * row-major one with A and B, M and N swapped. */
+  char layout[4];
+  int64_t kernel_m, kernel_n, kernel_k;
+  double expected_ms; /* EXACT: the measured median; NEAREST: it scaled by the ratio of
+                         flops (a rough guide); DEFAULT: 0, unknown */
+  /* The verification record the choice relies on (all 0 / "" for DEFAULT): the row of the
+   * database, measured on tuned_m x tuned_n x tuned_k on this GPU model, verified against a
+   * float64 reference with these errors, with this NVRTC and template source. */
+  int64_t record_id;
+  int64_t tuned_m, tuned_n, tuned_k;
+  double tuned_ms;     /* median of the timed runs */
+  double tuned_tflops;
+  double rel_err;      /* ||C - ref||_F / ||ref||_F */
+  double max_err;      /* max |C - ref| / max |ref| */
+  int64_t measured_at; /* Unix seconds */
+  char device_name[128];
+  char nvrtc_version[16];
+  char template_hash[17];
 } mmt_choice;
 
 /*
- * C = A * B in single precision, all matrices row-major on the device:
- *   A is M x K with leading dimension lda (>= K), B is K x N with ldb (>= N),
- *   C is M x N with ldc (>= N).  Leading dimensions are in elements.
- * stream: a CUstream / cudaStream_t, or NULL for the legacy default stream.
- * The call is asynchronous with respect to the host, like cuBLAS.  The first call for a shape
- * may compile (NVRTC, then the disk cache) and load a module; later calls reuse it.
- * M or N == 0 is valid and launches nothing; K == 0 writes C = 0 (M, N > 0).
- * Pointers must be non-NULL and 4-byte aligned for the matrices the problem touches; the
- * kernel is chosen for the actual alignment, so a misaligned-for-vectors pointer gets a
- * kernel that does not need it, never a wrong result.
- * Errors: MMT_ERR_INVALID_ARG (negative size, ld too small, NULL or misaligned pointer),
- * MMT_ERR_UNSUPPORTED (a size above 2^31 - 1, or no kernel fits), MMT_ERR_COMPILE,
- * MMT_ERR_CUDA; on a context whose mmt_open failed, that open's status.
- */
-mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                     const float *B, int64_t ldb, float *C, int64_t ldc, void *stream);
-
-/*
- * Says which kernel mmt_sgemm would use for this problem, without launching or compiling.
+ * Says which kernel mmt_gemm would use for problem p, without launching or compiling.
  * Pointers are unknown here, so alignment is what the leading dimensions allow (as for
- * pointers from cudaMalloc).  M or N == 0: MMT_OK with kind DEFAULT and an empty
- * template_name (nothing would be launched).
- * choice: OUT.
+ * pointers from cudaMalloc).  A problem that launches nothing (M or N == 0) gives MMT_OK
+ * with kind DEFAULT and an empty template_name.  alpha == 0 is not part of p: mmt_gemm
+ * launches the K = 0 kernel then.
+ * choice: OUT.  Errors: as mmt_gemm's argument checks, and MMT_ERR_UNSUPPORTED.
  */
-mmt_status mmt_sgemm_explain(mmt_context *ctx, int64_t M, int64_t N, int64_t K, int64_t lda,
-                             int64_t ldb, int64_t ldc, mmt_choice *choice);
+mmt_status mmt_explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice);
 
 /* Name of a choice kind: "exact", "nearest", "default". */
 const char *mmt_choice_kind_name(mmt_choice_kind kind);
+/* "f32", "tf32", "f16", "bf16"; NULL for a value outside the enum. */
+const char *mmt_dtype_name(mmt_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -1,22 +1,34 @@
 /*
- * mmtune.c -- the public API (include/mmtune.h): contexts, the dispatch cache, mmt_sgemm.
+ * mmtune.c -- the public API (include/mmtune.h): contexts, the dispatch cache, mmt_gemm.
  *
- * A context caches, per problem key (M, N, K, lda, ldb, ldc, alignment), the loaded kernel and
- * the description of its choice, in an open-addressing table with linear probing (load at
- * most 1/2, doubled when full).  Loaded modules are shared: every problem whose choice has
- * the same template and params launches the same module.  A warm mmt_sgemm checks its
- * arguments, probes the table, makes the device current and launches: no SQL, no Lua, no
- * NVRTC and no allocation.  A problem's choice is made once per context, at its first call;
- * rows the tuner adds to the database afterwards do not change it.
+ * A context caches, per problem key (the kernel problem of rt_gemm.h: M, N, K, leading
+ * dimensions, layout, dtype, alignment), the loaded kernel and the description of its
+ * choice, in an open-addressing table with linear probing (load at most 1/2, doubled when
+ * full).  Loaded modules are shared: every problem whose choice has the same template,
+ * params, dtype and layout launches the same module; each is allocated once and never moves,
+ * so a launch can use it outside the lock.  A warm mmt_gemm checks its arguments, probes the
+ * table under the context's mutex, and launches: no SQL, no Lua, no NVRTC and no
+ * allocation.  A problem's choice is made once per context, at its first call; rows the
+ * tuner adds to the database afterwards do not change it.
  *
- * K == 0 launches the chosen kernel with K = 0: by the kernel ABI (gen.h) it computes
- * C = alpha * (an empty sum) = 0 with beta == 0, stream-ordered like any other call (a
- * driver memset would not be ordered on the caller's stream, and rows with ldc > N would
- * need a 2D memset the driver table lacks).
+ * Threads: the mutex guards the table, the modules list, the chooser (Lua states) and the
+ * database handle; a miss (choose, compile, load) holds it, so concurrent first calls wait
+ * for each other.  Launches of ordinary kernels happen after it is released; those of
+ * exclusive kernels (split-K semaphores, rt_device.h) under it, so that the wait-launch-record
+ * sequence of one is never interleaved with another's.  Error messages are per thread.
+ *
+ * alpha == 0 and K == 0 launch the chosen kernel with K = 0: by the kernel ABI (gen.h) it
+ * computes C = alpha * (an empty sum) + beta * C without reading A or B, stream-ordered like
+ * any other call (a driver memset would not be ordered on the caller's stream, and rows with
+ * ldc > N would need a 2D memset the driver table lacks).
  */
 #include "mmtune.h"
 
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,32 +37,43 @@
 #include "rt_choose.h"
 #include "rt_compile.h"
 #include "rt_device.h"
+#include "rt_gemm.h"
 #include "util.h"
 
 /* Everything a choice depends on besides the device and the database.  No padding: keys are
  * compared with memcmp and hashed as bytes. */
 typedef struct {
   int64_t m, n, k, lda, ldb, ldc, align;
+  int64_t dtype;  /* mmt_dtype */
+  int64_t layout; /* gen_layout_index */
 } problem_key;
 
-/* One cached problem: the kernel it launches (index into kernels) and how it was chosen. */
+/* One cached problem: the kernel it launches and how it was chosen. */
 typedef struct {
   bool used;
   problem_key key;
-  int kernel;
+  struct loaded_kernel *kernel;
   mmt_choice choice;
 } problem_slot;
 
-/* One loaded module, shared by every problem whose choice has this template and params. */
-typedef struct {
+/* One loaded module, shared by every problem whose choice has this template, params, dtype
+ * and layout (the emitted source depends on all four).  Heap-allocated once: never moves. */
+typedef struct loaded_kernel {
   char template_name[GEN_NAME_MAX];
   char params[256];
+  int64_t dtype, layout;
   rt_kernel k;
 } loaded_kernel;
 
 struct mmt_context {
-  ut_err err;         /* what mmt_errmsg returns */
   mmt_status open_rc; /* how mmt_open ended: only an MMT_OK context dispatches */
+  ut_err open_err;    /* its message when it failed */
+  mmt_log_fn log;
+  void *log_user;
+  mmt_log_level log_level;
+  bool lock_ok; /* lock initialized */
+  pthread_mutex_t lock;
+  /* Guarded by lock from here on. */
   bool dev_open;
   rt_device dev;
   db_handle *db;   /* NULL: no database file (every choice is a DEFAULT) */
@@ -58,64 +81,105 @@ struct mmt_context {
   rt_chooser *chooser;
   problem_slot *slots; /* slot_cap is 0 or a power of two */
   int slot_cap, slot_count;
-  loaded_kernel *kernels;
+  loaded_kernel **kernels;
   int kernel_cap, kernel_count;
-  uint64_t launches, hits, misses;
+  uint64_t hits, misses;
+  _Atomic uint64_t launches; /* counted outside the lock */
 };
+
+/* ---- errors and logging ---- */
+
+/* The calling thread's last failure, and the context it happened on. */
+static _Thread_local struct {
+  const mmt_context *ctx;
+  ut_err err;
+} t_last;
+
+/* The calling thread's error for a new call on ctx, cleared. */
+static ut_err *call_err(const mmt_context *ctx) {
+  t_last.ctx = ctx;
+  ut_err_clear(&t_last.err);
+  return &t_last.err;
+}
+
+__attribute__((format(printf, 3, 4))) static void log_line(const mmt_context *ctx,
+                                                            mmt_log_level level, const char *fmt,
+                                                            ...) {
+  if (!ctx->log || level > ctx->log_level) return;
+  char line[1200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  ctx->log(ctx->log_user, level, line);
+}
+
+/* The end of a public call: a failure goes to the log too. */
+static mmt_status finish(const mmt_context *ctx, const char *fn, mmt_status rc, const ut_err *err) {
+  if (rc) log_line(ctx, MMT_LOG_ERROR, "%s: %s: %s", fn, mmt_status_name(rc), err->msg);
+  return rc;
+}
 
 /* ---- opening and closing ---- */
 
-static mmt_status open_db(mmt_context *ctx, const char *path) {
+static mmt_status open_db(mmt_context *ctx, const char *path, ut_err *err) {
   char buf[4096];
   mmt_status rc;
   if (!path) {
-    rc = ut_default_db_path(buf, sizeof buf, &ctx->err);
+    rc = ut_default_db_path(buf, sizeof buf, err);
     if (rc == MMT_ERR_NOT_FOUND) { /* neither HOME nor XDG_CACHE_HOME: no database */
-      ut_err_clear(&ctx->err);
+      ut_err_clear(err);
+      log_line(ctx, MMT_LOG_WARN, "no HOME or XDG_CACHE_HOME: no database, template defaults");
       return MMT_OK;
     }
     if (rc) return rc;
     path = buf;
   }
-  rc = db_open(path, true, &ctx->db, &ctx->err);
+  rc = db_open(path, true, &ctx->db, err);
   if (rc == MMT_ERR_NOT_FOUND) { /* never tuned: template defaults */
     ctx->db = NULL;
-    ut_err_clear(&ctx->err);
+    ut_err_clear(err);
+    log_line(ctx, MMT_LOG_INFO, "no database at %s: template defaults (run mmtune to tune)", path);
     return MMT_OK;
   }
-  if (rc) ut_err_prefix(&ctx->err, "database '%s'", path);
+  if (rc) ut_err_prefix(err, "database '%s'", path);
   return rc;
 }
 
-static mmt_status open_cache_dir(mmt_context *ctx, const char *dir) {
+static mmt_status open_cache_dir(mmt_context *ctx, const char *dir, ut_err *err) {
   char buf[4096];
   if (!dir) {
-    if (ut_default_cubin_dir(buf, sizeof buf, &ctx->err) != MMT_OK) { /* no HOME: no cache */
-      ut_err_clear(&ctx->err);
+    if (ut_default_cubin_dir(buf, sizeof buf, err) != MMT_OK) { /* no HOME: no cache */
+      ut_err_clear(err);
       return MMT_OK;
     }
     dir = buf;
   }
   ctx->cache_dir = strdup(dir);
-  if (!ctx->cache_dir) return ut_fail(&ctx->err, MMT_ERR_NOMEM, "out of memory opening mmtune");
+  if (!ctx->cache_dir) return ut_fail(err, MMT_ERR_NOMEM, "out of memory opening mmtune");
   return MMT_OK;
 }
 
-/* Frees what the context holds and zeroes it, keeping only the message and how mmt_open
- * ended (a context whose open failed is released at once, then again by mmt_close). */
+/* Frees what the context holds (a context whose open failed is released at once, then again
+ * by mmt_close: everything is left NULL / zero). */
 static void release(mmt_context *ctx) {
-  for (int i = 0; i < ctx->kernel_count; i++) rt_kernel_unload(&ctx->kernels[i].k);
+  for (int i = 0; i < ctx->kernel_count; i++) {
+    rt_kernel_unload(&ctx->kernels[i]->k);
+    free(ctx->kernels[i]);
+  }
   free(ctx->kernels);
   free(ctx->slots);
   rt_chooser_free(ctx->chooser);
   db_close(ctx->db);
   free(ctx->cache_dir);
   if (ctx->dev_open) rt_device_close(&ctx->dev);
-  ut_err keep = ctx->err;
-  mmt_status open_rc = ctx->open_rc;
-  memset(ctx, 0, sizeof *ctx);
-  ctx->err = keep;
-  ctx->open_rc = open_rc;
+  ctx->kernels = NULL;
+  ctx->slots = NULL;
+  ctx->chooser = NULL;
+  ctx->db = NULL;
+  ctx->cache_dir = NULL;
+  ctx->dev_open = false;
+  ctx->kernel_count = ctx->kernel_cap = ctx->slot_count = ctx->slot_cap = 0;
 }
 
 mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
@@ -123,25 +187,44 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   mmt_context *ctx = calloc(1, sizeof *ctx);
   *out = ctx;
   if (!ctx) return MMT_ERR_NOMEM;
+  ut_err *err = &ctx->open_err;
+  if (options) {
+    ctx->log = options->log;
+    ctx->log_user = options->log_user;
+    ctx->log_level = options->log_level;
+  }
+  mmt_status rc = MMT_OK;
+  if (pthread_mutex_init(&ctx->lock, NULL) != 0)
+    rc = ut_fail(err, MMT_ERR_NOMEM, "cannot create the context's mutex");
+  ctx->lock_ok = rc == MMT_OK;
   /* The database first: a corrupt file is reported even on a machine without a GPU. */
-  mmt_status rc = open_db(ctx, options ? options->db_path : NULL);
-  if (!rc) rc = open_cache_dir(ctx, options ? options->cache_dir : NULL);
-  if (!rc) rc = rt_chooser_new(&ctx->chooser, &ctx->err);
-  if (!rc) rc = rt_device_open(device, &ctx->dev, &ctx->err);
+  if (!rc) rc = open_db(ctx, options ? options->db_path : NULL, err);
+  if (!rc) rc = open_cache_dir(ctx, options ? options->cache_dir : NULL, err);
+  if (!rc) rc = rt_chooser_new(&ctx->chooser, err);
+  if (!rc) rc = rt_device_open(device, &ctx->dev, err);
   if (!rc) ctx->dev_open = true;
   ctx->open_rc = rc;
-  if (rc) release(ctx);
-  return rc;
+  if (rc) {
+    release(ctx);
+    return finish(ctx, "mmt_open", rc, err);
+  }
+  log_line(ctx, MMT_LOG_INFO, "device %d: %s (%s); cubin cache %s", device, ctx->dev.info.name,
+           ctx->dev.arch, ctx->cache_dir ? ctx->cache_dir : "off");
+  return MMT_OK;
 }
 
 void mmt_close(mmt_context *ctx) {
   if (!ctx) return;
   release(ctx);
+  if (ctx->lock_ok) pthread_mutex_destroy(&ctx->lock);
+  if (t_last.ctx == ctx) t_last.ctx = NULL;
   free(ctx);
 }
 
 const char *mmt_errmsg(const mmt_context *ctx) {
-  return ctx ? ctx->err.msg : "no context (mmt_open could not allocate one)";
+  if (!ctx) return "no context (mmt_open could not allocate one)";
+  if (t_last.ctx == ctx && t_last.err.msg[0]) return t_last.err.msg;
+  return ctx->open_rc ? ctx->open_err.msg : "";
 }
 
 const char *mmt_choice_kind_name(mmt_choice_kind kind) {
@@ -153,25 +236,32 @@ const char *mmt_choice_kind_name(mmt_choice_kind kind) {
   return "unknown";
 }
 
+const char *mmt_dtype_name(mmt_dtype dtype) {
+  const rt_dtype_info *d = rt_dtype(dtype);
+  return d ? d->name : NULL;
+}
+
 void rt_dispatch_get_stats(const mmt_context *ctx, rt_dispatch_stats *out) {
   memset(out, 0, sizeof *out);
   if (!ctx) return;
-  out->launches = ctx->launches;
-  out->hits = ctx->hits;
-  out->misses = ctx->misses;
-  out->problems = ctx->slot_count;
-  out->kernels = ctx->kernel_count;
+  mmt_context *c = (mmt_context *)ctx; /* the mutex is not logically part of the state */
+  if (c->lock_ok) pthread_mutex_lock(&c->lock);
+  out->launches = atomic_load(&c->launches);
+  out->hits = c->hits;
+  out->misses = c->misses;
+  out->problems = c->slot_count;
+  out->kernels = c->kernel_count;
+  if (c->lock_ok) pthread_mutex_unlock(&c->lock);
 }
 
 /* A context whose mmt_open failed holds only its message. */
-static mmt_status check_open(mmt_context *ctx) {
+static mmt_status check_open(const mmt_context *ctx, ut_err *err) {
   if (ctx->open_rc == MMT_OK) return MMT_OK;
-  return ut_fail(&ctx->err, ctx->open_rc,
-                 "the context did not open (%s): only mmt_errmsg and mmt_close apply",
-                 mmt_status_name(ctx->open_rc));
+  return ut_fail(err, ctx->open_rc, "the context did not open (%s: %s): only mmt_errmsg and "
+                 "mmt_close apply", mmt_status_name(ctx->open_rc), ctx->open_err.msg);
 }
 
-/* ---- the problem cache ---- */
+/* ---- the problem cache (callers hold the lock) ---- */
 
 static problem_slot *slot_find(const mmt_context *ctx, const problem_key *key) {
   if (!ctx->slot_cap) return NULL;
@@ -190,10 +280,10 @@ static problem_slot *slot_free(problem_slot *slots, int cap, const problem_key *
   return &slots[i];
 }
 
-static mmt_status slots_grow(mmt_context *ctx) {
+static mmt_status slots_grow(mmt_context *ctx, ut_err *err) {
   int cap = ctx->slot_cap ? 2 * ctx->slot_cap : 64;
   problem_slot *slots = calloc((size_t)cap, sizeof *slots);
-  if (!slots) return ut_fail(&ctx->err, MMT_ERR_NOMEM, "out of memory growing the kernel cache");
+  if (!slots) return ut_fail(err, MMT_ERR_NOMEM, "out of memory growing the kernel cache");
   for (int i = 0; i < ctx->slot_cap; i++)
     if (ctx->slots[i].used) *slot_free(slots, cap, &ctx->slots[i].key) = ctx->slots[i];
   free(ctx->slots);
@@ -202,10 +292,10 @@ static mmt_status slots_grow(mmt_context *ctx) {
   return MMT_OK;
 }
 
-static mmt_status slot_insert(mmt_context *ctx, const problem_key *key, int kernel,
-                              const mmt_choice *choice, problem_slot **out) {
+static mmt_status slot_insert(mmt_context *ctx, const problem_key *key, loaded_kernel *kernel,
+                              const mmt_choice *choice, problem_slot **out, ut_err *err) {
   if (2 * (ctx->slot_count + 1) > ctx->slot_cap) {
-    mmt_status rc = slots_grow(ctx);
+    mmt_status rc = slots_grow(ctx, err);
     if (rc) return rc;
   }
   problem_slot *s = slot_free(ctx->slots, ctx->slot_cap, key);
@@ -215,123 +305,190 @@ static mmt_status slot_insert(mmt_context *ctx, const problem_key *key, int kern
   return MMT_OK;
 }
 
-/* The loaded module for a choice: one already loaded with the same template and params, else
- * compiled (through the cubin cache) and loaded now. */
-static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, int *index) {
+/* The loaded module for a choice: one already loaded with the same template, params, dtype
+ * and layout, else compiled (through the cubin cache) and loaded now. */
+static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const problem_key *key,
+                             loaded_kernel **out, ut_err *err) {
   for (int i = 0; i < ctx->kernel_count; i++) {
-    const loaded_kernel *lk = &ctx->kernels[i];
-    if (!strcmp(lk->template_name, ch->template_name) && !strcmp(lk->params, ch->params)) {
-      *index = i;
+    loaded_kernel *lk = ctx->kernels[i];
+    if (!strcmp(lk->template_name, ch->template_name) && !strcmp(lk->params, ch->params) &&
+        lk->dtype == key->dtype && lk->layout == key->layout) {
+      *out = lk;
       return MMT_OK;
     }
   }
-  ut_err *err = &ctx->err;
   if (ctx->kernel_count == ctx->kernel_cap) {
     int cap = ctx->kernel_cap ? 2 * ctx->kernel_cap : 8;
-    loaded_kernel *v = realloc(ctx->kernels, (size_t)cap * sizeof *v);
+    loaded_kernel **v = realloc(ctx->kernels, (size_t)cap * sizeof *v);
     if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory loading a kernel");
     ctx->kernels = v;
     ctx->kernel_cap = cap;
   }
-  loaded_kernel *lk = &ctx->kernels[ctx->kernel_count];
-  memset(lk, 0, sizeof *lk);
+  loaded_kernel *lk = calloc(1, sizeof *lk);
+  if (!lk) return ut_fail(err, MMT_ERR_NOMEM, "out of memory loading a kernel");
   rt_cubin cubin = {0};
+  bool cached = false;
   mmt_status rc = rt_compile_cached(ctx->cache_dir, ch->spec.source, ch->spec.kernel_name,
-                                    ctx->dev.arch, &cubin, NULL, NULL, err);
+                                    ctx->dev.arch, &cubin, &cached, NULL, err);
   if (!rc) rc = rt_kernel_load(&ctx->dev, &cubin, &ch->spec, &lk->k, err);
   rt_cubin_free(&cubin);
   if (rc) {
+    free(lk);
     ut_err_prefix(err, "kernel %s %s", ch->template_name, ch->params);
     return rc;
   }
   memcpy(lk->template_name, ch->template_name, sizeof lk->template_name);
   memcpy(lk->params, ch->params, sizeof lk->params);
-  *index = ctx->kernel_count++;
+  lk->dtype = key->dtype;
+  lk->layout = key->layout;
+  ctx->kernels[ctx->kernel_count++] = lk;
+  log_line(ctx, MMT_LOG_DEBUG, "loaded %s %s (%s)", ch->template_name, ch->params,
+           cached ? "cubin from the cache" : "compiled by NVRTC");
+  *out = lk;
   return MMT_OK;
 }
 
+static const char *const layout_names[4] = {"nn", "nt", "tn", "tt"};
+
 static gen_problem problem_of(const problem_key *key) {
-  return (gen_problem){.dtype = "f32", .layout = "nn", .m = key->m, .n = key->n, .k = key->k,
-                       .lda = key->lda, .ldb = key->ldb, .ldc = key->ldc,
+  return (gen_problem){.dtype = rt_dtype((mmt_dtype)key->dtype)->name,
+                       .layout = layout_names[key->layout], .m = key->m, .n = key->n,
+                       .k = key->k, .lda = key->lda, .ldb = key->ldb, .ldc = key->ldc,
                        .align_bytes = (int)key->align};
 }
 
-/* A cache miss: choose, compile, load, remember. */
-static mmt_status build(mmt_context *ctx, const problem_key *key, problem_slot **out) {
+/* Chooses a kernel for key into ch and describes it.  Lock held. */
+static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch,
+                         mmt_choice *desc, ut_err *err) {
+  gen_problem p = problem_of(key);
+  mmt_status rc = rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
+  if (!rc) rt_choice_describe(ch, &p, desc);
+  return rc;
+}
+
+/* A cache miss: choose, compile, load, remember.  Lock held. */
+static mmt_status build(mmt_context *ctx, const problem_key *key, problem_slot **out,
+                        ut_err *err) {
   rt_choice ch = {0};
   mmt_choice desc;
-  int kernel = -1;
-  gen_problem p = problem_of(key);
-  mmt_status rc = rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, &ch, &ctx->err);
-  if (rc) goto cleanup;
-  rt_choice_describe(&ch, &desc);
-  if ((rc = kernel_get(ctx, &ch, &kernel))) goto cleanup;
-  if ((rc = slot_insert(ctx, key, kernel, &desc, out))) goto cleanup;
-  ctx->misses++;
-cleanup:
+  loaded_kernel *kernel = NULL;
+  mmt_status rc = choose(ctx, key, &ch, &desc, err);
+  if (!rc) rc = kernel_get(ctx, &ch, key, &kernel, err);
+  if (!rc) rc = slot_insert(ctx, key, kernel, &desc, out, err);
+  if (!rc) {
+    ctx->misses++;
+    log_line(ctx, MMT_LOG_INFO, "%lldx%lldx%lld %s %s: %s %s %s (expected %.4g ms)",
+             (long long)key->m, (long long)key->n, (long long)key->k, desc.layout,
+             problem_of(key).dtype, mmt_choice_kind_name(desc.kind), desc.template_name,
+             desc.params, desc.expected_ms);
+  }
   rt_choice_clear(&ch);
   return rc;
 }
 
-/* The key of a problem with M, N > 0.  Alignment counts the matrices the problem uses (NULL:
- * assume well-aligned, as for explain) and every leading dimension in bytes. */
-static problem_key key_of(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                          const void *B, int64_t ldb, const void *C, int64_t ldc) {
-  const uint64_t v[6] = {K > 0 ? (uint64_t)(uintptr_t)A : 0,
-                         K > 0 ? (uint64_t)(uintptr_t)B : 0,
+/* The key of a kernel problem with M, N > 0.  Alignment counts the matrices the kernel reads
+ * (NULL: assume well-aligned, as for explain) and every leading dimension in bytes. */
+static problem_key key_of(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, const void *A,
+                          const void *B, const void *C) {
+  uint64_t elem = (uint64_t)rt_dtype(dtype)->elem_bytes;
+  const uint64_t v[6] = {kp->k > 0 ? (uint64_t)(uintptr_t)A : 0,
+                         kp->k > 0 ? (uint64_t)(uintptr_t)B : 0,
                          (uint64_t)(uintptr_t)C,
-                         (uint64_t)lda * sizeof(float),
-                         (uint64_t)ldb * sizeof(float),
-                         (uint64_t)ldc * sizeof(float)};
-  return (problem_key){M, N, K, lda, ldb, ldc, rt_align_bytes(v, 6)};
+                         (uint64_t)kp->lda * elem,
+                         (uint64_t)kp->ldb * elem,
+                         (uint64_t)kp->ldc * elem};
+  return (problem_key){kp->m,  kp->n, kp->k, kp->lda, kp->ldb, kp->ldc, rt_align_bytes(v, 6),
+                       dtype, gen_layout_index(kp->layout)};
 }
 
 /* ---- GEMM ---- */
 
-mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                     const float *B, int64_t ldb, float *C, int64_t ldc, void *stream) {
-  if (!ctx) return MMT_ERR_INVALID_ARG;
-  ut_err_clear(&ctx->err);
-  mmt_status rc = rt_check_sgemm_args(M, N, K, A, lda, B, ldb, C, ldc, &ctx->err);
-  if (!rc) rc = check_open(ctx);
-  if (rc || M == 0 || N == 0) return rc;
-  problem_key key = key_of(M, N, K, A, lda, B, ldb, C, ldc);
-  problem_slot *s = slot_find(ctx, &key);
+/* The slot of key (found or built) and, for an exclusive kernel, the lock still held. */
+static mmt_status lookup(mmt_context *ctx, const problem_key *key, problem_slot **out,
+                         bool *locked, ut_err *err) {
+  pthread_mutex_lock(&ctx->lock);
+  problem_slot *s = slot_find(ctx, key);
+  mmt_status rc = MMT_OK;
   if (s)
     ctx->hits++;
-  else if ((rc = build(ctx, &key, &s)))
-    return rc;
-  rt_gemm_args args = {.m = M, .n = N, .k = K, .alpha = 1.0f, .beta = 0.0f,
-                       .a = (CUdeviceptr)(uintptr_t)A, .b = (CUdeviceptr)(uintptr_t)B,
-                       .c = (CUdeviceptr)(uintptr_t)C, .lda = lda, .ldb = ldb, .ldc = ldc};
-  rc = rt_kernel_launch(&ctx->kernels[s->kernel].k, &args, (CUstream)stream, &ctx->err);
-  if (!rc) ctx->launches++;
+  else
+    rc = build(ctx, key, &s, err);
+  *locked = !rc && s->kernel->k.last_launch != NULL;
+  if (!*locked) pthread_mutex_unlock(&ctx->lock);
+  *out = s;
   return rc;
 }
 
-mmt_status mmt_sgemm_explain(mmt_context *ctx, int64_t M, int64_t N, int64_t K, int64_t lda,
-                             int64_t ldb, int64_t ldc, mmt_choice *choice) {
+static mmt_status gemm(mmt_context *ctx, const mmt_problem *p, float alpha, const void *A,
+                       const void *B, float beta, void *C, void *stream, ut_err *err) {
+  mmt_status rc = rt_gemm_check_call(p, alpha, A, B, C, err);
+  if (!rc) rc = check_open(ctx, err);
+  if (rc || p->m == 0 || p->n == 0) return rc;
+  bool no_product = p->k == 0 || alpha == 0.0f;
+  if (no_product && beta == 1.0f) return MMT_OK; /* C = C */
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(p, &kp);
+  if (no_product) kp.k = 0; /* C = beta * C, A and B not read */
+  const void *ka = kp.swapped ? B : A, *kb = kp.swapped ? A : B;
+  problem_key key = key_of(&kp, p->dtype, ka, kb, C);
+  problem_slot *s;
+  bool locked;
+  if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
+  rt_gemm_args args = {.m = kp.m, .n = kp.n, .k = kp.k, .alpha = alpha, .beta = beta,
+                       .a = (CUdeviceptr)(uintptr_t)ka, .b = (CUdeviceptr)(uintptr_t)kb,
+                       .c = (CUdeviceptr)(uintptr_t)C, .lda = kp.lda, .ldb = kp.ldb,
+                       .ldc = kp.ldc};
+  rc = rt_kernel_launch(&s->kernel->k, &args, (CUstream)stream, err);
+  if (locked) pthread_mutex_unlock(&ctx->lock);
+  if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
+  return rc;
+}
+
+mmt_status mmt_gemm(mmt_context *ctx, mmt_order order, mmt_transpose transA, mmt_transpose transB,
+                    int64_t M, int64_t N, int64_t K, float alpha, const void *A, int64_t lda,
+                    const void *B, int64_t ldb, float beta, void *C, int64_t ldc, mmt_dtype dtype,
+                    void *stream) {
   if (!ctx) return MMT_ERR_INVALID_ARG;
-  ut_err_clear(&ctx->err);
-  if (!choice) return ut_fail(&ctx->err, MMT_ERR_INVALID_ARG, "choice is NULL");
+  ut_err *err = call_err(ctx);
+  const mmt_problem p = {order, transA, transB, M, N, K, lda, ldb, ldc, dtype};
+  return finish(ctx, "mmt_gemm", gemm(ctx, &p, alpha, A, B, beta, C, stream, err), err);
+}
+
+mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float *C, int64_t ldc, void *stream) {
+  if (!ctx) return MMT_ERR_INVALID_ARG;
+  ut_err *err = call_err(ctx);
+  const mmt_problem p = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, M, N, K, lda, ldb, ldc, MMT_F32};
+  return finish(ctx, "mmt_sgemm", gemm(ctx, &p, 1.0f, A, B, 0.0f, C, stream, err), err);
+}
+
+static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice,
+                          ut_err *err) {
+  if (!choice) return ut_fail(err, MMT_ERR_INVALID_ARG, "choice is NULL");
   memset(choice, 0, sizeof *choice);
-  mmt_status rc = rt_check_sgemm_dims(M, N, K, lda, ldb, ldc, &ctx->err);
-  if (!rc) rc = check_open(ctx);
+  mmt_status rc = rt_gemm_check(p, err);
+  if (!rc) rc = check_open(ctx, err);
   if (rc) return rc;
-  if (M == 0 || N == 0) { /* launches nothing: DEFAULT with no template */
-    choice->kind = MMT_CHOICE_DEFAULT;
-    return MMT_OK;
-  }
-  problem_key key = key_of(M, N, K, NULL, lda, NULL, ldb, NULL, ldc);
+  choice->kind = MMT_CHOICE_DEFAULT;
+  if (p->m == 0 || p->n == 0) return MMT_OK; /* launches nothing: DEFAULT with no template */
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(p, &kp);
+  problem_key key = key_of(&kp, p->dtype, NULL, NULL, NULL);
+  pthread_mutex_lock(&ctx->lock);
   const problem_slot *s = slot_find(ctx, &key);
   if (s) {
     *choice = s->choice;
-    return MMT_OK;
+  } else {
+    rt_choice ch = {0};
+    rc = choose(ctx, &key, &ch, choice, err);
+    rt_choice_clear(&ch);
   }
-  rt_choice ch = {0};
-  gen_problem p = problem_of(&key);
-  rc = rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, &ch, &ctx->err);
-  if (!rc) rt_choice_describe(&ch, choice);
-  rt_choice_clear(&ch);
+  pthread_mutex_unlock(&ctx->lock);
   return rc;
+}
+
+mmt_status mmt_explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice) {
+  if (!ctx) return MMT_ERR_INVALID_ARG;
+  ut_err *err = call_err(ctx);
+  return finish(ctx, "mmt_explain", explain(ctx, p, choice, err), err);
 }

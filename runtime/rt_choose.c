@@ -129,7 +129,7 @@ static mmt_status kernel_for(rt_chooser *ch, gen_template *t, const gen_config *
   ut_err e = {{0}};
   unsigned grid[3] = {0, 0, 0};
   *ok = false;
-  mmt_status rc = gen_emit(t, cfg, p->dtype, spec, &e);
+  mmt_status rc = gen_emit(t, cfg, p->dtype, p->layout, spec, &e);
   if (rc) return gen_failed(ch, rc, &e, gen_name(t), err);
   const gen_requires *r = &spec->requires;
   if (!gen_requires_met(r, p)) {
@@ -323,17 +323,35 @@ void rt_choice_clear(rt_choice *c) {
   memset(c, 0, sizeof *c);
 }
 
-void rt_choice_describe(const rt_choice *c, mmt_choice *out) {
+void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *out) {
   memset(out, 0, sizeof *out);
   out->kind = c->kind;
   ut_copy(out->template_name, sizeof out->template_name, c->template_name);
   ut_copy(out->params, sizeof out->params, c->params);
+  ut_copy(out->layout, sizeof out->layout, p->layout ? p->layout : "nn");
+  out->kernel_m = p->m;
+  out->kernel_n = p->n;
+  out->kernel_k = p->k;
   if (!c->has_record) return;
-  out->tuned_m = c->record.problem.m;
-  out->tuned_n = c->record.problem.n;
-  out->tuned_k = c->record.problem.k;
-  out->tuned_ms = c->record.ms_median;
-  out->tuned_tflops = c->record.tflops;
+  const db_result *r = &c->record;
+  out->record_id = r->id;
+  out->tuned_m = r->problem.m;
+  out->tuned_n = r->problem.n;
+  out->tuned_k = r->problem.k;
+  out->tuned_ms = r->ms_median;
+  out->tuned_tflops = r->tflops;
+  out->rel_err = r->rel_err;
+  out->max_err = r->max_err;
+  out->measured_at = r->created_at;
+  ut_copy(out->device_name, sizeof out->device_name, r->device.name);
+  ut_copy(out->nvrtc_version, sizeof out->nvrtc_version, r->nvrtc_version);
+  ut_copy(out->template_hash, sizeof out->template_hash, r->template_hash);
+  /* Time scales with the flops to a first approximation (NEAREST: a rough guide only). */
+  double flops = (double)p->m * (double)p->n * (double)p->k;
+  double tuned = (double)r->problem.m * (double)r->problem.n * (double)r->problem.k;
+  out->expected_ms = c->kind == MMT_CHOICE_EXACT ? r->ms_median
+                     : tuned > 0                 ? r->ms_median * flops / tuned
+                                                 : 0;
 }
 
 static double log_size(int64_t x) { return log((double)(x < 1 ? 1 : x)); }
@@ -348,50 +366,4 @@ int rt_align_bytes(const uint64_t *values, int count) {
   for (int i = 0; i < count; i++)
     while (values[i] % align) align /= 2;
   return (int)align;
-}
-
-static int64_t at_least_1(int64_t x) { return x < 1 ? 1 : x; }
-
-mmt_status rt_check_sgemm_dims(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
-                               int64_t ldc, ut_err *err) {
-  static const char *const names[6] = {"M", "N", "K", "lda", "ldb", "ldc"};
-  const int64_t v[6] = {M, N, K, lda, ldb, ldc};
-  for (int i = 0; i < 3; i++)
-    if (v[i] < 0)
-      return ut_fail(err, MMT_ERR_INVALID_ARG, "%s must be >= 0, got %lld", names[i],
-                     (long long)v[i]);
-  if (lda < at_least_1(K))
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "lda must be >= max(1, K) = %lld, got %lld",
-                   (long long)at_least_1(K), (long long)lda);
-  if (ldb < at_least_1(N))
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "ldb must be >= max(1, N) = %lld, got %lld",
-                   (long long)at_least_1(N), (long long)ldb);
-  if (ldc < at_least_1(N))
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "ldc must be >= max(1, N) = %lld, got %lld",
-                   (long long)at_least_1(N), (long long)ldc);
-  for (int i = 0; i < 6; i++)
-    if (v[i] > INT32_MAX)
-      return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s = %lld exceeds %d: kernels take int sizes",
-                     names[i], (long long)v[i], INT32_MAX);
-  return MMT_OK;
-}
-
-/* A matrix the problem uses must be a non-NULL, 4-byte aligned device address. */
-static mmt_status check_matrix(const char *name, const void *ptr, bool used, ut_err *err) {
-  if (!used) return MMT_OK;
-  if (!ptr) return ut_fail(err, MMT_ERR_INVALID_ARG, "%s is NULL but the problem uses it", name);
-  if ((uintptr_t)ptr % 4)
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "%s (%p) is not 4-byte aligned", name, ptr);
-  return MMT_OK;
-}
-
-mmt_status rt_check_sgemm_args(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                               const void *B, int64_t ldb, const void *C, int64_t ldc,
-                               ut_err *err) {
-  mmt_status rc = rt_check_sgemm_dims(M, N, K, lda, ldb, ldc, err);
-  bool writes = M > 0 && N > 0, reads = writes && K > 0;
-  if (!rc) rc = check_matrix("A", A, reads, err);
-  if (!rc) rc = check_matrix("B", B, reads, err);
-  if (!rc) rc = check_matrix("C", C, writes, err);
-  return rc;
 }

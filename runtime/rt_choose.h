@@ -1,6 +1,5 @@
 /*
- * rt_choose.h -- which kernel a GEMM problem gets: the dispatcher's choice logic, plus the
- * argument checks of mmt_sgemm.  Prefix rt_.  Needs no GPU and no driver (CI tests it).
+ * rt_choose.h -- which kernel a GEMM problem gets: the dispatcher's choice logic.  Prefix rt_.  Needs no GPU and no driver (CI tests it).
  *
  * Given the results database (may be NULL), a GPU model name and a problem, rt_choose() picks:
  *   1. EXACT:   the ok rows of exactly this (device name, dtype, layout, m, n, k), fastest
@@ -68,8 +67,9 @@ mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, con
                      rt_choice *out, ut_err *err);
 /* Frees the emitted kernel and zeroes the choice.  Safe on a zeroed struct. */
 void rt_choice_clear(rt_choice *c);
-/* The public description of a choice (tuned_* are 0 for DEFAULT). */
-void rt_choice_describe(const rt_choice *c, mmt_choice *out);
+/* The public description of choice c made for problem p (the record's fields are 0 / ""
+ * for DEFAULT; expected_ms: see mmtune.h). */
+void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *out);
 
 /*
  * The distance NEAREST orders tuned shapes by: the L1 distance of the shapes in log space,
@@ -83,23 +83,9 @@ double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2
  * and leading dimensions in bytes); 0 is divisible by all.  1 at least. */
 int rt_align_bytes(const uint64_t *values, int count);
 
-/*
- * The argument checks of mmt_sgemm, in cuBLAS's spirit, row-major:
- *   M, N, K >= 0 (MMT_ERR_INVALID_ARG naming the argument and its value);
- *   lda >= max(1, K), ldb >= max(1, N), ldc >= max(1, N) (MMT_ERR_INVALID_ARG);
- *   M, N, K, lda, ldb, ldc <= 2^31 - 1, since kernels take int (MMT_ERR_UNSUPPORTED).
- * rt_check_sgemm_dims checks only these; rt_check_sgemm_args also the pointers: each matrix
- * the problem reads or writes (C when M, N > 0; A and B when also K > 0) must be non-NULL and
- * 4-byte aligned (MMT_ERR_INVALID_ARG).
- */
-mmt_status rt_check_sgemm_dims(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
-                               int64_t ldc, ut_err *err);
-mmt_status rt_check_sgemm_args(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                               const void *B, int64_t ldb, const void *C, int64_t ldc, ut_err *err);
-
 /* Dispatcher figures of a context (mmtune.c), for tests and diagnostics. */
 typedef struct {
-  uint64_t launches; /* mmt_sgemm calls that launched a kernel */
+  uint64_t launches; /* mmt_gemm calls that launched a kernel */
   uint64_t hits;     /* ... of which found their problem in the context's cache */
   uint64_t misses;   /* ... of which chose, compiled and loaded (or reused a loaded module) */
   int problems;      /* problems in the cache */

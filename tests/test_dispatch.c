@@ -70,7 +70,7 @@ static void smem_alt_config(fixture *f) {
     assert_int_equal(gen_config_format(t, &cfg, f->smem_alt, sizeof f->smem_alt, &e), MMT_OK);
     if (!strcmp(f->smem_alt, f->smem_default)) continue;
     assert_int_equal(gen_check(t, &cfg, &p, &valid, NULL, 0, &e), MMT_OK);
-    if (!valid || gen_emit(t, &cfg, "f32", &k, &e) != MMT_OK) continue;
+    if (!valid || gen_emit(t, &cfg, "f32", "nn", &k, &e) != MMT_OK) continue;
     valid = gen_requires_met(&k.requires, &p);
     gen_kernel_clear(&k);
     if (valid) break;
@@ -173,11 +173,20 @@ static void test_exact_skips_unusable_rows(void **state) {
   fixture *f = *state;
   rt_choice c;
   mmt_choice d;
-  expect_choice(f, f->db, DEV, square(1024, 1024, 1024, 16), MMT_CHOICE_EXACT, "naive", &c);
+  gen_problem p = square(1024, 1024, 1024, 16);
+  expect_choice(f, f->db, DEV, p, MMT_CHOICE_EXACT, "naive", &c);
   assert_string_equal(c.params, f->naive_default);
   assert_string_equal(c.record.template_hash, f->naive_hash);
   assert_true(c.record.ms_median == 1.5);
-  rt_choice_describe(&c, &d);
+  rt_choice_describe(&c, &p, &d);
+  /* The verification record the choice relies on, and the expected time (EXACT: measured). */
+  assert_string_equal(d.layout, "nn");
+  assert_int_equal(d.kernel_m, 1024);
+  assert_true(d.record_id > 0);
+  assert_true(d.expected_ms == 1.5);
+  assert_string_equal(d.template_hash, f->naive_hash);
+  assert_string_equal(d.device_name, DEV);
+  assert_true(d.measured_at > 0);
   assert_int_equal(d.kind, MMT_CHOICE_EXACT);
   assert_string_equal(d.template_name, "naive");
   assert_string_equal(d.params, f->naive_default);
@@ -251,9 +260,12 @@ static void test_default(void **state) {
   rt_choice_clear(&c);
   snprintf(path, sizeof path, "%s/empty.db", f->dir);
   assert_int_equal(db_open(path, false, &empty, &e), MMT_OK);
-  expect_choice(f, empty, DEV, square(7, 9, 11, 4), MMT_CHOICE_DEFAULT, "smem_tiled", &c);
+  gen_problem p = square(7, 9, 11, 4);
+  expect_choice(f, empty, DEV, p, MMT_CHOICE_DEFAULT, "smem_tiled", &c);
   mmt_choice d;
-  rt_choice_describe(&c, &d);
+  rt_choice_describe(&c, &p, &d);
+  assert_true(d.expected_ms == 0);
+  assert_int_equal(d.record_id, 0);
   assert_int_equal(d.kind, MMT_CHOICE_DEFAULT);
   assert_int_equal(d.tuned_m, 0);
   assert_true(d.tuned_ms == 0);
@@ -300,64 +312,11 @@ static void test_distance_and_alignment(void **state) {
   assert_int_equal(rt_align_bytes(v, 0), 16);
 }
 
-/* ---- argument checks ---- */
-
-static void expect_args(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                        const void *B, int64_t ldb, const void *C, int64_t ldc, mmt_status rc,
-                        const char *msg) {
-  ut_err e = {{0}};
-  assert_int_equal(rt_check_sgemm_args(M, N, K, A, lda, B, ldb, C, ldc, &e), rc);
-  if (msg) assert_string_equal(e.msg, msg);
-}
-
-static void test_sgemm_args(void **state) {
-  (void)state;
-  const void *p = (const void *)(uintptr_t)0x1000;
-  const void *odd = (const void *)(uintptr_t)0x1002;
-  expect_args(4, 5, 6, p, 6, p, 5, p, 5, MMT_OK, NULL);
-  expect_args(-1, 5, 6, p, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, "M must be >= 0, got -1");
-  expect_args(4, -2, 6, p, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, "N must be >= 0, got -2");
-  expect_args(4, 5, -3, p, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, "K must be >= 0, got -3");
-  expect_args(4, 5, 6, p, 5, p, 5, p, 5, MMT_ERR_INVALID_ARG,
-              "lda must be >= max(1, K) = 6, got 5");
-  expect_args(4, 5, 6, p, 6, p, 4, p, 5, MMT_ERR_INVALID_ARG,
-              "ldb must be >= max(1, N) = 5, got 4");
-  expect_args(4, 5, 6, p, 6, p, 5, p, 4, MMT_ERR_INVALID_ARG,
-              "ldc must be >= max(1, N) = 5, got 4");
-  expect_args(0, 0, 0, NULL, 0, NULL, 1, NULL, 1, MMT_ERR_INVALID_ARG,
-              "lda must be >= max(1, K) = 1, got 0");
-  expect_args(0, 0, 0, NULL, 1, NULL, 0, NULL, 1, MMT_ERR_INVALID_ARG,
-              "ldb must be >= max(1, N) = 1, got 0");
-  expect_args(0, 0, 0, NULL, 1, NULL, 1, NULL, 0, MMT_ERR_INVALID_ARG,
-              "ldc must be >= max(1, N) = 1, got 0");
-  expect_args(0, 0, 0, NULL, 1, NULL, 1, NULL, 1, MMT_OK, NULL);
-  expect_args(4, 5, 6, NULL, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG,
-              "A is NULL but the problem uses it");
-  expect_args(4, 5, 6, p, 6, NULL, 5, p, 5, MMT_ERR_INVALID_ARG,
-              "B is NULL but the problem uses it");
-  expect_args(4, 5, 6, p, 6, p, 5, NULL, 5, MMT_ERR_INVALID_ARG,
-              "C is NULL but the problem uses it");
-  expect_args(4, 5, 6, odd, 6, p, 5, p, 5, MMT_ERR_INVALID_ARG, NULL);
-  expect_args(4, 5, 6, p, 6, p, 5, odd, 5, MMT_ERR_INVALID_ARG, NULL);
-  /* Matrices the problem does not touch may be NULL (or anything). */
-  expect_args(4, 5, 0, NULL, 1, NULL, 5, p, 5, MMT_OK, NULL);
-  expect_args(4, 5, 0, odd, 1, odd, 5, p, 5, MMT_OK, NULL);
-  expect_args(0, 5, 6, NULL, 6, NULL, 5, NULL, 5, MMT_OK, NULL);
-  expect_args(4, 0, 6, NULL, 6, NULL, 1, NULL, 1, MMT_OK, NULL);
-  /* Sizes beyond the kernels' int. */
-  int64_t big = (int64_t)INT32_MAX + 1;
-  expect_args(big, 5, 6, p, 6, p, 5, p, 5, MMT_ERR_UNSUPPORTED,
-              "M = 2147483648 exceeds 2147483647: kernels take int sizes");
-  expect_args(4, big, 6, p, 6, p, big, p, big, MMT_ERR_UNSUPPORTED, NULL);
-  expect_args(4, 5, big, p, big, p, 5, p, 5, MMT_ERR_UNSUPPORTED, NULL);
-  expect_args(4, 5, 6, p, big, p, 5, p, 5, MMT_ERR_UNSUPPORTED,
-              "lda = 2147483648 exceeds 2147483647: kernels take int sizes");
-  expect_args(4, 5, 6, p, 6, p, big, p, 5, MMT_ERR_UNSUPPORTED, NULL);
-  expect_args(4, 5, 6, p, 6, p, 5, p, big, MMT_ERR_UNSUPPORTED, NULL);
-  ut_err e;
-  assert_int_equal(rt_check_sgemm_dims(4, 5, 6, 6, 5, 5, &e), MMT_OK);
-  assert_int_equal(rt_check_sgemm_dims(4, 5, 6, 6, 5, 5, NULL), MMT_OK);
-  assert_int_equal(rt_check_sgemm_dims(-4, 5, 6, 6, 5, 5, NULL), MMT_ERR_INVALID_ARG);
+/* mmt_explain of the row-major, untransposed fp32 problem (mmt_sgemm's). */
+static mmt_status explain_rm(mmt_context *ctx, int64_t m, int64_t n, int64_t k, int64_t lda,
+                             int64_t ldb, int64_t ldc, mmt_choice *d) {
+  const mmt_problem p = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, m, n, k, lda, ldb, ldc, MMT_F32};
+  return mmt_explain(ctx, &p, d);
 }
 
 /* ---- the public API without a GPU ---- */
@@ -373,7 +332,13 @@ static void test_public_basics(void **state) {
   assert_int_equal(mmt_open(NULL, 0, NULL), MMT_ERR_INVALID_ARG);
   mmt_choice d;
   assert_int_equal(mmt_sgemm(NULL, 1, 1, 1, NULL, 1, NULL, 1, NULL, 1, NULL), MMT_ERR_INVALID_ARG);
-  assert_int_equal(mmt_sgemm_explain(NULL, 1, 1, 1, 1, 1, 1, &d), MMT_ERR_INVALID_ARG);
+  mmt_problem pr = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 1, 1, 1, 1, 1, 1, MMT_F32};
+  assert_int_equal(mmt_explain(NULL, &pr, &d), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_gemm(NULL, MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 1, 1, 1, 1, NULL, 1,
+                            NULL, 1, 0, NULL, 1, MMT_F32, NULL),
+                   MMT_ERR_INVALID_ARG);
+  assert_string_equal(mmt_dtype_name(MMT_BF16), "bf16");
+  assert_null(mmt_dtype_name((mmt_dtype)9));
   rt_dispatch_stats st;
   rt_dispatch_get_stats(NULL, &st);
   assert_int_equal(st.launches, 0);
@@ -400,9 +365,25 @@ static void test_open_without_gpu(void **state) {
   assert_string_equal(mmt_errmsg(ctx), "M must be >= 0, got -1");
   assert_int_equal(mmt_sgemm(ctx, 1, 1, 1, &x, 1, &x, 1, &x, 1, NULL), rc);
   assert_non_null(strstr(mmt_errmsg(ctx), "did not open"));
-  assert_int_equal(mmt_sgemm_explain(ctx, 1, 1, 1, 1, 0, 1, &d), MMT_ERR_INVALID_ARG);
-  assert_int_equal(mmt_sgemm_explain(ctx, 1, 1, 1, 1, 1, 1, NULL), MMT_ERR_INVALID_ARG);
-  assert_int_equal(mmt_sgemm_explain(ctx, 1, 1, 1, 1, 1, 1, &d), rc);
+  mmt_problem pr = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 1, 1, 1, 1, 0, 1, MMT_F32};
+  assert_int_equal(mmt_explain(ctx, &pr, &d), MMT_ERR_INVALID_ARG);
+  assert_string_equal(mmt_errmsg(ctx), "ldb must be >= max(1, N) = 1, got 0");
+  pr.ldb = 1;
+  assert_int_equal(mmt_explain(ctx, &pr, NULL), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_explain(ctx, NULL, &d), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_explain(ctx, &pr, &d), rc);
+  /* mmt_gemm: every argument check before the open check; nothing launched. */
+  assert_int_equal(mmt_gemm(ctx, (mmt_order)2, MMT_NO_TRANS, MMT_NO_TRANS, 1, 1, 1, 1, &x, 1, &x,
+                            1, 0, &x, 1, MMT_F32, NULL),
+                   MMT_ERR_INVALID_ARG);
+  assert_string_equal(mmt_errmsg(ctx), "order must be MMT_ROW_MAJOR or MMT_COL_MAJOR, got 2");
+  assert_int_equal(mmt_gemm(ctx, MMT_COL_MAJOR, MMT_TRANS, MMT_NO_TRANS, 3, 2, 5, 1, &x, 4, &x, 5,
+                            0, &x, 3, MMT_F32, NULL),
+                   MMT_ERR_INVALID_ARG);
+  assert_string_equal(mmt_errmsg(ctx), "lda must be >= max(1, K) = 5, got 4");
+  assert_int_equal(mmt_gemm(ctx, MMT_COL_MAJOR, MMT_TRANS, MMT_NO_TRANS, 3, 2, 5, 1, &x, 5, &x, 5,
+                            0, &x, 3, MMT_F32, NULL),
+                   rc);
   mmt_close(ctx);
   assert_int_equal(access(missing, F_OK), -1); /* read-only open created nothing */
 }
@@ -517,7 +498,7 @@ static void test_gpu_sgemm(void **state) {
   rt_dispatch_stats st;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
   assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  assert_int_equal(mmt_sgemm_explain(ctx, 17, 33, 65, 68, 38, 34, &d1), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 17, 33, 65, 68, 38, 34, &d1), MMT_OK);
   assert_int_equal(d1.kind, MMT_CHOICE_DEFAULT);
   assert_string_equal(d1.template_name, "smem_tiled");
   const gemm_case cases[] = {{1, 1, 1, 1, 1, 1},          {17, 33, 65, 68, 38, 34},
@@ -531,14 +512,14 @@ static void test_gpu_sgemm(void **state) {
   assert_int_equal(st.hits, 5);
   assert_int_equal(st.problems, 5);
   assert_int_equal(st.kernels, 1); /* all DEFAULT smem_tiled: one shared module */
-  assert_int_equal(mmt_sgemm_explain(ctx, 17, 33, 65, 68, 38, 34, &d2), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 17, 33, 65, 68, 38, 34, &d2), MMT_OK);
   assert_int_equal(d2.kind, d1.kind);
   assert_string_equal(d2.template_name, d1.template_name);
   assert_string_equal(d2.params, d1.params);
   /* M or N == 0 launches nothing; explain names no template. */
   assert_int_equal(mmt_sgemm(ctx, 0, 5, 5, NULL, 5, NULL, 5, NULL, 5, NULL), MMT_OK);
   assert_int_equal(mmt_sgemm(ctx, 5, 0, 5, NULL, 5, NULL, 1, NULL, 1, NULL), MMT_OK);
-  assert_int_equal(mmt_sgemm_explain(ctx, 0, 5, 5, 5, 5, 5, &d2), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 0, 5, 5, 5, 5, 5, &d2), MMT_OK);
   assert_int_equal(d2.kind, MMT_CHOICE_DEFAULT);
   assert_string_equal(d2.template_name, "");
   assert_int_equal(mmt_sgemm(ctx, -5, 5, 5, NULL, 5, NULL, 5, NULL, 5, NULL), MMT_ERR_INVALID_ARG);
@@ -567,12 +548,12 @@ static void test_gpu_exact_and_bad_device(void **state) {
   device_name_or_skip(device, sizeof device);
   insert(f->db, device, "smem_tiled", f->smem_hash, f->smem_alt, 96, 80, 72, DB_OK, 0.01);
   mmt_context *ctx = open_or_skip(f, f->db_path);
-  assert_int_equal(mmt_sgemm_explain(ctx, 96, 80, 72, 72, 80, 80, &d), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 96, 80, 72, 72, 80, 80, &d), MMT_OK);
   assert_int_equal(d.kind, MMT_CHOICE_EXACT);
   assert_string_equal(d.params, f->smem_alt);
   const gemm_case g = {96, 80, 72, 72, 80, 80};
   run_case(ctx, &g, NULL, 99);
-  assert_int_equal(mmt_sgemm_explain(ctx, 90, 80, 72, 72, 80, 80, &d), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 90, 80, 72, 72, 80, 80, &d), MMT_OK);
   assert_int_equal(d.kind, MMT_CHOICE_NEAREST);
   assert_int_equal(d.tuned_m, 96);
   mmt_close(ctx);
@@ -620,7 +601,7 @@ static void test_gpu_families_unaligned_ld(void **state) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       const gemm_case *g = &cases[c];
       mmt_choice d;
-      assert_int_equal(mmt_sgemm_explain(ctx, g->m, g->n, g->k, g->lda, g->ldb, g->ldc, &d), MMT_OK);
+      assert_int_equal(explain_rm(ctx, g->m, g->n, g->k, g->lda, g->ldb, g->ldc, &d), MMT_OK);
       assert_int_equal(d.kind, MMT_CHOICE_EXACT);
       assert_string_equal(d.template_name, configs[i][0]);
       assert_string_equal(d.params, params);
@@ -649,7 +630,7 @@ static void test_gpu_exclusive_two_streams(void **state) {
   db_close(db);
   mmt_context *ctx = open_or_skip(f, path);
   mmt_choice d;
-  assert_int_equal(mmt_sgemm_explain(ctx, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, &d), MMT_OK);
+  assert_int_equal(explain_rm(ctx, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, &d), MMT_OK);
   assert_string_equal(d.params, split);
   const rt_cu *cu = NULL;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
@@ -699,7 +680,6 @@ int main(void) {
       cmocka_unit_test(test_default),
       cmocka_unit_test(test_unsupported),
       cmocka_unit_test(test_distance_and_alignment),
-      cmocka_unit_test(test_sgemm_args),
       cmocka_unit_test(test_public_basics),
       cmocka_unit_test(test_open_without_gpu),
       cmocka_unit_test(test_open_corrupt_db),
