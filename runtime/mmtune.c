@@ -401,6 +401,24 @@ static problem_key key_of(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, con
                        dtype, gen_layout_index(kp->layout)};
 }
 
+mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, const mmt_problem *p,
+                      mmt_choice *out, ut_err *err) {
+  memset(out, 0, sizeof *out);
+  mmt_status rc = rt_gemm_check(p, err);
+  if (rc) return rc;
+  out->kind = MMT_CHOICE_DEFAULT;
+  if (p->m == 0 || p->n == 0) return MMT_OK; /* launches nothing: DEFAULT with no template */
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(p, &kp);
+  problem_key key = key_of(&kp, p->dtype, NULL, NULL, NULL);
+  gen_problem gp = problem_of(&key);
+  rt_choice c = {0};
+  rc = rt_choose(ch, db, device_name, &gp, &c, err);
+  if (!rc) rt_choice_describe(&c, &gp, out);
+  rt_choice_clear(&c);
+  return rc;
+}
+
 /* ---- GEMM ---- */
 
 /* The slot of key (found or built) and, for an exclusive kernel, the lock still held. */
@@ -476,13 +494,10 @@ static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *ch
   problem_key key = key_of(&kp, p->dtype, NULL, NULL, NULL);
   pthread_mutex_lock(&ctx->lock);
   const problem_slot *s = slot_find(ctx, &key);
-  if (s) {
-    *choice = s->choice;
-  } else {
-    rt_choice ch = {0};
-    rc = choose(ctx, &key, &ch, choice, err);
-    rt_choice_clear(&ch);
-  }
+  if (s)
+    *choice = s->choice; /* what calls of this problem launch */
+  else
+    rc = rt_explain(ctx->chooser, ctx->db, ctx->dev.info.name, p, choice, err);
   pthread_mutex_unlock(&ctx->lock);
   return rc;
 }

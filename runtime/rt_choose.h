@@ -83,6 +83,13 @@ double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2
  * and leading dimensions in bytes); 0 is divisible by all.  1 at least. */
 int rt_align_bytes(const uint64_t *values, int count);
 
+/* mmt_explain without a context or a GPU: the choice for p (checked as mmt_gemm checks it,
+ * pointers as from cudaMalloc) on GPU model device_name from db (may be NULL).  The same
+ * mapping and choice as mmt_explain's (runtime/mmtune.c); `mmtune explain --device-name`
+ * uses it.  Errors: rt_gemm_check's and rt_choose's. */
+mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, const mmt_problem *p,
+                      mmt_choice *out, ut_err *err);
+
 /* Dispatcher figures of a context (mmtune.c), for tests and diagnostics. */
 typedef struct {
   uint64_t launches; /* mmt_gemm calls that launched a kernel */

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "db.h"
+#include "gen.h"
 #include "util.h"
 
 #define RUN_TIMEOUT_S 300
@@ -63,8 +65,8 @@ static int teardown(void **state) {
 
 /* ---- top level ---- */
 
-static const char *const all_commands[] = {"tune", "bench",   "templates", "space",
-                                           "emit", "compile", "show",      "help"};
+static const char *const all_commands[] = {"tune",    "bench", "templates", "space", "emit",
+                                           "compile", "show",  "explain",   "help"};
 
 static void test_help_lists_commands(void **state) {
   (void)state;
@@ -490,6 +492,118 @@ static void test_tune_bad_arguments(void **state) {
                      "--cpu-max-gflop must be a positive number, got 'abc'");
 }
 
+static void test_layout_options(void **state) {
+  (void)state;
+  assert_usage_error(RUN("tune", "--layout", "nx"), "unknown layout 'nx'");
+  assert_usage_error(RUN("bench", "8", "8", "8", "--layout", "TT"), "unknown layout 'TT'");
+  assert_usage_error(RUN("emit", "naive", "--layout", "n"), "unknown layout 'n'");
+  assert_usage_error(RUN("space", "naive", "--layout", "tn"), "--layout needs --problem");
+  run_result r = RUN("emit", "naive", "--layout", "tn");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "#define A_T 1"));
+  assert_non_null(strstr(r.out, "mmt_naive_tn_"));
+  run_free(&r);
+  /* vec=4 with A transposed needs M % 4, not K % 4: 64x64x63 has float4 configs in tn only. */
+  r = RUN("space", "reg_tiled", "--problem", "64x64x63", "--layout", "tn", "--count");
+  assert_int_equal(r.code, 0);
+  long tn = strtol(r.out, NULL, 10);
+  run_free(&r);
+  r = RUN("space", "reg_tiled", "--problem", "64x64x63", "--count");
+  assert_int_equal(r.code, 0);
+  long nn = strtol(r.out, NULL, 10);
+  run_free(&r);
+  assert_true(tn > nn && nn > 0);
+  r = RUN("templates");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "layouts: nn nt tn tt"));
+  run_free(&r);
+}
+
+/* A row for reg_tiled's default config on (device, layout, m, n, k), 0.01 ms. */
+static void insert_row(const char *db_path, const char *device, const char *layout, int64_t m,
+                       int64_t n, int64_t k) {
+  db_handle *db = NULL;
+  gen_template *t = NULL;
+  gen_config cfg;
+  ut_err e;
+  db_result r;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(db_open(db_path, false, &db, &e), MMT_OK);
+  assert_int_equal(gen_load_named("reg_tiled", &t, &e), MMT_OK);
+  gen_config_default(t, &cfg);
+  assert_int_equal(gen_config_format(t, &cfg, r.params, sizeof r.params, &e), MMT_OK);
+  snprintf(r.device.name, sizeof r.device.name, "%s", device);
+  snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
+  snprintf(r.template_name, sizeof r.template_name, "reg_tiled");
+  snprintf(r.template_hash, sizeof r.template_hash, "%s", gen_source_hash(t));
+  snprintf(r.problem.dtype, sizeof r.problem.dtype, "f32");
+  snprintf(r.problem.layout, sizeof r.problem.layout, "%s", layout);
+  r.problem.m = m, r.problem.n = n, r.problem.k = k;
+  r.status = DB_OK;
+  r.ms_min = r.ms_median = r.ms_max = 0.01;
+  r.tflops = 2.0 * (double)m * (double)n * (double)k / 1e-5 / 1e12;
+  r.rel_err = 1.5e-6;
+  r.regs = r.shared_bytes = r.local_bytes = -1;
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+  gen_free(t);
+  db_close(db);
+}
+
+static void test_explain(void **state) {
+  (void)state;
+  char db[256];
+  snprintf(db, sizeof db, "%s/explain.db", tmp_dir);
+  /* No database: the template default, nothing measured. */
+  run_result r = RUN("explain", "100", "200", "300", "--device-name", "GPU X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "choice:    default"));
+  assert_non_null(strstr(r.out, "expected:  unknown"));
+  run_free(&r);
+  insert_row(db, "GPU X", "nn", 512, 512, 512);
+  insert_row(db, "GPU X", "nn", 1024, 256, 128); /* a column-major 256x1024x128 call's */
+  r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "choice:    exact"));
+  assert_non_null(strstr(r.out, "kernel:    reg_tiled bm=128,bn=128"));
+  assert_non_null(strstr(r.out, "expected:  0.0100 ms"));
+  assert_non_null(strstr(r.out, "record:    #1, 512x512x512 on GPU X"));
+  assert_non_null(strstr(r.out, "rel err 1.5e-06"));
+  run_free(&r);
+  r = RUN("explain", "256", "1024", "128", "--order", "col", "--device-name", "GPU X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "choice:    exact"));
+  assert_non_null(strstr(r.out, "computes:  row-major 1024x256x128, layout nn"));
+  run_free(&r);
+  /* Transposed: the nn rows are another layout's; an odd K keeps float4 configs away. */
+  r = RUN("explain", "512", "512", "511", "--trans-a", "--device-name", "GPU X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "row-major tn 512x512x511"));
+  assert_non_null(strstr(r.out, "choice:    default"));
+  run_free(&r);
+  r = RUN("explain", "500", "512", "512", "--device-name", "GPU X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "choice:    nearest"));
+  run_free(&r);
+  r = RUN("explain", "0", "5", "5", "--device-name", "GPU X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "nothing to launch"));
+  run_free(&r);
+  assert_usage_error(RUN("explain", "1", "2"), "expected M N K");
+  assert_usage_error(RUN("explain", "1", "2", "3", "4"), "unexpected argument '4'");
+  assert_usage_error(RUN("explain", "1", "2", "-3", "--device-name", "X"), "-3");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--dtype", "f8", "--device-name", "X"),
+                     "unknown dtype 'f8'");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--order", "diag", "--device-name", "X"),
+                     "--order must be row or col");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--lda", "3", "--device-name", "X", "--db", db),
+                     "lda must be >= max(1, K) = 4, got 3");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--device-name", "X"),
+                     "exclude each other");
+  /* No template offers f16 yet: a clear failure, not a crash. */
+  assert_error(RUN("explain", "4", "4", "4", "--dtype", "f16", "--device-name", "X", "--db", db), 1,
+               "no kernel supports f16");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help_lists_commands),
@@ -514,6 +628,8 @@ int main(void) {
       /* the lead's commands */
       cmocka_unit_test(test_bench_bad_numbers),
       cmocka_unit_test(test_tune_bad_arguments),
+      cmocka_unit_test(test_layout_options),
+      cmocka_unit_test(test_explain),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -26,6 +26,7 @@ static const command commands[] = {
     {"emit", tn_cmd_emit, "print the CUDA C of one config of a template"},
     {"compile", tn_cmd_compile, "compile every valid config with NVRTC (no GPU needed)"},
     {"show", tn_cmd_show, "print the best kernel recorded per GPU model and shape"},
+    {"explain", tn_cmd_explain, "which kernel mmt_gemm would use for M N K, and why"},
     {"help", NULL, "print this help, or a command's help: mmtune help COMMAND"},
     {"__worker", tn_cmd_worker, NULL},
 };

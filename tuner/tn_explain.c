@@ -1,0 +1,175 @@
+/*
+ * tn_explain.c -- `mmtune explain M N K`: which kernel an application's mmt_gemm call would
+ * get, and the verification record the choice relies on.  With --device it asks the GPU's
+ * context (mmt_explain); with --device-name it makes the same choice for that GPU model from
+ * the database alone, without a GPU (rt_explain).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "mmtune.h"
+#include "rt_choose.h"
+#include "tn_cli.h"
+#include "tn_opts.h"
+
+static const tn_opt EXPLAIN_OPTS[] = {
+    {"device", 'd', "N", "CUDA device ordinal (default 0)"},
+    {"device-name", 0, "NAME", "GPU model to explain for, from the database alone (no GPU needed)"},
+    {"db", 0, "PATH", "results database (default as for tune)"},
+    {"dtype", 0, "DTYPE", "f32 (default), tf32, f16 or bf16"},
+    {"order", 0, "row|col", "storage order of A, B and C (default row)"},
+    {"trans-a", 0, NULL, "op(A) = A^T"},
+    {"trans-b", 0, NULL, "op(B) = B^T"},
+    {"lda", 0, "N", "leading dimension of A (default: the smallest allowed)"},
+    {"ldb", 0, "N", "leading dimension of B (default: the smallest allowed)"},
+    {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
+};
+
+static const tn_cmd_spec EXPLAIN_SPEC = {
+    "explain", "M N K [--device N | --device-name NAME] [--dtype D] [--order row|col] [options]",
+    "Prints the kernel mmt_gemm would use for C = op(A) op(B) with these sizes (matrices from\n"
+    "cudaMalloc): whether it was tuned for exactly this shape, borrowed from the nearest\n"
+    "tuned shape, or a template default; the template and parameters; the expected time; and\n"
+    "the measurement it relies on (shape, time, errors against the float64 reference, date,\n"
+    "NVRTC and template source hash).",
+    EXPLAIN_OPTS, (int)(sizeof EXPLAIN_OPTS / sizeof EXPLAIN_OPTS[0])};
+
+static const struct {
+  const char *name;
+  mmt_dtype dtype;
+} DTYPES[] = {{"f32", MMT_F32}, {"tf32", MMT_TF32}, {"f16", MMT_F16}, {"bf16", MMT_BF16}};
+
+/* The problem from the command line.  Exit code. */
+static int parse_problem(const tn_opts *o, mmt_problem *p) {
+  int64_t v[3];
+  static const char *const names[3] = {"M", "N", "K"};
+  if (o->npos != 3)
+    return tn_usage_error("explain", o->npos < 3 ? "expected M N K" : "unexpected argument '%s'",
+                          o->npos > 3 ? o->pos[3] : "");
+  for (int i = 0; i < 3; i++)
+    if (tn_opt_i64("explain", o->pos[i], names[i], 0, INT64_MAX, &v[i])) return TN_EXIT_USAGE;
+  *p = (mmt_problem){MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, v[0], v[1], v[2], 0, 0, 0, MMT_F32};
+  const char *s = tn_opts_get(o, "dtype");
+  if (s) {
+    size_t i = 0;
+    while (i < sizeof DTYPES / sizeof DTYPES[0] && strcmp(DTYPES[i].name, s)) i++;
+    if (i == sizeof DTYPES / sizeof DTYPES[0])
+      return tn_usage_error("explain", "unknown dtype '%s' (f32, tf32, f16 or bf16)", s);
+    p->dtype = DTYPES[i].dtype;
+  }
+  if ((s = tn_opts_get(o, "order"))) {
+    if (strcmp(s, "row") && strcmp(s, "col"))
+      return tn_usage_error("explain", "--order must be row or col, not '%s'", s);
+    p->order = strcmp(s, "col") ? MMT_ROW_MAJOR : MMT_COL_MAJOR;
+  }
+  p->trans_a = tn_opts_has(o, "trans-a") ? MMT_TRANS : MMT_NO_TRANS;
+  p->trans_b = tn_opts_has(o, "trans-b") ? MMT_TRANS : MMT_NO_TRANS;
+  /* Default leading dimensions: the smallest mmt_gemm allows. */
+  bool row = p->order == MMT_ROW_MAJOR;
+  bool a_k = row != (p->trans_a == MMT_TRANS), b_n = row != (p->trans_b == MMT_TRANS);
+  int64_t def[3] = {a_k ? p->k : p->m, b_n ? p->n : p->k, row ? p->n : p->m};
+  int64_t *ld[3] = {&p->lda, &p->ldb, &p->ldc};
+  static const char *const ld_names[3] = {"lda", "ldb", "ldc"};
+  for (int i = 0; i < 3; i++) {
+    *ld[i] = def[i] > 1 ? def[i] : 1;
+    if ((s = tn_opts_get(o, ld_names[i])) &&
+        tn_opt_i64("explain", s, ld_names[i], 1, INT64_MAX, ld[i]))
+      return TN_EXIT_USAGE;
+  }
+  return TN_EXIT_OK;
+}
+
+static void print_choice(const mmt_problem *p, const char *device, const mmt_choice *c) {
+  printf("%s %c%c %lldx%lldx%lld %s (lda %lld, ldb %lld, ldc %lld) on %s\n",
+         p->order == MMT_ROW_MAJOR ? "row-major" : "column-major",
+         p->trans_a == MMT_TRANS ? 't' : 'n', p->trans_b == MMT_TRANS ? 't' : 'n',
+         (long long)p->m, (long long)p->n, (long long)p->k, mmt_dtype_name(p->dtype),
+         (long long)p->lda, (long long)p->ldb, (long long)p->ldc, device);
+  if (!c->template_name[0]) {
+    printf("  nothing to launch (M or N is 0)\n");
+    return;
+  }
+  printf("  choice:    %s\n", mmt_choice_kind_name(c->kind));
+  printf("  kernel:    %s %s\n", c->template_name, c->params);
+  printf("  computes:  row-major %lldx%lldx%lld, layout %s%s\n", (long long)c->kernel_m,
+         (long long)c->kernel_n, (long long)c->kernel_k, c->layout,
+         p->order == MMT_COL_MAJOR ? " (column-major: A and B, M and N swapped)" : "");
+  if (c->kind == MMT_CHOICE_DEFAULT) {
+    printf("  expected:  unknown (never measured for this GPU model; run mmtune to tune)\n");
+    return;
+  }
+  char when[32] = "?";
+  time_t t = (time_t)c->measured_at;
+  struct tm tm;
+  if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+  printf("  expected:  %.4f ms%s\n", c->expected_ms,
+         c->kind == MMT_CHOICE_NEAREST ? " (scaled from the tuned shape by flops: a guide)" : "");
+  printf("  record:    #%lld, %lldx%lldx%lld on %s: %.4f ms median, %.2f TFLOP/s\n",
+         (long long)c->record_id, (long long)c->tuned_m, (long long)c->tuned_n,
+         (long long)c->tuned_k, c->device_name, c->tuned_ms, c->tuned_tflops);
+  printf("  verified:  rel err %.1e, max err %.1e against float64; %s, NVRTC %s, template %s\n",
+         c->rel_err, c->max_err, when, c->nvrtc_version, c->template_hash);
+}
+
+/* --device-name: the choice from the database alone. */
+static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *device) {
+  char path[4096];
+  int ex = tn_opt_db_path("explain", tn_opts_get(o, "db"), path, sizeof path);
+  if (ex) return ex;
+  ut_err err;
+  db_handle *db = NULL;
+  rt_chooser *ch = NULL;
+  mmt_choice c;
+  mmt_status rc = db_open(path, true, &db, &err);
+  if (rc == MMT_ERR_NOT_FOUND) { /* never tuned: defaults */
+    db = NULL;
+    rc = MMT_OK;
+  }
+  if (!rc) rc = rt_chooser_new(&ch, &err);
+  if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
+  if (!rc) print_choice(p, device, &c);
+  rt_chooser_free(ch);
+  db_close(db);
+  if (rc == MMT_ERR_INVALID_ARG) return tn_usage_error("explain", "%s", err.msg);
+  return rc ? tn_fail("explain", "%s", err.msg) : TN_EXIT_OK;
+}
+
+int tn_cmd_explain(int argc, char **argv) {
+  tn_opts o;
+  mmt_problem p;
+  int ex = tn_opts_parse(&EXPLAIN_SPEC, argc, argv, &o);
+  if (ex || o.help) goto done;
+  if ((ex = parse_problem(&o, &p))) goto done;
+  const char *name = tn_opts_get(&o, "device-name");
+  if (name) {
+    if (tn_opts_has(&o, "device")) {
+      ex = tn_usage_error("explain", "--device and --device-name exclude each other");
+      goto done;
+    }
+    ex = explain_offline(&o, &p, name);
+    goto done;
+  }
+  int device = 0;
+  const char *v = tn_opts_get(&o, "device");
+  if (v && (ex = tn_opt_device("explain", v, &device))) goto done;
+  char path[4096];
+  if ((ex = tn_opt_db_path("explain", tn_opts_get(&o, "db"), path, sizeof path))) goto done;
+  mmt_options mo = {.db_path = path};
+  mmt_context *ctx = NULL;
+  mmt_choice c;
+  mmt_status rc = mmt_open(&ctx, device, &mo);
+  if (!rc) rc = mmt_explain(ctx, &p, &c);
+  if (!rc) {
+    char dev[160];
+    snprintf(dev, sizeof dev, "device %d", device);
+    print_choice(&p, dev, &c);
+  }
+  ex = rc == MMT_OK ? TN_EXIT_OK
+       : rc == MMT_ERR_INVALID_ARG ? tn_usage_error("explain", "%s", mmt_errmsg(ctx))
+                                   : tn_fail("explain", "%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
+  mmt_close(ctx);
+done:
+  tn_opts_free(&o);
+  return ex;
+}
