@@ -2,6 +2,8 @@
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench ...]; logs to $OUT.
+# build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
+# links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
 here=$(pwd)
 src=/work/main
@@ -15,9 +17,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 for step in "$@"; do
   case "$step" in
     tests)
+      # Each program's whole output in $OUT/<name>.log; the summary lines in tests.log.
       for t in build/tests/test_*; do
-        echo "== $t"
-        "$t" 2>&1 | tail -n 40
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        "$t" > "$out/$name.log" 2>&1
+        echo "== $name exit $?"
+        grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  ERROR|^\[   LINE" "$out/$name.log"
       done 2>&1 | tee "$out/tests.log" ;;
     tune)
       # The database comes and goes with $OUT/mmtune.db (carry it back in .gpu/ to resume).
@@ -39,6 +45,17 @@ for step in "$@"; do
         /usr/bin/time -f "$run run wall %e s" ./build/tuner/mmtune --device 0 --seed 7 \
           --shapes 4096x4096x4096 --budget 15 --force --db /tmp/again.db 2>&1 |
           grep -E "kernels compiled|wall" | sed "s/^/$run: /"
+      done ;;
+    dispatch)
+      # Warm dispatch overhead vs a bare cuLaunchKernel, and cold start in fresh processes,
+      # on a shape the tune step tuned (the database from it, or defaults without one).
+      ./build/bench/mmtune-dispatch-bench --device 0 --db /tmp/mmtune.db 256 256 256 2>&1 |
+        tee "$out/dispatch.log" ;;
+    layouts)
+      # The dispatcher's choice vs cuBLAS at 4096^3 in every layout (tune first).
+      for l in nn nt tn tt; do
+        ./build/tuner/mmtune bench 4096 4096 4096 --layout "$l" --device 0 --db /tmp/mmtune.db \
+          2>&1 | tee -a "$out/layouts.log" | grep -E "^tuned|^cuBLAS|x on"
       done ;;
     *) echo "unknown step $step" ;;
   esac
