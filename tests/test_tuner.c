@@ -154,11 +154,17 @@ static void test_templates_on_ragged_shapes(void **state) {
   assert_int_equal(db_open(db, true, &h, &err), MMT_OK);
   assert_int_equal(db_count(h, NULL, &total, &err), MMT_OK);
   db_close(h);
-  if (total != ok) { /* every row ok: print the others' lines */
+  /* Every row is ok, or pruned for spilling (never timed, which is right: a config at the
+   * edge of the register file may spill with one compiler and not another). */
+  int pruned = 0;
+  for (const char *p = strstr(out, ": pruned: spills"); p; p = strstr(p + 1, ": pruned: spills"))
+    pruned++;
+  if (total != ok + pruned) {
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
       if (!strstr(line, " ms, ")) print_message("%s\n", line);
-    fail_msg("%lld rows, %d ok", (long long)total, ok);
+    fail_msg("%lld rows, %d ok, %d pruned", (long long)total, ok, pruned);
   }
+  assert_true(pruned * 20 < total); /* a few at most */
   free(out);
 }
 

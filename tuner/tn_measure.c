@@ -104,6 +104,8 @@ struct tn_gpu {
 
 const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
 
+bool tn_measure_supports(const char *dtype) { return dtype && strcmp(dtype, "f32") == 0; }
+
 void tn_measure_defaults(tn_measure_opts *o) {
   if (o->budget_ms <= 0) o->budget_ms = 100;
   if (o->min_runs <= 0) o->min_runs = 2;

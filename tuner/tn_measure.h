@@ -14,6 +14,7 @@
 #ifndef MMT_TN_MEASURE_H
 #define MMT_TN_MEASURE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "db.h"
@@ -46,6 +47,10 @@ typedef struct {
 mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err);
 void tn_gpu_close(tn_gpu *g);
 const rt_device *tn_gpu_device(const tn_gpu *g);
+
+/* Whether candidates of dtype can be measured: inputs filled, a reference computed and the
+ * result checked in that type.  Only "f32" so far; the tuner plans nothing else. */
+bool tn_measure_supports(const char *dtype);
 
 /* Fills opts' defaults (budget, run counts) where zero. */
 void tn_measure_defaults(tn_measure_opts *o);

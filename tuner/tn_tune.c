@@ -196,6 +196,9 @@ static int parse_options(tune_run *r, const tn_opts *o) {
     memcpy(r->shapes, DEFAULT_SHAPES, sizeof DEFAULT_SHAPES);
   }
   if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("tune", v, &r->dtype))) return ex;
+  if (r->dtype && !tn_measure_supports(r->dtype))
+    return tn_usage_error("tune", "dtype %s cannot be measured yet: only f32 is tuned so far",
+                          r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
   if ((ex = tn_opt_db_path("tune", tn_opts_get(o, "db"), r->db_path, sizeof r->db_path))) return ex;
@@ -503,6 +506,7 @@ static mmt_status plan_problem(tune_run *r, int sid, const char *dtype, ut_err *
 /* Whether dtype is the one to tune and no earlier template offers it (each dtype once). */
 static bool first_with(const tune_run *r, int t, const char *dtype) {
   if (r->dtype && strcmp(r->dtype, dtype)) return false;
+  if (!tn_measure_supports(dtype)) return false;
   for (int u = 0; u < t; u++)
     if (gen_supports_dtype(r->ts[u], dtype)) return false;
   return true;
