@@ -13,21 +13,25 @@ export PATH=/usr/local/cuda/bin:$PATH
 export XDG_CACHE_HOME=/tmp/mmtune-cache
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
+# A database carried in .gpu/ (from an earlier tune step's $OUT) is the one every step uses.
+[ -f .gpu/mmtune.db ] && [ ! -f /tmp/mmtune.db ] && cp .gpu/mmtune.db /tmp/mmtune.db
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 for step in "$@"; do
   case "$step" in
     tests)
-      # Each program's whole output in $OUT/<name>.log; the summary lines in tests.log.
-      for t in build/tests/test_*; do
-        [ -x "$t" ] || continue
-        name=$(basename "$t")
-        "$t" > "$out/$name.log" 2>&1
-        echo "== $name exit $?"
-        grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  ERROR|^\[   LINE" "$out/$name.log"
+      # Every program's whole output in $OUT/tests-full.log (one file: the device tool
+      # returns few), the summary lines in tests.log.  TESTS="a b" picks programs.
+      for t in ${TESTS:-$(cd build/tests && ls test_*)}; do
+        [ -x "build/tests/$t" ] || continue
+        echo "== $t" >> "$out/tests-full.log"
+        "build/tests/$t" > /tmp/t.log 2>&1
+        rc=$?
+        cat /tmp/t.log >> "$out/tests-full.log"
+        echo "== $t exit $rc"
+        grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  ERROR|^\[   LINE" /tmp/t.log
       done 2>&1 | tee "$out/tests.log" ;;
     tune)
       # The database comes and goes with $OUT/mmtune.db (carry it back in .gpu/ to resume).
-      [ -f .gpu/mmtune.db ] && cp .gpu/mmtune.db /tmp/mmtune.db
       /usr/bin/time -f "tune wall %e s" timeout -s INT "${TUNE_LIMIT:-400}" \
         ./build/tuner/mmtune --device 0 --db /tmp/mmtune.db > "$out/tune.log" 2>&1
       echo "tune exit $?"; tail -n 20 "$out/tune.log"; cp /tmp/mmtune.db "$out/mmtune.db" ;;
@@ -49,7 +53,7 @@ for step in "$@"; do
     dispatch)
       # Warm dispatch overhead vs a bare cuLaunchKernel, and cold start in fresh processes,
       # on a shape the tune step tuned (the database from it, or defaults without one).
-      ./build/bench/mmtune-dispatch-bench --device 0 --db /tmp/mmtune.db 256 256 256 2>&1 |
+      ./build/bench/mmtune-dispatch-bench --device 0 --db /tmp/mmtune.db 1024 1024 1024 2>&1 |
         tee "$out/dispatch.log" ;;
     layouts)
       # The dispatcher's choice vs cuBLAS at 4096^3 in every layout (tune first).
