@@ -495,7 +495,9 @@ static void test_tune_bad_arguments(void **state) {
 static void test_layout_options(void **state) {
   (void)state;
   assert_usage_error(RUN("tune", "--layout", "nx"), "unknown layout 'nx'");
-  assert_usage_error(RUN("tune", "--dtype", "f16"), "dtype f16 cannot be measured yet");
+  assert_usage_error(RUN("tune", "--dtype", "f64"), "dtype f64 cannot be measured yet");
+  assert_usage_error(RUN("bench", "8", "8", "8", "--dtype", "f64"), "dtype f64 cannot be measured");
+  assert_usage_error(RUN("bench", "8", "8", "8", "--dtype", "f17"), "unknown dtype 'f17'");
   assert_usage_error(RUN("bench", "8", "8", "8", "--layout", "TT"), "unknown layout 'TT'");
   assert_usage_error(RUN("emit", "naive", "--layout", "n"), "unknown layout 'n'");
   assert_usage_error(RUN("space", "naive", "--layout", "tn"), "--layout needs --problem");

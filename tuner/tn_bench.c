@@ -1,5 +1,5 @@
 /*
- * tn_bench.c -- `mmtune bench`: verified timings of C = A*B (fp32, row-major), side by side.
+ * tn_bench.c -- `mmtune bench`: verified timings of C = A*B (row-major), side by side.
  *
  *   mmtune bench M N K         the table the classic matmul samples print, for one shape: CPU
  *                              serial, CPU multithreaded, the naive and shared-memory GPU
@@ -9,8 +9,8 @@
  *                              errors; then the geometric mean of the ratios.  No CPU rows.
  *
  * "Tuned" is the dispatcher's choice for the shape (rt_choose: exact, nearest or default), the
- * kernel an application's mmt_sgemm gets from the same database.  cuBLAS is cublasSgemm in
- * pedantic fp32 (no TF32), loaded at run time (tn_cublas.h): without it the cuBLAS row says
+ * kernel an application's mmt_gemm gets from the same database.  cuBLAS is cublasSgemm in
+ * pedantic fp32 (no TF32), or cublasGemmEx for 16-bit dtypes, loaded at run time (tn_cublas.h): without it the cuBLAS row says
  * why and the rest runs.  Every row, cuBLAS included, is verified against the float64
  * reference by tn_measure.h.  tuned/cuBLAS is the tuned TFLOP/s over cuBLAS's (> 1: mmtune is
  * faster), both measured in this run with the same inputs, copies and timing.
@@ -39,6 +39,7 @@ static const tn_opt BENCH_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"shapes", 0, "FILE|MxNxK,...", "one row per shape (tuned vs cuBLAS), instead of M N K"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
+    {"dtype", 0, "DTYPE", "f32 (default), f16 or bf16 (16-bit inputs and output, fp32 accumulate)"},
     {"csv", 0, "PATH", "also write the rows as CSV (once the table is complete)"},
     {"db", 0, "PATH", "results database for the tuned kernel (default as for tune)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
@@ -49,11 +50,12 @@ static const tn_opt BENCH_OPTS[] = {
 
 static const tn_cmd_spec BENCH_SPEC = {
     "bench", "M N K | --shapes FILE|MxNxK,... [--device N] [--csv PATH] [options]",
-    "Times C = op(A)*op(B) (fp32, row-major, op(A) M x K, op(B) K x N, each stored as is or\n"
+    "Times C = op(A)*op(B) (row-major, op(A) M x K, op(B) K x N, each stored as is or\n"
     "transposed as --layout says), verifies every result against a\n"
     "float64 reference, and prints one row per implementation (M N K: CPU, classic GPU\n"
     "kernels, tuned, cuBLAS) or one row per shape (--shapes: tuned vs cuBLAS).  Tuned is the\n"
-    "dispatcher's choice from the database; cuBLAS is cublasSgemm in pedantic fp32 (no TF32),\n"
+    "dispatcher's choice from the database; cuBLAS is cublasSgemm in pedantic fp32 (no TF32;\n"
+    "cublasGemmEx with fp32 compute for f16 and bf16),\n"
     "loaded when libcublas.so.13 is present.  tuned/cuBLAS > 1: mmtune is faster.",
     BENCH_OPTS, (int)(sizeof BENCH_OPTS / sizeof BENCH_OPTS[0])};
 
@@ -61,6 +63,7 @@ typedef struct {
   /* Arguments. */
   tn_shape s;       /* M N K mode */
   const char *layout; /* "nn", "nt", "tn" or "tt" */
+  const char *dtype;  /* "f32", "f16" or "bf16" */
   tn_shape *shapes; /* --shapes mode (owned); NULL in M N K mode */
   int nshapes;
   int device, threads;
@@ -142,8 +145,9 @@ static const char *num(char buf[32], double v, bool have) {
 static gen_problem bench_problem(const bench_run *b, const tn_shape *s) {
   int64_t ld[3];
   gen_min_ld(b->layout, s->m, s->n, s->k, ld);
-  uint64_t pitches[] = {256, (uint64_t)ld[0] * 4, (uint64_t)ld[1] * 4, (uint64_t)ld[2] * 4};
-  return (gen_problem){.dtype = "f32", .layout = b->layout, .m = s->m, .n = s->n, .k = s->k,
+  uint64_t e = (uint64_t)gen_dtype_size(b->dtype);
+  uint64_t pitches[] = {256, (uint64_t)ld[0] * e, (uint64_t)ld[1] * e, (uint64_t)ld[2] * e};
+  return (gen_problem){.dtype = b->dtype, .layout = b->layout, .m = s->m, .n = s->n, .k = s->k,
                        .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
                        .align_bytes = rt_align_bytes(pitches, 4)};
 }
@@ -151,9 +155,9 @@ static gen_problem bench_problem(const bench_run *b, const tn_shape *s) {
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {
   gen_problem p = bench_problem(b, s);
   tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
-                       .ldc = p.ldc, .dtype = "f32", .seed = b->seed++, .budget_ms = 500,
-                       .max_runs = 50};
+                       .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50};
   snprintf(o.layout, sizeof o.layout, "%s", b->layout);
+  snprintf(o.dtype, sizeof o.dtype, "%s", b->dtype);
   return o;
 }
 
@@ -200,7 +204,7 @@ static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choi
 
 static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stream, ut_err *err) {
   const bench_run *b = user;
-  return tn_cublas_sgemm(b->cb, stream, b->layout, a->m, a->n, a->k, a->alpha, a->a, a->lda, a->b, a->ldb,
+  return tn_cublas_gemm(b->cb, stream, b->dtype, b->layout, a->m, a->n, a->k, a->alpha, a->a, a->lda, a->b, a->ldb,
                          a->beta, a->c, a->ldc, err);
 }
 
@@ -239,7 +243,8 @@ static void print_setup(const bench_run *b) {
   const rt_device *d = tn_gpu_device(b->g);
   printf("device %d: %s (%s, %d SMs); ", b->device, d->info.name, d->arch, d->info.sm_count);
   if (b->cb)
-    printf("cuBLAS %s, pedantic fp32\n", tn_cublas_version(b->cb));
+    printf("cuBLAS %s, %s\n", tn_cublas_version(b->cb),
+           strcmp(b->dtype, "f32") ? "default math (tensor cores)" : "pedantic fp32");
   else
     printf("cuBLAS not available\n");
   printf("tuned: the dispatcher's choice from %s%s\n", b->db_path,
@@ -324,9 +329,10 @@ static int bench_cpu(bench_run *b) {
   float *a = NULL, *bm = NULL, *c = NULL;
   double *ref = NULL;
   ut_err err;
-  if (strcmp(b->layout, "nn") != 0) { /* the CPU GEMM is the plain row-major one */
-    print_skip("CPU serial", "skipped: layout nn only");
-    print_skip("CPU multithreaded", "skipped: layout nn only");
+  if (strcmp(b->layout, "nn") != 0 || strcmp(b->dtype, "f32") != 0) {
+    /* the CPU GEMM is the plain row-major fp32 one */
+    print_skip("CPU serial", "skipped: f32 and layout nn only");
+    print_skip("CPU multithreaded", "skipped: f32 and layout nn only");
     return TN_EXIT_OK;
   }
   if (gflop > 10 * b->cpu_max_gflop) {
@@ -371,9 +377,16 @@ static mmt_status bench_default(bench_run *b, const char *name, const char *what
   tn_measurement m;
   mmt_status rc = gen_load_named(name, &t, err);
   if (rc) return rc;
+  if (!gen_supports_dtype(t, b->dtype)) {
+    char why[96];
+    snprintf(why, sizeof why, "skipped: %s has no %s kernel", name, b->dtype);
+    print_skip(what, why);
+    gen_free(t);
+    return MMT_OK;
+  }
   gen_config_default(t, &cfg);
   if (!(rc = gen_config_format(t, &cfg, params, sizeof params, err)) &&
-      !(rc = gen_emit(t, &cfg, "f32", b->layout, &spec, err)) &&
+      !(rc = gen_emit(t, &cfg, b->dtype, b->layout, &spec, err)) &&
       !(rc = measure_spec(b, &b->s, &spec, &m, err)))
     single_row(b, device_name(b), what, params, &m);
   gen_kernel_clear(&spec);
@@ -412,7 +425,11 @@ static mmt_status bench_gpu(bench_run *b, ut_err *err) {
     goto cleanup;
   }
   if ((rc = measure_cublas(b, &b->s, &cublas, err))) goto cleanup;
-  snprintf(cfg, sizeof cfg, "cublasSgemm pedantic fp32 (cuBLAS %s)", tn_cublas_version(b->cb));
+  if (!strcmp(b->dtype, "f32"))
+    snprintf(cfg, sizeof cfg, "cublasSgemm pedantic fp32 (cuBLAS %s)", tn_cublas_version(b->cb));
+  else
+    snprintf(cfg, sizeof cfg, "cublasGemmEx %s, fp32 compute (cuBLAS %s)", b->dtype,
+             tn_cublas_version(b->cb));
   single_row(b, device_name(b), "cuBLAS", cfg, &cublas);
   if (tuned.status == DB_OK && cublas.status == DB_OK)
     printf("tuned / cuBLAS = %.3fx on %s\n", cublas.ms_median / tuned.ms_median, device_name(b));
@@ -426,8 +443,8 @@ cleanup:
 static int bench_single(bench_run *b) {
   ut_err gerr = {{0}}, err = {{0}};
   mmt_status grc = open_gpu(b, &gerr), rc;
-  printf("C = op(A)*op(B), fp32, row-major, layout %s, M=%lld N=%lld K=%lld (%.1f GFLOP)\n",
-         b->layout, (long long)b->s.m,
+  printf("C = op(A)*op(B), %s, row-major, layout %s, M=%lld N=%lld K=%lld (%.1f GFLOP)\n",
+         b->dtype, b->layout, (long long)b->s.m,
          (long long)b->s.n, (long long)b->s.k,
          2.0 * (double)b->s.m * (double)b->s.n * (double)b->s.k / 1e9);
   if (!grc) print_setup(b);
@@ -552,7 +569,7 @@ static int bench_shapes(bench_run *b) {
     fprintf(stderr, "mmtune bench: %s\n", err.msg);
     return TN_EXIT_FAIL;
   }
-  printf("C = op(A)*op(B), fp32, row-major, layout %s, %d shape%s\n", b->layout, b->nshapes,
+  printf("C = op(A)*op(B), %s, row-major, layout %s, %d shape%s\n", b->dtype, b->layout, b->nshapes,
          b->nshapes > 1 ? "s" : "");
   print_setup(b);
   if (!b->cb) printf("cuBLAS not available: %s\n", b->cublas_why);
@@ -620,6 +637,9 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   const char *v;
   if ((v = tn_opts_get(o, "device")) && tn_opt_device("bench", v, &b->device)) return TN_EXIT_USAGE;
   if (tn_opt_layout("bench", tn_opts_get(o, "layout"), &b->layout)) return TN_EXIT_USAGE;
+  if (tn_opt_dtype("bench", tn_opts_get(o, "dtype"), &b->dtype)) return TN_EXIT_USAGE;
+  if (!tn_measure_supports(b->dtype))
+    return tn_usage_error("bench", "dtype %s cannot be measured (f32, f16 or bf16)", b->dtype);
   if ((b->csv_path = tn_opts_get(o, "csv")) && check_csv_path(b->csv_path)) return TN_EXIT_USAGE;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   b->threads = cpus > 0 ? (int)cpus : 1;

@@ -18,6 +18,11 @@ typedef unsigned cb_status;              /* cublasStatus_t */
 #define CB_OP_N 0u             /* cublasOperation_t CUBLAS_OP_N */
 #define CB_OP_T 1u             /* CUBLAS_OP_T */
 #define CB_PEDANTIC_MATH 2u    /* cublasMath_t CUBLAS_PEDANTIC_MATH */
+#define CB_DEFAULT_MATH 0u     /* CUBLAS_DEFAULT_MATH */
+#define CB_R_16F 2u            /* cudaDataType CUDA_R_16F */
+#define CB_R_16BF 14u          /* CUDA_R_16BF */
+#define CB_COMPUTE_32F 68u     /* cublasComputeType_t CUBLAS_COMPUTE_32F */
+#define CB_GEMM_DEFAULT (-1)   /* cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT */
 
 /* X(symbol, return type, parameter list): the entry points, all required. */
 #define CB_FUNCS(X)                                                                    \
@@ -28,7 +33,10 @@ typedef unsigned cb_status;              /* cublasStatus_t */
   X(cublasSetMathMode, cb_status, (cb_handle, unsigned))                               \
   X(cublasSgemm_v2, cb_status,                                                         \
     (cb_handle, unsigned, unsigned, int, int, int, const float *, const float *, int, \
-     const float *, int, const float *, float *, int))
+     const float *, int, const float *, float *, int))                                 \
+  X(cublasGemmEx, cb_status,                                                           \
+    (cb_handle, unsigned, unsigned, int, int, int, const void *, const void *, unsigned, \
+     int, const void *, unsigned, int, const void *, void *, unsigned, int, unsigned, int))
 /* Optional: cuBLAS 11.4.2 and later. */
 #define CB_OPTIONAL_FUNCS(X)                          \
   X(cublasGetStatusName, const char *, (cb_status)) \
@@ -45,8 +53,10 @@ CB_FUNCS(CB_CHECK_)
 CB_OPTIONAL_FUNCS(CB_CHECK_)
 #undef CB_CHECK_
 _Static_assert(CUBLAS_STATUS_SUCCESS == CB_STATUS_SUCCESS && CUBLAS_OP_N == CB_OP_N &&
-                   CUBLAS_OP_T == CB_OP_T &&
-                   CUBLAS_PEDANTIC_MATH == CB_PEDANTIC_MATH,
+                   CUBLAS_OP_T == CB_OP_T && CUBLAS_PEDANTIC_MATH == CB_PEDANTIC_MATH &&
+                   CUBLAS_DEFAULT_MATH == CB_DEFAULT_MATH && CUDA_R_16F == CB_R_16F &&
+                   CUDA_R_16BF == CB_R_16BF && CUBLAS_COMPUTE_32F == CB_COMPUTE_32F &&
+                   CUBLAS_GEMM_DEFAULT == CB_GEMM_DEFAULT,
                "cublas_api.h constants");
 #endif
 #endif
@@ -72,6 +82,7 @@ static struct {
 struct tn_cublas {
   cb_handle h;
   struct CUstream_st *stream; /* the handle's stream, set only when it changes */
+  unsigned math;              /* the handle's math mode, set only when it changes */
   char version[32];
 };
 
@@ -167,7 +178,8 @@ mmt_status tn_cublas_open(tn_cublas **out, ut_err *err) {
   if ((s = fn->cublasCreate_v2(&cb->h)) != CB_STATUS_SUCCESS) {
     cb->h = NULL; /* cuBLAS leaves it unspecified on failure */
     rc = cb_fail(err, "cublasCreate_v2", s);
-  } else if ((s = fn->cublasSetMathMode(cb->h, CB_PEDANTIC_MATH)) != CB_STATUS_SUCCESS) {
+  } else if ((cb->math = CB_PEDANTIC_MATH),
+             (s = fn->cublasSetMathMode(cb->h, CB_PEDANTIC_MATH)) != CB_STATUS_SUCCESS) {
     rc = cb_fail(err, "cublasSetMathMode(CUBLAS_PEDANTIC_MATH)", s);
   } else if ((s = fn->cublasGetVersion_v2(cb->h, &v)) != CB_STATUS_SUCCESS) {
     rc = cb_fail(err, "cublasGetVersion_v2", s);
@@ -190,10 +202,14 @@ void tn_cublas_close(tn_cublas *cb) {
 
 const char *tn_cublas_version(const tn_cublas *cb) { return cb->version; }
 
-mmt_status tn_cublas_sgemm(tn_cublas *cb, struct CUstream_st *stream, const char *layout,
-                           int64_t m, int64_t n, int64_t k, float alpha, uint64_t a, int64_t lda,
-                           uint64_t b, int64_t ldb, float beta, uint64_t c, int64_t ldc,
-                           ut_err *err) {
+mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char *dtype,
+                          const char *layout, int64_t m, int64_t n, int64_t k, float alpha,
+                          uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
+                          int64_t ldc, ut_err *err) {
+  bool f32 = !dtype || !strcmp(dtype, "f32");
+  unsigned type = dtype && !strcmp(dtype, "bf16") ? CB_R_16BF : CB_R_16F;
+  if (!f32 && strcmp(dtype, "f16") && strcmp(dtype, "bf16"))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "no cuBLAS call for dtype %s", dtype);
   const int64_t dims[] = {m, n, k, lda, ldb, ldc};
   for (int i = 0; i < 6; i++)
     if (dims[i] < 0 || dims[i] > INT_MAX)
@@ -208,10 +224,24 @@ mmt_status tn_cublas_sgemm(tn_cublas *cb, struct CUstream_st *stream, const char
       return cb_fail(err, "cublasSetStream_v2", s);
     cb->stream = stream;
   }
+  /* fp32: pedantic (no TF32); 16-bit inputs: the default mode, tensor cores included. */
+  unsigned math = f32 ? CB_PEDANTIC_MATH : CB_DEFAULT_MATH;
+  if (math != cb->math) {
+    if ((s = fn->cublasSetMathMode(cb->h, math)) != CB_STATUS_SUCCESS)
+      return cb_fail(err, "cublasSetMathMode", s);
+    cb->math = math;
+  }
   /* Row-major C = op(A) * op(B) is column-major C^T = op(B)^T * op(A)^T: swap the operands
    * and M, N.  Read column-major, a row-major operand stored as is is its own transpose, so
    * cuBLAS transposes exactly the operands the layout stores transposed. */
   bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
+  if (!f32) {
+    s = fn->cublasGemmEx(cb->h, tb ? CB_OP_T : CB_OP_N, ta ? CB_OP_T : CB_OP_N, (int)n, (int)m,
+                         (int)k, &alpha, (const void *)(uintptr_t)b, type, (int)ldb,
+                         (const void *)(uintptr_t)a, type, (int)lda, &beta, (void *)(uintptr_t)c,
+                         type, (int)ldc, CB_COMPUTE_32F, CB_GEMM_DEFAULT);
+    return s == CB_STATUS_SUCCESS ? MMT_OK : cb_fail(err, "cublasGemmEx", s);
+  }
   s = fn->cublasSgemm_v2(cb->h, tb ? CB_OP_T : CB_OP_N, ta ? CB_OP_T : CB_OP_N, (int)n, (int)m,
                          (int)k, &alpha,
                          (const float *)(uintptr_t)b, (int)ldb, (const float *)(uintptr_t)a,

@@ -47,17 +47,19 @@ void tn_cublas_close(tn_cublas *cb);
 const char *tn_cublas_version(const tn_cublas *cb);
 
 /*
- * C = alpha * op(A) * op(B) + beta * C, fp32, ROW-major, A and B stored as `layout` says
+ * C = alpha * op(A) * op(B) + beta * C, ROW-major, A and B stored as `layout` says
  * (gen.h: "nn", "nt", "tn", "tt"; NULL means "nn"), C M x N with row pitch ldc, on `stream`,
  * asynchronously.  a, b, c are device addresses.  cuBLAS is column-major, so this computes
  * C^T = op(B)^T * op(A)^T: cublasSgemm(opB, opA, n, m, k, alpha, B, ldb, A, lda, beta, C, ldc)
- * with op T for a transposed operand.
+ * with op T for a transposed operand.  dtype "f32" (or NULL): cublasSgemm in pedantic math
+ * (no TF32); "f16", "bf16": cublasGemmEx with that type for A, B and C and fp32 compute, in the
+ * default math mode (tensor cores).  Another dtype: MMT_ERR_UNSUPPORTED.
  * Errors: MMT_ERR_UNSUPPORTED (a size or leading dimension above 2^31 - 1: cuBLAS takes
  * int), MMT_ERR_CUDA (cuBLAS refused or failed: the message has its status name and text).
  */
-mmt_status tn_cublas_sgemm(tn_cublas *cb, struct CUstream_st *stream, const char *layout,
-                           int64_t m, int64_t n,
-                           int64_t k, float alpha, uint64_t a, int64_t lda, uint64_t b,
-                           int64_t ldb, float beta, uint64_t c, int64_t ldc, ut_err *err);
+mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char *dtype,
+                          const char *layout, int64_t m, int64_t n, int64_t k, float alpha,
+                          uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
+                          int64_t ldc, ut_err *err);
 
 #endif /* MMT_TN_CUBLAS_H */

@@ -34,6 +34,44 @@ static const char FILL_SOURCE[] =
     "  }\n"
     "}\n";
 
+/* 16-bit inputs (f16, bf16): the same values as mmt_fill_uniform, rounded to nearest even in
+ * the type; and the widening of 16-bit data to float (exact; NaN stays NaN), which lets the
+ * float64 reference and the check below read what the kernel read and wrote.  bf16 is
+ * rounded by hand (cvt.rn.bf16.f32 needs sm_80); the inputs are never NaN. */
+static const char FILL16_SOURCE[] =
+    "extern \"C\" __global__ void mmt_fill_uniform_16(unsigned short *x, unsigned long long n,\n"
+    "                                                 unsigned long long seed, int bf16) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += stride) {\n"
+    "    unsigned long long z = seed + (i + 1) * 0x9E3779B97F4A7C15ULL;\n"
+    "    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;\n"
+    "    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;\n"
+    "    z ^= z >> 31;\n"
+    "    float v = (float)(2.0 * (double)(z >> 40) + 1.0 - 16777216.0) * (1.0f / 16777216.0f);\n"
+    "    unsigned short h;\n"
+    "    if (bf16) {\n"
+    "      unsigned u = __float_as_uint(v);\n"
+    "      h = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);\n"
+    "    } else {\n"
+    "      asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(v));\n"
+    "    }\n"
+    "    x[i] = h;\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_widen_16(const unsigned short *x, float *y,\n"
+    "                                          unsigned long long n, int bf16) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += stride) {\n"
+    "    unsigned short h = x[i];\n"
+    "    float f;\n"
+    "    if (bf16) f = __uint_as_float((unsigned)h << 16);\n"
+    "    else asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "    y[i] = f;\n"
+    "  }\n"
+    "}\n";
+
 /* The comparison of C with the float64 reference, reduced on the device so that only a few
  * numbers cross the bus: sums of squares of (C - R) and R, max |C - R| and max |R| (as bits:
  * non-negative doubles order like unsigned integers), NaN/Inf count and first position, and
@@ -87,15 +125,18 @@ struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, ref_fn, check_fn;
+  CUfunction fill_fn, fill16_fn, widen_fn, ref_fn, check_fn;
   CUdeviceptr stats; /* check_stats */
   CUevent ev_start, ev_stop;
   int l2_bytes;
   tn_device_limits limits; /* what tn_prune checks compiled kernels against */
-  /* Device buffers: `copies` consecutive (A, B, C) sets, and the float64 reference. */
-  CUdeviceptr a, b, c, ref;
-  size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes;
+  /* Device buffers: `copies` consecutive (A, B, C) sets of elem-byte elements, and the
+   * float64 reference; for 16-bit dtypes also wa, wb, wc: copy 0 widened to float. */
+  CUdeviceptr a, b, c, ref, wa, wb, wc;
+  size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes, wide_cap_bytes;
   int copies;
+  int elem;  /* bytes per element of the problem being measured */
+  int bf16;  /* 16-bit elements are bf16 (else f16) */
   /* Host buffers for the check. */
   float *host_a, *host_b;
   double *host_ref;
@@ -104,7 +145,9 @@ struct tn_gpu {
 
 const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
 
-bool tn_measure_supports(const char *dtype) { return dtype && strcmp(dtype, "f32") == 0; }
+bool tn_measure_supports(const char *dtype) {
+  return dtype && (!strcmp(dtype, "f32") || !strcmp(dtype, "f16") || !strcmp(dtype, "bf16"));
+}
 
 void tn_measure_defaults(tn_measure_opts *o) {
   if (o->budget_ms <= 0) o->budget_ms = 100;
@@ -118,16 +161,18 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   mmt_status rc = MMT_OK;
   rt_cubin cubin = {0};
   const char *ref = tn_ref_gpu_source();
-  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 3;
+  size_t len = strlen(FILL_SOURCE) + strlen(FILL16_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 4;
   char *source = malloc(len);
   if (!source) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-  snprintf(source, len, "%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, ref);
+  snprintf(source, len, "%s\n%s\n%s\n%s", FILL_SOURCE, FILL16_SOURCE, CHECK_SOURCE, ref);
   if ((rc = rt_compile_cached(cache_dir, source, "mmtune_helpers", g->dev.arch, &cubin, NULL, NULL,
                               err)))
     goto cleanup;
   const rt_cu *cu = g->cu;
   RT_CU_CHECK(cu, cuModuleLoadData(&g->helpers, cubin.data));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill16_fn, g->helpers, "mmt_fill_uniform_16"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen_fn, g->helpers, "mmt_widen_16"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
   RT_CU_CHECK(cu, cuMemAlloc(&g->stats, sizeof(check_stats)));
@@ -162,8 +207,9 @@ cleanup:
 static void free_device_buffers(tn_gpu *g) {
   if (g->a) g->cu->cuMemFree(g->a);
   if (g->ref) g->cu->cuMemFree(g->ref);
-  g->a = g->b = g->c = g->ref = 0;
-  g->cap_bytes = g->ref_cap_bytes = 0;
+  if (g->wa) g->cu->cuMemFree(g->wa);
+  g->a = g->b = g->c = g->ref = g->wa = g->wb = g->wc = 0;
+  g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = 0;
 }
 
 void tn_gpu_close(tn_gpu *g) {
@@ -204,7 +250,11 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->a_elems = round_up((size_t)(ta ? o->k : o->m) * (size_t)o->lda, 64); /* rows as stored */
   g->b_elems = round_up((size_t)(tb ? o->n : o->k) * (size_t)o->ldb, 64);
   g->c_elems = round_up((size_t)o->m * (size_t)o->ldc, 64);
-  size_t set_bytes = 4 * (g->a_elems + g->b_elems + g->c_elems);
+  g->elem = gen_dtype_size(o->dtype);
+  g->bf16 = strcmp(o->dtype, "bf16") == 0;
+  if (!tn_measure_supports(o->dtype))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
+  size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems + g->c_elems);
   size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
   g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
   size_t bytes = set_bytes * (size_t)g->copies;
@@ -217,22 +267,45 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
     g->ref_cap_bytes = ref_bytes;
   }
   /* Layout: all A copies, then all B copies, then all C copies. */
-  g->b = g->a + 4 * g->a_elems * (size_t)g->copies;
-  g->c = g->b + 4 * g->b_elems * (size_t)g->copies;
+  g->b = g->a + (size_t)g->elem * g->a_elems * (size_t)g->copies;
+  g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
+  size_t wide_bytes = g->elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
+  if (wide_bytes > g->wide_cap_bytes) {
+    if (g->wa) g->cu->cuMemFree(g->wa);
+    g->wa = 0;
+    g->wide_cap_bytes = 0;
+    RT_CU_CHECK(cu, cuMemAlloc(&g->wa, wide_bytes));
+    g->wide_cap_bytes = wide_bytes;
+  }
+  g->wb = g->wa + 4 * g->a_elems;
+  g->wc = g->wb + 4 * g->b_elems;
 cleanup:
   if (rc) free_device_buffers(g);
   return rc;
 }
 
-static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
+/* Launches one of the elementwise helper kernels over n elements: args[0..] as given. */
+static mmt_status launch_elementwise(tn_gpu *g, CUfunction fn, size_t n, void **args,
+                                     ut_err *err) {
   mmt_status rc = MMT_OK;
-  unsigned long long count = n, s = seed;
-  void *args[] = {&x, &count, &s};
   unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
   if (blocks == 0) return MMT_OK;
-  RT_CU_CHECK(g->cu, cuLaunchKernel(g->fill_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  RT_CU_CHECK(g->cu, cuLaunchKernel(fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
 cleanup:
   return rc;
+}
+
+/* n random elements of the problem's dtype at x. */
+static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
+  unsigned long long count = n, s = seed;
+  if (g->elem == 4) return launch_elementwise(g, g->fill_fn, n, (void *[]){&x, &count, &s}, err);
+  return launch_elementwise(g, g->fill16_fn, n, (void *[]){&x, &count, &s, &g->bf16}, err);
+}
+
+/* n 16-bit elements at x as floats at y. */
+static mmt_status widen(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, ut_err *err) {
+  unsigned long long count = n;
+  return launch_elementwise(g, g->widen_fn, n, (void *[]){&x, &y, &count, &g->bf16}, err);
 }
 
 /* Fresh random A and B in every copy (seeded per candidate), every C poisoned with NaN. */
@@ -241,7 +314,9 @@ static mmt_status prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *er
   size_t na = g->a_elems * (size_t)g->copies, nb = g->b_elems * (size_t)g->copies;
   if ((rc = fill_random(g, g->a, na, o->seed * 2 + 1, err))) return rc;
   if ((rc = fill_random(g, g->b, nb, o->seed * 2 + 2, err))) return rc;
-  RT_CU_CHECK(g->cu, cuMemsetD32(g->c, NAN_BITS, g->c_elems * (size_t)g->copies));
+  /* NaN in every element: two 16-bit NaNs per word (c_elems is even) for 16-bit types. */
+  unsigned nan_word = g->elem == 4 ? NAN_BITS : g->bf16 ? 0x7fc07fc0u : 0x7e007e00u;
+  RT_CU_CHECK(g->cu, cuMemsetD32(g->c, nan_word, g->c_elems * (size_t)g->copies * (size_t)g->elem / 4));
 cleanup:
   return rc;
 }
@@ -249,9 +324,9 @@ cleanup:
 static rt_gemm_args copy_args(const tn_gpu *g, const tn_measure_opts *o, int copy) {
   rt_gemm_args a = {.m = o->m, .n = o->n, .k = o->k, .alpha = 1.0f, .beta = 0.0f,
                     .lda = o->lda, .ldb = o->ldb, .ldc = o->ldc};
-  a.a = g->a + 4 * g->a_elems * (size_t)copy;
-  a.b = g->b + 4 * g->b_elems * (size_t)copy;
-  a.c = g->c + 4 * g->c_elems * (size_t)copy;
+  a.a = g->a + (size_t)g->elem * g->a_elems * (size_t)copy;
+  a.b = g->b + (size_t)g->elem * g->b_elems * (size_t)copy;
+  a.c = g->c + (size_t)g->elem * g->c_elems * (size_t)copy;
   return a;
 }
 
@@ -278,12 +353,20 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err 
   const rt_cu *cu = g->cu;
   const char *layout = o->layout[0] ? o->layout : "nn";
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n;
+  /* The reference reads float: 16-bit inputs (copy 0) are widened first, exactly. */
+  CUdeviceptr a = g->a, b = g->b;
+  if (g->elem != 4) {
+    if ((rc = widen(g, g->a, g->wa, g->a_elems, err)) || (rc = widen(g, g->b, g->wb, g->b_elems, err)))
+      return rc;
+    a = g->wa;
+    b = g->wb;
+  }
   if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
     if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
     if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * g->a_elems, err))) return rc;
     if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * g->b_elems, err))) return rc;
-    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, g->a, 4 * g->a_elems));
-    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, g->b, 4 * g->b_elems));
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, a, 4 * g->a_elems));
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, b, 4 * g->b_elems));
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     if ((rc = tn_ref_gemm_layout(layout, o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb,
                                  g->host_ref, o->n, threads > 0 ? (int)threads : 1, err)))
@@ -293,7 +376,7 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err 
   }
   int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
   int ta = layout[0] == 't', tb = layout[1] == 't';
-  void *args[] = {&m, &n, &k, &ta, &tb, &g->a, &lda, &g->b, &ldb, &g->ref, &ldr};
+  void *args[] = {&m, &n, &k, &ta, &tb, &a, &lda, &b, &ldb, &g->ref, &ldr};
   /* Launch geometry of tn_ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
   int64_t tiles_y = (m + 63) / 64;
   RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),
@@ -311,8 +394,12 @@ static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, check_stat
   check_stats init = {{0, 0}, {0, 0, 0, ~0ull, 0, ~0ull}};
   RT_CU_CHECK(cu, cuMemcpyHtoD(g->stats, &init, sizeof init));
   long long m = o->m, n = o->n, ldc = o->ldc, ldr = o->n;
-  CUdeviceptr sums = g->stats, st = g->stats + offsetof(check_stats, st);
-  void *args[] = {&m, &n, &g->c, &ldc, &g->ref, &ldr, &sums, &st};
+  CUdeviceptr sums = g->stats, st = g->stats + offsetof(check_stats, st), c = g->c;
+  if (g->elem != 4) { /* C (copy 0) widened to float: exact, NaN stays NaN */
+    if ((rc = widen(g, g->c, g->wc, g->c_elems, err))) return rc;
+    c = g->wc;
+  }
+  void *args[] = {&m, &n, &c, &ldc, &g->ref, &ldr, &sums, &st};
   unsigned blocks = (unsigned)(m < 8192 ? m : 8192);
   RT_CU_CHECK(cu, cuLaunchKernel(g->check_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
   if ((rc = sync_checked(g, "result check kernel", err))) return rc;

@@ -49,7 +49,8 @@ void tn_gpu_close(tn_gpu *g);
 const rt_device *tn_gpu_device(const tn_gpu *g);
 
 /* Whether candidates of dtype can be measured: inputs filled, a reference computed and the
- * result checked in that type.  Only "f32" so far; the tuner plans nothing else. */
+ * result checked in that type.  "f32", "f16" and "bf16" (16-bit data is widened to float,
+ * exactly, for the float64 reference and the check); the tuner plans nothing else. */
 bool tn_measure_supports(const char *dtype);
 
 /* Fills opts' defaults (budget, run counts) where zero. */

@@ -197,7 +197,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
   }
   if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("tune", v, &r->dtype))) return ex;
   if (r->dtype && !tn_measure_supports(r->dtype))
-    return tn_usage_error("tune", "dtype %s cannot be measured yet: only f32 is tuned so far",
+    return tn_usage_error("tune", "dtype %s cannot be measured yet (f32, f16 and bf16 can)",
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
