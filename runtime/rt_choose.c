@@ -275,14 +275,17 @@ cleanup:
   return rc;
 }
 
-/* The first usable default of RT_DEFAULT_TEMPLATES. */
+/* The first usable config of RT_DEFAULTS. */
 static mmt_status choose_default(rt_chooser *ch, const gen_problem *p, rt_choice *out,
                                  ut_err *err) {
-  static const char *const names[] = RT_DEFAULT_TEMPLATES;
-  char reasons[768] = "";
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+  static const struct {
+    const char *name, *params;
+  } defaults[] = RT_DEFAULTS;
+  char reasons[1024] = "";
+  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
     bool ok = false;
-    mmt_status rc = try_candidate(ch, names[i], NULL, NULL, p, out, &ok, err);
+    mmt_status rc =
+        try_candidate(ch, defaults[i].name, NULL, defaults[i].params, p, out, &ok, err);
     if (rc) return rc;
     if (ok) {
       out->kind = MMT_CHOICE_DEFAULT;

@@ -7,8 +7,7 @@
  *   2. NEAREST: the other tuned problems of this device name, dtype and layout, nearest first
  *               by the log-space distance rt_shape_distance(); for each of them (at most
  *               RT_NEAREST_MAX_SHAPES), its ok rows fastest first; the first usable row.
- *   3. DEFAULT: the default config of each template of RT_DEFAULT_TEMPLATES in order; the
- *               first usable one.  None usable -> MMT_ERR_UNSUPPORTED, the message saying why
+ *   3. DEFAULT: each config of RT_DEFAULTS in order; the first usable one.  None usable -> MMT_ERR_UNSUPPORTED, the message saying why
  *               each default was refused.
  * A row or default is usable when: its template loads; for rows, the template's source hash
  * still equals the row's template_hash (a template edited since it was measured is not
@@ -29,8 +28,11 @@
 #include "gen.h"
 #include "util.h"
 
-/* Fallback templates, tried in this order with their default configs. */
-#define RT_DEFAULT_TEMPLATES {"smem_tiled", "naive"}
+/* Fallbacks, tried in this order: template and config ("name=value,..." over the template's
+ * default; NULL: the default).  mma_sync (tensor cores) serves f16/bf16, its element-wise
+ * variant the problems whose rows are not 16-byte aligned; smem_tiled and naive serve f32. */
+#define RT_DEFAULTS \
+  {{"mma_sync", NULL}, {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=2,vec=1"}, {"smem_tiled", NULL}, {"naive", NULL}}
 /* How many tuned shapes NEAREST considers (the nearest ones) before falling back. */
 #define RT_NEAREST_MAX_SHAPES 64
 

@@ -602,9 +602,19 @@ static void test_explain(void **state) {
                      "lda must be >= max(1, K) = 4, got 3");
   assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--device-name", "X"),
                      "exclude each other");
-  /* No template offers f16 yet: a clear failure, not a crash. */
-  assert_error(RUN("explain", "4", "4", "4", "--dtype", "f16", "--device-name", "X", "--db", db), 1,
-               "no kernel supports f16");
+  /* No template offers tf32 yet: a clear failure, not a crash. */
+  assert_error(RUN("explain", "4", "4", "4", "--dtype", "tf32", "--device-name", "X", "--db", db), 1,
+               "no kernel supports tf32");
+  /* f16: the tensor-core default, its element-wise variant where rows are not 16-byte aligned. */
+  r = RUN("explain", "1000", "1000", "1000", "--dtype", "f16", "--device-name", "X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "kernel:    mma_sync "));
+  assert_non_null(strstr(r.out, "vec=8"));
+  run_free(&r);
+  r = RUN("explain", "1001", "1001", "1001", "--dtype", "f16", "--device-name", "X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "vec=1"));
+  run_free(&r);
 }
 
 int main(void) {

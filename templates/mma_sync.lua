@@ -1,0 +1,770 @@
+-- mma_sync.lua: the Ampere-style tensor-core GEMM for f16 and bf16 (fp32 accumulation), the
+-- CUTLASS sm80 / "fast.cu" recipe: warp-level mma.sync.m16n8k16 fed by ldmatrix from a
+-- swizzled (or padded) shared-memory ring that cp.async fills STAGES - 1 tiles ahead.
+--
+-- A block computes a BM x BN tile of C, walking K in steps of BK.  Each operand tile is
+-- staged in shared memory as it is stored in global memory (its contiguous dimension stays
+-- contiguous), so every copy is a straight 16-byte (or 4-byte) cp.async and the layout only
+-- changes which ldmatrix variant reads it back: plain for an operand stored with K
+-- contiguous, .trans for the other.  Each warp computes a WM x WN tile of C as
+-- (WM/16) x (WN/8) mma tiles, fp32 accumulators in registers.
+--
+-- vec picks the global access path.  8: 16-byte cp.async, which needs the contiguous
+-- dimensions to be multiples of 8 and 16-byte alignment (declared in `requires`).  2: 4-byte
+-- cp.async (multiples of 2, 4-byte alignment).  1: the unaligned path for any size, any pitch,
+-- any 2-byte alignment (4097 x 4097, lda = 4097): element loads into registers one tile ahead,
+-- packed in pairs and stored to the same swizzled layout, so the ldmatrix + mma core is the
+-- same.  split > 1 adds reg_tiled's serial split-K (grid.z slices of K, per-tile semaphores).
+--
+-- The default is a 128 x 128 x 32 block of 4 warps of 64 x 64, a 4-stage cp.async ring,
+-- 16-byte copies and group=8: the shape that is fast for large aligned square problems.
+
+local source = [[
+/*
+ * ${name}
+ * mmtune template "mma_sync": ${ctype} (${dtype}) in and out, fp32 accumulation, row-major,
+ * layout ${layout}: C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc},
+ * B stored ${b_doc}.  Tensor cores through mma.sync (sm_80+).
+ * A block computes a BM x BN tile of C, walking K in steps of BK.  Each step stages the BM x BK
+ * tile of A and the BK x BN tile of B in shared memory as they are stored (the contiguous
+ * dimension stays contiguous); each warp reads its fragments back with ldmatrix (.trans for
+ * an operand stored with K strided) and accumulates a WM x WN tile of C in fp32 registers
+ * with mma.sync.m16n8k16.  Tiles hanging over the edge of a matrix are zero-filled and stores
+ * are masked, so any M, N, K >= 1 works (within what VEC requires).
+ *
+ * Parameters:
+ *   BM     = ${d_bm} rows of C per block
+ *   BN     = ${d_bn} columns of C per block
+ *   BK     = ${d_bk} K step: columns of A and rows of B staged per pipeline stage (BK / 16 mma
+ *                 k-steps per stage)
+ *   WM     = ${d_wm} rows of C per warp: WM / 16 mma tiles of 16 rows
+ *   WN     = ${d_wn} columns of C per warp: WN / 8 mma tiles of 8 columns
+ *   STAGES = ${d_stages} shared-memory stages.  VEC = 8 or 2: a ring filled by cp.async STAGES - 1
+ *                 tiles ahead of the one computed, one __syncthreads per step.  VEC = 1: 2, the
+ *                 next tile is loaded into registers while the current one is computed
+ *   VEC    = ${d_vec} global access width in elements.  8: 16-byte cp.async.cg copies and 4-byte
+ *                 stores of C; requires the contiguous dimension of A and of B to be multiples
+ *                 of 8, N even, and 16-byte aligned A, B, C and row pitches.  2: 4-byte
+ *                 cp.async.ca copies (multiples of 2, N even, 4-byte alignment).  1: nothing
+ *                 required: 2-byte loads into registers, packed in pairs into shared memory,
+ *                 2-byte stores of C
+ *   SWZ    = ${d_swz} shared-memory layout.  1: XOR swizzle of 16-byte chunks (see tile_off).
+ *                 0: rows padded by 8 elements (16 bytes)
+ *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
+ *                 moving one block column right, so the blocks running at one time share
+ *                 rows of A and columns of B in L2 (1: plain row-major block order)${split_doc}
+ * Derived: THREADS = (BM / WM) * (BN / WN) * 32 = ${threads} threads per block (warp (wm, wn) of
+ * the block computes rows wm*WM.., columns wn*WN.. of its tile).
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
+ * STAGES * (A_STAGE + B_STAGE) * 2 = ${shared_bytes} bytes.
+ * Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; lane = 4 * g + t):
+ *   A (16 x 16, row): 4 registers of 2 elements, rows g (regs 0, 2) and g + 8 (regs 1, 3),
+ *     columns (k) 2t, 2t+1 (regs 0, 1) and 2t+8, 2t+9 (regs 2, 3);
+ *   B (16 x 8, col): 2 registers, column (n) g, rows (k) 2t, 2t+1 (reg 0) and 2t+8, 2t+9 (reg 1);
+ *   C (16 x 8, fp32): 4 registers, rows g (0, 1) and g + 8 (2, 3), columns 2t, 2t+1.
+ *   ldmatrix.x4 loads four 8 x 8 matrices, lanes 8q..8q+7 giving the row addresses of matrix q,
+ *   and hands lane 4g + t elements (g, 2t), (g, 2t+1) of each (with .trans, of its transpose):
+ *   exactly the A, B registers above when the matrices are taken in that order.
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N (and
+ * what VEC requires); K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN
+ * already in C is overwritten, as in BLAS).
+ */
+#define BM ${bm}
+#define BN ${bn}
+#define BK ${bk}
+#define WM ${wm}
+#define WN ${wn}
+#define STAGES ${stages}
+#define VEC ${vec}
+#define SWZ ${swz}
+#define GROUP ${group}${split_defines}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
+
+#define WARPS_N (BN / WN)
+#define THREADS ((BM / WM) * WARPS_N * 32)
+#define MI (WM / 16) /* mma tiles per warp along M */
+#define NI (WN / 8)  /* mma tiles per warp along N */
+#define KSTEPS (BK / 16) /* mma k-steps per stage */
+/* The tiles as stored: ROWS x COLS, COLS contiguous (in global and in shared memory). */
+#define A_ROWS (A_T ? BK : BM)
+#define A_COLS (A_T ? BM : BK)
+#define B_ROWS (B_T ? BN : BK)
+#define B_COLS (B_T ? BK : BN)
+#define A_STAGE (A_ROWS * (SWZ ? A_COLS : A_COLS + 8)) /* elements of A per stage */
+#define B_STAGE (B_ROWS * (SWZ ? B_COLS : B_COLS + 8))
+/* Tile loads: UNIT elements per copy (16 bytes for VEC = 8, else a pair, 4 bytes); UPR copies
+ * per stored row, LOADS per thread per tile. */
+#define UNIT (VEC == 8 ? 8 : 2)
+#define A_UPR (A_COLS / UNIT)
+#define A_LOADS (A_ROWS * A_UPR / THREADS)
+#define B_UPR (B_COLS / UNIT)
+#define B_LOADS (B_ROWS * B_UPR / THREADS)
+/* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
+ * registers per thread at most. */
+#define MIN_BLOCKS ${min_blocks}
+
+/* The element type of the ABI.  NVRTC has no built-in cuda_fp16.h / cuda_bf16.h and mmtune
+ * passes no include path, so the kernel declares the storage type itself (the header's size
+ * and alignment; a caller's ${ctype}* is what it gets).  It only moves 16-bit patterns:
+ * products are fp32 in the tensor cores, conversions are PTX cvt. */
+#ifndef ${types_exist}
+struct __align__(2) ${ctype} { unsigned short x; };
+#endif
+typedef unsigned short elem_t; /* the bits of one element */
+
+static __device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+${convert}
+/* Element offset of (r, c) in a shared tile of COLS columns: COLS / 8 chunks of 16 bytes per
+ * row.  Shared memory has 32 banks of 4 bytes: eight 16-byte bank groups per 128 bytes.
+ * ldmatrix reads each 8 x 8 matrix as 8 rows of one 16-byte chunk, at the same column of 8
+ * consecutive rows; with a row pitch that is a multiple of 128 bytes those 8 chunks would all
+ * fall in one bank group (8-way conflict).  SWZ = 1 stores chunk j of row r at chunk
+ * j ^ s(r) of the row, s(r) = r % 8 when a row has 8 chunks or more, so 8 consecutive rows
+ * put one column in 8 different groups; a row of 4 chunks (64 bytes, COLS = 32) shares its
+ * 128 bytes with the next row, and s(r) = (r / 2) % 4 with the row's half makes 8 different
+ * groups again.  Copies write 8 consecutive chunks of one row (two rows when COLS = 32) per
+ * 128 bytes, which the XOR only permutes: conflict-free too.  SWZ = 0 pads each row by 16
+ * bytes instead, shifting each row by one group (16 bytes more per row). */
+template <int COLS> __device__ __forceinline__ int tile_off(int r, int c) {
+  if constexpr (SWZ) {
+    const int s = COLS >= 64 ? (r & 7) : ((r >> 1) & 3);
+    return r * COLS + ((((c >> 3) ^ s) << 3) | (c & 7));
+  } else {
+    return r * (COLS + 8) + c;
+  }
+}
+
+/* ldmatrix.x4: r[q] = this lane's part of matrix q, whose 8 row addresses lanes 8q..8q+7
+ * give (16-byte aligned).  TRANS: of the transposed matrix. */
+template <bool TRANS>
+__device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                                        unsigned addr) {
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+/* d += a * b on one 16 x 8 x 16 tile, fp32 accumulators (fragments: see the top comment). */
+static __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
+                                                 const unsigned (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${mma_type}.${mma_type}.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+${async_helpers}${split_helpers}
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+${name}(int M, int N, int K, float alpha,
+        const ${ctype}* __restrict__ A, int lda,
+        const ${ctype}* __restrict__ B, int ldb,
+        float beta, ${ctype}* __restrict__ C, int ldc)
+{
+  extern __shared__ uint4 mmt_smem[];                     /* 16-byte aligned */
+  elem_t* const As = reinterpret_cast<elem_t*>(mmt_smem); /* [STAGES][A_STAGE] */
+  elem_t* const Bs = As + STAGES * A_STAGE;               /* [STAGES][B_STAGE] */
+  const elem_t* __restrict__ Ag = reinterpret_cast<const elem_t*>(A);
+  const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+
+  /* Block tile: the launch order (blockIdx.x fastest) is renumbered so that GROUP block rows
+   * are walked top to bottom before moving right.  64-bit: grid.x * grid.y may pass 2^32. */
+  const long long grid_n = gridDim.x, grid_m = gridDim.y;
+  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
+  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
+  const long long first_m = pid / group_blocks * GROUP;
+  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
+  const long long in_group = pid % group_blocks;
+  const long long row0 = (first_m + in_group % group_rows) * BM; /* first row of the tile */
+  const long long col0 = in_group / group_rows * BN;             /* first column */
+  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */${split_slice}
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN; /* the warp's tile of C */
+
+  /* Tile loads: copy l of this thread moves unit tid + l * THREADS of the stored tile, row
+   * (tid + l * THREADS) / UPR, so a warp moves 32 consecutive units of a row. */
+  const int a_r = tid / A_UPR, a_c = tid % A_UPR * UNIT; /* stored row, column of copy 0 */
+  const int b_r = tid / B_UPR, b_c = tid % B_UPR * UNIT;
+  const elem_t* a_src = Ag + (A_T ? (long long)a_r * lda + row0 + a_c  /* copy 0, next tile */
+                                  : (row0 + a_r) * (long long)lda + a_c);
+  const elem_t* b_src = Bg + (B_T ? (col0 + b_r) * (long long)ldb + b_c
+                                  : (long long)b_r * ldb + col0 + b_c);
+  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
+  const long long b_step = B_T ? BK : BK * (long long)ldb;
+  int k_left = K; /* K from the next tile on; <= 0 past the end */
+  /* Whether stored element (r, c) of the next tile lies inside A (B). */
+  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
+  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
+${loaders}
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  /* Fragments of two k-steps: the mma of k-step kk use buffer kk % 2 while the ldmatrix of
+   * the next k-step (of the next tile, after the last) fill the other, so the tensor cores
+   * need not wait for shared memory, not even across the barrier between two tiles. */
+  unsigned fa[2][MI][4], fb[2][NI][2];
+  /* ldmatrix of k-step kk of the tile in stage into buffer buf.  One ldmatrix.x4 per 16 rows
+   * of A: lanes 0-15 give rows 0-15 of its first 8 k, lanes 16-31 of the next 8 (stored
+   * K x M: lanes 8q + i give k row i (+8 for q >= 2) of m block q % 2, transposed); one per
+   * 16 columns of B, matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15,
+   * k 8-15): the registers of two mma tiles. */
+  auto load_frags = [&](int stage, int kk, int buf) {
+    const unsigned as = smem_u32(As + stage * A_STAGE), bs = smem_u32(Bs + stage * B_STAGE);
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const int r = A_T ? kk * 16 + (lane >> 4) * 8 + (lane & 7) : wm0 + i * 16 + (lane & 15);
+      const int c = A_T ? wm0 + i * 16 + (lane >> 3 & 1) * 8 : kk * 16 + (lane >> 4) * 8;
+      ldsm_x4<A_T>(fa[buf][i][0], fa[buf][i][1], fa[buf][i][2], fa[buf][i][3],
+                   as + 2 * tile_off<A_COLS>(r, c));
+    }
+#pragma unroll
+    for (int j = 0; j < NI; j += 2) {
+      const int r = B_T ? wn0 + j * 8 + (lane >> 4) * 8 + (lane & 7)
+                        : kk * 16 + (lane >> 3 & 1) * 8 + (lane & 7);
+      const int c = B_T ? kk * 16 + (lane >> 3 & 1) * 8 : wn0 + j * 8 + (lane >> 4) * 8;
+      ldsm_x4<!B_T>(fb[buf][j][0], fb[buf][j][1], fb[buf][j + 1][0], fb[buf][j + 1][1],
+                    bs + 2 * tile_off<B_COLS>(r, c));
+    }
+  };
+  auto mma_step = [&](int buf) { /* the warp's MI x NI mma tiles on one k-step */
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], fa[buf][i], fb[buf][j]);
+  };
+
+  /* K / BK rounded up, without overflowing K + BK - 1. */
+  const int k_tiles = K / BK + (K % BK != 0);
+${main_loop}
+  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
+   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
+   * tile: each lane stores pairs of neighbouring columns. */
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
+      if (r >= m_left) continue;
+      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
+        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
+${store}
+      }
+    }${split_release}
+}
+]]
+
+-- Element conversions, per dtype: pack2(lo, hi) rounds two floats to one 32-bit pair (lo at the
+-- lower address), to_elem rounds one, to_float widens one.
+local convert = {
+  f16 = [[
+
+/* fp32 <-> f16, round to nearest even (cvt.rn.f16x2.f32 puts its first source in the upper
+ * half). */
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ elem_t to_elem(float x) {
+  elem_t r;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float to_float(elem_t h) {
+  float r;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
+  return r;
+}
+]],
+  bf16 = [[
+
+/* fp32 <-> bf16, round to nearest even (cvt.rn.bf16x2.f32 puts its first source in the upper
+ * half); bf16 -> fp32 is exact: the bits are fp32's upper half. */
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ elem_t to_elem(float x) {
+  elem_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float to_float(elem_t h) {
+  return __uint_as_float((unsigned)h << 16);
+}
+]],
+}
+
+-- What each dtype needs in the source: the header's guard macro and the mma type name.
+local dtype_info = {
+  f16 = {types_exist = "__CUDA_FP16_TYPES_EXIST__", mma_type = "f16"},
+  bf16 = {types_exist = "__CUDA_BF16_TYPES_EXIST__", mma_type = "bf16"},
+}
+
+local async_helpers = [[
+
+/* cp.async (sm_80+): global -> shared without registers.  src-size 0 copies nothing and
+ * zero-fills the destination (src must still be a valid address: callers pass the base). */
+template <int BYTES>
+__device__ __forceinline__ void cp_async(unsigned dst, const elem_t* src, bool ok) {
+  if constexpr (BYTES == 16) /* .cg: L2 only, 16 bytes only */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :: "r"(dst), "l"(src), "n"(BYTES), "r"(ok ? BYTES : 0) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+]]
+
+-- VEC = 8 or 2: global -> shared with cp.async, zero-filled past the edges by src-size 0 (the
+-- contiguous dimensions are multiples of UNIT, so a unit is wholly inside or outside).
+local loaders_async = [[
+
+  auto copy_async = [&](int stage) { /* the next tile into stage */
+    const unsigned as = smem_u32(As + stage * A_STAGE), bs = smem_u32(Bs + stage * B_STAGE);
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+      const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
+      const bool ok = a_in(a_r + dr, a_c + dc);
+      cp_async<2 * UNIT>(as + 2 * tile_off<A_COLS>(a_r + dr, a_c + dc),
+                         ok ? a_src + dr * (long long)lda + dc : Ag, ok);
+    }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+      const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
+      const bool ok = b_in(b_r + dr, b_c + dc);
+      cp_async<2 * UNIT>(bs + 2 * tile_off<B_COLS>(b_r + dr, b_c + dc),
+                         ok ? b_src + dr * (long long)ldb + dc : Bg, ok);
+    }
+    a_src += a_step;
+    b_src += b_step;
+    k_left -= BK;
+  };
+]]
+
+-- VEC = 1: global -> registers -> shared memory, a pair of elements per copy.  Two 2-byte
+-- loads (any alignment, each masked), packed into one 4-byte shared store at the pair's place
+-- in the swizzled tile.
+local loaders_regs = [[
+
+  /* The next tile in flight, in registers: pairs of elements, zero outside the matrices. */
+  unsigned a_ld[A_LOADS], b_ld[B_LOADS];
+  auto load_pair = [](const elem_t* p, bool lo, bool hi) {
+    return (unsigned)(lo ? __ldg(p) : 0) | (unsigned)(hi ? __ldg(p + 1) : 0) << 16;
+  };
+  auto load_regs = [&]() { /* global -> registers: the next tile (zeros past the end of K) */
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+      const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
+      const int r = a_r + dr, c = a_c + dc;
+      a_ld[l] = load_pair(a_src + dr * (long long)lda + dc, a_in(r, c), a_in(r, c + 1));
+    }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+      const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
+      const int r = b_r + dr, c = b_c + dc;
+      b_ld[l] = load_pair(b_src + dr * (long long)ldb + dc, b_in(r, c), b_in(r, c + 1));
+    }
+    a_src += a_step;
+    b_src += b_step;
+    k_left -= BK;
+  };
+  auto store_smem = [&](int stage) { /* registers -> shared memory stage */
+    elem_t* const as = As + stage * A_STAGE;
+    elem_t* const bs = Bs + stage * B_STAGE;
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+      const int r = a_r + l * THREADS / A_UPR, c = a_c + l * THREADS % A_UPR * UNIT;
+      *reinterpret_cast<unsigned*>(as + tile_off<A_COLS>(r, c)) = a_ld[l];
+    }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+      const int r = b_r + l * THREADS / B_UPR, c = b_c + l * THREADS % B_UPR * UNIT;
+      *reinterpret_cast<unsigned*>(bs + tile_off<B_COLS>(r, c)) = b_ld[l];
+    }
+  };
+]]
+
+local main_loop_async = [[
+  /* Ring of STAGES stages: tile t lives in stage t % STAGES; one commit group per tile (empty
+   * past the end, so that wait_group counts stay uniform).  The copy of tile kt + STAGES - 1
+   * is issued at the start of tile kt, into the stage tile kt - 1 used: its last ldmatrix
+   * came before the barrier that ended tile kt - 1. */
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) copy_async(s);
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>(); /* tile 0 has landed (this thread's copies) */
+  __syncthreads();             /* (everyone's) */
+  int read = 0, write = STAGES - 1;
+  load_frags(read, 0, 0);
+  for (int kt = 0; kt < k_tiles; ++kt) {
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      if (kk == 0) {
+        if (kt + STAGES - 1 < k_tiles) copy_async(write); /* tile kt + STAGES - 1 */
+        cp_async_commit();
+      }
+      if (kk < KSTEPS - 1) load_frags(read, kk + 1, (kk + 1) % 2);
+      mma_step(kk % 2);
+      if (kk == KSTEPS - 1) { /* on to tile kt + 1 (past the end: stale, unused fragments) */
+        cp_async_wait<STAGES - 2>(); /* tile kt + 1 has landed */
+        __syncthreads(); /* everyone's has, and everyone is done reading tile kt */
+        read = read == STAGES - 1 ? 0 : read + 1;
+        write = write == STAGES - 1 ? 0 : write + 1;
+        load_frags(read, 0, 0); /* KSTEPS is even: k-step 0 uses buffer 0 */
+      }
+    }
+  }
+  cp_async_wait<0>(); /* nothing in flight at exit (the last groups are empty) */
+]]
+
+local main_loop_regs = [[
+  /* Two stages: tile kt + 1 is loaded into registers at the start of tile kt and stored to
+   * the other stage after tile kt's last mma are issued; that stage was last read before the
+   * barrier that ended tile kt - 1. */
+  load_regs();
+  store_smem(0);
+  __syncthreads();
+  load_frags(0, 0, 0);
+  for (int kt = 0; kt < k_tiles; ++kt) {
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      /* Not guarded by kt + 1 < k_tiles, so that the compiler issues the loads early: past
+       * the end every load is predicated off (zeros) and the stage written is never read. */
+      if (kk == 0) load_regs(); /* tile kt + 1 */
+      if (kk < KSTEPS - 1) load_frags(kt & 1, kk + 1, (kk + 1) % 2);
+      mma_step(kk % 2);
+      if (kk == KSTEPS - 1) {
+        store_smem((kt + 1) & 1);
+        __syncthreads();
+        load_frags((kt + 1) & 1, 0, 0); /* KSTEPS is even: k-step 0 uses buffer 0 */
+      }
+    }
+  }
+]]
+
+-- Epilogue stores of the pair (v0, v1) at row c_row, column c.  ${beta} is the factor of the
+-- old C (0: C is not read), ${ld32} / ${ld16} read it and ${st32} / ${st16} write: plain loads
+-- and stores without split-K; with it, `c_beta` (see split_wait) and loads and stores through
+-- L2 (another block wrote C; this SM's L1 may hold a stale line).
+local store_pair = [[
+        if (c < n_left) { /* N is even: the pair is inside C */
+          unsigned* const p = reinterpret_cast<unsigned*>(c_row + c); /* 4-byte aligned */
+          if (${beta} != 0.0f) {
+            const unsigned old = ${ld32};
+            v0 += ${beta} * to_float((elem_t)(old & 0xffffu));
+            v1 += ${beta} * to_float((elem_t)(old >> 16));
+          }
+          ${st32};
+        }]]
+local store_scalar = [[
+        elem_t* const p = c_row + c;
+        if (c < n_left)
+          ${st16_0};
+        if (c + 1 < n_left)
+          ${st16_1};]]
+local store_vars = {
+  plain = {beta = "beta", ld32 = "*p", st32 = "*p = pack2(v0, v1)",
+           st16_0 = "p[0] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(p[0]))",
+           st16_1 = "p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]))"},
+  split = {beta = "c_beta", ld32 = "__ldcg(p)", st32 = "__stcg(p, pack2(v0, v1))",
+           st16_0 = "__stcg(p, to_elem(c_beta == 0.0f ? v0 : v0 + c_beta * to_float(__ldcg(p))))",
+           st16_1 = "__stcg(p + 1,\n                 to_elem(c_beta == 0.0f ? v1 : v1 + c_beta * to_float(__ldcg(p + 1))))"},
+}
+
+-- Split-K (split > 1), as in reg_tiled.  Pieces spliced into the kernel source; all empty when
+-- split = 1, so that those kernels are exactly the ones without split-K.
+local split_doc = [[
+
+ *   SPLIT  = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU: grid.z =
+ *                 SPLIT slices of K.  Slice z computes the partial product over the K
+ *                 columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) / BK) * BK
+ *                 (whole K steps; the last slices may be shorter, or empty: they add 0).
+ *                 The slices of a tile then add into C one after another, in slice order
+ *                 (serial split-K: one launch, no workspace; C is rounded to ${dtype} after each
+ *                 slice).  A semaphore per tile, SEM[t] (module scope, zero when the module
+ *                 loads), holds the slice whose turn it is: slice z waits for z; slice 0
+ *                 writes alpha*acc + beta*C (alpha*acc when beta == 0: C is not read), slice
+ *                 z > 0 reads C as slice z-1 left it and writes C + alpha*acc; then it sets
+ *                 SEM[t] to z+1, and the last slice sets it back to 0, so the next launch
+ *                 starts from 0.
+ *                 Deadlock freedom: the GPU dispatches blocks in launch order, blockIdx.z
+ *                 varying slowest, so every block of slice z-1 is resident or finished before
+ *                 any block of slice z starts; slice 0 waits for nothing and, by induction,
+ *                 every slice's turn comes (CUTLASS's serial split-K relies on the same).
+ *                 The semaphores belong to the module: two launches of this kernel must not
+ *                 run at the same time (on two streams), or they would take each other's
+ *                 turns (wrong results or a hang).  At most SEM_COUNT = ${sem_count} tiles of C.]]
+
+local split_defines = [[
+
+#define SPLIT ${split}
+#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */
+#define SEM ${sem}]]
+
+local split_helpers = [[
+
+/* Split-K turn of each tile of C (see SPLIT): zero when the module loads, and the last slice
+ * of a tile sets it back to zero. */
+__device__ unsigned int SEM[SEM_COUNT];
+
+/* The semaphore protocol: an acquire load (the C written by the slice that released it is
+ * visible after it) and a release store (sm_70+). */
+static __device__ __forceinline__ unsigned sem_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void sem_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
+}
+]]
+
+-- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
+local split_slice = "\n" .. [[
+
+  /* Split-K: this block computes slice blockIdx.z of K, columns [k0, k0 + kc) cut at K.
+   * From here on Ag, Bg and K describe the slice (K = 0 for an empty slice: it adds 0).
+   * 64-bit: SPLIT * kc may pass 2^31 when K is near it. */
+  {
+    const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
+    const long long kc = (per + BK - 1) / BK * BK;      /* whole K steps per slice */
+    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
+    Ag += A_T ? k0 * lda : k0; /* k0 % BK == 0 or k0 == K: copies stay aligned */
+    Bg += B_T ? k0 : k0 * ldb;
+    K = (int)min(kc, K - k0);
+  }]]
+
+-- Before the epilogue: wait for this slice's turn on the tile.
+local split_wait = "\n" .. [[
+  /* Split-K: wait for this slice's turn on the tile (the slices before it have written C).
+   * One thread spins on the semaphore; the barrier holds the others.  Slices after the first
+   * add to C (c_beta = 1), reading it from L2; the first applies beta. */
+  unsigned* const sem = &SEM[pid]; /* the tile's: pid < grid.x * grid.y <= SEM_COUNT */
+  if (tid == 0)
+    while (sem_acquire(sem) != blockIdx.z) { /* spin */ }
+  __syncthreads();
+  const float c_beta = blockIdx.z == 0 ? beta : 1.0f;
+]]
+
+-- After the epilogue: hand the tile to the next slice.
+local split_release = "\n" .. [[
+
+  /* Split-K: every thread's stores of C are visible GPU-wide (fence) before thread 0, after
+   * the barrier, passes the turn to the next slice; the last slice resets the semaphore to 0
+   * for the next launch. */
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);]]
+
+local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .. sm_90)
+local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block
+local MAX_REGS = 240 -- cap of the register estimate (255 is the hardware limit)
+local REG_MARGIN = 16 -- registers the occupancy hint leaves above the estimate
+local SEM_COUNT = 65536 -- split-K semaphores per module (256 KiB): tiles of C at most
+
+-- Everything derived from a config and layout (shared by constraints and emit).
+local function derive(p, layout)
+  local d = {}
+  d.warps = (p.bm // p.wm) * (p.bn // p.wn)
+  d.threads = 32 * d.warps
+  d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  d.unit = p.vec == 8 and 8 or 2
+  -- Copies per thread per tile (a float: integral when the tile splits evenly); the same for
+  -- every layout, only the orientation of the stored tile changes.
+  d.a_loads = p.bm * p.bk / d.unit / d.threads
+  d.b_loads = p.bn * p.bk / d.unit / d.threads
+  -- Shared memory.  Swizzled tiles are dense; padded rows add 8 elements, so the size depends
+  -- on the orientation: the worst of the two is what the config must fit, so that its
+  -- validity does not depend on the layout.
+  local function tile(rows, cols) return rows * (p.swz == 1 and cols or cols + 8) end
+  local a = math.max(tile(p.bm, p.bk), tile(p.bk, p.bm))
+  local b = math.max(tile(p.bn, p.bk), tile(p.bk, p.bn))
+  d.shared_max = p.stages * (a + b) * 2
+  d.shared_bytes = p.stages * ((d.a_t and tile(p.bk, p.bm) or tile(p.bm, p.bk)) +
+                               (d.b_t and tile(p.bn, p.bk) or tile(p.bk, p.bn))) * 2
+  -- Registers: the fp32 accumulators, two k-steps of fragments (4 per 16 rows of A, 2 per 8
+  -- columns of B), ~32 for addresses and indices, and the tile in flight: each element
+  -- (VEC = 1: a 2-byte load lands in its own register until the pair is packed, plus its
+  -- address share, 5/4 per element) or, for cp.async, about one per two copies (their
+  -- addresses).  Fitted to ptxas (NVRTC 13.0, sm_90): no valid config spills in layout nn;
+  -- about 2% of the tn ones spill 4 to 8 bytes (templates/README.md, mma_sync design).
+  if p.vec == 1 then
+    d.in_flight = (5 * (p.bm + p.bn) * p.bk // d.threads + 3) // 4
+  else
+    d.in_flight = math.floor(d.a_loads + d.b_loads) // 2
+  end
+  d.regs = p.wm * p.wn // 32 + 2 * (p.wm // 4 + p.wn // 4) + 32 + d.in_flight
+  d.reg_limit = math.min(MAX_REGS, 65536 // d.threads)
+  -- Occupancy hint (__launch_bounds__ minimum blocks): the most blocks per SM, up to 4, whose
+  -- register share (a multiple of 8, at most 255) leaves REG_MARGIN above the estimate and
+  -- whose shared memory fits; without it ptxas spends registers freely (up to 255) on
+  -- hoisted addresses and a 32-accumulator kernel would run 4 warps per SM.
+  d.min_blocks = 1
+  for b = 2, 4 do
+    local share = math.min(255, 65536 // (b * d.threads) // 8 * 8)
+    if d.regs + REG_MARGIN <= share and b * d.threads <= 2048 and
+       b * (d.shared_bytes + 1024) <= SM_SHARED then
+      d.min_blocks = b
+    end
+  end
+  return d
+end
+
+-- split = 1 keeps the name (and source) of the kernel without split-K.
+local function kernel_name(p, dtype, layout)
+  local name = string.format("mmt_mma_sync_%s_%s_m%d_n%d_k%d_wm%d_wn%d_s%d_v%d_z%d_g%d", dtype,
+                             layout, p.bm, p.bn, p.bk, p.wm, p.wn, p.stages, p.vec, p.swz,
+                             p.group)
+  if p.split > 1 then name = name .. "_split" .. p.split end
+  return name
+end
+
+return {
+  name = "mma_sync",
+  description = "tensor-core GEMM (f16, bf16): mma.sync + ldmatrix, cp.async ring, any size",
+  dtypes = {"f16", "bf16"},
+  layouts = {"nn", "nt", "tn", "tt"},
+  params = {
+    {name = "bm", values = {64, 128, 256}},
+    {name = "bn", values = {64, 128, 256}},
+    {name = "bk", values = {32, 64}},
+    {name = "wm", values = {32, 64}},
+    {name = "wn", values = {32, 64}},
+    {name = "stages", values = {2, 3, 4, 5}},
+    {name = "vec", values = {1, 2, 8}},
+    {name = "swz", values = {0, 1}},
+    {name = "group", values = {1, 8}},
+    {name = "split", values = {1, 4, 16}},
+  },
+  default = {bm = 128, bn = 128, bk = 32, wm = 64, wn = 64, stages = 4, vec = 8, swz = 1,
+             group = 8, split = 1},
+
+  constraints = function(p, prob)
+    local d = derive(p, prob and prob.layout or "nn")
+    if d.threads < 64 or d.threads > 512 then
+      return false, string.format("(bm/wm)*(bn/wn) = %d warps: %d threads, outside 64..512",
+                                  d.warps, d.threads)
+    end
+    if p.vec == 1 and p.stages ~= 2 then
+      return false, "vec=1 loads through registers: stages=2 only"
+    end
+    if d.a_loads < 1 or d.a_loads ~= math.floor(d.a_loads) then
+      return false, "the A tile does not split evenly over the threads"
+    end
+    if d.b_loads < 1 or d.b_loads ~= math.floor(d.b_loads) then
+      return false, "the B tile does not split evenly over the threads"
+    end
+    if d.shared_max > MAX_SHARED then
+      return false, string.format("%d bytes of shared memory (more than 227 KiB)", d.shared_max)
+    end
+    if d.regs > d.reg_limit then
+      return false, string.format("about %d registers per thread (limit %d): would spill",
+                                  d.regs, d.reg_limit)
+    end
+    -- Split-K is for problems with few tiles of C; one pipeline per block shape and width is
+    -- enough (the slicing does not depend on it, and block order matters little then).
+    if p.split > 1 and not (p.stages <= 3 and p.swz == 1 and p.group == 1) then
+      return false, "split > 1 only with stages 2 or 3, swz=1, group=1"
+    end
+    if prob then
+      if mmt.ceil_div(prob.M, p.bm) > 65535 then
+        return false, "M needs more than 65535 blocks along grid y"
+      end
+      if p.split > 1 then
+        if prob.K < 2 * p.split * p.bk then
+          return false, "split-K slices of fewer than two K steps (K < 2 * split * bk)"
+        end
+        if mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn) > SEM_COUNT then
+          return false, string.format("split-K: more than %d tiles of C (semaphores)", SEM_COUNT)
+        end
+      end
+    end
+    return true
+  end,
+
+  emit = function(p, dtype, layout)
+    local name = kernel_name(p, dtype, layout)
+    local dt = mmt.dtype(dtype)
+    local d = derive(p, layout)
+    -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
+    local split = p.split > 1
+    local sv = {sem = name .. "_sem", split = p.split, sem_count = SEM_COUNT, dtype = dtype,
+                d_split = string.format("%-4d", p.split)}
+    local function piece(text) return split and mmt.subst(text, sv) or "" end
+    local store = mmt.subst(p.vec == 1 and store_scalar or store_pair,
+                            split and store_vars.split or store_vars.plain)
+    local async = p.vec ~= 1
+    local vars = {
+      name = name, ctype = dt.ctype, dtype = dtype, layout = layout,
+      types_exist = dtype_info[dtype].types_exist, mma_type = dtype_info[dtype].mma_type,
+      convert = convert[dtype],
+      a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
+      a_doc = d.a_t and "transposed (K rows of M)" or "as is (M rows of K)",
+      b_doc = d.b_t and "transposed (N rows of K)" or "as is (K rows of N)",
+      bm = p.bm, bn = p.bn, bk = p.bk, wm = p.wm, wn = p.wn, stages = p.stages, vec = p.vec,
+      swz = p.swz, group = p.group,
+      threads = d.threads, shared_bytes = d.shared_bytes, min_blocks = d.min_blocks,
+      async_helpers = async and async_helpers or "",
+      loaders = async and loaders_async or loaders_regs,
+      main_loop = (async and main_loop_async or main_loop_regs) .. piece(split_wait),
+      store = store,
+      grid_z = split and "SPLIT" or "1",
+      split_doc = piece(split_doc),
+      split_defines = piece(split_defines),
+      split_helpers = piece(split_helpers),
+      split_slice = piece(split_slice),
+      split_release = piece(split_release),
+    }
+    for _, param in ipairs({"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group"}) do
+      vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
+    end
+    -- What the copies and the stores of C need: whole units along the contiguous dimension of
+    -- A (K, or M when transposed) and of B (N, or K when transposed), pairs along N (C), and
+    -- the unit's alignment.
+    local req
+    if p.vec == 1 then
+      req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = dt.bytes}
+    else
+      local u = d.unit
+      req = {m_multiple = d.a_t and u or 1,
+             n_multiple = d.b_t and 2 or u,
+             k_multiple = (not d.a_t or d.b_t) and u or 1,
+             align = 2 * u}
+    end
+    return {
+      source = mmt.subst(source, vars),
+      kernel = name,
+      block = {x = d.threads, y = 1, z = 1},
+      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
+      shared_bytes = d.shared_bytes,
+      requires = req,
+      -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
+      exclusive = p.split > 1,
+    }
+  end,
+}

@@ -1,0 +1,840 @@
+/* test_mma_sync.c -- templates/mma_sync.lua, the tensor-core (mma.sync) f16/bf16 family: its
+ * space (counted again here from the rules), default, constraints and their reasons,
+ * `requires` per layout and access width, the launch description and instructions of every
+ * config, NVRTC compiles of the default in every layout and dtype (sm_80, sm_90) and of a
+ * seeded sample (CPU), and results on ragged shapes against a CPU reference (GPU; skipped
+ * without). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "rt_compile.h"
+#include "rt_device.h"
+#include "rt_driver.h"
+
+#define TEMPLATES MMT_SOURCE_TEMPLATE_DIR
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- the space, written out again ---------------------------------------------------------- */
+
+enum { P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_VEC, P_SWZ, P_GROUP, P_SPLIT, P_COUNT };
+static const char *const k_names[P_COUNT] = {"bm",     "bn",  "bk",  "wm",    "wn",
+                                             "stages", "vec", "swz", "group", "split"};
+static const char *const k_macros[P_COUNT] = {"BM",     "BN",  "BK",  "WM",    "WN",
+                                              "STAGES", "VEC", "SWZ", "GROUP", "SPLIT"};
+static const int64_t v_bm[] = {64, 128, 256};
+static const int64_t v_bn[] = {64, 128, 256};
+static const int64_t v_bk[] = {32, 64};
+static const int64_t v_wm[] = {32, 64};
+static const int64_t v_wn[] = {32, 64};
+static const int64_t v_stages[] = {2, 3, 4, 5};
+static const int64_t v_vec[] = {1, 2, 8};
+static const int64_t v_swz[] = {0, 1};
+static const int64_t v_group[] = {1, 8};
+static const int64_t v_split[] = {1, 4, 16};
+static const int64_t *const k_lists[P_COUNT] = {v_bm,     v_bn,  v_bk,  v_wm,    v_wn,
+                                                v_stages, v_vec, v_swz, v_group, v_split};
+static const int k_counts[P_COUNT] = {COUNT(v_bm),    COUNT(v_bn),     COUNT(v_bk),  COUNT(v_wm),
+                                      COUNT(v_wn),    COUNT(v_stages), COUNT(v_vec), COUNT(v_swz),
+                                      COUNT(v_group), COUNT(v_split)};
+static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
+static const char *const k_dtypes[] = {"f16", "bf16"};
+/* Valid configs; pinned so that a change of the rules is a visible change of this number. */
+#define VALID_COUNT 1870
+#define VALID_SPLIT1 1476
+#define SEM_COUNT 65536 /* split-K semaphores per module: tiles of C at most */
+
+typedef struct {
+  int64_t bm, bn, bk, wm, wn, stages, vec, swz, group, split;
+} cfg;
+
+static cfg cfg_of(const gen_config *c) {
+  return (cfg){c->v[P_BM],     c->v[P_BN],  c->v[P_BK],  c->v[P_WM],    c->v[P_WN],
+               c->v[P_STAGES], c->v[P_VEC], c->v[P_SWZ], c->v[P_GROUP], c->v[P_SPLIT]};
+}
+
+static int64_t threads_of(const cfg *p) { return (p->bm / p->wm) * (p->bn / p->wn) * 32; }
+
+/* Elements of a shared tile of rows x cols: dense when swizzled, rows padded by 8 otherwise. */
+static int64_t tile_elems(const cfg *p, int64_t rows, int64_t cols) {
+  return rows * (p->swz ? cols : cols + 8);
+}
+
+/* Dynamic shared memory of the kernel for layout (A's letter first; 't': stored transposed). */
+static int64_t shared_bytes_of(const cfg *p, const char *layout) {
+  const int64_t a = layout[0] == 't' ? tile_elems(p, p->bk, p->bm) : tile_elems(p, p->bm, p->bk);
+  const int64_t b = layout[1] == 't' ? tile_elems(p, p->bn, p->bk) : tile_elems(p, p->bk, p->bn);
+  return p->stages * (a + b) * 2;
+}
+
+/* The template's constraints (problem-free part), restated. */
+static bool rules_valid(const cfg *p) {
+  const int64_t t = threads_of(p);
+  if (t < 64 || t > 512) return false;
+  if (p->vec == 1 && p->stages != 2) return false; /* registers: double buffer only */
+  const int64_t unit = p->vec == 8 ? 8 : 2;        /* elements per copy */
+  const int64_t a = p->bm * p->bk / unit, b = p->bn * p->bk / unit;
+  if (a % t || a < t || b % t || b < t) return false; /* whole copies per thread */
+  int64_t worst = 0; /* shared memory, in the layout that needs most (padding) */
+  for (int l = 0; l < COUNT(k_layouts); l++) {
+    const int64_t s = shared_bytes_of(p, k_layouts[l]);
+    worst = s > worst ? s : worst;
+  }
+  if (worst > 227 * 1024) return false;
+  /* registers: accumulators, two k-steps of fragments, addresses, and the tile in flight
+   * (5/4 register per element for VEC = 1, about one per two copies for cp.async) */
+  const int64_t in_flight =
+      p->vec == 1 ? (5 * (p->bm + p->bn) * p->bk / t + 3) / 4 : (a / t + b / t) / 2;
+  const int64_t regs = p->wm * p->wn / 32 + 2 * (p->wm / 4 + p->wn / 4) + 32 + in_flight;
+  const int64_t limit = 65536 / t < 240 ? 65536 / t : 240;
+  if (regs > limit) return false;
+  /* split-K: one pipeline per block shape and width */
+  return p->split == 1 || (p->stages <= 3 && p->swz == 1 && p->group == 1);
+}
+
+static gen_template *load_mma(void) {
+  gen_template *t = NULL;
+  ut_err e = {{0}};
+  mmt_status rc = gen_load(TEMPLATES "/mma_sync.lua", &t, &e);
+  if (rc) fprintf(stderr, "load mma_sync: %s\n", e.msg);
+  assert_int_equal(rc, MMT_OK);
+  return t;
+}
+
+static void parse_ok(gen_template *t, const char *text, gen_config *c) {
+  ut_err e;
+  mmt_status rc = gen_config_parse(t, text, c, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", text, e.msg);
+  assert_int_equal(rc, MMT_OK);
+}
+
+static bool check(gen_template *t, const gen_config *c, const gen_problem *p, char *why,
+                  size_t whylen) {
+  bool valid = false;
+  ut_err e;
+  assert_int_equal(gen_check(t, c, p, &valid, why, whylen, &e), MMT_OK);
+  return valid;
+}
+
+static void emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
+                    gen_kernel *k) {
+  ut_err e;
+  mmt_status rc = gen_emit(t, c, dtype, layout, k, &e);
+  if (rc) fprintf(stderr, "emit %s %s: %s\n", dtype, layout, e.msg);
+  assert_int_equal(rc, MMT_OK);
+}
+
+/* Invalid, for the reason containing `why`. */
+static void rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
+  gen_config c;
+  char reason[200] = "";
+  parse_ok(t, text, &c);
+  const bool valid = check(t, &c, p, reason, sizeof reason);
+  if (valid || !strstr(reason, why))
+    fprintf(stderr, "%s: valid %d, reason '%s', expected '%s'\n", text, valid, reason, why);
+  assert_false(valid);
+  assert_non_null(strstr(reason, why));
+}
+
+/* ---- declaration, space, default ----------------------------------------------------------- */
+
+static void test_declaration(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  assert_string_equal(gen_name(t), "mma_sync");
+  assert_true(strlen(gen_description(t)) > 0);
+  assert_int_equal(gen_dtype_count(t), 2);
+  assert_string_equal(gen_dtype(t, 0), "f16");
+  assert_string_equal(gen_dtype(t, 1), "bf16");
+  assert_false(gen_supports_dtype(t, "f32"));
+  for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
+  assert_int_equal(gen_param_count(t), P_COUNT);
+  uint64_t size = 1;
+  for (int i = 0; i < P_COUNT; i++) {
+    assert_string_equal(gen_param_name(t, i), k_names[i]);
+    assert_int_equal(gen_param_value_count(t, i), k_counts[i]);
+    for (int j = 0; j < k_counts[i]; j++) assert_int_equal(gen_param_value(t, i, j), k_lists[i][j]);
+    size *= (uint64_t)k_counts[i];
+  }
+  assert_int_equal(gen_space_size(t), size);
+  assert_int_equal(size, 10368);
+  gen_free(t);
+}
+
+static void test_space_count(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  int valid_count = 0, split1 = 0;
+  for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+    gen_config c;
+    char why[200];
+    gen_config_at(t, idx, &c);
+    const cfg p = cfg_of(&c);
+    const bool valid = check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
+    if (valid != want) {
+      char text[256];
+      gen_config_format(t, &c, text, sizeof text, NULL);
+      fprintf(stderr, "%s: template says %d (%s), rules say %d\n", text, valid, why, want);
+    }
+    assert_int_equal(valid, want);
+    if (!valid) assert_true(strlen(why) > 0); /* always says why */
+    valid_count += valid;
+    split1 += valid && p.split == 1;
+  }
+  print_message("mma_sync: %d valid configs of %llu (%d without split-K)\n", valid_count,
+                (unsigned long long)gen_space_size(t), split1);
+  assert_int_equal(valid_count, VALID_COUNT);
+  assert_int_equal(split1, VALID_SPLIT1);
+  gen_free(t);
+}
+
+static void test_default(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  gen_config c;
+  char text[256];
+  gen_config_default(t, &c);
+  assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
+  assert_string_equal(text, "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8,split=1");
+  assert_true(check(t, &c, NULL, NULL, 0));
+  const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
+  assert_true(check(t, &c, &big, NULL, 0));
+  gen_kernel k, k2;
+  emit_ok(t, &c, "f16", "nn", &k);
+  assert_string_equal(k.kernel_name, "mmt_mma_sync_f16_nn_m128_n128_k32_wm64_wn64_s4_v8_z1_g8");
+  assert_int_equal(k.block[0], 128); /* 4 warps of 64 x 64 */
+  assert_int_equal(k.shared_bytes, 4 * (128 * 32 + 32 * 128) * 2);
+  assert_int_equal(k.requires.n_multiple, 8);
+  assert_int_equal(k.requires.k_multiple, 8);
+  assert_int_equal(k.requires.m_multiple, 1);
+  assert_int_equal(k.requires.align_bytes, 16);
+  assert_false(k.exclusive);
+  assert_true(gen_requires_met(&k.requires, &big));
+  assert_null(strstr(k.source, "SPLIT")); /* no split-K */
+  emit_ok(t, &c, "f16", "nn", &k2);
+  assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
+  gen_kernel_clear(&k2);
+  emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
+  assert_string_equal(k2.kernel_name, "mmt_mma_sync_bf16_nn_m128_n128_k32_wm64_wn64_s4_v8_z1_g8");
+  gen_kernel_clear(&k);
+  gen_kernel_clear(&k2);
+  gen_free(t);
+}
+
+/* ---- constraints and their reasons --------------------------------------------------------- */
+
+static void test_constraints(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  /* config-level */
+  rejects(t, "bm=256,bn=256,wm=32,wn=32", NULL, "64 warps: 2048 threads, outside 64..512");
+  rejects(t, "bm=64,bn=64,wm=64,wn=64", NULL, "1 warps: 32 threads, outside 64..512");
+  rejects(t, "vec=1,stages=3", NULL, "vec=1 loads through registers: stages=2 only");
+  /* 16 warps, 64 x 32 of A: 256 copies of 16 bytes for 512 threads */
+  rejects(t, "bm=64,bn=256,wm=32,wn=32", NULL, "the A tile does not split evenly");
+  rejects(t, "bm=256,bn=64,wm=32,wn=32", NULL, "the B tile does not split evenly");
+  /* 4 stages of 256 x 64 and 64 x 256: 256 KiB */
+  rejects(t, "bm=256,bn=256,bk=64,stages=4", NULL,
+          "262144 bytes of shared memory (more than 227 KiB)");
+  /* 256 x 256 x 32, 16 warps of 64 x 64: 128 accumulators, but 128 registers a thread */
+  rejects(t, "bm=256,bn=256,stages=3", NULL, "registers per thread (limit 128): would spill");
+  /* VEC = 1 holds the next tile in registers, one per element */
+  rejects(t, "vec=1,stages=2", NULL, "registers per thread");
+  rejects(t, "split=4", NULL, "split > 1 only with stages 2 or 3, swz=1, group=1");
+  rejects(t, "split=4,group=1", NULL, "split > 1 only");           /* stages 4 */
+  rejects(t, "split=4,group=1,stages=3,swz=0", NULL, "split > 1"); /* padded */
+  gen_config c;
+  parse_ok(t, "split=4,group=1,stages=3", &c);
+  assert_true(check(t, &c, NULL, NULL, 0));
+  parse_ok(t, "vec=1,stages=2,wn=32", &c); /* the unaligned path of the default's shape */
+  assert_true(check(t, &c, NULL, NULL, 0));
+
+  /* problem-level: grid.y, split-K depth and tile count */
+  gen_problem p = {"f16", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16};
+  parse_ok(t, "", &c);
+  assert_true(check(t, &c, &p, NULL, 0));
+  p.m++;
+  rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
+  gen_problem sp = {"f16", "tn", 16, 4096, 4 * 2 * 32, 16, 4096, 4096, 16};
+  parse_ok(t, "split=4,group=1,stages=3", &c);
+  assert_true(check(t, &c, &sp, NULL, 0)); /* K = 2 * split * bk */
+  sp.k--;
+  rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
+  sp.k = 0;
+  rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
+  parse_ok(t, "group=1,stages=3", &c); /* split = 1 takes any K */
+  assert_true(check(t, &c, &sp, NULL, 0));
+  const int64_t side = 256LL * 128; /* 256 tiles of 128 */
+  gen_problem big = {"bf16", "nn", side, side, 512, 512, side, side, 16};
+  parse_ok(t, "split=4,group=1,stages=3", &c);
+  assert_true(check(t, &c, &big, NULL, 0)); /* exactly 65536 tiles of 128 x 128 */
+  big.n++;
+  rejects(t, "split=4,group=1,stages=3", &big, "more than 65536 tiles of C");
+  /* dtype and layout */
+  gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
+  parse_ok(t, "", &c);
+  assert_false(check(t, &c, &f32, NULL, 0));
+  gen_free(t);
+}
+
+/* ---- requires, per layout and access width ------------------------------------------------- */
+
+static void test_requires(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  static const char *const texts[] = {"vec=8", "vec=2", "vec=1,stages=2,wn=32"};
+  static const int64_t units[] = {8, 2, 1};
+  for (int v = 0; v < COUNT(texts); v++)
+    for (int l = 0; l < COUNT(k_layouts); l++)
+      for (int d = 0; d < COUNT(k_dtypes); d++) {
+        const char *layout = k_layouts[l];
+        const bool ta = layout[0] == 't', tb = layout[1] == 't';
+        const int64_t u = units[v];
+        gen_config c;
+        gen_kernel k;
+        parse_ok(t, texts[v], &c);
+        emit_ok(t, &c, k_dtypes[d], layout, &k);
+        /* the contiguous dimension of A (K, or M when transposed) and of B (N, or K when
+         * transposed) in whole copies; N even for the pair stores of C */
+        const int64_t pair = u > 1 ? 2 : 1;
+        assert_int_equal(k.requires.m_multiple, ta ? u : 1);
+        assert_int_equal(k.requires.k_multiple, !ta || tb ? u : 1);
+        assert_int_equal(k.requires.n_multiple, tb ? pair : u);
+        assert_int_equal(k.requires.align_bytes, u == 1 ? 2 : 2 * u);
+        /* the 4097 target: all odd, 2-byte aligned, only VEC = 1 takes it */
+        int64_t ld[3];
+        gen_min_ld(layout, 4097, 4097, 4097, ld);
+        const gen_problem odd = {k_dtypes[d], layout, 4097, 4097, 4097, ld[0], ld[1], ld[2], 2};
+        assert_int_equal(gen_requires_met(&k.requires, &odd), u == 1);
+        /* 1000 x 1000 x 1000: 16-byte rows, every width takes it */
+        gen_min_ld(layout, 1000, 1000, 1000, ld);
+        const gen_problem even = {k_dtypes[d], layout, 1000, 1000, 1000, ld[0], ld[1], ld[2], 16};
+        assert_true(gen_requires_met(&k.requires, &even));
+        /* 1002: 4-byte rows */
+        gen_min_ld(layout, 1002, 1002, 1002, ld);
+        const gen_problem four = {k_dtypes[d], layout, 1002, 1002, 1002, ld[0], ld[1], ld[2], 4};
+        assert_int_equal(gen_requires_met(&k.requires, &four), u <= 2);
+        gen_kernel_clear(&k);
+      }
+  /* Only the contiguous dimensions count: vec=8 in nt takes M odd (A's rows, B's rows) */
+  gen_config c;
+  gen_kernel k;
+  parse_ok(t, "vec=8", &c);
+  emit_ok(t, &c, "f16", "nt", &k);
+  const gen_problem nt = {"f16", "nt", 1001, 998, 1024, 1024, 1024, 1000, 16};
+  assert_true(gen_requires_met(&k.requires, &nt));
+  gen_kernel_clear(&k);
+  emit_ok(t, &c, "f16", "tn", &k); /* tn: A's rows are M wide, B's N wide; K is free */
+  const gen_problem tn = {"f16", "tn", 1000, 1000, 1001, 1000, 1000, 1000, 16};
+  assert_true(gen_requires_met(&k.requires, &tn));
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* ---- every config: name, launch description, instructions ---------------------------------- */
+
+static void test_emit_all(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  int emitted = 0;
+  for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+    gen_config c;
+    gen_config_at(t, idx, &c);
+    if (!check(t, &c, NULL, NULL, 0)) continue;
+    const cfg p = cfg_of(&c);
+    /* each config in one layout and dtype, rotating, so every pair is covered many times */
+    const char *layout = k_layouts[idx % 4], *dtype = k_dtypes[idx / 4 % 2];
+    gen_kernel k;
+    emit_ok(t, &c, dtype, layout, &k);
+    char name[160], line[192];
+    int len = snprintf(name, sizeof name,
+                       "mmt_mma_sync_%s_%s_m%lld_n%lld_k%lld_wm%lld_wn%lld_s%lld_v%lld_z%lld_g%lld",
+                       dtype, layout, (long long)p.bm, (long long)p.bn, (long long)p.bk,
+                       (long long)p.wm, (long long)p.wn, (long long)p.stages, (long long)p.vec,
+                       (long long)p.swz, (long long)p.group);
+    if (p.split > 1)
+      snprintf(name + len, sizeof name - (size_t)len, "_split%lld", (long long)p.split);
+    assert_string_equal(k.kernel_name, name);
+    assert_non_null(strstr(k.source, name));
+    assert_non_null(strstr(k.source, "extern \"C\" __global__"));
+    assert_non_null(strstr(k.source, "Parameters:"));
+    assert_null(strstr(k.source, "#include"));
+    assert_null(strstr(k.source, "${"));
+    for (int i = 0; i < P_COUNT; i++) { /* each parameter is defined and documented */
+      if (i == P_SPLIT && p.split == 1) continue;
+      snprintf(line, sizeof line, "#define %s %lld\n", k_macros[i], (long long)c.v[i]);
+      assert_non_null(strstr(k.source, line));
+      snprintf(line, sizeof line, " *   %-6s = %lld", k_macros[i], (long long)c.v[i]);
+      assert_non_null(strstr(k.source, line));
+    }
+    snprintf(line, sizeof line, "#define A_T %d ", layout[0] == 't');
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "#define B_T %d ", layout[1] == 't');
+    assert_non_null(strstr(k.source, line));
+    /* the ABI types, declared by the kernel (no headers under NVRTC) */
+    const bool f16 = strcmp(dtype, "f16") == 0;
+    assert_non_null(strstr(k.source, f16 ? "const __half* __restrict__ A, int lda"
+                                         : "const __nv_bfloat16* __restrict__ A, int lda"));
+    assert_non_null(
+        strstr(k.source, f16 ? "struct __align__(2) __half { unsigned short x; };"
+                             : "struct __align__(2) __nv_bfloat16 { unsigned short x; };"));
+    /* the tensor-core core: mma.sync of the dtype fed by ldmatrix (both forms: the operand
+     * stored with K strided is read with .trans) */
+    snprintf(line, sizeof line, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 ", dtype, dtype);
+    assert_non_null(strstr(k.source, line));
+    assert_non_null(strstr(k.source, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
+    assert_non_null(strstr(k.source, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+    assert_non_null(strstr(k.source, "ldsm_x4<A_T>("));
+    assert_non_null(strstr(k.source, "ldsm_x4<!B_T>("));
+    /* global -> shared: cp.async (16 or 4 bytes) unless VEC = 1 (registers) */
+    const bool async = p.vec != 1;
+    assert_int_equal(strstr(k.source, "cp.async.cg.shared.global [%0], [%1], 16, %2;") != NULL,
+                     async);
+    assert_int_equal(strstr(k.source, "cp.async.commit_group") != NULL, async);
+    assert_int_equal(strstr(k.source, "cp_async<2 * UNIT>(") != NULL, async);
+    assert_int_equal(strstr(k.source, "load_regs();") != NULL, !async);
+    /* stores of C: pairs unless VEC = 1 */
+    assert_int_equal(strstr(k.source, "pack2(v0, v1)") != NULL, async);
+    assert_int_equal(strstr(k.source, "to_elem(") != NULL, true);
+    /* launch */
+    assert_int_equal(k.block[0], threads_of(&p));
+    assert_int_equal(k.block[1], 1);
+    assert_int_equal(k.block[2], 1);
+    assert_int_equal(k.grid[0].dim, 'N');
+    assert_int_equal(k.grid[0].tile, p.bn);
+    assert_int_equal(k.grid[1].dim, 'M');
+    assert_int_equal(k.grid[1].tile, p.bm);
+    assert_int_equal(k.grid[2].dim, 0);
+    assert_int_equal(k.grid[2].tile, p.split);
+    assert_int_equal(k.exclusive, p.split > 1);
+    assert_int_equal(k.shared_bytes, shared_bytes_of(&p, layout));
+    /* split-K: the module's semaphore array, named after the kernel */
+    const bool split = p.split > 1;
+    snprintf(line, sizeof line, "#define SEM %s_sem\n", name);
+    assert_int_equal(strstr(k.source, line) != NULL, split);
+    assert_int_equal(strstr(k.source, "__device__ unsigned int SEM[SEM_COUNT];") != NULL, split);
+    assert_int_equal(strstr(k.source, "blockIdx.z") != NULL, split);
+    assert_int_equal(strstr(k.source, "__stcg(") != NULL, split);
+    gen_kernel_clear(&k);
+    emitted++;
+  }
+  assert_int_equal(emitted, VALID_COUNT);
+  gen_free(t);
+}
+
+/* The block-order swizzle and split-K slicing are reg_tiled's (test_templates.c checks their
+ * arithmetic); here, that the same lines are in the source. */
+static void test_shared_lines(void **state) {
+  (void)state;
+  static const char *const lines[] = {
+      "const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;",
+      "const long long group_blocks = GROUP * grid_n;",
+      "const long long first_m = pid / group_blocks * GROUP;",
+      "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
+      "const long long in_group = pid % group_blocks;",
+      "const long long row0 = (first_m + in_group % group_rows) * BM;",
+      "const long long col0 = in_group / group_rows * BN;",
+      "const long long per = K / SPLIT + (K % SPLIT != 0);",
+      "const long long kc = (per + BK - 1) / BK * BK;",
+      "const long long k0 = min((long long)blockIdx.z * kc, (long long)K);",
+      "K = (int)min(kc, K - k0);",
+      "while (sem_acquire(sem) != blockIdx.z)",
+      "if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);",
+  };
+  gen_template *t = load_mma();
+  gen_config c;
+  gen_kernel k;
+  parse_ok(t, "split=16,group=1,stages=3", &c);
+  emit_ok(t, &c, "bf16", "tt", &k);
+  for (int i = 0; i < COUNT(lines); i++) {
+    if (!strstr(k.source, lines[i])) fprintf(stderr, "missing: %s\n", lines[i]);
+    assert_non_null(strstr(k.source, lines[i]));
+  }
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
+
+static void compile_ok(const gen_kernel *k, const char *arch) {
+  rt_cubin cubin;
+  char *log = NULL;
+  ut_err e;
+  mmt_status rc = rt_compile(k->source, k->kernel_name, arch, &cubin, &log, &e);
+  if (rc) fprintf(stderr, "%s (%s): %s\n%s\n", k->kernel_name, arch, e.msg, log ? log : "");
+  assert_int_equal(rc, MMT_OK);
+  assert_true(cubin.size > 4 && memcmp(cubin.data, "\177ELF", 4) == 0);
+  if (log && *log) fprintf(stderr, "%s (%s): %s\n", k->kernel_name, arch, log);
+  assert_true(!log || !*log); /* not even a warning */
+  free(log);
+  rt_cubin_free(&cubin);
+}
+
+/* The default, and the unaligned and split-K variants of its shape, in every layout and dtype,
+ * for sm_80 (the oldest architecture with cp.async, ldmatrix and bf16 mma) and sm_90. */
+static void test_nvrtc_default(void **state) {
+  (void)state;
+  static const char *const texts[] = {"", "vec=1,stages=2,wn=32", "vec=2,stages=3,group=1,split=4"};
+  static const char *const archs[] = {"sm_80", "sm_90"};
+  gen_template *t = load_mma();
+  for (int i = 0; i < COUNT(texts); i++)
+    for (int l = 0; l < COUNT(k_layouts); l++)
+      for (int d = 0; d < COUNT(k_dtypes); d++)
+        for (int a = 0; a < COUNT(archs); a++) {
+          /* the variants once per layout (dtype and arch rotating), the default in all */
+          if (i > 0 && (d + a) % 2 != l % 2) continue;
+          gen_config c;
+          gen_kernel k;
+          parse_ok(t, texts[i], &c);
+          assert_true(check(t, &c, NULL, NULL, 0));
+          emit_ok(t, &c, k_dtypes[d], k_layouts[l], &k);
+          compile_ok(&k, archs[a]);
+          gen_kernel_clear(&k);
+        }
+  gen_free(t);
+}
+
+/* A deterministic spread of 24 valid configs: per access width, 6 without split-K and 2 with,
+ * picked by a fixed LCG; layout and dtype rotate.  All compile for sm_90. */
+static void test_nvrtc_sample(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  gen_config *group = malloc(sizeof *group * gen_space_size(t));
+  assert_non_null(group);
+  uint64_t seed = 20250101u;
+  int compiled = 0;
+  for (int v = 0; v < COUNT(v_vec); v++)
+    for (int sk = 0; sk < 2; sk++) {
+      int count = 0;
+      for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+        gen_config c;
+        gen_config_at(t, idx, &c);
+        if (c.v[P_VEC] == v_vec[v] && (c.v[P_SPLIT] > 1) == sk && check(t, &c, NULL, NULL, 0))
+          group[count++] = c;
+      }
+      const int per = sk ? 2 : 6;
+      assert_true(count >= per);
+      for (int i = 0; i < per; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const gen_config *c = &group[(seed >> 33) % (uint64_t)count];
+        gen_kernel k;
+        emit_ok(t, c, k_dtypes[compiled % 2], k_layouts[compiled / 2 % 4], &k);
+        compile_ok(&k, "sm_90");
+        gen_kernel_clear(&k);
+        compiled++;
+      }
+    }
+  assert_int_equal(compiled, 24);
+  free(group);
+  gen_free(t);
+}
+
+/* ---- GPU: results on ragged shapes (skipped without a driver and device) ------------------- */
+
+/* Host conversions, round to nearest even (no NaN or infinity occurs in the tests). */
+static uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) { /* subnormal or zero */
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++; /* may carry into the exponent */
+  return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  float f;
+  if (exp == 0) {
+    f = ldexpf((float)mant, -24);
+  } else if (exp == 31) {
+    f = mant ? NAN : INFINITY;
+  } else {
+    uint32_t x = ((uint32_t)(exp - 15 + 127) << 23) | (mant << 13);
+    memcpy(&f, &x, 4);
+  }
+  return sign ? -f : f;
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+  const uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+typedef struct {
+  int64_t m, n, k, lda, ldb, ldc; /* lda, ldb: as for nn; in_layout adapts them */
+  float alpha, beta;
+} gemm_shape;
+
+/* Ragged shapes with odd pitches (VEC = 1 only), then ones whose pitches and contiguous
+ * dimensions are even (VEC = 2), then multiples of 8 (all), then deep ones of each kind for
+ * split-K.  Each config runs those its requirements and constraints allow (at least 3). */
+static const gemm_shape k_shapes[] = {
+    {1, 1, 1, 1, 1, 1, 1.0f, 0.0f},
+    {37, 53, 29, 31, 54, 59, 1.5f, 0.5f},
+    {130, 67, 257, 261, 67, 71, 1.0f, 0.0f},
+    {300, 261, 41, 41, 263, 261, -0.5f, 2.0f},
+    {5, 3, 0, 1, 3, 3, 1.0f, 0.5f},
+    {129, 1, 9, 9, 1, 1, 2.0f, 0.0f},
+    {38, 54, 30, 32, 54, 56, 1.5f, 0.5f},
+    {130, 66, 258, 262, 66, 70, 1.0f, 0.0f},
+    {2, 2, 2, 2, 2, 2, 1.0f, 0.0f},
+    {300, 264, 48, 56, 272, 264, -0.5f, 2.0f},
+    {40, 56, 24, 32, 56, 64, 1.5f, 0.5f},
+    {136, 64, 264, 264, 72, 64, 1.0f, 0.0f},
+    {8, 8, 0, 8, 8, 8, 1.0f, 0.5f},
+    {257, 200, 1032, 1040, 200, 208, 0.75f, 0.0f},
+    /* deep K for split-K (K >= 2 * split * bk): odd, even, multiples of 8 */
+    {33, 45, 1100, 1101, 47, 45, 1.0f, 0.5f},
+    {34, 46, 1102, 1104, 46, 48, -1.5f, 0.0f},
+    {64, 72, 2048, 2048, 72, 72, 1.0f, 0.0f},
+    {16, 304, 1040, 1048, 304, 312, -1.5f, 0.5f},
+    {120, 24, 1536, 1544, 24, 32, 0.5f, 0.0f},
+};
+
+/* Shape s (given for nn) in layout: a transposed operand keeps its padding past the row. */
+static gemm_shape in_layout(const gemm_shape *s, const char *layout) {
+  gemm_shape t = *s;
+  if (layout[0] == 't') t.lda = s->m + (s->lda - s->k);
+  if (layout[1] == 't') t.ldb = s->k + (s->ldb - s->n);
+  return t;
+}
+
+/* Values exactly representable in bf16 (and f16): i / 64, |i| <= 64. */
+static float vrand(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
+}
+
+static CUdeviceptr to_device(const rt_cu *cu, const uint16_t *h, size_t count) {
+  CUdeviceptr p = 0;
+  assert_int_equal(cu->cuMemAlloc(&p, count * 2 + 16), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(p, h, count * 2), CUDA_SUCCESS);
+  return p;
+}
+
+/* Runs k on shape s against a float64 reference, in dtype, `runs` times from the same C (the
+ * second run of a split-K kernel finds the semaphores as the first left them).  C starts as
+ * NaN when beta == 0 (it must not be read); the padding past column N must be left alone.
+ * `offset` elements shift every base address (2-byte alignment for VEC = 1). */
+static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
+                      const char *layout, const gemm_shape *s, int runs, int offset, double tol) {
+  const bool ta = layout[0] == 't', tb = layout[1] == 't', f16 = strcmp(dtype, "f16") == 0;
+  uint16_t (*to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
+  float (*to32)(uint16_t) = f16 ? f16_to_f32 : bf16_to_f32;
+  const size_t na = (size_t)((ta ? s->k : s->m) * s->lda) + 1 + (size_t)offset;
+  const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1 + (size_t)offset;
+  const size_t nc = (size_t)(s->m * s->ldc) + (size_t)offset;
+  uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2), *c0 = malloc(nc * 2);
+  double *want = malloc(nc * sizeof *want);
+  assert_true(a && b && c && c0 && want);
+  uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
+  for (size_t i = 0; i < na; i++) a[i] = to16(vrand(&seed));
+  for (size_t i = 0; i < nb; i++) b[i] = to16(vrand(&seed));
+  for (size_t i = 0; i < nc; i++) c0[i] = s->beta == 0.0f ? 0x7fffu /* NaN */ : to16(vrand(&seed));
+  const uint16_t *ao = a + offset, *bo = b + offset;
+  for (size_t i = 0; i < nc; i++) want[i] = to32(c0[i]);
+  for (int64_t i = 0; i < s->m; i++)
+    for (int64_t j = 0; j < s->n; j++) {
+      double acc = 0;
+      for (int64_t p = 0; p < s->k; p++)
+        acc += (double)to32(ao[ta ? p * s->lda + i : i * s->lda + p]) *
+               to32(bo[tb ? j * s->ldb + p : p * s->ldb + j]);
+      double *w = &want[(size_t)offset + (size_t)(i * s->ldc + j)];
+      *w = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * *w);
+    }
+  rt_gemm_args args = {.m = s->m,
+                       .n = s->n,
+                       .k = s->k,
+                       .alpha = s->alpha,
+                       .beta = s->beta,
+                       .lda = s->lda,
+                       .ldb = s->ldb,
+                       .ldc = s->ldc};
+  CUdeviceptr da = to_device(cu, a, na), db = to_device(cu, b, nb), dc = to_device(cu, c0, nc);
+  args.a = da + 2 * (CUdeviceptr)offset;
+  args.b = db + 2 * (CUdeviceptr)offset;
+  args.c = dc + 2 * (CUdeviceptr)offset;
+  for (int run = 0; run < runs; run++) {
+    ut_err e;
+    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(dc, c0, nc * 2), CUDA_SUCCESS);
+    mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
+    if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
+    assert_int_equal(rc, MMT_OK);
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * 2), CUDA_SUCCESS);
+    for (size_t i = 0; i < nc; i++) {
+      const double got = to32(c[i]);
+      const bool same = isnan(want[i]) ? c[i] == c0[i] /* untouched */
+                                       : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i]));
+      if (!same) {
+        fprintf(stderr, "%s, %s %lldx%lldx%lld (offset %d), run %d: C[%zu] = %g, want %g\n", label,
+                layout, (long long)s->m, (long long)s->n, (long long)s->k, offset, run + 1, i, got,
+                want[i]);
+        fail();
+      }
+    }
+  }
+  assert_int_equal(cu->cuMemFree(da), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(db), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(dc), CUDA_SUCCESS);
+  free(a);
+  free(b);
+  free(c);
+  free(c0);
+  free(want);
+}
+
+/* Configs covering each access width and pipeline depth, both shared layouts and block
+ * orders, 64 to 512 threads, both warp tiles and K steps, and split-K with each width. */
+static const char *const k_gpu_configs[] = {
+    "",
+    "vec=1,stages=2,wn=32",
+    "vec=2,stages=3",
+    "bm=128,bn=128,wm=32,wn=32,stages=2,swz=0,group=1",
+    "stages=5,bk=64,bm=64,bn=128,wm=64,wn=64",
+    "bm=256,bn=128,wm=64,wn=64,stages=3",
+    "bm=64,bn=64,wm=32,wn=32,vec=1,stages=2,swz=0",
+    "bm=128,bn=256,bk=32,wm=64,wn=64,vec=2,stages=3,swz=0",
+    "bm=256,bn=64,wm=64,wn=32,stages=2,vec=1,group=1",
+    "bm=64,bn=256,wm=32,wn=64,stages=4,vec=8,group=1",
+    "stages=3,group=1,split=4",
+    "vec=1,stages=2,wn=32,group=1,split=16",
+    "vec=2,stages=2,bm=64,bn=64,wm=32,wn=32,group=1,split=4",
+};
+
+/* Whether config c (emitted as spec) runs shape j of k_shapes in layout: its requirements and
+ * constraints allow it.  *s, *p, *offset receive the shape in layout, the problem and the
+ * base offset in elements (1 for VEC = 1: 2-byte-aligned bases). */
+static bool shape_runs(gen_template *t, const gen_config *c, const gen_kernel *spec,
+                       const char *dtype, const char *layout, int j, gemm_shape *s, gen_problem *p,
+                       int *offset) {
+  *s = in_layout(&k_shapes[j], layout);
+  const bool p2 = s->lda % 2 == 0 && s->ldb % 2 == 0 && s->ldc % 2 == 0;
+  const bool p8 = s->lda % 8 == 0 && s->ldb % 8 == 0 && s->ldc % 8 == 0;
+  *offset = c->v[P_VEC] == 1 ? 1 : 0;
+  *p = (gen_problem){
+      dtype, layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc, *offset ? 2 : p8 ? 16 : p2 ? 4 : 2};
+  return gen_requires_met(&spec->requires, p) && check(t, c, p, NULL, 0);
+}
+
+/* The GPU test's configs are valid and each runs at least 3 shapes in every layout: checked
+ * here without a GPU. */
+static void test_gpu_configs(void **state) {
+  (void)state;
+  gen_template *t = load_mma();
+  for (int i = 0; i < COUNT(k_gpu_configs); i++)
+    for (int l = 0; l < COUNT(k_layouts); l++) {
+      gen_config c;
+      gen_kernel spec;
+      parse_ok(t, k_gpu_configs[i], &c);
+      assert_true(check(t, &c, NULL, NULL, 0));
+      emit_ok(t, &c, "f16", k_layouts[l], &spec);
+      int runs = 0;
+      for (int j = 0; j < COUNT(k_shapes); j++) {
+        gemm_shape s;
+        gen_problem p;
+        int offset;
+        runs += shape_runs(t, &c, &spec, "f16", k_layouts[l], j, &s, &p, &offset);
+      }
+      if (runs < 3) fprintf(stderr, "%s in %s: %d shapes\n", k_gpu_configs[i], k_layouts[l], runs);
+      assert_true(runs >= 3);
+      gen_kernel_clear(&spec);
+    }
+  gen_free(t);
+}
+
+static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, const char *text,
+                       const char *dtype, const char *layout) {
+  gen_config c;
+  gen_kernel spec;
+  rt_cubin cubin;
+  rt_kernel k;
+  ut_err e;
+  parse_ok(t, text, &c);
+  assert_true(check(t, &c, NULL, NULL, 0));
+  assert_int_equal(gen_emit(t, &c, dtype, layout, &spec, &e), MMT_OK);
+  assert_int_equal(rt_compile(spec.source, spec.kernel_name, d->arch, &cubin, NULL, &e), MMT_OK);
+  mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
+  assert_int_equal(rc, MMT_OK);
+  print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
+  assert_int_equal(k.local_bytes, 0); /* no spills */
+  const int64_t split = c.v[P_SPLIT];
+  const double tol = (strcmp(dtype, "f16") == 0 ? 1e-3 : 8e-3) * (double)split;
+  for (int j = 0; j < COUNT(k_shapes); j++) {
+    gemm_shape s;
+    gen_problem p;
+    int offset;
+    if (shape_runs(t, &c, &spec, dtype, layout, j, &s, &p, &offset))
+      run_shape(cu, &k, spec.kernel_name, dtype, layout, &s, split > 1 ? 2 : 1, offset, tol);
+  }
+  rt_kernel_unload(&k);
+  rt_cubin_free(&cubin);
+  gen_kernel_clear(&spec);
+}
+
+static void test_gpu_results(void **state) {
+  (void)state;
+  rt_device d;
+  ut_err e;
+  mmt_status rc = rt_device_open(0, &d, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
+    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
+    skip();
+  }
+  assert_int_equal(rc, MMT_OK);
+  if (d.info.cc_major < 8) {
+    print_message("mma_sync needs sm_80 or newer; device is %s\n", d.arch);
+    rt_device_close(&d);
+    skip();
+  }
+  const rt_cu *cu;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  gen_template *t = load_mma();
+  for (int i = 0; i < COUNT(k_gpu_configs); i++)
+    for (int l = 0; l < COUNT(k_layouts); l++)
+      run_config(&d, cu, t, k_gpu_configs[i], k_dtypes[(i + l) % 2], k_layouts[l]);
+  gen_free(t);
+  rt_device_close(&d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_declaration),  cmocka_unit_test(test_space_count),
+      cmocka_unit_test(test_default),      cmocka_unit_test(test_constraints),
+      cmocka_unit_test(test_requires),     cmocka_unit_test(test_emit_all),
+      cmocka_unit_test(test_shared_lines), cmocka_unit_test(test_nvrtc_default),
+      cmocka_unit_test(test_nvrtc_sample), cmocka_unit_test(test_gpu_configs),
+      cmocka_unit_test(test_gpu_results),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
