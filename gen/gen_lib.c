@@ -13,7 +13,8 @@
 
 typedef struct {
   const char *name;
-  const char *ctype; /* spelling in CUDA C; NVRTC has no fp16 headers: f16/bf16 templates declare these types themselves (templates/README.md) */
+  const char *ctype; /* spelling in CUDA C.  NVRTC has no fp16 headers: f16/bf16 templates
+                        declare these types themselves (templates/README.md) */
   int bytes;
 } gen_dtype_info;
 

@@ -61,6 +61,14 @@ for step in "$@"; do
         ./build/tuner/mmtune bench 4096 4096 4096 --layout "$l" --device 0 --db /tmp/mmtune.db \
           2>&1 | tee -a "$out/layouts.log" | grep -E "^tuned|^cuBLAS|x on"
       done ;;
+    f16|bf16)
+      # The tensor-core family on the shapes: tune (default budget), then vs cuBLAS.
+      s=8192x8192x8192,4097x4097x4097,1000x1000x1000
+      ./build/tuner/mmtune --device 0 --dtype "$step" --templates mma_sync --shapes "$s" \
+        --db /tmp/mmtune.db > "$out/$step-tune.log" 2>&1
+      echo "$step tune exit $?"; tail -n 6 "$out/$step-tune.log"
+      ./build/tuner/mmtune bench --shapes "$s" --dtype "$step" --device 0 --db /tmp/mmtune.db \
+        2>&1 | tee "$out/$step-bench.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
