@@ -644,9 +644,13 @@ static CUdeviceptr to_device(const rt_cu *cu, const uint16_t *h, size_t count) {
 /* Runs k on shape s against a float64 reference, in dtype, `runs` times from the same C (the
  * second run of a split-K kernel finds the semaphores as the first left them).  C starts as
  * NaN when beta == 0 (it must not be read); the padding past column N must be left alone.
- * `offset` elements shift every base address (2-byte alignment for VEC = 1). */
+ * `offset` elements shift every base address (2-byte alignment for VEC = 1).
+ * Element bound: tol * (1 + |want|), plus, per rounding of a partial sum to dtype (one per
+ * split-K slice: serial split-K adds slices in C), the unit roundoff times the sum of
+ * |alpha * a * b| over K, the classic bound on what rounding a partial sum can lose. */
 static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
-                      const char *layout, const gemm_shape *s, int runs, int offset, double tol) {
+                      const char *layout, const gemm_shape *s, int runs, int offset, double tol,
+                      int64_t split) {
   const bool ta = layout[0] == 't', tb = layout[1] == 't', f16 = strcmp(dtype, "f16") == 0;
   uint16_t (*to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
   float (*to32)(uint16_t) = f16 ? f16_to_f32 : bf16_to_f32;
@@ -654,8 +658,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1 + (size_t)offset;
   const size_t nc = (size_t)(s->m * s->ldc) + (size_t)offset;
   uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2), *c0 = malloc(nc * 2);
-  double *want = malloc(nc * sizeof *want);
-  assert_true(a && b && c && c0 && want);
+  double *want = malloc(nc * sizeof *want), *absum = calloc(nc, sizeof *absum);
+  assert_true(a && b && c && c0 && want && absum);
+  const double unit = f16 ? 0x1p-11 : 0x1p-8; /* unit roundoff of the output type */
   uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
   for (size_t i = 0; i < na; i++) a[i] = to16(vrand(&seed));
   for (size_t i = 0; i < nb; i++) b[i] = to16(vrand(&seed));
@@ -664,10 +669,14 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   for (size_t i = 0; i < nc; i++) want[i] = to32(c0[i]);
   for (int64_t i = 0; i < s->m; i++)
     for (int64_t j = 0; j < s->n; j++) {
-      double acc = 0;
-      for (int64_t p = 0; p < s->k; p++)
-        acc += (double)to32(ao[ta ? p * s->lda + i : i * s->lda + p]) *
-               to32(bo[tb ? j * s->ldb + p : p * s->ldb + j]);
+      double acc = 0, sabs = 0;
+      for (int64_t p = 0; p < s->k; p++) {
+        double prod = (double)to32(ao[ta ? p * s->lda + i : i * s->lda + p]) *
+                      to32(bo[tb ? j * s->ldb + p : p * s->ldb + j]);
+        acc += prod;
+        sabs += fabs(prod);
+      }
+      absum[(size_t)offset + (size_t)(i * s->ldc + j)] = fabs((double)s->alpha) * sabs;
       double *w = &want[(size_t)offset + (size_t)(i * s->ldc + j)];
       *w = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * *w);
     }
@@ -694,7 +703,8 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
     for (size_t i = 0; i < nc; i++) {
       const double got = to32(c[i]);
       const bool same = isnan(want[i]) ? c[i] == c0[i] /* untouched */
-                                       : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i]));
+                                       : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
+                                                                    unit * (double)split * absum[i];
       if (!same) {
         fprintf(stderr, "%s, %s %lldx%lldx%lld (offset %d), run %d: C[%zu] = %g, want %g\n", label,
                 layout, (long long)s->m, (long long)s->n, (long long)s->k, offset, run + 1, i, got,
@@ -711,6 +721,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(c);
   free(c0);
   free(want);
+  free(absum);
 }
 
 /* Configs covering each access width and pipeline depth, both shared layouts and block
@@ -789,13 +800,14 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, con
   print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
   assert_int_equal(k.local_bytes, 0); /* no spills */
   const int64_t split = c.v[P_SPLIT];
-  const double tol = (strcmp(dtype, "f16") == 0 ? 1e-3 : 8e-3) * (double)split;
+  const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : 8e-3;
   for (int j = 0; j < COUNT(k_shapes); j++) {
     gemm_shape s;
     gen_problem p;
     int offset;
     if (shape_runs(t, &c, &spec, dtype, layout, j, &s, &p, &offset))
-      run_shape(cu, &k, spec.kernel_name, dtype, layout, &s, split > 1 ? 2 : 1, offset, tol);
+      run_shape(cu, &k, spec.kernel_name, dtype, layout, &s, split > 1 ? 2 : 1, offset, tol,
+                split);
   }
   rt_kernel_unload(&k);
   rt_cubin_free(&cubin);
