@@ -49,7 +49,7 @@ for step in "$@"; do
         /usr/bin/time -f "$run run wall %e s" ./build/tuner/mmtune --device 0 --seed 7 \
           --shapes 4096x4096x4096 --budget 15 --force --db /tmp/again.db 2>&1 |
           grep -E "kernels compiled|wall" | sed "s/^/$run: /"
-      done ;;
+      done 2>&1 | tee "$out/again.log" ;;
     dispatch)
       # Warm dispatch overhead vs a bare cuLaunchKernel, and cold start in fresh processes,
       # on a shape the tune step tuned (the database from it, or defaults without one).
