@@ -19,6 +19,7 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
+#include "tmpl_check.h"
 
 #define TEMPLATES MMT_SOURCE_TEMPLATE_DIR
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -100,44 +101,14 @@ static bool rules_valid(const cfg *p) {
   return p->split == 1 || (p->stages <= 3 && p->swz == 1 && p->group == 1);
 }
 
-static gen_template *load_mma(void) {
-  gen_template *t = NULL;
-  ut_err e = {{0}};
-  mmt_status rc = gen_load(TEMPLATES "/mma_sync.lua", &t, &e);
-  if (rc) fprintf(stderr, "load mma_sync: %s\n", e.msg);
-  assert_int_equal(rc, MMT_OK);
-  return t;
-}
-
-static void parse_ok(gen_template *t, const char *text, gen_config *c) {
-  ut_err e;
-  mmt_status rc = gen_config_parse(t, text, c, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", text, e.msg);
-  assert_int_equal(rc, MMT_OK);
-}
-
-static bool check(gen_template *t, const gen_config *c, const gen_problem *p, char *why,
-                  size_t whylen) {
-  bool valid = false;
-  ut_err e;
-  assert_int_equal(gen_check(t, c, p, &valid, why, whylen, &e), MMT_OK);
-  return valid;
-}
-
-static void emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
-                    gen_kernel *k) {
-  ut_err e;
-  mmt_status rc = gen_emit(t, c, dtype, layout, k, &e);
-  if (rc) fprintf(stderr, "emit %s %s: %s\n", dtype, layout, e.msg);
-  assert_int_equal(rc, MMT_OK);
-}
+static gen_template *load_mma(void) { return tc_load(TEMPLATES "/mma_sync.lua"); }
 
 /* Invalid, for the reason containing `why`. */
 static void rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
   gen_config c;
   char reason[200] = "";
-  parse_ok(t, text, &c);
-  const bool valid = check(t, &c, p, reason, sizeof reason);
+  tc_parse_ok(t, text, &c);
+  const bool valid = tc_check(t, &c, p, reason, sizeof reason);
   if (valid || !strstr(reason, why))
     fprintf(stderr, "%s: valid %d, reason '%s', expected '%s'\n", text, valid, reason, why);
   assert_false(valid);
@@ -178,7 +149,7 @@ static void test_space_count(void **state) {
     char why[200];
     gen_config_at(t, idx, &c);
     const cfg p = cfg_of(&c);
-    const bool valid = check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
+    const bool valid = tc_check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
     if (valid != want) {
       char text[256];
       gen_config_format(t, &c, text, sizeof text, NULL);
@@ -204,11 +175,11 @@ static void test_default(void **state) {
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
   assert_string_equal(text, "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8,split=1");
-  assert_true(check(t, &c, NULL, NULL, 0));
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
-  assert_true(check(t, &c, &big, NULL, 0));
+  assert_true(tc_check(t, &c, &big, NULL, 0));
   gen_kernel k, k2;
-  emit_ok(t, &c, "f16", "nn", &k);
+  tc_emit_ok(t, &c, "f16", "nn", &k);
   assert_string_equal(k.kernel_name, "mmt_mma_sync_f16_nn_m128_n128_k32_wm64_wn64_s4_v8_z1_g8");
   assert_int_equal(k.block[0], 128); /* 4 warps of 64 x 64 */
   assert_int_equal(k.shared_bytes, 4 * (128 * 32 + 32 * 128) * 2);
@@ -219,10 +190,10 @@ static void test_default(void **state) {
   assert_false(k.exclusive);
   assert_true(gen_requires_met(&k.requires, &big));
   assert_null(strstr(k.source, "SPLIT")); /* no split-K */
-  emit_ok(t, &c, "f16", "nn", &k2);
+  tc_emit_ok(t, &c, "f16", "nn", &k2);
   assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
   gen_kernel_clear(&k2);
-  emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
+  tc_emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
   assert_string_equal(k2.kernel_name, "mmt_mma_sync_bf16_nn_m128_n128_k32_wm64_wn64_s4_v8_z1_g8");
   gen_kernel_clear(&k);
   gen_kernel_clear(&k2);
@@ -252,36 +223,36 @@ static void test_constraints(void **state) {
   rejects(t, "split=4,group=1", NULL, "split > 1 only");           /* stages 4 */
   rejects(t, "split=4,group=1,stages=3,swz=0", NULL, "split > 1"); /* padded */
   gen_config c;
-  parse_ok(t, "split=4,group=1,stages=3", &c);
-  assert_true(check(t, &c, NULL, NULL, 0));
-  parse_ok(t, "vec=1,stages=2,wn=32", &c); /* the unaligned path of the default's shape */
-  assert_true(check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, "split=4,group=1,stages=3", &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, "vec=1,stages=2,wn=32", &c); /* the unaligned path of the default's shape */
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
 
   /* problem-level: grid.y, split-K depth and tile count */
   gen_problem p = {"f16", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16};
-  parse_ok(t, "", &c);
-  assert_true(check(t, &c, &p, NULL, 0));
+  tc_parse_ok(t, "", &c);
+  assert_true(tc_check(t, &c, &p, NULL, 0));
   p.m++;
   rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
   gen_problem sp = {"f16", "tn", 16, 4096, 4 * 2 * 32, 16, 4096, 4096, 16};
-  parse_ok(t, "split=4,group=1,stages=3", &c);
-  assert_true(check(t, &c, &sp, NULL, 0)); /* K = 2 * split * bk */
+  tc_parse_ok(t, "split=4,group=1,stages=3", &c);
+  assert_true(tc_check(t, &c, &sp, NULL, 0)); /* K = 2 * split * bk */
   sp.k--;
   rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
   sp.k = 0;
   rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
-  parse_ok(t, "group=1,stages=3", &c); /* split = 1 takes any K */
-  assert_true(check(t, &c, &sp, NULL, 0));
+  tc_parse_ok(t, "group=1,stages=3", &c); /* split = 1 takes any K */
+  assert_true(tc_check(t, &c, &sp, NULL, 0));
   const int64_t side = 256LL * 128; /* 256 tiles of 128 */
   gen_problem big = {"bf16", "nn", side, side, 512, 512, side, side, 16};
-  parse_ok(t, "split=4,group=1,stages=3", &c);
-  assert_true(check(t, &c, &big, NULL, 0)); /* exactly 65536 tiles of 128 x 128 */
+  tc_parse_ok(t, "split=4,group=1,stages=3", &c);
+  assert_true(tc_check(t, &c, &big, NULL, 0)); /* exactly 65536 tiles of 128 x 128 */
   big.n++;
   rejects(t, "split=4,group=1,stages=3", &big, "more than 65536 tiles of C");
   /* dtype and layout */
   gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
-  parse_ok(t, "", &c);
-  assert_false(check(t, &c, &f32, NULL, 0));
+  tc_parse_ok(t, "", &c);
+  assert_false(tc_check(t, &c, &f32, NULL, 0));
   gen_free(t);
 }
 
@@ -300,8 +271,8 @@ static void test_requires(void **state) {
         const int64_t u = units[v];
         gen_config c;
         gen_kernel k;
-        parse_ok(t, texts[v], &c);
-        emit_ok(t, &c, k_dtypes[d], layout, &k);
+        tc_parse_ok(t, texts[v], &c);
+        tc_emit_ok(t, &c, k_dtypes[d], layout, &k);
         /* the contiguous dimension of A (K, or M when transposed) and of B (N, or K when
          * transposed) in whole copies; N even for the pair stores of C */
         const int64_t pair = u > 1 ? 2 : 1;
@@ -327,12 +298,12 @@ static void test_requires(void **state) {
   /* Only the contiguous dimensions count: vec=8 in nt takes M odd (A's rows, B's rows) */
   gen_config c;
   gen_kernel k;
-  parse_ok(t, "vec=8", &c);
-  emit_ok(t, &c, "f16", "nt", &k);
+  tc_parse_ok(t, "vec=8", &c);
+  tc_emit_ok(t, &c, "f16", "nt", &k);
   const gen_problem nt = {"f16", "nt", 1001, 998, 1024, 1024, 1024, 1000, 16};
   assert_true(gen_requires_met(&k.requires, &nt));
   gen_kernel_clear(&k);
-  emit_ok(t, &c, "f16", "tn", &k); /* tn: A's rows are M wide, B's N wide; K is free */
+  tc_emit_ok(t, &c, "f16", "tn", &k); /* tn: A's rows are M wide, B's N wide; K is free */
   const gen_problem tn = {"f16", "tn", 1000, 1000, 1001, 1000, 1000, 1000, 16};
   assert_true(gen_requires_met(&k.requires, &tn));
   gen_kernel_clear(&k);
@@ -348,12 +319,12 @@ static void test_emit_all(void **state) {
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;
     gen_config_at(t, idx, &c);
-    if (!check(t, &c, NULL, NULL, 0)) continue;
+    if (!tc_check(t, &c, NULL, NULL, 0)) continue;
     const cfg p = cfg_of(&c);
     /* each config in one layout and dtype, rotating, so every pair is covered many times */
     const char *layout = k_layouts[idx % 4], *dtype = k_dtypes[idx / 4 % 2];
     gen_kernel k;
-    emit_ok(t, &c, dtype, layout, &k);
+    tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
     int len = snprintf(name, sizeof name,
                        "mmt_mma_sync_%s_%s_m%lld_n%lld_k%lld_wm%lld_wn%lld_s%lld_v%lld_z%lld_g%lld",
@@ -452,8 +423,8 @@ static void test_shared_lines(void **state) {
   gen_template *t = load_mma();
   gen_config c;
   gen_kernel k;
-  parse_ok(t, "split=16,group=1,stages=3", &c);
-  emit_ok(t, &c, "bf16", "tt", &k);
+  tc_parse_ok(t, "split=16,group=1,stages=3", &c);
+  tc_emit_ok(t, &c, "bf16", "tt", &k);
   for (int i = 0; i < COUNT(lines); i++) {
     if (!strstr(k.source, lines[i])) fprintf(stderr, "missing: %s\n", lines[i]);
     assert_non_null(strstr(k.source, lines[i]));
@@ -463,20 +434,6 @@ static void test_shared_lines(void **state) {
 }
 
 /* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
-
-static void compile_ok(const gen_kernel *k, const char *arch) {
-  rt_cubin cubin;
-  char *log = NULL;
-  ut_err e;
-  mmt_status rc = rt_compile(k->source, k->kernel_name, arch, &cubin, &log, &e);
-  if (rc) fprintf(stderr, "%s (%s): %s\n%s\n", k->kernel_name, arch, e.msg, log ? log : "");
-  assert_int_equal(rc, MMT_OK);
-  assert_true(cubin.size > 4 && memcmp(cubin.data, "\177ELF", 4) == 0);
-  if (log && *log) fprintf(stderr, "%s (%s): %s\n", k->kernel_name, arch, log);
-  assert_true(!log || !*log); /* not even a warning */
-  free(log);
-  rt_cubin_free(&cubin);
-}
 
 /* The default, and the unaligned and split-K variants of its shape, in every layout and dtype,
  * for sm_80 (the oldest architecture with cp.async, ldmatrix and bf16 mma) and sm_90. */
@@ -493,10 +450,10 @@ static void test_nvrtc_default(void **state) {
           if (i > 0 && (d + a) % 2 != l % 2) continue;
           gen_config c;
           gen_kernel k;
-          parse_ok(t, texts[i], &c);
-          assert_true(check(t, &c, NULL, NULL, 0));
-          emit_ok(t, &c, k_dtypes[d], k_layouts[l], &k);
-          compile_ok(&k, archs[a]);
+          tc_parse_ok(t, texts[i], &c);
+          assert_true(tc_check(t, &c, NULL, NULL, 0));
+          tc_emit_ok(t, &c, k_dtypes[d], k_layouts[l], &k);
+          tc_compile_ok(&k, archs[a]);
           gen_kernel_clear(&k);
         }
   gen_free(t);
@@ -517,7 +474,7 @@ static void test_nvrtc_sample(void **state) {
       for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
         gen_config c;
         gen_config_at(t, idx, &c);
-        if (c.v[P_VEC] == v_vec[v] && (c.v[P_SPLIT] > 1) == sk && check(t, &c, NULL, NULL, 0))
+        if (c.v[P_VEC] == v_vec[v] && (c.v[P_SPLIT] > 1) == sk && tc_check(t, &c, NULL, NULL, 0))
           group[count++] = c;
       }
       const int per = sk ? 2 : 6;
@@ -526,8 +483,8 @@ static void test_nvrtc_sample(void **state) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         const gen_config *c = &group[(seed >> 33) % (uint64_t)count];
         gen_kernel k;
-        emit_ok(t, c, k_dtypes[compiled % 2], k_layouts[compiled / 2 % 4], &k);
-        compile_ok(&k, "sm_90");
+        tc_emit_ok(t, c, k_dtypes[compiled % 2], k_layouts[compiled / 2 % 4], &k);
+        tc_compile_ok(&k, "sm_90");
         gen_kernel_clear(&k);
         compiled++;
       }
@@ -754,7 +711,7 @@ static bool shape_runs(gen_template *t, const gen_config *c, const gen_kernel *s
   *offset = c->v[P_VEC] == 1 ? 1 : 0;
   *p = (gen_problem){
       dtype, layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc, *offset ? 2 : p8 ? 16 : p2 ? 4 : 2};
-  return gen_requires_met(&spec->requires, p) && check(t, c, p, NULL, 0);
+  return gen_requires_met(&spec->requires, p) && tc_check(t, c, p, NULL, 0);
 }
 
 /* The GPU test's configs are valid and each runs at least 3 shapes in every layout: checked
@@ -766,9 +723,9 @@ static void test_gpu_configs(void **state) {
     for (int l = 0; l < COUNT(k_layouts); l++) {
       gen_config c;
       gen_kernel spec;
-      parse_ok(t, k_gpu_configs[i], &c);
-      assert_true(check(t, &c, NULL, NULL, 0));
-      emit_ok(t, &c, "f16", k_layouts[l], &spec);
+      tc_parse_ok(t, k_gpu_configs[i], &c);
+      assert_true(tc_check(t, &c, NULL, NULL, 0));
+      tc_emit_ok(t, &c, "f16", k_layouts[l], &spec);
       int runs = 0;
       for (int j = 0; j < COUNT(k_shapes); j++) {
         gemm_shape s;
@@ -790,8 +747,8 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, con
   rt_cubin cubin;
   rt_kernel k;
   ut_err e;
-  parse_ok(t, text, &c);
-  assert_true(check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, text, &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   assert_int_equal(gen_emit(t, &c, dtype, layout, &spec, &e), MMT_OK);
   assert_int_equal(rt_compile(spec.source, spec.kernel_name, d->arch, &cubin, NULL, &e), MMT_OK);
   mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);

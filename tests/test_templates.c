@@ -17,6 +17,7 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
+#include "tmpl_check.h"
 
 #define TEMPLATES MMT_SOURCE_TEMPLATE_DIR
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -94,36 +95,11 @@ static void slice_range(int64_t k, int64_t split, int64_t bk, int64_t z, int64_t
   *depth = kc < k - *k0 ? kc : k - *k0;
 }
 
-static gen_template *load_reg_tiled(void) {
-  gen_template *t = NULL;
-  ut_err e = {{0}};
-  mmt_status rc = gen_load(TEMPLATES "/reg_tiled.lua", &t, &e);
-  if (rc) fprintf(stderr, "load reg_tiled: %s\n", e.msg);
-  assert_int_equal(rc, MMT_OK);
-  return t;
-}
-
-static void parse_ok(gen_template *t, const char *text, gen_config *c) {
-  ut_err e;
-  mmt_status rc = gen_config_parse(t, text, c, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", text, e.msg);
-  assert_int_equal(rc, MMT_OK);
-}
-
-static bool check(gen_template *t, const gen_config *c, const gen_problem *p, char *why,
-                  size_t whylen) {
-  bool valid = false;
-  ut_err e;
-  assert_int_equal(gen_check(t, c, p, &valid, why, whylen, &e), MMT_OK);
-  return valid;
-}
+static gen_template *load_reg_tiled(void) { return tc_load(TEMPLATES "/reg_tiled.lua"); }
 
 static void emit_layout_ok(gen_template *t, const gen_config *c, const char *layout,
                            gen_kernel *k) {
-  ut_err e;
-  mmt_status rc = gen_emit(t, c, "f32", layout, k, &e);
-  if (rc) fprintf(stderr, "emit: %s\n", e.msg);
-  assert_int_equal(rc, MMT_OK);
+  tc_emit_ok(t, c, "f32", layout, k);
 }
 
 static void emit_ok(gen_template *t, const gen_config *c, gen_kernel *k) {
@@ -160,7 +136,7 @@ static void test_space_count(void **state) {
     char why[160];
     gen_config_at(t, idx, &c);
     const cfg p = cfg_of(&c);
-    const bool valid = check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
+    const bool valid = tc_check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
     if (valid != want) {
       char text[256];
       gen_config_format(t, &c, text, sizeof text, NULL);
@@ -186,7 +162,7 @@ static void test_default(void **state) {
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
   assert_string_equal(text, "bm=128,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=8,split=1");
-  assert_true(check(t, &c, NULL, NULL, 0));
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   gen_kernel k, k2;
   emit_ok(t, &c, &k);
   assert_string_equal(k.kernel_name, "mmt_reg_tiled_nn_m128_n128_k8_tm8_tn8_v4_s2_p4_g8");
@@ -213,7 +189,7 @@ static void test_emit_all(void **state) {
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;
     gen_config_at(t, idx, &c);
-    if (!check(t, &c, NULL, NULL, 0)) continue;
+    if (!tc_check(t, &c, NULL, NULL, 0)) continue;
     const cfg p = cfg_of(&c);
     gen_kernel k;
     emit_ok(t, &c, &k);
@@ -296,11 +272,11 @@ static void test_problem_checks(void **state) {
   gen_config c;
   char why[160];
   gen_kernel k;
-  parse_ok(t, "", &c); /* the default: bm=128, vec=4 */
+  tc_parse_ok(t, "", &c); /* the default: bm=128, vec=4 */
   gen_problem p = {"f32", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16};
-  assert_true(check(t, &c, &p, why, sizeof why));
+  assert_true(tc_check(t, &c, &p, why, sizeof why));
   p.m++; /* one block row too many for grid.y */
-  assert_false(check(t, &c, &p, why, sizeof why));
+  assert_false(tc_check(t, &c, &p, why, sizeof why));
   assert_non_null(strstr(why, "65535"));
   p.m = 100;
 
@@ -318,8 +294,8 @@ static void test_problem_checks(void **state) {
   bad.align_bytes = 8;
   assert_false(gen_requires_met(&k.requires, &bad));
   gen_kernel_clear(&k);
-  parse_ok(t, "vec=1", &c);
-  assert_true(check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, "vec=1", &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   emit_ok(t, &c, &k);
   gen_problem odd = {"f32", "nn", 37, 51, 27, 29, 53, 51, 4};
   assert_true(gen_requires_met(&k.requires, &odd));
@@ -327,7 +303,7 @@ static void test_problem_checks(void **state) {
 
   /* vec=4 in each layout: float4 along each operand's contiguous dimension -- A's is K (n) or
    * M (t), B's is N (n) or K (t) -- and C's, N.  One ragged dimension at a time. */
-  parse_ok(t, "", &c);
+  tc_parse_ok(t, "", &c);
   static const struct {
     const char *layout;
     bool m4, k4; /* M % 4, K % 4 required */
@@ -345,36 +321,36 @@ static void test_problem_checks(void **state) {
   }
 
   /* split-K: only the pipelined, padded, unswizzled variants */
-  parse_ok(t, "split=4", &c); /* group=8 */
-  assert_false(check(t, &c, NULL, why, sizeof why));
+  tc_parse_ok(t, "split=4", &c); /* group=8 */
+  assert_false(tc_check(t, &c, NULL, why, sizeof why));
   assert_non_null(strstr(why, "split"));
-  parse_ok(t, "group=1,split=4,stages=1", &c);
-  assert_false(check(t, &c, NULL, why, sizeof why));
-  parse_ok(t, "group=1,split=4,pad=0", &c);
-  assert_false(check(t, &c, NULL, why, sizeof why));
+  tc_parse_ok(t, "group=1,split=4,stages=1", &c);
+  assert_false(tc_check(t, &c, NULL, why, sizeof why));
+  tc_parse_ok(t, "group=1,split=4,pad=0", &c);
+  assert_false(tc_check(t, &c, NULL, why, sizeof why));
   /* problem: at least two K steps per slice, K >= 2 * split * bk (here 2 * 4 * 8) */
-  parse_ok(t, "group=1,split=4", &c);
+  tc_parse_ok(t, "group=1,split=4", &c);
   gen_problem sp = {"f32", "nn", 16, 4096, 64, 64, 4096, 4096, 16};
-  assert_true(check(t, &c, &sp, why, sizeof why));
+  assert_true(tc_check(t, &c, &sp, why, sizeof why));
   sp.k = 63;
   sp.lda = 63;
-  assert_false(check(t, &c, &sp, why, sizeof why));
+  assert_false(tc_check(t, &c, &sp, why, sizeof why));
   assert_non_null(strstr(why, "K < 2 * split * bk"));
   sp.k = 0; /* K == 0: nothing to split */
-  assert_false(check(t, &c, &sp, why, sizeof why));
-  parse_ok(t, "group=1", &c); /* split = 1 takes any K */
-  assert_true(check(t, &c, &sp, why, sizeof why));
+  assert_false(tc_check(t, &c, &sp, why, sizeof why));
+  tc_parse_ok(t, "group=1", &c); /* split = 1 takes any K */
+  assert_true(tc_check(t, &c, &sp, why, sizeof why));
   /* problem: tiles of C at most SEM_COUNT (one semaphore each), 128 x 128 tiles here */
-  parse_ok(t, "group=1,split=2", &c);
+  tc_parse_ok(t, "group=1,split=2", &c);
   gen_problem big = {"f32", "nn", 256LL * 128, 256LL * 128, 64, 64, 256LL * 128, 256LL * 128, 16};
-  assert_true(check(t, &c, &big, why, sizeof why)); /* exactly 65536 tiles */
+  assert_true(tc_check(t, &c, &big, why, sizeof why)); /* exactly 65536 tiles */
   big.n++;
   big.ldb++;
   big.ldc++;
-  assert_false(check(t, &c, &big, why, sizeof why));
+  assert_false(tc_check(t, &c, &big, why, sizeof why));
   assert_non_null(strstr(why, "65536 tiles"));
-  parse_ok(t, "group=1", &c);
-  assert_true(check(t, &c, &big, why, sizeof why));
+  tc_parse_ok(t, "group=1", &c);
+  assert_true(tc_check(t, &c, &big, why, sizeof why));
   gen_free(t);
 }
 
@@ -385,8 +361,8 @@ static void test_grid_rule(void **state) {
   gen_kernel k;
   unsigned g[3];
   ut_err e;
-  parse_ok(t, "bm=64,bn=256,bk=32,tm=4,tn=8", &c);
-  assert_true(check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, "bm=64,bn=256,bk=32,tm=4,tn=8", &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   emit_ok(t, &c, &k);
   assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, g, &e), MMT_OK);
   assert_int_equal(g[0], 1);  /* ceil(77 / 256) */
@@ -404,8 +380,8 @@ static void test_grid_rule(void **state) {
     char text[96];
     snprintf(text, sizeof text, "bm=64,bn=256,bk=32,tm=4,tn=8,group=1,split=%lld",
              (long long)v_split[i]);
-    parse_ok(t, text, &c);
-    assert_true(check(t, &c, NULL, NULL, 0));
+    tc_parse_ok(t, text, &c);
+    assert_true(tc_check(t, &c, NULL, NULL, 0));
     emit_ok(t, &c, &k);
     assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, g, &e), MMT_OK);
     assert_true(g[0] == 1 && g[1] == 16 && g[2] == v_split[i]);
@@ -473,7 +449,7 @@ static void test_group_swizzle(void **state) {
   gen_template *t = load_reg_tiled();
   gen_config c;
   gen_kernel k;
-  parse_ok(t, "group=1", &c);
+  tc_parse_ok(t, "group=1", &c);
   emit_ok(t, &c, &k);
   for (int i = 0; i < COUNT(k_swizzle_lines); i++) {
     if (!strstr(k.source, k_swizzle_lines[i])) fprintf(stderr, "missing: %s\n", k_swizzle_lines[i]);
@@ -541,7 +517,7 @@ static void test_split_slices(void **state) {
   for (int i = 0; i < COUNT(configs); i++) {
     gen_config c;
     gen_kernel k;
-    parse_ok(t, configs[i], &c);
+    tc_parse_ok(t, configs[i], &c);
     emit_ok(t, &c, &k);
     for (int j = 0; j < COUNT(k_split_lines); j++) {
       if (!strstr(k.source, k_split_lines[j])) fprintf(stderr, "missing: %s\n", k_split_lines[j]);
@@ -570,7 +546,7 @@ static int sample_configs(gen_template *t, int per, gen_config *out, int cap) {
           gen_config c;
           gen_config_at(t, idx, &c);
           if (c.v[P_STAGES] == v_stages[s] && c.v[P_VEC] == v_vec[v] &&
-              (c.v[P_SPLIT] > 1) == sk && check(t, &c, NULL, NULL, 0))
+              (c.v[P_SPLIT] > 1) == sk && tc_check(t, &c, NULL, NULL, 0))
             group[count++] = c;
         }
         if (sk && v_stages[s] == 1) {
@@ -588,20 +564,6 @@ static int sample_configs(gen_template *t, int per, gen_config *out, int cap) {
   return n;
 }
 
-static void compile_ok(const gen_kernel *k, const char *arch) {
-  rt_cubin cubin;
-  char *log = NULL;
-  ut_err e;
-  mmt_status rc = rt_compile(k->source, k->kernel_name, arch, &cubin, &log, &e);
-  if (rc) fprintf(stderr, "%s (%s): %s\n%s\n", k->kernel_name, arch, e.msg, log ? log : "");
-  assert_int_equal(rc, MMT_OK);
-  assert_true(cubin.size > 4 && memcmp(cubin.data, "\177ELF", 4) == 0);
-  if (log && *log) fprintf(stderr, "%s (%s): %s\n", k->kernel_name, arch, log);
-  assert_true(!log || !*log); /* not even a warning */
-  free(log);
-  rt_cubin_free(&cubin);
-}
-
 static void test_nvrtc_sample(void **state) {
   (void)state;
   gen_template *t = load_reg_tiled();
@@ -615,9 +577,9 @@ static void test_nvrtc_sample(void **state) {
     gen_kernel k;
     int l = i % 4;
     const gen_problem big = {"f32", layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
-    if (!check(t, &sample[i], &big, NULL, 0)) l = 0;
+    if (!tc_check(t, &sample[i], &big, NULL, 0)) l = 0;
     emit_layout_ok(t, &sample[i], layouts[l], &k);
-    compile_ok(&k, "sm_90");
+    tc_compile_ok(&k, "sm_90");
     gen_kernel_clear(&k);
     split += sample[i].v[P_SPLIT] > 1;
     per_layout[l]++;
@@ -631,11 +593,11 @@ static void test_nvrtc_sample(void **state) {
   for (int i = 0; i < COUNT(sm80); i++) {
     gen_config c;
     gen_kernel k;
-    parse_ok(t, sm80[i], &c);
-    assert_true(check(t, &c, NULL, NULL, 0));
+    tc_parse_ok(t, sm80[i], &c);
+    assert_true(tc_check(t, &c, NULL, NULL, 0));
     for (int l = 0; l < 4; l++) {
       emit_layout_ok(t, &c, layouts[l], &k);
-      compile_ok(&k, "sm_80");
+      tc_compile_ok(&k, "sm_80");
       gen_kernel_clear(&k);
     }
   }
@@ -648,11 +610,11 @@ static void test_nvrtc_sample(void **state) {
     ut_err e;
     assert_int_equal(gen_load_named(others[i][0], &o, &e), MMT_OK);
     gen_config c;
-    parse_ok(o, others[i][1], &c);
+    tc_parse_ok(o, others[i][1], &c);
     for (int l = 0; l < 4; l++) {
       gen_kernel k;
       emit_layout_ok(o, &c, layouts[l], &k);
-      compile_ok(&k, "sm_90");
+      tc_compile_ok(&k, "sm_90");
       gen_kernel_clear(&k);
     }
     gen_free(o);
@@ -741,11 +703,11 @@ static void test_gpu_configs(void **state) {
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
     gen_config c;
     gen_kernel spec;
-    parse_ok(t, k_gpu_configs[i], &c);
-    assert_true(check(t, &c, NULL, NULL, 0));
+    tc_parse_ok(t, k_gpu_configs[i], &c);
+    assert_true(tc_check(t, &c, NULL, NULL, 0));
     for (int l = 0; l < COUNT(k_layouts); l++) {
       const gen_problem big = {"f32", k_layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
-      layout_valid += check(t, &c, &big, NULL, 0);
+      layout_valid += tc_check(t, &c, &big, NULL, 0);
     }
     if (c.v[P_SPLIT] == 1) continue;
     split_configs++;
@@ -756,9 +718,9 @@ static void test_gpu_configs(void **state) {
       const gen_problem prob = {"f32",      "nn",      sh[j].m,   sh[j].n, sh[j].k,
                                 sh[j].lda, sh[j].ldb, sh[j].ldc, 16};
       char why[160] = "";
-      if (!check(t, &c, &prob, why, sizeof why))
+      if (!tc_check(t, &c, &prob, why, sizeof why))
         fprintf(stderr, "%s, shape %d: %s\n", k_gpu_configs[i], j, why);
-      assert_true(check(t, &c, &prob, NULL, 0));
+      assert_true(tc_check(t, &c, &prob, NULL, 0));
       assert_true(gen_requires_met(&spec.requires, &prob));
     }
     gen_kernel_clear(&spec);
@@ -858,12 +820,12 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, con
   rt_cubin cubin;
   rt_kernel k;
   ut_err e;
-  parse_ok(t, text, &c);
-  assert_true(check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, text, &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   /* Some configs are valid for nn only (tile loads that do not divide evenly in another
    * layout): test_gpu_configs counts them, here they are passed over. */
   const gen_problem big = {"f32", layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
-  if (!check(t, &c, &big, NULL, 0)) return;
+  if (!tc_check(t, &c, &big, NULL, 0)) return;
   assert_int_equal(gen_emit(t, &c, "f32", layout, &spec, &e), MMT_OK);
   assert_int_equal(rt_compile(spec.source, spec.kernel_name, d->arch, &cubin, NULL, &e), MMT_OK);
   mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);

@@ -19,28 +19,14 @@
 #define NAN_BITS 0x7fc00000u
 
 /* Random fill on the device: splitmix64 of (seed, index) -> an odd multiple of 2^-24 in
- * (-1, 1), so no element is ever zero (like tn_fill_random, with its own stream). */
+ * (-1, 1), so no element is ever zero (like tn_fill_random, with its own stream), stored as
+ * float (bits 32), or rounded to nearest even as f16 (16) or bf16 (-16; by hand:
+ * cvt.rn.bf16.f32 needs sm_80; the values are never NaN).  And the widening of 16-bit data to
+ * float (exact; NaN stays NaN), which lets the float64 reference and the check below read what
+ * a 16-bit kernel read and wrote. */
 static const char FILL_SOURCE[] =
-    "extern \"C\" __global__ void mmt_fill_uniform(float *x, unsigned long long n,\n"
-    "                                              unsigned long long seed) {\n"
-    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
-    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
-    "       i < n; i += stride) {\n"
-    "    unsigned long long z = seed + (i + 1) * 0x9E3779B97F4A7C15ULL;\n"
-    "    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;\n"
-    "    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;\n"
-    "    z ^= z >> 31;\n"
-    "    x[i] = (float)(2.0 * (double)(z >> 40) + 1.0 - 16777216.0) * (1.0f / 16777216.0f);\n"
-    "  }\n"
-    "}\n";
-
-/* 16-bit inputs (f16, bf16): the same values as mmt_fill_uniform, rounded to nearest even in
- * the type; and the widening of 16-bit data to float (exact; NaN stays NaN), which lets the
- * float64 reference and the check below read what the kernel read and wrote.  bf16 is
- * rounded by hand (cvt.rn.bf16.f32 needs sm_80); the inputs are never NaN. */
-static const char FILL16_SOURCE[] =
-    "extern \"C\" __global__ void mmt_fill_uniform_16(unsigned short *x, unsigned long long n,\n"
-    "                                                 unsigned long long seed, int bf16) {\n"
+    "extern \"C\" __global__ void mmt_fill_uniform(void *x, unsigned long long n,\n"
+    "                                              unsigned long long seed, int bits) {\n"
     "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
     "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
     "       i < n; i += stride) {\n"
@@ -49,14 +35,16 @@ static const char FILL16_SOURCE[] =
     "    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;\n"
     "    z ^= z >> 31;\n"
     "    float v = (float)(2.0 * (double)(z >> 40) + 1.0 - 16777216.0) * (1.0f / 16777216.0f);\n"
-    "    unsigned short h;\n"
-    "    if (bf16) {\n"
+    "    if (bits == 32) {\n"
+    "      ((float *)x)[i] = v;\n"
+    "    } else if (bits == -16) {\n"
     "      unsigned u = __float_as_uint(v);\n"
-    "      h = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);\n"
+    "      ((unsigned short *)x)[i] = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);\n"
     "    } else {\n"
+    "      unsigned short h;\n"
     "      asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(v));\n"
+    "      ((unsigned short *)x)[i] = h;\n"
     "    }\n"
-    "    x[i] = h;\n"
     "  }\n"
     "}\n"
     "extern \"C\" __global__ void mmt_widen_16(const unsigned short *x, float *y,\n"
@@ -125,7 +113,7 @@ struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, fill16_fn, widen_fn, ref_fn, check_fn;
+  CUfunction fill_fn, widen_fn, ref_fn, check_fn;
   CUdeviceptr stats; /* check_stats */
   CUevent ev_start, ev_stop;
   int l2_bytes;
@@ -161,17 +149,16 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   mmt_status rc = MMT_OK;
   rt_cubin cubin = {0};
   const char *ref = tn_ref_gpu_source();
-  size_t len = strlen(FILL_SOURCE) + strlen(FILL16_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 4;
+  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 3;
   char *source = malloc(len);
   if (!source) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-  snprintf(source, len, "%s\n%s\n%s\n%s", FILL_SOURCE, FILL16_SOURCE, CHECK_SOURCE, ref);
+  snprintf(source, len, "%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, ref);
   if ((rc = rt_compile_cached(cache_dir, source, "mmtune_helpers", g->dev.arch, &cubin, NULL, NULL,
                               err)))
     goto cleanup;
   const rt_cu *cu = g->cu;
   RT_CU_CHECK(cu, cuModuleLoadData(&g->helpers, cubin.data));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
-  RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill16_fn, g->helpers, "mmt_fill_uniform_16"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen_fn, g->helpers, "mmt_widen_16"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
@@ -298,8 +285,8 @@ cleanup:
 /* n random elements of the problem's dtype at x. */
 static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
   unsigned long long count = n, s = seed;
-  if (g->elem == 4) return launch_elementwise(g, g->fill_fn, n, (void *[]){&x, &count, &s}, err);
-  return launch_elementwise(g, g->fill16_fn, n, (void *[]){&x, &count, &s, &g->bf16}, err);
+  int bits = g->elem == 4 ? 32 : g->bf16 ? -16 : 16;
+  return launch_elementwise(g, g->fill_fn, n, (void *[]){&x, &count, &s, &bits}, err);
 }
 
 /* n 16-bit elements at x as floats at y. */

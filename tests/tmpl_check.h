@@ -1,0 +1,26 @@
+/*
+ * tmpl_check.h -- test helper shared by the template tests (test_templates, test_mma_sync):
+ * load, parse, check, emit and NVRTC-compile with cmocka assertions that print gen's or
+ * NVRTC's message before failing.
+ */
+#ifndef MMT_TESTS_TMPL_CHECK_H
+#define MMT_TESTS_TMPL_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gen.h"
+
+/* Loads the template file at path; fails the test when it does not load. */
+gen_template *tc_load(const char *path);
+/* Parses "name=value,..." (over the default) into c. */
+void tc_parse_ok(gen_template *t, const char *text, gen_config *c);
+/* The constraints' verdict for c (and p when not NULL); why receives the reason. */
+bool tc_check(gen_template *t, const gen_config *c, const gen_problem *p, char *why, size_t whylen);
+/* Emits c for dtype and layout into k. */
+void tc_emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
+                gen_kernel *k);
+/* NVRTC-compiles k for arch: an ELF cubin and not even a warning in the log. */
+void tc_compile_ok(const gen_kernel *k, const char *arch);
+
+#endif /* MMT_TESTS_TMPL_CHECK_H */
