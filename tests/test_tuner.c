@@ -20,6 +20,7 @@
 #include "db.h"
 #include "rt_compile.h"
 #include "rt_device.h"
+#include "tn_measure.h"
 #include "tn_ref.h"
 
 static char g_dir[64];
@@ -225,6 +226,25 @@ static void test_interrupt_keeps_results(void **state) {
 
 /* The float64 GPU reference compiles with NVRTC (CI) and, on a GPU, equals tn_ref_gemm bit
  * for bit on a ragged, strided problem that spans several tiles. */
+/* The measurement's helper kernels compile for the oldest and newest targets (CI: no GPU). */
+static void test_helpers_compile(void **state) {
+  (void)state;
+  char *source = tn_gpu_helpers_source();
+  assert_non_null(source);
+  static const char *const arches[] = {"sm_75", "sm_90"}; /* CUDA 13: sm_75 and up */
+  for (int i = 0; i < 2; i++) {
+    rt_cubin cubin = {0};
+    char *log = NULL;
+    ut_err err;
+    mmt_status rc = rt_compile(source, "helpers", arches[i], &cubin, &log, &err);
+    if (rc) fprintf(stderr, "%s: %s\n%s\n", arches[i], err.msg, log ? log : "");
+    assert_int_equal(rc, MMT_OK);
+    free(log);
+    rt_cubin_free(&cubin);
+  }
+  free(source);
+}
+
 static void test_reference_kernel(void **state) {
   (void)state;
   rt_cubin cubin = {0};
@@ -285,6 +305,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_driver_is_one_clean_line),
       cmocka_unit_test(test_reference_kernel),
+      cmocka_unit_test(test_helpers_compile),
       cmocka_unit_test(test_templates_on_ragged_shapes),
       cmocka_unit_test(test_fault_and_hang_are_contained),
       cmocka_unit_test(test_interrupt_keeps_results),

@@ -145,14 +145,19 @@ void tn_measure_defaults(tn_measure_opts *o) {
   if (!o->dtype[0]) memcpy(o->dtype, "f32", 4);
 }
 
-static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
-  mmt_status rc = MMT_OK;
-  rt_cubin cubin = {0};
+char *tn_gpu_helpers_source(void) {
   const char *ref = tn_ref_gpu_source();
   size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 3;
   char *source = malloc(len);
+  if (source) snprintf(source, len, "%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, ref);
+  return source;
+}
+
+static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  rt_cubin cubin = {0};
+  char *source = tn_gpu_helpers_source();
   if (!source) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-  snprintf(source, len, "%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, ref);
   if ((rc = rt_compile_cached(cache_dir, source, "mmtune_helpers", g->dev.arch, &cubin, NULL, NULL,
                               err)))
     goto cleanup;

@@ -43,6 +43,11 @@ typedef struct {
   int regs, shared_bytes, local_bytes;
 } tn_measurement;
 
+/* The CUDA C of the helper kernels tn_gpu_open compiles (random fill, 16-bit widening, the
+ * result check, the float64 reference), one translation unit; owned (free), NULL when out of
+ * memory.  Exposed so that CI compiles it with NVRTC without a GPU. */
+char *tn_gpu_helpers_source(void);
+
 /* Opens the device and compiles the helper kernels (random fill, float64 reference). */
 mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err);
 void tn_gpu_close(tn_gpu *g);
