@@ -69,7 +69,8 @@ typedef struct mmt_context mmt_context;
 typedef enum { MMT_LOG_ERROR = 0, MMT_LOG_WARN = 1, MMT_LOG_INFO = 2, MMT_LOG_DEBUG = 3 } mmt_log_level;
 
 /* A log line (no trailing newline), valid during the call only.  Called from the thread that
- * made the mmtune call, possibly from several threads at once. */
+ * made the mmtune call, possibly from several threads at once, sometimes with the context's
+ * lock held: it must not call mmtune functions on the same context. */
 typedef void (*mmt_log_fn)(void *user, mmt_log_level level, const char *message);
 
 /* Zero-initialize, then set what you need: every field has a default. */
