@@ -118,11 +118,16 @@ const char *gen_dtype(const gen_template *t, int i) {
   return i >= 0 && i < t->ndtypes ? t->dtypes[i] : NULL;
 }
 
+static const char *const layout_names[GEN_LAYOUTS] = {"nn", "nt", "tn", "tt"};
+
 int gen_layout_index(const char *layout) {
-  static const char *const names[] = {"nn", "nt", "tn", "tt"};
-  for (int i = 0; layout && i < 4; i++)
-    if (strcmp(layout, names[i]) == 0) return i;
+  for (int i = 0; layout && i < GEN_LAYOUTS; i++)
+    if (strcmp(layout, layout_names[i]) == 0) return i;
   return -1;
+}
+
+const char *gen_layout_name(int index) {
+  return index >= 0 && index < GEN_LAYOUTS ? layout_names[index] : NULL;
 }
 
 void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]) {

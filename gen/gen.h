@@ -43,8 +43,11 @@ typedef struct {
  * So "nn" is the plain row-major product and "tt" is C = A^T * B^T.  (A column-major caller
  * maps onto these by swapping A and B, M and N: see mmt_gemm in mmtune.h.)
  */
+#define GEN_LAYOUTS 4
 /* 0..3 for "nn", "nt", "tn", "tt"; -1 for anything else (NULL included). */
 int gen_layout_index(const char *layout);
+/* The inverse: "nn" .. "tt" for 0..3, NULL otherwise. */
+const char *gen_layout_name(int index);
 /* The smallest lda, ldb, ldc of an m x n x k problem in layout (NULL: "nn"): the row widths
  * of A and B as stored, and n. */
 void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]);

@@ -348,11 +348,9 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   return MMT_OK;
 }
 
-static const char *const layout_names[4] = {"nn", "nt", "tn", "tt"};
-
 static gen_problem problem_of(const problem_key *key) {
   return (gen_problem){.dtype = rt_dtype((mmt_dtype)key->dtype)->name,
-                       .layout = layout_names[key->layout], .m = key->m, .n = key->n,
+                       .layout = gen_layout_name((int)key->layout), .m = key->m, .n = key->n,
                        .k = key->k, .lda = key->lda, .ldb = key->ldb, .ldc = key->ldc,
                        .align_bytes = (int)key->align};
 }

@@ -12,6 +12,18 @@ const rt_dtype_info *rt_dtype(mmt_dtype dtype) {
 
 static int64_t at_least_1(int64_t x) { return x < 1 ? 1 : x; }
 
+void rt_gemm_min_ld(const mmt_problem *p, int64_t ld[3], const char *what[3]) {
+  /* Row-major rows are op's columns unless transposed; column-major the other way round. */
+  bool row = p->order == MMT_ROW_MAJOR;
+  bool a_k = row != (p->trans_a == MMT_TRANS), b_n = row != (p->trans_b == MMT_TRANS);
+  ld[0] = a_k ? p->k : p->m;
+  ld[1] = b_n ? p->n : p->k;
+  ld[2] = row ? p->n : p->m;
+  what[0] = a_k ? "K" : "M";
+  what[1] = b_n ? "N" : "K";
+  what[2] = row ? "N" : "M";
+}
+
 /* One leading dimension against its minimum max(1, rows-as-stored width). */
 static mmt_status check_ld(const char *name, int64_t ld, const char *what, int64_t width,
                            ut_err *err) {
@@ -39,13 +51,12 @@ mmt_status rt_gemm_check(const mmt_problem *p, ut_err *err) {
     if (v[i] < 0)
       return ut_fail(err, MMT_ERR_INVALID_ARG, "%s must be >= 0, got %lld", names[i],
                      (long long)v[i]);
-  /* Stored widths: row-major rows are op's columns unless transposed; column-major the other
-   * way round. */
-  bool row = p->order == MMT_ROW_MAJOR, ta = p->trans_a == MMT_TRANS, tb = p->trans_b == MMT_TRANS;
-  bool a_k = row != ta, b_n = row != tb; /* A's rows hold K; B's rows hold N */
-  mmt_status rc = check_ld("lda", p->lda, a_k ? "K" : "M", a_k ? p->k : p->m, err);
-  if (!rc) rc = check_ld("ldb", p->ldb, b_n ? "N" : "K", b_n ? p->n : p->k, err);
-  if (!rc) rc = check_ld("ldc", p->ldc, row ? "N" : "M", row ? p->n : p->m, err);
+  int64_t min[3];
+  const char *what[3];
+  rt_gemm_min_ld(p, min, what);
+  mmt_status rc = check_ld("lda", p->lda, what[0], min[0], err);
+  if (!rc) rc = check_ld("ldb", p->ldb, what[1], min[1], err);
+  if (!rc) rc = check_ld("ldc", p->ldc, what[2], min[2], err);
   if (rc) return rc;
   for (int i = 0; i < 6; i++)
     if (v[i] > INT32_MAX)

@@ -26,6 +26,11 @@ typedef struct {
 /* NULL for a value outside mmt_dtype. */
 const rt_dtype_info *rt_dtype(mmt_dtype dtype);
 
+/* The smallest leading dimensions mmt_gemm accepts for p's order and transposes (mmtune.h),
+ * and, in what[], the size each one is the width of ("M", "N" or "K"); max(1, ...) is not
+ * applied.  p's enums must be valid. */
+void rt_gemm_min_ld(const mmt_problem *p, int64_t ld[3], const char *what[3]);
+
 /*
  * mmt_gemm's checks of everything but the pointers, in this order: order, transposes and
  * dtype are values of their enums; M, N, K >= 0; lda, ldb, ldc at least the minimums of

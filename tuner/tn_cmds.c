@@ -114,9 +114,8 @@ static bool describe_template(gen_template *t) {
   printf("%s: %s\n  path:    %s\n  dtypes: ", gen_name(t), gen_description(t), gen_path(t));
   for (int i = 0; i < gen_dtype_count(t); i++) printf(" %s", gen_dtype(t, i));
   printf("\n  layouts:");
-  static const char *const layouts[] = {"nn", "nt", "tn", "tt"};
-  for (int i = 0; i < 4; i++)
-    if (gen_supports_layout(t, layouts[i])) printf(" %s", layouts[i]);
+  for (int i = 0; i < GEN_LAYOUTS; i++)
+    if (gen_supports_layout(t, gen_layout_name(i))) printf(" %s", gen_layout_name(i));
   printf("\n");
   for (int i = 0; i < gen_param_count(t); i++) {
     printf("  %-8s %s =", i == 0 ? "params:" : "", gen_param_name(t, i));

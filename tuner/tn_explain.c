@@ -10,6 +10,7 @@
 
 #include "mmtune.h"
 #include "rt_choose.h"
+#include "rt_gemm.h"
 #include "tn_cli.h"
 #include "tn_opts.h"
 
@@ -35,11 +36,6 @@ static const tn_cmd_spec EXPLAIN_SPEC = {
     "NVRTC and template source hash).",
     EXPLAIN_OPTS, (int)(sizeof EXPLAIN_OPTS / sizeof EXPLAIN_OPTS[0])};
 
-static const struct {
-  const char *name;
-  mmt_dtype dtype;
-} DTYPES[] = {{"f32", MMT_F32}, {"tf32", MMT_TF32}, {"f16", MMT_F16}, {"bf16", MMT_BF16}};
-
 /* The problem from the command line.  Exit code. */
 static int parse_problem(const tn_opts *o, mmt_problem *p) {
   int64_t v[3];
@@ -52,11 +48,11 @@ static int parse_problem(const tn_opts *o, mmt_problem *p) {
   *p = (mmt_problem){MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, v[0], v[1], v[2], 0, 0, 0, MMT_F32};
   const char *s = tn_opts_get(o, "dtype");
   if (s) {
-    size_t i = 0;
-    while (i < sizeof DTYPES / sizeof DTYPES[0] && strcmp(DTYPES[i].name, s)) i++;
-    if (i == sizeof DTYPES / sizeof DTYPES[0])
+    int d = 0;
+    while (mmt_dtype_name((mmt_dtype)d) && strcmp(mmt_dtype_name((mmt_dtype)d), s)) d++;
+    if (!mmt_dtype_name((mmt_dtype)d))
       return tn_usage_error("explain", "unknown dtype '%s' (f32, tf32, f16 or bf16)", s);
-    p->dtype = DTYPES[i].dtype;
+    p->dtype = (mmt_dtype)d;
   }
   if ((s = tn_opts_get(o, "order"))) {
     if (strcmp(s, "row") && strcmp(s, "col"))
@@ -66,9 +62,9 @@ static int parse_problem(const tn_opts *o, mmt_problem *p) {
   p->trans_a = tn_opts_has(o, "trans-a") ? MMT_TRANS : MMT_NO_TRANS;
   p->trans_b = tn_opts_has(o, "trans-b") ? MMT_TRANS : MMT_NO_TRANS;
   /* Default leading dimensions: the smallest mmt_gemm allows. */
-  bool row = p->order == MMT_ROW_MAJOR;
-  bool a_k = row != (p->trans_a == MMT_TRANS), b_n = row != (p->trans_b == MMT_TRANS);
-  int64_t def[3] = {a_k ? p->k : p->m, b_n ? p->n : p->k, row ? p->n : p->m};
+  int64_t def[3];
+  const char *what[3];
+  rt_gemm_min_ld(p, def, what);
   int64_t *ld[3] = {&p->lda, &p->ldb, &p->ldc};
   static const char *const ld_names[3] = {"lda", "ldb", "ldc"};
   for (int i = 0; i < 3; i++) {
