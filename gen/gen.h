@@ -73,8 +73,21 @@ typedef struct {
   int align_bytes;                            /* base pointers and rows aligned to this; >= elem */
 } gen_requires;
 
+/* A TMA tensor map over one operand, encoded by the runtime for each launch and passed after
+ * the ABI arguments (see the kernel table's `tensor_maps` in templates/README.md).  The map
+ * covers the operand as stored: dimension 0 is its contiguous one (A 'n': K, A 't': M, B 'n':
+ * N, B 't': K), dimension 1 its rows; elements outside the matrix read as zero. */
+#define GEN_MAX_TENSOR_MAPS 4
+typedef struct {
+  char operand;     /* 'A' or 'B' */
+  unsigned box[2];  /* elements copied per load: [0] along dimension 0, [1] rows; 1..256 */
+  unsigned swizzle; /* bytes: 0 (none), 32, 64 or 128 */
+} gen_tensor_map;
+
 /* A config's emitted kernel: source plus how to launch it. Owned; free with gen_kernel_clear. */
 typedef struct {
+  char dtype[8];     /* what it was emitted for: "f16" */
+  char layout[4];    /* "nn" .. "tt" */
   char *source;      /* complete CUDA C translation unit, compiles on its own */
   char *kernel_name; /* extern "C" __global__ entry point */
   unsigned block[3];
@@ -83,6 +96,10 @@ typedef struct {
   bool exclusive;        /* launches must not overlap: the kernel keeps state between blocks in
                             module globals (serial split-K semaphores); runtime orders them */
   gen_requires requires;
+  char arch[16]; /* "": compiled for the device's own architecture; else exactly this one
+                    (e.g. "sm_90a", whose cubins run only on compute capability 9.0) */
+  int ntensor_maps;
+  gen_tensor_map tensor_maps[GEN_MAX_TENSOR_MAPS]; /* appended to the arguments in this order */
 } gen_kernel;
 
 /*
@@ -92,6 +109,8 @@ typedef struct {
  * computing C = alpha * op(A)*op(B) + beta * C row-major, op given by the layout the kernel
  * was emitted for (see Layouts); when beta == 0, C is not read.  K == 0 must
  * write alpha * 0 (+ beta * C): the dispatcher relies on it for BLAS's K == 0 case.
+ * A kernel with tensor maps takes one more argument per map, after ldc:
+ *   const __grid_constant__ M map  (M: a 64-byte aligned 128-byte struct, CUtensorMap's layout)
  */
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,

@@ -95,7 +95,7 @@ static mmt_status decl_dtype_at(decl_reader *d, int i) {
   gen_template *t = d->t;
   const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
   if (!s || gen_dtype_size(s) == 0)
-    return decl_fail(d, "dtypes[%d] must be a known dtype name (f32, f64, f16, bf16)", i + 1);
+    return decl_fail(d, "dtypes[%d] must be a known dtype name (f32, f64, f16, bf16, tf32)", i + 1);
   for (int j = 0; j < i; j++)
     if (strcmp(t->dtypes[j], s) == 0) return decl_fail(d, "dtypes[%d] repeats '%s'", i + 1, s);
   snprintf(t->dtypes[i], sizeof t->dtypes[i], "%s", s); /* known names are short */

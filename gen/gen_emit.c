@@ -248,6 +248,83 @@ static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
+/* arch: optional "sm_<digits>" with an optional 'a' (architecture-specific features). */
+static mmt_status read_arch(lua_State *L, int res, emit_ctx *c) {
+  int ty = gen_raw_field(L, res, "arch");
+  const char *a = ty == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  size_t digits = a && strncmp(a, "sm_", 3) == 0 ? strspn(a + 3, "0123456789") : 0;
+  bool ok = ty == LUA_TNIL || (digits >= 2 && digits <= 3 &&
+                               (a[3 + digits] == '\0' || strcmp(a + 3 + digits, "a") == 0));
+  if (ok && a) snprintf(c->out->arch, sizeof c->out->arch, "%s", a);
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "arch that is not an architecture like \"sm_90a\"");
+  return MMT_OK;
+}
+
+/* One entry of tensor_maps: {operand = "A"|"B", box = {inner, rows}, swizzle = 0|32|64|128}. */
+static mmt_status read_tensor_map(lua_State *L, int i, emit_ctx *c, gen_tensor_map *tm) {
+  int entry = lua_gettop(L);
+  const char *op = gen_raw_field(L, entry, "operand") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  bool ok = strcmp(op, "A") == 0 || strcmp(op, "B") == 0;
+  tm->operand = ok ? op[0] : 0;
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "tensor_maps[%d].operand that is not \"A\" or \"B\"", i);
+  int64_t box[2] = {0, 0}, swizzle = 0;
+  ok = gen_raw_field(L, entry, "box") == LUA_TTABLE;
+  for (int j = 0; j < 2 && ok; j++) {
+    lua_rawgeti(L, -1, j + 1);
+    ok = gen_lua_int(L, -1, &box[j]) && box[j] >= 1 && box[j] <= 256;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "tensor_maps[%d].box that is not {inner, rows} of 1..256", i);
+  int ty = gen_raw_field(L, entry, "swizzle");
+  ok = ty == LUA_TNIL || (gen_lua_int(L, -1, &swizzle) &&
+                          (swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128));
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "tensor_maps[%d].swizzle that is not 0, 32, 64 or 128", i);
+  int64_t inner_bytes = box[0] * gen_dtype_size(c->dtype);
+  /* TMA copies rows of whole 16-byte units, and a swizzled row must fit the swizzle span. */
+  if (inner_bytes % 16 || (swizzle && inner_bytes > swizzle))
+    return emit_fail(c,
+                     "tensor_maps[%d].box inner = %lld: %lld bytes must be a multiple of 16%s",
+                     i, (long long)box[0], (long long)inner_bytes,
+                     swizzle ? " and at most the swizzle" : "");
+  tm->box[0] = (unsigned)box[0];
+  tm->box[1] = (unsigned)box[1];
+  tm->swizzle = (unsigned)swizzle;
+  return MMT_OK;
+}
+
+/* tensor_maps: optional list of at most GEN_MAX_TENSOR_MAPS entries; TMA needs 16-byte
+ * aligned bases and row pitches, so a kernel with maps must require align = 16. */
+static mmt_status read_tensor_maps(lua_State *L, int res, emit_ctx *c) {
+  int ty = gen_raw_field(L, res, "tensor_maps");
+  if (ty == LUA_TNIL) {
+    lua_pop(L, 1);
+    return MMT_OK;
+  }
+  lua_Integer n = ty == LUA_TTABLE ? luaL_len(L, -1) : -1;
+  if (n < 1 || n > GEN_MAX_TENSOR_MAPS) {
+    lua_pop(L, 1);
+    return emit_fail(c, "tensor_maps that is not a list of 1 to %d maps", GEN_MAX_TENSOR_MAPS);
+  }
+  mmt_status rc = MMT_OK;
+  for (int i = 1; i <= n && !rc; i++) {
+    if (lua_rawgeti(L, -1, i) != LUA_TTABLE)
+      rc = emit_fail(c, "tensor_maps[%d] that is not a table", i);
+    else
+      rc = read_tensor_map(L, i, c, &c->out->tensor_maps[i - 1]);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (rc) return rc;
+  c->out->ntensor_maps = (int)n;
+  if (c->out->requires.align_bytes != 16)
+    return emit_fail(c, "tensor_maps without requires.align = 16 (TMA needs 16-byte alignment)");
+  return MMT_OK;
+}
+
 /* source and kernel; leaves both strings on the stack (they outlive the table's checks). */
 static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
   size_t len = 0;
@@ -266,8 +343,9 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-static const char *const emit_fields[] = {"source",   "kernel",    "block", "grid", "shared_bytes",
-                                          "requires", "exclusive", NULL};
+static const char *const emit_fields[] = {
+    "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive", "arch",
+    "tensor_maps", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -281,7 +359,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "<non-string key>";
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
-                                "shared_bytes, requires, exclusive)",
+                                "shared_bytes, requires, exclusive, arch, tensor_maps)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -309,6 +387,8 @@ static int emit_protected(lua_State *L) {
   if (!c->rc) c->rc = read_shared(L, res, c);
   if (!c->rc) c->rc = read_requires(L, res, c);
   if (!c->rc) c->rc = read_exclusive(L, res, c);
+  if (!c->rc) c->rc = read_arch(L, res, c);
+  if (!c->rc) c->rc = read_tensor_maps(L, res, c);
   if (!c->rc) c->rc = read_strings(L, res, c);
   return c->rc ? 0 : 2;
 }
@@ -335,6 +415,8 @@ mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, c
     lua_pop(t->L, 2);
     return c.rc;
   }
+  snprintf(k.dtype, sizeof k.dtype, "%s", dtype);
+  snprintf(k.layout, sizeof k.layout, "%s", layout);
   k.source = strdup(lua_tostring(t->L, -2));
   k.kernel_name = strdup(lua_tostring(t->L, -1));
   lua_pop(t->L, 2);

@@ -19,8 +19,10 @@ typedef struct {
 } gen_dtype_info;
 
 static const gen_dtype_info gen_dtypes[] = {
-    {"f32", "float", 4},          {"f64", "double", 8}, {"f16", "__half", 2},
-    {"bf16", "__nv_bfloat16", 2}, {NULL, NULL, 0},
+    {"f32", "float", 4},          {"f64", "double", 8},
+    {"f16", "__half", 2},         {"bf16", "__nv_bfloat16", 2},
+    {"tf32", "float", 4}, /* f32 data, tf32 tensor-core math: chosen only when asked for */
+    {NULL, NULL, 0},
 };
 
 static const gen_dtype_info *dtype_find(const char *dtype) {
@@ -150,7 +152,7 @@ static int mmt_subst(lua_State *L) {
 static int lib_dtype(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   const gen_dtype_info *d = dtype_find(name);
-  if (!d) return luaL_error(L, "mmt.dtype: unknown dtype '%s' (known: f32, f64, f16, bf16)", name);
+  if (!d) return luaL_error(L, "mmt.dtype: unknown dtype '%s' (known: f32, f64, f16, bf16, tf32)", name);
   lua_createtable(L, 0, 2);
   lua_pushstring(L, d->ctype);
   lua_setfield(L, -2, "ctype");

@@ -328,8 +328,11 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   if (!lk) return ut_fail(err, MMT_ERR_NOMEM, "out of memory loading a kernel");
   rt_cubin cubin = {0};
   bool cached = false;
-  mmt_status rc = rt_compile_cached(ctx->cache_dir, ch->spec.source, ch->spec.kernel_name,
-                                    ctx->dev.arch, &cubin, &cached, NULL, err);
+  char arch[16];
+  mmt_status rc = rt_kernel_arch(ctx->dev.arch, ch->spec.arch, arch, err);
+  if (!rc)
+    rc = rt_compile_cached(ctx->cache_dir, ch->spec.source, ch->spec.kernel_name, arch, &cubin,
+                           &cached, NULL, err);
   if (!rc) rc = rt_kernel_load(&ctx->dev, &cubin, &ch->spec, &lk->k, err);
   rt_cubin_free(&cubin);
   if (rc) {

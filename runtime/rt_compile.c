@@ -50,6 +50,28 @@ bad:
                  arch ? arch : "(null)");
 }
 
+/* The number of "sm_90a" (90); check_arch must have passed. */
+static int arch_number(const char *arch) { return atoi(arch + 3); }
+
+mmt_status rt_kernel_arch(const char *device_arch, const char *kernel_arch, char out[16],
+                          ut_err *err) {
+  mmt_status rc = check_arch(device_arch, err);
+  if (rc) return rc;
+  if (!kernel_arch || !*kernel_arch) return ut_snprintf(out, 16, err, "%s", device_arch);
+  if ((rc = check_arch(kernel_arch, err))) return rc;
+  int dev = arch_number(device_arch), need = arch_number(kernel_arch);
+  bool specific = kernel_arch[strlen(kernel_arch) - 1] == 'a';
+  if (specific && dev != need)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "the kernel needs %s (compute capability %d.%d exactly); the device is %s",
+                   kernel_arch, need / 10, need % 10, device_arch);
+  if (!specific && dev < need)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "the kernel needs %s (compute capability %d.%d or newer); the device is %s",
+                   kernel_arch, need / 10, need % 10, device_arch);
+  return ut_snprintf(out, 16, err, "%s", specific ? kernel_arch : device_arch);
+}
+
 /* The architecture option, "--gpu-architecture=sm_90", into out. */
 static mmt_status arch_option(const char *arch, char *out, size_t outlen, ut_err *err) {
   mmt_status rc = check_arch(arch, err);

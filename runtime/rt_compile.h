@@ -36,6 +36,18 @@ mmt_status rt_compile(const char *source, const char *name, const char *arch, rt
                       char **log, ut_err *err);
 
 /*
+ * The architecture to compile a kernel for on a device of `device_arch` ("sm_90"), given the
+ * kernel's own `kernel_arch` (gen_kernel.arch; NULL or "": none).  No arch of its own: the
+ * device's.  An arch-specific one ("sm_90a": wgmma, setmaxnreg) runs only on exactly its
+ * base ("sm_90") and is compiled as itself.  A plain one ("sm_80") is a minimum: the device's
+ * own arch when it is at least that.  Errors: MMT_ERR_UNSUPPORTED when the device cannot run
+ * the kernel ("the kernel needs sm_90a (compute capability 9.0 exactly); the device is
+ * sm_80"), MMT_ERR_INVALID_ARG for malformed arch text.
+ */
+mmt_status rt_kernel_arch(const char *device_arch, const char *kernel_arch, char out[16],
+                          ut_err *err);
+
+/*
  * rt_compile through the disk cache in `cache_dir` (created if missing; NULL or "": no cache).
  * The entry is <cache_dir>/<16 hex>.cubin, the hex a hash of (source, options with the
  * architecture, NVRTC version); `name` is not part of the key.  *hit (may be NULL) says

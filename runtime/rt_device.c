@@ -159,7 +159,15 @@ static mmt_status check_spec(const rt_device *d, const rt_cubin *cubin, const ge
   if (spec->shared_bytes > (unsigned)INT_MAX)
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "kernel '%s' asks for %u bytes of shared memory",
                    spec->kernel_name, spec->shared_bytes);
-  return MMT_OK;
+  char arch[16];
+  mmt_status rc = rt_kernel_arch(d->arch, spec->arch, arch, err);
+  if (!rc && spec->ntensor_maps > 0 && d->info.cc_major < 9)
+    rc = ut_fail(err, MMT_ERR_UNSUPPORTED, "tensor maps (TMA) need sm_90 or newer; the device is %s",
+                 d->arch);
+  if (!rc && spec->ntensor_maps > 0 && gen_dtype_size(spec->dtype) == 0)
+    rc = ut_fail(err, MMT_ERR_INVALID_ARG, "tensor maps over an unknown dtype '%s'", spec->dtype);
+  if (rc) ut_err_prefix(err, "kernel '%s'", spec->kernel_name);
+  return rc;
 }
 
 mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
@@ -177,6 +185,10 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   memcpy(k.grid, spec->grid, sizeof k.grid);
   k.shared_bytes = spec->shared_bytes;
   k.requires = spec->requires;
+  memcpy(k.dtype, spec->dtype, sizeof k.dtype);
+  memcpy(k.layout, spec->layout, sizeof k.layout);
+  k.ntensor_maps = spec->ntensor_maps;
+  memcpy(k.tensor_maps, spec->tensor_maps, sizeof k.tensor_maps);
   RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
   CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
   if (r != CUDA_SUCCESS) {
@@ -226,6 +238,40 @@ static mmt_status check_args(const rt_gemm_args *a, ut_err *err) {
   return MMT_OK;
 }
 
+/* Encodes tm over the operand it names, as stored (gen.h's gen_tensor_map): dimension 0 the
+ * contiguous one, 1 the rows.  A zero size (K == 0) becomes 1: the kernel loads nothing then,
+ * but the driver rejects empty maps. */
+static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tensor_map *tm,
+                             const rt_gemm_args *a, CUtensorMap *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  bool is_a = tm->operand == 'A', stored_t = k->layout[is_a ? 0 : 1] == 't';
+  int64_t rows = is_a ? a->m : a->k, cols = is_a ? a->k : a->n; /* op(X) */
+  int64_t dim0 = stored_t ? rows : cols, dim1 = stored_t ? cols : rows;
+  int elem = gen_dtype_size(k->dtype);
+  CUtensorMapDataType type = elem == 2 ? (strcmp(k->dtype, "bf16") == 0
+                                              ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
+                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  cuuint64_t dims[2] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1)};
+  cuuint64_t strides[1] = {(cuuint64_t)((is_a ? a->lda : a->ldb) * elem)};
+  cuuint32_t box[2] = {tm->box[0], tm->box[1]}, element_strides[2] = {1, 1};
+  CUtensorMapSwizzle swizzle = tm->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : tm->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                               : tm->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                   : CU_TENSOR_MAP_SWIZZLE_NONE;
+  CUresult r = cu->cuTensorMapEncodeTiled(
+      out, type, 2, (void *)(uintptr_t)(is_a ? a->a : a->b), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    rc = rt_cu_fail(err, "cuTensorMapEncodeTiled", r);
+    ut_err_prefix(err, "tensor map of %c (%llu x %llu, pitch %llu bytes)", tm->operand,
+                  (unsigned long long)dims[1], (unsigned long long)dims[0],
+                  (unsigned long long)strides[0]);
+  }
+  return rc;
+}
+
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -242,7 +288,13 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   int lda = (int)args->lda, ldb = (int)args->ldb, ldc = (int)args->ldc;
   float alpha = args->alpha, beta = args->beta;
   CUdeviceptr a = args->a, b = args->b, c = args->c;
-  void *params[] = {&m, &n, &kk, &alpha, &a, &lda, &b, &ldb, &beta, &c, &ldc};
+  void *params[11 + GEN_MAX_TENSOR_MAPS] = {&m,    &n, &kk, &alpha, &a, &lda,
+                                             &b,    &ldb, &beta, &c, &ldc};
+  CUtensorMap maps[GEN_MAX_TENSOR_MAPS];
+  for (int i = 0; i < k->ntensor_maps; i++) {
+    if ((rc = encode_map(cu, k, &k->tensor_maps[i], args, &maps[i], err))) return rc;
+    params[11 + i] = &maps[i];
+  }
   if (k->last_launch) RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, 0));
   RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],
                                  k->block[2], k->shared_bytes, stream, params, NULL));

@@ -45,6 +45,9 @@ typedef struct {
   gen_grid_dim grid[3];
   unsigned shared_bytes;
   gen_requires requires;
+  char dtype[8], layout[4]; /* what the kernel was emitted for (its tensor maps need them) */
+  int ntensor_maps;
+  gen_tensor_map tensor_maps[GEN_MAX_TENSOR_MAPS]; /* encoded at each launch */
   CUevent last_launch; /* exclusive kernels only: recorded after each launch, waited on by the
                           next, so launches on different streams never overlap */
   int regs, static_shared_bytes, local_bytes, max_threads;
@@ -56,8 +59,9 @@ typedef struct {
  * d's context: unload it before rt_device_close.
  * Errors: MMT_ERR_INVALID_ARG (no name, empty block, empty cubin), MMT_ERR_CUDA (e.g. kernel
  * name not in the module, cubin for another architecture), MMT_ERR_UNSUPPORTED (block threads
- * beyond the kernel's limit, "needs 1024 threads but kernel allows 768 (registers)", or
- * shared memory beyond d->max_shared_optin). */
+ * beyond the kernel's limit, "needs 1024 threads but kernel allows 768 (registers)", shared
+ * memory beyond d->max_shared_optin, a kernel arch the device cannot run (rt_kernel_arch), or
+ * tensor maps before sm_90). */
 mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
                           rt_kernel *out, ut_err *err);
 /* Unloads the module.  Safe on a zeroed struct. */
@@ -75,7 +79,9 @@ typedef struct {
  * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
  * kernel's context current.  Does not synchronize.  An exclusive kernel's launch first waits
- * for its previous launch (whatever its stream).  Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
+ * for its previous launch (whatever its stream).  A kernel with tensor maps gets them encoded
+ * (cuTensorMapEncodeTiled) over this launch's A and B and appended to its arguments.
+ * Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err);
 

@@ -724,6 +724,12 @@ static void test_malformed_emit(void **state) {
       "sb_bad_emit.lua:23: boom",
       "shared_bytes",
       "exclusive that is not a boolean",
+      "arch that is not an architecture",
+      "tensor_maps[1].operand",
+      "tensor_maps[1].box that is not",
+      "tensor_maps[1].swizzle",
+      "256 bytes must be a multiple of 16 and at most the swizzle",
+      "without requires.align = 16",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;
@@ -741,6 +747,17 @@ static void test_malformed_emit(void **state) {
     assert_non_null(strstr(e.msg, "sb_bad_emit"));
     assert_int_equal(k.block[0], 0x5a5a5a5a); /* out untouched on failure */
   }
+  cfg.v[0] = (int64_t)(sizeof expect / sizeof expect[0]); /* the well-formed sm_90a kernel */
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_string_equal(k.arch, "sm_90a");
+  assert_int_equal(k.ntensor_maps, 2);
+  assert_int_equal(k.tensor_maps[0].operand, 'A');
+  assert_int_equal(k.tensor_maps[0].box[0], 32);
+  assert_int_equal(k.tensor_maps[0].box[1], 128);
+  assert_int_equal(k.tensor_maps[0].swizzle, 128);
+  assert_int_equal(k.tensor_maps[1].operand, 'B');
+  assert_int_equal(k.tensor_maps[1].swizzle, 0);
+  gen_kernel_clear(&k);
   gen_free(t);
   assert_good_still_works();
 }

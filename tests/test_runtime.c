@@ -183,6 +183,37 @@ static void compile_cached_ok(const char *dir, const char *src, rt_cubin *c, boo
   assert_elf(c);
 }
 
+/* Which architecture a kernel is compiled for, and when a device is refused: an sm_90a
+ * (wgmma) kernel on anything but sm_90, a plain minimum on an older device. */
+static void test_kernel_arch(void **state) {
+  (void)state;
+  static const struct {
+    const char *device, *kernel, *want; /* want NULL: refused as unsupported */
+  } cases[] = {
+      {"sm_90", NULL, "sm_90"},    {"sm_90", "", "sm_90"},      {"sm_90", "sm_90a", "sm_90a"},
+      {"sm_80", "sm_90a", NULL},   {"sm_100", "sm_90a", NULL},  {"sm_89", "sm_90a", NULL},
+      {"sm_90", "sm_80", "sm_90"}, {"sm_80", "sm_80", "sm_80"}, {"sm_75", "sm_80", NULL},
+      {"sm_100", "sm_100a", "sm_100a"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[16] = "unchanged";
+    ut_err e;
+    mmt_status rc = rt_kernel_arch(cases[i].device, cases[i].kernel, out, &e);
+    if (cases[i].want) {
+      assert_int_equal(rc, MMT_OK);
+      assert_string_equal(out, cases[i].want);
+    } else {
+      assert_int_equal(rc, MMT_ERR_UNSUPPORTED);
+      assert_non_null(strstr(e.msg, cases[i].kernel));
+      assert_non_null(strstr(e.msg, cases[i].device));
+    }
+  }
+  char out[16];
+  ut_err e;
+  assert_int_equal(rt_kernel_arch("sm_90", "sm90a", out, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(rt_kernel_arch("gpu", NULL, out, &e), MMT_ERR_INVALID_ARG);
+}
+
 static void test_cache_hit_miss(void **state) {
   (void)state;
   char dir[64], sub[128], path[512];
@@ -750,6 +781,7 @@ int main(void) {
       cmocka_unit_test(test_compile_archs),
       cmocka_unit_test(test_compile_error),
       cmocka_unit_test(test_bad_arch),
+      cmocka_unit_test(test_kernel_arch),
       cmocka_unit_test(test_cache_hit_miss),
       cmocka_unit_test(test_cache_corrupt),
       cmocka_unit_test(test_cache_unwritable),

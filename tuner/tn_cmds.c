@@ -414,7 +414,7 @@ static mmt_status compile_submit(gen_template *t, const gen_config *cfg, void *u
   mmt_status rc = gen_config_format(t, cfg, job->params, sizeof job->params, e);
   if (rc == MMT_OK) rc = gen_emit(t, cfg, run->dtype, "nn", &k, e);
   run->total++;
-  if (rc == MMT_OK) rc = tn_pool_submit(run->pool, k.source, k.kernel_name, job, e);
+  if (rc == MMT_OK) rc = tn_pool_submit(run->pool, k.source, k.kernel_name, k.arch, job, e);
   gen_kernel_clear(&k);
   if (rc != MMT_OK) {
     compile_drain(run, 0);

@@ -3,12 +3,14 @@
 #include "tn_pool.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 typedef struct {
   char *source, *name;
+  char kernel_arch[16]; /* the kernel's own ("" none): rt_kernel_arch picks the target */
   void *tag;
   bool done;
   tn_pool_result result;
@@ -35,8 +37,11 @@ static void compile_job(tn_pool *p, pool_job *job, tn_pool_result *res) {
   double t0 = ut_now_seconds();
   memset(res, 0, sizeof *res);
   res->tag = job->tag;
-  res->rc = rt_compile_cached(p->cache_dir, job->source, job->name, p->arch, &res->cubin, &hit, NULL,
-                              &err);
+  char arch[16];
+  res->rc = rt_kernel_arch(p->arch, job->kernel_arch, arch, &err);
+  if (res->rc == MMT_OK)
+    res->rc = rt_compile_cached(p->cache_dir, job->source, job->name, arch, &res->cubin, &hit, NULL,
+                                &err);
   res->seconds = ut_now_seconds() - t0;
   res->cache_hit = hit;
   if (res->rc != MMT_OK) {
@@ -104,7 +109,10 @@ cleanup:
   return rc;
 }
 
-mmt_status tn_pool_submit(tn_pool *p, const char *source, const char *name, void *tag, ut_err *err) {
+mmt_status tn_pool_submit(tn_pool *p, const char *source, const char *name,
+                          const char *kernel_arch, void *tag, ut_err *err) {
+  if (kernel_arch && strlen(kernel_arch) >= sizeof p->jobs[0].kernel_arch)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "bad GPU architecture '%s'", kernel_arch);
   char *src = strdup(source), *nm = strdup(name);
   if (!src || !nm) goto nomem;
   pthread_mutex_lock(&p->lock);
@@ -118,7 +126,9 @@ mmt_status tn_pool_submit(tn_pool *p, const char *source, const char *name, void
     p->jobs = jobs;
     p->job_cap = cap;
   }
-  p->jobs[p->job_count++] = (pool_job){.source = src, .name = nm, .tag = tag};
+  pool_job *job = &p->jobs[p->job_count++];
+  *job = (pool_job){.source = src, .name = nm, .tag = tag};
+  snprintf(job->kernel_arch, sizeof job->kernel_arch, "%s", kernel_arch ? kernel_arch : "");
   pthread_cond_signal(&p->job_ready);
   pthread_mutex_unlock(&p->lock);
   return MMT_OK;

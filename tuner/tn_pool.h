@@ -26,11 +26,15 @@ typedef struct {
   double seconds;     /* wall time of this compile */
 } tn_pool_result;
 
-/* threads <= 0: the number of online CPUs.  cache_dir NULL: no disk cache. */
+/* arch: the device's ("sm_90").  threads <= 0: the number of online CPUs.  cache_dir NULL: no disk cache. */
 mmt_status tn_pool_start(int threads, const char *arch, const char *cache_dir, tn_pool **out,
                          ut_err *err);
-/* Queues a compile.  The pool copies source and name. */
-mmt_status tn_pool_submit(tn_pool *p, const char *source, const char *name, void *tag, ut_err *err);
+/* Queues a compile.  The pool copies source and name.  kernel_arch is the kernel's own
+ * architecture (gen_kernel.arch; NULL or "": none): the job compiles for what rt_kernel_arch
+ * picks from it and the pool's arch, and fails (MMT_ERR_UNSUPPORTED) when that device arch
+ * cannot run it. */
+mmt_status tn_pool_submit(tn_pool *p, const char *source, const char *name,
+                          const char *kernel_arch, void *tag, ut_err *err);
 /* Blocks for the next result in submission order.  Returns false when every submitted job
  * has been handed back. */
 bool tn_pool_next(tn_pool *p, tn_pool_result *out);

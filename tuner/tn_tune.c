@@ -307,7 +307,8 @@ static mmt_status submit(tune_run *r, int kid, ut_err *err) {
   gen_config_at(r->ts[k->tmpl], k->index, &cfg);
   mmt_status rc = gen_emit(r->ts[k->tmpl], &cfg, k->dtype, r->layout, &spec, err);
   if (rc) return rc;
-  rc = tn_pool_submit(r->pool, spec.source, spec.kernel_name, (void *)(intptr_t)kid, err);
+  rc = tn_pool_submit(r->pool, spec.source, spec.kernel_name, spec.arch, (void *)(intptr_t)kid,
+                      err);
   gen_kernel_clear(&spec);
   k->submitted = rc == MMT_OK;
   return rc;
@@ -473,6 +474,9 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
     int kid = -1;
     if ((rc = kernel_for(r, ti, i, &cfg, pb->dtype, &kid, err))) return rc;
     if (!gen_requires_met(&r->kernels[kid].spec.requires, &p)) continue;
+    char arch[16];
+    ut_err why;
+    if (rt_kernel_arch(r->arch, r->kernels[kid].spec.arch, arch, &why)) continue; /* not here */
     tn_candidate c;
     candidate_of(t, ti, i, &c);
     c.is_default = !memcmp(cfg.v, def.v, (size_t)cfg.n * sizeof cfg.v[0]);

@@ -23,12 +23,31 @@ local broken = {
   [11] = function() error("boom") end,
   [12] = function(r) r.shared_bytes = -1 end,
   [13] = function(r) r.exclusive = "yes" end,
+  [14] = function(r) r.arch = "sm_9x" end,
+  [15] = function(r) r.requires = {align = 16}; r.tensor_maps = {{operand = "C", box = {4, 8}}} end,
+  [16] = function(r) r.requires = {align = 16}; r.tensor_maps = {{operand = "A", box = {0, 8}}} end,
+  [17] = function(r)
+    r.requires = {align = 16}
+    r.tensor_maps = {{operand = "A", box = {32, 8}, swizzle = 48}}
+  end,
+  [18] = function(r)
+    r.requires = {align = 16}
+    r.tensor_maps = {{operand = "B", box = {64, 8}, swizzle = 128}} -- 256 bytes a row
+  end,
+  [19] = function(r) r.tensor_maps = {{operand = "A", box = {4, 8}}} end, -- align 4
+  -- well formed: an sm_90a kernel with two maps
+  [20] = function(r)
+    r.arch = "sm_90a"
+    r.requires = {align = 16}
+    r.tensor_maps = {{operand = "A", box = {32, 128}, swizzle = 128},
+                     {operand = "B", box = {4, 64}}}
+  end,
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
-  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}}},
+  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
