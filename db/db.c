@@ -65,10 +65,28 @@
     "      AND b.m = r.m AND b.n = r.n AND b.k = r.k AND b.status = 'ok'\n"\
     "    ORDER BY b.ms_median, b.id LIMIT 1);\n"
 
+/* Version 3: the search time each problem has had (db_search_seconds), so a --budget bounds
+ * a problem's search across runs.  `candidates` says what was searched (NVRTC version and
+ * each template name:hash): time spent on other candidates does not count. */
+#define SEARCHES_DDL \
+    "CREATE TABLE searches(\n"\
+    "  device_name TEXT NOT NULL,\n"\
+    "  dtype TEXT NOT NULL,\n"\
+    "  layout TEXT NOT NULL,\n"\
+    "  m INTEGER NOT NULL,\n"\
+    "  n INTEGER NOT NULL,\n"\
+    "  k INTEGER NOT NULL,\n"\
+    "  candidates TEXT NOT NULL,\n"\
+    "  seconds REAL NOT NULL CHECK (seconds >= 0),\n"\
+    "  updated_at INTEGER NOT NULL,\n"\
+    "  PRIMARY KEY (device_name, dtype, layout, m, n, k, candidates)\n"\
+    ");\n"
+
 static const char k_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "INSERT INTO meta(key, value) VALUES ('application', 'mmtune');\n"
     RESULTS_DDL
+    SEARCHES_DDL
     "PRAGMA user_version = " DB_STR(DB_SCHEMA_VERSION) ";\n";
 
 /* Version 1 -> 2 (the status 'pruned' added to the CHECK): SQLite cannot change a CHECK in
@@ -83,6 +101,9 @@ static const char k_migrate_v1[] =
     "INSERT INTO results SELECT * FROM results_v1;\n"
     "DROP TABLE results_v1;\n"
     "PRAGMA user_version = 2;\n";
+
+/* Version 2 -> 3: the searches table. */
+static const char k_migrate_v2[] = SEARCHES_DDL "PRAGMA user_version = 3;\n";
 
 /* What a first look at an open file found. */
 typedef struct {
@@ -241,13 +262,17 @@ static mmt_status create_schema(db_handle *h, ut_err *err) {
   return rc;
 }
 
-/* Brings a version-1 file to the current schema in one transaction (rows kept). */
+/* Brings a version-1 or -2 file to the current schema in one transaction (rows kept). */
 static mmt_status migrate_schema(db_handle *h, ut_err *err) {
   int64_t version = 0;
   int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   /* Another process may have migrated it since the probe: look again inside the lock. */
   if (s == SQLITE_OK) s = query_one(h->sq, "PRAGMA user_version", &version, NULL, 0);
-  if (s == SQLITE_OK && version == 1) s = sqlite3_exec(h->sq, k_migrate_v1, NULL, NULL, NULL);
+  if (s == SQLITE_OK && version == 1) {
+    s = sqlite3_exec(h->sq, k_migrate_v1, NULL, NULL, NULL);
+    version = 2;
+  }
+  if (s == SQLITE_OK && version == 2) s = sqlite3_exec(h->sq, k_migrate_v2, NULL, NULL, NULL);
   if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
   if (s == SQLITE_OK) return MMT_OK;
   mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
@@ -263,8 +288,9 @@ static mmt_status check_probe(const db_handle *h, const db_probe *p, ut_err *err
     return ut_fail(err, MMT_ERR_DB_VERSION,
                    "database '%s': schema version %lld is newer than this mmtune supports (%d)",
                    h->path, (long long)p->user_version, DB_SCHEMA_VERSION);
-  /* Read-only handles read version 1 as it is: its rows mean the same. */
-  bool readable_old = h->read_only && p->user_version == 1;
+  /* Read-only handles read versions 1 and 2 as they are: their rows mean the same (a reader
+   * never asks for search times). */
+  bool readable_old = h->read_only && p->user_version >= 1;
   if ((p->user_version < DB_SCHEMA_VERSION && !readable_old) || !p->has_results)
     return ut_fail(err, MMT_ERR_DB_CORRUPT,
                    "database '%s' is damaged (schema version %lld, results table %s)", h->path,
@@ -283,7 +309,8 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
     if (!rc) rc = probe_file(h, &p, err);
     if (rc) return rc;
   }
-  if (p.is_mmtune && p.has_results && p.user_version == 1 && !h->read_only) {
+  if (p.is_mmtune && p.has_results && p.user_version >= 1 &&
+      p.user_version < DB_SCHEMA_VERSION && !h->read_only) {
     rc = migrate_schema(h, err);
     if (!rc) rc = probe_file(h, &p, err);
     if (rc) return rc;
@@ -310,6 +337,8 @@ static mmt_status configure(db_handle *h, ut_err *err) {
 
 static mmt_status prepare_all(db_handle *h, ut_err *err) {
   for (int i = 0; i < DB_ST_COUNT_; i++) {
+    /* An older file read as it is has no searches table; readers never use it. */
+    if (h->read_only && (i == DB_ST_SEARCH_GET || i == DB_ST_SEARCH_ADD)) continue;
     int s =
         sqlite3_prepare_v3(h->sq, db_stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &h->st[i], NULL);
     if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot prepare a statement on", err);

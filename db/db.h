@@ -37,9 +37,9 @@
 
 #include "util.h"
 
-/* 2: status 'pruned'.  A version-1 file is upgraded in place when opened for writing and read
- * as it is when opened read-only. */
-#define DB_SCHEMA_VERSION 2
+/* 2: status 'pruned'.  3: table searches (db_search_seconds).  An older file is upgraded in
+ * place when opened for writing and read as it is when opened read-only. */
+#define DB_SCHEMA_VERSION 3
 
 typedef struct db_handle db_handle;
 
@@ -155,5 +155,15 @@ mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_e
 typedef void (*db_problem_fn)(const db_problem *p, void *user);
 mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
                          const char *layout, db_problem_fn fn, void *user, ut_err *err);
+
+/* Search time: how many seconds the tuner has searched a problem of a device name over a set
+ * of candidates (`candidates`: text naming them, e.g. NVRTC version and template hashes;
+ * another set starts from 0).  A single statement each (atomic); writable handles only
+ * (MMT_ERR_INVALID_ARG on a read-only one).  *seconds is 0 for a problem never searched. */
+mmt_status db_search_seconds(db_handle *db, const char *device_name, const db_problem *p,
+                             const char *candidates, double *seconds, ut_err *err);
+/* Adds seconds (>= 0) to the problem's search time, or sets it with replace. */
+mmt_status db_search_add(db_handle *db, const char *device_name, const db_problem *p,
+                         const char *candidates, double seconds, bool replace, ut_err *err);
 
 #endif /* MMT_DB_H */

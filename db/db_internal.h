@@ -20,6 +20,8 @@ typedef enum {
   DB_ST_EACH_BEST,  /* db_each_best */
   DB_ST_EACH_SHAPE, /* db_each_shape */
   DB_ST_NROWS,      /* db_count */
+  DB_ST_SEARCH_GET, /* db_search_seconds (writable handles only) */
+  DB_ST_SEARCH_ADD, /* db_search_add (writable handles only) */
   DB_ST_COUNT_
 } db_stmt_id;
 

@@ -38,6 +38,14 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
         " ORDER BY dtype, layout, m, n, k",
     [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
+    [DB_ST_SEARCH_GET] = "SELECT seconds FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
+                         " AND candidates = ?7",
+    [DB_ST_SEARCH_ADD] =
+        "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, seconds, updated_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        " ON CONFLICT(device_name, dtype, layout, m, n, k, candidates) DO UPDATE SET"
+        " seconds = CASE WHEN ?10 THEN excluded.seconds ELSE seconds + excluded.seconds END,"
+        " updated_at = excluded.updated_at",
 };
 
 static const char *const k_status_names[DB_STATUS_COUNT_] = {
@@ -408,6 +416,57 @@ mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_e
     *count = sqlite3_column_int64(st, 0);
   else
     rc = db_sql_fail(db, s, "cannot count results in", err);
+  stmt_done(st);
+  return rc;
+}
+
+/* ---- search time -------------------------------------------------------------------------- */
+
+static mmt_status search_args(const db_handle *db, const char *device_name, const db_problem *p,
+                              const char *candidates, const char *fn, ut_err *err) {
+  if (!db || !device_name || !p || !candidates)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "%s: NULL argument", fn);
+  if (db->read_only)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "%s: database '%s' is open read-only", fn, db->path);
+  return MMT_OK;
+}
+
+mmt_status db_search_seconds(db_handle *db, const char *device_name, const db_problem *p,
+                             const char *candidates, double *seconds, ut_err *err) {
+  mmt_status rc = search_args(db, device_name, p, candidates, "db_search_seconds", err);
+  if (rc) return rc;
+  if (!seconds) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_search_seconds: NULL argument");
+  *seconds = 0;
+  sqlite3_stmt *st = db->st[DB_ST_SEARCH_GET];
+  binder b = {st, 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_problem(&b, p);
+  b_text(&b, candidates);
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  if (s == SQLITE_ROW)
+    *seconds = sqlite3_column_double(st, 0);
+  else if (s != SQLITE_DONE)
+    rc = db_sql_fail(db, s, "cannot read the search time from", err);
+  stmt_done(st);
+  return rc;
+}
+
+mmt_status db_search_add(db_handle *db, const char *device_name, const db_problem *p,
+                         const char *candidates, double seconds, bool replace, ut_err *err) {
+  mmt_status rc = search_args(db, device_name, p, candidates, "db_search_add", err);
+  if (rc) return rc;
+  if (!(seconds >= 0) || isinf(seconds))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_search_add: seconds = %g", seconds);
+  sqlite3_stmt *st = db->st[DB_ST_SEARCH_ADD];
+  binder b = {st, 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_problem(&b, p);
+  b_text(&b, candidates);
+  b_real(&b, seconds);
+  b_int(&b, ut_unix_time());
+  b_int(&b, replace);
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  if (s != SQLITE_DONE) rc = db_sql_fail(db, s, "cannot record the search time in", err);
   stmt_done(st);
   return rc;
 }

@@ -597,8 +597,8 @@ static void test_newer_schema(void **state) {
 }
 
 /* A version-1 file (tests/data/schema_v1.sql, as the foundation release wrote it): read as it
- * is read-only; opened for writing, upgraded in place with its rows kept, and the new status
- * 'pruned' accepted. */
+ * is read-only; opened for writing, upgraded in place to the current version with its rows
+ * kept, the status 'pruned' (v2) accepted and search times (v3) recorded. */
 static void test_upgrade_v1(void **state) {
   fixture *f = *state;
   if (!have_cli()) skip();
@@ -618,7 +618,11 @@ static void test_upgrade_v1(void **state) {
 
   db = open_ok(f->path, false);
   assert_int_equal(cli(f->path, "PRAGMA user_version", out, sizeof out), 0);
-  assert_string_equal(out, "2");
+  assert_string_equal(out, "3");
+  double seconds = -1;
+  assert_int_equal(db_search_add(db, "GPU A", &p, "c", 2.5, false, &e), MMT_OK);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &seconds, &e), MMT_OK);
+  assert_true(seconds == 2.5);
   assert_int_equal(db_best(db, "GPU A", &p, &best, &e), MMT_OK);
   assert_string_equal(best.params, "bx=16,by=16");
   assert_true(best.ms_median == 0.25);
@@ -628,6 +632,42 @@ static void test_upgrade_v1(void **state) {
   assert_int_equal(cli(f->path, "SELECT count(*) FROM best", out, sizeof out), 0);
   assert_string_equal(out, "1");
   db = open_ok(f->path, false); /* already current: opens as it is */
+  db_close(db);
+}
+
+/* Search time per (device name, problem, candidates): 0 when never searched, added up across
+ * runs, set again with replace; other devices, problems and candidate sets are separate;
+ * bad arguments and read-only handles are refused. */
+static void test_search_seconds(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  ut_err e;
+  db_problem p = problem(64, 64, 64), q = problem(64, 64, 65);
+  double s = -1;
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "nvrtc 13.0; t:1", &s, &e), MMT_OK);
+  assert_true(s == 0);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "nvrtc 13.0; t:1", 10.5, false, &e), MMT_OK);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "nvrtc 13.0; t:1", 4.25, false, &e), MMT_OK);
+  assert_int_equal(db_search_add(db, "GPU B", &p, "nvrtc 13.0; t:1", 1, false, &e), MMT_OK);
+  assert_int_equal(db_search_add(db, "GPU A", &q, "nvrtc 13.0; t:1", 2, false, &e), MMT_OK);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "nvrtc 13.0; t:2", 3, false, &e), MMT_OK);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "nvrtc 13.0; t:1", &s, &e), MMT_OK);
+  assert_true(s == 14.75);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "nvrtc 13.0; t:2", &s, &e), MMT_OK);
+  assert_true(s == 3);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "nvrtc 13.0; t:1", 1.5, true, &e), MMT_OK);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "nvrtc 13.0; t:1", &s, &e), MMT_OK);
+  assert_true(s == 1.5);
+  assert_int_equal(db_search_seconds(db, "GPU A", &q, "nvrtc 13.0; t:1", &s, &e), MMT_OK);
+  assert_true(s == 2);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "c", -1, false, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "c", NAN, false, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_search_add(db, "GPU A", &p, NULL, 1, false, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", NULL, &e), MMT_ERR_INVALID_ARG);
+  db_close(db);
+  db = open_ok(f->path, true);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &s, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "read-only"));
   db_close(db);
 }
 
@@ -739,6 +779,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_not_sqlite, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_sqlite, setup, teardown),
       cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_search_seconds, setup, teardown),
       cmocka_unit_test_setup_teardown(test_upgrade_v1, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_busy, setup, teardown),

@@ -2,7 +2,8 @@
  * test_tuner.c -- the `mmtune` main job end to end, through the built binary.
  * CPU: without a driver, tune fails cleanly with one line.  GPU (skipped without one):
  * faulting and hanging templates are contained and recorded; results land in the database;
- * a second run resumes (measures nothing); Ctrl-C stops cleanly and keeps what was measured.
+ * a second run resumes (measures nothing); the budget counts across runs; Ctrl-C stops
+ * cleanly and keeps what was measured.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -202,6 +203,41 @@ static void test_fault_and_hang_are_contained(void **state) {
   free(out);
 }
 
+/* --budget counts across runs: the same command again measures and compiles nothing; a larger
+ * budget goes on from where the first stopped; --force searches again from nothing. */
+static void test_budget_across_runs(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char db[160], args[512];
+  snprintf(db, sizeof db, "%s/budget.db", g_dir);
+  const char *common = "--device 0 --templates reg_tiled --shapes 512x512x512 --strategy random "
+                       "--seed 3";
+  char *out = NULL;
+  snprintf(args, sizeof args, "%s --budget 3 --db %s", common, db);
+  int ex = run_cli(args, &out);
+  if (ex != 0 || !strstr(out, "left untried by the budget")) fail_msg("exit %d\n%s", ex, out);
+  free(out);
+
+  ex = run_cli(args, &out); /* the same command: the budget is spent */
+  if (ex != 0 || !strstr(out, "measured 0 of") ||
+      !strstr(out, "; 0 kernels compiled by NVRTC, 0 from the cubin cache") ||
+      !strstr(out, "in earlier runs (--budget more or --force to search again)"))
+    fail_msg("exit %d\n%s", ex, out);
+  free(out);
+
+  snprintf(args, sizeof args, "%s --budget 5 --db %s", common, db); /* 2 s more */
+  ex = run_cli(args, &out);
+  if (ex != 0 || strstr(out, "random: measured 0 of") || !strstr(out, "in earlier runs"))
+    fail_msg("exit %d\n%s", ex, out);
+  free(out);
+
+  snprintf(args, sizeof args, "%s --budget 1 --force --db %s", common, db);
+  ex = run_cli(args, &out);
+  if (ex != 0 || strstr(out, "random: measured 0 of") || strstr(out, "in earlier runs"))
+    fail_msg("exit %d\n%s", ex, out);
+  free(out);
+}
+
 static void test_interrupt_keeps_results(void **state) {
   (void)state;
   if (!have_gpu()) skip();
@@ -308,6 +344,7 @@ int main(void) {
       cmocka_unit_test(test_helpers_compile),
       cmocka_unit_test(test_templates_on_ragged_shapes),
       cmocka_unit_test(test_fault_and_hang_are_contained),
+      cmocka_unit_test(test_budget_across_runs),
       cmocka_unit_test(test_interrupt_keeps_results),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -49,7 +49,9 @@ static const tn_opt TUNE_OPTS[] = {
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"strategy", 0, "NAME", "anneal (default), random or exhaustive: see above"},
-    {"budget", 'b', "SECONDS", "time per shape and dtype, or 'none' (default 35, exhaustive none)"},
+    {"budget", 'b', "SECONDS",
+     "search time per shape and dtype, counted across runs, or 'none' (default 35, exhaustive "
+     "none)"},
     {"seed", 0, "N", "seed of anneal and random (default: from the clock, printed)"},
     {"db", 0, "PATH", "results database (default $MMTUNE_DB or ~/.cache/mmtune/mmtune.db)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
@@ -69,7 +71,10 @@ static const tn_cmd_spec TUNE_SPEC = {
     "  random      configs in random order: random sampling under a budget\n"
     "  exhaustive  every config in order (one slower than 2x the best is timed once)\n"
     "Any strategy measures every config when its budget allows.  A run that is interrupted\n"
-    "(Ctrl-C) resumes where it stopped: configs in the database are not measured again.",
+    "(Ctrl-C) resumes where it stopped: configs in the database are not measured again, and\n"
+    "the budget counts the time earlier runs spent on the problem, so running the same\n"
+    "command again measures nothing once every problem has had its budget (a larger\n"
+    "--budget searches further; --force starts again from nothing).",
     TUNE_OPTS, (int)(sizeof TUNE_OPTS / sizeof TUNE_OPTS[0])};
 
 static volatile sig_atomic_t g_interrupted;
@@ -100,6 +105,7 @@ typedef struct {
   double *known; /* per candidate: cost stored in the database; NAN: not measured yet */
   int count, cap, nknown;
   int measured; /* this run */
+  char candidates[128]; /* what its search time is counted against (db_search_seconds) */
 } tune_problem;
 
 /* The ok rows of a problem already in the database: "template\nparams" -> median ms. */
@@ -334,6 +340,32 @@ static mmt_status await_compile(tune_run *r, int kid, ut_err *err) {
 
 /* ---- planning ----------------------------------------------------------------------------- */
 
+/* The database's name for problem pb. */
+static db_problem problem_key(const tune_run *r, const tune_problem *pb) {
+  const tn_shape *s = &r->shapes[pb->shape];
+  db_problem p = {.m = s->m, .n = s->n, .k = s->k};
+  snprintf(p.dtype, sizeof p.dtype, "%s", pb->dtype);
+  snprintf(p.layout, sizeof p.layout, "%s", r->layout);
+  return p;
+}
+
+/* pb->candidates: the NVRTC version and a hash of the name and source hash of each template
+ * searched, so that time spent searching other candidates does not count against a budget. */
+static void name_candidates(const tune_run *r, tune_problem *pb) {
+  uint64_t h = ut_hash64(r->nvrtc, strlen(r->nvrtc));
+  int n = 0;
+  for (int t = 0; t < r->nts; t++) {
+    if (!gen_supports_dtype(r->ts[t], pb->dtype) || !gen_supports_layout(r->ts[t], r->layout))
+      continue;
+    h = ut_hash64_more(h, gen_name(r->ts[t]), strlen(gen_name(r->ts[t])) + 1);
+    h = ut_hash64_more(h, gen_source_hash(r->ts[t]), strlen(gen_source_hash(r->ts[t])) + 1);
+    n++;
+  }
+  char hex[17];
+  ut_hash64_hex(h, hex);
+  snprintf(pb->candidates, sizeof pb->candidates, "nvrtc %s, %d templates, %s", r->nvrtc, n, hex);
+}
+
 /* The row that describes a measurement of kernel kid on shape sid (no outcome yet). */
 static void result_key(const tune_run *r, int sid, int kid, db_result *row) {
   const tune_kernel *kern = &r->kernels[kid];
@@ -391,10 +423,7 @@ static mmt_status known_rows(tune_run *r, const tune_problem *pb, known_set *ks,
   memset(ks, 0, sizeof *ks);
   ks->r = r;
   if (r->force) return MMT_OK;
-  db_problem p = {.m = r->shapes[pb->shape].m, .n = r->shapes[pb->shape].n,
-                  .k = r->shapes[pb->shape].k};
-  snprintf(p.dtype, sizeof p.dtype, "%s", pb->dtype);
-  snprintf(p.layout, sizeof p.layout, "%s", r->layout);
+  db_problem p = problem_key(r, pb);
   mmt_status rc = db_each_ok(r->db, r->dev.name, &p, collect_known, ks, err);
   if (!rc && ks->nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   if (!rc && ks->count > 1) qsort(ks->rows, (size_t)ks->count, sizeof *ks->rows, compare_known);
@@ -496,6 +525,7 @@ static mmt_status plan_problem(tune_run *r, int sid, const char *dtype, ut_err *
   memset(pb, 0, sizeof *pb);
   pb->shape = sid;
   snprintf(pb->dtype, sizeof pb->dtype, "%s", dtype);
+  name_candidates(r, pb);
   known_set ks;
   mmt_status rc = known_rows(r, pb, &ks, err);
   for (int t = 0; t < r->nts && !rc; t++) {
@@ -555,10 +585,7 @@ static void report_progress(const tune_run *r, const db_result *row, double best
 
 /* The best stored row of problem i into *best; false when it has no verified config. */
 static bool problem_best(const tune_run *r, int i, db_result *best) {
-  const tn_shape *s = &r->shapes[r->problems[i].shape];
-  db_problem p = {.m = s->m, .n = s->n, .k = s->k};
-  snprintf(p.dtype, sizeof p.dtype, "%s", r->problems[i].dtype);
-  snprintf(p.layout, sizeof p.layout, "%s", r->layout);
+  db_problem p = problem_key(r, &r->problems[i]);
   ut_err err;
   return db_best(r->db, r->dev.name, &p, best, &err) == MMT_OK;
 }
@@ -703,38 +730,51 @@ static mmt_status add_start(tune_run *r, int kid, ut_err *err) {
 
 /* One line when a problem is done: how much of it was measured, and its best. */
 static void report_problem(const tune_run *r, const tune_problem *pb, double seconds,
-                           bool budget_spent, double best_ms) {
+                           double earlier_s, bool budget_spent, double best_ms) {
   const tn_shape *sh = &r->shapes[pb->shape];
   printf("%s%lldx%lldx%lld %s: %s measured %d of %d candidates in %.1f s%s",
          r->tty ? "\r\033[K" : "", (long long)sh->m, (long long)sh->n, (long long)sh->k, pb->dtype,
          tn_strategy_name(r->strategy), pb->measured, pb->count - pb->nknown, seconds,
          budget_spent ? " (budget spent)" : "");
+  if (earlier_s > 0 && r->budget_s > 0)
+    printf(" after %.1f s in earlier runs%s", earlier_s,
+           pb->measured == 0 ? " (--budget more or --force to search again)" : "");
   if (best_ms > 0) printf(", best %.4f ms", best_ms);
   printf("\n");
   fflush(stdout);
 }
 
-/* Runs the search of one problem until it has proposed everything or its budget is spent. */
+/* Runs the search of one problem until it has proposed everything or its budget is spent.
+ * The budget counts the search time of earlier runs over the same candidates (unless
+ * --force), so running the same command again searches no further: it measures and compiles
+ * nothing once a problem has had its budget. */
 static mmt_status run_problem(tune_run *r, int pi, ut_err *err) {
   tune_problem *pb = &r->problems[pi];
   tn_search *s = NULL;
   tune_queue q = {.count = 0};
   uint64_t seed = r->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(pi + 1));
+  db_problem key = problem_key(r, pb);
+  double earlier = 0;
   mark_starts(r, pb);
-  mmt_status rc = tn_search_new(r->strategy, pb->cands, pb->count, seed, &s, err);
+  mmt_status rc = r->force ? MMT_OK
+                           : db_search_seconds(r->db, r->dev.name, &key, pb->candidates, &earlier,
+                                               err);
+  if (!rc) rc = tn_search_new(r->strategy, pb->cands, pb->count, seed, &s, err);
   for (int i = 0; i < pb->count && !rc; i++)
     if (!isnan(pb->known[i])) rc = tn_search_report(s, i, pb->known[i], err);
   double start = ut_now_seconds(), best_ms = 0;
   if (!rc && tn_search_best(s, &best_ms) < 0) best_ms = 0;
   bool spent = false;
   while (!rc && !g_interrupted) {
-    if ((spent = r->budget_s > 0 && ut_now_seconds() - start >= r->budget_s)) break;
+    if ((spent = r->budget_s > 0 && earlier + ut_now_seconds() - start >= r->budget_s)) break;
     if ((rc = fill_queue(r, s, pb, &q, err)) || q.count == 0) break;
     rc = measure_candidate(r, s, pb, take_ready(r, pb, &q), &best_ms, err);
   }
+  double seconds = ut_now_seconds() - start;
+  if (!rc) rc = db_search_add(r->db, r->dev.name, &key, pb->candidates, seconds, r->force, err);
   if (!rc && !g_interrupted) {
     r->untried += pb->count - pb->nknown - pb->measured;
-    report_problem(r, pb, ut_now_seconds() - start, spent, best_ms);
+    report_problem(r, pb, seconds, earlier, spent, best_ms);
   }
   int best = s ? tn_search_best(s, NULL) : -1;
   if (!rc && best >= 0) rc = add_start(r, pb->kernel[best], err);
