@@ -52,6 +52,11 @@ for step in "$@"; do
           --shapes 4096x4096x4096 --db /tmp/again.db 2>&1 |
           grep -E "kernels compiled|wall|candidates in" | sed "s/^/$run: /"
       done 2>&1 | tee "$out/again.log" ;;
+    explain)
+      # What the dispatcher would run, asked of the device (not just the database's name).
+      for d in f32 f16; do
+        ./build/tuner/mmtune explain 4096 4096 4096 --dtype $d --device 0 --db /tmp/mmtune.db
+      done 2>&1 | tee "$out/explain.log" ;;
     dispatch)
       # Warm dispatch overhead vs a bare cuLaunchKernel, and cold start in fresh processes,
       # on a shape the tune step tuned (the database from it, or defaults without one).
