@@ -1,6 +1,8 @@
 /* rt_choose.c -- see rt_choose.h: EXACT, then NEAREST, then DEFAULT. */
 #include "rt_choose.h"
 
+#include "rt_compile.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +18,14 @@ typedef struct {
 struct rt_chooser {
   tmpl_slot *slots;
   int count, cap;
-  char why[512]; /* why the last candidate was refused */
+  char device_arch[16]; /* "" : any */
+  char why[512];        /* why the last candidate was refused */
 };
 
-mmt_status rt_chooser_new(rt_chooser **out, ut_err *err) {
+mmt_status rt_chooser_new(const char *device_arch, rt_chooser **out, ut_err *err) {
   *out = calloc(1, sizeof **out);
   if (!*out) return ut_fail(err, MMT_ERR_NOMEM, "out of memory creating the kernel chooser");
+  snprintf((*out)->device_arch, sizeof (*out)->device_arch, "%s", device_arch ? device_arch : "");
   return MMT_OK;
 }
 
@@ -129,8 +133,13 @@ static mmt_status kernel_for(rt_chooser *ch, gen_template *t, const gen_config *
   ut_err e = {{0}};
   unsigned grid[3] = {0, 0, 0};
   *ok = false;
+  char arch[16];
   mmt_status rc = gen_emit(t, cfg, p->dtype, p->layout, spec, &e);
   if (rc) return gen_failed(ch, rc, &e, gen_name(t), err);
+  if (ch->device_arch[0] && rt_kernel_arch(ch->device_arch, spec->arch, arch, &e)) {
+    refuse(ch, "%s: %s", gen_name(t), e.msg);
+    goto refused;
+  }
   const gen_requires *r = &spec->requires;
   if (!gen_requires_met(r, p)) {
     refuse(ch,
@@ -301,8 +310,9 @@ static mmt_status choose_default(rt_chooser *ch, const gen_problem *p, rt_choice
                  (long long)p->lda, (long long)p->ldb, (long long)p->ldc, p->align_bytes, reasons);
 }
 
-mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
-                     rt_choice *out, ut_err *err) {
+/* EXACT, NEAREST, DEFAULT for the problem as it is. */
+static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_name,
+                             const gen_problem *p, rt_choice *out, ut_err *err) {
   row_walk w = {.ch = ch, .p = p, .out = out, .err = err};
   mmt_status rc = MMT_OK;
   if (db && device_name) {
@@ -318,6 +328,22 @@ mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, con
     }
   }
   return choose_default(ch, p, out, err);
+}
+
+mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
+                     rt_choice *out, ut_err *err) {
+  ut_err first = {{0}};
+  mmt_status rc = choose_for(ch, db, device_name, p, out, &first);
+  if (rc == MMT_ERR_UNSUPPORTED && p->dtype && strcmp(p->dtype, "tf32") == 0) {
+    /* TF32 permits tensor-core rounding; plain fp32 is a more precise answer to it. */
+    gen_problem f32 = *p;
+    f32.dtype = "f32";
+    rc = choose_for(ch, db, device_name, &f32, out, err);
+    if (rc) ut_err_prefix(err, "%s; as f32", first.msg);
+    return rc;
+  }
+  if (rc && err) *err = first;
+  return rc;
 }
 
 void rt_choice_clear(rt_choice *c) {

@@ -7,14 +7,16 @@
  *   2. NEAREST: the other tuned problems of this device name, dtype and layout, nearest first
  *               by the log-space distance rt_shape_distance(); for each of them (at most
  *               RT_NEAREST_MAX_SHAPES), its ok rows fastest first; the first usable row.
- *   3. DEFAULT: each config of RT_DEFAULTS in order; the first usable one.  None usable -> MMT_ERR_UNSUPPORTED, the message saying why
- *               each default was refused.
+ *   3. DEFAULT: each config of RT_DEFAULTS in order; the first usable one.  None usable ->
+ *               MMT_ERR_UNSUPPORTED, the message saying why each default was refused.
+ *   A tf32 problem that none of these serves is chosen again as f32 (tf32 only permits
+ *   tensor-core rounding; fp32 kernels answer it more precisely).
  * A row or default is usable when: its template loads; for rows, the template's source hash
  * still equals the row's template_hash (a template edited since it was measured is not
  * trusted); the template supports the dtype; the params parse; the template's constraints
- * pass for THIS problem; the emitted kernel's requirements are met (gen_requires_met:
- * multiples, alignment, leading dimensions); and its grid for the problem is within the
- * hardware limits and not empty.
+ * pass for THIS problem; the device can run the kernel's arch; the emitted kernel's
+ * requirements are met (gen_requires_met: multiples, alignment, leading dimensions); and its
+ * grid for the problem is within the hardware limits and not empty.
  *
  * Thread-safety: an rt_chooser (it caches loaded templates) is used by one thread at a time.
  */
@@ -40,8 +42,10 @@
  * choice runs no Lua file load after the first. */
 typedef struct rt_chooser rt_chooser;
 
-/* Creates an empty chooser.  Errors: MMT_ERR_NOMEM. */
-mmt_status rt_chooser_new(rt_chooser **out, ut_err *err);
+/* Creates an empty chooser for a device of device_arch ("sm_90"): kernels it cannot run (an
+ * sm_90a kernel elsewhere: rt_kernel_arch) are refused.  NULL or "": any architecture (e.g.
+ * `mmtune explain --device-name`, answered from the database alone).  Errors: MMT_ERR_NOMEM. */
+mmt_status rt_chooser_new(const char *device_arch, rt_chooser **out, ut_err *err);
 /* Frees the chooser and its templates.  rt_chooser_free(NULL) is a no-op. */
 void rt_chooser_free(rt_chooser *ch);
 

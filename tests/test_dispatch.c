@@ -132,7 +132,12 @@ static int fixture_setup(void **state) {
   insert(db, DEV, "naive", f->naive_hash, f->naive_default, 512, 512, 512, DB_OK, 1.0);
   insert(db, DEV, "kmul4", f->kmul_hash, kmul_default, 512, 8192, 512, DB_OK, 0.1);
   insert(db, DEV, "naive", f->naive_hash, f->naive_default, 512, 8192, 512, DB_OK, 9.0);
-  assert_int_equal(rt_chooser_new(&f->ch, &e), MMT_OK);
+  /* 256^3: an sm_90a-only kernel is fastest (see test_device_arch). */
+  char arch_hash[17], arch_default[256];
+  hash_and_default("arch90a", arch_hash, arch_default, sizeof arch_default);
+  insert(db, DEV, "arch90a", arch_hash, arch_default, 256, 256, 256, DB_OK, 0.01);
+  insert(db, DEV, "naive", f->naive_hash, f->naive_default, 256, 256, 256, DB_OK, 0.5);
+  assert_int_equal(rt_chooser_new(NULL, &f->ch, &e), MMT_OK);
   *state = f;
   return 0;
 }
@@ -273,6 +278,42 @@ static void test_default(void **state) {
   db_close(empty);
 }
 
+/* A chooser for a device refuses kernels the device cannot run (an sm_90a kernel anywhere but
+ * sm_90) and takes the next usable row; one for no particular device takes any. */
+static void test_device_arch(void **state) {
+  fixture *f = *state;
+  static const struct {
+    const char *arch, *want;
+  } cases[] = {{"sm_90", "arch90a"}, {NULL, "arch90a"}, {"sm_80", "naive"}, {"sm_100", "naive"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rt_chooser *ch = NULL;
+    rt_choice c = {0};
+    ut_err e;
+    gen_problem p = square(256, 256, 256, 16);
+    assert_int_equal(rt_chooser_new(cases[i].arch, &ch, &e), MMT_OK);
+    assert_int_equal(rt_choose(ch, f->db, DEV, &p, &c, &e), MMT_OK);
+    assert_int_equal(c.kind, MMT_CHOICE_EXACT);
+    assert_string_equal(c.template_name, cases[i].want);
+    rt_choice_clear(&c);
+    rt_chooser_free(ch);
+  }
+}
+
+/* tf32 only permits tensor-core rounding: with no tf32 kernel for the problem, the fp32
+ * choice serves it (here the f32 row of the same shape). */
+static void test_tf32_falls_back_to_f32(void **state) {
+  fixture *f = *state;
+  rt_choice c = {0};
+  ut_err e;
+  gen_problem p = square(1024, 1024, 1024, 16);
+  p.dtype = "tf32";
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
+  assert_int_equal(c.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(c.template_name, "naive");
+  assert_string_equal(c.spec.dtype, "f32");
+  rt_choice_clear(&c);
+}
+
 static void test_unsupported(void **state) {
   (void)state;
   rt_chooser *ch = NULL;
@@ -280,7 +321,7 @@ static void test_unsupported(void **state) {
   ut_err e;
   gen_problem p = square(64, 64, 64, 16);
   assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR "/refusing", 1), 0);
-  assert_int_equal(rt_chooser_new(&ch, &e), MMT_OK);
+  assert_int_equal(rt_chooser_new(NULL, &ch, &e), MMT_OK);
   assert_int_equal(rt_choose(ch, NULL, DEV, &p, &c, &e), MMT_ERR_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "no kernel supports f32 nn 64x64x64"));
   assert_non_null(strstr(e.msg, "smem_tiled"));
@@ -678,6 +719,8 @@ int main(void) {
       cmocka_unit_test(test_nearest),
       cmocka_unit_test(test_requirements_and_constraints),
       cmocka_unit_test(test_default),
+      cmocka_unit_test(test_device_arch),
+      cmocka_unit_test(test_tf32_falls_back_to_f32),
       cmocka_unit_test(test_unsupported),
       cmocka_unit_test(test_distance_and_alignment),
       cmocka_unit_test(test_public_basics),

@@ -22,6 +22,8 @@ typedef unsigned cb_status;              /* cublasStatus_t */
 #define CB_R_16F 2u            /* cudaDataType CUDA_R_16F */
 #define CB_R_16BF 14u          /* CUDA_R_16BF */
 #define CB_COMPUTE_32F 68u     /* cublasComputeType_t CUBLAS_COMPUTE_32F */
+#define CB_COMPUTE_32F_FAST_TF32 77u /* CUBLAS_COMPUTE_32F_FAST_TF32 */
+#define CB_R_32F 0u            /* CUDA_R_32F */
 #define CB_GEMM_DEFAULT (-1)   /* cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT */
 
 /* X(symbol, return type, parameter list): the entry points, all required. */
@@ -56,7 +58,8 @@ _Static_assert(CUBLAS_STATUS_SUCCESS == CB_STATUS_SUCCESS && CUBLAS_OP_N == CB_O
                    CUBLAS_OP_T == CB_OP_T && CUBLAS_PEDANTIC_MATH == CB_PEDANTIC_MATH &&
                    CUBLAS_DEFAULT_MATH == CB_DEFAULT_MATH && CUDA_R_16F == CB_R_16F &&
                    CUDA_R_16BF == CB_R_16BF && CUBLAS_COMPUTE_32F == CB_COMPUTE_32F &&
-                   CUBLAS_GEMM_DEFAULT == CB_GEMM_DEFAULT,
+                   CUBLAS_GEMM_DEFAULT == CB_GEMM_DEFAULT && CUDA_R_32F == CB_R_32F &&
+                   CUBLAS_COMPUTE_32F_FAST_TF32 == CB_COMPUTE_32F_FAST_TF32,
                "cublas_api.h constants");
 #endif
 #endif
@@ -206,9 +209,9 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
                           const char *layout, int64_t m, int64_t n, int64_t k, float alpha,
                           uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
                           int64_t ldc, ut_err *err) {
-  bool f32 = !dtype || !strcmp(dtype, "f32");
-  unsigned type = dtype && !strcmp(dtype, "bf16") ? CB_R_16BF : CB_R_16F;
-  if (!f32 && strcmp(dtype, "f16") && strcmp(dtype, "bf16"))
+  bool f32 = !dtype || !strcmp(dtype, "f32"), tf32 = dtype && !strcmp(dtype, "tf32");
+  unsigned type = tf32 ? CB_R_32F : dtype && !strcmp(dtype, "bf16") ? CB_R_16BF : CB_R_16F;
+  if (!f32 && !tf32 && strcmp(dtype, "f16") && strcmp(dtype, "bf16"))
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "no cuBLAS call for dtype %s", dtype);
   const int64_t dims[] = {m, n, k, lda, ldb, ldc};
   for (int i = 0; i < 6; i++)
@@ -224,7 +227,8 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
       return cb_fail(err, "cublasSetStream_v2", s);
     cb->stream = stream;
   }
-  /* fp32: pedantic (no TF32); 16-bit inputs: the default mode, tensor cores included. */
+  /* fp32: pedantic (no TF32); tf32 and 16-bit inputs: the default mode, tensor cores
+   * included (tf32 asked for through the compute type). */
   unsigned math = f32 ? CB_PEDANTIC_MATH : CB_DEFAULT_MATH;
   if (math != cb->math) {
     if ((s = fn->cublasSetMathMode(cb->h, math)) != CB_STATUS_SUCCESS)
@@ -239,7 +243,8 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
     s = fn->cublasGemmEx(cb->h, tb ? CB_OP_T : CB_OP_N, ta ? CB_OP_T : CB_OP_N, (int)n, (int)m,
                          (int)k, &alpha, (const void *)(uintptr_t)b, type, (int)ldb,
                          (const void *)(uintptr_t)a, type, (int)lda, &beta, (void *)(uintptr_t)c,
-                         type, (int)ldc, CB_COMPUTE_32F, CB_GEMM_DEFAULT);
+                         type, (int)ldc, tf32 ? CB_COMPUTE_32F_FAST_TF32 : CB_COMPUTE_32F,
+                         CB_GEMM_DEFAULT);
     return s == CB_STATUS_SUCCESS ? MMT_OK : cb_fail(err, "cublasGemmEx", s);
   }
   s = fn->cublasSgemm_v2(cb->h, tb ? CB_OP_T : CB_OP_N, ta ? CB_OP_T : CB_OP_N, (int)n, (int)m,

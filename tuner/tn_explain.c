@@ -122,7 +122,7 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
     db = NULL;
     rc = MMT_OK;
   }
-  if (!rc) rc = rt_chooser_new(&ch, &err);
+  if (!rc) rc = rt_chooser_new(NULL, &ch, &err);
   if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
   rt_chooser_free(ch);

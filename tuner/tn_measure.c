@@ -134,7 +134,9 @@ struct tn_gpu {
 const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
 
 bool tn_measure_supports(const char *dtype) {
-  return dtype && (!strcmp(dtype, "f32") || !strcmp(dtype, "f16") || !strcmp(dtype, "bf16"));
+  /* tf32 data is f32: only the kernel's arithmetic (and the tolerance) differ. */
+  return dtype && (!strcmp(dtype, "f32") || !strcmp(dtype, "tf32") || !strcmp(dtype, "f16") ||
+                   !strcmp(dtype, "bf16"));
 }
 
 void tn_measure_defaults(tn_measure_opts *o) {

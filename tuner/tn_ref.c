@@ -254,13 +254,16 @@ bool tn_tolerance(const char *dtype, double *rel_tol, double *max_tol) {
    * test_ref's f32_tolerance_margin), 3x under 1e-5; the max-element error is well under
    * 1e-4.  A wrong index, a missed tail or a half-precision path gives errors of 1e-3 and
    * more.  The margin shrinks as sqrt(K): K beyond about 2^18 may need a looser bound.
-   * tf32 keeps 10 mantissa bits (2^-11 per product), f16 and bf16 keep 10 and 7. */
+   * tf32 keeps 10 mantissa bits of the f32 inputs: rounded, about 2^-11 relative error per
+   * input; truncated (what wgmma does with f32 operands read straight from shared memory), up
+   * to 2^-10 and biased towards zero, about 8e-4 in relative norm on uniform data, hence 2e-3.
+   * f16 and bf16 keep 10 and 7 bits but the reference uses the same rounded inputs. */
   static const struct {
     const char *name;
     double rel, max;
   } table[] = {
       {"f32", 1e-5, 1e-4},
-      {"tf32", 1e-3, 1e-2},
+      {"tf32", 2e-3, 2e-2},
       {"f16", 1e-2, 5e-2},
       {"bf16", 1e-2, 5e-2},
   };

@@ -205,7 +205,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
   }
   if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("tune", v, &r->dtype))) return ex;
   if (r->dtype && !tn_measure_supports(r->dtype))
-    return tn_usage_error("tune", "dtype %s cannot be measured yet (f32, f16 and bf16 can)",
+    return tn_usage_error("tune", "dtype %s cannot be measured yet (f32, tf32, f16 and bf16 can)",
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
@@ -539,9 +539,10 @@ static mmt_status plan_problem(tune_run *r, int sid, const char *dtype, ut_err *
   return rc;
 }
 
-/* Whether dtype is the one to tune and no earlier template offers it (each dtype once). */
+/* Whether dtype is the one to tune and no earlier template offers it (each dtype once).  tf32
+ * changes the result (10-bit mantissa products), so it is tuned only when asked for. */
 static bool first_with(const tune_run *r, int t, const char *dtype) {
-  if (r->dtype && strcmp(r->dtype, dtype)) return false;
+  if (r->dtype ? strcmp(r->dtype, dtype) != 0 : strcmp(dtype, "tf32") == 0) return false;
   if (!tn_measure_supports(dtype)) return false;
   for (int u = 0; u < t; u++)
     if (gen_supports_dtype(r->ts[u], dtype)) return false;
