@@ -8,7 +8,8 @@
  *     with nothing to add (C untouched);
  *   - tuned and untuned problems: rows inserted for the kernel problem of a call (so a
  *     column-major call finds the row of its swapped row-major problem) make the choice EXACT;
- *   - many host threads calling mmt_gemm on one context at once, each on its own stream.
+ *   - many host threads calling mmt_gemm on one context at once, each on its own stream;
+ *   - f16, bf16 and tf32 (untuned: the dispatcher's defaults) in every order and transpose.
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <cmocka.h>
 
 #include "db.h"
+#include "half16.h"
 #include "gen.h"
 #include "mmtune.h"
 #include "rt_choose.h"
@@ -46,7 +48,59 @@ typedef struct {
   mmt_transpose ta, tb;
   int64_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
+  mmt_dtype dtype;
 } call;
+
+/* Bytes of one element of the call's matrices. */
+static size_t elem_bytes(const call *c) { return c->dtype == MMT_F16 || c->dtype == MMT_BF16 ? 2 : 4; }
+
+/* v as the call's dtype holds it (the host keeps floats; 16-bit values are rounded once). */
+static float as_dtype(const call *c, float v) {
+  if (c->dtype == MMT_F16) return th_f16_to_f32(th_f32_to_f16(v));
+  if (c->dtype == MMT_BF16) return th_bf16_to_f32(th_f32_to_bf16(v));
+  return v;
+}
+
+/* Host floats to device memory in the call's dtype. */
+static void upload(const rt_cu *cu, const call *c, CUdeviceptr dst, const float *src, int64_t n) {
+  if (n == 0) return;
+  if (elem_bytes(c) == 4) {
+    assert_int_equal(cu->cuMemcpyHtoD(dst, src, (size_t)n * 4), CUDA_SUCCESS);
+    return;
+  }
+  uint16_t *h = malloc((size_t)n * 2);
+  assert_non_null(h);
+  for (int64_t i = 0; i < n; i++)
+    h[i] = c->dtype == MMT_F16 ? th_f32_to_f16(src[i]) : th_f32_to_bf16(src[i]);
+  assert_int_equal(cu->cuMemcpyHtoD(dst, h, (size_t)n * 2), CUDA_SUCCESS);
+  free(h);
+}
+
+static void download(const rt_cu *cu, const call *c, float *dst, CUdeviceptr src, int64_t n) {
+  if (n == 0) return;
+  if (elem_bytes(c) == 4) {
+    assert_int_equal(cu->cuMemcpyDtoH(dst, src, (size_t)n * 4), CUDA_SUCCESS);
+    return;
+  }
+  uint16_t *h = malloc((size_t)n * 2);
+  assert_non_null(h);
+  assert_int_equal(cu->cuMemcpyDtoH(h, src, (size_t)n * 2), CUDA_SUCCESS);
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = c->dtype == MMT_F16 ? th_f16_to_f32(h[i]) : th_bf16_to_f32(h[i]);
+  free(h);
+}
+
+/* Relative Frobenius error allowed: fp32 accumulation of exact products (f32), or of
+ * products of 10-bit mantissas (tf32, whose inputs may be truncated), and the result rounded
+ * to 11 or 8 bits (f16, bf16). */
+static double tolerance(const call *c) {
+  switch (c->dtype) {
+    case MMT_TF32: return 2e-3;
+    case MMT_F16: return 2e-3;
+    case MMT_BF16: return 1e-2;
+    default: return 1e-5;
+  }
+}
 
 /* Rows and columns of the stored A, B, C (op(A) is m x k: A is k x m when transposed). */
 static int64_t stored_elems(mmt_order o, int64_t rows, int64_t cols, int64_t ld) {
@@ -90,26 +144,25 @@ static void job_init(const rt_cu *cu, job *j, const call *c, uint64_t seed, bool
   j->na = stored_elems(c->order, c->ta ? c->k : c->m, c->ta ? c->m : c->k, c->lda);
   j->nb = stored_elems(c->order, c->tb ? c->n : c->k, c->tb ? c->k : c->n, c->ldb);
   j->nc = stored_elems(c->order, c->m, c->n, c->ldc);
+  const size_t eb = elem_bytes(c);
   j->a = malloc((size_t)(j->na + 1) * 4);
   j->b = malloc((size_t)(j->nb + 1) * 4);
   j->c0 = malloc((size_t)(j->nc + 1) * 4);
   j->out = malloc((size_t)(j->nc + 1) * 4);
   assert_true(j->a && j->b && j->c0 && j->out);
-  for (int64_t i = 0; i < j->na; i++) j->a[i] = nan_ab ? NAN : rnd(&seed);
-  for (int64_t i = 0; i < j->nb; i++) j->b[i] = nan_ab ? NAN : rnd(&seed);
+  for (int64_t i = 0; i < j->na; i++) j->a[i] = nan_ab ? NAN : as_dtype(c, rnd(&seed));
+  for (int64_t i = 0; i < j->nb; i++) j->b[i] = nan_ab ? NAN : as_dtype(c, rnd(&seed));
   /* beta == 0: C starts as NaN, which must not propagate (nor stay, unless it is padding). */
-  for (int64_t i = 0; i < j->nc; i++) j->c0[i] = c->beta == 0.0f ? NAN : rnd(&seed);
-  assert_int_equal(cu->cuMemAlloc(&j->da, (size_t)(j->na + 1) * 4), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&j->db, (size_t)(j->nb + 1) * 4), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&j->dc, (size_t)(j->nc + 1) * 4), CUDA_SUCCESS);
-  if (j->na) assert_int_equal(cu->cuMemcpyHtoD(j->da, j->a, (size_t)j->na * 4), CUDA_SUCCESS);
-  if (j->nb) assert_int_equal(cu->cuMemcpyHtoD(j->db, j->b, (size_t)j->nb * 4), CUDA_SUCCESS);
+  for (int64_t i = 0; i < j->nc; i++) j->c0[i] = c->beta == 0.0f ? NAN : as_dtype(c, rnd(&seed));
+  assert_int_equal(cu->cuMemAlloc(&j->da, (size_t)(j->na + 1) * eb), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&j->db, (size_t)(j->nb + 1) * eb), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&j->dc, (size_t)(j->nc + 1) * eb), CUDA_SUCCESS);
+  upload(cu, c, j->da, j->a, j->na);
+  upload(cu, c, j->db, j->b, j->nb);
 }
 
 /* C back to its initial contents (before each run). */
-static void job_reset_c(const rt_cu *cu, job *j) {
-  if (j->nc) assert_int_equal(cu->cuMemcpyHtoD(j->dc, j->c0, (size_t)j->nc * 4), CUDA_SUCCESS);
-}
+static void job_reset_c(const rt_cu *cu, job *j) { upload(cu, &j->c, j->dc, j->c0, j->nc); }
 
 static void job_free(const rt_cu *cu, job *j) {
   cu->cuMemFree(j->da);
@@ -125,11 +178,12 @@ static mmt_status job_run(mmt_context *ctx, job *j, CUstream stream) {
   const call *c = &j->c;
   return mmt_gemm(ctx, c->order, c->ta, c->tb, c->m, c->n, c->k, c->alpha,
                   (const void *)(uintptr_t)j->da, c->lda, (const void *)(uintptr_t)j->db, c->ldb,
-                  c->beta, (void *)(uintptr_t)j->dc, c->ldc, MMT_F32, stream);
+                  c->beta, (void *)(uintptr_t)j->dc, c->ldc, c->dtype, stream);
 }
 
 /* Checks j->out (C after the call) against alpha * op(A) op(B) + beta * C0 in float64:
- * relative Frobenius error <= 1e-5 over C, and every element outside C (padding) untouched.
+ * relative Frobenius error within the dtype's tolerance over C, and every element outside C
+ * (padding) untouched.
  * Returns a message, or NULL when it matches. */
 static const char *job_check(job *j, char *msg, size_t len) {
   const call *c = &j->c;
@@ -166,14 +220,15 @@ static const char *job_check(job *j, char *msg, size_t len) {
     }
   free(inside);
   double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-  if (rel <= 1e-5) return NULL;
+  if (rel <= tolerance(c)) return NULL;
   snprintf(msg, len, "relative error %g", rel);
   return msg;
 }
 
 static void describe(const call *c, char *out, size_t len) {
-  snprintf(out, len, "%s %c%c %lldx%lldx%lld ld %lld/%lld/%lld alpha %g beta %g",
-           c->order == MMT_ROW_MAJOR ? "row" : "col", c->ta ? 't' : 'n', c->tb ? 't' : 'n',
+  snprintf(out, len, "%s %s %c%c %lldx%lldx%lld ld %lld/%lld/%lld alpha %g beta %g",
+           mmt_dtype_name(c->dtype), c->order == MMT_ROW_MAJOR ? "row" : "col",
+           c->ta ? 't' : 'n', c->tb ? 't' : 'n',
            (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->lda,
            (long long)c->ldb, (long long)c->ldc, c->alpha, c->beta);
 }
@@ -190,8 +245,7 @@ static void run_call(const fixture *f, mmt_context *ctx, const call *c, uint64_t
     mmt_status rc = job_run(ctx, &j, NULL);
     if (rc) fail_msg("%s: %s: %s", what, mmt_status_name(rc), mmt_errmsg(ctx));
     assert_int_equal(f->cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    if (j.nc)
-      assert_int_equal(f->cu->cuMemcpyDtoH(j.out, j.dc, (size_t)j.nc * 4), CUDA_SUCCESS);
+    download(f->cu, c, j.out, j.dc, j.nc);
     const char *bad = job_check(&j, msg, sizeof msg);
     if (bad) fail_msg("%s (run %d): %s", what, rep + 1, bad);
   }
@@ -287,10 +341,39 @@ static void test_orders_and_transposes(void **state) {
       for (int tb = 0; tb < 2; tb++)
         for (int s = 0; s < COUNT(shapes); s++) {
           call c = {(mmt_order)o, (mmt_transpose)ta, (mmt_transpose)tb, shapes[s].m, shapes[s].n,
-                    shapes[s].k, 0, 0, 0, shapes[s].alpha, shapes[s].beta};
+                    shapes[s].k, 0, 0, 0, shapes[s].alpha, shapes[s].beta, MMT_F32};
           set_lds(&c, shapes[s].pad);
           run_call(f, ctx, &c, seed++, false);
         }
+  mmt_close(ctx);
+}
+
+/* The tensor-core dtypes through mmt_gemm, untuned: both orders, all transposes, ragged and
+ * aligned shapes (16-byte rows get the aligned kernels, others the element-wise paths),
+ * alpha/beta, beta == 0 over NaN. */
+static void test_dtypes(void **state) {
+  fixture *f = *state;
+  gpu_or_skip(f);
+  mmt_context *ctx = open_ctx(f);
+  static const mmt_dtype dtypes[] = {MMT_F16, MMT_BF16, MMT_TF32};
+  static const struct {
+    int64_t m, n, k, pad;
+    float alpha, beta;
+  } shapes[] = {{1, 1, 1, 0, 1.0f, 0.0f},        {37, 53, 29, 3, 1.5f, -0.5f},
+                {130, 67, 257, 1, -1.0f, 0.0f},  {256, 128, 64, 0, 1.0f, 0.0f},
+                {300, 264, 136, 8, 0.5f, 2.0f}};
+  uint64_t seed = 100;
+  for (int d = 0; d < COUNT(dtypes); d++)
+    for (int o = 0; o < 2; o++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+          for (int s = 0; s < COUNT(shapes); s++) {
+            call c = {(mmt_order)o,  (mmt_transpose)ta, (mmt_transpose)tb, shapes[s].m,
+                      shapes[s].n,   shapes[s].k,       0,                 0,
+                      0,             shapes[s].alpha,   shapes[s].beta,    dtypes[d]};
+            set_lds(&c, shapes[s].pad);
+            run_call(f, ctx, &c, seed++, false);
+          }
   mmt_close(ctx);
 }
 
@@ -300,7 +383,7 @@ static void test_blas_special_cases(void **state) {
   gpu_or_skip(f);
   mmt_context *ctx = open_ctx(f);
   for (int o = 0; o < 2; o++) {
-    call c = {(mmt_order)o, MMT_TRANS, MMT_NO_TRANS, 45, 38, 70, 0, 0, 0, 0.0f, 2.5f};
+    call c = {(mmt_order)o, MMT_TRANS, MMT_NO_TRANS, 45, 38, 70, 0, 0, 0, 0.0f, 2.5f, MMT_F32};
     set_lds(&c, 2);
     run_call(f, ctx, &c, 11, true); /* A, B all NaN: must not be read */
     c.beta = 0.0f;
@@ -346,14 +429,14 @@ static void test_tuned_layouts(void **state) {
   };
   for (int i = 0; i < COUNT(tuned); i++) {
     call c = {tuned[i].o, tuned[i].ta, tuned[i].tb, tuned[i].m, tuned[i].n, tuned[i].k,
-              0, 0, 0, 1.25f, 0.0f};
+              0, 0, 0, 1.25f, 0.0f, MMT_F32};
     set_lds(&c, 0);
     insert_row(f, "reg_tiled", tuned[i].params, &c);
   }
   mmt_context *ctx = open_ctx(f);
   for (int i = 0; i < COUNT(tuned); i++) {
     call c = {tuned[i].o, tuned[i].ta, tuned[i].tb, tuned[i].m, tuned[i].n, tuned[i].k,
-              0, 0, 0, 1.25f, 0.0f};
+              0, 0, 0, 1.25f, 0.0f, MMT_F32};
     set_lds(&c, 0);
     mmt_problem p = {c.order, c.ta, c.tb, c.m, c.n, c.k, c.lda, c.ldb, c.ldc, MMT_F32};
     mmt_choice d;
@@ -419,7 +502,7 @@ static void test_threads(void **state) {
       bool shared = i % 2 == 0; /* even calls: problems every thread makes */
       int v = shared ? i / 2 % 8 : t * CALLS_PER_THREAD + i;
       call c = {(mmt_order)(v % 2), (mmt_transpose)(v / 2 % 2), (mmt_transpose)(v / 4 % 2),
-                40 + v % 7 * 13, 24 + v % 5 * 11, 16 + v % 3 * 29, 0, 0, 0, 1.0f, 0.5f};
+                40 + v % 7 * 13, 24 + v % 5 * 11, 16 + v % 3 * 29, 0, 0, 0, 1.0f, 0.5f, MMT_F32};
       set_lds(&c, v % 3);
       job_init(f->cu, &w[t].jobs[i], &c, (uint64_t)(t * 1000 + i + 1), false);
       job_reset_c(f->cu, &w[t].jobs[i]);
@@ -486,7 +569,7 @@ static void test_log_callback(void **state) {
   mmt_close(ctx); /* gpu_or_skip opens and closes the device; the context comes after */
   gpu_or_skip(f);
   assert_int_equal(mmt_open(&ctx, 0, &o), MMT_OK);
-  call c = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 33, 17, 9, 0, 0, 0, 1.0f, 0.0f};
+  call c = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 33, 17, 9, 0, 0, 0, 1.0f, 0.0f, MMT_F32};
   set_lds(&c, 0);
   int before = s.lines;
   run_call(f, ctx, &c, 5, false);
@@ -503,6 +586,7 @@ static void test_log_callback(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_orders_and_transposes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dtypes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_blas_special_cases, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tuned_layouts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
