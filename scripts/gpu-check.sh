@@ -76,6 +76,15 @@ for step in "$@"; do
       echo "$step tune exit $?"; tail -n 6 "$out/$step-tune.log"
       ./build/tuner/mmtune bench --shapes "$s" --dtype "$step" --device 0 --db /tmp/mmtune.db \
         2>&1 | tee "$out/$step-bench.log" ;;
+    suite-f16|suite-bf16|suite-tf32)
+      # One dtype over the public suite: tune every shape (BUDGET s each, default 12), then
+      # the dispatcher's choice vs cuBLAS side by side, with the geomean.
+      d=${step#suite-}
+      ./build/tuner/mmtune --device 0 --dtype "$d" --shapes tests/data/shapes.txt \
+        --budget "${BUDGET:-12}" --db /tmp/mmtune.db > "$out/suite-$d-tune.log" 2>&1
+      echo "suite $d tune exit $?"; tail -n 3 "$out/suite-$d-tune.log"
+      ./build/tuner/mmtune bench --shapes tests/data/shapes.txt --dtype "$d" --device 0 \
+        --db /tmp/mmtune.db 2>&1 | tee "$out/suite-$d.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
