@@ -523,8 +523,9 @@ static void test_layout_options(void **state) {
 }
 
 /* A row for reg_tiled's default config on (device, layout, m, n, k), 0.01 ms. */
-static void insert_row(const char *db_path, const char *device, const char *layout, int64_t m,
-                       int64_t n, int64_t k) {
+/* An ok reg_tiled row measured on `device`, of compute capability cc (90: 9.0). */
+static void insert_row(const char *db_path, const char *device, int cc, const char *layout,
+                       int64_t m, int64_t n, int64_t k) {
   db_handle *db = NULL;
   gen_template *t = NULL;
   gen_config cfg;
@@ -536,6 +537,7 @@ static void insert_row(const char *db_path, const char *device, const char *layo
   gen_config_default(t, &cfg);
   assert_int_equal(gen_config_format(t, &cfg, r.params, sizeof r.params, &e), MMT_OK);
   snprintf(r.device.name, sizeof r.device.name, "%s", device);
+  r.device.cc_major = cc / 10, r.device.cc_minor = cc % 10;
   snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
   snprintf(r.template_name, sizeof r.template_name, "reg_tiled");
   snprintf(r.template_hash, sizeof r.template_hash, "%s", gen_source_hash(t));
@@ -562,8 +564,8 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "choice:    default"));
   assert_non_null(strstr(r.out, "expected:  unknown"));
   run_free(&r);
-  insert_row(db, "GPU X", "nn", 512, 512, 512);
-  insert_row(db, "GPU X", "nn", 1024, 256, 128); /* a column-major 256x1024x128 call's */
+  insert_row(db, "GPU X", 90, "nn", 512, 512, 512);
+  insert_row(db, "GPU X", 90, "nn", 1024, 256, 128); /* a column-major 256x1024x128 call's */
   r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "choice:    exact"));
@@ -607,8 +609,19 @@ static void test_explain(void **state) {
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "smem_tiled"));
   run_free(&r);
-  /* f16: the tensor-core default, its element-wise variant where rows are not 16-byte aligned. */
-  r = RUN("explain", "1000", "1000", "1000", "--dtype", "f16", "--device-name", "X", "--db", db);
+  /* f16: wgmma where the device name's rows were measured on sm_90 (or it has none), mma_sync
+   * on an sm_80 one; mma_sync's element-wise variant where rows are not 16-byte aligned. */
+  insert_row(db, "GPU A", 80, "nn", 512, 512, 512);
+  const char *const wgmma_devices[] = {"X", "GPU X"};
+  for (int i = 0; i < 2; i++) {
+    r = RUN("explain", "1000", "1000", "1000", "--dtype", "f16", "--device-name",
+            wgmma_devices[i], "--db", db);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kernel:    wgmma "));
+    run_free(&r);
+  }
+  r = RUN("explain", "1000", "1000", "1000", "--dtype", "f16", "--device-name", "GPU A", "--db",
+          db);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "kernel:    mma_sync "));
   assert_non_null(strstr(r.out, "vec=8"));

@@ -108,7 +108,14 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
          c->rel_err, c->max_err, when, c->nvrtc_version, c->template_hash);
 }
 
-/* --device-name: the choice from the database alone. */
+/* db_each_best callback: the architecture of the device that measured the first row. */
+static int first_arch(const db_result *r, void *user) {
+  snprintf(user, 16, "sm_%d%d", r->device.cc_major, r->device.cc_minor);
+  return 1;
+}
+
+/* --device-name: the choice from the database alone (kernels for the architecture its rows
+ * were measured on; any architecture for a device name without rows). */
 static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *device) {
   char path[4096];
   int ex = tn_opt_db_path("explain", tn_opts_get(o, "db"), path, sizeof path);
@@ -122,7 +129,9 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
     db = NULL;
     rc = MMT_OK;
   }
-  if (!rc) rc = rt_chooser_new(NULL, &ch, &err);
+  char arch[16] = "";
+  if (!rc && db) rc = db_each_best(db, device, NULL, NULL, first_arch, arch, &err);
+  if (!rc) rc = rt_chooser_new(arch, &ch, &err);
   if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
   rt_chooser_free(ch);

@@ -37,10 +37,7 @@ typedef struct {
 typedef struct {
   tn_measure_opts opts;
   char kernel_name[256];
-  unsigned block[3];
-  gen_grid_dim grid[3];
-  unsigned shared_bytes;
-  gen_requires requires;
+  gen_kernel spec; /* every launch field; its pointers (source, kernel_name) are NULL */
 } wire_job; /* followed by the cubin */
 
 typedef struct {
@@ -115,10 +112,10 @@ static int worker_serve_one(tn_gpu *g, int in, int out, const wire_head *h) {
     rt_cubin_free(&cubin);
     return -1;
   }
-  gen_kernel spec = {.kernel_name = job.kernel_name, .shared_bytes = job.shared_bytes,
-                     .requires = job.requires};
-  memcpy(spec.block, job.block, sizeof spec.block);
-  memcpy(spec.grid, job.grid, sizeof spec.grid);
+  gen_kernel spec = job.spec;
+  spec.source = NULL;
+  spec.kernel_name = job.kernel_name;
+  job.kernel_name[sizeof job.kernel_name - 1] = '\0';
   ut_err err = {{0}};
   mmt_status rc = tn_gpu_measure(g, &cubin, &spec, &job.opts, &res.m, &err);
   rt_cubin_free(&cubin);
@@ -272,10 +269,9 @@ mmt_status tn_worker_measure(tn_worker *w, const rt_cubin *cubin, const gen_kern
   job.opts = *opts;
   if ((rc = ut_snprintf(job.kernel_name, sizeof job.kernel_name, err, "%s", spec->kernel_name)))
     return rc;
-  memcpy(job.block, spec->block, sizeof job.block);
-  memcpy(job.grid, spec->grid, sizeof job.grid);
-  job.shared_bytes = spec->shared_bytes;
-  job.requires = spec->requires;
+  job.spec = *spec;
+  job.spec.source = NULL;
+  job.spec.kernel_name = NULL;
   if (send_msg(w->to_child, MSG_MEASURE, &job, sizeof job, cubin->data, cubin->size)) {
     describe_death(w, out);
     return MMT_OK;

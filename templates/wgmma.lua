@@ -1,0 +1,615 @@
+-- wgmma.lua: the Hopper (sm_90a) GEMM for f16, bf16 (fp32 accumulation, output in the input
+-- type) and tf32 (f32 data, tf32 tensor-core math, f32 output): the CUTLASS sm90
+-- warp-specialized / "fast.cu" recipe.  wgmma.mma_async reads both operands from a
+-- multi-stage shared-memory ring that TMA (cp.async.bulk.tensor) fills, completion signalled
+-- on mbarriers; one producer warpgroup issues the copies, 1 or 2 consumer warpgroups issue the
+-- wgmma, and setmaxnreg moves registers from the producer to the consumers.
+--
+-- A block computes a BM x BN tile of C, walking K in steps of BK = 128 bytes (64 f16/bf16 or
+-- 32 tf32 elements: one 128-byte swizzle row).  Each operand tile is staged as TMA copies it,
+-- as stored (its contiguous dimension stays contiguous) with the 128-byte swizzle, and the
+-- wgmma descriptors describe it as K-major or MN-major (the transpose immediates); tf32 wgmma
+-- has only K-major operands, so tf32 kernels exist for layout nt only.  Consumer warpgroup w
+-- computes rows w*BM/CONSUMERS.. of the tile with BM/CONSUMERS/64 wgmma m64nBN per k-step,
+-- fp32 accumulators in registers; the epilogue stores them straight from registers, masked.
+--
+-- The default is 128 x 256 with 2 consumers (m64n256k16 each, 128 accumulators a thread), a
+-- 4-stage ring (192 KiB), one block per SM and group=8: the fast.cu / CUTLASS shape for large
+-- square problems.
+
+local source = [[
+/*
+ * ${name}
+ * mmtune template "wgmma", ${dtype}: ${doc_type}.
+ * Row-major, layout ${layout}: C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc},
+ * B stored ${b_doc}.
+ * Hopper tensor cores through wgmma.mma_async (sm_90a only), fed by TMA.
+ * A block computes a BM x BN tile of C, walking K in steps of BK.  Warpgroup 0 is the producer:
+ * one thread issues the TMA copies (cp.async.bulk.tensor) of each K tile of A and B into a ring
+ * of STAGES shared-memory stages; warpgroups 1..CONSUMERS are the consumers: each waits for a
+ * stage, issues its wgmma on it and hands the stage back.  Tiles hanging over the edge of A or B
+ * are zero-filled by TMA and stores of C are masked, so any M, N, K >= 1 works; TMA needs
+ * 16-byte aligned A, B and row pitches (requires.align = 16).
+ *
+ * Parameters:
+ *   BM        = ${d_bm} rows of C per block
+ *   BN        = ${d_bn} columns of C per block: the N of every wgmma (m64nBN)
+ *   STAGES    = ${d_stages} shared-memory stages of the TMA ring (STAGES - 1 K tiles in flight
+ *                    while one is computed)
+ *   CONSUMERS = ${d_consumers} consumer warpgroups: consumer w computes rows w*WG_M..(w+1)*WG_M-1
+ *                    of the block tile, WG_M = BM / CONSUMERS, as WG_M / 64 wgmma of 64 rows
+ *   BLOCKS    = ${d_blocks} blocks per SM asked of the compiler (__launch_bounds__): sets the
+ *                    register budget split between the warpgroups (see PRODUCER_REGS)
+ *   GROUP     = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows
+ *                    before moving one block column right, so the blocks running at one time
+ *                    share rows of A and columns of B in L2 (1: plain row-major block order)
+ * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
+ * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), 1), dynamic shared memory
+ * ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
+ * (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma both apply it to absolute
+ * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack.
+ * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
+ * box and swizzle as declared in the kernel table (tensor_maps), encoded by the runtime.
+ *
+ * Shared memory, per stage (16-byte chunk j of a 128-byte row r is stored at chunk j ^ (r % 8):
+ * the 128-byte swizzle, written by TMA and undone by wgmma through the descriptors).
+ *   K-major operand (${k_major_doc}): ROWS x BK, one 128-byte row per row
+ *     of the operand (one TMA box of {BK, ROWS}).  Descriptor: SBO = 1024 (8 rows to the next
+ *     8), LBO unused (1); the wgmma of k-step kk starts kk * 32 bytes into the rows.
+ *   MN-major operand (${mn_major_doc}): ROWS / 64 chunks of 64 x BK, chunk c holding
+ *     elements c*64..c*64+63 of the M (N) dimension, one 128-byte row per k (one TMA box of
+ *     {64, BK} per chunk).  Descriptor: LBO = BK * 128 (one 64-wide chunk to the next along
+ *     M or N), SBO = 1024 (8 k rows to the next 8); k-step kk starts kk * KSTEP * 128 bytes in.
+ * Barriers: full[s] (1 arrival: the producer's expect_tx; completes when the stage's bytes
+ * have landed) and empty[s] (4 * CONSUMERS arrivals: lane 0 of every consumer warp once its
+ * wgmma reading the stage are done).  Both are waited on by phase parity; the producer's wait
+ * for a fresh ring asks for the parity before the first phase, which passes at once.
+ * Accumulators (PTX ISA, wgmma D fragment of m64nN): thread t of a consumer warpgroup holds,
+ * in register r of 64-row block i, row 16 * (t / 32) + (t % 32) / 4 + 8 * (r / 2 % 2), column
+ * 8 * (r / 4) + 2 * (t % 4) + r % 2 of the block's 64 x BN tile.
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N;
+ * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
+ * overwritten, as in BLAS).
+ */
+#define BM ${bm}
+#define BN ${bn}
+#define STAGES ${stages}
+#define CONSUMERS ${consumers}
+#define BLOCKS ${blocks}
+#define GROUP ${group}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M): MN-major; 0: M rows of K */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K): K-major; 0: K rows of N */
+#define ELEM_BYTES ${elem_bytes}
+
+#define BK (128 / ELEM_BYTES)   /* K per stage: one 128-byte swizzle row */
+#define KSTEP (32 / ELEM_BYTES) /* K of one wgmma: ${kstep} (32 bytes) */
+#define THREADS (128 * (CONSUMERS + 1))
+#define WG_M (BM / CONSUMERS) /* rows of C per consumer warpgroup */
+#define MI (WG_M / 64)        /* wgmma per consumer per k-step (64 rows each) */
+#define ACC (BN / 2)          /* fp32 accumulators per thread per 64-row block */
+#define A_STAGE_BYTES (BM * 128)
+#define B_STAGE_BYTES (BN * 128)
+/* Byte offsets in a stage: one 64-row block of A (64 K-major rows, or one 64-wide MN chunk of
+ * BK rows), and one k-step (32 bytes along a K-major row, KSTEP rows of an MN-major chunk). */
+#define A_MBLOCK_BYTES (A_T ? BK * 128 : 64 * 128)
+#define A_KSTEP_BYTES (A_T ? KSTEP * 128 : 32)
+#define B_KSTEP_BYTES (B_T ? 32 : KSTEP * 128)
+/* setmaxnreg: the producer warpgroup gives registers back (PRODUCER_REGS), the consumers take
+ * them (CONSUMER_REGS), within the block's registers at launch: min(255, 65536 / (THREADS *
+ * BLOCKS)) rounded down to 8 a thread, which ptxas then allocates exactly (0, 0: no exchange,
+ * with one consumer alone in an SM).  ptxas compiles all the code, the consumers' included,
+ * within that launch budget: the exchange is headroom at run time, not more registers for
+ * the compiler. */
+#define PRODUCER_REGS ${producer_regs}
+#define CONSUMER_REGS ${consumer_regs}
+
+/* The element type of the ABI.  NVRTC has no cuda.h or fp16 headers and mmtune passes no
+ * include path, so the kernel declares what it needs itself. */${elem_decl}
+/* CUtensorMap's size and alignment (the runtime fills it with cuTensorMapEncodeTiled). */
+struct __align__(64) mmt_tensor_map { unsigned long long opaque[16]; };
+
+static __device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+${convert}
+/* ---- mbarriers and TMA ---- */
+static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+/* One arrival that also expects `bytes` more of transactions (the TMA copies of a stage). */
+static __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+/* Waits until the phase of parity `parity` has completed. */
+static __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+/* TMA: the box at (c0, c1) (elements along dimension 0, rows) of the map into shared memory
+ * at dst, completing `bar`'s transactions.  Elements outside the matrix arrive as zeros. */
+static __device__ __forceinline__ void tma_load(unsigned dst, const mmt_tensor_map* map, int c0,
+                                                int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
+                  "r"(bar)
+               : "memory");
+}
+
+/* ---- wgmma ---- */
+/* Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address,
+ * leading and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62-63), base
+ * offset 0 (stages are 1024-byte aligned; the k-step offsets stay inside the first row). */
+static __device__ __forceinline__ unsigned long long make_desc(unsigned addr, unsigned lbo,
+                                                               unsigned sbo) {
+  return (unsigned long long)((addr & 0x3ffffu) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+         (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+}
+static __device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+/* Pins the accumulators at this point of the instruction stream: the compiler may not move
+ * their reads or writes across it (wgmma writes them asynchronously, behind its back). */
+static __device__ __forceinline__ void acc_fence(float (&d)[MI][ACC]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int r = 0; r < ACC; ++r) asm volatile("" : "+f"(d[i][r]) :: "memory");
+}
+/* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
+ * ${trans_doc}. */
+static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
+                                             unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${scale_arg}, 0;\n"
+               "${wgmma_op}\n"
+${wgmma_regs}
+               " %${da_arg}, %${db_arg}, p, 1, 1${trans_imm};\n}\n"
+${wgmma_outs}
+               : "l"(da), "l"(db), "r"(1));
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
+${name}(int M, int N, int K, float alpha,
+        const ${ctype}* __restrict__ A, int lda,
+        const ${ctype}* __restrict__ B, int ldb,
+        float beta, ${ctype}* __restrict__ C, int ldc,
+        const __grid_constant__ mmt_tensor_map tmA,
+        const __grid_constant__ mmt_tensor_map tmB)
+{
+  extern __shared__ __align__(1024) unsigned char mmt_smem[];
+  const unsigned a_smem = (smem_u32(mmt_smem) + 1023u) & ~1023u; /* [STAGES][A_STAGE_BYTES] */
+  const unsigned b_smem = a_smem + STAGES * A_STAGE_BYTES;         /* [STAGES][B_STAGE_BYTES] */
+  const unsigned full = b_smem + STAGES * B_STAGE_BYTES;           /* [STAGES] mbarriers */
+  const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+
+  /* Block tile: the launch order (blockIdx.x fastest) is renumbered so that GROUP block rows
+   * are walked top to bottom before moving right.  64-bit: grid.x * grid.y may pass 2^32. */
+  const long long grid_n = gridDim.x, grid_m = gridDim.y;
+  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
+  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
+  const long long first_m = pid / group_blocks * GROUP;
+  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
+  const long long in_group = pid % group_blocks;
+  const long long row0 = (first_m + in_group % group_rows) * BM; /* first row of the tile */
+  const long long col0 = in_group / group_rows * BN;             /* first column */
+  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int k_tiles = K / BK + (K % BK != 0); /* K / BK rounded up, without overflow */
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 4 * CONSUMERS);
+    }
+    /* the initialized barriers are visible to the async proxy (TMA's complete_tx) */
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    /* ---- producer: one thread issues the TMA copies of every K tile ---- */
+#if PRODUCER_REGS
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGS));
+#endif
+    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];\n"
+                   :: "l"(reinterpret_cast<unsigned long long>(&tmA)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n"
+                   :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
+      int s = 0;
+      unsigned phase = 0; /* of the ring: flips each time s wraps */
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        /* Stage s was last read by tile kt - STAGES: wait until the consumers released it
+         * (on the first round, the parity before the first phase: passes at once). */
+        mbar_wait(empty + 8 * s, phase ^ 1);
+        mbar_expect_tx(full + 8 * s, (BM + BN) * 128);
+        const int k0 = kt * BK;
+        const unsigned a_dst = a_smem + s * A_STAGE_BYTES, b_dst = b_smem + s * B_STAGE_BYTES;
+#if A_T /* MN-major: BM / 64 boxes of 64 (M) x BK (K) */
+#pragma unroll
+        for (int c = 0; c < BM / 64; ++c)
+          tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * 64, k0, full + 8 * s);
+#else   /* K-major: one box of BK (K) x BM (M) */
+        tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
+#endif
+#if B_T /* K-major: one box of BK (K) x BN (N) */
+        tma_load(b_dst, &tmB, k0, (int)col0, full + 8 * s);
+#else   /* MN-major: BN / 64 boxes of 64 (N) x BK (K) */
+#pragma unroll
+        for (int c = 0; c < BN / 64; ++c)
+          tma_load(b_dst + c * (BK * 128), &tmB, (int)col0 + c * 64, k0, full + 8 * s);
+#endif
+        if (++s == STAGES) s = 0, phase ^= 1;
+      }
+    }
+  } else {
+    /* ---- consumers: wgmma on each stage, then hand it back ---- */
+#if CONSUMER_REGS
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
+#endif
+    const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;
+    float acc[MI][ACC];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
+    /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A, and B.
+     * LBO, SBO: see "Shared memory" above. */
+    const unsigned long long a_desc =
+        make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024);
+    const unsigned long long b_desc = make_desc(b_smem, B_T ? 16 : BK * 128, 1024);
+    int s = 0, prev = 0;
+    unsigned phase = 0;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
+      const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
+      const unsigned long long db = b_desc + ((unsigned)(s * B_STAGE_BYTES) >> 4);
+      acc_fence(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+          wgmma(acc[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
+                db + ((kk * B_KSTEP_BYTES) >> 4));
+      wgmma_commit();
+      acc_fence(acc);
+      /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
+      wgmma_wait<1>();
+      if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * prev);
+      prev = s;
+      if (++s == STAGES) s = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    acc_fence(acc);
+
+    /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C; each thread stores pairs
+     * of neighbouring columns (accumulators 4j + 2h, 4j + 2h + 1: row ... + 8h, columns
+     * 8j + 2 * (lane % 4), + 1).  A tile wholly inside C with beta == 0 (the common case)
+     * takes a path without tests. */
+    const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
+    if (m_left >= BM && n_left >= BN && beta == 0.0f) {
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+            const int c = j * 8 + (lane % 4) * 2;
+            const float v0 = alpha * acc[i][4 * j + 2 * h];
+            const float v1 = alpha * acc[i][4 * j + 2 * h + 1];
+${store_full}
+          }
+        }
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + i * 64 + h * 8; /* row in the block tile */
+        if (r >= m_left) continue;
+        elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int c = j * 8 + (lane % 4) * 2; /* column in the block tile */
+          if (c >= n_left) continue;
+          float v0 = alpha * acc[i][4 * j + 2 * h], v1 = alpha * acc[i][4 * j + 2 * h + 1];
+${store}
+        }
+      }
+  }
+}
+]]
+
+-- Per dtype: the storage type declaration, the conversions (pack2(lo, hi) rounds two floats to
+-- one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens one), the
+-- wgmma type suffix and the store of a pair (v0, v1) at column c of c_row.
+local store16 = [[
+          if (c + 1 < n_left) { /* the pair is inside C: one 4-byte store (ldc, col0, c even) */
+            unsigned* const p = reinterpret_cast<unsigned*>(c_row + c);
+            if (beta != 0.0f) {
+              const unsigned old = *p;
+              v0 += beta * to_float((elem_t)(old & 0xffffu));
+              v1 += beta * to_float((elem_t)(old >> 16));
+            }
+            *p = pack2(v0, v1);
+          } else { /* the last column of an odd N */
+            c_row[c] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(c_row[c]));
+          }]]
+
+local store16_full = "            *reinterpret_cast<unsigned*>(c_row + c) = pack2(v0, v1);"
+
+local dtype_info = {
+  f16 = {
+    doc_type = "__half in and out, fp32 accumulation",
+    decl = [[
+
+#ifndef __CUDA_FP16_TYPES_EXIST__
+struct __align__(2) __half { unsigned short x; };
+#endif
+typedef unsigned short elem_t; /* the bits of one element */
+]],
+    convert = [[
+
+/* fp32 <-> f16, round to nearest even (cvt.rn.f16x2.f32 puts its first source in the upper
+ * half). */
+static __device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+static __device__ __forceinline__ elem_t to_elem(float x) {
+  elem_t r;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  return r;
+}
+static __device__ __forceinline__ float to_float(elem_t h) {
+  float r;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
+  return r;
+}
+]],
+    wgmma_type = "f16.f16", store = store16, store_full = store16_full,
+  },
+  bf16 = {
+    doc_type = "__nv_bfloat16 in and out, fp32 accumulation",
+    decl = [[
+
+#ifndef __CUDA_BF16_TYPES_EXIST__
+struct __align__(2) __nv_bfloat16 { unsigned short x; };
+#endif
+typedef unsigned short elem_t; /* the bits of one element */
+]],
+    convert = [[
+
+/* fp32 <-> bf16, round to nearest even (cvt.rn.bf16x2.f32 puts its first source in the upper
+ * half); bf16 -> fp32 is exact: the bits are fp32's upper half. */
+static __device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+static __device__ __forceinline__ elem_t to_elem(float x) {
+  elem_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  return r;
+}
+static __device__ __forceinline__ float to_float(elem_t h) {
+  return __uint_as_float((unsigned)h << 16);
+}
+]],
+    wgmma_type = "bf16.bf16", store = store16, store_full = store16_full,
+  },
+  tf32 = {
+    doc_type = "float in and out, the tensor cores reading A and B as tf32\n" ..
+               " * (their low 13 mantissa bits dropped), fp32 accumulation",
+    decl = "\ntypedef float elem_t;\n",
+    convert = "",
+    wgmma_type = "tf32.tf32",
+    store_full = "            *reinterpret_cast<float2*>(c_row + c) = make_float2(v0, v1);",
+    store = [[
+          if (c + 1 < n_left) { /* the pair is inside C: one 8-byte store (ldc, col0, c even) */
+            float2* const p = reinterpret_cast<float2*>(c_row + c);
+            if (beta != 0.0f) {
+              const float2 old = *p;
+              v0 += beta * old.x;
+              v1 += beta * old.y;
+            }
+            *p = make_float2(v0, v1);
+          } else { /* the last column of an odd N */
+            c_row[c] = beta == 0.0f ? v0 : v0 + beta * c_row[c];
+          }]],
+  },
+}
+
+local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_90)
+local SM_SHARED = 228 * 1024 -- shared memory per SM, 1 KiB of it reserved per block
+local MAX_ACC = 128 -- fp32 accumulators per consumer thread at most
+local PRODUCER_REGS = 24 -- what the producer keeps when registers are exchanged
+local MAX_CONSUMER_REGS = 240
+-- Registers a consumer thread needs besides its accumulators (descriptors, addresses, loop
+-- state, the epilogue's pointers); fitted to ptxas (NVRTC 13.0, sm_90a): see README.
+local CONSUMER_OVERHEAD = 40
+
+-- Everything derived from a config (shared by constraints and emit).
+local function derive(p)
+  local d = {}
+  d.threads = 128 * (p.consumers + 1)
+  d.wg_m = p.bm // p.consumers
+  d.acc = d.wg_m * p.bn // 128
+  d.tiles = p.stages * (p.bm + p.bn) * 128
+  d.shared_bytes = d.tiles + 16 * p.stages + 1024
+  -- Registers: ptxas compiles the whole kernel within the launch budget, min(255, 65536 /
+  -- (THREADS * BLOCKS)) rounded down to 8 a thread, consumer code included (setmaxnreg does
+  -- not raise what ptxas may allocate), so that budget is what the accumulators must fit.
+  -- setmaxnreg still hands the producer's share to the consumers at run time: the producer
+  -- keeps 24 and the consumers take the rest (a multiple of 8, at most 240); one consumer
+  -- alone in an SM has nothing to gain (255 each already).
+  d.reg_limit = math.min(255, 65536 // (d.threads * p.blocks) // 8 * 8)
+  if p.consumers == 1 and p.blocks == 1 then
+    d.producer_regs, d.consumer_regs = 0, 0
+  else
+    d.producer_regs = PRODUCER_REGS
+    d.consumer_regs = math.min(MAX_CONSUMER_REGS,
+        (d.reg_limit * d.threads - 128 * PRODUCER_REGS) // (128 * p.consumers) // 8 * 8)
+  end
+  return d
+end
+
+local function kernel_name(p, dtype, layout)
+  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d", dtype, layout, p.bm, p.bn,
+                       p.stages, p.consumers, p.blocks, p.group)
+end
+
+-- The wgmma instruction for n columns: the register list of its n / 2 accumulators (8 a line)
+-- and their "+f" operands (6 a line).
+local function wgmma_pieces(n)
+  local count = n // 2
+  local function lines(per, item, first, next_, sep, close)
+    local out = {}
+    for i = 0, count - 1, per do
+      local items = {}
+      for r = i, math.min(i + per - 1, count - 1) do items[#items + 1] = item(r) end
+      local last = i + per >= count
+      out[#out + 1] = (i == 0 and first or next_) .. table.concat(items, ", ") ..
+                      (last and close or sep)
+    end
+    return table.concat(out, "\n")
+  end
+  local regs = lines(8, function(r) return "%" .. r end, '               "{', '               " ',
+                     ',"', '},"')
+  local outs = lines(6, function(r) return string.format('"+f"(d[%d])', r) end,
+                     "               : ", "                 ", ",", "")
+  return regs, outs, count
+end
+
+return {
+  name = "wgmma",
+  description = "Hopper GEMM (f16, bf16, tf32): wgmma + TMA ring, warp-specialized, sm_90a",
+  dtypes = {"f16", "bf16", "tf32"},
+  layouts = {"nn", "nt", "tn", "tt"},
+  params = {
+    {name = "bm", values = {64, 128, 256}},
+    {name = "bn", values = {64, 128, 192, 256}},
+    {name = "stages", values = {2, 3, 4, 5, 6}},
+    {name = "consumers", values = {1, 2}},
+    {name = "blocks", values = {1, 2}},
+    {name = "group", values = {1, 8, 16}},
+  },
+  default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8},
+
+  constraints = function(p, prob)
+    local d = derive(p)
+    if d.wg_m < 64 then
+      return false, string.format("bm/consumers = %d rows per consumer: wgmma needs 64", d.wg_m)
+    end
+    if d.acc > MAX_ACC then
+      return false, string.format("%d accumulators per consumer thread (more than %d)", d.acc,
+                                  MAX_ACC)
+    end
+    if d.shared_bytes > MAX_SHARED then
+      return false, string.format("%d bytes of shared memory (more than 227 KiB)", d.shared_bytes)
+    end
+    if p.blocks * (d.shared_bytes + 1024) > SM_SHARED then
+      return false, string.format("%d blocks of %d bytes of shared memory do not fit an SM",
+                                  p.blocks, d.shared_bytes)
+    end
+    if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
+      return false, string.format("about %d registers per consumer thread (limit %d): would spill",
+                                  d.acc + CONSUMER_OVERHEAD, d.reg_limit)
+    end
+    if prob then
+      if prob.dtype == "tf32" and prob.layout ~= "nt" then
+        return false, "tf32 wgmma reads K-major operands only: layout nt"
+      end
+      if mmt.ceil_div(prob.M, p.bm) > 65535 then
+        return false, "M needs more than 65535 blocks along grid y"
+      end
+    end
+    return true
+  end,
+
+  emit = function(p, dtype, layout)
+    local name = kernel_name(p, dtype, layout)
+    local dt = mmt.dtype(dtype)
+    local info = dtype_info[dtype]
+    local d = derive(p)
+    local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+    if dtype == "tf32" and (a_t or not b_t) then
+      error("tf32 wgmma reads K-major operands only: layout nt, not " .. layout, 0)
+    end
+    local bk = 128 // dt.bytes
+    local regs, outs, count = wgmma_pieces(p.bn)
+    local k_major, mn_major = {}, {}
+    table.insert(a_t and mn_major or k_major, "A: ROWS = BM")
+    table.insert(b_t and k_major or mn_major, "B: ROWS = BN")
+    local vars = {
+      name = name, ctype = dt.ctype, dtype = dtype, layout = layout, doc_type = info.doc_type,
+      a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
+      b_doc = b_t and "transposed (N rows of K)" or "as is (K rows of N)",
+      k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
+      mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
+      bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
+      group = p.group, a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
+      bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
+      shared_bytes = d.shared_bytes,
+      producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
+      elem_decl = info.decl, convert = info.convert, store = info.store,
+      store_full = info.store_full,
+      wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
+                               32 // dt.bytes, info.wgmma_type),
+      wgmma_regs = regs, wgmma_outs = outs,
+      da_arg = count, db_arg = count + 1, scale_arg = count + 2,
+      -- the transpose immediates (16-bit types only): A MN-major when stored transposed, B
+      -- MN-major when stored as is
+      trans_imm = dtype == "tf32" and "" or
+                  string.format(", %d, %d", a_t and 1 or 0, b_t and 0 or 1),
+      trans_doc = dtype == "tf32" and "both K-major" or
+                  string.format("A %s, B %s (the transpose immediates)",
+                                a_t and "MN-major" or "K-major", b_t and "K-major" or "MN-major"),
+    }
+    for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group"}) do
+      vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
+    end
+    -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
+    -- boxes of {64 (128 bytes), BK}.
+    local function box(mn_major, rows)
+      if mn_major then return {128 // dt.bytes, bk} end
+      return {bk, rows}
+    end
+    return {
+      source = mmt.subst(source, vars),
+      kernel = name,
+      block = {x = d.threads, y = 1, z = 1},
+      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = 1},
+      shared_bytes = d.shared_bytes,
+      requires = {align = 16},
+      arch = "sm_90a",
+      tensor_maps = {
+        {operand = "A", box = box(a_t, p.bm), swizzle = 128},
+        {operand = "B", box = box(not b_t, p.bn), swizzle = 128},
+      },
+    }
+  end,
+}

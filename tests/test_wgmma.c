@@ -1,0 +1,744 @@
+/* test_wgmma.c -- templates/wgmma.lua, the Hopper (sm_90a) wgmma + TMA family for f16, bf16 and
+ * tf32: its space (counted again here from the rules), default, constraints and their
+ * reasons, the launch description, tensor maps and instructions of every config, tf32's
+ * single layout, NVRTC compiles for sm_90a of the default in every dtype and layout and of a
+ * seeded sample (CPU), and results on ragged shapes against a CPU reference (GPU of compute
+ * capability 9.0; skipped otherwise). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "half16.h"
+#include "rt_compile.h"
+#include "rt_device.h"
+#include "rt_driver.h"
+#include "tmpl_check.h"
+
+#define TEMPLATES MMT_SOURCE_TEMPLATE_DIR
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- the space, written out again ---------------------------------------------------------- */
+
+enum { P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_COUNT };
+static const char *const k_names[P_COUNT] = {"bm",        "bn",     "stages",
+                                             "consumers", "blocks", "group"};
+static const char *const k_macros[P_COUNT] = {"BM",        "BN",     "STAGES",
+                                              "CONSUMERS", "BLOCKS", "GROUP"};
+static const int64_t v_bm[] = {64, 128, 256};
+static const int64_t v_bn[] = {64, 128, 192, 256};
+static const int64_t v_stages[] = {2, 3, 4, 5, 6};
+static const int64_t v_consumers[] = {1, 2};
+static const int64_t v_blocks[] = {1, 2};
+static const int64_t v_group[] = {1, 8, 16};
+static const int64_t *const k_lists[P_COUNT] = {v_bm,        v_bn,     v_stages,
+                                                v_consumers, v_blocks, v_group};
+static const int k_counts[P_COUNT] = {COUNT(v_bm),        COUNT(v_bn),     COUNT(v_stages),
+                                      COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group)};
+static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
+/* The (dtype, layout) pairs the template serves: every layout for the 16-bit types, nt alone
+ * for tf32 (its wgmma reads K-major operands only). */
+static const struct {
+  const char *dtype, *layout;
+} k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
+               {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
+/* Valid configs; pinned so that a change of the rules is a visible change of this number. */
+#define VALID_COUNT 213
+
+typedef struct {
+  int64_t bm, bn, stages, consumers, blocks, group;
+} cfg;
+
+static cfg cfg_of(const gen_config *c) {
+  return (cfg){c->v[P_BM],     c->v[P_BN],     c->v[P_STAGES],
+               c->v[P_CONSUMERS], c->v[P_BLOCKS], c->v[P_GROUP]};
+}
+
+static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
+/* fp32 accumulators per consumer thread: its BM / CONSUMERS rows times BN over 128 threads. */
+static int64_t acc_of(const cfg *p) { return p->bm / p->consumers * p->bn / 128; }
+/* Stages of 128-byte rows of A and B, their mbarriers, and 1024 bytes of alignment slack. */
+static int64_t shared_bytes_of(const cfg *p) {
+  return p->stages * (p->bm + p->bn) * 128 + 16 * p->stages + 1024;
+}
+/* Registers a thread at launch: what __launch_bounds__(THREADS, BLOCKS) leaves, rounded down
+ * to 8, at most 255; ptxas compiles the whole kernel within it. */
+static int64_t launch_regs_of(const cfg *p) {
+  const int64_t r = 65536 / (threads_of(p) * p->blocks) / 8 * 8;
+  return r < 255 ? r : 255;
+}
+/* setmaxnreg: the consumers' share once the producer keeps 24 (0: no exchange). */
+static int64_t consumer_regs_of(const cfg *p) {
+  if (p->consumers == 1 && p->blocks == 1) return 0;
+  const int64_t r = (launch_regs_of(p) * threads_of(p) - 128 * 24) / (128 * p->consumers) / 8 * 8;
+  return r < 240 ? r : 240;
+}
+
+/* The template's constraints (problem-free part), restated. */
+static bool rules_valid(const cfg *p) {
+  if (p->bm / p->consumers < 64) return false; /* wgmma rows per consumer */
+  if (acc_of(p) > 128) return false;
+  const int64_t shared = shared_bytes_of(p);
+  if (shared > 227 * 1024 || p->blocks * (shared + 1024) > 228 * 1024) return false;
+  return acc_of(p) + 40 <= launch_regs_of(p); /* accumulators plus overhead: no spill */
+}
+
+static gen_template *load_wgmma(void) { return tc_load(TEMPLATES "/wgmma.lua"); }
+
+/* Invalid, for the reason containing `why`. */
+static void rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
+  gen_config c;
+  char reason[200] = "";
+  tc_parse_ok(t, text, &c);
+  const bool valid = tc_check(t, &c, p, reason, sizeof reason);
+  if (valid || !strstr(reason, why))
+    fprintf(stderr, "%s: valid %d, reason '%s', expected '%s'\n", text, valid, reason, why);
+  assert_false(valid);
+  assert_non_null(strstr(reason, why));
+}
+
+/* The TMA boxes of the kernel for layout: a K-major operand (A 'n', B 't') in one box of 128
+ * bytes of K by its rows, an MN-major one in boxes of 128 bytes (64 elements) by BK. */
+static void expect_maps(const gen_kernel *k, const cfg *p, const char *dtype, const char *layout) {
+  const unsigned bk = 128u / (unsigned)gen_dtype_size(dtype);
+  assert_int_equal(k->ntensor_maps, 2);
+  assert_int_equal(k->tensor_maps[0].operand, 'A');
+  assert_int_equal(k->tensor_maps[1].operand, 'B');
+  assert_int_equal(k->tensor_maps[0].box[0], bk);
+  assert_int_equal(k->tensor_maps[0].box[1], layout[0] == 't' ? bk : (unsigned)p->bm);
+  assert_int_equal(k->tensor_maps[1].box[0], bk);
+  assert_int_equal(k->tensor_maps[1].box[1], layout[1] == 't' ? (unsigned)p->bn : bk);
+  assert_int_equal(k->tensor_maps[0].swizzle, 128);
+  assert_int_equal(k->tensor_maps[1].swizzle, 128);
+}
+
+/* ---- declaration, space, default ----------------------------------------------------------- */
+
+static void test_declaration(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  assert_string_equal(gen_name(t), "wgmma");
+  assert_true(strlen(gen_description(t)) > 0);
+  assert_int_equal(gen_dtype_count(t), 3);
+  assert_string_equal(gen_dtype(t, 0), "f16");
+  assert_string_equal(gen_dtype(t, 1), "bf16");
+  assert_string_equal(gen_dtype(t, 2), "tf32");
+  assert_false(gen_supports_dtype(t, "f32"));
+  for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
+  assert_int_equal(gen_param_count(t), P_COUNT);
+  uint64_t size = 1;
+  for (int i = 0; i < P_COUNT; i++) {
+    assert_string_equal(gen_param_name(t, i), k_names[i]);
+    assert_int_equal(gen_param_value_count(t, i), k_counts[i]);
+    for (int j = 0; j < k_counts[i]; j++) assert_int_equal(gen_param_value(t, i, j), k_lists[i][j]);
+    size *= (uint64_t)k_counts[i];
+  }
+  assert_int_equal(gen_space_size(t), size);
+  assert_int_equal(size, 720);
+  gen_free(t);
+}
+
+static void test_space_count(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  int valid_count = 0;
+  for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+    gen_config c;
+    char why[200];
+    gen_config_at(t, idx, &c);
+    const cfg p = cfg_of(&c);
+    const bool valid = tc_check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
+    if (valid != want) {
+      char text[256];
+      gen_config_format(t, &c, text, sizeof text, NULL);
+      fprintf(stderr, "%s: template says %d (%s), rules say %d\n", text, valid, why, want);
+    }
+    assert_int_equal(valid, want);
+    if (!valid) assert_true(strlen(why) > 0); /* always says why */
+    valid_count += valid;
+  }
+  print_message("wgmma: %d valid configs of %llu\n", valid_count,
+                (unsigned long long)gen_space_size(t));
+  assert_int_equal(valid_count, VALID_COUNT);
+  gen_free(t);
+}
+
+static void test_default(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  gen_config c;
+  char text[256];
+  gen_config_default(t, &c);
+  assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
+  assert_string_equal(text, "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8");
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+  const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
+  assert_true(tc_check(t, &c, &big, NULL, 0));
+  gen_kernel k, k2;
+  tc_emit_ok(t, &c, "f16", "nn", &k);
+  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8");
+  assert_string_equal(k.arch, "sm_90a");
+  assert_int_equal(k.block[0], 384); /* a producer and 2 consumer warpgroups */
+  assert_int_equal(k.shared_bytes, 4 * (128 + 256) * 128 + 4 * 16 + 1024);
+  assert_int_equal(k.requires.m_multiple, 1);
+  assert_int_equal(k.requires.n_multiple, 1);
+  assert_int_equal(k.requires.k_multiple, 1);
+  assert_int_equal(k.requires.align_bytes, 16);
+  assert_false(k.exclusive);
+  assert_true(gen_requires_met(&k.requires, &big));
+  const cfg p = cfg_of(&c);
+  expect_maps(&k, &p, "f16", "nn");
+  /* 128 accumulators a consumer thread: setmaxnreg 24 / 240 within 168 x 384 registers */
+  assert_non_null(strstr(k.source, "#define PRODUCER_REGS 24\n"));
+  assert_non_null(strstr(k.source, "#define CONSUMER_REGS 240\n"));
+  tc_emit_ok(t, &c, "f16", "nn", &k2);
+  assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
+  gen_kernel_clear(&k2);
+  tc_emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
+  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8");
+  gen_kernel_clear(&k);
+  gen_kernel_clear(&k2);
+  gen_free(t);
+}
+
+/* ---- constraints and their reasons --------------------------------------------------------- */
+
+static void test_constraints(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  rejects(t, "bm=64,consumers=2", NULL, "bm/consumers = 32 rows per consumer: wgmma needs 64");
+  /* 128 rows of 256 columns for one warpgroup */
+  rejects(t, "bm=128,bn=256,consumers=1", NULL,
+          "256 accumulators per consumer thread (more than 128)");
+  rejects(t, "bm=256,bn=256,consumers=2", NULL, "256 accumulators per consumer thread");
+  /* 5 stages of 384 rows of 128 bytes */
+  rejects(t, "stages=5", NULL, "246864 bytes of shared memory (more than 227 KiB)");
+  rejects(t, "bm=128,bn=64,stages=6,blocks=2", NULL,
+          "2 blocks of 148576 bytes of shared memory do not fit an SM");
+  /* two blocks of 384 threads: 80 registers, 64 accumulators */
+  rejects(t, "bm=128,bn=128,stages=2,blocks=2", NULL,
+          "about 104 registers per consumer thread (limit 80): would spill");
+  gen_config c;
+  tc_parse_ok(t, "bm=128,bn=64,stages=3,blocks=2", &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+  tc_parse_ok(t, "bm=64,bn=128,stages=3,consumers=1,blocks=2", &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+
+  /* problem-level: grid.y, and tf32 in nt only */
+  gen_problem p = {"f16", "tn", 65535LL * 128, 64, 64, 65535LL * 128, 64, 64, 16};
+  tc_parse_ok(t, "", &c);
+  assert_true(tc_check(t, &c, &p, NULL, 0));
+  p.m++;
+  p.lda++;
+  rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
+  for (int l = 0; l < COUNT(k_layouts); l++) {
+    int64_t ld[3];
+    gen_min_ld(k_layouts[l], 100, 100, 100, ld);
+    const gen_problem tf = {"tf32", k_layouts[l], 100, 100, 100, ld[0], ld[1], ld[2], 16};
+    if (strcmp(k_layouts[l], "nt") == 0)
+      assert_true(tc_check(t, &c, &tf, NULL, 0));
+    else
+      rejects(t, "", &tf, "tf32 wgmma reads K-major operands only: layout nt");
+  }
+  gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
+  assert_false(tc_check(t, &c, &f32, NULL, 0));
+  gen_free(t);
+}
+
+/* tf32 in another layout than nt is no kernel: emit says why. */
+static void test_tf32_layouts(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  gen_config c;
+  gen_kernel k;
+  ut_err e;
+  gen_config_default(t, &c);
+  for (int l = 0; l < COUNT(k_layouts); l++) {
+    if (strcmp(k_layouts[l], "nt") == 0) continue;
+    assert_int_equal(gen_emit(t, &c, "tf32", k_layouts[l], &k, &e), MMT_ERR_TEMPLATE);
+    assert_non_null(strstr(e.msg, "tf32 wgmma reads K-major operands only: layout nt"));
+  }
+  tc_emit_ok(t, &c, "tf32", "nt", &k);
+  assert_non_null(strstr(k.source, "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32"));
+  assert_non_null(strstr(k.source, "const float* __restrict__ A, int lda"));
+  assert_non_null(strstr(k.source, "#define BK (128 / ELEM_BYTES)"));
+  assert_non_null(strstr(k.source, "#define ELEM_BYTES 4\n"));
+  assert_null(strstr(k.source, "tnsp")); /* no transpose immediates for tf32 */
+  const cfg p = cfg_of(&c);
+  expect_maps(&k, &p, "tf32", "nt"); /* boxes of 32 floats (128 bytes) */
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* ---- every config: launch description, tensor maps, instructions --------------------------- */
+
+static void test_emit_all(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  int emitted = 0;
+  for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+    gen_config c;
+    gen_config_at(t, idx, &c);
+    if (!tc_check(t, &c, NULL, NULL, 0)) continue;
+    const cfg p = cfg_of(&c);
+    /* each config in one (dtype, layout) pair, rotating, so every pair is covered many times */
+    const char *dtype = k_pairs[idx % COUNT(k_pairs)].dtype;
+    const char *layout = k_pairs[idx % COUNT(k_pairs)].layout;
+    const bool tf32 = strcmp(dtype, "tf32") == 0;
+    gen_kernel k;
+    tc_emit_ok(t, &c, dtype, layout, &k);
+    char name[160], line[192];
+    snprintf(name, sizeof name, "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld", dtype,
+             layout, (long long)p.bm, (long long)p.bn, (long long)p.stages,
+             (long long)p.consumers, (long long)p.blocks, (long long)p.group);
+    assert_string_equal(k.kernel_name, name);
+    assert_non_null(strstr(k.source, name));
+    assert_non_null(
+        strstr(k.source, "extern \"C\" __global__ void __launch_bounds__(THREADS, BLOCKS)"));
+    assert_non_null(strstr(k.source, "Parameters:"));
+    assert_null(strstr(k.source, "#include"));
+    assert_null(strstr(k.source, "${"));
+    for (int i = 0; i < P_COUNT; i++) { /* each parameter is defined and documented */
+      snprintf(line, sizeof line, "#define %s %lld\n", k_macros[i], (long long)c.v[i]);
+      assert_non_null(strstr(k.source, line));
+      snprintf(line, sizeof line, " *   %-9s = %lld", k_macros[i], (long long)c.v[i]);
+      assert_non_null(strstr(k.source, line));
+    }
+    snprintf(line, sizeof line, "#define A_T %d ", layout[0] == 't');
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "#define B_T %d ", layout[1] == 't');
+    assert_non_null(strstr(k.source, line));
+    /* the ABI, with the two tensor maps after it */
+    snprintf(line, sizeof line, "const %s* __restrict__ A, int lda",
+             tf32 ? "float" : strcmp(dtype, "f16") == 0 ? "__half" : "__nv_bfloat16");
+    assert_non_null(strstr(k.source, line));
+    assert_non_null(strstr(k.source, "float beta, "));
+    assert_non_null(strstr(k.source, "int ldc,\n"
+                                     "        const __grid_constant__ mmt_tensor_map tmA,\n"
+                                     "        const __grid_constant__ mmt_tensor_map tmB)"));
+    assert_non_null(strstr(k.source, "struct __align__(64) mmt_tensor_map "
+                                     "{ unsigned long long opaque[16]; };"));
+    /* the Hopper core: wgmma of m64 x BN fed by TMA through mbarriers, warp-specialized */
+    snprintf(line, sizeof line, "wgmma.mma_async.sync.aligned.m64n%lldk%d.f32.%s.%s",
+             (long long)p.bn, tf32 ? 8 : 16, dtype, dtype);
+    assert_non_null(strstr(k.source, line));
+    if (!tf32) { /* transpose immediates: A MN-major when stored 't', B when stored 'n' */
+      snprintf(line, sizeof line, "p, 1, 1, %d, %d;", layout[0] == 't', layout[1] == 'n');
+      assert_non_null(strstr(k.source, line));
+    }
+    /* the register list ends with accumulator BN / 2 - 1 */
+    snprintf(line, sizeof line, "\"+f\"(d[%lld])", (long long)(p.bn / 2 - 1));
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "\"+f\"(d[%lld])", (long long)(p.bn / 2));
+    assert_null(strstr(k.source, line));
+    static const char *const ptx[] = {
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        "mbarrier.arrive.expect_tx.shared::cta.b64",
+        "mbarrier.arrive.shared::cta.b64",
+        "fence.mbarrier_init.release.cluster",
+        "wgmma.fence.sync.aligned",
+        "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned",
+        "setmaxnreg.dec.sync.aligned.u32",
+        "setmaxnreg.inc.sync.aligned.u32",
+        "prefetch.tensormap",
+    };
+    for (int i = 0; i < COUNT(ptx); i++) assert_non_null(strstr(k.source, ptx[i]));
+    /* the epilogue: a path without tests for whole tiles with beta == 0, masked pairs else */
+    assert_non_null(strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f) {"));
+    assert_non_null(strstr(k.source, tf32 ? "*p = make_float2(v0, v1);" : "*p = pack2(v0, v1);"));
+    snprintf(line, sizeof line, "#define PRODUCER_REGS %d\n",
+             consumer_regs_of(&p) ? 24 : 0);
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "#define CONSUMER_REGS %lld\n", (long long)consumer_regs_of(&p));
+    assert_non_null(strstr(k.source, line));
+    /* the exchange stays within the block's registers at launch, and gives the consumers
+     * at least what they had */
+    if (consumer_regs_of(&p)) {
+      assert_true(128 * 24 + 128 * p.consumers * consumer_regs_of(&p) <=
+                  launch_regs_of(&p) * threads_of(&p));
+      assert_true(consumer_regs_of(&p) >= launch_regs_of(&p));
+    }
+    /* launch */
+    assert_string_equal(k.arch, "sm_90a");
+    assert_int_equal(k.block[0], threads_of(&p));
+    assert_int_equal(k.block[1], 1);
+    assert_int_equal(k.block[2], 1);
+    assert_int_equal(k.grid[0].dim, 'N');
+    assert_int_equal(k.grid[0].tile, p.bn);
+    assert_int_equal(k.grid[1].dim, 'M');
+    assert_int_equal(k.grid[1].tile, p.bm);
+    assert_int_equal(k.grid[2].dim, 0);
+    assert_int_equal(k.grid[2].tile, 1);
+    assert_false(k.exclusive);
+    assert_int_equal(k.shared_bytes, shared_bytes_of(&p));
+    assert_int_equal(k.requires.align_bytes, 16);
+    assert_int_equal(k.requires.m_multiple * k.requires.n_multiple * k.requires.k_multiple, 1);
+    expect_maps(&k, &p, dtype, layout);
+    gen_kernel_clear(&k);
+    emitted++;
+  }
+  assert_int_equal(emitted, VALID_COUNT);
+  gen_free(t);
+}
+
+/* The block-order swizzle is reg_tiled's (test_templates.c checks its arithmetic); here, that
+ * the same lines are in the source. */
+static void test_shared_lines(void **state) {
+  (void)state;
+  static const char *const lines[] = {
+      "const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;",
+      "const long long group_blocks = GROUP * grid_n;",
+      "const long long first_m = pid / group_blocks * GROUP;",
+      "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
+      "const long long in_group = pid % group_blocks;",
+      "const long long row0 = (first_m + in_group % group_rows) * BM;",
+      "const long long col0 = in_group / group_rows * BN;",
+  };
+  gen_template *t = load_wgmma();
+  gen_config c;
+  gen_kernel k;
+  tc_parse_ok(t, "group=16", &c);
+  tc_emit_ok(t, &c, "bf16", "tt", &k);
+  for (int i = 0; i < COUNT(lines); i++) {
+    if (!strstr(k.source, lines[i])) fprintf(stderr, "missing: %s\n", lines[i]);
+    assert_non_null(strstr(k.source, lines[i]));
+  }
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
+
+/* The default in every (dtype, layout) pair, for sm_90a; plain sm_90 has no wgmma. */
+static void test_nvrtc_default(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  gen_config c;
+  gen_config_default(t, &c);
+  for (int i = 0; i < COUNT(k_pairs); i++) {
+    gen_kernel k;
+    tc_emit_ok(t, &c, k_pairs[i].dtype, k_pairs[i].layout, &k);
+    tc_compile_ok(&k, k.arch);
+    if (i == 0) {
+      rt_cubin cubin;
+      ut_err e;
+      assert_int_equal(rt_compile(k.source, k.kernel_name, "sm_90", &cubin, NULL, &e),
+                       MMT_ERR_COMPILE);
+    }
+    gen_kernel_clear(&k);
+  }
+  gen_free(t);
+}
+
+/* A deterministic spread of 12 valid configs (one per CONSUMERS x BLOCKS where the space has
+ * them, the rest from all), picked by a fixed LCG; the (dtype, layout) pair rotates.  All
+ * compile for sm_90a. */
+static void test_nvrtc_sample(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  gen_config *valid = malloc(sizeof *valid * gen_space_size(t));
+  assert_non_null(valid);
+  int count = 0;
+  for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+    gen_config c;
+    gen_config_at(t, idx, &c);
+    if (tc_check(t, &c, NULL, NULL, 0)) valid[count++] = c;
+  }
+  assert_int_equal(count, VALID_COUNT);
+  uint64_t seed = 20250601u;
+  int compiled = 0, kinds[2][2] = {{0, 0}, {0, 0}};
+  for (int i = 0; i < 12; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const gen_config *c = &valid[(seed >> 33) % (uint64_t)count];
+    gen_kernel k;
+    tc_emit_ok(t, c, k_pairs[i % COUNT(k_pairs)].dtype, k_pairs[i % COUNT(k_pairs)].layout, &k);
+    tc_compile_ok(&k, k.arch);
+    kinds[c->v[P_CONSUMERS] - 1][c->v[P_BLOCKS] - 1]++;
+    gen_kernel_clear(&k);
+    compiled++;
+  }
+  assert_int_equal(compiled, 12);
+  print_message("sample: consumers x blocks 1x1 %d, 1x2 %d, 2x1 %d, 2x2 %d\n", kinds[0][0],
+                kinds[0][1], kinds[1][0], kinds[1][1]);
+  free(valid);
+  gen_free(t);
+}
+
+/* ---- GPU: results on ragged shapes (skipped without a compute capability 9.0 device) ------- */
+
+/* Elements of one dtype in a byte buffer: 2-byte f16/bf16 patterns or 4-byte floats. */
+typedef struct {
+  int bytes; /* 2 or 4 */
+  bool f16;
+} elem_kind;
+
+static float get_elem(const elem_kind *ek, const void *buf, size_t i) {
+  if (ek->bytes == 4) return ((const float *)buf)[i];
+  const uint16_t h = ((const uint16_t *)buf)[i];
+  return ek->f16 ? th_f16_to_f32(h) : th_bf16_to_f32(h);
+}
+
+static void set_elem(const elem_kind *ek, void *buf, size_t i, float v) {
+  if (ek->bytes == 4)
+    ((float *)buf)[i] = v;
+  else
+    ((uint16_t *)buf)[i] = ek->f16 ? th_f32_to_f16(v) : th_f32_to_bf16(v);
+}
+
+static void set_nan(const elem_kind *ek, void *buf, size_t i) {
+  if (ek->bytes == 4)
+    ((uint32_t *)buf)[i] = 0x7fc00000u;
+  else
+    ((uint16_t *)buf)[i] = 0x7fffu;
+}
+
+/* Bitwise equality of element i of two buffers. */
+static bool same_bits(const elem_kind *ek, const void *x, const void *y, size_t i) {
+  return memcmp((const char *)x + i * (size_t)ek->bytes, (const char *)y + i * (size_t)ek->bytes,
+                (size_t)ek->bytes) == 0;
+}
+
+/* Shapes as op(A) M x K times op(B) K x N.  Each stored row (A, B, C) is padded to a multiple
+ * of 16 bytes (TMA and `requires`), plus `pad` more 16-byte units; `big` shapes run only for
+ * the first configs (the CPU reference of 1000^3 takes a second). */
+typedef struct {
+  int64_t m, n, k;
+  float alpha, beta;
+  int pad;
+  bool big;
+} gemm_shape;
+
+static const gemm_shape k_shapes[] = {
+    {1, 1, 1, 1.0f, 0.0f, 0, false},       {17, 33, 65, 1.5f, 0.5f, 1, false},
+    {127, 257, 1023, 1.0f, 0.0f, 0, false}, {300, 520, 64, -0.5f, 2.0f, 2, false},
+    {129, 200, 136, 2.0f, -1.0f, 0, false}, {5, 3, 0, 1.0f, 0.5f, 0, false},
+    {40, 24, 0, 1.0f, 0.0f, 1, false},      {64, 8, 200, 1.0f, 0.0f, 0, false},
+    {1000, 1000, 1000, 0.75f, 0.0f, 0, true},
+};
+
+/* Row pitch in elements: width rounded up to 16 bytes, plus pad units of 16 bytes. */
+static int64_t pitch(int64_t width, int bytes, int pad) {
+  const int64_t unit = 16 / bytes;
+  const int64_t w = width > 0 ? width : 1;
+  return (w + unit - 1) / unit * unit + pad * unit;
+}
+
+static CUdeviceptr to_device(const rt_cu *cu, const void *h, size_t bytes) {
+  CUdeviceptr p = 0;
+  assert_int_equal(cu->cuMemAlloc(&p, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(p, h, bytes), CUDA_SUCCESS);
+  return p;
+}
+
+/* Values exactly representable in bf16, f16 and tf32: i / 64, |i| <= 64. */
+static float vrand(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
+}
+
+/* Runs k on shape s in dtype and layout against a float64 reference.  C starts as NaN when
+ * beta == 0 (it must not be read); the padding past column N must be left alone.  Element
+ * bound: tol * (1 + |want|) plus 2^-20 times the sum of |alpha * a * b| over K (the tensor
+ * cores' fp32 accumulation). */
+static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
+                      const char *layout, const gemm_shape *s, double tol) {
+  const bool ta = layout[0] == 't', tb = layout[1] == 't';
+  const elem_kind ek = {gen_dtype_size(dtype), strcmp(dtype, "f16") == 0};
+  const int64_t lda = pitch(ta ? s->m : s->k, ek.bytes, s->pad);
+  const int64_t ldb = pitch(tb ? s->k : s->n, ek.bytes, s->pad);
+  const int64_t ldc = pitch(s->n, ek.bytes, s->pad);
+  const size_t na = (size_t)((ta ? s->k : s->m) * lda) + 1;
+  const size_t nb = (size_t)((tb ? s->n : s->k) * ldb) + 1;
+  const size_t nc = (size_t)(s->m * ldc);
+  void *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *c0 = malloc(nc * 4);
+  double *want = malloc(nc * sizeof *want), *absum = calloc(nc, sizeof *absum);
+  assert_true(a && b && c && c0 && want && absum);
+  uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
+  for (size_t i = 0; i < na; i++) set_elem(&ek, a, i, vrand(&seed));
+  for (size_t i = 0; i < nb; i++) set_elem(&ek, b, i, vrand(&seed));
+  for (size_t i = 0; i < nc; i++) {
+    if (s->beta == 0.0f)
+      set_nan(&ek, c0, i);
+    else
+      set_elem(&ek, c0, i, vrand(&seed));
+    want[i] = get_elem(&ek, c0, i);
+  }
+  /* the reference reads A and B widened once, as op(A) row-major and op(B) column-major */
+  double *wa = malloc(sizeof *wa * (size_t)(s->m * s->k + 1));
+  double *wb = malloc(sizeof *wb * (size_t)(s->n * s->k + 1));
+  assert_true(wa && wb);
+  for (int64_t i = 0; i < s->m; i++)
+    for (int64_t p = 0; p < s->k; p++)
+      wa[i * s->k + p] = get_elem(&ek, a, (size_t)(ta ? p * lda + i : i * lda + p));
+  for (int64_t j = 0; j < s->n; j++)
+    for (int64_t p = 0; p < s->k; p++)
+      wb[j * s->k + p] = get_elem(&ek, b, (size_t)(tb ? j * ldb + p : p * ldb + j));
+  for (int64_t i = 0; i < s->m; i++)
+    for (int64_t j = 0; j < s->n; j++) {
+      double acc = 0, sabs = 0;
+      for (int64_t p = 0; p < s->k; p++) {
+        const double prod = wa[i * s->k + p] * wb[j * s->k + p];
+        acc += prod;
+        sabs += fabs(prod);
+      }
+      const size_t at = (size_t)(i * ldc + j);
+      absum[at] = fabs((double)s->alpha) * sabs;
+      want[at] = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * want[at]);
+    }
+  const size_t eb = (size_t)ek.bytes;
+  CUdeviceptr da = to_device(cu, a, na * eb), db = to_device(cu, b, nb * eb);
+  CUdeviceptr dc = to_device(cu, c0, nc * eb);
+  const rt_gemm_args args = {.m = s->m, .n = s->n, .k = s->k, .alpha = s->alpha,
+                             .beta = s->beta, .a = da, .b = db, .c = dc,
+                             .lda = lda, .ldb = ldb, .ldc = ldc};
+  ut_err e;
+  mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
+  assert_int_equal(rc, MMT_OK);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * eb), CUDA_SUCCESS);
+  for (size_t i = 0; i < nc; i++) {
+    const double got = get_elem(&ek, c, i);
+    const bool same = isnan(want[i]) ? same_bits(&ek, c, c0, i) /* untouched */
+                                     : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
+                                                                  0x1p-20 * absum[i];
+    if (!same) {
+      fprintf(stderr,
+              "%s, %s %lldx%lldx%lld (lda %lld, ldb %lld, ldc %lld): C[%zu] = %g, want %g\n", label,
+              layout, (long long)s->m, (long long)s->n, (long long)s->k, (long long)lda,
+              (long long)ldb, (long long)ldc, i, got, want[i]);
+      fail();
+    }
+  }
+  assert_int_equal(cu->cuMemFree(da), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(db), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(dc), CUDA_SUCCESS);
+  free(a);
+  free(b);
+  free(c);
+  free(c0);
+  free(want);
+  free(absum);
+  free(wa);
+  free(wb);
+}
+
+/* Configs covering both consumer counts and register splits, 1, 2 and 4 wgmma per k-step,
+ * every BN (MN-major B in 1 to 4 boxes), ring depths 2 to 5 and each block order. */
+static const char *const k_gpu_configs[] = {
+    "",
+    "bm=128,bn=128,stages=5,consumers=2,group=1",
+    "bm=64,bn=192,stages=3,consumers=1,group=16",
+    "bm=256,bn=128,stages=3,consumers=2",
+    "bm=256,bn=64,stages=5,consumers=1,group=1",
+    "bm=128,bn=64,stages=2,consumers=2,blocks=2",
+    "bm=64,bn=128,stages=3,consumers=1,blocks=2",
+};
+
+/* The GPU test's configs are valid and run every shape (no requirement or constraint turns
+ * one away): checked here without a GPU. */
+static void test_gpu_configs(void **state) {
+  (void)state;
+  gen_template *t = load_wgmma();
+  for (int i = 0; i < COUNT(k_gpu_configs); i++)
+    for (int q = 0; q < COUNT(k_pairs); q++) {
+      gen_config c;
+      gen_kernel spec;
+      tc_parse_ok(t, k_gpu_configs[i], &c);
+      assert_true(tc_check(t, &c, NULL, NULL, 0));
+      tc_emit_ok(t, &c, k_pairs[q].dtype, k_pairs[q].layout, &spec);
+      for (int j = 0; j < COUNT(k_shapes); j++) {
+        const gemm_shape *s = &k_shapes[j];
+        const int bytes = gen_dtype_size(k_pairs[q].dtype);
+        const bool ta = k_pairs[q].layout[0] == 't', tb = k_pairs[q].layout[1] == 't';
+        const gen_problem p = {k_pairs[q].dtype,
+                               k_pairs[q].layout,
+                               s->m,
+                               s->n,
+                               s->k,
+                               pitch(ta ? s->m : s->k, bytes, s->pad),
+                               pitch(tb ? s->k : s->n, bytes, s->pad),
+                               pitch(s->n, bytes, s->pad),
+                               16};
+        assert_true(gen_requires_met(&spec.requires, &p));
+        assert_true(tc_check(t, &c, &p, NULL, 0));
+      }
+      gen_kernel_clear(&spec);
+    }
+  gen_free(t);
+}
+
+static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, int index,
+                       const char *dtype, const char *layout) {
+  gen_config c;
+  gen_kernel spec;
+  rt_cubin cubin;
+  rt_kernel k;
+  char arch[16];
+  ut_err e;
+  tc_parse_ok(t, k_gpu_configs[index], &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+  assert_int_equal(gen_emit(t, &c, dtype, layout, &spec, &e), MMT_OK);
+  assert_int_equal(rt_kernel_arch(d->arch, spec.arch, arch, &e), MMT_OK);
+  assert_int_equal(rt_compile(spec.source, spec.kernel_name, arch, &cubin, NULL, &e), MMT_OK);
+  mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
+  assert_int_equal(rc, MMT_OK);
+  print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
+  assert_int_equal(k.local_bytes, 0); /* no spills */
+  const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : strcmp(dtype, "bf16") == 0 ? 8e-3 : 1e-5;
+  for (int j = 0; j < COUNT(k_shapes); j++)
+    if (!k_shapes[j].big || index < 2)
+      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_shapes[j], tol);
+  rt_kernel_unload(&k);
+  rt_cubin_free(&cubin);
+  gen_kernel_clear(&spec);
+}
+
+static void test_gpu_results(void **state) {
+  (void)state;
+  rt_device d;
+  ut_err e;
+  mmt_status rc = rt_device_open(0, &d, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
+    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
+    skip();
+  }
+  assert_int_equal(rc, MMT_OK);
+  if (d.info.cc_major != 9 || d.info.cc_minor != 0) {
+    print_message("wgmma needs sm_90a (compute capability 9.0); device is %s\n", d.arch);
+    rt_device_close(&d);
+    skip();
+  }
+  const rt_cu *cu;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  gen_template *t = load_wgmma();
+  for (int i = 0; i < COUNT(k_gpu_configs); i++) {
+    for (int l = 0; l < COUNT(k_layouts); l++) /* f16 and bf16 alternate over the layouts */
+      run_config(&d, cu, t, i, (i + l) % 2 ? "bf16" : "f16", k_layouts[l]);
+    run_config(&d, cu, t, i, "tf32", "nt");
+  }
+  gen_free(t);
+  rt_device_close(&d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_declaration),   cmocka_unit_test(test_space_count),
+      cmocka_unit_test(test_default),       cmocka_unit_test(test_constraints),
+      cmocka_unit_test(test_tf32_layouts),  cmocka_unit_test(test_emit_all),
+      cmocka_unit_test(test_shared_lines),  cmocka_unit_test(test_nvrtc_default),
+      cmocka_unit_test(test_nvrtc_sample),  cmocka_unit_test(test_gpu_configs),
+      cmocka_unit_test(test_gpu_results),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
