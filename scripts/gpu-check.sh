@@ -78,13 +78,14 @@ for step in "$@"; do
         2>&1 | tee "$out/$step-bench.log" ;;
     suite-f16|suite-bf16|suite-tf32)
       # One dtype over the public suite: tune every shape (BUDGET s each, default 12), then
-      # the dispatcher's choice vs cuBLAS side by side, with the geomean.
-      d=${step#suite-}
-      ./build/tuner/mmtune --device 0 --dtype "$d" --shapes tests/data/shapes.txt \
+      # the dispatcher's choice vs cuBLAS side by side, with the geomean.  tf32 runs in layout
+      # nt (its tensor-core kernels read K-major operands only); LAYOUT overrides.
+      d=${step#suite-}; l=${LAYOUT:-nn}; [ "$d" = tf32 ] && l=${LAYOUT:-nt}
+      ./build/tuner/mmtune --device 0 --dtype "$d" --layout "$l" --shapes tests/data/shapes.txt \
         --budget "${BUDGET:-12}" --db /tmp/mmtune.db > "$out/suite-$d-tune.log" 2>&1
-      echo "suite $d tune exit $?"; tail -n 3 "$out/suite-$d-tune.log"
-      ./build/tuner/mmtune bench --shapes tests/data/shapes.txt --dtype "$d" --device 0 \
-        --db /tmp/mmtune.db 2>&1 | tee "$out/suite-$d.log" ;;
+      echo "suite $d $l tune exit $?"; tail -n 3 "$out/suite-$d-tune.log"
+      ./build/tuner/mmtune bench --shapes tests/data/shapes.txt --dtype "$d" --layout "$l" \
+        --device 0 --db /tmp/mmtune.db 2>&1 | tee "$out/suite-$d.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
