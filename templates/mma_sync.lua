@@ -11,10 +11,16 @@
 --
 -- vec picks the global access path.  8: 16-byte cp.async, which needs the contiguous
 -- dimensions to be multiples of 8 and 16-byte alignment (declared in `requires`).  2: 4-byte
--- cp.async (multiples of 2, 4-byte alignment).  1: the unaligned path for any size, any pitch,
--- any 2-byte alignment (4097 x 4097, lda = 4097): element loads into registers one tile ahead,
--- packed in pairs and stored to the same swizzled layout, so the ldmatrix + mma core is the
--- same.  split > 1 adds reg_tiled's serial split-K (grid.z slices of K, per-tile semaphores).
+-- cp.async (multiples of 2, 4-byte alignment).  0 and 1: the unaligned paths for any size,
+-- any pitch, any 2-byte alignment (4097 x 4097, lda = 4097).  0, "realigned 16-byte copies":
+-- cp.async copies the 16-byte-aligned chunks that cover each stored row of a tile (one more
+-- chunk than the row has units) into a raw staging ring STAGES - 1 tiles ahead; one tile
+-- ahead, each thread reads two neighbouring raw chunks back, shifts the 8 elements it wants
+-- into place by the row's misalignment (selects and byte permutes, no register indexing) and
+-- stores them as one 16-byte vector to the swizzled tile.  1: element loads into registers
+-- one tile ahead, packed in pairs.  Both store the same swizzled layout, so the ldmatrix +
+-- mma core is the same.  split > 1 adds reg_tiled's serial split-K (grid.z slices of K,
+-- per-tile semaphores).
 --
 -- The default is a 128 x 128 x 32 block of 4 warps of 64 x 64, a 4-stage cp.async ring,
 -- 16-byte copies and group=8: the shape that is fast for large aligned square problems.
@@ -40,14 +46,19 @@ local source = [[
  *   WM     = ${d_wm} rows of C per warp: WM / 16 mma tiles of 16 rows
  *   WN     = ${d_wn} columns of C per warp: WN / 8 mma tiles of 8 columns
  *   STAGES = ${d_stages} shared-memory stages.  VEC = 8 or 2: a ring filled by cp.async STAGES - 1
- *                 tiles ahead of the one computed, one __syncthreads per step.  VEC = 1: 2, the
- *                 next tile is loaded into registers while the current one is computed
+ *                 tiles ahead of the one computed, one __syncthreads per step.  VEC = 0: a
+ *                 ring of STAGES raw tiles filled by cp.async STAGES - 1 tiles ahead, realigned
+ *                 one tile ahead into two swizzled tiles (see realign).  VEC = 1: 2, the next
+ *                 tile is loaded into registers while the current one is computed
  *   VEC    = ${d_vec} global access width in elements.  8: 16-byte cp.async.cg copies and 4-byte
  *                 stores of C; requires the contiguous dimension of A and of B to be multiples
  *                 of 8, N even, and 16-byte aligned A, B, C and row pitches.  2: 4-byte
- *                 cp.async.ca copies (multiples of 2, N even, 4-byte alignment).  1: nothing
- *                 required: 2-byte loads into registers, packed in pairs into shared memory,
- *                 2-byte stores of C
+ *                 cp.async.ca copies (multiples of 2, N even, 4-byte alignment).  0: nothing
+ *                 required: realigned 16-byte copies, 16-byte cp.async.cg of the aligned
+ *                 chunks that cover each row (row start rounded down to 16 bytes, one chunk
+ *                 more for the tail), shifted into place by the row's misalignment on the
+ *                 way to the swizzled tile; 2-byte stores of C.  1: nothing required: 2-byte
+ *                 loads into registers, packed in pairs into shared memory, 2-byte stores of C
  *   SWZ    = ${d_swz} shared-memory layout.  1: XOR swizzle of 16-byte chunks (see tile_off).
  *                 0: rows padded by 8 elements (16 bytes)
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
@@ -56,7 +67,7 @@ local source = [[
  * Derived: THREADS = (BM / WM) * (BN / WN) * 32 = ${threads} threads per block (warp (wm, wn) of
  * the block computes rows wm*WM.., columns wn*WN.. of its tile).
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
- * STAGES * (A_STAGE + B_STAGE) * 2 = ${shared_bytes} bytes.
+ * ${smem_formula} = ${shared_bytes} bytes.
  * Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; lane = 4 * g + t):
  *   A (16 x 16, row): 4 registers of 2 elements, rows g (regs 0, 2) and g + 8 (regs 1, 3),
  *     columns (k) 2t, 2t+1 (regs 0, 1) and 2t+8, 2t+9 (regs 2, 3);
@@ -93,13 +104,14 @@ local source = [[
 #define B_COLS (B_T ? BK : BN)
 #define A_STAGE (A_ROWS * (SWZ ? A_COLS : A_COLS + 8)) /* elements of A per stage */
 #define B_STAGE (B_ROWS * (SWZ ? B_COLS : B_COLS + 8))
-/* Tile loads: UNIT elements per copy (16 bytes for VEC = 8, else a pair, 4 bytes); UPR copies
- * per stored row, LOADS per thread per tile. */
-#define UNIT (VEC == 8 ? 8 : 2)
+#define TILES (VEC == 0 ? 2 : STAGES) /* swizzled stages (VEC = 0: STAGES are raw ones) */
+/* Tile loads: UNIT elements per copy (16 bytes for VEC = 8 and 0, else a pair, 4 bytes); UPR
+ * copies per stored row, LOADS per thread per tile. */
+#define UNIT (VEC == 8 || VEC == 0 ? 8 : 2)
 #define A_UPR (A_COLS / UNIT)
 #define A_LOADS (A_ROWS * A_UPR / THREADS)
 #define B_UPR (B_COLS / UNIT)
-#define B_LOADS (B_ROWS * B_UPR / THREADS)
+#define B_LOADS (B_ROWS * B_UPR / THREADS)${raw_defines}
 /* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
  * registers per thread at most. */
 #define MIN_BLOCKS ${min_blocks}
@@ -166,8 +178,8 @@ ${name}(int M, int N, int K, float alpha,
         float beta, ${ctype}* __restrict__ C, int ldc)
 {
   extern __shared__ uint4 mmt_smem[];                     /* 16-byte aligned */
-  elem_t* const As = reinterpret_cast<elem_t*>(mmt_smem); /* [STAGES][A_STAGE] */
-  elem_t* const Bs = As + STAGES * A_STAGE;               /* [STAGES][B_STAGE] */
+  elem_t* const As = reinterpret_cast<elem_t*>(mmt_smem); /* [TILES][A_STAGE] */
+  elem_t* const Bs = As + TILES * A_STAGE;                /* [TILES][B_STAGE] */${raw_smem}
   const elem_t* __restrict__ Ag = reinterpret_cast<const elem_t*>(A);
   const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
@@ -199,9 +211,6 @@ ${name}(int M, int N, int K, float alpha,
   const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
   const long long b_step = B_T ? BK : BK * (long long)ldb;
   int k_left = K; /* K from the next tile on; <= 0 past the end */
-  /* Whether stored element (r, c) of the next tile lies inside A (B). */
-  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
-  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
 ${loaders}
   float acc[MI][NI][4];
 #pragma unroll
@@ -338,6 +347,14 @@ template <int N> static __device__ __forceinline__ void cp_async_wait() {
 }
 ]]
 
+-- VEC = 8, 2, 1: which stored elements of the next tile lie inside the matrices.
+local in_tile = [[
+
+  /* Whether stored element (r, c) of the next tile lies inside A (B). */
+  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
+  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
+]]
+
 -- VEC = 8 or 2: global -> shared with cp.async, zero-filled past the edges by src-size 0 (the
 -- contiguous dimensions are multiples of UNIT, so a unit is wholly inside or outside).
 local loaders_async = [[
@@ -362,6 +379,206 @@ local loaders_async = [[
     b_src += b_step;
     k_left -= BK;
   };
+]]
+
+-- VEC = 0: the realigned 16-byte path.  Pieces of the source, empty for the other widths.
+local raw_defines = [[
+
+/* VEC = 0: a raw stage holds each stored row of a tile as the COLS / 8 + 1 16-byte chunks of
+ * global memory that cover it, from the chunk of its first element on (see copy_raw_tile and
+ * realign). */
+#define A_RAW (A_ROWS * (A_COLS + 8)) /* elements of A per raw stage */
+#define B_RAW (B_ROWS * (B_COLS + 8))]]
+
+local raw_smem = [[
+
+  elem_t* const Ar = Bs + TILES * B_STAGE; /* [STAGES][A_RAW], VEC = 0: raw tiles */
+  elem_t* const Br = Ar + STAGES * A_RAW;  /* [STAGES][B_RAW] */]]
+
+local raw_helpers = [[
+
+/* VEC = 0.  cp.async of the 16-byte chunk at src (16-byte aligned) that reads only its first
+ * `bytes` (0 .. 16) from global memory; the rest of the 16 bytes in shared memory are zeros. */
+static __device__ __forceinline__ void cp_async_part(unsigned dst, const elem_t* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+/* The place (0 .. 7) of element p in the 16-byte chunk that holds it, and that chunk. */
+static __device__ __forceinline__ int mis8(const elem_t* p) {
+  return (int)(reinterpret_cast<unsigned long long>(p) >> 1) & 7;
+}
+static __device__ __forceinline__ const elem_t* chunk_of(const elem_t* p) {
+  return reinterpret_cast<const elem_t*>(reinterpret_cast<unsigned long long>(p) & ~15ull);
+}
+/* Bytes to read of the raw chunk that starts s elements before column c of a stored row (c a
+ * multiple of 8, s the row's misalignment), which covers columns c - s .. c - s + 7; `cols`
+ * columns of the row are inside the matrix (0: the row is outside).  The chunk is read when a
+ * column of it that the tile uses (>= 0) is inside, and then only up to the last column
+ * inside: nothing outside the matrix but the head of its first chunk (elements before
+ * column 0, in the 16-byte chunk of an element of the matrix) is ever read, and what a copy
+ * does not read is zero-filled. */
+static __device__ __forceinline__ int raw_bytes(int cols, int c, int s) {
+  return max(c - s, 0) < cols ? 2 * min(cols - c + s, 8) : 0;
+}
+/* This thread's copies of one operand's next tile (ROWS x COLS as stored, LOADS copies per
+ * thread) into the raw stage at shared address `raw`: raw chunk c / 8 of stored row r for the
+ * units (r, c) of the VEC = 8 mapping (r0, c0 the first, at `src` in global memory, ld the
+ * row pitch), and the last raw chunk (column COLS) of rows tid + l * THREADS.  rows x cols of
+ * the tile are inside the matrix.  INSIDE: the whole tile and 8 columns more are (rows >=
+ * ROWS, cols >= COLS + 8), so every chunk is read whole, but a last one that holds no column
+ * of the tile (s == 0), and the bounds need no checks; `safe` is the source of empty copies
+ * (a valid address: the chunk of the matrix's first element). */
+template <int ROWS, int COLS, int LOADS, bool INSIDE>
+__device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, int r0, int c0,
+                                              long long ld, int rows, int cols,
+                                              const elem_t* safe) {
+  constexpr int UPR = COLS / 8, EXTRA = (ROWS + THREADS - 1) / THREADS;
+#pragma unroll
+  for (int l = 0; l < LOADS; ++l) {
+    const int dr = l * THREADS / UPR, dc = l * THREADS % UPR * 8;
+    const int r = r0 + dr, c = c0 + dc;
+    const elem_t* const p = src + dr * ld + dc; /* element (r, c) */
+    const unsigned dst = raw + 2 * (r * (COLS + 8) + c);
+    if constexpr (INSIDE) {
+      cp_async_part(dst, chunk_of(p), 16);
+    } else {
+      const int n = raw_bytes(r < rows ? cols : 0, c, mis8(p));
+      cp_async_part(dst, n ? chunk_of(p) : safe, n);
+    }
+  }
+#pragma unroll
+  for (int l = 0; l < EXTRA; ++l) {
+    const int r = threadIdx.x + l * THREADS;
+    if (ROWS % THREADS == 0 || r < ROWS) {
+      const elem_t* const p = src + (r - r0) * ld + (COLS - c0); /* element (r, COLS) */
+      const int s = mis8(p); /* 0: no column of the tile in this chunk */
+      const unsigned dst = raw + 2 * (r * (COLS + 8) + COLS);
+      if constexpr (INSIDE) {
+        cp_async_part(dst, chunk_of(p), s ? 16 : 0);
+      } else {
+        const int n = raw_bytes(r < rows && s ? cols : 0, COLS, s);
+        cp_async_part(dst, n ? chunk_of(p) : safe, n);
+      }
+    }
+  }
+}
+/* The 8 elements of stored row r, columns c .. c + 7 (c a multiple of 8), from the raw row
+ * to their place in the swizzled tile, one 16-byte load of each of the two raw chunks that
+ * hold them and one 16-byte store.  Raw chunk j holds columns 8j - s .. 8j - s + 7 (s the
+ * row's misalignment), so the unit is elements s .. s + 7 of chunks c / 8 and c / 8 + 1, a
+ * shift by s / 2 words and s % 2 halves: selects by 2 words (s & 4) and by 1 word (s & 2)
+ * over the 8 words, then one byte permute per word for the half (s & 1), with no indexing
+ * of registers (which would go to local memory).  Elements outside the matrix are zeros
+ * already (raw_bytes). */
+template <int COLS>
+__device__ __forceinline__ void realign(const elem_t* raw, elem_t* tile, int r, int c, int s) {
+  const uint4 lo = *reinterpret_cast<const uint4*>(raw + r * (COLS + 8) + c);
+  const uint4 hi = *reinterpret_cast<const uint4*>(raw + r * (COLS + 8) + c + 8);
+  const bool by2 = s & 4, by1 = s & 2;
+  const unsigned v0 = by2 ? lo.z : lo.x, v1 = by2 ? lo.w : lo.y, v2 = by2 ? hi.x : lo.z,
+                 v3 = by2 ? hi.y : lo.w, v4 = by2 ? hi.z : hi.x, v5 = by2 ? hi.w : hi.y;
+  const unsigned w0 = by1 ? v1 : v0, w1 = by1 ? v2 : v1, w2 = by1 ? v3 : v2,
+                 w3 = by1 ? v4 : v3, w4 = by1 ? v5 : v4;
+  const unsigned half = s & 1 ? 0x5432u : 0x3210u; /* bytes 2..5 or 0..3 of (y:x) */
+  uint4 out;
+  out.x = __byte_perm(w0, w1, half);
+  out.y = __byte_perm(w1, w2, half);
+  out.z = __byte_perm(w2, w3, half);
+  out.w = __byte_perm(w3, w4, half);
+  *reinterpret_cast<uint4*>(tile + tile_off<COLS>(r, c)) = out;
+}
+]]
+
+local loaders_raw = [[
+
+  /* VEC = 0 (copy_raw_tile, realign).  The row of unit l of this thread lies dr rows below
+   * that of unit 0, dr * ld elements on, and K steps and the columns of units are multiples
+   * of 8 elements: its misalignment is the same in every tile. */
+  const int a_s0 = mis8(a_src), b_s0 = mis8(b_src);
+  const int a_ld8 = lda & 7, b_ld8 = ldb & 7;
+  const elem_t* const a_safe = chunk_of(Ag); /* source of empty copies: a valid address */
+  const elem_t* const b_safe = chunk_of(Bg);
+  auto copy_raw = [&](int stage) { /* the next tile into raw stage `stage` */
+    const unsigned ar = smem_u32(Ar + stage * A_RAW), br = smem_u32(Br + stage * B_RAW);
+    /* stored rows and columns of the next tile inside A (B) */
+    const int a_rows = A_T ? k_left : m_left, a_cols = A_T ? m_left : k_left;
+    const int b_rows = B_T ? n_left : k_left, b_cols = B_T ? k_left : n_left;
+    if (a_rows >= A_ROWS && a_cols >= A_COLS + 8) /* all but the edge tiles */
+      copy_raw_tile<A_ROWS, A_COLS, A_LOADS, true>(ar, a_src, a_r, a_c, lda, 0, 0, a_safe);
+    else
+      copy_raw_tile<A_ROWS, A_COLS, A_LOADS, false>(ar, a_src, a_r, a_c, lda, a_rows, a_cols,
+                                                    a_safe);
+    if (b_rows >= B_ROWS && b_cols >= B_COLS + 8)
+      copy_raw_tile<B_ROWS, B_COLS, B_LOADS, true>(br, b_src, b_r, b_c, ldb, 0, 0, b_safe);
+    else
+      copy_raw_tile<B_ROWS, B_COLS, B_LOADS, false>(br, b_src, b_r, b_c, ldb, b_rows, b_cols,
+                                                    b_safe);
+    a_src += a_step;
+    b_src += b_step;
+    k_left -= BK;
+  };
+  /* Realigns this thread's units of the raw tile in raw stage `stage` into swizzled stage
+   * `tile`: unit j (A's copies, then B's) when j % KSTEPS == kk, so that each k-step of the
+   * main loop takes a share; kk < 0: all. */
+  auto realign_part = [&](int stage, int tile, int kk) {
+    const elem_t* const ar = Ar + stage * A_RAW;
+    const elem_t* const br = Br + stage * B_RAW;
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l)
+      if (kk < 0 || l % KSTEPS == kk) {
+        const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
+        realign<A_COLS>(ar, As + tile * A_STAGE, a_r + dr, a_c + dc, (a_s0 + dr * a_ld8) & 7);
+      }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l)
+      if (kk < 0 || (A_LOADS + l) % KSTEPS == kk) {
+        const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
+        realign<B_COLS>(br, Bs + tile * B_STAGE, b_r + dr, b_c + dc, (b_s0 + dr * b_ld8) & 7);
+      }
+  };
+]]
+
+local main_loop_raw = [[
+  /* VEC = 0: raw tile t lives in raw stage t % STAGES (one commit group per tile, empty past
+   * the end), swizzled tile t in stage t % 2.  Step kt copies raw tile kt + STAGES - 1 into
+   * the stage of raw tile kt - 1 (realigned during step kt - 2, two barriers ago), realigns
+   * raw tile kt + 1 into swizzled stage (kt + 1) % 2 (last read by step kt - 1, before the
+   * barrier that ended it), a share per k-step between the mma of tile kt, then waits for
+   * raw tile kt + 2: copies have STAGES - 2 steps to land. */
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) copy_raw(s);
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>(); /* raw tile 0 has landed (this thread's copies) */
+  __syncthreads();             /* (everyone's) */
+  realign_part(0, 0, -1);      /* tile 0 (K == 0: unused) */
+  cp_async_wait<STAGES - 3>(); /* raw tile 1 has landed */
+  __syncthreads();             /* and swizzled tile 0 is written */
+  int raw_next = 1, raw_write = STAGES - 1; /* raw stages of tiles kt + 1, kt + STAGES - 1 */
+  load_frags(0, 0, 0);
+  for (int kt = 0; kt < k_tiles; ++kt) {
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      if (kk == 0) {
+        if (kt + STAGES - 1 < k_tiles) copy_raw(raw_write); /* tile kt + STAGES - 1 */
+        cp_async_commit();
+      }
+      /* Not guarded by kt + 1 < k_tiles, so that the realign mixes with the mma: past the end
+       * it moves stale data into a stage that is never read. */
+      realign_part(raw_next, (kt + 1) & 1, kk);
+      if (kk < KSTEPS - 1) load_frags(kt & 1, kk + 1, (kk + 1) % 2);
+      mma_step(kk % 2);
+      if (kk == KSTEPS - 1) { /* on to tile kt + 1 (past the end: stale, unused fragments) */
+        cp_async_wait<STAGES - 3>(); /* raw tile kt + 2 has landed */
+        __syncthreads(); /* everyone's has, tile kt + 1 is realigned, tile kt is read */
+        raw_next = raw_next == STAGES - 1 ? 0 : raw_next + 1;
+        raw_write = raw_write == STAGES - 1 ? 0 : raw_write + 1;
+        load_frags((kt + 1) & 1, 0, 0); /* KSTEPS is even: k-step 0 uses buffer 0 */
+      }
+    }
+  }
+  cp_async_wait<0>(); /* nothing in flight at exit (the last groups are empty) */
 ]]
 
 -- VEC = 1: global -> registers -> shared memory, a pair of elements per copy.  Two 2-byte
@@ -593,28 +810,36 @@ local function derive(p, layout)
   d.warps = (p.bm // p.wm) * (p.bn // p.wn)
   d.threads = 32 * d.warps
   d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
-  d.unit = p.vec == 8 and 8 or 2
+  d.unit = (p.vec == 8 or p.vec == 0) and 8 or 2
   -- Copies per thread per tile (a float: integral when the tile splits evenly); the same for
   -- every layout, only the orientation of the stored tile changes.
   d.a_loads = p.bm * p.bk / d.unit / d.threads
   d.b_loads = p.bn * p.bk / d.unit / d.threads
   -- Shared memory.  Swizzled tiles are dense; padded rows add 8 elements, so the size depends
   -- on the orientation: the worst of the two is what the config must fit, so that its
-  -- validity does not depend on the layout.
-  local function tile(rows, cols) return rows * (p.swz == 1 and cols or cols + 8) end
-  local a = math.max(tile(p.bm, p.bk), tile(p.bk, p.bm))
-  local b = math.max(tile(p.bn, p.bk), tile(p.bk, p.bn))
-  d.shared_max = p.stages * (a + b) * 2
-  d.shared_bytes = p.stages * ((d.a_t and tile(p.bk, p.bm) or tile(p.bm, p.bk)) +
-                               (d.b_t and tile(p.bn, p.bk) or tile(p.bk, p.bn))) * 2
+  -- validity does not depend on the layout.  VEC = 0 has two swizzled stages and STAGES raw
+  -- ones, whose rows have one 16-byte chunk more.
+  local function operand(rows, cols) -- elements of one operand in every stage
+    local tile = rows * (p.swz == 1 and cols or cols + 8)
+    if p.vec == 0 then return 2 * tile + p.stages * rows * (cols + 8) end
+    return p.stages * tile
+  end
+  d.shared_max = (math.max(operand(p.bm, p.bk), operand(p.bk, p.bm)) +
+                  math.max(operand(p.bn, p.bk), operand(p.bk, p.bn))) * 2
+  d.shared_bytes = ((d.a_t and operand(p.bk, p.bm) or operand(p.bm, p.bk)) +
+                    (d.b_t and operand(p.bn, p.bk) or operand(p.bk, p.bn))) * 2
   -- Registers: the fp32 accumulators, two k-steps of fragments (4 per 16 rows of A, 2 per 8
   -- columns of B), ~32 for addresses and indices, and the tile in flight: each element
   -- (VEC = 1: a 2-byte load lands in its own register until the pair is packed, plus its
   -- address share, 5/4 per element) or, for cp.async, about one per two copies (their
-  -- addresses).  Fitted to ptxas (NVRTC 13.0, sm_90): no valid config spills in layout nn;
-  -- about 2% of the tn ones spill 4 to 8 bytes (templates/README.md, mma_sync design).
+  -- addresses; VEC = 0: 12 more for the realign, its two raw chunks and select stages and
+  -- the shift of each unit, which ptxas keeps across tiles).  Fitted to ptxas (NVRTC 13.0,
+  -- sm_90): no valid config spills in layout nn; about 2% of the tn ones spill 4 to 8 bytes
+  -- (templates/README.md, mma_sync design); no valid VEC = 0 config spills in any layout.
   if p.vec == 1 then
     d.in_flight = (5 * (p.bm + p.bn) * p.bk // d.threads + 3) // 4
+  elseif p.vec == 0 then
+    d.in_flight = math.floor(d.a_loads + d.b_loads) // 2 + 12
   else
     d.in_flight = math.floor(d.a_loads + d.b_loads) // 2
   end
@@ -656,7 +881,7 @@ return {
     {name = "wm", values = {32, 64}},
     {name = "wn", values = {32, 64}},
     {name = "stages", values = {2, 3, 4, 5}},
-    {name = "vec", values = {1, 2, 8}},
+    {name = "vec", values = {0, 1, 2, 8}},
     {name = "swz", values = {0, 1}},
     {name = "group", values = {1, 8}},
     {name = "split", values = {1, 4, 16}},
@@ -672,6 +897,12 @@ return {
     end
     if p.vec == 1 and p.stages ~= 2 then
       return false, "vec=1 loads through registers: stages=2 only"
+    end
+    if p.vec == 0 and p.stages < 3 then
+      return false, "vec=0 copies STAGES - 1 raw tiles ahead of the realigned one: stages >= 3"
+    end
+    if p.vec == 0 and p.swz ~= 1 then
+      return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
     if d.a_loads < 1 or d.a_loads ~= math.floor(d.a_loads) then
       return false, "the A tile does not split evenly over the threads"
@@ -716,9 +947,9 @@ return {
     local sv = {sem = name .. "_sem", split = p.split, sem_count = SEM_COUNT, dtype = dtype,
                 d_split = string.format("%-4d", p.split)}
     local function piece(text) return split and mmt.subst(text, sv) or "" end
-    local store = mmt.subst(p.vec == 1 and store_scalar or store_pair,
+    local store = mmt.subst(p.vec <= 1 and store_scalar or store_pair,
                             split and store_vars.split or store_vars.plain)
-    local async = p.vec ~= 1
+    local async, realigned = p.vec ~= 1, p.vec == 0
     local vars = {
       name = name, ctype = dt.ctype, dtype = dtype, layout = layout,
       types_exist = dtype_info[dtype].types_exist, mma_type = dtype_info[dtype].mma_type,
@@ -729,9 +960,14 @@ return {
       bm = p.bm, bn = p.bn, bk = p.bk, wm = p.wm, wn = p.wn, stages = p.stages, vec = p.vec,
       swz = p.swz, group = p.group,
       threads = d.threads, shared_bytes = d.shared_bytes, min_blocks = d.min_blocks,
-      async_helpers = async and async_helpers or "",
-      loaders = async and loaders_async or loaders_regs,
-      main_loop = (async and main_loop_async or main_loop_regs) .. piece(split_wait),
+      async_helpers = (async and async_helpers or "") .. (realigned and raw_helpers or ""),
+      raw_defines = realigned and raw_defines or "",
+      raw_smem = realigned and raw_smem or "",
+      smem_formula = realigned and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
+                     or "STAGES * (A_STAGE + B_STAGE) * 2",
+      loaders = realigned and loaders_raw or in_tile .. (async and loaders_async or loaders_regs),
+      main_loop = (realigned and main_loop_raw or async and main_loop_async or main_loop_regs) ..
+                  piece(split_wait),
       store = store,
       grid_z = split and "SPLIT" or "1",
       split_doc = piece(split_doc),
@@ -747,7 +983,7 @@ return {
     -- A (K, or M when transposed) and of B (N, or K when transposed), pairs along N (C), and
     -- the unit's alignment.
     local req
-    if p.vec == 1 then
+    if p.vec <= 1 then
       req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = dt.bytes}
     else
       local u = d.unit

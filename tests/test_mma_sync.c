@@ -37,7 +37,7 @@ static const int64_t v_bk[] = {32, 64};
 static const int64_t v_wm[] = {32, 64};
 static const int64_t v_wn[] = {32, 64};
 static const int64_t v_stages[] = {2, 3, 4, 5};
-static const int64_t v_vec[] = {1, 2, 8};
+static const int64_t v_vec[] = {0, 1, 2, 8};
 static const int64_t v_swz[] = {0, 1};
 static const int64_t v_group[] = {1, 8};
 static const int64_t v_split[] = {1, 4, 16};
@@ -49,8 +49,8 @@ static const int k_counts[P_COUNT] = {COUNT(v_bm),    COUNT(v_bn),     COUNT(v_b
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 static const char *const k_dtypes[] = {"f16", "bf16"};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number. */
-#define VALID_COUNT 1870
-#define VALID_SPLIT1 1476
+#define VALID_COUNT 2136
+#define VALID_SPLIT1 1668
 #define SEM_COUNT 65536 /* split-K semaphores per module: tiles of C at most */
 
 typedef struct {
@@ -69,11 +69,15 @@ static int64_t tile_elems(const cfg *p, int64_t rows, int64_t cols) {
   return rows * (p->swz ? cols : cols + 8);
 }
 
-/* Dynamic shared memory of the kernel for layout (A's letter first; 't': stored transposed). */
+/* Dynamic shared memory of the kernel for layout (A's letter first; 't': stored transposed).
+ * VEC = 0: two swizzled stages, and STAGES raw ones whose rows have one 16-byte chunk more. */
 static int64_t shared_bytes_of(const cfg *p, const char *layout) {
   const int64_t a = layout[0] == 't' ? tile_elems(p, p->bk, p->bm) : tile_elems(p, p->bm, p->bk);
   const int64_t b = layout[1] == 't' ? tile_elems(p, p->bn, p->bk) : tile_elems(p, p->bk, p->bn);
-  return p->stages * (a + b) * 2;
+  if (p->vec != 0) return p->stages * (a + b) * 2;
+  const int64_t ra = layout[0] == 't' ? p->bk * (p->bm + 8) : p->bm * (p->bk + 8);
+  const int64_t rb = layout[1] == 't' ? p->bn * (p->bk + 8) : p->bk * (p->bn + 8);
+  return (2 * (a + b) + p->stages * (ra + rb)) * 2;
 }
 
 /* The template's constraints (problem-free part), restated. */
@@ -81,7 +85,8 @@ static bool rules_valid(const cfg *p) {
   const int64_t t = threads_of(p);
   if (t < 64 || t > 512) return false;
   if (p->vec == 1 && p->stages != 2) return false; /* registers: double buffer only */
-  const int64_t unit = p->vec == 8 ? 8 : 2;        /* elements per copy */
+  if (p->vec == 0 && (p->stages < 3 || p->swz != 1)) return false; /* raw ring, swizzled */
+  const int64_t unit = p->vec == 8 || p->vec == 0 ? 8 : 2; /* elements per copy */
   const int64_t a = p->bm * p->bk / unit, b = p->bn * p->bk / unit;
   if (a % t || a < t || b % t || b < t) return false; /* whole copies per thread */
   int64_t worst = 0; /* shared memory, in the layout that needs most (padding) */
@@ -91,9 +96,11 @@ static bool rules_valid(const cfg *p) {
   }
   if (worst > 227 * 1024) return false;
   /* registers: accumulators, two k-steps of fragments, addresses, and the tile in flight
-   * (5/4 register per element for VEC = 1, about one per two copies for cp.async) */
-  const int64_t in_flight =
-      p->vec == 1 ? (5 * (p->bm + p->bn) * p->bk / t + 3) / 4 : (a / t + b / t) / 2;
+   * (5/4 register per element for VEC = 1, about one per two copies for cp.async, 12 more
+   * for VEC = 0's realign) */
+  const int64_t in_flight = p->vec == 1   ? (5 * (p->bm + p->bn) * p->bk / t + 3) / 4
+                            : p->vec == 0 ? (a / t + b / t) / 2 + 12
+                                          : (a / t + b / t) / 2;
   const int64_t regs = p->wm * p->wn / 32 + 2 * (p->wm / 4 + p->wn / 4) + 32 + in_flight;
   const int64_t limit = 65536 / t < 240 ? 65536 / t : 240;
   if (regs > limit) return false;
@@ -136,7 +143,7 @@ static void test_declaration(void **state) {
     size *= (uint64_t)k_counts[i];
   }
   assert_int_equal(gen_space_size(t), size);
-  assert_int_equal(size, 10368);
+  assert_int_equal(size, 13824);
   gen_free(t);
 }
 
@@ -209,6 +216,12 @@ static void test_constraints(void **state) {
   rejects(t, "bm=256,bn=256,wm=32,wn=32", NULL, "64 warps: 2048 threads, outside 64..512");
   rejects(t, "bm=64,bn=64,wm=64,wn=64", NULL, "1 warps: 32 threads, outside 64..512");
   rejects(t, "vec=1,stages=3", NULL, "vec=1 loads through registers: stages=2 only");
+  rejects(t, "vec=0,stages=2", NULL, "vec=0 copies STAGES - 1 raw tiles ahead of the realigned");
+  rejects(t, "vec=0,swz=0", NULL, "vec=0 realigns into swizzled tiles: swz=1");
+  /* VEC = 0 with 64 x 64 warps: up to 8 units per thread (128 x 128 x 32, 128 x 256 x 32);
+   * 10 (64 x 256 x 32, 4 warps) or 16 (128 x 128 x 64) would spill */
+  rejects(t, "vec=0,bm=64,bn=256", NULL, "registers per thread (limit 240): would spill");
+  rejects(t, "vec=0,bk=64,stages=3", NULL, "registers per thread (limit 240): would spill");
   /* 16 warps, 64 x 32 of A: 256 copies of 16 bytes for 512 threads */
   rejects(t, "bm=64,bn=256,wm=32,wn=32", NULL, "the A tile does not split evenly");
   rejects(t, "bm=256,bn=64,wm=32,wn=32", NULL, "the B tile does not split evenly");
@@ -227,6 +240,12 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   tc_parse_ok(t, "vec=1,stages=2,wn=32", &c); /* the unaligned path of the default's shape */
   assert_true(tc_check(t, &c, NULL, NULL, 0));
+  static const char *const realigned[] = {"vec=0", "vec=0,bm=128,bn=256,stages=3",
+                                          "vec=0,bm=256,bn=128,stages=3", "vec=0,stages=5"};
+  for (int i = 0; i < COUNT(realigned); i++) { /* the realigned path of the big shapes */
+    tc_parse_ok(t, realigned[i], &c);
+    assert_true(tc_check(t, &c, NULL, NULL, 0));
+  }
 
   /* problem-level: grid.y, split-K depth and tile count */
   gen_problem p = {"f16", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16};
@@ -261,8 +280,8 @@ static void test_constraints(void **state) {
 static void test_requires(void **state) {
   (void)state;
   gen_template *t = load_mma();
-  static const char *const texts[] = {"vec=8", "vec=2", "vec=1,stages=2,wn=32"};
-  static const int64_t units[] = {8, 2, 1};
+  static const char *const texts[] = {"vec=8", "vec=2", "vec=1,stages=2,wn=32", "vec=0"};
+  static const int64_t units[] = {8, 2, 1, 1}; /* what the width requires: 1 for none */
   for (int v = 0; v < COUNT(texts); v++)
     for (int l = 0; l < COUNT(k_layouts); l++)
       for (int d = 0; d < COUNT(k_dtypes); d++) {
@@ -280,7 +299,7 @@ static void test_requires(void **state) {
         assert_int_equal(k.requires.k_multiple, !ta || tb ? u : 1);
         assert_int_equal(k.requires.n_multiple, tb ? pair : u);
         assert_int_equal(k.requires.align_bytes, u == 1 ? 2 : 2 * u);
-        /* the 4097 target: all odd, 2-byte aligned, only VEC = 1 takes it */
+        /* the 4097 target: all odd, 2-byte aligned, only VEC = 1 and 0 take it */
         int64_t ld[3];
         gen_min_ld(layout, 4097, 4097, 4097, ld);
         const gen_problem odd = {k_dtypes[d], layout, 4097, 4097, 4097, ld[0], ld[1], ld[2], 2};
@@ -365,15 +384,21 @@ static void test_emit_all(void **state) {
     assert_non_null(strstr(k.source, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
     assert_non_null(strstr(k.source, "ldsm_x4<A_T>("));
     assert_non_null(strstr(k.source, "ldsm_x4<!B_T>("));
-    /* global -> shared: cp.async (16 or 4 bytes) unless VEC = 1 (registers) */
-    const bool async = p.vec != 1;
+    /* global -> shared: cp.async (16 or 4 bytes) unless VEC = 1 (registers); VEC = 0 copies
+     * raw 16-byte chunks (partial ones zero-filled) and realigns them into the tiles */
+    const bool async = p.vec != 1, realigned = p.vec == 0;
     assert_int_equal(strstr(k.source, "cp.async.cg.shared.global [%0], [%1], 16, %2;") != NULL,
                      async);
     assert_int_equal(strstr(k.source, "cp.async.commit_group") != NULL, async);
-    assert_int_equal(strstr(k.source, "cp_async<2 * UNIT>(") != NULL, async);
+    assert_int_equal(strstr(k.source, "cp_async<2 * UNIT>(") != NULL, async && !realigned);
     assert_int_equal(strstr(k.source, "load_regs();") != NULL, !async);
-    /* stores of C: pairs unless VEC = 1 */
-    assert_int_equal(strstr(k.source, "pack2(v0, v1)") != NULL, async);
+    assert_int_equal(strstr(k.source, "copy_raw(raw_write);") != NULL, realigned);
+    assert_int_equal(strstr(k.source, "realign_part(raw_next, (kt + 1) & 1, kk);") != NULL,
+                     realigned);
+    assert_int_equal(strstr(k.source, "__byte_perm(") != NULL, realigned);
+    assert_int_equal(strstr(k.source, "#define A_RAW (A_ROWS * (A_COLS + 8))") != NULL, realigned);
+    /* stores of C: pairs unless VEC <= 1 (unaligned C) */
+    assert_int_equal(strstr(k.source, "pack2(v0, v1)") != NULL, p.vec >= 2);
     assert_int_equal(strstr(k.source, "to_elem(") != NULL, true);
     /* launch */
     assert_int_equal(k.block[0], threads_of(&p));
@@ -435,11 +460,13 @@ static void test_shared_lines(void **state) {
 
 /* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
 
-/* The default, and the unaligned and split-K variants of its shape, in every layout and dtype,
- * for sm_80 (the oldest architecture with cp.async, ldmatrix and bf16 mma) and sm_90. */
+/* The default, and the unaligned (both paths) and split-K variants of its shape, in every
+ * layout and dtype, for sm_80 (the oldest architecture with cp.async, ldmatrix and bf16 mma)
+ * and sm_90. */
 static void test_nvrtc_default(void **state) {
   (void)state;
-  static const char *const texts[] = {"", "vec=1,stages=2,wn=32", "vec=2,stages=3,group=1,split=4"};
+  static const char *const texts[] = {"", "vec=1,stages=2,wn=32", "vec=2,stages=3,group=1,split=4",
+                                      "vec=0", "vec=0,bm=128,bn=256,stages=3,group=1,split=4"};
   static const char *const archs[] = {"sm_80", "sm_90"};
   gen_template *t = load_mma();
   for (int i = 0; i < COUNT(texts); i++)
@@ -459,7 +486,7 @@ static void test_nvrtc_default(void **state) {
   gen_free(t);
 }
 
-/* A deterministic spread of 24 valid configs: per access width, 6 without split-K and 2 with,
+/* A deterministic spread of 32 valid configs: per access width, 6 without split-K and 2 with,
  * picked by a fixed LCG; layout and dtype rotate.  All compile for sm_90. */
 static void test_nvrtc_sample(void **state) {
   (void)state;
@@ -489,7 +516,7 @@ static void test_nvrtc_sample(void **state) {
         compiled++;
       }
     }
-  assert_int_equal(compiled, 24);
+  assert_int_equal(compiled, 32);
   free(group);
   gen_free(t);
 }
@@ -551,11 +578,15 @@ typedef struct {
   float alpha, beta;
 } gemm_shape;
 
-/* Ragged shapes with odd pitches (VEC = 1 only), then ones whose pitches and contiguous
- * dimensions are even (VEC = 2), then multiples of 8 (all), then deep ones of each kind for
- * split-K.  Each config runs those its requirements and constraints allow (at least 3). */
+/* Ragged shapes with odd pitches (VEC <= 1 only; lda = K + 1 and the like), then ones whose
+ * pitches and contiguous dimensions are even (VEC = 2), then multiples of 8 (all), then deep
+ * ones of each kind for split-K.  Each config runs those its requirements and constraints
+ * allow (at least 3). */
 static const gemm_shape k_shapes[] = {
     {1, 1, 1, 1, 1, 1, 1.0f, 0.0f},
+    {17, 33, 65, 66, 34, 35, 1.5f, 0.5f},
+    {127, 257, 1023, 1024, 257, 259, 0.75f, 0.0f},
+    {300, 301, 517, 518, 302, 301, -0.5f, 2.0f},
     {37, 53, 29, 31, 54, 59, 1.5f, 0.5f},
     {130, 67, 257, 261, 67, 71, 1.0f, 0.0f},
     {300, 261, 41, 41, 263, 261, -0.5f, 2.0f},
@@ -697,18 +728,28 @@ static const char *const k_gpu_configs[] = {
     "stages=3,group=1,split=4",
     "vec=1,stages=2,wn=32,group=1,split=16",
     "vec=2,stages=2,bm=64,bn=64,wm=32,wn=32,group=1,split=4",
+    /* the realigned unaligned path: the shapes expected to win on 4097^3, 512 threads (rows of
+     * last chunks fewer than threads), bk=64, 64 x 64 blocks, split-K */
+    "vec=0",
+    "vec=0,bm=128,bn=256,stages=3",
+    "vec=0,bm=256,bn=128,stages=4,group=1",
+    "vec=0,bm=128,bn=128,wm=32,wn=32,stages=3",
+    "vec=0,bk=64,bm=64,bn=128,wm=32,wn=64,stages=3",
+    "vec=0,bm=64,bn=64,wm=32,wn=32,stages=5,group=1",
+    "vec=0,stages=3,group=1,split=4",
+    "vec=0,bm=64,bn=64,wm=32,wn=32,stages=3,group=1,split=16",
 };
 
 /* Whether config c (emitted as spec) runs shape j of k_shapes in layout: its requirements and
  * constraints allow it.  *s, *p, *offset receive the shape in layout, the problem and the
- * base offset in elements (1 for VEC = 1: 2-byte-aligned bases). */
+ * base offset in elements (VEC <= 1: 1 to 7 by shape, 2-byte-aligned bases). */
 static bool shape_runs(gen_template *t, const gen_config *c, const gen_kernel *spec,
                        const char *dtype, const char *layout, int j, gemm_shape *s, gen_problem *p,
                        int *offset) {
   *s = in_layout(&k_shapes[j], layout);
   const bool p2 = s->lda % 2 == 0 && s->ldb % 2 == 0 && s->ldc % 2 == 0;
   const bool p8 = s->lda % 8 == 0 && s->ldb % 8 == 0 && s->ldc % 8 == 0;
-  *offset = c->v[P_VEC] == 1 ? 1 : 0;
+  *offset = c->v[P_VEC] <= 1 ? 1 + j % 7 : 0;
   *p = (gen_problem){
       dtype, layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc, *offset ? 2 : p8 ? 16 : p2 ? 4 : 2};
   return gen_requires_met(&spec->requires, p) && tc_check(t, c, p, NULL, 0);
