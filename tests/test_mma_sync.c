@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gen.h"
+#include "half16.h"
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
@@ -523,56 +524,6 @@ static void test_nvrtc_sample(void **state) {
 
 /* ---- GPU: results on ragged shapes (skipped without a driver and device) ------------------- */
 
-/* Host conversions, round to nearest even (no NaN or infinity occurs in the tests). */
-static uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) { /* subnormal or zero */
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++; /* may carry into the exponent */
-  return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  const int exp = (h >> 10) & 0x1f;
-  const uint32_t mant = h & 0x3ffu;
-  float f;
-  if (exp == 0) {
-    f = ldexpf((float)mant, -24);
-  } else if (exp == 31) {
-    f = mant ? NAN : INFINITY;
-  } else {
-    uint32_t x = ((uint32_t)(exp - 15 + 127) << 23) | (mant << 13);
-    memcpy(&f, &x, 4);
-  }
-  return sign ? -f : f;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
-}
-
-static float bf16_to_f32(uint16_t h) {
-  const uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
 typedef struct {
   int64_t m, n, k, lda, ldb, ldc; /* lda, ldb: as for nn; in_layout adapts them */
   float alpha, beta;
@@ -640,8 +591,8 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
                       const char *layout, const gemm_shape *s, int runs, int offset, double tol,
                       int64_t split) {
   const bool ta = layout[0] == 't', tb = layout[1] == 't', f16 = strcmp(dtype, "f16") == 0;
-  uint16_t (*to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
-  float (*to32)(uint16_t) = f16 ? f16_to_f32 : bf16_to_f32;
+  uint16_t (*to16)(float) = f16 ? th_f32_to_f16 : th_f32_to_bf16;
+  float (*to32)(uint16_t) = f16 ? th_f16_to_f32 : th_bf16_to_f32;
   const size_t na = (size_t)((ta ? s->k : s->m) * s->lda) + 1 + (size_t)offset;
   const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1 + (size_t)offset;
   const size_t nc = (size_t)(s->m * s->ldc) + (size_t)offset;
