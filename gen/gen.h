@@ -71,6 +71,9 @@ typedef struct {
 typedef struct {
   int64_t m_multiple, n_multiple, k_multiple; /* 1 = any */
   int align_bytes;                            /* base pointers and rows aligned to this; >= elem */
+  bool repack; /* the runtime copies A, B and C into 16-byte aligned buffers (rows padded)
+                  whenever the problem is not so aligned, runs the kernel on the copies and
+                  copies C back: align_bytes is then met whatever the caller's pointers */
 } gen_requires;
 
 /* A TMA tensor map over one operand, encoded by the runtime for each launch and passed after

@@ -244,7 +244,17 @@ static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
                      "requires.align = %lld: it must be a power of two from the element size "
                      "(%d) to 16",
                      (long long)v[3], elem);
-  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3]};
+  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3], false};
+  return MMT_OK;
+}
+
+/* repack: optional boolean (kept in requires: it changes what the problem must satisfy). */
+static mmt_status read_repack(lua_State *L, int res, emit_ctx *c) {
+  int ty = gen_raw_field(L, res, "repack");
+  bool ok = ty == LUA_TNIL || ty == LUA_TBOOLEAN;
+  c->out->requires.repack = ty == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (!ok) return emit_fail(c, "repack that is not a boolean");
   return MMT_OK;
 }
 
@@ -345,7 +355,7 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 
 static const char *const emit_fields[] = {
     "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive", "arch",
-    "tensor_maps", NULL};
+    "tensor_maps", "repack", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -359,7 +369,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "<non-string key>";
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
-                                "shared_bytes, requires, exclusive, arch, tensor_maps)",
+                                "shared_bytes, requires, exclusive, arch, tensor_maps, repack)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -389,6 +399,7 @@ static int emit_protected(lua_State *L) {
   if (!c->rc) c->rc = read_exclusive(L, res, c);
   if (!c->rc) c->rc = read_arch(L, res, c);
   if (!c->rc) c->rc = read_tensor_maps(L, res, c);
+  if (!c->rc) c->rc = read_repack(L, res, c);
   if (!c->rc) c->rc = read_strings(L, res, c);
   return c->rc ? 0 : 2;
 }
@@ -459,7 +470,7 @@ bool gen_requires_met(const gen_requires *r, const gen_problem *p) {
   if (r->m_multiple > 1 && p->m % r->m_multiple != 0) return false;
   if (r->n_multiple > 1 && p->n % r->n_multiple != 0) return false;
   if (r->k_multiple > 1 && p->k % r->k_multiple != 0) return false;
-  if (p->align_bytes < r->align_bytes) return false;
+  if (p->align_bytes < r->align_bytes && !r->repack) return false;
   if (p->layout && gen_layout_index(p->layout) < 0) return false;
   int64_t ld[3];
   gen_min_ld(p->layout, p->m, p->n, p->k, ld);

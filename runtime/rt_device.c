@@ -272,6 +272,84 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   return rc;
 }
 
+/* Whether every base address and row pitch (in bytes) of the call is 16-byte aligned. */
+static bool aligned16(const rt_gemm_args *a, int elem) {
+  uint64_t v[] = {a->a, a->b, a->c, (uint64_t)(a->lda * elem), (uint64_t)(a->ldb * elem),
+                  (uint64_t)(a->ldc * elem)};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (v[i] % 16) return false;
+  return true;
+}
+
+/* One matrix as stored: `rows` rows of `width` bytes, `pitch` bytes apart. */
+typedef struct {
+  CUdeviceptr ptr;
+  uint64_t rows, width, pitch;
+} rt_rows;
+
+/* Copies src's rows to dst's (device to device, on stream); nothing for an empty matrix. */
+static mmt_status copy_rows(const rt_cu *cu, const rt_rows *dst, const rt_rows *src,
+                            CUstream stream, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  if (src->rows == 0 || src->width == 0) return MMT_OK;
+  CUDA_MEMCPY2D m;
+  memset(&m, 0, sizeof m);
+  m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.srcDevice = src->ptr;
+  m.srcPitch = src->pitch;
+  m.dstDevice = dst->ptr;
+  m.dstPitch = dst->pitch;
+  m.WidthInBytes = src->width;
+  m.Height = src->rows;
+  RT_CU_CHECK(cu, cuMemcpy2DAsync(&m, stream));
+cleanup:
+  return rc;
+}
+
+static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
+                                const unsigned grid[3], CUstream stream, ut_err *err);
+
+/* A repack kernel on a call that is not 16-byte aligned: A, B and C (C only when beta reads
+ * it) copied into one stream-ordered buffer with every row padded to a multiple of 16 bytes,
+ * the kernel run there, C copied back, the buffer freed, all in stream order. */
+static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
+                                  const unsigned grid[3], CUstream stream, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
+  bool ta = k->layout[0] == 't', tb = k->layout[0] && k->layout[1] == 't';
+  uint64_t m = (uint64_t)args->m, n = (uint64_t)args->n, kk = (uint64_t)args->k;
+  rt_rows src[3] = {{args->a, ta ? kk : m, (ta ? m : kk) * elem, (uint64_t)args->lda * elem},
+                    {args->b, tb ? n : kk, (tb ? kk : n) * elem, (uint64_t)args->ldb * elem},
+                    {args->c, m, n * elem, (uint64_t)args->ldc * elem}};
+  rt_rows dst[3];
+  uint64_t offset[3], total = 0;
+  for (int i = 0; i < 3; i++) {
+    uint64_t pitch = (src[i].width + 15) / 16 * 16;
+    dst[i] = (rt_rows){0, src[i].rows, src[i].width, pitch ? pitch : 16};
+    offset[i] = total; /* each copy starts 16-byte aligned: pitches are multiples of 16 */
+    total += dst[i].rows * dst[i].pitch;
+  }
+  CUdeviceptr buf = 0;
+  RT_CU_CHECK(cu, cuMemAllocAsync(&buf, total ? total : 16, stream));
+  for (int i = 0; i < 3; i++) dst[i].ptr = buf + offset[i];
+  if ((rc = copy_rows(cu, &dst[0], &src[0], stream, err)) ||
+      (rc = copy_rows(cu, &dst[1], &src[1], stream, err)) ||
+      (args->beta != 0.0f && (rc = copy_rows(cu, &dst[2], &src[2], stream, err))))
+    goto cleanup;
+  rt_gemm_args inner = *args;
+  inner.a = dst[0].ptr, inner.b = dst[1].ptr, inner.c = dst[2].ptr;
+  inner.lda = (int64_t)(dst[0].pitch / elem), inner.ldb = (int64_t)(dst[1].pitch / elem);
+  inner.ldc = (int64_t)(dst[2].pitch / elem);
+  if ((rc = launch_direct(cu, k, &inner, grid, stream, err))) goto cleanup;
+  rc = copy_rows(cu, &src[2], &dst[2], stream, err);
+cleanup:
+  if (buf) {
+    CUresult r = cu->cuMemFreeAsync(buf, stream);
+    if (!rc && r != CUDA_SUCCESS) rc = rt_cu_fail(err, "cuMemFreeAsync", r);
+  }
+  return rc;
+}
+
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -283,6 +361,14 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
   if ((rc = rt_driver(&cu, err))) return rc;
   if ((rc = bind_ctx(cu, k->ctx, err))) return rc;
+  if (k->requires.repack && !aligned16(args, gen_dtype_size(k->dtype)))
+    return launch_repacked(cu, k, args, grid, stream, err);
+  return launch_direct(cu, k, args, grid, stream, err);
+}
+
+static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
+                                const unsigned grid[3], CUstream stream, ut_err *err) {
+  mmt_status rc = MMT_OK;
   /* The ABI (gen.h): int M, N, K; float alpha; A; int lda; B; int ldb; float beta; C; ldc. */
   int m = (int)args->m, n = (int)args->n, kk = (int)args->k;
   int lda = (int)args->lda, ldb = (int)args->ldb, ldc = (int)args->ldc;

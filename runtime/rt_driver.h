@@ -44,6 +44,9 @@
   X(cuMemcpyHtoD)                   \
   X(cuMemcpyDtoH)                   \
   X(cuMemcpyDtoD)                   \
+  X(cuMemcpy2DAsync)                \
+  X(cuMemAllocAsync)                \
+  X(cuMemFreeAsync)                 \
   X(cuMemsetD32)                    \
   X(cuMemGetInfo)                   \
   X(cuStreamCreate)                 \

@@ -43,6 +43,10 @@ local source = [[
  *   GROUP     = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows
  *                    before moving one block column right, so the blocks running at one time
  *                    share rows of A and columns of B in L2 (1: plain row-major block order)
+ *   REPACK    = ${d_repack} 1: for problems whose pointers or row pitches are not 16-byte aligned
+ *                    (lda = 4097), the runtime copies A, B and C into aligned buffers (rows
+ *                    padded), runs this kernel on them and copies C back, in stream order;
+ *                    the copies are part of every launch's time.  The kernel is the same
  * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), 1), dynamic shared memory
@@ -78,6 +82,7 @@ local source = [[
 #define CONSUMERS ${consumers}
 #define BLOCKS ${blocks}
 #define GROUP ${group}
+#define REPACK ${repack}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M): MN-major; 0: M rows of K */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K): K-major; 0: K rows of N */
 #define ELEM_BYTES ${elem_bytes}
@@ -478,8 +483,8 @@ local function derive(p)
 end
 
 local function kernel_name(p, dtype, layout)
-  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d", dtype, layout, p.bm, p.bn,
-                       p.stages, p.consumers, p.blocks, p.group)
+  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d", dtype, layout, p.bm,
+                       p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack)
 end
 
 -- The wgmma instruction for n columns: the register list of its n / 2 accumulators (8 a line)
@@ -516,8 +521,9 @@ return {
     {name = "consumers", values = {1, 2}},
     {name = "blocks", values = {1, 2}},
     {name = "group", values = {1, 8, 16}},
+    {name = "repack", values = {0, 1}},
   },
-  default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8},
+  default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0},
 
   constraints = function(p, prob)
     local d = derive(p)
@@ -546,6 +552,9 @@ return {
       if mmt.ceil_div(prob.M, p.bm) > 65535 then
         return false, "M needs more than 65535 blocks along grid y"
       end
+      if p.repack == 1 and prob.align >= 16 then
+        return false, "repack: the problem is 16-byte aligned already"
+      end
     end
     return true
   end,
@@ -571,7 +580,7 @@ return {
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
       bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
-      group = p.group, a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
+      group = p.group, repack = p.repack, a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
@@ -589,7 +598,7 @@ return {
                   string.format("A %s, B %s (the transpose immediates)",
                                 a_t and "MN-major" or "K-major", b_t and "K-major" or "MN-major"),
     }
-    for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group"}) do
+    for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group", "repack"}) do
       vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
     end
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
@@ -605,6 +614,7 @@ return {
       grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = 1},
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
+      repack = p.repack == 1,
       arch = "sm_90a",
       tensor_maps = {
         {operand = "A", box = box(a_t, p.bm), swizzle = 128},

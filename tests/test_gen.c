@@ -406,7 +406,7 @@ static void test_grid_eval(void **state) {
 
 static void test_requires_met(void **state) {
   (void)state;
-  gen_requires r = {1, 1, 1, 4};
+  gen_requires r = {1, 1, 1, 4, false};
   gen_problem p = {"f32", "nn", 17, 33, 65, 65, 33, 33, 4};
   assert_true(gen_requires_met(&r, &p));
   p.align_bytes = 2;
@@ -423,7 +423,7 @@ static void test_requires_met(void **state) {
   assert_false(gen_requires_met(&r, &p));
   p.ldc = 40;
   assert_true(gen_requires_met(&r, &p));
-  gen_requires tiles = {16, 8, 4, 16};
+  gen_requires tiles = {16, 8, 4, 16, false};
   assert_false(gen_requires_met(&tiles, &p)); /* 17 is not a multiple of 16 */
   p.m = 32;
   assert_false(gen_requires_met(&tiles, &p)); /* 33 is not a multiple of 8 */
@@ -434,6 +434,12 @@ static void test_requires_met(void **state) {
   assert_true(gen_requires_met(&tiles, &p));
   p.align_bytes = 8;
   assert_false(gen_requires_met(&tiles, &p));
+  tiles.repack = true; /* the runtime aligns copies: alignment no longer matters ... */
+  assert_true(gen_requires_met(&tiles, &p));
+  p.k = 65; /* ... multiples still do */
+  assert_false(gen_requires_met(&tiles, &p));
+  p.k = 64;
+  tiles.repack = false;
   /* Transposed operands: A's rows hold M, B's hold K. */
   gen_problem t = {"f32", "tt", 17, 33, 65, 17, 65, 33, 4};
   assert_true(gen_requires_met(&r, &t));
@@ -730,6 +736,7 @@ static void test_malformed_emit(void **state) {
       "tensor_maps[1].swizzle",
       "256 bytes must be a multiple of 16 and at most the swizzle",
       "without requires.align = 16",
+      "repack that is not a boolean",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;
@@ -750,6 +757,7 @@ static void test_malformed_emit(void **state) {
   cfg.v[0] = (int64_t)(sizeof expect / sizeof expect[0]); /* the well-formed sm_90a kernel */
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
   assert_string_equal(k.arch, "sm_90a");
+  assert_true(k.requires.repack);
   assert_int_equal(k.ntensor_maps, 2);
   assert_int_equal(k.tensor_maps[0].operand, 'A');
   assert_int_equal(k.tensor_maps[0].box[0], 32);

@@ -27,21 +27,23 @@
 
 /* ---- the space, written out again ---------------------------------------------------------- */
 
-enum { P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_COUNT };
-static const char *const k_names[P_COUNT] = {"bm",        "bn",     "stages",
-                                             "consumers", "blocks", "group"};
-static const char *const k_macros[P_COUNT] = {"BM",        "BN",     "STAGES",
-                                              "CONSUMERS", "BLOCKS", "GROUP"};
+enum { P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_COUNT };
+static const char *const k_names[P_COUNT] = {"bm",     "bn",    "stages", "consumers",
+                                             "blocks", "group", "repack"};
+static const char *const k_macros[P_COUNT] = {"BM",     "BN",    "STAGES", "CONSUMERS",
+                                              "BLOCKS", "GROUP", "REPACK"};
 static const int64_t v_bm[] = {64, 128, 256};
 static const int64_t v_bn[] = {64, 128, 192, 256};
 static const int64_t v_stages[] = {2, 3, 4, 5, 6};
 static const int64_t v_consumers[] = {1, 2};
 static const int64_t v_blocks[] = {1, 2};
 static const int64_t v_group[] = {1, 8, 16};
-static const int64_t *const k_lists[P_COUNT] = {v_bm,        v_bn,     v_stages,
-                                                v_consumers, v_blocks, v_group};
-static const int k_counts[P_COUNT] = {COUNT(v_bm),        COUNT(v_bn),     COUNT(v_stages),
-                                      COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group)};
+static const int64_t v_repack[] = {0, 1};
+static const int64_t *const k_lists[P_COUNT] = {v_bm,     v_bn,    v_stages, v_consumers,
+                                                v_blocks, v_group, v_repack};
+static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),    COUNT(v_stages),
+                                      COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group),
+                                      COUNT(v_repack)};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 /* The (dtype, layout) pairs the template serves: every layout for the 16-bit types, nt alone
  * for tf32 (its wgmma reads K-major operands only). */
@@ -50,15 +52,15 @@ static const struct {
 } k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
                {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number. */
-#define VALID_COUNT 213
+#define VALID_COUNT 426
 
 typedef struct {
-  int64_t bm, bn, stages, consumers, blocks, group;
+  int64_t bm, bn, stages, consumers, blocks, group, repack;
 } cfg;
 
 static cfg cfg_of(const gen_config *c) {
-  return (cfg){c->v[P_BM],     c->v[P_BN],     c->v[P_STAGES],
-               c->v[P_CONSUMERS], c->v[P_BLOCKS], c->v[P_GROUP]};
+  return (cfg){c->v[P_BM],     c->v[P_BN],    c->v[P_STAGES], c->v[P_CONSUMERS],
+               c->v[P_BLOCKS], c->v[P_GROUP], c->v[P_REPACK]};
 }
 
 static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
@@ -141,7 +143,7 @@ static void test_declaration(void **state) {
     size *= (uint64_t)k_counts[i];
   }
   assert_int_equal(gen_space_size(t), size);
-  assert_int_equal(size, 720);
+  assert_int_equal(size, 1440);
   gen_free(t);
 }
 
@@ -177,13 +179,13 @@ static void test_default(void **state) {
   char text[256];
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
-  assert_string_equal(text, "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8");
+  assert_string_equal(text, "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
   assert_true(tc_check(t, &c, &big, NULL, 0));
   gen_kernel k, k2;
   tc_emit_ok(t, &c, "f16", "nn", &k);
-  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8");
+  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r0");
   assert_string_equal(k.arch, "sm_90a");
   assert_int_equal(k.block[0], 384); /* a producer and 2 consumer warpgroups */
   assert_int_equal(k.shared_bytes, 4 * (128 + 256) * 128 + 4 * 16 + 1024);
@@ -193,6 +195,18 @@ static void test_default(void **state) {
   assert_int_equal(k.requires.align_bytes, 16);
   assert_false(k.exclusive);
   assert_true(gen_requires_met(&k.requires, &big));
+  /* 4097^3 (2-byte rows): only through repack, which an aligned problem never takes. */
+  const gen_problem odd = {"f16", "nn", 4097, 4097, 4097, 4097, 4097, 4097, 2};
+  assert_false(gen_requires_met(&k.requires, &odd));
+  rejects(t, "repack=1", &big, "16-byte aligned already");
+  gen_config r;
+  gen_kernel kr;
+  tc_parse_ok(t, "repack=1", &r);
+  assert_true(tc_check(t, &r, &odd, NULL, 0));
+  tc_emit_ok(t, &r, "f16", "nn", &kr);
+  assert_true(kr.requires.repack);
+  assert_true(gen_requires_met(&kr.requires, &odd));
+  gen_kernel_clear(&kr);
   const cfg p = cfg_of(&c);
   expect_maps(&k, &p, "f16", "nn");
   /* 128 accumulators a consumer thread: setmaxnreg 24 / 240 within 168 x 384 registers */
@@ -202,7 +216,7 @@ static void test_default(void **state) {
   assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
   gen_kernel_clear(&k2);
   tc_emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
-  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8");
+  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8_r0");
   gen_kernel_clear(&k);
   gen_kernel_clear(&k2);
   gen_free(t);
@@ -295,10 +309,12 @@ static void test_emit_all(void **state) {
     gen_kernel k;
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
-    snprintf(name, sizeof name, "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld", dtype,
-             layout, (long long)p.bm, (long long)p.bn, (long long)p.stages,
-             (long long)p.consumers, (long long)p.blocks, (long long)p.group);
+    snprintf(name, sizeof name, "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld",
+             dtype, layout, (long long)p.bm, (long long)p.bn, (long long)p.stages,
+             (long long)p.consumers, (long long)p.blocks, (long long)p.group,
+             (long long)p.repack);
     assert_string_equal(k.kernel_name, name);
+    assert_int_equal(k.requires.repack, p.repack == 1);
     assert_non_null(strstr(k.source, name));
     assert_non_null(
         strstr(k.source, "extern \"C\" __global__ void __launch_bounds__(THREADS, BLOCKS)"));
@@ -515,28 +531,40 @@ typedef struct {
   float alpha, beta;
   int pad;
   bool big;
+  bool odd; /* rows one element longer than they hold and bases one element past 16-byte
+               alignment: only repack kernels take these */
 } gemm_shape;
 
 static const gemm_shape k_shapes[] = {
-    {1, 1, 1, 1.0f, 0.0f, 0, false},       {17, 33, 65, 1.5f, 0.5f, 1, false},
-    {127, 257, 1023, 1.0f, 0.0f, 0, false}, {300, 520, 64, -0.5f, 2.0f, 2, false},
-    {129, 200, 136, 2.0f, -1.0f, 0, false}, {5, 3, 0, 1.0f, 0.5f, 0, false},
-    {40, 24, 0, 1.0f, 0.0f, 1, false},      {64, 8, 200, 1.0f, 0.0f, 0, false},
-    {1000, 1000, 1000, 0.75f, 0.0f, 0, true},
+    {1, 1, 1, 1.0f, 0.0f, 0, false, false},       {17, 33, 65, 1.5f, 0.5f, 1, false, false},
+    {127, 257, 1023, 1.0f, 0.0f, 0, false, false}, {300, 520, 64, -0.5f, 2.0f, 2, false, false},
+    {129, 200, 136, 2.0f, -1.0f, 0, false, false}, {5, 3, 0, 1.0f, 0.5f, 0, false, false},
+    {40, 24, 0, 1.0f, 0.0f, 1, false, false},      {64, 8, 200, 1.0f, 0.0f, 0, false, false},
+    {1000, 1000, 1000, 0.75f, 0.0f, 0, true, false},
 };
 
-/* Row pitch in elements: width rounded up to 16 bytes, plus pad units of 16 bytes. */
-static int64_t pitch(int64_t width, int bytes, int pad) {
+/* Unaligned shapes for repack kernels: odd pitches, bases off by one element. */
+static const gemm_shape k_odd_shapes[] = {
+    {1, 1, 1, 1.0f, 0.0f, 0, false, true},      {17, 33, 65, 1.5f, 0.5f, 0, false, true},
+    {127, 257, 1023, 1.0f, 0.0f, 2, false, true}, {300, 520, 64, -0.5f, 2.0f, 0, false, true},
+    {5, 3, 0, 1.0f, 0.5f, 0, false, true},
+};
+
+/* Row pitch in elements: width rounded up to 16 bytes, plus pad units of 16 bytes; for an odd
+ * shape, width + 1 + pad. */
+static int64_t shape_pitch(const gemm_shape *s, int64_t width, int bytes) {
   const int64_t unit = 16 / bytes;
   const int64_t w = width > 0 ? width : 1;
-  return (w + unit - 1) / unit * unit + pad * unit;
+  if (s->odd) return w + 1 + s->pad;
+  return (w + unit - 1) / unit * unit + s->pad * unit;
 }
 
-static CUdeviceptr to_device(const rt_cu *cu, const void *h, size_t bytes) {
+/* A device copy of h, `offset` bytes into a fresh allocation (16-byte aligned + offset). */
+static CUdeviceptr to_device_at(const rt_cu *cu, const void *h, size_t bytes, size_t offset) {
   CUdeviceptr p = 0;
-  assert_int_equal(cu->cuMemAlloc(&p, bytes), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(p, h, bytes), CUDA_SUCCESS);
-  return p;
+  assert_int_equal(cu->cuMemAlloc(&p, bytes + offset), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(p + offset, h, bytes), CUDA_SUCCESS);
+  return p + offset;
 }
 
 /* Values exactly representable in bf16, f16 and tf32: i / 64, |i| <= 64. */
@@ -553,9 +581,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
                       const char *layout, const gemm_shape *s, double tol) {
   const bool ta = layout[0] == 't', tb = layout[1] == 't';
   const elem_kind ek = {gen_dtype_size(dtype), strcmp(dtype, "f16") == 0};
-  const int64_t lda = pitch(ta ? s->m : s->k, ek.bytes, s->pad);
-  const int64_t ldb = pitch(tb ? s->k : s->n, ek.bytes, s->pad);
-  const int64_t ldc = pitch(s->n, ek.bytes, s->pad);
+  const int64_t lda = shape_pitch(s, ta ? s->m : s->k, ek.bytes);
+  const int64_t ldb = shape_pitch(s, tb ? s->k : s->n, ek.bytes);
+  const int64_t ldc = shape_pitch(s, s->n, ek.bytes);
   const size_t na = (size_t)((ta ? s->k : s->m) * lda) + 1;
   const size_t nb = (size_t)((tb ? s->n : s->k) * ldb) + 1;
   const size_t nc = (size_t)(s->m * ldc);
@@ -594,9 +622,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       absum[at] = fabs((double)s->alpha) * sabs;
       want[at] = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * want[at]);
     }
-  const size_t eb = (size_t)ek.bytes;
-  CUdeviceptr da = to_device(cu, a, na * eb), db = to_device(cu, b, nb * eb);
-  CUdeviceptr dc = to_device(cu, c0, nc * eb);
+  const size_t eb = (size_t)ek.bytes, off = s->odd ? eb : 0;
+  CUdeviceptr da = to_device_at(cu, a, na * eb, off), db = to_device_at(cu, b, nb * eb, off);
+  CUdeviceptr dc = to_device_at(cu, c0, nc * eb, off);
   const rt_gemm_args args = {.m = s->m, .n = s->n, .k = s->k, .alpha = s->alpha,
                              .beta = s->beta, .a = da, .b = db, .c = dc,
                              .lda = lda, .ldb = ldb, .ldc = ldc};
@@ -619,9 +647,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       fail();
     }
   }
-  assert_int_equal(cu->cuMemFree(da), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(db), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(dc), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(da - off), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(db - off), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(dc - off), CUDA_SUCCESS);
   free(a);
   free(b);
   free(c);
@@ -637,6 +665,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
 static const char *const k_gpu_configs[] = {
     "",
     "bm=128,bn=128,stages=5,consumers=2,group=1",
+    "bm=128,bn=128,stages=4,consumers=2,repack=1", /* on aligned shapes: runs as is */
     "bm=64,bn=192,stages=3,consumers=1,group=16",
     "bm=256,bn=128,stages=3,consumers=2",
     "bm=256,bn=64,stages=5,consumers=1,group=1",
@@ -644,8 +673,24 @@ static const char *const k_gpu_configs[] = {
     "bm=64,bn=128,stages=3,consumers=1,blocks=2",
 };
 
+/* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */
+static gen_problem shape_problem(const gemm_shape *s, const char *dtype, const char *layout) {
+  const int bytes = gen_dtype_size(dtype);
+  const bool ta = layout[0] == 't', tb = layout[1] == 't';
+  return (gen_problem){dtype,
+                       layout,
+                       s->m,
+                       s->n,
+                       s->k,
+                       shape_pitch(s, ta ? s->m : s->k, bytes),
+                       shape_pitch(s, tb ? s->k : s->n, bytes),
+                       shape_pitch(s, s->n, bytes),
+                       s->odd ? bytes : 16};
+}
+
 /* The GPU test's configs are valid and run every shape (no requirement or constraint turns
- * one away): checked here without a GPU. */
+ * one away; a repack config is left to the odd shapes by its constraint, and runs the aligned
+ * ones as a plain kernel): checked here without a GPU. */
 static void test_gpu_configs(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
@@ -657,20 +702,15 @@ static void test_gpu_configs(void **state) {
       assert_true(tc_check(t, &c, NULL, NULL, 0));
       tc_emit_ok(t, &c, k_pairs[q].dtype, k_pairs[q].layout, &spec);
       for (int j = 0; j < COUNT(k_shapes); j++) {
-        const gemm_shape *s = &k_shapes[j];
-        const int bytes = gen_dtype_size(k_pairs[q].dtype);
-        const bool ta = k_pairs[q].layout[0] == 't', tb = k_pairs[q].layout[1] == 't';
-        const gen_problem p = {k_pairs[q].dtype,
-                               k_pairs[q].layout,
-                               s->m,
-                               s->n,
-                               s->k,
-                               pitch(ta ? s->m : s->k, bytes, s->pad),
-                               pitch(tb ? s->k : s->n, bytes, s->pad),
-                               pitch(s->n, bytes, s->pad),
-                               16};
+        const gen_problem p = shape_problem(&k_shapes[j], k_pairs[q].dtype, k_pairs[q].layout);
         assert_true(gen_requires_met(&spec.requires, &p));
-        assert_true(tc_check(t, &c, &p, NULL, 0));
+        assert_true(tc_check(t, &c, &p, NULL, 0) != spec.requires.repack);
+      }
+      for (int j = 0; j < COUNT(k_odd_shapes); j++) {
+        const gen_problem p =
+            shape_problem(&k_odd_shapes[j], k_pairs[q].dtype, k_pairs[q].layout);
+        assert_true(gen_requires_met(&spec.requires, &p) == spec.requires.repack);
+        if (spec.requires.repack) assert_true(tc_check(t, &c, &p, NULL, 0));
       }
       gen_kernel_clear(&spec);
     }
@@ -699,6 +739,9 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, int
   for (int j = 0; j < COUNT(k_shapes); j++)
     if (!k_shapes[j].big || index < 2)
       run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_shapes[j], tol);
+  if (spec.requires.repack) /* and on problems that need the copies */
+    for (int j = 0; j < COUNT(k_odd_shapes); j++)
+      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_odd_shapes[j], tol);
   rt_kernel_unload(&k);
   rt_cubin_free(&cubin);
   gen_kernel_clear(&spec);

@@ -35,9 +35,11 @@ local broken = {
     r.tensor_maps = {{operand = "B", box = {64, 8}, swizzle = 128}} -- 256 bytes a row
   end,
   [19] = function(r) r.tensor_maps = {{operand = "A", box = {4, 8}}} end, -- align 4
-  -- well formed: an sm_90a kernel with two maps
-  [20] = function(r)
+  [20] = function(r) r.repack = 1 end,
+  -- well formed: an sm_90a kernel with two maps, repacked
+  [21] = function(r)
     r.arch = "sm_90a"
+    r.repack = true
     r.requires = {align = 16}
     r.tensor_maps = {{operand = "A", box = {32, 128}, swizzle = 128},
                      {operand = "B", box = {4, 64}}}
@@ -47,7 +49,7 @@ local broken = {
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
-  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}}},
+  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
