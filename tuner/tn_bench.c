@@ -155,7 +155,8 @@ static gen_problem bench_problem(const bench_run *b, const tn_shape *s) {
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {
   gen_problem p = bench_problem(b, s);
   tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
-                       .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50};
+                       .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50,
+                       .warmup_ms = 200};
   snprintf(o.layout, sizeof o.layout, "%s", b->layout);
   snprintf(o.dtype, sizeof o.dtype, "%s", b->dtype);
   return o;

@@ -456,6 +456,12 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
   if (!times) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   rt_gemm_args warm = copy_args(g, o, g->copies > 1 ? 1 : 0);
   if ((rc = launch(user, &warm, 0, err))) goto cleanup;
+  /* An idle GPU runs at low clocks for tens of milliseconds: a row measured right after one
+   * would be slower than the same kernel measured in a busy loop. */
+  for (double t0 = ut_now_seconds(); (ut_now_seconds() - t0) * 1e3 < o->warmup_ms;) {
+    if ((rc = launch(user, &warm, 0, err))) goto cleanup;
+    RT_CU_CHECK(cu, cuStreamSynchronize(0));
+  }
   double total = 0;
   int runs = 0;
   while (runs < o->max_runs) {

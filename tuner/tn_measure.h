@@ -31,6 +31,8 @@ typedef struct {
   double budget_ms;       /* stop timing once the timed runs add up to this (default 100) */
   int min_runs, max_runs; /* defaults 2 and 200 */
   double cutoff_ms;       /* > 0: a first run slower than this ends the timing (not a contender) */
+  double warmup_ms;       /* > 0: untimed runs for this long first (clocks up from idle);
+                             0: one untimed run (the tuner keeps the GPU busy anyway) */
 } tn_measure_opts;
 
 typedef struct {
