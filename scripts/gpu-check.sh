@@ -70,16 +70,16 @@ for step in "$@"; do
       done ;;
     f16|bf16|tf32)
       # The tensor-core families on the shapes: tune (BUDGET s a shape, default 35),
-      # then vs cuBLAS.  SHAPES, TEMPLATES and LAYOUT override (tf32: layout nt).
+      # then vs cuBLAS.  SHAPES, TEMPLATES, LAYOUT and DB override (tf32: layout nt).
       s=${SHAPES:-8192x8192x8192,4097x4097x4097,1000x1000x1000}
       l=${LAYOUT:-nn}; [ "$step" = tf32 ] && l=${LAYOUT:-nt}
       ./build/tuner/mmtune --device 0 --dtype "$step" --layout "$l" \
         --templates "${TEMPLATES:-wgmma,mma_sync}" --shapes "$s" --budget "${BUDGET:-35}" \
-        --db /tmp/mmtune.db > "$out/$step-tune.log" 2>&1
+        --db "${DB:-/tmp/mmtune.db}" > "$out/$step-tune.log" 2>&1
       echo "$step tune exit $?"; grep -E "candidates in" "$out/$step-tune.log"
       grep -E "verify_failed|fault|launch_error|timeout:" "$out/$step-tune.log" | head -5
       ./build/tuner/mmtune bench --shapes "$s" --dtype "$step" --layout "$l" --device 0 \
-        --db /tmp/mmtune.db 2>&1 | tee "$out/$step-bench.log" ;;
+        --db "${DB:-/tmp/mmtune.db}" 2>&1 | tee "$out/$step-bench.log" ;;
     suite-f16|suite-bf16|suite-tf32)
       # One dtype over the public suite: tune every shape (BUDGET s each, default 12), then
       # the dispatcher's choice vs cuBLAS side by side, with the geomean.  tf32 runs in layout
