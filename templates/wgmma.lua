@@ -16,6 +16,9 @@
 -- The default is 128 x 256 with 2 consumers (m64n256k16 each, 128 accumulators a thread), a
 -- 4-stage ring (192 KiB), one block per SM and group=8: the fast.cu / CUTLASS shape for large
 -- square problems.
+--
+-- split > 1 adds mma_sync's serial split-K for problems with few tiles of C: grid.z = split
+-- slices of the K tiles, which add into C in slice order under a per-tile semaphore.
 
 local source = [[
 /*
@@ -47,10 +50,12 @@ local source = [[
  *                    (lda = 4097), the runtime copies A, B and C into aligned buffers (rows
  *                    padded), runs this kernel on them and copies C back, in stream order;
  *                    the copies are part of every launch's time.  The kernel is the same
+ *   SPLIT     = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU:
+ *                    grid.z = SPLIT slices of the K tiles (1: none).  See "Split-K" below
  * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
- * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), 1), dynamic shared memory
- * ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT), dynamic shared
+ * memory ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
  * (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma both apply it to absolute
  * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack.
  * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
@@ -72,6 +77,22 @@ local source = [[
  * Accumulators (PTX ISA, wgmma D fragment of m64nN): thread t of a consumer warpgroup holds,
  * in register r of 64-row block i, row 16 * (t / 32) + (t % 32) / 4 + 8 * (r / 2 % 2), column
  * 8 * (r / 4) + 2 * (t % 4) + r % 2 of the block's 64 x BN tile.
+ * Split-K (SPLIT > 1): of the KT = ceil(K / BK) K tiles, slice z = blockIdx.z loads and
+ * computes tiles [KT * z / SPLIT, KT * (z + 1) / SPLIT): whole tiles, as equal as possible;
+ * a slice may get none (KT < SPLIT, K == 0): it still takes its turn and adds 0.  The slices
+ * of a tile add into C one after another (serial split-K: one launch, no workspace; C is
+ * rounded to the output type after each slice).  A semaphore per tile of C, SEM[t] (module
+ * scope, zero when the module loads), holds the slice whose turn it is: after its main loop,
+ * slice z waits (one consumer thread spins with ld.acquire.gpu, the consumer warpgroups wait
+ * on named barrier 1; the producer warpgroup has left) until SEM[t] == z; slice 0 writes
+ * alpha * acc + beta * C (beta == 0: C is not read), slice z > 0 reads C as slice z - 1 left
+ * it (ld.global.cg: through L2) and writes C + alpha * acc; then every consumer thread fences
+ * (__threadfence), barrier 1 again, and the same thread stores (st.release.gpu) z + 1, or 0
+ * for the last slice, so the next launch starts from 0.  Deadlock freedom: blocks are
+ * dispatched in launch order, blockIdx.z slowest, so every block of slice z - 1 is resident or
+ * done before any of slice z starts (CUTLASS's serial split-K relies on the same).  The
+ * semaphores belong to the module: two launches must never overlap (the kernel table says
+ * exclusive).  At most SEM_COUNT tiles of C.
  * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N;
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
@@ -83,6 +104,7 @@ local source = [[
 #define BLOCKS ${blocks}
 #define GROUP ${group}
 #define REPACK ${repack}
+#define SPLIT ${split}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M): MN-major; 0: M rows of K */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K): K-major; 0: K rows of N */
 #define ELEM_BYTES ${elem_bytes}
@@ -108,11 +130,41 @@ local source = [[
  * the compiler. */
 #define PRODUCER_REGS ${producer_regs}
 #define CONSUMER_REGS ${consumer_regs}
+/* Named barrier of the consumer warpgroups alone (0 is __syncthreads'): split-K's turn. */
+#define CONSUMER_BAR 1
 
 /* The element type of the ABI.  NVRTC has no cuda.h or fp16 headers and mmtune passes no
  * include path, so the kernel declares what it needs itself. */${elem_decl}
 /* CUtensorMap's size and alignment (the runtime fills it with cuTensorMapEncodeTiled). */
 struct __align__(64) mmt_tensor_map { unsigned long long opaque[16]; };
+
+#if SPLIT > 1
+#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */
+#define SEM ${sem}
+/* Split-K turn of each tile of C (see "Split-K"): zero when the module loads, and the last
+ * slice of a tile sets it back to zero. */
+__device__ unsigned int SEM[SEM_COUNT];
+/* The semaphore protocol: an acquire load (the C written by the slice that released it is
+ * visible after it) and a release store. */
+static __device__ __forceinline__ unsigned sem_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void sem_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
+}
+/* Barrier `id` among `count` threads (a multiple of 32), the others not held: the consumer
+ * warpgroups alone, as the producer warpgroup has left. */
+static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+/* Reads of C that the previous slice (another block) wrote: through L2, never a stale L1
+ * line. */
+#define C_LOAD(p) __ldcg(p)
+#else
+#define C_LOAD(p) (*(p))
+#endif
 
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
@@ -217,7 +269,11 @@ ${name}(int M, int N, int K, float alpha,
   const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const int k_tiles = K / BK + (K % BK != 0); /* K / BK rounded up, without overflow */
+  /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
+   * slice blockIdx.z of SPLIT (see "Split-K"; the products stay below 2^31). */
+  const int k_tiles = K / BK + (K % BK != 0);
+  const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;
+  const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
 
   if (tid == 0) {
 #pragma unroll
@@ -242,7 +298,7 @@ ${name}(int M, int N, int K, float alpha,
                    :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
       int s = 0;
       unsigned phase = 0; /* of the ring: flips each time s wraps */
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      for (int kt = kt0; kt < kt1; ++kt) {
         /* Stage s was last read by tile kt - STAGES: wait until the consumers released it
          * (on the first round, the parity before the first phase: passes at once). */
         mbar_wait(empty + 8 * s, phase ^ 1);
@@ -284,7 +340,7 @@ ${name}(int M, int N, int K, float alpha,
     const unsigned long long b_desc = make_desc(b_smem, B_T ? 16 : BK * 128, 1024);
     int s = 0, prev = 0;
     unsigned phase = 0;
-    for (int kt = 0; kt < k_tiles; ++kt) {
+    for (int kt = kt0; kt < kt1; ++kt) {
       mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
       const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
       const unsigned long long db = b_desc + ((unsigned)(s * B_STAGE_BYTES) >> 4);
@@ -300,12 +356,22 @@ ${name}(int M, int N, int K, float alpha,
       acc_fence(acc);
       /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
       wgmma_wait<1>();
-      if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * prev);
+      if (kt > kt0 && lane == 0) mbar_arrive(empty + 8 * prev);
       prev = s;
       if (++s == STAGES) s = 0, phase ^= 1;
     }
     wgmma_wait<0>();
     acc_fence(acc);
+#if SPLIT > 1
+    /* Split-K: wait for this slice's turn on the tile (the slices before it have written C):
+     * one thread spins, barrier 1 holds the other consumer threads.  Slices after the first
+     * add to C (beta = 1). */
+    unsigned* const sem = &SEM[pid]; /* the tile's: pid < grid.x * grid.y <= SEM_COUNT */
+    if (tid == 128)
+      while (sem_acquire(sem) != blockIdx.z) { /* spin */ }
+    named_bar(CONSUMER_BAR, 128 * CONSUMERS);
+    if (blockIdx.z > 0) beta = 1.0f;
+#endif
 
     /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C; each thread stores pairs
      * of neighbouring columns (accumulators 4j + 2h, 4j + 2h + 1: row ... + 8h, columns
@@ -326,23 +392,31 @@ ${name}(int M, int N, int K, float alpha,
 ${store_full}
           }
         }
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int i = 0; i < MI; ++i)
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + i * 64 + h * 8; /* row in the block tile */
-        if (r >= m_left) continue;
-        elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + i * 64 + h * 8; /* row in the block tile */
+          if (r >= m_left) continue;
+          elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int c = j * 8 + (lane % 4) * 2; /* column in the block tile */
-          if (c >= n_left) continue;
-          float v0 = alpha * acc[i][4 * j + 2 * h], v1 = alpha * acc[i][4 * j + 2 * h + 1];
+          for (int j = 0; j < BN / 8; ++j) {
+            const int c = j * 8 + (lane % 4) * 2; /* column in the block tile */
+            if (c >= n_left) continue;
+            float v0 = alpha * acc[i][4 * j + 2 * h], v1 = alpha * acc[i][4 * j + 2 * h + 1];
 ${store}
+          }
         }
-      }
+    }
+#if SPLIT > 1
+    /* Split-K: every consumer thread's stores of C are visible GPU-wide (fence) before, after
+     * barrier 1, the thread that waited passes the turn to the next slice; the last slice
+     * resets the semaphore to 0 for the next launch. */
+    __threadfence();
+    named_bar(CONSUMER_BAR, 128 * CONSUMERS);
+    if (tid == 128) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);
+#endif
   }
 }
 ]]
@@ -351,17 +425,17 @@ ${store}
 -- one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens one), the
 -- wgmma type suffix and the store of a pair (v0, v1) at column c of c_row.
 local store16 = [[
-          if (c + 1 < n_left) { /* the pair is inside C: one 4-byte store (ldc, col0, c even) */
-            unsigned* const p = reinterpret_cast<unsigned*>(c_row + c);
-            if (beta != 0.0f) {
-              const unsigned old = *p;
-              v0 += beta * to_float((elem_t)(old & 0xffffu));
-              v1 += beta * to_float((elem_t)(old >> 16));
-            }
-            *p = pack2(v0, v1);
-          } else { /* the last column of an odd N */
-            c_row[c] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(c_row[c]));
-          }]]
+            if (c + 1 < n_left) { /* the pair is inside C: one 4-byte store (ldc, col0, c even) */
+              unsigned* const p = reinterpret_cast<unsigned*>(c_row + c);
+              if (beta != 0.0f) {
+                const unsigned old = C_LOAD(p);
+                v0 += beta * to_float((elem_t)(old & 0xffffu));
+                v1 += beta * to_float((elem_t)(old >> 16));
+              }
+              *p = pack2(v0, v1);
+            } else { /* the last column of an odd N */
+              c_row[c] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(C_LOAD(c_row + c)));
+            }]]
 
 local store16_full = "            *reinterpret_cast<unsigned*>(c_row + c) = pack2(v0, v1);"
 
@@ -434,17 +508,17 @@ static __device__ __forceinline__ float to_float(elem_t h) {
     wgmma_type = "tf32.tf32",
     store_full = "            *reinterpret_cast<float2*>(c_row + c) = make_float2(v0, v1);",
     store = [[
-          if (c + 1 < n_left) { /* the pair is inside C: one 8-byte store (ldc, col0, c even) */
-            float2* const p = reinterpret_cast<float2*>(c_row + c);
-            if (beta != 0.0f) {
-              const float2 old = *p;
-              v0 += beta * old.x;
-              v1 += beta * old.y;
-            }
-            *p = make_float2(v0, v1);
-          } else { /* the last column of an odd N */
-            c_row[c] = beta == 0.0f ? v0 : v0 + beta * c_row[c];
-          }]],
+            if (c + 1 < n_left) { /* the pair is inside C: one 8-byte store (ldc, col0, c even) */
+              float2* const p = reinterpret_cast<float2*>(c_row + c);
+              if (beta != 0.0f) {
+                const float2 old = C_LOAD(p);
+                v0 += beta * old.x;
+                v1 += beta * old.y;
+              }
+              *p = make_float2(v0, v1);
+            } else { /* the last column of an odd N */
+              c_row[c] = beta == 0.0f ? v0 : v0 + beta * C_LOAD(c_row + c);
+            }]],
   },
 }
 
@@ -456,6 +530,12 @@ local MAX_CONSUMER_REGS = 240
 -- Registers a consumer thread needs besides its accumulators (descriptors, addresses, loop
 -- state, the epilogue's pointers); fitted to ptxas (NVRTC 13.0, sm_90a): see README.
 local CONSUMER_OVERHEAD = 40
+local SEM_COUNT = 65536 -- split-K semaphores per module (256 KiB): tiles of C at most
+-- split > 1 only for problems with fewer tiles of C than this: two waves of one block on each
+-- of an H100 SXM's or H200's 132 SMs (more tiles fill the GPU without split-K).  It is also
+-- what keeps the tile index within the semaphores.
+local SPLIT_MAX_TILES = 2 * 132
+assert(SPLIT_MAX_TILES <= SEM_COUNT)
 
 -- Everything derived from a config (shared by constraints and emit).
 local function derive(p)
@@ -483,8 +563,8 @@ local function derive(p)
 end
 
 local function kernel_name(p, dtype, layout)
-  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d", dtype, layout, p.bm,
-                       p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack)
+  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d_k%d", dtype, layout, p.bm,
+                       p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack, p.split)
 end
 
 -- The wgmma instruction for n columns: the register list of its n / 2 accumulators (8 a line)
@@ -522,8 +602,10 @@ return {
     {name = "blocks", values = {1, 2}},
     {name = "group", values = {1, 8, 16}},
     {name = "repack", values = {0, 1}},
+    {name = "split", values = {1, 2, 4, 8}},
   },
-  default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0},
+  default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
+             split = 1},
 
   constraints = function(p, prob)
     local d = derive(p)
@@ -555,6 +637,20 @@ return {
       if p.repack == 1 and prob.align >= 16 then
         return false, "repack: the problem is 16-byte aligned already"
       end
+      if p.split > 1 then
+        -- Split-K only where it can pay: few tiles of C, and at least one whole K tile a slice
+        -- (below that the serial epilogue costs more than the slices gain).
+        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
+        local bk = 128 // mmt.dtype(prob.dtype).bytes
+        if prob.K < p.split * bk then
+          return false, string.format("split-K slices of less than one K tile (K < split * %d)",
+                                      bk)
+        end
+        if tiles >= SPLIT_MAX_TILES then
+          return false, string.format("split-K: %d tiles of C fill the GPU (%d or more)", tiles,
+                                      SPLIT_MAX_TILES)
+        end
+      end
     end
     return true
   end,
@@ -580,10 +676,12 @@ return {
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
       bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
-      group = p.group, repack = p.repack, a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
+      group = p.group, repack = p.repack, split = p.split,
+      a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
+      sem = name .. "_sem", sem_count = SEM_COUNT,
       elem_decl = info.decl, convert = info.convert, store = info.store,
       store_full = info.store_full,
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
@@ -598,7 +696,8 @@ return {
                   string.format("A %s, B %s (the transpose immediates)",
                                 a_t and "MN-major" or "K-major", b_t and "K-major" or "MN-major"),
     }
-    for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group", "repack"}) do
+    for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
+                            "split"}) do
       vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
     end
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
@@ -611,10 +710,12 @@ return {
       source = mmt.subst(source, vars),
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
-      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = 1},
+      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,
+      -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
+      exclusive = p.split > 1,
       arch = "sm_90a",
       tensor_maps = {
         {operand = "A", box = box(a_t, p.bm), swizzle = 128},

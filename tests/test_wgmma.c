@@ -1,9 +1,10 @@
 /* test_wgmma.c -- templates/wgmma.lua, the Hopper (sm_90a) wgmma + TMA family for f16, bf16 and
  * tf32: its space (counted again here from the rules), default, constraints and their
  * reasons, the launch description, tensor maps and instructions of every config, tf32's
- * single layout, NVRTC compiles for sm_90a of the default in every dtype and layout and of a
- * seeded sample (CPU), and results on ragged shapes against a CPU reference (GPU of compute
- * capability 9.0; skipped otherwise). */
+ * single layout, NVRTC compiles for sm_90a of the default (with and without split-K) in every
+ * dtype and layout and of a seeded sample (CPU), and results on ragged shapes against a CPU
+ * reference, split-K kernels twice in a row (GPU of compute capability 9.0; skipped
+ * otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,11 +28,11 @@
 
 /* ---- the space, written out again ---------------------------------------------------------- */
 
-enum { P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_COUNT };
+enum { P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_SPLIT, P_COUNT };
 static const char *const k_names[P_COUNT] = {"bm",     "bn",    "stages", "consumers",
-                                             "blocks", "group", "repack"};
+                                             "blocks", "group", "repack", "split"};
 static const char *const k_macros[P_COUNT] = {"BM",     "BN",    "STAGES", "CONSUMERS",
-                                              "BLOCKS", "GROUP", "REPACK"};
+                                              "BLOCKS", "GROUP", "REPACK", "SPLIT"};
 static const int64_t v_bm[] = {64, 128, 256};
 static const int64_t v_bn[] = {64, 128, 192, 256};
 static const int64_t v_stages[] = {2, 3, 4, 5, 6};
@@ -39,11 +40,12 @@ static const int64_t v_consumers[] = {1, 2};
 static const int64_t v_blocks[] = {1, 2};
 static const int64_t v_group[] = {1, 8, 16};
 static const int64_t v_repack[] = {0, 1};
+static const int64_t v_split[] = {1, 2, 4, 8};
 static const int64_t *const k_lists[P_COUNT] = {v_bm,     v_bn,    v_stages, v_consumers,
-                                                v_blocks, v_group, v_repack};
+                                                v_blocks, v_group, v_repack, v_split};
 static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),    COUNT(v_stages),
                                       COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group),
-                                      COUNT(v_repack)};
+                                      COUNT(v_repack), COUNT(v_split)};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 /* The (dtype, layout) pairs the template serves: every layout for the 16-bit types, nt alone
  * for tf32 (its wgmma reads K-major operands only). */
@@ -51,16 +53,19 @@ static const struct {
   const char *dtype, *layout;
 } k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
                {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
-/* Valid configs; pinned so that a change of the rules is a visible change of this number. */
-#define VALID_COUNT 426
+/* Valid configs; pinned so that a change of the rules is a visible change of this number.
+ * split is checked against problems only: 426 configs times its 4 values. */
+#define VALID_COUNT 1704
+/* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
+#define SPLIT_MAX_TILES 264
 
 typedef struct {
-  int64_t bm, bn, stages, consumers, blocks, group, repack;
+  int64_t bm, bn, stages, consumers, blocks, group, repack, split;
 } cfg;
 
 static cfg cfg_of(const gen_config *c) {
   return (cfg){c->v[P_BM],     c->v[P_BN],    c->v[P_STAGES], c->v[P_CONSUMERS],
-               c->v[P_BLOCKS], c->v[P_GROUP], c->v[P_REPACK]};
+               c->v[P_BLOCKS], c->v[P_GROUP], c->v[P_REPACK], c->v[P_SPLIT]};
 }
 
 static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
@@ -83,13 +88,22 @@ static int64_t consumer_regs_of(const cfg *p) {
   return r < 240 ? r : 240;
 }
 
-/* The template's constraints (problem-free part), restated. */
+/* The template's constraints (problem-free part), restated; split has none. */
 static bool rules_valid(const cfg *p) {
   if (p->bm / p->consumers < 64) return false; /* wgmma rows per consumer */
   if (acc_of(p) > 128) return false;
   const int64_t shared = shared_bytes_of(p);
   if (shared > 227 * 1024 || p->blocks * (shared + 1024) > 228 * 1024) return false;
   return acc_of(p) + 40 <= launch_regs_of(p); /* accumulators plus overhead: no spill */
+}
+
+/* The split-K rules of a problem, restated: split = 1 always; split > 1 with at least one whole
+ * K tile (128 bytes of K) a slice and fewer than SPLIT_MAX_TILES tiles of C. */
+static bool split_valid(const cfg *p, const gen_problem *prob) {
+  if (p->split == 1) return true;
+  const int64_t bk = 128 / gen_dtype_size(prob->dtype);
+  const int64_t tiles = (prob->m + p->bm - 1) / p->bm * ((prob->n + p->bn - 1) / p->bn);
+  return prob->k >= p->split * bk && tiles < SPLIT_MAX_TILES;
 }
 
 static gen_template *load_wgmma(void) { return tc_load(TEMPLATES "/wgmma.lua"); }
@@ -143,7 +157,7 @@ static void test_declaration(void **state) {
     size *= (uint64_t)k_counts[i];
   }
   assert_int_equal(gen_space_size(t), size);
-  assert_int_equal(size, 1440);
+  assert_int_equal(size, 5760);
   gen_free(t);
 }
 
@@ -179,13 +193,14 @@ static void test_default(void **state) {
   char text[256];
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
-  assert_string_equal(text, "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0");
+  assert_string_equal(text,
+                      "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
   assert_true(tc_check(t, &c, &big, NULL, 0));
   gen_kernel k, k2;
   tc_emit_ok(t, &c, "f16", "nn", &k);
-  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r0");
+  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r0_k1");
   assert_string_equal(k.arch, "sm_90a");
   assert_int_equal(k.block[0], 384); /* a producer and 2 consumer warpgroups */
   assert_int_equal(k.shared_bytes, 4 * (128 + 256) * 128 + 4 * 16 + 1024);
@@ -207,6 +222,17 @@ static void test_default(void **state) {
   assert_true(kr.requires.repack);
   assert_true(gen_requires_met(&kr.requires, &odd));
   gen_kernel_clear(&kr);
+  /* split-K: grid.z slices, exclusive (module semaphores); it combines with repack */
+  tc_parse_ok(t, "split=4,repack=1", &r);
+  assert_true(tc_check(t, &r, &odd, NULL, 0) == false); /* 33 x 17 tiles of C: too many */
+  const gen_problem odd_few = {"f16", "nn", 512, 512, 4097, 4097, 513, 513, 2};
+  assert_true(tc_check(t, &r, &odd_few, NULL, 0));
+  tc_emit_ok(t, &r, "f16", "nn", &kr);
+  assert_string_equal(kr.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r1_k4");
+  assert_true(kr.exclusive);
+  assert_true(kr.requires.repack);
+  assert_int_equal(kr.grid[2].tile, 4);
+  gen_kernel_clear(&kr);
   const cfg p = cfg_of(&c);
   expect_maps(&k, &p, "f16", "nn");
   /* 128 accumulators a consumer thread: setmaxnreg 24 / 240 within 168 x 384 registers */
@@ -216,7 +242,7 @@ static void test_default(void **state) {
   assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
   gen_kernel_clear(&k2);
   tc_emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
-  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8_r0");
+  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8_r0_k1");
   gen_kernel_clear(&k);
   gen_kernel_clear(&k2);
   gen_free(t);
@@ -261,6 +287,36 @@ static void test_constraints(void **state) {
     else
       rejects(t, "", &tf, "tf32 wgmma reads K-major operands only: layout nt");
   }
+  /* problem-level split-K: a whole K tile a slice (64 f16 or 32 tf32 elements), fewer than
+   * 264 tiles of C; split = 1 takes any problem */
+  const gen_problem deep = {"f16", "nn", 512, 512, 512, 512, 512, 512, 16};
+  tc_parse_ok(t, "bm=128,bn=128,split=8", &c);
+  assert_true(tc_check(t, &c, &deep, NULL, 0)); /* K = 8 * 64, 16 tiles */
+  gen_problem sp = deep;
+  sp.k = 511;
+  rejects(t, "bm=128,bn=128,split=8", &sp,
+          "split-K slices of less than one K tile (K < split * 64)");
+  sp.k = 0;
+  rejects(t, "bm=128,bn=128,split=2", &sp, "K < split * 64");
+  tc_parse_ok(t, "bm=128,bn=128", &c);
+  assert_true(tc_check(t, &c, &sp, NULL, 0));
+  const gen_problem tf = {"tf32", "nt", 512, 512, 256, 512, 512, 512, 16};
+  tc_parse_ok(t, "bm=128,bn=128,split=8", &c);
+  assert_true(tc_check(t, &c, &tf, NULL, 0)); /* K = 8 * 32 */
+  sp = tf;
+  sp.k = 255;
+  rejects(t, "bm=128,bn=128,split=8", &sp, "K < split * 32");
+  /* 263 tiles of C (263 x 1): split-K; 264: not */
+  const gen_problem wide = {"f16", "nt", 128, 263 * 128, 4096, 4096, 4096, 263 * 128, 16};
+  tc_parse_ok(t, "bm=128,bn=128,split=2", &c);
+  assert_true(tc_check(t, &c, &wide, NULL, 0));
+  sp = wide;
+  sp.n += 1;
+  sp.ldc += 8;
+  rejects(t, "bm=128,bn=128,split=2", &sp, "split-K: 264 tiles of C fill the GPU (264 or more)");
+  tc_parse_ok(t, "bm=128,bn=128", &c);
+  assert_true(tc_check(t, &c, &sp, NULL, 0));
+  tc_parse_ok(t, "", &c);
   gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
   assert_false(tc_check(t, &c, &f32, NULL, 0));
   gen_free(t);
@@ -309,10 +365,10 @@ static void test_emit_all(void **state) {
     gen_kernel k;
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
-    snprintf(name, sizeof name, "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld",
-             dtype, layout, (long long)p.bm, (long long)p.bn, (long long)p.stages,
-             (long long)p.consumers, (long long)p.blocks, (long long)p.group,
-             (long long)p.repack);
+    snprintf(name, sizeof name,
+             "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld_k%lld", dtype, layout,
+             (long long)p.bm, (long long)p.bn, (long long)p.stages, (long long)p.consumers,
+             (long long)p.blocks, (long long)p.group, (long long)p.repack, (long long)p.split);
     assert_string_equal(k.kernel_name, name);
     assert_int_equal(k.requires.repack, p.repack == 1);
     assert_non_null(strstr(k.source, name));
@@ -393,8 +449,25 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.grid[1].dim, 'M');
     assert_int_equal(k.grid[1].tile, p.bm);
     assert_int_equal(k.grid[2].dim, 0);
-    assert_int_equal(k.grid[2].tile, 1);
-    assert_false(k.exclusive);
+    assert_int_equal(k.grid[2].tile, p.split); /* grid.z: the split-K slices */
+    assert_int_equal(k.exclusive, p.split > 1); /* module semaphores: launches never overlap */
+    /* split-K: the module's semaphores (named after the kernel) and their protocol, compiled
+     * in by SPLIT > 1 */
+    snprintf(line, sizeof line, "#define SEM %s_sem\n", name);
+    assert_non_null(strstr(k.source, line));
+    static const char *const split_lines[] = {
+        "#if SPLIT > 1\n#define SEM_COUNT 65536 ",
+        "__device__ unsigned int SEM[SEM_COUNT];",
+        "ld.acquire.gpu.global.u32",
+        "st.release.gpu.global.u32",
+        "const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;",
+        "const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;",
+        "while (sem_acquire(sem) != blockIdx.z) { /* spin */ }",
+        "named_bar(CONSUMER_BAR, 128 * CONSUMERS);\n    if (blockIdx.z > 0) beta = 1.0f;",
+        "__threadfence();\n    named_bar(CONSUMER_BAR, 128 * CONSUMERS);\n"
+        "    if (tid == 128) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);",
+    };
+    for (int i = 0; i < COUNT(split_lines); i++) assert_non_null(strstr(k.source, split_lines[i]));
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p));
     assert_int_equal(k.requires.align_bytes, 16);
     assert_int_equal(k.requires.m_multiple * k.requires.n_multiple * k.requires.k_multiple, 1);
@@ -434,7 +507,8 @@ static void test_shared_lines(void **state) {
 
 /* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
 
-/* The default in every (dtype, layout) pair, for sm_90a; plain sm_90 has no wgmma. */
+/* The default, and the default with split=4, in every (dtype, layout) pair, for sm_90a; plain
+ * sm_90 has no wgmma. */
 static void test_nvrtc_default(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
@@ -444,6 +518,13 @@ static void test_nvrtc_default(void **state) {
     gen_kernel k;
     tc_emit_ok(t, &c, k_pairs[i].dtype, k_pairs[i].layout, &k);
     tc_compile_ok(&k, k.arch);
+    gen_config sc = c; /* and with split-K */
+    sc.v[P_SPLIT] = 4;
+    gen_kernel ks;
+    tc_emit_ok(t, &sc, k_pairs[i].dtype, k_pairs[i].layout, &ks);
+    assert_true(ks.exclusive);
+    tc_compile_ok(&ks, ks.arch);
+    gen_kernel_clear(&ks);
     if (i == 0) {
       rt_cubin cubin;
       ut_err e;
@@ -455,9 +536,8 @@ static void test_nvrtc_default(void **state) {
   gen_free(t);
 }
 
-/* A deterministic spread of 12 valid configs (one per CONSUMERS x BLOCKS where the space has
- * them, the rest from all), picked by a fixed LCG; the (dtype, layout) pair rotates.  All
- * compile for sm_90a. */
+/* A deterministic spread of 12 valid configs, picked by a fixed LCG (split > 1 among them);
+ * the (dtype, layout) pair rotates.  All compile for sm_90a. */
 static void test_nvrtc_sample(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
@@ -471,7 +551,7 @@ static void test_nvrtc_sample(void **state) {
   }
   assert_int_equal(count, VALID_COUNT);
   uint64_t seed = 20250601u;
-  int compiled = 0, kinds[2][2] = {{0, 0}, {0, 0}};
+  int compiled = 0, split = 0, kinds[2][2] = {{0, 0}, {0, 0}};
   for (int i = 0; i < 12; i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     const gen_config *c = &valid[(seed >> 33) % (uint64_t)count];
@@ -479,12 +559,14 @@ static void test_nvrtc_sample(void **state) {
     tc_emit_ok(t, c, k_pairs[i % COUNT(k_pairs)].dtype, k_pairs[i % COUNT(k_pairs)].layout, &k);
     tc_compile_ok(&k, k.arch);
     kinds[c->v[P_CONSUMERS] - 1][c->v[P_BLOCKS] - 1]++;
+    split += c->v[P_SPLIT] > 1;
     gen_kernel_clear(&k);
     compiled++;
   }
   assert_int_equal(compiled, 12);
-  print_message("sample: consumers x blocks 1x1 %d, 1x2 %d, 2x1 %d, 2x2 %d\n", kinds[0][0],
-                kinds[0][1], kinds[1][0], kinds[1][1]);
+  print_message("sample: consumers x blocks 1x1 %d, 1x2 %d, 2x1 %d, 2x2 %d; split-K %d\n",
+                kinds[0][0], kinds[0][1], kinds[1][0], kinds[1][1], split);
+  assert_true(split > 0);
   free(valid);
   gen_free(t);
 }
@@ -573,14 +655,19 @@ static float vrand(uint64_t *s) {
   return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
 }
 
-/* Runs k on shape s in dtype and layout against a float64 reference.  C starts as NaN when
- * beta == 0 (it must not be read); the padding past column N must be left alone.  Element
- * bound: tol * (1 + |want|) plus 2^-20 times the sum of |alpha * a * b| over K (the tensor
- * cores' fp32 accumulation). */
+/* Runs k on shape s in dtype and layout against a float64 reference, `runs` times from the
+ * same C (the second run of a split-K kernel finds the semaphores as the first left them).
+ * C starts as NaN when beta == 0 (it must not be read); the padding past column N must be
+ * left alone.  Element bound: tol * (1 + |want|) plus 2^-20 times the sum of |alpha * a * b|
+ * over K (the tensor cores' fp32 accumulation), plus, for each of the split - 1 partial sums
+ * that serial split-K rounds to the output type in C, its unit roundoff times that sum plus
+ * |beta * C|. */
 static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
-                      const char *layout, const gemm_shape *s, double tol) {
+                      const char *layout, const gemm_shape *s, int runs, int64_t split,
+                      double tol) {
   const bool ta = layout[0] == 't', tb = layout[1] == 't';
   const elem_kind ek = {gen_dtype_size(dtype), strcmp(dtype, "f16") == 0};
+  const double unit = ek.bytes == 4 ? 0x1p-24 : ek.f16 ? 0x1p-11 : 0x1p-8; /* of the output */
   const int64_t lda = shape_pitch(s, ta ? s->m : s->k, ek.bytes);
   const int64_t ldb = shape_pitch(s, tb ? s->k : s->n, ek.bytes);
   const int64_t ldc = shape_pitch(s, s->n, ek.bytes);
@@ -589,7 +676,8 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   const size_t nc = (size_t)(s->m * ldc);
   void *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *c0 = malloc(nc * 4);
   double *want = malloc(nc * sizeof *want), *absum = calloc(nc, sizeof *absum);
-  assert_true(a && b && c && c0 && want && absum);
+  double *slack = calloc(nc, sizeof *slack);
+  assert_true(a && b && c && c0 && want && absum && slack);
   uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
   for (size_t i = 0; i < na; i++) set_elem(&ek, a, i, vrand(&seed));
   for (size_t i = 0; i < nb; i++) set_elem(&ek, b, i, vrand(&seed));
@@ -620,7 +708,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       }
       const size_t at = (size_t)(i * ldc + j);
       absum[at] = fabs((double)s->alpha) * sabs;
+      const double old = s->beta == 0.0f ? 0.0 : fabs((double)s->beta * want[at]);
       want[at] = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * want[at]);
+      slack[at] = 0x1p-20 * absum[at] + (double)(split - 1) * unit * (absum[at] + old);
     }
   const size_t eb = (size_t)ek.bytes, off = s->odd ? eb : 0;
   CUdeviceptr da = to_device_at(cu, a, na * eb, off), db = to_device_at(cu, b, nb * eb, off);
@@ -628,23 +718,27 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   const rt_gemm_args args = {.m = s->m, .n = s->n, .k = s->k, .alpha = s->alpha,
                              .beta = s->beta, .a = da, .b = db, .c = dc,
                              .lda = lda, .ldb = ldb, .ldc = ldc};
-  ut_err e;
-  mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
-  assert_int_equal(rc, MMT_OK);
-  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * eb), CUDA_SUCCESS);
-  for (size_t i = 0; i < nc; i++) {
-    const double got = get_elem(&ek, c, i);
-    const bool same = isnan(want[i]) ? same_bits(&ek, c, c0, i) /* untouched */
-                                     : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
-                                                                  0x1p-20 * absum[i];
-    if (!same) {
-      fprintf(stderr,
-              "%s, %s %lldx%lldx%lld (lda %lld, ldb %lld, ldc %lld): C[%zu] = %g, want %g\n", label,
-              layout, (long long)s->m, (long long)s->n, (long long)s->k, (long long)lda,
-              (long long)ldb, (long long)ldc, i, got, want[i]);
-      fail();
+  for (int run = 0; run < runs; run++) {
+    ut_err e;
+    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(dc, c0, nc * eb), CUDA_SUCCESS);
+    mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
+    if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
+    assert_int_equal(rc, MMT_OK);
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * eb), CUDA_SUCCESS);
+    for (size_t i = 0; i < nc; i++) {
+      const double got = get_elem(&ek, c, i);
+      const bool same = isnan(want[i]) ? same_bits(&ek, c, c0, i) /* untouched */
+                                       : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
+                                                                    slack[i];
+      if (!same) {
+        fprintf(stderr,
+                "%s, %s %lldx%lldx%lld (lda %lld, ldb %lld, ldc %lld), run %d: C[%zu] = %g, "
+                "want %g\n",
+                label, layout, (long long)s->m, (long long)s->n, (long long)s->k, (long long)lda,
+                (long long)ldb, (long long)ldc, run + 1, i, got, want[i]);
+        fail();
+      }
     }
   }
   assert_int_equal(cu->cuMemFree(da - off), CUDA_SUCCESS);
@@ -656,12 +750,15 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(c0);
   free(want);
   free(absum);
+  free(slack);
   free(wa);
   free(wb);
 }
 
 /* Configs covering both consumer counts and register splits, 1, 2 and 4 wgmma per k-step,
- * every BN (MN-major B in 1 to 4 boxes), ring depths 2 to 5 and each block order. */
+ * every BN (MN-major B in 1 to 4 boxes), ring depths 2 to 6, each block order, and split-K
+ * (alone and with repack).  Every config runs every shape, split-K ones too where the
+ * tuner's constraints would not choose them (K == 0, K < split * BK: empty slices). */
 static const char *const k_gpu_configs[] = {
     "",
     "bm=128,bn=128,stages=5,consumers=2,group=1",
@@ -671,6 +768,8 @@ static const char *const k_gpu_configs[] = {
     "bm=256,bn=64,stages=5,consumers=1,group=1",
     "bm=128,bn=64,stages=2,consumers=2,blocks=2",
     "bm=64,bn=128,stages=3,consumers=1,blocks=2",
+    "bm=128,bn=128,stages=4,consumers=2,split=4", /* split-K: slices of 0 to 4 K tiles */
+    "bm=64,bn=64,stages=6,consumers=1,blocks=2,split=8,repack=1",
 };
 
 /* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */
@@ -688,9 +787,10 @@ static gen_problem shape_problem(const gemm_shape *s, const char *dtype, const c
                        s->odd ? bytes : 16};
 }
 
-/* The GPU test's configs are valid and run every shape (no requirement or constraint turns
- * one away; a repack config is left to the odd shapes by its constraint, and runs the aligned
- * ones as a plain kernel): checked here without a GPU. */
+/* The GPU test's configs are valid and run every shape (no requirement turns one away; a
+ * repack config is left to the odd shapes by its constraint, and runs the aligned ones as a
+ * plain kernel; a split-K config is left to the problems the split-K rules take, and must
+ * still be right on the others): checked here without a GPU. */
 static void test_gpu_configs(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
@@ -701,17 +801,24 @@ static void test_gpu_configs(void **state) {
       tc_parse_ok(t, k_gpu_configs[i], &c);
       assert_true(tc_check(t, &c, NULL, NULL, 0));
       tc_emit_ok(t, &c, k_pairs[q].dtype, k_pairs[q].layout, &spec);
+      const cfg cp = cfg_of(&c);
+      int taken = 0; /* shapes the split-K rules take: split-K also runs where it is chosen */
       for (int j = 0; j < COUNT(k_shapes); j++) {
         const gen_problem p = shape_problem(&k_shapes[j], k_pairs[q].dtype, k_pairs[q].layout);
+        const bool split_ok = split_valid(&cp, &p);
         assert_true(gen_requires_met(&spec.requires, &p));
-        assert_true(tc_check(t, &c, &p, NULL, 0) != spec.requires.repack);
+        assert_true(tc_check(t, &c, &p, NULL, 0) == (!spec.requires.repack && split_ok));
+        taken += split_ok;
       }
       for (int j = 0; j < COUNT(k_odd_shapes); j++) {
         const gen_problem p =
             shape_problem(&k_odd_shapes[j], k_pairs[q].dtype, k_pairs[q].layout);
+        const bool split_ok = split_valid(&cp, &p);
         assert_true(gen_requires_met(&spec.requires, &p) == spec.requires.repack);
-        if (spec.requires.repack) assert_true(tc_check(t, &c, &p, NULL, 0));
+        if (spec.requires.repack) assert_true(tc_check(t, &c, &p, NULL, 0) == split_ok);
+        taken += split_ok && spec.requires.repack;
       }
+      assert_true(taken >= 2);
       gen_kernel_clear(&spec);
     }
   gen_free(t);
@@ -736,12 +843,15 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, int
   print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
   assert_int_equal(k.local_bytes, 0); /* no spills */
   const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : strcmp(dtype, "bf16") == 0 ? 8e-3 : 1e-5;
+  /* split-K kernels run each shape twice in a row: the semaphores must be left at 0 */
+  const int64_t split = c.v[P_SPLIT];
+  const int runs = split > 1 ? 2 : 1;
   for (int j = 0; j < COUNT(k_shapes); j++)
-    if (!k_shapes[j].big || index < 2)
-      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_shapes[j], tol);
+    if (!k_shapes[j].big || index < 2 || split > 1)
+      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_shapes[j], runs, split, tol);
   if (spec.requires.repack) /* and on problems that need the copies */
     for (int j = 0; j < COUNT(k_odd_shapes); j++)
-      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_odd_shapes[j], tol);
+      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_odd_shapes[j], runs, split, tol);
   rt_kernel_unload(&k);
   rt_cubin_free(&cubin);
   gen_kernel_clear(&spec);
