@@ -200,9 +200,10 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   /* The database first: a corrupt file is reported even on a machine without a GPU. */
   if (!rc) rc = open_db(ctx, options ? options->db_path : NULL, err);
   if (!rc) rc = open_cache_dir(ctx, options ? options->cache_dir : NULL, err);
-  if (!rc) rc = rt_chooser_new(ctx->dev.arch, &ctx->chooser, err);
   if (!rc) rc = rt_device_open(device, &ctx->dev, err);
   if (!rc) ctx->dev_open = true;
+  /* After the device: the chooser refuses kernels its architecture cannot run. */
+  if (!rc) rc = rt_chooser_new(ctx->dev.arch, &ctx->chooser, err);
   ctx->open_rc = rc;
   if (rc) {
     release(ctx);
