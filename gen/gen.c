@@ -137,6 +137,13 @@ void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[
   ld[2] = n;
 }
 
+void gen_stored_rows(const char *layout, int64_t m, int64_t n, int64_t k, int64_t rows[3]) {
+  bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
+  rows[0] = ta ? k : m;
+  rows[1] = tb ? n : k;
+  rows[2] = m;
+}
+
 bool gen_supports_layout(const gen_template *t, const char *layout) {
   int i = gen_layout_index(layout);
   return i >= 0 && (t->layouts & (1u << i));

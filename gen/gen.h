@@ -51,6 +51,9 @@ const char *gen_layout_name(int index);
 /* The smallest lda, ldb, ldc of an m x n x k problem in layout (NULL: "nn"): the row widths
  * of A and B as stored, and n. */
 void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]);
+/* The rows of A, B and C as stored in layout (NULL: "nn"): A 'n' m, 't' k; B 'n' k, 't' n;
+ * C m.  With gen_min_ld's widths, the shape of each operand in memory. */
+void gen_stored_rows(const char *layout, int64_t m, int64_t n, int64_t k, int64_t rows[3]);
 
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
 typedef struct {

@@ -244,23 +244,25 @@ static mmt_status check_args(const rt_gemm_args *a, ut_err *err) {
 static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tensor_map *tm,
                              const rt_gemm_args *a, CUtensorMap *out, ut_err *err) {
   mmt_status rc = MMT_OK;
-  bool is_a = tm->operand == 'A', stored_t = k->layout[is_a ? 0 : 1] == 't';
-  int64_t rows = is_a ? a->m : a->k, cols = is_a ? a->k : a->n; /* op(X) */
-  int64_t dim0 = stored_t ? rows : cols, dim1 = stored_t ? cols : rows;
+  int is_b = tm->operand == 'B';
+  int64_t width[3], rows[3];
+  gen_min_ld(k->layout, a->m, a->n, a->k, width);
+  gen_stored_rows(k->layout, a->m, a->n, a->k, rows);
+  int64_t dim0 = width[is_b], dim1 = rows[is_b];
   int elem = gen_dtype_size(k->dtype);
   CUtensorMapDataType type = elem == 2 ? (strcmp(k->dtype, "bf16") == 0
                                               ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   cuuint64_t dims[2] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1)};
-  cuuint64_t strides[1] = {(cuuint64_t)((is_a ? a->lda : a->ldb) * elem)};
+  cuuint64_t strides[1] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem)};
   cuuint32_t box[2] = {tm->box[0], tm->box[1]}, element_strides[2] = {1, 1};
   CUtensorMapSwizzle swizzle = tm->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                : tm->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                : tm->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                    : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUresult r = cu->cuTensorMapEncodeTiled(
-      out, type, 2, (void *)(uintptr_t)(is_a ? a->a : a->b), dims, strides, box, element_strides,
+      out, type, 2, (void *)(uintptr_t)(is_b ? a->b : a->a), dims, strides, box, element_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
@@ -316,14 +318,16 @@ static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_
                                   const unsigned grid[3], CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
   uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
-  bool ta = k->layout[0] == 't', tb = k->layout[0] && k->layout[1] == 't';
-  uint64_t m = (uint64_t)args->m, n = (uint64_t)args->n, kk = (uint64_t)args->k;
-  rt_rows src[3] = {{args->a, ta ? kk : m, (ta ? m : kk) * elem, (uint64_t)args->lda * elem},
-                    {args->b, tb ? n : kk, (tb ? kk : n) * elem, (uint64_t)args->ldb * elem},
-                    {args->c, m, n * elem, (uint64_t)args->ldc * elem}};
-  rt_rows dst[3];
+  int64_t width[3], rows[3];
+  gen_min_ld(k->layout, args->m, args->n, args->k, width);
+  gen_stored_rows(k->layout, args->m, args->n, args->k, rows);
+  const CUdeviceptr ptr[3] = {args->a, args->b, args->c};
+  const int64_t ld[3] = {args->lda, args->ldb, args->ldc};
+  rt_rows src[3], dst[3];
   uint64_t offset[3], total = 0;
   for (int i = 0; i < 3; i++) {
+    src[i] = (rt_rows){ptr[i], (uint64_t)rows[i], (uint64_t)width[i] * elem,
+                       (uint64_t)ld[i] * elem};
     uint64_t pitch = (src[i].width + 15) / 16 * 16;
     dst[i] = (rt_rows){0, src[i].rows, src[i].width, pitch ? pitch : 16};
     offset[i] = total; /* each copy starts 16-byte aligned: pitches are multiples of 16 */

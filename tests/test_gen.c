@@ -460,6 +460,11 @@ static void test_requires_met(void **state) {
   assert_true(ld[0] == 3 && ld[1] == 5 && ld[2] == 5);
   gen_min_ld(NULL, 3, 5, 7, ld);
   assert_true(ld[0] == 7 && ld[1] == 5 && ld[2] == 5);
+  int64_t rows[3]; /* A t: K rows, B n: K rows, C: M rows */
+  gen_stored_rows("tn", 3, 5, 7, rows);
+  assert_true(rows[0] == 7 && rows[1] == 7 && rows[2] == 3);
+  gen_stored_rows("nt", 3, 5, 7, rows);
+  assert_true(rows[0] == 3 && rows[1] == 5 && rows[2] == 3);
   assert_int_equal(gen_layout_index("tt"), 3);
   assert_int_equal(gen_layout_index("t"), -1);
   assert_int_equal(gen_layout_index(NULL), -1);

@@ -240,10 +240,11 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   /* Each copy starts 256-byte aligned, like a cudaMalloc'd buffer, as the tuner assumes. */
-  bool ta = o->layout[0] == 't', tb = o->layout[0] && o->layout[1] == 't';
-  g->a_elems = round_up((size_t)(ta ? o->k : o->m) * (size_t)o->lda, 64); /* rows as stored */
-  g->b_elems = round_up((size_t)(tb ? o->n : o->k) * (size_t)o->ldb, 64);
-  g->c_elems = round_up((size_t)o->m * (size_t)o->ldc, 64);
+  int64_t rows[3]; /* as stored */
+  gen_stored_rows(o->layout, o->m, o->n, o->k, rows);
+  g->a_elems = round_up((size_t)rows[0] * (size_t)o->lda, 64);
+  g->b_elems = round_up((size_t)rows[1] * (size_t)o->ldb, 64);
+  g->c_elems = round_up((size_t)rows[2] * (size_t)o->ldc, 64);
   g->elem = gen_dtype_size(o->dtype);
   g->bf16 = strcmp(o->dtype, "bf16") == 0;
   if (!tn_measure_supports(o->dtype))
