@@ -111,18 +111,6 @@ static bool rules_valid(const cfg *p) {
 
 static gen_template *load_mma(void) { return tc_load(TEMPLATES "/mma_sync.lua"); }
 
-/* Invalid, for the reason containing `why`. */
-static void rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
-  gen_config c;
-  char reason[200] = "";
-  tc_parse_ok(t, text, &c);
-  const bool valid = tc_check(t, &c, p, reason, sizeof reason);
-  if (valid || !strstr(reason, why))
-    fprintf(stderr, "%s: valid %d, reason '%s', expected '%s'\n", text, valid, reason, why);
-  assert_false(valid);
-  assert_non_null(strstr(reason, why));
-}
-
 /* ---- declaration, space, default ----------------------------------------------------------- */
 
 static void test_declaration(void **state) {
@@ -135,15 +123,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_dtype(t, 1), "bf16");
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_param_count(t), P_COUNT);
-  uint64_t size = 1;
-  for (int i = 0; i < P_COUNT; i++) {
-    assert_string_equal(gen_param_name(t, i), k_names[i]);
-    assert_int_equal(gen_param_value_count(t, i), k_counts[i]);
-    for (int j = 0; j < k_counts[i]; j++) assert_int_equal(gen_param_value(t, i, j), k_lists[i][j]);
-    size *= (uint64_t)k_counts[i];
-  }
-  assert_int_equal(gen_space_size(t), size);
+  const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
   assert_int_equal(size, 13824);
   gen_free(t);
 }
@@ -214,28 +194,28 @@ static void test_constraints(void **state) {
   (void)state;
   gen_template *t = load_mma();
   /* config-level */
-  rejects(t, "bm=256,bn=256,wm=32,wn=32", NULL, "64 warps: 2048 threads, outside 64..512");
-  rejects(t, "bm=64,bn=64,wm=64,wn=64", NULL, "1 warps: 32 threads, outside 64..512");
-  rejects(t, "vec=1,stages=3", NULL, "vec=1 loads through registers: stages=2 only");
-  rejects(t, "vec=0,stages=2", NULL, "vec=0 copies STAGES - 1 raw tiles ahead of the realigned");
-  rejects(t, "vec=0,swz=0", NULL, "vec=0 realigns into swizzled tiles: swz=1");
+  tc_rejects(t, "bm=256,bn=256,wm=32,wn=32", NULL, "64 warps: 2048 threads, outside 64..512");
+  tc_rejects(t, "bm=64,bn=64,wm=64,wn=64", NULL, "1 warps: 32 threads, outside 64..512");
+  tc_rejects(t, "vec=1,stages=3", NULL, "vec=1 loads through registers: stages=2 only");
+  tc_rejects(t, "vec=0,stages=2", NULL, "vec=0 copies STAGES - 1 raw tiles ahead of the realigned");
+  tc_rejects(t, "vec=0,swz=0", NULL, "vec=0 realigns into swizzled tiles: swz=1");
   /* VEC = 0 with 64 x 64 warps: up to 8 units per thread (128 x 128 x 32, 128 x 256 x 32);
    * 10 (64 x 256 x 32, 4 warps) or 16 (128 x 128 x 64) would spill */
-  rejects(t, "vec=0,bm=64,bn=256", NULL, "registers per thread (limit 240): would spill");
-  rejects(t, "vec=0,bk=64,stages=3", NULL, "registers per thread (limit 240): would spill");
+  tc_rejects(t, "vec=0,bm=64,bn=256", NULL, "registers per thread (limit 240): would spill");
+  tc_rejects(t, "vec=0,bk=64,stages=3", NULL, "registers per thread (limit 240): would spill");
   /* 16 warps, 64 x 32 of A: 256 copies of 16 bytes for 512 threads */
-  rejects(t, "bm=64,bn=256,wm=32,wn=32", NULL, "the A tile does not split evenly");
-  rejects(t, "bm=256,bn=64,wm=32,wn=32", NULL, "the B tile does not split evenly");
+  tc_rejects(t, "bm=64,bn=256,wm=32,wn=32", NULL, "the A tile does not split evenly");
+  tc_rejects(t, "bm=256,bn=64,wm=32,wn=32", NULL, "the B tile does not split evenly");
   /* 4 stages of 256 x 64 and 64 x 256: 256 KiB */
-  rejects(t, "bm=256,bn=256,bk=64,stages=4", NULL,
+  tc_rejects(t, "bm=256,bn=256,bk=64,stages=4", NULL,
           "262144 bytes of shared memory (more than 227 KiB)");
   /* 256 x 256 x 32, 16 warps of 64 x 64: 128 accumulators, but 128 registers a thread */
-  rejects(t, "bm=256,bn=256,stages=3", NULL, "registers per thread (limit 128): would spill");
+  tc_rejects(t, "bm=256,bn=256,stages=3", NULL, "registers per thread (limit 128): would spill");
   /* VEC = 1 holds the next tile in registers, one per element */
-  rejects(t, "vec=1,stages=2", NULL, "registers per thread");
-  rejects(t, "split=4", NULL, "split > 1 only with stages 2 or 3, swz=1, group=1");
-  rejects(t, "split=4,group=1", NULL, "split > 1 only");           /* stages 4 */
-  rejects(t, "split=4,group=1,stages=3,swz=0", NULL, "split > 1"); /* padded */
+  tc_rejects(t, "vec=1,stages=2", NULL, "registers per thread");
+  tc_rejects(t, "split=4", NULL, "split > 1 only with stages 2 or 3, swz=1, group=1");
+  tc_rejects(t, "split=4,group=1", NULL, "split > 1 only");           /* stages 4 */
+  tc_rejects(t, "split=4,group=1,stages=3,swz=0", NULL, "split > 1"); /* padded */
   gen_config c;
   tc_parse_ok(t, "split=4,group=1,stages=3", &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -253,14 +233,14 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "", &c);
   assert_true(tc_check(t, &c, &p, NULL, 0));
   p.m++;
-  rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
+  tc_rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
   gen_problem sp = {"f16", "tn", 16, 4096, 4 * 2 * 32, 16, 4096, 4096, 16};
   tc_parse_ok(t, "split=4,group=1,stages=3", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0)); /* K = 2 * split * bk */
   sp.k--;
-  rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
+  tc_rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
   sp.k = 0;
-  rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
+  tc_rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
   tc_parse_ok(t, "group=1,stages=3", &c); /* split = 1 takes any K */
   assert_true(tc_check(t, &c, &sp, NULL, 0));
   const int64_t side = 256LL * 128; /* 256 tiles of 128 */
@@ -268,7 +248,7 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "split=4,group=1,stages=3", &c);
   assert_true(tc_check(t, &c, &big, NULL, 0)); /* exactly 65536 tiles of 128 x 128 */
   big.n++;
-  rejects(t, "split=4,group=1,stages=3", &big, "more than 65536 tiles of C");
+  tc_rejects(t, "split=4,group=1,stages=3", &big, "more than 65536 tiles of C");
   /* dtype and layout */
   gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
   tc_parse_ok(t, "", &c);

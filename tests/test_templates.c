@@ -115,15 +115,7 @@ static void test_declaration(void **state) {
   assert_true(strlen(gen_description(t)) > 0);
   assert_int_equal(gen_dtype_count(t), 1);
   assert_true(gen_supports_dtype(t, "f32"));
-  assert_int_equal(gen_param_count(t), P_COUNT);
-  uint64_t size = 1;
-  for (int i = 0; i < P_COUNT; i++) {
-    assert_string_equal(gen_param_name(t, i), k_names[i]);
-    assert_int_equal(gen_param_value_count(t, i), k_counts[i]);
-    for (int j = 0; j < k_counts[i]; j++) assert_int_equal(gen_param_value(t, i, j), k_lists[i][j]);
-    size *= (uint64_t)k_counts[i];
-  }
-  assert_int_equal(gen_space_size(t), size);
+  tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
   gen_free(t);
 }
 

@@ -108,18 +108,6 @@ static bool split_valid(const cfg *p, const gen_problem *prob) {
 
 static gen_template *load_wgmma(void) { return tc_load(TEMPLATES "/wgmma.lua"); }
 
-/* Invalid, for the reason containing `why`. */
-static void rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
-  gen_config c;
-  char reason[200] = "";
-  tc_parse_ok(t, text, &c);
-  const bool valid = tc_check(t, &c, p, reason, sizeof reason);
-  if (valid || !strstr(reason, why))
-    fprintf(stderr, "%s: valid %d, reason '%s', expected '%s'\n", text, valid, reason, why);
-  assert_false(valid);
-  assert_non_null(strstr(reason, why));
-}
-
 /* The TMA boxes of the kernel for layout: a K-major operand (A 'n', B 't') in one box of 128
  * bytes of K by its rows, an MN-major one in boxes of 128 bytes (64 elements) by BK. */
 static void expect_maps(const gen_kernel *k, const cfg *p, const char *dtype, const char *layout) {
@@ -148,15 +136,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_dtype(t, 2), "tf32");
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_param_count(t), P_COUNT);
-  uint64_t size = 1;
-  for (int i = 0; i < P_COUNT; i++) {
-    assert_string_equal(gen_param_name(t, i), k_names[i]);
-    assert_int_equal(gen_param_value_count(t, i), k_counts[i]);
-    for (int j = 0; j < k_counts[i]; j++) assert_int_equal(gen_param_value(t, i, j), k_lists[i][j]);
-    size *= (uint64_t)k_counts[i];
-  }
-  assert_int_equal(gen_space_size(t), size);
+  const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
   assert_int_equal(size, 5760);
   gen_free(t);
 }
@@ -213,7 +193,7 @@ static void test_default(void **state) {
   /* 4097^3 (2-byte rows): only through repack, which an aligned problem never takes. */
   const gen_problem odd = {"f16", "nn", 4097, 4097, 4097, 4097, 4097, 4097, 2};
   assert_false(gen_requires_met(&k.requires, &odd));
-  rejects(t, "repack=1", &big, "16-byte aligned already");
+  tc_rejects(t, "repack=1", &big, "16-byte aligned already");
   gen_config r;
   gen_kernel kr;
   tc_parse_ok(t, "repack=1", &r);
@@ -253,17 +233,17 @@ static void test_default(void **state) {
 static void test_constraints(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
-  rejects(t, "bm=64,consumers=2", NULL, "bm/consumers = 32 rows per consumer: wgmma needs 64");
+  tc_rejects(t, "bm=64,consumers=2", NULL, "bm/consumers = 32 rows per consumer: wgmma needs 64");
   /* 128 rows of 256 columns for one warpgroup */
-  rejects(t, "bm=128,bn=256,consumers=1", NULL,
+  tc_rejects(t, "bm=128,bn=256,consumers=1", NULL,
           "256 accumulators per consumer thread (more than 128)");
-  rejects(t, "bm=256,bn=256,consumers=2", NULL, "256 accumulators per consumer thread");
+  tc_rejects(t, "bm=256,bn=256,consumers=2", NULL, "256 accumulators per consumer thread");
   /* 5 stages of 384 rows of 128 bytes */
-  rejects(t, "stages=5", NULL, "246864 bytes of shared memory (more than 227 KiB)");
-  rejects(t, "bm=128,bn=64,stages=6,blocks=2", NULL,
+  tc_rejects(t, "stages=5", NULL, "246864 bytes of shared memory (more than 227 KiB)");
+  tc_rejects(t, "bm=128,bn=64,stages=6,blocks=2", NULL,
           "2 blocks of 148576 bytes of shared memory do not fit an SM");
   /* two blocks of 384 threads: 80 registers, 64 accumulators */
-  rejects(t, "bm=128,bn=128,stages=2,blocks=2", NULL,
+  tc_rejects(t, "bm=128,bn=128,stages=2,blocks=2", NULL,
           "about 104 registers per consumer thread (limit 80): would spill");
   gen_config c;
   tc_parse_ok(t, "bm=128,bn=64,stages=3,blocks=2", &c);
@@ -277,7 +257,7 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, &p, NULL, 0));
   p.m++;
   p.lda++;
-  rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
+  tc_rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
   for (int l = 0; l < COUNT(k_layouts); l++) {
     int64_t ld[3];
     gen_min_ld(k_layouts[l], 100, 100, 100, ld);
@@ -285,7 +265,7 @@ static void test_constraints(void **state) {
     if (strcmp(k_layouts[l], "nt") == 0)
       assert_true(tc_check(t, &c, &tf, NULL, 0));
     else
-      rejects(t, "", &tf, "tf32 wgmma reads K-major operands only: layout nt");
+      tc_rejects(t, "", &tf, "tf32 wgmma reads K-major operands only: layout nt");
   }
   /* problem-level split-K: a whole K tile a slice (64 f16 or 32 tf32 elements), fewer than
    * 264 tiles of C; split = 1 takes any problem */
@@ -294,10 +274,10 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, &deep, NULL, 0)); /* K = 8 * 64, 16 tiles */
   gen_problem sp = deep;
   sp.k = 511;
-  rejects(t, "bm=128,bn=128,split=8", &sp,
+  tc_rejects(t, "bm=128,bn=128,split=8", &sp,
           "split-K slices of less than one K tile (K < split * 64)");
   sp.k = 0;
-  rejects(t, "bm=128,bn=128,split=2", &sp, "K < split * 64");
+  tc_rejects(t, "bm=128,bn=128,split=2", &sp, "K < split * 64");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
   const gen_problem tf = {"tf32", "nt", 512, 512, 256, 512, 512, 512, 16};
@@ -305,7 +285,7 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, &tf, NULL, 0)); /* K = 8 * 32 */
   sp = tf;
   sp.k = 255;
-  rejects(t, "bm=128,bn=128,split=8", &sp, "K < split * 32");
+  tc_rejects(t, "bm=128,bn=128,split=8", &sp, "K < split * 32");
   /* 263 tiles of C (263 x 1): split-K; 264: not */
   const gen_problem wide = {"f16", "nt", 128, 263 * 128, 4096, 4096, 4096, 263 * 128, 16};
   tc_parse_ok(t, "bm=128,bn=128,split=2", &c);
@@ -313,7 +293,7 @@ static void test_constraints(void **state) {
   sp = wide;
   sp.n += 1;
   sp.ldc += 8;
-  rejects(t, "bm=128,bn=128,split=2", &sp, "split-K: 264 tiles of C fill the GPU (264 or more)");
+  tc_rejects(t, "bm=128,bn=128,split=2", &sp, "split-K: 264 tiles of C fill the GPU (264 or more)");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
   tc_parse_ok(t, "", &c);

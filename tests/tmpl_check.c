@@ -35,6 +35,31 @@ bool tc_check(gen_template *t, const gen_config *c, const gen_problem *p, char *
   return valid;
 }
 
+void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
+  gen_config c;
+  char reason[200] = "";
+  tc_parse_ok(t, text, &c);
+  const bool valid = tc_check(t, &c, p, reason, sizeof reason);
+  if (valid || !strstr(reason, why))
+    fprintf(stderr, "%s: valid %d, reason '%s', expected '%s'\n", text, valid, reason, why);
+  assert_false(valid);
+  assert_non_null(strstr(reason, why));
+}
+
+uint64_t tc_params_are(const gen_template *t, const char *const *names,
+                       const int64_t *const *lists, const int *counts, int count) {
+  assert_int_equal(gen_param_count(t), count);
+  uint64_t size = 1;
+  for (int i = 0; i < count; i++) {
+    assert_string_equal(gen_param_name(t, i), names[i]);
+    assert_int_equal(gen_param_value_count(t, i), counts[i]);
+    for (int j = 0; j < counts[i]; j++) assert_int_equal(gen_param_value(t, i, j), lists[i][j]);
+    size *= (uint64_t)counts[i];
+  }
+  assert_int_equal(gen_space_size(t), size);
+  return size;
+}
+
 void tc_emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
                 gen_kernel *k) {
   ut_err e;

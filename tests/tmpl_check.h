@@ -1,6 +1,6 @@
 /*
- * tmpl_check.h -- test helper shared by the template tests (test_templates, test_mma_sync):
- * load, parse, check, emit and NVRTC-compile with cmocka assertions that print gen's or
+ * tmpl_check.h -- test helper shared by the template tests (test_templates, test_mma_sync,
+ * test_wgmma): load, parse, check, emit and NVRTC-compile with cmocka assertions that print gen's or
  * NVRTC's message before failing.
  */
 #ifndef MMT_TESTS_TMPL_CHECK_H
@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gen.h"
 
@@ -17,6 +18,12 @@ gen_template *tc_load(const char *path);
 void tc_parse_ok(gen_template *t, const char *text, gen_config *c);
 /* The constraints' verdict for c (and p when not NULL); why receives the reason. */
 bool tc_check(gen_template *t, const gen_config *c, const gen_problem *p, char *why, size_t whylen);
+/* The config "name=value,..." is invalid (for p when not NULL), for a reason containing why. */
+void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const char *why);
+/* The template declares exactly these `count` parameters, in order, each with exactly its
+ * list of values; returns the space size, which gen_space_size must equal. */
+uint64_t tc_params_are(const gen_template *t, const char *const *names,
+                       const int64_t *const *lists, const int *counts, int count);
 /* Emits c for dtype and layout into k. */
 void tc_emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
                 gen_kernel *k);
