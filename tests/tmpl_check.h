@@ -1,7 +1,7 @@
 /*
  * tmpl_check.h -- test helper shared by the template tests (test_templates, test_mma_sync,
- * test_wgmma): load, parse, check, emit and NVRTC-compile with cmocka assertions that print gen's or
- * NVRTC's message before failing.
+ * test_wgmma): load, parse, check, emit and NVRTC-compile with cmocka assertions that print
+ * gen's or NVRTC's message before failing.
  */
 #ifndef MMT_TESTS_TMPL_CHECK_H
 #define MMT_TESTS_TMPL_CHECK_H
