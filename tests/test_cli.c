@@ -427,6 +427,15 @@ static void test_compile_errors(void **state) {
   assert_usage_error(RUN("compile", "--jobs", "x", "naive"), "--jobs");
   assert_usage_error(RUN("compile", "--no-cache", "--cache-dir", "/tmp", "naive"), "exclude");
   assert_usage_error(RUN("compile", "nope"), "unknown template 'nope'");
+  assert_usage_error(RUN("compile", "--layout", "nx", "naive"), "unknown layout 'nx'");
+  /* An sm_90a template for an older architecture: every config fails, naming why, and
+   * nothing reaches NVRTC. */
+  run_result r = RUN("compile", "--arch", "sm_80", "--dtype", "f16", "--no-cache", "wgmma");
+  assert_int_equal(r.code, 1);
+  assert_non_null(strstr(r.out, "the kernel needs sm_90a (compute capability 9.0 exactly); the "
+                                "device is sm_80"));
+  assert_non_null(strstr(r.out, " 0 ok, "));
+  run_free(&r);
 }
 
 /* ---- show ---- */
