@@ -5,8 +5,10 @@
  * zeros), poisons C with NaN, launches once and checks every element against an independent
  * float64 reference (CPU for small problems, the float64 GPU kernel of tn_ref.h for large
  * ones; the comparison itself runs on the device so that big results need not cross the
- * bus), then times with CUDA events: one warm-up, then runs until a time budget or run count
- * is reached, rotating among input copies so that small problems are not timed out of L2.
+ * bus), then times with CUDA events: warm-up, then runs launched back to back (an event
+ * between each two, so a sample is device time, not the host's launch cost) until a time
+ * budget or run count is reached, rotating among input copies so that small problems are not
+ * timed out of L2.
  * Used in the tuner's worker process and in-process by `mmtune bench`.  What is measured is
  * either a loaded mmtune kernel (tn_gpu_measure) or any launcher of one GEMM
  * (tn_gpu_measure_launch: cuBLAS in bench), through the same verification and timing.
