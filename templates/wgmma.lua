@@ -11,7 +11,8 @@
 -- wgmma descriptors describe it as K-major or MN-major (the transpose immediates); tf32 wgmma
 -- has only K-major operands, so tf32 kernels exist for layout nt only.  Consumer warpgroup w
 -- computes rows w*BM/CONSUMERS.. of the tile with BM/CONSUMERS/64 wgmma m64nBN per k-step,
--- fp32 accumulators in registers; the epilogue stores them straight from registers, masked.
+-- fp32 accumulators in registers; the epilogue stores them from registers, masked (16-bit
+-- types: 16-byte stores after an exchange among the lanes of a quad).
 --
 -- The default is 128 x 256 with 2 consumers (m64n256k16 each, 128 accumulators a thread), a
 -- 4-stage ring (192 KiB), one block per SM and group=8: the fast.cu / CUTLASS shape for large
@@ -169,7 +170,7 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-${convert}
+${convert}${epilogue_helpers}
 /* ---- mbarriers and TMA ---- */
 static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -373,6 +374,21 @@ ${name}(int M, int N, int K, float alpha,
     if (blockIdx.z > 0) beta = 1.0f;
 #endif
 
+${epilogue}#if SPLIT > 1
+    /* Split-K: every consumer thread's stores of C are visible GPU-wide (fence) before, after
+     * barrier 1, the thread that waited passes the turn to the next slice; the last slice
+     * resets the semaphore to 0 for the next launch. */
+    __threadfence();
+    named_bar(CONSUMER_BAR, 128 * CONSUMERS);
+    if (tid == 128) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);
+#endif
+  }
+}
+]]
+
+-- The epilogue, per element size.  f32 (tf32): each thread stores its pairs of neighbouring
+-- columns straight from the accumulators (8 bytes; a quad of lanes fills a 32-byte sector).
+local epilogue32 = [[
     /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C; each thread stores pairs
      * of neighbouring columns (accumulators 4j + 2h, 4j + 2h + 1: row ... + 8h, columns
      * 8j + 2 * (lane % 4), + 1).  A tile wholly inside C with beta == 0 (the common case)
@@ -409,36 +425,130 @@ ${store}
           }
         }
     }
-#if SPLIT > 1
-    /* Split-K: every consumer thread's stores of C are visible GPU-wide (fence) before, after
-     * barrier 1, the thread that waited passes the turn to the next slice; the last slice
-     * resets the semaphore to 0 for the next launch. */
-    __threadfence();
-    named_bar(CONSUMER_BAR, 128 * CONSUMERS);
-    if (tid == 128) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);
-#endif
-  }
+]]
+
+-- 16-bit: a pair of columns is 4 bytes, so the plain stores would write half sectors (twice the
+-- sectors of C, four times the store instructions; at 1000^3 the epilogue was a third of the
+-- kernel's time).  The four lanes of a quad exchange their pairs first (quad_transpose): lane q
+-- then holds 8 neighbouring columns and stores them in one 16-byte store.
+local epilogue16_helpers = [[
+
+/* ---- epilogue: 16-byte stores of C ---- */
+static __device__ __forceinline__ unsigned pick4(unsigned x0, unsigned x1, unsigned x2,
+                                                 unsigned x3, int i) {
+  return i == 0 ? x0 : i == 1 ? x1 : i == 2 ? x2 : x3;
 }
+/* A 4 x 4 transpose among the four lanes of a quad (lane % 4 = q): on entry lane t holds
+ * p[jj] for jj = 0..3, on return lane q holds out[t] = lane t's p[q].  In round r lane q reads
+ * lane (q + r) % 4, which sends its p[(t - r) % 4]; three shuffles, the rest selects (no
+ * indexing of registers: no local memory).  Every lane of the warp must call it. */
+static __device__ __forceinline__ uint4 quad_transpose(const unsigned (&p)[4], int lane) {
+  const int q = lane & 3;
+  unsigned got[4];
+  got[0] = pick4(p[0], p[1], p[2], p[3], q);
+#pragma unroll
+  for (int r = 1; r < 4; ++r)
+    got[r] = __shfl_sync(0xffffffffu, pick4(p[0], p[1], p[2], p[3], (q - r) & 3),
+                         (lane & ~3) | ((q + r) & 3));
+  uint4 out;
+  out.x = pick4(got[0], got[1], got[2], got[3], (0 - q) & 3);
+  out.y = pick4(got[0], got[1], got[2], got[3], (1 - q) & 3);
+  out.z = pick4(got[0], got[1], got[2], got[3], (2 - q) & 3);
+  out.w = pick4(got[0], got[1], got[2], got[3], (3 - q) & 3);
+  return out;
+}
+static __device__ __forceinline__ unsigned pair_bits(float lo, float hi, unsigned old,
+                                                     float beta) {
+  if (beta != 0.0f) {
+    lo += beta * to_float((elem_t)(old & 0xffffu));
+    hi += beta * to_float((elem_t)(old >> 16));
+  }
+  return pack2(lo, hi);
+}
+]]
+local epilogue16 = [[
+    /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  For each group g of four
+     * 8-column strips (j = 4g .. 4g + 3) a thread holds one pair of columns of each; after
+     * quad_transpose, lane q holds the 8 columns of strip 4g + q: columns 32g + 8q .. + 7 of
+     * its row, one 16-byte store (col0 and ldc keep it aligned: requires.align = 16).  With
+     * beta != 0 the floats themselves are exchanged (lo and hi halves apart), so that C is
+     * rounded once, after beta * C is added.  A tile wholly inside C with beta == 0 (the
+     * common case) takes a path without tests. */
+    const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
+    const int q = lane & 3;
+    const bool full_tile = m_left >= BM && n_left >= BN;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + i * 64 + h * 8; /* row in the block tile */
+        elem_t* const c_row = Cg + (row0 + (r < m_left ? r : 0)) * (long long)ldc + col0;
+#pragma unroll
+        for (int g = 0; g < BN / 32; ++g) {
+          const int c = g * 32 + q * 8; /* this lane's first column after the exchange */
+          if (beta == 0.0f) {
+            unsigned p[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj)
+              p[jj] = pack2(alpha * acc[i][4 * (4 * g + jj) + 2 * h],
+                            alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
+            const uint4 v = quad_transpose(p, lane);
+            if (full_tile) {
+              *reinterpret_cast<uint4*>(c_row + c) = v;
+            } else if (r < m_left) {
+              if (c + 8 <= n_left) {
+                *reinterpret_cast<uint4*>(c_row + c) = v;
+              } else {
+                const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                  const int ct = c + 2 * t;
+                  if (ct + 1 < n_left) *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
+                  else if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
+                }
+              }
+            }
+          } else {
+            unsigned lo[4], hi[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              lo[jj] = __float_as_uint(alpha * acc[i][4 * (4 * g + jj) + 2 * h]);
+              hi[jj] = __float_as_uint(alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
+            }
+            const uint4 vl = quad_transpose(lo, lane), vh = quad_transpose(hi, lane);
+            const float fl[4] = {__uint_as_float(vl.x), __uint_as_float(vl.y),
+                                 __uint_as_float(vl.z), __uint_as_float(vl.w)};
+            const float fh[4] = {__uint_as_float(vh.x), __uint_as_float(vh.y),
+                                 __uint_as_float(vh.z), __uint_as_float(vh.w)};
+            if (r >= m_left) continue; /* after the shuffles, which need every lane */
+            if (c + 8 <= n_left) {
+              uint4* const p = reinterpret_cast<uint4*>(c_row + c);
+              const uint4 old = C_LOAD(p);
+              *p = make_uint4(pair_bits(fl[0], fh[0], old.x, beta),
+                              pair_bits(fl[1], fh[1], old.y, beta),
+                              pair_bits(fl[2], fh[2], old.z, beta),
+                              pair_bits(fl[3], fh[3], old.w, beta));
+            } else {
+#pragma unroll
+              for (int t = 0; t < 4; ++t) {
+                const int ct = c + 2 * t;
+                if (ct + 1 < n_left) {
+                  unsigned* const p = reinterpret_cast<unsigned*>(c_row + ct);
+                  *p = pair_bits(fl[t], fh[t], C_LOAD(p), beta);
+                } else if (ct < n_left) {
+                  c_row[ct] = to_elem(fl[t] + beta * to_float(C_LOAD(c_row + ct)));
+                }
+              }
+            }
+          }
+        }
+      }
 ]]
 
 -- Per dtype: the storage type declaration, the conversions (pack2(lo, hi) rounds two floats to
 -- one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens one), the
--- wgmma type suffix and the store of a pair (v0, v1) at column c of c_row.
-local store16 = [[
-            if (c + 1 < n_left) { /* the pair is inside C: one 4-byte store (ldc, col0, c even) */
-              unsigned* const p = reinterpret_cast<unsigned*>(c_row + c);
-              if (beta != 0.0f) {
-                const unsigned old = C_LOAD(p);
-                v0 += beta * to_float((elem_t)(old & 0xffffu));
-                v1 += beta * to_float((elem_t)(old >> 16));
-              }
-              *p = pack2(v0, v1);
-            } else { /* the last column of an odd N */
-              c_row[c] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(C_LOAD(c_row + c)));
-            }]]
-
-local store16_full = "            *reinterpret_cast<unsigned*>(c_row + c) = pack2(v0, v1);"
-
+-- wgmma type suffix, and the epilogue's helpers and text (tf32: with the store of a pair (v0,
+-- v1) at column c of c_row).
 local dtype_info = {
   f16 = {
     doc_type = "__half in and out, fp32 accumulation",
@@ -469,7 +579,7 @@ static __device__ __forceinline__ float to_float(elem_t h) {
   return r;
 }
 ]],
-    wgmma_type = "f16.f16", store = store16, store_full = store16_full,
+    wgmma_type = "f16.f16", epilogue_helpers = epilogue16_helpers, epilogue = epilogue16,
   },
   bf16 = {
     doc_type = "__nv_bfloat16 in and out, fp32 accumulation",
@@ -498,14 +608,14 @@ static __device__ __forceinline__ float to_float(elem_t h) {
   return __uint_as_float((unsigned)h << 16);
 }
 ]],
-    wgmma_type = "bf16.bf16", store = store16, store_full = store16_full,
+    wgmma_type = "bf16.bf16", epilogue_helpers = epilogue16_helpers, epilogue = epilogue16,
   },
   tf32 = {
     doc_type = "float in and out, the tensor cores reading A and B as tf32\n" ..
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
     decl = "\ntypedef float elem_t;\n",
     convert = "",
-    wgmma_type = "tf32.tf32",
+    wgmma_type = "tf32.tf32", epilogue_helpers = "",
     store_full = "            *reinterpret_cast<float2*>(c_row + c) = make_float2(v0, v1);",
     store = [[
             if (c + 1 < n_left) { /* the pair is inside C: one 8-byte store (ldc, col0, c even) */
@@ -682,8 +792,9 @@ return {
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       sem = name .. "_sem", sem_count = SEM_COUNT,
-      elem_decl = info.decl, convert = info.convert, store = info.store,
-      store_full = info.store_full,
+      elem_decl = info.decl, convert = info.convert, epilogue_helpers = info.epilogue_helpers,
+      epilogue = info.epilogue or
+                 mmt.subst(epilogue32, {store = info.store, store_full = info.store_full}),
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,

@@ -404,9 +404,17 @@ static void test_emit_all(void **state) {
         "prefetch.tensormap",
     };
     for (int i = 0; i < COUNT(ptx); i++) assert_non_null(strstr(k.source, ptx[i]));
-    /* the epilogue: a path without tests for whole tiles with beta == 0, masked pairs else */
-    assert_non_null(strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f) {"));
-    assert_non_null(strstr(k.source, tf32 ? "*p = make_float2(v0, v1);" : "*p = pack2(v0, v1);"));
+    /* the epilogue: tf32 stores pairs, with a path without tests for whole tiles with beta ==
+     * 0; 16-bit types exchange within quads and store 16 bytes, masked at the edges */
+    if (tf32) {
+      assert_non_null(strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f) {"));
+      assert_non_null(strstr(k.source, "*p = make_float2(v0, v1);"));
+      assert_null(strstr(k.source, "quad_transpose"));
+    } else {
+      assert_non_null(strstr(k.source, "const uint4 v = quad_transpose(p, lane);"));
+      assert_non_null(strstr(k.source, "*reinterpret_cast<uint4*>(c_row + c) = v;"));
+      assert_non_null(strstr(k.source, "if (c + 8 <= n_left) {"));
+    }
     snprintf(line, sizeof line, "#define PRODUCER_REGS %d\n",
              consumer_regs_of(&p) ? 24 : 0);
     assert_non_null(strstr(k.source, line));
