@@ -483,10 +483,10 @@ local epilogue16 = [[
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + i * 64 + h * 8; /* row in the block tile */
         elem_t* const c_row = Cg + (row0 + (r < m_left ? r : 0)) * (long long)ldc + col0;
+        if (beta == 0.0f) {
 #pragma unroll
-        for (int g = 0; g < BN / 32; ++g) {
-          const int c = g * 32 + q * 8; /* this lane's first column after the exchange */
-          if (beta == 0.0f) {
+          for (int g = 0; g < BN / 32; ++g) {
+            const int c = g * 32 + q * 8; /* this lane's first column after the exchange */
             unsigned p[4];
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj)
@@ -508,7 +508,22 @@ local epilogue16 = [[
                 }
               }
             }
-          } else {
+          }
+        } else {
+          /* The row's old C first, all loads in flight at once: one at a time, each waiting
+           * for the store before it, they cost a round trip to L2 each (split-K's later
+           * slices read C that the previous slice has just written). */
+          uint4 old[BN / 32];
+#pragma unroll
+          for (int g = 0; g < BN / 32; ++g) {
+            const int c = g * 32 + q * 8;
+            old[g] = r < m_left && c + 8 <= n_left
+                         ? C_LOAD(reinterpret_cast<const uint4*>(c_row + c))
+                         : make_uint4(0u, 0u, 0u, 0u);
+          }
+#pragma unroll
+          for (int g = 0; g < BN / 32; ++g) {
+            const int c = g * 32 + q * 8;
             unsigned lo[4], hi[4];
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj) {
@@ -522,12 +537,11 @@ local epilogue16 = [[
                                  __uint_as_float(vh.z), __uint_as_float(vh.w)};
             if (r >= m_left) continue; /* after the shuffles, which need every lane */
             if (c + 8 <= n_left) {
-              uint4* const p = reinterpret_cast<uint4*>(c_row + c);
-              const uint4 old = C_LOAD(p);
-              *p = make_uint4(pair_bits(fl[0], fh[0], old.x, beta),
-                              pair_bits(fl[1], fh[1], old.y, beta),
-                              pair_bits(fl[2], fh[2], old.z, beta),
-                              pair_bits(fl[3], fh[3], old.w, beta));
+              *reinterpret_cast<uint4*>(c_row + c) =
+                  make_uint4(pair_bits(fl[0], fh[0], old[g].x, beta),
+                             pair_bits(fl[1], fh[1], old[g].y, beta),
+                             pair_bits(fl[2], fh[2], old[g].z, beta),
+                             pair_bits(fl[3], fh[3], old[g].w, beta));
             } else {
 #pragma unroll
               for (int t = 0; t < 4; ++t) {
