@@ -273,7 +273,7 @@ static mmt_status bare_load(bench_gpu *g, const mmt_choice *how, bare_kernel *bk
   if ((rc = rt_compile_cached(cached ? cache : NULL, spec.source, spec.kernel_name,
                               g->dev.arch, &cubin, NULL, NULL, err)) ||
       (rc = rt_kernel_load(&g->dev, &cubin, &spec, &bk->k, err)) ||
-      (rc = gen_grid_eval(bk->k.grid, o->m, o->n, o->k, bk->grid, err)))
+      (rc = gen_grid_eval(bk->k.grid, o->m, o->n, o->k, bk->k.sm_count, bk->grid, err)))
     goto cleanup;
   bk->m = (int)o->m, bk->n = (int)o->n, bk->kk = (int)o->k;
   bk->lda = (int)o->k, bk->ldb = (int)o->n, bk->ldc = (int)o->n;

@@ -64,9 +64,10 @@ typedef struct {
   int align_bytes; /* largest power of two (<= 16) dividing every base address and ld*elem size */
 } gen_problem;
 
-/* One grid dimension: ceil(dim / tile), or `tile` alone when dim is 0. */
+/* One grid dimension: ceil(dim / tile), `tile` alone when dim is 0, or `tile` blocks per SM of
+ * the device when dim is 'S' (a persistent kernel that loops over its tiles). */
 typedef struct {
-  char dim; /* 'M', 'N', 'K', or 0 for the constant `tile` */
+  char dim; /* 'M', 'N', 'K', 'S' (per SM), or 0 for the constant `tile` */
   int64_t tile;
 } gen_grid_dim;
 
@@ -193,11 +194,12 @@ mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, c
                     gen_kernel *out, ut_err *err);
 void gen_kernel_clear(gen_kernel *k);
 
-/* Grid for a problem from a kernel's grid rule.  M or N == 0 gives a 0 dimension: launch
- * nothing.  Errors: MMT_ERR_INVALID_ARG when a dimension exceeds the hardware limit
- * (x < 2^31, y and z < 65536) or a size is < 0. */
+/* Grid for a problem from a kernel's grid rule on a device of sm_count multiprocessors (used
+ * by per-SM dimensions only).  M or N == 0 gives a 0 dimension: launch nothing (a per-SM
+ * dimension too).  Errors: MMT_ERR_INVALID_ARG when a dimension exceeds the hardware limit
+ * (x < 2^31, y and z < 65536), a size is < 0, or a per-SM rule gets sm_count < 1. */
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
-                         unsigned out[3], ut_err *err);
+                         int sm_count, unsigned out[3], ut_err *err);
 /* True when the problem meets the requirements (multiples, alignment, and each ld >= the row
  * width its layout gives). */
 bool gen_requires_met(const gen_requires *r, const gen_problem *p);

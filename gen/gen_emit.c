@@ -165,7 +165,7 @@ static mmt_status read_block(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-/* One grid entry (on top of the stack): a constant, or {"M"|"N"|"K", tile}. */
+/* One grid entry (on top of the stack): a constant, {"M"|"N"|"K", tile}, or {"SM", blocks}. */
 static bool read_grid_dim(lua_State *L, int axis, gen_grid_dim *g) {
   int64_t v = 0;
   if (gen_lua_int(L, -1, &v)) {
@@ -176,10 +176,12 @@ static bool read_grid_dim(lua_State *L, int axis, gen_grid_dim *g) {
   if (lua_type(L, -1) != LUA_TTABLE || gen_list_len(L, -1) != 2) return false;
   lua_rawgeti(L, -1, 1);
   const char *dim = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-  bool ok = strlen(dim) == 1 && strchr("MNK", dim[0]);
-  g->dim = ok ? dim[0] : 0;
+  const bool per_sm = strcmp(dim, "SM") == 0;
+  bool ok = per_sm || (strlen(dim) == 1 && strchr("MNK", dim[0]));
+  g->dim = per_sm ? 'S' : ok ? dim[0] : 0;
   lua_rawgeti(L, -2, 2);
-  ok = ok && gen_lua_int(L, -1, &v) && v >= 1 && v <= INT32_MAX;
+  /* blocks per SM: a persistent kernel's few; a launch of at most 64 per SM */
+  ok = ok && gen_lua_int(L, -1, &v) && v >= 1 && v <= (per_sm ? 64 : INT32_MAX);
   g->tile = v;
   lua_pop(L, 2);
   return ok;
@@ -196,7 +198,9 @@ static mmt_status read_grid(lua_State *L, int res, emit_ctx *c) {
     lua_pop(L, 1);
     if (!ok)
       return emit_fail(
-          c, "a bad grid.%s: expected an integer in [1, %lld] or {\"M\"|\"N\"|\"K\", tile >= 1}",
+          c,
+          "a bad grid.%s: expected an integer in [1, %lld], {\"M\"|\"N\"|\"K\", tile >= 1} or "
+          "{\"SM\", blocks in [1, 64]}",
           axis_name[i], (long long)grid_limit[i]);
     c->out->grid[i] = g;
   }
@@ -447,16 +451,22 @@ void gen_kernel_clear(gen_kernel *k) {
 }
 
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
-                         unsigned out[3], ut_err *err) {
+                         int sm_count, unsigned out[3], ut_err *err) {
   if (m < 0 || n < 0 || k < 0)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "negative problem size %lldx%lldx%lld", (long long)m,
                    (long long)n, (long long)k);
   for (int i = 0; i < 3; i++) {
     const gen_grid_dim *g = &grid[i];
     int64_t size = g->dim == 'M' ? m : g->dim == 'N' ? n : g->dim == 'K' ? k : -1;
-    if (g->tile < 1 || (g->dim != 0 && size < 0))
+    if (g->tile < 1 || (g->dim != 0 && g->dim != 'S' && size < 0))
       return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
-    int64_t blocks = g->dim == 0 ? g->tile : size / g->tile + (size % g->tile != 0);
+    if (g->dim == 'S' && sm_count < 1)
+      return ut_fail(err, MMT_ERR_INVALID_ARG,
+                     "grid.%s is per SM: the device's SM count is needed (got %d)", axis_name[i],
+                     sm_count);
+    int64_t blocks = g->dim == 0     ? g->tile
+                     : g->dim == 'S' ? (m == 0 || n == 0 ? 0 : (int64_t)sm_count * g->tile)
+                                     : size / g->tile + (size % g->tile != 0);
     if (blocks > grid_limit[i])
       return ut_fail(err, MMT_ERR_INVALID_ARG, "grid.%s = %lld blocks exceeds the limit of %lld",
                      axis_name[i], (long long)blocks, (long long)grid_limit[i]);

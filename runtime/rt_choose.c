@@ -151,7 +151,8 @@ static mmt_status kernel_for(rt_chooser *ch, gen_template *t, const gen_config *
            p->align_bytes);
     goto refused;
   }
-  rc = gen_grid_eval(spec->grid, p->m, p->n, p->k, grid, &e);
+  /* Any SM count: the question is whether the grid is valid and not empty. */
+  rc = gen_grid_eval(spec->grid, p->m, p->n, p->k, 1, grid, &e);
   if (rc) {
     rc = gen_failed(ch, rc, &e, gen_name(t), err);
     goto refused;

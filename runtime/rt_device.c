@@ -183,6 +183,7 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   k.ctx = d->ctx;
   memcpy(k.block, spec->block, sizeof k.block);
   memcpy(k.grid, spec->grid, sizeof k.grid);
+  k.sm_count = d->info.sm_count;
   k.shared_bytes = spec->shared_bytes;
   k.requires = spec->requires;
   memcpy(k.dtype, spec->dtype, sizeof k.dtype);
@@ -361,7 +362,7 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   unsigned grid[3];
   if (!k || !k->fn || !args) return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel is not loaded");
   if ((rc = check_args(args, err))) return rc;
-  if ((rc = gen_grid_eval(k->grid, args->m, args->n, args->k, grid, err))) return rc;
+  if ((rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err))) return rc;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
   if ((rc = rt_driver(&cu, err))) return rc;
   if ((rc = bind_ctx(cu, k->ctx, err))) return rc;

@@ -43,6 +43,7 @@ typedef struct {
   CUfunction fn;
   unsigned block[3];
   gen_grid_dim grid[3];
+  int sm_count; /* the device's multiprocessors: what a per-SM grid rule multiplies */
   unsigned shared_bytes;
   gen_requires requires;
   char dtype[8], layout[4]; /* what the kernel was emitted for (its tensor maps need them) */

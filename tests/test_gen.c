@@ -377,31 +377,43 @@ static void test_grid_eval(void **state) {
   unsigned g[3];
   ut_err e;
   const gen_grid_dim smem[3] = {{'N', 32}, {'M', 32}, {0, 1}};
-  assert_int_equal(gen_grid_eval(smem, 17, 33, 65, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(smem, 17, 33, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 2);
   assert_int_equal(g[1], 1);
   assert_int_equal(g[2], 1);
   const gen_grid_dim naive[3] = {{'N', 16}, {'M', 8}, {0, 1}};
-  assert_int_equal(gen_grid_eval(naive, 17, 33, 65, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(naive, 17, 33, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 3);
   assert_int_equal(g[1], 3);
   const gen_grid_dim kdim[3] = {{'K', 64}, {0, 5}, {'M', 1}};
-  assert_int_equal(gen_grid_eval(kdim, 3, 1, 65, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(kdim, 3, 1, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 2);
   assert_int_equal(g[1], 5);
   assert_int_equal(g[2], 3);
-  assert_int_equal(gen_grid_eval(naive, 0, 33, 65, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(naive, 0, 33, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[1], 0);
   /* hardware limits: y < 65536, x < 2^31 */
   const gen_grid_dim rows[3] = {{'N', 1}, {'M', 1}, {0, 1}};
-  assert_int_equal(gen_grid_eval(rows, 65535, 1, 1, g, &e), MMT_OK);
-  assert_int_equal(gen_grid_eval(rows, 65536, 1, 1, g, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_grid_eval(rows, 65535, 1, 1, 132, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(rows, 65536, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "grid.y"));
-  assert_int_equal(gen_grid_eval(rows, 1, (int64_t)1 << 31, 1, g, &e), MMT_ERR_INVALID_ARG);
-  assert_int_equal(gen_grid_eval(rows, 1, ((int64_t)1 << 31) - 1, 1, g, &e), MMT_OK);
-  assert_int_equal(gen_grid_eval(rows, -1, 1, 1, g, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_grid_eval(rows, 1, (int64_t)1 << 31, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_grid_eval(rows, 1, ((int64_t)1 << 31) - 1, 1, 132, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(rows, -1, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
   const gen_grid_dim bad[3] = {{'Q', 1}, {'M', 1}, {0, 1}};
-  assert_int_equal(gen_grid_eval(bad, 1, 1, 1, g, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_grid_eval(bad, 1, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
+  /* per SM: blocks * sm_count whatever the size; an empty C launches nothing; the SM count is
+   * required */
+  const gen_grid_dim persistent[3] = {{'S', 2}, {0, 1}, {0, 1}};
+  assert_int_equal(gen_grid_eval(persistent, 1, 1, 1, 114, g, &e), MMT_OK);
+  assert_int_equal(g[0], 228);
+  assert_int_equal(g[1], 1);
+  assert_int_equal(gen_grid_eval(persistent, 100000, 100000, 7, 132, g, &e), MMT_OK);
+  assert_int_equal(g[0], 264);
+  assert_int_equal(gen_grid_eval(persistent, 0, 5, 5, 132, g, &e), MMT_OK);
+  assert_int_equal(g[0], 0);
+  assert_int_equal(gen_grid_eval(persistent, 5, 5, 5, 0, g, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "SM count"));
 }
 
 static void test_requires_met(void **state) {
@@ -742,6 +754,7 @@ static void test_malformed_emit(void **state) {
       "256 bytes must be a multiple of 16 and at most the swizzle",
       "without requires.align = 16",
       "repack that is not a boolean",
+      "{\"SM\", blocks in [1, 64]}",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;
@@ -762,6 +775,8 @@ static void test_malformed_emit(void **state) {
   cfg.v[0] = (int64_t)(sizeof expect / sizeof expect[0]); /* the well-formed sm_90a kernel */
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
   assert_string_equal(k.arch, "sm_90a");
+  assert_int_equal(k.grid[0].dim, 'S');
+  assert_int_equal(k.grid[0].tile, 2);
   assert_true(k.requires.repack);
   assert_int_equal(k.ntensor_maps, 2);
   assert_int_equal(k.tensor_maps[0].operand, 'A');

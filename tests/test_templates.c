@@ -356,16 +356,17 @@ static void test_grid_rule(void **state) {
   tc_parse_ok(t, "bm=64,bn=256,bk=32,tm=4,tn=8", &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   emit_ok(t, &c, &k);
-  assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 1);  /* ceil(77 / 256) */
   assert_int_equal(g[1], 16); /* ceil(1000 / 64) */
   assert_int_equal(g[2], 1);
-  assert_int_equal(gen_grid_eval(k.grid, 1, 1, 1, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(k.grid, 1, 1, 1, 132, g, &e), MMT_OK);
   assert_true(g[0] == 1 && g[1] == 1 && g[2] == 1);
-  assert_int_equal(gen_grid_eval(k.grid, 65535LL * 64, 257, 0, g, &e), MMT_OK);
+  assert_int_equal(gen_grid_eval(k.grid, 65535LL * 64, 257, 0, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 2);
   assert_int_equal(g[1], 65535);
-  assert_int_equal(gen_grid_eval(k.grid, 65535LL * 64 + 1, 1, 1, g, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_grid_eval(k.grid, 65535LL * 64 + 1, 1, 1, 132, g, &e),
+                   MMT_ERR_INVALID_ARG);
   gen_kernel_clear(&k);
   /* split-K: grid.z is the number of slices, whatever the problem (K == 0 included) */
   for (int i = 1; i < COUNT(v_split); i++) {
@@ -375,9 +376,9 @@ static void test_grid_rule(void **state) {
     tc_parse_ok(t, text, &c);
     assert_true(tc_check(t, &c, NULL, NULL, 0));
     emit_ok(t, &c, &k);
-    assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, g, &e), MMT_OK);
+    assert_int_equal(gen_grid_eval(k.grid, 1000, 77, 5, 132, g, &e), MMT_OK);
     assert_true(g[0] == 1 && g[1] == 16 && g[2] == v_split[i]);
-    assert_int_equal(gen_grid_eval(k.grid, 16, 4096, 0, g, &e), MMT_OK);
+    assert_int_equal(gen_grid_eval(k.grid, 16, 4096, 0, 132, g, &e), MMT_OK);
     assert_true(g[0] == 16 && g[1] == 1 && g[2] == v_split[i]);
     gen_kernel_clear(&k);
   }

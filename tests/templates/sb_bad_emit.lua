@@ -36,8 +36,10 @@ local broken = {
   end,
   [19] = function(r) r.tensor_maps = {{operand = "A", box = {4, 8}}} end, -- align 4
   [20] = function(r) r.repack = 1 end,
-  -- well formed: an sm_90a kernel with two maps, repacked
-  [21] = function(r)
+  [21] = function(r) r.grid = {x = {"SM", 65}} end, -- at most 64 blocks per SM
+  -- well formed: an sm_90a kernel with two maps, repacked, persistent (two blocks per SM)
+  [22] = function(r)
+    r.grid = {x = {"SM", 2}}
     r.arch = "sm_90a"
     r.repack = true
     r.requires = {align = 16}
@@ -49,7 +51,7 @@ local broken = {
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
-  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}}},
+  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
