@@ -53,9 +53,15 @@ local source = [[
  *                    the copies are part of every launch's time.  The kernel is the same
  *   SPLIT     = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU:
  *                    grid.z = SPLIT slices of the K tiles (1: none).  See "Split-K" below
+ *   PERSIST   = ${d_persist} 1: a persistent grid, BLOCKS blocks per SM, each walking the tiles
+ *                    pid = blockIdx.x, + gridDim.x, ...: the producer runs on into the next
+ *                    tile's K tiles while the consumers store this one's C, so a problem of
+ *                    many short tiles (small K) does not wait for each tile's loads and stores
+ *                    in turn.  0: one tile a block
  * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
- * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT), dynamic shared
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT) (PERSIST: BLOCKS
+ * times the device's SMs, 1, 1: the runtime's per-SM grid rule), dynamic shared
  * memory ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
  * (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma both apply it to absolute
  * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack.
@@ -106,6 +112,7 @@ local source = [[
 #define GROUP ${group}
 #define REPACK ${repack}
 #define SPLIT ${split}
+#define PERSIST ${persist}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M): MN-major; 0: M rows of K */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K): K-major; 0: K rows of N */
 #define ELEM_BYTES ${elem_bytes}
@@ -242,6 +249,20 @@ ${wgmma_outs}
                : "l"(da), "l"(db), "r"(1));
 }
 
+/* First row and column of C of tile pid: the tiles are renumbered so that GROUP tile rows are
+ * walked top to bottom before moving right (the blocks running at one time share rows of A
+ * and columns of B in L2). */
+static __device__ __forceinline__ void tile_origin(long long pid, long long grid_m,
+                                                   long long grid_n, long long& row0,
+                                                   long long& col0) {
+  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
+  const long long first_m = pid / group_blocks * GROUP;
+  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
+  const long long in_group = pid % group_blocks;
+  row0 = (first_m + in_group % group_rows) * BM;
+  col0 = in_group / group_rows * BN;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -257,17 +278,18 @@ ${name}(int M, int N, int K, float alpha,
   const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
 
-  /* Block tile: the launch order (blockIdx.x fastest) is renumbered so that GROUP block rows
-   * are walked top to bottom before moving right.  64-bit: grid.x * grid.y may pass 2^32. */
+  /* The tiles of C this block computes, numbered pid = tile row * grid_n + tile column: one
+   * (its launch index, blockIdx.x fastest), or with PERSIST every gridDim.x-th from blockIdx.x
+   * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
+   * grid_n * grid_m may pass 2^32. */
+#if PERSIST
+  const long long grid_n = N / BN + (N % BN != 0), grid_m = M / BM + (M % BM != 0);
+  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
+#else
   const long long grid_n = gridDim.x, grid_m = gridDim.y;
-  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
-  const long long first_m = pid / group_blocks * GROUP;
-  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
-  const long long in_group = pid % group_blocks;
-  const long long row0 = (first_m + in_group % group_rows) * BM; /* first row of the tile */
-  const long long col0 = in_group / group_rows * BN;             /* first column */
-  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+  const long long first_tile = (long long)blockIdx.y * grid_n + blockIdx.x, tile_step = 1;
+  const long long tile_end = first_tile + 1;
+#endif
 
   const int tid = threadIdx.x, wg = tid / 128;
   /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
@@ -288,7 +310,7 @@ ${name}(int M, int N, int K, float alpha,
   __syncthreads();
 
   if (wg == 0) {
-    /* ---- producer: one thread issues the TMA copies of every K tile ---- */
+    /* ---- producer: one thread issues the TMA copies of every K tile of every tile ---- */
 #if PRODUCER_REGS
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGS));
 #endif
@@ -298,49 +320,62 @@ ${name}(int M, int N, int K, float alpha,
       asm volatile("prefetch.tensormap [%0];\n"
                    :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
       int s = 0;
-      unsigned phase = 0; /* of the ring: flips each time s wraps */
-      for (int kt = kt0; kt < kt1; ++kt) {
-        /* Stage s was last read by tile kt - STAGES: wait until the consumers released it
-         * (on the first round, the parity before the first phase: passes at once). */
-        mbar_wait(empty + 8 * s, phase ^ 1);
-        mbar_expect_tx(full + 8 * s, (BM + BN) * 128);
-        const int k0 = kt * BK;
-        const unsigned a_dst = a_smem + s * A_STAGE_BYTES, b_dst = b_smem + s * B_STAGE_BYTES;
+      unsigned phase = 0; /* of the ring: flips each time s wraps; runs on from tile to tile */
+      for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
+        long long row0, col0;
+        tile_origin(pid, grid_m, grid_n, row0, col0);
+        for (int kt = kt0; kt < kt1; ++kt) {
+          /* Stage s was last read by K tile kt - STAGES (of this tile or the one before):
+           * wait until the consumers released it (on the first round, the parity before the
+           * first phase: passes at once). */
+          mbar_wait(empty + 8 * s, phase ^ 1);
+          mbar_expect_tx(full + 8 * s, (BM + BN) * 128);
+          const int k0 = kt * BK;
+          const unsigned a_dst = a_smem + s * A_STAGE_BYTES, b_dst = b_smem + s * B_STAGE_BYTES;
 #if A_T /* MN-major: BM / 64 boxes of 64 (M) x BK (K) */
 #pragma unroll
-        for (int c = 0; c < BM / 64; ++c)
-          tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * 64, k0, full + 8 * s);
+          for (int c = 0; c < BM / 64; ++c)
+            tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * 64, k0, full + 8 * s);
 #else   /* K-major: one box of BK (K) x BM (M) */
-        tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
+          tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
 #endif
 #if B_T /* K-major: one box of BK (K) x BN (N) */
-        tma_load(b_dst, &tmB, k0, (int)col0, full + 8 * s);
+          tma_load(b_dst, &tmB, k0, (int)col0, full + 8 * s);
 #else   /* MN-major: BN / 64 boxes of 64 (N) x BK (K) */
 #pragma unroll
-        for (int c = 0; c < BN / 64; ++c)
-          tma_load(b_dst + c * (BK * 128), &tmB, (int)col0 + c * 64, k0, full + 8 * s);
+          for (int c = 0; c < BN / 64; ++c)
+            tma_load(b_dst + c * (BK * 128), &tmB, (int)col0 + c * 64, k0, full + 8 * s);
 #endif
-        if (++s == STAGES) s = 0, phase ^= 1;
+          if (++s == STAGES) s = 0, phase ^= 1;
+        }
       }
     }
   } else {
-    /* ---- consumers: wgmma on each stage, then hand it back ---- */
+    /* ---- consumers: wgmma on each stage, then hand it back; then the tile's epilogue, while
+     * the producer already fills the freed stages with the next tile's K tiles ---- */
 #if CONSUMER_REGS
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
 #endif
     const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;
-    float acc[MI][ACC];
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
     /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A, and B.
      * LBO, SBO: see "Shared memory" above. */
     const unsigned long long a_desc =
         make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024);
     const unsigned long long b_desc = make_desc(b_smem, B_T ? 16 : BK * 128, 1024);
-    int s = 0, prev = 0;
+    int s = 0;
     unsigned phase = 0;
+    /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
+     * loop's own indentation. */
+    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
+    long long row0, col0;
+    tile_origin(pid, grid_m, grid_n, row0, col0);
+    const int m_left = (int)(M - row0), n_left = (int)(N - col0); /* >= 1: rows, columns left */
+    float acc[MI][ACC];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
+    int prev = 0;
     for (int kt = kt0; kt < kt1; ++kt) {
       mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
       const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
@@ -363,6 +398,8 @@ ${name}(int M, int N, int K, float alpha,
     }
     wgmma_wait<0>();
     acc_fence(acc);
+    /* The last stage is free too: the producer may fill it with the next tile's first. */
+    if (kt1 > kt0 && lane == 0) mbar_arrive(empty + 8 * prev);
 #if SPLIT > 1
     /* Split-K: wait for this slice's turn on the tile (the slices before it have written C):
      * one thread spins, barrier 1 holds the other consumer threads.  Slices after the first
@@ -382,6 +419,7 @@ ${epilogue}#if SPLIT > 1
     named_bar(CONSUMER_BAR, 128 * CONSUMERS);
     if (tid == 128) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);
 #endif
+    } /* tiles */
   }
 }
 ]]
@@ -687,8 +725,9 @@ local function derive(p)
 end
 
 local function kernel_name(p, dtype, layout)
-  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d_k%d", dtype, layout, p.bm,
-                       p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack, p.split)
+  return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d_k%d_p%d", dtype, layout,
+                       p.bm, p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack, p.split,
+                       p.persist)
 end
 
 -- The wgmma instruction for n columns: the register list of its n / 2 accumulators (8 a line)
@@ -727,9 +766,10 @@ return {
     {name = "group", values = {1, 8, 16}},
     {name = "repack", values = {0, 1}},
     {name = "split", values = {1, 2, 4, 8}},
+    {name = "persist", values = {0, 1}},
   },
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
-             split = 1},
+             split = 1, persist = 0},
 
   constraints = function(p, prob)
     local d = derive(p)
@@ -746,6 +786,9 @@ return {
     if p.blocks * (d.shared_bytes + 1024) > SM_SHARED then
       return false, string.format("%d blocks of %d bytes of shared memory do not fit an SM",
                                   p.blocks, d.shared_bytes)
+    end
+    if p.persist == 1 and p.split > 1 then
+      return false, "persist: one pass over the tiles, no split-K (its semaphores are per launch)"
     end
     if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
       return false, string.format("about %d registers per consumer thread (limit %d): would spill",
@@ -800,7 +843,7 @@ return {
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
       bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
-      group = p.group, repack = p.repack, split = p.split,
+      group = p.group, repack = p.repack, split = p.split, persist = p.persist,
       a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
@@ -822,7 +865,7 @@ return {
                                 a_t and "MN-major" or "K-major", b_t and "K-major" or "MN-major"),
     }
     for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
-                            "split"}) do
+                            "split", "persist"}) do
       vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
     end
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
@@ -835,7 +878,9 @@ return {
       source = mmt.subst(source, vars),
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
-      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
+      -- persist: BLOCKS blocks per SM, resident, walking the tiles
+      grid = p.persist == 1 and {x = {"SM", p.blocks}} or
+             {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,

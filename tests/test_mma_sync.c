@@ -385,12 +385,7 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.block[0], threads_of(&p));
     assert_int_equal(k.block[1], 1);
     assert_int_equal(k.block[2], 1);
-    assert_int_equal(k.grid[0].dim, 'N');
-    assert_int_equal(k.grid[0].tile, p.bn);
-    assert_int_equal(k.grid[1].dim, 'M');
-    assert_int_equal(k.grid[1].tile, p.bm);
-    assert_int_equal(k.grid[2].dim, 0);
-    assert_int_equal(k.grid[2].tile, p.split);
+    tc_grid_is(&k, 'N', p.bn, 'M', p.bm, 0, p.split);
     assert_int_equal(k.exclusive, p.split > 1);
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p, layout));
     /* split-K: the module's semaphore array, named after the kernel */

@@ -28,11 +28,13 @@
 
 /* ---- the space, written out again ---------------------------------------------------------- */
 
-enum { P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_SPLIT, P_COUNT };
-static const char *const k_names[P_COUNT] = {"bm",     "bn",    "stages", "consumers",
-                                             "blocks", "group", "repack", "split"};
-static const char *const k_macros[P_COUNT] = {"BM",     "BN",    "STAGES", "CONSUMERS",
-                                              "BLOCKS", "GROUP", "REPACK", "SPLIT"};
+enum {
+  P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_SPLIT, P_PERSIST, P_COUNT
+};
+static const char *const k_names[P_COUNT] = {"bm",     "bn",    "stages", "consumers", "blocks",
+                                             "group",  "repack", "split", "persist"};
+static const char *const k_macros[P_COUNT] = {"BM",     "BN",    "STAGES", "CONSUMERS", "BLOCKS",
+                                              "GROUP",  "REPACK", "SPLIT", "PERSIST"};
 static const int64_t v_bm[] = {64, 128, 256};
 static const int64_t v_bn[] = {64, 128, 192, 256};
 static const int64_t v_stages[] = {2, 3, 4, 5, 6};
@@ -41,11 +43,12 @@ static const int64_t v_blocks[] = {1, 2};
 static const int64_t v_group[] = {1, 8, 16};
 static const int64_t v_repack[] = {0, 1};
 static const int64_t v_split[] = {1, 2, 4, 8};
-static const int64_t *const k_lists[P_COUNT] = {v_bm,     v_bn,    v_stages, v_consumers,
-                                                v_blocks, v_group, v_repack, v_split};
-static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),    COUNT(v_stages),
+static const int64_t v_persist[] = {0, 1};
+static const int64_t *const k_lists[P_COUNT] = {v_bm,    v_bn,     v_stages, v_consumers, v_blocks,
+                                                v_group, v_repack, v_split,  v_persist};
+static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),     COUNT(v_stages),
                                       COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group),
-                                      COUNT(v_repack), COUNT(v_split)};
+                                      COUNT(v_repack), COUNT(v_split),  COUNT(v_persist)};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 /* The (dtype, layout) pairs the template serves: every layout for the 16-bit types, nt alone
  * for tf32 (its wgmma reads K-major operands only). */
@@ -54,18 +57,19 @@ static const struct {
 } k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
                {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number.
- * split is checked against problems only: 426 configs times its 4 values. */
-#define VALID_COUNT 1704
+ * split is checked against problems only: 426 configs times its 4 values with persist = 0,
+ * and split = 1 with persist = 1. */
+#define VALID_COUNT 2130
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
 typedef struct {
-  int64_t bm, bn, stages, consumers, blocks, group, repack, split;
+  int64_t bm, bn, stages, consumers, blocks, group, repack, split, persist;
 } cfg;
 
 static cfg cfg_of(const gen_config *c) {
-  return (cfg){c->v[P_BM],     c->v[P_BN],    c->v[P_STAGES], c->v[P_CONSUMERS],
-               c->v[P_BLOCKS], c->v[P_GROUP], c->v[P_REPACK], c->v[P_SPLIT]};
+  return (cfg){c->v[P_BM],     c->v[P_BN],    c->v[P_STAGES], c->v[P_CONSUMERS], c->v[P_BLOCKS],
+               c->v[P_GROUP], c->v[P_REPACK], c->v[P_SPLIT],  c->v[P_PERSIST]};
 }
 
 static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
@@ -88,8 +92,9 @@ static int64_t consumer_regs_of(const cfg *p) {
   return r < 240 ? r : 240;
 }
 
-/* The template's constraints (problem-free part), restated; split has none. */
+/* The template's constraints (problem-free part), restated; split has none but persist. */
 static bool rules_valid(const cfg *p) {
+  if (p->persist && p->split > 1) return false; /* one pass over the tiles */
   if (p->bm / p->consumers < 64) return false; /* wgmma rows per consumer */
   if (acc_of(p) > 128) return false;
   const int64_t shared = shared_bytes_of(p);
@@ -137,7 +142,7 @@ static void test_declaration(void **state) {
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
   const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
-  assert_int_equal(size, 5760);
+  assert_int_equal(size, 11520);
   gen_free(t);
 }
 
@@ -174,13 +179,14 @@ static void test_default(void **state) {
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
   assert_string_equal(text,
-                      "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1");
+                      "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1,"
+                      "persist=0");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
   assert_true(tc_check(t, &c, &big, NULL, 0));
   gen_kernel k, k2;
   tc_emit_ok(t, &c, "f16", "nn", &k);
-  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r0_k1");
+  assert_string_equal(k.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r0_k1_p0");
   assert_string_equal(k.arch, "sm_90a");
   assert_int_equal(k.block[0], 384); /* a producer and 2 consumer warpgroups */
   assert_int_equal(k.shared_bytes, 4 * (128 + 256) * 128 + 4 * 16 + 1024);
@@ -208,10 +214,18 @@ static void test_default(void **state) {
   const gen_problem odd_few = {"f16", "nn", 512, 512, 4097, 4097, 513, 513, 2};
   assert_true(tc_check(t, &r, &odd_few, NULL, 0));
   tc_emit_ok(t, &r, "f16", "nn", &kr);
-  assert_string_equal(kr.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r1_k4");
+  assert_string_equal(kr.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r1_k4_p0");
   assert_true(kr.exclusive);
   assert_true(kr.requires.repack);
   assert_int_equal(kr.grid[2].tile, 4);
+  gen_kernel_clear(&kr);
+  /* persist: a per-SM grid; not with split-K */
+  tc_rejects(t, "persist=1,split=2", NULL, "no split-K");
+  tc_parse_ok(t, "persist=1,blocks=1", &r);
+  tc_emit_ok(t, &r, "f16", "nn", &kr);
+  assert_int_equal(kr.grid[0].dim, 'S');
+  assert_int_equal(kr.grid[0].tile, 1);
+  assert_false(kr.exclusive);
   gen_kernel_clear(&kr);
   const cfg p = cfg_of(&c);
   expect_maps(&k, &p, "f16", "nn");
@@ -222,7 +236,7 @@ static void test_default(void **state) {
   assert_string_equal(k.source, k2.source); /* deterministic: the cubin cache is keyed by it */
   gen_kernel_clear(&k2);
   tc_emit_ok(t, &c, "bf16", "nn", &k2); /* the dtype is in the name: one module may hold both */
-  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8_r0_k1");
+  assert_string_equal(k2.kernel_name, "mmt_wgmma_bf16_nn_m128_n256_s4_c2_b1_g8_r0_k1_p0");
   gen_kernel_clear(&k);
   gen_kernel_clear(&k2);
   gen_free(t);
@@ -346,10 +360,16 @@ static void test_emit_all(void **state) {
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
     snprintf(name, sizeof name,
-             "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld_k%lld", dtype, layout,
-             (long long)p.bm, (long long)p.bn, (long long)p.stages, (long long)p.consumers,
-             (long long)p.blocks, (long long)p.group, (long long)p.repack, (long long)p.split);
+             "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld_k%lld_p%lld", dtype,
+             layout, (long long)p.bm, (long long)p.bn, (long long)p.stages,
+             (long long)p.consumers, (long long)p.blocks, (long long)p.group,
+             (long long)p.repack, (long long)p.split, (long long)p.persist);
     assert_string_equal(k.kernel_name, name);
+    /* the grid: a tile a block, split-K slices along z; or persist: BLOCKS a multiprocessor */
+    if (p.persist)
+      tc_grid_is(&k, 'S', p.blocks, 0, 1, 0, 1);
+    else
+      tc_grid_is(&k, 'N', p.bn, 'M', p.bm, 0, p.split);
     assert_int_equal(k.requires.repack, p.repack == 1);
     assert_non_null(strstr(k.source, name));
     assert_non_null(
@@ -432,12 +452,6 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.block[0], threads_of(&p));
     assert_int_equal(k.block[1], 1);
     assert_int_equal(k.block[2], 1);
-    assert_int_equal(k.grid[0].dim, 'N');
-    assert_int_equal(k.grid[0].tile, p.bn);
-    assert_int_equal(k.grid[1].dim, 'M');
-    assert_int_equal(k.grid[1].tile, p.bm);
-    assert_int_equal(k.grid[2].dim, 0);
-    assert_int_equal(k.grid[2].tile, p.split); /* grid.z: the split-K slices */
     assert_int_equal(k.exclusive, p.split > 1); /* module semaphores: launches never overlap */
     /* split-K: the module's semaphores (named after the kernel) and their protocol, compiled
      * in by SPLIT > 1 */
@@ -467,18 +481,19 @@ static void test_emit_all(void **state) {
   gen_free(t);
 }
 
-/* The block-order swizzle is reg_tiled's (test_templates.c checks its arithmetic); here, that
- * the same lines are in the source. */
+/* The block-order swizzle is reg_tiled's (test_templates.c checks its arithmetic), applied to
+ * the tile index (the launch index, or a persistent block's tiles); here, that the same lines
+ * are in the source. */
 static void test_shared_lines(void **state) {
   (void)state;
   static const char *const lines[] = {
-      "const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;",
+      "const long long first_tile = (long long)blockIdx.y * grid_n + blockIdx.x, tile_step = 1;",
       "const long long group_blocks = GROUP * grid_n;",
       "const long long first_m = pid / group_blocks * GROUP;",
       "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
       "const long long in_group = pid % group_blocks;",
-      "const long long row0 = (first_m + in_group % group_rows) * BM;",
-      "const long long col0 = in_group / group_rows * BN;",
+      "row0 = (first_m + in_group % group_rows) * BM;",
+      "col0 = in_group / group_rows * BN;",
   };
   gen_template *t = load_wgmma();
   gen_config c;
@@ -758,6 +773,9 @@ static const char *const k_gpu_configs[] = {
     "bm=64,bn=128,stages=3,consumers=1,blocks=2",
     "bm=128,bn=128,stages=4,consumers=2,split=4", /* split-K: slices of 0 to 4 K tiles */
     "bm=64,bn=64,stages=6,consumers=1,blocks=2,split=8,repack=1",
+    /* persistent: blocks walking several tiles each (edges, K = 0 and 1, repack included) */
+    "bm=128,bn=128,stages=3,consumers=2,persist=1",
+    "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,persist=1,repack=1",
 };
 
 /* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */

@@ -46,6 +46,16 @@ void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const c
   assert_non_null(strstr(reason, why));
 }
 
+void tc_grid_is(const gen_kernel *k, char x_dim, int64_t x_tile, char y_dim, int64_t y_tile,
+                char z_dim, int64_t z_tile) {
+  const char dims[3] = {x_dim, y_dim, z_dim};
+  const int64_t tiles[3] = {x_tile, y_tile, z_tile};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(k->grid[i].dim, dims[i]);
+    assert_int_equal(k->grid[i].tile, tiles[i]);
+  }
+}
+
 uint64_t tc_params_are(const gen_template *t, const char *const *names,
                        const int64_t *const *lists, const int *counts, int count) {
   assert_int_equal(gen_param_count(t), count);
