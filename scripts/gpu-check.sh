@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench ...]; logs to $OUT.
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench|kernels ...]; logs
+# to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -90,6 +91,23 @@ for step in "$@"; do
       echo "suite $d $l tune exit $?"; tail -n 3 "$out/suite-$d-tune.log"
       ./build/tuner/mmtune bench --shapes tests/data/shapes.txt --dtype "$d" --layout "$l" \
         --device 0 --db /tmp/mmtune.db 2>&1 | tee "$out/suite-$d.log" ;;
+    kernels)
+      # Kernel durations by Nsight Compute (no launch gaps; caches flushed per kernel) of the
+      # dispatcher's choice and cuBLAS's kernel, median per kernel over bench's launches:
+      # SHAPES (default 1000^3), DTYPE (f16), DB (the tune step's).
+      timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum \
+        -k regex:'mmt_|nvjet|gemm|xmma|cutlass' ./build/tuner/mmtune bench \
+        --shapes "${SHAPES:-1000x1000x1000}" --dtype "${DTYPE:-f16}" --device 0 \
+        --db "${DB:-/tmp/mmtune.db}" > "$out/kernels-raw.txt" 2>&1
+      echo "ncu exit $?"
+      grep -E "^  [a-zA-Z_].*\(|gpu__time_duration" "$out/kernels-raw.txt" | paste - - |
+        awk '{print $1, $NF}' | grep -vE "mmt_(ref_gemm|fill|widen|check)" | python3 -c '
+import sys, statistics, itertools
+rows = [l.split() for l in sys.stdin if l.strip()]
+for name, g in itertools.groupby(rows, key=lambda r: r[0]):
+    v = [float(r[1]) for r in g]
+    print(f"{len(v):4d} launches  median {statistics.median(v):9.2f} us  {name}")
+' | tee "$out/kernels.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
