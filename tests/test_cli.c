@@ -340,7 +340,13 @@ static void test_emit(void **state) {
   assert_true(info > strstr(r.out, "__global__"));
   assert_non_null(strstr(info, "tile=16"));
   assert_non_null(strstr(info, "kernel:"));
-  assert_non_null(strstr(info, "grid:"));
+  assert_non_null(strstr(info, "grid:         ceil(N/16) x ceil(M/16) x 1\n"));
+  run_free(&r);
+  /* a persistent kernel's grid is per SM */
+  r = RUN("emit", "--info", "wgmma", "persist=1", "blocks=2", "bm=64", "bn=128", "consumers=1",
+          "--dtype", "f16");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "grid:         2 per SM x 1 x 1\n"));
   run_free(&r);
 
   r = RUN("emit", "naive");

@@ -279,7 +279,9 @@ static void print_launch_info(const gen_template *t, const char *params, const g
   for (int i = 0; i < 3; i++) {
     const gen_grid_dim *g = &k->grid[i];
     printf("%s", i ? " x " : " ");
-    if (g->dim)
+    if (g->dim == 'S')
+      printf("%lld per SM", (long long)g->tile);
+    else if (g->dim)
       printf("ceil(%c/%lld)", g->dim, (long long)g->tile);
     else
       printf("%lld", (long long)g->tile);
