@@ -46,6 +46,13 @@ void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const c
   assert_non_null(strstr(reason, why));
 }
 
+void tc_source_has(const gen_kernel *k, const char *const *lines, int count) {
+  for (int i = 0; i < count; i++) {
+    if (!strstr(k->source, lines[i])) fprintf(stderr, "missing: %s\n", lines[i]);
+    assert_non_null(strstr(k->source, lines[i]));
+  }
+}
+
 void tc_grid_is(const gen_kernel *k, char x_dim, int64_t x_tile, char y_dim, int64_t y_tile,
                 char z_dim, int64_t z_tile) {
   const char dims[3] = {x_dim, y_dim, z_dim};

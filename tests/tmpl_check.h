@@ -20,6 +20,9 @@ void tc_parse_ok(gen_template *t, const char *text, gen_config *c);
 bool tc_check(gen_template *t, const gen_config *c, const gen_problem *p, char *why, size_t whylen);
 /* The config "name=value,..." is invalid (for p when not NULL), for a reason containing why. */
 void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const char *why);
+/* Asserts that each of the `count` lines occurs in the kernel's source (a missing one is named
+ * on stderr first). */
+void tc_source_has(const gen_kernel *k, const char *const *lines, int count);
 /* Asserts the kernel's grid rule, axis by axis: (dim, tile) as in gen_grid_dim. */
 void tc_grid_is(const gen_kernel *k, char x_dim, int64_t x_tile, char y_dim, int64_t y_tile,
                 char z_dim, int64_t z_tile);
