@@ -200,6 +200,10 @@ void gen_kernel_clear(gen_kernel *k);
  * (x < 2^31, y and z < 65536), a size is < 0, or a per-SM rule gets sm_count < 1. */
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
                          int sm_count, unsigned out[3], ut_err *err);
+/* gen_problem's align_bytes of these values (byte addresses and leading dimensions in bytes):
+ * the largest power of two <= 16 dividing every one of values[0..count); 0 is divisible by
+ * all.  1 at least. */
+int gen_align_bytes(const uint64_t *values, int count);
 /* True when the problem meets the requirements (multiples, alignment, and each ld >= the row
  * width its layout gives). */
 bool gen_requires_met(const gen_requires *r, const gen_problem *p);

@@ -457,22 +457,35 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
                    (long long)n, (long long)k);
   for (int i = 0; i < 3; i++) {
     const gen_grid_dim *g = &grid[i];
-    int64_t size = g->dim == 'M' ? m : g->dim == 'N' ? n : g->dim == 'K' ? k : -1;
-    if (g->tile < 1 || (g->dim != 0 && g->dim != 'S' && size < 0))
-      return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
-    if (g->dim == 'S' && sm_count < 1)
-      return ut_fail(err, MMT_ERR_INVALID_ARG,
-                     "grid.%s is per SM: the device's SM count is needed (got %d)", axis_name[i],
-                     sm_count);
-    int64_t blocks = g->dim == 0     ? g->tile
-                     : g->dim == 'S' ? (m == 0 || n == 0 ? 0 : (int64_t)sm_count * g->tile)
-                                     : size / g->tile + (size % g->tile != 0);
+    if (g->tile < 1) return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
+    int64_t blocks;
+    switch (g->dim) {
+    case 0: blocks = g->tile; break;
+    case 'M': blocks = m / g->tile + (m % g->tile != 0); break;
+    case 'N': blocks = n / g->tile + (n % g->tile != 0); break;
+    case 'K': blocks = k / g->tile + (k % g->tile != 0); break;
+    case 'S':
+      if (sm_count < 1)
+        return ut_fail(err, MMT_ERR_INVALID_ARG,
+                       "grid.%s is per SM: the device's SM count is needed (got %d)",
+                       axis_name[i], sm_count);
+      blocks = m == 0 || n == 0 ? 0 : (int64_t)sm_count * g->tile;
+      break;
+    default: return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
+    }
     if (blocks > grid_limit[i])
       return ut_fail(err, MMT_ERR_INVALID_ARG, "grid.%s = %lld blocks exceeds the limit of %lld",
                      axis_name[i], (long long)blocks, (long long)grid_limit[i]);
     out[i] = (unsigned)blocks;
   }
   return MMT_OK;
+}
+
+int gen_align_bytes(const uint64_t *values, int count) {
+  uint64_t align = 16;
+  for (int i = 0; i < count; i++)
+    while (values[i] % align) align /= 2;
+  return (int)align;
 }
 
 bool gen_requires_met(const gen_requires *r, const gen_problem *p) {

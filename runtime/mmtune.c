@@ -399,7 +399,7 @@ static problem_key key_of(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, con
                          (uint64_t)kp->lda * elem,
                          (uint64_t)kp->ldb * elem,
                          (uint64_t)kp->ldc * elem};
-  return (problem_key){kp->m,  kp->n, kp->k, kp->lda, kp->ldb, kp->ldc, rt_align_bytes(v, 6),
+  return (problem_key){kp->m,  kp->n, kp->k, kp->lda, kp->ldb, kp->ldc, gen_align_bytes(v, 6),
                        dtype, gen_layout_index(kp->layout)};
 }
 

@@ -391,9 +391,3 @@ double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2
          fabs(log_size(k) - log_size(k2));
 }
 
-int rt_align_bytes(const uint64_t *values, int count) {
-  uint64_t align = 16;
-  for (int i = 0; i < count; i++)
-    while (values[i] % align) align /= 2;
-  return (int)align;
-}

@@ -91,9 +91,6 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
  */
 double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2, int64_t k2);
 
-/* The largest power of two <= 16 that divides every one of values[0..count) (byte addresses
- * and leading dimensions in bytes); 0 is divisible by all.  1 at least. */
-int rt_align_bytes(const uint64_t *values, int count);
 
 /* mmt_explain without a context or a GPU: the choice for p (checked as mmt_gemm checks it,
  * pointers as from cudaMalloc) on GPU model device_name from db (may be NULL).  The same

@@ -275,13 +275,12 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   return rc;
 }
 
-/* Whether every base address and row pitch (in bytes) of the call is 16-byte aligned. */
-static bool aligned16(const rt_gemm_args *a, int elem) {
-  uint64_t v[] = {a->a, a->b, a->c, (uint64_t)(a->lda * elem), (uint64_t)(a->ldb * elem),
-                  (uint64_t)(a->ldc * elem)};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-    if (v[i] % 16) return false;
-  return true;
+/* Whether the call's base addresses and row pitches meet the kernel's alignment. */
+static bool aligned_enough(const rt_kernel *k, const rt_gemm_args *a) {
+  const uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
+  const uint64_t v[] = {a->a, a->b, a->c, (uint64_t)a->lda * elem, (uint64_t)a->ldb * elem,
+                        (uint64_t)a->ldc * elem};
+  return gen_align_bytes(v, 6) >= k->requires.align_bytes;
 }
 
 /* One matrix as stored: `rows` rows of `width` bytes, `pitch` bytes apart. */
@@ -366,7 +365,7 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
   if ((rc = rt_driver(&cu, err))) return rc;
   if ((rc = bind_ctx(cu, k->ctx, err))) return rc;
-  if (k->requires.repack && !aligned16(args, gen_dtype_size(k->dtype)))
+  if (k->requires.repack && !aligned_enough(k, args))
     return launch_repacked(cu, k, args, grid, stream, err);
   return launch_direct(cu, k, args, grid, stream, err);
 }

@@ -341,16 +341,16 @@ static void test_distance_and_alignment(void **state) {
               rt_shape_distance(128, 64, 64, 64, 64, 64));
   assert_true(rt_shape_distance(0, 1, 1, 1, 1, 1) == 0);
   uint64_t v[4] = {256, 4000, 0, 4 * 1024};
-  assert_int_equal(rt_align_bytes(v, 4), 16);
+  assert_int_equal(gen_align_bytes(v, 4), 16);
   v[1] = 4 * 17;
-  assert_int_equal(rt_align_bytes(v, 4), 4);
+  assert_int_equal(gen_align_bytes(v, 4), 4);
   v[1] = 8 * 17;
-  assert_int_equal(rt_align_bytes(v, 4), 8);
+  assert_int_equal(gen_align_bytes(v, 4), 8);
   v[0] = 2;
-  assert_int_equal(rt_align_bytes(v, 4), 2);
+  assert_int_equal(gen_align_bytes(v, 4), 2);
   v[0] = 3;
-  assert_int_equal(rt_align_bytes(v, 4), 1);
-  assert_int_equal(rt_align_bytes(v, 0), 16);
+  assert_int_equal(gen_align_bytes(v, 4), 1);
+  assert_int_equal(gen_align_bytes(v, 0), 16);
 }
 
 /* mmt_explain of the row-major, untransposed fp32 problem (mmt_sgemm's). */

@@ -149,7 +149,7 @@ static gen_problem bench_problem(const bench_run *b, const tn_shape *s) {
   uint64_t pitches[] = {256, (uint64_t)ld[0] * e, (uint64_t)ld[1] * e, (uint64_t)ld[2] * e};
   return (gen_problem){.dtype = b->dtype, .layout = b->layout, .m = s->m, .n = s->n, .k = s->k,
                        .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
-                       .align_bytes = rt_align_bytes(pitches, 4)};
+                       .align_bytes = gen_align_bytes(pitches, 4)};
 }
 
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {

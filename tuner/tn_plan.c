@@ -31,7 +31,7 @@ gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const ch
                         (uint64_t)(ld[2] * elem)};
   return (gen_problem){.dtype = dtype, .layout = layout, .m = s->m, .n = s->n, .k = s->k,
                        .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
-                       .align_bytes = rt_align_bytes(pitches, 4)};
+                       .align_bytes = gen_align_bytes(pitches, 4)};
 }
 
 void *tn_tune_grow(void *arr, int *cap, int need, size_t elem) {
