@@ -506,6 +506,36 @@ static void test_driver_absent_here(void **state) {
 }
 
 /* Argument checks of rt_kernel_launch come before any driver call. */
+/* rt_kernel_load's refusals that come before the driver is touched: a kernel with tensor maps
+ * on a device before sm_90, and tensor maps over a dtype the runtime cannot encode.  The
+ * device is a stand-in (a non-null context that is never used). */
+static void test_load_refusals(void **state) {
+  (void)state;
+  rt_device d;
+  memset(&d, 0, sizeof d);
+  d.ctx = (CUcontext)(uintptr_t)1;
+  d.info.cc_major = 8;
+  snprintf(d.arch, sizeof d.arch, "sm_80");
+  char byte = 0;
+  rt_cubin c = {.data = &byte, .size = 1};
+  gen_kernel spec = {.kernel_name = (char *)"tma_kernel", .block = {128, 1, 1},
+                     .ntensor_maps = 1};
+  snprintf(spec.dtype, sizeof spec.dtype, "f16");
+  spec.tensor_maps[0] = (gen_tensor_map){.operand = 'A', .box = {64, 64}, .swizzle = 128};
+  rt_kernel k;
+  ut_err e;
+  assert_int_equal(rt_kernel_load(&d, &c, &spec, &k, &e), MMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "kernel 'tma_kernel'"));
+  assert_non_null(strstr(e.msg, "tensor maps (TMA) need sm_90 or newer; the device is sm_80"));
+  assert_null(k.module);
+  d.info.cc_major = 9;
+  snprintf(d.arch, sizeof d.arch, "sm_90");
+  snprintf(spec.dtype, sizeof spec.dtype, "f99");
+  assert_int_equal(rt_kernel_load(&d, &c, &spec, &k, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "tensor maps over an unknown dtype 'f99'"));
+  assert_null(k.module);
+}
+
 static void test_launch_args(void **state) {
   (void)state;
   rt_kernel k;
@@ -786,6 +816,7 @@ int main(void) {
       cmocka_unit_test(test_cache_corrupt),
       cmocka_unit_test(test_cache_unwritable),
       cmocka_unit_test(test_compile_threads),
+      cmocka_unit_test(test_load_refusals),
       cmocka_unit_test(test_launch_args),
       cmocka_unit_test(test_gpu_device),
       cmocka_unit_test(test_gpu_kernel_load),
