@@ -385,10 +385,23 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
     if ((rc = encode_map(cu, k, &k->tensor_maps[i], args, &maps[i], err))) return rc;
     params[11 + i] = &maps[i];
   }
-  if (k->last_launch) RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, 0));
+  /* An exclusive kernel waits for its previous launch and records its own.  Inside a stream
+   * capture both become the graph's external event nodes: a plain wait on an event recorded
+   * outside the capture is refused (CUDA_ERROR_STREAM_CAPTURE_ISOLATION), and each replay
+   * must order itself after the launches before it, eager or captured, and before those
+   * after it. */
+  unsigned wait_flags = 0, record_flags = 0;
+  if (k->last_launch) {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    RT_CU_CHECK(cu, cuStreamIsCapturing(stream, &capture));
+    if (capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+      wait_flags = CU_EVENT_WAIT_EXTERNAL, record_flags = CU_EVENT_RECORD_EXTERNAL;
+    RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, wait_flags));
+  }
   RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],
                                  k->block[2], k->shared_bytes, stream, params, NULL));
-  if (k->last_launch) RT_CU_CHECK(cu, cuEventRecord(k->last_launch, stream));
+  if (k->last_launch)
+    RT_CU_CHECK(cu, cuEventRecordWithFlags(k->last_launch, stream, record_flags));
 cleanup:
   return rc;
 }

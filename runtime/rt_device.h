@@ -80,7 +80,8 @@ typedef struct {
  * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
  * kernel's context current.  Does not synchronize.  An exclusive kernel's launch first waits
- * for its previous launch (whatever its stream).  A kernel with tensor maps gets them encoded
+ * for its previous launch (whatever its stream); in a stream capture, the graph's replays
+ * do (external event nodes).  A kernel with tensor maps gets them encoded
  * (cuTensorMapEncodeTiled) over this launch's A and B and appended to its arguments.
  * Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,

@@ -53,9 +53,11 @@
   X(cuStreamDestroy)                \
   X(cuStreamSynchronize)            \
   X(cuStreamWaitEvent)              \
+  X(cuStreamIsCapturing)            \
   X(cuEventCreate)                  \
   X(cuEventDestroy)                 \
   X(cuEventRecord)                  \
+  X(cuEventRecordWithFlags)         \
   X(cuEventSynchronize)             \
   X(cuEventElapsedTime)
 

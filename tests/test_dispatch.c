@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -652,63 +654,143 @@ static void test_gpu_families_unaligned_ld(void **state) {
   }
 }
 
-/* A split-K kernel (exclusive: per-tile semaphores in the module) chosen for one shape and
- * launched back to back on two streams with no host synchronization between: the runtime
- * must order the launches, or they take each other's turns (wrong results or a hang). */
-static void test_gpu_exclusive_two_streams(void **state) {
-  fixture *f = *state;
+/* A split-K kernel (exclusive: per-tile semaphores in the module) chosen for one shape, and
+ * EXCL_SETS independent problems of that shape: inputs on the host and the device, a C each,
+ * a stream each. */
+#define EXCL_SETS 3
+typedef struct {
+  mmt_context *ctx;
+  const rt_cu *cu;
+  gemm_case g;
+  float *a[EXCL_SETS], *b[EXCL_SETS];
+  CUdeviceptr da[EXCL_SETS], db[EXCL_SETS], dc[EXCL_SETS];
+  CUstream st[EXCL_SETS];
+} exclusive_setup;
+
+static void exclusive_open(fixture *f, exclusive_setup *x) {
   ut_err e;
-  mmt_status rc;
   char device[128], hash[17], params[256], path[200];
   device_name_or_skip(device, sizeof device);
   const char *split = "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16";
-  const gemm_case g = {64, 512, 4096, 4096, 512, 512};
+  memset(x, 0, sizeof *x);
+  x->g = (gemm_case){64, 512, 4096, 4096, 512, 512};
+  const gemm_case *g = &x->g;
   hash_and_default("reg_tiled", hash, params, sizeof params);
   snprintf(path, sizeof path, "%s/exclusive.db", f->dir);
   db_handle *db = NULL;
   assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
-  insert(db, device, "reg_tiled", hash, split, g.m, g.n, g.k, DB_OK, 0.05);
+  insert(db, device, "reg_tiled", hash, split, g->m, g->n, g->k, DB_OK, 0.05);
   db_close(db);
-  mmt_context *ctx = open_or_skip(f, path);
+  x->ctx = open_or_skip(f, path);
   mmt_choice d;
-  assert_int_equal(explain_rm(ctx, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, &d), MMT_OK);
+  assert_int_equal(explain_rm(x->ctx, g->m, g->n, g->k, g->lda, g->ldb, g->ldc, &d), MMT_OK);
   assert_string_equal(d.params, split);
-  const rt_cu *cu = NULL;
-  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
-  size_t na = (size_t)(g.m * g.lda), nb = (size_t)(g.k * g.ldb), nc = (size_t)(g.m * g.ldc);
-  float *a[2], *b[2], *c = malloc(nc * 4);
-  CUdeviceptr da[2], db2[2], dc[2];
-  CUstream st[2];
+  assert_int_equal(rt_driver(&x->cu, &e), MMT_OK);
+  const rt_cu *cu = x->cu;
+  size_t na = (size_t)(g->m * g->lda), nb = (size_t)(g->k * g->ldb), nc = (size_t)(g->m * g->ldc);
   uint64_t seed = 77;
-  for (int s = 0; s < 2; s++) {
-    a[s] = malloc(na * 4), b[s] = malloc(nb * 4);
-    assert_true(a[s] && b[s] && c);
-    for (size_t i = 0; i < na; i++) a[s][i] = rnd(&seed);
-    for (size_t i = 0; i < nb; i++) b[s][i] = rnd(&seed);
-    assert_int_equal(cu->cuStreamCreate(&st[s], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemAlloc(&da[s], na * 4), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemAlloc(&db2[s], nb * 4), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemAlloc(&dc[s], nc * 4), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyHtoD(da[s], a[s], na * 4), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyHtoD(db2[s], b[s], nb * 4), CUDA_SUCCESS);
+  for (int s = 0; s < EXCL_SETS; s++) {
+    x->a[s] = malloc(na * 4), x->b[s] = malloc(nb * 4);
+    assert_true(x->a[s] && x->b[s]);
+    for (size_t i = 0; i < na; i++) x->a[s][i] = rnd(&seed);
+    for (size_t i = 0; i < nb; i++) x->b[s][i] = rnd(&seed);
+    assert_int_equal(cu->cuStreamCreate(&x->st[s], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemAlloc(&x->da[s], na * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemAlloc(&x->db[s], nb * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemAlloc(&x->dc[s], nc * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyHtoD(x->da[s], x->a[s], na * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyHtoD(x->db[s], x->b[s], nb * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemsetD32(x->dc[s], 0x7fc00000u, nc), CUDA_SUCCESS); /* NaN */
   }
-  for (int rep = 0; rep < 20; rep++)
-    for (int s = 0; s < 2; s++) {
-      rc = mmt_sgemm(ctx, g.m, g.n, g.k, (const float *)(uintptr_t)da[s], g.lda,
-                     (const float *)(uintptr_t)db2[s], g.ldb, (float *)(uintptr_t)dc[s], g.ldc, st[s]);
-      if (rc) fail_msg("%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
-    }
-  for (int s = 0; s < 2; s++) {
-    assert_int_equal(cu->cuStreamSynchronize(st[s]), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyDtoH(c, dc[s], nc * 4), CUDA_SUCCESS);
-    double rel = check_result(&g, a[s], b[s], c);
-    if (!(rel < 1e-5)) fail_msg("stream %d: relative error %g", s, rel);
-    cu->cuMemFree(da[s]), cu->cuMemFree(db2[s]), cu->cuMemFree(dc[s]);
-    cu->cuStreamDestroy(st[s]);
-    free(a[s]), free(b[s]);
+}
+
+/* C of set s = A * B of set s, on stream `stream`. */
+static void exclusive_call(exclusive_setup *x, int s, CUstream stream) {
+  const gemm_case *g = &x->g;
+  mmt_status rc = mmt_sgemm(x->ctx, g->m, g->n, g->k, (const float *)(uintptr_t)x->da[s], g->lda,
+                            (const float *)(uintptr_t)x->db[s], g->ldb,
+                            (float *)(uintptr_t)x->dc[s], g->ldc, stream);
+  if (rc) fail_msg("%s: %s", mmt_status_name(rc), mmt_errmsg(x->ctx));
+}
+
+/* Waits for every stream, checks each set's C against the CPU, frees everything. */
+static void exclusive_check_close(exclusive_setup *x) {
+  const rt_cu *cu = x->cu;
+  const gemm_case *g = &x->g;
+  size_t nc = (size_t)(g->m * g->ldc);
+  float *c = malloc(nc * 4);
+  assert_non_null(c);
+  for (int s = 0; s < EXCL_SETS; s++) {
+    assert_int_equal(cu->cuStreamSynchronize(x->st[s]), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(c, x->dc[s], nc * 4), CUDA_SUCCESS);
+    double rel = check_result(g, x->a[s], x->b[s], c);
+    if (!(rel < 1e-5)) fail_msg("set %d: relative error %g", s, rel);
+    cu->cuMemFree(x->da[s]), cu->cuMemFree(x->db[s]), cu->cuMemFree(x->dc[s]);
+    cu->cuStreamDestroy(x->st[s]);
+    free(x->a[s]), free(x->b[s]);
   }
   free(c);
-  mmt_close(ctx);
+  mmt_close(x->ctx);
+}
+
+/* The split-K kernel launched back to back on different streams with no host
+ * synchronization between: the runtime must order the launches, or they take each other's
+ * turns (wrong results or a hang). */
+static void test_gpu_exclusive_two_streams(void **state) {
+  exclusive_setup x;
+  exclusive_open(*state, &x);
+  for (int rep = 0; rep < 20; rep++)
+    for (int s = 0; s < EXCL_SETS; s++) exclusive_call(&x, s, x.st[s]);
+  exclusive_check_close(&x);
+}
+
+/* The graph API, which the library does not use, from the driver the test process loaded. */
+typedef struct {
+  __typeof__(&cuStreamBeginCapture) begin;
+  __typeof__(&cuStreamEndCapture) end;
+  __typeof__(&cuGraphInstantiateWithFlags) instantiate;
+  __typeof__(&cuGraphLaunch) launch;
+  __typeof__(&cuGraphExecDestroy) exec_destroy;
+  __typeof__(&cuGraphDestroy) destroy;
+} graph_api;
+
+static void graph_api_load(graph_api *g) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(lib);
+  *(void **)&g->begin = dlsym(lib, "cuStreamBeginCapture_v2");
+  *(void **)&g->end = dlsym(lib, "cuStreamEndCapture");
+  *(void **)&g->instantiate = dlsym(lib, "cuGraphInstantiateWithFlags");
+  *(void **)&g->launch = dlsym(lib, "cuGraphLaunch");
+  *(void **)&g->exec_destroy = dlsym(lib, "cuGraphExecDestroy");
+  *(void **)&g->destroy = dlsym(lib, "cuGraphDestroy");
+  assert_true(g->begin && g->end && g->instantiate && g->launch && g->exec_destroy && g->destroy);
+}
+
+/* The split-K kernel captured into a CUDA graph (two calls, sets 0 and 1), whose replays run
+ * between eager calls of it on another stream (set 2), with no host synchronization: the
+ * capture must succeed (no wait on an event recorded outside it), and the replays and eager
+ * launches must still never overlap. */
+static void test_gpu_exclusive_graph(void **state) {
+  exclusive_setup x;
+  exclusive_open(*state, &x);
+  graph_api api;
+  graph_api_load(&api);
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  exclusive_call(&x, 2, x.st[2]); /* an eager launch before the capture */
+  assert_int_equal(api.begin(x.st[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  exclusive_call(&x, 0, x.st[0]);
+  exclusive_call(&x, 1, x.st[0]);
+  assert_int_equal(api.end(x.st[0], &graph), CUDA_SUCCESS);
+  assert_int_equal(api.instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  for (int rep = 0; rep < 10; rep++) {
+    assert_int_equal(api.launch(exec, x.st[0]), CUDA_SUCCESS);
+    exclusive_call(&x, 2, x.st[2]);
+  }
+  assert_int_equal(x.cu->cuStreamSynchronize(x.st[0]), CUDA_SUCCESS);
+  assert_int_equal(api.exec_destroy(exec), CUDA_SUCCESS);
+  assert_int_equal(api.destroy(graph), CUDA_SUCCESS);
+  exclusive_check_close(&x);
 }
 
 int main(void) {
@@ -730,6 +812,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_exact_and_bad_device),
       cmocka_unit_test(test_gpu_families_unaligned_ld),
       cmocka_unit_test(test_gpu_exclusive_two_streams),
+      cmocka_unit_test(test_gpu_exclusive_graph),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
