@@ -95,7 +95,8 @@ typedef struct {
  */
 mmt_status mmt_open(mmt_context **ctx, int device, const mmt_options *options);
 
-/* Frees the context, its loaded modules and database handle.  mmt_close(NULL) is a no-op. */
+/* Frees the context, its loaded modules, scratch memory and database handle.
+ * mmt_close(NULL) is a no-op. */
 void mmt_close(mmt_context *ctx);
 
 /* Details of the last failure of a call this thread made on ctx ("" if none), or of
@@ -126,7 +127,10 @@ typedef enum { MMT_F32 = 0, MMT_TF32 = 1, MMT_F16 = 2, MMT_BF16 = 3 } mmt_dtype;
  * reading it (NaN in C does not propagate).
  * Pointers: the matrices the call reads or writes must be non-NULL and aligned to the
  * element size; the kernel is chosen for their actual alignment, so a pointer misaligned for
- * vector loads gets a kernel that does not need them, never a wrong result.
+ * vector loads gets a kernel that does not need them, never a wrong result.  Such a kernel
+ * may copy the matrices into 16-byte-aligned scratch first, in stream order; the context
+ * keeps that device memory for later calls (so a warm call allocates nothing) until
+ * mmt_close.
  * Errors: MMT_ERR_INVALID_ARG (bad order, transpose or dtype value, negative size, ld too
  * small, NULL or misaligned pointer; the message names the argument), MMT_ERR_UNSUPPORTED
  * (a size above 2^31 - 1, or no kernel for the dtype / problem), MMT_ERR_COMPILE,

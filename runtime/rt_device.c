@@ -47,6 +47,28 @@ cleanup:
   return rc;
 }
 
+/* The scratch pool, on a device that has memory pools.  Its release threshold is the largest
+ * size: a pool's default (0) returns its memory at every synchronization, so each unaligned
+ * call would map fresh device memory again. */
+static mmt_status create_scratch(const rt_cu *cu, rt_device *d, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  int pools = 0;
+  if ((rc = get_attr(cu, d->dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, "memory pools",
+                     &pools, err)) || !pools)
+    return rc;
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = d->ordinal;
+  RT_CU_CHECK(cu, cuMemPoolCreate(&d->scratch, &props));
+  cuuint64_t keep_all = UINT64_MAX;
+  RT_CU_CHECK(cu, cuMemPoolSetAttribute(d->scratch, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+cleanup:
+  return rc;
+}
+
 mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = NULL;
@@ -66,9 +88,12 @@ mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err) {
   if ((rc = read_info(cu, &d, err))) goto cleanup;
   RT_CU_CHECK(cu, cuDevicePrimaryCtxRetain(&d.ctx, d.dev));
   RT_CU_CHECK(cu, cuCtxSetCurrent(d.ctx));
+  if ((rc = create_scratch(cu, &d, err))) goto cleanup;
   *out = d;
   d.ctx = NULL;
+  d.scratch = NULL;
 cleanup:
+  if (d.scratch) cu->cuMemPoolDestroy(d.scratch);
   if (d.ctx) cu->cuDevicePrimaryCtxRelease(d.dev);
   return rc;
 }
@@ -80,6 +105,7 @@ void rt_device_close(rt_device *d) {
     CUcontext cur = NULL;
     /* Leave no dangling current context on this thread. */
     if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx) cu->cuCtxSetCurrent(NULL);
+    if (d->scratch) cu->cuMemPoolDestroy(d->scratch);
     cu->cuDevicePrimaryCtxRelease(d->dev);
   }
   memset(d, 0, sizeof *d);
@@ -164,6 +190,9 @@ static mmt_status check_spec(const rt_device *d, const rt_cubin *cubin, const ge
   if (!rc && spec->ntensor_maps > 0 && d->info.cc_major < 9)
     rc = ut_fail(err, MMT_ERR_UNSUPPORTED, "tensor maps (TMA) need sm_90 or newer; the device is %s",
                  d->arch);
+  if (!rc && spec->requires.repack && !d->scratch)
+    rc = ut_fail(err, MMT_ERR_UNSUPPORTED,
+                 "repack needs stream-ordered allocation (memory pools), which the device lacks");
   if (!rc && spec->ntensor_maps > 0 && gen_dtype_size(spec->dtype) == 0)
     rc = ut_fail(err, MMT_ERR_INVALID_ARG, "tensor maps over an unknown dtype '%s'", spec->dtype);
   if (rc) ut_err_prefix(err, "kernel '%s'", spec->kernel_name);
@@ -189,6 +218,7 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   memcpy(k.dtype, spec->dtype, sizeof k.dtype);
   memcpy(k.layout, spec->layout, sizeof k.layout);
   k.ntensor_maps = spec->ntensor_maps;
+  if (spec->requires.repack) k.scratch = d->scratch;
   memcpy(k.tensor_maps, spec->tensor_maps, sizeof k.tensor_maps);
   RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
   CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
@@ -312,8 +342,8 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
                                 const unsigned grid[3], CUstream stream, ut_err *err);
 
 /* A repack kernel on a call that is not 16-byte aligned: A, B and C (C only when beta reads
- * it) copied into one stream-ordered buffer with every row padded to a multiple of 16 bytes,
- * the kernel run there, C copied back, the buffer freed, all in stream order. */
+ * it) copied into one buffer from the scratch pool with every row padded to a multiple of 16
+ * bytes, the kernel run there, C copied back, the buffer freed, all in stream order. */
 static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
                                   const unsigned grid[3], CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -334,7 +364,7 @@ static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_
     total += dst[i].rows * dst[i].pitch;
   }
   CUdeviceptr buf = 0;
-  RT_CU_CHECK(cu, cuMemAllocAsync(&buf, total ? total : 16, stream));
+  RT_CU_CHECK(cu, cuMemAllocFromPoolAsync(&buf, total ? total : 16, k->scratch, stream));
   for (int i = 0; i < 3; i++) dst[i].ptr = buf + offset[i];
   if ((rc = copy_rows(cu, &dst[0], &src[0], stream, err)) ||
       (rc = copy_rows(cu, &dst[1], &src[1], stream, err)) ||

@@ -24,14 +24,19 @@ typedef struct {
   char arch[16];        /* "sm_90" */
   int max_shared_optin; /* bytes per block with the opt-in attribute */
   size_t total_mem;
+  /* Stream-ordered scratch for repack launches (NULL where the device has no memory pools).
+   * It keeps what it has reserved across synchronizations (release threshold: never), so
+   * after the first unaligned call of a size, later ones allocate nothing. */
+  CUmemoryPool scratch;
 } rt_device;
 
 /* Opens device `ordinal`: driver, device, primary context retained and made current, info
- * filled (uuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", arch "sm_<major><minor>").
- * On failure *out is zeroed.  Errors: MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE (no device, or
+ * filled (uuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", arch "sm_<major><minor>"), the
+ * scratch pool created.  On failure *out is zeroed.  Errors: MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE (no device, or
  * ordinal out of range: "device 3 requested but 1 CUDA device(s) present"), MMT_ERR_CUDA. */
 mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err);
-/* Releases the primary context.  Safe on a zeroed struct. */
+/* Destroys the scratch pool (its memory is freed once no launch uses it) and releases the
+ * primary context.  Safe on a zeroed struct. */
 void rt_device_close(rt_device *d);
 /* Makes the device's context current on this thread. */
 mmt_status rt_device_bind(const rt_device *d, ut_err *err);
@@ -49,6 +54,7 @@ typedef struct {
   char dtype[8], layout[4]; /* what the kernel was emitted for (its tensor maps need them) */
   int ntensor_maps;
   gen_tensor_map tensor_maps[GEN_MAX_TENSOR_MAPS]; /* encoded at each launch */
+  CUmemoryPool scratch; /* repack kernels only: the device's scratch pool (borrowed) */
   CUevent last_launch; /* exclusive kernels only: recorded after each launch, waited on by the
                           next, so launches on different streams never overlap */
   int regs, static_shared_bytes, local_bytes, max_threads;
@@ -62,7 +68,7 @@ typedef struct {
  * name not in the module, cubin for another architecture), MMT_ERR_UNSUPPORTED (block threads
  * beyond the kernel's limit, "needs 1024 threads but kernel allows 768 (registers)", shared
  * memory beyond d->max_shared_optin, a kernel arch the device cannot run (rt_kernel_arch), or
- * tensor maps before sm_90). */
+ * tensor maps before sm_90, a repack kernel on a device without memory pools). */
 mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
                           rt_kernel *out, ut_err *err);
 /* Unloads the module.  Safe on a zeroed struct. */

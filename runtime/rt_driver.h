@@ -45,7 +45,10 @@
   X(cuMemcpyDtoH)                   \
   X(cuMemcpyDtoD)                   \
   X(cuMemcpy2DAsync)                \
-  X(cuMemAllocAsync)                \
+  X(cuMemPoolCreate)                \
+  X(cuMemPoolDestroy)               \
+  X(cuMemPoolSetAttribute)          \
+  X(cuMemAllocFromPoolAsync)        \
   X(cuMemFreeAsync)                 \
   X(cuMemsetD32)                    \
   X(cuMemGetInfo)                   \

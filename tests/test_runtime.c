@@ -505,10 +505,10 @@ static void test_driver_absent_here(void **state) {
   assert_int_equal(run_child(NULL, child_missing_library), 0);
 }
 
-/* Argument checks of rt_kernel_launch come before any driver call. */
 /* rt_kernel_load's refusals that come before the driver is touched: a kernel with tensor maps
- * on a device before sm_90, and tensor maps over a dtype the runtime cannot encode.  The
- * device is a stand-in (a non-null context that is never used). */
+ * on a device before sm_90, tensor maps over a dtype the runtime cannot encode, and a repack
+ * kernel on a device without a scratch pool.  The device is a stand-in (a non-null context
+ * that is never used). */
 static void test_load_refusals(void **state) {
   (void)state;
   rt_device d;
@@ -534,7 +534,14 @@ static void test_load_refusals(void **state) {
   assert_int_equal(rt_kernel_load(&d, &c, &spec, &k, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "tensor maps over an unknown dtype 'f99'"));
   assert_null(k.module);
+  snprintf(spec.dtype, sizeof spec.dtype, "f16");
+  spec.requires.repack = true;
+  assert_int_equal(rt_kernel_load(&d, &c, &spec, &k, &e), MMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "repack needs stream-ordered allocation (memory pools)"));
+  assert_null(k.module);
 }
+
+/* Argument checks of rt_kernel_launch come before any driver call. */
 
 static void test_launch_args(void **state) {
   (void)state;

@@ -827,22 +827,29 @@ static void test_gpu_configs(void **state) {
   gen_free(t);
 }
 
+/* Emits config (text) of t for dtype and layout, compiles it for d and loads it. */
+static void load_config(const rt_device *d, gen_template *t, const char *config,
+                        const char *dtype, const char *layout, gen_config *c, gen_kernel *spec,
+                        rt_cubin *cubin, rt_kernel *k) {
+  char arch[16];
+  ut_err e;
+  tc_parse_ok(t, config, c);
+  assert_true(tc_check(t, c, NULL, NULL, 0));
+  assert_int_equal(gen_emit(t, c, dtype, layout, spec, &e), MMT_OK);
+  assert_int_equal(rt_kernel_arch(d->arch, spec->arch, arch, &e), MMT_OK);
+  assert_int_equal(rt_compile(spec->source, spec->kernel_name, arch, cubin, NULL, &e), MMT_OK);
+  mmt_status rc = rt_kernel_load(d, cubin, spec, k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, e.msg);
+  assert_int_equal(rc, MMT_OK);
+}
+
 static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, int index,
                        const char *dtype, const char *layout) {
   gen_config c;
   gen_kernel spec;
   rt_cubin cubin;
   rt_kernel k;
-  char arch[16];
-  ut_err e;
-  tc_parse_ok(t, k_gpu_configs[index], &c);
-  assert_true(tc_check(t, &c, NULL, NULL, 0));
-  assert_int_equal(gen_emit(t, &c, dtype, layout, &spec, &e), MMT_OK);
-  assert_int_equal(rt_kernel_arch(d->arch, spec.arch, arch, &e), MMT_OK);
-  assert_int_equal(rt_compile(spec.source, spec.kernel_name, arch, &cubin, NULL, &e), MMT_OK);
-  mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
-  assert_int_equal(rc, MMT_OK);
+  load_config(d, t, k_gpu_configs[index], dtype, layout, &c, &spec, &cubin, &k);
   print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
   assert_int_equal(k.local_bytes, 0); /* no spills */
   const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : strcmp(dtype, "bf16") == 0 ? 8e-3 : 1e-5;
@@ -860,29 +867,101 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, int
   gen_kernel_clear(&spec);
 }
 
-static void test_gpu_results(void **state) {
-  (void)state;
-  rt_device d;
+/* Opens device 0 and returns the driver, or skips the test without a GPU or on one other
+ * than sm_90. */
+static const rt_cu *open_sm90_or_skip(rt_device *d) {
   ut_err e;
-  mmt_status rc = rt_device_open(0, &d, &e);
+  const rt_cu *cu = NULL;
+  mmt_status rc = rt_device_open(0, d, &e);
   if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
     print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
     skip();
   }
   assert_int_equal(rc, MMT_OK);
-  if (d.info.cc_major != 9 || d.info.cc_minor != 0) {
-    print_message("wgmma needs sm_90a (compute capability 9.0); device is %s\n", d.arch);
-    rt_device_close(&d);
+  if (d->info.cc_major != 9 || d->info.cc_minor != 0) {
+    print_message("wgmma needs sm_90a (compute capability 9.0); device is %s\n", d->arch);
+    rt_device_close(d);
     skip();
   }
-  const rt_cu *cu;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  return cu;
+}
+
+static void test_gpu_results(void **state) {
+  (void)state;
+  rt_device d;
+  const rt_cu *cu = open_sm90_or_skip(&d);
   gen_template *t = load_wgmma();
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
     for (int l = 0; l < COUNT(k_layouts); l++) /* f16 and bf16 alternate over the layouts */
       run_config(&d, cu, t, i, (i + l) % 2 ? "bf16" : "f16", k_layouts[l]);
     run_config(&d, cu, t, i, "tf32", "nt");
   }
+  gen_free(t);
+  rt_device_close(&d);
+}
+
+/* Device memory free now, after the device has finished all work. */
+static size_t free_memory(const rt_cu *cu) {
+  size_t free_bytes = 0, total = 0;
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemGetInfo(&free_bytes, &total), CUDA_SUCCESS);
+  return free_bytes;
+}
+
+/* A repack kernel's scratch stays reserved between calls (the dispatcher's per-call path
+ * allocates nothing once warm): the first unaligned call takes device memory for the
+ * copies, the next one of the same size takes none, across synchronizations.  C = A B over
+ * ones is K everywhere (exact in f16 for K <= 2048). */
+static void test_gpu_repack_scratch_kept(void **state) {
+  (void)state;
+  rt_device d;
+  const rt_cu *cu = open_sm90_or_skip(&d);
+  gen_template *t = load_wgmma();
+  gen_config c;
+  gen_kernel spec;
+  rt_cubin cubin;
+  rt_kernel k;
+  ut_err e;
+  load_config(&d, t, "bm=128,bn=128,stages=4,consumers=2,repack=1", "f16", "nn", &c, &spec,
+              &cubin, &k);
+  const int64_t n = 1537, ld = n + 1; /* rows of 3074 bytes, bases 2 bytes past 16 */
+  const size_t elems = (size_t)(n * ld) + 2, bytes = elems * 2;
+  CUdeviceptr a = 0, b = 0, cc = 0;
+  assert_int_equal(cu->cuMemAlloc(&a, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&b, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&cc, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemsetD32(a, 0x3c003c00u, bytes / 4), CUDA_SUCCESS); /* f16 1.0 */
+  assert_int_equal(cu->cuMemsetD32(b, 0x3c003c00u, bytes / 4), CUDA_SUCCESS);
+  const rt_gemm_args odd = {.m = n, .n = n, .k = n, .alpha = 1, .beta = 0, .a = a + 2,
+                            .b = b + 2, .c = cc + 2, .lda = ld, .ldb = ld, .ldc = ld};
+  rt_gemm_args aligned = odd; /* runs in place: loads the module's code before the count */
+  aligned.a = a, aligned.b = b, aligned.c = cc, aligned.lda = aligned.ldb = aligned.ldc = 1544;
+  aligned.m = aligned.n = aligned.k = 64;
+  assert_int_equal(rt_kernel_launch(&k, &aligned, NULL, &e), MMT_OK);
+  const size_t before = free_memory(cu);
+  assert_int_equal(rt_kernel_launch(&k, &odd, NULL, &e), MMT_OK);
+  const size_t after_first = free_memory(cu);
+  assert_int_equal(rt_kernel_launch(&k, &odd, NULL, &e), MMT_OK);
+  const size_t after_second = free_memory(cu);
+  print_message("free device memory: %zu, after a repack call %zu, after another %zu\n",
+                before, after_first, after_second);
+  assert_true(before - after_first >= 2 * (size_t)(n * n) * 2); /* A and B copies at least */
+  assert_true(after_second == after_first);
+  unsigned short *host = malloc(bytes);
+  assert_non_null(host);
+  assert_int_equal(cu->cuMemcpyDtoH(host, cc, bytes), CUDA_SUCCESS);
+  const elem_kind ek = {2, true};
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++)
+      if (get_elem(&ek, host + 1, (size_t)(i * ld + j)) != (float)n)
+        fail_msg("C[%lld][%lld] = %g, want %lld", (long long)i, (long long)j,
+                 get_elem(&ek, host + 1, (size_t)(i * ld + j)), (long long)n);
+  free(host);
+  cu->cuMemFree(a), cu->cuMemFree(b), cu->cuMemFree(cc);
+  rt_kernel_unload(&k);
+  rt_cubin_free(&cubin);
+  gen_kernel_clear(&spec);
   gen_free(t);
   rt_device_close(&d);
 }
@@ -894,7 +973,7 @@ int main(void) {
       cmocka_unit_test(test_tf32_layouts),  cmocka_unit_test(test_emit_all),
       cmocka_unit_test(test_shared_lines),  cmocka_unit_test(test_nvrtc_default),
       cmocka_unit_test(test_nvrtc_sample),  cmocka_unit_test(test_gpu_configs),
-      cmocka_unit_test(test_gpu_results),
+      cmocka_unit_test(test_gpu_results),   cmocka_unit_test(test_gpu_repack_scratch_kept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
