@@ -36,7 +36,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <nvrtc.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@
 #include <unistd.h>
 
 #include "gen.h"
+#include "bench_cli.h"
 #include "mmtune.h"
 #include "rt_choose.h"
 #include "rt_compile.h"
@@ -96,25 +96,6 @@ static void print_usage(void) {
           "  M N K        the problem, row-major fp32 (default 256 256 256)\n");
 }
 
-/* Prints one line on stderr; returns exit code 2. */
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, PROG ": ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, " (try --help)\n");
-  va_end(ap);
-  return 2;
-}
-
-static int parse_number(const char *text, const char *what, int64_t min, int64_t max,
-                        int64_t *out) {
-  ut_err err = {{0}};
-  if (tn_parse_i64(text, what, min, max, out, &err) == MMT_OK) return 0;
-  return usage_error("%s", err.msg);
-}
-
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_opts *o) {
   static const struct option longs[] = {
@@ -128,37 +109,23 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   opterr = 0;
   while (!bad && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
     switch (c) {
-      case 'd': bad = parse_number(optarg, "--device", 0, INT_MAX, &device); break;
+      case 'd': bad = bench_parse_number(optarg, "--device", 0, INT_MAX, &device); break;
       case 'b': o->db = optarg; break;
-      case 'c': bad = parse_number(optarg, "--calls", 1, 1000000000, &o->calls); break;
-      case 'B': bad = parse_number(optarg, "--batch", 1, 4096, &o->batch); break;
-      case 'r': bad = parse_number(optarg, "--runs", 0, MAX_RUNS, &o->runs); break;
+      case 'c': bad = bench_parse_number(optarg, "--calls", 1, 1000000000, &o->calls); break;
+      case 'B': bad = bench_parse_number(optarg, "--batch", 1, 4096, &o->batch); break;
+      case 'r': bad = bench_parse_number(optarg, "--runs", 0, MAX_RUNS, &o->runs); break;
       case 'C': o->cold_child = true; break;
       case 'h': print_usage(); return 0;
-      case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
-      default:
-        if (optopt) return usage_error("unknown option '-%c'", optopt);
-        return usage_error("unknown option '%s'", argv[optind - 1]);
+      default: return bench_option_error(c, argv);
     }
   }
   if (bad) return bad;
-  int npos = argc - optind;
-  if (npos != 0 && npos != 3) return usage_error("expected M N K or nothing, got %d sizes", npos);
-  if (npos == 3 && ((bad = parse_number(argv[optind], "M", 1, TN_DIM_MAX, &o->m)) ||
-                    (bad = parse_number(argv[optind + 1], "N", 1, TN_DIM_MAX, &o->n)) ||
-                    (bad = parse_number(argv[optind + 2], "K", 1, TN_DIM_MAX, &o->k))))
-    return bad;
+  if ((bad = bench_parse_mnk(argc, argv, optind, &o->m, &o->n, &o->k))) return bad;
   o->device = (int)device;
   return -1;
 }
 
 /* ---- the GPU side: context, stream, buffers ---- */
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 typedef struct {
   const bench_opts *o;
@@ -332,14 +299,14 @@ static mmt_status time_batch(bench_gpu *g, bare_kernel *bk, uint64_t *ns, ut_err
   float *c = (float *)(uintptr_t)g->c;
   mmt_status rc = MMT_OK;
   CUresult r = CUDA_SUCCESS;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   if (bk)
     for (int64_t i = 0; i < o->batch && r == CUDA_SUCCESS; i++)
       r = bare_launch(g->cu, bk, g->stream);
   else
     for (int64_t i = 0; i < o->batch && rc == MMT_OK; i++)
       rc = mmt_sgemm(g->ctx, o->m, o->n, o->k, a, o->k, b, o->n, c, o->n, g->stream);
-  *ns = now_ns() - t0;
+  *ns = bench_now_ns() - t0;
   if (r != CUDA_SUCCESS) return rt_cu_fail(err, "cuLaunchKernel", r);
   if (rc) return ut_fail(err, rc, "mmt_sgemm: %s", mmt_errmsg(g->ctx));
   return sync_stream(g, err);
@@ -472,14 +439,14 @@ cleanup:
  * parent: "cold open_ms=X first_ms=Y nvrtc=N", N the NVRTC runs of this whole process. */
 static mmt_status run_cold_child(const bench_opts *o, ut_err *err) {
   bench_gpu g;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   mmt_status rc = open_mmt(&g, o, err);
-  uint64_t t1 = now_ns();
+  uint64_t t1 = bench_now_ns();
   if (!rc) rc = open_rest(&g, err);
   if (rc) goto cleanup;
-  uint64_t t2 = now_ns();
+  uint64_t t2 = bench_now_ns();
   if ((rc = sgemm(&g, g.c, err)) || (rc = sync_stream(&g, err))) goto cleanup;
-  uint64_t t3 = now_ns();
+  uint64_t t3 = bench_now_ns();
   printf("cold open_ms=%.3f first_ms=%.3f nvrtc=%d\n", (double)(t1 - t0) / 1e6,
          (double)(t3 - t2) / 1e6, nvrtc_compiles);
 cleanup:
@@ -593,6 +560,7 @@ static mmt_status run_cold(const bench_opts *o, ut_err *err) {
 }
 
 int main(int argc, char **argv) {
+  bench_prog = PROG;
   bench_opts o;
   int code = parse_args(argc, argv, &o);
   if (code >= 0) return code;

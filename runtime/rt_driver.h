@@ -62,7 +62,13 @@
   X(cuEventRecord)                  \
   X(cuEventRecordWithFlags)         \
   X(cuEventSynchronize)             \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)             \
+  X(cuStreamBeginCapture)           \
+  X(cuStreamEndCapture)             \
+  X(cuGraphInstantiate)             \
+  X(cuGraphLaunch)                  \
+  X(cuGraphExecDestroy)             \
+  X(cuGraphDestroy)
 
 typedef struct {
 #define RT_DRIVER_FIELD_(name) __typeof__(&name) name;

@@ -63,6 +63,13 @@ for step in "$@"; do
       # on a shape the tune step tuned (the database from it, or defaults without one).
       ./build/bench/mmtune-dispatch-bench --device 0 --db /tmp/mmtune.db 1024 1024 1024 2>&1 |
         tee "$out/dispatch.log" ;;
+    calls)
+      # Per-call time of the dispatcher and cuBLAS (host enqueue, back to back, events between,
+      # CUDA graph replay): SHAPES (default 1000^3), DTYPE (f16), LAYOUT (nn), DB.
+      for sh in $(echo "${SHAPES:-1000x1000x1000}" | tr , ' '); do
+        ./build/bench/mmtune-calls-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
+          --dtype "${DTYPE:-f16}" --layout "${LAYOUT:-nn}" ${sh//x/ } 2>&1
+      done | tee -a "$out/calls.log" ;;
     layouts)
       # The dispatcher's choice vs cuBLAS at 4096^3 in every layout (tune first).
       for l in nn nt tn tt; do

@@ -14,8 +14,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dlfcn.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -744,28 +742,6 @@ static void test_gpu_exclusive_two_streams(void **state) {
   exclusive_check_close(&x);
 }
 
-/* The graph API, which the library does not use, from the driver the test process loaded. */
-typedef struct {
-  __typeof__(&cuStreamBeginCapture) begin;
-  __typeof__(&cuStreamEndCapture) end;
-  __typeof__(&cuGraphInstantiateWithFlags) instantiate;
-  __typeof__(&cuGraphLaunch) launch;
-  __typeof__(&cuGraphExecDestroy) exec_destroy;
-  __typeof__(&cuGraphDestroy) destroy;
-} graph_api;
-
-static void graph_api_load(graph_api *g) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  assert_non_null(lib);
-  *(void **)&g->begin = dlsym(lib, "cuStreamBeginCapture_v2");
-  *(void **)&g->end = dlsym(lib, "cuStreamEndCapture");
-  *(void **)&g->instantiate = dlsym(lib, "cuGraphInstantiateWithFlags");
-  *(void **)&g->launch = dlsym(lib, "cuGraphLaunch");
-  *(void **)&g->exec_destroy = dlsym(lib, "cuGraphExecDestroy");
-  *(void **)&g->destroy = dlsym(lib, "cuGraphDestroy");
-  assert_true(g->begin && g->end && g->instantiate && g->launch && g->exec_destroy && g->destroy);
-}
-
 /* The split-K kernel captured into a CUDA graph (two calls, sets 0 and 1), whose replays run
  * between eager calls of it on another stream (set 2), with no host synchronization: the
  * capture must succeed (no wait on an event recorded outside it), and the replays and eager
@@ -773,23 +749,23 @@ static void graph_api_load(graph_api *g) {
 static void test_gpu_exclusive_graph(void **state) {
   exclusive_setup x;
   exclusive_open(*state, &x);
-  graph_api api;
-  graph_api_load(&api);
+  const rt_cu *cu = x.cu;
   CUgraph graph = NULL;
   CUgraphExec exec = NULL;
   exclusive_call(&x, 2, x.st[2]); /* an eager launch before the capture */
-  assert_int_equal(api.begin(x.st[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamBeginCapture(x.st[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                   CUDA_SUCCESS);
   exclusive_call(&x, 0, x.st[0]);
   exclusive_call(&x, 1, x.st[0]);
-  assert_int_equal(api.end(x.st[0], &graph), CUDA_SUCCESS);
-  assert_int_equal(api.instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamEndCapture(x.st[0], &graph), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
   for (int rep = 0; rep < 10; rep++) {
-    assert_int_equal(api.launch(exec, x.st[0]), CUDA_SUCCESS);
+    assert_int_equal(cu->cuGraphLaunch(exec, x.st[0]), CUDA_SUCCESS);
     exclusive_call(&x, 2, x.st[2]);
   }
-  assert_int_equal(x.cu->cuStreamSynchronize(x.st[0]), CUDA_SUCCESS);
-  assert_int_equal(api.exec_destroy(exec), CUDA_SUCCESS);
-  assert_int_equal(api.destroy(graph), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamSynchronize(x.st[0]), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphDestroy(graph), CUDA_SUCCESS);
   exclusive_check_close(&x);
 }
 
