@@ -102,6 +102,10 @@ typedef struct {
   unsigned shared_bytes; /* dynamic shared memory per block */
   bool exclusive;        /* launches must not overlap: the kernel keeps state between blocks in
                             module globals (serial split-K semaphores); runtime orders them */
+  bool dependent_launch; /* every thread runs griddepcontrol.wait before it touches global
+                            memory, so on sm_90 and newer the runtime lets the launch start
+                            while the kernel before it in the stream finishes (programmatic
+                            dependent launch); never with exclusive */
   gen_requires requires;
   char arch[16]; /* "": compiled for the device's own architecture; else exactly this one
                     (e.g. "sm_90a", whose cubins run only on compute capability 9.0) */

@@ -219,13 +219,26 @@ static mmt_status read_shared(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-/* exclusive: optional boolean. */
-static mmt_status read_exclusive(lua_State *L, int res, emit_ctx *c) {
-  int ty = gen_raw_field(L, res, "exclusive");
+/* An optional boolean field (absent: false). */
+static mmt_status read_flag(lua_State *L, int res, emit_ctx *c, const char *name, bool *out) {
+  int ty = gen_raw_field(L, res, name);
   bool ok = ty == LUA_TNIL || ty == LUA_TBOOLEAN;
-  c->out->exclusive = ty == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  *out = ty == LUA_TBOOLEAN && lua_toboolean(L, -1);
   lua_pop(L, 1);
-  if (!ok) return emit_fail(c, "exclusive that is not a boolean");
+  if (!ok) return emit_fail(c, "%s that is not a boolean", name);
+  return MMT_OK;
+}
+
+/* exclusive and dependent_launch: optional booleans, not both (an exclusive kernel's launch
+ * waits for the one before it to finish). */
+static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
+  mmt_status rc;
+  if ((rc = read_flag(L, res, c, "exclusive", &c->out->exclusive)) ||
+      (rc = read_flag(L, res, c, "dependent_launch", &c->out->dependent_launch)))
+    return rc;
+  if (c->out->exclusive && c->out->dependent_launch)
+    return emit_fail(c, "both exclusive and dependent_launch (an exclusive launch waits for "
+                        "the previous one to finish)");
   return MMT_OK;
 }
 
@@ -358,8 +371,8 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 }
 
 static const char *const emit_fields[] = {
-    "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive", "arch",
-    "tensor_maps", "repack", NULL};
+    "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
+    "dependent_launch", "arch", "tensor_maps", "repack", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -373,7 +386,8 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "<non-string key>";
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
-                                "shared_bytes, requires, exclusive, arch, tensor_maps, repack)",
+                                "shared_bytes, requires, exclusive, dependent_launch, arch, "
+                                "tensor_maps, repack)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -400,7 +414,7 @@ static int emit_protected(lua_State *L) {
   if (!c->rc) c->rc = read_grid(L, res, c);
   if (!c->rc) c->rc = read_shared(L, res, c);
   if (!c->rc) c->rc = read_requires(L, res, c);
-  if (!c->rc) c->rc = read_exclusive(L, res, c);
+  if (!c->rc) c->rc = read_launch_flags(L, res, c);
   if (!c->rc) c->rc = read_arch(L, res, c);
   if (!c->rc) c->rc = read_tensor_maps(L, res, c);
   if (!c->rc) c->rc = read_repack(L, res, c);

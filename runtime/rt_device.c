@@ -219,6 +219,7 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   memcpy(k.layout, spec->layout, sizeof k.layout);
   k.ntensor_maps = spec->ntensor_maps;
   if (spec->requires.repack) k.scratch = d->scratch;
+  k.dependent_launch = spec->dependent_launch && d->info.cc_major >= 9;
   memcpy(k.tensor_maps, spec->tensor_maps, sizeof k.tensor_maps);
   RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
   CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
@@ -428,8 +429,18 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
       wait_flags = CU_EVENT_WAIT_EXTERNAL, record_flags = CU_EVENT_RECORD_EXTERNAL;
     RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, wait_flags));
   }
-  RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],
-                                 k->block[2], k->shared_bytes, stream, params, NULL));
+  if (k->dependent_launch) {
+    CUlaunchAttribute early;
+    memset(&early, 0, sizeof early);
+    early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    early.value.programmaticStreamSerializationAllowed = 1;
+    const CUlaunchConfig config = {grid[0], grid[1], grid[2], k->block[0], k->block[1],
+                                   k->block[2], k->shared_bytes, stream, &early, 1};
+    RT_CU_CHECK(cu, cuLaunchKernelEx(&config, k->fn, params, NULL));
+  } else {
+    RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],
+                                   k->block[2], k->shared_bytes, stream, params, NULL));
+  }
   if (k->last_launch)
     RT_CU_CHECK(cu, cuEventRecordWithFlags(k->last_launch, stream, record_flags));
 cleanup:

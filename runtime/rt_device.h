@@ -57,6 +57,8 @@ typedef struct {
   CUmemoryPool scratch; /* repack kernels only: the device's scratch pool (borrowed) */
   CUevent last_launch; /* exclusive kernels only: recorded after each launch, waited on by the
                           next, so launches on different streams never overlap */
+  bool dependent_launch; /* the spec's, on a device of compute capability 9.0 or newer:
+                            launched with programmatic stream serialization */
   int regs, static_shared_bytes, local_bytes, max_threads;
 } rt_kernel;
 
@@ -87,7 +89,8 @@ typedef struct {
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
  * kernel's context current.  Does not synchronize.  An exclusive kernel's launch first waits
  * for its previous launch (whatever its stream); in a stream capture, the graph's replays
- * do (external event nodes).  A kernel with tensor maps gets them encoded
+ * do (external event nodes).  A dependent-launch kernel may start while the kernel before it
+ * in the stream finishes (it waits in the kernel before touching memory).  A kernel with tensor maps gets them encoded
  * (cuTensorMapEncodeTiled) over this launch's A and B and appended to its arguments.
  * Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,

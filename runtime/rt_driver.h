@@ -38,6 +38,7 @@
   X(cuFuncGetAttribute)             \
   X(cuFuncSetAttribute)             \
   X(cuLaunchKernel)                 \
+  X(cuLaunchKernelEx)               \
   X(cuTensorMapEncodeTiled)         \
   X(cuMemAlloc)                     \
   X(cuMemFree)                      \

@@ -308,6 +308,14 @@ ${name}(int M, int N, int K, float alpha,
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  /* Programmatic dependent launch (the kernel table's dependent_launch): this launch may have
+   * started while the kernel before it in the stream was still running.  Nothing above reads
+   * or writes global memory; past this wait that kernel has completed and its writes are
+   * visible, for every thread.  Then the launch after this one may start as soon as every
+   * block of this one has got here (it waits the same way).  Without such a launch both are
+   * no-ops. */
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (tid == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   if (wg == 0) {
     /* ---- producer: one thread issues the TMA copies of every K tile of every tile ---- */
@@ -886,6 +894,9 @@ return {
       repack = p.repack == 1,
       -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
       exclusive = p.split > 1,
+      -- Otherwise a launch may start while the kernel before it finishes: every thread waits
+      -- (griddepcontrol.wait) before it touches global memory.
+      dependent_launch = p.split == 1,
       arch = "sm_90a",
       tensor_maps = {
         {operand = "A", box = box(a_t, p.bm), swizzle = 128},

@@ -755,6 +755,8 @@ static void test_malformed_emit(void **state) {
       "without requires.align = 16",
       "repack that is not a boolean",
       "{\"SM\", blocks in [1, 64]}",
+      "dependent_launch that is not a boolean",
+      "both exclusive and dependent_launch",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;
@@ -762,6 +764,8 @@ static void test_malformed_emit(void **state) {
   gen_config cfg;
   gen_config_default(t, &cfg);
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_false(k.exclusive);
+  assert_false(k.dependent_launch);
   gen_kernel_clear(&k);
   for (int c = 1; c < (int)(sizeof expect / sizeof expect[0]); c++) {
     cfg.v[0] = c;
@@ -775,6 +779,7 @@ static void test_malformed_emit(void **state) {
   cfg.v[0] = (int64_t)(sizeof expect / sizeof expect[0]); /* the well-formed sm_90a kernel */
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
   assert_string_equal(k.arch, "sm_90a");
+  assert_true(k.dependent_launch);
   assert_int_equal(k.grid[0].dim, 'S');
   assert_int_equal(k.grid[0].tile, 2);
   assert_true(k.requires.repack);

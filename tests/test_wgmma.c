@@ -453,6 +453,9 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.block[1], 1);
     assert_int_equal(k.block[2], 1);
     assert_int_equal(k.exclusive, p.split > 1); /* module semaphores: launches never overlap */
+    assert_int_equal(k.dependent_launch, p.split == 1); /* the others may start early */
+    static const char *const pdl[] = {"  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
+    tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises */
     /* split-K: the module's semaphores (named after the kernel) and their protocol, compiled
      * in by SPLIT > 1 */
     snprintf(line, sizeof line, "#define SEM %s_sem\n", name);
@@ -901,6 +904,32 @@ static void test_gpu_results(void **state) {
   rt_device_close(&d);
 }
 
+/* One config of wgmma loaded on device 0 (the test skipped where there is none). */
+typedef struct {
+  rt_device d;
+  const rt_cu *cu;
+  gen_template *t;
+  gen_config c;
+  gen_kernel spec;
+  rt_cubin cubin;
+  rt_kernel k;
+} loaded_kernel;
+
+static void load_one(loaded_kernel *l, const char *config, const char *dtype,
+                     const char *layout) {
+  l->cu = open_sm90_or_skip(&l->d);
+  l->t = load_wgmma();
+  load_config(&l->d, l->t, config, dtype, layout, &l->c, &l->spec, &l->cubin, &l->k);
+}
+
+static void unload_one(loaded_kernel *l) {
+  rt_kernel_unload(&l->k);
+  rt_cubin_free(&l->cubin);
+  gen_kernel_clear(&l->spec);
+  gen_free(l->t);
+  rt_device_close(&l->d);
+}
+
 /* Device memory free now, after the device has finished all work. */
 static size_t free_memory(const rt_cu *cu) {
   size_t free_bytes = 0, total = 0;
@@ -915,16 +944,11 @@ static size_t free_memory(const rt_cu *cu) {
  * ones is K everywhere (exact in f16 for K <= 2048). */
 static void test_gpu_repack_scratch_kept(void **state) {
   (void)state;
-  rt_device d;
-  const rt_cu *cu = open_sm90_or_skip(&d);
-  gen_template *t = load_wgmma();
-  gen_config c;
-  gen_kernel spec;
-  rt_cubin cubin;
-  rt_kernel k;
+  loaded_kernel l;
+  load_one(&l, "bm=128,bn=128,stages=4,consumers=2,repack=1", "f16", "nn");
+  const rt_cu *cu = l.cu;
+  const rt_kernel *k = &l.k;
   ut_err e;
-  load_config(&d, t, "bm=128,bn=128,stages=4,consumers=2,repack=1", "f16", "nn", &c, &spec,
-              &cubin, &k);
   const int64_t n = 1537, ld = n + 1; /* rows of 3074 bytes, bases 2 bytes past 16 */
   const size_t elems = (size_t)(n * ld) + 2, bytes = elems * 2;
   CUdeviceptr a = 0, b = 0, cc = 0;
@@ -938,11 +962,11 @@ static void test_gpu_repack_scratch_kept(void **state) {
   rt_gemm_args aligned = odd; /* runs in place: loads the module's code before the count */
   aligned.a = a, aligned.b = b, aligned.c = cc, aligned.lda = aligned.ldb = aligned.ldc = 1544;
   aligned.m = aligned.n = aligned.k = 64;
-  assert_int_equal(rt_kernel_launch(&k, &aligned, NULL, &e), MMT_OK);
+  assert_int_equal(rt_kernel_launch(k, &aligned, NULL, &e), MMT_OK);
   const size_t before = free_memory(cu);
-  assert_int_equal(rt_kernel_launch(&k, &odd, NULL, &e), MMT_OK);
+  assert_int_equal(rt_kernel_launch(k, &odd, NULL, &e), MMT_OK);
   const size_t after_first = free_memory(cu);
-  assert_int_equal(rt_kernel_launch(&k, &odd, NULL, &e), MMT_OK);
+  assert_int_equal(rt_kernel_launch(k, &odd, NULL, &e), MMT_OK);
   const size_t after_second = free_memory(cu);
   print_message("free device memory: %zu, after a repack call %zu, after another %zu\n",
                 before, after_first, after_second);
@@ -959,11 +983,64 @@ static void test_gpu_repack_scratch_kept(void **state) {
                  get_elem(&ek, host + 1, (size_t)(i * ld + j)), (long long)n);
   free(host);
   cu->cuMemFree(a), cu->cuMemFree(b), cu->cuMemFree(cc);
-  rt_kernel_unload(&k);
-  rt_cubin_free(&cubin);
-  gen_kernel_clear(&spec);
-  gen_free(t);
-  rt_device_close(&d);
+  unload_one(&l);
+}
+
+/* Launches that may start early (dependent_launch) must still see the previous launch's
+ * results and never overwrite what it still reads: a chain of products with no host
+ * synchronization, each reading the C the launch before it wrote and writing the matrix that
+ * launch read (P = X B, Q = P B, P = Q B, ...).  B is a permutation matrix, so every step only
+ * moves exact values: after s steps C[i][n] = X[i][perm^-s(n)], checked exactly.  16 blocks a
+ * launch leave most multiprocessors free for the next launch to start on. */
+static void test_gpu_dependent_chain(void **state) {
+  (void)state;
+  loaded_kernel l;
+  load_one(&l, "bm=128,bn=128,stages=4,consumers=2", "f16", "nn");
+  const rt_cu *cu = l.cu;
+  const rt_kernel *k = &l.k;
+  ut_err e;
+  assert_true(k->dependent_launch);
+  enum { n = 512, steps = 16 };
+  const elem_kind ek = {2, true};
+  const size_t bytes = (size_t)n * n * 2;
+  uint16_t *x = malloc(bytes), *bm = calloc((size_t)n * n, 2), *got = malloc(bytes);
+  int *perm = malloc(n * sizeof *perm), *from = malloc(n * sizeof *from);
+  assert_true(x && bm && got && perm && from);
+  uint64_t seed = 99;
+  for (size_t i = 0; i < (size_t)n * n; i++) set_elem(&ek, x, i, vrand(&seed));
+  for (int i = 0; i < n; i++) perm[i] = (i * 37 + 11) % n; /* 37 is prime to 512 */
+  for (int kk = 0; kk < n; kk++) set_elem(&ek, bm, (size_t)kk * n + (size_t)perm[kk], 1.0f);
+  CUdeviceptr buf[2], b = 0;
+  assert_int_equal(cu->cuMemAlloc(&buf[0], bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&buf[1], bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&b, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(buf[0], x, bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(b, bm, bytes), CUDA_SUCCESS);
+  for (int s = 0; s < steps; s++) {
+    const rt_gemm_args args = {.m = n, .n = n, .k = n, .alpha = 1, .beta = 0, .a = buf[s % 2],
+                               .b = b, .c = buf[(s + 1) % 2], .lda = n, .ldb = n, .ldc = n};
+    assert_int_equal(rt_kernel_launch(k, &args, NULL, &e), MMT_OK);
+  }
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(got, buf[steps % 2], bytes), CUDA_SUCCESS);
+  for (int col = 0; col < n; col++) from[col] = col; /* C[i][col] = X[i][from[col]] */
+  for (int s = 0; s < steps; s++) {
+    int *inv = malloc(n * sizeof *inv);
+    assert_non_null(inv);
+    for (int kk = 0; kk < n; kk++) inv[perm[kk]] = kk;
+    for (int col = 0; col < n; col++) inv[col] = from[inv[col]];
+    memcpy(from, inv, n * sizeof *from);
+    free(inv);
+  }
+  for (int i = 0; i < n; i++)
+    for (int col = 0; col < n; col++)
+      if (got[(size_t)i * n + col] != x[(size_t)i * n + (size_t)from[col]])
+        fail_msg("after %d launches C[%d][%d] = %g, want %g", steps, i, col,
+                 get_elem(&ek, got, (size_t)i * n + col),
+                 get_elem(&ek, x, (size_t)i * n + (size_t)from[col]));
+  cu->cuMemFree(buf[0]), cu->cuMemFree(buf[1]), cu->cuMemFree(b);
+  free(x), free(bm), free(got), free(perm), free(from);
+  unload_one(&l);
 }
 
 int main(void) {
@@ -974,6 +1051,7 @@ int main(void) {
       cmocka_unit_test(test_shared_lines),  cmocka_unit_test(test_nvrtc_default),
       cmocka_unit_test(test_nvrtc_sample),  cmocka_unit_test(test_gpu_configs),
       cmocka_unit_test(test_gpu_results),   cmocka_unit_test(test_gpu_repack_scratch_kept),
+      cmocka_unit_test(test_gpu_dependent_chain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,8 +37,12 @@ local broken = {
   [19] = function(r) r.tensor_maps = {{operand = "A", box = {4, 8}}} end, -- align 4
   [20] = function(r) r.repack = 1 end,
   [21] = function(r) r.grid = {x = {"SM", 65}} end, -- at most 64 blocks per SM
-  -- well formed: an sm_90a kernel with two maps, repacked, persistent (two blocks per SM)
-  [22] = function(r)
+  [22] = function(r) r.dependent_launch = 1 end,
+  [23] = function(r) r.exclusive = true; r.dependent_launch = true end,
+  -- well formed: an sm_90a kernel with two maps, repacked, persistent (two blocks per SM),
+  -- launched as a dependent
+  [24] = function(r)
+    r.dependent_launch = true
     r.grid = {x = {"SM", 2}}
     r.arch = "sm_90a"
     r.repack = true
@@ -51,7 +55,8 @@ local broken = {
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
-  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22}}},
+  params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                   23, 24}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
