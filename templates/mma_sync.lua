@@ -211,6 +211,16 @@ ${name}(int M, int N, int K, float alpha,
   const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
   const long long b_step = B_T ? BK : BK * (long long)ldb;
   int k_left = K; /* K from the next tile on; <= 0 past the end */
+#if __CUDA_ARCH__ >= 900
+  /* Programmatic dependent launch (the kernel table's dependent_launch; the runtime uses it
+   * on compute capability 9.0 and newer, where a loadable cubin is sm_90 or newer): this
+   * launch may have started while the kernel before it in the stream was still running.
+   * Nothing above reads or writes global memory; past this wait that kernel has completed
+   * and its writes are visible, for every thread.  The launch after this one may start as
+   * soon as every block has got here.  Without such a launch both are no-ops. */
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (tid == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 ${loaders}
   float acc[MI][NI][4];
 #pragma unroll
@@ -1001,6 +1011,9 @@ return {
       requires = req,
       -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
       exclusive = p.split > 1,
+      -- Otherwise a launch may start while the kernel before it finishes (sm_90 and newer):
+      -- every thread waits (griddepcontrol.wait) before it touches global memory.
+      dependent_launch = p.split == 1,
     }
   end,
 }

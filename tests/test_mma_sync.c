@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dep_chain.h"
 #include "gen.h"
 #include "half16.h"
 #include "rt_compile.h"
@@ -387,6 +388,10 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.block[2], 1);
     tc_grid_is(&k, 'N', p.bn, 'M', p.bm, 0, p.split);
     assert_int_equal(k.exclusive, p.split > 1);
+    assert_int_equal(k.dependent_launch, p.split == 1); /* the others may start early */
+    static const char *const pdl[] = {
+        "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
+    tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises (sm_90 on) */
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p, layout));
     /* split-K: the module's semaphore array, named after the kernel */
     const bool split = p.split > 1;
@@ -735,27 +740,58 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, con
   gen_kernel_clear(&spec);
 }
 
-static void test_gpu_results(void **state) {
-  (void)state;
-  rt_device d;
+/* Opens device 0 and returns the driver, or skips the test without a GPU or before sm_80. */
+static const rt_cu *open_sm80_or_skip(rt_device *d) {
   ut_err e;
-  mmt_status rc = rt_device_open(0, &d, &e);
+  const rt_cu *cu = NULL;
+  mmt_status rc = rt_device_open(0, d, &e);
   if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
     print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
     skip();
   }
   assert_int_equal(rc, MMT_OK);
-  if (d.info.cc_major < 8) {
-    print_message("mma_sync needs sm_80 or newer; device is %s\n", d.arch);
-    rt_device_close(&d);
+  if (d->info.cc_major < 8) {
+    print_message("mma_sync needs sm_80 or newer; device is %s\n", d->arch);
+    rt_device_close(d);
     skip();
   }
-  const rt_cu *cu;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  return cu;
+}
+
+static void test_gpu_results(void **state) {
+  (void)state;
+  rt_device d;
+  const rt_cu *cu = open_sm80_or_skip(&d);
   gen_template *t = load_mma();
   for (int i = 0; i < COUNT(k_gpu_configs); i++)
     for (int l = 0; l < COUNT(k_layouts); l++)
       run_config(&d, cu, t, k_gpu_configs[i], k_dtypes[(i + l) % 2], k_layouts[l]);
+  gen_free(t);
+  rt_device_close(&d);
+}
+
+/* Back-to-back launches that may start early (dependent_launch, sm_90 on) on a chain of
+ * dependent products (tests/dep_chain.h). */
+static void test_gpu_dependent_chain(void **state) {
+  (void)state;
+  rt_device d;
+  const rt_cu *cu = open_sm80_or_skip(&d);
+  gen_template *t = load_mma();
+  gen_config c;
+  gen_kernel spec;
+  rt_cubin cubin;
+  rt_kernel k;
+  ut_err e;
+  tc_parse_ok(t, "bm=64,bn=128,bk=64,wm=64,wn=32,stages=5,vec=8", &c);
+  assert_int_equal(gen_emit(t, &c, "f16", "nn", &spec, &e), MMT_OK);
+  assert_int_equal(rt_compile(spec.source, spec.kernel_name, d.arch, &cubin, NULL, &e), MMT_OK);
+  assert_int_equal(rt_kernel_load(&d, &cubin, &spec, &k, &e), MMT_OK);
+  assert_int_equal(k.dependent_launch, d.info.cc_major >= 9);
+  dc_dependent_chain(cu, &k);
+  rt_kernel_unload(&k);
+  rt_cubin_free(&cubin);
+  gen_kernel_clear(&spec);
   gen_free(t);
   rt_device_close(&d);
 }
@@ -767,7 +803,7 @@ int main(void) {
       cmocka_unit_test(test_requires),     cmocka_unit_test(test_emit_all),
       cmocka_unit_test(test_shared_lines), cmocka_unit_test(test_nvrtc_default),
       cmocka_unit_test(test_nvrtc_sample), cmocka_unit_test(test_gpu_configs),
-      cmocka_unit_test(test_gpu_results),
+      cmocka_unit_test(test_gpu_results),  cmocka_unit_test(test_gpu_dependent_chain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

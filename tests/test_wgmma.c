@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dep_chain.h"
 #include "gen.h"
 #include "half16.h"
 #include "rt_compile.h"
@@ -986,60 +987,15 @@ static void test_gpu_repack_scratch_kept(void **state) {
   unload_one(&l);
 }
 
-/* Launches that may start early (dependent_launch) must still see the previous launch's
- * results and never overwrite what it still reads: a chain of products with no host
- * synchronization, each reading the C the launch before it wrote and writing the matrix that
- * launch read (P = X B, Q = P B, P = Q B, ...).  B is a permutation matrix, so every step only
- * moves exact values: after s steps C[i][n] = X[i][perm^-s(n)], checked exactly.  16 blocks a
- * launch leave most multiprocessors free for the next launch to start on. */
+/* Back-to-back launches that may start early (dependent_launch) on a chain of dependent
+ * products (tests/dep_chain.h); 16 blocks a launch leave most multiprocessors free for the
+ * next launch to start on. */
 static void test_gpu_dependent_chain(void **state) {
   (void)state;
   loaded_kernel l;
   load_one(&l, "bm=128,bn=128,stages=4,consumers=2", "f16", "nn");
-  const rt_cu *cu = l.cu;
-  const rt_kernel *k = &l.k;
-  ut_err e;
-  assert_true(k->dependent_launch);
-  enum { n = 512, steps = 16 };
-  const elem_kind ek = {2, true};
-  const size_t bytes = (size_t)n * n * 2;
-  uint16_t *x = malloc(bytes), *bm = calloc((size_t)n * n, 2), *got = malloc(bytes);
-  int *perm = malloc(n * sizeof *perm), *from = malloc(n * sizeof *from);
-  assert_true(x && bm && got && perm && from);
-  uint64_t seed = 99;
-  for (size_t i = 0; i < (size_t)n * n; i++) set_elem(&ek, x, i, vrand(&seed));
-  for (int i = 0; i < n; i++) perm[i] = (i * 37 + 11) % n; /* 37 is prime to 512 */
-  for (int kk = 0; kk < n; kk++) set_elem(&ek, bm, (size_t)kk * n + (size_t)perm[kk], 1.0f);
-  CUdeviceptr buf[2], b = 0;
-  assert_int_equal(cu->cuMemAlloc(&buf[0], bytes), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&buf[1], bytes), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&b, bytes), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(buf[0], x, bytes), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(b, bm, bytes), CUDA_SUCCESS);
-  for (int s = 0; s < steps; s++) {
-    const rt_gemm_args args = {.m = n, .n = n, .k = n, .alpha = 1, .beta = 0, .a = buf[s % 2],
-                               .b = b, .c = buf[(s + 1) % 2], .lda = n, .ldb = n, .ldc = n};
-    assert_int_equal(rt_kernel_launch(k, &args, NULL, &e), MMT_OK);
-  }
-  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyDtoH(got, buf[steps % 2], bytes), CUDA_SUCCESS);
-  for (int col = 0; col < n; col++) from[col] = col; /* C[i][col] = X[i][from[col]] */
-  for (int s = 0; s < steps; s++) {
-    int *inv = malloc(n * sizeof *inv);
-    assert_non_null(inv);
-    for (int kk = 0; kk < n; kk++) inv[perm[kk]] = kk;
-    for (int col = 0; col < n; col++) inv[col] = from[inv[col]];
-    memcpy(from, inv, n * sizeof *from);
-    free(inv);
-  }
-  for (int i = 0; i < n; i++)
-    for (int col = 0; col < n; col++)
-      if (got[(size_t)i * n + col] != x[(size_t)i * n + (size_t)from[col]])
-        fail_msg("after %d launches C[%d][%d] = %g, want %g", steps, i, col,
-                 get_elem(&ek, got, (size_t)i * n + col),
-                 get_elem(&ek, x, (size_t)i * n + (size_t)from[col]));
-  cu->cuMemFree(buf[0]), cu->cuMemFree(buf[1]), cu->cuMemFree(b);
-  free(x), free(bm), free(got), free(perm), free(from);
+  assert_true(l.k.dependent_launch);
+  dc_dependent_chain(l.cu, &l.k);
   unload_one(&l);
 }
 
