@@ -941,8 +941,8 @@ static size_t free_memory(const rt_cu *cu) {
 
 /* A repack kernel's scratch stays reserved between calls (the dispatcher's per-call path
  * allocates nothing once warm): the first unaligned call takes device memory for the
- * copies, the next one of the same size takes none, across synchronizations.  C = A B over
- * ones is K everywhere (exact in f16 for K <= 2048). */
+ * copies, the next one of the same size takes none, across synchronizations.  The call also
+ * runs from a CUDA graph.  C = A B over ones is K everywhere (exact in f16 for K <= 2048). */
 static void test_gpu_repack_scratch_kept(void **state) {
   (void)state;
   loaded_kernel l;
@@ -973,6 +973,24 @@ static void test_gpu_repack_scratch_kept(void **state) {
                 before, after_first, after_second);
   assert_true(before - after_first >= 2 * (size_t)(n * n) * 2); /* A and B copies at least */
   assert_true(after_second == after_first);
+  /* The same call captured into a CUDA graph (the scratch becomes the graph's own allocation)
+   * and replayed twice into a poisoned C. */
+  CUstream st = NULL;
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  assert_int_equal(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemsetD32(cc, 0x7e007e00u, bytes / 4), CUDA_SUCCESS); /* f16 NaN */
+  assert_int_equal(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                   CUDA_SUCCESS);
+  assert_int_equal(rt_kernel_launch(k, &odd, st, &e), MMT_OK);
+  assert_int_equal(cu->cuStreamEndCapture(st, &graph), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphLaunch(exec, st), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphLaunch(exec, st), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamSynchronize(st), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphDestroy(graph), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamDestroy(st), CUDA_SUCCESS);
   unsigned short *host = malloc(bytes);
   assert_non_null(host);
   assert_int_equal(cu->cuMemcpyDtoH(host, cc, bytes), CUDA_SUCCESS);
