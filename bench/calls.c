@@ -71,6 +71,13 @@ static void print_usage(void) {
          MAX_CALLS);
 }
 
+/* The mmt_dtype named `name` (mmt_dtype_name's inverse), or -1. */
+static int dtype_of(const char *name) {
+  for (int d = MMT_F32; d <= MMT_BF16; d++)
+    if (strcmp(mmt_dtype_name((mmt_dtype)d), name) == 0) return d;
+  return -1;
+}
+
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_opts *o) {
   static const struct option longs[] = {
@@ -95,8 +102,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
   }
   if (bad) return bad;
-  if (strcmp(o->dtype, "f32") && strcmp(o->dtype, "tf32") && strcmp(o->dtype, "f16") &&
-      strcmp(o->dtype, "bf16"))
+  if (dtype_of(o->dtype) < 0)
     return bench_usage_error("--dtype '%s' is not one of f32, tf32, f16, bf16", o->dtype);
   if (gen_layout_index(o->layout) < 0)
     return bench_usage_error("--layout '%s' is not one of nn, nt, tn, tt", o->layout);
@@ -150,10 +156,6 @@ cleanup:
   return rc;
 }
 
-static mmt_dtype dtype_enum(const char *d) {
-  return !strcmp(d, "f32") ? MMT_F32 : !strcmp(d, "tf32") ? MMT_TF32 : !strcmp(d, "f16") ? MMT_F16
-                                                                                           : MMT_BF16;
-}
 
 /* One call: C = A B of input copy `copy`, by mmt_gemm (lib 0) or cuBLAS (lib 1). */
 static mmt_status call(bench_gpu *g, int lib, int copy, ut_err *err) {
@@ -167,7 +169,7 @@ static mmt_status call(bench_gpu *g, int lib, int copy, ut_err *err) {
   mmt_status rc = mmt_gemm(g->ctx, MMT_ROW_MAJOR, o->layout[0] == 't' ? MMT_TRANS : MMT_NO_TRANS,
                            o->layout[1] == 't' ? MMT_TRANS : MMT_NO_TRANS, o->m, o->n, o->k, 1.0f,
                            (const void *)(uintptr_t)a, g->lda, (const void *)(uintptr_t)b, g->ldb,
-                           0.0f, (void *)(uintptr_t)c, g->ldc, dtype_enum(o->dtype), g->stream);
+                           0.0f, (void *)(uintptr_t)c, g->ldc, (mmt_dtype)dtype_of(o->dtype), g->stream);
   if (rc) return ut_fail(err, rc, "mmt_gemm: %s: %s", mmt_status_name(rc), mmt_errmsg(g->ctx));
   return MMT_OK;
 }
@@ -356,7 +358,7 @@ static mmt_status run(const bench_opts *o, ut_err *err) {
   if (!rc) rc = time_lib(&g, 1, &t[1], err);
   if (!rc) {
     const mmt_problem p = {MMT_ROW_MAJOR, o->layout[0] == 't', o->layout[1] == 't', o->m, o->n,
-                           o->k, g.lda, g.ldb, g.ldc, dtype_enum(o->dtype)};
+                           o->k, g.lda, g.ldb, g.ldc, (mmt_dtype)dtype_of(o->dtype)};
     mmt_choice ch;
     if ((rc = mmt_explain(g.ctx, &p, &ch)))
       rc = ut_fail(err, rc, "mmt_explain: %s", mmt_errmsg(g.ctx));

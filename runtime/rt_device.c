@@ -64,7 +64,8 @@ static mmt_status create_scratch(const rt_cu *cu, rt_device *d, ut_err *err) {
   props.location.id = d->ordinal;
   RT_CU_CHECK(cu, cuMemPoolCreate(&d->scratch, &props));
   cuuint64_t keep_all = UINT64_MAX;
-  RT_CU_CHECK(cu, cuMemPoolSetAttribute(d->scratch, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+  RT_CU_CHECK(cu,
+              cuMemPoolSetAttribute(d->scratch, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
 cleanup:
   return rc;
 }

@@ -32,8 +32,9 @@ typedef struct {
 
 /* Opens device `ordinal`: driver, device, primary context retained and made current, info
  * filled (uuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", arch "sm_<major><minor>"), the
- * scratch pool created.  On failure *out is zeroed.  Errors: MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE (no device, or
- * ordinal out of range: "device 3 requested but 1 CUDA device(s) present"), MMT_ERR_CUDA. */
+ * scratch pool created.  On failure *out is zeroed.  Errors: MMT_ERR_NO_DRIVER,
+ * MMT_ERR_NO_DEVICE (no device, or ordinal out of range: "device 3 requested but 1 CUDA
+ * device(s) present"), MMT_ERR_CUDA. */
 mmt_status rt_device_open(int ordinal, rt_device *out, ut_err *err);
 /* Destroys the scratch pool (its memory is freed once no launch uses it) and releases the
  * primary context.  Safe on a zeroed struct. */
@@ -90,8 +91,9 @@ typedef struct {
  * kernel's context current.  Does not synchronize.  An exclusive kernel's launch first waits
  * for its previous launch (whatever its stream); in a stream capture, the graph's replays
  * do (external event nodes).  A dependent-launch kernel may start while the kernel before it
- * in the stream finishes (it waits in the kernel before touching memory).  A kernel with tensor maps gets them encoded
- * (cuTensorMapEncodeTiled) over this launch's A and B and appended to its arguments.
+ * in the stream finishes (it waits in the kernel before touching memory).  A kernel with
+ * tensor maps gets them encoded (cuTensorMapEncodeTiled) over this launch's A and B and
+ * appended to its arguments.
  * Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err);

@@ -455,7 +455,8 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.block[2], 1);
     assert_int_equal(k.exclusive, p.split > 1); /* module semaphores: launches never overlap */
     assert_int_equal(k.dependent_launch, p.split == 1); /* the others may start early */
-    static const char *const pdl[] = {"  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
+    static const char *const pdl[] = {
+        "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
     tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises */
     /* split-K: the module's semaphores (named after the kernel) and their protocol, compiled
      * in by SPLIT > 1 */
