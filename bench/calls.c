@@ -55,6 +55,7 @@ typedef struct {
   int device;
   const char *db; /* NULL: the library's default */
   const char *dtype, *layout;
+  mmt_dtype type; /* dtype's */
   int64_t m, n, k, calls;
 } bench_opts;
 
@@ -104,6 +105,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   if (bad) return bad;
   if (dtype_of(o->dtype) < 0)
     return bench_usage_error("--dtype '%s' is not one of f32, tf32, f16, bf16", o->dtype);
+  o->type = (mmt_dtype)dtype_of(o->dtype);
   if (gen_layout_index(o->layout) < 0)
     return bench_usage_error("--layout '%s' is not one of nn, nt, tn, tt", o->layout);
   if ((bad = bench_parse_mnk(argc, argv, optind, &o->m, &o->n, &o->k))) return bad;
@@ -169,7 +171,7 @@ static mmt_status call(bench_gpu *g, int lib, int copy, ut_err *err) {
   mmt_status rc = mmt_gemm(g->ctx, MMT_ROW_MAJOR, o->layout[0] == 't' ? MMT_TRANS : MMT_NO_TRANS,
                            o->layout[1] == 't' ? MMT_TRANS : MMT_NO_TRANS, o->m, o->n, o->k, 1.0f,
                            (const void *)(uintptr_t)a, g->lda, (const void *)(uintptr_t)b, g->ldb,
-                           0.0f, (void *)(uintptr_t)c, g->ldc, (mmt_dtype)dtype_of(o->dtype), g->stream);
+                           0.0f, (void *)(uintptr_t)c, g->ldc, o->type, g->stream);
   if (rc) return ut_fail(err, rc, "mmt_gemm: %s: %s", mmt_status_name(rc), mmt_errmsg(g->ctx));
   return MMT_OK;
 }
@@ -358,7 +360,7 @@ static mmt_status run(const bench_opts *o, ut_err *err) {
   if (!rc) rc = time_lib(&g, 1, &t[1], err);
   if (!rc) {
     const mmt_problem p = {MMT_ROW_MAJOR, o->layout[0] == 't', o->layout[1] == 't', o->m, o->n,
-                           o->k, g.lda, g.ldb, g.ldc, (mmt_dtype)dtype_of(o->dtype)};
+                           o->k, g.lda, g.ldb, g.ldc, o->type};
     mmt_choice ch;
     if ((rc = mmt_explain(g.ctx, &p, &ch)))
       rc = ut_fail(err, rc, "mmt_explain: %s", mmt_errmsg(g.ctx));
