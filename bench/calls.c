@@ -22,8 +22,8 @@
  * Each figure is the median of SAMPLES samples after warm-up calls.  Inputs are random
  * (never zero) and rotate over enough copies to cover three times the L2 cache (at most 32),
  * so that repeated calls do not just read the cache.  Before timing, the C of both libraries
- * on copy 0 is compared (relative Frobenius difference, the dtype's tolerance): a wrong
- * kernel is not timed.
+ * on copy 0 is compared (tn_compare, cuBLAS's as the reference, the dtype's tolerances): a
+ * wrong kernel is not timed.
  */
 #include <getopt.h>
 #include <limits.h>
@@ -225,40 +225,43 @@ static void close_gpu(bench_gpu *g) {
   rt_device_close(&g->dev);
 }
 
-/* C of copy 0 from both libraries, compared: relative Frobenius difference into *rel. */
-static mmt_status compare(bench_gpu *g, double *rel, ut_err *err) {
+/* The element of a downloaded C as a float (16-bit types widened exactly). */
+static float c_elem(const bench_gpu *g, const void *c, size_t i) {
+  if (g->elem == 4) return ((const float *)c)[i];
+  const unsigned short h = ((const unsigned short *)c)[i];
+  return strcmp(g->o->dtype, "bf16") == 0 ? th_bf16_to_f32(h) : th_f16_to_f32(h);
+}
+
+/* C of copy 0 from both libraries, mmt_gemm's checked against cuBLAS's as the reference
+ * (tn_compare: the dtype's tolerances, NaN/Inf counted), into *out.  C is poisoned with NaN
+ * before each call, so an unwritten element fails. */
+static mmt_status compare(bench_gpu *g, tn_check *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   const size_t n = g->c_elems, bytes = n * (size_t)g->elem;
+  const unsigned nan_bits = g->elem == 4                          ? 0x7fc00000u
+                            : strcmp(g->o->dtype, "bf16") == 0 ? 0x7fc07fc0u
+                                                               : 0x7e007e00u;
   void *c[2] = {malloc(bytes), malloc(bytes)};
-  if (!c[0] || !c[1]) {
+  float *mine = malloc(n * sizeof *mine);
+  double *ref = malloc(n * sizeof *ref);
+  if (!c[0] || !c[1] || !mine || !ref) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory for C");
     goto cleanup;
   }
   for (int lib = 0; lib < 2; lib++) {
-    RT_CU_CHECK(cu, cuMemsetD32(g->c, 0x7fc00000u, bytes / 4)); /* NaN: unwritten shows */
+    RT_CU_CHECK(cu, cuMemsetD32(g->c, nan_bits, bytes / 4));
     if ((rc = call(g, lib, 0, err))) goto cleanup;
     RT_CU_CHECK(cu, cuStreamSynchronize(g->stream));
     RT_CU_CHECK(cu, cuMemcpyDtoH(c[lib], g->c, bytes));
   }
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < n; i++) {
-    double x[2];
-    for (int lib = 0; lib < 2; lib++) {
-      if (g->elem == 4) {
-        x[lib] = ((const float *)c[lib])[i];
-      } else {
-        const unsigned short h = ((const unsigned short *)c[lib])[i];
-        x[lib] = strcmp(g->o->dtype, "bf16") == 0 ? th_bf16_to_f32(h) : th_f16_to_f32(h);
-      }
-    }
-    d2 += (x[0] - x[1]) * (x[0] - x[1]);
-    r2 += x[1] * x[1];
-  }
-  *rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2); /* NaN anywhere makes it NaN */
+  for (size_t i = 0; i < n; i++) mine[i] = c_elem(g, c[0], i), ref[i] = c_elem(g, c[1], i);
+  tn_compare(g->o->m, g->o->n, mine, g->ldc, ref, g->ldc, g->o->dtype, out);
 cleanup:
   free(c[0]);
   free(c[1]);
+  free(mine);
+  free(ref);
   return rc;
 }
 
@@ -349,12 +352,12 @@ cleanup:
 static mmt_status run(const bench_opts *o, ut_err *err) {
   bench_gpu g;
   mmt_status rc = open_gpu(&g, o, err);
-  double rel = 0, rel_tol = 0, max_tol = 0;
-  if (!rc) rc = compare(&g, &rel, err);
-  tn_tolerance(o->dtype, &rel_tol, &max_tol);
-  if (!rc && !(rel <= rel_tol))
-    rc = ut_fail(err, MMT_ERR_CUDA, "mmt_gemm and cuBLAS disagree: relative difference %.3g "
-                 "(tolerance %.1g); nothing timed", rel, rel_tol);
+  tn_check chk;
+  if (!rc) rc = compare(&g, &chk, err);
+  if (!rc && !chk.pass)
+    rc = ut_fail(err, MMT_ERR_CUDA, "mmt_gemm and cuBLAS disagree: relative difference %.3g, "
+                 "max %.3g, %lld NaN/Inf; nothing timed", chk.rel_err, chk.max_err,
+                 (long long)chk.bad_count);
   call_times t[2];
   if (!rc) rc = time_lib(&g, 0, &t[0], err);
   if (!rc) rc = time_lib(&g, 1, &t[1], err);
@@ -370,7 +373,7 @@ static mmt_status run(const bench_opts *o, ut_err *err) {
              g.dev.info.name, o->dtype, o->layout, (long long)o->m, (long long)o->n,
              (long long)o->k, g.copies, (long long)o->calls, SAMPLES);
       printf("mmtune runs %s %s (%s); mmtune vs cuBLAS: relative difference %.2g; cuBLAS %s\n",
-             ch.template_name, ch.params, mmt_choice_kind_name(ch.kind), rel,
+             ch.template_name, ch.params, mmt_choice_kind_name(ch.kind), chk.rel_err,
              tn_cublas_version(g.cb));
       printf("%-8s %10s %10s %10s %10s %14s\n", "us/call", "host", "stream", "events", "graph",
              "graph TFLOP/s");
