@@ -57,7 +57,9 @@ local source = [[
  *                 required: realigned 16-byte copies, 16-byte cp.async.cg of the aligned
  *                 chunks that cover each row (row start rounded down to 16 bytes, one chunk
  *                 more for the tail), shifted into place by the row's misalignment on the
- *                 way to the swizzled tile; 2-byte stores of C.  1: nothing required: 2-byte
+ *                 way to the swizzled tile (the two chunks that straddle an end of an
+ *                 operand are read element by element: nothing outside it is read); 2-byte
+ *                 stores of C.  1: nothing required: 2-byte
  *                 loads into registers, packed in pairs into shared memory, 2-byte stores of C
  *   SWZ    = ${d_swz} shared-memory layout.  1: XOR swizzle of 16-byte chunks (see tile_off).
  *                 0: rows padded by 8 elements (16 bytes)
@@ -420,28 +422,49 @@ static __device__ __forceinline__ int mis8(const elem_t* p) {
 static __device__ __forceinline__ const elem_t* chunk_of(const elem_t* p) {
   return reinterpret_cast<const elem_t*>(reinterpret_cast<unsigned long long>(p) & ~15ull);
 }
-/* Bytes to read of the raw chunk that starts s elements before column c of a stored row (c a
+/* Bytes wanted of the raw chunk that starts s elements before column c of a stored row (c a
  * multiple of 8, s the row's misalignment), which covers columns c - s .. c - s + 7; `cols`
- * columns of the row are inside the matrix (0: the row is outside).  The chunk is read when a
- * column of it that the tile uses (>= 0) is inside, and then only up to the last column
- * inside: nothing outside the matrix but the head of its first chunk (elements before
- * column 0, in the 16-byte chunk of an element of the matrix) is ever read, and what a copy
- * does not read is zero-filled. */
+ * columns of the row are inside the matrix (0: the row is outside).  The chunk is wanted when
+ * a column of it that the tile uses (>= 0) is inside, and then only up to the last column
+ * inside; what a copy does not read is zero-filled. */
 static __device__ __forceinline__ int raw_bytes(int cols, int c, int s) {
   return max(c - s, 0) < cols ? 2 * min(cols - c + s, 8) : 0;
+}
+/* The raw chunk q (16-byte aligned) of which the first `bytes` are wanted, copied into shared
+ * memory at dst reading nothing outside the operand [lo, hi).  A cp.async of a chunk reads
+ * all 16 bytes whatever its src-size (compute-sanitizer sees a 16-byte read), so the two
+ * chunks that straddle an end of the operand, the one of its first element when the operand
+ * is not 16-byte aligned and the one of its last, are read element by element instead: at
+ * most two chunks of a matrix, so the cost is nil. */
+static __device__ __noinline__ void copy_chunk_edge(unsigned dst, const elem_t* q, int bytes,
+                                                    const elem_t* lo, const elem_t* hi) {
+  unsigned w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    if (2 * e < bytes && q + e >= lo && q + e < hi) w[e / 2] |= (unsigned)q[e] << (16 * (e % 2));
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+               :: "r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+}
+static __device__ __forceinline__ void copy_chunk(unsigned dst, const elem_t* q, int bytes,
+                                                  const elem_t* lo, const elem_t* hi) {
+  if (q >= lo && q + 8 <= hi)
+    cp_async_part(dst, q, bytes);
+  else /* out of line: the main loop keeps its registers */
+    copy_chunk_edge(dst, q, bytes, lo, hi);
 }
 /* This thread's copies of one operand's next tile (ROWS x COLS as stored, LOADS copies per
  * thread) into the raw stage at shared address `raw`: raw chunk c / 8 of stored row r for the
  * units (r, c) of the VEC = 8 mapping (r0, c0 the first, at `src` in global memory, ld the
  * row pitch), and the last raw chunk (column COLS) of rows tid + l * THREADS.  rows x cols of
- * the tile are inside the matrix.  INSIDE: the whole tile and 8 columns more are (rows >=
- * ROWS, cols >= COLS + 8), so every chunk is read whole, but a last one that holds no column
- * of the tile (s == 0), and the bounds need no checks; `safe` is the source of empty copies
- * (a valid address: the chunk of the matrix's first element). */
+ * the tile are inside the matrix, which occupies [lo, hi) (first element, one past its last).
+ * INSIDE: the whole tile and 8 columns more are (rows >= ROWS, cols >= COLS + 8) and the
+ * tile does not start at lo, so every chunk is inside [lo, hi) and read whole,
+ * but a last one that holds no column of the tile (s == 0), and the bounds need no checks;
+ * lo is the source of empty copies (src-size 0 reads nothing). */
 template <int ROWS, int COLS, int LOADS, bool INSIDE>
 __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, int r0, int c0,
                                               long long ld, int rows, int cols,
-                                              const elem_t* safe) {
+                                              const elem_t* lo, const elem_t* hi) {
   constexpr int UPR = COLS / 8, EXTRA = (ROWS + THREADS - 1) / THREADS;
 #pragma unroll
   for (int l = 0; l < LOADS; ++l) {
@@ -453,7 +476,8 @@ __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, i
       cp_async_part(dst, chunk_of(p), 16);
     } else {
       const int n = raw_bytes(r < rows ? cols : 0, c, mis8(p));
-      cp_async_part(dst, n ? chunk_of(p) : safe, n);
+      if (n) copy_chunk(dst, chunk_of(p), n, lo, hi);
+      else cp_async_part(dst, chunk_of(lo), 0);
     }
   }
 #pragma unroll
@@ -467,7 +491,8 @@ __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, i
         cp_async_part(dst, chunk_of(p), s ? 16 : 0);
       } else {
         const int n = raw_bytes(r < rows && s ? cols : 0, COLS, s);
-        cp_async_part(dst, n ? chunk_of(p) : safe, n);
+        if (n) copy_chunk(dst, chunk_of(p), n, lo, hi);
+        else cp_async_part(dst, chunk_of(lo), 0);
       }
     }
   }
@@ -506,23 +531,28 @@ local loaders_raw = [[
    * of 8 elements: its misalignment is the same in every tile. */
   const int a_s0 = mis8(a_src), b_s0 = mis8(b_src);
   const int a_ld8 = lda & 7, b_ld8 = ldb & 7;
-  const elem_t* const a_safe = chunk_of(Ag); /* source of empty copies: a valid address */
-  const elem_t* const b_safe = chunk_of(Bg);
+  /* One past the last element of A (B) the problem addresses: the last stored row ends at
+   * its width, not at the pitch.  No copy reads outside [Ag, a_end) (copy_chunk). */
+  const elem_t* const a_end = Ag + (A_T ? (K - 1LL) * lda + M : (M - 1LL) * lda + K);
+  const elem_t* const b_end = Bg + (B_T ? (N - 1LL) * ldb + K : (K - 1LL) * ldb + N);
   auto copy_raw = [&](int stage) { /* the next tile into raw stage `stage` */
     const unsigned ar = smem_u32(Ar + stage * A_RAW), br = smem_u32(Br + stage * B_RAW);
     /* stored rows and columns of the next tile inside A (B) */
     const int a_rows = A_T ? k_left : m_left, a_cols = A_T ? m_left : k_left;
     const int b_rows = B_T ? n_left : k_left, b_cols = B_T ? k_left : n_left;
-    if (a_rows >= A_ROWS && a_cols >= A_COLS + 8) /* all but the edge tiles */
-      copy_raw_tile<A_ROWS, A_COLS, A_LOADS, true>(ar, a_src, a_r, a_c, lda, 0, 0, a_safe);
+    /* All but the edge tiles and the tile at the operand's first element (whose first chunk
+     * may start before it): that tile is the first K tile of block row 0 (A), column 0 (B). */
+    const bool k_first = k_left == K;
+    if (a_rows >= A_ROWS && a_cols >= A_COLS + 8 && (row0 != 0 || !k_first))
+      copy_raw_tile<A_ROWS, A_COLS, A_LOADS, true>(ar, a_src, a_r, a_c, lda, 0, 0, Ag, a_end);
     else
       copy_raw_tile<A_ROWS, A_COLS, A_LOADS, false>(ar, a_src, a_r, a_c, lda, a_rows, a_cols,
-                                                    a_safe);
-    if (b_rows >= B_ROWS && b_cols >= B_COLS + 8)
-      copy_raw_tile<B_ROWS, B_COLS, B_LOADS, true>(br, b_src, b_r, b_c, ldb, 0, 0, b_safe);
+                                                    Ag, a_end);
+    if (b_rows >= B_ROWS && b_cols >= B_COLS + 8 && (col0 != 0 || !k_first))
+      copy_raw_tile<B_ROWS, B_COLS, B_LOADS, true>(br, b_src, b_r, b_c, ldb, 0, 0, Bg, b_end);
     else
       copy_raw_tile<B_ROWS, B_COLS, B_LOADS, false>(br, b_src, b_r, b_c, ldb, b_rows, b_cols,
-                                                    b_safe);
+                                                    Bg, b_end);
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
