@@ -51,7 +51,16 @@
   X(cuMemPoolSetAttribute)          \
   X(cuMemAllocFromPoolAsync)        \
   X(cuMemFreeAsync)                 \
+  X(cuMemsetD16)                    \
   X(cuMemsetD32)                    \
+  X(cuMemAddressReserve)            \
+  X(cuMemAddressFree)               \
+  X(cuMemCreate)                    \
+  X(cuMemRelease)                   \
+  X(cuMemMap)                       \
+  X(cuMemUnmap)                     \
+  X(cuMemSetAccess)                 \
+  X(cuMemGetAllocationGranularity)  \
   X(cuMemGetInfo)                   \
   X(cuStreamCreate)                 \
   X(cuStreamDestroy)                \

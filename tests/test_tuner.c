@@ -178,7 +178,8 @@ static void test_fault_and_hang_are_contained(void **state) {
   char *out = NULL;
   char args[512];
   snprintf(args, sizeof args,
-           "--device 0 --shapes 64x64x64 --templates fault,hang,wrong,unwritten,spill,naive --watchdog 5 "
+           "--device 0 --shapes 64x64x64 --templates fault,hang,wrong,unwritten,spill,overread,naive "
+           "--watchdog 5 "
            "--db %s",
            g_db);
   int ex = run_cli(args, &out);
@@ -189,17 +190,50 @@ static void test_fault_and_hang_are_contained(void **state) {
   assert_non_null(strstr(out, "verify_failed: error too large"));
   assert_non_null(strstr(out, "spill variant=0: pruned: spills: "));
   assert_non_null(strstr(out, "verify_failed: 64 NaN/Inf elements (unwritten?), first at (63, 0)"));
+  /* One element past B, one before A: guard pages make both fault, whatever the result. */
+  assert_non_null(strstr(out, "overread variant=0: fault: candidate kernel, operands flush "
+                              "against unmapped memory after them: CUDA_ERROR_ILLEGAL_ADDRESS"));
+  assert_non_null(strstr(out, "overread variant=1: fault: candidate kernel, operands flush "
+                              "against unmapped memory before them: CUDA_ERROR_ILLEGAL_ADDRESS"));
   assert_true(ok_rows("naive", device) > 0); /* ... and tuning went on */
   assert_int_equal(ok_rows("fault", device), 0);
   assert_int_equal(ok_rows("wrong", device), 0);
   assert_int_equal(ok_rows("unwritten", device), 0);
   assert_int_equal(ok_rows("spill", device), 0);
+  assert_int_equal(ok_rows("overread", device), 0);
+  free(out);
+
+  /* The dispatcher serves the verified naive row, never a faulted one. */
+  snprintf(args, sizeof args, "explain 64 64 64 --device 0 --db %s", g_db);
+  ex = run_cli(args, &out);
+  if (ex != 0 || !strstr(out, "naive") || strstr(out, "overread")) fail_msg("exit %d\n%s", ex, out);
   free(out);
 
   /* Resume: everything is in the database with the same provenance. */
   ex = run_cli(args, &out);
   assert_int_equal(ex, 0);
   assert_non_null(strstr(out, ": 0 to measure"));
+  free(out);
+}
+
+/* Without guard pages (MMTUNE_GUARD_PAGES=0 stands for a driver without virtual memory
+ * management) verification runs on plain buffers as before, and the tuner says so once. */
+static void test_guard_fallback_said_once(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char db[160], args[512];
+  snprintf(db, sizeof db, "%s/noguard.db", g_dir);
+  snprintf(args, sizeof args, "--device 0 --templates naive --shapes 64x64x64,33x17x65 --db %s", db);
+  setenv("MMTUNE_GUARD_PAGES", "0", 1);
+  char *out = NULL;
+  int ex = run_cli(args, &out);
+  unsetenv("MMTUNE_GUARD_PAGES");
+  const char *note = "mmtune: verification without guard pages: MMTUNE_GUARD_PAGES=0\n";
+  const char *first = strstr(out, note);
+  if (ex != 0 || !first || strstr(first + 1, note)) fail_msg("exit %d\n%s", ex, out);
+  char device[128];
+  device_name(device, sizeof device);
+  assert_true(ok_rows_in(db, "naive", device, 64, 64, 64) > 0);
   free(out);
 }
 
@@ -344,6 +378,7 @@ int main(void) {
       cmocka_unit_test(test_helpers_compile),
       cmocka_unit_test(test_templates_on_ragged_shapes),
       cmocka_unit_test(test_fault_and_hang_are_contained),
+      cmocka_unit_test(test_guard_fallback_said_once),
       cmocka_unit_test(test_budget_across_runs),
       cmocka_unit_test(test_interrupt_keeps_results),
   };

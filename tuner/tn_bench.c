@@ -225,6 +225,8 @@ static mmt_status open_gpu(bench_run *b, ut_err *err) {
     ut_err_prefix(err, "cannot use device %d", b->device);
     return rc;
   }
+  const char *note = tn_gpu_guard_note(b->g);
+  if (note) fprintf(stderr, "mmtune bench: %s\n", note);
   /* After tn_gpu_open: cuBLAS adopts the primary context it made current. */
   ut_err cerr = {{0}};
   if (tn_cublas_open(&b->cb, &cerr)) ut_copy(b->cublas_why, sizeof b->cublas_why, cerr.msg);

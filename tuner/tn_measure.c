@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tn_guard.h"
 #include "tn_prune.h"
 #include "tn_ref.h"
 
@@ -68,15 +69,16 @@ static const char FILL_SOURCE[] =
 /* The comparison of C with the float64 reference, reduced on the device so that only a few
  * numbers cross the bus: sums of squares of (C - R) and R, max |C - R| and max |R| (as bits:
  * non-negative doubles order like unsigned integers), NaN/Inf count and first position, and
- * writes into C's padding columns (n..ldc, left NaN) with the first position.  x - x != 0
- * is true exactly for NaN and Inf. */
+ * writes into C's padding columns (n..ldc of every row but the last, left NaN) with the first
+ * position.  Nothing past C's last element is read: it may be unmapped (tn_guard.h).
+ * x - x != 0 is true exactly for NaN and Inf. */
 static const char CHECK_SOURCE[] =
     "extern \"C\" __global__ void mmt_check_f32(long long M, long long N, const float *C,\n"
     "    long long ldc, const double *R, long long ldr, double *sums, unsigned long long *st) {\n"
     "  double d2 = 0, r2 = 0, dmax = 0, rmax = 0;\n"
     "  unsigned long long bad = 0, first_bad = ~0ull, outside = 0, first_out = ~0ull;\n"
     "  for (long long i = blockIdx.x; i < M; i += gridDim.x)\n"
-    "    for (long long j = threadIdx.x; j < ldc; j += blockDim.x) {\n"
+    "    for (long long j = threadIdx.x; j < (i == M - 1 ? N : ldc); j += blockDim.x) {\n"
     "      unsigned long long at = (unsigned long long)i * ldc + j;\n"
     "      float c = C[at];\n"
     "      if (j >= N) {\n"
@@ -130,6 +132,16 @@ struct tn_gpu {
   int copies;
   int elem;  /* bytes per element of the problem being measured */
   int bf16;  /* 16-bit elements are bf16 (else f16) */
+  /* Elements each operand addresses ((rows - 1) * ld + row width), and the alignment of the
+   * problem's pitches: what a candidate is verified for. */
+  size_t a_extent, b_extent, c_extent;
+  unsigned align;
+  /* The verification launches put A, B and C flush against unmapped memory (tn_guard.h),
+   * once at the end of a mapped range and once at its start; gran == 0 when the device cannot
+   * (guard_note says why, and copy 0 is verified as it is). */
+  size_t gran;
+  tn_guard guard[3];
+  char guard_note[256];
   /* Host buffers for the check. */
   float *host_a, *host_b;
   double *host_ref;
@@ -137,6 +149,8 @@ struct tn_gpu {
 };
 
 const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
+
+const char *tn_gpu_guard_note(const tn_gpu *g) { return g->gran ? NULL : g->guard_note; }
 
 bool tn_measure_supports(const char *dtype) {
   /* tf32 data is f32: only the kernel's arithmetic (and the tolerance) differ. */
@@ -195,6 +209,17 @@ mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err 
   g->limits.shared_per_block = g->dev.max_shared_optin;
   for (int i = 0; i <= TIME_BATCH; i++) RT_CU_CHECK(cu, cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT));
   if ((rc = load_helpers(g, cache_dir, err))) goto cleanup;
+  ut_err guard_err = {{0}};
+  mmt_status grc = tn_guard_probe(cu, g->dev.dev, &g->gran, &guard_err);
+  if (grc == MMT_ERR_UNSUPPORTED) {
+    g->gran = 0;
+    ut_copy(g->guard_note, sizeof g->guard_note, "verification without guard pages: ");
+    size_t used = strlen(g->guard_note);
+    ut_copy(g->guard_note + used, sizeof g->guard_note - used, guard_err.msg);
+  } else if (grc) {
+    rc = ut_fail(err, grc, "%s", guard_err.msg);
+    goto cleanup;
+  }
   *out = g;
   g = NULL;
 cleanup:
@@ -215,6 +240,7 @@ void tn_gpu_close(tn_gpu *g) {
   if (g->cu && g->dev.ctx) {
     g->cu->cuCtxSetCurrent(g->dev.ctx);
     free_device_buffers(g);
+    for (int i = 0; i < 3; i++) tn_guard_free(g->cu, &g->guard[i]);
     for (int i = 0; i <= TIME_BATCH; i++)
       if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
     if (g->helpers) g->cu->cuModuleUnload(g->helpers);
@@ -244,15 +270,28 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   /* Each copy starts 256-byte aligned, like a cudaMalloc'd buffer, as the tuner assumes. */
-  int64_t rows[3]; /* as stored */
+  int64_t rows[3], width[3]; /* as stored */
   gen_stored_rows(o->layout, o->m, o->n, o->k, rows);
+  gen_min_ld(o->layout, o->m, o->n, o->k, width);
   g->a_elems = round_up((size_t)rows[0] * (size_t)o->lda, 64);
   g->b_elems = round_up((size_t)rows[1] * (size_t)o->ldb, 64);
   g->c_elems = round_up((size_t)rows[2] * (size_t)o->ldc, 64);
+  g->a_extent = (size_t)((rows[0] - 1) * o->lda + width[0]);
+  g->b_extent = (size_t)((rows[1] - 1) * o->ldb + width[1]);
+  g->c_extent = (size_t)((rows[2] - 1) * o->ldc + width[2]);
   g->elem = gen_dtype_size(o->dtype);
   g->bf16 = strcmp(o->dtype, "bf16") == 0;
   if (!tn_measure_supports(o->dtype))
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
+  /* The tuner's buffers start 256-byte aligned: the pitches decide (tn_tune_shape_problem). */
+  uint64_t pitches[] = {256, (uint64_t)(o->lda * g->elem), (uint64_t)(o->ldb * g->elem),
+                        (uint64_t)(o->ldc * g->elem)};
+  g->align = (unsigned)gen_align_bytes(pitches, 4);
+  const size_t extents[3] = {g->a_extent, g->b_extent, g->c_extent};
+  for (int i = 0; g->gran && i < 3; i++)
+    if ((rc = tn_guard_reserve(cu, g->dev.dev, g->gran, &g->guard[i],
+                               extents[i] * (size_t)g->elem, err)))
+      return rc;
   size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems + g->c_elems);
   size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
   g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
@@ -345,27 +384,30 @@ static mmt_status sync_checked(tn_gpu *g, const char *what, ut_err *err) {
   return is_sticky(r) ? MMT_ERR_FAULT : MMT_ERR_CUDA;
 }
 
-/* The float64 reference of copy 0 into g->ref on the device (row stride n): computed on the
- * CPU and uploaded for small problems, by the float64 GPU kernel for large ones. */
-static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+/* The float64 reference of the inputs at in_a, in_b (their extents: nothing past them is
+ * read) into g->ref on the device (row stride n): computed on the CPU and uploaded for small
+ * problems, by the float64 GPU kernel for large ones. */
+static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr in_a,
+                                    CUdeviceptr in_b, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   const char *layout = o->layout[0] ? o->layout : "nn";
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n;
-  /* The reference reads float: 16-bit inputs (copy 0) are widened first, exactly. */
-  CUdeviceptr a = g->a, b = g->b;
+  /* The reference reads float: 16-bit inputs are widened first, exactly. */
+  CUdeviceptr a = in_a, b = in_b;
   if (g->elem != 4) {
-    if ((rc = widen(g, g->a, g->wa, g->a_elems, err)) || (rc = widen(g, g->b, g->wb, g->b_elems, err)))
+    if ((rc = widen(g, in_a, g->wa, g->a_extent, err)) ||
+        (rc = widen(g, in_b, g->wb, g->b_extent, err)))
       return rc;
     a = g->wa;
     b = g->wb;
   }
   if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
     if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
-    if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * g->a_elems, err))) return rc;
-    if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * g->b_elems, err))) return rc;
-    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, a, 4 * g->a_elems));
-    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, b, 4 * g->b_elems));
+    if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * g->a_extent, err))) return rc;
+    if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * g->b_extent, err))) return rc;
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, a, 4 * g->a_extent));
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, b, 4 * g->b_extent));
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     if ((rc = tn_ref_gemm_layout(layout, o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb,
                                  g->host_ref, o->n, threads > 0 ? (int)threads : 1, err)))
@@ -386,16 +428,17 @@ cleanup:
   return rc;
 }
 
-/* Runs mmt_check_f32 over C of copy 0 and the reference; fills *cs. */
-static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, check_stats *cs, ut_err *err) {
+/* Runs mmt_check_f32 over the C at in_c (its extent) and the reference; fills *cs. */
+static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr in_c,
+                                 check_stats *cs, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   check_stats init = {{0, 0}, {0, 0, 0, ~0ull, 0, ~0ull}};
   RT_CU_CHECK(cu, cuMemcpyHtoD(g->stats, &init, sizeof init));
   long long m = o->m, n = o->n, ldc = o->ldc, ldr = o->n;
-  CUdeviceptr sums = g->stats, st = g->stats + offsetof(check_stats, st), c = g->c;
-  if (g->elem != 4) { /* C (copy 0) widened to float: exact, NaN stays NaN */
-    if ((rc = widen(g, g->c, g->wc, g->c_elems, err))) return rc;
+  CUdeviceptr sums = g->stats, st = g->stats + offsetof(check_stats, st), c = in_c;
+  if (g->elem != 4) { /* C widened to float: exact, NaN stays NaN */
+    if ((rc = widen(g, in_c, g->wc, g->c_extent, err))) return rc;
     c = g->wc;
   }
   void *args[] = {&m, &n, &c, &ldc, &g->ref, &ldr, &sums, &st};
@@ -407,11 +450,12 @@ cleanup:
   return rc;
 }
 
-/* Checks C of copy 0: values against the reference (tn_compare's measures and tolerances),
+/* Checks the C at c: values against the reference (tn_compare's measures and tolerances),
  * and padding columns (n..ldc) untouched. */
-static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, tn_measurement *out, ut_err *err) {
+static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr c,
+                               tn_measurement *out, ut_err *err) {
   check_stats cs;
-  mmt_status rc = device_compare(g, o, &cs, err);
+  mmt_status rc = device_compare(g, o, c, &cs, err);
   if (rc) return rc;
   double dmax, rmax, rel_tol = 0, max_tol = 0;
   memcpy(&dmax, &cs.st[0], sizeof dmax);
@@ -509,35 +553,88 @@ static void launch_error(tn_measurement *out, const char *msg) {
   ut_copy(out->error, sizeof out->error, msg);
 }
 
+/* What each verification launch is, with guard pages: its operands' placement. */
+static const char *const k_placements[] = {"operands flush against unmapped memory after them",
+                                           "operands flush against unmapped memory before them"};
+
+/* The operands of verification launch `which` (0 or 1; k_placements): A, B and C placed in
+ * their guarded buffers (0: ending at the end of the mapped range, at the verified alignment;
+ * 1: starting at its start), A and B filled as copy 0 is (the fill is a function of seed and
+ * index, so the same values), C poisoned with NaN.  Without guard pages: copy 0 as it is. */
+static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
+                                 rt_gemm_args *args, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  *args = copy_args(g, o, 0);
+  if (!g->gran) return MMT_OK;
+  const tn_guard_side side = which == 0 ? TN_GUARD_END : TN_GUARD_START;
+  const size_t e = (size_t)g->elem;
+  args->a = tn_guard_place(&g->guard[0], g->a_extent * e, g->align, side);
+  args->b = tn_guard_place(&g->guard[1], g->b_extent * e, g->align, side);
+  args->c = tn_guard_place(&g->guard[2], g->c_extent * e, g->align, side);
+  if ((rc = fill_random(g, args->a, g->a_extent, o->seed * 2 + 1, err))) return rc;
+  if ((rc = fill_random(g, args->b, g->b_extent, o->seed * 2 + 2, err))) return rc;
+  if (e == 4)
+    RT_CU_CHECK(g->cu, cuMemsetD32(args->c, NAN_BITS, g->c_extent));
+  else
+    RT_CU_CHECK(g->cu, cuMemsetD16(args->c, g->bf16 ? 0x7fc0 : 0x7e00, g->c_extent));
+cleanup:
+  return rc;
+}
+
+/* The verification launches (both placements with guard pages, else one on copy 0), each
+ * checked against the float64 reference; *first_ms is the first one's time.  out->status
+ * stays DB_OK when all pass.  A fault is MMT_ERR_FAULT, its message naming the placement. */
+static mmt_status verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
+                         float *first_ms, tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  for (int i = 0; i < (g->gran ? 2 : 1); i++) {
+    rt_gemm_args args;
+    if ((rc = place_operands(g, o, i, &args, err))) return rc;
+    ut_err launch_err = {{0}};
+    RT_CU_CHECK(g->cu, cuEventRecord(g->ev[0], 0));
+    if (launch(user, &args, 0, &launch_err) != MMT_OK) {
+      launch_error(out, launch_err.msg);
+      return MMT_OK;
+    }
+    RT_CU_CHECK(g->cu, cuEventRecord(g->ev[1], 0));
+    char what[128];
+    snprintf(what, sizeof what, "candidate kernel%s%s", g->gran ? ", " : "",
+             g->gran ? k_placements[i] : "");
+    if ((rc = sync_checked(g, what, err))) return rc;
+    if (i == 0) {
+      RT_CU_CHECK(g->cu, cuEventElapsedTime(first_ms, g->ev[0], g->ev[1]));
+      if ((rc = compute_reference(g, o, args.a, args.b, err))) return rc;
+    }
+    if ((rc = check_result(g, o, args.c, out, err))) return rc;
+    if (out->status != DB_OK) {
+      if (g->gran) {
+        size_t used = strlen(out->error);
+        snprintf(out->error + used, sizeof out->error - used, " (%s)", k_placements[i]);
+      }
+      return MMT_OK;
+    }
+  }
+cleanup:
+  return rc;
+}
+
 /* Verifies, then times, launch(user, ...) on the problem of o (defaults filled) into out
- * (initialized by the caller); the device is bound. */
+ * (initialized by the caller); the device is bound.  Timing runs on the copies (prepared
+ * before verification, which may use them). */
 static mmt_status measure(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
                           tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   if ((rc = reserve_problem(g, o, err))) return rc;
   if ((rc = prepare_inputs(g, o, err))) return rc;
-  rt_gemm_args args = copy_args(g, o, 0);
-  ut_err launch_err = {{0}};
-  RT_CU_CHECK(g->cu, cuEventRecord(g->ev[0], 0));
-  if (launch(user, &args, 0, &launch_err) != MMT_OK) {
-    launch_error(out, launch_err.msg);
-    return MMT_OK;
-  }
-  RT_CU_CHECK(g->cu, cuEventRecord(g->ev[1], 0));
-  if ((rc = sync_checked(g, "candidate kernel", err))) return rc;
   float first_ms = 0;
-  RT_CU_CHECK(g->cu, cuEventElapsedTime(&first_ms, g->ev[0], g->ev[1]));
-  if ((rc = compute_reference(g, o, err))) return rc;
-  if ((rc = check_result(g, o, out, err))) return rc;
+  if ((rc = verify(g, launch, user, o, &first_ms, out, err))) return rc;
   if (out->status != DB_OK) return MMT_OK;
   if (o->cutoff_ms > 0 && first_ms > o->cutoff_ms) {
     /* Verified, but far behind the best so far: its first run is all it gets. */
     set_times(out, o, (double[]){first_ms}, 1);
     return MMT_OK;
   }
-  rc = time_runs(g, launch, user, o, first_ms, out, err);
-cleanup:
-  return rc;
+  return time_runs(g, launch, user, o, first_ms, out, err);
 }
 
 static void measurement_init(tn_measurement *out) {

@@ -410,6 +410,8 @@ static mmt_status tune_setup(tune_run *r, ut_err *err) {
     ut_err_prefix(err, "cannot use device %d", r->device);
     return rc;
   }
+  const char *note = tn_worker_guard_note(r->worker);
+  if (note) fprintf(stderr, "mmtune: %s\n", note); /* once: every worker has the same */
   /* One proposal ahead per compile thread keeps them busy while the GPU measures; more would
    * make anneal decide from staler results. */
   long threads = r->jobs > 0 ? r->jobs : sysconf(_SC_NPROCESSORS_ONLN);

@@ -32,6 +32,7 @@ typedef struct {
   char msg[1024];
   db_device device;
   char arch[16];
+  char guard_note[256]; /* tn_gpu_guard_note, "" when verification has guard pages */
 } wire_info;
 
 typedef struct {
@@ -52,6 +53,7 @@ struct tn_worker {
   int ordinal;
   char *cache_dir;
   double watchdog_s;
+  char guard_note[256]; /* from the last worker started */
 };
 
 /* ---- I/O with deadlines -------------------------------------------------------------- */
@@ -149,6 +151,8 @@ int tn_cmd_worker(int argc, char **argv) {
   if (!info.rc) {
     info.device = tn_gpu_device(g)->info;
     memcpy(info.arch, tn_gpu_device(g)->arch, sizeof info.arch);
+    const char *note = tn_gpu_guard_note(g);
+    ut_copy(info.guard_note, sizeof info.guard_note, note ? note : "");
   }
   snprintf(info.msg, sizeof info.msg, "%s", err.msg);
   int status = send_msg(out, MSG_INFO, &info, sizeof info, NULL, 0) || info.rc ? 1 : 0;
@@ -221,6 +225,8 @@ static mmt_status worker_spawn(tn_worker *w, db_device *info, char arch[16], ut_
   }
   if (info) *info = wi.device;
   if (arch) memcpy(arch, wi.arch, 16);
+  wi.guard_note[sizeof wi.guard_note - 1] = '\0';
+  memcpy(w->guard_note, wi.guard_note, sizeof w->guard_note);
   return MMT_OK;
 }
 
@@ -297,6 +303,10 @@ mmt_status tn_worker_measure(tn_worker *w, const rt_cubin *cubin, const gen_kern
   if (out->status == DB_FAULT) describe_death(w, &(tn_measurement){0}); /* it exits: reap it */
   if (res.rc != MMT_OK) return ut_fail(err, (mmt_status)res.rc, "%s", res.msg);
   return MMT_OK;
+}
+
+const char *tn_worker_guard_note(const tn_worker *w) {
+  return w->guard_note[0] ? w->guard_note : NULL;
 }
 
 void tn_worker_stop(tn_worker *w) {

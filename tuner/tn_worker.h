@@ -30,5 +30,7 @@ mmt_status tn_worker_measure(tn_worker *w, const rt_cubin *cubin, const gen_kern
 
 /* Asks the worker to exit (kills it if it does not) and frees.  NULL is a no-op. */
 void tn_worker_stop(tn_worker *w);
+/* The worker's tn_gpu_guard_note: NULL when its verification launches have guard pages. */
+const char *tn_worker_guard_note(const tn_worker *w);
 
 #endif /* MMT_TN_WORKER_H */
