@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench|kernels ...]; logs
-# to $OUT.
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench|kernels|memcheck ...];
+# logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -115,6 +115,39 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
     v = [float(r[1]) for r in g]
     print(f"{len(v):4d} launches  median {statistics.median(v):9.2f} us  {name}")
 ' | tee "$out/kernels.log" ;;
+    memcheck)
+      # The out-of-bounds sweep (build/tests/mmtune-sweep, tests/sweep.c: every template
+      # family, dtype and layout, default, random and every vec/split/repack/persist value, on
+      # ragged problems with padded pitches and misaligned bases, each operand in its own
+      # exact-size allocation) under compute-sanitizer: memcheck over every case, then
+      # racecheck and synccheck over every SAMPLE-th case (default 8).  Each tool's whole log
+      # is $OUT/<tool>.log; printed here: the exit codes (9: the sanitizer found errors; 1: a
+      # case failed), the sanitizer's summary and the sweep's last lines.  TOOLS picks tools
+      # (TOOLS=memcheck); SWEEP_ARGS replaces the sweep's options (default --configs 12
+      # --problems 4: 12 random configs and 4 problems each, 4x the program's default; add
+      # --templates, --seed); SWEEP_LIMIT bounds each tool (s, default 540).  Cubins come from
+      # .gpu/cubin when carried (fill it on the dev machine: build/tests/mmtune-sweep
+      # --compile-only --arch sm_90 --cache .gpu/cubin); what is missing is compiled first,
+      # outside the sanitizer.  On an H100 the program's default sweep (442 cases) took 3 s under
+      # memcheck, racecheck 6 s, synccheck 1 s; --configs 12 --problems 4 (1928 cases) memcheck
+      # 10 s.
+      cache=/tmp/mmtune-cache/mmtune/cubin
+      [ -d .gpu/cubin ] && cache=$here/.gpu/cubin
+      cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
+      build/tests/mmtune-sweep --compile-only --arch "sm_$cc" --cache "$cache" ${SWEEP_ARGS:---configs 12 --problems 4} |
+        tail -n 1
+      for tool in ${TOOLS:-memcheck racecheck synccheck}; do
+        sample=""; [ "$tool" != memcheck ] && sample="--sample ${SAMPLE:-8}"
+        start=$SECONDS
+        timeout "${SWEEP_LIMIT:-540}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          build/tests/mmtune-sweep --verbose --cache "$cache" $sample ${SWEEP_ARGS:---configs 12 --problems 4} \
+          > "$out/$tool.log" 2>&1
+        echo "$tool exit $? after $((SECONDS - start)) s"
+        grep -E "^========= .*SUMMARY" "$out/$tool.log"
+        grep -E "^========= (Invalid|Race|Barrier|Error)" "$out/$tool.log" | sort | uniq -c |
+          head -n 5
+        grep -vE "^=========|^run " "$out/$tool.log" | tail -n 9
+      done 2>&1 | tee "$out/sanitize.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
