@@ -65,8 +65,8 @@ static int teardown(void **state) {
 
 /* ---- top level ---- */
 
-static const char *const all_commands[] = {"tune",    "bench", "templates", "space", "emit",
-                                           "compile", "show",  "explain",   "help"};
+static const char *const all_commands[] = {"tune",    "bench",   "templates", "space",   "emit",
+                                           "compile", "measure", "show",      "explain", "help"};
 
 static void test_help_lists_commands(void **state) {
   (void)state;
@@ -444,6 +444,68 @@ static void test_compile_errors(void **state) {
   run_free(&r);
 }
 
+/* ---- measure: every bad argument is refused before any GPU work ---- */
+
+static void test_measure_errors(void **state) {
+  (void)state;
+  assert_usage_error(RUN("measure", "--shape", "8x8x8"), "mmtune measure: missing TEMPLATE");
+  assert_usage_error(RUN("measure", "nope", "--shape", "8x8x8"), "unknown template 'nope'");
+  assert_usage_error(RUN("measure", "smem_tiled", "bogus=1", "--shape", "8x8x8"),
+                     "template 'smem_tiled' has no parameter 'bogus'");
+  assert_usage_error(RUN("measure", "smem_tiled", "tile=7", "--shape", "8x8x8"),
+                     "tile=7 is not one of tile's values");
+  assert_usage_error(RUN("measure", "smem_tiled", "tile=abc", "--shape", "8x8x8"), "tile=abc");
+  assert_usage_error(RUN("measure", "smem_tiled"), "missing --shape MxNxK");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "0x8x8"), "--shape: shape '0x8x8'");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8"),
+                     "--shape: shape must be MxNxK");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--dtype", "f99"),
+                     "unknown dtype 'f99'");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--dtype", "f16"),
+                     "template 'smem_tiled' does not support dtype 'f16'");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--layout", "nx"),
+                     "unknown layout 'nx'");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x6x4", "--lda", "3"),
+                     "--lda must be at least 4, the row width of A (K) in layout nn, got 3");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x6x4", "--layout", "tt", "--ldb",
+                         "3"),
+                     "--ldb must be at least 4, the row width of B (K) in layout tt, got 3");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x6x4", "--ldc", "5"),
+                     "--ldc must be at least 6, the row width of C (N) in layout nn, got 5");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--ldc", "x"), "--ldc");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--runs", "0"), "--runs");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--device", "-1"),
+                     "--device");
+  assert_usage_error(RUN("measure", "smem_tiled", "--shape", "8x8x8", "--watchdog", "0"),
+                     "--watchdog");
+  /* Invalid for the problem: the template's reason, or the kernel's requirement. */
+  assert_usage_error(RUN_T("measure", "cons", "a=2", "--shape", "8x8x8"),
+                     "mmtune measure: cons a=2 is invalid for 8x8x8 f32 nn: a must not be 2");
+  assert_usage_error(RUN_T("measure", "cons", "a=4", "--shape", "6x8x8"),
+                     "cons a=4 is invalid for 6x8x8 f32 nn: the kernel needs M % 4 == 0, M is 6");
+  assert_usage_error(RUN("measure", "reg_tiled", "vec=4", "--shape", "64x64x64", "--lda", "65"),
+                     "the kernel needs 16-byte aligned rows; lda, ldb and ldc give 4 bytes");
+}
+
+/* A valid request gets as far as the device: without one, one line naming the problem. */
+static void test_measure_device(void **state) {
+  (void)state;
+  bool gpu = access("/dev/nvidiactl", F_OK) == 0;
+  assert_error(RUN("measure", "naive", "--shape", "64x64x64", "--device", "9999"), 1,
+               "mmtune measure: cannot use device 9999: ");
+  run_result r = RUN("measure", "naive", "--shape", "64x64x64", "--runs", "3");
+  if (!gpu) {
+    assert_error(r, 1, "mmtune measure: cannot use device 0: ");
+    return;
+  }
+  if (r.code != 0) fail_msg("exit %d\n%s%s", r.code, r.out, r.err);
+  assert_non_null(strstr(r.out, "\nkernel:    naive "));
+  assert_non_null(strstr(r.out, "\nproblem:   64x64x64 f32 nn, lda 64, ldb 64, ldc 64"));
+  assert_non_null(strstr(r.out, "\nstatus:    ok\n"));
+  assert_non_null(strstr(r.out, " ms, 3 runs)\n"));
+  run_free(&r);
+}
+
 /* ---- show ---- */
 
 static void test_show_missing_db(void **state) {
@@ -668,6 +730,8 @@ int main(void) {
       cmocka_unit_test(test_space_constraints_and_requires),
       cmocka_unit_test(test_emit_constraints_and_info),
       cmocka_unit_test(test_compile_failure),
+      cmocka_unit_test(test_measure_errors),
+      cmocka_unit_test(test_measure_device),
       /* the lead's commands */
       cmocka_unit_test(test_bench_bad_numbers),
       cmocka_unit_test(test_tune_bad_arguments),

@@ -25,6 +25,7 @@ static const command commands[] = {
     {"space", tn_cmd_space, "print the valid configs of a template"},
     {"emit", tn_cmd_emit, "print the CUDA C of one config of a template"},
     {"compile", tn_cmd_compile, "compile every valid config with NVRTC (no GPU needed)"},
+    {"measure", tn_cmd_measure, "verify and time one config of a template on one problem"},
     {"show", tn_cmd_show, "print the best kernel recorded per GPU model and shape"},
     {"explain", tn_cmd_explain, "which kernel mmt_gemm would use for M N K, and why"},
     {"help", NULL, "print this help, or a command's help: mmtune help COMMAND"},
