@@ -268,6 +268,7 @@ static void describe_death(tn_worker *w, tn_measurement *out) {
 mmt_status tn_worker_measure(tn_worker *w, const rt_cubin *cubin, const gen_kernel *spec,
                              const tn_measure_opts *opts, tn_measurement *out, ut_err *err) {
   memset(out, 0, sizeof *out);
+  out->regs = out->shared_bytes = out->local_bytes = -1; /* unknown unless the worker says */
   mmt_status rc;
   if (w->pid == 0 && (rc = worker_spawn(w, NULL, NULL, err))) return rc;
   wire_job job;
