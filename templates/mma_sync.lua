@@ -17,7 +17,9 @@
 -- chunk than the row has units) into a raw staging ring STAGES - 1 tiles ahead; one tile
 -- ahead, each thread reads two neighbouring raw chunks back, shifts the 8 elements it wants
 -- into place by the row's misalignment (selects and byte permutes, no register indexing) and
--- stores them as one 16-byte vector to the swizzled tile.  1: element loads into registers
+-- stores them as one 16-byte vector to the swizzled tile (the chunks that straddle an end of
+-- an operand are read element by element instead, so nothing outside it is read: a cp.async
+-- reads its whole 16 bytes whatever its src-size).  1: element loads into registers
 -- one tile ahead, packed in pairs.  Both store the same swizzled layout, so the ldmatrix +
 -- mma core is the same.  split > 1 adds reg_tiled's serial split-K (grid.z slices of K,
 -- per-tile semaphores).
@@ -57,9 +59,9 @@ local source = [[
  *                 required: realigned 16-byte copies, 16-byte cp.async.cg of the aligned
  *                 chunks that cover each row (row start rounded down to 16 bytes, one chunk
  *                 more for the tail), shifted into place by the row's misalignment on the
- *                 way to the swizzled tile (the two chunks that straddle an end of an
- *                 operand are read element by element: nothing outside it is read); 2-byte
- *                 stores of C.  1: nothing required: 2-byte
+ *                 way to the swizzled tile (the chunks that straddle an end of an operand
+ *                 are read element by element: nothing outside it is read); 2-byte stores
+ *                 of C.  1: nothing required: 2-byte
  *                 loads into registers, packed in pairs into shared memory, 2-byte stores of C
  *   SWZ    = ${d_swz} shared-memory layout.  1: XOR swizzle of 16-byte chunks (see tile_off).
  *                 0: rows padded by 8 elements (16 bytes)
@@ -430,41 +432,39 @@ static __device__ __forceinline__ const elem_t* chunk_of(const elem_t* p) {
 static __device__ __forceinline__ int raw_bytes(int cols, int c, int s) {
   return max(c - s, 0) < cols ? 2 * min(cols - c + s, 8) : 0;
 }
-/* The raw chunk q (16-byte aligned) of which the first `bytes` are wanted, copied into shared
- * memory at dst reading nothing outside the operand [lo, hi).  A cp.async of a chunk reads
- * all 16 bytes whatever its src-size (compute-sanitizer sees a 16-byte read), so the two
- * chunks that straddle an end of the operand, the one of its first element when the operand
- * is not 16-byte aligned and the one of its last, are read element by element instead: at
- * most two chunks of a matrix, so the cost is nil. */
-static __device__ __noinline__ void copy_chunk_edge(unsigned dst, const elem_t* q, int bytes,
-                                                    const elem_t* lo, const elem_t* hi) {
+/* The first `bytes` of raw chunk q (16-byte aligned) to shared memory at dst, the rest zeros.
+ * A cp.async of a chunk reads all 16 bytes whatever its src-size (compute-sanitizer sees a
+ * 16-byte read), so a chunk that straddles an end of the operand [lo, hi), the one of its
+ * first element when that is not 16-byte aligned and the one of its last, is read element by
+ * element: eight predicated 2-byte loads issued together (one memory latency, not eight: the
+ * block that does this is the last to finish), one 16-byte store.  Any other chunk is copied
+ * as usual. */
+static __device__ __forceinline__ void copy_chunk(unsigned dst, const elem_t* q, int bytes,
+                                                  const elem_t* lo, const elem_t* hi) {
+  if (q >= lo && q + 8 <= hi) {
+    cp_async_part(dst, q, bytes);
+    return;
+  }
+  const int e0 = max((int)(lo - q), 0), e1 = min(bytes / 2, (int)(hi - q));
   unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
   for (int e = 0; e < 8; ++e)
-    if (2 * e < bytes && q + e >= lo && q + e < hi) w[e / 2] |= (unsigned)q[e] << (16 * (e % 2));
+    if (e >= e0 && e < e1) w[e / 2] |= (unsigned)q[e] << (16 * (e % 2));
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
                :: "r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
-}
-static __device__ __forceinline__ void copy_chunk(unsigned dst, const elem_t* q, int bytes,
-                                                  const elem_t* lo, const elem_t* hi) {
-  if (q >= lo && q + 8 <= hi)
-    cp_async_part(dst, q, bytes);
-  else /* out of line: the main loop keeps its registers */
-    copy_chunk_edge(dst, q, bytes, lo, hi);
 }
 /* This thread's copies of one operand's next tile (ROWS x COLS as stored, LOADS copies per
  * thread) into the raw stage at shared address `raw`: raw chunk c / 8 of stored row r for the
  * units (r, c) of the VEC = 8 mapping (r0, c0 the first, at `src` in global memory, ld the
  * row pitch), and the last raw chunk (column COLS) of rows tid + l * THREADS.  rows x cols of
- * the tile are inside the matrix, which occupies [lo, hi) (first element, one past its last).
- * INSIDE: the whole tile and 8 columns more are (rows >= ROWS, cols >= COLS + 8) and the
- * tile does not start at lo, so every chunk is inside [lo, hi) and read whole,
- * but a last one that holds no column of the tile (s == 0), and the bounds need no checks;
- * lo is the source of empty copies (src-size 0 reads nothing). */
+ * the tile are inside the matrix.  INSIDE: the whole tile and 8 columns more are (rows >=
+ * ROWS, cols >= COLS + 8), so every chunk is read whole, but a last one that holds no column
+ * of the tile (s == 0), and the bounds need no checks; `safe` is the source of empty copies
+ * (a valid address: the chunk of the matrix's first element; src-size 0 reads nothing). */
 template <int ROWS, int COLS, int LOADS, bool INSIDE>
 __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, int r0, int c0,
                                               long long ld, int rows, int cols,
-                                              const elem_t* lo, const elem_t* hi) {
+                                              const elem_t* safe) {
   constexpr int UPR = COLS / 8, EXTRA = (ROWS + THREADS - 1) / THREADS;
 #pragma unroll
   for (int l = 0; l < LOADS; ++l) {
@@ -476,8 +476,7 @@ __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, i
       cp_async_part(dst, chunk_of(p), 16);
     } else {
       const int n = raw_bytes(r < rows ? cols : 0, c, mis8(p));
-      if (n) copy_chunk(dst, chunk_of(p), n, lo, hi);
-      else cp_async_part(dst, chunk_of(lo), 0);
+      cp_async_part(dst, n ? chunk_of(p) : safe, n);
     }
   }
 #pragma unroll
@@ -491,10 +490,43 @@ __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, i
         cp_async_part(dst, chunk_of(p), s ? 16 : 0);
       } else {
         const int n = raw_bytes(r < rows && s ? cols : 0, COLS, s);
-        if (n) copy_chunk(dst, chunk_of(p), n, lo, hi);
-        else cp_async_part(dst, chunk_of(lo), 0);
+        cp_async_part(dst, n ? chunk_of(p) : safe, n);
       }
     }
+  }
+}
+/* copy_raw_tile's copies for a tile that must be checked (see a_near in the loaders): the
+ * matrix occupies [lo, hi) and one of its ends may be in reach, so each chunk goes through
+ * copy_chunk.  A rolled loop over the same copies: such a tile is rare (one or two per block
+ * and operand), and unrolled its checks would cost the largest tiles registers they do not
+ * have; an instance of its own keeps them out of the copies of the other edge tiles. */
+template <int ROWS, int COLS, int LOADS>
+__device__ __forceinline__ void copy_raw_tile_checked(unsigned raw, const elem_t* src, int r0,
+                                                      int c0, long long ld, int rows, int cols,
+                                                      const elem_t* safe, const elem_t* lo,
+                                                      const elem_t* hi) {
+  constexpr int UPR = COLS / 8, EXTRA = (ROWS + THREADS - 1) / THREADS;
+#pragma unroll 1
+  for (int l = 0; l < LOADS + EXTRA; ++l) {
+    const elem_t* p;
+    unsigned dst;
+    int n;
+    if (l < LOADS) {
+      const int dr = l * THREADS / UPR, dc = l * THREADS % UPR * 8;
+      const int r = r0 + dr, c = c0 + dc;
+      p = src + dr * ld + dc; /* element (r, c) */
+      dst = raw + 2 * (r * (COLS + 8) + c);
+      n = raw_bytes(r < rows ? cols : 0, c, mis8(p));
+    } else {
+      const int r = threadIdx.x + (l - LOADS) * THREADS;
+      if (ROWS % THREADS != 0 && r >= ROWS) break;
+      p = src + (r - r0) * ld + (COLS - c0); /* element (r, COLS) */
+      const int s = mis8(p);
+      dst = raw + 2 * (r * (COLS + 8) + COLS);
+      n = raw_bytes(r < rows && s ? cols : 0, COLS, s);
+    }
+    if (n) copy_chunk(dst, chunk_of(p), n, lo, hi);
+    else cp_async_part(dst, safe, 0);
   }
 }
 /* The 8 elements of stored row r, columns c .. c + 7 (c a multiple of 8), from the raw row
@@ -531,28 +563,58 @@ local loaders_raw = [[
    * of 8 elements: its misalignment is the same in every tile. */
   const int a_s0 = mis8(a_src), b_s0 = mis8(b_src);
   const int a_ld8 = lda & 7, b_ld8 = ldb & 7;
-  /* One past the last element of A (B) the problem addresses: the last stored row ends at
-   * its width, not at the pitch.  No copy reads outside [Ag, a_end) (copy_chunk). */
-  const elem_t* const a_end = Ag + (A_T ? (K - 1LL) * lda + M : (M - 1LL) * lda + K);
-  const elem_t* const b_end = Bg + (B_T ? (N - 1LL) * ldb + K : (K - 1LL) * ldb + N);
-  auto copy_raw = [&](int stage) { /* the next tile into raw stage `stage` */
+  const elem_t* const a_safe = chunk_of(Ag); /* source of empty copies: a valid address */
+  const elem_t* const b_safe = chunk_of(Bg);
+  /* One past the last element of A (B) the problem addresses (the last stored row ends at
+   * its width, not at the pitch): macros, worked out where a checked tile needs them, since
+   * kept live they would cost registers that the largest tiles do not have. */
+#define A_END (Ag + (A_T ? (K - 1LL) * lda + M : (M - 1LL) * lda + K))
+#define B_END (Bg + (B_T ? (N - 1LL) * ldb + K : (K - 1LL) * ldb + N))
+  /* Which tiles are copied with checks (copy_raw_tile_checked).  A tile that has `rows`
+   * stored rows and `cols` columns of the matrix from its first element on (ld the pitch)
+   * has chunks that end at most COLS + 8 elements past the start of its last row inside,
+   * and the matrix's last element is (rows - 1) * ld + cols - 1 past the tile's first, so a
+   * chunk can pass the end only when max(rows - ROWS, 0) * ld + cols < COLS + 8; and only
+   * when that end is not 16-byte aligned (else no chunk straddles it).  Taken here, without
+   * the product, as cols < COLS + 8 with the tile holding the last row or rows shorter than
+   * COLS + 8 (more tiles checked, never fewer).  Of rows and cols one is K left and the
+   * other is fixed for the block, so the part that is fixed is worked out once: near (the
+   * block's tiles can reach the end), then a compare per tile, since in the blocks at the
+   * matrices' edges, the last to finish, every tile is an edge tile. */
+  const bool a_near = mis8(A_END) != 0 && (A_T ? m_left < A_COLS + 8
+                                                : m_left <= A_ROWS || lda < A_COLS + 8);
+  const bool b_near = mis8(B_END) != 0 && (B_T ? n_left <= B_ROWS || ldb < B_COLS + 8
+                                                : n_left < B_COLS + 8);
+  /* The next tile into raw stage `stage`.  The tile at an operand's first element is the
+   * first K tile of block row 0 (A), of block column 0 (B), and is checked when that
+   * element is not 16-byte aligned (its chunk starts before it): `first` is a constant where
+   * copy_raw is called (the prologue's first copy), so no other copy spends a register on
+   * it. */
+  auto copy_raw = [&](int stage, bool first) {
     const unsigned ar = smem_u32(Ar + stage * A_RAW), br = smem_u32(Br + stage * B_RAW);
     /* stored rows and columns of the next tile inside A (B) */
     const int a_rows = A_T ? k_left : m_left, a_cols = A_T ? m_left : k_left;
     const int b_rows = B_T ? n_left : k_left, b_cols = B_T ? k_left : n_left;
-    /* All but the edge tiles and the tile at the operand's first element (whose first chunk
-     * may start before it): that tile is the first K tile of block row 0 (A), column 0 (B). */
-    const bool k_first = k_left == K;
-    if (a_rows >= A_ROWS && a_cols >= A_COLS + 8 && (row0 != 0 || !k_first))
-      copy_raw_tile<A_ROWS, A_COLS, A_LOADS, true>(ar, a_src, a_r, a_c, lda, 0, 0, Ag, a_end);
-    else
+    const bool a_origin = first && row0 == 0 && mis8(Ag) != 0;
+    const bool b_origin = first && col0 == 0 && mis8(Bg) != 0;
+    if (a_rows >= A_ROWS && a_cols >= A_COLS + 8 && !a_origin) /* all but the edge tiles */
+      copy_raw_tile<A_ROWS, A_COLS, A_LOADS, true>(ar, a_src, a_r, a_c, lda, 0, 0, a_safe);
+    else if (!a_origin && !(a_near && (A_T ? k_left <= A_ROWS || lda < A_COLS + 8
+                                           : k_left < A_COLS + 8)))
       copy_raw_tile<A_ROWS, A_COLS, A_LOADS, false>(ar, a_src, a_r, a_c, lda, a_rows, a_cols,
-                                                    Ag, a_end);
-    if (b_rows >= B_ROWS && b_cols >= B_COLS + 8 && (col0 != 0 || !k_first))
-      copy_raw_tile<B_ROWS, B_COLS, B_LOADS, true>(br, b_src, b_r, b_c, ldb, 0, 0, Bg, b_end);
+                                                    a_safe);
     else
+      copy_raw_tile_checked<A_ROWS, A_COLS, A_LOADS>(ar, a_src, a_r, a_c, lda, a_rows, a_cols,
+                                                     a_safe, Ag, A_END);
+    if (b_rows >= B_ROWS && b_cols >= B_COLS + 8 && !b_origin)
+      copy_raw_tile<B_ROWS, B_COLS, B_LOADS, true>(br, b_src, b_r, b_c, ldb, 0, 0, b_safe);
+    else if (!b_origin && !(b_near && (B_T ? k_left < B_COLS + 8
+                                           : k_left <= B_ROWS || ldb < B_COLS + 8)))
       copy_raw_tile<B_ROWS, B_COLS, B_LOADS, false>(br, b_src, b_r, b_c, ldb, b_rows, b_cols,
-                                                    Bg, b_end);
+                                                    b_safe);
+    else
+      copy_raw_tile_checked<B_ROWS, B_COLS, B_LOADS>(br, b_src, b_r, b_c, ldb, b_rows, b_cols,
+                                                     b_safe, Bg, B_END);
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -587,7 +649,7 @@ local main_loop_raw = [[
    * raw tile kt + 2: copies have STAGES - 2 steps to land. */
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) copy_raw(s);
+    if (s < k_tiles) copy_raw(s, s == 0);
     cp_async_commit();
   }
   cp_async_wait<STAGES - 2>(); /* raw tile 0 has landed (this thread's copies) */
@@ -601,7 +663,7 @@ local main_loop_raw = [[
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
       if (kk == 0) {
-        if (kt + STAGES - 1 < k_tiles) copy_raw(raw_write); /* tile kt + STAGES - 1 */
+        if (kt + STAGES - 1 < k_tiles) copy_raw(raw_write, false); /* tile kt + STAGES - 1 */
         cp_async_commit();
       }
       /* Not guarded by kt + 1 < k_tiles, so that the realign mixes with the mma: past the end

@@ -367,14 +367,17 @@ static void test_emit_all(void **state) {
     assert_non_null(strstr(k.source, "ldsm_x4<A_T>("));
     assert_non_null(strstr(k.source, "ldsm_x4<!B_T>("));
     /* global -> shared: cp.async (16 or 4 bytes) unless VEC = 1 (registers); VEC = 0 copies
-     * raw 16-byte chunks (partial ones zero-filled) and realigns them into the tiles */
+     * raw 16-byte chunks (partial ones zero-filled) and realigns them into the tiles, ... */
     const bool async = p.vec != 1, realigned = p.vec == 0;
     assert_int_equal(strstr(k.source, "cp.async.cg.shared.global [%0], [%1], 16, %2;") != NULL,
                      async);
     assert_int_equal(strstr(k.source, "cp.async.commit_group") != NULL, async);
     assert_int_equal(strstr(k.source, "cp_async<2 * UNIT>(") != NULL, async && !realigned);
     assert_int_equal(strstr(k.source, "load_regs();") != NULL, !async);
-    assert_int_equal(strstr(k.source, "copy_raw(raw_write);") != NULL, realigned);
+    assert_int_equal(strstr(k.source, "copy_raw(raw_write, false);") != NULL, realigned);
+    /* ... reading the chunks that straddle an operand's ends element by element */
+    assert_int_equal(strstr(k.source, "if (n) copy_chunk(dst, chunk_of(p), n, lo, hi);") != NULL,
+                     realigned);
     assert_int_equal(strstr(k.source, "realign_part(raw_next, (kt + 1) & 1, kk);") != NULL,
                      realigned);
     assert_int_equal(strstr(k.source, "__byte_perm(") != NULL, realigned);
