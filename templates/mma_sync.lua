@@ -497,11 +497,11 @@ __device__ __forceinline__ void copy_raw_tile(unsigned raw, const elem_t* src, i
 }
 /* copy_raw_tile's copies for a tile that must be checked (see a_near in the loaders): the
  * matrix occupies [lo, hi) and one of its ends may be in reach, so each chunk goes through
- * copy_chunk.  A rolled loop over the same copies: such a tile is rare (one or two per block
- * and operand), and unrolled its checks would cost the largest tiles registers they do not
- * have; an instance of its own keeps them out of the copies of the other edge tiles. */
+ * copy_chunk.  A rolled loop over the same copies, out of line: such a tile is rare (one or
+ * two per block and operand), and inlined, even rolled, its checks cost the largest tiles
+ * registers they do not have (a spill at 255) and the main loop of the others time. */
 template <int ROWS, int COLS, int LOADS>
-__device__ __forceinline__ void copy_raw_tile_checked(unsigned raw, const elem_t* src, int r0,
+__device__ __noinline__ void copy_raw_tile_checked(unsigned raw, const elem_t* src, int r0,
                                                       int c0, long long ld, int rows, int cols,
                                                       const elem_t* safe, const elem_t* lo,
                                                       const elem_t* hi) {
