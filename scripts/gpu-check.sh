@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench|kernels|memcheck ...];
-# logs to $OUT.
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench|kernels|memcheck|
+# compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -148,6 +148,25 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
           head -n 5
         grep -vE "^=========|^run " "$out/$tool.log" | tail -n 9
       done 2>&1 | tee "$out/sanitize.log" ;;
+    compare)
+      # One template's configs timed before and after a change, alternated (mmtune measure):
+      # OLD, a folder holding the template file as it was (git show REV:templates/T.lua >
+      # .gpu/old/T.lua on the dev machine, carried); TEMPLATE (mma_sync); CONFIGS, param
+      # lists separated by ';' (the template's default); SHAPES; DTYPE (f16); REPS (2).
+      for cfg in $(echo "${CONFIGS:-default}" | tr ';' ' '); do
+        params=${cfg#default}
+        for sh in $(echo "${SHAPES:-4097x4097x4097,1000x999x1001}" | tr , ' '); do
+          for rep in $(seq "${REPS:-2}"); do
+            for v in before after; do
+              tp=""; [ $v = before ] && tp=$(cd "${OLD:-.gpu/old}" && pwd)
+              MMTUNE_TEMPLATE_PATH=$tp ./build/tuner/mmtune measure "${TEMPLATE:-mma_sync}" \
+                ${params//,/ } --shape "$sh" --dtype "${DTYPE:-f16}" --device 0 > /tmp/m.txt 2>&1
+              echo "$v $rep $sh $cfg $(grep -E '^(status|time)' /tmp/m.txt | tr -s ' ' |
+                tr '\n' ' ')"
+            done
+          done
+        done
+      done 2>&1 | tee "$out/compare.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
