@@ -255,3 +255,13 @@ mmt_status rt_compile_cached(const char *cache_dir, const char *source, const ch
   cache_write(cache_dir, path, cubin);
   return MMT_OK;
 }
+
+mmt_status rt_compile_for_device(const char *cache_dir, const char *device_arch,
+                                 const char *kernel_arch, const char *source, const char *name,
+                                 rt_cubin *cubin, bool *hit, char arch_out[16], ut_err *err) {
+  char arch[16];
+  mmt_status rc = rt_kernel_arch(device_arch, kernel_arch, arch, err);
+  if (!rc) rc = rt_compile_cached(cache_dir, source, name, arch, cubin, hit, NULL, err);
+  if (!rc && arch_out) memcpy(arch_out, arch, sizeof arch);
+  return rc;
+}

@@ -58,4 +58,13 @@ mmt_status rt_kernel_arch(const char *device_arch, const char *kernel_arch, char
 mmt_status rt_compile_cached(const char *cache_dir, const char *source, const char *name,
                              const char *arch, rt_cubin *cubin, bool *hit, char **log, ut_err *err);
 
+/* A template's kernel for a device: rt_compile_cached for the architecture rt_kernel_arch
+ * picks from device_arch and the kernel's own kernel_arch (gen_kernel.arch), written to
+ * arch_out (may be NULL) when it succeeds.  What the tuner's compile pool, `mmtune bench` and
+ * `mmtune measure` do with an emitted kernel.  Errors: rt_kernel_arch's and
+ * rt_compile_cached's. */
+mmt_status rt_compile_for_device(const char *cache_dir, const char *device_arch,
+                                 const char *kernel_arch, const char *source, const char *name,
+                                 rt_cubin *cubin, bool *hit, char arch_out[16], ut_err *err);
+
 #endif /* MMT_RT_COMPILE_H */

@@ -277,6 +277,23 @@ static int ref_threads(void) {
   return cpus > 8 ? 8 : cpus > 0 ? (int)cpus : 1;
 }
 
+/* out = alpha * op(a) op(b) + beta * C0 in float64 (row stride n); with `absolute`, of the
+ * magnitudes: |alpha| * (the product, a and b already |A| and |B|) + |beta * C0|. */
+static mmt_status product_plus_c(const sw_plan *plan, const sw_case *c, const case_data *d,
+                                 const float *a, const float *b, bool absolute, double *out,
+                                 ut_err *err) {
+  mmt_status rc = tn_ref_gemm_layout(plan->kernels[c->kernel].layout, c->m, c->n, c->k, a,
+                                     c->ld[0], b, c->ld[1], out, c->n, ref_threads(), err);
+  if (rc) return rc;
+  for (int64_t i = 0; i < c->m; i++)
+    for (int64_t j = 0; j < c->n; j++) {
+      double *x = &out[i * c->n + j];
+      const double c0 = c->beta != 0.0f ? (double)c->beta * d->val[2][i * c->ld[2] + j] : 0.0;
+      *x = absolute ? fabs((double)c->alpha) * *x + fabs(c0) : (double)c->alpha * *x + c0;
+    }
+  return MMT_OK;
+}
+
 /* For split-K's bound: sum |a * b| over K, from |A| and |B| through the same reference. */
 static mmt_status reference_absum(const sw_plan *plan, const sw_case *c, case_data *d,
                                   ut_err *err) {
@@ -290,15 +307,7 @@ static mmt_status reference_absum(const sw_plan *plan, const sw_case *c, case_da
   }
   for (int64_t e = 0; e < d->extent[0]; e++) a[e] = fabsf(d->val[0][e]);
   for (int64_t e = 0; e < d->extent[1]; e++) b[e] = fabsf(d->val[1][e]);
-  if ((rc = tn_ref_gemm_layout(plan->kernels[c->kernel].layout, c->m, c->n, c->k, a, c->ld[0], b,
-                               c->ld[1], d->absum, c->n, ref_threads(), err)))
-    goto cleanup;
-  for (int64_t i = 0; i < c->m; i++)
-    for (int64_t j = 0; j < c->n; j++) {
-      double *x = &d->absum[i * c->n + j];
-      *x = fabs((double)c->alpha) * *x;
-      if (c->beta != 0.0f) *x += fabs((double)c->beta * d->val[2][i * c->ld[2] + j]);
-    }
+  rc = product_plus_c(plan, c, d, a, b, true, d->absum, err);
 cleanup:
   free(a);
   free(b);
@@ -307,16 +316,8 @@ cleanup:
 
 /* want = alpha * op(A) op(B) + beta * C0, in float64 from the rounded inputs. */
 static mmt_status reference(const sw_plan *plan, const sw_case *c, case_data *d, ut_err *err) {
-  mmt_status rc = tn_ref_gemm_layout(plan->kernels[c->kernel].layout, c->m, c->n, c->k,
-                                     d->val[0], c->ld[0], d->val[1], c->ld[1], d->want, c->n,
-                                     ref_threads(), err);
+  mmt_status rc = product_plus_c(plan, c, d, d->val[0], d->val[1], false, d->want, err);
   if (rc) return rc;
-  for (int64_t i = 0; i < c->m; i++)
-    for (int64_t j = 0; j < c->n; j++) {
-      double *w = &d->want[i * c->n + j];
-      *w = (double)c->alpha * *w;
-      if (c->beta != 0.0f) *w += (double)c->beta * d->val[2][i * c->ld[2] + j];
-    }
   return d->split > 1 ? reference_absum(plan, c, d, err) : MMT_OK;
 }
 

@@ -175,11 +175,8 @@ static mmt_status measure_spec(bench_run *b, const tn_shape *s, const gen_kernel
                                tn_measurement *m, ut_err *err) {
   rt_cubin cubin = {0};
   ut_err cerr = {{0}};
-  char arch[16];
-  mmt_status rc = rt_kernel_arch(tn_gpu_device(b->g)->arch, spec->arch, arch, &cerr);
-  if (rc == MMT_OK)
-    rc = rt_compile_cached(b->cache_dir, spec->source, spec->kernel_name, arch, &cubin, NULL, NULL,
-                           &cerr);
+  mmt_status rc = rt_compile_for_device(b->cache_dir, tn_gpu_device(b->g)->arch, spec->arch,
+                                        spec->source, spec->kernel_name, &cubin, NULL, NULL, &cerr);
   if (rc == MMT_ERR_COMPILE || rc == MMT_ERR_UNSUPPORTED) {
     not_measured(m, DB_COMPILE_ERROR, cerr.msg);
     return MMT_OK;

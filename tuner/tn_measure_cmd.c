@@ -233,17 +233,15 @@ static void print_head(const measure_run *r) {
   fflush(stdout);
 }
 
-/* Compiles r->k for the device as the tuner's compile pool does (rt_kernel_arch, then the
- * cubin cache).  A failure is the candidate's: false, and *m says compile_error. */
+/* Compiles r->k for the device as the tuner's compile pool does (rt_compile_for_device).  A
+ * failure is the candidate's: false, and *m says compile_error. */
 static bool compile_kernel(const measure_run *r, rt_cubin *cubin, tn_measurement *m) {
   char arch[16];
   bool hit = false;
   ut_err e = {{0}};
   double t0 = ut_now_seconds();
-  mmt_status rc = rt_kernel_arch(r->arch, r->k.arch, arch, &e);
-  if (!rc)
-    rc = rt_compile_cached(r->cache_dir, r->k.source, r->k.kernel_name, arch, cubin, &hit, NULL,
-                           &e);
+  mmt_status rc = rt_compile_for_device(r->cache_dir, r->arch, r->k.arch, r->k.source,
+                                        r->k.kernel_name, cubin, &hit, arch, &e);
   if (rc) {
     memset(m, 0, sizeof *m);
     m->status = DB_COMPILE_ERROR;
@@ -269,8 +267,8 @@ static void print_result(const tn_measurement *m) {
   }
   if (m->status == DB_OK || m->status == DB_VERIFY_FAILED)
     printf("%-11srel %.1e, max %.1e (against float64)\n", "error:", m->rel_err, m->max_err);
-  /* Unknown: -1 (compile error), or all 0 when the worker died or was killed with no report. */
-  if (m->regs > 0 || m->shared_bytes > 0 || m->local_bytes > 0)
+  /* Unknown (-1) after a compile error, or when the worker died or was killed with no report. */
+  if (m->regs >= 0)
     printf("%-11s%d registers, %d bytes shared memory, %d bytes local memory\n", "resources:",
            m->regs, m->shared_bytes, m->local_bytes);
 }

@@ -37,11 +37,8 @@ static void compile_job(tn_pool *p, pool_job *job, tn_pool_result *res) {
   double t0 = ut_now_seconds();
   memset(res, 0, sizeof *res);
   res->tag = job->tag;
-  char arch[16];
-  res->rc = rt_kernel_arch(p->arch, job->kernel_arch, arch, &err);
-  if (res->rc == MMT_OK)
-    res->rc = rt_compile_cached(p->cache_dir, job->source, job->name, arch, &res->cubin, &hit, NULL,
-                                &err);
+  res->rc = rt_compile_for_device(p->cache_dir, p->arch, job->kernel_arch, job->source, job->name,
+                                  &res->cubin, &hit, NULL, &err);
   res->seconds = ut_now_seconds() - t0;
   res->cache_hit = hit;
   if (res->rc != MMT_OK) {
