@@ -82,11 +82,29 @@
     "  PRIMARY KEY (device_name, dtype, layout, m, n, k, candidates)\n"\
     ");\n"
 
+/* Version 4: each row's launch shape (db_launch), what the performance model needs of the
+ * kernel without emitting it again; 0 where unknown (rows measured before version 4). */
+#define LAUNCH_DDL \
+    "ALTER TABLE results ADD COLUMN tile_m INTEGER NOT NULL DEFAULT 0;\n"\
+    "ALTER TABLE results ADD COLUMN tile_n INTEGER NOT NULL DEFAULT 0;\n"\
+    "ALTER TABLE results ADD COLUMN slices INTEGER NOT NULL DEFAULT 0;\n"\
+    "ALTER TABLE results ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;\n"\
+    "ALTER TABLE results ADD COLUMN per_sm INTEGER NOT NULL DEFAULT 0;\n"
+
+/* A read-only handle on a file older than version 4 reads its rows through these temporary
+ * views (the temp schema shadows main's names), so every statement sees the same columns. */
+static const char k_read_old[] =
+    "CREATE TEMP VIEW results AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
+    "  0 AS threads, 0 AS per_sm FROM main.results;\n"
+    "CREATE TEMP VIEW best AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
+    "  0 AS threads, 0 AS per_sm FROM main.best;\n";
+
 static const char k_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "INSERT INTO meta(key, value) VALUES ('application', 'mmtune');\n"
     RESULTS_DDL
     SEARCHES_DDL
+    LAUNCH_DDL
     "PRAGMA user_version = " DB_STR(DB_SCHEMA_VERSION) ";\n";
 
 /* Version 1 -> 2 (the status 'pruned' added to the CHECK): SQLite cannot change a CHECK in
@@ -104,6 +122,8 @@ static const char k_migrate_v1[] =
 
 /* Version 2 -> 3: the searches table. */
 static const char k_migrate_v2[] = SEARCHES_DDL "PRAGMA user_version = 3;\n";
+/* Version 3 -> 4: the launch columns. */
+static const char k_migrate_v3[] = LAUNCH_DDL "PRAGMA user_version = 4;\n";
 
 /* What a first look at an open file found. */
 typedef struct {
@@ -262,7 +282,7 @@ static mmt_status create_schema(db_handle *h, ut_err *err) {
   return rc;
 }
 
-/* Brings a version-1 or -2 file to the current schema in one transaction (rows kept). */
+/* Brings a version-1, -2 or -3 file to the current schema in one transaction (rows kept). */
 static mmt_status migrate_schema(db_handle *h, ut_err *err) {
   int64_t version = 0;
   int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -272,7 +292,11 @@ static mmt_status migrate_schema(db_handle *h, ut_err *err) {
     s = sqlite3_exec(h->sq, k_migrate_v1, NULL, NULL, NULL);
     version = 2;
   }
-  if (s == SQLITE_OK && version == 2) s = sqlite3_exec(h->sq, k_migrate_v2, NULL, NULL, NULL);
+  if (s == SQLITE_OK && version == 2) {
+    s = sqlite3_exec(h->sq, k_migrate_v2, NULL, NULL, NULL);
+    version = 3;
+  }
+  if (s == SQLITE_OK && version == 3) s = sqlite3_exec(h->sq, k_migrate_v3, NULL, NULL, NULL);
   if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
   if (s == SQLITE_OK) return MMT_OK;
   mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
@@ -299,7 +323,7 @@ static mmt_status check_probe(const db_handle *h, const db_probe *p, ut_err *err
 }
 
 static mmt_status check_or_create(db_handle *h, ut_err *err) {
-  db_probe p;
+  db_probe p = {0};
   mmt_status rc = probe_file(h, &p, err);
   if (rc) return rc;
   if (p.objects == 0 && p.user_version == 0) {
@@ -315,7 +339,12 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
     if (!rc) rc = probe_file(h, &p, err);
     if (rc) return rc;
   }
-  return check_probe(h, &p, err);
+  rc = check_probe(h, &p, err);
+  if (!rc && p.user_version < 4) {
+    int s = sqlite3_exec(h->sq, k_read_old, NULL, NULL, NULL);
+    if (s != SQLITE_OK) rc = db_sql_fail(h, s, "cannot read the older schema of", err);
+  }
+  return rc;
 }
 
 /* WAL (writable handles; a read-only one reads a WAL file as it is) and foreign keys.  Run
@@ -339,6 +368,8 @@ static mmt_status prepare_all(db_handle *h, ut_err *err) {
   for (int i = 0; i < DB_ST_COUNT_; i++) {
     /* An older file read as it is has no searches table; readers never use it. */
     if (h->read_only && (i == DB_ST_SEARCH_GET || i == DB_ST_SEARCH_ADD)) continue;
+    /* Nor can it insert: its `results` may be the temporary view of an older file. */
+    if (h->read_only && i == DB_ST_INSERT) continue;
     int s =
         sqlite3_prepare_v3(h->sq, db_stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &h->st[i], NULL);
     if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot prepare a statement on", err);

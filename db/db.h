@@ -37,9 +37,10 @@
 
 #include "util.h"
 
-/* 2: status 'pruned'.  3: table searches (db_search_seconds).  An older file is upgraded in
- * place when opened for writing and read as it is when opened read-only. */
-#define DB_SCHEMA_VERSION 3
+/* 2: status 'pruned'.  3: table searches (db_search_seconds).  4: each row's launch shape
+ * (db_launch).  An older file is upgraded in place when opened for writing and read as it is
+ * when opened read-only (its launch shapes read as 0, unknown). */
+#define DB_SCHEMA_VERSION 4
 
 typedef struct db_handle db_handle;
 
@@ -74,6 +75,16 @@ typedef struct {
   int64_t m, n, k;
 } db_problem;
 
+/* How a kernel covers a problem, whatever its size: what the performance model
+ * (runtime/rt_model.h) needs of a config without emitting it.  All 0: unknown. */
+typedef struct {
+  int tile_m, tile_n; /* the block of C one work unit computes */
+  int slices;         /* split-K: K is cut into this many slices, each a work unit (1: none) */
+  int threads;        /* per block */
+  int per_sm;         /* persistent kernel: blocks resident per SM, walking the work units; 0:
+                         one block per work unit */
+} db_launch;
+
 typedef struct {
   db_device device;
   char nvrtc_version[16]; /* "13.0" */
@@ -90,6 +101,7 @@ typedef struct {
   double max_err;         /* max |C - ref| / max |ref| */
   int regs, shared_bytes, local_bytes; /* from the compiled kernel; -1 unknown */
   int64_t created_at;     /* Unix seconds; filled by db_insert when 0 */
+  db_launch launch;       /* the measured kernel's launch shape; 0s: unknown */
   int64_t id;             /* row id; filled by reads */
 } db_result;
 
@@ -135,6 +147,15 @@ mmt_status db_best(db_handle *db, const char *device_name, const db_problem *p, 
 typedef int (*db_result_fn)(const db_result *r, void *user);
 mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *p, db_result_fn fn,
                       void *user, ut_err *err);
+
+/* Calls fn for every ok row of a device name (any problem), grouped by template name, hash,
+ * params and dtype, oldest first within a group, until fn returns non-zero.  The performance
+ * model fits on these. */
+mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, void *user,
+                       ut_err *err);
+
+/* The row with this id into *out; MMT_ERR_NOT_FOUND when there is none. */
+mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err);
 
 /* Calls fn for the best ok row of every tuned problem of a device name (and dtype/layout
  * when not NULL), ordered by dtype, layout, m, n, k, until fn returns non-zero.

@@ -11,7 +11,7 @@
   "device_name, device_uuid, cc_major, cc_minor, sm_count, driver_version, nvrtc_version, " \
   "template_name, template_hash, params, dtype, layout, m, n, k, status, error, ms_min, "   \
   "ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "    \
-  "created_at"
+  "created_at, tile_m, tile_n, slices, threads, per_sm"
 #define DB_COLS "id, " DB_COLS_NOID
 #define DB_PROBLEM_MATCH "dtype = ?2 AND layout = ?3 AND m = ?4 AND n = ?5 AND k = ?6"
 
@@ -20,7 +20,7 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
     [DB_ST_COMMIT] = "COMMIT",
     [DB_ST_INSERT] = "INSERT INTO results(" DB_COLS_NOID ") VALUES ("
                      "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-                     "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+                     "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
     [DB_ST_HAS] = "SELECT 1 FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
                   " AND nvrtc_version = ?7 AND template_name = ?8 AND template_hash = ?9"
                   " AND params = ?10 LIMIT 1",
@@ -37,6 +37,9 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
         " ORDER BY dtype, layout, m, n, k",
+    [DB_ST_EACH_ROW] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND status = 'ok'"
+                       " ORDER BY template_name, template_hash, params, dtype, id",
+    [DB_ST_GET] = "SELECT " DB_COLS " FROM results WHERE id = ?1",
     [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
     [DB_ST_SEARCH_GET] = "SELECT seconds FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
                          " AND candidates = ?7",
@@ -140,6 +143,11 @@ static void bind_result(binder *b, const db_result *r, int64_t created_at) {
   b_int(b, r->shared_bytes);
   b_int(b, r->local_bytes);
   b_int(b, created_at);
+  b_int(b, r->launch.tile_m);
+  b_int(b, r->launch.tile_n);
+  b_int(b, r->launch.slices);
+  b_int(b, r->launch.threads);
+  b_int(b, r->launch.per_sm);
 }
 
 /* After every use of a prepared statement: ready for the next one, no borrowed pointers. */
@@ -209,6 +217,11 @@ static mmt_status read_result(db_handle *h, sqlite3_stmt *st, db_result *r, ut_e
   r->shared_bytes = (int)r_int(&rd);
   r->local_bytes = (int)r_int(&rd);
   r->created_at = r_int(&rd);
+  r->launch.tile_m = (int)r_int(&rd);
+  r->launch.tile_n = (int)r_int(&rd);
+  r->launch.slices = (int)r_int(&rd);
+  r->launch.threads = (int)r_int(&rd);
+  r->launch.per_sm = (int)r_int(&rd);
   int s = db_status_parse(status);
   if (s < 0)
     return ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s': row %lld has unknown status '%s'",
@@ -246,6 +259,8 @@ mmt_status db_insert(db_handle *db, db_result *r, ut_err *err) {
   if (!db || !r) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: NULL argument");
   if ((int)r->status < 0 || r->status >= DB_STATUS_COUNT_)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: invalid status %d", (int)r->status);
+  if (db->read_only)
+    return ut_fail(err, MMT_ERR_DB, "cannot insert a result into '%s': opened readonly", db->path);
   int64_t created_at = r->created_at ? r->created_at : ut_unix_time();
   int64_t id = 0;
   mmt_status rc = step_done(db, DB_ST_BEGIN, "cannot begin a transaction on", err);
@@ -359,6 +374,37 @@ mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *
   rc = iter_bound(db, DB_ST_EACH_OK, &b, err);
   if (rc) return rc;
   return each_result(db, DB_ST_EACH_OK, fn, user, err);
+}
+
+mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, void *user,
+                       ut_err *err) {
+  if (!db || !device_name || !fn)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_row: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_ROW, "db_each_row", err);
+  if (rc) return rc;
+  binder b = {db->st[DB_ST_EACH_ROW], 0, SQLITE_OK};
+  b_text(&b, device_name);
+  rc = iter_bound(db, DB_ST_EACH_ROW, &b, err);
+  if (rc) return rc;
+  return each_result(db, DB_ST_EACH_ROW, fn, user, err);
+}
+
+mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err) {
+  if (!db || !out) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_get: NULL argument");
+  sqlite3_stmt *st = db->st[DB_ST_GET];
+  binder b = {st, 0, SQLITE_OK};
+  b_int(&b, id);
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  mmt_status rc = MMT_OK;
+  if (s == SQLITE_ROW)
+    rc = read_result(db, st, out, err);
+  else if (s == SQLITE_DONE)
+    rc = ut_fail(err, MMT_ERR_NOT_FOUND, "no result with id %lld in '%s'", (long long)id,
+                 db->path);
+  else
+    rc = db_sql_fail(db, s, "cannot read a result from", err);
+  stmt_done(st);
+  return rc;
 }
 
 mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtype,
