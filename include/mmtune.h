@@ -4,9 +4,10 @@
  * An application opens a context on a CUDA device and an mmtune database (filled by the
  * `mmtune` CLI), then calls mmt_gemm() -- BLAS's GEMM, with device pointers -- or its fp32
  * shorthand mmt_sgemm().  The context picks, for each problem, the fastest verified kernel
- * recorded for this GPU model; if the exact shape was never tuned it uses the nearest tuned
- * shape whose kernel is valid for the asked one, else a template default.  mmt_explain() says
- * which of these it did, and on which measurement the choice relies.
+ * recorded for this GPU model; if the exact shape was never tuned, the kernel a performance
+ * model fitted on the database predicts fastest among every config verified on this GPU model,
+ * the templates' defaults and a built-in list.  mmt_explain() says which of these it did, the
+ * predicted time, and on which measurement the choice relies.
  *
  * Conventions (the whole header):
  *  - Every function that can fail returns mmt_status; MMT_OK is 0.  Details of the last
@@ -158,9 +159,11 @@ typedef struct {
 
 /* How a kernel was chosen for a problem. */
 typedef enum {
-  MMT_CHOICE_EXACT = 0,   /* tuned for exactly this shape on this GPU model */
-  MMT_CHOICE_NEAREST = 1, /* tuned for another shape; config valid for this one */
-  MMT_CHOICE_DEFAULT = 2  /* nothing tuned applies: a template's default config */
+  MMT_CHOICE_EXACT = 0,     /* tuned for exactly this shape on this GPU model */
+  MMT_CHOICE_PREDICTED = 1, /* not tuned for this shape: the config the performance model
+                               predicts fastest, verified on other shapes of this GPU model */
+  MMT_CHOICE_DEFAULT = 2    /* the model's pick among configs never measured on this GPU
+                               model: a template default or a built-in config */
 } mmt_choice_kind;
 
 typedef struct {
@@ -172,11 +175,13 @@ typedef struct {
    * row-major one with A and B, M and N swapped. */
   char layout[4];
   int64_t kernel_m, kernel_n, kernel_k;
-  double expected_ms; /* EXACT: the measured median; NEAREST: it scaled by the ratio of
-                         flops (a rough guide); DEFAULT: 0, unknown */
+  double expected_ms; /* EXACT: the measured median; PREDICTED and DEFAULT: the performance
+                         model's prediction */
+  int model_rows;     /* PREDICTED: rows of this config (on other shapes) the prediction used */
   /* The verification record the choice relies on (all 0 / "" for DEFAULT): the row of the
-   * database, measured on tuned_m x tuned_n x tuned_k on this GPU model, verified against a
-   * float64 reference with these errors, with this NVRTC and template source. */
+   * database (PREDICTED: the config's row nearest the problem), measured on tuned_m x
+   * tuned_n x tuned_k on this GPU model, verified against a float64 reference with these
+   * errors, with this NVRTC and template source. */
   int64_t record_id;
   int64_t tuned_m, tuned_n, tuned_k;
   double tuned_ms;     /* median of the timed runs */
@@ -199,7 +204,7 @@ typedef struct {
  */
 mmt_status mmt_explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice);
 
-/* Name of a choice kind: "exact", "nearest", "default". */
+/* Name of a choice kind: "exact", "predicted", "default". */
 const char *mmt_choice_kind_name(mmt_choice_kind kind);
 /* "f32", "tf32", "f16", "bf16"; NULL for a value outside the enum. */
 const char *mmt_dtype_name(mmt_dtype dtype);

@@ -203,7 +203,7 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   if (!rc) rc = rt_device_open(device, &ctx->dev, err);
   if (!rc) ctx->dev_open = true;
   /* After the device: the chooser refuses kernels its architecture cannot run. */
-  if (!rc) rc = rt_chooser_new(ctx->dev.arch, &ctx->chooser, err);
+  if (!rc) rc = rt_chooser_new(ctx->dev.arch, ctx->dev.info.sm_count, &ctx->chooser, err);
   ctx->open_rc = rc;
   if (rc) {
     release(ctx);
@@ -231,7 +231,7 @@ const char *mmt_errmsg(const mmt_context *ctx) {
 const char *mmt_choice_kind_name(mmt_choice_kind kind) {
   switch (kind) {
     case MMT_CHOICE_EXACT: return "exact";
-    case MMT_CHOICE_NEAREST: return "nearest";
+    case MMT_CHOICE_PREDICTED: return "predicted";
     case MMT_CHOICE_DEFAULT: return "default";
   }
   return "unknown";

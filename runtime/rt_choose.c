@@ -1,4 +1,4 @@
-/* rt_choose.c -- see rt_choose.h: EXACT, then NEAREST, then DEFAULT. */
+/* rt_choose.c -- see rt_choose.h: EXACT, then the model's ranking (PREDICTED or DEFAULT). */
 #include "rt_choose.h"
 
 #include "rt_compile.h"
@@ -15,17 +15,34 @@ typedef struct {
   char why[512];
 } tmpl_slot;
 
+/* The launch shape of a config without rows (a default or built-in one), emitted once. */
+typedef struct {
+  char key[GEN_NAME_MAX + 256 + 16]; /* "template|params|dtype|layout" */
+  db_launch launch;                  /* zeroed: the config is invalid */
+} launch_slot;
+
 struct rt_chooser {
   tmpl_slot *slots;
   int count, cap;
   char device_arch[16]; /* "" : any */
+  int cc_major;         /* of device_arch; 0: any */
+  int sm_count;         /* 0: unknown */
   char why[512];        /* why the last candidate was refused */
+  rt_model *model;      /* of model_device, fitted when it had model_rows rows */
+  char model_device[128];
+  int64_t model_rows;
+  bool model_db;        /* fitted on a database (not an empty model) */
+  launch_slot *launches;
+  int nlaunches, launch_cap;
 };
 
-mmt_status rt_chooser_new(const char *device_arch, rt_chooser **out, ut_err *err) {
+mmt_status rt_chooser_new(const char *device_arch, int sm_count, rt_chooser **out, ut_err *err) {
   *out = calloc(1, sizeof **out);
   if (!*out) return ut_fail(err, MMT_ERR_NOMEM, "out of memory creating the kernel chooser");
   snprintf((*out)->device_arch, sizeof (*out)->device_arch, "%s", device_arch ? device_arch : "");
+  int cc = 0;
+  if (device_arch && sscanf(device_arch, "sm_%d", &cc) == 1) (*out)->cc_major = cc / 10;
+  (*out)->sm_count = sm_count > 0 ? sm_count : 0;
   return MMT_OK;
 }
 
@@ -33,6 +50,8 @@ void rt_chooser_free(rt_chooser *ch) {
   if (!ch) return;
   for (int i = 0; i < ch->count; i++) gen_free(ch->slots[i].t);
   free(ch->slots);
+  rt_model_free(ch->model);
+  free(ch->launches);
   free(ch);
 }
 
@@ -231,87 +250,250 @@ static mmt_status walk_rows(row_walk *w, db_handle *db, const char *device_name,
   return rc ? rc : w->rc;
 }
 
-/* A tuned shape and its distance to the asked one. */
-typedef struct {
-  int64_t m, n, k;
-  double d;
-} tuned_shape;
+/* ---- the model's candidates ---------------------------------------------------------------- */
 
-typedef struct {
-  tuned_shape *v;
-  int count, cap;
-  const gen_problem *p;
-  mmt_status rc;
-  ut_err *err;
-} shape_list;
-
-static void on_shape(const db_problem *q, void *user) {
-  shape_list *s = user;
-  const gen_problem *p = s->p;
-  if (s->rc || (q->m == p->m && q->n == p->n && q->k == p->k)) return; /* EXACT tried it */
-  if (s->count == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 32;
-    tuned_shape *v = realloc(s->v, (size_t)cap * sizeof *v);
-    if (!v) {
-      s->rc = ut_fail(s->err, MMT_ERR_NOMEM, "out of memory listing tuned shapes");
-      return;
-    }
-    s->v = v;
-    s->cap = cap;
-  }
-  s->v[s->count++] =
-      (tuned_shape){q->m, q->n, q->k, rt_shape_distance(p->m, p->n, p->k, q->m, q->n, q->k)};
-}
-
-/* Nearest first; ties by size, so the order never depends on the database's. */
-static int by_distance(const void *a, const void *b) {
-  const tuned_shape *x = a, *y = b;
-  if (x->d != y->d) return x->d < y->d ? -1 : 1;
-  if (x->m != y->m) return x->m < y->m ? -1 : 1;
-  if (x->n != y->n) return x->n < y->n ? -1 : 1;
-  return (x->k > y->k) - (x->k < y->k);
-}
-
-static mmt_status choose_nearest(row_walk *w, db_handle *db, const char *device_name) {
-  shape_list s = {.p = w->p, .err = w->err};
-  mmt_status rc = db_each_shape(db, device_name, w->p->dtype, w->p->layout, on_shape, &s, w->err);
-  if (!rc) rc = s.rc;
-  if (rc) goto cleanup;
-  qsort(s.v, (size_t)s.count, sizeof *s.v, by_distance);
-  for (int i = 0; i < s.count && i < RT_NEAREST_MAX_SHAPES && !w->found; i++)
-    if ((rc = walk_rows(w, db, device_name, s.v[i].m, s.v[i].n, s.v[i].k))) goto cleanup;
-cleanup:
-  free(s.v);
+/* rt_launch_fn for rows measured before schema 4: the config emitted for the row's dtype and
+ * layout. */
+static mmt_status launch_of_row(const db_result *row, db_launch *out, void *user, ut_err *err) {
+  rt_chooser *ch = user;
+  gen_template *t = NULL;
+  gen_config cfg;
+  gen_kernel k = {0};
+  memset(out, 0, sizeof *out);
+  mmt_status rc = template_get(ch, row->template_name, &t, err);
+  if (rc || !t) return rc;
+  if (strcmp(gen_source_hash(t), row->template_hash) != 0) return MMT_OK; /* not this source */
+  rc = gen_config_parse(t, row->params, &cfg, err);
+  if (!rc) rc = gen_emit(t, &cfg, row->problem.dtype, row->problem.layout, &k, err);
+  if (!rc) rc = rt_launch_of(t, &cfg, &k, out, err);
+  gen_kernel_clear(&k);
   return rc;
 }
 
-/* The first usable config of RT_DEFAULTS. */
-static mmt_status choose_default(rt_chooser *ch, const gen_problem *p, rt_choice *out,
-                                 ut_err *err) {
+mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
+                            rt_model **out, ut_err *err) {
+  int64_t rows = 0;
+  mmt_status rc = MMT_OK;
+  if (db && device_name && (rc = db_count(db, device_name, &rows, err))) return rc;
+  bool same = ch->model && ch->model_db == (db && device_name) && ch->model_rows == rows &&
+              !strcmp(ch->model_device, device_name ? device_name : "");
+  if (!same) {
+    rt_model *m = NULL;
+    rt_model_device dev = {.sm_count = ch->sm_count, .cc_major = ch->cc_major};
+    if ((rc = rt_model_fit(db, device_name, &dev, launch_of_row, ch, &m, err))) return rc;
+    rt_model_free(ch->model);
+    ch->model = m;
+    ch->model_rows = rows;
+    ch->model_db = db && device_name;
+    ut_copy(ch->model_device, sizeof ch->model_device, device_name ? device_name : "");
+  }
+  *out = ch->model;
+  return MMT_OK;
+}
+
+/* The launch shape of template tname's config params (NULL: its default) for p's dtype and
+ * layout, emitted once per chooser; zeroed when it does not emit. */
+static mmt_status default_launch(rt_chooser *ch, const char *tname, const char *params,
+                                 const gen_problem *p, db_launch *out, ut_err *err) {
+  char key[sizeof ch->launches[0].key];
+  snprintf(key, sizeof key, "%s|%s|%s|%s", tname, params ? params : "", p->dtype,
+           p->layout ? p->layout : "nn");
+  for (int i = 0; i < ch->nlaunches; i++)
+    if (!strcmp(ch->launches[i].key, key)) {
+      *out = ch->launches[i].launch;
+      return MMT_OK;
+    }
+  memset(out, 0, sizeof *out);
+  gen_template *t = NULL;
+  gen_config cfg;
+  gen_kernel k = {0};
+  ut_err e = {{0}};
+  mmt_status rc = template_get(ch, tname, &t, err);
+  if (rc) return rc;
+  if (t && gen_supports_dtype(t, p->dtype) && gen_supports_layout(t, p->layout)) {
+    rc = params ? gen_config_parse(t, params, &cfg, &e) : (gen_config_default(t, &cfg), MMT_OK);
+    if (!rc) rc = gen_emit(t, &cfg, p->dtype, p->layout ? p->layout : "nn", &k, &e);
+    if (!rc) rc = rt_launch_of(t, &cfg, &k, out, &e);
+    gen_kernel_clear(&k);
+    if (rc == MMT_ERR_NOMEM) return ut_fail(err, rc, "%s", e.msg);
+  }
+  if (ch->nlaunches == ch->launch_cap) {
+    int cap = ch->launch_cap ? 2 * ch->launch_cap : 32;
+    launch_slot *v = realloc(ch->launches, (size_t)cap * sizeof *v);
+    if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory caching launch shapes");
+    ch->launches = v;
+    ch->launch_cap = cap;
+  }
+  launch_slot *slot = &ch->launches[ch->nlaunches++];
+  memcpy(slot->key, key, sizeof key);
+  slot->launch = *out;
+  return MMT_OK;
+}
+
+double rt_template_prior(const char *tname) {
+  static const struct {
+    const char *name;
+    double y;
+  } priors[] = RT_PRIORS;
+  for (size_t i = 0; i < sizeof priors / sizeof priors[0]; i++)
+    if (!strcmp(priors[i].name, tname)) return priors[i].y;
+  return NAN;
+}
+
+typedef struct {
+  rt_candidate *v;
+  int count, cap;
+} cand_list;
+
+static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
+  if (l->count == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    rt_candidate *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory ranking kernels");
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->count++] = *c;
+  return MMT_OK;
+}
+
+/* A config without rows of this GPU model: a default or built-in one (skipped when the model
+ * has rows of it under the template's current source, or it is listed already). */
+static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname,
+                                  const char *params, const gen_problem *p, cand_list *l,
+                                  ut_err *err) {
+  gen_template *t = NULL;
+  gen_config cfg;
+  char text[256];
+  mmt_status rc = template_get(ch, tname, &t, err);
+  if (rc || !t || !gen_supports_dtype(t, p->dtype)) return rc;
+  if (params ? gen_config_parse(t, params, &cfg, NULL) : (gen_config_default(t, &cfg), MMT_OK))
+    return MMT_OK; /* a list entry this template no longer has: not a candidate */
+  if (gen_config_format(t, &cfg, text, sizeof text, NULL)) return MMT_OK;
+  if (rt_model_find(m, tname, gen_source_hash(t), text, p->dtype) >= 0) return MMT_OK;
+  for (int i = 0; i < l->count; i++)
+    if (l->v[i].config < 0 && !strcmp(l->v[i].template_name, tname) &&
+        !strcmp(l->v[i].params, text))
+      return MMT_OK;
+  db_launch launch;
+  if ((rc = default_launch(ch, tname, text, p, &launch, err))) return rc;
+  if (launch.tile_m <= 0) return MMT_OK; /* does not emit for this dtype and layout */
+  rt_candidate c = {.config = -1};
+  ut_copy(c.template_name, sizeof c.template_name, tname);
+  ut_copy(c.params, sizeof c.params, text);
+  rt_model_predict(m, -1, tname, text, &launch, rt_template_prior(tname), p, &c.pred);
+  return cand_push(l, &c, err);
+}
+
+/* Lowest predicted time first; ties by name and params, so the order never depends on the
+ * database's. */
+static int by_prediction(const void *a, const void *b) {
+  const rt_candidate *x = a, *y = b;
+  if (x->pred.ms != y->pred.ms) return x->pred.ms < y->pred.ms ? -1 : 1;
+  int c = strcmp(x->template_name, y->template_name);
+  return c ? c : strcmp(x->params, y->params);
+}
+
+mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
+                   const int64_t *hide, rt_candidate **out, int *count, ut_err *err) {
   static const struct {
     const char *name, *params;
   } defaults[] = RT_DEFAULTS;
-  char reasons[1024] = "";
-  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
-    bool ok = false;
-    mmt_status rc =
-        try_candidate(ch, defaults[i].name, NULL, defaults[i].params, p, out, &ok, err);
-    if (rc) return rc;
-    if (ok) {
-      out->kind = MMT_CHOICE_DEFAULT;
-      return MMT_OK;
-    }
-    size_t used = strlen(reasons);
-    snprintf(reasons + used, sizeof reasons - used, "%s%s", used ? "; " : "", ch->why);
+  static const struct {
+    int min_cc;
+    const char *name, *params;
+  } builtin[] = RT_BUILTIN;
+  rt_model *m = NULL;
+  cand_list l = {0};
+  *out = NULL;
+  *count = 0;
+  mmt_status rc = rt_chooser_model(ch, db, device_name, &m, err);
+  if (rc) return rc;
+  rt_model_focus(m, p, hide);
+  for (int i = 0; i < rt_model_config_count(m) && !rc; i++) {
+    rt_model_config mc;
+    rt_model_get_config(m, i, &mc);
+    if (strcmp(mc.dtype, p->dtype) != 0) continue;
+    rt_candidate c = {.config = i};
+    ut_copy(c.template_name, sizeof c.template_name, mc.template_name);
+    ut_copy(c.template_hash, sizeof c.template_hash, mc.template_hash);
+    ut_copy(c.params, sizeof c.params, mc.params);
+    rt_model_predict(m, i, NULL, NULL, NULL, NAN, p, &c.pred);
+    rc = cand_push(&l, &c, err);
   }
+  int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
+  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
+    rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, p, &l, err);
+  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && !rc; i++)
+    if (cc >= builtin[i].min_cc)
+      rc = push_unmeasured(ch, m, builtin[i].name, builtin[i].params, p, &l, err);
+  if (rc) {
+    free(l.v);
+    return rc;
+  }
+  qsort(l.v, (size_t)l.count, sizeof *l.v, by_prediction);
+  *out = l.v;
+  *count = l.count;
+  return MMT_OK;
+}
+
+mmt_status rt_choose_candidate(rt_chooser *ch, const rt_candidate *c, const gen_problem *p,
+                               rt_choice *out, ut_err *err) {
+  bool ok = false;
+  mmt_status rc = try_candidate(ch, c->template_name, c->template_hash[0] ? c->template_hash : NULL,
+                                c->params, p, out, &ok, err);
+  if (rc) return rc;
+  if (!ok) return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s", ch->why);
+  out->predicted_ms = c->pred.ms;
+  out->model_rows = c->pred.rows;
+  out->kind = MMT_CHOICE_DEFAULT;
+  return MMT_OK;
+}
+
+/* The first usable candidate of the model's ranking. */
+static mmt_status choose_ranked(rt_chooser *ch, db_handle *db, const char *device_name,
+                                const gen_problem *p, rt_choice *out, ut_err *err) {
+  rt_candidate *v = NULL;
+  int n = 0;
+  char reasons[1024] = "";
+  mmt_status rc = rt_rank(ch, db, device_name, p, NULL, &v, &n, err);
+  for (int i = 0; i < n && !rc; i++) {
+    const rt_candidate *c = &v[i];
+    ut_err why = {{0}};
+    rc = rt_choose_candidate(ch, c, p, out, &why);
+    if (rc == MMT_ERR_UNSUPPORTED) {
+      size_t used = strlen(reasons);
+      if (c->config < 0 && used < sizeof reasons - 1)
+        snprintf(reasons + used, sizeof reasons - used, "%s%.300s", used ? "; " : "", why.msg);
+      rc = MMT_OK;
+      continue;
+    }
+    if (rc) {
+      if (err) *err = why;
+      break;
+    }
+    if (c->config >= 0 && c->pred.basis_id > 0) {
+      ut_err e = {{0}};
+      /* the row the prediction leans on most: its verification record */
+      if (db_get(db, c->pred.basis_id, &out->record, &e) == MMT_OK) {
+        out->has_record = true;
+        out->kind = MMT_CHOICE_PREDICTED;
+      }
+    }
+    free(v);
+    return MMT_OK;
+  }
+  free(v);
+  if (rc) return rc;
   return ut_fail(err, MMT_ERR_UNSUPPORTED,
                  "no kernel supports %s %s %lldx%lldx%lld (lda=%lld ldb=%lld ldc=%lld, %d-byte "
                  "aligned): %s",
-                 p->dtype, p->layout, (long long)p->m, (long long)p->n, (long long)p->k,
-                 (long long)p->lda, (long long)p->ldb, (long long)p->ldc, p->align_bytes, reasons);
+                 p->dtype, p->layout ? p->layout : "nn", (long long)p->m, (long long)p->n,
+                 (long long)p->k, (long long)p->lda, (long long)p->ldb, (long long)p->ldc,
+                 p->align_bytes, reasons[0] ? reasons : "no candidate for this dtype");
 }
 
-/* EXACT, NEAREST, DEFAULT for the problem as it is. */
+/* EXACT, then the model's ranking, for the problem as it is. */
 static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_name,
                              const gen_problem *p, rt_choice *out, ut_err *err) {
   row_walk w = {.ch = ch, .p = p, .out = out, .err = err};
@@ -322,13 +504,8 @@ static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_n
       out->kind = MMT_CHOICE_EXACT;
       return MMT_OK;
     }
-    if ((rc = choose_nearest(&w, db, device_name))) return rc;
-    if (w.found) {
-      out->kind = MMT_CHOICE_NEAREST;
-      return MMT_OK;
-    }
   }
-  return choose_default(ch, p, out, err);
+  return choose_ranked(ch, db, device_name, p, out, err);
 }
 
 mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
@@ -362,6 +539,8 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
   out->kernel_m = p->m;
   out->kernel_n = p->n;
   out->kernel_k = p->k;
+  out->expected_ms = c->predicted_ms;
+  out->model_rows = c->model_rows;
   if (!c->has_record) return;
   const db_result *r = &c->record;
   out->record_id = r->id;
@@ -376,18 +555,5 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
   ut_copy(out->device_name, sizeof out->device_name, r->device.name);
   ut_copy(out->nvrtc_version, sizeof out->nvrtc_version, r->nvrtc_version);
   ut_copy(out->template_hash, sizeof out->template_hash, r->template_hash);
-  /* Time scales with the flops to a first approximation (NEAREST: a rough guide only). */
-  double flops = (double)p->m * (double)p->n * (double)p->k;
-  double tuned = (double)r->problem.m * (double)r->problem.n * (double)r->problem.k;
-  out->expected_ms = c->kind == MMT_CHOICE_EXACT ? r->ms_median
-                     : tuned > 0                 ? r->ms_median * flops / tuned
-                                                 : 0;
+  if (c->kind == MMT_CHOICE_EXACT) out->expected_ms = r->ms_median;
 }
-
-static double log_size(int64_t x) { return log((double)(x < 1 ? 1 : x)); }
-
-double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2, int64_t k2) {
-  return fabs(log_size(m) - log_size(m2)) + fabs(log_size(n) - log_size(n2)) +
-         fabs(log_size(k) - log_size(k2));
-}
-

@@ -2,23 +2,31 @@
  * rt_choose.h -- which kernel a GEMM problem gets: the dispatcher's choice logic.  Prefix rt_.  Needs no GPU and no driver (CI tests it).
  *
  * Given the results database (may be NULL), a GPU model name and a problem, rt_choose() picks:
- *   1. EXACT:   the ok rows of exactly this (device name, dtype, layout, m, n, k), fastest
- *               first; the first row that is usable for the problem (see below).
- *   2. NEAREST: the other tuned problems of this device name, dtype and layout, nearest first
- *               by the log-space distance rt_shape_distance(); for each of them (at most
- *               RT_NEAREST_MAX_SHAPES), its ok rows fastest first; the first usable row.
- *   3. DEFAULT: each config of RT_DEFAULTS in order; the first usable one.  None usable ->
- *               MMT_ERR_UNSUPPORTED, the message saying why each default was refused.
+ *   1. EXACT:     the ok rows of exactly this (device name, dtype, layout, m, n, k), fastest
+ *                 first; the first row that is usable for the problem (see below).
+ *   2. PREDICTED / DEFAULT: the candidates ranked by the performance model (rt_model.h),
+ *                 lowest predicted time first; the first usable one.  The candidates
+ *                 (rt_rank) are every config of this GPU model and dtype the database has
+ *                 verified (on any shape, in any layout), each template's default config
+ *                 (RT_DEFAULTS) and the architecture's built-in list (RT_BUILTIN).  The kind is
+ *                 PREDICTED when the winner has rows of its own (its record is the row
+ *                 nearest the problem), DEFAULT when it was never measured on this GPU model.
+ *   None usable -> MMT_ERR_UNSUPPORTED, the message saying why each default was refused.
  *   A tf32 problem that none of these serves is chosen again as f32 (tf32 only permits
  *   tensor-core rounding; fp32 kernels answer it more precisely).
- * A row or default is usable when: its template loads; for rows, the template's source hash
+ * A row or candidate is usable when: its template loads; for rows, the template's source hash
  * still equals the row's template_hash (a template edited since it was measured is not
  * trusted); the template supports the dtype; the params parse; the template's constraints
  * pass for THIS problem; the device can run the kernel's arch; the emitted kernel's
  * requirements are met (gen_requires_met: multiples, alignment, leading dimensions); and its
  * grid for the problem is within the hardware limits and not empty.
  *
- * Thread-safety: an rt_chooser (it caches loaded templates) is used by one thread at a time.
+ * The chooser keeps the model it fitted for a GPU model and fits again when the database's
+ * row count for it changes, so a choice costs one pass over the rows of the dtype, a sort and
+ * an emit or two.
+ *
+ * Thread-safety: an rt_chooser (it caches loaded templates and the model) is used by one
+ * thread at a time.
  */
 #ifndef MMT_RT_CHOOSE_H
 #define MMT_RT_CHOOSE_H
@@ -28,21 +36,54 @@
 
 #include "db.h"
 #include "gen.h"
+#include "rt_model.h"
 #include "util.h"
 
-/* Fallbacks, tried in this order: template and config ("name=value,..." over the template's
- * default; NULL: the default).  wgmma (sm_90a, TMA: 16-byte aligned rows) serves f16/bf16 and
- * tf32 in layout nt on Hopper; mma_sync (tensor cores, sm_80+) f16/bf16 elsewhere, its
- * realigned-copy variant (vec=0) the problems whose rows are not 16-byte aligned (twice the
- * element-wise vec=1 at 4097^3 on an H200); smem_tiled and naive serve f32. */
+/* Every template's default config ("name=value,..." over the template's default; NULL: the
+ * default), candidates on every architecture.  wgmma (sm_90a, TMA: 16-byte aligned rows)
+ * serves f16/bf16 and tf32 on Hopper; mma_sync (tensor cores, sm_80+) f16/bf16 elsewhere, its
+ * realigned-copy variant (vec=0) the problems whose rows are not 16-byte aligned; reg_tiled
+ * f32 (vec=1: any alignment); smem_tiled and naive serve f32 where nothing else is valid
+ * (their priors rank them last). */
 #define RT_DEFAULTS                                                                         \
   {{"wgmma", NULL},                                                                         \
    {"mma_sync", NULL},                                                                      \
    {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=5,vec=0,group=1"},                          \
+   {"reg_tiled", NULL},                                                                     \
+   {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=4,vec=1,stages=2,pad=4"},                       \
    {"smem_tiled", NULL},                                                                    \
    {"naive", NULL}}
-/* How many tuned shapes NEAREST considers (the nearest ones) before falling back. */
-#define RT_NEAREST_MAX_SHAPES 64
+
+/* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
+ * H100 main job of docs/perf.md), candidates for it even on an empty database.  min_cc: the
+ * compute capability they are for (and newer). */
+#define RT_BUILTIN                                                                          \
+  {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1"},           \
+   {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8"},                      \
+   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1"},            \
+   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=8"},                       \
+   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=1"},                        \
+   {9, "wgmma", "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,repack=1,persist=1"},    \
+   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=1,split=4"},               \
+   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2"},                \
+   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8"},            \
+   {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8"},          \
+   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8"},           \
+   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4"},                     \
+   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2"},     \
+   {0, "reg_tiled", "bm=32,bn=128,bk=32,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=4"},    \
+   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16"},   \
+   {0, "reg_tiled", "bm=64,bn=32,bk=16,tm=4,tn=4,vec=4,stages=3,pad=4,group=1,split=4"},     \
+   {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4"}}
+
+/* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
+ * how much slower than the analytic part its configs ran, the median over the rows of an
+ * H100 main job (2026-11-25: wgmma 0.11-0.18, mma_sync 0.60-1.00, reg_tiled 0.64).
+ * smem_tiled and naive are set above anything measured so that they come last, where nothing
+ * else is valid.  A template not listed gets RT_MODEL_UNKNOWN. */
+#define RT_PRIORS                                                                           \
+  {{"wgmma", 0.15}, {"mma_sync", 0.8}, {"reg_tiled", 0.65}, {"smem_tiled", 2.5},            \
+   {"naive", 3.0}}
 
 /* A chooser: caches every template it loaded (and every load that failed) by name, so a
  * choice runs no Lua file load after the first. */
@@ -50,8 +91,10 @@ typedef struct rt_chooser rt_chooser;
 
 /* Creates an empty chooser for a device of device_arch ("sm_90"): kernels it cannot run (an
  * sm_90a kernel elsewhere: rt_kernel_arch) are refused.  NULL or "": any architecture (e.g.
- * `mmtune explain --device-name`, answered from the database alone).  Errors: MMT_ERR_NOMEM. */
-mmt_status rt_chooser_new(const char *device_arch, rt_chooser **out, ut_err *err);
+ * `mmtune explain --device-name`, answered from the database alone; the built-in list is then
+ * sm_90's).  sm_count: the device's multiprocessors (0: unknown, the rows' count).
+ * Errors: MMT_ERR_NOMEM. */
+mmt_status rt_chooser_new(const char *device_arch, int sm_count, rt_chooser **out, ut_err *err);
 /* Frees the chooser and its templates.  rt_chooser_free(NULL) is a no-op. */
 void rt_chooser_free(rt_chooser *ch);
 
@@ -62,6 +105,8 @@ typedef struct {
   char params[256];  /* canonical "name=value,..." (gen_config_format) */
   bool has_record;   /* false for DEFAULT */
   db_result record;  /* the measured row the choice relies on, when has_record */
+  double predicted_ms; /* PREDICTED, DEFAULT: the model's time (0 when there was no model) */
+  int model_rows;      /* PREDICTED: rows of the config the prediction used */
   gen_template *tmpl; /* borrowed from the chooser: valid until rt_chooser_free */
   gen_config cfg;
   gen_kernel spec;    /* owned: the emitted kernel for the problem's dtype, ready to compile */
@@ -83,14 +128,37 @@ void rt_choice_clear(rt_choice *c);
  * for DEFAULT; expected_ms: see mmtune.h). */
 void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *out);
 
-/*
- * The distance NEAREST orders tuned shapes by: the L1 distance of the shapes in log space,
- *   d = |ln(m/m')| + |ln(n/n')| + |ln(k/k')|,
- * so that halving or doubling any one dimension costs the same (ln 2) whatever its size, and
- * 1000^3 is near 1024^3 but far from 64^3.  Sizes below 1 count as 1.
- */
-double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2, int64_t k2);
+/* One candidate of a problem, as the model ranks it. */
+typedef struct {
+  char template_name[GEN_NAME_MAX];
+  char template_hash[17]; /* "": the template as it is now (a default or built-in config) */
+  char params[256];
+  int config;             /* its index in the model; -1 when the model has no rows of it */
+  rt_prediction pred;
+} rt_candidate;
 
+/*
+ * The candidates of problem p (see the top of this file), lowest predicted time first, before
+ * any usability check.  hide (may be NULL): rows of exactly this shape are left out of the
+ * model's sums (leave-one-shape-out; `mmtune model evaluate`).  *out: owned by the caller
+ * (free); *count of them.  Errors: the model's fit, MMT_ERR_NOMEM.
+ */
+mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
+                   const int64_t *hide, rt_candidate **out, int *count, ut_err *err);
+
+/* Whether candidate c (from rt_rank) is usable for p (see the top of this file): MMT_OK with
+ * *out filled (kind DEFAULT, the prediction; the caller sets kind and record), or
+ * MMT_ERR_UNSUPPORTED with the reason in err.  Other errors: MMT_ERR_NOMEM. */
+mmt_status rt_choose_candidate(rt_chooser *ch, const rt_candidate *c, const gen_problem *p,
+                               rt_choice *out, ut_err *err);
+
+/* RT_PRIORS' correction for template tname; NaN when it is not listed. */
+double rt_template_prior(const char *tname);
+
+/* The chooser's model of GPU model device_name (fitted on first use, again when its rows
+ * changed); borrowed: valid until the next call on the chooser.  db NULL: an empty model. */
+mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
+                            rt_model **out, ut_err *err);
 
 /* mmt_explain without a context or a GPU: the choice for p (checked as mmt_gemm checks it,
  * pointers as from cudaMalloc) on GPU model device_name from db (may be NULL).  The same

@@ -639,8 +639,24 @@ static void test_explain(void **state) {
   run_result r = RUN("explain", "100", "200", "300", "--device-name", "GPU X", "--db", db);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "choice:    default"));
-  assert_non_null(strstr(r.out, "expected:  unknown"));
+  assert_non_null(strstr(r.out, "kernel:    reg_tiled "));
+  assert_non_null(strstr(r.out, "ms predicted by the model (this config was never measured"));
   run_free(&r);
+  /* A GPU model without rows, of a given architecture: its tensor-core default. */
+  r = RUN("explain", "4096", "4096", "4096", "--dtype", "bf16", "--device-name", "New GPU",
+          "--arch", "sm_90", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "kernel:    wgmma "));
+  run_free(&r);
+  r = RUN("explain", "4096", "4096", "4096", "--dtype", "bf16", "--device-name", "New GPU",
+          "--arch", "sm_80", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "kernel:    mma_sync "));
+  run_free(&r);
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device-name", "X", "--arch", "90"),
+                     "--arch must be sm_XY (e.g. sm_90), not '90'");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--arch", "sm_90"),
+                     "--arch goes with --device-name");
   insert_row(db, "GPU X", 90, "nn", 512, 512, 512);
   insert_row(db, "GPU X", 90, "nn", 1024, 256, 128); /* a column-major 256x1024x128 call's */
   r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db);
@@ -664,7 +680,8 @@ static void test_explain(void **state) {
   run_free(&r);
   r = RUN("explain", "500", "512", "512", "--device-name", "GPU X", "--db", db);
   assert_int_equal(r.code, 0);
-  assert_non_null(strstr(r.out, "choice:    nearest"));
+  /* not tuned: the model's pick, verified here (predicted) or a built-in one (default) */
+  assert_non_null(strstr(r.out, "ms predicted by the model"));
   run_free(&r);
   r = RUN("explain", "0", "5", "5", "--device-name", "GPU X", "--db", db);
   assert_int_equal(r.code, 0);
@@ -684,7 +701,7 @@ static void test_explain(void **state) {
   /* tf32 in layout nn has no tensor-core kernel: the fp32 one serves it. */
   r = RUN("explain", "4", "4", "4", "--dtype", "tf32", "--device-name", "X", "--db", db);
   assert_int_equal(r.code, 0);
-  assert_non_null(strstr(r.out, "smem_tiled"));
+  assert_non_null(strstr(r.out, "reg_tiled"));
   run_free(&r);
   /* f16: wgmma where the device name's rows were measured on sm_90 (or it has none), mma_sync
    * on an sm_80 one; mma_sync's element-wise variant where rows are not 16-byte aligned. */
@@ -705,12 +722,41 @@ static void test_explain(void **state) {
   run_free(&r);
   r = RUN("explain", "1001", "1001", "1001", "--dtype", "f16", "--device-name", "X", "--db", db);
   assert_int_equal(r.code, 0);
-  assert_non_null(strstr(r.out, "vec=0"));
+  assert_true(strstr(r.out, "vec=0") || strstr(r.out, "repack=1")); /* an unaligned path */
+  run_free(&r);
+}
+
+/* mmtune model evaluate: leave-one-shape-out on a database, and its bad arguments. */
+static void test_model_evaluate(void **state) {
+  (void)state;
+  char db[256];
+  snprintf(db, sizeof db, "%s/model.db", tmp_dir);
+  insert_row(db, "GPU M", 90, "nn", 512, 512, 512);
+  insert_row(db, "GPU M", 90, "nn", 1024, 1024, 1024);
+  run_result r = RUN("model", "evaluate", "--db", db);
+  assert_int_equal(r.code, 0);
+  /* one config on both shapes: with either hidden, the model picks it, the best */
+  assert_non_null(strstr(r.out, "GPU M"));
+  assert_non_null(strstr(r.out, "2 problems  chosen/best geomean 1.000  worst 1.000"));
+  run_free(&r);
+  r = RUN("model", "evaluate", "--db", db, "--json", "--dtype", "f32");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "\"dtype\": \"f32\", \"problems\": 2, \"geomean\": 1.0000"));
+  run_free(&r);
+  assert_usage_error(RUN("model"), "expected a subcommand: evaluate");
+  assert_usage_error(RUN("model", "fit"), "unknown subcommand 'fit' (expected evaluate)");
+  assert_usage_error(RUN("model", "evaluate", "--dtype", "f8"), "f8");
+  char missing[256];
+  snprintf(missing, sizeof missing, "%s/no-such.db", tmp_dir);
+  r = RUN("model", "evaluate", "--db", missing);
+  assert_int_equal(r.code, 1);
+  assert_non_null(strstr(r.err, "does not exist"));
   run_free(&r);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_model_evaluate),
       cmocka_unit_test(test_help_lists_commands),
       cmocka_unit_test(test_version),
       cmocka_unit_test(test_command_help),

@@ -1,6 +1,6 @@
 /*
  * test_dispatch.c -- runtime/rt_choose.c and runtime/mmtune.c: the kernel choice (EXACT,
- * NEAREST, DEFAULT) against a database written here, the argument checks, the public API on
+ * PREDICTED, DEFAULT) against a database written here, the argument checks, the public API on
  * a machine without a GPU, and (with a GPU) mmt_sgemm end to end against a CPU reference.
  *
  * Templates: the real ones (templates/) plus tests/templates_dispatch/ (searched first):
@@ -137,7 +137,7 @@ static int fixture_setup(void **state) {
   hash_and_default("arch90a", arch_hash, arch_default, sizeof arch_default);
   insert(db, DEV, "arch90a", arch_hash, arch_default, 256, 256, 256, DB_OK, 0.01);
   insert(db, DEV, "naive", f->naive_hash, f->naive_default, 256, 256, 256, DB_OK, 0.5);
-  assert_int_equal(rt_chooser_new(NULL, &f->ch, &e), MMT_OK);
+  assert_int_equal(rt_chooser_new(NULL, 0, &f->ch, &e), MMT_OK);
   *state = f;
   return 0;
 }
@@ -148,7 +148,8 @@ static int fixture_teardown(void **state) {
   rt_chooser_free(f->ch);
   db_close(f->db);
   const char *leaves[] = {"t.db", "t.db-wal", "t.db-shm", "empty.db", "empty.db-wal",
-                          "empty.db-shm", "corrupt.db"};
+                          "empty.db-shm", "corrupt.db", "known.db", "known.db-wal",
+                          "known.db-shm"};
   for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", f->dir, leaves[i]);
     unlink(path);
@@ -206,21 +207,101 @@ static void test_exact_skips_unusable_rows(void **state) {
   rt_choice_clear(&c);
 }
 
-static void test_nearest(void **state) {
+/* Not tuned for the shape: the model's ranking, whose first usable candidate is served, with
+ * the record of that config nearest the problem. */
+static void expect_first_usable(fixture *f, gen_problem p, rt_choice *c) {
+  rt_candidate *v = NULL;
+  int n = 0;
+  ut_err e;
+  memset(c, 0, sizeof *c);
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, c, &e), MMT_OK);
+  assert_int_equal(rt_rank(f->ch, f->db, DEV, &p, NULL, &v, &n, &e), MMT_OK);
+  assert_true(n > 0);
+  for (int i = 0; i < n; i++) {
+    rt_choice u = {0};
+    if (rt_choose_candidate(f->ch, &v[i], &p, &u, &e) != MMT_OK) continue;
+    /* the first usable one, fastest predicted */
+    assert_string_equal(c->template_name, v[i].template_name);
+    assert_string_equal(c->params, u.params);
+    assert_true(c->predicted_ms == v[i].pred.ms);
+    for (int j = i + 1; j < n; j++) assert_true(v[j].pred.ms >= v[i].pred.ms);
+    rt_choice_clear(&u);
+    break;
+  }
+  assert_int_equal(c->kind == MMT_CHOICE_PREDICTED, c->has_record);
+  if (c->has_record) assert_string_equal(c->record.template_name, c->template_name);
+  free(v);
+}
+
+static void test_predicted(void **state) {
   fixture *f = *state;
   rt_choice c;
-  expect_choice(f, f->db, DEV, square(1000, 1000, 1000, 16), MMT_CHOICE_NEAREST, "naive", &c);
-  assert_int_equal(c.record.problem.m, 1024);
-  assert_int_equal(c.record.problem.n, 1024);
-  assert_int_equal(c.record.problem.k, 1024);
+  expect_first_usable(f, square(1000, 1000, 1000, 16), &c);
+  assert_true(c.predicted_ms > 0);
   rt_choice_clear(&c);
-  expect_choice(f, f->db, DEV, square(4000, 4100, 4096, 16), MMT_CHOICE_NEAREST, "smem_tiled", &c);
-  assert_int_equal(c.record.problem.m, 4096);
-  assert_string_equal(c.params, f->smem_alt);
+  expect_first_usable(f, square(4000, 4100, 4096, 16), &c);
   rt_choice_clear(&c);
-  expect_choice(f, f->db, DEV, square(60, 70, 50, 16), MMT_CHOICE_NEAREST, "naive", &c);
-  assert_int_equal(c.record.problem.k, 64);
+  expect_first_usable(f, square(60, 70, 50, 16), &c);
   rt_choice_clear(&c);
+}
+
+/* A fixture whose answer is known: two naive configs measured on six shapes, one always
+ * three times faster than the other and than anything else could be.  An unseen shape gets
+ * the fast one, PREDICTED, its prediction below the slow one's; never the slower. */
+static void test_predicted_known_answer(void **state) {
+  fixture *f = *state;
+  char path[160], fast[] = "bx=32,by=1,", slow[] = "bx=8,by=8";
+  db_handle *db = NULL;
+  rt_chooser *ch = NULL;
+  ut_err e;
+  snprintf(path, sizeof path, "%s/known.db", f->dir);
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  gen_template *t = NULL;
+  gen_config cfg;
+  char fast_c[256], slow_c[256];
+  assert_int_equal(gen_load_named("naive", &t, &e), MMT_OK);
+  assert_int_equal(gen_config_parse(t, fast, &cfg, &e), MMT_OK);
+  assert_int_equal(gen_config_format(t, &cfg, fast_c, sizeof fast_c, &e), MMT_OK);
+  assert_int_equal(gen_config_parse(t, slow, &cfg, &e), MMT_OK);
+  assert_int_equal(gen_config_format(t, &cfg, slow_c, sizeof slow_c, &e), MMT_OK);
+  static const int64_t shapes[][3] = {{256, 256, 256},   {512, 512, 512}, {1024, 1024, 1024},
+                                      {2048, 2048, 2048}, {512, 2048, 1024}, {2048, 512, 256}};
+  for (int i = 0; i < 6; i++) {
+    const int64_t *s = shapes[i];
+    double ms = 2.0 * (double)s[0] * (double)s[1] * (double)s[2] / 1e15; /* 1 PFLOP/s */
+    insert(db, DEV, "naive", f->naive_hash, fast_c, s[0], s[1], s[2], DB_OK, ms);
+    insert(db, DEV, "naive", f->naive_hash, slow_c, s[0], s[1], s[2], DB_OK, 3 * ms);
+  }
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  gen_problem p = square(700, 900, 800, 16);
+  rt_choice c = {0};
+  assert_int_equal(rt_choose(ch, db, DEV, &p, &c, &e), MMT_OK);
+  assert_int_equal(c.kind, MMT_CHOICE_PREDICTED);
+  assert_string_equal(c.template_name, "naive");
+  assert_string_equal(c.params, fast_c);
+  assert_true(c.model_rows > 0);
+  rt_candidate *v = NULL;
+  int n = 0;
+  double fast_ms = 0, slow_ms = 0;
+  assert_int_equal(rt_rank(ch, db, DEV, &p, NULL, &v, &n, &e), MMT_OK);
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(v[i].params, fast_c)) fast_ms = v[i].pred.ms;
+    if (!strcmp(v[i].params, slow_c)) slow_ms = v[i].pred.ms;
+  }
+  assert_true(fast_ms > 0 && slow_ms > 2 * fast_ms);
+  /* within 30% of what the rows say: 2 * 700 * 900 * 800 flops at 1 PFLOP/s */
+  assert_true(fabs(fast_ms / (2.0 * 700 * 900 * 800 / 1e15) - 1) < 0.3);
+  free(v);
+  rt_choice_clear(&c);
+  /* hiding a shape's rows leaves the choice to the others: still the fast config */
+  int64_t hide[3] = {1024, 1024, 1024};
+  p = square(1024, 1024, 1024, 16);
+  assert_int_equal(rt_rank(ch, db, DEV, &p, hide, &v, &n, &e), MMT_OK);
+  assert_string_equal(v[0].params, fast_c);
+  free(v);
+  rt_chooser_free(ch);
+  gen_free(t);
+  db_close(db);
 }
 
 static void test_requirements_and_constraints(void **state) {
@@ -234,12 +315,12 @@ static void test_requirements_and_constraints(void **state) {
   expect_choice(f, f->db, DEV, square(512, 512, 512, 8), MMT_CHOICE_EXACT, "naive", &c);
   assert_true(c.record.ms_median == 1.0);
   rt_choice_clear(&c);
-  /* K = 510: nearest shape 512^3, whose kmul4 row fails K % 4; its naive row is used. */
-  expect_choice(f, f->db, DEV, square(512, 512, 510, 16), MMT_CHOICE_NEAREST, "naive", &c);
-  assert_int_equal(c.record.problem.k, 512);
+  /* K = 510: kmul4 (K % 4) is never served, whatever its prediction. */
+  expect_first_usable(f, square(512, 512, 510, 16), &c);
+  assert_string_not_equal(c.template_name, "kmul4");
   rt_choice_clear(&c);
-  /* K = 508 meets K % 4: kmul4 from 512^3. */
-  expect_choice(f, f->db, DEV, square(512, 512, 508, 16), MMT_CHOICE_NEAREST, "kmul4", &c);
+  /* K = 508 meets K % 4: kmul4 may be served (if the model ranks it first). */
+  expect_first_usable(f, square(512, 512, 508, 16), &c);
   rt_choice_clear(&c);
   /* Exact 512x8192x512: kmul4's constraint refuses N > 4096, so naive. */
   expect_choice(f, f->db, DEV, square(512, 8192, 512, 16), MMT_CHOICE_EXACT, "naive", &c);
@@ -247,35 +328,75 @@ static void test_requirements_and_constraints(void **state) {
   rt_choice_clear(&c);
 }
 
+/* No rows for the GPU model: every dtype gets a competitive default (reg_tiled for f32, not
+ * the classic kernels; wgmma on sm_90, mma_sync on sm_80), with a predicted time. */
 static void test_default(void **state) {
   fixture *f = *state;
   rt_choice c;
   ut_err e;
   db_handle *empty = NULL;
   char path[160];
-  expect_choice(f, NULL, DEV, square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT, "smem_tiled", &c);
-  assert_string_equal(c.params, f->smem_default);
-  assert_non_null(strstr(c.params, "tile=32,pad=0,unroll=1"));
+  expect_choice(f, NULL, DEV, square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT, "reg_tiled", &c);
+  assert_true(c.predicted_ms > 0);
   rt_choice_clear(&c);
   expect_choice(f, f->db, "No Rows GPU", square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT,
-                "smem_tiled", &c);
+                "reg_tiled", &c);
   rt_choice_clear(&c);
-  expect_choice(f, f->db, NULL, square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT, "smem_tiled",
+  expect_choice(f, f->db, NULL, square(1024, 1024, 1024, 16), MMT_CHOICE_DEFAULT, "reg_tiled",
                 &c);
   rt_choice_clear(&c);
   snprintf(path, sizeof path, "%s/empty.db", f->dir);
   assert_int_equal(db_open(path, false, &empty, &e), MMT_OK);
-  gen_problem p = square(7, 9, 11, 4);
-  expect_choice(f, empty, DEV, p, MMT_CHOICE_DEFAULT, "smem_tiled", &c);
+  gen_problem p = square(7, 9, 11, 4); /* 4-byte rows: reg_tiled's vec=1 config */
+  expect_choice(f, empty, DEV, p, MMT_CHOICE_DEFAULT, "reg_tiled", &c);
+  assert_non_null(strstr(c.params, "vec=1"));
   mmt_choice d;
   rt_choice_describe(&c, &p, &d);
-  assert_true(d.expected_ms == 0);
+  assert_true(d.expected_ms > 0);
   assert_int_equal(d.record_id, 0);
   assert_int_equal(d.kind, MMT_CHOICE_DEFAULT);
   assert_int_equal(d.tuned_m, 0);
   assert_true(d.tuned_ms == 0);
   rt_choice_clear(&c);
+  /* the tensor-core dtypes, per architecture */
+  static const struct {
+    const char *arch, *dtype, *layout, *want;
+  } cases[] = {{"sm_90", "f16", "nn", "wgmma"},    {"sm_90", "bf16", "nt", "wgmma"},
+               {"sm_90", "tf32", "nt", "wgmma"},   {"sm_80", "f16", "nn", "mma_sync"},
+               {"sm_80", "bf16", "tt", "mma_sync"}, {"sm_80", "f32", "nn", "reg_tiled"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rt_chooser *ch = NULL;
+    assert_int_equal(rt_chooser_new(cases[i].arch, 0, &ch, &e), MMT_OK);
+    gen_problem q = {cases[i].dtype, cases[i].layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
+    memset(&c, 0, sizeof c);
+    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
+    assert_string_equal(c.template_name, cases[i].want);
+    rt_choice_clear(&c);
+    rt_chooser_free(ch);
+  }
   db_close(empty);
+}
+
+/* Every built-in and default config names a template on the path and parses there. */
+static void test_builtin_lists_parse(void **state) {
+  (void)state;
+  static const struct {
+    int min_cc;
+    const char *name, *params;
+  } builtin[] = RT_BUILTIN;
+  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
+    gen_template *t = NULL;
+    gen_config cfg;
+    bool valid = false;
+    ut_err e;
+    assert_int_equal(gen_load_named(builtin[i].name, &t, &e), MMT_OK);
+    if (gen_config_parse(t, builtin[i].params, &cfg, &e) != MMT_OK) fail_msg("%s", e.msg);
+    assert_int_equal(gen_check(t, &cfg, NULL, &valid, NULL, 0, &e), MMT_OK);
+    if (!valid) fail_msg("built-in %s %s is not a valid config", builtin[i].name, builtin[i].params);
+    assert_false(isnan(rt_template_prior(builtin[i].name)));
+    gen_free(t);
+  }
 }
 
 /* A chooser for a device refuses kernels the device cannot run (an sm_90a kernel anywhere but
@@ -290,7 +411,7 @@ static void test_device_arch(void **state) {
     rt_choice c = {0};
     ut_err e;
     gen_problem p = square(256, 256, 256, 16);
-    assert_int_equal(rt_chooser_new(cases[i].arch, &ch, &e), MMT_OK);
+    assert_int_equal(rt_chooser_new(cases[i].arch, 0, &ch, &e), MMT_OK);
     assert_int_equal(rt_choose(ch, f->db, DEV, &p, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_EXACT);
     assert_string_equal(c.template_name, cases[i].want);
@@ -321,7 +442,7 @@ static void test_unsupported(void **state) {
   ut_err e;
   gen_problem p = square(64, 64, 64, 16);
   assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR "/refusing", 1), 0);
-  assert_int_equal(rt_chooser_new(NULL, &ch, &e), MMT_OK);
+  assert_int_equal(rt_chooser_new(NULL, 0, &ch, &e), MMT_OK);
   assert_int_equal(rt_choose(ch, NULL, DEV, &p, &c, &e), MMT_ERR_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "no kernel supports f32 nn 64x64x64"));
   assert_non_null(strstr(e.msg, "smem_tiled"));
@@ -365,7 +486,7 @@ static mmt_status explain_rm(mmt_context *ctx, int64_t m, int64_t n, int64_t k, 
 static void test_public_basics(void **state) {
   (void)state;
   assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_EXACT), "exact");
-  assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_NEAREST), "nearest");
+  assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_PREDICTED), "predicted");
   assert_string_equal(mmt_choice_kind_name(MMT_CHOICE_DEFAULT), "default");
   assert_string_equal(mmt_choice_kind_name((mmt_choice_kind)42), "unknown");
   mmt_close(NULL);
@@ -595,8 +716,8 @@ static void test_gpu_exact_and_bad_device(void **state) {
   const gemm_case g = {96, 80, 72, 72, 80, 80};
   run_case(ctx, &g, NULL, 99);
   assert_int_equal(explain_rm(ctx, 90, 80, 72, 72, 80, 80, &d), MMT_OK);
-  assert_int_equal(d.kind, MMT_CHOICE_NEAREST);
-  assert_int_equal(d.tuned_m, 96);
+  assert_int_not_equal(d.kind, MMT_CHOICE_EXACT); /* the model's pick */
+  assert_true(d.expected_ms > 0);
   mmt_close(ctx);
   mmt_options o = {.db_path = f->db_path, .cache_dir = f->dir};
   assert_int_equal(mmt_open(&ctx, 99, &o), MMT_ERR_NO_DEVICE);
@@ -774,9 +895,11 @@ int main(void) {
   if (setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1) != 0) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exact_skips_unusable_rows),
-      cmocka_unit_test(test_nearest),
+      cmocka_unit_test(test_predicted),
+      cmocka_unit_test(test_predicted_known_answer),
       cmocka_unit_test(test_requirements_and_constraints),
       cmocka_unit_test(test_default),
+      cmocka_unit_test(test_builtin_lists_parse),
       cmocka_unit_test(test_device_arch),
       cmocka_unit_test(test_tf32_falls_back_to_f32),
       cmocka_unit_test(test_unsupported),

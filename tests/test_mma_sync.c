@@ -767,9 +767,12 @@ static void test_gpu_results(void **state) {
   rt_device d;
   const rt_cu *cu = open_sm80_or_skip(&d);
   gen_template *t = load_mma();
+  /* every config in every layout with MMTUNE_LONG_TESTS=1; else each config in one layout,
+   * in turn (every layout and dtype still run) */
   for (int i = 0; i < COUNT(k_gpu_configs); i++)
     for (int l = 0; l < COUNT(k_layouts); l++)
-      run_config(&d, cu, t, k_gpu_configs[i], k_dtypes[(i + l) % 2], k_layouts[l]);
+      if (tc_long_tests() || l == i % COUNT(k_layouts))
+        run_config(&d, cu, t, k_gpu_configs[i], k_dtypes[(i + l) % 2], k_layouts[l]);
   gen_free(t);
   rt_device_close(&d);
 }

@@ -898,9 +898,12 @@ static void test_gpu_results(void **state) {
   const rt_cu *cu = open_sm90_or_skip(&d);
   gen_template *t = load_wgmma();
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
-    for (int l = 0; l < COUNT(k_layouts); l++) /* f16 and bf16 alternate over the layouts */
-      run_config(&d, cu, t, i, (i + l) % 2 ? "bf16" : "f16", k_layouts[l]);
-    run_config(&d, cu, t, i, "tf32", "nt");
+    /* f16 and bf16 alternate over the layouts; every layout with MMTUNE_LONG_TESTS=1, else
+     * one in turn, and tf32 for every other config */
+    for (int l = 0; l < COUNT(k_layouts); l++)
+      if (tc_long_tests() || l == i % COUNT(k_layouts))
+        run_config(&d, cu, t, i, (i + l) % 2 ? "bf16" : "f16", k_layouts[l]);
+    if (tc_long_tests() || i % 2 == 0) run_config(&d, cu, t, i, "tf32", "nt");
   }
   gen_free(t);
   rt_device_close(&d);

@@ -98,3 +98,8 @@ void tc_compile_ok(const gen_kernel *k, const char *arch) {
   free(log);
   rt_cubin_free(&cubin);
 }
+
+bool tc_long_tests(void) {
+  const char *v = getenv("MMTUNE_LONG_TESTS");
+  return v && v[0] && strcmp(v, "0") != 0;
+}

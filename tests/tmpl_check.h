@@ -34,6 +34,10 @@ uint64_t tc_params_are(const gen_template *t, const char *const *names,
 void tc_emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
                 gen_kernel *k);
 /* NVRTC-compiles k for arch: an ELF cubin and not even a warning in the log. */
+/* Whether the long GPU sweeps run (MMTUNE_LONG_TESTS set and not 0): by default each GPU
+ * test runs a sample that still covers every config and every layout, so the GPU suite fits
+ * in a few minutes. */
+bool tc_long_tests(void);
 void tc_compile_ok(const gen_kernel *k, const char *arch);
 
 #endif /* MMT_TESTS_TMPL_CHECK_H */

@@ -229,7 +229,8 @@ static mmt_status open_gpu(bench_run *b, ut_err *err) {
   if (tn_cublas_open(&b->cb, &cerr)) ut_copy(b->cublas_why, sizeof b->cublas_why, cerr.msg);
   rc = db_open(b->db_path, true, &b->db, err);
   if (rc == MMT_ERR_NOT_FOUND) rc = MMT_OK; /* the dispatcher then has its defaults only */
-  if (!rc) rc = rt_chooser_new(tn_gpu_device(b->g)->arch, &b->ch, err);
+  if (!rc) rc = rt_chooser_new(tn_gpu_device(b->g)->arch, tn_gpu_device(b->g)->info.sm_count, &b->ch,
+                                  err);
   return rc;
 }
 

@@ -17,6 +17,7 @@
 static const tn_opt EXPLAIN_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"device-name", 0, "NAME", "GPU model to explain for, from the database alone (no GPU needed)"},
+    {"arch", 0, "sm_XY", "with --device-name: its architecture (default: its rows', else any)"},
     {"db", 0, "PATH", "results database (default as for tune)"},
     {"dtype", 0, "DTYPE", "f32 (default), tf32, f16 or bf16"},
     {"order", 0, "row|col", "storage order of A, B and C (default row)"},
@@ -30,8 +31,10 @@ static const tn_opt EXPLAIN_OPTS[] = {
 static const tn_cmd_spec EXPLAIN_SPEC = {
     "explain", "M N K [--device N | --device-name NAME] [--dtype D] [--order row|col] [options]",
     "Prints the kernel mmt_gemm would use for C = op(A) op(B) with these sizes (matrices from\n"
-    "cudaMalloc): whether it was tuned for exactly this shape, borrowed from the nearest\n"
-    "tuned shape, or a template default; the template and parameters; the expected time; and\n"
+    "cudaMalloc): whether it was tuned for exactly this shape (exact), the config verified on\n"
+    "other shapes that the performance model predicts fastest (predicted), or a default or\n"
+    "built-in config never measured on this GPU model (default); the template and parameters;\n"
+    "the expected time (measured, or the model's prediction and how many rows it used); and\n"
     "the measurement it relies on (shape, time, errors against the float64 reference, date,\n"
     "NVRTC and template source hash).",
     EXPLAIN_OPTS, (int)(sizeof EXPLAIN_OPTS / sizeof EXPLAIN_OPTS[0])};
@@ -92,15 +95,21 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
          (long long)c->kernel_n, (long long)c->kernel_k, c->layout,
          p->order == MMT_COL_MAJOR ? " (column-major: A and B, M and N swapped)" : "");
   if (c->kind == MMT_CHOICE_DEFAULT) {
-    printf("  expected:  unknown (never measured for this GPU model; run mmtune to tune)\n");
+    printf("  expected:  %.4f ms predicted by the model (this config was never measured on this "
+           "GPU model; run mmtune to tune)\n",
+           c->expected_ms);
     return;
   }
   char when[32] = "?";
   time_t t = (time_t)c->measured_at;
   struct tm tm;
   if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
-  printf("  expected:  %.4f ms%s\n", c->expected_ms,
-         c->kind == MMT_CHOICE_NEAREST ? " (scaled from the tuned shape by flops: a guide)" : "");
+  if (c->kind == MMT_CHOICE_PREDICTED)
+    printf("  expected:  %.4f ms predicted by the model from %d row%s of this config on other "
+           "shapes\n",
+           c->expected_ms, c->model_rows, c->model_rows == 1 ? "" : "s");
+  else
+    printf("  expected:  %.4f ms (measured)\n", c->expected_ms);
   printf("  record:    #%lld, %lldx%lldx%lld on %s: %.4f ms median, %.2f TFLOP/s\n",
          (long long)c->record_id, (long long)c->tuned_m, (long long)c->tuned_n,
          (long long)c->tuned_k, c->device_name, c->tuned_ms, c->tuned_tflops);
@@ -130,8 +139,17 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
     rc = MMT_OK;
   }
   char arch[16] = "";
-  if (!rc && db) rc = db_each_best(db, device, NULL, NULL, first_arch, arch, &err);
-  if (!rc) rc = rt_chooser_new(arch, &ch, &err);
+  const char *given = tn_opts_get(o, "arch");
+  int cc = 0;
+  if (given && (sscanf(given, "sm_%d", &cc) != 1 || cc < 10 || strlen(given) >= sizeof arch)) {
+    db_close(db);
+    return tn_usage_error("explain", "--arch must be sm_XY (e.g. sm_90), not '%s'", given);
+  }
+  if (given)
+    snprintf(arch, sizeof arch, "%s", given);
+  else if (!rc && db)
+    rc = db_each_best(db, device, NULL, NULL, first_arch, arch, &err);
+  if (!rc) rc = rt_chooser_new(arch, 0, &ch, &err);
   if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
   rt_chooser_free(ch);
@@ -153,6 +171,10 @@ int tn_cmd_explain(int argc, char **argv) {
       goto done;
     }
     ex = explain_offline(&o, &p, name);
+    goto done;
+  }
+  if (tn_opts_has(&o, "arch")) {
+    ex = tn_usage_error("explain", "--arch goes with --device-name (a device has its own)");
     goto done;
   }
   int device = 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "rt_choose.h"
+#include "rt_model.h"
 #include "tn_measure.h"
 #include "tn_tune_int.h"
 
@@ -99,6 +100,8 @@ static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_conf
   mmt_status rc = gen_config_format(r->ts[ti], cfg, k->params, sizeof k->params, err);
   if (!rc) rc = gen_emit(r->ts[ti], cfg, dtype, r->layout, &k->spec, err);
   if (rc) return rc;
+  ut_err no_tile; /* a template whose grid names no tile: its rows go without a launch shape */
+  (void)rt_launch_of(r->ts[ti], cfg, &k->spec, &k->launch, &no_tile);
   free(k->spec.source); /* emitted again when submitted: thousands of sources add up */
   k->spec.source = NULL;
   *kid = r->nkernels++;
@@ -183,6 +186,27 @@ void tn_tune_result_key(const tune_run *r, int sid, int kid, db_result *row) {
   row->problem.n = r->shapes[sid].n;
   row->problem.k = r->shapes[sid].k;
   row->regs = row->shared_bytes = row->local_bytes = -1;
+  row->launch = kern->launch;
+}
+
+mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err) {
+  rt_model *m = NULL;
+  rt_model_device dev = {.sm_count = r->dev.sm_count, .cc_major = r->dev.cc_major};
+  mmt_status rc = rt_model_fit(r->db, r->dev.name, &dev, NULL, NULL, &m, err);
+  if (rc) return rc;
+  gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
+  rt_model_focus(m, &p, NULL);
+  for (int i = 0; i < pb->count; i++) {
+    const tune_kernel *k = &r->kernels[pb->kernel[i]];
+    const gen_template *t = r->ts[k->tmpl];
+    int idx = rt_model_find(m, gen_name(t), gen_source_hash(t), k->params, k->dtype);
+    rt_prediction pred;
+    rt_model_predict(m, idx, gen_name(t), k->params, &k->launch, rt_template_prior(gen_name(t)),
+                     &p, &pred);
+    pb->cands[i].predicted = pred.ms;
+  }
+  rt_model_free(m);
+  return MMT_OK;
 }
 
 typedef struct {

@@ -35,9 +35,12 @@ struct tn_search {
   int cur;
   double cur_cost, temp;
   int restarts;
+  /* model: per candidate, the weights and weighted log errors of the reported predictions */
+  double *sw, *swl;
 };
 
-static const char *const STRATEGY_NAMES[TN_STRATEGY_COUNT_] = {"exhaustive", "random", "anneal"};
+static const char *const STRATEGY_NAMES[TN_STRATEGY_COUNT_] = {"exhaustive", "random", "anneal",
+                                                               "model"};
 
 const char *tn_strategy_name(tn_strategy s) {
   return (unsigned)s < TN_STRATEGY_COUNT_ ? STRATEGY_NAMES[s] : "unknown";
@@ -148,7 +151,10 @@ mmt_status tn_search_new(tn_strategy strategy, const tn_candidate *cands, int co
   s->cost = malloc(n * sizeof *s->cost);
   s->order = malloc(n * sizeof *s->order);
   s->ranked = malloc(n * sizeof *s->ranked);
-  if (!s->cands || !s->state || !s->kind || !s->cost || !s->order || !s->ranked) {
+  s->sw = malloc(n * sizeof *s->sw);
+  s->swl = calloc(n, sizeof *s->swl);
+  if (!s->cands || !s->state || !s->kind || !s->cost || !s->order || !s->ranked || !s->sw ||
+      !s->swl) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory for the search");
     goto cleanup;
   }
@@ -156,6 +162,7 @@ mmt_status tn_search_new(tn_strategy strategy, const tn_candidate *cands, int co
   for (int i = 0; i < count; i++)
     if ((rc = check_candidate(&cands[i], i, err))) goto cleanup;
   if ((rc = build_table(s, err))) goto cleanup;
+  for (int i = 0; i < count; i++) s->sw[i] = TN_MODEL_PRIOR_WEIGHT;
   build_order(s);
   *out = s;
   s = NULL;
@@ -173,6 +180,8 @@ void tn_search_free(tn_search *s) {
   free(s->table);
   free(s->order);
   free(s->ranked);
+  free(s->sw);
+  free(s->swl);
   free(s);
 }
 
@@ -281,9 +290,65 @@ static int anneal_next(tn_search *s) {
   return anneal_restart(s);
 }
 
+/* ---- model ---- */
+
+static bool has_prediction(const tn_candidate *c) { return c->predicted > 0 && isfinite(c->predicted); }
+
+/* How much candidate j's error says about i's: halved for each parameter they differ in,
+ * TN_MODEL_OTHER_GROUP across groups (templates share the device, not their code). */
+static double similarity(const tn_candidate *a, const tn_candidate *b) {
+  if (a->group != b->group || a->ncoords != b->ncoords) return TN_MODEL_OTHER_GROUP;
+  int diff = 0;
+  for (int p = 0; p < a->ncoords; p++) diff += a->coord[p] != b->coord[p];
+  return ldexp(1.0, -diff);
+}
+
+/* Candidate i's prediction corrected by the reported errors of similar candidates. */
+static double model_estimate(const tn_search *s, int i) {
+  if (!has_prediction(&s->cands[i])) return INFINITY;
+  return s->cands[i].predicted * exp(s->swl[i] / s->sw[i]);
+}
+
+/* A report of j: every unseen candidate's correction learns its error. */
+static void model_report(tn_search *s, int j) {
+  if (!has_prediction(&s->cands[j])) return;
+  double err = isfinite(s->cost[j]) ? log(s->cost[j] / s->cands[j].predicted) : TN_MODEL_FAILED;
+  for (int i = 0; i < s->count; i++) {
+    if (s->state[i] != ST_UNSEEN) continue;
+    double w = similarity(&s->cands[i], &s->cands[j]);
+    s->sw[i] += w;
+    s->swl[i] += w * err;
+  }
+}
+
+/* The unseen candidate with the lowest corrected prediction (those without one last, in
+ * order), or -1 once the model predicts no gain over the best measured so far. */
+static int model_next(tn_search *s) {
+  int best = -1;
+  double best_est = INFINITY;
+  for (int i = 0; i < s->count; i++) {
+    if (s->state[i] != ST_UNSEEN) continue;
+    double e = model_estimate(s, i);
+    if (best < 0 || e < best_est) {
+      best = i;
+      best_est = e;
+    }
+  }
+  double measured;
+  if (best >= 0 && isfinite(best_est) && tn_search_best(s, &measured) >= 0 &&
+      s->nranked >= TN_MODEL_MIN_MEASURED && !(best_est < measured * (1 + TN_MODEL_MARGIN)))
+    return -1;
+  return propose(s, best, K_INIT);
+}
+
+bool tn_search_converged(const tn_search *s) {
+  return s->strategy == TN_STRATEGY_MODEL && s->unseen > 0;
+}
+
 int tn_search_next(tn_search *s) {
   if (s->unseen == 0) return -1;
   if (s->strategy == TN_STRATEGY_ANNEAL) return anneal_next(s);
+  if (s->strategy == TN_STRATEGY_MODEL) return model_next(s);
   return propose(s, next_in_order(s), K_INIT);
 }
 
@@ -326,6 +391,7 @@ mmt_status tn_search_report(tn_search *s, int idx, double cost, ut_err *err) {
   s->cost[idx] = cost;
   if (isfinite(cost)) rank_insert(s, idx);
   if (s->strategy == TN_STRATEGY_ANNEAL) anneal_report(s, idx, s->kind[idx]);
+  if (s->strategy == TN_STRATEGY_MODEL) model_report(s, idx);
   return MMT_OK;
 }
 

@@ -40,6 +40,18 @@
  *               does not matter.  On the synthetic spaces of tests/test_search.c (~900
  *               points): a bowl, optimum within 2% in 20% of the evaluations for every seed;
  *               a rugged one, 1.09x the optimum on average after 12% (random: 1.35x).
+ *   model       (the default) model-guided: each candidate carries the performance model's
+ *               predicted cost (tn_candidate.predicted; the tuner's rt_model).  It proposes
+ *               the unseen candidate whose prediction, corrected by what was measured so far,
+ *               is lowest: each report's log error log(cost / predicted) is passed on to
+ *               every unseen candidate, weighted by similarity (halved per parameter that
+ *               differs, TN_MODEL_OTHER_GROUP across groups; a failure counts as
+ *               TN_MODEL_FAILED), averaged against TN_MODEL_PRIOR_WEIGHT of "no error".
+ *               Candidates without a prediction come last.  It stops (next() returns -1
+ *               with candidates unseen: tn_search_converged) once TN_MODEL_MIN_MEASURED
+ *               results are finite and no unseen candidate is predicted within
+ *               TN_MODEL_MARGIN of the best: the model predicts no further gain.  This is the
+ *               one strategy that may leave candidates unproposed without a budget.
  *
  * Neighbours, of a candidate c: for each parameter and each direction, the nearest candidate
  * of c's group that differs from c in that parameter only (a step skips values whose configs
@@ -62,19 +74,25 @@
 #define TN_SEARCH_MAX_COORDS 32 /* parameters of a candidate (gen: GEN_MAX_PARAMS) */
 #define TN_ANNEAL_T0 0.05       /* initial temperature: a 5% worse move is taken with p = 1/e */
 #define TN_ANNEAL_COOLING 0.9   /* temperature factor per reported move */
+#define TN_MODEL_PRIOR_WEIGHT 1.0 /* model: weight of "the prediction is right" */
+#define TN_MODEL_OTHER_GROUP 0.02 /* model: similarity of candidates of different groups */
+#define TN_MODEL_FAILED 1.4       /* model: log error a failed candidate counts as (4x) */
+#define TN_MODEL_MIN_MEASURED 6   /* model: finite results before it may stop */
+#define TN_MODEL_MARGIN 0.05      /* model: stop when nothing is predicted within 5% of best */
 
 typedef enum {
   TN_STRATEGY_EXHAUSTIVE,
   TN_STRATEGY_RANDOM,
   TN_STRATEGY_ANNEAL,
+  TN_STRATEGY_MODEL,
   TN_STRATEGY_COUNT_
 } tn_strategy;
 
-#define TN_STRATEGY_DEFAULT TN_STRATEGY_ANNEAL
-/* "exhaustive, random, anneal": the names, for messages and help. */
-#define TN_STRATEGY_NAMES "exhaustive, random, anneal"
+#define TN_STRATEGY_DEFAULT TN_STRATEGY_MODEL
+/* "exhaustive, random, anneal, model": the names, for messages and help. */
+#define TN_STRATEGY_NAMES "exhaustive, random, anneal, model"
 
-/* "exhaustive", "random", "anneal"; "unknown" outside the enum.  Static string. */
+/* "exhaustive", "random", "anneal", "model"; "unknown" outside the enum.  Static string. */
 const char *tn_strategy_name(tn_strategy s);
 /* Inverse of tn_strategy_name (exact, case-sensitive); false for any other text (*out kept). */
 bool tn_strategy_parse(const char *text, tn_strategy *out);
@@ -87,6 +105,7 @@ typedef struct {
   uint8_t coord[TN_SEARCH_MAX_COORDS]; /* value index of each parameter; the rest ignored */
   bool is_default; /* a starting point of anneal (the tuner: a template's default config, and
                     * the best config of each shape tuned before) */
+  double predicted; /* model: the predicted cost (same unit as reports); 0 or NaN: none */
 } tn_candidate;
 
 typedef struct tn_search tn_search;
@@ -120,6 +139,9 @@ mmt_status tn_search_report(tn_search *s, int idx, double cost, ut_err *err);
 int tn_search_best(const tn_search *s, double *cost);
 /* Candidates neither proposed nor reported yet. */
 int tn_search_unseen(const tn_search *s);
+/* Whether a model search stopped with candidates unseen: it predicts no further gain (valid
+ * once next() returned -1). */
+bool tn_search_converged(const tn_search *s);
 
 /* The neighbours of candidate idx (see above) into out[0..max-1], in parameter order, the
  * lower direction first; returns how many there are (may exceed max: only max written), or

@@ -23,9 +23,10 @@
 _Static_assert(GEN_MAX_PARAMS <= TN_SEARCH_MAX_COORDS, "a config must fit a search candidate");
 _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
 
-/* Per problem (shape and dtype), for the strategies that sample: the 12 default shapes take
- * about 7 minutes per dtype. */
+/* Per problem (shape and dtype), for the strategies that sample.  The model strategy mostly
+ * stops earlier, when it predicts no further gain. */
 #define DEFAULT_BUDGET_S 35
+#define MODEL_BUDGET_S 5
 #define MAX_LOOKAHEAD 64    /* proposals waiting for the GPU */
 
 /* The default shape suite: the public benchmark shapes (shared/bench/shapes.txt) plus small
@@ -42,10 +43,10 @@ static const tn_opt TUNE_OPTS[] = {
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
-    {"strategy", 0, "NAME", "anneal (default), random or exhaustive: see above"},
+    {"strategy", 0, "NAME", "model (default), anneal, random or exhaustive: see above"},
     {"budget", 'b', "SECONDS",
-     "search time per shape and dtype, counted across runs, or 'none' (default 35, exhaustive "
-     "none)"},
+     "search time per shape and dtype, counted across runs, or 'none' (default: model 5, "
+     "anneal and random 35, exhaustive none)"},
     {"seed", 0, "N", "seed of anneal and random (default: from the clock, printed)"},
     {"db", 0, "PATH", "results database (default $MMTUNE_DB or ~/.cache/mmtune/mmtune.db)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
@@ -59,12 +60,16 @@ static const tn_cmd_spec TUNE_SPEC = {
     "Tunes every shape: a search over the valid configs of every template picks configs,\n"
     "each is compiled, verified against a float64 reference on fresh random inputs, timed,\n"
     "and stored in the database.  Strategies (--strategy):\n"
+    "  model       the performance model (fitted on the database) ranks every config; the\n"
+    "              best predicted are measured first, each result correcting the predictions\n"
+    "              of similar configs; stops when no config is predicted to beat the best\n"
     "  anneal      simulated annealing over neighbouring configs (one parameter one value\n"
     "              apart) with restarts, from each template's default config and the best\n"
     "              configs of the shapes tuned before\n"
     "  random      configs in random order: random sampling under a budget\n"
     "  exhaustive  every config in order (one slower than 2x the best is timed once)\n"
-    "Any strategy measures every config when its budget allows.  A run that is interrupted\n"
+    "Any strategy but model measures every config when its budget allows.  A run that is\n"
+    "interrupted\n"
     "(Ctrl-C) resumes where it stopped: configs in the database are not measured again, and\n"
     "the budget counts the time earlier runs spent on the problem, so running the same\n"
     "command again measures nothing once every problem has had its budget (a larger\n"
@@ -86,7 +91,9 @@ static int parse_search(tune_run *r, const tn_opts *o) {
   r->strategy = TN_STRATEGY_DEFAULT;
   if ((v = tn_opts_get(o, "strategy")) && !tn_strategy_parse(v, &r->strategy))
     return tn_usage_error("tune", "--strategy must be one of %s, got '%s'", TN_STRATEGY_NAMES, v);
-  r->budget_s = r->strategy == TN_STRATEGY_EXHAUSTIVE ? 0 : DEFAULT_BUDGET_S;
+  r->budget_s = r->strategy == TN_STRATEGY_EXHAUSTIVE ? 0
+                : r->strategy == TN_STRATEGY_MODEL    ? MODEL_BUDGET_S
+                                                      : DEFAULT_BUDGET_S;
   if ((v = tn_opts_get(o, "budget"))) {
     if (!strcmp(v, "none"))
       r->budget_s = 0;
@@ -148,24 +155,45 @@ static int parse_options(tune_run *r, const tn_opts *o) {
 
 /* ---- measuring ---------------------------------------------------------------------------- */
 
-/* One line per finished candidate: a redrawn bar on a terminal, a log line otherwise. */
+/* Seconds left, from the problems done so far (before any: each problem's budget). */
+static double eta_seconds(const tune_run *r) {
+  int left = r->nproblems - r->problems_done;
+  double spent = ut_now_seconds() - r->t0;
+  if (r->problems_done > 0) return spent / r->problems_done * left;
+  return r->budget_s > 0 ? r->budget_s * left : NAN;
+}
+
+static void format_eta(const tune_run *r, char *out, size_t len) {
+  double s = eta_seconds(r);
+  if (isnan(s))
+    snprintf(out, len, "ETA ?");
+  else if (s >= 60)
+    snprintf(out, len, "ETA %dm%02ds", (int)(s / 60), (int)s % 60);
+  else
+    snprintf(out, len, "ETA %ds", (int)s);
+}
+
+/* One line per finished candidate: a redrawn bar on a terminal, a log line otherwise; both
+ * count problems (shape and dtype) done and the time left. */
 static void report_progress(const tune_run *r, const db_result *row, double best_ms) {
   const db_problem *p = &row->problem;
-  int done = r->done, total = r->ntodo;
+  int done = r->problems_done, total = r->nproblems;
+  char eta[32];
+  format_eta(r, eta, sizeof eta);
   if (r->tty) {
-    int width = 30, fill = total ? (int)((long long)(done + r->untried) * width / total) : width;
-    printf("\r\033[K[%.*s%.*s] %d/%d  %lldx%lldx%lld  %s %s  best %.3f ms", fill,
+    int width = 30, fill = total ? (int)((long long)done * width / total) : width;
+    printf("\r\033[K[%.*s%.*s] %d/%d problems, %s  %lldx%lldx%lld %s  %s  best %.3f ms", fill,
            "##############################", width - fill, "..............................", done,
-           total, (long long)p->m, (long long)p->n, (long long)p->k, row->template_name,
-           row->params, best_ms);
+           total, eta, (long long)p->m, (long long)p->n, (long long)p->k, p->dtype,
+           row->template_name, best_ms);
   } else if (row->status == DB_OK) {
-    printf("[%d/%d] %lldx%lldx%lld %s %s %s: %.4f ms, %.2f TFLOP/s, rel err %.1e\n", done, total,
-           (long long)p->m, (long long)p->n, (long long)p->k, p->dtype, row->template_name,
-           row->params, row->ms_median, row->tflops, row->rel_err);
+    printf("[%d/%d problems, %s] %lldx%lldx%lld %s %s %s: %.4f ms, %.2f TFLOP/s, rel err %.1e\n",
+           done, total, eta, (long long)p->m, (long long)p->n, (long long)p->k, p->dtype,
+           row->template_name, row->params, row->ms_median, row->tflops, row->rel_err);
   } else {
-    printf("[%d/%d] %lldx%lldx%lld %s %s %s: %s: %s\n", done, total, (long long)p->m,
-           (long long)p->n, (long long)p->k, p->dtype, row->template_name, row->params,
-           db_status_name(row->status), row->error);
+    printf("[%d/%d problems, %s] %lldx%lldx%lld %s %s %s: %s: %s\n", done, total, eta,
+           (long long)p->m, (long long)p->n, (long long)p->k, p->dtype, row->template_name,
+           row->params, db_status_name(row->status), row->error);
   }
   fflush(stdout);
 }
@@ -317,12 +345,15 @@ static mmt_status add_start(tune_run *r, int kid, ut_err *err) {
 
 /* One line when a problem is done: how much of it was measured, and its best. */
 static void report_problem(const tune_run *r, const tune_problem *pb, double seconds,
-                           double earlier_s, bool budget_spent, double best_ms) {
+                           double earlier_s, bool budget_spent, bool converged, double best_ms) {
   const tn_shape *sh = &r->shapes[pb->shape];
-  printf("%s%lldx%lldx%lld %s: %s measured %d of %d candidates in %.1f s%s",
-         r->tty ? "\r\033[K" : "", (long long)sh->m, (long long)sh->n, (long long)sh->k, pb->dtype,
-         tn_strategy_name(r->strategy), pb->measured, pb->count - pb->nknown, seconds,
-         budget_spent ? " (budget spent)" : "");
+  printf("%s[%d/%d] %lldx%lldx%lld %s: %s measured %d of %d candidates in %.1f s%s",
+         r->tty ? "\r\033[K" : "", r->problems_done, r->nproblems, (long long)sh->m,
+         (long long)sh->n, (long long)sh->k, pb->dtype, tn_strategy_name(r->strategy),
+         pb->measured, pb->count - pb->nknown, seconds,
+         budget_spent ? " (budget spent)"
+         : converged  ? " (the model predicts no further gain)"
+                      : "");
   if (earlier_s > 0 && r->budget_s > 0)
     printf(" after %.1f s in earlier runs%s", earlier_s,
            pb->measured == 0 ? " (--budget more or --force to search again)" : "");
@@ -346,6 +377,7 @@ static mmt_status run_problem(tune_run *r, int pi, ut_err *err) {
   mmt_status rc = r->force ? MMT_OK
                            : db_search_seconds(r->db, r->dev.name, &key, pb->candidates, &earlier,
                                                err);
+  if (!rc && r->strategy == TN_STRATEGY_MODEL) rc = tn_tune_predict(r, pb, err);
   if (!rc) rc = tn_search_new(r->strategy, pb->cands, pb->count, seed, &s, err);
   for (int i = 0; i < pb->count && !rc; i++)
     if (!isnan(pb->known[i])) rc = tn_search_report(s, i, pb->known[i], err);
@@ -358,10 +390,14 @@ static mmt_status run_problem(tune_run *r, int pi, ut_err *err) {
     rc = measure_candidate(r, s, pb, take_ready(r, pb, &q), &best_ms, err);
   }
   double seconds = ut_now_seconds() - start;
-  if (!rc) rc = db_search_add(r->db, r->dev.name, &key, pb->candidates, seconds, r->force, err);
+  bool converged = !rc && !spent && !g_interrupted && s && tn_search_converged(s);
+  /* A search that converged counts as its whole budget: running again searches no further. */
+  double recorded = converged && r->budget_s - earlier > seconds ? r->budget_s - earlier : seconds;
+  r->problems_done++;
+  if (!rc) rc = db_search_add(r->db, r->dev.name, &key, pb->candidates, recorded, r->force, err);
   if (!rc && !g_interrupted) {
     r->untried += pb->count - pb->nknown - pb->measured;
-    report_problem(r, pb, seconds, earlier, spent, best_ms);
+    report_problem(r, pb, seconds, earlier, spent, converged, best_ms);
   }
   int best = s ? tn_search_best(s, NULL) : -1;
   if (!rc && best >= 0) rc = add_start(r, pb->kernel[best], err);
@@ -370,6 +406,7 @@ static mmt_status run_problem(tune_run *r, int pi, ut_err *err) {
 }
 
 static mmt_status run_problems(tune_run *r, ut_err *err) {
+  r->t0 = ut_now_seconds();
   for (int i = 0; i < r->nproblems && !g_interrupted; i++) {
     mmt_status rc = run_problem(r, i, err);
     if (rc) return rc;

@@ -26,6 +26,7 @@ typedef struct {
   uint64_t index; /* the config's index in the template's space */
   char params[256];
   gen_kernel spec; /* launch description; its source is emitted again when submitted */
+  db_launch launch; /* its launch shape (rt_launch_of), stored with its rows; 0s: unknown */
   bool submitted, compiled;
   mmt_status compile_rc;
   char compile_error[512];
@@ -78,6 +79,8 @@ typedef struct {
   int *starts;         /* the best kernel of each problem tuned so far: anneal starts there */
   int nstarts, start_cap;
   bool tty;
+  double t0;          /* when the search of the first problem started */
+  int problems_done;  /* problems whose search ended this run */
 } tune_run;
 
 /* The problem a kernel sees for shape s: packed rows of cudaMalloc'd buffers. */
@@ -92,6 +95,9 @@ mmt_status tn_tune_await_compile(tune_run *r, int kid, ut_err *err);
 db_problem tn_tune_problem_key(const tune_run *r, const tune_problem *pb);
 /* The row that describes a measurement of kernel kid on shape sid (no outcome yet). */
 void tn_tune_result_key(const tune_run *r, int sid, int kid, db_result *row);
+/* The model strategy: every candidate of pb gets the performance model's predicted time,
+ * from a fit on the database's rows of this GPU model (rows of the problem included). */
+mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err);
 /* Plans every problem of the run (shapes x dtypes): candidates, and what is already known. */
 mmt_status tn_tune_plan(tune_run *r, ut_err *err);
 

@@ -1,0 +1,474 @@
+/* rt_model.c -- see rt_model.h: the analytic part, the fit over the database's rows, and the
+ * kernel regression that corrects the one by the other. */
+#include "rt_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Peaks per SM and clock, by architecture (leads from the vendors' datasheets): dense
+ * tensor-core flops for 16-bit inputs and TF32, fp32 FMA flops; DRAM bandwidth; L2 at
+ * RT_MODEL_L2_FACTOR times DRAM. */
+#define RT_MODEL_L2_FACTOR 3.0
+#define RT_MODEL_DEFAULT_SMS 132
+#define RT_MODEL_DEFAULT_CC 9
+
+typedef struct {
+  int64_t m, n, k, id;
+  double ms, y;
+  double r; /* y less its template's mean y on the same problem: the config's own merit */
+  int layout;
+  bool aligned; /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
+} model_row;
+
+typedef struct {
+  char *template_name, *template_hash, *params;
+  char dtype[8];
+  int tmpl; /* its (template, dtype) in tmpls */
+  db_launch launch;
+  int first, count; /* its rows */
+  int nbins;
+  int bins[GEN_MAX_PARAMS]; /* its parameter values: indexes into its template's bins */
+  /* focus sums: near rows (own y), and far-reaching ones (own merit r) */
+  double sw, swy, swr_w, swr;
+  double wmax;
+  int64_t basis;
+  int used;
+} model_cfg;
+
+/* One value of one parameter of a template ("split=4"): the merit of the rows that have it. */
+typedef struct {
+  char text[40];
+  double sw, swr; /* focus sums */
+} model_bin;
+
+typedef struct {
+  char name[GEN_NAME_MAX];
+  char dtype[8];
+  double gy; /* mean y over all its rows */
+  int gcount;
+  double sw, swy; /* focus sums */
+  int used;
+  model_bin *bins;
+  int nbins, bins_cap;
+} model_tmpl;
+
+struct rt_model {
+  rt_model_device dev;
+  model_row *rows;
+  int nrows, rows_cap;
+  model_cfg *cfgs;
+  int ncfgs, cfgs_cap;
+  model_tmpl *tmpls;
+  int ntmpls, tmpls_cap;
+};
+
+static double log_size(int64_t x) { return log((double)(x < 1 ? 1 : x)); }
+
+double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2, int64_t k2) {
+  return fabs(log_size(m) - log_size(m2)) + fabs(log_size(n) - log_size(n2)) +
+         fabs(log_size(k) - log_size(k2));
+}
+
+/* ---- analytic ----------------------------------------------------------------------------- */
+
+static bool is16(const char *dtype) {
+  return dtype && (!strcmp(dtype, "f16") || !strcmp(dtype, "bf16"));
+}
+
+/* Flops per second of one SM for dtype on compute capability cc. */
+static double sm_flops(int cc, const char *dtype) {
+  double clock = cc >= 9 ? 1.75e9 : cc == 8 ? 1.41e9 : 1.5e9;
+  double per_clk = 256; /* fp32 FMA: 128 lanes */
+  if (is16(dtype)) per_clk = cc >= 9 ? 4096 : cc == 8 ? 2048 : 1024;
+  if (dtype && !strcmp(dtype, "tf32")) per_clk = cc >= 9 ? 2048 : cc == 8 ? 1024 : 256;
+  return per_clk * clock;
+}
+
+static double dram_bytes_per_s(int cc) { return cc >= 9 ? 3.0e12 : cc == 8 ? 1.8e12 : 0.9e12; }
+
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+
+double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
+  int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
+  int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
+  double elem = gen_dtype_size(p->dtype) > 0 ? gen_dtype_size(p->dtype) : 4;
+  int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
+  int64_t slices = l && l->slices > 1 ? l->slices : 1;
+  int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
+  int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * slices;
+  double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
+  double kslice = (double)ceil_div(k, slices);
+  double unit_compute = 2.0 * (double)tm * (double)tn * kslice / sm_flops(cc, p->dtype);
+  double dram = dram_bytes_per_s(cc);
+  double unit_bytes = (double)(tm + tn) * kslice * elem;
+  if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
+  double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
+  double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
+                      elem / dram;
+  double body = rounds * fmax(unit_compute, unit_l2);
+  return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory);
+}
+
+/* ---- launch shapes ------------------------------------------------------------------------ */
+
+static int param_value(const gen_template *t, const gen_config *cfg, const char *name) {
+  for (int i = 0; i < gen_param_count(t) && i < cfg->n; i++)
+    if (!strcmp(gen_param_name(t, i), name)) return (int)cfg->v[i];
+  return 0;
+}
+
+mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_kernel *k,
+                        db_launch *out, ut_err *err) {
+  memset(out, 0, sizeof *out);
+  out->threads = (int)(k->block[0] * k->block[1] * k->block[2]);
+  out->slices = 1;
+  for (int i = 0; i < 3; i++) {
+    const gen_grid_dim *g = &k->grid[i];
+    if (g->dim == 'M') out->tile_m = (int)g->tile;
+    if (g->dim == 'N') out->tile_n = (int)g->tile;
+    if (g->dim == 0) out->slices *= (int)g->tile;
+    if (g->dim == 'S') {
+      out->per_sm = (int)g->tile;
+      out->tile_m = param_value(t, cfg, "bm");
+      out->tile_n = param_value(t, cfg, "bn");
+      int split = param_value(t, cfg, "split");
+      out->slices = split > 0 ? split : 1;
+    }
+  }
+  if (out->tile_m <= 0 || out->tile_n <= 0) {
+    int tm = out->tile_m, tn = out->tile_n;
+    memset(out, 0, sizeof *out);
+    return ut_fail(err, MMT_ERR_TEMPLATE,
+                   "template '%s': its grid gives no tile of C (M tile %d, N tile %d); a "
+                   "persistent grid needs parameters bm and bn",
+                   gen_name(t), tm, tn);
+  }
+  return MMT_OK;
+}
+
+/* ---- fit ---------------------------------------------------------------------------------- */
+
+typedef struct {
+  rt_model *m;
+  rt_launch_fn resolve;
+  void *user;
+  mmt_status rc;
+  ut_err *err;
+  bool skip; /* the current config has no launch shape */
+} fit_ctx;
+
+/* Whether the problem's packed rows (as the tuner measures: cudaMalloc'd buffers, the
+ * smallest leading dimensions) are 16-byte aligned. */
+static bool packed_aligned(const db_problem *q) {
+  int64_t ld[3], elem = gen_dtype_size(q->dtype);
+  gen_min_ld(q->layout, q->m, q->n, q->k, ld);
+  uint64_t v[4] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
+                   (uint64_t)(ld[2] * elem)};
+  return gen_align_bytes(v, 4) >= 16;
+}
+
+static void *grow(void *arr, int *cap, int need, size_t elem);
+
+/* The bin of "name=value" text in template t, added when absent (add) ; -1 when absent and
+ * not added, or out of memory. */
+static int bin_of(model_tmpl *t, const char *text, size_t len, bool add) {
+  if (len >= sizeof t->bins[0].text) return -1;
+  for (int i = 0; i < t->nbins; i++)
+    if (strlen(t->bins[i].text) == len && !memcmp(t->bins[i].text, text, len)) return i;
+  if (!add) return -1;
+  model_bin *b = grow(t->bins, &t->bins_cap, t->nbins + 1, sizeof *b);
+  if (!b) return -1;
+  t->bins = b;
+  memset(&b[t->nbins], 0, sizeof b[0]);
+  memcpy(b[t->nbins].text, text, len);
+  return t->nbins++;
+}
+
+/* The bins of params ("a=1,b=2,...") in template t into bins[], their count returned. */
+static int params_bins(model_tmpl *t, const char *params, bool add, int *bins) {
+  int n = 0;
+  for (const char *s = params; *s && n < GEN_MAX_PARAMS;) {
+    size_t len = strcspn(s, ",");
+    int b = bin_of(t, s, len, add);
+    if (b >= 0) bins[n++] = b;
+    s += len + (s[len] == ',');
+  }
+  return n;
+}
+
+static void *grow(void *arr, int *cap, int need, size_t elem) {
+  if (need <= *cap) return arr;
+  int c = *cap ? *cap * 2 : 256;
+  while (c < need) c *= 2;
+  void *p = realloc(arr, (size_t)c * elem);
+  if (p) *cap = c;
+  return p;
+}
+
+static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
+  for (int i = 0; i < m->ntmpls; i++)
+    if (!strcmp(m->tmpls[i].name, name) && !strcmp(m->tmpls[i].dtype, dtype)) return i;
+  return -1;
+}
+
+static bool same_config(const model_cfg *c, const db_result *r) {
+  return !strcmp(c->template_name, r->template_name) &&
+         !strcmp(c->template_hash, r->template_hash) && !strcmp(c->params, r->params) &&
+         !strcmp(c->dtype, r->problem.dtype);
+}
+
+/* Starts a config for row r (its first row). */
+static mmt_status new_config(fit_ctx *f, const db_result *r) {
+  rt_model *m = f->m;
+  model_cfg *cfgs = grow(m->cfgs, &m->cfgs_cap, m->ncfgs + 1, sizeof *cfgs);
+  if (!cfgs) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  m->cfgs = cfgs;
+  model_cfg *c = &cfgs[m->ncfgs];
+  memset(c, 0, sizeof *c);
+  c->template_name = strdup(r->template_name);
+  c->template_hash = strdup(r->template_hash);
+  c->params = strdup(r->params);
+  m->ncfgs++; /* freed by rt_model_free even when a strdup failed */
+  if (!c->template_name || !c->template_hash || !c->params)
+    return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  ut_copy(c->dtype, sizeof c->dtype, r->problem.dtype);
+  c->first = m->nrows;
+  c->launch = r->launch;
+  f->skip = false;
+  if (c->launch.tile_m <= 0 && f->resolve) {
+    ut_err e = {{0}};
+    mmt_status rc = f->resolve(r, &c->launch, f->user, &e);
+    if (rc == MMT_ERR_NOMEM) return ut_fail(f->err, rc, "%s", e.msg);
+  }
+  f->skip = c->launch.tile_m <= 0 || c->launch.tile_n <= 0;
+  c->tmpl = tmpl_index(m, c->template_name, c->dtype);
+  if (c->tmpl < 0 && !f->skip) {
+    model_tmpl *ts = grow(m->tmpls, &m->tmpls_cap, m->ntmpls + 1, sizeof *ts);
+    if (!ts) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
+    m->tmpls = ts;
+    memset(&ts[m->ntmpls], 0, sizeof ts[0]);
+    ut_copy(ts[m->ntmpls].name, sizeof ts[0].name, c->template_name);
+    ut_copy(ts[m->ntmpls].dtype, sizeof ts[0].dtype, c->dtype);
+    c->tmpl = m->ntmpls++;
+  }
+  if (c->tmpl >= 0) c->nbins = params_bins(&m->tmpls[c->tmpl], c->params, true, c->bins);
+  return MMT_OK;
+}
+
+static int on_fit_row(const db_result *r, void *user) {
+  fit_ctx *f = user;
+  rt_model *m = f->m;
+  if (!(r->ms_median > 0) || gen_layout_index(r->problem.layout) < 0) return 0;
+  if (m->ncfgs == 0 || !same_config(&m->cfgs[m->ncfgs - 1], r)) {
+    if ((f->rc = new_config(f, r))) return 1;
+  }
+  if (f->skip) return 0;
+  if (m->dev.sm_count <= 0 && r->device.sm_count > 0) m->dev.sm_count = r->device.sm_count;
+  if (m->dev.cc_major <= 0 && r->device.cc_major > 0) m->dev.cc_major = r->device.cc_major;
+  model_row *rows = grow(m->rows, &m->rows_cap, m->nrows + 1, sizeof *rows);
+  if (!rows) {
+    f->rc = ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
+    return 1;
+  }
+  m->rows = rows;
+  rows[m->nrows++] = (model_row){.m = r->problem.m, .n = r->problem.n, .k = r->problem.k,
+                                 .id = r->id, .ms = r->ms_median,
+                                 .layout = gen_layout_index(r->problem.layout),
+                                 .aligned = packed_aligned(&r->problem)};
+  m->cfgs[m->ncfgs - 1].count++;
+  return 0;
+}
+
+static int by_problem(const void *a, const void *b) {
+  const model_row *x = *(model_row *const *)a, *y = *(model_row *const *)b;
+  if (x->m != y->m) return x->m < y->m ? -1 : 1;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  if (x->k != y->k) return x->k < y->k ? -1 : 1;
+  return x->layout - y->layout;
+}
+
+/* Each template's mean y (gy), and each row's merit r: its y less the mean y of its
+ * template's rows on the same problem (0 when it is the only one). */
+static mmt_status fit_merits(rt_model *m, ut_err *err) {
+  model_row **byp = malloc(((size_t)m->nrows + 1) * sizeof *byp);
+  if (!byp) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  for (int t = 0; t < m->ntmpls; t++) {
+    int n = 0;
+    for (int c = 0; c < m->ncfgs; c++) {
+      if (m->cfgs[c].tmpl != t) continue;
+      for (int i = m->cfgs[c].first; i < m->cfgs[c].first + m->cfgs[c].count; i++)
+        byp[n++] = &m->rows[i];
+    }
+    qsort(byp, (size_t)n, sizeof *byp, by_problem);
+    double total = 0;
+    for (int i = 0, j; i < n; i = j) {
+      double sum = 0;
+      for (j = i; j < n && by_problem(&byp[i], &byp[j]) == 0; j++) sum += byp[j]->y;
+      /* clamped: a pathological run (a config 100x slower on one shape) must not decide
+       * what its parameter values are worth everywhere */
+      for (int q = i; q < j; q++) byp[q]->r = fmin(fmax(byp[q]->y - sum / (j - i), -1), 2);
+      total += sum;
+    }
+    m->tmpls[t].gy = n ? total / n : 0;
+    m->tmpls[t].gcount = n;
+  }
+  free(byp);
+  return MMT_OK;
+}
+
+/* y = ln(measured / analytic) of every row, once the device is known. */
+static void fit_corrections(rt_model *m) {
+  if (m->dev.sm_count <= 0) m->dev.sm_count = RT_MODEL_DEFAULT_SMS;
+  if (m->dev.cc_major <= 0) m->dev.cc_major = RT_MODEL_DEFAULT_CC;
+  for (int c = 0; c < m->ncfgs; c++) {
+    model_cfg *cfg = &m->cfgs[c];
+    for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
+      model_row *r = &m->rows[i];
+      gen_problem p = {.dtype = cfg->dtype, .layout = gen_layout_name(r->layout), .m = r->m,
+                       .n = r->n, .k = r->k};
+      r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->launch, &p));
+    }
+  }
+}
+
+mmt_status rt_model_fit(db_handle *db, const char *device_name, const rt_model_device *dev,
+                        rt_launch_fn resolve, void *user, rt_model **out, ut_err *err) {
+  *out = NULL;
+  rt_model *m = calloc(1, sizeof *m);
+  if (!m) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  if (dev) m->dev = *dev;
+  fit_ctx f = {.m = m, .resolve = resolve, .user = user, .err = err};
+  mmt_status rc = MMT_OK;
+  if (db && device_name) rc = db_each_row(db, device_name, on_fit_row, &f, err);
+  if (!rc) rc = f.rc;
+  if (rc) {
+    rt_model_free(m);
+    return rc;
+  }
+  fit_corrections(m);
+  if ((rc = fit_merits(m, err))) {
+    rt_model_free(m);
+    return rc;
+  }
+  *out = m;
+  return MMT_OK;
+}
+
+void rt_model_free(rt_model *m) {
+  if (!m) return;
+  for (int i = 0; i < m->ncfgs; i++) {
+    free(m->cfgs[i].template_name);
+    free(m->cfgs[i].template_hash);
+    free(m->cfgs[i].params);
+  }
+  free(m->cfgs);
+  free(m->rows);
+  for (int i = 0; i < m->ntmpls; i++) free(m->tmpls[i].bins);
+  free(m->tmpls);
+  free(m);
+}
+
+rt_model_device rt_model_get_device(const rt_model *m) { return m->dev; }
+int rt_model_row_count(const rt_model *m) { return m->nrows; }
+int rt_model_config_count(const rt_model *m) { return m->ncfgs; }
+
+void rt_model_get_config(const rt_model *m, int i, rt_model_config *out) {
+  const model_cfg *c = &m->cfgs[i];
+  *out = (rt_model_config){.template_name = c->template_name, .template_hash = c->template_hash,
+                           .params = c->params, .dtype = c->dtype, .launch = c->launch,
+                           .rows = c->count};
+}
+
+int rt_model_find(const rt_model *m, const char *template_name, const char *template_hash,
+                  const char *params, const char *dtype) {
+  for (int i = 0; i < m->ncfgs; i++) {
+    const model_cfg *c = &m->cfgs[i];
+    if (!strcmp(c->template_name, template_name) && !strcmp(c->params, params) &&
+        !strcmp(c->dtype, dtype) && (!template_hash || !strcmp(c->template_hash, template_hash)))
+      return i;
+  }
+  return -1;
+}
+
+/* ---- prediction --------------------------------------------------------------------------- */
+
+#define USED_WEIGHT 1e-3
+
+void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
+  int layout = gen_layout_index(p->layout ? p->layout : "nn");
+  bool aligned = p->align_bytes >= 16;
+  for (int t = 0; t < m->ntmpls; t++) {
+    model_tmpl *tm = &m->tmpls[t];
+    tm->sw = tm->swy = tm->used = 0;
+    for (int b = 0; b < tm->nbins; b++) tm->bins[b].sw = tm->bins[b].swr = 0;
+  }
+  for (int c = 0; c < m->ncfgs; c++) {
+    model_cfg *cfg = &m->cfgs[c];
+    cfg->sw = cfg->swy = cfg->swr_w = cfg->swr = cfg->wmax = 0;
+    cfg->basis = 0;
+    cfg->used = 0;
+    if (cfg->tmpl < 0 || strcmp(cfg->dtype, p->dtype) != 0) continue;
+    for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
+      const model_row *r = &m->rows[i];
+      if (hide && r->m == hide[0] && r->n == hide[1] && r->k == hide[2]) continue;
+      double d = rt_shape_distance(p->m, p->n, p->k, r->m, r->n, r->k);
+      double f = (r->layout == layout ? 1 : RT_MODEL_OTHER_LAYOUT) *
+                 (r->aligned == aligned ? 1 : RT_MODEL_OTHER_ALIGN);
+      double w = exp(-d / RT_MODEL_BANDWIDTH) * f, wr = exp(-d / RT_MODEL_MERIT_BANDWIDTH) * f;
+      cfg->sw += w;
+      cfg->swy += w * r->y;
+      cfg->swr_w += wr;
+      cfg->swr += wr * r->r;
+      for (int b = 0; b < cfg->nbins; b++) {
+        model_bin *bin = &m->tmpls[cfg->tmpl].bins[cfg->bins[b]];
+        bin->sw += wr;
+        bin->swr += wr * r->r;
+      }
+      cfg->used += w >= USED_WEIGHT;
+      if (w > cfg->wmax) {
+        cfg->wmax = w;
+        cfg->basis = r->id;
+      }
+    }
+    model_tmpl *t = &m->tmpls[cfg->tmpl];
+    t->sw += cfg->sw;
+    t->swy += cfg->swy;
+    t->used += cfg->used;
+  }
+}
+
+void rt_model_predict(const rt_model *m, int config, const char *template_name,
+                      const char *params, const db_launch *launch, double prior,
+                      const gen_problem *p, rt_prediction *out) {
+  const model_cfg *c = config >= 0 && config < m->ncfgs ? &m->cfgs[config] : NULL;
+  int t = c ? c->tmpl : tmpl_index(m, template_name, p->dtype);
+  const model_tmpl *tm = t >= 0 ? &m->tmpls[t] : NULL;
+  /* the template near p, leaning on its mean over every shape where it has few rows near */
+  double template_y = !tm || !tm->gcount ? (isnan(prior) ? RT_MODEL_UNKNOWN : prior)
+                      : (tm->swy + RT_MODEL_GLOBAL_WEIGHT * tm->gy) /
+                            (tm->sw + RT_MODEL_GLOBAL_WEIGHT);
+  /* the config's merit against its template: what its parameter values are worth (each
+   * value's mean merit over the rows that have it), then its own rows' where it has them */
+  double values = 0;
+  int bins[GEN_MAX_PARAMS], nb = 0;
+  if (tm) nb = c ? c->nbins : params_bins((model_tmpl *)tm, params ? params : "", false, bins);
+  for (int b = 0; b < nb; b++) {
+    const model_bin *bin = &tm->bins[c ? c->bins[b] : bins[b]];
+    values += bin->swr / (bin->sw + RT_MODEL_MERIT_SHRINK);
+  }
+  double own_w = c ? c->swr_w : 0, own = c ? c->swr : 0;
+  /* and a config with no rows near p is uncertain: a penalty that its rows near p remove */
+  double near = c ? c->sw : 0;
+  double merit = (own + RT_MODEL_MERIT_SHRINK * values) / (own_w + RT_MODEL_MERIT_SHRINK) +
+                 RT_MODEL_UNMEASURED * RT_MODEL_PRIOR_WEIGHT / (near + RT_MODEL_PRIOR_WEIGHT);
+  double base = template_y + merit;
+  double sw = c ? c->sw : 0, swy = c ? c->swy : 0;
+  double y = (swy + RT_MODEL_PRIOR_WEIGHT * base) / (sw + RT_MODEL_PRIOR_WEIGHT);
+  memset(out, 0, sizeof *out);
+  out->analytic_ms = rt_model_analytic_ms(&m->dev, c ? &c->launch : launch, p);
+  out->ms = out->analytic_ms * exp(y);
+  out->rows = c ? c->used : 0;
+  out->template_rows = tm ? tm->used : 0;
+  out->basis_id = c ? c->basis : 0;
+}

@@ -1,0 +1,147 @@
+/*
+ * rt_model.h -- the performance model: a kernel's predicted time for a problem on one GPU
+ * model, fitted on what the database measured there.  Prefix rt_model_ (and rt_launch_of,
+ * rt_shape_distance).  Needs no GPU or driver, so CI tests it.  The dispatcher (rt_choose.h)
+ * ranks its candidates with it, the tuner's `model` strategy orders its search by it, and
+ * `mmtune model evaluate` measures it.
+ *
+ *   predicted ms = analytic(launch, problem, device) * exp(correction)
+ *
+ * Analytic (rt_model_analytic_ms), from the config's launch shape (db_launch): the work units
+ * are the tiles of C times the split-K slices; each SM runs ceil(units / SMs) of them one after
+ * another (wave quantization: 133 units on 132 SMs take two rounds); a unit costs the larger of
+ * its flops at the SM's peak for the dtype and its operand bytes at the SM's share of L2
+ * bandwidth (small tiles re-read more); the problem's compulsory bytes (A and B once, C read
+ * and written) at DRAM bandwidth bound the whole; plus a launch.  The peaks are per
+ * architecture (RT_MODEL_* below), leads only: the correction absorbs what they miss.
+ *
+ * Correction: the log ratio y = ln(measured / analytic) of the database's ok rows of the GPU
+ * model, averaged by kernel regression in log-shape space.  For a problem p, a row at
+ * distance d = rt_shape_distance(p, row) weighs w = exp(-d / RT_MODEL_BANDWIDTH), times
+ * RT_MODEL_OTHER_LAYOUT when its layout differs (a config behaves alike across layouts, not
+ * the same).  Then, over the rows of the problem's dtype:
+ *   own(c)      = sum w y / sum w over the rows of config c (template, hash, params, dtype);
+ *   template(t) = the same over every row of template t, + RT_MODEL_UNMEASURED (the rows
+ *                 are the configs searches chose to measure, better than a config never
+ *                 measured);
+ *   correction  = (sum w * own + RT_MODEL_PRIOR_WEIGHT * template) / (sum w +
+ *                 RT_MODEL_PRIOR_WEIGHT)
+ * so a config measured near p is predicted from its own rows, one measured far away leans on
+ * its template's rows near p, and one never measured is its template's.  A template with no
+ * rows of the dtype takes the caller's prior (the dispatcher's built-in list), else
+ * RT_MODEL_UNKNOWN.
+ *
+ * Fit (rt_model_fit): one pass over the rows (db_each_row), a few milliseconds for 10^5 rows;
+ * the caller caches the model and fits again when the rows change (db_count).  Rows written
+ * before schema 4 have no launch shape: the caller's resolver gives it (an emit), or they are
+ * left out.
+ *
+ * Thread-safety: a model is used by one thread at a time (rt_model_focus keeps per-problem
+ * sums in it).
+ */
+#ifndef MMT_RT_MODEL_H
+#define MMT_RT_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+#include "gen.h"
+#include "util.h"
+
+#define RT_MODEL_BANDWIDTH 0.7     /* log-shape distance at which a row's weight is 1/e */
+#define RT_MODEL_MERIT_BANDWIDTH 4.0 /* the same for a config's merit over its template */
+#define RT_MODEL_MERIT_SHRINK 0.3  /* weight of "no better or worse than its template" */
+#define RT_MODEL_OTHER_LAYOUT 0.25 /* weight factor of a row measured in another layout */
+#define RT_MODEL_OTHER_ALIGN 0.1   /* ... on a problem 16-byte aligned where p is not, or back */
+#define RT_MODEL_PRIOR_WEIGHT 0.05 /* the template's weight against a config's own rows */
+#define RT_MODEL_GLOBAL_WEIGHT 0.02 /* a template's mean over all shapes, against its rows near */
+#define RT_MODEL_UNMEASURED 0.70   /* log penalty of a config with no rows near the problem */
+#define RT_MODEL_UNKNOWN 1.5       /* correction of a template with no rows and no prior */
+#define RT_MODEL_LAUNCH_MS 0.003   /* a launch, and the first tile's latency */
+
+/* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
+ * rows', else 9. */
+typedef struct {
+  int sm_count;
+  int cc_major;
+} rt_model_device;
+
+typedef struct rt_model rt_model;
+
+/* Gives the launch shape of a row measured before schema 4 (out zeroed: unknown, the row is
+ * left out).  Errors other than MMT_ERR_NOMEM also just leave the row out. */
+typedef mmt_status (*rt_launch_fn)(const db_result *row, db_launch *out, void *user, ut_err *err);
+
+/*
+ * Fits a model on the ok rows of GPU model device_name in db (NULL: an empty model, which
+ * predicts from the analytic part and the priors alone).  dev: what is known of the device
+ * (NULL: all unknown).  resolve may be NULL (rows without a launch shape are left out).
+ * out: OUT, owned by the caller (rt_model_free).
+ * Errors: db_each_row's, MMT_ERR_NOMEM.
+ */
+mmt_status rt_model_fit(db_handle *db, const char *device_name, const rt_model_device *dev,
+                        rt_launch_fn resolve, void *user, rt_model **out, ut_err *err);
+/* rt_model_free(NULL) is a no-op. */
+void rt_model_free(rt_model *m);
+
+/* The device the model predicts for, unknowns filled in (from its rows, else defaults). */
+rt_model_device rt_model_get_device(const rt_model *m);
+/* Rows the model was fitted on. */
+int rt_model_row_count(const rt_model *m);
+
+/* The configs the model has rows of: index 0..rt_model_config_count()-1. */
+typedef struct {
+  const char *template_name, *template_hash, *params, *dtype; /* borrowed from the model */
+  db_launch launch;
+  int rows;
+} rt_model_config;
+int rt_model_config_count(const rt_model *m);
+void rt_model_get_config(const rt_model *m, int i, rt_model_config *out);
+/* The index of the config with these fields (template_hash NULL: any), or -1. */
+int rt_model_find(const rt_model *m, const char *template_name, const char *template_hash,
+                  const char *params, const char *dtype);
+
+/* Sets the problem the next predictions are for: one pass over the rows of p's dtype.  hide
+ * (may be NULL): rows of exactly this shape (m, n, k) are left out, as if never measured
+ * (leave-one-shape-out). */
+void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide);
+
+typedef struct {
+  double ms;           /* predicted time */
+  double analytic_ms;  /* the analytic part alone */
+  int rows;            /* rows of the config that weighed in (weight >= 1e-3) */
+  int template_rows;   /* rows of its template that weighed in */
+  int64_t basis_id;    /* the config's heaviest row (0: none): what the prediction relies on */
+} rt_prediction;
+
+/*
+ * The predicted time of a config on the focused problem p (the same p as rt_model_focus's).
+ * config: an index of the model, or -1 for a config it has no rows of, described by
+ * template_name, params (canonical "name=value,...") and launch (ignored for an index).  prior: the correction to use when the
+ * template has no rows (NaN: RT_MODEL_UNKNOWN).
+ */
+void rt_model_predict(const rt_model *m, int config, const char *template_name,
+                      const char *params, const db_launch *launch, double prior,
+                      const gen_problem *p, rt_prediction *out);
+
+/* The analytic part alone (see the top of this file), in ms. */
+double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *launch,
+                            const gen_problem *p);
+
+/* The launch shape of kernel k, emitted from config cfg of template t: tiles from its grid
+ * rule (x over N, y over M, z the split-K slices); a persistent grid (per SM) takes its tile
+ * from the parameters bm and bn and its slices from split.  Errors: MMT_ERR_TEMPLATE when
+ * the grid says neither (the message names the template). */
+mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_kernel *k,
+                        db_launch *out, ut_err *err);
+
+/*
+ * The distance between two shapes: the L1 distance in log space,
+ *   d = |ln(m/m')| + |ln(n/n')| + |ln(k/k')|,
+ * so that halving or doubling any one dimension costs the same (ln 2) whatever its size, and
+ * 1000^3 is near 1024^3 but far from 64^3.  Sizes below 1 count as 1.
+ */
+double rt_shape_distance(int64_t m, int64_t n, int64_t k, int64_t m2, int64_t n2, int64_t k2);
+
+#endif /* MMT_RT_MODEL_H */

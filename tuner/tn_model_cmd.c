@@ -1,0 +1,285 @@
+/*
+ * tn_model_cmd.c -- `mmtune model evaluate`: how well the performance model (rt_model.h)
+ * serves shapes it never saw, measured on the database alone (no GPU).  Leave-one-shape-out:
+ * for each tuned problem (GPU model, dtype, layout, shape), its rows are hidden from the
+ * model, the dispatcher's ranking (rt_rank) is made without them, and the first ranked config
+ * that was measured on the problem is taken: its measured time against the problem's best is
+ * the score (1 = the model picked the fastest).  Only measured configs can be scored without
+ * a GPU, so the report also says how often the ranking's first config was one of them.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_choose.h"
+#include "tn_cli.h"
+#include "tn_opts.h"
+
+static const tn_opt MODEL_OPTS[] = {
+    {"db", 0, "PATH", "results database (default as for tune)"},
+    {"device-name", 0, "NAME", "GPU model to evaluate (default: every one in the database)"},
+    {"dtype", 0, "DTYPE", "only this element type (default: all)"},
+    {"json", 0, NULL, "print the result as JSON"},
+    {"verbose", 'v', NULL, "a line per problem"},
+};
+
+static const tn_cmd_spec MODEL_SPEC = {
+    "model", "evaluate [--db PATH] [--device-name NAME] [--dtype D] [--json]",
+    "evaluate: leave-one-shape-out over the database.  For each tuned problem, its rows are\n"
+    "hidden, the performance model ranks every candidate the dispatcher would consider, and\n"
+    "the first ranked config measured on the problem is scored: the problem's best time over\n"
+    "that config's time (1 = the fastest).  Prints the geometric mean and the worst per GPU\n"
+    "model and dtype, and how often the ranking's first config was a measured one.  Needs no\n"
+    "GPU.",
+    MODEL_OPTS, (int)(sizeof MODEL_OPTS / sizeof MODEL_OPTS[0])};
+
+/* The problems of one GPU model. */
+typedef struct {
+  db_problem *v;
+  int count, cap;
+  mmt_status rc;
+} problem_list;
+
+static void on_problem(const db_problem *p, void *user) {
+  problem_list *l = user;
+  if (l->rc) return;
+  if (l->count == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    db_problem *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) {
+      l->rc = MMT_ERR_NOMEM;
+      return;
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->count++] = *p;
+}
+
+/* The ok rows of one problem: "template|params" and median ms. */
+typedef struct {
+  char key[GEN_NAME_MAX + 256];
+  double ms;
+} measured;
+
+typedef struct {
+  measured *v;
+  int count, cap;
+  bool nomem;
+} measured_list;
+
+static int on_measured(const db_result *r, void *user) {
+  measured_list *l = user;
+  if (l->count == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    measured *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) {
+      l->nomem = true;
+      return 1;
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  measured *m = &l->v[l->count++];
+  snprintf(m->key, sizeof m->key, "%s|%s", r->template_name, r->params);
+  m->ms = r->ms_median; /* fastest first: the first row of a config is its best */
+  return 0;
+}
+
+static double measured_ms(const measured_list *l, const rt_candidate *c) {
+  char key[sizeof l->v[0].key];
+  snprintf(key, sizeof key, "%s|%s", c->template_name, c->params);
+  for (int i = 0; i < l->count; i++)
+    if (!strcmp(l->v[i].key, key)) return l->v[i].ms;
+  return NAN;
+}
+
+/* Scores per dtype. */
+typedef struct {
+  char dtype[8];
+  int problems, top_measured;
+  double log_sum, worst;
+  db_problem worst_at;
+} dtype_score;
+
+typedef struct {
+  dtype_score s[8];
+  int n;
+} scores;
+
+static dtype_score *score_of(scores *sc, const char *dtype) {
+  for (int i = 0; i < sc->n; i++)
+    if (!strcmp(sc->s[i].dtype, dtype)) return &sc->s[i];
+  if (sc->n == 8) return NULL;
+  dtype_score *d = &sc->s[sc->n++];
+  memset(d, 0, sizeof *d);
+  ut_copy(d->dtype, sizeof d->dtype, dtype);
+  d->worst = 2;
+  return d;
+}
+
+/* Scores one problem: *ratio (best / chosen), *top (the first ranked config was measured). */
+static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *device,
+                                const db_problem *q, double *ratio, bool *top, ut_err *err) {
+  measured_list ml = {0};
+  rt_candidate *cands = NULL;
+  int n = 0;
+  *ratio = NAN;
+  *top = false;
+  mmt_status rc = db_each_ok(db, device, q, on_measured, &ml, err);
+  if (!rc && ml.nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading rows");
+  /* as the tuner measured it: packed rows of cudaMalloc'd buffers */
+  int64_t ld[3], elem = gen_dtype_size(q->dtype);
+  gen_min_ld(q->layout, q->m, q->n, q->k, ld);
+  uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
+                        (uint64_t)(ld[2] * elem)};
+  gen_problem p = {.dtype = q->dtype, .layout = q->layout, .m = q->m, .n = q->n, .k = q->k,
+                   .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
+                   .align_bytes = gen_align_bytes(pitches, 4)};
+  int64_t hide[3] = {q->m, q->n, q->k};
+  if (!rc && ml.count > 0) rc = rt_rank(ch, db, device, &p, hide, &cands, &n, err);
+  for (int i = 0; i < n && !rc; i++) {
+    double ms = measured_ms(&ml, &cands[i]);
+    if (isnan(ms)) continue;
+    *ratio = ml.v[0].ms / ms;
+    *top = i == 0;
+    break;
+  }
+  free(cands);
+  free(ml.v);
+  return rc;
+}
+
+/* db_each_best callback: the architecture of the device that measured the first row. */
+static int first_arch(const db_result *r, void *user) {
+  snprintf(user, 16, "sm_%d%d", r->device.cc_major, r->device.cc_minor);
+  return 1;
+}
+
+static mmt_status evaluate_device(db_handle *db, const char *device, const char *dtype,
+                                  bool verbose, scores *sc, ut_err *err) {
+  problem_list pl = {0};
+  rt_chooser *ch = NULL;
+  char arch[16] = "";
+  mmt_status rc = db_each_best(db, device, NULL, NULL, first_arch, arch, err);
+  if (!rc) rc = rt_chooser_new(arch, 0, &ch, err);
+  if (!rc) rc = db_each_shape(db, device, dtype, NULL, on_problem, &pl, err);
+  if (!rc && pl.rc) rc = ut_fail(err, pl.rc, "out of memory listing problems");
+  for (int i = 0; i < pl.count && !rc; i++) {
+    const db_problem *q = &pl.v[i];
+    double ratio;
+    bool top;
+    if ((rc = score_problem(ch, db, device, q, &ratio, &top, err)) || isnan(ratio)) continue;
+    dtype_score *d = score_of(sc, q->dtype);
+    if (!d) continue;
+    d->problems++;
+    d->top_measured += top;
+    d->log_sum += log(ratio);
+    if (ratio < d->worst) {
+      d->worst = ratio;
+      d->worst_at = *q;
+    }
+    if (verbose)
+      printf("%s %s %s %lldx%lldx%lld: %.3f%s\n", device, q->dtype, q->layout, (long long)q->m,
+             (long long)q->n, (long long)q->k, ratio, top ? "" : " (first pick unmeasured)");
+  }
+  rt_chooser_free(ch);
+  free(pl.v);
+  return rc;
+}
+
+static void print_scores(const char *device, const scores *sc, bool json, bool *first) {
+  for (int i = 0; i < sc->n; i++) {
+    const dtype_score *d = &sc->s[i];
+    double geo = d->problems ? exp(d->log_sum / d->problems) : NAN;
+    const db_problem *w = &d->worst_at;
+    if (json) {
+      printf("%s\n  {\"device\": \"%s\", \"dtype\": \"%s\", \"problems\": %d, \"geomean\": %.4f, "
+             "\"worst\": %.4f, \"worst_problem\": \"%s %lldx%lldx%lld\", \"top_measured\": %d}",
+             *first ? "" : ",", device, d->dtype, d->problems, geo, d->worst, w->layout,
+             (long long)w->m, (long long)w->n, (long long)w->k, d->top_measured);
+      *first = false;
+    } else {
+      printf("%-24s %-5s %4d problems  chosen/best geomean %.3f  worst %.3f (%s %lldx%lldx%lld)"
+             "  first pick measured %d/%d\n",
+             device, d->dtype, d->problems, geo, d->worst, w->layout, (long long)w->m,
+             (long long)w->n, (long long)w->k, d->top_measured, d->problems);
+    }
+  }
+}
+
+/* The GPU models with rows. */
+typedef struct {
+  char (*names)[128];
+  int count, cap;
+  bool nomem;
+} name_list;
+
+static int on_device(const db_result *r, void *user) {
+  name_list *l = user;
+  if (l->count && !strcmp(l->names[l->count - 1], r->device.name)) return 0;
+  if (l->count == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 8;
+    char(*v)[128] = realloc(l->names, (size_t)cap * sizeof *v);
+    if (!v) {
+      l->nomem = true;
+      return 1;
+    }
+    l->names = v;
+    l->cap = cap;
+  }
+  ut_copy(l->names[l->count++], 128, r->device.name);
+  return 0;
+}
+
+static int evaluate(const tn_opts *o) {
+  char path[4096];
+  const char *dtype = NULL, *v;
+  int ex = tn_opt_db_path("model", tn_opts_get(o, "db"), path, sizeof path);
+  if (ex) return ex;
+  if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("model", v, &dtype))) return ex;
+  bool json = tn_opts_has(o, "json"), verbose = tn_opts_has(o, "verbose"), first = true;
+  ut_err err = {{0}};
+  db_handle *db = NULL;
+  name_list names = {0};
+  mmt_status rc = db_open(path, true, &db, &err);
+  const char *one = tn_opts_get(o, "device-name");
+  if (!rc && one) {
+    if (!(names.names = malloc(sizeof *names.names)))
+      rc = ut_fail(&err, MMT_ERR_NOMEM, "out of memory");
+    else
+      ut_copy(names.names[names.count++], sizeof *names.names, one);
+  }
+  if (!rc && !one) rc = db_each_best(db, NULL, NULL, NULL, on_device, &names, &err);
+  if (!rc && names.nomem) rc = ut_fail(&err, MMT_ERR_NOMEM, "out of memory");
+  if (json) printf("[");
+  for (int i = 0; i < names.count && !rc; i++) {
+    scores sc = {.n = 0};
+    rc = evaluate_device(db, names.names[i], dtype, verbose, &sc, &err);
+    if (!rc) print_scores(names.names[i], &sc, json, &first);
+  }
+  if (json) printf("\n]\n");
+  if (!rc && !json && names.count == 0) printf("no tuned problems in %s\n", path);
+  free(names.names);
+  db_close(db);
+  return rc ? tn_fail("model", "%s", err.msg) : TN_EXIT_OK;
+}
+
+int tn_cmd_model(int argc, char **argv) {
+  tn_opts o;
+  int ex = tn_opts_parse(&MODEL_SPEC, argc, argv, &o);
+  if (ex || o.help) goto done;
+  if (o.npos < 1) {
+    ex = tn_usage_error("model", "expected a subcommand: evaluate");
+  } else if (strcmp(o.pos[0], "evaluate") != 0) {
+    ex = tn_usage_error("model", "unknown subcommand '%s' (expected evaluate)", o.pos[0]);
+  } else if (o.npos > 1) {
+    ex = tn_usage_error("model", "unexpected argument '%s'", o.pos[1]);
+  } else {
+    ex = evaluate(&o);
+  }
+done:
+  tn_opts_free(&o);
+  return ex;
+}
