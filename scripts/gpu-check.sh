@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|bench|kernels|memcheck|
-# compare ...]; logs to $OUT.
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|bench|kernels|
+# memcheck|compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -167,6 +167,25 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
           done
         done
       done 2>&1 | tee "$out/compare.log" ;;
+    main)
+      # The main job as a user runs it (model strategy, default budget) on a fresh database
+      # (DB, default /tmp/mmtune.db), timed; the database comes back as $OUT/mmtune.db.
+      db=${DB:-/tmp/mmtune.db}
+      /usr/bin/time -f "main job wall %e s" ./build/tuner/mmtune --device 0 --db "$db" \
+        > "$out/main.log" 2>&1
+      echo "main exit $?"; grep -E "wall|candidates in" "$out/main.log" | tail -n 40
+      tail -n 3 "$out/main.log"; cp "$db" "$out/mmtune.db" ;;
+    unseen)
+      # bench/unseen_shapes.txt (shapes the main job never tunes) vs cuBLAS for DTYPES (f32
+      # f16 bf16) in LAYOUTS (nt nn), on DB (default /tmp/mmtune.db; a missing file: the
+      # defaults): the geomean and the lowest ratio per run; CSVs in $OUT.
+      for d in ${DTYPES:-f32 f16 bf16}; do for l in ${LAYOUTS:-nt nn}; do
+        ./build/tuner/mmtune bench --shapes bench/unseen_shapes.txt --dtype "$d" --layout "$l" \
+          --device 0 --db "${DB:-/tmp/mmtune.db}" --csv "$out/unseen-${TAG:-}$d-$l.csv" \
+          > /tmp/u.log 2>&1
+        echo "$d $l exit $?: $(grep -E '^geometric' /tmp/u.log)"
+        cat /tmp/u.log >> "$out/unseen-${TAG:-}bench.log"
+      done; done ;;
     *) echo "unknown step $step" ;;
   esac
 done

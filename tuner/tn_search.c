@@ -294,13 +294,15 @@ static int anneal_next(tn_search *s) {
 
 static bool has_prediction(const tn_candidate *c) { return c->predicted > 0 && isfinite(c->predicted); }
 
-/* How much candidate j's error says about i's: halved for each parameter they differ in,
- * TN_MODEL_OTHER_GROUP across groups (templates share the device, not their code). */
+/* How much candidate j's error says about i's: TN_MODEL_SAME_GROUP for any two configs of a
+ * template (the model's bias for the template on this problem), plus a part halved for each
+ * parameter they differ in; TN_MODEL_OTHER_GROUP across groups (the model's bias for the
+ * problem). */
 static double similarity(const tn_candidate *a, const tn_candidate *b) {
   if (a->group != b->group || a->ncoords != b->ncoords) return TN_MODEL_OTHER_GROUP;
   int diff = 0;
   for (int p = 0; p < a->ncoords; p++) diff += a->coord[p] != b->coord[p];
-  return ldexp(1.0, -diff);
+  return TN_MODEL_SAME_GROUP + ldexp(1.0, -diff);
 }
 
 /* Candidate i's prediction corrected by the reported errors of similar candidates. */

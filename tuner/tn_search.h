@@ -44,8 +44,9 @@
  *               predicted cost (tn_candidate.predicted; the tuner's rt_model).  It proposes
  *               the unseen candidate whose prediction, corrected by what was measured so far,
  *               is lowest: each report's log error log(cost / predicted) is passed on to
- *               every unseen candidate, weighted by similarity (halved per parameter that
- *               differs, TN_MODEL_OTHER_GROUP across groups; a failure counts as
+ *               every unseen candidate, weighted by similarity (TN_MODEL_SAME_GROUP within a
+ *               group plus a part halved per parameter that differs, TN_MODEL_OTHER_GROUP
+ *               across groups: a bias common to all is learned too; a failure counts as
  *               TN_MODEL_FAILED), averaged against TN_MODEL_PRIOR_WEIGHT of "no error".
  *               Candidates without a prediction come last.  It stops (next() returns -1
  *               with candidates unseen: tn_search_converged) once TN_MODEL_MIN_MEASURED
@@ -75,10 +76,11 @@
 #define TN_ANNEAL_T0 0.05       /* initial temperature: a 5% worse move is taken with p = 1/e */
 #define TN_ANNEAL_COOLING 0.9   /* temperature factor per reported move */
 #define TN_MODEL_PRIOR_WEIGHT 1.0 /* model: weight of "the prediction is right" */
-#define TN_MODEL_OTHER_GROUP 0.02 /* model: similarity of candidates of different groups */
+#define TN_MODEL_SAME_GROUP 0.25 /* model: similarity of any two candidates of a group */
+#define TN_MODEL_OTHER_GROUP 0.1  /* model: similarity of candidates of different groups */
 #define TN_MODEL_FAILED 1.4       /* model: log error a failed candidate counts as (4x) */
-#define TN_MODEL_MIN_MEASURED 6   /* model: finite results before it may stop */
-#define TN_MODEL_MARGIN 0.05      /* model: stop when nothing is predicted within 5% of best */
+#define TN_MODEL_MIN_MEASURED 16  /* model: finite results before it may stop */
+#define TN_MODEL_MARGIN 0.10      /* model: stop when nothing is predicted within 10% of best */
 
 typedef enum {
   TN_STRATEGY_EXHAUSTIVE,
