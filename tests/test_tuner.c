@@ -138,7 +138,8 @@ static void test_templates_on_ragged_shapes(void **state) {
   device_name(device, sizeof device);
   snprintf(db, sizeof db, "%s/ragged.db", g_dir);
   snprintf(args, sizeof args,
-           "--device 0 --templates naive,smem_tiled --shapes 1x1x1,17x33x65,1000x999x1001 --db %s",
+           "--device 0 --templates naive,smem_tiled --strategy exhaustive "
+           "--shapes 1x1x1,17x33x65,1000x999x1001 --db %s",
            db);
   char *out = NULL;
   int ex = run_cli(args, &out);
@@ -179,7 +180,7 @@ static void test_fault_and_hang_are_contained(void **state) {
   char args[512];
   snprintf(args, sizeof args,
            "--device 0 --shapes 64x64x64 --templates fault,hang,wrong,unwritten,spill,overread,naive "
-           "--watchdog 5 "
+           "--watchdog 5 --strategy exhaustive "
            "--db %s",
            g_db);
   int ex = run_cli(args, &out);

@@ -8,7 +8,7 @@
  *   mmtune bench --shapes F    one row per shape: tuned and cuBLAS times, their ratio, both
  *                              errors; then the geometric mean of the ratios.  No CPU rows.
  *
- * "Tuned" is the dispatcher's choice for the shape (rt_choose: exact, nearest or default), the
+ * "Tuned" is the dispatcher's choice for the shape (rt_choose: exact, predicted or default), the
  * kernel an application's mmt_gemm gets from the same database.  cuBLAS is cublasSgemm in
  * pedantic fp32 (no TF32), or cublasGemmEx for 16-bit dtypes, loaded at run time (tn_cublas.h): without it the cuBLAS row says
  * why and the rest runs.  Every row, cuBLAS included, is verified against the float64
