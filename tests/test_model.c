@@ -1,0 +1,260 @@
+/*
+ * test_model.c -- runtime/rt_model.c and the dispatcher's ranking (rt_rank) on real
+ * measurements: tests/data/model_h100.sql, the f16 and f32 rows of a main job on an H100
+ * (schema 4: each row with its launch shape).  No GPU.
+ *   - the analytic part: wave quantization, K, split-K, persistent launch shapes;
+ *   - the fit: every row read, its configs grouped, in milliseconds;
+ *   - predictions with the rows: a measured config is predicted near its measurement;
+ *   - leave-one-shape-out: with a shape's rows hidden, the first ranked config measured there
+ *     is at least a floor of the best (a regression test for the model: the figures of
+ *     docs/perf.md are what it reached when written).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "rt_choose.h"
+#include "rt_model.h"
+
+#define SQLITE_CLI "/usr/bin/sqlite3"
+#define DEV "NVIDIA H100 80GB HBM3"
+
+static char g_dir[] = "/tmp/mmt_model_XXXXXX";
+static char g_db[64];
+
+static int setup(void **state) {
+  (void)state;
+  if (!mkdtemp(g_dir)) return -1;
+  snprintf(g_db, sizeof g_db, "%s/m.db", g_dir);
+  db_handle *db = NULL;
+  ut_err e;
+  if (db_open(g_db, false, &db, &e) != MMT_OK) return -1;
+  db_close(db);
+  if (access(SQLITE_CLI, X_OK) != 0) return 0; /* the tests skip */
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/model_h100.sql'", g_db, MMT_TEST_DIR);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static db_handle *open_fixture(void) {
+  if (access(SQLITE_CLI, X_OK) != 0) skip();
+  db_handle *db = NULL;
+  ut_err e;
+  assert_int_equal(db_open(g_db, true, &db, &e), MMT_OK);
+  return db;
+}
+
+static gen_problem packed(const char *dtype, const char *layout, int64_t m, int64_t n, int64_t k) {
+  int64_t ld[3], elem = gen_dtype_size(dtype);
+  gen_min_ld(layout, m, n, k, ld);
+  uint64_t v[4] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
+                   (uint64_t)(ld[2] * elem)};
+  return (gen_problem){dtype, layout, m, n, k, ld[0], ld[1], ld[2], gen_align_bytes(v, 4)};
+}
+
+static void test_analytic(void **state) {
+  (void)state;
+  rt_model_device dev = {.sm_count = 132, .cc_major = 9};
+  db_launch l = {.tile_m = 128, .tile_n = 128, .slices = 1, .threads = 256};
+  /* 132 tiles fill one wave; 133 take a second round */
+  gen_problem p = packed("f16", "nn", 128 * 12, 128 * 11, 4096);
+  gen_problem q = packed("f16", "nn", 128 * 12 + 1, 128 * 11, 4096);
+  double a = rt_model_analytic_ms(&dev, &l, &p), b = rt_model_analytic_ms(&dev, &l, &q);
+  assert_true(b > 1.8 * (a - RT_MODEL_LAUNCH_MS) + RT_MODEL_LAUNCH_MS);
+  /* twice the K, about twice the time; f32 on the SIMT units is slower than f16 */
+  gen_problem k2 = packed("f16", "nn", 128 * 12, 128 * 11, 8192);
+  double c = rt_model_analytic_ms(&dev, &l, &k2) - RT_MODEL_LAUNCH_MS;
+  assert_true(fabs(c / (a - RT_MODEL_LAUNCH_MS) - 2) < 0.05);
+  gen_problem f = packed("f32", "nn", 128 * 12, 128 * 11, 4096);
+  assert_true(rt_model_analytic_ms(&dev, &l, &f) > 5 * a);
+  /* few tiles, long K: split-K slices spread the work over more SMs */
+  gen_problem s = packed("f16", "nn", 256, 256, 65536);
+  db_launch split = l;
+  split.slices = 8;
+  assert_true(rt_model_analytic_ms(&dev, &split, &s) < 0.5 * rt_model_analytic_ms(&dev, &l, &s));
+  /* never below the compulsory bytes at DRAM bandwidth */
+  gen_problem gemv = packed("f16", "nt", 1, 8192, 8192);
+  assert_true(rt_model_analytic_ms(&dev, &l, &gemv) > 8192.0 * 8192 * 2 / 3.0e12 * 1e3);
+}
+
+/* The launch shape of a per-tile grid, a persistent one and a split-K one. */
+static void test_launch_of(void **state) {
+  (void)state;
+  gen_template *t = NULL;
+  gen_config cfg;
+  gen_kernel k = {0};
+  db_launch l;
+  ut_err e;
+  assert_int_equal(gen_load_named("wgmma", &t, &e), MMT_OK);
+  const struct {
+    const char *params;
+    db_launch want;
+  } cases[] = {
+      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0}},
+      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2}},
+      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);
+    assert_int_equal(gen_emit(t, &cfg, "f16", "nn", &k, &e), MMT_OK);
+    assert_int_equal(rt_launch_of(t, &cfg, &k, &l, &e), MMT_OK);
+    assert_int_equal(l.tile_m, cases[i].want.tile_m);
+    assert_int_equal(l.tile_n, cases[i].want.tile_n);
+    assert_int_equal(l.slices, cases[i].want.slices);
+    assert_int_equal(l.per_sm, cases[i].want.per_sm);
+    assert_true(l.threads > 0);
+    gen_kernel_clear(&k);
+  }
+  gen_free(t);
+}
+
+static void test_fit(void **state) {
+  (void)state;
+  db_handle *db = open_fixture();
+  rt_model *m = NULL;
+  ut_err e;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+  print_message("fit: %d rows, %d configs in %.1f ms\n", rt_model_row_count(m),
+                rt_model_config_count(m), ms);
+  assert_int_equal(rt_model_row_count(m), 611); /* every ok row has its launch shape */
+  assert_true(rt_model_config_count(m) > 100);
+  rt_model_device dev = rt_model_get_device(m);
+  assert_int_equal(dev.sm_count, 132); /* from the rows */
+  assert_int_equal(dev.cc_major, 9);
+  rt_model_free(m);
+  /* another GPU model: no rows, an empty model that still predicts */
+  assert_int_equal(rt_model_fit(db, "Other GPU", NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_row_count(m), 0);
+  rt_model_free(m);
+  db_close(db);
+}
+
+/* With every row present, each problem's fastest config is predicted within 1.5x of its
+ * measurement, and a row's shape hidden moves its prediction. */
+static int on_best(const db_result *r, void *user) {
+  rt_model *m = user;
+  gen_problem p = packed(r->problem.dtype, r->problem.layout, r->problem.m, r->problem.n,
+                         r->problem.k);
+  rt_model_focus(m, &p, NULL);
+  int c = rt_model_find(m, r->template_name, r->template_hash, r->params, r->problem.dtype);
+  assert_true(c >= 0);
+  rt_prediction pred;
+  rt_model_predict(m, c, NULL, NULL, NULL, NAN, &p, &pred);
+  if (!(pred.ms < 1.5 * r->ms_median && pred.ms > r->ms_median / 1.5))
+    fail_msg("%s %lldx%lldx%lld %s %s: predicted %.4f ms, measured %.4f", r->problem.dtype,
+             (long long)p.m, (long long)p.n, (long long)p.k, r->template_name, r->params,
+             pred.ms, r->ms_median);
+  assert_true(pred.rows >= 1 && pred.basis_id > 0);
+  return 0;
+}
+
+static void test_predict_measured(void **state) {
+  (void)state;
+  db_handle *db = open_fixture();
+  rt_model *m = NULL;
+  ut_err e;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(db_each_best(db, DEV, NULL, NULL, on_best, m, &e), MMT_OK);
+  rt_model_free(m);
+  db_close(db);
+}
+
+/* Leave-one-shape-out, as `mmtune model evaluate` does it, per dtype. */
+typedef struct {
+  db_problem v[64];
+  int n;
+} shapes;
+
+static void on_shape(const db_problem *p, void *user) {
+  shapes *s = user;
+  if (s->n < 64) s->v[s->n++] = *p;
+}
+
+typedef struct {
+  char key[64][320];
+  double ms[64];
+  int n;
+} measured_set;
+
+static int on_row(const db_result *r, void *user) {
+  measured_set *s = user;
+  if (s->n == 64) return 1;
+  snprintf(s->key[s->n], sizeof s->key[0], "%s|%s", r->template_name, r->params);
+  s->ms[s->n++] = r->ms_median; /* fastest first */
+  return 0;
+}
+
+static void test_leave_one_shape_out(void **state) {
+  (void)state;
+  db_handle *db = open_fixture();
+  rt_chooser *ch = NULL;
+  ut_err e;
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  const char *dtypes[] = {"f16", "f32"};
+  const double floor[] = {0.80, 0.65}; /* docs/perf.md: 0.86 and 0.73 when written */
+  for (int d = 0; d < 2; d++) {
+    shapes sh = {.n = 0};
+    double logsum = 0;
+    assert_int_equal(db_each_shape(db, DEV, dtypes[d], NULL, on_shape, &sh, &e), MMT_OK);
+    assert_int_equal(sh.n, 12);
+    for (int i = 0; i < sh.n; i++) {
+      const db_problem *q = &sh.v[i];
+      static measured_set ms;
+      ms.n = 0;
+      assert_int_equal(db_each_ok(db, DEV, q, on_row, &ms, &e), MMT_OK);
+      gen_problem p = packed(q->dtype, q->layout, q->m, q->n, q->k);
+      int64_t hide[3] = {q->m, q->n, q->k};
+      rt_candidate *v = NULL;
+      int n = 0;
+      assert_int_equal(rt_rank(ch, db, DEV, &p, hide, &v, &n, &e), MMT_OK);
+      double ratio = 0;
+      for (int c = 0; c < n && ratio == 0; c++) {
+        char key[320];
+        snprintf(key, sizeof key, "%s|%s", v[c].template_name, v[c].params);
+        for (int j = 0; j < ms.n; j++)
+          if (!strcmp(ms.key[j], key)) {
+            ratio = ms.ms[0] / ms.ms[j];
+            break;
+          }
+      }
+      free(v);
+      assert_true(ratio > 0 && ratio <= 1);
+      logsum += log(ratio);
+    }
+    double geo = exp(logsum / sh.n);
+    print_message("%s: leave-one-shape-out geomean %.3f over %d shapes\n", dtypes[d], geo, sh.n);
+    assert_true(geo >= floor[d]);
+  }
+  rt_chooser_free(ch);
+  db_close(db);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_analytic),         cmocka_unit_test(test_launch_of),
+      cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
+      cmocka_unit_test(test_leave_one_shape_out),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
