@@ -101,12 +101,15 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   double kslice = (double)ceil_div(k, slices);
   double unit_compute = 2.0 * (double)tm * (double)tn * kslice / sm_flops(cc, p->dtype);
   double dram = dram_bytes_per_s(cc);
-  double unit_bytes = (double)(tm + tn) * kslice * elem;
+  double unit_bytes = ((double)(tm + tn) * kslice + (double)tm * (double)tn) * elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
   double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
                       elem / dram;
-  double body = rounds * fmax(unit_compute, unit_l2);
+  /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
+   * previous tile */
+  double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);
+  double body = rounds * fmax(unit_compute, unit_l2) + fill;
   return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory);
 }
 

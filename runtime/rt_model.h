@@ -10,9 +10,11 @@
  * Analytic (rt_model_analytic_ms), from the config's launch shape (db_launch): the work units
  * are the tiles of C times the split-K slices; each SM runs ceil(units / SMs) of them one after
  * another (wave quantization: 133 units on 132 SMs take two rounds); a unit costs the larger of
- * its flops at the SM's peak for the dtype and its operand bytes at the SM's share of L2
- * bandwidth (small tiles re-read more); the problem's compulsory bytes (A and B once, C read
- * and written) at DRAM bandwidth bound the whole; plus a launch.  The peaks are per
+ * its flops at the SM's peak for the dtype and its bytes (operand tiles along K, its tile of C)
+ * at the SM's share of L2 bandwidth (small tiles re-read more); each round fills a pipeline
+ * first (once for a persistent kernel); the problem's compulsory bytes (A and B once, C read
+ * and written) at DRAM bandwidth bound the whole; plus a launch.  The constants below were
+ * chosen by `mmtune model evaluate` on two H100 databases (docs/perf.md).  The peaks are per
  * architecture (RT_MODEL_* below), leads only: the correction absorbs what they miss.
  *
  * Correction: the log ratio y = ln(measured / analytic) of the database's ok rows of the GPU
@@ -49,7 +51,7 @@
 #include "gen.h"
 #include "util.h"
 
-#define RT_MODEL_BANDWIDTH 0.7     /* log-shape distance at which a row's weight is 1/e */
+#define RT_MODEL_BANDWIDTH 1.5     /* log-shape distance at which a row's weight is 1/e */
 #define RT_MODEL_MERIT_BANDWIDTH 4.0 /* the same for a config's merit over its template */
 #define RT_MODEL_MERIT_SHRINK 0.3  /* weight of "no better or worse than its template" */
 #define RT_MODEL_OTHER_LAYOUT 0.25 /* weight factor of a row measured in another layout */
@@ -59,6 +61,7 @@
 #define RT_MODEL_UNMEASURED 0.70   /* log penalty of a config with no rows near the problem */
 #define RT_MODEL_UNKNOWN 1.5       /* correction of a template with no rows and no prior */
 #define RT_MODEL_LAUNCH_MS 0.003   /* a launch, and the first tile's latency */
+#define RT_MODEL_FILL_MS 0.001     /* filling a block's pipeline, once per round of work units */
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */

@@ -243,6 +243,7 @@ static void test_model_strategy(void **state) {
   for (int ahead = 0; ahead <= 8; ahead += 8)
     for (uint64_t seed = 1; seed <= 5; seed++) {
       run_search(&sp, TN_STRATEGY_MODEL, seed, -2, ahead, &log);
+      assert_int_equal(log.order[0], 0); /* the starting point first */
       if (sp.truth[log.best] > 1.02 * sp.truth[sp.opt])
         fail_msg("ahead %d: best %.4f after %d, optimum %.4f", ahead, sp.truth[log.best], log.n,
                  sp.truth[sp.opt]);

@@ -37,6 +37,7 @@ struct tn_search {
   int restarts;
   /* model: per candidate, the weights and weighted log errors of the reported predictions */
   double *sw, *swl;
+  int starts_proposed;
 };
 
 static const char *const STRATEGY_NAMES[TN_STRATEGY_COUNT_] = {"exhaustive", "random", "anneal",
@@ -328,6 +329,21 @@ static void model_report(tn_search *s, int j) {
 static int model_next(tn_search *s) {
   int best = -1;
   double best_est = INFINITY;
+  /* first the starting points (the best configs of problems tuned before, the defaults),
+   * the best predicted of them, at most TN_MODEL_STARTS */
+  bool starts = s->starts_proposed < TN_MODEL_STARTS;
+  for (int i = 0; i < s->count && starts; i++) {
+    if (s->state[i] != ST_UNSEEN || !s->cands[i].is_default) continue;
+    double e = model_estimate(s, i);
+    if (best < 0 || e < best_est) {
+      best = i;
+      best_est = e;
+    }
+  }
+  if (best >= 0) {
+    s->starts_proposed++;
+    return propose(s, best, K_INIT);
+  }
   for (int i = 0; i < s->count; i++) {
     if (s->state[i] != ST_UNSEEN) continue;
     double e = model_estimate(s, i);

@@ -48,7 +48,9 @@
  *               group plus a part halved per parameter that differs, TN_MODEL_OTHER_GROUP
  *               across groups: a bias common to all is learned too; a failure counts as
  *               TN_MODEL_FAILED), averaged against TN_MODEL_PRIOR_WEIGHT of "no error".
- *               Candidates without a prediction come last.  It stops (next() returns -1
+ *               First, up to TN_MODEL_STARTS starting points (is_default: the tuner's
+ *               template defaults and best configs of problems tuned before), the best
+ *               predicted first.  Candidates without a prediction come last.  It stops (next() returns -1
  *               with candidates unseen: tn_search_converged) once TN_MODEL_MIN_MEASURED
  *               results are finite and no unseen candidate is predicted within
  *               TN_MODEL_MARGIN of the best: the model predicts no further gain.  This is the
@@ -79,6 +81,7 @@
 #define TN_MODEL_SAME_GROUP 0.25 /* model: similarity of any two candidates of a group */
 #define TN_MODEL_OTHER_GROUP 0.1  /* model: similarity of candidates of different groups */
 #define TN_MODEL_FAILED 1.4       /* model: log error a failed candidate counts as (4x) */
+#define TN_MODEL_STARTS 8         /* model: starting points (is_default) proposed first */
 #define TN_MODEL_MIN_MEASURED 16  /* model: finite results before it may stop */
 #define TN_MODEL_MARGIN 0.10      /* model: stop when nothing is predicted within 10% of best */
 
