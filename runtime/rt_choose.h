@@ -55,8 +55,10 @@
    {"naive", NULL}}
 
 /* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
- * H100 main job of docs/perf.md), candidates for it even on an empty database.  min_cc: the
- * compute capability they are for (and newer). */
+ * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
+ * small tiles, split-K for few tiles and long K, and each of these for rows that are not
+ * 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled vec=1), which a suite of aligned
+ * shapes never tunes.  min_cc: the compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
   {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1"},           \
    {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8"},                      \
@@ -68,13 +70,22 @@
    {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2"},                \
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8"},            \
    {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8"},          \
+   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16"},   \
+   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4"},          \
+   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"},         \
    {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8"},           \
    {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4"},                     \
    {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2"},     \
    {0, "reg_tiled", "bm=32,bn=128,bk=32,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=4"},    \
    {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16"},   \
    {0, "reg_tiled", "bm=64,bn=32,bk=16,tm=4,tn=4,vec=4,stages=3,pad=4,group=1,split=4"},     \
-   {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4"}}
+   {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4"},                    \
+   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8"},           \
+   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1"},             \
+   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1"},             \
+   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2"},     \
+   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4"},    \
+   {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16"}}
 
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
  * how much slower than the analytic part its configs ran, the median over the rows of an

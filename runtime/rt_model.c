@@ -47,7 +47,7 @@ typedef struct {
   char dtype[8];
   double gy; /* mean y over all its rows */
   int gcount;
-  double sw, swy; /* focus sums */
+  double sw, swy, swyy; /* focus sums */
   int used;
   model_bin *bins;
   int nbins, bins_cap;
@@ -403,7 +403,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
   bool aligned = p->align_bytes >= 16;
   for (int t = 0; t < m->ntmpls; t++) {
     model_tmpl *tm = &m->tmpls[t];
-    tm->sw = tm->swy = tm->used = 0;
+    tm->sw = tm->swy = tm->swyy = tm->used = 0;
     for (int b = 0; b < tm->nbins; b++) tm->bins[b].sw = tm->bins[b].swr = 0;
   }
   for (int c = 0; c < m->ncfgs; c++) {
@@ -421,6 +421,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
       double w = exp(-d / RT_MODEL_BANDWIDTH) * f, wr = exp(-d / RT_MODEL_MERIT_BANDWIDTH) * f;
       cfg->sw += w;
       cfg->swy += w * r->y;
+      m->tmpls[cfg->tmpl].swyy += w * r->y * r->y;
       cfg->swr_w += wr;
       cfg->swr += wr * r->r;
       for (int b = 0; b < cfg->nbins; b++) {
@@ -461,10 +462,17 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
     values += bin->swr / (bin->sw + RT_MODEL_MERIT_SHRINK);
   }
   double own_w = c ? c->swr_w : 0, own = c ? c->swr : 0;
-  /* and a config with no rows near p is uncertain: a penalty that its rows near p remove */
-  double near = c ? c->sw : 0;
+  /* and a config with no rows near p is uncertain: a penalty that its own rows near p remove;
+   * one never measured also pays the spread of its template's y near p (how much its configs
+   * disagree with the analytic part) */
+  double near = c ? c->sw : 0, spread = 0;
+  if (!c && tm && tm->sw > 0) {
+    double mean = tm->swy / tm->sw;
+    spread = sqrt(fmax(tm->swyy / tm->sw - mean * mean, 0));
+  }
   double merit = (own + RT_MODEL_MERIT_SHRINK * values) / (own_w + RT_MODEL_MERIT_SHRINK) +
-                 RT_MODEL_UNMEASURED * RT_MODEL_PRIOR_WEIGHT / (near + RT_MODEL_PRIOR_WEIGHT);
+                 (RT_MODEL_UNMEASURED + spread) * RT_MODEL_PRIOR_WEIGHT /
+                     (near + RT_MODEL_PRIOR_WEIGHT);
   double base = template_y + merit;
   double sw = c ? c->sw : 0, swy = c ? c->swy : 0;
   double y = (swy + RT_MODEL_PRIOR_WEIGHT * base) / (sw + RT_MODEL_PRIOR_WEIGHT);
