@@ -137,6 +137,16 @@ void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[
   ld[2] = n;
 }
 
+gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
+                               int64_t k) {
+  int64_t ld[3], elem = gen_dtype_size(dtype);
+  gen_min_ld(layout, m, n, k, ld);
+  uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
+                        (uint64_t)(ld[2] * elem)};
+  return (gen_problem){.dtype = dtype, .layout = layout, .m = m, .n = n, .k = k, .lda = ld[0],
+                       .ldb = ld[1], .ldc = ld[2], .align_bytes = gen_align_bytes(pitches, 4)};
+}
+
 void gen_stored_rows(const char *layout, int64_t m, int64_t n, int64_t k, int64_t rows[3]) {
   bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
   rows[0] = ta ? k : m;

@@ -64,6 +64,12 @@ typedef struct {
   int align_bytes; /* largest power of two (<= 16) dividing every base address and ld*elem size */
 } gen_problem;
 
+/* The problem as the tuner measures it: packed rows (gen_min_ld's leading dimensions) of
+ * cudaMalloc'd buffers (256-byte aligned), so the row pitches decide its align_bytes.  dtype
+ * and layout are borrowed. */
+gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
+                               int64_t k);
+
 /* One grid dimension: ceil(dim / tile), `tile` alone when dim is 0, or `tile` blocks per SM of
  * the device when dim is 'S' (a persistent kernel that loops over its tiles). */
 typedef struct {

@@ -161,14 +161,10 @@ typedef struct {
   bool skip; /* the current config has no launch shape */
 } fit_ctx;
 
-/* Whether the problem's packed rows (as the tuner measures: cudaMalloc'd buffers, the
- * smallest leading dimensions) are 16-byte aligned. */
+/* Whether the problem's packed rows (as the tuner measures: gen_packed_problem) are 16-byte
+ * aligned. */
 static bool packed_aligned(const db_problem *q) {
-  int64_t ld[3], elem = gen_dtype_size(q->dtype);
-  gen_min_ld(q->layout, q->m, q->n, q->k, ld);
-  uint64_t v[4] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
-                   (uint64_t)(ld[2] * elem)};
-  return gen_align_bytes(v, 4) >= 16;
+  return gen_packed_problem(q->dtype, q->layout, q->m, q->n, q->k).align_bytes >= 16;
 }
 
 static void *grow(void *arr, int *cap, int need, size_t elem);

@@ -62,11 +62,7 @@ static db_handle *open_fixture(void) {
 }
 
 static gen_problem packed(const char *dtype, const char *layout, int64_t m, int64_t n, int64_t k) {
-  int64_t ld[3], elem = gen_dtype_size(dtype);
-  gen_min_ld(layout, m, n, k, ld);
-  uint64_t v[4] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
-                   (uint64_t)(ld[2] * elem)};
-  return (gen_problem){dtype, layout, m, n, k, ld[0], ld[1], ld[2], gen_align_bytes(v, 4)};
+  return gen_packed_problem(dtype, layout, m, n, k);
 }
 
 static void test_analytic(void **state) {

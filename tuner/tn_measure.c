@@ -283,7 +283,7 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->bf16 = strcmp(o->dtype, "bf16") == 0;
   if (!tn_measure_supports(o->dtype))
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
-  /* The tuner's buffers start 256-byte aligned: the pitches decide (tn_tune_shape_problem). */
+  /* The tuner's buffers start 256-byte aligned: the pitches decide (gen_packed_problem). */
   uint64_t pitches[] = {256, (uint64_t)(o->lda * g->elem), (uint64_t)(o->ldb * g->elem),
                         (uint64_t)(o->ldc * g->elem)};
   g->align = (unsigned)gen_align_bytes(pitches, 4);

@@ -129,14 +129,7 @@ static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *devic
   *top = false;
   mmt_status rc = db_each_ok(db, device, q, on_measured, &ml, err);
   if (!rc && ml.nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading rows");
-  /* as the tuner measured it: packed rows of cudaMalloc'd buffers */
-  int64_t ld[3], elem = gen_dtype_size(q->dtype);
-  gen_min_ld(q->layout, q->m, q->n, q->k, ld);
-  uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
-                        (uint64_t)(ld[2] * elem)};
-  gen_problem p = {.dtype = q->dtype, .layout = q->layout, .m = q->m, .n = q->n, .k = q->k,
-                   .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
-                   .align_bytes = gen_align_bytes(pitches, 4)};
+  gen_problem p = gen_packed_problem(q->dtype, q->layout, q->m, q->n, q->k); /* as measured */
   int64_t hide[3] = {q->m, q->n, q->k};
   if (!rc && ml.count > 0) rc = rt_rank(ch, db, device, &p, hide, &cands, &n, err);
   for (int i = 0; i < n && !rc; i++) {

@@ -24,15 +24,7 @@ typedef struct {
 /* ---- kernels ------------------------------------------------------------------------------ */
 
 gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const char *layout) {
-  /* Packed rows; the worker's buffers are cudaMalloc'd (256-byte aligned), so alignment is
-   * what the row pitches allow. */
-  int64_t elem = gen_dtype_size(dtype), ld[3];
-  gen_min_ld(layout, s->m, s->n, s->k, ld);
-  uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
-                        (uint64_t)(ld[2] * elem)};
-  return (gen_problem){.dtype = dtype, .layout = layout, .m = s->m, .n = s->n, .k = s->k,
-                       .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
-                       .align_bytes = gen_align_bytes(pitches, 4)};
+  return gen_packed_problem(dtype, layout, s->m, s->n, s->k);
 }
 
 void *tn_tune_grow(void *arr, int *cap, int need, size_t elem) {
