@@ -472,6 +472,13 @@ static void test_requires_met(void **state) {
   assert_true(ld[0] == 3 && ld[1] == 5 && ld[2] == 5);
   gen_min_ld(NULL, 3, 5, 7, ld);
   assert_true(ld[0] == 7 && ld[1] == 5 && ld[2] == 5);
+  /* packed rows of 256-byte aligned buffers: the pitches decide the alignment */
+  gen_problem q = gen_packed_problem("f32", "nn", 1024, 1024, 1024);
+  assert_true(q.lda == 1024 && q.ldb == 1024 && q.ldc == 1024 && q.align_bytes == 16);
+  q = gen_packed_problem("f16", "nt", 1000, 1000, 1001); /* A and B rows of 2002 bytes */
+  assert_true(q.lda == 1001 && q.ldb == 1001 && q.ldc == 1000 && q.align_bytes == 2);
+  assert_string_equal(q.dtype, "f16");
+  assert_string_equal(q.layout, "nt");
   int64_t rows[3]; /* A t: K rows, B n: K rows, C: M rows */
   gen_stored_rows("tn", 3, 5, 7, rows);
   assert_true(rows[0] == 7 && rows[1] == 7 && rows[2] == 3);
