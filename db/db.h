@@ -148,11 +148,27 @@ typedef int (*db_result_fn)(const db_result *r, void *user);
 mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *p, db_result_fn fn,
                       void *user, ut_err *err);
 
-/* Calls fn for every ok row of a device name (any problem), grouped by template name, hash,
- * params and dtype, oldest first within a group, until fn returns non-zero.  The performance
- * model fits on these. */
-mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, void *user,
-                       ut_err *err);
+/* One ok row as the performance model reads it (the columns it needs, nothing copied): strings
+ * borrowed, valid during the callback only. */
+typedef struct {
+  int64_t id;
+  const char *template_name, *template_hash, *params;
+  db_problem problem;
+  double ms_median;
+  int sm_count, cc_major;
+  db_launch launch;
+} db_model_row;
+typedef int (*db_model_row_fn)(const db_model_row *r, void *user);
+
+/* Calls fn for every ok row of a device name (any problem), in the file's order (a scan:
+ * the caller groups them), until fn returns non-zero.  The performance
+ * model fits on these (10^5 rows in some tens of milliseconds). */
+mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_row_fn fn,
+                             void *user, ut_err *err);
+
+/* A number that changes whenever the file's rows change, by another connection (SQLite's
+ * data_version) or through this handle: what was read stays valid while it stays the same. */
+mmt_status db_data_version(db_handle *db, int64_t *version, ut_err *err);
 
 /* The row with this id into *out; MMT_ERR_NOT_FOUND when there is none. */
 mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err);

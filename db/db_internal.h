@@ -19,7 +19,8 @@ typedef enum {
   DB_ST_EACH_OK,    /* db_each_ok */
   DB_ST_EACH_BEST,  /* db_each_best */
   DB_ST_EACH_SHAPE, /* db_each_shape */
-  DB_ST_EACH_ROW,   /* db_each_row */
+  DB_ST_EACH_ROW,   /* db_each_model_row */
+  DB_ST_DATA_VERSION, /* db_data_version */
   DB_ST_GET,        /* db_get */
   DB_ST_NROWS,      /* db_count */
   DB_ST_SEARCH_GET, /* db_search_seconds (writable handles only) */

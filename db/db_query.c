@@ -37,8 +37,11 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
         " ORDER BY dtype, layout, m, n, k",
-    [DB_ST_EACH_ROW] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND status = 'ok'"
-                       " ORDER BY template_name, template_hash, params, dtype, id",
+    [DB_ST_EACH_ROW] = "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
+                       " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm"
+                       " FROM results WHERE +device_name = ?1 AND status = 'ok'",
+    /* the unary + keeps SQLite from walking an index and seeking each row: one table scan */
+    [DB_ST_DATA_VERSION] = "PRAGMA data_version",
     [DB_ST_GET] = "SELECT " DB_COLS " FROM results WHERE id = ?1",
     [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
     [DB_ST_SEARCH_GET] = "SELECT seconds FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
@@ -376,17 +379,67 @@ mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *
   return each_result(db, DB_ST_EACH_OK, fn, user, err);
 }
 
-mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, void *user,
-                       ut_err *err) {
+/* A borrowed text column ("" for NULL). */
+static const char *col_text(sqlite3_stmt *st, int col) {
+  const unsigned char *t = sqlite3_column_text(st, col);
+  return t ? (const char *)t : "";
+}
+
+mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_row_fn fn,
+                             void *user, ut_err *err) {
   if (!db || !device_name || !fn)
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_row: NULL argument");
-  mmt_status rc = iter_check_free(db, DB_ST_EACH_ROW, "db_each_row", err);
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_model_row: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_ROW, "db_each_model_row", err);
   if (rc) return rc;
-  binder b = {db->st[DB_ST_EACH_ROW], 0, SQLITE_OK};
+  sqlite3_stmt *st = db->st[DB_ST_EACH_ROW];
+  binder b = {st, 0, SQLITE_OK};
   b_text(&b, device_name);
   rc = iter_bound(db, DB_ST_EACH_ROW, &b, err);
   if (rc) return rc;
-  return each_result(db, DB_ST_EACH_ROW, fn, user, err);
+  for (;;) {
+    int s = sqlite3_step(st);
+    if (s == SQLITE_DONE) break;
+    if (s != SQLITE_ROW) {
+      rc = db_sql_fail(db, s, "cannot read results from", err);
+      break;
+    }
+    db_model_row r = {.id = sqlite3_column_int64(st, 0),
+                      .template_name = col_text(st, 1),
+                      .template_hash = col_text(st, 2),
+                      .params = col_text(st, 3),
+                      .problem = {.m = sqlite3_column_int64(st, 6),
+                                  .n = sqlite3_column_int64(st, 7),
+                                  .k = sqlite3_column_int64(st, 8)},
+                      .ms_median = sqlite3_column_double(st, 9),
+                      .sm_count = sqlite3_column_int(st, 10),
+                      .cc_major = sqlite3_column_int(st, 11),
+                      .launch = {sqlite3_column_int(st, 12), sqlite3_column_int(st, 13),
+                                 sqlite3_column_int(st, 14), sqlite3_column_int(st, 15),
+                                 sqlite3_column_int(st, 16)}};
+    db_copy_text(r.problem.dtype, sizeof r.problem.dtype, sqlite3_column_text(st, 4),
+                 sqlite3_column_bytes(st, 4));
+    db_copy_text(r.problem.layout, sizeof r.problem.layout, sqlite3_column_text(st, 5),
+                 sqlite3_column_bytes(st, 5));
+    if (fn(&r, user)) break;
+  }
+  stmt_done(st);
+  db->busy[DB_ST_EACH_ROW] = false;
+  return rc;
+}
+
+mmt_status db_data_version(db_handle *db, int64_t *version, ut_err *err) {
+  if (!db || !version) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_data_version: NULL argument");
+  sqlite3_stmt *st = db->st[DB_ST_DATA_VERSION];
+  int s = sqlite3_step(st);
+  mmt_status rc = MMT_OK;
+  /* data_version moves with other connections' commits, total_changes with this one's */
+  if (s == SQLITE_ROW)
+    *version = (int64_t)((uint64_t)sqlite3_column_int64(st, 0) << 32 ^
+                         (uint64_t)sqlite3_total_changes64(db->sq));
+  else
+    rc = db_sql_fail(db, s, "cannot read the data version of", err);
+  stmt_done(st);
+  return rc;
 }
 
 mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err) {

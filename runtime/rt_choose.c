@@ -28,9 +28,9 @@ struct rt_chooser {
   int cc_major;         /* of device_arch; 0: any */
   int sm_count;         /* 0: unknown */
   char why[512];        /* why the last candidate was refused */
-  rt_model *model;      /* of model_device, fitted when it had model_rows rows */
+  rt_model *model;      /* of model_device, fitted at the database's model_version */
   char model_device[128];
-  int64_t model_rows;
+  int64_t model_version;
   bool model_db;        /* fitted on a database (not an empty model) */
   launch_slot *launches;
   int nlaunches, launch_cap;
@@ -254,7 +254,8 @@ static mmt_status walk_rows(row_walk *w, db_handle *db, const char *device_name,
 
 /* rt_launch_fn for rows measured before schema 4: the config emitted for the row's dtype and
  * layout. */
-static mmt_status launch_of_row(const db_result *row, db_launch *out, void *user, ut_err *err) {
+static mmt_status launch_of_row(const db_model_row *row, db_launch *out, void *user,
+                                ut_err *err) {
   rt_chooser *ch = user;
   gen_template *t = NULL;
   gen_config cfg;
@@ -272,10 +273,10 @@ static mmt_status launch_of_row(const db_result *row, db_launch *out, void *user
 
 mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
                             rt_model **out, ut_err *err) {
-  int64_t rows = 0;
+  int64_t version = 0;
   mmt_status rc = MMT_OK;
-  if (db && device_name && (rc = db_count(db, device_name, &rows, err))) return rc;
-  bool same = ch->model && ch->model_db == (db && device_name) && ch->model_rows == rows &&
+  if (db && device_name && (rc = db_data_version(db, &version, err))) return rc;
+  bool same = ch->model && ch->model_db == (db && device_name) && ch->model_version == version &&
               !strcmp(ch->model_device, device_name ? device_name : "");
   if (!same) {
     rt_model *m = NULL;
@@ -283,7 +284,7 @@ mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_na
     if ((rc = rt_model_fit(db, device_name, &dev, launch_of_row, ch, &m, err))) return rc;
     rt_model_free(ch->model);
     ch->model = m;
-    ch->model_rows = rows;
+    ch->model_version = version;
     ch->model_db = db && device_name;
     ut_copy(ch->model_device, sizeof ch->model_device, device_name ? device_name : "");
   }

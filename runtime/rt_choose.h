@@ -22,7 +22,7 @@
  * grid for the problem is within the hardware limits and not empty.
  *
  * The chooser keeps the model it fitted for a GPU model and fits again when the database's
- * row count for it changes, so a choice costs one pass over the rows of the dtype, a sort and
+ * rows change (db_data_version), so a choice costs one pass over the rows of the dtype, a sort and
  * an emit or two.
  *
  * Thread-safety: an rt_chooser (it caches loaded templates and the model) is used by one
@@ -166,8 +166,8 @@ mmt_status rt_choose_candidate(rt_chooser *ch, const rt_candidate *c, const gen_
 /* RT_PRIORS' correction for template tname; NaN when it is not listed. */
 double rt_template_prior(const char *tname);
 
-/* The chooser's model of GPU model device_name (fitted on first use, again when its rows
- * changed); borrowed: valid until the next call on the chooser.  db NULL: an empty model. */
+/* The chooser's model of GPU model device_name (fitted on first use, again when the
+ * database's rows changed); borrowed: valid until the next call on the chooser.  db NULL: an empty model. */
 mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
                             rt_model **out, ut_err *err);
 

@@ -15,6 +15,7 @@
 
 typedef struct {
   int64_t m, n, k, id;
+  int cfg; /* its config */
   double ms, y;
   double r; /* y less its template's mean y on the same problem: the config's own merit */
   int layout;
@@ -27,6 +28,7 @@ typedef struct {
   int tmpl; /* its (template, dtype) in tmpls */
   db_launch launch;
   int first, count; /* its rows */
+  bool skip;        /* no launch shape: its rows are left out */
   int nbins;
   int bins[GEN_MAX_PARAMS]; /* its parameter values: indexes into its template's bins */
   /* focus sums: near rows (own y), and far-reaching ones (own merit r) */
@@ -158,7 +160,9 @@ typedef struct {
   void *user;
   mmt_status rc;
   ut_err *err;
-  bool skip; /* the current config has no launch shape */
+  int *table; /* config key -> index; -1 empty (open addressing, at most half full) */
+  size_t table_mask;
+  int last; /* the config of the previous row, -1 before the first */
 } fit_ctx;
 
 /* Whether the problem's packed rows (as the tuner measures: gen_packed_problem) are 16-byte
@@ -211,14 +215,42 @@ static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
   return -1;
 }
 
-static bool same_config(const model_cfg *c, const db_result *r) {
+static bool same_config(const model_cfg *c, const db_model_row *r) {
   return !strcmp(c->template_name, r->template_name) &&
          !strcmp(c->template_hash, r->template_hash) && !strcmp(c->params, r->params) &&
          !strcmp(c->dtype, r->problem.dtype);
 }
 
+static uint64_t config_hash(const db_model_row *r) {
+  uint64_t h = ut_hash64(r->template_name, strlen(r->template_name));
+  h = ut_hash64_more(h, r->template_hash, strlen(r->template_hash));
+  h = ut_hash64_more(h, r->params, strlen(r->params));
+  return ut_hash64_more(h, r->problem.dtype, strlen(r->problem.dtype));
+}
+
+/* Doubles the config table (all of it rehashed). */
+static mmt_status table_grow(fit_ctx *f) {
+  size_t cap = f->table_mask ? 2 * (f->table_mask + 1) : 1024;
+  int *t = malloc(cap * sizeof *t);
+  if (!t) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  memset(t, 0xff, cap * sizeof *t);
+  for (int c = 0; c < f->m->ncfgs; c++) {
+    const model_cfg *cfg = &f->m->cfgs[c];
+    db_model_row key = {.template_name = cfg->template_name, .template_hash = cfg->template_hash,
+                        .params = cfg->params};
+    ut_copy(key.problem.dtype, sizeof key.problem.dtype, cfg->dtype);
+    size_t i = (size_t)config_hash(&key) & (cap - 1);
+    while (t[i] >= 0) i = (i + 1) & (cap - 1);
+    t[i] = c;
+  }
+  free(f->table);
+  f->table = t;
+  f->table_mask = cap - 1;
+  return MMT_OK;
+}
+
 /* Starts a config for row r (its first row). */
-static mmt_status new_config(fit_ctx *f, const db_result *r) {
+static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
   rt_model *m = f->m;
   model_cfg *cfgs = grow(m->cfgs, &m->cfgs_cap, m->ncfgs + 1, sizeof *cfgs);
   if (!cfgs) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
@@ -232,17 +264,15 @@ static mmt_status new_config(fit_ctx *f, const db_result *r) {
   if (!c->template_name || !c->template_hash || !c->params)
     return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
   ut_copy(c->dtype, sizeof c->dtype, r->problem.dtype);
-  c->first = m->nrows;
   c->launch = r->launch;
-  f->skip = false;
   if (c->launch.tile_m <= 0 && f->resolve) {
     ut_err e = {{0}};
     mmt_status rc = f->resolve(r, &c->launch, f->user, &e);
     if (rc == MMT_ERR_NOMEM) return ut_fail(f->err, rc, "%s", e.msg);
   }
-  f->skip = c->launch.tile_m <= 0 || c->launch.tile_n <= 0;
+  c->skip = c->launch.tile_m <= 0 || c->launch.tile_n <= 0;
   c->tmpl = tmpl_index(m, c->template_name, c->dtype);
-  if (c->tmpl < 0 && !f->skip) {
+  if (c->tmpl < 0 && !c->skip) {
     model_tmpl *ts = grow(m->tmpls, &m->tmpls_cap, m->ntmpls + 1, sizeof *ts);
     if (!ts) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
     m->tmpls = ts;
@@ -255,16 +285,28 @@ static mmt_status new_config(fit_ctx *f, const db_result *r) {
   return MMT_OK;
 }
 
-static int on_fit_row(const db_result *r, void *user) {
+/* The index of row r's config, a new one when it is the first row of it; -1 on error. */
+static int config_of(fit_ctx *f, const db_model_row *r) {
+  /* a tuning run writes a config's rows one after another: try the last one first */
+  if (f->last >= 0 && same_config(&f->m->cfgs[f->last], r)) return f->last;
+  if (2 * ((size_t)f->m->ncfgs + 1) > f->table_mask && (f->rc = table_grow(f))) return -1;
+  size_t i = (size_t)config_hash(r) & f->table_mask;
+  for (; f->table[i] >= 0; i = (i + 1) & f->table_mask)
+    if (same_config(&f->m->cfgs[f->table[i]], r)) return f->last = f->table[i];
+  if ((f->rc = new_config(f, r))) return -1;
+  f->table[i] = f->m->ncfgs - 1;
+  return f->last = f->m->ncfgs - 1;
+}
+
+static int on_fit_row(const db_model_row *r, void *user) {
   fit_ctx *f = user;
   rt_model *m = f->m;
   if (!(r->ms_median > 0) || gen_layout_index(r->problem.layout) < 0) return 0;
-  if (m->ncfgs == 0 || !same_config(&m->cfgs[m->ncfgs - 1], r)) {
-    if ((f->rc = new_config(f, r))) return 1;
-  }
-  if (f->skip) return 0;
-  if (m->dev.sm_count <= 0 && r->device.sm_count > 0) m->dev.sm_count = r->device.sm_count;
-  if (m->dev.cc_major <= 0 && r->device.cc_major > 0) m->dev.cc_major = r->device.cc_major;
+  int c = config_of(f, r);
+  if (c < 0) return 1;
+  if (m->cfgs[c].skip) return 0;
+  if (m->dev.sm_count <= 0 && r->sm_count > 0) m->dev.sm_count = r->sm_count;
+  if (m->dev.cc_major <= 0 && r->cc_major > 0) m->dev.cc_major = r->cc_major;
   model_row *rows = grow(m->rows, &m->rows_cap, m->nrows + 1, sizeof *rows);
   if (!rows) {
     f->rc = ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
@@ -272,11 +314,37 @@ static int on_fit_row(const db_result *r, void *user) {
   }
   m->rows = rows;
   rows[m->nrows++] = (model_row){.m = r->problem.m, .n = r->problem.n, .k = r->problem.k,
-                                 .id = r->id, .ms = r->ms_median,
+                                 .id = r->id, .cfg = c, .ms = r->ms_median,
                                  .layout = gen_layout_index(r->problem.layout),
                                  .aligned = packed_aligned(&r->problem)};
-  m->cfgs[m->ncfgs - 1].count++;
+  m->cfgs[c].count++;
   return 0;
+}
+
+/* Orders the rows by config (a counting sort, stable), so each config's rows are
+ * first..first+count-1. */
+static mmt_status group_rows(rt_model *m, ut_err *err) {
+  model_row *sorted = malloc(((size_t)m->nrows + 1) * sizeof *sorted);
+  if (!sorted) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  int next = 0;
+  for (int c = 0; c < m->ncfgs; c++) {
+    m->cfgs[c].first = next;
+    next += m->cfgs[c].count;
+  }
+  int *fill = calloc((size_t)m->ncfgs + 1, sizeof *fill);
+  if (!fill) {
+    free(sorted);
+    return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  }
+  for (int i = 0; i < m->nrows; i++) {
+    int c = m->rows[i].cfg;
+    sorted[m->cfgs[c].first + fill[c]++] = m->rows[i];
+  }
+  free(fill);
+  free(m->rows);
+  m->rows = sorted;
+  m->rows_cap = m->nrows + 1;
+  return MMT_OK;
 }
 
 static int by_problem(const void *a, const void *b) {
@@ -337,10 +405,12 @@ mmt_status rt_model_fit(db_handle *db, const char *device_name, const rt_model_d
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
   if (dev) m->dev = *dev;
-  fit_ctx f = {.m = m, .resolve = resolve, .user = user, .err = err};
+  fit_ctx f = {.m = m, .resolve = resolve, .user = user, .err = err, .last = -1};
   mmt_status rc = MMT_OK;
-  if (db && device_name) rc = db_each_row(db, device_name, on_fit_row, &f, err);
+  if (db && device_name) rc = db_each_model_row(db, device_name, on_fit_row, &f, err);
+  free(f.table);
   if (!rc) rc = f.rc;
+  if (!rc) rc = group_rows(m, err);
   if (rc) {
     rt_model_free(m);
     return rc;

@@ -21,7 +21,7 @@ static const tn_opt MODEL_OPTS[] = {
     {"device-name", 0, "NAME", "GPU model to evaluate (default: every one in the database)"},
     {"dtype", 0, "DTYPE", "only this element type (default: all)"},
     {"json", 0, NULL, "print the result as JSON"},
-    {"verbose", 'v', NULL, "a line per problem"},
+    {"verbose", 'v', NULL, "a line per problem, and the time to fit and to rank"},
 };
 
 static const tn_cmd_spec MODEL_SPEC = {
@@ -121,7 +121,8 @@ static dtype_score *score_of(scores *sc, const char *dtype) {
 
 /* Scores one problem: *ratio (best / chosen), *top (the first ranked config was measured). */
 static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *device,
-                                const db_problem *q, double *ratio, bool *top, ut_err *err) {
+                                const db_problem *q, double *ratio, bool *top,
+                                double *rank_s, ut_err *err) {
   measured_list ml = {0};
   rt_candidate *cands = NULL;
   int n = 0;
@@ -131,7 +132,9 @@ static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *devic
   if (!rc && ml.nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading rows");
   gen_problem p = gen_packed_problem(q->dtype, q->layout, q->m, q->n, q->k); /* as measured */
   int64_t hide[3] = {q->m, q->n, q->k};
+  double t0 = ut_now_seconds();
   if (!rc && ml.count > 0) rc = rt_rank(ch, db, device, &p, hide, &cands, &n, err);
+  *rank_s += ut_now_seconds() - t0;
   for (int i = 0; i < n && !rc; i++) {
     double ms = measured_ms(&ml, &cands[i]);
     if (isnan(ms)) continue;
@@ -155,15 +158,22 @@ static mmt_status evaluate_device(db_handle *db, const char *device, const char 
   problem_list pl = {0};
   rt_chooser *ch = NULL;
   char arch[16] = "";
+  rt_model *m = NULL;
+  double rank_s = 0, t0 = ut_now_seconds();
   mmt_status rc = db_each_best(db, device, NULL, NULL, first_arch, arch, err);
   if (!rc) rc = rt_chooser_new(arch, 0, &ch, err);
+  if (!rc) rc = rt_chooser_model(ch, db, device, &m, err);
+  if (!rc && verbose)
+    printf("%s: the model fitted on %d rows (%d configs) in %.1f ms\n", device,
+           rt_model_row_count(m), rt_model_config_count(m), 1e3 * (ut_now_seconds() - t0));
   if (!rc) rc = db_each_shape(db, device, dtype, NULL, on_problem, &pl, err);
   if (!rc && pl.rc) rc = ut_fail(err, pl.rc, "out of memory listing problems");
   for (int i = 0; i < pl.count && !rc; i++) {
     const db_problem *q = &pl.v[i];
     double ratio;
     bool top;
-    if ((rc = score_problem(ch, db, device, q, &ratio, &top, err)) || isnan(ratio)) continue;
+    if ((rc = score_problem(ch, db, device, q, &ratio, &top, &rank_s, err)) || isnan(ratio))
+      continue;
     dtype_score *d = score_of(sc, q->dtype);
     if (!d) continue;
     d->problems++;
@@ -177,6 +187,9 @@ static mmt_status evaluate_device(db_handle *db, const char *device, const char 
       printf("%s %s %s %lldx%lldx%lld: %.3f%s\n", device, q->dtype, q->layout, (long long)q->m,
              (long long)q->n, (long long)q->k, ratio, top ? "" : " (first pick unmeasured)");
   }
+  if (!rc && verbose && pl.count)
+    printf("%s: %.2f ms a ranking (every candidate predicted and sorted)\n", device,
+           1e3 * rank_s / pl.count);
   rt_chooser_free(ch);
   free(pl.v);
   return rc;
