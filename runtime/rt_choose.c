@@ -252,6 +252,20 @@ static mmt_status walk_rows(row_walk *w, db_handle *db, const char *device_name,
 
 /* ---- the model's candidates ---------------------------------------------------------------- */
 
+/* The launch shape of config cfg of t emitted for dtype and layout; zeroed when it does not
+ * emit (a config this dtype or layout does not allow): only running out of memory is an
+ * error. */
+static mmt_status emit_launch(gen_template *t, const gen_config *cfg, const char *dtype,
+                              const char *layout, db_launch *out, ut_err *err) {
+  gen_kernel k = {0};
+  ut_err e = {{0}};
+  mmt_status rc = gen_emit(t, cfg, dtype, layout, &k, &e);
+  if (!rc) rc = rt_launch_of(t, cfg, &k, out, &e);
+  gen_kernel_clear(&k);
+  if (rc) memset(out, 0, sizeof *out);
+  return rc == MMT_ERR_NOMEM ? ut_fail(err, rc, "%s", e.msg) : MMT_OK;
+}
+
 /* rt_launch_fn for rows measured before schema 4: the config emitted for the row's dtype and
  * layout. */
 static mmt_status launch_of_row(const db_model_row *row, db_launch *out, void *user,
@@ -259,16 +273,11 @@ static mmt_status launch_of_row(const db_model_row *row, db_launch *out, void *u
   rt_chooser *ch = user;
   gen_template *t = NULL;
   gen_config cfg;
-  gen_kernel k = {0};
   memset(out, 0, sizeof *out);
   mmt_status rc = template_get(ch, row->template_name, &t, err);
-  if (rc || !t) return rc;
-  if (strcmp(gen_source_hash(t), row->template_hash) != 0) return MMT_OK; /* not this source */
-  rc = gen_config_parse(t, row->params, &cfg, err);
-  if (!rc) rc = gen_emit(t, &cfg, row->problem.dtype, row->problem.layout, &k, err);
-  if (!rc) rc = rt_launch_of(t, &cfg, &k, out, err);
-  gen_kernel_clear(&k);
-  return rc;
+  if (rc || !t || strcmp(gen_source_hash(t), row->template_hash) != 0) return rc;
+  if (gen_config_parse(t, row->params, &cfg, NULL)) return MMT_OK; /* not this template's */
+  return emit_launch(t, &cfg, row->problem.dtype, row->problem.layout, out, err);
 }
 
 mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
@@ -292,39 +301,26 @@ mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_na
   return MMT_OK;
 }
 
-/* The launch shape of template tname's config params (NULL: its default) for p's dtype and
+/* The launch shape of config cfg (text: its canonical params) of template t for p's dtype and
  * layout, emitted once per chooser; zeroed when it does not emit. */
-static mmt_status default_launch(rt_chooser *ch, const char *tname, const char *params,
-                                 const gen_problem *p, db_launch *out, ut_err *err) {
+static mmt_status default_launch(rt_chooser *ch, gen_template *t, const gen_config *cfg,
+                                 const char *text, const gen_problem *p, db_launch *out,
+                                 ut_err *err) {
+  const char *layout = p->layout ? p->layout : "nn";
   char key[sizeof ch->launches[0].key];
-  snprintf(key, sizeof key, "%s|%s|%s|%s", tname, params ? params : "", p->dtype,
-           p->layout ? p->layout : "nn");
+  snprintf(key, sizeof key, "%s|%s|%s|%s", gen_name(t), text, p->dtype, layout);
   for (int i = 0; i < ch->nlaunches; i++)
     if (!strcmp(ch->launches[i].key, key)) {
       *out = ch->launches[i].launch;
       return MMT_OK;
     }
   memset(out, 0, sizeof *out);
-  gen_template *t = NULL;
-  gen_config cfg;
-  gen_kernel k = {0};
-  ut_err e = {{0}};
-  mmt_status rc = template_get(ch, tname, &t, err);
-  if (rc) return rc;
-  if (t && gen_supports_dtype(t, p->dtype) && gen_supports_layout(t, p->layout)) {
-    rc = params ? gen_config_parse(t, params, &cfg, &e) : (gen_config_default(t, &cfg), MMT_OK);
-    if (!rc) rc = gen_emit(t, &cfg, p->dtype, p->layout ? p->layout : "nn", &k, &e);
-    if (!rc) rc = rt_launch_of(t, &cfg, &k, out, &e);
-    gen_kernel_clear(&k);
-    if (rc == MMT_ERR_NOMEM) return ut_fail(err, rc, "%s", e.msg);
-  }
-  if (ch->nlaunches == ch->launch_cap) {
-    int cap = ch->launch_cap ? 2 * ch->launch_cap : 32;
-    launch_slot *v = realloc(ch->launches, (size_t)cap * sizeof *v);
-    if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory caching launch shapes");
-    ch->launches = v;
-    ch->launch_cap = cap;
-  }
+  mmt_status rc = MMT_OK;
+  if (gen_supports_layout(t, layout) && (rc = emit_launch(t, cfg, p->dtype, layout, out, err)))
+    return rc;
+  launch_slot *v = ut_grow(ch->launches, &ch->launch_cap, ch->nlaunches + 1, sizeof *v);
+  if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory caching launch shapes");
+  ch->launches = v;
   launch_slot *slot = &ch->launches[ch->nlaunches++];
   memcpy(slot->key, key, sizeof key);
   slot->launch = *out;
@@ -347,13 +343,9 @@ typedef struct {
 } cand_list;
 
 static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
-  if (l->count == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 64;
-    rt_candidate *v = realloc(l->v, (size_t)cap * sizeof *v);
-    if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory ranking kernels");
-    l->v = v;
-    l->cap = cap;
-  }
+  rt_candidate *v = ut_grow(l->v, &l->cap, l->count + 1, sizeof *v);
+  if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory ranking kernels");
+  l->v = v;
   l->v[l->count++] = *c;
   return MMT_OK;
 }
@@ -377,7 +369,7 @@ static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname
         !strcmp(l->v[i].params, text))
       return MMT_OK;
   db_launch launch;
-  if ((rc = default_launch(ch, tname, text, p, &launch, err))) return rc;
+  if ((rc = default_launch(ch, t, &cfg, text, p, &launch, err))) return rc;
   if (launch.tile_m <= 0) return MMT_OK; /* does not emit for this dtype and layout */
   rt_candidate c = {.config = -1};
   ut_copy(c.template_name, sizeof c.template_name, tname);

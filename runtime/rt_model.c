@@ -63,6 +63,8 @@ struct rt_model {
   int ncfgs, cfgs_cap;
   model_tmpl *tmpls;
   int ntmpls, tmpls_cap;
+  int *table; /* config key -> index; -1 empty (open addressing, at most half full) */
+  size_t table_mask;
 };
 
 static double log_size(int64_t x) { return log((double)(x < 1 ? 1 : x)); }
@@ -160,8 +162,6 @@ typedef struct {
   void *user;
   mmt_status rc;
   ut_err *err;
-  int *table; /* config key -> index; -1 empty (open addressing, at most half full) */
-  size_t table_mask;
   int last; /* the config of the previous row, -1 before the first */
 } fit_ctx;
 
@@ -171,8 +171,6 @@ static bool packed_aligned(const db_problem *q) {
   return gen_packed_problem(q->dtype, q->layout, q->m, q->n, q->k).align_bytes >= 16;
 }
 
-static void *grow(void *arr, int *cap, int need, size_t elem);
-
 /* The bin of "name=value" text in template t, added when absent (add) ; -1 when absent and
  * not added, or out of memory. */
 static int bin_of(model_tmpl *t, const char *text, size_t len, bool add) {
@@ -180,7 +178,7 @@ static int bin_of(model_tmpl *t, const char *text, size_t len, bool add) {
   for (int i = 0; i < t->nbins; i++)
     if (strlen(t->bins[i].text) == len && !memcmp(t->bins[i].text, text, len)) return i;
   if (!add) return -1;
-  model_bin *b = grow(t->bins, &t->bins_cap, t->nbins + 1, sizeof *b);
+  model_bin *b = ut_grow(t->bins, &t->bins_cap, t->nbins + 1, sizeof *b);
   if (!b) return -1;
   t->bins = b;
   memset(&b[t->nbins], 0, sizeof b[0]);
@@ -200,14 +198,6 @@ static int params_bins(model_tmpl *t, const char *params, bool add, int *bins) {
   return n;
 }
 
-static void *grow(void *arr, int *cap, int need, size_t elem) {
-  if (need <= *cap) return arr;
-  int c = *cap ? *cap * 2 : 256;
-  while (c < need) c *= 2;
-  void *p = realloc(arr, (size_t)c * elem);
-  if (p) *cap = c;
-  return p;
-}
 
 static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
   for (int i = 0; i < m->ntmpls; i++)
@@ -215,44 +205,49 @@ static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
   return -1;
 }
 
-static bool same_config(const model_cfg *c, const db_model_row *r) {
-  return !strcmp(c->template_name, r->template_name) &&
-         !strcmp(c->template_hash, r->template_hash) && !strcmp(c->params, r->params) &&
-         !strcmp(c->dtype, r->problem.dtype);
+static bool same_config(const model_cfg *c, const char *name, const char *hash,
+                        const char *params, const char *dtype) {
+  return !strcmp(c->template_name, name) && !strcmp(c->template_hash, hash) &&
+         !strcmp(c->params, params) && !strcmp(c->dtype, dtype);
 }
 
-static uint64_t config_hash(const db_model_row *r) {
-  uint64_t h = ut_hash64(r->template_name, strlen(r->template_name));
-  h = ut_hash64_more(h, r->template_hash, strlen(r->template_hash));
-  h = ut_hash64_more(h, r->params, strlen(r->params));
-  return ut_hash64_more(h, r->problem.dtype, strlen(r->problem.dtype));
+static size_t config_slot(const rt_model *m, const char *name, const char *hash,
+                          const char *params, const char *dtype) {
+  uint64_t h = ut_hash64(name, strlen(name));
+  h = ut_hash64_more(h, hash, strlen(hash));
+  h = ut_hash64_more(h, params, strlen(params));
+  return (size_t)ut_hash64_more(h, dtype, strlen(dtype)) & m->table_mask;
+}
+
+/* The table slot of a config: its own, or the empty one where it would go. */
+static size_t config_find(const rt_model *m, const char *name, const char *hash,
+                          const char *params, const char *dtype) {
+  size_t i = config_slot(m, name, hash, params, dtype);
+  while (m->table[i] >= 0 && !same_config(&m->cfgs[m->table[i]], name, hash, params, dtype))
+    i = (i + 1) & m->table_mask;
+  return i;
 }
 
 /* Doubles the config table (all of it rehashed). */
-static mmt_status table_grow(fit_ctx *f) {
-  size_t cap = f->table_mask ? 2 * (f->table_mask + 1) : 1024;
+static mmt_status table_grow(rt_model *m, ut_err *err) {
+  size_t cap = m->table_mask ? 2 * (m->table_mask + 1) : 1024;
   int *t = malloc(cap * sizeof *t);
-  if (!t) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  if (!t) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
   memset(t, 0xff, cap * sizeof *t);
-  for (int c = 0; c < f->m->ncfgs; c++) {
-    const model_cfg *cfg = &f->m->cfgs[c];
-    db_model_row key = {.template_name = cfg->template_name, .template_hash = cfg->template_hash,
-                        .params = cfg->params};
-    ut_copy(key.problem.dtype, sizeof key.problem.dtype, cfg->dtype);
-    size_t i = (size_t)config_hash(&key) & (cap - 1);
-    while (t[i] >= 0) i = (i + 1) & (cap - 1);
-    t[i] = c;
+  free(m->table);
+  m->table = t;
+  m->table_mask = cap - 1;
+  for (int c = 0; c < m->ncfgs; c++) {
+    const model_cfg *cfg = &m->cfgs[c];
+    t[config_find(m, cfg->template_name, cfg->template_hash, cfg->params, cfg->dtype)] = c;
   }
-  free(f->table);
-  f->table = t;
-  f->table_mask = cap - 1;
   return MMT_OK;
 }
 
 /* Starts a config for row r (its first row). */
 static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
   rt_model *m = f->m;
-  model_cfg *cfgs = grow(m->cfgs, &m->cfgs_cap, m->ncfgs + 1, sizeof *cfgs);
+  model_cfg *cfgs = ut_grow(m->cfgs, &m->cfgs_cap, m->ncfgs + 1, sizeof *cfgs);
   if (!cfgs) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
   m->cfgs = cfgs;
   model_cfg *c = &cfgs[m->ncfgs];
@@ -273,7 +268,7 @@ static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
   c->skip = c->launch.tile_m <= 0 || c->launch.tile_n <= 0;
   c->tmpl = tmpl_index(m, c->template_name, c->dtype);
   if (c->tmpl < 0 && !c->skip) {
-    model_tmpl *ts = grow(m->tmpls, &m->tmpls_cap, m->ntmpls + 1, sizeof *ts);
+    model_tmpl *ts = ut_grow(m->tmpls, &m->tmpls_cap, m->ntmpls + 1, sizeof *ts);
     if (!ts) return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
     m->tmpls = ts;
     memset(&ts[m->ntmpls], 0, sizeof ts[0]);
@@ -287,15 +282,18 @@ static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
 
 /* The index of row r's config, a new one when it is the first row of it; -1 on error. */
 static int config_of(fit_ctx *f, const db_model_row *r) {
+  rt_model *m = f->m;
+  const char *name = r->template_name, *hash = r->template_hash, *dtype = r->problem.dtype;
   /* a tuning run writes a config's rows one after another: try the last one first */
-  if (f->last >= 0 && same_config(&f->m->cfgs[f->last], r)) return f->last;
-  if (2 * ((size_t)f->m->ncfgs + 1) > f->table_mask && (f->rc = table_grow(f))) return -1;
-  size_t i = (size_t)config_hash(r) & f->table_mask;
-  for (; f->table[i] >= 0; i = (i + 1) & f->table_mask)
-    if (same_config(&f->m->cfgs[f->table[i]], r)) return f->last = f->table[i];
-  if ((f->rc = new_config(f, r))) return -1;
-  f->table[i] = f->m->ncfgs - 1;
-  return f->last = f->m->ncfgs - 1;
+  if (f->last >= 0 && same_config(&m->cfgs[f->last], name, hash, r->params, dtype))
+    return f->last;
+  if (2 * ((size_t)m->ncfgs + 1) > m->table_mask && (f->rc = table_grow(m, f->err))) return -1;
+  size_t i = config_find(m, name, hash, r->params, dtype);
+  if (m->table[i] < 0) {
+    if ((f->rc = new_config(f, r))) return -1;
+    m->table[i] = m->ncfgs - 1;
+  }
+  return f->last = m->table[i];
 }
 
 static int on_fit_row(const db_model_row *r, void *user) {
@@ -307,7 +305,7 @@ static int on_fit_row(const db_model_row *r, void *user) {
   if (m->cfgs[c].skip) return 0;
   if (m->dev.sm_count <= 0 && r->sm_count > 0) m->dev.sm_count = r->sm_count;
   if (m->dev.cc_major <= 0 && r->cc_major > 0) m->dev.cc_major = r->cc_major;
-  model_row *rows = grow(m->rows, &m->rows_cap, m->nrows + 1, sizeof *rows);
+  model_row *rows = ut_grow(m->rows, &m->rows_cap, m->nrows + 1, sizeof *rows);
   if (!rows) {
     f->rc = ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
     return 1;
@@ -408,7 +406,6 @@ mmt_status rt_model_fit(db_handle *db, const char *device_name, const rt_model_d
   fit_ctx f = {.m = m, .resolve = resolve, .user = user, .err = err, .last = -1};
   mmt_status rc = MMT_OK;
   if (db && device_name) rc = db_each_model_row(db, device_name, on_fit_row, &f, err);
-  free(f.table);
   if (!rc) rc = f.rc;
   if (!rc) rc = group_rows(m, err);
   if (rc) {
@@ -435,6 +432,7 @@ void rt_model_free(rt_model *m) {
   free(m->rows);
   for (int i = 0; i < m->ntmpls; i++) free(m->tmpls[i].bins);
   free(m->tmpls);
+  free(m->table);
   free(m);
 }
 
@@ -451,13 +449,8 @@ void rt_model_get_config(const rt_model *m, int i, rt_model_config *out) {
 
 int rt_model_find(const rt_model *m, const char *template_name, const char *template_hash,
                   const char *params, const char *dtype) {
-  for (int i = 0; i < m->ncfgs; i++) {
-    const model_cfg *c = &m->cfgs[i];
-    if (!strcmp(c->template_name, template_name) && !strcmp(c->params, params) &&
-        !strcmp(c->dtype, dtype) && (!template_hash || !strcmp(c->template_hash, template_hash)))
-      return i;
-  }
-  return -1;
+  if (!m->table) return -1; /* no rows */
+  return m->table[config_find(m, template_name, template_hash, params, dtype)];
 }
 
 /* ---- prediction --------------------------------------------------------------------------- */

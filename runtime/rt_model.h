@@ -102,7 +102,7 @@ typedef struct {
 } rt_model_config;
 int rt_model_config_count(const rt_model *m);
 void rt_model_get_config(const rt_model *m, int i, rt_model_config *out);
-/* The index of the config with these fields (template_hash NULL: any), or -1. */
+/* The index of the config with these fields, or -1 (a hash lookup). */
 int rt_model_find(const rt_model *m, const char *template_name, const char *template_hash,
                   const char *params, const char *dtype);
 

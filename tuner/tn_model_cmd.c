@@ -43,17 +43,12 @@ typedef struct {
 
 static void on_problem(const db_problem *p, void *user) {
   problem_list *l = user;
-  if (l->rc) return;
-  if (l->count == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 64;
-    db_problem *v = realloc(l->v, (size_t)cap * sizeof *v);
-    if (!v) {
-      l->rc = MMT_ERR_NOMEM;
-      return;
-    }
-    l->v = v;
-    l->cap = cap;
+  db_problem *v = l->rc ? NULL : ut_grow(l->v, &l->cap, l->count + 1, sizeof *v);
+  if (!v) {
+    l->rc = MMT_ERR_NOMEM;
+    return;
   }
+  l->v = v;
   l->v[l->count++] = *p;
 }
 
@@ -71,16 +66,12 @@ typedef struct {
 
 static int on_measured(const db_result *r, void *user) {
   measured_list *l = user;
-  if (l->count == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 64;
-    measured *v = realloc(l->v, (size_t)cap * sizeof *v);
-    if (!v) {
-      l->nomem = true;
-      return 1;
-    }
-    l->v = v;
-    l->cap = cap;
+  measured *v = ut_grow(l->v, &l->cap, l->count + 1, sizeof *v);
+  if (!v) {
+    l->nomem = true;
+    return 1;
   }
+  l->v = v;
   measured *m = &l->v[l->count++];
   snprintf(m->key, sizeof m->key, "%s|%s", r->template_name, r->params);
   m->ms = r->ms_median; /* fastest first: the first row of a config is its best */
@@ -147,21 +138,15 @@ static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *devic
   return rc;
 }
 
-/* db_each_best callback: the architecture of the device that measured the first row. */
-static int first_arch(const db_result *r, void *user) {
-  snprintf(user, 16, "sm_%d%d", r->device.cc_major, r->device.cc_minor);
-  return 1;
-}
-
 static mmt_status evaluate_device(db_handle *db, const char *device, const char *dtype,
                                   bool verbose, scores *sc, ut_err *err) {
   problem_list pl = {0};
   rt_chooser *ch = NULL;
-  char arch[16] = "";
   rt_model *m = NULL;
   double rank_s = 0, t0 = ut_now_seconds();
-  mmt_status rc = db_each_best(db, device, NULL, NULL, first_arch, arch, err);
-  if (!rc) rc = rt_chooser_new(arch, 0, &ch, err);
+  /* any architecture: the ranking needs none (the model takes the rows'), and only configs
+   * that ran on the problem are scored */
+  mmt_status rc = rt_chooser_new(NULL, 0, &ch, err);
   if (!rc) rc = rt_chooser_model(ch, db, device, &m, err);
   if (!rc && verbose)
     printf("%s: the model fitted on %d rows (%d configs) in %.1f ms\n", device,
@@ -225,16 +210,12 @@ typedef struct {
 static int on_device(const db_result *r, void *user) {
   name_list *l = user;
   if (l->count && !strcmp(l->names[l->count - 1], r->device.name)) return 0;
-  if (l->count == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 8;
-    char(*v)[128] = realloc(l->names, (size_t)cap * sizeof *v);
-    if (!v) {
-      l->nomem = true;
-      return 1;
-    }
-    l->names = v;
-    l->cap = cap;
+  char(*v)[128] = ut_grow(l->names, &l->cap, l->count + 1, sizeof *v);
+  if (!v) {
+    l->nomem = true;
+    return 1;
   }
+  l->names = v;
   ut_copy(l->names[l->count++], 128, r->device.name);
   return 0;
 }
@@ -252,10 +233,9 @@ static int evaluate(const tn_opts *o) {
   mmt_status rc = db_open(path, true, &db, &err);
   const char *one = tn_opts_get(o, "device-name");
   if (!rc && one) {
-    if (!(names.names = malloc(sizeof *names.names)))
-      rc = ut_fail(&err, MMT_ERR_NOMEM, "out of memory");
-    else
-      ut_copy(names.names[names.count++], sizeof *names.names, one);
+    db_result named = {.device.name = ""};
+    ut_copy(named.device.name, sizeof named.device.name, one);
+    on_device(&named, &names);
   }
   if (!rc && !one) rc = db_each_best(db, NULL, NULL, NULL, on_device, &names, &err);
   if (!rc && names.nomem) rc = ut_fail(&err, MMT_ERR_NOMEM, "out of memory");

@@ -27,15 +27,6 @@ gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const ch
   return gen_packed_problem(dtype, layout, s->m, s->n, s->k);
 }
 
-void *tn_tune_grow(void *arr, int *cap, int need, size_t elem) {
-  if (need <= *cap) return arr;
-  int cap2 = *cap ? *cap * 2 : 64;
-  while (cap2 < need) cap2 *= 2;
-  void *p = realloc(arr, (size_t)cap2 * elem);
-  if (p) *cap = cap2;
-  return p;
-}
-
 static size_t kernel_slot(const tune_run *r, int tmpl, const char *dtype, uint64_t index) {
   uint64_t h = ut_hash64(&index, sizeof index);
   h = ut_hash64_more(h, &tmpl, sizeof tmpl);
@@ -81,7 +72,7 @@ static mmt_status kernel_map_add(tune_run *r, int kid, ut_err *err) {
 static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_config *cfg,
                              const char *dtype, int *kid, ut_err *err) {
   if ((*kid = kernel_find(r, ti, dtype, index)) >= 0) return MMT_OK;
-  tune_kernel *ks = tn_tune_grow(r->kernels, &r->kernel_cap, r->nkernels + 1, sizeof *ks);
+  tune_kernel *ks = ut_grow(r->kernels, &r->kernel_cap, r->nkernels + 1, sizeof *ks);
   if (!ks) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   r->kernels = ks;
   tune_kernel *k = &ks[r->nkernels];
@@ -222,7 +213,7 @@ static int collect_known(const db_result *row, void *user) {
     const gen_template *tm = ks->r->ts[t];
     if (strcmp(gen_name(tm), row->template_name) || strcmp(gen_source_hash(tm), row->template_hash))
       continue;
-    known_row *rows = tn_tune_grow(ks->rows, &ks->cap, ks->count + 1, sizeof *rows);
+    known_row *rows = ut_grow(ks->rows, &ks->cap, ks->count + 1, sizeof *rows);
     if (!rows) {
       ks->nomem = true;
       return 1; /* stop */
@@ -335,7 +326,7 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
 
 /* Plans the problem (shape sid, dtype): its candidates and what is already known. */
 static mmt_status plan_problem(tune_run *r, int sid, const char *dtype, ut_err *err) {
-  tune_problem *ps = tn_tune_grow(r->problems, &r->problem_cap, r->nproblems + 1, sizeof *ps);
+  tune_problem *ps = ut_grow(r->problems, &r->problem_cap, r->nproblems + 1, sizeof *ps);
   if (!ps) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   r->problems = ps;
   tune_problem *pb = &ps[r->nproblems++];

@@ -336,7 +336,7 @@ static void mark_starts(const tune_run *r, tune_problem *pb) {
 static mmt_status add_start(tune_run *r, int kid, ut_err *err) {
   for (int j = 0; j < r->nstarts; j++)
     if (r->starts[j] == kid) return MMT_OK;
-  int *st = tn_tune_grow(r->starts, &r->start_cap, r->nstarts + 1, sizeof *st);
+  int *st = ut_grow(r->starts, &r->start_cap, r->nstarts + 1, sizeof *st);
   if (!st) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   r->starts = st;
   r->starts[r->nstarts++] = kid;

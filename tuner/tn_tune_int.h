@@ -85,8 +85,6 @@ typedef struct {
 
 /* The problem a kernel sees for shape s: packed rows of cudaMalloc'd buffers. */
 gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const char *layout);
-/* realloc to at least `need` elements, doubling; NULL (arr kept) when out of memory. */
-void *tn_tune_grow(void *arr, int *cap, int need, size_t elem);
 /* Queues kernel kid's compile (once). */
 mmt_status tn_tune_submit(tune_run *r, int kid, ut_err *err);
 /* Waits until kernel kid's compile result is back (the pool returns in submission order). */

@@ -187,3 +187,12 @@ double ut_now_seconds(void) {
 }
 
 int64_t ut_unix_time(void) { return (int64_t)time(NULL); }
+
+void *ut_grow(void *arr, int *cap, int need, size_t elem) {
+  if (need <= *cap) return arr;
+  int c = *cap ? *cap * 2 : 64;
+  while (c < need) c *= 2;
+  void *p = realloc(arr, (size_t)c * elem);
+  if (p) *cap = c;
+  return p;
+}

@@ -54,6 +54,9 @@ mmt_status ut_snprintf(char *out, size_t outlen, ut_err *err, const char *fmt, .
 void ut_copy(char *dst, size_t dstlen, const char *src);
 /* strdup that returns NULL on NULL input. */
 char *ut_strdup(const char *s);
+/* A growable array: arr (may be NULL) reallocated to at least `need` elements of `elem`
+ * bytes, doubling *cap.  NULL when out of memory: arr and *cap are then unchanged. */
+void *ut_grow(void *arr, int *cap, int need, size_t elem);
 
 /* Monotonic seconds. */
 double ut_now_seconds(void);
