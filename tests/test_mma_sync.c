@@ -449,7 +449,11 @@ static void test_nvrtc_default(void **state) {
   static const char *const texts[] = {"", "vec=1,stages=2,wn=32", "vec=2,stages=3,group=1,split=4",
                                       "vec=0", "vec=0,bm=128,bn=256,stages=3,group=1,split=4"};
   static const char *const archs[] = {"sm_80", "sm_90"};
+  enum { MAX = COUNT(texts) * COUNT(k_layouts) * COUNT(k_dtypes) * COUNT(archs) };
   gen_template *t = load_mma();
+  gen_kernel kernels[MAX];
+  const char *kernel_archs[MAX];
+  int n = 0;
   for (int i = 0; i < COUNT(texts); i++)
     for (int l = 0; l < COUNT(k_layouts); l++)
       for (int d = 0; d < COUNT(k_dtypes); d++)
@@ -457,13 +461,13 @@ static void test_nvrtc_default(void **state) {
           /* the variants once per layout (dtype and arch rotating), the default in all */
           if (i > 0 && (d + a) % 2 != l % 2) continue;
           gen_config c;
-          gen_kernel k;
           tc_parse_ok(t, texts[i], &c);
           assert_true(tc_check(t, &c, NULL, NULL, 0));
-          tc_emit_ok(t, &c, k_dtypes[d], k_layouts[l], &k);
-          tc_compile_ok(&k, archs[a]);
-          gen_kernel_clear(&k);
+          tc_emit_ok(t, &c, k_dtypes[d], k_layouts[l], &kernels[n]);
+          kernel_archs[n++] = archs[a];
         }
+  tc_compile_all(kernels, kernel_archs, n, NULL);
+  for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
   gen_free(t);
 }
 
@@ -476,6 +480,7 @@ static void test_nvrtc_sample(void **state) {
   assert_non_null(group);
   uint64_t seed = 20250101u;
   int compiled = 0;
+  gen_kernel kernels[32];
   for (int v = 0; v < COUNT(v_vec); v++)
     for (int sk = 0; sk < 2; sk++) {
       int count = 0;
@@ -491,14 +496,13 @@ static void test_nvrtc_sample(void **state) {
       for (int i = 0; i < per; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         const gen_config *c = &group[(seed >> 33) % (uint64_t)count];
-        gen_kernel k;
-        tc_emit_ok(t, c, k_dtypes[compiled % 2], k_layouts[compiled / 2 % 4], &k);
-        tc_compile_ok(&k, "sm_90");
-        gen_kernel_clear(&k);
+        tc_emit_ok(t, c, k_dtypes[compiled % 2], k_layouts[compiled / 2 % 4], &kernels[compiled]);
         compiled++;
       }
     }
   assert_int_equal(compiled, tc_long_tests() ? 32 : 16);
+  tc_compile_all(kernels, NULL, compiled, NULL);
+  for (int i = 0; i < compiled; i++) gen_kernel_clear(&kernels[i]);
   free(group);
   gen_free(t);
 }
@@ -713,35 +717,32 @@ static void test_gpu_configs(void **state) {
   gen_free(t);
 }
 
-static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, const char *text,
-                       const char *dtype, const char *layout) {
+/* One GPU test run: a config in a dtype and layout, emitted and compiled ahead. */
+typedef struct {
+  const char *text, *dtype, *layout;
   gen_config c;
-  gen_kernel spec;
-  rt_cubin cubin;
+} gpu_run;
+
+static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, const gpu_run *r,
+                       gen_kernel *spec, rt_cubin *cubin) {
   rt_kernel k;
   ut_err e;
-  tc_parse_ok(t, text, &c);
-  assert_true(tc_check(t, &c, NULL, NULL, 0));
-  assert_int_equal(gen_emit(t, &c, dtype, layout, &spec, &e), MMT_OK);
-  assert_int_equal(rt_compile(spec.source, spec.kernel_name, d->arch, &cubin, NULL, &e), MMT_OK);
-  mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
+  mmt_status rc = rt_kernel_load(d, cubin, spec, &k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, e.msg);
   assert_int_equal(rc, MMT_OK);
-  print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
+  print_message("%s: %d registers, %d bytes local\n", spec->kernel_name, k.regs, k.local_bytes);
   assert_int_equal(k.local_bytes, 0); /* no spills */
-  const int64_t split = c.v[P_SPLIT];
-  const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : 8e-3;
+  const int64_t split = r->c.v[P_SPLIT];
+  const double tol = strcmp(r->dtype, "f16") == 0 ? 1e-3 : 8e-3;
   for (int j = 0; j < COUNT(k_shapes); j++) {
     gemm_shape s;
     gen_problem p;
     int offset;
-    if (shape_runs(t, &c, &spec, dtype, layout, j, &s, &p, &offset))
-      run_shape(cu, &k, spec.kernel_name, dtype, layout, &s, split > 1 ? 2 : 1, offset, tol,
-                split);
+    if (shape_runs(t, &r->c, spec, r->dtype, r->layout, j, &s, &p, &offset))
+      run_shape(cu, &k, spec->kernel_name, r->dtype, r->layout, &s, split > 1 ? 2 : 1, offset,
+                tol, split);
   }
   rt_kernel_unload(&k);
-  rt_cubin_free(&cubin);
-  gen_kernel_clear(&spec);
 }
 
 /* Opens device 0 and returns the driver, or skips the test without a GPU or before sm_80. */
@@ -770,10 +771,28 @@ static void test_gpu_results(void **state) {
   gen_template *t = load_mma();
   /* every config in every layout with MMTUNE_LONG_TESTS=1; else each config in one layout,
    * in turn (every layout and dtype still run) */
+  enum { MAX = COUNT(k_gpu_configs) * COUNT(k_layouts) };
+  gpu_run runs[MAX];
+  gen_kernel specs[MAX];
+  rt_cubin cubins[MAX];
+  const char *archs[MAX];
+  int n = 0;
   for (int i = 0; i < COUNT(k_gpu_configs); i++)
     for (int l = 0; l < COUNT(k_layouts); l++)
-      if (tc_long_tests() || l == i % COUNT(k_layouts))
-        run_config(&d, cu, t, k_gpu_configs[i], k_dtypes[(i + l) % 2], k_layouts[l]);
+      if (tc_long_tests() || l == i % COUNT(k_layouts)) {
+        gpu_run *r = &runs[n];
+        *r = (gpu_run){k_gpu_configs[i], k_dtypes[(i + l) % 2], k_layouts[l], {0}};
+        tc_parse_ok(t, r->text, &r->c);
+        assert_true(tc_check(t, &r->c, NULL, NULL, 0));
+        tc_emit_ok(t, &r->c, r->dtype, r->layout, &specs[n]);
+        archs[n++] = d.arch;
+      }
+  tc_compile_all(specs, archs, n, cubins);
+  for (int i = 0; i < n; i++) {
+    run_config(&d, cu, t, &runs[i], &specs[i], &cubins[i]);
+    rt_cubin_free(&cubins[i]);
+    gen_kernel_clear(&specs[i]);
+  }
   gen_free(t);
   rt_device_close(&d);
 }

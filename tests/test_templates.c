@@ -558,17 +558,20 @@ static void test_nvrtc_sample(void **state) {
   const int per = tc_long_tests() ? 4 : 2; /* MMTUNE_LONG_TESTS=1: the larger sample */
   const int n = sample_configs(t, per, sample, COUNT(sample));
   assert_int_equal(n, 6 * per + 4 * per + 1);
+  /* Every kernel is emitted first and all compile at once (tc_compile_all). */
+  enum { SM80 = 5, OTHERS = 4, LAYOUTS = 4 };
+  gen_kernel kernels[COUNT(sample) + (SM80 + OTHERS) * LAYOUTS];
+  const char *archs[COUNT(kernels)];
+  int nk = 0;
   /* Each sample config in one of the four layouts, in turn (where it is valid there). */
-  static const char *const layouts[] = {"nn", "nt", "tn", "tt"};
+  static const char *const layouts[LAYOUTS] = {"nn", "nt", "tn", "tt"};
   int split = 0, per_layout[4] = {0};
   for (int i = 0; i < n; i++) {
-    gen_kernel k;
     int l = i % 4;
     const gen_problem big = {"f32", layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
     if (!tc_check(t, &sample[i], &big, NULL, 0)) l = 0;
-    emit_layout_ok(t, &sample[i], layouts[l], &k);
-    tc_compile_ok(&k, "sm_90");
-    gen_kernel_clear(&k);
+    emit_layout_ok(t, &sample[i], layouts[l], &kernels[nk]);
+    archs[nk++] = "sm_90";
     split += sample[i].v[P_SPLIT] > 1;
     per_layout[l]++;
   }
@@ -576,37 +579,35 @@ static void test_nvrtc_sample(void **state) {
   for (int l = 1; l < 4; l++) assert_true(per_layout[l] >= per + 1);
   /* cp.async needs sm_80: the ring pipeline and the default also build there, and split-K
    * (acquire and release need sm_70) */
-  const char *const sm80[] = {"", "stages=3", "stages=3,vec=1", "stages=3,group=1,split=4",
-                              "vec=1,group=1,split=16"};
-  for (int i = 0; i < COUNT(sm80); i++) {
+  const char *const sm80[SM80] = {"", "stages=3", "stages=3,vec=1", "stages=3,group=1,split=4",
+                                  "vec=1,group=1,split=16"};
+  for (int i = 0; i < SM80; i++) {
     gen_config c;
-    gen_kernel k;
     tc_parse_ok(t, sm80[i], &c);
     assert_true(tc_check(t, &c, NULL, NULL, 0));
-    for (int l = 0; l < 4; l++) {
-      emit_layout_ok(t, &c, layouts[l], &k);
-      tc_compile_ok(&k, "sm_80");
-      gen_kernel_clear(&k);
+    for (int l = 0; l < LAYOUTS; l++) {
+      emit_layout_ok(t, &c, layouts[l], &kernels[nk]);
+      archs[nk++] = "sm_80";
     }
   }
   gen_free(t);
   /* The other families (the dispatcher's defaults) in every layout: a few configs each. */
-  static const char *const others[][2] = {
+  static const char *const others[OTHERS][2] = {
       {"naive", ""}, {"naive", "bx=8,by=32"}, {"smem_tiled", ""}, {"smem_tiled", "tile=16,pad=1,unroll=4,rpt=4"}};
-  for (int i = 0; i < COUNT(others); i++) {
+  for (int i = 0; i < OTHERS; i++) {
     gen_template *o = NULL;
     ut_err e;
     assert_int_equal(gen_load_named(others[i][0], &o, &e), MMT_OK);
     gen_config c;
     tc_parse_ok(o, others[i][1], &c);
-    for (int l = 0; l < 4; l++) {
-      gen_kernel k;
-      emit_layout_ok(o, &c, layouts[l], &k);
-      tc_compile_ok(&k, "sm_90");
-      gen_kernel_clear(&k);
+    for (int l = 0; l < LAYOUTS; l++) {
+      emit_layout_ok(o, &c, layouts[l], &kernels[nk]);
+      archs[nk++] = "sm_90";
     }
     gen_free(o);
   }
+  tc_compile_all(kernels, archs, nk, NULL);
+  for (int i = 0; i < nk; i++) gen_kernel_clear(&kernels[i]);
 }
 
 /* ---- GPU: results on ragged shapes (skipped without a driver and device) ------------------- */
@@ -799,30 +800,30 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(want);
 }
 
-/* Compiles config `text` for layout and runs it on every common shape its requirements and
- * constraints allow in that layout (at least three), and split-K configs on their own. */
-static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, const char *text,
-                       const char *layout) {
-  gen_config c;
-  gen_kernel spec;
-  rt_cubin cubin;
+/* Whether config `text` runs in layout: some configs are valid for nn only (tile loads that
+ * do not divide evenly in another layout); test_gpu_configs counts them, here they are passed
+ * over. */
+static bool config_runs_in(gen_template *t, const char *text, const char *layout, gen_config *c) {
+  tc_parse_ok(t, text, c);
+  assert_true(tc_check(t, c, NULL, NULL, 0));
+  const gen_problem big = {"f32", layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
+  return tc_check(t, c, &big, NULL, 0);
+}
+
+/* Runs config c (emitted as spec for layout, compiled to cubin) on every common shape its
+ * requirements and constraints allow in that layout (at least three), and split-K configs on
+ * their own. */
+static void run_config(const rt_device *d, const rt_cu *cu, const gen_config *c,
+                       const char *layout, const gen_kernel *spec, const rt_cubin *cubin) {
   rt_kernel k;
   ut_err e;
-  tc_parse_ok(t, text, &c);
-  assert_true(tc_check(t, &c, NULL, NULL, 0));
-  /* Some configs are valid for nn only (tile loads that do not divide evenly in another
-   * layout): test_gpu_configs counts them, here they are passed over. */
-  const gen_problem big = {"f32", layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
-  if (!tc_check(t, &c, &big, NULL, 0)) return;
-  assert_int_equal(gen_emit(t, &c, "f32", layout, &spec, &e), MMT_OK);
-  assert_int_equal(rt_compile(spec.source, spec.kernel_name, d->arch, &cubin, NULL, &e), MMT_OK);
-  mmt_status rc = rt_kernel_load(d, &cubin, &spec, &k, &e);
-  if (rc) fprintf(stderr, "%s: %s\n", spec.kernel_name, e.msg);
+  mmt_status rc = rt_kernel_load(d, cubin, spec, &k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, e.msg);
   assert_int_equal(rc, MMT_OK);
   /* A kernel that spills is still correct (and the tuner prunes it): say so, test it. */
-  print_message("%s: %d registers, %d bytes local%s\n", spec.kernel_name, k.regs, k.local_bytes,
+  print_message("%s: %d registers, %d bytes local%s\n", spec->kernel_name, k.regs, k.local_bytes,
                 k.local_bytes ? " (spills)" : "");
-  const int64_t split = c.v[P_SPLIT], bk = c.v[P_BK];
+  const int64_t split = c->v[P_SPLIT], bk = c->v[P_BK];
   const int runs = split > 1 ? 2 : 1; /* split-K: the second launch needs reset semaphores */
   gemm_shape all[COUNT(k_shapes_any) + COUNT(k_shapes_vec4) + SPLIT_SHAPES];
   int n = 0, ran = 0;
@@ -836,14 +837,12 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, con
     const bool pitch16 = s->lda % 4 == 0 && s->ldb % 4 == 0 && s->ldc % 4 == 0;
     const gen_problem p = {"f32", layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc,
                            pitch16 ? 16 : 4};
-    if (!gen_requires_met(&spec.requires, &p)) continue;
-    run_shape(cu, &k, spec.kernel_name, layout, s, runs);
+    if (!gen_requires_met(&spec->requires, &p)) continue;
+    run_shape(cu, &k, spec->kernel_name, layout, s, runs);
     ran++;
   }
   assert_true(ran >= 3);
   rt_kernel_unload(&k);
-  rt_cubin_free(&cubin);
-  gen_kernel_clear(&spec);
 }
 
 static void test_gpu_results(void **state) {
@@ -859,8 +858,25 @@ static void test_gpu_results(void **state) {
   const rt_cu *cu;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
   gen_template *t = load_reg_tiled();
+  enum { MAX = COUNT(k_gpu_configs) * COUNT(k_layouts) };
+  gen_config configs[MAX];
+  const char *layouts[MAX], *archs[MAX];
+  gen_kernel specs[MAX];
+  rt_cubin cubins[MAX];
+  int n = 0;
   for (int i = 0; i < COUNT(k_gpu_configs); i++)
-    for (int l = 0; l < COUNT(k_layouts); l++) run_config(&d, cu, t, k_gpu_configs[i], k_layouts[l]);
+    for (int l = 0; l < COUNT(k_layouts); l++)
+      if (config_runs_in(t, k_gpu_configs[i], k_layouts[l], &configs[n])) {
+        assert_int_equal(gen_emit(t, &configs[n], "f32", k_layouts[l], &specs[n], &e), MMT_OK);
+        layouts[n] = k_layouts[l];
+        archs[n++] = d.arch;
+      }
+  tc_compile_all(specs, archs, n, cubins);
+  for (int i = 0; i < n; i++) {
+    run_config(&d, cu, &configs[i], layouts[i], &specs[i], &cubins[i]);
+    rt_cubin_free(&cubins[i]);
+    gen_kernel_clear(&specs[i]);
+  }
   gen_free(t);
   rt_device_close(&d);
 }

@@ -519,25 +519,23 @@ static void test_nvrtc_default(void **state) {
   gen_template *t = load_wgmma();
   gen_config c;
   gen_config_default(t, &c);
+  gen_kernel kernels[2 * COUNT(k_pairs)];
   for (int i = 0; i < COUNT(k_pairs); i++) {
-    gen_kernel k;
-    tc_emit_ok(t, &c, k_pairs[i].dtype, k_pairs[i].layout, &k);
-    tc_compile_ok(&k, k.arch);
+    gen_kernel *k = &kernels[2 * i], *ks = &kernels[2 * i + 1];
+    tc_emit_ok(t, &c, k_pairs[i].dtype, k_pairs[i].layout, k);
     gen_config sc = c; /* and with split-K */
     sc.v[P_SPLIT] = 4;
-    gen_kernel ks;
-    tc_emit_ok(t, &sc, k_pairs[i].dtype, k_pairs[i].layout, &ks);
-    assert_true(ks.exclusive);
-    tc_compile_ok(&ks, ks.arch);
-    gen_kernel_clear(&ks);
+    tc_emit_ok(t, &sc, k_pairs[i].dtype, k_pairs[i].layout, ks);
+    assert_true(ks->exclusive);
     if (i == 0) {
       rt_cubin cubin;
       ut_err e;
-      assert_int_equal(rt_compile(k.source, k.kernel_name, "sm_90", &cubin, NULL, &e),
+      assert_int_equal(rt_compile(k->source, k->kernel_name, "sm_90", &cubin, NULL, &e),
                        MMT_ERR_COMPILE);
     }
-    gen_kernel_clear(&k);
   }
+  tc_compile_all(kernels, NULL, COUNT(kernels), NULL);
+  for (int i = 0; i < COUNT(kernels); i++) gen_kernel_clear(&kernels[i]);
   gen_free(t);
 }
 
@@ -557,18 +555,19 @@ static void test_nvrtc_sample(void **state) {
   assert_int_equal(count, VALID_COUNT);
   uint64_t seed = 20250601u;
   int compiled = 0, split = 0, kinds[2][2] = {{0, 0}, {0, 0}};
+  gen_kernel kernels[12];
   for (int i = 0; i < 12; i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     const gen_config *c = &valid[(seed >> 33) % (uint64_t)count];
-    gen_kernel k;
-    tc_emit_ok(t, c, k_pairs[i % COUNT(k_pairs)].dtype, k_pairs[i % COUNT(k_pairs)].layout, &k);
-    tc_compile_ok(&k, k.arch);
+    tc_emit_ok(t, c, k_pairs[i % COUNT(k_pairs)].dtype, k_pairs[i % COUNT(k_pairs)].layout,
+               &kernels[i]);
     kinds[c->v[P_CONSUMERS] - 1][c->v[P_BLOCKS] - 1]++;
     split += c->v[P_SPLIT] > 1;
-    gen_kernel_clear(&k);
     compiled++;
   }
   assert_int_equal(compiled, 12);
+  tc_compile_all(kernels, NULL, compiled, NULL);
+  for (int i = 0; i < compiled; i++) gen_kernel_clear(&kernels[i]);
   print_message("sample: consumers x blocks 1x1 %d, 1x2 %d, 2x1 %d, 2x2 %d; split-K %d\n",
                 kinds[0][0], kinds[0][1], kinds[1][0], kinds[1][1], split);
   assert_true(split > 0);
@@ -848,28 +847,35 @@ static void load_config(const rt_device *d, gen_template *t, const char *config,
   assert_int_equal(rc, MMT_OK);
 }
 
-static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, int index,
-                       const char *dtype, const char *layout) {
+/* One GPU test run: config k_gpu_configs[index] in a dtype and layout, compiled ahead. */
+typedef struct {
+  int index;
+  const char *dtype, *layout;
   gen_config c;
-  gen_kernel spec;
-  rt_cubin cubin;
+  char arch[16]; /* compiled for */
+} gpu_run;
+
+static void run_config(const rt_device *d, const rt_cu *cu, const gpu_run *r,
+                       const gen_kernel *spec, const rt_cubin *cubin) {
   rt_kernel k;
-  load_config(d, t, k_gpu_configs[index], dtype, layout, &c, &spec, &cubin, &k);
-  print_message("%s: %d registers, %d bytes local\n", spec.kernel_name, k.regs, k.local_bytes);
+  ut_err e;
+  mmt_status rc = rt_kernel_load(d, cubin, spec, &k, &e);
+  if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, e.msg);
+  assert_int_equal(rc, MMT_OK);
+  print_message("%s: %d registers, %d bytes local\n", spec->kernel_name, k.regs, k.local_bytes);
   assert_int_equal(k.local_bytes, 0); /* no spills */
+  const char *dtype = r->dtype, *layout = r->layout;
   const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : strcmp(dtype, "bf16") == 0 ? 8e-3 : 1e-5;
   /* split-K kernels run each shape twice in a row: the semaphores must be left at 0 */
-  const int64_t split = c.v[P_SPLIT];
+  const int64_t split = r->c.v[P_SPLIT];
   const int runs = split > 1 ? 2 : 1;
   for (int j = 0; j < COUNT(k_shapes); j++)
-    if (!k_shapes[j].big || index < 2 || split > 1)
-      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_shapes[j], runs, split, tol);
-  if (spec.requires.repack) /* and on problems that need the copies */
+    if (!k_shapes[j].big || r->index < 2 || split > 1)
+      run_shape(cu, &k, spec->kernel_name, dtype, layout, &k_shapes[j], runs, split, tol);
+  if (spec->requires.repack) /* and on problems that need the copies */
     for (int j = 0; j < COUNT(k_odd_shapes); j++)
-      run_shape(cu, &k, spec.kernel_name, dtype, layout, &k_odd_shapes[j], runs, split, tol);
+      run_shape(cu, &k, spec->kernel_name, dtype, layout, &k_odd_shapes[j], runs, split, tol);
   rt_kernel_unload(&k);
-  rt_cubin_free(&cubin);
-  gen_kernel_clear(&spec);
 }
 
 /* Opens device 0 and returns the driver, or skips the test without a GPU or on one other
@@ -897,14 +903,41 @@ static void test_gpu_results(void **state) {
   rt_device d;
   const rt_cu *cu = open_sm90_or_skip(&d);
   gen_template *t = load_wgmma();
+  enum { MAX = COUNT(k_gpu_configs) * (COUNT(k_layouts) + 1) };
+  gpu_run *runs = calloc(MAX, sizeof *runs);
+  gen_kernel *specs = calloc(MAX, sizeof *specs);
+  rt_cubin *cubins = calloc(MAX, sizeof *cubins);
+  const char *archs[MAX];
+  assert_true(runs && specs && cubins);
+  int n = 0;
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
     /* f16 and bf16 alternate over the layouts; every layout with MMTUNE_LONG_TESTS=1, else
      * one in turn, and tf32 for every other config */
     for (int l = 0; l < COUNT(k_layouts); l++)
       if (tc_long_tests() || l == i % COUNT(k_layouts))
-        run_config(&d, cu, t, i, (i + l) % 2 ? "bf16" : "f16", k_layouts[l]);
-    if (tc_long_tests() || i % 2 == 0) run_config(&d, cu, t, i, "tf32", "nt");
+        runs[n++] = (gpu_run){.index = i, .dtype = (i + l) % 2 ? "bf16" : "f16",
+                              .layout = k_layouts[l]};
+    if (tc_long_tests() || i % 2 == 0)
+      runs[n++] = (gpu_run){.index = i, .dtype = "tf32", .layout = "nt"};
   }
+  for (int i = 0; i < n; i++) {
+    gpu_run *r = &runs[i];
+    ut_err e;
+    tc_parse_ok(t, k_gpu_configs[r->index], &r->c);
+    assert_true(tc_check(t, &r->c, NULL, NULL, 0));
+    tc_emit_ok(t, &r->c, r->dtype, r->layout, &specs[i]);
+    assert_int_equal(rt_kernel_arch(d.arch, specs[i].arch, r->arch, &e), MMT_OK);
+    archs[i] = r->arch;
+  }
+  tc_compile_all(specs, archs, n, cubins);
+  for (int i = 0; i < n; i++) {
+    run_config(&d, cu, &runs[i], &specs[i], &cubins[i]);
+    rt_cubin_free(&cubins[i]);
+    gen_kernel_clear(&specs[i]);
+  }
+  free(runs);
+  free(specs);
+  free(cubins);
   gen_free(t);
   rt_device_close(&d);
 }

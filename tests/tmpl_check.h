@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "gen.h"
+#include "rt_compile.h"
 
 /* Loads the template file at path; fails the test when it does not load. */
 gen_template *tc_load(const char *path);
@@ -34,10 +35,15 @@ uint64_t tc_params_are(const gen_template *t, const char *const *names,
 void tc_emit_ok(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
                 gen_kernel *k);
 /* NVRTC-compiles k for arch: an ELF cubin and not even a warning in the log. */
+void tc_compile_ok(const gen_kernel *k, const char *arch);
+/* tc_compile_ok for `count` kernels at once, kernels[i] for archs[i] (NULL: each kernel's own
+ * gen_kernel.arch, else sm_90), on one thread per CPU: NVRTC is most of the template tests'
+ * time.  cubins (may be NULL) receives each cubin, for the caller to free. */
+void tc_compile_all(const gen_kernel *kernels, const char *const *archs, int count,
+                    rt_cubin *cubins);
 /* Whether the long GPU sweeps run (MMTUNE_LONG_TESTS set and not 0): by default each GPU
  * test runs a sample that still covers every config and every layout, so the GPU suite fits
  * in a few minutes. */
 bool tc_long_tests(void);
-void tc_compile_ok(const gen_kernel *k, const char *arch);
 
 #endif /* MMT_TESTS_TMPL_CHECK_H */
