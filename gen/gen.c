@@ -75,11 +75,14 @@ mmt_status gen_load(const char *path, gen_template **out, ut_err *err) {
   t->constraints_ref = LUA_NOREF;
   t->emit_ref = LUA_NOREF;
   base_name(path, t->name);
-  ut_hash64_hex(ut_hash64(text, len), t->hash);
+  t->hash_value = ut_hash64(text, len);
   rc = gen_sb_open(t, err);
   if (rc) goto cleanup;
   load_ctx c = {t, text, len, err, MMT_OK};
+  t->loading = true; /* mmt.snippet folds each snippet into hash_value */
   rc = gen_sb_pcall(t, load_protected, &c, 0, err);
+  t->loading = false;
+  ut_hash64_hex(t->hash_value, t->hash);
   if (!rc) rc = c.rc;
   if (!rc) rc = check_default(t, err);
   if (!rc) {

@@ -109,6 +109,44 @@ cleanup:
   return rc;
 }
 
+mmt_status gen_find_snippet(const char *template_path, const char *name, char *path,
+                            size_t pathlen, ut_err *err) {
+  if (!gen_valid_name(name, false, GEN_NAME_MAX - 1))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "invalid snippet name '%.64s': names are 1 to %d characters [A-Za-z0-9_]",
+                   name ? name : "(null)", GEN_NAME_MAX - 1);
+  gen_search s;
+  char own[PATH_MAX], candidate[PATH_MAX + GEN_NAME_MAX + 16], dirs[768];
+  mmt_status rc = search_init(&s, err);
+  if (rc) return rc;
+  /* The template's own folder first: a template shipped with its snippets finds its copy. */
+  const char *slash = template_path ? strrchr(template_path, '/') : NULL;
+  own[0] = '\0';
+  if (slash && (size_t)(slash - template_path) < sizeof own) {
+    memcpy(own, template_path, (size_t)(slash - template_path));
+    own[slash - template_path] = '\0';
+  } else if (template_path && !slash) {
+    strcpy(own, ".");
+  }
+  for (int i = -1; i < s.n; i++) {
+    const char *dir = i < 0 ? own : s.dirs[i];
+    if (!dir[0]) continue;
+    if (snprintf(candidate, sizeof candidate, "%s/snippets/%s.cu", dir, name) >=
+        (int)sizeof candidate)
+      continue;
+    if (is_file(candidate)) {
+      rc = ut_snprintf(path, pathlen, err, "%s", candidate);
+      goto cleanup;
+    }
+  }
+  search_text(&s, dirs, sizeof dirs);
+  rc = ut_fail(err, MMT_ERR_NOT_FOUND, "snippet '%s' not found in snippets/ beside the template or in: %s",
+               name, dirs);
+cleanup:
+  search_free(&s);
+  return rc;
+}
+
 typedef struct {
   char **names;
   int count, cap;

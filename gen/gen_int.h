@@ -34,6 +34,8 @@ struct gen_template {
   char name[GEN_NAME_MAX];
   char description[GEN_DESC_MAX];
   char hash[17];
+  uint64_t hash_value; /* while loading: the file's hash with each snippet's folded in */
+  bool loading;        /* the file's top level is running: mmt.snippet may be called */
   int ndtypes;
   char dtypes[GEN_MAX_DTYPES][GEN_DTYPE_MAX];
   unsigned layouts; /* bit gen_layout_index(l) set for each declared layout */
@@ -56,10 +58,18 @@ mmt_status gen_sb_pcall(gen_template *t, lua_CFunction fn, void *ctx, int nresul
 /* Closes the state.  Safe when t->L is NULL. */
 void gen_sb_close(gen_template *t);
 
+/* gen_find.c */
+
+/* The file of snippet `name` (templates/README.md, "Shared snippets"): snippets/<name>.cu in
+ * the folder of template_path, else in each folder of the template search path.  Errors:
+ * MMT_ERR_INVALID_ARG (bad name), MMT_ERR_NOT_FOUND (the folders searched). */
+mmt_status gen_find_snippet(const char *template_path, const char *name, char *path,
+                            size_t pathlen, ut_err *err);
+
 /* gen_lib.c */
 
-/* Opens the `mmt` helper library as a global.  Called in protected mode. */
-int gen_open_mmt(lua_State *L);
+/* Opens the `mmt` helper library as a global for template t.  Called in protected mode. */
+int gen_open_mmt(lua_State *L, gen_template *t);
 /* The C type of dtype ("f32" -> "float"); NULL when unknown. */
 const char *gen_dtype_ctype(const char *dtype);
 /* True when s is 1..maxlen characters of [A-Za-z0-9_] (and, when ident, does not start

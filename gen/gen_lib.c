@@ -5,7 +5,11 @@
  * The library stays small on purpose: each helper is something nearly every template needs
  * and would otherwise get subtly wrong (ceil division, ${name} substitution).
  */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 
@@ -161,6 +165,47 @@ static int lib_dtype(lua_State *L) {
   return 1;
 }
 
+/* The most a snippet file may hold. */
+#define GEN_SNIPPET_MAX (256u << 10)
+
+/* mmt.snippet(name): the text of snippets/<name>.cu (gen_find_snippet), at load time only, so
+ * that the template's hash covers every snippet it uses: stored rows of a template whose
+ * snippet changed are then stale, as if the template itself had changed. */
+static int mmt_snippet(lua_State *L) {
+  gen_template *t = lua_touserdata(L, lua_upvalueindex(1));
+  const char *name = luaL_checkstring(L, 1);
+  if (!t->loading)
+    return luaL_error(L, "mmt.snippet('%s'): call it while the template loads (at the file's "
+                      "top level), so that the template's hash covers the snippet", name);
+  char path[PATH_MAX];
+  ut_err e = {{0}};
+  if (gen_find_snippet(t->path, name, path, sizeof path, &e)) return luaL_error(L, "mmt.snippet: %s", e.msg);
+  /* The text is read straight into a Lua buffer, so that a Lua error (out of memory) never
+   * leaves C memory or a file behind: nothing C-owned is held across a Lua call. */
+  struct stat st;
+  if (stat(path, &st) != 0 || st.st_size > (off_t)GEN_SNIPPET_MAX)
+    return luaL_error(L, "mmt.snippet: %s cannot be read or is over %u KiB", path,
+                      GEN_SNIPPET_MAX >> 10);
+  const size_t len = (size_t)st.st_size, name_len = strlen(name);
+  luaL_Buffer b;
+  char *text = luaL_buffinitsize(L, &b, len + 1);
+  FILE *f = fopen(path, "rb");
+  const size_t got = f ? fread(text, 1, len + 1, f) : 0;
+  if (f) fclose(f);
+  if (!f || got != len || memchr(text, '\0', len))
+    return luaL_error(L, "mmt.snippet: %s cannot be read as text", path);
+  /* hash := H(hash, name, 0, text) */
+  unsigned char *mix = malloc(8 + name_len + 1 + len);
+  if (!mix) return luaL_error(L, "mmt.snippet: out of memory");
+  for (int i = 0; i < 8; i++) mix[i] = (unsigned char)(t->hash_value >> (8 * i));
+  memcpy(mix + 8, name, name_len + 1);
+  memcpy(mix + 8 + name_len + 1, text, len);
+  t->hash_value = ut_hash64(mix, 8 + name_len + 1 + len);
+  free(mix);
+  luaL_pushresultsize(&b, len);
+  return 1;
+}
+
 static const luaL_Reg mmt_funcs[] = {
     {"ceil_div", mmt_ceil_div},
     {"is_pow2", mmt_is_pow2},
@@ -169,8 +214,11 @@ static const luaL_Reg mmt_funcs[] = {
     {NULL, NULL},
 };
 
-int gen_open_mmt(lua_State *L) {
+int gen_open_mmt(lua_State *L, gen_template *t) {
   luaL_newlib(L, mmt_funcs);
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, mmt_snippet, 1);
+  lua_setfield(L, -2, "snippet");
   lua_setglobal(L, "mmt");
   return 0;
 }

@@ -151,7 +151,7 @@ static int sb_setup(lua_State *L) {
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
   lua_pop(L, 1);
-  gen_open_mmt(L);
+  gen_open_mmt(L, lua_touserdata(L, 1));
   sb_strict_globals(L);
   return 0;
 }
@@ -160,7 +160,7 @@ mmt_status gen_sb_open(gen_template *t, ut_err *err) {
   t->L = lua_newstate(sb_alloc, &t->sb);
   if (!t->L)
     return ut_fail(err, MMT_ERR_NOMEM, "template '%s': cannot create a Lua state", t->name);
-  return gen_sb_pcall(t, sb_setup, NULL, 0, err);
+  return gen_sb_pcall(t, sb_setup, t, 0, err);
 }
 
 /* Turns a failed call into a status.  The budget flags decide first: a template that ran out

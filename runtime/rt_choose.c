@@ -455,8 +455,13 @@ static mmt_status choose_ranked(rt_chooser *ch, db_handle *db, const char *devic
     ut_err why = {{0}};
     rc = rt_choose_candidate(ch, c, p, out, &why);
     if (rc == MMT_ERR_UNSUPPORTED) {
+      /* why the first unmeasured config of each template was refused (the others of a
+       * template are refused for the same kind of reason, and would crowd the others out) */
+      bool listed = false;
+      for (int j = 0; j < i && !listed; j++)
+        listed = v[j].config < 0 && !strcmp(v[j].template_name, c->template_name);
       size_t used = strlen(reasons);
-      if (c->config < 0 && used < sizeof reasons - 1)
+      if (c->config < 0 && !listed && used < sizeof reasons - 1)
         snprintf(reasons + used, sizeof reasons - used, "%s%.300s", used ? "; " : "", why.msg);
       rc = MMT_OK;
       continue;

@@ -85,7 +85,21 @@
    {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1"},             \
    {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2"},     \
    {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4"},    \
-   {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16"}}
+   {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16"},    \
+   {0, "skinny", "side=0,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=0,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=0,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=0,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=0,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1"},                          \
+   {0, "skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                           \
+   {0, "skinny", "side=0,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"},                           \
+   {0, "skinny", "side=1,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=1,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=1,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1"},                           \
+   {0, "skinny", "side=1,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1"},                          \
+   {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                           \
+   {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
 
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
  * how much slower than the analytic part its configs ran, the median over the rows of an
@@ -93,8 +107,8 @@
  * smem_tiled and naive are set above anything measured so that they come last, where nothing
  * else is valid.  A template not listed gets RT_MODEL_UNKNOWN. */
 #define RT_PRIORS                                                                           \
-  {{"wgmma", 0.15}, {"mma_sync", 0.8}, {"reg_tiled", 0.65}, {"smem_tiled", 2.5},            \
-   {"naive", 3.0}}
+  {{"wgmma", 0.15}, {"mma_sync", 0.8}, {"reg_tiled", 0.65}, {"skinny", 0.0},              \
+   {"smem_tiled", 2.5}, {"naive", 3.0}}
 
 /* A chooser: caches every template it loaded (and every load that failed) by name, so a
  * choice runs no Lua file load after the first. */

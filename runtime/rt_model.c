@@ -103,7 +103,11 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * slices;
   double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
-  double unit_compute = 2.0 * (double)tm * (double)tn * kslice / sm_flops(cc, p->dtype);
+  /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 64 or
+   * more on both sides, while a tile under 32 on a side (skinny's block of the small side)
+   * is computed by the CUDA cores' FMA. */
+  const char *math = tm < 32 || tn < 32 ? "f32" : p->dtype;
+  double unit_compute = 2.0 * (double)tm * (double)tn * kslice / sm_flops(cc, math);
   double dram = dram_bytes_per_s(cc);
   double unit_bytes = ((double)(tm + tn) * kslice + (double)tm * (double)tn) * elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|bench|kernels|
-# memcheck|compare ...]; logs to $OUT.
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|bench|
+# kernels|memcheck|compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -186,6 +186,27 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         echo "$d $l exit $?: $(grep -E '^geometric' /tmp/u.log)"
         cat /tmp/u.log >> "$out/unseen-${TAG:-}bench.log"
       done; done ;;
+    decode)
+      # Skinny problems (issue 14): tune the skinny family (model strategy, BUDGET s, default 5)
+      # on a few decode shapes per dtype (TUNE_SHAPES), then bench/decode_shapes.txt (layout
+      # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, nn and nt) vs cuBLAS, on DB.
+      db=${DB:-/tmp/mmtune.db}
+      for d in ${DTYPES:-f16 bf16}; do
+        ./build/tuner/mmtune --device 0 --dtype "$d" --layout nt --templates skinny \
+          --shapes "${TUNE_SHAPES:-1x4096x4096,8x11008x4096,32x4096x11008}" \
+          --budget "${BUDGET:-5}" --db "$db" > "$out/decode-$d-tune.log" 2>&1
+        echo "$d skinny tune exit $?: $(grep -cE ' ok ' "$out/decode-$d-tune.log") ok lines"
+        ./build/tuner/mmtune bench --shapes bench/decode_shapes.txt --dtype "$d" --layout nt \
+          --device 0 --db "$db" --csv "$out/decode-$d.csv" > /tmp/u.log 2>&1
+        echo "$d decode exit $?: $(grep -E '^geometric' /tmp/u.log)"
+        cat /tmp/u.log >> "$out/decode-bench.log"
+      done
+      for l in nn nt; do
+        ./build/tuner/mmtune bench --shapes 1x4096x4096,4096x1x4096,1x11008x4096,11008x1x4096 \
+          --dtype f32 --layout "$l" --device 0 --db "$db" > /tmp/u.log 2>&1
+        echo "f32 gemv $l exit $?: $(grep -E '^geometric' /tmp/u.log)"
+        cat /tmp/u.log >> "$out/decode-bench.log"
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

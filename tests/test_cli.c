@@ -699,7 +699,7 @@ static void test_explain(void **state) {
   assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--device-name", "X"),
                      "exclude each other");
   /* tf32 in layout nn has no tensor-core kernel: the fp32 one serves it. */
-  r = RUN("explain", "4", "4", "4", "--dtype", "tf32", "--device-name", "X", "--db", db);
+  r = RUN("explain", "100", "100", "100", "--dtype", "tf32", "--device-name", "X", "--db", db);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "reg_tiled"));
   run_free(&r);

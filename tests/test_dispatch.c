@@ -347,7 +347,7 @@ static void test_default(void **state) {
   rt_choice_clear(&c);
   snprintf(path, sizeof path, "%s/empty.db", f->dir);
   assert_int_equal(db_open(path, false, &empty, &e), MMT_OK);
-  gen_problem p = square(7, 9, 11, 4); /* 4-byte rows: reg_tiled's vec=1 config */
+  gen_problem p = square(70, 90, 11, 4); /* 4-byte rows: reg_tiled's vec=1 config */
   expect_choice(f, empty, DEV, p, MMT_CHOICE_DEFAULT, "reg_tiled", &c);
   assert_non_null(strstr(c.params, "vec=1"));
   mmt_choice d;
@@ -372,6 +372,27 @@ static void test_default(void **state) {
     assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, cases[i].want);
+    rt_choice_clear(&c);
+    rt_chooser_free(ch);
+  }
+  /* GEMV and decode sizes (one of M, N at most 64) get the skinny family, any dtype and
+   * architecture, on its small side */
+  static const struct {
+    const char *arch, *dtype, *layout;
+    int64_t m, n;
+    const char *side;
+  } skinny[] = {{"sm_90", "f16", "nt", 1, 4096, "side=0"}, {"sm_80", "bf16", "nt", 16, 4096, "side=0"},
+                {"sm_90", "f32", "nn", 4096, 1, "side=1"}, {"sm_90", "f32", "nt", 1, 4096, "side=0"}};
+  for (size_t i = 0; i < sizeof skinny / sizeof skinny[0]; i++) {
+    rt_chooser *ch = NULL;
+    assert_int_equal(rt_chooser_new(skinny[i].arch, 0, &ch, &e), MMT_OK);
+    gen_problem q =
+        gen_packed_problem(skinny[i].dtype, skinny[i].layout, skinny[i].m, skinny[i].n, 4096);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
+    assert_string_equal(c.template_name, "skinny");
+    assert_non_null(strstr(c.params, skinny[i].side));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
@@ -440,11 +461,11 @@ static void test_unsupported(void **state) {
   rt_chooser *ch = NULL;
   rt_choice c = {0};
   ut_err e;
-  gen_problem p = square(64, 64, 64, 16);
+  gen_problem p = square(100, 100, 100, 16); /* not skinny: the built-in skinny is not a choice */
   assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR "/refusing", 1), 0);
   assert_int_equal(rt_chooser_new(NULL, 0, &ch, &e), MMT_OK);
   assert_int_equal(rt_choose(ch, NULL, DEV, &p, &c, &e), MMT_ERR_UNSUPPORTED);
-  assert_non_null(strstr(e.msg, "no kernel supports f32 nn 64x64x64"));
+  assert_non_null(strstr(e.msg, "no kernel supports f32 nn 100x100x100"));
   assert_non_null(strstr(e.msg, "smem_tiled"));
   assert_non_null(strstr(e.msg, "naive"));
   assert_null(c.spec.source);

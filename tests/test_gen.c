@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gen.h"
@@ -578,6 +579,62 @@ static void test_search_path(void **state) {
   rm_dir(dir);
 }
 
+/* mmt.snippet: snippets/<name>.cu beside the template, then on the search path; at load time
+ * only; the template's hash covers each snippet it read. */
+static const char snippet_user[] =
+    "local body = mmt.snippet(\"helper\")\n"
+    "local shared = mmt.snippet(\"elem_f32\")\n" /* a built-in one, from the search path */
+    "return {name = \"sn\", dtypes = {\"f32\"}, params = {{name = \"x\", values = {1}}},\n"
+    "  description = body .. \"|\" .. #shared,\n"
+    "  emit = function() return {source = mmt.snippet(\"helper\"), kernel = \"k\"} end}\n";
+
+static void test_snippets(void **state) {
+  (void)state;
+  char dir[64], sub[128], path[160], first[17];
+  ut_err e;
+  make_dir(dir);
+  snprintf(sub, sizeof sub, "%s/snippets", dir);
+  assert_int_equal(mkdir(sub, 0755), 0);
+  write_text(dir, "sn.lua", snippet_user);
+  write_text(dir, "snippets/helper.cu", "one");
+  snprintf(path, sizeof path, "%s/sn.lua", dir);
+  setenv("MMTUNE_TEMPLATE_PATH", "", 1);
+  gen_template *t = load_ok(path);
+  assert_non_null(strstr(gen_description(t), "one|"));
+  ut_copy(first, sizeof first, gen_source_hash(t));
+  char *text = NULL, hex[17];
+  size_t len = 0;
+  assert_int_equal(ut_read_file(path, &text, &len, NULL), MMT_OK);
+  ut_hash64_hex(ut_hash64(text, len), hex);
+  assert_string_not_equal(first, hex); /* more than the file's own text */
+  free(text);
+  /* calling it from emit is refused: the hash could no longer cover what it returns */
+  gen_config c;
+  gen_kernel k;
+  gen_config_default(t, &c);
+  assert_int_equal(gen_emit(t, &c, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "while the template loads"));
+  gen_free(t);
+  /* the same template with another snippet text has another hash; the same text, the same */
+  write_text(dir, "snippets/helper.cu", "two");
+  t = load_ok(path);
+  assert_string_not_equal(gen_source_hash(t), first);
+  gen_free(t);
+  write_text(dir, "snippets/helper.cu", "one");
+  t = load_ok(path);
+  assert_string_equal(gen_source_hash(t), first);
+  gen_free(t);
+  /* a missing snippet and a bad name are one-line template errors naming them */
+  write_text(dir, "snippets/helper.cu", "one");
+  write_text(dir, "sn.lua", "local x = mmt.snippet(\"nowhere\")\nreturn 1");
+  assert_int_equal(gen_load(path, &t, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "snippet 'nowhere' not found"));
+  write_text(dir, "sn.lua", "local x = mmt.snippet(\"../sn\")\nreturn 1");
+  assert_int_equal(gen_load(path, &t, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "invalid snippet name"));
+  rm_dir(dir);
+}
+
 static void test_load_io_error(void **state) {
   (void)state;
   expect_load_fails(BAD "does_not_exist.lua", MMT_ERR_IO, "does_not_exist.lua", NULL);
@@ -858,6 +915,7 @@ int main(void) {
       cmocka_unit_test(test_dtype_size),
       cmocka_unit_test(test_search_path),
       cmocka_unit_test(test_load_io_error),
+      cmocka_unit_test(test_snippets),
       cmocka_unit_test(test_sandbox_no_escape),
       cmocka_unit_test(test_sandbox_strict_globals),
       cmocka_unit_test(test_sandbox_instruction_limit),

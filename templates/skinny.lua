@@ -1,0 +1,408 @@
+-- skinny.lua: GEMM where one of M and N is small (at most 64): GEMV, decode-size batches.
+--
+-- Such a product is memory-bound: its time is the bytes of the large operand (the weight
+-- matrix W, K x L with L the large one of M, N) over the memory bandwidth.  A tensor-core
+-- tile of 64 or 128 rows wastes most of its work on the small side and leaves most SMs idle,
+-- so this family streams W instead: every element of W is read once (per block row of the
+-- small side), with 16-byte loads, and the small operand X (S x K, S the small one of M, N)
+-- is read from L1/L2, where it stays (all blocks share it).  Accumulation is fp32 on the CUDA
+-- cores; C is rounded once.
+--
+-- Two kernel bodies, chosen by how W is stored (the layout and side decide, not a parameter):
+--   dot  (W K-contiguous: side=0 with B "t", side=1 with A "n"; the decode x.W^T case): a warp
+--        owns RL rows of W and walks K in chunks of 32 lanes x V elements (16 bytes a lane);
+--        each lane keeps BS x RL partial dot products, reduced over the warp by shuffles.
+--   axpy (W L-contiguous): a lane owns RL vectors of V neighbouring columns of W, a warp
+--        32 x V x RL columns, and walks K one row at a time, adding X(s, k) * W(k, :) for
+--        the BS rows of its block (X(s, k) is the same for every lane: one broadcast load).
+-- In both, KW warps of a block split K between them and add their partial sums through
+-- shared memory; the other WARPS / KW warp groups of the block own other rows (columns) of W.
+-- A block owns BS rows of the small side: grid.y walks the small side in steps of BS.
+--
+-- Everything is bounds-checked: K tails, the last rows or columns of W, the small side's
+-- edge; vec=1 asks for 16-byte aligned operands (requires.align) and vec=0 runs anywhere.
+
+local elem = {
+  f32 = mmt.snippet("elem_f32"), tf32 = mmt.snippet("elem_f32"),
+  f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16"),
+}
+local dependent_launch = mmt.snippet("dependent_launch")
+
+local source = [[
+/*
+ * ${name} -- mmtune template "skinny", ${ctype}, row-major, layout ${layout}:
+ * C = alpha * op(A)*op(B) + beta * C for problems where ${small} is small (at most 64).
+ * ${small_op} is the small operand X (S x K, S = ${small}); ${big_op} is the streamed operand W (K x L,
+ * L = ${big}), stored ${w_doc}: the ${body} body (see the template's header).
+ * fp32 accumulation on the CUDA cores (tf32 problems get full fp32 products), C rounded once.
+ *
+ * Parameters:
+ *   SIDE   = ${side} which of M (0) and N (1) is the small side S
+ *   BS     = ${bs} rows of S per block (grid.y = ceil(S / BS))
+ *   RL     = ${rl} dot: rows of W per warp; axpy: vectors of V columns of W per lane
+ *   WARPS  = ${warps} warps per block
+ *   KW     = ${kw} warps of a block that split K (the block's WARPS / KW groups own different W)
+ *   UNROLL = ${unroll} chunks (dot) or rows (axpy) of W loaded before they are used
+ *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
+ *                 aligned operands and pitches.  0: element loads, any alignment
+ * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
+ * Launch: block (${threads}, 1, 1), grid (ceil(L / LB), ceil(S / BS), 1), ${shared_bytes} bytes of
+ * dynamic shared memory (the K split's partial sums).
+ * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
+ */
+#define SIDE ${side}
+#define BS ${bs}
+#define RL ${rl}
+#define WARPS ${warps}
+#define KW ${kw}
+#define RG (WARPS / KW) /* warp groups of a block, each owning its own rows of W */
+#define UNROLL ${unroll}
+#define VEC ${vec}
+#define V ${v}
+#define LB ${lb}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N */
+${elem}${dependent_launch}
+/* 16 bytes (V elements) as floats. */
+__device__ __forceinline__ void unpack(const uint4 v, float* f) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    if constexpr (sizeof(elem_t) == 2) {
+      f[2 * i] = to_float((elem_t)(w[i] & 0xffffu));
+      f[2 * i + 1] = to_float((elem_t)(w[i] >> 16));
+    } else {
+      f[i] = __uint_as_float(w[i]);
+    }
+  }
+}
+
+/* V elements from p (16-byte aligned when VEC) as floats. */
+__device__ __forceinline__ void load_v(const elem_t* p, float* f) {
+#if VEC
+  unpack(__ldg(reinterpret_cast<const uint4*>(p)), f);
+#else
+#pragma unroll
+  for (int j = 0; j < V; j++) f[j] = to_float(__ldg(p + j));
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc)
+{
+  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
+  const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
+#if SIDE == 0
+  const int S = M, L = N;
+  const elem_t* const X = Ag;
+  const elem_t* const W = Bg;
+  const long long x_ld = lda, w_ld = ldb, C_S = ldc, C_L = 1;
+#define X_KMAJOR (!A_T)
+#define W_KMAJOR (B_T)
+#else
+  const int S = N, L = M;
+  const elem_t* const X = Bg;
+  const elem_t* const W = Ag;
+  const long long x_ld = ldb, w_ld = lda, C_S = 1, C_L = ldc;
+#define X_KMAJOR (B_T)
+#define W_KMAJOR (!A_T)
+#endif
+  extern __shared__ float red[]; /* [KW - 1][RG][...]: the other K parts' partial sums */
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kpart = warp % KW, group = warp / KW;
+  const int s0 = blockIdx.y * BS;
+  pdl_wait(threadIdx.x == 0);
+  /* X's row pointers (K contiguous) or column offsets (S contiguous), rows past S clamped to
+   * the last one: their sums are computed and dropped, so no load needs a guard. */
+  long long xoff[BS];
+#pragma unroll
+  for (int s = 0; s < BS; s++) xoff[s] = (long long)min(s0 + s, S - 1) * (X_KMAJOR ? x_ld : 1);
+${kernel_body}
+}
+]]
+
+-- dot: W(k, l) at W[l * w_ld + k].
+local dot_body = [[
+  const long long l0 = ((long long)blockIdx.x * RG + group) * RL;
+  const elem_t* wrow[RL];
+#pragma unroll
+  for (int r = 0; r < RL; r++) wrow[r] = W + (l0 + r < L ? l0 + r : L - 1) * w_ld;
+  float acc[BS][RL];
+#pragma unroll
+  for (int s = 0; s < BS; s++)
+#pragma unroll
+    for (int r = 0; r < RL; r++) acc[s][r] = 0.0f;
+  /* Chunks of 32 * V elements of K; K part kpart takes chunks kpart, kpart + KW, ...; a lane
+   * takes V elements of a chunk.  The elements after the last whole chunk go to the part
+   * whose turn is next, element by element. */
+  const int chunks = K / (32 * V);
+  int c = kpart;
+  for (; c + (UNROLL - 1) * KW < chunks; c += UNROLL * KW) {
+    float w[UNROLL][RL][V];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+      for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)(c + u * KW) * (32 * V) + lane * V, w[u][r]);
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const long long k = (long long)(c + u * KW) * (32 * V) + lane * V;
+#pragma unroll
+      for (int s = 0; s < BS; s++) {
+        float x[V];
+#if X_KMAJOR
+        load_v(X + xoff[s] + k, x);
+#else
+#pragma unroll
+        for (int j = 0; j < V; j++) x[j] = to_float(__ldg(X + (k + j) * x_ld + xoff[s]));
+#endif
+#pragma unroll
+        for (int r = 0; r < RL; r++)
+#pragma unroll
+          for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[u][r][j], acc[s][r]);
+      }
+    }
+  }
+  for (; c < chunks; c += KW) { /* the chunks left over from the unrolled steps */
+    float w[RL][V];
+#pragma unroll
+    for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)c * (32 * V) + lane * V, w[r]);
+    const long long k = (long long)c * (32 * V) + lane * V;
+#pragma unroll
+    for (int s = 0; s < BS; s++) {
+      float x[V];
+#if X_KMAJOR
+      load_v(X + xoff[s] + k, x);
+#else
+#pragma unroll
+      for (int j = 0; j < V; j++) x[j] = to_float(__ldg(X + (k + j) * x_ld + xoff[s]));
+#endif
+#pragma unroll
+      for (int r = 0; r < RL; r++)
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[r][j], acc[s][r]);
+    }
+  }
+  if (kpart == chunks % KW) /* the tail: fewer than 32 * V elements, one at a time */
+    for (int k = chunks * (32 * V) + lane; k < K; k += 32) {
+      float w[RL];
+#pragma unroll
+      for (int r = 0; r < RL; r++) w[r] = to_float(__ldg(wrow[r] + k));
+#pragma unroll
+      for (int s = 0; s < BS; s++) {
+        const float x = to_float(__ldg(X + (X_KMAJOR ? xoff[s] + k : (long long)k * x_ld + xoff[s])));
+#pragma unroll
+        for (int r = 0; r < RL; r++) acc[s][r] = fmaf(x, w[r], acc[s][r]);
+      }
+    }
+  /* Over the warp's lanes, then over the K parts: part 0 adds the others' sums. */
+#pragma unroll
+  for (int s = 0; s < BS; s++)
+#pragma unroll
+    for (int r = 0; r < RL; r++)
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) acc[s][r] += __shfl_xor_sync(0xffffffffu, acc[s][r], o);
+#if KW > 1
+  if (kpart > 0 && lane == 0)
+#pragma unroll
+    for (int s = 0; s < BS; s++)
+#pragma unroll
+      for (int r = 0; r < RL; r++) red[((kpart - 1) * RG + group) * (BS * RL) + s * RL + r] = acc[s][r];
+  __syncthreads();
+  if (kpart > 0) return;
+#pragma unroll
+  for (int s = 0; s < BS; s++)
+#pragma unroll
+    for (int r = 0; r < RL; r++)
+      for (int q = 0; q < KW - 1; q++) acc[s][r] += red[(q * RG + group) * (BS * RL) + s * RL + r];
+#endif
+  /* Lane i stores sum i = s * RL + r (BS * RL <= 32). */
+#pragma unroll
+  for (int s = 0; s < BS; s++)
+#pragma unroll
+    for (int r = 0; r < RL; r++)
+      if (lane == s * RL + r && s0 + s < S && l0 + r < L) {
+        elem_t* const c = Cg + (s0 + s) * C_S + (l0 + r) * C_L;
+        const float v = alpha * acc[s][r];
+        *c = to_elem(beta == 0.0f ? v : v + beta * to_float(*c));
+      }
+]]
+
+-- axpy: W(k, l) at W[k * w_ld + l].
+local axpy_body = [[
+  /* Lane's columns: l0 + (32 * j + lane) * V + (0..V-1) for j < RL. */
+  const long long l0 = ((long long)blockIdx.x * RG + group) * (32 * V * RL);
+  long long col[RL];
+  bool whole[RL]; /* all V columns inside W: one vector load (VEC), else element by element */
+#pragma unroll
+  for (int j = 0; j < RL; j++) {
+    col[j] = l0 + (32 * j + lane) * V;
+    whole[j] = VEC && col[j] + V <= L;
+  }
+  float acc[BS][RL][V];
+#pragma unroll
+  for (int s = 0; s < BS; s++)
+#pragma unroll
+    for (int j = 0; j < RL; j++)
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[s][j][e] = 0.0f;
+  /* K part kpart takes rows kpart, kpart + KW, ... of W, UNROLL at a time. */
+  for (int k0 = kpart; k0 < K; k0 += UNROLL * KW) {
+    float w[UNROLL][RL][V];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const int k = k0 + u * KW;
+#pragma unroll
+      for (int j = 0; j < RL; j++) {
+        const elem_t* const p = W + (long long)k * w_ld + col[j];
+        if (k < K && whole[j]) {
+          load_v(p, w[u][j]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; e++) w[u][j][e] = k < K && col[j] + e < L ? to_float(__ldg(p + e)) : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const int k = k0 + u * KW;
+      if (k >= K) break;
+#pragma unroll
+      for (int s = 0; s < BS; s++) {
+        const float x = to_float(__ldg(X + (X_KMAJOR ? xoff[s] + k : (long long)k * x_ld + xoff[s])));
+#pragma unroll
+        for (int j = 0; j < RL; j++)
+#pragma unroll
+          for (int e = 0; e < V; e++) acc[s][j][e] = fmaf(x, w[u][j][e], acc[s][j][e]);
+      }
+    }
+  }
+#if KW > 1
+  /* Part 0 adds the other parts' sums: [part - 1][group][s][j][e][lane]. */
+  if (kpart > 0)
+#pragma unroll
+    for (int s = 0; s < BS; s++)
+#pragma unroll
+      for (int j = 0; j < RL; j++)
+#pragma unroll
+        for (int e = 0; e < V; e++)
+          red[((((kpart - 1) * RG + group) * BS + s) * RL * V + j * V + e) * 32 + lane] = acc[s][j][e];
+  __syncthreads();
+  if (kpart > 0) return;
+  for (int q = 0; q < KW - 1; q++)
+#pragma unroll
+    for (int s = 0; s < BS; s++)
+#pragma unroll
+      for (int j = 0; j < RL; j++)
+#pragma unroll
+        for (int e = 0; e < V; e++)
+          acc[s][j][e] += red[(((q * RG + group) * BS + s) * RL * V + j * V + e) * 32 + lane];
+#endif
+#pragma unroll
+  for (int s = 0; s < BS; s++) {
+    if (s0 + s >= S) break;
+#pragma unroll
+    for (int j = 0; j < RL; j++)
+#pragma unroll
+      for (int e = 0; e < V; e++)
+        if (col[j] + e < L) {
+          elem_t* const c = Cg + (s0 + s) * C_S + (col[j] + e) * C_L;
+          const float v = alpha * acc[s][j][e];
+          *c = to_elem(beta == 0.0f ? v : v + beta * to_float(*c));
+        }
+  }
+]]
+
+local MAX_SMALL = 64       -- the small side's limit: the family is for skinny problems
+local MAX_SHARED = 48 * 1024
+
+-- Which body a (side, layout) gets: W K-contiguous -> dot.
+local function w_kmajor(side, layout)
+  if side == 0 then return layout:sub(2, 2) == "t" end
+  return layout:sub(1, 1) == "n"
+end
+
+local function vec_elems(dtype) return 16 // mmt.dtype(dtype).bytes end
+
+-- Partial sums a thread keeps, and the shared memory of the K split, for a body.
+local function sizes(p, dot, v)
+  local acc = dot and p.bs * p.rl or p.bs * p.rl * v
+  local per_warp = dot and acc or acc * 32
+  return acc, (p.kw - 1) * (p.warps // p.kw) * per_warp * 4
+end
+
+return {
+  name = "skinny",
+  description = "skinny GEMM (M or N <= 64): streams the large operand at the memory roofline",
+  dtypes = {"f32", "tf32", "f16", "bf16"},
+  layouts = {"nn", "nt", "tn", "tt"},
+  params = {
+    {name = "side", values = {0, 1}},
+    {name = "bs", values = {1, 2, 4, 8, 16}},
+    {name = "rl", values = {1, 2, 4}},
+    {name = "warps", values = {4, 8}},
+    {name = "kw", values = {1, 2, 4, 8}},
+    {name = "unroll", values = {1, 2, 4}},
+    {name = "vec", values = {0, 1}},
+  },
+  default = {side = 0, bs = 1, rl = 2, warps = 4, kw = 1, unroll = 2, vec = 1},
+  constraints = function(p, prob)
+    if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
+    -- dot: a lane stores sum s * rl + r, and the registers: at most 32 sums
+    if p.bs * p.rl > 32 then return false, "bs * rl > 32 partial sums" end
+    if p.rl * p.unroll > 8 then return false, "rl * unroll > 8 vectors of W in flight a lane" end
+    if not prob then return true end
+    local small, big = prob.M, prob.N
+    if p.side == 1 then small, big = prob.N, prob.M end
+    if small > MAX_SMALL then
+      return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " .. MAX_SMALL
+    end
+    if p.bs > 1 and p.bs >= 2 * small then return false, "bs is over twice the small side" end
+    local dot = w_kmajor(p.side, prob.layout)
+    local acc, shared = sizes(p, dot, vec_elems(prob.dtype))
+    if not dot and acc > 64 then return false, "axpy: bs * rl * V > 64 partial sums a lane" end
+    if shared > MAX_SHARED then return false, "the K split needs over 48 KiB of shared memory" end
+    return true
+  end,
+  emit = function(p, dtype, layout)
+    local dot = w_kmajor(p.side, layout)
+    local v = vec_elems(dtype)
+    local _, shared = sizes(p, dot, v)
+    local rg = p.warps // p.kw
+    local lb = dot and rg * p.rl or rg * 32 * v * p.rl
+    local a_t = layout:sub(1, 1) == "t" and 1 or 0
+    local b_t = layout:sub(2, 2) == "t" and 1 or 0
+    local name = string.format("mmt_skinny_%s_%s_s%d_b%d_r%d_w%d_k%d_u%d_v%d", dtype, layout,
+                               p.side, p.bs, p.rl, p.warps, p.kw, p.unroll, p.vec)
+    local small, big = "M", "N"
+    if p.side == 1 then small, big = "N", "M" end
+    local w_doc = dot and "K-contiguous (each of its L rows holds K)"
+                      or "L-contiguous (each of its K rows holds L)"
+    local src = mmt.subst(source, {
+      name = name, ctype = mmt.dtype(dtype).ctype, layout = layout, small = small, big = big,
+      small_op = p.side == 0 and "op(A)" or "op(B)^T", big_op = p.side == 0 and "op(B)" or "op(A)^T",
+      w_doc = w_doc, body = dot and "dot" or "axpy", side = p.side, bs = p.bs, rl = p.rl,
+      warps = p.warps, kw = p.kw, unroll = p.unroll, vec = p.vec, v = v, lb = lb,
+      threads = 32 * p.warps, shared_bytes = shared, a_t = a_t, b_t = b_t,
+      elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
+      kernel_body = dot and dot_body or axpy_body,
+    })
+    local grid
+    if p.side == 0 then
+      grid = {x = {"N", lb}, y = {"M", p.bs}, z = 1}
+    else
+      grid = {x = {"M", lb}, y = {"N", p.bs}, z = 1}
+    end
+    return {
+      source = src,
+      kernel = name,
+      block = {32 * p.warps, 1, 1},
+      grid = grid,
+      shared_bytes = shared,
+      requires = p.vec == 1 and {align = 16} or nil,
+      dependent_launch = true,
+    }
+  end,
+}

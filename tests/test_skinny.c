@@ -1,0 +1,394 @@
+/* test_skinny.c -- templates/skinny.lua, the family for problems with a small M or N (GEMV,
+ * decode batches): its declaration and constraints, which body (dot or axpy) each side and
+ * layout gets, the grid and requires, NVRTC compiles of a sample in every dtype and layout
+ * (CPU), and results against a float64 reference on small sides 1, 2, 3, 7, 16, 33 and 64,
+ * odd K, padded pitches, misaligned bases, beta == 0 over NaN and beta != 0, in every dtype,
+ * layout and side (GPU; skipped without). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "half16.h"
+#include "rt_compile.h"
+#include "rt_device.h"
+#include "rt_driver.h"
+#include "tmpl_check.h"
+
+#define TEMPLATES MMT_SOURCE_TEMPLATE_DIR
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *const k_dtypes[] = {"f32", "tf32", "f16", "bf16"};
+static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
+
+static gen_template *load_skinny(void) { return tc_load(TEMPLATES "/skinny.lua"); }
+
+/* A problem of the given sizes with packed, 16-byte aligned rows. */
+static gen_problem packed(const char *dtype, const char *layout, int64_t m, int64_t n, int64_t k) {
+  return gen_packed_problem(dtype, layout, m, n, k);
+}
+
+/* ---- declaration, constraints, emit (CPU) ----------------------------------------------- */
+
+static void test_declaration(void **state) {
+  (void)state;
+  gen_template *t = load_skinny();
+  assert_string_equal(gen_name(t), "skinny");
+  assert_int_equal(gen_dtype_count(t), 4);
+  for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
+  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 3 * 2);
+  gen_config c;
+  gen_config_default(t, &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+  gen_free(t);
+}
+
+static void test_constraints(void **state) {
+  (void)state;
+  gen_template *t = load_skinny();
+  tc_rejects(t, "warps=4,kw=8", NULL, "kw > warps");
+  tc_rejects(t, "bs=16,rl=4", NULL, "bs * rl > 32");
+  tc_rejects(t, "rl=4,unroll=4", NULL, "rl * unroll > 8");
+  gen_problem square = packed("f16", "nt", 65, 4096, 4096);
+  tc_rejects(t, "side=0", &square, "small side (M) is over 64");
+  square = packed("f16", "nt", 4096, 65, 4096);
+  tc_rejects(t, "side=1", &square, "small side (N) is over 64");
+  gen_problem gemv = packed("f16", "nt", 1, 4096, 4096);
+  tc_rejects(t, "side=0,bs=4", &gemv, "bs is over twice the small side");
+  /* axpy (W = B stored K rows of N: layout nn, side 0) keeps bs * rl * V sums a lane */
+  gen_problem nn = packed("f16", "nn", 16, 4096, 4096);
+  tc_rejects(t, "side=0,bs=16,rl=1", &nn, "bs * rl * V > 64");
+  gen_problem nt = packed("f16", "nt", 16, 4096, 4096);
+  gen_config c;
+  tc_parse_ok(t, "side=0,bs=16,rl=1", &c);
+  assert_true(tc_check(t, &c, &nt, NULL, 0)); /* dot keeps bs * rl */
+  gen_problem f32nn = packed("f32", "nn", 16, 4096, 4096);
+  tc_parse_ok(t, "side=0,bs=16,rl=1", &c);
+  assert_true(tc_check(t, &c, &f32nn, NULL, 0)); /* V = 4: 64 sums */
+  tc_rejects(t, "side=0,bs=4,rl=4,warps=8,kw=8", &f32nn, "over 48 KiB");
+  gen_free(t);
+}
+
+/* Which body (dot: W K-contiguous) each side and layout gets, the grid and requires. */
+static void test_emit(void **state) {
+  (void)state;
+  gen_template *t = load_skinny();
+  /* side 0: W = B, K-contiguous when B is 't'; side 1: W = A, K-contiguous when A is 'n' */
+  static const struct {
+    int side;
+    const char *layout;
+    bool dot;
+  } k_bodies[] = {{0, "nn", false}, {0, "nt", true},  {0, "tn", false}, {0, "tt", true},
+                  {1, "nn", true},  {1, "nt", true},  {1, "tn", false}, {1, "tt", false}};
+  for (int i = 0; i < COUNT(k_bodies); i++) {
+    char text[64];
+    gen_config c;
+    gen_kernel k;
+    snprintf(text, sizeof text, "side=%d,bs=2,rl=2,warps=8,kw=2,vec=1", k_bodies[i].side);
+    tc_parse_ok(t, text, &c);
+    tc_emit_ok(t, &c, "f16", k_bodies[i].layout, &k);
+    assert_non_null(strstr(k.source, k_bodies[i].dot ? "the dot body" : "the axpy body"));
+    /* a block: 4 warp groups of 2 rows (dot) or of 32 lanes x 8 halves x 2 vectors (axpy) */
+    const int64_t lb = k_bodies[i].dot ? 4 * 2 : 4 * 32 * 8 * 2;
+    if (k_bodies[i].side == 0)
+      tc_grid_is(&k, 'N', lb, 'M', 2, 0, 1);
+    else
+      tc_grid_is(&k, 'M', lb, 'N', 2, 0, 1);
+    assert_int_equal(k.block[0], 256);
+    assert_int_equal(k.requires.align_bytes, 16);
+    /* the K split's partial sums: (kw - 1) x 4 groups x (bs x rl (dot) or bs x rl x V x 32) */
+    assert_int_equal(k.shared_bytes, k_bodies[i].dot ? 4 * 4 * 4 : 4 * 4 * 32 * 32);
+    assert_true(k.dependent_launch);
+    assert_false(k.exclusive);
+    gen_kernel_clear(&k);
+  }
+  gen_config c;
+  gen_kernel k;
+  tc_parse_ok(t, "vec=0", &c);
+  tc_emit_ok(t, &c, "f32", "nt", &k);
+  assert_int_equal(k.requires.align_bytes, 4); /* element loads: any alignment */
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* The default and a sample with both bodies, every K split, unroll and access width, in every
+ * dtype and layout, compile for sm_80 and sm_90 without a warning. */
+static const char *const k_sample[] = {
+    "",
+    "side=1,bs=4,rl=1,warps=8,kw=4,unroll=4,vec=1",
+    "side=0,bs=16,rl=2,warps=4,kw=2,unroll=1,vec=0",
+    "side=1,bs=2,rl=4,warps=8,kw=8,unroll=2,vec=0",
+    "side=0,bs=8,rl=1,warps=4,kw=1,unroll=1,vec=1",
+    "side=1,bs=1,rl=1,warps=8,kw=2,unroll=4,vec=1",
+};
+
+static void test_nvrtc(void **state) {
+  (void)state;
+  gen_template *t = load_skinny();
+  enum { MAX = COUNT(k_sample) * COUNT(k_dtypes) * COUNT(k_layouts) };
+  gen_kernel kernels[MAX];
+  const char *archs[MAX];
+  int n = 0;
+  for (int i = 0; i < COUNT(k_sample); i++)
+    for (int d = 0; d < COUNT(k_dtypes); d++)
+      for (int l = 0; l < COUNT(k_layouts); l++) {
+        /* the default everywhere; the others in one layout a dtype, in turn */
+        if (i > 0 && l != (i + d) % COUNT(k_layouts)) continue;
+        gen_config c;
+        tc_parse_ok(t, k_sample[i], &c);
+        tc_emit_ok(t, &c, k_dtypes[d], k_layouts[l], &kernels[n]);
+        archs[n++] = (i + d + l) % 2 ? "sm_80" : "sm_90";
+      }
+  tc_compile_all(kernels, archs, n, NULL);
+  for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
+  gen_free(t);
+}
+
+/* ---- GPU: results against a float64 reference ----------------------------------------- */
+
+/* Shapes by side: S the small side, L the large one, K; pad: elements past each row. */
+typedef struct {
+  int64_t s, l, k;
+  float alpha, beta;
+} skinny_shape;
+
+static const skinny_shape k_shapes[] = {
+    {1, 1000, 1027, 1.0f, 0.0f}, {2, 257, 4097, -1.5f, 0.5f}, {3, 1500, 255, 1.0f, 0.0f},
+    {7, 600, 1001, 0.5f, 1.0f},  {16, 333, 2049, 1.0f, 0.0f}, {33, 129, 777, 1.0f, -1.0f},
+    {64, 200, 513, 2.0f, 0.0f},  {5, 3, 64, 1.0f, 0.5f},      {1, 1, 1, 1.0f, 0.0f},
+    {4, 100, 0, 1.0f, 0.5f},     {1, 4099, 300, 1.0f, 0.0f},  {2, 70, 33, -1.0f, 0.0f},
+};
+
+/* One GPU run: a config in a dtype and layout, on shapes of its side. */
+typedef struct {
+  const char *text, *dtype, *layout;
+  gen_config c;
+  int side, vec;
+} gpu_run;
+
+/* Values exactly representable in bf16 (and f16): i / 64, |i| <= 64. */
+static float vrand(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
+}
+
+typedef struct {
+  int bytes;
+  double unit; /* the output type's unit roundoff */
+  bool f16;
+} elem_kind;
+
+static elem_kind kind_of(const char *dtype) {
+  if (!strcmp(dtype, "f16")) return (elem_kind){2, 0x1p-11, true};
+  if (!strcmp(dtype, "bf16")) return (elem_kind){2, 0x1p-8, false};
+  return (elem_kind){4, 0x1p-24, false};
+}
+
+static void put(const elem_kind *e, void *buf, size_t i, float v) {
+  if (e->bytes == 4)
+    ((float *)buf)[i] = v;
+  else
+    ((uint16_t *)buf)[i] = e->f16 ? th_f32_to_f16(v) : th_f32_to_bf16(v);
+}
+
+static float get(const elem_kind *e, const void *buf, size_t i) {
+  if (e->bytes == 4) return ((const float *)buf)[i];
+  const uint16_t h = ((const uint16_t *)buf)[i];
+  return e->f16 ? th_f16_to_f32(h) : th_bf16_to_f32(h);
+}
+
+static bool same_bits(const elem_kind *e, const void *a, const void *b, size_t i) {
+  return memcmp((const char *)a + i * (size_t)e->bytes, (const char *)b + i * (size_t)e->bytes,
+                (size_t)e->bytes) == 0;
+}
+
+/* Runs kernel k of run r on shape sh (in r's side) with padded pitches and, for vec=0,
+ * misaligned bases; returns false when the config does not take the problem. */
+static bool run_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k, const gen_kernel *spec,
+                      const gpu_run *r, const skinny_shape *sh, int turn) {
+  const elem_kind e = kind_of(r->dtype);
+  const int64_t m = r->side == 0 ? sh->s : sh->l, n = r->side == 0 ? sh->l : sh->s, kk = sh->k;
+  const bool ta = r->layout[0] == 't', tb = r->layout[1] == 't';
+  /* pitches: aligned rows plus 16 bytes for vec=1; 1 to 3 elements more for vec=0 */
+  const int64_t per16 = 16 / e.bytes, extra = r->vec ? per16 : 1 + turn % 3;
+  int64_t min_ld[3];
+  gen_min_ld(r->layout, m, n, kk, min_ld);
+  int64_t ld[3];
+  for (int i = 0; i < 3; i++)
+    ld[i] = (r->vec ? (min_ld[i] + per16 - 1) / per16 * per16 : min_ld[i]) + extra;
+  const int64_t offset = r->vec ? 0 : 1 + turn % 7;
+  int64_t rows[3];
+  gen_stored_rows(r->layout, m, n, kk, rows);
+  const gen_problem p = {r->dtype, r->layout, m, n, kk, ld[0], ld[1], ld[2],
+                         r->vec ? 16 : (offset % 2 ? e.bytes : 2 * e.bytes)};
+  if (!gen_requires_met(&spec->requires, &p) || !tc_check(t, &r->c, &p, NULL, 0)) return false;
+  size_t count[3];
+  void *host[3];
+  for (int i = 0; i < 3; i++) {
+    count[i] = (size_t)(rows[i] * ld[i]) + (size_t)offset + 1;
+    host[i] = malloc(count[i] * (size_t)e.bytes);
+    assert_non_null(host[i]);
+  }
+  void *c0 = malloc(count[2] * (size_t)e.bytes), *got = malloc(count[2] * (size_t)e.bytes);
+  double *want = calloc(count[2], sizeof *want), *absum = calloc(count[2], sizeof *absum);
+  assert_true(c0 && got && want && absum);
+  uint64_t seed = (uint64_t)(m * 131 + n * 17 + kk + turn);
+  for (int i = 0; i < 2; i++)
+    for (size_t j = 0; j < count[i]; j++) put(&e, host[i], j, vrand(&seed));
+  for (size_t j = 0; j < count[2]; j++) put(&e, c0, j, sh->beta == 0.0f ? NAN : vrand(&seed));
+  const size_t ao = (size_t)offset, bo = ao, co = ao;
+  for (size_t j = 0; j < count[2]; j++) want[j] = NAN; /* untouched: compared bit for bit */
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0, sabs = 0;
+      for (int64_t q = 0; q < kk; q++) {
+        const double prod =
+            (double)get(&e, host[0], ao + (size_t)(ta ? q * ld[0] + i : i * ld[0] + q)) *
+            get(&e, host[1], bo + (size_t)(tb ? j * ld[1] + q : q * ld[1] + j));
+        acc += prod;
+        sabs += fabs(prod);
+      }
+      const size_t ci = co + (size_t)(i * ld[2] + j);
+      absum[ci] = fabs((double)sh->alpha) * sabs;
+      want[ci] = sh->alpha * acc + (sh->beta == 0.0f ? 0.0 : (double)sh->beta * get(&e, c0, ci));
+    }
+  CUdeviceptr d[3];
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cu->cuMemAlloc(&d[i], count[i] * (size_t)e.bytes), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyHtoD(d[i], i == 2 ? c0 : host[i], count[i] * (size_t)e.bytes),
+                     CUDA_SUCCESS);
+  }
+  const CUdeviceptr shift = (CUdeviceptr)(offset * e.bytes);
+  rt_gemm_args args = {.m = m, .n = n, .k = kk, .alpha = sh->alpha, .beta = sh->beta,
+                       .a = d[0] + shift, .b = d[1] + shift, .c = d[2] + shift,
+                       .lda = ld[0], .ldb = ld[1], .ldc = ld[2]};
+  ut_err err;
+  mmt_status rc = rt_kernel_launch(k, &args, NULL, &err);
+  if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, err.msg);
+  assert_int_equal(rc, MMT_OK);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(got, d[2], count[2] * (size_t)e.bytes), CUDA_SUCCESS);
+  for (size_t j = 0; j < count[2]; j++) {
+    bool ok;
+    double g = get(&e, got, j);
+    if (isnan(want[j]))
+      ok = same_bits(&e, got, c0, j);
+    else /* one rounding of the output, and fp32 sums (2^-22 of the terms' magnitude) */
+      ok = fabs(g - want[j]) <= e.unit * fabs(want[j]) + 0x1p-22 * absum[j] + 1e-30;
+    if (!ok) {
+      fprintf(stderr, "%s (%s) %lldx%lldx%lld ld %lld,%lld,%lld offset %lld: C[%zu] = %g, want %g\n",
+              spec->kernel_name, r->text, (long long)m, (long long)n, (long long)kk,
+              (long long)ld[0], (long long)ld[1], (long long)ld[2], (long long)offset, j, g,
+              want[j]);
+      fail();
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cu->cuMemFree(d[i]), CUDA_SUCCESS);
+    free(host[i]);
+  }
+  free(c0);
+  free(got);
+  free(want);
+  free(absum);
+  return true;
+}
+
+/* Configs for the GPU: both sides, each with a K split, bs from 1 to 16, every rl, unroll and
+ * access width. */
+static const char *const k_gpu_configs[] = {
+    "side=0",
+    "side=1",
+    "side=0,bs=4,rl=1,warps=8,kw=4,unroll=4,vec=1",
+    "side=1,bs=4,rl=1,warps=8,kw=4,unroll=4,vec=0",
+    "side=0,bs=16,rl=1,warps=4,kw=2,unroll=1,vec=0",
+    "side=1,bs=16,rl=2,warps=4,kw=1,unroll=1,vec=1",
+    "side=0,bs=2,rl=4,warps=8,kw=8,unroll=2,vec=0",
+    "side=1,bs=1,rl=4,warps=8,kw=2,unroll=2,vec=1",
+    "side=0,bs=8,rl=1,warps=4,kw=1,unroll=1,vec=1",
+    "side=1,bs=2,rl=2,warps=4,kw=2,unroll=4,vec=0",
+};
+
+static void test_gpu_results(void **state) {
+  (void)state;
+  rt_device d;
+  ut_err e;
+  mmt_status rc = rt_device_open(0, &d, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
+    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
+    skip();
+  }
+  assert_int_equal(rc, MMT_OK);
+  const rt_cu *cu;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  gen_template *t = load_skinny();
+  /* every config in every dtype; each in two layouts, rotating (every layout per side) */
+  enum { MAX = COUNT(k_gpu_configs) * COUNT(k_dtypes) * 2 };
+  gpu_run *runs = calloc(MAX, sizeof *runs);
+  gen_kernel *specs = calloc(MAX, sizeof *specs);
+  rt_cubin *cubins = calloc(MAX, sizeof *cubins);
+  const char *archs[MAX];
+  assert_true(runs && specs && cubins);
+  int n = 0;
+  for (int i = 0; i < COUNT(k_gpu_configs); i++)
+    for (int dt = 0; dt < COUNT(k_dtypes); dt++) {
+      /* two layouts where the config is valid (axpy keeps bs * rl * V sums), rotating */
+      int chosen = 0;
+      for (int h = 0; h < COUNT(k_layouts) && chosen < 2; h++) {
+        gpu_run *r = &runs[n];
+        r->text = k_gpu_configs[i];
+        r->dtype = k_dtypes[dt];
+        r->layout = k_layouts[(i / 2 + dt + h) % COUNT(k_layouts)];
+        tc_parse_ok(t, r->text, &r->c);
+        assert_true(tc_check(t, &r->c, NULL, NULL, 0));
+        r->side = (int)r->c.v[0];
+        r->vec = (int)r->c.v[6];
+        const gen_problem typical =
+            packed(r->dtype, r->layout, r->side ? 1000 : 16, r->side ? 16 : 1000, 1000);
+        if (!tc_check(t, &r->c, &typical, NULL, 0)) continue;
+        tc_emit_ok(t, &r->c, r->dtype, r->layout, &specs[n]);
+        archs[n++] = d.arch;
+        chosen++;
+      }
+      assert_true(chosen >= 1);
+    }
+  tc_compile_all(specs, archs, n, cubins);
+  int ran = 0;
+  for (int i = 0; i < n; i++) {
+    rt_kernel k;
+    rc = rt_kernel_load(&d, &cubins[i], &specs[i], &k, &e);
+    if (rc) fprintf(stderr, "%s: %s\n", specs[i].kernel_name, e.msg);
+    assert_int_equal(rc, MMT_OK);
+    assert_int_equal(k.local_bytes, 0); /* no spills */
+    int shapes = 0;
+    for (int j = 0; j < COUNT(k_shapes); j++)
+      shapes += run_shape(cu, t, &k, &specs[i], &runs[i], &k_shapes[j], i + j);
+    assert_true(shapes >= 3);
+    ran += shapes;
+    rt_kernel_unload(&k);
+    rt_cubin_free(&cubins[i]);
+    gen_kernel_clear(&specs[i]);
+  }
+  print_message("%d kernels, %d problems\n", n, ran);
+  free(runs);
+  free(specs);
+  free(cubins);
+  gen_free(t);
+  rt_device_close(&d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_declaration), cmocka_unit_test(test_constraints),
+      cmocka_unit_test(test_emit),        cmocka_unit_test(test_nvrtc),
+      cmocka_unit_test(test_gpu_results),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
