@@ -25,10 +25,11 @@ for step in "$@"; do
       for t in ${TESTS:-$(cd build/tests && ls test_*)}; do
         [ -x "build/tests/$t" ] || continue
         echo "== $t" >> "$out/tests-full.log"
+        start=$SECONDS
         "build/tests/$t" > /tmp/t.log 2>&1
         rc=$?
         cat /tmp/t.log >> "$out/tests-full.log"
-        echo "== $t exit $rc"
+        echo "== $t exit $rc ($((SECONDS - start)) s)"
         grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  ERROR|^\[   LINE" /tmp/t.log
       done 2>&1 | tee "$out/tests.log" ;;
     tune)

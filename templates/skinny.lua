@@ -17,7 +17,8 @@
 --        the BS rows of its block (X(s, k) is the same for every lane: one broadcast load).
 -- In both, KW warps of a block split K between them and add their partial sums through
 -- shared memory; the other WARPS / KW warp groups of the block own other rows (columns) of W.
--- A block owns BS rows of the small side: grid.y walks the small side in steps of BS.
+-- A block owns BS rows of the small side: grid.x walks the small side in steps of BS (the
+-- fastest, so the blocks sharing a slice of W run together and re-read it from L2).
 --
 -- Everything is bounds-checked: K tails, the last rows or columns of W, the small side's
 -- edge; vec=1 asks for 16-byte aligned operands (requires.align) and vec=0 runs anywhere.
@@ -38,7 +39,7 @@ local source = [[
  *
  * Parameters:
  *   SIDE   = ${side} which of M (0) and N (1) is the small side S
- *   BS     = ${bs} rows of S per block (grid.y = ceil(S / BS))
+ *   BS     = ${bs} rows of S per block (grid.x = ceil(S / BS))
  *   RL     = ${rl} dot: rows of W per warp; axpy: vectors of V columns of W per lane
  *   WARPS  = ${warps} warps per block
  *   KW     = ${kw} warps of a block that split K (the block's WARPS / KW groups own different W)
@@ -46,8 +47,9 @@ local source = [[
  *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
  *                 aligned operands and pitches.  0: element loads, any alignment
  * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
- * Launch: block (${threads}, 1, 1), grid (ceil(L / LB), ceil(S / BS), 1), ${shared_bytes} bytes of
- * dynamic shared memory (the K split's partial sums).
+ * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), 1), ${shared_bytes} bytes of
+ * dynamic shared memory (the K split's partial sums).  The blocks of one slice of W (all of
+ * S) are neighbours in launch order, so W is read from DRAM once and re-read from L2.
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
  */
 #define SIDE ${side}
@@ -113,7 +115,7 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
   extern __shared__ float red[]; /* [KW - 1][RG][...]: the other K parts' partial sums */
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kpart = warp % KW, group = warp / KW;
-  const int s0 = blockIdx.y * BS;
+  const int s0 = blockIdx.x * BS;
   pdl_wait(threadIdx.x == 0);
   /* X's row pointers (K contiguous) or column offsets (S contiguous), rows past S clamped to
    * the last one: their sums are computed and dropped, so no load needs a guard. */
@@ -126,7 +128,7 @@ ${kernel_body}
 
 -- dot: W(k, l) at W[l * w_ld + k].
 local dot_body = [[
-  const long long l0 = ((long long)blockIdx.x * RG + group) * RL;
+  const long long l0 = ((long long)blockIdx.y * RG + group) * RL;
   const elem_t* wrow[RL];
 #pragma unroll
   for (int r = 0; r < RL; r++) wrow[r] = W + (l0 + r < L ? l0 + r : L - 1) * w_ld;
@@ -233,7 +235,7 @@ local dot_body = [[
 -- axpy: W(k, l) at W[k * w_ld + l].
 local axpy_body = [[
   /* Lane's columns: l0 + (32 * j + lane) * V + (0..V-1) for j < RL. */
-  const long long l0 = ((long long)blockIdx.x * RG + group) * (32 * V * RL);
+  const long long l0 = ((long long)blockIdx.y * RG + group) * (32 * V * RL);
   long long col[RL];
   bool whole[RL]; /* all V columns inside W: one vector load (VEC), else element by element */
 #pragma unroll
@@ -363,6 +365,8 @@ return {
     local dot = w_kmajor(p.side, prob.layout)
     local acc, shared = sizes(p, dot, vec_elems(prob.dtype))
     if not dot and acc > 64 then return false, "axpy: bs * rl * V > 64 partial sums a lane" end
+    local lb = (p.warps // p.kw) * p.rl * (dot and 1 or 32 * vec_elems(prob.dtype))
+    if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
     if shared > MAX_SHARED then return false, "the K split needs over 48 KiB of shared memory" end
     return true
   end,
@@ -391,9 +395,9 @@ return {
     })
     local grid
     if p.side == 0 then
-      grid = {x = {"N", lb}, y = {"M", p.bs}, z = 1}
+      grid = {x = {"M", p.bs}, y = {"N", lb}, z = 1}
     else
-      grid = {x = {"M", lb}, y = {"N", p.bs}, z = 1}
+      grid = {x = {"N", p.bs}, y = {"M", lb}, z = 1}
     end
     return {
       source = src,

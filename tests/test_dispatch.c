@@ -681,9 +681,11 @@ static void test_gpu_sgemm(void **state) {
   rt_dispatch_stats st;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
   assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  assert_int_equal(explain_rm(ctx, 17, 33, 65, 68, 38, 34, &d1), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 130, 70, 33, 40, 75, 80, &d1), MMT_OK);
   assert_int_equal(d1.kind, MMT_CHOICE_DEFAULT);
   assert_string_equal(d1.template_name, "reg_tiled"); /* the f32 default, any alignment */
+  assert_int_equal(explain_rm(ctx, 17, 33, 65, 68, 38, 34, &d2), MMT_OK);
+  assert_string_equal(d2.template_name, "skinny"); /* M <= 64 */
   const gemm_case cases[] = {{1, 1, 1, 1, 1, 1},          {17, 33, 65, 68, 38, 34},
                              {1000, 999, 1001, 1001, 999, 999}, {130, 70, 33, 40, 75, 80},
                              {5, 7, 0, 1, 7, 9}};
@@ -696,7 +698,7 @@ static void test_gpu_sgemm(void **state) {
   assert_int_equal(st.problems, 5);
   /* the model's default for each shape: a module per distinct config, shared by problems */
   assert_true(st.kernels >= 1 && st.kernels <= st.problems);
-  assert_int_equal(explain_rm(ctx, 17, 33, 65, 68, 38, 34, &d2), MMT_OK);
+  assert_int_equal(explain_rm(ctx, 130, 70, 33, 40, 75, 80, &d2), MMT_OK);
   assert_int_equal(d2.kind, d1.kind);
   assert_string_equal(d2.template_name, d1.template_name);
   assert_string_equal(d2.params, d1.params);

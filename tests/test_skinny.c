@@ -97,10 +97,10 @@ static void test_emit(void **state) {
     assert_non_null(strstr(k.source, k_bodies[i].dot ? "the dot body" : "the axpy body"));
     /* a block: 4 warp groups of 2 rows (dot) or of 32 lanes x 8 halves x 2 vectors (axpy) */
     const int64_t lb = k_bodies[i].dot ? 4 * 2 : 4 * 32 * 8 * 2;
-    if (k_bodies[i].side == 0)
-      tc_grid_is(&k, 'N', lb, 'M', 2, 0, 1);
+    if (k_bodies[i].side == 0) /* the small side fastest: blocks sharing W run together */
+      tc_grid_is(&k, 'M', 2, 'N', lb, 0, 1);
     else
-      tc_grid_is(&k, 'M', lb, 'N', 2, 0, 1);
+      tc_grid_is(&k, 'N', 2, 'M', lb, 0, 1);
     assert_int_equal(k.block[0], 256);
     assert_int_equal(k.requires.align_bytes, 16);
     /* the K split's partial sums: (kw - 1) x 4 groups x (bs x rl (dot) or bs x rl x V x 32) */
