@@ -329,7 +329,9 @@ static void test_gpu_results(void **state) {
   const rt_cu *cu;
   assert_int_equal(rt_driver(&cu, &e), MMT_OK);
   gen_template *t = load_skinny();
-  /* every config in every dtype; each in two layouts, rotating (every layout per side) */
+  /* every config in every dtype, each in one layout, rotating (every layout per side and
+   * dtype); two layouts each with MMTUNE_LONG_TESTS=1 */
+  const int per_dtype = tc_long_tests() ? 2 : 1;
   enum { MAX = COUNT(k_gpu_configs) * COUNT(k_dtypes) * 2 };
   gpu_run *runs = calloc(MAX, sizeof *runs);
   gen_kernel *specs = calloc(MAX, sizeof *specs);
@@ -341,7 +343,7 @@ static void test_gpu_results(void **state) {
     for (int dt = 0; dt < COUNT(k_dtypes); dt++) {
       /* two layouts where the config is valid (axpy keeps bs * rl * V sums), rotating */
       int chosen = 0;
-      for (int h = 0; h < COUNT(k_layouts) && chosen < 2; h++) {
+      for (int h = 0; h < COUNT(k_layouts) && chosen < per_dtype; h++) {
         gpu_run *r = &runs[n];
         r->text = k_gpu_configs[i];
         r->dtype = k_dtypes[dt];
