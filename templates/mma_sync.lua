@@ -120,19 +120,11 @@ local source = [[
  * registers per thread at most. */
 #define MIN_BLOCKS ${min_blocks}
 
-/* The element type of the ABI.  NVRTC has no built-in cuda_fp16.h / cuda_bf16.h and mmtune
- * passes no include path, so the kernel declares the storage type itself (the header's size
- * and alignment; a caller's ${ctype}* is what it gets).  It only moves 16-bit patterns:
- * products are fp32 in the tensor cores, conversions are PTX cvt. */
-#ifndef ${types_exist}
-struct __align__(2) ${ctype} { unsigned short x; };
-#endif
-typedef unsigned short elem_t; /* the bits of one element */
-
+/* The element type of the ABI and its conversions (products are fp32 in the tensor cores). */
+${elem}
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-${convert}
 /* Element offset of (r, c) in a shared tile of COLS columns: COLS / 8 chunks of 16 bytes per
  * row.  Shared memory has 32 banks of 4 bytes: eight 16-byte bank groups per 128 bytes.
  * ldmatrix reads each 8 x 8 matrix as 8 rows of one 16-byte chunk, at the same column of 8
@@ -291,53 +283,13 @@ ${store}
 }
 ]]
 
--- Element conversions, per dtype: pack2(lo, hi) rounds two floats to one 32-bit pair (lo at the
--- lower address), to_elem rounds one, to_float widens one.
-local convert = {
-  f16 = [[
+-- The storage type and its conversions, per dtype (templates/snippets).
+local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
 
-/* fp32 <-> f16, round to nearest even (cvt.rn.f16x2.f32 puts its first source in the upper
- * half). */
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-__device__ __forceinline__ elem_t to_elem(float x) {
-  elem_t r;
-  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float to_float(elem_t h) {
-  float r;
-  asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
-  return r;
-}
-]],
-  bf16 = [[
-
-/* fp32 <-> bf16, round to nearest even (cvt.rn.bf16x2.f32 puts its first source in the upper
- * half); bf16 -> fp32 is exact: the bits are fp32's upper half. */
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-__device__ __forceinline__ elem_t to_elem(float x) {
-  elem_t r;
-  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float to_float(elem_t h) {
-  return __uint_as_float((unsigned)h << 16);
-}
-]],
-}
-
--- What each dtype needs in the source: the header's guard macro and the mma type name.
+-- The mma instruction's type name per dtype.
 local dtype_info = {
-  f16 = {types_exist = "__CUDA_FP16_TYPES_EXIST__", mma_type = "f16"},
-  bf16 = {types_exist = "__CUDA_BF16_TYPES_EXIST__", mma_type = "bf16"},
+  f16 = {mma_type = "f16"},
+  bf16 = {mma_type = "bf16"},
 }
 
 local async_helpers = [[
@@ -1054,8 +1006,7 @@ return {
     local async, realigned = p.vec ~= 1, p.vec == 0
     local vars = {
       name = name, ctype = dt.ctype, dtype = dtype, layout = layout,
-      types_exist = dtype_info[dtype].types_exist, mma_type = dtype_info[dtype].mma_type,
-      convert = convert[dtype],
+      mma_type = dtype_info[dtype].mma_type, elem = elem[dtype],
       a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
       a_doc = d.a_t and "transposed (K rows of M)" or "as is (M rows of K)",
       b_doc = d.b_t and "transposed (N rows of K)" or "as is (K rows of N)",

@@ -177,7 +177,7 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-${convert}${epilogue_helpers}
+${epilogue_helpers}
 /* ---- mbarriers and TMA ---- */
 static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -605,76 +605,25 @@ local epilogue16 = [[
       }
 ]]
 
--- Per dtype: the storage type declaration, the conversions (pack2(lo, hi) rounds two floats to
--- one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens one), the
--- wgmma type suffix, and the epilogue's helpers and text (tf32: with the store of a pair (v0,
--- v1) at column c of c_row).
+-- Per dtype: the storage type declaration and its conversions (templates/snippets: pack2(lo,
+-- hi) rounds two floats to one 32-bit pair, lo at the lower address; to_elem rounds one;
+-- to_float widens one), the wgmma type suffix, and the epilogue's helpers and text (tf32:
+-- with the store of a pair (v0, v1) at column c of c_row).
 local dtype_info = {
   f16 = {
     doc_type = "__half in and out, fp32 accumulation",
-    decl = [[
-
-#ifndef __CUDA_FP16_TYPES_EXIST__
-struct __align__(2) __half { unsigned short x; };
-#endif
-typedef unsigned short elem_t; /* the bits of one element */
-]],
-    convert = [[
-
-/* fp32 <-> f16, round to nearest even (cvt.rn.f16x2.f32 puts its first source in the upper
- * half). */
-static __device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-static __device__ __forceinline__ elem_t to_elem(float x) {
-  elem_t r;
-  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-}
-static __device__ __forceinline__ float to_float(elem_t h) {
-  float r;
-  asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
-  return r;
-}
-]],
+    decl = "\n" .. mmt.snippet("elem_f16"),
     wgmma_type = "f16.f16", epilogue_helpers = epilogue16_helpers, epilogue = epilogue16,
   },
   bf16 = {
     doc_type = "__nv_bfloat16 in and out, fp32 accumulation",
-    decl = [[
-
-#ifndef __CUDA_BF16_TYPES_EXIST__
-struct __align__(2) __nv_bfloat16 { unsigned short x; };
-#endif
-typedef unsigned short elem_t; /* the bits of one element */
-]],
-    convert = [[
-
-/* fp32 <-> bf16, round to nearest even (cvt.rn.bf16x2.f32 puts its first source in the upper
- * half); bf16 -> fp32 is exact: the bits are fp32's upper half. */
-static __device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-static __device__ __forceinline__ elem_t to_elem(float x) {
-  elem_t r;
-  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-}
-static __device__ __forceinline__ float to_float(elem_t h) {
-  return __uint_as_float((unsigned)h << 16);
-}
-]],
+    decl = "\n" .. mmt.snippet("elem_bf16"),
     wgmma_type = "bf16.bf16", epilogue_helpers = epilogue16_helpers, epilogue = epilogue16,
   },
   tf32 = {
     doc_type = "float in and out, the tensor cores reading A and B as tf32\n" ..
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
-    decl = "\ntypedef float elem_t;\n",
-    convert = "",
+    decl = "\n" .. mmt.snippet("elem_f32"),
     wgmma_type = "tf32.tf32", epilogue_helpers = "",
     store_full = "            *reinterpret_cast<float2*>(c_row + c) = make_float2(v0, v1);",
     store = [[
@@ -857,7 +806,7 @@ return {
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       sem = name .. "_sem", sem_count = SEM_COUNT,
-      elem_decl = info.decl, convert = info.convert, epilogue_helpers = info.epilogue_helpers,
+      elem_decl = info.decl, epilogue_helpers = info.epilogue_helpers,
       epilogue = info.epilogue or
                  mmt.subst(epilogue32, {store = info.store, store_full = info.store_full}),
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
