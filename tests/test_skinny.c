@@ -320,14 +320,7 @@ static void test_gpu_results(void **state) {
   (void)state;
   rt_device d;
   ut_err e;
-  mmt_status rc = rt_device_open(0, &d, &e);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
-    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
-    skip();
-  }
-  assert_int_equal(rc, MMT_OK);
-  const rt_cu *cu;
-  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  const rt_cu *cu = tc_open_gpu_or_skip(&d);
   gen_template *t = load_skinny();
   /* every config in every dtype, each in one layout, rotating (every layout per side and
    * dtype); two layouts each with MMTUNE_LONG_TESTS=1 */
@@ -365,7 +358,7 @@ static void test_gpu_results(void **state) {
   int ran = 0;
   for (int i = 0; i < n; i++) {
     rt_kernel k;
-    rc = rt_kernel_load(&d, &cubins[i], &specs[i], &k, &e);
+    mmt_status rc = rt_kernel_load(&d, &cubins[i], &specs[i], &k, &e);
     if (rc) fprintf(stderr, "%s: %s\n", specs[i].kernel_name, e.msg);
     assert_int_equal(rc, MMT_OK);
     assert_int_equal(k.local_bytes, 0); /* no spills */

@@ -849,14 +849,7 @@ static void test_gpu_results(void **state) {
   (void)state;
   rt_device d;
   ut_err e;
-  mmt_status rc = rt_device_open(0, &d, &e);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
-    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
-    skip();
-  }
-  assert_int_equal(rc, MMT_OK);
-  const rt_cu *cu;
-  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  const rt_cu *cu = tc_open_gpu_or_skip(&d);
   gen_template *t = load_reg_tiled();
   enum { MAX = COUNT(k_gpu_configs) * COUNT(k_layouts) };
   gen_config configs[MAX];

@@ -169,6 +169,19 @@ void tc_compile_all(const gen_kernel *kernels, const char *const *archs, int cou
   free(q.jobs);
 }
 
+const rt_cu *tc_open_gpu_or_skip(rt_device *d) {
+  ut_err e;
+  const rt_cu *cu = NULL;
+  mmt_status rc = rt_device_open(0, d, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
+    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
+    skip();
+  }
+  assert_int_equal(rc, MMT_OK);
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  return cu;
+}
+
 bool tc_long_tests(void) {
   const char *v = getenv("MMTUNE_LONG_TESTS");
   return v && v[0] && strcmp(v, "0") != 0;

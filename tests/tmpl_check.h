@@ -12,6 +12,8 @@
 
 #include "gen.h"
 #include "rt_compile.h"
+#include "rt_device.h"
+#include "rt_driver.h"
 
 /* Loads the template file at path; fails the test when it does not load. */
 gen_template *tc_load(const char *path);
@@ -41,6 +43,9 @@ void tc_compile_ok(const gen_kernel *k, const char *arch);
  * time.  cubins (may be NULL) receives each cubin, for the caller to free. */
 void tc_compile_all(const gen_kernel *kernels, const char *const *archs, int count,
                     rt_cubin *cubins);
+/* Opens device 0 into *d and returns the driver, or skips the test where there is no driver
+ * or device. */
+const rt_cu *tc_open_gpu_or_skip(rt_device *d);
 /* Whether the long GPU sweeps run (MMTUNE_LONG_TESTS set and not 0): by default each GPU
  * test runs a sample that still covers every config and every layout, so the GPU suite fits
  * in a few minutes. */
