@@ -881,20 +881,12 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gpu_run *r,
 /* Opens device 0 and returns the driver, or skips the test without a GPU or on one other
  * than sm_90. */
 static const rt_cu *open_sm90_or_skip(rt_device *d) {
-  ut_err e;
-  const rt_cu *cu = NULL;
-  mmt_status rc = rt_device_open(0, d, &e);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE || rc == MMT_ERR_CUDA) {
-    print_message("no GPU: %s: %s\n", mmt_status_name(rc), e.msg);
-    skip();
-  }
-  assert_int_equal(rc, MMT_OK);
+  const rt_cu *cu = tc_open_gpu_or_skip(d);
   if (d->info.cc_major != 9 || d->info.cc_minor != 0) {
     print_message("wgmma needs sm_90a (compute capability 9.0); device is %s\n", d->arch);
     rt_device_close(d);
     skip();
   }
-  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
   return cu;
 }
 
