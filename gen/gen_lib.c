@@ -184,8 +184,8 @@ static int mmt_snippet(lua_State *L) {
    * leaves C memory or a file behind: nothing C-owned is held across a Lua call. */
   struct stat st;
   if (stat(path, &st) != 0 || st.st_size > (off_t)GEN_SNIPPET_MAX)
-    return luaL_error(L, "mmt.snippet: %s cannot be read or is over %u KiB", path,
-                      GEN_SNIPPET_MAX >> 10);
+    return luaL_error(L, "mmt.snippet: %s cannot be read or is over %d KiB", path,
+                      (int)(GEN_SNIPPET_MAX >> 10));
   const size_t len = (size_t)st.st_size, name_len = strlen(name);
   luaL_Buffer b;
   char *text = luaL_buffinitsize(L, &b, len + 1);

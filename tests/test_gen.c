@@ -632,6 +632,16 @@ static void test_snippets(void **state) {
   write_text(dir, "sn.lua", "local x = mmt.snippet(\"../sn\")\nreturn 1");
   assert_int_equal(gen_load(path, &t, &e), MMT_ERR_TEMPLATE);
   assert_non_null(strstr(e.msg, "invalid snippet name"));
+  /* a snippet over 256 KiB is refused, naming the file */
+  char *big = malloc((300u << 10) + 1);
+  assert_non_null(big);
+  memset(big, 'x', 300u << 10);
+  big[300u << 10] = '\0';
+  write_text(dir, "snippets/big.cu", big);
+  free(big);
+  write_text(dir, "sn.lua", "local x = mmt.snippet(\"big\")\nreturn 1");
+  assert_int_equal(gen_load(path, &t, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "big.cu cannot be read or is over 256 KiB"));
   rm_dir(dir);
 }
 
