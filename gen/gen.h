@@ -91,6 +91,12 @@ typedef struct {
  * covers the operand as stored: dimension 0 is its contiguous one (A 'n': K, A 't': M, B 'n':
  * N, B 't': K), dimension 1 its rows; elements outside the matrix read as zero. */
 #define GEN_MAX_TENSOR_MAPS 4
+/* The most workspace a kernel may ask per block of its grid (a 256 x 256 tile of fp32). */
+#define GEN_MAX_WORKSPACE_PER_BLOCK (256 * 1024)
+/* Split-K's limits (mmt.split_k_refusal): tiles of C a launch (the split_k snippet's arrival
+ * counters, SPLITK_TILES) and workspace bytes a launch. */
+#define GEN_SPLITK_TILES 65536
+#define GEN_MAX_SPLITK_WORKSPACE (64 << 20)
 typedef struct {
   char operand;     /* 'A' or 'B' */
   unsigned box[2];  /* elements copied per load: [0] along dimension 0, [1] rows; 1..256 */
@@ -108,6 +114,10 @@ typedef struct {
   unsigned shared_bytes; /* dynamic shared memory per block */
   bool exclusive;        /* launches must not overlap: the kernel keeps state between blocks in
                             module globals (serial split-K semaphores); runtime orders them */
+  unsigned workspace_per_block; /* bytes of fp32 workspace per block of the grid (0: none);
+                                  the runtime passes a buffer of grid blocks times this many
+                                  bytes as the kernel's last argument, kept between launches;
+                                  only with exclusive */
   bool dependent_launch; /* every thread runs griddepcontrol.wait before it touches global
                             memory, so on sm_90 and newer the runtime lets the launch start
                             while the kernel before it in the stream finishes (programmatic
@@ -128,6 +138,8 @@ typedef struct {
  * write alpha * 0 (+ beta * C): the dispatcher relies on it for BLAS's K == 0 case.
  * A kernel with tensor maps takes one more argument per map, after ldc:
  *   const __grid_constant__ M map  (M: a 64-byte aligned 128-byte struct, CUtensorMap's layout)
+ * and a kernel with a workspace (workspace_per_block > 0) one more, last:
+ *   float *WS  (16-byte aligned; its contents are undefined at the start of each launch)
  */
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,

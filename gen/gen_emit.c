@@ -242,6 +242,24 @@ static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
+/* workspace: optional fp32 bytes per block of the grid, a multiple of 16 up to
+ * GEN_MAX_WORKSPACE_PER_BLOCK; only with exclusive (launches of the kernel share it). */
+static mmt_status read_workspace(lua_State *L, int res, emit_ctx *c) {
+  int64_t v = 0;
+  int ty = gen_raw_field(L, res, "workspace");
+  bool ok = ty == LUA_TNIL ||
+            (gen_lua_int(L, -1, &v) && v >= 0 && v <= GEN_MAX_WORKSPACE_PER_BLOCK && v % 16 == 0);
+  lua_pop(L, 1);
+  if (!ok)
+    return emit_fail(c, "workspace that is not a multiple of 16 in 0..%d (bytes per block)",
+                     GEN_MAX_WORKSPACE_PER_BLOCK);
+  if (v > 0 && !c->out->exclusive)
+    return emit_fail(c, "workspace without exclusive (launches of the kernel share its "
+                        "workspace, so they must not overlap)");
+  c->out->workspace_per_block = (unsigned)v;
+  return MMT_OK;
+}
+
 /* requires = {m_multiple =, n_multiple =, k_multiple =, align =}, all optional. */
 static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
   static const char *const keys[] = {"m_multiple", "n_multiple", "k_multiple", "align"};
@@ -372,7 +390,7 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 
 static const char *const emit_fields[] = {
     "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
-    "dependent_launch", "arch", "tensor_maps", "repack", NULL};
+    "dependent_launch", "arch", "tensor_maps", "repack", "workspace", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -387,7 +405,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
-                                "tensor_maps, repack)",
+                                "tensor_maps, repack, workspace)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -415,6 +433,7 @@ static int emit_protected(lua_State *L) {
   if (!c->rc) c->rc = read_shared(L, res, c);
   if (!c->rc) c->rc = read_requires(L, res, c);
   if (!c->rc) c->rc = read_launch_flags(L, res, c);
+  if (!c->rc) c->rc = read_workspace(L, res, c);
   if (!c->rc) c->rc = read_arch(L, res, c);
   if (!c->rc) c->rc = read_tensor_maps(L, res, c);
   if (!c->rc) c->rc = read_repack(L, res, c);

@@ -107,6 +107,25 @@ static int mmt_is_pow2(lua_State *L) {
   return 1;
 }
 
+/* mmt.split_k_refusal(blocks, split, bytes): nil when a split-K launch of `blocks` blocks a
+ * slice, `split` slices and `bytes` of workspace a block fits the split_k snippet's arrival
+ * counters (GEN_SPLITK_TILES) and GEN_MAX_SPLITK_WORKSPACE; else the reason. */
+static int mmt_split_k_refusal(lua_State *L) {
+  lua_Integer blocks = luaL_checkinteger(L, 1);
+  lua_Integer split = luaL_checkinteger(L, 2);
+  lua_Integer bytes = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, blocks >= 0, 1, "must be >= 0");
+  luaL_argcheck(L, split >= 1, 2, "must be >= 1");
+  luaL_argcheck(L, bytes >= 0, 3, "must be >= 0");
+  if (blocks > GEN_SPLITK_TILES)
+    lua_pushfstring(L, "split-K: more than %d tiles of C", GEN_SPLITK_TILES);
+  else if ((double)blocks * (double)split * (double)bytes > (double)GEN_MAX_SPLITK_WORKSPACE)
+    lua_pushfstring(L, "split-K workspace over %d MiB", GEN_MAX_SPLITK_WORKSPACE >> 20);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
 /* Adds tostring(vars[name]) to the buffer; vars is argument 2.  Only strings and numbers:
  * anything else in generated C is a template bug worth stopping on. */
 static void subst_value(lua_State *L, luaL_Buffer *b, const char *name, size_t len) {
@@ -209,6 +228,7 @@ static int mmt_snippet(lua_State *L) {
 static const luaL_Reg mmt_funcs[] = {
     {"ceil_div", mmt_ceil_div},
     {"is_pow2", mmt_is_pow2},
+    {"split_k_refusal", mmt_split_k_refusal},
     {"subst", mmt_subst},
     {"dtype", lib_dtype},
     {NULL, NULL},

@@ -252,6 +252,10 @@ void rt_dispatch_get_stats(const mmt_context *ctx, rt_dispatch_stats *out) {
   out->misses = c->misses;
   out->problems = c->slot_count;
   out->kernels = c->kernel_count;
+  for (int i = 0; i < c->kernel_count; i++) {
+    const rt_workspace *ws = c->kernels[i]->k.ws;
+    if (ws) out->workspace_allocs += ws->allocs, out->workspace_bytes += ws->bytes;
+  }
   if (c->lock_ok) pthread_mutex_unlock(&c->lock);
 }
 

@@ -98,6 +98,10 @@
    {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1"},                           \
    {0, "skinny", "side=1,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1"},                           \
    {0, "skinny", "side=1,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1"},                          \
+   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16"},                  \
+   {0, "skinny", "side=0,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4"},                   \
+   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16"},                  \
+   {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4"},                   \
    {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                           \
    {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
 
@@ -199,6 +203,8 @@ typedef struct {
   uint64_t misses;   /* ... of which chose, compiled and loaded (or reused a loaded module) */
   int problems;      /* problems in the cache */
   int kernels;       /* loaded modules (distinct template + params) */
+  uint64_t workspace_allocs; /* split-K workspace allocations of the loaded modules, ever */
+  uint64_t workspace_bytes;  /* ... and what they hold now (retired buffers not counted) */
 } rt_dispatch_stats;
 /* Fills *out from ctx (zeroes when ctx is NULL). */
 void rt_dispatch_get_stats(const mmt_context *ctx, rt_dispatch_stats *out);

@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Dynamic shared memory above this needs CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES. */
@@ -231,6 +232,11 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   }
   if ((rc = read_func_attrs(cu, &k, err))) goto cleanup;
   if (spec->exclusive) RT_CU_CHECK(cu, cuEventCreate(&k.last_launch, CU_EVENT_DISABLE_TIMING));
+  k.workspace_per_block = spec->workspace_per_block;
+  if (k.workspace_per_block && !(k.ws = calloc(1, sizeof *k.ws))) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+    goto cleanup;
+  }
   if ((rc = fit_limits(cu, d, &k, err))) {
     ut_err_prefix(err, "kernel '%s'", spec->kernel_name);
     goto cleanup;
@@ -238,7 +244,9 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   *out = k;
   k.module = NULL;
   k.last_launch = NULL;
+  k.ws = NULL;
 cleanup:
+  free(k.ws);
   if (k.last_launch) cu->cuEventDestroy(k.last_launch);
   if (k.module) cu->cuModuleUnload(k.module);
   return rc;
@@ -248,9 +256,14 @@ void rt_kernel_unload(rt_kernel *k) {
   const rt_cu *cu = NULL;
   if (!k) return;
   if (k->module && rt_driver(&cu, NULL) == MMT_OK && bind_ctx(cu, k->ctx, NULL) == MMT_OK) {
+    if (k->ws) {
+      if (k->ws->ptr) cu->cuMemFree(k->ws->ptr);
+      for (int i = 0; i < k->ws->retired_count; i++) cu->cuMemFree(k->ws->retired[i]);
+    }
     if (k->last_launch) cu->cuEventDestroy(k->last_launch);
     cu->cuModuleUnload(k->module);
   }
+  free(k->ws);
   memset(k, 0, sizeof *k);
 }
 
@@ -402,6 +415,56 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   return launch_direct(cu, k, args, grid, stream, err);
 }
 
+size_t rt_workspace_grow_size(size_t need, size_t have) {
+  if (need <= have) return 0;
+  const size_t unit = RT_WORKSPACE_MIN_BYTES;
+  size_t size = need > SIZE_MAX - unit ? need : (need + unit - 1) / unit * unit;
+  if (have <= SIZE_MAX / 2 && 2 * have > size) size = 2 * have;
+  return size;
+}
+
+mmt_status rt_workspace_need(const rt_kernel *k, const rt_gemm_args *args, size_t *bytes,
+                             ut_err *err) {
+  unsigned grid[3];
+  *bytes = 0;
+  if (!k->workspace_per_block) return MMT_OK;
+  mmt_status rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err);
+  if (!rc) *bytes = (size_t)grid[0] * grid[1] * grid[2] * k->workspace_per_block;
+  return rc;
+}
+
+/* k's workspace, grown to `need` bytes if it is smaller (the buffer it outgrows retired). */
+static mmt_status workspace_ready(const rt_cu *cu, const rt_kernel *k, size_t need,
+                                  CUstream stream, CUdeviceptr *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  rt_workspace *ws = k->ws;
+  size_t size = rt_workspace_grow_size(need, ws->bytes);
+  if (size) {
+    if (ws->ptr && ws->retired_count == RT_WORKSPACE_RETIRED)
+      return ut_fail(err, MMT_ERR_NOMEM, "workspace grown %d times", RT_WORKSPACE_RETIRED);
+    CUdeviceptr p = 0;
+    CUresult r = cu->cuMemAlloc(&p, size);
+    if (r != CUDA_SUCCESS) {
+      CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+      rc = rt_cu_fail(err, "cuMemAlloc", r);
+      if (cu->cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS &&
+          capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        ut_err_prefix(err, "split-K workspace of %zu bytes, asked inside a stream capture (make "
+                           "this call once before capturing, so the workspace exists)",
+                      size);
+      else
+        ut_err_prefix(err, "split-K workspace of %zu bytes", size);
+      return rc;
+    }
+    if (ws->ptr) ws->retired[ws->retired_count++] = ws->ptr;
+    ws->ptr = p;
+    ws->bytes = size;
+    ws->allocs++;
+  }
+  *out = ws->ptr;
+  return rc;
+}
+
 static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
                                 const unsigned grid[3], CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -410,12 +473,18 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
   int lda = (int)args->lda, ldb = (int)args->ldb, ldc = (int)args->ldc;
   float alpha = args->alpha, beta = args->beta;
   CUdeviceptr a = args->a, b = args->b, c = args->c;
-  void *params[11 + GEN_MAX_TENSOR_MAPS] = {&m,    &n, &kk, &alpha, &a, &lda,
+  void *params[12 + GEN_MAX_TENSOR_MAPS] = {&m,    &n, &kk, &alpha, &a, &lda,
                                              &b,    &ldb, &beta, &c, &ldc};
   CUtensorMap maps[GEN_MAX_TENSOR_MAPS];
   for (int i = 0; i < k->ntensor_maps; i++) {
     if ((rc = encode_map(cu, k, &k->tensor_maps[i], args, &maps[i], err))) return rc;
     params[11 + i] = &maps[i];
+  }
+  CUdeviceptr ws = 0;
+  if (k->ws) {
+    size_t need = (size_t)grid[0] * grid[1] * grid[2] * k->workspace_per_block;
+    if ((rc = workspace_ready(cu, k, need, stream, &ws, err))) return rc;
+    params[11 + k->ntensor_maps] = &ws;
   }
   /* An exclusive kernel waits for its previous launch and records its own.  Inside a stream
    * capture both become the graph's external event nodes: a plain wait on an event recorded

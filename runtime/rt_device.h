@@ -42,6 +42,26 @@ void rt_device_close(rt_device *d);
 /* Makes the device's context current on this thread. */
 mmt_status rt_device_bind(const rt_device *d, ut_err *err);
 
+/* The workspace of a kernel that asks for one (gen_kernel.workspace_per_block): device memory
+ * the kernel keeps between launches, grown to the largest launch so far and reused.  A buffer
+ * it outgrows is retired, not freed, until the kernel is unloaded: a launch in flight or a
+ * CUDA graph captured with it keeps using it.  Launches of such a kernel are exclusive, so
+ * they never share the buffer at one time. */
+#define RT_WORKSPACE_MIN_BYTES ((size_t)1 << 20) /* the first allocation's floor */
+#define RT_WORKSPACE_RETIRED 48 /* doubling from 1 MiB never retires more */
+typedef struct {
+  CUdeviceptr ptr;
+  size_t bytes;
+  unsigned allocs; /* allocations so far: a warm launch that fits adds none */
+  int retired_count;
+  CUdeviceptr retired[RT_WORKSPACE_RETIRED];
+} rt_workspace;
+
+/* The size to allocate for a launch needing `need` bytes when `have` are allocated: 0 when
+ * they suffice, else the larger of twice `have` and `need` rounded up to RT_WORKSPACE_MIN_BYTES
+ * (so a kernel whose problems grow one by one allocates O(log) times). */
+size_t rt_workspace_grow_size(size_t need, size_t have);
+
 /* A kernel loaded from a cubin, with the compiler's resource figures. */
 typedef struct {
   CUcontext ctx; /* the device's context (borrowed): made current to launch and unload */
@@ -60,6 +80,8 @@ typedef struct {
                           next, so launches on different streams never overlap */
   bool dependent_launch; /* the spec's, on a device of compute capability 9.0 or newer:
                             launched with programmatic stream serialization */
+  unsigned workspace_per_block; /* the spec's: bytes per block of the grid (0: none) */
+  rt_workspace *ws;             /* owned, when workspace_per_block > 0 */
   int regs, static_shared_bytes, local_bytes, max_threads;
 } rt_kernel;
 
@@ -85,6 +107,11 @@ typedef struct {
   int64_t lda, ldb, ldc;
 } rt_gemm_args;
 
+/* Bytes of workspace a launch of k with args needs: the blocks of its grid times
+ * k->workspace_per_block (0 for a kernel without).  Errors: gen_grid_eval's. */
+mmt_status rt_workspace_need(const rt_kernel *k, const rt_gemm_args *args, size_t *bytes,
+                             ut_err *err);
+
 /* Launches the kernel on stream (0: default) with the grid from gen_grid_eval.  Checks sizes
  * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
@@ -93,7 +120,9 @@ typedef struct {
  * do (external event nodes).  A dependent-launch kernel may start while the kernel before it
  * in the stream finishes (it waits in the kernel before touching memory).  A kernel with
  * tensor maps gets them encoded (cuTensorMapEncodeTiled) over this launch's A and B and
- * appended to its arguments.
+ * appended to its arguments; a kernel with a workspace gets its buffer last, grown first when
+ * this launch needs more (cuMemAlloc: inside a stream capture that may be refused, and the
+ * error says to make the call once before capturing).
  * Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err);

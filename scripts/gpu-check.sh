@@ -208,6 +208,21 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         echo "f32 gemv $l exit $?: $(grep -E '^geometric' /tmp/u.log)"
         cat /tmp/u.log >> "$out/decode-bench.log"
       done ;;
+    splitk)
+      # Split-K through the workspace against the serial split-K before it (issue 14): each
+      # config of bench/splitk_configs.txt measured with the templates of this tree and with
+      # those in $OLD_TEMPLATES (default .gpu/old-templates: the tree before the change).
+      old=${OLD_TEMPLATES:-$here/.gpu/old-templates}
+      grep -v '^#' bench/splitk_configs.txt | while read -r tmpl dtype layout shape params; do
+        [ -n "$tmpl" ] || continue
+        for which in new old; do
+          tp=; [ "$which" = old ] && tp=$old
+          MMTUNE_TEMPLATE_PATH=$tp ./build/tuner/mmtune measure "$tmpl" ${params//,/ } \
+            --shape "$shape" --dtype "$dtype" --layout "$layout" --device 0 > /tmp/m.log 2>&1
+          echo "== $which $tmpl $dtype $layout $shape $params exit $?"
+          cat /tmp/m.log
+        done
+      done 2>&1 | tee "$out/splitk.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -21,8 +21,8 @@
 -- an operand are read element by element instead, so nothing outside it is read: a cp.async
 -- reads its whole 16 bytes whatever its src-size).  1: element loads into registers
 -- one tile ahead, packed in pairs.  Both store the same swizzled layout, so the ldmatrix +
--- mma core is the same.  split > 1 adds reg_tiled's serial split-K (grid.z slices of K,
--- per-tile semaphores).
+-- mma core is the same.  split > 1 adds reg_tiled's split-K (grid.z slices of K that meet
+-- in an fp32 workspace: the split_k snippet).
 --
 -- The default is a 128 x 128 x 32 block of 4 warps of 64 x 64, a 4-stage cp.async ring,
 -- 16-byte copies and group=8: the shape that is fast for large aligned square problems.
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
         const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc)
+        float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
 {
   extern __shared__ uint4 mmt_smem[];                     /* 16-byte aligned */
   elem_t* const As = reinterpret_cast<elem_t*>(mmt_smem); /* [TILES][A_STAGE] */
@@ -279,7 +279,7 @@ ${main_loop}
         float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
 ${store}
       }
-    }${split_release}
+    }
 }
 ]]
 
@@ -738,34 +738,24 @@ local main_loop_regs = [[
   }
 ]]
 
--- Epilogue stores of the pair (v0, v1) at row c_row, column c.  ${beta} is the factor of the
--- old C (0: C is not read), ${ld32} / ${ld16} read it and ${st32} / ${st16} write: plain loads
--- and stores without split-K; with it, `c_beta` (see split_wait) and loads and stores through
--- L2 (another block wrote C; this SM's L1 may hold a stale line).
+-- Epilogue stores of the pair (v0, v1) at row c_row, column c (when beta == 0, C is not
+-- read).
 local store_pair = [[
         if (c < n_left) { /* N is even: the pair is inside C */
           unsigned* const p = reinterpret_cast<unsigned*>(c_row + c); /* 4-byte aligned */
-          if (${beta} != 0.0f) {
-            const unsigned old = ${ld32};
-            v0 += ${beta} * to_float((elem_t)(old & 0xffffu));
-            v1 += ${beta} * to_float((elem_t)(old >> 16));
+          if (beta != 0.0f) {
+            const unsigned old = *p;
+            v0 += beta * to_float((elem_t)(old & 0xffffu));
+            v1 += beta * to_float((elem_t)(old >> 16));
           }
-          ${st32};
+          *p = pack2(v0, v1);
         }]]
 local store_scalar = [[
         elem_t* const p = c_row + c;
         if (c < n_left)
-          ${st16_0};
+          p[0] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(p[0]));
         if (c + 1 < n_left)
-          ${st16_1};]]
-local store_vars = {
-  plain = {beta = "beta", ld32 = "*p", st32 = "*p = pack2(v0, v1)",
-           st16_0 = "p[0] = to_elem(beta == 0.0f ? v0 : v0 + beta * to_float(p[0]))",
-           st16_1 = "p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]))"},
-  split = {beta = "c_beta", ld32 = "__ldcg(p)", st32 = "__stcg(p, pack2(v0, v1))",
-           st16_0 = "__stcg(p, to_elem(c_beta == 0.0f ? v0 : v0 + c_beta * to_float(__ldcg(p))))",
-           st16_1 = "__stcg(p + 1,\n                 to_elem(c_beta == 0.0f ? v1 : v1 + c_beta * to_float(__ldcg(p + 1))))"},
-}
+          p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]));]]
 
 -- Split-K (split > 1), as in reg_tiled.  Pieces spliced into the kernel source; all empty when
 -- split = 1, so that those kernels are exactly the ones without split-K.
@@ -775,45 +765,17 @@ local split_doc = [[
  *                 SPLIT slices of K.  Slice z computes the partial product over the K
  *                 columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) / BK) * BK
  *                 (whole K steps; the last slices may be shorter, or empty: they add 0).
- *                 The slices of a tile then add into C one after another, in slice order
- *                 (serial split-K: one launch, no workspace; C is rounded to ${dtype} after each
- *                 slice).  A semaphore per tile, SEM[t] (module scope, zero when the module
- *                 loads), holds the slice whose turn it is: slice z waits for z; slice 0
- *                 writes alpha*acc + beta*C (alpha*acc when beta == 0: C is not read), slice
- *                 z > 0 reads C as slice z-1 left it and writes C + alpha*acc; then it sets
- *                 SEM[t] to z+1, and the last slice sets it back to 0, so the next launch
- *                 starts from 0.
- *                 Deadlock freedom: the GPU dispatches blocks in launch order, blockIdx.z
- *                 varying slowest, so every block of slice z-1 is resident or finished before
- *                 any block of slice z starts; slice 0 waits for nothing and, by induction,
- *                 every slice's turn comes (CUTLASS's serial split-K relies on the same).
- *                 The semaphores belong to the module: two launches of this kernel must not
- *                 run at the same time (on two streams), or they would take each other's
- *                 turns (wrong results or a hang).  At most SEM_COUNT = ${sem_count} tiles of C.]]
+ *                 The slices of a tile meet in the workspace WS (fp32, BM * BN floats per
+ *                 block): the last to arrive adds them in slice order and runs the epilogue
+ *                 (splitk_reduce, below; deterministic, and C is rounded to ${dtype} once).
+ *                 Launches must not overlap (exclusive): the workspace and the arrival
+ *                 counters belong to the kernel.]]
 
 local split_defines = [[
 
-#define SPLIT ${split}
-#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */
-#define SEM ${sem}]]
+#define SPLIT ${split}]]
 
-local split_helpers = [[
-
-/* Split-K turn of each tile of C (see SPLIT): zero when the module loads, and the last slice
- * of a tile sets it back to zero. */
-__device__ unsigned int SEM[SEM_COUNT];
-
-/* The semaphore protocol: an acquire load (the C written by the slice that released it is
- * visible after it) and a release store (sm_70+). */
-static __device__ __forceinline__ unsigned sem_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ void sem_release(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
-}
-]]
+local split_helpers = "\n" .. mmt.snippet("split_k")
 
 -- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
 local split_slice = "\n" .. [[
@@ -830,33 +792,17 @@ local split_slice = "\n" .. [[
     K = (int)min(kc, K - k0);
   }]]
 
--- Before the epilogue: wait for this slice's turn on the tile.
-local split_wait = "\n" .. [[
-  /* Split-K: wait for this slice's turn on the tile (the slices before it have written C).
-   * One thread spins on the semaphore; the barrier holds the others.  Slices after the first
-   * add to C (c_beta = 1), reading it from L2; the first applies beta. */
-  unsigned* const sem = &SEM[pid]; /* the tile's: pid < grid.x * grid.y <= SEM_COUNT */
-  if (tid == 0)
-    while (sem_acquire(sem) != blockIdx.z) { /* spin */ }
-  __syncthreads();
-  const float c_beta = blockIdx.z == 0 ? beta : 1.0f;
+-- Before the epilogue: the slices meet; only the last goes on.
+local split_reduce = "\n" .. [[
+  /* Split-K: the slices of this tile add up in the workspace; the last to arrive goes on
+   * with the sum and writes C, the others are done. */
+  if (!splitk_reduce<MI * NI * 4, THREADS>(&acc[0][0][0], WS, pid, tid)) return;
 ]]
-
--- After the epilogue: hand the tile to the next slice.
-local split_release = "\n" .. [[
-
-  /* Split-K: every thread's stores of C are visible GPU-wide (fence) before thread 0, after
-   * the barrier, passes the turn to the next slice; the last slice resets the semaphore to 0
-   * for the next launch. */
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);]]
 
 local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .. sm_90)
 local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block
 local MAX_REGS = 240 -- cap of the register estimate (255 is the hardware limit)
 local REG_MARGIN = 16 -- registers the occupancy hint leaves above the estimate
-local SEM_COUNT = 65536 -- split-K semaphores per module (256 KiB): tiles of C at most
 
 -- Everything derived from a config and layout (shared by constraints and emit).
 local function derive(p, layout)
@@ -984,9 +930,9 @@ return {
         if prob.K < 2 * p.split * p.bk then
           return false, "split-K slices of fewer than two K steps (K < 2 * split * bk)"
         end
-        if mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn) > SEM_COUNT then
-          return false, string.format("split-K: more than %d tiles of C (semaphores)", SEM_COUNT)
-        end
+        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
+        local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
+        if why then return false, why end
       end
     end
     return true
@@ -998,11 +944,9 @@ return {
     local d = derive(p, layout)
     -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
     local split = p.split > 1
-    local sv = {sem = name .. "_sem", split = p.split, sem_count = SEM_COUNT, dtype = dtype,
-                d_split = string.format("%-4d", p.split)}
+    local sv = {split = p.split, dtype = dtype, d_split = string.format("%-4d", p.split)}
     local function piece(text) return split and mmt.subst(text, sv) or "" end
-    local store = mmt.subst(p.vec <= 1 and store_scalar or store_pair,
-                            split and store_vars.split or store_vars.plain)
+    local store = p.vec <= 1 and store_scalar or store_pair
     local async, realigned = p.vec ~= 1, p.vec == 0
     local vars = {
       name = name, ctype = dt.ctype, dtype = dtype, layout = layout,
@@ -1020,14 +964,14 @@ return {
                      or "STAGES * (A_STAGE + B_STAGE) * 2",
       loaders = realigned and loaders_raw or in_tile .. (async and loaders_async or loaders_regs),
       main_loop = (realigned and main_loop_raw or async and main_loop_async or main_loop_regs) ..
-                  piece(split_wait),
+                  piece(split_reduce),
+      ws_param = split and ",\n        float* __restrict__ WS" or "",
       store = store,
       grid_z = split and "SPLIT" or "1",
       split_doc = piece(split_doc),
       split_defines = piece(split_defines),
-      split_helpers = piece(split_helpers),
+      split_helpers = split and split_helpers or "",
       split_slice = piece(split_slice),
-      split_release = piece(split_release),
     }
     for _, param in ipairs({"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group"}) do
       vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
@@ -1052,8 +996,10 @@ return {
       grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = req,
-      -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
-      exclusive = p.split > 1,
+      -- split > 1: the slices meet in the workspace (fp32, a block tile each), with arrival
+      -- counters in module globals: two launches must not overlap.
+      exclusive = split,
+      workspace = split and p.bm * p.bn * 4 or nil,
       -- Otherwise a launch may start while the kernel before it finishes (sm_90 and newer):
       -- every thread waits (griddepcontrol.wait) before it touches global memory.
       dependent_launch = p.split == 1,

@@ -13,9 +13,10 @@
 -- of its dimensions is contiguous in memory, and whichever operand arrives with K
 -- contiguous is transposed on its way into shared memory, so the compute loop is the same
 -- for all four.
--- split > 1 adds serial split-K for problems with few tiles of C (skinny or deep-K): grid.z
--- slices of K, whose partial products are added into C one slice after another under a
--- per-tile semaphore.  split = 1 emits exactly the kernel without it.
+-- split > 1 adds split-K for problems with few tiles of C (skinny or deep-K): grid.z slices of
+-- K, whose partial sums meet in an fp32 workspace, where the last slice of a tile adds them in
+-- slice order and writes C (the split_k snippet).  split = 1 emits exactly the kernel without
+-- it.
 --
 -- The default is the classic 128 x 128 block of 256 threads with an 8 x 8 register tile and a
 -- register-prefetch double buffer (stages=2), float4 loads (vec=4) and group=8: the shape
@@ -135,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
         const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc)
+        float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
 {
   extern __shared__ float4 mmt_smem[];                  /* 16-byte aligned */
   float* const As = reinterpret_cast<float*>(mmt_smem); /* [STAGES][BK][AS_LD], A transposed */
@@ -217,7 +218,7 @@ ${main_loop}
       for (int j = 0; j < VB; ++j) v[j] = alpha * acc[i][cb * VB + j];
 ${store}
     }
-  }${split_release}
+  }
 }
 ]]
 
@@ -361,34 +362,25 @@ local main_loops = {
 ]],
 }
 
--- Epilogue stores of one VB-wide piece v of row c_row at column c.  ${beta} is the factor of
--- the old C (0: C is not read), ${load_old} / ${old} read it and ${store_c} writes the piece:
--- `beta` and plain loads and stores without split-K; with it, `c_beta` (see split_wait) and
--- L2 loads and stores (a plain float4 store after an L2 load of the same piece compiles to
--- four scalar stores, nvcc 13.0).
+-- Epilogue stores of one VB-wide piece v of row c_row at column c (when beta == 0, C is not
+-- read).
 local store_vec4 = [[
       if (c < n_left) { /* N % 4 == 0 and c % VB == 0: the whole piece is inside C */
-        if (${beta} != 0.0f) {
+        if (beta != 0.0f) {
           float old[VB];
-          ${load_old};
+          load_vec<VB>(old, c_row + c, true);
 #pragma unroll
-          for (int j = 0; j < VB; ++j) v[j] += ${beta} * old[j];
+          for (int j = 0; j < VB; ++j) v[j] += beta * old[j];
         }
-        ${store_c};
+        store_vec<VB>(c_row + c, v);
       }]]
 local store_scalar = [[
 #pragma unroll
       for (int j = 0; j < VB; ++j) {
         if (c + j >= n_left) break;
         ${ctype}* const p = c_row + c + j;
-        *p = ${beta} == 0.0f ? v[j] : v[j] + ${beta} * ${old};
+        *p = beta == 0.0f ? v[j] : v[j] + beta * *p;
       }]]
-local store_vars = {
-  plain = {beta = "beta", load_old = "load_vec<VB>(old, c_row + c, true)", old = "*p",
-           store_c = "store_vec<VB>(c_row + c, v)"},
-  split = {beta = "c_beta", load_old = "load_cg<VB>(old, c_row + c)", old = "__ldcg(p)",
-           store_c = "store_cg<VB>(c_row + c, v)"},
-}
 
 -- Split-K (split > 1).  Pieces spliced into the kernel source; all empty when split = 1, so
 -- that those kernels are exactly the ones without split-K.
@@ -398,67 +390,16 @@ local split_doc = [[
  *                 SPLIT slices of K.  Slice z computes the partial product over the K
  *                 columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) / BK) * BK
  *                 (whole K steps; the last slices may be shorter, or empty: they add 0).
- *                 The slices of a tile then add into C one after another, in slice order
- *                 (serial split-K: one launch, no workspace).  A semaphore per tile, SEM[t]
- *                 (module scope, zero when the module loads), holds the slice whose turn it
- *                 is: slice z waits for z; slice 0 writes alpha*acc + beta*C (alpha*acc when
- *                 beta == 0: C is not read), slice z > 0 reads C as slice z-1 left it and
- *                 writes C + alpha*acc; then it sets SEM[t] to z+1, and the last slice sets it
- *                 back to 0, so the next launch starts from 0.
- *                 Deadlock freedom: the GPU dispatches blocks in launch order, blockIdx.z
- *                 varying slowest, so every block of slice z-1 is resident or finished before
- *                 any block of slice z starts; slice 0 waits for nothing and, by induction,
- *                 every slice's turn comes (CUTLASS's serial split-K relies on the same).
- *                 The semaphores belong to the module: two launches of this kernel must not
- *                 run at the same time (on two streams), or they would take each other's
- *                 turns (wrong results or a hang).  At most SEM_COUNT = ${sem_count} tiles of C.]]
+ *                 The slices of a tile meet in the workspace WS (fp32, BM * BN floats per
+ *                 block): the last to arrive adds them in slice order and runs the epilogue
+ *                 (splitk_reduce, below; deterministic).  Launches must not overlap
+ *                 (exclusive): the workspace and the arrival counters belong to the kernel.]]
 
 local split_defines = [[
 
-#define SPLIT ${split}
-#define SEM_COUNT ${sem_count} /* semaphores: tiles of C (grid.x * grid.y) at most */
-#define SEM ${sem}]]
+#define SPLIT ${split}]]
 
-local split_helpers = [[
-
-/* Split-K turn of each tile of C (see SPLIT): zero when the module loads, and the last slice
- * of a tile sets it back to zero. */
-__device__ unsigned int SEM[SEM_COUNT];
-
-/* The semaphore protocol: an acquire load (the C written by the slice that released it is
- * visible after it) and a release store (sm_70+). */
-static __device__ __forceinline__ unsigned sem_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ void sem_release(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
-}
-
-/* load_vec and store_vec through L2 only (ld/st.global.cg), for C: what another block of this
- * launch wrote must not come from a stale line of this SM's L1. */
-template <int W> __device__ __forceinline__ void load_cg(float* r, const float* p) {
-  if constexpr (W == 4) {
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
-    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
-  } else if constexpr (W == 2) {
-    const float2 v = __ldcg(reinterpret_cast<const float2*>(p));
-    r[0] = v.x; r[1] = v.y;
-  } else {
-    r[0] = __ldcg(p);
-  }
-}
-template <int W> __device__ __forceinline__ void store_cg(float* p, const float* r) {
-  if constexpr (W == 4) {
-    __stcg(reinterpret_cast<float4*>(p), make_float4(r[0], r[1], r[2], r[3]));
-  } else if constexpr (W == 2) {
-    __stcg(reinterpret_cast<float2*>(p), make_float2(r[0], r[1]));
-  } else {
-    __stcg(p, r[0]);
-  }
-}
-]]
+local split_helpers = "\n" .. mmt.snippet("split_k")
 
 -- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
 local split_slice = "\n" .. [[
@@ -475,33 +416,17 @@ local split_slice = "\n" .. [[
     K = (int)min(kc, K - k0);
   }]]
 
--- Before the epilogue: wait for this slice's turn on the tile.
-local split_wait = "\n" .. [[
-  /* Split-K: wait for this slice's turn on the tile (the slices before it have written C).
-   * One thread spins on the semaphore; the barrier holds the others.  Slices after the first
-   * add to C (c_beta = 1), reading it from L2; the first applies beta. */
-  unsigned* const sem = &SEM[pid]; /* the tile's: pid < grid.x * grid.y <= SEM_COUNT */
-  if (tid == 0)
-    while (sem_acquire(sem) != blockIdx.z) { /* spin */ }
-  __syncthreads();
-  const float c_beta = blockIdx.z == 0 ? beta : 1.0f;
+-- Before the epilogue: the slices meet; only the last goes on.
+local split_reduce = "\n" .. [[
+  /* Split-K: the slices of this tile add up in the workspace; the last to arrive goes on
+   * with the sum and writes C, the others are done. */
+  if (!splitk_reduce<TM * TN, THREADS>(&acc[0][0], WS, pid, tid)) return;
 ]]
-
--- After the epilogue: hand the tile to the next slice.
-local split_release = "\n" .. [[
-
-  /* Split-K: every thread's stores of C are visible GPU-wide (fence) before thread 0, after
-   * the barrier, passes the turn to the next slice; the last slice resets the semaphore to 0
-   * for the next launch. */
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);]]
 
 local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .. sm_90)
 local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block
 local MAX_REGS = 200 -- cap of the register estimate (255 is the hardware limit)
 local REG_MARGIN = 16 -- registers the estimate leaves free (ptxas needs more than it counts)
-local SEM_COUNT = 65536 -- split-K semaphores per module (256 KiB): tiles of C at most
 
 -- Everything derived from a config and layout (shared by constraints and emit).
 local function derive(p, layout)
@@ -618,9 +543,9 @@ return {
         if prob.K < 2 * p.split * p.bk then
           return false, "split-K slices of fewer than two K steps (K < 2 * split * bk)"
         end
-        if mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn) > SEM_COUNT then
-          return false, string.format("split-K: more than %d tiles of C (semaphores)", SEM_COUNT)
-        end
+        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
+        local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
+        if why then return false, why end
       end
     end
     return true
@@ -633,13 +558,9 @@ return {
     local loaders = p.stages == 3 and loaders_async or loaders_regs
     -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
     local split = p.split > 1
-    local sv = {sem = name .. "_sem", split = p.split, sem_count = SEM_COUNT,
-                d_split = string.format("%-4d", p.split)}
+    local sv = {split = p.split, d_split = string.format("%-4d", p.split)}
     local function piece(text) return split and mmt.subst(text, sv) or "" end
-    local store_v = split and store_vars.split or store_vars.plain
-    local store = mmt.subst(p.vec == 4 and store_vec4 or store_scalar,
-                            {ctype = dt.ctype, beta = store_v.beta, load_old = store_v.load_old,
-                             old = store_v.old, store_c = store_v.store_c})
+    local store = mmt.subst(p.vec == 4 and store_vec4 or store_scalar, {ctype = dt.ctype})
     local vars = {
       name = name, ctype = dt.ctype, layout = layout,
       a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
@@ -651,14 +572,14 @@ return {
       alv = d.alv, blv = d.blv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
       async_helpers = p.stages == 3 and async_helpers or "",
       loaders = loaders,
-      main_loop = main_loops[p.stages] .. piece(split_wait),
+      main_loop = main_loops[p.stages] .. piece(split_reduce),
+      ws_param = split and ",\n        float* __restrict__ WS" or "",
       store = store,
       grid_z = split and "SPLIT" or "1",
       split_doc = piece(split_doc),
       split_defines = piece(split_defines),
-      split_helpers = piece(split_helpers),
+      split_helpers = split and split_helpers or "",
       split_slice = piece(split_slice),
-      split_release = piece(split_release),
     }
     local req
     if p.vec == 4 then -- whole float4 along each contiguous dimension: A's, B's and C's (N)
@@ -677,8 +598,10 @@ return {
       grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = req,
-      -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
-      exclusive = p.split > 1,
+      -- split > 1: the slices meet in the workspace (fp32, a block tile each), with arrival
+      -- counters in module globals: two launches must not overlap.
+      exclusive = split,
+      workspace = split and p.bm * p.bn * 4 or nil,
     }
   end,
 }

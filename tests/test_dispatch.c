@@ -797,7 +797,8 @@ static void test_gpu_families_unaligned_ld(void **state) {
   }
 }
 
-/* A split-K kernel (exclusive: per-tile semaphores in the module) chosen for one shape, and
+/* A split-K kernel (exclusive: arrival counters and a workspace in the module) chosen for one
+ * shape, and
  * EXCL_SETS independent problems of that shape: inputs on the host and the device, a C each,
  * a stream each. */
 #define EXCL_SETS 3
@@ -882,8 +883,17 @@ static void exclusive_check_close(exclusive_setup *x) {
 static void test_gpu_exclusive_two_streams(void **state) {
   exclusive_setup x;
   exclusive_open(*state, &x);
+  rt_dispatch_stats st;
+  exclusive_call(&x, 0, x.st[0]);
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.workspace_allocs, 1); /* the first call sizes the workspace... */
+  const uint64_t bytes = st.workspace_bytes;
+  assert_true(bytes >= (uint64_t)x.g.m * x.g.n * 16 * 4); /* a tile of fp32 per slice */
   for (int rep = 0; rep < 20; rep++)
     for (int s = 0; s < EXCL_SETS; s++) exclusive_call(&x, s, x.st[s]);
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.workspace_allocs, 1); /* ...and warm calls reuse it */
+  assert_int_equal(st.workspace_bytes, bytes);
   exclusive_check_close(&x);
 }
 
@@ -897,7 +907,10 @@ static void test_gpu_exclusive_graph(void **state) {
   const rt_cu *cu = x.cu;
   CUgraph graph = NULL;
   CUgraphExec exec = NULL;
-  exclusive_call(&x, 2, x.st[2]); /* an eager launch before the capture */
+  exclusive_call(&x, 2, x.st[2]); /* an eager launch before the capture: sizes the workspace */
+  rt_dispatch_stats st;
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.workspace_allocs, 1);
   assert_int_equal(cu->cuStreamBeginCapture(x.st[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                    CUDA_SUCCESS);
   exclusive_call(&x, 0, x.st[0]);
@@ -909,6 +922,8 @@ static void test_gpu_exclusive_graph(void **state) {
     exclusive_call(&x, 2, x.st[2]);
   }
   assert_int_equal(cu->cuStreamSynchronize(x.st[0]), CUDA_SUCCESS);
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.workspace_allocs, 1); /* captured and replayed with the same workspace */
   assert_int_equal(cu->cuGraphExecDestroy(exec), CUDA_SUCCESS);
   assert_int_equal(cu->cuGraphDestroy(graph), CUDA_SUCCESS);
   exclusive_check_close(&x);

@@ -831,6 +831,9 @@ static void test_malformed_emit(void **state) {
       "{\"SM\", blocks in [1, 64]}",
       "dependent_launch that is not a boolean",
       "both exclusive and dependent_launch",
+      "workspace that is not a multiple of 16 in 0..262144",
+      "workspace without exclusive",
+      "workspace that is not a multiple of 16 in 0..262144",
   };
   gen_template *t = load_ok(BAD "sb_bad_emit.lua");
   gen_kernel k;
@@ -850,8 +853,14 @@ static void test_malformed_emit(void **state) {
     assert_non_null(strstr(e.msg, "sb_bad_emit"));
     assert_int_equal(k.block[0], 0x5a5a5a5a); /* out untouched on failure */
   }
-  cfg.v[0] = (int64_t)(sizeof expect / sizeof expect[0]); /* the well-formed sm_90a kernel */
+  cfg.v[0] = (int64_t)(sizeof expect / sizeof expect[0]); /* the well-formed workspace kernel */
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_true(k.exclusive);
+  assert_int_equal(k.workspace_per_block, 4096);
+  gen_kernel_clear(&k);
+  cfg.v[0]++; /* the well-formed sm_90a kernel */
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_int_equal(k.workspace_per_block, 0);
   assert_string_equal(k.arch, "sm_90a");
   assert_true(k.dependent_launch);
   assert_int_equal(k.grid[0].dim, 'S');

@@ -53,7 +53,6 @@ static const char *const k_dtypes[] = {"f16", "bf16"};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number. */
 #define VALID_COUNT 2136
 #define VALID_SPLIT1 1668
-#define SEM_COUNT 65536 /* split-K semaphores per module: tiles of C at most */
 
 typedef struct {
   int64_t bm, bn, bk, wm, wn, stages, vec, swz, group, split;
@@ -244,12 +243,12 @@ static void test_constraints(void **state) {
   tc_rejects(t, "split=4,group=1,stages=3", &sp, "K < 2 * split * bk");
   tc_parse_ok(t, "group=1,stages=3", &c); /* split = 1 takes any K */
   assert_true(tc_check(t, &c, &sp, NULL, 0));
-  const int64_t side = 256LL * 128; /* 256 tiles of 128 */
-  gen_problem big = {"bf16", "nn", side, side, 512, 512, side, side, 16};
+  /* a workspace of at most 64 MiB: 256 tiles of 128 x 128 with split 4 */
+  gen_problem big = {"bf16", "nn", 16 * 128, 16 * 128, 512, 512, 16 * 128, 16 * 128, 16};
   tc_parse_ok(t, "split=4,group=1,stages=3", &c);
-  assert_true(tc_check(t, &c, &big, NULL, 0)); /* exactly 65536 tiles of 128 x 128 */
+  assert_true(tc_check(t, &c, &big, NULL, 0)); /* exactly 64 MiB */
   big.n++;
-  tc_rejects(t, "split=4,group=1,stages=3", &big, "more than 65536 tiles of C");
+  tc_rejects(t, "split=4,group=1,stages=3", &big, "workspace over 64 MiB");
   /* dtype and layout */
   gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
   tc_parse_ok(t, "", &c);
@@ -396,13 +395,12 @@ static void test_emit_all(void **state) {
         "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
     tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises (sm_90 on) */
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p, layout));
-    /* split-K: the module's semaphore array, named after the kernel */
+    /* split-K: the split_k snippet's counters, a block tile of fp32 workspace per block */
     const bool split = p.split > 1;
-    snprintf(line, sizeof line, "#define SEM %s_sem\n", name);
-    assert_int_equal(strstr(k.source, line) != NULL, split);
-    assert_int_equal(strstr(k.source, "__device__ unsigned int SEM[SEM_COUNT];") != NULL, split);
+    assert_int_equal(strstr(k.source, "__device__ unsigned int splitk_arrivals[SPLITK_TILES];") != NULL,
+                     split);
     assert_int_equal(strstr(k.source, "blockIdx.z") != NULL, split);
-    assert_int_equal(strstr(k.source, "__stcg(") != NULL, split);
+    assert_int_equal(k.workspace_per_block, split ? (unsigned)(p.bm * p.bn * 4) : 0u);
     gen_kernel_clear(&k);
     emitted++;
   }
@@ -426,8 +424,7 @@ static void test_shared_lines(void **state) {
       "const long long kc = (per + BK - 1) / BK * BK;",
       "const long long k0 = min((long long)blockIdx.z * kc, (long long)K);",
       "K = (int)min(kc, K - k0);",
-      "while (sem_acquire(sem) != blockIdx.z)",
-      "if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);",
+      "if (!splitk_reduce<MI * NI * 4, THREADS>(&acc[0][0][0], WS, pid, tid)) return;",
   };
   gen_template *t = load_mma();
   gen_config c;
@@ -566,12 +563,13 @@ static CUdeviceptr to_device(const rt_cu *cu, const uint16_t *h, size_t count) {
 }
 
 /* Runs k on shape s against a float64 reference, in dtype, `runs` times from the same C (the
- * second run of a split-K kernel finds the semaphores as the first left them).  C starts as
- * NaN when beta == 0 (it must not be read); the padding past column N must be left alone.
- * `offset` elements shift every base address (2-byte alignment for VEC = 1).
- * Element bound: tol * (1 + |want|), plus, per rounding of a partial sum to dtype (one per
- * split-K slice: serial split-K adds slices in C), the unit roundoff times the sum of
- * |alpha * a * b| over K, the classic bound on what rounding a partial sum can lose. */
+ * second run of a split-K kernel finds the arrival counters as the first left them, and
+ * must give the same bits: the slices are added in slice order).  C starts as NaN when
+ * beta == 0 (it must not be read); the padding past column N must be left alone.  `offset`
+ * elements shift every base address (2-byte alignment for VEC = 1).
+ * Element bound, the same whatever the split (the slices meet in fp32, C is rounded once):
+ * tol * (1 + |want|) plus the unit roundoff times the sum of |alpha * a * b| over K, the
+ * classic bound on what rounding a partial sum can lose. */
 static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
                       const char *layout, const gemm_shape *s, int runs, int offset, double tol,
                       int64_t split) {
@@ -582,8 +580,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1 + (size_t)offset;
   const size_t nc = (size_t)(s->m * s->ldc) + (size_t)offset;
   uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2), *c0 = malloc(nc * 2);
+  uint16_t *first = malloc(nc * 2);
   double *want = malloc(nc * sizeof *want), *absum = calloc(nc, sizeof *absum);
-  assert_true(a && b && c && c0 && want && absum);
+  assert_true(a && b && c && c0 && first && want && absum);
   const double unit = f16 ? 0x1p-11 : 0x1p-8; /* unit roundoff of the output type */
   uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
   for (size_t i = 0; i < na; i++) a[i] = to16(vrand(&seed));
@@ -628,13 +627,19 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       const double got = to32(c[i]);
       const bool same = isnan(want[i]) ? c[i] == c0[i] /* untouched */
                                        : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
-                                                                    unit * (double)split * absum[i];
+                                                                    unit * absum[i];
       if (!same) {
         fprintf(stderr, "%s, %s %lldx%lldx%lld (offset %d), run %d: C[%zu] = %g, want %g\n", label,
                 layout, (long long)s->m, (long long)s->n, (long long)s->k, offset, run + 1, i, got,
                 want[i]);
         fail();
       }
+    }
+    if (run == 0) memcpy(first, c, nc * 2);
+    else if (split > 1 && memcmp(first, c, nc * 2) != 0) {
+      fprintf(stderr, "%s, %s %lldx%lldx%lld: run %d differs from run 1 (split-K order)\n", label,
+              layout, (long long)s->m, (long long)s->n, (long long)s->k, run + 1);
+      fail();
     }
   }
   assert_int_equal(cu->cuMemFree(da), CUDA_SUCCESS);
@@ -644,6 +649,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(b);
   free(c);
   free(c0);
+  free(first);
   free(want);
   free(absum);
 }

@@ -575,6 +575,47 @@ static void test_launch_args(void **state) {
   assert_int_equal(rc, MMT_OK);
 }
 
+/* The workspace sizing rules: a launch needs the blocks of its grid times the kernel's bytes
+ * per block; the buffer grows to at least that, doubling, in whole MiB, and not at all when
+ * it suffices. */
+static void test_workspace_sizing(void **state) {
+  (void)state;
+  const size_t mib = RT_WORKSPACE_MIN_BYTES;
+  assert_int_equal(mib, 1u << 20);
+  assert_int_equal(rt_workspace_grow_size(0, 0), 0);
+  assert_int_equal(rt_workspace_grow_size(1, 0), mib);
+  assert_int_equal(rt_workspace_grow_size(mib, 0), mib);
+  assert_int_equal(rt_workspace_grow_size(mib + 1, 0), 2 * mib);
+  assert_int_equal(rt_workspace_grow_size(mib, mib), 0);            /* fits: reused */
+  assert_int_equal(rt_workspace_grow_size(mib + 1, mib), 2 * mib);  /* doubles */
+  assert_int_equal(rt_workspace_grow_size(mib + 1, 3 * mib), 0);
+  assert_int_equal(rt_workspace_grow_size(7 * mib, 3 * mib), 7 * mib); /* need beats double */
+  assert_int_equal(rt_workspace_grow_size(SIZE_MAX, 0), SIZE_MAX);      /* no overflow */
+  /* Doubling from the floor, the retired list never fills before size_t does. */
+  size_t have = 0;
+  int grown = 0;
+  while (have < SIZE_MAX / 2) have = rt_workspace_grow_size(have + 1, have), grown++;
+  assert_true(grown <= RT_WORKSPACE_RETIRED);
+
+  rt_kernel k;
+  memset(&k, 0, sizeof k);
+  k.grid[0] = (gen_grid_dim){'N', 64};
+  k.grid[1] = (gen_grid_dim){'M', 32};
+  k.grid[2] = (gen_grid_dim){0, 16};
+  k.sm_count = 132;
+  rt_gemm_args a = {.m = 100, .n = 129, .k = 10000, .alpha = 1, .lda = 10000, .ldb = 129, .ldc = 129};
+  ut_err e;
+  size_t need = 1;
+  assert_int_equal(rt_workspace_need(&k, &a, &need, &e), MMT_OK);
+  assert_int_equal(need, 0); /* no workspace asked */
+  k.workspace_per_block = 32 * 64 * 4;
+  assert_int_equal(rt_workspace_need(&k, &a, &need, &e), MMT_OK);
+  assert_int_equal(need, (size_t)3 * 4 * 16 * 32 * 64 * 4); /* 3 x 4 tiles, 16 slices */
+  a.m = 0; /* an empty grid needs nothing */
+  assert_int_equal(rt_workspace_need(&k, &a, &need, &e), MMT_OK);
+  assert_int_equal(need, 0);
+}
+
 /* ---- GPU (skipped without a driver and device) ------------------------------------------- */
 
 static void open_or_skip(rt_device *d) {
@@ -825,6 +866,7 @@ int main(void) {
       cmocka_unit_test(test_compile_threads),
       cmocka_unit_test(test_load_refusals),
       cmocka_unit_test(test_launch_args),
+      cmocka_unit_test(test_workspace_sizing),
       cmocka_unit_test(test_gpu_device),
       cmocka_unit_test(test_gpu_kernel_load),
       cmocka_unit_test(test_gpu_shared_memory),

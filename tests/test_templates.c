@@ -48,7 +48,6 @@ static const int k_counts[P_COUNT] = {
  * split = 1: 2616 (the space before split-K); each of split = 2, 4, 8, 16: 449. */
 #define VALID_COUNT 4412
 #define VALID_SPLIT1 2616
-#define SEM_COUNT 65536 /* split-K semaphores per module: tiles of C at most */
 
 typedef struct {
   int64_t bm, bn, bk, tm, tn, vec, stages, pad, group, split;
@@ -217,7 +216,7 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.grid[1].tile, p.bm);
     assert_int_equal(k.grid[2].dim, 0); /* grid.z: SPLIT slices of K */
     assert_int_equal(k.grid[2].tile, p.split);
-    assert_int_equal(k.exclusive, p.split > 1); /* semaphores: launches must not overlap */
+    assert_int_equal(k.exclusive, p.split > 1); /* counters, workspace: no overlap */
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p));
     assert_int_equal(k.requires.m_multiple, 1);
     assert_int_equal(k.requires.n_multiple, p.vec == 4 ? 4 : 1);
@@ -230,25 +229,24 @@ static void test_emit_all(void **state) {
     assert_non_null(strstr(k.source, line));
     snprintf(line, sizeof line, "#define BLV %lld\n", (long long)p.vec);
     assert_non_null(strstr(k.source, line));
-    /* split-K: the module's semaphore array, named after the kernel; split = 1 has no trace
-     * of it (its source is the kernel's without split-K) */
+    /* split-K: the split_k snippet's arrival counters and the workspace argument, a block
+     * tile of fp32 per block; split = 1 has no trace of them (its source is the kernel's
+     * without split-K) */
     const bool split = p.split > 1;
-    snprintf(line, sizeof line, "#define SEM %s_sem\n", name);
+    assert_int_equal(strstr(k.source, "__device__ unsigned int splitk_arrivals[SPLITK_TILES];") != NULL,
+                     split);
+    assert_int_equal(strstr(k.source, "int ldc,\n        float* __restrict__ WS)") != NULL, split);
+    assert_int_equal(k.workspace_per_block, split ? (unsigned)(p.bm * p.bn * 4) : 0u);
+    snprintf(line, sizeof line, "#define SPLITK_TILES %d\n", GEN_SPLITK_TILES); /* the limit's */
     assert_int_equal(strstr(k.source, line) != NULL, split);
-    assert_int_equal(strstr(k.source, "__device__ unsigned int SEM[SEM_COUNT];") != NULL, split);
-    assert_int_equal(strstr(k.source, "#define SEM_COUNT 65536 ") != NULL, split);
     assert_int_equal(strstr(k.source, "blockIdx.z") != NULL, split);
     assert_int_equal(strstr(k.source, "SPLIT") != NULL, split);
     assert_int_equal(strstr(k.source, "Split-K") != NULL, split);
-    /* epilogue: float4 stores with VEC = 4 (through L2 with split-K), scalar ones otherwise */
-    const bool vec4 = p.vec == 4;
-    assert_int_equal(strstr(k.source, "store_vec<VB>(c_row + c, v);") != NULL, vec4 && !split);
-    assert_int_equal(strstr(k.source, "store_cg<VB>(c_row + c, v);") != NULL, vec4 && split);
+    /* epilogue (the same with split-K: the last slice runs it once): float4 stores with
+     * VEC = 4, scalar ones otherwise */
+    assert_int_equal(strstr(k.source, "store_vec<VB>(c_row + c, v);") != NULL, p.vec == 4);
     assert_int_equal(strstr(k.source, "*p = beta == 0.0f ? v[j] : v[j] + beta * *p;") != NULL,
-                     p.vec == 1 && !split);
-    assert_int_equal(strstr(k.source, "*p = c_beta == 0.0f ? v[j] : v[j] + c_beta * __ldcg(p);") !=
-                         NULL,
-                     p.vec == 1 && split);
+                     p.vec == 1);
     gen_kernel_clear(&k);
     emitted++;
   }
@@ -332,15 +330,16 @@ static void test_problem_checks(void **state) {
   assert_false(tc_check(t, &c, &sp, why, sizeof why));
   tc_parse_ok(t, "group=1", &c); /* split = 1 takes any K */
   assert_true(tc_check(t, &c, &sp, why, sizeof why));
-  /* problem: tiles of C at most SEM_COUNT (one semaphore each), 128 x 128 tiles here */
+  /* problem: a workspace of at most 64 MiB, tiles * split * bm * bn * 4 bytes: 512 tiles of
+   * 128 x 128 with split 2 */
   tc_parse_ok(t, "group=1,split=2", &c);
-  gen_problem big = {"f32", "nn", 256LL * 128, 256LL * 128, 64, 64, 256LL * 128, 256LL * 128, 16};
-  assert_true(tc_check(t, &c, &big, why, sizeof why)); /* exactly 65536 tiles */
+  gen_problem big = {"f32", "nn", 16LL * 128, 32LL * 128, 64, 64, 32LL * 128, 32LL * 128, 16};
+  assert_true(tc_check(t, &c, &big, why, sizeof why)); /* exactly 64 MiB */
   big.n++;
   big.ldb++;
   big.ldc++;
   assert_false(tc_check(t, &c, &big, why, sizeof why));
-  assert_non_null(strstr(why, "65536 tiles"));
+  assert_non_null(strstr(why, "workspace over 64 MiB"));
   tc_parse_ok(t, "group=1", &c);
   assert_true(tc_check(t, &c, &big, why, sizeof why));
   gen_free(t);
@@ -459,13 +458,9 @@ static const char *const k_split_lines[] = {
     "A += A_T ? k0 * lda : k0;",
     "B += B_T ? k0 : k0 * ldb;",
     "K = (int)min(kc, K - k0);",
-    "unsigned* const sem = &SEM[pid];",
-    "while (sem_acquire(sem) != blockIdx.z)",
-    "const float c_beta = blockIdx.z == 0 ? beta : 1.0f;",
-    "__threadfence();\n  __syncthreads();\n"
-    "  if (tid == 0) sem_release(sem, blockIdx.z == SPLIT - 1 ? 0u : blockIdx.z + 1);",
-    "ld.acquire.gpu.global.u32",
-    "st.release.gpu.global.u32",
+    "if (!splitk_reduce<TM * TN, THREADS>(&acc[0][0], WS, pid, tid)) return;",
+    "const unsigned before = atomicAdd(&splitk_arrivals[tile], 1u);",
+    "for (int i = 0; i < nacc; ++i) sum[i] += __ldcg(part + i * threads);",
 };
 
 /* Slices cover [0, K) in order, in whole K steps but for the last non-empty one; with K
@@ -695,8 +690,10 @@ static void test_gpu_configs(void **state) {
     tc_parse_ok(t, k_gpu_configs[i], &c);
     assert_true(tc_check(t, &c, NULL, NULL, 0));
     for (int l = 0; l < COUNT(k_layouts); l++) {
-      const gen_problem big = {"f32", k_layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
-      layout_valid += tc_check(t, &c, &big, NULL, 0);
+      int64_t ld[3];
+      gen_min_ld(k_layouts[l], 512, 512, 16384, ld);
+      const gen_problem deep = {"f32", k_layouts[l], 512, 512, 16384, ld[0], ld[1], ld[2], 16};
+      layout_valid += tc_check(t, &c, &deep, NULL, 0);
     }
     if (c.v[P_SPLIT] == 1) continue;
     split_configs++;
@@ -734,8 +731,9 @@ static CUdeviceptr to_device(const rt_cu *cu, const float *h, size_t count) {
 
 /* Runs k on shape s `runs` times in a row (from the same C each time) against a float64 CPU
  * reference; C starts as NaN when beta == 0 (it must not be read) and the padding past column
- * N must be left alone.  Split-K kernels run twice: the second launch finds the semaphores as
- * the first left them. */
+ * N must be left alone.  Split-K kernels run three times: later launches find the arrival
+ * counters as the first left them, and give the same bits (the slices are added in slice
+ * order, whichever finishes first). */
 static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *layout,
                       const gemm_shape *s, int runs) {
   const bool ta = layout[0] == 't', tb = layout[1] == 't';
@@ -744,8 +742,8 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   const size_t nc = (size_t)(s->m * s->ldc);
   float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
   float *c = malloc(nc * sizeof *c), *want = malloc(nc * sizeof *want);
-  float *c0 = malloc(nc * sizeof *c0);
-  assert_true(a && b && c && want && c0);
+  float *c0 = malloc(nc * sizeof *c0), *first = malloc(nc * sizeof *first);
+  assert_true(a && b && c && want && c0 && first);
   uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
   for (size_t i = 0; i < na; i++) a[i] = frand(&seed);
   for (size_t i = 0; i < nb; i++) b[i] = frand(&seed);
@@ -789,6 +787,12 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
         fail();
       }
     }
+    if (run == 0) memcpy(first, c, nc * sizeof *c);
+    else if (memcmp(first, c, nc * sizeof *c) != 0) {
+      fprintf(stderr, "%s, %s %lldx%lldx%lld: run %d differs from run 1\n", label, layout,
+              (long long)s->m, (long long)s->n, (long long)s->k, run + 1);
+      fail();
+    }
   }
   assert_int_equal(cu->cuMemFree(args.a), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemFree(args.b), CUDA_SUCCESS);
@@ -797,6 +801,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   free(b);
   free(c);
   free(c0);
+  free(first);
   free(want);
 }
 
@@ -824,7 +829,7 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gen_config *c,
   print_message("%s: %d registers, %d bytes local%s\n", spec->kernel_name, k.regs, k.local_bytes,
                 k.local_bytes ? " (spills)" : "");
   const int64_t split = c->v[P_SPLIT], bk = c->v[P_BK];
-  const int runs = split > 1 ? 2 : 1; /* split-K: the second launch needs reset semaphores */
+  const int runs = split > 1 ? 3 : 1; /* split-K: reset counters, the same bits each run */
   gemm_shape all[COUNT(k_shapes_any) + COUNT(k_shapes_vec4) + SPLIT_SHAPES];
   int n = 0, ran = 0;
   for (int j = 0; j < COUNT(k_shapes_any); j++) all[n++] = in_layout(&k_shapes_any[j], layout);

@@ -39,9 +39,14 @@ local broken = {
   [21] = function(r) r.grid = {x = {"SM", 65}} end, -- at most 64 blocks per SM
   [22] = function(r) r.dependent_launch = 1 end,
   [23] = function(r) r.exclusive = true; r.dependent_launch = true end,
+  [24] = function(r) r.exclusive = true; r.workspace = 100 end, -- not a multiple of 16
+  [25] = function(r) r.workspace = 1024 end, -- without exclusive
+  [26] = function(r) r.exclusive = true; r.workspace = 512 * 1024 end, -- over 256 KiB a block
+  -- well formed: an exclusive kernel with 4 KiB of workspace a block
+  [27] = function(r) r.exclusive = true; r.workspace = 4096 end,
   -- well formed: an sm_90a kernel with two maps, repacked, persistent (two blocks per SM),
   -- launched as a dependent
-  [24] = function(r)
+  [28] = function(r)
     r.dependent_launch = true
     r.grid = {x = {"SM", 2}}
     r.arch = "sm_90a"
@@ -56,7 +61,7 @@ return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                   23, 24}}},
+                                   23, 24, 25, 26, 27, 28}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end

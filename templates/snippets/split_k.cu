@@ -1,0 +1,61 @@
+/* snippet split_k (templates/snippets): split-K through an fp32 workspace, for kernels whose
+ * grid.z is the number of slices of K (blockIdx.z the slice) and whose table says
+ * exclusive = true and workspace = (fp32 bytes per block: 4 * NACC * THREADS).
+ *
+ * Every block of a tile of C computes its slice's partial sums, then calls
+ * splitk_reduce<NACC, THREADS>(acc, WS, tile, tid) with its NACC accumulators per thread (in
+ * registers; the same order in every block), the kernel's workspace argument, the tile's
+ * number (below grid.x * grid.y, at most SPLITK_TILES) and the thread's index (below
+ * THREADS).  Each slice stores its sums to its own place in the workspace, in fp32; the last
+ * slice of the tile to arrive gets true back with acc holding the sum of every slice, added
+ * in slice order 0, 1, ... whatever order the slices finished in (so results are the same
+ * bits from run to run), and runs the epilogue; the others get false and are done.  C is read
+ * and written once, by that block, and rounded to its type once.
+ *
+ * splitk_arrivals[t] counts the slices of tile t that have arrived: zero when the module
+ * loads, and the last slice sets it back to zero for the next launch.  The counters and the
+ * workspace belong to the module, hence exclusive: two launches must never overlap. */
+#define SPLITK_TILES 65536
+__device__ unsigned int splitk_arrivals[SPLITK_TILES];
+
+template <int nacc, int threads> /* lowercase: a template's macros are uppercase */
+__device__ __forceinline__ bool splitk_reduce(float* acc, float* __restrict__ ws, long long tile,
+                                              int tid) {
+  const unsigned slices = gridDim.z, slice = blockIdx.z;
+  /* The tile's partial sums: [slice][nacc][threads], a thread's accumulator i of slice z at
+   * (z * nacc + i) * threads + tid, so that a warp's stores and loads are coalesced. */
+  float* const tile_ws = ws + tile * (long long)slices * nacc * threads;
+  float* const mine = tile_ws + (long long)slice * nacc * threads + tid;
+#pragma unroll
+  for (int i = 0; i < nacc; ++i) __stcg(mine + i * threads, acc[i]);
+  /* Release: every thread's sums are visible GPU-wide before thread 0 counts the slice in. */
+  __threadfence();
+  __syncthreads();
+  __shared__ unsigned splitk_last;
+  if (tid == 0) {
+    const unsigned before = atomicAdd(&splitk_arrivals[tile], 1u);
+    splitk_last = before == slices - 1;
+    if (splitk_last) splitk_arrivals[tile] = 0u; /* every slice is in: ready for the next launch */
+  }
+  __syncthreads();
+  if (!splitk_last) return false;
+  __threadfence(); /* acquire: the other slices' sums, read through L2 (not a stale L1 line) */
+  /* Slice by slice, each slice's nacc loads issued together (one round trip to L2 a slice,
+   * not one a sum). */
+  float sum[nacc];
+#pragma unroll
+  for (int i = 0; i < nacc; ++i) sum[i] = 0.f;
+  for (unsigned z = 0; z < slices; ++z) {
+    const float* const part = tile_ws + (long long)z * nacc * threads + tid;
+    if (z == slice) {
+#pragma unroll
+      for (int i = 0; i < nacc; ++i) sum[i] += acc[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < nacc; ++i) sum[i] += __ldcg(part + i * threads);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < nacc; ++i) acc[i] = sum[i];
+  return true;
+}
