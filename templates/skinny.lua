@@ -17,6 +17,10 @@
 --        the BS rows of its block (X(s, k) is the same for every lane: one broadcast load).
 -- In both, KW warps of a block split K between them and add their partial sums through
 -- shared memory; the other WARPS / KW warp groups of the block own other rows (columns) of W.
+-- SPLIT > 1 (with KW = 1) splits K across blocks instead, for problems with too few blocks
+-- to fill the GPU (a 1 x 4096 GEMV in the axpy body has 8): grid.z slices of K whose sums
+-- meet in the fp32 workspace, added in slice order by the last to arrive (the split_k
+-- snippet).
 -- A block owns BS rows of the small side: grid.x walks the small side in steps of BS (the
 -- fastest, so the blocks sharing a slice of W run together and re-read it from L2).
 --
@@ -28,6 +32,7 @@ local elem = {
   f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16"),
 }
 local dependent_launch = mmt.snippet("dependent_launch")
+local split_k = mmt.snippet("split_k")
 
 local source = [[
 /*
@@ -46,8 +51,11 @@ local source = [[
  *   UNROLL = ${unroll} chunks (dot) or rows (axpy) of W loaded before they are used
  *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
  *                 aligned operands and pitches.  0: element loads, any alignment
+ *   SPLIT  = ${split} slices of K across blocks (grid.z): slice z takes K columns [z * KC,
+ *                 min(K, (z + 1) * KC)), KC = ceil(ceil(K / SPLIT) / (32 * V)) * 32 * V, and
+ *                 the slices of a block's sums meet in the workspace WS (splitk_reduce)
  * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
- * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), 1), ${shared_bytes} bytes of
+ * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), SPLIT), ${shared_bytes} bytes of
  * dynamic shared memory (the K split's partial sums).  The blocks of one slice of W (all of
  * S) are neighbours in launch order, so W is read from DRAM once and re-read from L2.
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
@@ -60,11 +68,12 @@ local source = [[
 #define RG (WARPS / KW) /* warp groups of a block, each owning its own rows of W */
 #define UNROLL ${unroll}
 #define VEC ${vec}
+#define SPLIT ${split}
 #define V ${v}
 #define LB ${lb}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N */
-${elem}${dependent_launch}
+${elem}${dependent_launch}${split_k}
 /* 16 bytes (V elements) as floats. */
 __device__ __forceinline__ void unpack(const uint4 v, float* f) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
@@ -91,7 +100,7 @@ __device__ __forceinline__ void load_v(const elem_t* p, float* f) {
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc)
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
 {
   const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
   const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
@@ -99,15 +108,15 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
   /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
 #if SIDE == 0
   const int S = M, L = N;
-  const elem_t* const X = Ag;
-  const elem_t* const W = Bg;
+  const elem_t* X = Ag;
+  const elem_t* W = Bg;
   const long long x_ld = lda, w_ld = ldb, C_S = ldc, C_L = 1;
 #define X_KMAJOR (!A_T)
 #define W_KMAJOR (B_T)
 #else
   const int S = N, L = M;
-  const elem_t* const X = Bg;
-  const elem_t* const W = Ag;
+  const elem_t* X = Bg;
+  const elem_t* W = Ag;
   const long long x_ld = ldb, w_ld = lda, C_S = 1, C_L = ldc;
 #define X_KMAJOR (B_T)
 #define W_KMAJOR (!A_T)
@@ -117,6 +126,18 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
   const int kpart = warp % KW, group = warp / KW;
   const int s0 = blockIdx.x * BS;
   pdl_wait(threadIdx.x == 0);
+#if SPLIT > 1
+  /* This block's slice of K: X, W and K narrowed to it (K = 0 for an empty slice: it adds 0).
+   * k0 is a multiple of 32 * V, so 16-byte alignment holds. */
+  {
+    const long long per = K / SPLIT + (K % SPLIT != 0);                /* ceil(K / SPLIT) */
+    const long long kc = (per + 32 * V - 1) / (32 * V) * (32 * V);     /* whole chunks */
+    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
+    X += X_KMAJOR ? k0 : k0 * x_ld;
+    W += W_KMAJOR ? k0 : k0 * w_ld;
+    K = (int)min(kc, K - k0);
+  }
+#endif
   /* X's row pointers (K contiguous) or column offsets (S contiguous), rows past S clamped to
    * the last one: their sums are computed and dropped, so no load needs a guard. */
   long long xoff[BS];
@@ -220,6 +241,12 @@ local dot_body = [[
     for (int r = 0; r < RL; r++)
       for (int q = 0; q < KW - 1; q++) acc[s][r] += red[(q * RG + group) * (BS * RL) + s * RL + r];
 #endif
+#if SPLIT > 1
+  /* The slices of this block meet (every lane holds the warp's sums): the last goes on. */
+  if (!splitk_reduce<BS * RL, WARPS * 32>(&acc[0][0], WS, (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                          threadIdx.x))
+    return;
+#endif
   /* Lane i stores sum i = s * RL + r (BS * RL <= 32). */
 #pragma unroll
   for (int s = 0; s < BS; s++)
@@ -302,6 +329,13 @@ local axpy_body = [[
         for (int e = 0; e < V; e++)
           acc[s][j][e] += red[(((q * RG + group) * BS + s) * RL * V + j * V + e) * 32 + lane];
 #endif
+#if SPLIT > 1
+  /* The slices of this block meet: the last goes on with the sums. */
+  if (!splitk_reduce<BS * RL * V, WARPS * 32>(&acc[0][0][0], WS,
+                                              (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                              threadIdx.x))
+    return;
+#endif
 #pragma unroll
   for (int s = 0; s < BS; s++) {
     if (s0 + s >= S) break;
@@ -348,13 +382,16 @@ return {
     {name = "kw", values = {1, 2, 4, 8}},
     {name = "unroll", values = {1, 2, 4}},
     {name = "vec", values = {0, 1}},
+    {name = "split", values = {1, 4, 16}},
   },
-  default = {side = 0, bs = 1, rl = 2, warps = 4, kw = 1, unroll = 2, vec = 1},
+  default = {side = 0, bs = 1, rl = 2, warps = 4, kw = 1, unroll = 2, vec = 1, split = 1},
   constraints = function(p, prob)
     if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
     -- dot: a lane stores sum s * rl + r, and the registers: at most 32 sums
     if p.bs * p.rl > 32 then return false, "bs * rl > 32 partial sums" end
     if p.rl * p.unroll > 8 then return false, "rl * unroll > 8 vectors of W in flight a lane" end
+    -- K is split across blocks or within them, not both (a K part's warps leave early)
+    if p.split > 1 and p.kw > 1 then return false, "split > 1 only with kw = 1" end
     if not prob then return true end
     local small, big = prob.M, prob.N
     if p.side == 1 then small, big = prob.N, prob.M end
@@ -368,18 +405,29 @@ return {
     local lb = (p.warps // p.kw) * p.rl * (dot and 1 or 32 * vec_elems(prob.dtype))
     if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
     if shared > MAX_SHARED then return false, "the K split needs over 48 KiB of shared memory" end
+    if p.split > 1 then
+      local v = vec_elems(prob.dtype)
+      if prob.K < p.split * 32 * v then
+        return false, "split-K slices of less than one chunk (K < split * 32 * V)"
+      end
+      local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
+      local why = mmt.split_k_refusal(blocks, p.split, acc * 32 * p.warps * 4)
+      if why then return false, why end
+    end
     return true
   end,
   emit = function(p, dtype, layout)
     local dot = w_kmajor(p.side, layout)
     local v = vec_elems(dtype)
-    local _, shared = sizes(p, dot, v)
+    local acc, shared = sizes(p, dot, v)
+    local split = p.split > 1
     local rg = p.warps // p.kw
     local lb = dot and rg * p.rl or rg * 32 * v * p.rl
     local a_t = layout:sub(1, 1) == "t" and 1 or 0
     local b_t = layout:sub(2, 2) == "t" and 1 or 0
     local name = string.format("mmt_skinny_%s_%s_s%d_b%d_r%d_w%d_k%d_u%d_v%d", dtype, layout,
                                p.side, p.bs, p.rl, p.warps, p.kw, p.unroll, p.vec)
+    if split then name = name .. "_z" .. p.split end
     local small, big = "M", "N"
     if p.side == 1 then small, big = "N", "M" end
     local w_doc = dot and "K-contiguous (each of its L rows holds K)"
@@ -391,13 +439,15 @@ return {
       warps = p.warps, kw = p.kw, unroll = p.unroll, vec = p.vec, v = v, lb = lb,
       threads = 32 * p.warps, shared_bytes = shared, a_t = a_t, b_t = b_t,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
+      split = p.split, split_k = split and "\n" .. split_k or "",
+      ws_param = split and ",\n    float* __restrict__ WS" or "",
       kernel_body = dot and dot_body or axpy_body,
     })
     local grid
     if p.side == 0 then
-      grid = {x = {"M", p.bs}, y = {"N", lb}, z = 1}
+      grid = {x = {"M", p.bs}, y = {"N", lb}, z = p.split}
     else
-      grid = {x = {"N", p.bs}, y = {"M", lb}, z = 1}
+      grid = {x = {"N", p.bs}, y = {"M", lb}, z = p.split}
     end
     return {
       source = src,
@@ -406,7 +456,11 @@ return {
       grid = grid,
       shared_bytes = shared,
       requires = p.vec == 1 and {align = 16} or nil,
-      dependent_launch = true,
+      -- split > 1: the slices meet in the workspace, with arrival counters in module
+      -- globals, so launches must not overlap; the others may start early (sm_90 on).
+      exclusive = split,
+      workspace = split and acc * 32 * p.warps * 4 or nil,
+      dependent_launch = not split,
     }
   end,
 }

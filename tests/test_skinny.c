@@ -43,7 +43,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_name(t), "skinny");
   assert_int_equal(gen_dtype_count(t), 4);
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 3 * 2);
+  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 3 * 2 * 3);
   gen_config c;
   gen_config_default(t, &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -73,6 +73,13 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "side=0,bs=16,rl=1", &c);
   assert_true(tc_check(t, &c, &f32nn, NULL, 0)); /* V = 4: 64 sums */
   tc_rejects(t, "side=0,bs=4,rl=4,warps=8,kw=8", &f32nn, "over 48 KiB");
+  /* split-K across blocks: not with a K split inside them, and a chunk (32 x V) a slice */
+  tc_rejects(t, "kw=2,split=4", NULL, "split > 1 only with kw = 1");
+  gen_problem gemv_nn = packed("f32", "nn", 1, 4096, 2048);
+  tc_parse_ok(t, "side=0,split=16", &c);
+  assert_true(tc_check(t, &c, &gemv_nn, NULL, 0)); /* 16 slices of 128 */
+  gemv_nn.k--;
+  tc_rejects(t, "side=0,split=16", &gemv_nn, "K < split * 32 * V");
   gen_free(t);
 }
 
@@ -115,6 +122,22 @@ static void test_emit(void **state) {
   tc_emit_ok(t, &c, "f32", "nt", &k);
   assert_int_equal(k.requires.align_bytes, 4); /* element loads: any alignment */
   gen_kernel_clear(&k);
+  /* split-K: grid.z slices meeting in the workspace (a thread's sums per thread per block),
+   * exclusive, so not launched early */
+  tc_parse_ok(t, "side=0,bs=2,rl=2,warps=4,split=16", &c);
+  tc_emit_ok(t, &c, "f32", "nn", &k); /* axpy: bs x rl x V = 16 sums a thread */
+  tc_grid_is(&k, 'M', 2, 'N', 4 * 32 * 4 * 2, 0, 16);
+  assert_true(k.exclusive);
+  assert_false(k.dependent_launch);
+  assert_int_equal(k.workspace_per_block, 16 * 128 * 4);
+  assert_non_null(strstr(k.source, "float* __restrict__ WS)"));
+  assert_non_null(strstr(k.source, "splitk_reduce<BS * RL * V, WARPS * 32>"));
+  assert_non_null(strstr(k.kernel_name, "_z16"));
+  gen_kernel_clear(&k);
+  tc_emit_ok(t, &c, "f32", "nt", &k); /* dot: bs x rl = 4 sums a thread */
+  assert_int_equal(k.workspace_per_block, 4 * 128 * 4);
+  assert_non_null(strstr(k.source, "splitk_reduce<BS * RL, WARPS * 32>"));
+  gen_kernel_clear(&k);
   gen_free(t);
 }
 
@@ -127,6 +150,8 @@ static const char *const k_sample[] = {
     "side=1,bs=2,rl=4,warps=8,kw=8,unroll=2,vec=0",
     "side=0,bs=8,rl=1,warps=4,kw=1,unroll=1,vec=1",
     "side=1,bs=1,rl=1,warps=8,kw=2,unroll=4,vec=1",
+    "side=0,bs=4,rl=2,warps=4,kw=1,unroll=2,vec=1,split=16",
+    "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
 };
 
 static void test_nvrtc(void **state) {
@@ -164,6 +189,7 @@ static const skinny_shape k_shapes[] = {
     {7, 600, 1001, 0.5f, 1.0f},  {16, 333, 2049, 1.0f, 0.0f}, {33, 129, 777, 1.0f, -1.0f},
     {64, 200, 513, 2.0f, 0.0f},  {5, 3, 64, 1.0f, 0.5f},      {1, 1, 1, 1.0f, 0.0f},
     {4, 100, 0, 1.0f, 0.5f},     {1, 4099, 300, 1.0f, 0.0f},  {2, 70, 33, -1.0f, 0.0f},
+    {1, 2000, 8200, 1.0f, 0.0f}, {9, 513, 4500, 1.0f, 0.5f},
 };
 
 /* One GPU run: a config in a dtype and layout, on shapes of its side. */
@@ -269,12 +295,27 @@ static bool run_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k, cons
   rt_gemm_args args = {.m = m, .n = n, .k = kk, .alpha = sh->alpha, .beta = sh->beta,
                        .a = d[0] + shift, .b = d[1] + shift, .c = d[2] + shift,
                        .lda = ld[0], .ldb = ld[1], .ldc = ld[2]};
-  ut_err err;
-  mmt_status rc = rt_kernel_launch(k, &args, NULL, &err);
-  if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, err.msg);
-  assert_int_equal(rc, MMT_OK);
-  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyDtoH(got, d[2], count[2] * (size_t)e.bytes), CUDA_SUCCESS);
+  /* Split-K runs twice from the same C: the second launch finds the arrival counters as the
+   * first left them and must give the same bits (slices added in slice order). */
+  const size_t c_bytes = count[2] * (size_t)e.bytes;
+  void *first = malloc(c_bytes);
+  assert_non_null(first);
+  const int launches = spec->workspace_per_block ? 2 : 1;
+  for (int run = 0; run < launches; run++) {
+    ut_err err;
+    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(d[2], c0, c_bytes), CUDA_SUCCESS);
+    mmt_status rc = rt_kernel_launch(k, &args, NULL, &err);
+    if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, err.msg);
+    assert_int_equal(rc, MMT_OK);
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(got, d[2], c_bytes), CUDA_SUCCESS);
+    if (run == 0) memcpy(first, got, c_bytes);
+    else if (memcmp(first, got, c_bytes) != 0) {
+      fprintf(stderr, "%s (%s): run 2 differs from run 1\n", spec->kernel_name, r->text);
+      fail();
+    }
+  }
+  free(first);
   for (size_t j = 0; j < count[2]; j++) {
     bool ok;
     double g = get(&e, got, j);
@@ -314,6 +355,8 @@ static const char *const k_gpu_configs[] = {
     "side=1,bs=1,rl=4,warps=8,kw=2,unroll=2,vec=1",
     "side=0,bs=8,rl=1,warps=4,kw=1,unroll=1,vec=1",
     "side=1,bs=2,rl=2,warps=4,kw=2,unroll=4,vec=0",
+    "side=0,bs=2,rl=2,warps=4,kw=1,unroll=2,vec=1,split=4",
+    "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
 };
 
 static void test_gpu_results(void **state) {
@@ -346,7 +389,7 @@ static void test_gpu_results(void **state) {
         r->side = (int)r->c.v[0];
         r->vec = (int)r->c.v[6];
         const gen_problem typical =
-            packed(r->dtype, r->layout, r->side ? 1000 : 16, r->side ? 16 : 1000, 1000);
+            packed(r->dtype, r->layout, r->side ? 1000 : 16, r->side ? 16 : 1000, 1100);
         if (!tc_check(t, &r->c, &typical, NULL, 0)) continue;
         tc_emit_ok(t, &r->c, r->dtype, r->layout, &specs[n]);
         archs[n++] = d.arch;
