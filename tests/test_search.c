@@ -256,6 +256,38 @@ static void test_model_strategy(void **state) {
   assert_int_equal(log.order[0], 0);
 }
 
+/* Two templates (groups): ten starting points of one, predicted well; one of the other,
+ * predicted 15x too slow (the model knows it only from other kinds of problem) but truly
+ * three times faster.  The starting points go one per template first, so the other's is the
+ * second proposal (not the eleventh, past TN_MODEL_STARTS), and the search ends on it. */
+static void test_model_tries_every_template(void **state) {
+  (void)state;
+  enum { SAME = 10, OTHER = 5 };
+  tn_candidate c[SAME + OTHER];
+  double truth[SAME + OTHER];
+  memset(c, 0, sizeof c);
+  for (int i = 0; i < SAME + OTHER; i++) {
+    const bool other = i >= SAME;
+    c[i] = (tn_candidate){.group = other, .ncoords = 1, .is_default = !other || i == SAME};
+    c[i].coord[0] = (uint8_t)(other ? i - SAME : i);
+    truth[i] = other ? 0.3 + 0.01 * (i - SAME) : 1.0 + 0.01 * i;
+    c[i].predicted = other ? 15 * truth[i] : truth[i];
+  }
+  tn_search *s = NULL;
+  ut_err err;
+  assert_int_equal(tn_search_new(TN_STRATEGY_MODEL, c, SAME + OTHER, 1, &s, &err), MMT_OK);
+  int order[SAME + OTHER], n = 0, idx;
+  while ((idx = tn_search_next(s)) >= 0) {
+    order[n++] = idx;
+    assert_int_equal(tn_search_report(s, idx, truth[idx], &err), MMT_OK);
+  }
+  assert_int_equal(order[0], 0);    /* the best predicted start */
+  assert_int_equal(order[1], SAME); /* then the other template's, whatever its prediction */
+  double best_ms;
+  assert_int_equal(tn_search_best(s, &best_ms), SAME);
+  tn_search_free(s);
+}
+
 static void test_anneal_is_deterministic(void **state) {
   (void)state;
   static space sp;
@@ -447,6 +479,7 @@ int main(void) {
       cmocka_unit_test(test_random_is_a_permutation),
       cmocka_unit_test(test_anneal_finds_optimum),
       cmocka_unit_test(test_model_strategy),
+      cmocka_unit_test(test_model_tries_every_template),
       cmocka_unit_test(test_anneal_is_deterministic),
       cmocka_unit_test(test_anneal_beats_random),
       cmocka_unit_test(test_tiny_spaces),

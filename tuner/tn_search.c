@@ -38,6 +38,7 @@ struct tn_search {
   /* model: per candidate, the weights and weighted log errors of the reported predictions */
   double *sw, *swl;
   int starts_proposed;
+  bool *group_tried; /* [group]: a candidate of the group has been proposed */
 };
 
 static const char *const STRATEGY_NAMES[TN_STRATEGY_COUNT_] = {"exhaustive", "random", "anneal",
@@ -154,8 +155,12 @@ mmt_status tn_search_new(tn_strategy strategy, const tn_candidate *cands, int co
   s->ranked = malloc(n * sizeof *s->ranked);
   s->sw = malloc(n * sizeof *s->sw);
   s->swl = calloc(n, sizeof *s->swl);
+  int groups = 1;
+  for (int i = 0; i < count; i++)
+    if (cands[i].group >= groups) groups = cands[i].group + 1;
+  s->group_tried = calloc((size_t)groups, sizeof *s->group_tried);
   if (!s->cands || !s->state || !s->kind || !s->cost || !s->order || !s->ranked || !s->sw ||
-      !s->swl) {
+      !s->swl || !s->group_tried) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory for the search");
     goto cleanup;
   }
@@ -183,6 +188,7 @@ void tn_search_free(tn_search *s) {
   free(s->ranked);
   free(s->sw);
   free(s->swl);
+  free(s->group_tried);
   free(s);
 }
 
@@ -254,6 +260,7 @@ static int propose(tn_search *s, int idx, int kind) {
   if (idx < 0) return -1;
   s->state[idx] = ST_PENDING;
   s->kind[idx] = (uint8_t)kind;
+  s->group_tried[s->cands[idx].group] = true;
   s->unseen--;
   return idx;
 }
@@ -329,17 +336,21 @@ static void model_report(tn_search *s, int j) {
 static int model_next(tn_search *s) {
   int best = -1;
   double best_est = INFINITY;
-  /* first the starting points (the best configs of problems tuned before, the defaults),
-   * the best predicted of them, at most TN_MODEL_STARTS */
+  /* first the starting points (the best configs of problems tuned before, the defaults), at
+   * most TN_MODEL_STARTS: the best predicted of a template (group) not measured yet, so that
+   * every template gets one measurement however the model ranks it (a template whose rows
+   * are all from other kinds of problem is the one it mispredicts), then the best predicted */
   bool starts = s->starts_proposed < TN_MODEL_STARTS;
-  for (int i = 0; i < s->count && starts; i++) {
-    if (s->state[i] != ST_UNSEEN || !s->cands[i].is_default) continue;
-    double e = model_estimate(s, i);
-    if (best < 0 || e < best_est) {
-      best = i;
-      best_est = e;
+  for (int pass = 0; pass < 2 && starts && best < 0; pass++)
+    for (int i = 0; i < s->count; i++) {
+      if (s->state[i] != ST_UNSEEN || !s->cands[i].is_default) continue;
+      if (pass == 0 && s->group_tried[s->cands[i].group]) continue;
+      double e = model_estimate(s, i);
+      if (best < 0 || e < best_est) {
+        best = i;
+        best_est = e;
+      }
     }
-  }
   if (best >= 0) {
     s->starts_proposed++;
     return propose(s, best, K_INIT);

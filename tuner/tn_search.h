@@ -49,8 +49,10 @@
  *               across groups: a bias common to all is learned too; a failure counts as
  *               TN_MODEL_FAILED), averaged against TN_MODEL_PRIOR_WEIGHT of "no error".
  *               First, up to TN_MODEL_STARTS starting points (is_default: the tuner's
- *               template defaults and best configs of problems tuned before), the best
- *               predicted first.  Candidates without a prediction come last.  It stops (next() returns -1
+ *               template defaults and best configs of problems tuned before): the best
+ *               predicted of each group (template) not yet tried, the best predicted group
+ *               first, so that every template is measured once however the model ranks it;
+ *               then the best predicted of the other starting points.  Candidates without a prediction come last.  It stops (next() returns -1
  *               with candidates unseen: tn_search_converged) once TN_MODEL_MIN_MEASURED
  *               results are finite and no unseen candidate is predicted within
  *               TN_MODEL_MARGIN of the best: the model predicts no further gain.  This is the

@@ -30,11 +30,14 @@ _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
 #define MAX_LOOKAHEAD 64    /* proposals waiting for the GPU */
 
 /* The default shape suite: the public benchmark shapes (shared/bench/shapes.txt) plus small
- * and ragged ones where launch overhead and tails dominate. */
+ * and ragged ones where launch overhead and tails dominate, and the matrix-vector end (M or
+ * N = 1, the GEMVs of decoding), where the skinny family streams the weights: without rows
+ * there, the model predicts GEMVs from the M = 16 rows, whose kernels behave otherwise. */
 static const tn_shape DEFAULT_SHAPES[] = {
     {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
     {3000, 3000, 3000}, {16, 4096, 4096},   {4096, 16, 4096},   {4096, 4096, 64},
     {8192, 8192, 128},  {512, 512, 16384},  {128, 128, 128},    {1000, 999, 1001},
+    {1, 4096, 4096},    {4096, 1, 4096},
 };
 
 static const tn_opt TUNE_OPTS[] = {
