@@ -294,13 +294,32 @@ static void candidate_of(const gen_template *t, int ti, uint64_t index, tn_candi
   }
 }
 
+/* The configs of template t in the built-in list (rt_choose.h: configs that measured well
+ * across shapes) for a device of compute capability cc_major: starting points of a search,
+ * besides the template's default.  Entries that do not parse (another version of the
+ * template) are skipped.  Returns the count written to out (at most cap). */
+static int builtin_configs(const gen_template *t, int cc_major, gen_config *out, int cap) {
+  static const struct {
+    int min_cc;
+    const char *name, *params;
+  } builtin[] = RT_BUILTIN;
+  int n = 0;
+  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && n < cap; i++) {
+    ut_err ignored;
+    if (builtin[i].min_cc > cc_major || strcmp(builtin[i].name, gen_name(t)) != 0) continue;
+    if (gen_config_parse(t, builtin[i].params, &out[n], &ignored) == MMT_OK) n++;
+  }
+  return n;
+}
+
 /* Adds template ti's valid configs as candidates of problem pb. */
 static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const known_set *ks,
                                 ut_err *err) {
   gen_template *t = r->ts[ti];
   gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
-  gen_config def;
-  gen_config_default(t, &def);
+  gen_config starts[32];
+  gen_config_default(t, &starts[0]);
+  const int nstarts = 1 + builtin_configs(t, r->dev.cc_major, starts + 1, 31);
   mmt_status rc = MMT_OK;
   for (uint64_t i = 0; i < gen_space_size(t); i++) {
     gen_config cfg;
@@ -316,7 +335,8 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
     if (rt_kernel_arch(r->arch, r->kernels[kid].spec.arch, arch, &why)) continue; /* not here */
     tn_candidate c;
     candidate_of(t, ti, i, &c);
-    c.is_default = !memcmp(cfg.v, def.v, (size_t)cfg.n * sizeof cfg.v[0]);
+    for (int s = 0; s < nstarts && !c.is_default; s++)
+      c.is_default = !memcmp(cfg.v, starts[s].v, (size_t)cfg.n * sizeof cfg.v[0]);
     double known;
     if ((rc = known_cost(r, pb, kid, ks, &known, err))) return rc;
     if ((rc = add_candidate(pb, &c, kid, known, err))) return rc;

@@ -110,8 +110,9 @@ typedef struct {
   int ncoords; /* number of parameters, 0..TN_SEARCH_MAX_COORDS (the same within a group:
                 * candidates with different counts are never neighbours) */
   uint8_t coord[TN_SEARCH_MAX_COORDS]; /* value index of each parameter; the rest ignored */
-  bool is_default; /* a starting point of anneal (the tuner: a template's default config, and
-                    * the best config of each shape tuned before) */
+  bool is_default; /* a starting point (the tuner: a template's default config, its configs
+                    * in the architecture's built-in list, and the best config of each shape
+                    * tuned before) */
   double predicted; /* model: the predicted cost (same unit as reports); 0 or NaN: none */
 } tn_candidate;
 

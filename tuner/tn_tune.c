@@ -326,8 +326,8 @@ static mmt_status measure_candidate(tune_run *r, tn_search *s, tune_problem *pb,
   return MMT_OK;
 }
 
-/* Marks as starting points the candidates of pb that are the defaults of their template or
- * the best of a problem tuned before (a good config for one shape is a good start for the
+/* Marks as starting points the candidates of pb that are the best of a problem tuned before
+ * (plan_template has marked each template's default and built-in configs) (a good config for one shape is a good start for the
  * next). */
 static void mark_starts(const tune_run *r, tune_problem *pb) {
   for (int i = 0; i < pb->count; i++)
