@@ -52,8 +52,10 @@ local source = [[
  *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
  *                 aligned operands and pitches.  0: element loads, any alignment
  *   SPLIT  = ${split} slices of K across blocks (grid.z): slice z takes K columns [z * KC,
- *                 min(K, (z + 1) * KC)), KC = ceil(ceil(K / SPLIT) / (32 * V)) * 32 * V, and
- *                 the slices of a block's sums meet in the workspace WS (splitk_reduce)
+ *                 min(K, (z + 1) * KC)), KC = ceil(ceil(K / SPLIT) / SLICE_STEP) * SLICE_STEP
+ *                 (SLICE_STEP = ${slice_step}: dot, a chunk of 32 x V, so vector loads stay
+ *                 aligned; axpy, 8 rows of W), and the slices of a block's sums meet in the
+ *                 workspace WS (splitk_reduce)
  * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
  * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), SPLIT), ${shared_bytes} bytes of
  * dynamic shared memory (the K split's partial sums).  The blocks of one slice of W (all of
@@ -69,6 +71,7 @@ local source = [[
 #define UNROLL ${unroll}
 #define VEC ${vec}
 #define SPLIT ${split}
+#define SLICE_STEP ${slice_step}
 #define V ${v}
 #define LB ${lb}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K */
@@ -128,10 +131,10 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
   pdl_wait(threadIdx.x == 0);
 #if SPLIT > 1
   /* This block's slice of K: X, W and K narrowed to it (K = 0 for an empty slice: it adds 0).
-   * k0 is a multiple of 32 * V, so 16-byte alignment holds. */
+   * k0 is a multiple of SLICE_STEP, so 16-byte alignment holds. */
   {
-    const long long per = K / SPLIT + (K % SPLIT != 0);                /* ceil(K / SPLIT) */
-    const long long kc = (per + 32 * V - 1) / (32 * V) * (32 * V);     /* whole chunks */
+    const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
+    const long long kc = (per + SLICE_STEP - 1) / SLICE_STEP * SLICE_STEP;
     const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
     X += X_KMAJOR ? k0 : k0 * x_ld;
     W += W_KMAJOR ? k0 : k0 * w_ld;
@@ -362,6 +365,10 @@ end
 
 local function vec_elems(dtype) return 16 // mmt.dtype(dtype).bytes end
 
+-- The granularity of split-K's slices of K: dot, a chunk (32 lanes x V), so that the
+-- K-contiguous vector loads stay aligned; axpy, 8 rows of W.
+local function slice_step(dot, v) return dot and 32 * v or 8 end
+
 -- Partial sums a thread keeps, and the shared memory of the K split, for a body.
 local function sizes(p, dot, v)
   local acc = dot and p.bs * p.rl or p.bs * p.rl * v
@@ -382,7 +389,7 @@ return {
     {name = "kw", values = {1, 2, 4, 8}},
     {name = "unroll", values = {1, 2, 4}},
     {name = "vec", values = {0, 1}},
-    {name = "split", values = {1, 4, 16}},
+    {name = "split", values = {1, 4, 16, 64}},
   },
   default = {side = 0, bs = 1, rl = 2, warps = 4, kw = 1, unroll = 2, vec = 1, split = 1},
   constraints = function(p, prob)
@@ -406,9 +413,8 @@ return {
     if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
     if shared > MAX_SHARED then return false, "the K split needs over 48 KiB of shared memory" end
     if p.split > 1 then
-      local v = vec_elems(prob.dtype)
-      if prob.K < p.split * 32 * v then
-        return false, "split-K slices of less than one chunk (K < split * 32 * V)"
+      if prob.K < p.split * slice_step(dot, vec_elems(prob.dtype)) then
+        return false, "split-K slices of less than one step (K < split * SLICE_STEP)"
       end
       local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
       local why = mmt.split_k_refusal(blocks, p.split, acc * 32 * p.warps * 4)
@@ -440,6 +446,7 @@ return {
       threads = 32 * p.warps, shared_bytes = shared, a_t = a_t, b_t = b_t,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
       split = p.split, split_k = split and "\n" .. split_k or "",
+      slice_step = slice_step(dot, v),
       ws_param = split and ",\n    float* __restrict__ WS" or "",
       kernel_body = dot and dot_body or axpy_body,
     })

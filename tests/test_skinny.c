@@ -43,7 +43,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_name(t), "skinny");
   assert_int_equal(gen_dtype_count(t), 4);
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 3 * 2 * 3);
+  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 3 * 2 * 4);
   gen_config c;
   gen_config_default(t, &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -73,13 +73,19 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "side=0,bs=16,rl=1", &c);
   assert_true(tc_check(t, &c, &f32nn, NULL, 0)); /* V = 4: 64 sums */
   tc_rejects(t, "side=0,bs=4,rl=4,warps=8,kw=8", &f32nn, "over 48 KiB");
-  /* split-K across blocks: not with a K split inside them, and a chunk (32 x V) a slice */
+  /* split-K across blocks: not with a K split inside them, and a step a slice at least: dot,
+   * a chunk of 32 x V; axpy, 8 rows */
   tc_rejects(t, "kw=2,split=4", NULL, "split > 1 only with kw = 1");
-  gen_problem gemv_nn = packed("f32", "nn", 1, 4096, 2048);
+  gen_problem gemv_nt = packed("f32", "nt", 1, 4096, 2048);
   tc_parse_ok(t, "side=0,split=16", &c);
-  assert_true(tc_check(t, &c, &gemv_nn, NULL, 0)); /* 16 slices of 128 */
+  assert_true(tc_check(t, &c, &gemv_nt, NULL, 0)); /* 16 slices of 128 */
+  gemv_nt.k--;
+  tc_rejects(t, "side=0,split=16", &gemv_nt, "K < split * SLICE_STEP");
+  gen_problem gemv_nn = packed("f32", "nn", 1, 4096, 512);
+  tc_parse_ok(t, "side=0,split=64", &c);
+  assert_true(tc_check(t, &c, &gemv_nn, NULL, 0)); /* 64 slices of 8 rows */
   gemv_nn.k--;
-  tc_rejects(t, "side=0,split=16", &gemv_nn, "K < split * 32 * V");
+  tc_rejects(t, "side=0,split=64", &gemv_nn, "K < split * SLICE_STEP");
   gen_free(t);
 }
 
@@ -355,7 +361,7 @@ static const char *const k_gpu_configs[] = {
     "side=1,bs=1,rl=4,warps=8,kw=2,unroll=2,vec=1",
     "side=0,bs=8,rl=1,warps=4,kw=1,unroll=1,vec=1",
     "side=1,bs=2,rl=2,warps=4,kw=2,unroll=4,vec=0",
-    "side=0,bs=2,rl=2,warps=4,kw=1,unroll=2,vec=1,split=4",
+    "side=0,bs=2,rl=2,warps=4,kw=1,unroll=2,vec=1,split=64",
     "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
 };
 
