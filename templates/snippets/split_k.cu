@@ -40,22 +40,15 @@ __device__ __forceinline__ bool splitk_reduce(float* acc, float* __restrict__ ws
   __syncthreads();
   if (!splitk_last) return false;
   __threadfence(); /* acquire: the other slices' sums, read through L2 (not a stale L1 line) */
-  /* Slice by slice, each slice's nacc loads issued together (one round trip to L2 a slice,
-   * not one a sum). */
-  float sum[nacc];
+  /* Slice by slice from zero, this block's own sums read back too (so acc holds the total and
+   * no second array of nacc registers is needed), each slice's nacc loads issued together
+   * (one round trip to L2 a slice, not one a sum). */
 #pragma unroll
-  for (int i = 0; i < nacc; ++i) sum[i] = 0.f;
+  for (int i = 0; i < nacc; ++i) acc[i] = 0.f;
   for (unsigned z = 0; z < slices; ++z) {
     const float* const part = tile_ws + (long long)z * nacc * threads + tid;
-    if (z == slice) {
 #pragma unroll
-      for (int i = 0; i < nacc; ++i) sum[i] += acc[i];
-    } else {
-#pragma unroll
-      for (int i = 0; i < nacc; ++i) sum[i] += __ldcg(part + i * threads);
-    }
+    for (int i = 0; i < nacc; ++i) acc[i] += __ldcg(part + i * threads);
   }
-#pragma unroll
-  for (int i = 0; i < nacc; ++i) acc[i] = sum[i];
   return true;
 }
