@@ -203,4 +203,34 @@ mmt_status db_search_seconds(db_handle *db, const char *device_name, const db_pr
 mmt_status db_search_add(db_handle *db, const char *device_name, const db_problem *p,
                          const char *candidates, double seconds, bool replace, ut_err *err);
 
+/* ---- merging and checking files (db_merge.c) -------------------------------------------- */
+
+typedef struct {
+  int64_t rows_read;  /* rows of the sources */
+  int64_t rows_added; /* ... added to the destination */
+  int64_t duplicates; /* ... already there: every column but the row id equal */
+  int64_t searches;   /* search-time entries added or combined */
+} db_merge_stats;
+
+/* Adds every row of each source file to dst, with its provenance, in one transaction: all the
+ * sources' rows or none.  A row equal to one dst already has (or had from an earlier
+ * source) in every column but its id is dropped.  The search times of the same search (GPU
+ * model, problem, candidates) are added together.  Sources are opened read-only and checked
+ * before dst is touched: one that is missing (MMT_ERR_NOT_FOUND), not mmtune's or damaged
+ * (MMT_ERR_DB_CORRUPT, quick_check), of a newer schema (MMT_ERR_DB_VERSION), or dst itself
+ * (MMT_ERR_INVALID_ARG) is refused with dst unchanged; an older schema is read as it is (the
+ * launch shapes it lacks are 0).  *stats (may be NULL) is filled on success. */
+mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge_stats *stats,
+                    ut_err *err);
+
+typedef struct {
+  int schema_version;
+  int64_t rows;
+} db_check_report;
+
+/* Opens path read-only and runs SQLite's full integrity check: MMT_OK with the schema version
+ * and row count when it is an intact mmtune database; else db_open's errors (a foreign file,
+ * a newer schema) or MMT_ERR_DB_CORRUPT naming the first problem found. */
+mmt_status db_check(const char *path, db_check_report *out, ut_err *err);
+
 #endif /* MMT_DB_H */

@@ -754,8 +754,47 @@ static void test_model_evaluate(void **state) {
   run_free(&r);
 }
 
+/* db merge and db check: a one-line summary, one-line errors, exit codes 0, 1 and 2. */
+static void test_db_merge_check(void **state) {
+  (void)state;
+  char a[256], b[256], dst[256], junk[256];
+  snprintf(a, sizeof a, "%s/shard0.db", tmp_dir);
+  snprintf(b, sizeof b, "%s/shard1.db", tmp_dir);
+  snprintf(dst, sizeof dst, "%s/merged.db", tmp_dir);
+  insert_row(a, "GPU M", 90, "nn", 512, 512, 512);
+  insert_row(b, "GPU M", 90, "nn", 1024, 1024, 1024);
+  run_result r = RUN("db", "merge", a, b, "--into", dst);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "merged 2 databases into"));
+  assert_non_null(strstr(r.out, "2 rows read, 2 added, 0 duplicates dropped"));
+  run_free(&r);
+  r = RUN("db", "merge", b, "--into", dst);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "1 rows read, 0 added, 1 duplicates dropped"));
+  run_free(&r);
+  r = RUN("db", "check", dst);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "ok: "));
+  assert_non_null(strstr(r.out, "2 rows, integrity ok"));
+  run_free(&r);
+  snprintf(junk, sizeof junk, "%s/junk.db", tmp_dir);
+  const char text[] = "not a database at all\n";
+  ut_err e;
+  assert_int_equal(ut_write_file_atomic(junk, text, sizeof text - 1, &e), MMT_OK);
+  assert_error(RUN("db", "check", junk), 1, "is not an mmtune database");
+  assert_error(RUN("db", "merge", a, junk, "--into", dst), 1, "is not an mmtune database");
+  r = RUN("db", "check", dst); /* the failed merge left it as it was */
+  assert_non_null(strstr(r.out, "2 rows, integrity ok"));
+  run_free(&r);
+  assert_usage_error(RUN("db"), "expected a subcommand: merge or check");
+  assert_usage_error(RUN("db", "merge", a), "merge needs --into DST");
+  assert_usage_error(RUN("db", "merge", "--into", dst), "at least one SRC");
+  assert_usage_error(RUN("db", "fold"), "unknown subcommand 'fold'");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_db_merge_check),
       cmocka_unit_test(test_model_evaluate),
       cmocka_unit_test(test_help_lists_commands),
       cmocka_unit_test(test_version),

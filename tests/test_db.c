@@ -646,6 +646,176 @@ static void test_upgrade_v1(void **state) {
   db_close(db);
 }
 
+/* ---- merge and check ------------------------------------------------------------------------ */
+
+#define FIXED_TIME 1764000000 /* created_at of the merge fixtures: equal rows are exact copies */
+
+/* Creates file `name` in f->dir with rows[0..n-1] (created_at fixed) and, when seconds > 0, a
+ * search time for problem 64^3 of GPU A; returns its path in path. */
+static void make_source(const fixture *f, const char *name, const db_result *rows, int n,
+                        double seconds, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", f->dir, name);
+  db_handle *db = open_ok(path, false);
+  for (int i = 0; i < n; i++) {
+    db_result r = rows[i];
+    r.created_at = FIXED_TIME;
+    insert(db, r, NULL);
+  }
+  ut_err e;
+  db_problem p = problem(64, 64, 64);
+  if (seconds > 0) assert_int_equal(db_search_add(db, "GPU A", &p, "c", seconds, false, &e), MMT_OK);
+  db_close(db);
+}
+
+static int64_t count_rows(const char *path) {
+  db_handle *db = open_ok(path, true);
+  int64_t n = -1;
+  ut_err e;
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK);
+  db_close(db);
+  return n;
+}
+
+/* The best rows of every problem, as "device dtype MxNxK template params ms" lines. */
+static void best_lines(const char *path, char *out, size_t cap) {
+  collect c = {0};
+  ut_err e;
+  db_handle *db = open_ok(path, true);
+  assert_int_equal(db_each_best(db, NULL, NULL, NULL, collect_fn, &c, &e), MMT_OK);
+  db_close(db);
+  size_t len = 0;
+  out[0] = '\0';
+  for (int i = 0; i < c.count && i < 32; i++) {
+    const db_result *r = &c.rows[i];
+    len += (size_t)snprintf(out + len, cap - len, "%s %s %lldx%lldx%lld %s %s %g\n", r->device.name,
+                            r->problem.dtype, (long long)r->problem.m, (long long)r->problem.n,
+                            (long long)r->problem.k, r->template_name, r->params, r->ms_median);
+  }
+}
+
+/* Two shards' files merged: the union of their rows with provenance, an exact duplicate
+ * dropped, search times of the same search added; the merged file's best rows equal those
+ * of one file holding every row; merging again adds no row. */
+static void test_merge_union(void **state) {
+  fixture *f = *state;
+  const db_result a[] = {
+      result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1"),
+      result("GPU A", 64, 64, 64, DB_FAULT, 0, "x=2"),
+      result("GPU A", 128, 128, 128, DB_OK, 0.90, "x=1"),
+  };
+  const db_result b[] = {
+      result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1"), /* the same measurement as a[0] */
+      result("GPU A", 64, 64, 64, DB_OK, 0.40, "x=3"), /* faster: the new best of 64^3 */
+      result("GPU B", 128, 128, 128, DB_OK, 0.70, "x=1"),
+  };
+  char pa[256], pb[256], one[256], dst[256];
+  make_source(f, "a.db", a, 3, 2.0, pa, sizeof pa);
+  make_source(f, "b.db", b, 3, 3.0, pb, sizeof pb);
+  db_result all[6];
+  memcpy(all, a, sizeof a);
+  memcpy(all + 3, b, sizeof b);
+  make_source(f, "one.db", all, 6, 0, one, sizeof one);
+  snprintf(dst, sizeof dst, "%s/merged.db", f->dir);
+  db_handle *db = open_ok(dst, false);
+  const char *srcs[] = {pa, pb};
+  db_merge_stats st;
+  ut_err e;
+  mmt_status rc = db_merge(db, srcs, 2, &st, &e);
+  if (rc) fail_msg("db_merge: %s", e.msg);
+  assert_int_equal(st.rows_read, 6);
+  assert_int_equal(st.rows_added, 5);
+  assert_int_equal(st.duplicates, 1);
+  assert_int_equal(st.searches, 2);
+  double seconds = 0;
+  db_problem p = problem(64, 64, 64);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &seconds, &e), MMT_OK);
+  assert_true(seconds == 5.0);
+  db_result best;
+  assert_int_equal(db_best(db, "GPU A", &p, &best, &e), MMT_OK);
+  assert_string_equal(best.params, "x=3");
+  assert_string_equal(best.device.uuid, "GPU-1234"); /* provenance kept */
+  assert_int_equal(best.created_at, FIXED_TIME);
+  /* merging a file again adds nothing */
+  const char *again[] = {pb};
+  assert_int_equal(db_merge(db, again, 1, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 0);
+  assert_int_equal(st.duplicates, 3);
+  db_close(db);
+  assert_int_equal(count_rows(dst), 5);
+  char merged[2048], single[2048];
+  best_lines(dst, merged, sizeof merged);
+  best_lines(one, single, sizeof single);
+  assert_string_equal(merged, single);
+  /* the merged file checks out */
+  db_check_report rep;
+  assert_int_equal(db_check(dst, &rep, &e), MMT_OK);
+  assert_int_equal(rep.schema_version, DB_SCHEMA_VERSION);
+  assert_int_equal(rep.rows, 5);
+}
+
+/* A source refused -- missing, not a database, damaged, of a newer schema, the destination
+ * itself -- leaves the destination as it was, even after good sources in the same call; an
+ * older schema is upgraded on read. */
+static void test_merge_refusals(void **state) {
+  fixture *f = *state;
+  const db_result a[] = {result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1")};
+  char good[256], dst[256], junk[256], missing[256];
+  make_source(f, "good.db", a, 1, 1.0, good, sizeof good);
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  db_handle *db = open_ok(dst, false);
+  insert(db, result("GPU A", 32, 32, 32, DB_OK, 0.1, "x=9"), NULL);
+  snprintf(junk, sizeof junk, "%s/junk.db", f->dir);
+  unsigned char bytes[4096];
+  for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 131 + 7);
+  write_bytes(junk, bytes, sizeof bytes);
+  snprintf(missing, sizeof missing, "%s/none.db", f->dir);
+  ut_err e;
+  db_merge_stats st = {.rows_added = 99};
+  const char *with_junk[] = {good, junk};
+  assert_int_equal(db_merge(db, with_junk, 2, &st, &e), MMT_ERR_DB_CORRUPT);
+  assert_non_null(strstr(e.msg, "junk.db"));
+  assert_int_equal(st.rows_added, 0);
+  const char *with_missing[] = {good, missing};
+  assert_int_equal(db_merge(db, with_missing, 2, &st, &e), MMT_ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "none.db"));
+  const char *itself[] = {dst};
+  assert_int_equal(db_merge(db, itself, 1, &st, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "both a source and the destination"));
+  db_check_report rep;
+  assert_int_equal(db_check(junk, &rep, &e), MMT_ERR_DB_CORRUPT);
+  assert_int_equal(db_check(missing, &rep, &e), MMT_ERR_NOT_FOUND);
+  if (have_cli()) {
+    char newer[256], v1[256], cmd[1024];
+    make_source(f, "newer.db", a, 1, 0, newer, sizeof newer);
+    assert_int_equal(cli(newer, "PRAGMA user_version=7", NULL, 0), 0);
+    const char *with_newer[] = {good, newer};
+    assert_int_equal(db_merge(db, with_newer, 2, &st, &e), MMT_ERR_DB_VERSION);
+    assert_int_equal(db_check(newer, &rep, &e), MMT_ERR_DB_VERSION);
+    /* a damaged page: the results table's root overwritten */
+    char damaged[256];
+    make_source(f, "damaged.db", a, 1, 0, damaged, sizeof damaged);
+    assert_int_equal(cli(damaged, "PRAGMA journal_mode=delete", NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "dd if=/dev/urandom of='%s' bs=1024 seek=3 count=2 conv=notrunc 2>/dev/null",
+             damaged);
+    assert_int_equal(system(cmd), 0);
+    const char *with_damaged[] = {good, damaged};
+    assert_int_equal(db_merge(db, with_damaged, 2, &st, &e), MMT_ERR_DB_CORRUPT);
+    assert_int_equal(db_check(damaged, &rep, &e), MMT_ERR_DB_CORRUPT);
+    assert_int_equal(count_rows(dst), 1); /* nothing of the good sources came in */
+    /* version 1, as the first release wrote it: upgraded on read (launch shapes 0) */
+    snprintf(v1, sizeof v1, "%s/v1.db", f->dir);
+    snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/schema_v1.sql'", v1, MMT_TEST_DIR);
+    assert_int_equal(system(cmd), 0);
+    const char *old[] = {v1};
+    mmt_status rc = db_merge(db, old, 1, &st, &e);
+    if (rc) fail_msg("db_merge v1: %s", e.msg);
+    assert_true(st.rows_added > 0);
+    assert_int_equal(cli(v1, "PRAGMA user_version", cmd, sizeof cmd), 0);
+    assert_string_equal(cmd, "1"); /* the source is not modified */
+  }
+  db_close(db);
+}
+
 /* Search time per (device name, problem, candidates): 0 when never searched, added up across
  * runs, set again with replace; other devices, problems and candidate sets are separate;
  * bad arguments and read-only handles are refused. */
@@ -795,6 +965,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_merge_union, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_merge_refusals, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
