@@ -30,32 +30,41 @@ static const char k_search_add[] =
     "ON CONFLICT (device_name, dtype, layout, m, n, k, candidates) DO UPDATE SET\n"
     "  seconds = seconds + excluded.seconds, updated_at = max(updated_at, excluded.updated_at)";
 
+/* Appends k_cols joined by sep to s (length *len, capacity cap), each as its name, its
+ * parameter ?i, or "name IS ?i". */
+typedef enum { COL_NAME, COL_PARAM, COL_EQUAL } col_form;
+static void put_cols(char *s, size_t cap, size_t *len, const char *sep, col_form form) {
+  for (int i = 0; i < NCOLS; i++) {
+    const char *lead = i ? sep : "";
+    if (form == COL_NAME) *len += (size_t)snprintf(s + *len, cap - *len, "%s%s", lead, k_cols[i]);
+    if (form == COL_PARAM) *len += (size_t)snprintf(s + *len, cap - *len, "%s?%d", lead, i + 1);
+    if (form == COL_EQUAL)
+      *len += (size_t)snprintf(s + *len, cap - *len, "%s%s IS ?%d", lead, k_cols[i], i + 1);
+  }
+}
+
 /* "SELECT c1, ..., cN FROM results ORDER BY id" and the insert that skips an exact duplicate
- * (every column but id equal, NULLs included: IS). */
+ * (every column but id equal, NULLs included: IS).  Owned; NULL when out of memory. */
 static char *select_sql(void) {
-  size_t cap = 64 + 24 * NCOLS;
+  size_t cap = 64 + 24 * NCOLS, len = 0;
   char *s = malloc(cap);
   if (!s) return NULL;
-  size_t len = (size_t)snprintf(s, cap, "SELECT ");
-  for (int i = 0; i < NCOLS; i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? ", " : "", k_cols[i]);
+  len += (size_t)snprintf(s, cap, "SELECT ");
+  put_cols(s, cap, &len, ", ", COL_NAME);
   snprintf(s + len, cap - len, " FROM results ORDER BY id");
   return s;
 }
 
 static char *insert_sql(void) {
-  size_t cap = 256 + 64 * NCOLS;
+  size_t cap = 256 + 64 * NCOLS, len = 0;
   char *s = malloc(cap);
   if (!s) return NULL;
-  size_t len = (size_t)snprintf(s, cap, "INSERT INTO results(");
-  for (int i = 0; i < NCOLS; i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? ", " : "", k_cols[i]);
+  len += (size_t)snprintf(s, cap, "INSERT INTO results(");
+  put_cols(s, cap, &len, ", ", COL_NAME);
   len += (size_t)snprintf(s + len, cap - len, ") SELECT ");
-  for (int i = 0; i < NCOLS; i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s?%d", i ? ", " : "", i + 1);
+  put_cols(s, cap, &len, ", ", COL_PARAM);
   len += (size_t)snprintf(s + len, cap - len, " WHERE NOT EXISTS (SELECT 1 FROM results WHERE ");
-  for (int i = 0; i < NCOLS; i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s%s IS ?%d", i ? " AND " : "", k_cols[i], i + 1);
+  put_cols(s, cap, &len, " AND ", COL_EQUAL);
   snprintf(s + len, cap - len, ")");
   return s;
 }
