@@ -323,6 +323,42 @@ static void test_bench_shapes_file(void **state) {
   }
 }
 
+/* --shard I/N: every item of a plan belongs to exactly one of the N shards, for N = 1..16,
+ * and the shards are as even as can be; bad texts are refused with the reason. */
+static void test_shard(void **state) {
+  (void)state;
+  ut_err e;
+  for (int n = 1; n <= 16; n++) {
+    int owners[1000] = {0}, per[16] = {0};
+    for (int i = 0; i < n; i++) {
+      char text[16];
+      tn_shard s = {-1, -1};
+      snprintf(text, sizeof text, "%d/%d", i, n);
+      assert_int_equal(tn_parse_shard(text, &s, &e), MMT_OK);
+      assert_int_equal(s.index, i);
+      assert_int_equal(s.count, n);
+      for (int item = 0; item < 1000; item++)
+        if (tn_shard_owns(s, item)) owners[item]++, per[i]++;
+    }
+    for (int item = 0; item < 1000; item++) assert_int_equal(owners[item], 1);
+    for (int i = 0; i < n; i++) assert_true(per[i] == 1000 / n || per[i] == 1000 / n + 1);
+  }
+  static const struct {
+    const char *text, *why;
+  } bad[] = {{"", "expected I/N"},     {"3", "expected I/N"},   {"/4", "expected I/N"},
+             {"1/", "N"},              {"4/4", "I"},            {"-1/4", "I"},
+             {"0/0", "N"},             {"1/70000", "N"},        {"a/b", "N"},
+             {"1/2/3", "N"},           {" 1/2", "I"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tn_shard s = {7, 7};
+    assert_int_equal(tn_parse_shard(bad[i].text, &s, &e), MMT_ERR_INVALID_ARG);
+    assert_int_equal(s.index, 7); /* untouched */
+    assert_non_null(strstr(e.msg, "bad --shard"));
+    if (!strstr(e.msg, bad[i].why)) fail_msg("'%s': %s", bad[i].text, e.msg);
+    assert_null(strchr(e.msg, '\n'));
+  }
+}
+
 static void test_split_list(void **state) {
   (void)state;
   ut_err e;
@@ -366,6 +402,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_shapes_file_missing, tmpdir_setup, tmpdir_teardown),
       cmocka_unit_test(test_bench_shapes_file),
       cmocka_unit_test(test_split_list),
+      cmocka_unit_test(test_shard),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

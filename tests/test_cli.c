@@ -425,6 +425,51 @@ static void test_compile_every_config(void **state) {
   run_free(&r);
 }
 
+/* The "ok" lines of a compile run's output, each "template params", into lines[]. */
+static int compile_ok_lines(const char *out, char lines[][160], int cap) {
+  int n = 0;
+  for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    char name[64], params[96];
+    if (sscanf(p, "ok %63s %95s", name, params) == 2 && n < cap)
+      snprintf(lines[n++], 160, "%s %s", name, params);
+  }
+  return n;
+}
+
+/* compile --shard I/N for N = 1..4: the shards together compile every valid config exactly
+ * once (what N CPU nodes do to fill a shared cubin cache ahead of the GPU jobs). */
+static void test_compile_shards(void **state) {
+  (void)state;
+  static char all[512][160], part[512][160];
+  run_result r = RUN("compile", "--no-cache", "naive", "smem_tiled");
+  assert_int_equal(r.code, 0);
+  const int total = compile_ok_lines(r.out, all, 512);
+  run_free(&r);
+  assert_true(total > 27);
+  for (int n = 1; n <= 4; n++) {
+    int seen[512] = {0};
+    for (int i = 0; i < n; i++) {
+      char shard[16];
+      snprintf(shard, sizeof shard, "%d/%d", i, n);
+      r = RUN("compile", "--no-cache", "--shard", shard, "naive", "smem_tiled");
+      assert_int_equal(r.code, 0);
+      int got = compile_ok_lines(r.out, part, 512);
+      run_free(&r);
+      assert_true(got >= total / n && got <= total / n + 1);
+      for (int j = 0; j < got; j++) {
+        int k = 0;
+        while (k < total && strcmp(all[k], part[j]) != 0) k++;
+        assert_true(k < total);
+        seen[k]++;
+      }
+    }
+    for (int k = 0; k < total; k++)
+      if (seen[k] != 1) fail_msg("N = %d: '%s' compiled %d times", n, all[k], seen[k]);
+  }
+  assert_usage_error(RUN("compile", "--shard", "2/2", "naive"), "bad --shard '2/2'");
+  assert_usage_error(RUN("tune", "--shard", "1"), "bad --shard '1': expected I/N");
+}
+
 static void test_compile_errors(void **state) {
   (void)state;
   assert_usage_error(RUN("compile", "--arch", "sm_nope", "naive"), "sm_nope");
@@ -810,6 +855,7 @@ int main(void) {
       cmocka_unit_test(test_compile_and_cache),
       cmocka_unit_test(test_compile_every_config),
       cmocka_unit_test(test_compile_errors),
+      cmocka_unit_test(test_compile_shards),
       cmocka_unit_test(test_show_missing_db),
       cmocka_unit_test(test_show_corrupt_db),
       cmocka_unit_test(test_space_constraints_and_requires),

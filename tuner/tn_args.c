@@ -310,3 +310,20 @@ void tn_list_free(char **items, int count) {
   for (int i = 0; i < count; i++) free(items[i]);
   free(items);
 }
+
+mmt_status tn_parse_shard(const char *text, tn_shard *out, ut_err *err) {
+  const char *slash = text ? strchr(text, '/') : NULL;
+  char index[32];
+  int64_t i = 0, n = 0;
+  if (!slash || slash == text || (size_t)(slash - text) >= sizeof index)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "bad --shard '%s': expected I/N, e.g. 0/4",
+                   text ? text : "");
+  memcpy(index, text, (size_t)(slash - text));
+  index[slash - text] = '\0';
+  ut_err e;
+  if (tn_parse_i64(slash + 1, "N", 1, TN_SHARD_MAX, &n, &e) != MMT_OK ||
+      tn_parse_i64(index, "I", 0, n - 1, &i, &e) != MMT_OK)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "bad --shard '%s': %s", text, e.msg);
+  *out = (tn_shard){(int)i, (int)n};
+  return MMT_OK;
+}

@@ -7,6 +7,7 @@
 #ifndef MMT_TN_ARGS_H
 #define MMT_TN_ARGS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util.h"
@@ -17,6 +18,20 @@ typedef struct {
 
 /* Largest M, N or K mmtune accepts (the kernel ABI passes int). */
 #define TN_DIM_MAX 2147483647LL
+
+/* A shard of a plan: this process's part when N processes (on N nodes, or a Slurm array's
+ * tasks) split it, together covering it exactly once.  Item i of the plan, in its
+ * deterministic order, belongs to shard i % N. */
+#define TN_SHARD_MAX 65536
+typedef struct {
+  int index, count;
+} tn_shard;
+static inline bool tn_shard_owns(tn_shard s, int64_t item) {
+  return s.count <= 1 || item % s.count == s.index;
+}
+/* Parses "I/N" with 0 <= I < N <= TN_SHARD_MAX ("bad --shard 'x': expected I/N, e.g. 0/4",
+ * or the part that is out of range).  *out is written only on success. */
+mmt_status tn_parse_shard(const char *text, tn_shard *out, ut_err *err);
 
 /* Parses a whole decimal integer in [min, max].  `what` names it in the message.  Rejects
  * empty text, whitespace, '+', '-' where min >= 0 ("-3"), trailing junk ("12x"), a value

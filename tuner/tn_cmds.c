@@ -362,16 +362,19 @@ static const tn_opt compile_opts[] = {
     {"cache-dir", 0, "DIR",
      "cubin cache folder (default $MMTUNE_CACHE_DIR, else ~/.cache/mmtune/cubin)"},
     {"no-cache", 0, NULL, "compile everything, read and write no cache"},
+    {"shard", 0, "I/N",
+     "only valid configs I, I+N, I+2N, ... in order: N processes (nodes) cover them once"},
 };
 static const tn_cmd_spec compile_spec = {
     "compile",
-    "[--arch ARCH] [--dtype DTYPE] [--layout LAYOUT] [--jobs N] [--no-cache] [TEMPLATE ...]",
+    "[--arch ARCH] [--dtype DTYPE] [--layout LAYOUT] [--jobs N] [--no-cache] [--shard I/N] "
+    "[TEMPLATE ...]",
     "Compiles every valid config of each TEMPLATE (all templates when none is named) with\n"
     "NVRTC; needs no GPU.  Prints one line per config:\n"
     "  ok|FAILED  TEMPLATE  PARAMS  SECONDS [cached]\n"
     "(a failure is followed by the first error line), then a summary.  Exit code 1 when any\n"
     "config failed.",
-    compile_opts, 6};
+    compile_opts, 7};
 
 typedef struct {
   tn_pool *pool;
@@ -380,6 +383,8 @@ typedef struct {
   int params_width; /* params column */
   int window;       /* results kept in flight */
   int total, ok, failed;
+  tn_shard shard;
+  int64_t item; /* valid configs seen, in order: the shard takes those it owns */
 } compile_run;
 
 typedef struct {
@@ -411,6 +416,7 @@ static void compile_drain(compile_run *run, int keep) {
 /* Emits one config and queues it (a failure to emit is printed in order, as a failed config). */
 static mmt_status compile_submit(gen_template *t, const gen_config *cfg, void *user, ut_err *e) {
   compile_run *run = user;
+  if (!tn_shard_owns(run->shard, run->item++)) return MMT_OK;
   compile_job *job = calloc(1, sizeof *job);
   if (!job) return ut_fail(e, MMT_ERR_NOMEM, "out of memory");
   job->template_name = gen_name(t);
@@ -476,6 +482,7 @@ static int compile_setup(const tn_opts *o, compile_run *run, gen_template ***ts,
   if (rc == TN_EXIT_OK) rc = tn_opt_dtype("compile", tn_opts_get(o, "dtype"), &run->dtype);
   if (rc == TN_EXIT_OK) rc = tn_opt_layout("compile", tn_opts_get(o, "layout"), &run->layout);
   if (rc == TN_EXIT_OK) rc = compile_cache_dir(o, cache_buf, sizeof cache_buf, &cache);
+  if (rc == TN_EXIT_OK) rc = tn_opt_shard("compile", tn_opts_get(o, "shard"), &run->shard);
   if (rc == TN_EXIT_OK) rc = compile_check_arch(arch);
   if (rc == TN_EXIT_OK)
     rc = o->npos > 0 ? tn_load_templates("compile", o->pos, o->npos, ts, nts)

@@ -181,6 +181,13 @@ int tn_opt_device(const char *cmd, const char *text, int *out) {
   return rc;
 }
 
+int tn_opt_shard(const char *cmd, const char *text, tn_shard *out) {
+  *out = (tn_shard){0, 1};
+  ut_err e;
+  if (text && tn_parse_shard(text, out, &e) != MMT_OK) return tn_usage_error(cmd, "%s", e.msg);
+  return TN_EXIT_OK;
+}
+
 int tn_opt_dtype(const char *cmd, const char *text, const char **out) {
   if (!text) text = "f32";
   if (gen_dtype_size(text) == 0) return tn_usage_error(cmd, "unknown dtype '%s'", text);

@@ -76,6 +76,10 @@ int tn_opt_device(const char *cmd, const char *text, int *out);
 int tn_opt_dtype(const char *cmd, const char *text, const char **out);
 /* --layout: NULL -> "nn"; "nn", "nt", "tn" or "tt" (gen.h), else exit 2. *out borrows text. */
 int tn_opt_layout(const char *cmd, const char *text, const char **out);
+/* --shard I/N (tn_parse_shard): NULL -> 0/1 (everything); a bad one -> exit 2 naming the
+ * problem. */
+int tn_opt_shard(const char *cmd, const char *text, tn_shard *out);
+
 /* --db: text, or ut_default_db_path() when NULL.  Exit 1 when the default cannot be formed. */
 int tn_opt_db_path(const char *cmd, const char *text, char *out, size_t outlen);
 /* --shapes: tn_parse_shapes; *shapes owned by the caller (free). */

@@ -379,10 +379,11 @@ static bool first_with(const tune_run *r, int t, const char *dtype) {
 
 mmt_status tn_tune_plan(tune_run *r, ut_err *err) {
   mmt_status rc;
+  int64_t item = 0; /* the plan's problems in order: --shard keeps those it owns */
   for (int s = 0; s < r->nshapes; s++)
     for (int t = 0; t < r->nts; t++)
       for (int d = 0; d < gen_dtype_count(r->ts[t]); d++)
-        if (first_with(r, t, gen_dtype(r->ts[t], d)) &&
+        if (first_with(r, t, gen_dtype(r->ts[t], d)) && tn_shard_owns(r->shard, item++) &&
             (rc = plan_problem(r, s, gen_dtype(r->ts[t], d), err)))
           return rc;
   return MMT_OK;

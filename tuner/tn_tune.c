@@ -56,6 +56,9 @@ static const tn_opt TUNE_OPTS[] = {
     {"jobs", 'j', "N", "compile threads (default: CPU count)"},
     {"watchdog", 'w', "SECONDS", "a candidate with no result after this is killed (default 60)"},
     {"force", 'f', NULL, "measure again configs already in the database"},
+    {"shard", 0, "I/N",
+     "only problems I, I+N, ... of the plan (shapes x dtypes, in order): N processes (a Slurm "
+     "array's tasks) cover it once; merge their databases with mmtune db merge"},
 };
 
 static const tn_cmd_spec TUNE_SPEC = {
@@ -145,6 +148,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
     return tn_usage_error("tune", "dtype %s cannot be measured yet (f32, tf32, f16 and bf16 can)",
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
+  if ((ex = tn_opt_shard("tune", tn_opts_get(o, "shard"), &r->shard))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
   if ((ex = tn_opt_db_path("tune", tn_opts_get(o, "db"), r->db_path, sizeof r->db_path))) return ex;
   ut_err err;

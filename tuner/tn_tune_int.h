@@ -54,6 +54,7 @@ typedef struct {
   int nts;
   const char *dtype;  /* NULL: all */
   const char *layout; /* one per run: every kernel of the run is emitted for it */
+  tn_shard shard;     /* this process's problems: the plan's i-th (shape, dtype) when it owns i */
   char db_path[4096], cache_dir[4096];
   int jobs;
   double budget_s, watchdog_s; /* budget 0: none */
