@@ -34,6 +34,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "util.h"
 
@@ -232,5 +233,23 @@ typedef struct {
  * and row count when it is an intact mmtune database; else db_open's errors (a foreign file,
  * a newer schema) or MMT_ERR_DB_CORRUPT naming the first problem found. */
 mmt_status db_check(const char *path, db_check_report *out, ut_err *err);
+
+/* Rows as text, to share them without sharing files (mmtune db export / import).  The
+ * document: {"format": "mmtune-results", "version": 1, "results": [...], "searches": [...]},
+ * each result an object of every column of `results` but id (db_result's fields by their
+ * column names; REAL columns null where NaN), each search time an object of the searches
+ * table's columns; one row a line. */
+#define DB_EXPORT_VERSION 1
+/* Writes every row of db (device_name NULL: every GPU model) and its search times to out;
+ * *rows (may be NULL) gets the number of results written.  Errors: MMT_ERR_IO when out
+ * cannot be written, else SQLite's. */
+mmt_status db_export_json(db_handle *db, const char *device_name, FILE *out, int64_t *rows,
+                          ut_err *err);
+/* Adds the rows and search times of a document db_export_json wrote to dst as db_merge adds a
+ * file's: one transaction, exact duplicates dropped, search times added.  A text that is not
+ * such a document -- bad JSON, another format, a newer version, a row with a column missing,
+ * unknown or of the wrong type, an unknown status -- is refused (MMT_ERR_INVALID_ARG naming
+ * the row and column) with dst unchanged. */
+mmt_status db_import_json(db_handle *dst, const char *text, db_merge_stats *stats, ut_err *err);
 
 #endif /* MMT_DB_H */

@@ -48,4 +48,29 @@ void db_rollback_after_error(db_handle *h, ut_err *err);
  * UTF-8 character boundary when too long. */
 void db_copy_text(char *dst, size_t cap, const unsigned char *src, int len);
 
+/* A JSON value (db_json.c, for db_import_json): numbers and strings as text, objects as
+ * keys[i] -> items[i]. */
+typedef enum {
+  DB_JSON_NULL,
+  DB_JSON_TRUE,
+  DB_JSON_FALSE,
+  DB_JSON_NUMBER,
+  DB_JSON_STRING,
+  DB_JSON_ARRAY,
+  DB_JSON_OBJECT
+} db_json_type;
+typedef struct db_json {
+  db_json_type type;
+  char *text;            /* NUMBER: as written; STRING: decoded UTF-8 */
+  struct db_json *items; /* ARRAY, OBJECT */
+  char **keys;           /* OBJECT */
+  int n;
+} db_json;
+/* Parses the whole of text into *out (free with db_json_free); false with the reason and the
+ * byte offset in why. */
+bool db_json_parse(const char *text, db_json *out, char *why, size_t whylen);
+void db_json_free(db_json *v);
+/* The value of key in an object; NULL when absent or obj is not an object. */
+const db_json *db_json_get(const db_json *obj, const char *key);
+
 #endif /* MMT_DB_INTERNAL_H */

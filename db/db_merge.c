@@ -3,7 +3,9 @@
  * a cluster's shards need to gather their measurements into the database an application
  * ships.  See db.h.
  */
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,14 @@ static const char *const k_cols[] = {
     "max_err", "regs", "shared_bytes", "local_bytes", "created_at", "tile_m", "tile_n",
     "slices", "threads", "per_sm"};
 #define NCOLS ((int)(sizeof k_cols / sizeof k_cols[0]))
+/* Each column's kind in an export: 'T' text, 'I' integer, 'R' real (null where NaN). */
+static const char k_kinds[] = "TTIIIITTTTTTIIITTRRRIRRRIIIIIIIII";
+_Static_assert(sizeof k_kinds - 1 == NCOLS, "a kind per column");
 
 /* The search-time columns (schema 3 on); the first seven are the table's key. */
+static const char *const k_search_cols[] = {"device_name", "dtype", "layout", "m", "n", "k",
+                                            "candidates", "seconds", "updated_at"};
+static const char k_search_kinds[] = "TTTIIITRI";
 static const char k_search_select[] =
     "SELECT device_name, dtype, layout, m, n, k, candidates, seconds, updated_at FROM searches";
 static const char k_search_add[] =
@@ -120,6 +128,20 @@ static mmt_status open_source(const char *path, db_handle **out, ut_err *err) {
   return rc;
 }
 
+/* Steps the bound duplicate-skipping insert and counts the row. */
+static mmt_status insert_bound(db_handle *dst, sqlite3_stmt *ins, db_merge_stats *st, ut_err *err) {
+  int s = sqlite3_step(ins);
+  sqlite3_reset(ins);
+  sqlite3_clear_bindings(ins);
+  if (s != SQLITE_DONE) return db_sql_fail(dst, s, "cannot add a row to", err);
+  st->rows_read++;
+  if (sqlite3_changes(dst->sq) > 0)
+    st->rows_added++;
+  else
+    st->duplicates++;
+  return MMT_OK;
+}
+
 /* Copies src's rows and search times into dst (inside dst's open transaction). */
 static mmt_status merge_one(db_handle *dst, db_handle *src, sqlite3_stmt *ins,
                             db_merge_stats *st, ut_err *err) {
@@ -131,19 +153,8 @@ static mmt_status merge_one(db_handle *dst, db_handle *src, sqlite3_stmt *ins,
   free(sql);
   if (s != SQLITE_OK) return db_sql_fail(src, s, "cannot read the rows of", err);
   while ((s = sqlite3_step(sel)) == SQLITE_ROW) {
-    for (int i = 0; i < NCOLS && s == SQLITE_ROW; i++)
-      if (sqlite3_bind_value(ins, i + 1, sqlite3_column_value(sel, i)) != SQLITE_OK) s = SQLITE_ERROR;
-    int is = s == SQLITE_ROW ? sqlite3_step(ins) : SQLITE_ERROR;
-    sqlite3_reset(ins);
-    if (is != SQLITE_DONE) {
-      rc = db_sql_fail(dst, is, "cannot add a row to", err);
-      break;
-    }
-    st->rows_read++;
-    if (sqlite3_changes(dst->sq) > 0)
-      st->rows_added++;
-    else
-      st->duplicates++;
+    for (int i = 0; i < NCOLS; i++) sqlite3_bind_value(ins, i + 1, sqlite3_column_value(sel, i));
+    if ((rc = insert_bound(dst, ins, st, err))) break;
   }
   if (!rc && s != SQLITE_DONE) rc = db_sql_fail(src, s, "cannot read the rows of", err);
   sqlite3_finalize(sel);
@@ -227,5 +238,204 @@ mmt_status db_check(const char *path, db_check_report *out, ut_err *err) {
     rc = db_count(h, NULL, &out->rows, err);
   }
   db_close(h);
+  return rc;
+}
+
+/* ---- export and import as JSON ------------------------------------------------------------ */
+
+/* s as a JSON string: quotes, backslashes and control characters escaped, UTF-8 as is. */
+static void put_json_string(FILE *out, const unsigned char *s) {
+  fputc('"', out);
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(out, "\\%c", *s);
+    else if (*s < 0x20)
+      fprintf(out, "\\u%04x", *s);
+    else
+      fputc(*s, out);
+  }
+  fputc('"', out);
+}
+
+/* Column i of st's row as a JSON value (null, an integer, a double that reads back the same
+ * bits, a string). */
+static void put_json_value(FILE *out, sqlite3_stmt *st, int i) {
+  switch (sqlite3_column_type(st, i)) {
+  case SQLITE_NULL: fputs("null", out); break;
+  case SQLITE_INTEGER: fprintf(out, "%lld", (long long)sqlite3_column_int64(st, i)); break;
+  case SQLITE_FLOAT: {
+    /* an infinity (a zero-time row's TFLOP/s) as a number that reads back as one */
+    const double v = sqlite3_column_double(st, i);
+    if (isinf(v)) fputs(v > 0 ? "1e999" : "-1e999", out);
+    else fprintf(out, "%.17g", v);
+    break;
+  }
+  default: put_json_string(out, sqlite3_column_text(st, i)); break;
+  }
+}
+
+/* Writes each row of st as an object of names[], one a line after `lead`; *rows counts them. */
+static int put_json_rows(FILE *out, sqlite3_stmt *st, const char *const *names, int n,
+                         int64_t *rows) {
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    fputs(*rows ? ",\n    {" : "\n    {", out);
+    for (int i = 0; i < n; i++) {
+      fprintf(out, "%s\"%s\": ", i ? ", " : "", names[i]);
+      put_json_value(out, st, i);
+    }
+    fputc('}', out);
+    ++*rows;
+  }
+  return s;
+}
+
+mmt_status db_export_json(db_handle *db, const char *device_name, FILE *out, int64_t *rows,
+                          ut_err *err) {
+  int64_t nrows = 0, nsearch = 0;
+  if (rows) *rows = 0;
+  if (!db || !out) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_export_json: NULL argument");
+  char *cols = select_sql();
+  char sql[1024];
+  if (!cols) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  /* "... FROM results ORDER BY id" with the device filter before the order */
+  char *order = strstr(cols, " ORDER BY id");
+  *order = '\0';
+  snprintf(sql, sizeof sql, "%s WHERE ?1 IS NULL OR device_name = ?1 ORDER BY id", cols);
+  free(cols);
+  sqlite3_stmt *st = NULL;
+  int s = sqlite3_prepare_v2(db->sq, sql, -1, &st, NULL);
+  if (s != SQLITE_OK) return db_sql_fail(db, s, "cannot read the rows of", err);
+  sqlite3_bind_text(st, 1, device_name, -1, SQLITE_TRANSIENT);
+  fprintf(out, "{\"format\": \"mmtune-results\", \"version\": %d,\n  \"results\": [",
+          DB_EXPORT_VERSION);
+  s = put_json_rows(out, st, k_cols, NCOLS, &nrows);
+  sqlite3_finalize(st);
+  if (s != SQLITE_DONE) return db_sql_fail(db, s, "cannot read the rows of", err);
+  fputs(nrows ? "\n  ],\n  \"searches\": [" : "],\n  \"searches\": [", out);
+  if (user_version(db) >= 3) { /* no search times before schema 3 */
+    snprintf(sql, sizeof sql, "%s WHERE ?1 IS NULL OR device_name = ?1", k_search_select);
+    s = sqlite3_prepare_v2(db->sq, sql, -1, &st, NULL);
+    if (s != SQLITE_OK) return db_sql_fail(db, s, "cannot read the search times of", err);
+    sqlite3_bind_text(st, 1, device_name, -1, SQLITE_TRANSIENT);
+    s = put_json_rows(out, st, k_search_cols, 9, &nsearch);
+    sqlite3_finalize(st);
+    if (s != SQLITE_DONE) return db_sql_fail(db, s, "cannot read the search times of", err);
+  }
+  fputs(nsearch ? "\n  ]\n}\n" : "]\n}\n", out);
+  if (fflush(out) != 0 || ferror(out))
+    return ut_fail(err, MMT_ERR_IO, "cannot write the export: %s", strerror(errno));
+  if (rows) *rows = nrows;
+  return MMT_OK;
+}
+
+/* Binds object obj's value of each of names[] (kinds as k_kinds) to st: refuses a missing,
+ * unknown or mistyped column, naming `what` (e.g. "results[3]"). */
+static mmt_status bind_object(sqlite3_stmt *st, const db_json *obj, const char *const *names,
+                              const char *kinds, int n, const char *what, ut_err *err) {
+  if (obj->type != DB_JSON_OBJECT) return ut_fail(err, MMT_ERR_INVALID_ARG, "%s is not an object", what);
+  for (int k = 0; k < obj->n; k++) {
+    int i = 0;
+    while (i < n && strcmp(names[i], obj->keys[k]) != 0) i++;
+    if (i == n)
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "%s: unknown column '%s'", what, obj->keys[k]);
+  }
+  for (int i = 0; i < n; i++) {
+    const db_json *v = db_json_get(obj, names[i]);
+    const char kind = kinds[i];
+    bool ok = v != NULL;
+    if (ok && kind == 'T') ok = v->type == DB_JSON_STRING;
+    if (ok && kind == 'I') ok = v->type == DB_JSON_NUMBER && !strpbrk(v->text, ".eE");
+    if (ok && kind == 'R') ok = v->type == DB_JSON_NUMBER || v->type == DB_JSON_NULL;
+    if (ok && !strcmp(names[i], "status")) ok = db_status_parse(v->text) >= 0;
+    if (!ok)
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "%s: column '%s' %s", what, names[i],
+                     !v ? "is missing"
+                     : !strcmp(names[i], "status") && v->type == DB_JSON_STRING
+                         ? "is not a status mmtune knows"
+                     : kind == 'T' ? "is not a string"
+                     : kind == 'I' ? "is not an integer" : "is not a number or null");
+    if (v->type == DB_JSON_NULL) sqlite3_bind_null(st, i + 1);
+    else if (kind == 'T') sqlite3_bind_text(st, i + 1, v->text, -1, SQLITE_STATIC);
+    else if (kind == 'I') sqlite3_bind_int64(st, i + 1, strtoll(v->text, NULL, 10));
+    else sqlite3_bind_double(st, i + 1, strtod(v->text, NULL));
+  }
+  return MMT_OK;
+}
+
+/* The document's header and its two lists. */
+static mmt_status import_header(const db_json *doc, const db_json **results,
+                                const db_json **searches, ut_err *err) {
+  const db_json *format = db_json_get(doc, "format"), *version = db_json_get(doc, "version");
+  if (!format || format->type != DB_JSON_STRING || strcmp(format->text, "mmtune-results") != 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "not an mmtune export (its \"format\" is not \"mmtune-results\")");
+  if (!version || version->type != DB_JSON_NUMBER || strpbrk(version->text, ".eE-"))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "an mmtune export without a version");
+  if (strtoll(version->text, NULL, 10) > DB_EXPORT_VERSION)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "export version %s is newer than this mmtune reads (%d)", version->text,
+                   DB_EXPORT_VERSION);
+  *results = db_json_get(doc, "results");
+  *searches = db_json_get(doc, "searches");
+  if (!*results || (*results)->type != DB_JSON_ARRAY)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "an mmtune export without a \"results\" list");
+  if (*searches && (*searches)->type != DB_JSON_ARRAY)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "\"searches\" is not a list");
+  return MMT_OK;
+}
+
+/* Inserts the document's rows and search times (inside dst's open transaction). */
+static mmt_status import_rows(db_handle *dst, const db_json *results, const db_json *searches,
+                              db_merge_stats *st, ut_err *err) {
+  sqlite3_stmt *ins = NULL, *sadd = NULL;
+  char *sql = insert_sql();
+  if (!sql) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  int s = sqlite3_prepare_v2(dst->sq, sql, -1, &ins, NULL);
+  free(sql);
+  if (s == SQLITE_OK) s = sqlite3_prepare_v2(dst->sq, k_search_add, -1, &sadd, NULL);
+  mmt_status rc = s == SQLITE_OK ? MMT_OK : db_sql_fail(dst, s, "cannot prepare the import into", err);
+  char what[48];
+  for (int i = 0; i < results->n && !rc; i++) {
+    snprintf(what, sizeof what, "results[%d]", i);
+    rc = bind_object(ins, &results->items[i], k_cols, k_kinds, NCOLS, what, err);
+    if (!rc) rc = insert_bound(dst, ins, st, err);
+    if (rc) sqlite3_reset(ins);
+  }
+  for (int i = 0; searches && i < searches->n && !rc; i++) {
+    snprintf(what, sizeof what, "searches[%d]", i);
+    rc = bind_object(sadd, &searches->items[i], k_search_cols, k_search_kinds, 9, what, err);
+    if (!rc && (s = sqlite3_step(sadd)) != SQLITE_DONE)
+      rc = db_sql_fail(dst, s, "cannot add search times to", err);
+    sqlite3_reset(sadd);
+    if (!rc) st->searches++;
+  }
+  sqlite3_finalize(ins);
+  sqlite3_finalize(sadd);
+  return rc;
+}
+
+mmt_status db_import_json(db_handle *dst, const char *text, db_merge_stats *stats, ut_err *err) {
+  db_merge_stats st = {0};
+  if (stats) *stats = st;
+  if (!dst || !text) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_import_json: NULL argument");
+  if (dst->read_only)
+    return ut_fail(err, MMT_ERR_DB, "cannot import into '%s': opened readonly", dst->path);
+  db_json doc;
+  char why[128];
+  if (!db_json_parse(text, &doc, why, sizeof why))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "not JSON: %s", why);
+  const db_json *results = NULL, *searches = NULL;
+  mmt_status rc = import_header(&doc, &results, &searches, err);
+  if (!rc) {
+    int s = sqlite3_exec(dst->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (s != SQLITE_OK) rc = db_sql_fail(dst, s, "cannot begin a transaction on", err);
+    if (!rc) rc = import_rows(dst, results, searches, &st, err);
+    if (!rc && (s = sqlite3_exec(dst->sq, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK)
+      rc = db_sql_fail(dst, s, "cannot commit the import into", err);
+    if (rc) db_rollback_after_error(dst, err);
+  }
+  db_json_free(&doc);
+  if (!rc && stats) *stats = st;
   return rc;
 }

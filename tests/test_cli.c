@@ -831,7 +831,23 @@ static void test_db_merge_check(void **state) {
   r = RUN("db", "check", dst); /* the failed merge left it as it was */
   assert_non_null(strstr(r.out, "2 rows, integrity ok"));
   run_free(&r);
-  assert_usage_error(RUN("db"), "expected a subcommand: merge or check");
+  /* export to a file, import into a new database: the same rows */
+  char json[256], copy[256];
+  snprintf(json, sizeof json, "%s/rows.json", tmp_dir);
+  snprintf(copy, sizeof copy, "%s/copy.db", tmp_dir);
+  r = RUN("db", "export", "--db", dst, "--json", "--out", json);
+  assert_int_equal(r.code, 0);
+  run_free(&r);
+  r = RUN("db", "import", json, "--into", copy);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "2 rows read, 2 added, 0 duplicates dropped"));
+  run_free(&r);
+  r = RUN("db", "check", copy);
+  assert_non_null(strstr(r.out, "2 rows, integrity ok"));
+  run_free(&r);
+  assert_error(RUN("db", "import", junk, "--into", copy), 1, "not JSON");
+  assert_usage_error(RUN("db", "import", json), "import needs --into DST");
+  assert_usage_error(RUN("db"), "expected a subcommand: merge, check, export or import");
   assert_usage_error(RUN("db", "merge", a), "merge needs --into DST");
   assert_usage_error(RUN("db", "merge", "--into", dst), "at least one SRC");
   assert_usage_error(RUN("db", "fold"), "unknown subcommand 'fold'");

@@ -816,6 +816,136 @@ static void test_merge_refusals(void **state) {
   db_close(db);
 }
 
+/* The export of a file as text (owned). */
+static char *export_text(const char *path, const char *device) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  assert_non_null(mem);
+  db_handle *db = open_ok(path, true);
+  ut_err e;
+  int64_t rows = -1;
+  mmt_status rc = db_export_json(db, device, mem, &rows, &e);
+  if (rc) fail_msg("db_export_json: %s", e.msg);
+  db_close(db);
+  fclose(mem);
+  return text;
+}
+
+/* Export then import: the same rows (every column, a NaN as null, doubles to the bit, text
+ * with quotes, newlines and non-ASCII), the same search times; importing again adds no row;
+ * exporting the import gives the same text. */
+static void test_export_import(void **state) {
+  fixture *f = *state;
+  db_result rows[] = {
+      result("GPU A", 64, 64, 64, DB_OK, 0.1 + 0.2, "x=1"),
+      result("GPU A", 64, 64, 64, DB_VERIFY_FAILED, 0, "x=2"),
+      result("GPU B \"quoted\" é 中", 128, 128, 128, DB_OK, 1.0 / 3.0, "x=1"),
+  };
+  snprintf(rows[1].error, sizeof rows[1].error, "line one\nline \"two\"\ttab \\ end");
+  rows[1].rel_err = NAN;
+  rows[0].launch = (db_launch){.tile_m = 64, .tile_n = 32, .slices = 4, .threads = 128, .per_sm = 2};
+  char src[256], dst[256];
+  make_source(f, "src.db", rows, 3, 2.5, src, sizeof src);
+  char *text = export_text(src, NULL);
+  assert_non_null(strstr(text, "\"format\": \"mmtune-results\""));
+  assert_non_null(strstr(text, "\"rel_err\": null"));
+  snprintf(dst, sizeof dst, "%s/imported.db", f->dir);
+  db_handle *db = open_ok(dst, false);
+  db_merge_stats st;
+  ut_err e;
+  mmt_status rc = db_import_json(db, text, &st, &e);
+  if (rc) fail_msg("db_import_json: %s", e.msg);
+  assert_int_equal(st.rows_added, 3);
+  assert_int_equal(st.searches, 1);
+  assert_int_equal(db_import_json(db, text, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 0);
+  assert_int_equal(st.duplicates, 3);
+  collect c = {0};
+  db_problem p = problem(64, 64, 64);
+  assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &c, &e), MMT_OK);
+  assert_int_equal(c.count, 1);
+  assert_true(c.rows[0].ms_median == 0.1 + 0.2); /* to the bit */
+  assert_int_equal(c.rows[0].launch.per_sm, 2);
+  assert_int_equal(c.rows[0].launch.slices, 4);
+  db_close(db);
+  char *back = export_text(dst, NULL);
+  /* the search time was added twice by the second import; the rows are the same text */
+  char *cut_a = strstr(text, "\"searches\""), *cut_b = strstr(back, "\"searches\"");
+  assert_non_null(cut_a);
+  assert_non_null(cut_b);
+  assert_int_equal(cut_a - text, cut_b - back);
+  assert_memory_equal(text, back, (size_t)(cut_a - text));
+  free(back);
+  /* one GPU model only */
+  char *one = export_text(src, "GPU A");
+  assert_null(strstr(one, "GPU B"));
+  assert_non_null(strstr(one, "\"params\": \"x=2\""));
+  free(one);
+  free(text);
+}
+
+/* Texts that are not an export are refused with the reason, and the destination is left as
+ * it was, even when the bad row comes after good ones. */
+static void test_import_refusals(void **state) {
+  fixture *f = *state;
+  const db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"),
+                            result("GPU A", 32, 32, 32, DB_OK, 0.2, "x=1")};
+  char src[256], dst[256];
+  make_source(f, "src.db", rows, 2, 0, src, sizeof src);
+  char *good = export_text(src, NULL);
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  db_handle *db = open_ok(dst, false);
+  /* the second row's status made unknown: the first row must not stay either */
+  char *bad_status = strdup(good);
+  char *second = strstr(strstr(bad_status, "\"status\": \"ok\"") + 1, "\"status\": \"ok\"");
+  assert_non_null(second);
+  memcpy(second, "\"status\": \"ko\"", 14);
+  static const struct {
+    const char *text, *why;
+  } bad[] = {
+      {"", "not JSON: unexpected end at byte 0"},
+      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [}", "not JSON"},
+      {"{\"a\": 1} x", "text after the value"},
+      {"{\"s\": \"\\ud800\"}", "lone surrogate"},
+      {"[1, 2]", "not an mmtune export"},
+      {"{\"format\": \"other\", \"version\": 1, \"results\": []}", "not an mmtune export"},
+      {"{\"format\": \"mmtune-results\", \"results\": []}", "without a version"},
+      {"{\"format\": \"mmtune-results\", \"version\": 9, \"results\": []}", "version 9 is newer"},
+      {"{\"format\": \"mmtune-results\", \"version\": 1}", "without a \"results\" list"},
+      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [3]}", "results[0] is not an object"},
+      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [{\"colour\": 1}]}",
+       "results[0]: unknown column 'colour'"},
+      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [{\"m\": 1}]}",
+       "results[0]: column 'device_name' is missing"},
+  };
+  ut_err e;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(db_import_json(db, bad[i].text, NULL, &e), MMT_ERR_INVALID_ARG);
+    if (!strstr(e.msg, bad[i].why)) fail_msg("case %zu: '%s' not in '%s'", i, bad[i].why, e.msg);
+  }
+  assert_int_equal(db_import_json(db, bad_status, NULL, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "results[1]: column 'status' is not a status mmtune knows"));
+  db_close(db);
+  assert_int_equal(count_rows(dst), 0);
+  /* \u escapes decode to UTF-8, a surrogate pair to one code point */
+  db = open_ok(dst, false);
+  const char *at = strstr(good, "GPU A");
+  assert_non_null(at);
+  size_t head = (size_t)(at - good), total = strlen(good) + 64;
+  char *escaped = malloc(total);
+  assert_non_null(escaped);
+  snprintf(escaped, total, "%.*sGPU \\u00e9\\ud83d\\ude00%s", (int)head, good, at + 5);
+  assert_int_equal(db_import_json(db, escaped, NULL, &e), MMT_OK);
+  db_close(db);
+  char *back = export_text(dst, NULL);
+  assert_non_null(strstr(back, "GPU \xc3\xa9\xf0\x9f\x98\x80"));
+  free(back);
+  free(escaped);
+  free(bad_status);
+  free(good);
+}
+
 /* Search time per (device name, problem, candidates): 0 when never searched, added up across
  * runs, set again with replace; other devices, problems and candidate sets are separate;
  * bad arguments and read-only handles are refused. */
@@ -967,6 +1097,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_union, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
