@@ -223,6 +223,29 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
           cat /tmp/m.log
         done
       done 2>&1 | tee "$out/splitk.log" ;;
+    multi)
+      # --device all (issue 15) on whatever GPUs the machine has: a run to the end, then one
+      # whose worker is killed mid-run (SIGKILL): the parent reports it, merges what was
+      # measured, exits 1; the same command again completes the plan.
+      rm -f /tmp/multi.db*
+      args=(--device all --shapes 512x512x512,1024x1024x1024,777x333x999 --dtype f32
+            --budget 2 --db /tmp/multi.db)
+      /usr/bin/time -f "multi wall %e s" ./build/tuner/mmtune "${args[@]}" > "$out/multi.log" 2>&1
+      echo "multi exit $?: $(grep -cE '^\[gpu' "$out/multi.log") worker lines, $(ls /tmp/multi.db.gpu* 2>/dev/null | wc -l) part files left"
+      grep -E "GPU|merged|wall" "$out/multi.log" | tail -5
+      ./build/tuner/mmtune db check /tmp/multi.db
+      rm -f /tmp/multi.db*
+      ./build/tuner/mmtune "${args[@]}" --shapes 512x512x512,1024x1024x1024,777x333x999,2048x2048x2048 \
+        > "$out/multi-kill.log" 2>&1 &
+      parent=$!
+      sleep 12; pkill -KILL -f -- "--shard 0/1 --db /tmp/multi.db.gpu0.db"; wait $parent
+      echo "killed run exit $? ($(grep -c 'worker failed' "$out/multi-kill.log") failure reported)"
+      grep -E "failed|merged|unfinished" "$out/multi-kill.log" | tail -4
+      n1=$(./build/tuner/mmtune db check /tmp/multi.db)
+      ./build/tuner/mmtune "${args[@]}" --shapes 512x512x512,1024x1024x1024,777x333x999,2048x2048x2048 \
+        > "$out/multi-rerun.log" 2>&1
+      echo "rerun exit $?; rows after the kill $n1, after the rerun: $(./build/tuner/mmtune db check /tmp/multi.db)"
+      ./build/tuner/mmtune show --db /tmp/multi.db | head -8 ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -10,12 +10,15 @@
 set -euo pipefail
 
 die() { echo "slurm_cluster: $*" >&2; exit 1; }
-[[ $# -eq 2 && ( $1 == start || $1 == stop ) ]] || {
-    echo "usage: $0 start|stop DIR" >&2; exit 2; }
+[[ $# -eq 2 && ( $1 == start || $1 == stop ) ]] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
 action=$1
 mkdir -p "$2"
 DIR=$(cd "$2" && pwd)   # absolute: the paths end up in slurm.conf and pid files
 DAEMONS=(slurmd slurmctld munged)
+
+# A daemon orphaned by our exit may linger as a zombie until PID 1 reaps it
+# (some container inits are slow at that); count zombies as exited.
+running() { local s; s=$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null) && [[ $s != Z ]]; }
 
 # Our own pid files (from $!), separate from the ones the daemons write, so that
 # stop works even when a daemon died before writing (or already removed) its own.
@@ -32,7 +35,7 @@ stop_all() {
     # Each daemon takes ~2 s to shut down; TERM them all, then wait (max 10 s).
     for _ in $(seq 100); do
         [[ ${#pids[@]} -eq 0 ]] && break
-        for i in "${!pids[@]}"; do kill -0 "${pids[i]}" 2>/dev/null || unset 'pids[i]'; done
+        for i in "${!pids[@]}"; do running "${pids[i]}" || unset 'pids[i]'; done
         sleep 0.1
     done
     for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
@@ -47,7 +50,7 @@ for bin in munged mungekey slurmctld slurmd sbatch sinfo scontrol; do
 done
 [[ $(id -u) -eq 0 ]] || { echo "slurm_cluster: must run as root" >&2; exit 77; }
 for name in "${DAEMONS[@]}"; do
-    [[ -s $DIR/$name.bgpid ]] && kill -0 "$(<"$DIR/$name.bgpid")" 2>/dev/null &&
+    [[ -s $DIR/$name.bgpid ]] && running "$(<"$DIR/$name.bgpid")" &&
         die "$name already running for $DIR (run stop first)"
 done
 
@@ -56,9 +59,7 @@ done
 trap '[[ $? -eq 0 ]] || stop_all' EXIT
 fail() {
     local msg=$1 log=${2:-}
-    if [[ -n $log && -s $log ]]; then
-        msg+="; tail of $log: $(tail -n 5 "$log" | tr '\n' '|')"
-    fi
+    [[ -n $log && -s $log ]] && msg+="; tail of $log: $(tail -n 5 "$log" | tr '\n' '|')"
     die "$msg"
 }
 launch() {   # launch NAME OUTFILE CMD... : run a foreground daemon in the background
@@ -67,7 +68,7 @@ launch() {   # launch NAME OUTFILE CMD... : run a foreground daemon in the backg
     "$@" >>"$out" 2>&1 </dev/null &
     echo $! >"$DIR/$name.bgpid"
 }
-alive() { kill -0 "$(<"$DIR/$1.bgpid")" 2>/dev/null; }
+alive() { running "$(<"$DIR/$1.bgpid")"; }
 
 # munged wants the socket dir traversable by all but writable only by its owner.
 chmod 0711 "$DIR"
@@ -77,9 +78,10 @@ rm -f "$DIR/munge.socket" "$DIR/munge.socket.lock"
 chmod 0400 "$DIR/munge.key"
 # --force: downgrade munged's permission checks on DIR's parents to warnings
 # (e.g. DIR inside a group-writable build tree); the key stays 0400 anyway.
+# --origin: skip resolving the hostname (it need not be in DNS or /etc/hosts).
 # In foreground mode munged logs to stderr, i.e. to the same munged.log.
-launch munged "$DIR/munged.log" munged --foreground --force --socket="$DIR/munge.socket" \
-    --key-file="$DIR/munge.key" --pid-file="$DIR/munged.pid" \
+launch munged "$DIR/munged.log" munged --foreground --force --origin=127.0.0.1 \
+    --socket="$DIR/munge.socket" --key-file="$DIR/munge.key" --pid-file="$DIR/munged.pid" \
     --log-file="$DIR/munged.log" --seed-file="$DIR/munged.seed"
 for _ in $(seq 50); do [[ -S $DIR/munge.socket ]] && break; alive munged || break; sleep 0.1; done
 munge -S "$DIR/munge.socket" -n 2>/dev/null | unmunge -S "$DIR/munge.socket" >/dev/null 2>&1 ||

@@ -608,6 +608,13 @@ static void test_tune_bad_arguments(void **state) {
   assert_usage_error(RUN("tune", "--watchdog", "0"),
                      "--watchdog must be a positive number of seconds, got '0'");
   assert_usage_error(RUN("tune", "--watchdog", "soon"), "--watchdog");
+  /* several GPUs: the list is checked before any driver call */
+  assert_usage_error(RUN("tune", "--device", "0,0"), "bad --device '0,0': 0 twice");
+  assert_usage_error(RUN("tune", "--device", "0,,1"), "an empty or overlong entry");
+  assert_usage_error(RUN("tune", "--device", "1,"), "bad --device '1,': an empty entry");
+  assert_usage_error(RUN("tune", "--device", "0,x"), "got 'x'");
+  assert_usage_error(RUN("tune", "--device", "0,64"), "got '64' (out of range)");
+  assert_usage_error(RUN("tune", "--device", "al"), "'al'");
   assert_usage_error(RUN("tune", "--jobs", "0"), "--jobs");
   assert_usage_error(RUN("tune", "--jobs", "9999"), "--jobs");
   assert_usage_error(RUN("bench", "8", "8", "8", "--cpu-max-gflop", "abc"),

@@ -18,6 +18,7 @@
 
 #include "tn_measure.h"
 #include "tn_opts.h"
+#include "tn_multi.h"
 #include "tn_tune_int.h"
 
 _Static_assert(GEN_MAX_PARAMS <= TN_SEARCH_MAX_COORDS, "a config must fit a search candidate");
@@ -41,7 +42,9 @@ static const tn_shape DEFAULT_SHAPES[] = {
 };
 
 static const tn_opt TUNE_OPTS[] = {
-    {"device", 'd', "N", "CUDA device ordinal (default 0)"},
+    {"device", 'd', "N|all|I,J,...",
+     "CUDA device ordinal (default 0); all or a list: one worker per GPU, the plan split among "
+     "the GPUs of each model, results merged into --db"},
     {"shapes", 's', "FILE|MxNxK,...", "shapes to tune (default: the built-in suite)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
@@ -117,7 +120,10 @@ static int parse_search(tune_run *r, const tn_opts *o) {
 static int parse_numbers(tune_run *r, const tn_opts *o) {
   const char *v;
   int64_t x;
-  if ((v = tn_opts_get(o, "device")) && tn_opt_device("tune", v, &r->device)) return TN_EXIT_USAGE;
+  /* several GPUs (all, or a list) are tn_multi.c's; it checks the list against the devices */
+  if ((v = tn_opts_get(o, "device")) && !tn_multi_wanted(v) &&
+      tn_opt_device("tune", v, &r->device))
+    return TN_EXIT_USAGE;
   if ((v = tn_opts_get(o, "jobs"))) {
     if (tn_opt_i64("tune", v, "--jobs", 1, 1024, &x)) return TN_EXIT_USAGE;
     r->jobs = (int)x;
@@ -483,6 +489,11 @@ int tn_cmd_tune(int argc, char **argv) {
   int ex = tn_opts_parse(&TUNE_SPEC, argc, argv, &o);
   if (ex || o.help) goto done;
   if ((ex = parse_options(&r, &o))) goto done;
+  const char *devices = tn_opts_get(&o, "device");
+  if (tn_multi_wanted(devices)) {
+    ex = tn_tune_multi(argc, argv, devices, r.shard, r.db_path);
+    goto done;
+  }
   ut_err err = {{0}};
   r.tty = isatty(STDOUT_FILENO);
   struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
