@@ -12,6 +12,7 @@ set -euo pipefail
 die() { echo "slurm_cluster: $*" >&2; exit 1; }
 [[ $# -eq 2 && ( $1 == start || $1 == stop ) ]] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
 action=$1
+[[ $action == stop && ! -d $2 ]] && exit 0   # nothing was ever started there
 mkdir -p "$2"
 DIR=$(cd "$2" && pwd)   # absolute: the paths end up in slurm.conf and pid files
 DAEMONS=(slurmd slurmctld munged)
@@ -23,7 +24,7 @@ running() { local s; s=$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null) &&
 # Our own pid files (from $!), separate from the ones the daemons write, so that
 # stop works even when a daemon died before writing (or already removed) its own.
 stop_all() {
-    local name pid pids=()
+    local name pid i pids=()
     for name in "${DAEMONS[@]}"; do
         [[ -s $DIR/$name.bgpid ]] || continue
         pid=$(<"$DIR/$name.bgpid")
@@ -32,7 +33,7 @@ stop_all() {
             kill "$pid" 2>/dev/null && pids+=("$pid")
         fi
     done
-    # Each daemon takes ~2 s to shut down; TERM them all, then wait (max 10 s).
+    # TERM all at once (shutdown order does not matter here), wait up to 10 s.
     for _ in $(seq 100); do
         [[ ${#pids[@]} -eq 0 ]] && break
         for i in "${!pids[@]}"; do running "${pids[i]}" || unset 'pids[i]'; done
@@ -130,6 +131,9 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
+# sbatch --wait polls every 2 s instead of 32 once a job ends (finished jobs are forgotten
+# after 5 s: nothing here asks about them later)
+MinJobAge=5
 SlurmctldDebug=info
 SlurmdDebug=info
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
