@@ -224,6 +224,12 @@ typedef struct {
 mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge_stats *stats,
                     ut_err *err);
 
+/* db_merge for sources that started as copies of dst's rows (tune --device all's per-GPU
+ * files): their search times already include dst's, so the larger of the two is kept
+ * instead of their sum. */
+mmt_status db_merge_copies(db_handle *dst, const char *const *srcs, int nsrcs,
+                           db_merge_stats *stats, ut_err *err);
+
 typedef struct {
   int schema_version;
   int64_t rows;

@@ -32,11 +32,15 @@ static const char *const k_search_cols[] = {"device_name", "dtype", "layout", "m
 static const char k_search_kinds[] = "TTTIIITRI";
 static const char k_search_select[] =
     "SELECT device_name, dtype, layout, m, n, k, candidates, seconds, updated_at FROM searches";
-static const char k_search_add[] =
-    "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, seconds, updated_at)\n"
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)\n"
-    "ON CONFLICT (device_name, dtype, layout, m, n, k, candidates) DO UPDATE SET\n"
-    "  seconds = seconds + excluded.seconds, updated_at = max(updated_at, excluded.updated_at)";
+/* The same search's times: added (independent runs), or the larger kept (a file that started
+ * as a copy of the destination holds the destination's time plus its own). */
+#define SEARCH_UPSERT(combine)                                                                 \
+  "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, seconds, updated_at)\n" \
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)\n"                                               \
+  "ON CONFLICT (device_name, dtype, layout, m, n, k, candidates) DO UPDATE SET\n"               \
+  "  seconds = " combine ", updated_at = max(updated_at, excluded.updated_at)"
+static const char k_search_add[] = SEARCH_UPSERT("seconds + excluded.seconds");
+static const char k_search_max[] = SEARCH_UPSERT("max(seconds, excluded.seconds)");
 
 /* Appends k_cols joined by sep to s (length *len, capacity cap), each as its name, its
  * parameter ?i, or "name IS ?i". */
@@ -143,7 +147,7 @@ static mmt_status insert_bound(db_handle *dst, sqlite3_stmt *ins, db_merge_stats
 }
 
 /* Copies src's rows and search times into dst (inside dst's open transaction). */
-static mmt_status merge_one(db_handle *dst, db_handle *src, sqlite3_stmt *ins,
+static mmt_status merge_one(db_handle *dst, db_handle *src, sqlite3_stmt *ins, bool add_times,
                             db_merge_stats *st, ut_err *err) {
   mmt_status rc = MMT_OK;
   sqlite3_stmt *sel = NULL, *ssel = NULL, *sadd = NULL;
@@ -161,7 +165,7 @@ static mmt_status merge_one(db_handle *dst, db_handle *src, sqlite3_stmt *ins,
   if (rc || user_version(src) < 3) return rc; /* no searches table before schema 3 */
   s = sqlite3_prepare_v2(src->sq, k_search_select, -1, &ssel, NULL);
   if (s != SQLITE_OK) return db_sql_fail(src, s, "cannot read the search times of", err);
-  s = sqlite3_prepare_v2(dst->sq, k_search_add, -1, &sadd, NULL);
+  s = sqlite3_prepare_v2(dst->sq, add_times ? k_search_add : k_search_max, -1, &sadd, NULL);
   if (s != SQLITE_OK) {
     sqlite3_finalize(ssel);
     return db_sql_fail(dst, s, "cannot add search times to", err);
@@ -182,8 +186,8 @@ static mmt_status merge_one(db_handle *dst, db_handle *src, sqlite3_stmt *ins,
   return rc;
 }
 
-mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge_stats *stats,
-                    ut_err *err) {
+static mmt_status merge(db_handle *dst, const char *const *srcs, int nsrcs, bool add_times,
+                        db_merge_stats *stats, ut_err *err) {
   db_merge_stats st = {0};
   if (stats) *stats = st;
   if (!dst || (nsrcs > 0 && !srcs) || nsrcs < 0)
@@ -213,7 +217,7 @@ mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge
     int s = sqlite3_exec(dst->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (s != SQLITE_OK) rc = db_sql_fail(dst, s, "cannot begin a transaction on", err);
     for (int i = 0; i < nsrcs && !rc; i++) {
-      rc = merge_one(dst, h[i], ins, &st, err);
+      rc = merge_one(dst, h[i], ins, add_times, &st, err);
       if (rc) ut_err_prefix(err, "merging '%s'", srcs[i]);
     }
     if (!rc && (s = sqlite3_exec(dst->sq, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK)
@@ -225,6 +229,16 @@ mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge
   free(h);
   if (!rc && stats) *stats = st;
   return rc;
+}
+
+mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge_stats *stats,
+                    ut_err *err) {
+  return merge(dst, srcs, nsrcs, true, stats, err);
+}
+
+mmt_status db_merge_copies(db_handle *dst, const char *const *srcs, int nsrcs,
+                           db_merge_stats *stats, ut_err *err) {
+  return merge(dst, srcs, nsrcs, false, stats, err);
 }
 
 mmt_status db_check(const char *path, db_check_report *out, ut_err *err) {

@@ -753,6 +753,35 @@ static void test_merge_union(void **state) {
   assert_int_equal(rep.rows, 5);
 }
 
+/* A file started as a copy of the main one (tune --device all's per-GPU parts) and merged
+ * back: its rows come in once and a search time is the part's (main's plus the part's own),
+ * not their sum. */
+static void test_merge_copies(void **state) {
+  fixture *f = *state;
+  const db_result a[] = {result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1")};
+  char main_db[256], part[256];
+  make_source(f, "main.db", a, 1, 2.0, main_db, sizeof main_db);
+  snprintf(part, sizeof part, "%s/main.db.gpu0.db", f->dir);
+  db_handle *db = open_ok(part, false);
+  ut_err e;
+  const char *seed[] = {main_db};
+  assert_int_equal(db_merge(db, seed, 1, NULL, &e), MMT_OK);
+  db_problem p = problem(64, 64, 64);
+  assert_int_equal(db_search_add(db, "GPU A", &p, "c", 1.0, false, &e), MMT_OK); /* its own */
+  insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.40, "x=2"), NULL);
+  db_close(db);
+  db = open_ok(main_db, false);
+  const char *back[] = {part};
+  db_merge_stats st;
+  assert_int_equal(db_merge_copies(db, back, 1, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 1);
+  assert_int_equal(st.duplicates, 1);
+  double seconds = 0;
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &seconds, &e), MMT_OK);
+  assert_true(seconds == 3.0);
+  db_close(db);
+}
+
 /* A source refused -- missing, not a database, damaged, of a newer schema, the destination
  * itself -- leaves the destination as it was, even after good sources in the same call; an
  * older schema is upgraded on read. */
@@ -1097,6 +1126,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_union, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_merge_copies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
       cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
   };

@@ -5,7 +5,8 @@
  * The plan (shapes x dtypes, or the process's --shard of it) is split among the GPUs of each
  * model: GPU j of n of a model runs `mmtune tune --device G --shard S/T` with S/T the j-th
  * part of this process's shard (I + N*j of N*n), into a database of its own beside the main
- * one (DB.gpuG.db), so each candidate is measured once per GPU model; GPUs of different
+ * one (DB.gpuG.db, started as a copy of the main one's rows, so the worker resumes and its
+ * model sees every row), so each candidate is measured once per GPU model; GPUs of different
  * models tune their own rows (rows are keyed by model).  The parent prints every worker's
  * lines prefixed with its GPU, and it alone writes the main database: when the workers are
  * done it merges their databases into it (db_merge: one transaction) and removes them.
@@ -197,6 +198,24 @@ static void reap(gpu *g, job *jobs, int st, bool *interrupted) {
   }
 }
 
+/* Starts each job's database as a copy of the main one's rows (when it has none yet), so its
+ * worker skips what was measured before and its performance model fits on every row, not
+ * only on its own part's. */
+static int seed_parts(const char *main_db, job *jobs, int nj) {
+  if (access(main_db, F_OK) != 0) return TN_EXIT_OK; /* a first run: nothing to copy */
+  for (int j = 0; j < nj; j++) {
+    if (access(jobs[j].db, F_OK) == 0) continue; /* resumed: it has its rows already */
+    db_handle *db = NULL;
+    ut_err e;
+    const char *src[] = {main_db};
+    mmt_status rc = db_open(jobs[j].db, false, &db, &e);
+    if (!rc) rc = db_merge(db, src, 1, NULL, &e);
+    db_close(db);
+    if (rc) return tn_fail("tune", "cannot start '%s' from '%s': %s", jobs[j].db, main_db, e.msg);
+  }
+  return TN_EXIT_OK;
+}
+
 /* Merges the jobs' databases into the main one (every existing one: unfinished parts keep
  * what they measured), removing those merged from finished jobs. */
 static int merge_parts(const char *main_db, job *jobs, int nj) {
@@ -209,7 +228,7 @@ static int merge_parts(const char *main_db, job *jobs, int nj) {
   db_merge_stats st;
   ut_err e;
   mmt_status rc = db_open(main_db, false, &db, &e);
-  if (!rc) rc = db_merge(db, srcs, n, &st, &e);
+  if (!rc) rc = db_merge_copies(db, srcs, n, &st, &e); /* the parts started as copies */
   db_close(db);
   if (rc) return tn_fail("tune", "cannot merge the GPUs' results into '%s': %s", main_db, e.msg);
   printf("merged %d GPU database%s into %s: %lld rows added\n", n, n == 1 ? "" : "s", main_db,
@@ -258,6 +277,7 @@ int tn_tune_multi(int argc, char **argv, const char *devices, tn_shard shard, co
     jb->shard = (tn_shard){shard.index + shard.count * j, shard.count * n};
     snprintf(jb->db, sizeof jb->db, "%s.gpu%d.db", db_path, gs[i].ordinal);
   }
+  if ((ex = seed_parts(db_path, jobs, nj))) return ex;
   int nbase = 0;
   char **base = tn_multi_worker_args(argc, argv, &nbase);
   if (!base) return tn_fail("tune", "out of memory");
