@@ -132,6 +132,12 @@ typedef enum { MMT_F32 = 0, MMT_TF32 = 1, MMT_F16 = 2, MMT_BF16 = 3 } mmt_dtype;
  * may copy the matrices into 16-byte-aligned scratch first, in stream order; the context
  * keeps that device memory for later calls (so a warm call allocates nothing) until
  * mmt_close.
+ * Workspace: a kernel that splits K across blocks keeps an fp32 workspace, allocated at the
+ * first call that needs it and grown when a later call needs more; warm calls and CUDA-graph
+ * replays allocate nothing.  Such kernels are run one launch at a time (whatever the stream),
+ * and their result is the same bits from run to run.  Under stream capture, make a problem's
+ * first call before capturing: a capture that would have to allocate the workspace may be
+ * refused (MMT_ERR_CUDA, the message says so).
  * Errors: MMT_ERR_INVALID_ARG (bad order, transpose or dtype value, negative size, ld too
  * small, NULL or misaligned pointer; the message names the argument), MMT_ERR_UNSUPPORTED
  * (a size above 2^31 - 1, or no kernel for the dtype / problem), MMT_ERR_COMPILE,
