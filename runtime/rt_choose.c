@@ -387,15 +387,17 @@ static int by_prediction(const void *a, const void *b) {
   return c ? c : strcmp(x->params, y->params);
 }
 
+const rt_builtin *rt_builtins(int *count) {
+  static const rt_builtin list[] = RT_BUILTIN;
+  *count = (int)(sizeof list / sizeof list[0]);
+  return list;
+}
+
 mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
                    const int64_t *hide, rt_candidate **out, int *count, ut_err *err) {
   static const struct {
     const char *name, *params;
   } defaults[] = RT_DEFAULTS;
-  static const struct {
-    int min_cc;
-    const char *name, *params;
-  } builtin[] = RT_BUILTIN;
   rt_model *m = NULL;
   cand_list l = {0};
   *out = NULL;
@@ -417,7 +419,9 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
     rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, p, &l, err);
-  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && !rc; i++)
+  int nbuiltin;
+  const rt_builtin *builtin = rt_builtins(&nbuiltin);
+  for (int i = 0; i < nbuiltin && !rc; i++)
     if (cc >= builtin[i].min_cc)
       rc = push_unmeasured(ch, m, builtin[i].name, builtin[i].params, p, &l, err);
   if (rc) {

@@ -198,6 +198,14 @@ mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_na
 mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, const mmt_problem *p,
                       mmt_choice *out, ut_err *err);
 
+/* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's
+ * starting points: *count entries. */
+typedef struct {
+  int min_cc; /* the compute capability the entry is for, and newer */
+  const char *name, *params;
+} rt_builtin;
+const rt_builtin *rt_builtins(int *count);
+
 /* Dispatcher figures of a context (mmtune.c), for tests and diagnostics. */
 typedef struct {
   uint64_t launches; /* mmt_gemm calls that launched a kernel */

@@ -423,13 +423,18 @@ size_t rt_workspace_grow_size(size_t need, size_t have) {
   return size;
 }
 
+/* The workspace a launch of k on this grid needs: a block's bytes times the blocks. */
+static size_t workspace_bytes(const rt_kernel *k, const unsigned grid[3]) {
+  return (size_t)grid[0] * grid[1] * grid[2] * k->workspace_per_block;
+}
+
 mmt_status rt_workspace_need(const rt_kernel *k, const rt_gemm_args *args, size_t *bytes,
                              ut_err *err) {
   unsigned grid[3];
   *bytes = 0;
   if (!k->workspace_per_block) return MMT_OK;
   mmt_status rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err);
-  if (!rc) *bytes = (size_t)grid[0] * grid[1] * grid[2] * k->workspace_per_block;
+  if (!rc) *bytes = workspace_bytes(k, grid);
   return rc;
 }
 
@@ -482,8 +487,7 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
   }
   CUdeviceptr ws = 0;
   if (k->ws) {
-    size_t need = (size_t)grid[0] * grid[1] * grid[2] * k->workspace_per_block;
-    if ((rc = workspace_ready(cu, k, need, stream, &ws, err))) return rc;
+    if ((rc = workspace_ready(cu, k, workspace_bytes(k, grid), stream, &ws, err))) return rc;
     params[11 + k->ntensor_maps] = &ws;
   }
   /* An exclusive kernel waits for its previous launch and records its own.  Inside a stream

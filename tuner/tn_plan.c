@@ -299,12 +299,9 @@ static void candidate_of(const gen_template *t, int ti, uint64_t index, tn_candi
  * besides the template's default.  Entries that do not parse (another version of the
  * template) are skipped.  Returns the count written to out (at most cap). */
 static int builtin_configs(const gen_template *t, int cc_major, gen_config *out, int cap) {
-  static const struct {
-    int min_cc;
-    const char *name, *params;
-  } builtin[] = RT_BUILTIN;
-  int n = 0;
-  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && n < cap; i++) {
+  int nbuiltin, n = 0;
+  const rt_builtin *builtin = rt_builtins(&nbuiltin);
+  for (int i = 0; i < nbuiltin && n < cap; i++) {
     ut_err ignored;
     if (builtin[i].min_cc > cc_major || strcmp(builtin[i].name, gen_name(t)) != 0) continue;
     if (gen_config_parse(t, builtin[i].params, &out[n], &ignored) == MMT_OK) n++;
