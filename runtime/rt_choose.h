@@ -56,7 +56,9 @@
 
 /* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
  * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
- * small tiles, split-K for few tiles and long K, and each of these for rows that are not
+ * small tiles, split-K for few tiles and long K, blocks of 16 and 32 rows for decode-size
+ * batches (mma_sync: tensor cores where skinny computes on the CUDA cores), and each of these
+ * for rows that are not
  * 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled vec=1), which a suite of aligned
  * shapes never tunes.  min_cc: the compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
@@ -73,6 +75,10 @@
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16"},   \
    {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4"},          \
    {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"},         \
+   {8, "mma_sync", "bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,vec=8,swz=1,group=1,split=4"},    \
+   {8, "mma_sync", "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4,vec=8,swz=1,group=1"},           \
+   {8, "mma_sync", "bm=32,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=4"},    \
+   {8, "mma_sync", "bm=32,bn=128,bk=64,wm=32,wn=32,stages=4,vec=8,swz=1,group=1"},           \
    {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8"},           \
    {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4"},                     \
    {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2"},     \

@@ -138,7 +138,9 @@ static __device__ __forceinline__ unsigned smem_u32(const void* p) {
  * bytes instead, shifting each row by one group (16 bytes more per row). */
 template <int COLS> __device__ __forceinline__ int tile_off(int r, int c) {
   if constexpr (SWZ) {
-    const int s = COLS >= 64 ? (r & 7) : ((r >> 1) & 3);
+    /* XOR over the 16-byte chunks a row has (8, 4 or 2), so that the 8 rows one ldmatrix
+     * reads fall in different banks. */
+    const int s = COLS >= 64 ? (r & 7) : COLS == 32 ? ((r >> 1) & 3) : ((r >> 2) & 1);
     return r * COLS + ((((c >> 3) ^ s) << 3) | (c & 7));
   } else {
     return r * (COLS + 8) + c;
@@ -875,10 +877,10 @@ return {
   dtypes = {"f16", "bf16"},
   layouts = {"nn", "nt", "tn", "tt"},
   params = {
-    {name = "bm", values = {64, 128, 256}},
+    {name = "bm", values = {16, 32, 64, 128, 256}},
     {name = "bn", values = {64, 128, 256}},
     {name = "bk", values = {32, 64}},
-    {name = "wm", values = {32, 64}},
+    {name = "wm", values = {16, 32, 64}},
     {name = "wn", values = {32, 64}},
     {name = "stages", values = {2, 3, 4, 5}},
     {name = "vec", values = {0, 1, 2, 8}},
@@ -890,6 +892,14 @@ return {
              group = 8, split = 1},
 
   constraints = function(p, prob)
+    -- Blocks of 16 or 32 rows are for decode-size batches (M of 8 to 32: one tensor-core tile
+    -- high, the weights streamed once); narrower warps than 32 rows only there.
+    if p.wm > p.bm then
+      return false, string.format("wm=%d is more than bm=%d", p.wm, p.bm)
+    end
+    if p.wm == 16 and p.bm > 32 then
+      return false, "wm=16 only with bm of 16 or 32"
+    end
     local d = derive(p, prob and prob.layout or "nn")
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/wm)*(bn/wn) = %d warps: %d threads, outside 64..512",

@@ -33,10 +33,10 @@ static const char *const k_names[P_COUNT] = {"bm",     "bn",  "bk",  "wm",    "w
                                              "stages", "vec", "swz", "group", "split"};
 static const char *const k_macros[P_COUNT] = {"BM",     "BN",  "BK",  "WM",    "WN",
                                               "STAGES", "VEC", "SWZ", "GROUP", "SPLIT"};
-static const int64_t v_bm[] = {64, 128, 256};
+static const int64_t v_bm[] = {16, 32, 64, 128, 256};
 static const int64_t v_bn[] = {64, 128, 256};
 static const int64_t v_bk[] = {32, 64};
-static const int64_t v_wm[] = {32, 64};
+static const int64_t v_wm[] = {16, 32, 64};
 static const int64_t v_wn[] = {32, 64};
 static const int64_t v_stages[] = {2, 3, 4, 5};
 static const int64_t v_vec[] = {0, 1, 2, 8};
@@ -51,8 +51,8 @@ static const int k_counts[P_COUNT] = {COUNT(v_bm),    COUNT(v_bn),     COUNT(v_b
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 static const char *const k_dtypes[] = {"f16", "bf16"};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number. */
-#define VALID_COUNT 2136
-#define VALID_SPLIT1 1668
+#define VALID_COUNT 3568
+#define VALID_SPLIT1 2780
 
 typedef struct {
   int64_t bm, bn, bk, wm, wn, stages, vec, swz, group, split;
@@ -83,6 +83,7 @@ static int64_t shared_bytes_of(const cfg *p, const char *layout) {
 
 /* The template's constraints (problem-free part), restated. */
 static bool rules_valid(const cfg *p) {
+  if (p->wm > p->bm || (p->wm == 16 && p->bm > 32)) return false; /* 16-row warps: decode */
   const int64_t t = threads_of(p);
   if (t < 64 || t > 512) return false;
   if (p->vec == 1 && p->stages != 2) return false; /* registers: double buffer only */
@@ -124,7 +125,7 @@ static void test_declaration(void **state) {
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
   const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
-  assert_int_equal(size, 13824);
+  assert_int_equal(size, 34560);
   gen_free(t);
 }
 
@@ -196,6 +197,8 @@ static void test_constraints(void **state) {
   /* config-level */
   tc_rejects(t, "bm=256,bn=256,wm=32,wn=32", NULL, "64 warps: 2048 threads, outside 64..512");
   tc_rejects(t, "bm=64,bn=64,wm=64,wn=64", NULL, "1 warps: 32 threads, outside 64..512");
+  tc_rejects(t, "bm=16,wm=32", NULL, "wm=32 is more than bm=16");
+  tc_rejects(t, "bm=64,wm=16", NULL, "wm=16 only with bm of 16 or 32");
   tc_rejects(t, "vec=1,stages=3", NULL, "vec=1 loads through registers: stages=2 only");
   tc_rejects(t, "vec=0,stages=2", NULL, "vec=0 copies STAGES - 1 raw tiles ahead of the realigned");
   tc_rejects(t, "vec=0,swz=0", NULL, "vec=0 realigns into swizzled tiles: swz=1");
@@ -680,6 +683,12 @@ static const char *const k_gpu_configs[] = {
     "vec=0,bm=64,bn=64,wm=32,wn=32,stages=5,group=1",
     "vec=0,stages=3,group=1,split=4",
     "vec=0,bm=64,bn=64,wm=32,wn=32,stages=3,group=1,split=16",
+    /* decode-size blocks: 16 and 32 rows, 16-row warps, each width, split-K */
+    "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4",
+    "bm=32,bn=128,bk=64,wm=32,wn=32,stages=3,group=1,split=4",
+    "vec=0,bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,group=1,split=4",
+    "vec=1,stages=2,bm=16,bn=64,bk=32,wm=16,wn=32",
+    "vec=2,bm=32,bn=64,bk=32,wm=16,wn=32,stages=3",
 };
 
 /* Whether config c (emitted as spec) runs shape j of k_shapes in layout: its requirements and
