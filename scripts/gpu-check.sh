@@ -193,18 +193,19 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, nn and nt) vs cuBLAS, on DB.
       db=${DB:-/tmp/mmtune.db}
       for d in ${DTYPES:-f16 bf16}; do
-        ./build/tuner/mmtune --device 0 --dtype "$d" --layout nt --templates skinny \
-          --shapes "${TUNE_SHAPES:-1x4096x4096,8x11008x4096,32x4096x11008}" \
+        ./build/tuner/mmtune --device 0 --dtype "$d" --layout nt \
+          --templates "${DECODE_TEMPLATES:-skinny,mma_sync}" \
+          --shapes "${TUNE_SHAPES:-1x4096x4096,8x11008x4096,16x4096x4096,32x4096x11008}" \
           --budget "${BUDGET:-5}" --db "$db" > "$out/decode-$d-tune.log" 2>&1
         echo "$d skinny tune exit $?: $(grep -cE ' ok ' "$out/decode-$d-tune.log") ok lines"
         ./build/tuner/mmtune bench --shapes bench/decode_shapes.txt --dtype "$d" --layout nt \
-          --device 0 --db "$db" --csv "$out/decode-$d.csv" > /tmp/u.log 2>&1
+          --cold --device 0 --db "$db" --csv "$out/decode-$d.csv" > /tmp/u.log 2>&1
         echo "$d decode exit $?: $(grep -E '^geometric' /tmp/u.log)"
         cat /tmp/u.log >> "$out/decode-bench.log"
       done
       for l in nn nt; do
         ./build/tuner/mmtune bench --shapes 1x4096x4096,4096x1x4096,1x11008x4096,11008x1x4096 \
-          --dtype f32 --layout "$l" --device 0 --db "$db" > /tmp/u.log 2>&1
+          --cold --dtype f32 --layout "$l" --device 0 --db "$db" > /tmp/u.log 2>&1
         echo "f32 gemv $l exit $?: $(grep -E '^geometric' /tmp/u.log)"
         cat /tmp/u.log >> "$out/decode-bench.log"
       done ;;
@@ -234,11 +235,14 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       echo "multi exit $?: $(grep -cE '^\[gpu' "$out/multi.log") worker lines, $(ls /tmp/multi.db.gpu* 2>/dev/null | wc -l) part files left"
       grep -E "GPU|merged|wall" "$out/multi.log" | tail -5
       ./build/tuner/mmtune db check /tmp/multi.db
+      # The kill run starts from an empty database with a longer budget, so that the worker is
+      # killed with shapes still to do (the first run above took about 7 s in all).
       rm -f /tmp/multi.db*
+      args=(--device all --dtype f32 --budget 4 --db /tmp/multi.db)
       ./build/tuner/mmtune "${args[@]}" --shapes 512x512x512,1024x1024x1024,777x333x999,2048x2048x2048 \
         > "$out/multi-kill.log" 2>&1 &
       parent=$!
-      sleep 12; pkill -KILL -f -- "--shard 0/1 --db /tmp/multi.db.gpu0.db"; wait $parent
+      sleep 7; pkill -KILL -f -- "--shard 0/1 --db /tmp/multi.db.gpu0.db"; wait $parent
       echo "killed run exit $? ($(grep -c 'worker failed' "$out/multi-kill.log") failure reported)"
       grep -E "failed|merged|unfinished" "$out/multi-kill.log" | tail -4
       n1=$(./build/tuner/mmtune db check /tmp/multi.db)

@@ -383,6 +383,39 @@ static void test_gpu_shapes_rows(void **state) {
   run_free(&r);
 }
 
+/* --cold: a GEMV (memory-bound) gets its GB/s and share of the measured copy bandwidth, a
+ * 1024^3 (compute-bound) none; the copy bandwidth is that of an HBM GPU (> 500 GB/s), and a
+ * kernel cannot move the GEMV's bytes faster than 1.5x of it (a warm-L2 figure would). */
+static void test_gpu_cold_bandwidth(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char csv[400], buf[600];
+  tmp_path(csv, sizeof csv, "cold.csv");
+  run_result r = RUN("bench", "--shapes", "1x4096x4096,1024x1024x1024", "--cold", "--csv", csv);
+  printf("%s%s", r.out, r.err);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, ", cold (operands rotated over more than twice the L2)"));
+  assert_non_null(strstr(r.out, "\ncopy bandwidth "));
+  csv_file c;
+  csv_read(csv, &c);
+  assert_int_equal(c.nlines, 3);
+  const double copy = strtod(csv_get(&c, 1, "copy_gbps", buf, sizeof buf), NULL);
+  assert_true(copy > 500);
+  assert_string_equal(csv_get(&c, 1, "cold", buf, sizeof buf), "1");
+  assert_string_equal(csv_get(&c, 1, "memory_bound", buf, sizeof buf), "1");
+  assert_true(strtod(csv_get(&c, 1, "bytes", buf, sizeof buf), NULL) == 4.0 * (4096 + 4096 * 4096.0 + 4096));
+  const double gbps = strtod(csv_get(&c, 1, "tuned_gbps", buf, sizeof buf), NULL);
+  assert_true(gbps > 0 && gbps < 1.5 * copy);
+  assert_string_equal(csv_get(&c, 2, "memory_bound", buf, sizeof buf), "0");
+  free(c.text);
+  run_free(&r);
+  /* Too small to be cold: refused with the reason. */
+  r = RUN("bench", "--shapes", "8x8x8", "--cold");
+  assert_int_not_equal(r.code, 0);
+  assert_non_null(strstr(r.err, "--cold: the problem is too small to rotate over twice the L2"));
+  run_free(&r);
+}
+
 /* Without libcublas the table still runs: the reason is printed and the run succeeds. */
 static void test_gpu_without_cublas(void **state) {
   (void)state;
@@ -420,6 +453,7 @@ int main(void) {
       cmocka_unit_test(test_cublas_missing_library),
       cmocka_unit_test(test_gpu_single_shape_rows),
       cmocka_unit_test(test_gpu_shapes_rows),
+      cmocka_unit_test(test_gpu_cold_bandwidth),
       cmocka_unit_test(test_gpu_without_cublas),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

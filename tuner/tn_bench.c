@@ -41,6 +41,8 @@ static const tn_opt BENCH_OPTS[] = {
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"dtype", 0, "DTYPE", "f32 (default), f16 or bf16 (16-bit inputs and output, fp32 accumulate)"},
     {"csv", 0, "PATH", "also write the rows as CSV (once the table is complete)"},
+    {"cold", 0, NULL, "every timed run reads A, B and C out of L2 (rotated over copies adding "
+                      "up to more than twice the L2), as applications see their weights"},
     {"db", 0, "PATH", "results database for the tuned kernel (default as for tune)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
     {"threads", 0, "N", "threads of the multithreaded CPU row (default: CPU count)"},
@@ -56,7 +58,10 @@ static const tn_cmd_spec BENCH_SPEC = {
     "kernels, tuned, cuBLAS) or one row per shape (--shapes: tuned vs cuBLAS).  Tuned is the\n"
     "dispatcher's choice from the database; cuBLAS is cublasSgemm in pedantic fp32 (no TF32;\n"
     "cublasGemmEx with fp32 compute for f16 and bf16),\n"
-    "loaded when libcublas.so.13 is present.  tuned/cuBLAS > 1: mmtune is faster.",
+    "loaded when libcublas.so.13 is present.  tuned/cuBLAS > 1: mmtune is faster.\n"
+    "--shapes also measures the device's copy bandwidth once and, for memory-bound rows\n"
+    "(bytes of A, B and C over flops below the dtype's ridge point), prints the GB/s each side\n"
+    "moves and the tuned kernel's share of that copy bandwidth.",
     BENCH_OPTS, (int)(sizeof BENCH_OPTS / sizeof BENCH_OPTS[0])};
 
 typedef struct {
@@ -70,6 +75,9 @@ typedef struct {
   double cpu_max_gflop;
   char db_path[4096], cache_dir[4096];
   const char *csv_path; /* borrowed from argv; NULL: no CSV */
+  bool cold;            /* --cold */
+  double copy_bps;      /* --shapes: the device's measured copy bandwidth, bytes/s */
+  double ridge;         /* --shapes: flops per byte above which a problem is compute-bound */
   /* State. */
   double serial_ms; /* M N K mode: the serial CPU row's time; 0: skipped */
   uint64_t seed;    /* inputs of the next measurement */
@@ -156,7 +164,7 @@ static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {
   gen_problem p = bench_problem(b, s);
   tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
                        .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50,
-                       .warmup_ms = 200};
+                       .warmup_ms = 200, .cold = b->cold};
   snprintf(o.layout, sizeof o.layout, "%s", b->layout);
   snprintf(o.dtype, sizeof o.dtype, "%s", b->dtype);
   return o;
@@ -479,7 +487,8 @@ static const char *const SHAPES_CSV[] = {
     "device",        "m",           "n",           "k",              "choice",
     "template",      "params",      "tuned_status", "tuned_ms",      "tuned_tflops",
     "tuned_rel_err", "tuned_max_err", "cublas_status", "cublas_ms",  "cublas_tflops",
-    "cublas_rel_err", "cublas_max_err", "tuned_over_cublas", "tuned_error", "cublas_error"};
+    "cublas_rel_err", "cublas_max_err", "tuned_over_cublas", "tuned_error", "cublas_error",
+    "bytes", "memory_bound", "tuned_gbps", "cublas_gbps", "copy_gbps", "cold"};
 #define SHAPES_CSV_N ((int)(sizeof SHAPES_CSV / sizeof SHAPES_CSV[0]))
 
 /* Ratios of the shapes where both verified, for the summary. */
@@ -489,9 +498,20 @@ typedef struct {
 } ratio_stats;
 
 static void print_shapes_header(void) {
-  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-8s %s\n", "shape", "tuned ms", "TFLOP/s",
+  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-8s %16s %s\n", "shape", "tuned ms", "TFLOP/s",
          "cuBLAS ms", "TFLOP/s", "tuned/cuBLAS", "err tuned", "err cuBLAS", "verified",
-         "tuned kernel");
+         "GB/s (% copy)", "tuned kernel");
+}
+
+/* The least bytes the problem moves: A and B read once, C written (beta = 0). */
+static double problem_bytes(const bench_run *b, const tn_shape *s) {
+  return (double)gen_dtype_size(b->dtype) *
+         ((double)s->m * (double)s->k + (double)s->k * (double)s->n + (double)s->m * (double)s->n);
+}
+
+/* Whether s is memory-bound: its flops per byte below the ridge of the dtype's roofline. */
+static bool memory_bound(const bench_run *b, const tn_shape *s) {
+  return 2.0 * (double)s->m * (double)s->n * (double)s->k / problem_bytes(b, s) < b->ridge;
 }
 
 /* printf of v with fmt into buf, or "-" when !have. */
@@ -505,17 +525,21 @@ static const char *cell(char buf[32], const char *fmt, double v, bool have) {
 static void print_shape_row(const bench_run *b, const tn_shape *s, const rt_choice *c,
                             const tn_measurement *t, const tn_measurement *cu, double ratio) {
   bool t_ok = t->status == DB_OK, cu_ok = b->cb && cu->status == DB_OK;
-  char shape[80], kern[400], v[7][32];
+  char shape[80], kern[400], v[7][32], gbps[32] = "";
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)s->m, (long long)s->n, (long long)s->k);
   snprintf(kern, sizeof kern, "%s %s %s",
            c->template_name[0] ? mmt_choice_kind_name(c->kind) : "none", c->template_name,
            c->params);
-  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-3s %-4s %s\n", shape,
+  if (t_ok && memory_bound(b, s)) {
+    const double bps = problem_bytes(b, s) / (t->ms_median * 1e-3);
+    snprintf(gbps, sizeof gbps, "%.0f (%.0f%%)", bps * 1e-9, 100 * bps / b->copy_bps);
+  }
+  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-3s %-4s %16s %s\n", shape,
          cell(v[0], "%.4f", t->ms_median, t_ok), cell(v[1], "%.2f", t->tflops, t_ok),
          cell(v[2], "%.4f", cu->ms_median, cu_ok), cell(v[3], "%.2f", cu->tflops, cu_ok),
          cell(v[4], "%.3fx", ratio, ratio > 0), cell(v[5], "%.1e", t->max_err, t_ok),
          cell(v[6], "%.1e", cu->max_err, cu_ok), t_ok ? "yes" : "NO",
-         !b->cb ? "n/a" : cu_ok ? "yes" : "NO", kern);
+         !b->cb ? "n/a" : cu_ok ? "yes" : "NO", gbps, kern);
   if (!t_ok) printf("  tuned: %s: %s\n", db_status_name(t->status), t->error);
   if (b->cb && !cu_ok) printf("  cuBLAS: %s: %s\n", db_status_name(cu->status), cu->error);
 }
@@ -526,8 +550,9 @@ static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
   bool t_ok = t->status == DB_OK, cu_ok = b->cb && cu->status == DB_OK;
   bool t_chk = t_ok || t->status == DB_VERIFY_FAILED;
   bool cu_chk = cu_ok || (b->cb && cu->status == DB_VERIFY_FAILED);
-  char dims[3][24], v[9][32];
+  char dims[3][24], v[14][32];
   shape_fields(s, dims);
+  const double bytes = problem_bytes(b, s);
   const char *f[] = {device_name(b), dims[0], dims[1], dims[2],
                      c->template_name[0] ? mmt_choice_kind_name(c->kind) : "", c->template_name,
                      c->params, db_status_name(t->status), num(v[0], t->ms_median, t_ok),
@@ -536,7 +561,11 @@ static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
                      b->cb ? db_status_name(cu->status) : "unavailable",
                      num(v[4], cu->ms_median, cu_ok), num(v[5], cu->tflops, cu_ok),
                      num(v[6], cu->rel_err, cu_chk), num(v[7], cu->max_err, cu_chk),
-                     num(v[8], ratio, ratio > 0), t->error, b->cb ? cu->error : b->cublas_why};
+                     num(v[8], ratio, ratio > 0), t->error, b->cb ? cu->error : b->cublas_why,
+                     num(v[9], bytes, true), memory_bound(b, s) ? "1" : "0",
+                     num(v[10], bytes / (t->ms_median * 1e-3) * 1e-9, t_ok),
+                     num(v[11], bytes / (cu->ms_median * 1e-3) * 1e-9, cu_ok),
+                     num(v[12], b->copy_bps * 1e-9, true), b->cold ? "1" : "0"};
   csv_row(b, f, SHAPES_CSV_N);
 }
 
@@ -573,9 +602,24 @@ static int bench_shapes(bench_run *b) {
     fprintf(stderr, "mmtune bench: %s\n", err.msg);
     return TN_EXIT_FAIL;
   }
-  printf("C = op(A)*op(B), %s, row-major, layout %s, %d shape%s\n", b->dtype, b->layout, b->nshapes,
-         b->nshapes > 1 ? "s" : "");
+  printf("C = op(A)*op(B), %s, row-major, layout %s, %d shape%s%s\n", b->dtype, b->layout,
+         b->nshapes, b->nshapes > 1 ? "s" : "",
+         b->cold ? ", cold (operands rotated over more than twice the L2)" : "");
   print_setup(b);
+  rc = tn_gpu_copy_bandwidth(b->g, &b->copy_bps, &err);
+  if (rc) {
+    close_gpu(b);
+    fprintf(stderr, "mmtune bench: copy bandwidth: %s\n", err.msg);
+    return TN_EXIT_FAIL;
+  }
+  const rt_device *d = tn_gpu_device(b->g);
+  rt_model_device md = {.sm_count = d->info.sm_count, .cc_major = d->info.cc_major};
+  double peak_flops = 0, peak_bytes = 0;
+  rt_model_peaks(&md, b->dtype, &peak_flops, &peak_bytes);
+  b->ridge = peak_flops / b->copy_bps;
+  printf("copy bandwidth %.0f GB/s (device to device, measured); memory-bound below %.0f "
+         "flop/byte (%s peak %.0f TFLOP/s)\n",
+         b->copy_bps * 1e-9, b->ridge, b->dtype, peak_flops * 1e-12);
   if (!b->cb) printf("cuBLAS not available: %s\n", b->cublas_why);
   print_shapes_header();
   rc = csv_begin(b, SHAPES_CSV, SHAPES_CSV_N, &err);

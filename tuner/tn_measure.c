@@ -17,6 +17,10 @@
 /* Input copies rotated while timing: enough to cover this many times the L2 size. */
 #define L2_COVER 3
 #define MAX_COPIES 32
+/* tn_measure_opts.cold: the timed runs rotate over copies adding up to more than this many
+ * times the L2 (the untimed runs' copy is kept out of the rotation). */
+#define COLD_L2_COVER 2
+#define MAX_COLD_COPIES 8192
 /* Timed runs are launched back to back in batches of up to this many, an event between each
  * two: the host queues a run while the previous one executes, so a sample is the kernel's time
  * on the device, not the host's cost of launching it onto an idle stream (which, for a 10 us
@@ -235,6 +239,42 @@ static void free_device_buffers(tn_gpu *g) {
   g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+mmt_status tn_gpu_copy_bandwidth(tn_gpu *g, double *bytes_per_s, ut_err *err) {
+  enum { RUNS = 10 };
+  mmt_status rc = rt_device_bind(&g->dev, err);
+  if (rc) return rc;
+  const rt_cu *cu = g->cu;
+  size_t bytes = 4 * (size_t)g->l2_bytes;
+  bytes = bytes < ((size_t)256 << 20) ? (size_t)256 << 20 : bytes;
+  CUdeviceptr src = 0, dst = 0;
+  double ms[RUNS];
+  RT_CU_CHECK(cu, cuMemAlloc(&src, bytes));
+  RT_CU_CHECK(cu, cuMemAlloc(&dst, bytes));
+  RT_CU_CHECK(cu, cuMemsetD32(src, 0x3f800000u, bytes / 4));
+  RT_CU_CHECK(cu, cuMemcpyDtoD(dst, src, bytes)); /* warm-up: clocks up, pages touched */
+  for (int i = 0; i < RUNS; i++) {
+    RT_CU_CHECK(cu, cuEventRecord(g->ev[0], 0));
+    RT_CU_CHECK(cu, cuMemcpyDtoD(dst, src, bytes));
+    RT_CU_CHECK(cu, cuEventRecord(g->ev[1], 0));
+    RT_CU_CHECK(cu, cuEventSynchronize(g->ev[1]));
+    float run_ms = 0;
+    RT_CU_CHECK(cu, cuEventElapsedTime(&run_ms, g->ev[0], g->ev[1]));
+    ms[i] = run_ms;
+  }
+  qsort(ms, RUNS, sizeof ms[0], cmp_double);
+  const double median = 0.5 * (ms[RUNS / 2 - 1] + ms[RUNS / 2]);
+  *bytes_per_s = 2.0 * (double)bytes / (median * 1e-3);
+cleanup:
+  if (dst) cu->cuMemFree(dst);
+  if (src) cu->cuMemFree(src);
+  return rc;
+}
+
 void tn_gpu_close(tn_gpu *g) {
   if (!g) return;
   if (g->cu && g->dev.ctx) {
@@ -293,8 +333,19 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
                                extents[i] * (size_t)g->elem, err)))
       return rc;
   size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems + g->c_elems);
-  size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
-  g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
+  if (o->cold) {
+    /* Between two runs on a copy, the others move at least COLD_L2_COVER x L2 through it;
+     * one copy more for the untimed runs. */
+    size_t want = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes + 2;
+    if (want > MAX_COLD_COPIES)
+      return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                     "--cold: the problem is too small to rotate over twice the L2 (%zu copies)",
+                     want);
+    g->copies = (int)want;
+  } else {
+    size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
+    g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
+  }
   size_t bytes = set_bytes * (size_t)g->copies;
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n; /* the reference lives on the device */
   if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
@@ -481,10 +532,6 @@ static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr 
   return MMT_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* Min, median and max of `runs` times (sorted in place), and the TFLOP/s of the median. */
 static void set_times(tn_measurement *out, const tn_measure_opts *o, double *times, int runs) {
@@ -505,7 +552,9 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
   const rt_cu *cu = g->cu;
   double *times = calloc((size_t)o->max_runs, sizeof *times);
   if (!times) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-  rt_gemm_args warm = copy_args(g, o, g->copies > 1 ? 1 : 0);
+  /* Cold: the untimed runs use the last copy, which the timed ones never touch. */
+  const int rotation = o->cold ? g->copies - 1 : g->copies;
+  rt_gemm_args warm = copy_args(g, o, o->cold ? g->copies - 1 : g->copies > 1 ? 1 : 0);
   if ((rc = launch(user, &warm, 0, err))) goto cleanup;
   /* An idle GPU runs at low clocks for tens of milliseconds: a row measured right after one
    * would be slower than the same kernel measured in a busy loop. */
@@ -523,7 +572,7 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
     if ((rc = launch(user, &warm, 0, err))) goto cleanup;
     RT_CU_CHECK(cu, cuEventRecord(g->ev[0], 0));
     for (int i = 0; i < n; i++) {
-      rt_gemm_args args = copy_args(g, o, (runs + i) % g->copies);
+      rt_gemm_args args = copy_args(g, o, (runs + i) % rotation);
       if ((rc = launch(user, &args, 0, err))) goto cleanup;
       RT_CU_CHECK(cu, cuEventRecord(g->ev[i + 1], 0));
     }

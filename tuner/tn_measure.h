@@ -39,6 +39,9 @@ typedef struct {
   double cutoff_ms;       /* > 0: a first run slower than this ends the timing (not a contender) */
   double warmup_ms;       /* > 0: untimed runs for this long first (clocks up from idle);
                              0: one untimed run (the tuner keeps the GPU busy anyway) */
+  bool cold;              /* every timed run reads operands evicted from L2: A, B and C rotate
+                             over copies that add up to more than twice the L2 (else copies
+                             cover 3x the L2 up to 32 of them, so small problems run warm) */
 } tn_measure_opts;
 
 typedef struct {
@@ -68,6 +71,11 @@ const char *tn_gpu_guard_note(const tn_gpu *g);
  * result checked in that type.  "f32", "f16" and "bf16" (16-bit data is widened to float,
  * exactly, for the float64 reference and the check); the tuner plans nothing else. */
 bool tn_measure_supports(const char *dtype);
+
+/* The device's copy bandwidth in bytes per second (read plus write): the median of timed
+ * device-to-device copies of a buffer 4x the L2 (at least 256 MiB), what a memory-bound kernel
+ * can hope to reach. */
+mmt_status tn_gpu_copy_bandwidth(tn_gpu *g, double *bytes_per_s, ut_err *err);
 
 /* Fills opts' defaults (budget, run counts) where zero. */
 void tn_measure_defaults(tn_measure_opts *o);
