@@ -242,7 +242,10 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       ./build/tuner/mmtune "${args[@]}" --shapes 512x512x512,1024x1024x1024,777x333x999,2048x2048x2048 \
         > "$out/multi-kill.log" 2>&1 &
       parent=$!
-      sleep 7; pkill -KILL -f -- "--shard 0/1 --db /tmp/multi.db.gpu0.db"; wait $parent
+      # Killed once the worker has finished a problem (its progress line says so), so that
+      # there are measurements to keep and problems left.
+      for _ in $(seq 600); do grep -q '^\[gpu 0\] \[1/4 problems' "$out/multi-kill.log" && break; sleep 0.1; done
+      pkill -KILL -f -- "--shard 0/1 --db /tmp/multi.db.gpu0.db"; wait $parent
       echo "killed run exit $? ($(grep -c 'worker failed' "$out/multi-kill.log") failure reported)"
       grep -E "failed|merged|unfinished" "$out/multi-kill.log" | tail -4
       n1=$(./build/tuner/mmtune db check /tmp/multi.db)

@@ -689,6 +689,7 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   if (!tn_measure_supports(b->dtype))
     return tn_usage_error("bench", "dtype %s cannot be measured (f32, f16 or bf16)", b->dtype);
   if ((b->csv_path = tn_opts_get(o, "csv")) && check_csv_path(b->csv_path)) return TN_EXIT_USAGE;
+  b->cold = tn_opts_has(o, "cold");
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   b->threads = cpus > 0 ? (int)cpus : 1;
   if ((v = tn_opts_get(o, "threads"))) {
