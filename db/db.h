@@ -181,6 +181,11 @@ mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err);
 mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtype,
                         const char *layout, db_result_fn fn, void *user, ut_err *err);
 
+/* Calls fn for every row of a device name, any status, in id order (the order they were
+ * measured), until fn returns non-zero: a search's history (`mmtune report`). */
+mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, void *user,
+                       ut_err *err);
+
 /* Counts rows (all statuses) for a device name (NULL: all). */
 mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_err *err);
 

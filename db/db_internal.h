@@ -25,6 +25,7 @@ typedef enum {
   DB_ST_NROWS,      /* db_count */
   DB_ST_SEARCH_GET, /* db_search_seconds (writable handles only) */
   DB_ST_SEARCH_ADD, /* db_search_add (writable handles only) */
+  DB_ST_EACH_DEVICE_ROW, /* db_each_row */
   DB_ST_COUNT_
 } db_stmt_id;
 

@@ -52,6 +52,7 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         " ON CONFLICT(device_name, dtype, layout, m, n, k, candidates) DO UPDATE SET"
         " seconds = CASE WHEN ?10 THEN excluded.seconds ELSE seconds + excluded.seconds END,"
         " updated_at = excluded.updated_at",
+    [DB_ST_EACH_DEVICE_ROW] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 ORDER BY id",
 };
 
 static const char *const k_status_names[DB_STATUS_COUNT_] = {
@@ -472,6 +473,19 @@ mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtyp
   rc = iter_bound(db, DB_ST_EACH_BEST, &b, err);
   if (rc) return rc;
   return each_result(db, DB_ST_EACH_BEST, fn, user, err);
+}
+
+mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, void *user,
+                       ut_err *err) {
+  if (!db || !device_name || !fn)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_row: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_DEVICE_ROW, "db_each_row", err);
+  if (rc) return rc;
+  binder b = {db->st[DB_ST_EACH_DEVICE_ROW], 0, SQLITE_OK};
+  b_text(&b, device_name);
+  rc = iter_bound(db, DB_ST_EACH_DEVICE_ROW, &b, err);
+  if (rc) return rc;
+  return each_result(db, DB_ST_EACH_DEVICE_ROW, fn, user, err);
 }
 
 mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,

@@ -91,6 +91,14 @@ static double sm_flops(int cc, const char *dtype) {
 
 static double dram_bytes_per_s(int cc) { return cc >= 9 ? 3.0e12 : cc == 8 ? 1.8e12 : 0.9e12; }
 
+void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops_per_s,
+                    double *bytes_per_s) {
+  int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
+  int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
+  *flops_per_s = sms * sm_flops(cc, dtype);
+  *bytes_per_s = dram_bytes_per_s(cc);
+}
+
 static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {

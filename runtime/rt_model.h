@@ -133,6 +133,13 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *launch,
                             const gen_problem *p);
 
+/* The peaks the analytic part assumes for a GPU of dev (unknowns: the defaults above) and
+ * dtype: *flops_per_s, the whole GPU's math rate (tensor cores for 16-bit inputs and tf32,
+ * fp32 FMA otherwise), and *bytes_per_s, its DRAM bandwidth.  Leads from the datasheets, per
+ * architecture (`mmtune report` draws its rooflines with them). */
+void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops_per_s,
+                    double *bytes_per_s);
+
 /* The launch shape of kernel k, emitted from config cfg of template t: tiles from its grid
  * rule (x over N, y over M, z the split-K slices); a persistent grid (per SM) takes its tile
  * from the parameters bm and bn and its slices from split.  Errors: MMT_ERR_TEMPLATE when

@@ -29,6 +29,7 @@ static const command commands[] = {
     {"show", tn_cmd_show, "print the best kernel recorded per GPU model and shape"},
     {"explain", tn_cmd_explain, "which kernel mmt_gemm would use for M N K, and why"},
     {"model", tn_cmd_model, "evaluate the performance model on the database (no GPU needed)"},
+    {"report", tn_cmd_report, "draw charts of the database with gnuplot into an HTML page"},
     {"db", tn_cmd_db, "merge databases into one, or check one (no GPU needed)"},
     {"help", NULL, "print this help, or a command's help: mmtune help COMMAND"},
     {"__worker", tn_cmd_worker, NULL},

@@ -22,6 +22,7 @@ int tn_cmd_show(int argc, char **argv);      /* tn_cmds.c */
 int tn_cmd_explain(int argc, char **argv);   /* tn_explain.c */
 int tn_cmd_model(int argc, char **argv);     /* tn_model_cmd.c */
 int tn_cmd_db(int argc, char **argv);        /* tn_db_cmd.c */
+int tn_cmd_report(int argc, char **argv);    /* tn_report.c */
 int tn_cmd_worker(int argc, char **argv);    /* tn_worker.c: hidden; the GPU worker process */
 
 /* Prints "mmtune <cmd>: <message>" on stderr and returns TN_EXIT_USAGE. */
