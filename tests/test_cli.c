@@ -65,8 +65,10 @@ static int teardown(void **state) {
 
 /* ---- top level ---- */
 
-static const char *const all_commands[] = {"tune",    "bench",   "templates", "space",   "emit",
-                                           "compile", "measure", "show",      "explain", "help"};
+static const char *const all_commands[] = {"tune",    "bench",   "templates", "space",
+                                           "emit",    "compile", "measure",   "show",
+                                           "explain", "model",   "db",        "report",
+                                           "help"};
 
 static void test_help_lists_commands(void **state) {
   (void)state;
