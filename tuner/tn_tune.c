@@ -41,11 +41,19 @@ static const tn_shape DEFAULT_SHAPES[] = {
     {1, 4096, 4096},    {4096, 1, 4096},
 };
 
+/* The main job (no --shapes, no --layout) tunes DEFAULT_SHAPES in layout nn, then the decode
+ * end of a Linear layer, x * W^T, in layout nt: the skinny kernels' bodies differ by layout (a
+ * dot product along K against an axpy over N), and mma_sync's small blocks stream W in another
+ * order, so their rows in nn say little about the layout applications call at batch 1 to 32. */
+static const tn_shape DECODE_NT_SHAPES[] = {{1, 4096, 4096}, {16, 4096, 4096}};
+
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
      "CUDA device ordinal (default 0); all or a list: one worker per GPU, the plan split among "
      "the GPUs of each model, results merged into --db"},
-    {"shapes", 's', "FILE|MxNxK,...", "shapes to tune (default: the built-in suite)"},
+    {"shapes", 's', "FILE|MxNxK,...",
+     "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
+     "1x4096x4096 and 16x4096x4096 in nt, the decode end of a Linear layer)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
@@ -482,6 +490,24 @@ static void print_plan(const tune_run *r) {
   fflush(stdout);
 }
 
+/* One plan: set up, plan, measure, summarize; the exit code. */
+static int tune_pass(tune_run *r) {
+  ut_err err = {{0}};
+  r->tty = isatty(STDOUT_FILENO);
+  double t0 = ut_now_seconds();
+  mmt_status rc = tune_setup(r, &err);
+  if (!rc) rc = tn_tune_plan(r, &err);
+  if (!rc) {
+    print_plan(r);
+    rc = run_problems(r, &err);
+  }
+  if (rc) {
+    fprintf(stderr, "mmtune tune: %s\n", err.msg);
+    return TN_EXIT_FAIL;
+  }
+  return report_summary(r, ut_now_seconds() - t0);
+}
+
 int tn_cmd_tune(int argc, char **argv) {
   tn_opts o;
   tune_run r;
@@ -494,24 +520,22 @@ int tn_cmd_tune(int argc, char **argv) {
     ex = tn_tune_multi(argc, argv, devices, r.shard, r.db_path);
     goto done;
   }
-  ut_err err = {{0}};
-  r.tty = isatty(STDOUT_FILENO);
   struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
   sigaction(SIGINT, &sa, &old_sa);
-  double t0 = ut_now_seconds();
-  mmt_status rc = tune_setup(&r, &err);
-  if (!rc) rc = tn_tune_plan(&r, &err);
-  if (!rc) {
-    print_plan(&r);
-    rc = run_problems(&r, &err);
+  ex = tune_pass(&r);
+  if (!ex && !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout")) {
+    tune_free(&r);
+    memset(&r, 0, sizeof r);
+    if (!(ex = parse_options(&r, &o))) {
+      _Static_assert(sizeof DECODE_NT_SHAPES <= sizeof DEFAULT_SHAPES, "fits r.shapes");
+      memcpy(r.shapes, DECODE_NT_SHAPES, sizeof DECODE_NT_SHAPES);
+      r.nshapes = (int)(sizeof DECODE_NT_SHAPES / sizeof DECODE_NT_SHAPES[0]);
+      r.layout = "nt";
+      printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
+      ex = tune_pass(&r);
+    }
   }
   sigaction(SIGINT, &old_sa, NULL);
-  if (rc) {
-    fprintf(stderr, "mmtune tune: %s\n", err.msg);
-    ex = TN_EXIT_FAIL;
-  } else {
-    ex = report_summary(&r, ut_now_seconds() - t0);
-  }
 done:
   tune_free(&r);
   tn_opts_free(&o);
