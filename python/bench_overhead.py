@@ -1,0 +1,102 @@
+"""Per-call host time of mmtune.gemm against a direct ctypes call of mmt_gemm on the same torch
+tensors: what the Python layer adds (reading three tensors, the current stream, the layout
+mapping, the context lookup).  Needs torch and a GPU.
+
+    MMTUNE_LIBRARY=build/runtime/libmmtune.so PYTHONPATH=python \
+        python3 python/bench_overhead.py [--shape 32x32x32] [--dtype f16] [--calls 200] [--reps 21]
+
+Each way is timed over batches of --calls calls launched back to back (host time only: the
+GPU is synchronized between batches, untimed), --reps batches interleaved with the other ways;
+the median and the minimum per call are printed, then each way's excess over the direct call.
+Keep the shape small: a kernel longer than a call's host time fills the launch queue, and the
+host then waits for the GPU.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+import mmtune
+from mmtune import _lib
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="32x32x32", help="MxNxK")
+    ap.add_argument("--dtype", default="f16", choices=DTYPES)
+    ap.add_argument("--calls", type=int, default=200, help="calls a timed batch")
+    ap.add_argument("--reps", type=int, default=21, help="batches of each way")
+    ap.add_argument("--device", type=int, default=0)
+    args = ap.parse_args()
+    m, n, k = (int(x) for x in args.shape.lower().split("x"))
+    dtype = DTYPES[args.dtype]
+    torch.cuda.set_device(args.device)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    c = torch.empty(m, n, device="cuda", dtype=dtype)
+
+    ctx = mmtune.default_context(args.device)
+    lib = _lib.load()
+    fn, h = lib.mmt_gemm, ctx._h
+    dt = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _lib.BF16}[dtype]
+    pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
+    stream = torch.cuda.current_stream().cuda_stream
+    gemm = mmtune.gemm
+
+    def direct():
+        rc = fn(h, 0, 0, 0, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n, dt, stream)
+        if rc:
+            raise ctx.error(rc)
+
+    def direct_alloc():  # what gemm(a, b) does beyond the direct call: torch.empty
+        out = torch.empty(m, n, device="cuda", dtype=dtype)
+        rc = fn(h, 0, 0, 0, m, n, k, 1.0, pa, k, pb, n, 0.0, out.data_ptr(), n, dt, stream)
+        if rc:
+            raise ctx.error(rc)
+
+    ways = {
+        "mmt_gemm through ctypes": direct,
+        "mmtune.gemm(a, b, c)": lambda: gemm(a, b, c),
+        "ctx.gemm(a, b, c)": lambda: ctx.gemm(a, b, c),
+        "torch.empty + mmt_gemm": direct_alloc,
+        "mmtune.gemm(a, b)": lambda: gemm(a, b),
+        "torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c),
+    }
+    for f in ways.values():  # warm: compile, load, fill every cache
+        for _ in range(50):
+            f()
+    torch.cuda.synchronize()
+
+    times = {name: [] for name in ways}
+    for _ in range(args.reps):
+        for name, f in ways.items():
+            t0 = time.perf_counter_ns()
+            for _ in range(args.calls):
+                f()
+            times[name].append((time.perf_counter_ns() - t0) / args.calls / 1000)
+            torch.cuda.synchronize()
+
+    print(f"{torch.cuda.get_device_name()}  {m}x{n}x{k} {args.dtype}  torch {torch.__version__}  "
+          f"Python {sys.version.split()[0]}  {args.calls} calls x {args.reps} batches")
+    print(f"kernel: {mmtune.explain(a, b, c)}")
+    refs = {"mmt_gemm through ctypes": None, "torch.empty + mmt_gemm": None,
+            "torch.matmul(a, b, out=c)": None, "mmtune.gemm(a, b)": "torch.empty + mmt_gemm"}
+    print(f"{'per call, host':34s} {'median us':>10s} {'min us':>8s} {'excess: median':>15s} "
+          f"{'min':>6s}")
+    for name, ts in times.items():
+        ref = refs.get(name, "mmt_gemm through ctypes")
+        excess = "" if ref is None else (
+            f"{statistics.median(ts) - statistics.median(times[ref]):+15.2f} "
+            f"{min(ts) - min(times[ref]):+6.2f}")
+        print(f"{name:34s} {statistics.median(ts):10.2f} {min(ts):8.2f} {excess}")
+    print("excess: over the direct call (mmtune.gemm(a, b): over torch.empty + the direct call)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

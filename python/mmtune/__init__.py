@@ -1,0 +1,18 @@
+"""mmtune: tuned GPU matrix multiplication (libmmtune) on CUDA arrays from Python.
+
+    import torch, mmtune
+    a = torch.randn(1000, 500, device="cuda"); b = torch.randn(500, 300, device="cuda")
+    c = mmtune.gemm(a, b)                     # C = A B, a new tensor, torch's current stream
+    mmtune.gemm(a, b, c, alpha=2, beta=1)     # C = 2 A B + C, in place
+    print(mmtune.explain(a, b))               # which kernel, and on which measurement
+
+Pure Python over ctypes: libmmtune.so is found through $MMTUNE_LIBRARY, the Python prefix's
+lib folder, or the loader (see mmtune._lib).  python/README.md has the details.
+"""
+
+from ._core import Choice, Context, default_context, explain, explain_shape, gemm, open
+from ._lib import Error, LibraryNotFoundError, library_path
+
+__version__ = "0.1.0"
+__all__ = ["gemm", "explain", "explain_shape", "open", "default_context", "Context", "Choice",
+           "Error", "LibraryNotFoundError", "library_path"]

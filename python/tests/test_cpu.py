@@ -1,0 +1,375 @@
+"""Tests of the mmtune package that need no GPU: finding the library, the ctypes mirror of
+mmtune.h, argument errors, how strides and transposes become mmt_gemm's arguments (checked by
+carrying out the recorded call in Python), DLPack capsules, and what a call that reaches the
+library says on a machine without a driver.
+
+Run: MMTUNE_LIBRARY=build/runtime/libmmtune.so PYTHONPATH=python \
+     python3 -m unittest discover -s python/tests -p test_cpu.py -v
+"""
+
+import ctypes
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import mmtune
+from mmtune import _core, _lib
+
+from fakes import CAI, DLPackArray, Memory, RecordingContext, matmul, transpose
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(HERE)
+INCLUDE_DIR = os.path.join(os.path.dirname(PACKAGE_DIR), "include")
+
+
+def _have_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+HAVE_DRIVER = _have_driver()
+NO_DRIVER_ONLY = unittest.skipIf(HAVE_DRIVER, "a CUDA driver is present: these tests would "
+                                 "open a real context on fake pointers")
+
+_tmp = tempfile.TemporaryDirectory(prefix="mmtune-py-")
+
+
+def setUpModule():
+    # The C library opens the database first: keep it and the cubin cache out of $HOME.
+    os.environ["MMTUNE_DB"] = os.path.join(_tmp.name, "mmtune.db")
+    os.environ["MMTUNE_CACHE_DIR"] = os.path.join(_tmp.name, "cubin")
+
+
+def tearDownModule():
+    _tmp.cleanup()
+
+
+def _run_python(code, env_changes, python=sys.executable):
+    env = dict(os.environ)
+    for key, value in env_changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+class TestLibrary(unittest.TestCase):
+    def test_found_through_env(self):
+        self.assertEqual(mmtune.library_path(), os.environ["MMTUNE_LIBRARY"])
+
+    def test_import_works_without_library_and_first_use_says_why(self):
+        code = ("import mmtune\n"
+                "try:\n"
+                "    mmtune.library_path()\n"
+                "except mmtune.LibraryNotFoundError as e:\n"
+                "    print('NOTFOUND', isinstance(e, OSError), e)\n")
+        r = _run_python(code, {"MMTUNE_LIBRARY": "/nonexistent/libmmtune.so",
+                               "PYTHONPATH": PACKAGE_DIR})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("NOTFOUND True", r.stdout)
+        self.assertIn("/nonexistent/libmmtune.so", r.stdout)
+        self.assertIn("MMTUNE_LIBRARY", r.stdout)
+
+    def test_found_in_python_prefix(self):
+        # A venv (no pip needed) whose lib/ holds libmmtune.so, as `cmake --install --prefix`
+        # into the environment's prefix would leave it.
+        with tempfile.TemporaryDirectory() as d:
+            venv = os.path.join(d, "venv")
+            r = subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                self.skipTest(f"python -m venv failed: {r.stderr.strip()}")
+            lib = os.path.join(venv, "lib", "libmmtune.so")
+            shutil.copy(os.path.realpath(os.environ["MMTUNE_LIBRARY"]), lib)
+            r = _run_python("import mmtune; print(mmtune.library_path())",
+                            {"MMTUNE_LIBRARY": None, "PYTHONPATH": PACKAGE_DIR},
+                            python=os.path.join(venv, "bin", "python"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), lib)
+
+    def test_pip_install(self):
+        # The in-tree build backend: pip needs nothing else, and no network.
+        if subprocess.run([sys.executable, "-m", "pip", "--version"],
+                          capture_output=True).returncode != 0:
+            self.skipTest("pip is not installed for this Python")
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps",
+                                "--no-cache-dir", "--quiet", "--target", d, PACKAGE_DIR],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "mmtune"))
+                                    if f.endswith(".py")),
+                             ["__init__.py", "_arrays.py", "_core.py", "_lib.py"])
+            r = _run_python("import mmtune; print(mmtune.__file__, mmtune.library_path())",
+                            {"PYTHONPATH": d})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith(os.path.join(d, "mmtune")), r.stdout)
+
+    def test_enums_match_the_library(self):
+        lib = _lib.load()
+        for value, name in _lib.DTYPE_NAMES.items():
+            self.assertEqual(lib.mmt_dtype_name(value).decode(), name)
+        for value, name in _lib.CHOICE_KINDS.items():
+            self.assertEqual(lib.mmt_choice_kind_name(value).decode(), name)
+        self.assertEqual(lib.mmt_status_name(5).decode(), "MMT_ERR_NO_DRIVER")
+
+    def test_structs_match_the_header(self):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc or not os.path.exists(os.path.join(INCLUDE_DIR, "mmtune.h")):
+            self.skipTest("needs a C compiler and include/mmtune.h")
+        structs = {"mmt_options": _lib.Options, "mmt_problem": _lib.Problem,
+                   "mmt_choice": _lib.ChoiceStruct}
+        lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "mmtune.h"',
+                 "int main(void) {"]
+        expected = []
+        for cname, cls in structs.items():
+            lines.append(f'  printf("{cname} %zu\\n", sizeof({cname}));')
+            expected.append(f"{cname} {ctypes.sizeof(cls)}")
+            for field, _ in cls._fields_:
+                lines.append(f'  printf("{cname}.{field} %zu\\n", offsetof({cname}, {field}));')
+                expected.append(f"{cname}.{field} {getattr(cls, field).offset}")
+        lines += ["  return 0;", "}"]
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            subprocess.run([cc, "-std=c11", "-I", INCLUDE_DIR, src, "-o", exe], check=True)
+            out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+        self.assertEqual(out.split("\n")[:-1], expected)
+
+
+class TestArgumentErrors(unittest.TestCase):
+    """Errors raised before any library call."""
+
+    def setUp(self):
+        self.a, self.b, self.c = CAI((4, 5)), CAI((5, 6)), CAI((4, 6))
+
+    def check(self, exc, fragment, *args, **kw):
+        with self.assertRaises(exc) as cm:
+            mmtune.gemm(*args, **kw)
+        self.assertIn(fragment, str(cm.exception))
+
+    def test_ndim(self):
+        self.check(ValueError, "a must be a 2-D matrix, got 1", CAI((4,)), self.b, self.c)
+        self.check(ValueError, "b must be a 2-D matrix, got 3", self.a, CAI((5, 6, 1)), self.c)
+        self.check(ValueError, "c must be a 2-D matrix", self.a, self.b, CAI((24,)))
+
+    def test_shapes(self):
+        self.check(ValueError, "inner dimensions differ: a is 4x5 but b is 4x6",
+                   self.a, CAI((4, 6)), self.c)
+        self.check(ValueError, "a.T is 5x4 but b is 5x6", self.a, self.b, self.c, trans_a=True)
+        self.check(ValueError, "c is 6x4 but op(a) op(b) is 4x6", self.a, self.b, CAI((6, 4)))
+        with self.assertRaises(ValueError):
+            mmtune.explain(self.a, CAI((4, 6)))
+
+    def test_dtypes(self):
+        self.check(TypeError, "typestr '<f8'", CAI((4, 5), "<f8"), self.b, self.c)
+        self.check(TypeError, "typestr '<i4'", self.a, CAI((5, 6), "<i4"), self.c)
+        self.check(TypeError, "one dtype, got f32, f16, f32", self.a, CAI((5, 6), "<f2"), self.c)
+
+    def test_not_cuda(self):
+        self.check(TypeError, "a (int) is not a CUDA array", 3, self.b, self.c)
+        self.check(TypeError, "b (list) is not a CUDA array", self.a, [[1.0] * 6] * 5, self.c)
+        self.check(TypeError, "not a CUDA device", self.a, DLPackArray((5, 6), device_type=1),
+                   self.c)
+
+    def test_beta_without_c(self):
+        self.check(ValueError, "beta must be 0 when c is None", self.a, self.b, beta=1.0)
+
+    def test_c_none_needs_torch_or_cupy(self):
+        self.check(TypeError, "c=None", self.a, self.b)
+
+    def test_strides(self):
+        self.check(ValueError, "neither row-major", CAI((4, 5), strides=(8, 8)), self.b, self.c)
+        self.check(ValueError, "neither row-major", self.a, CAI((5, 6), strides=(0, 4)), self.c)
+        self.check(ValueError, "neither row-major", self.a, self.b, CAI((4, 6), strides=(-24, 4)))
+        self.check(ValueError, "whole elements", CAI((4, 5), strides=(20, 2)), self.b, self.c)
+
+    def test_read_only_masked(self):
+        self.check(ValueError, "c is read-only", self.a, self.b, CAI((4, 6), readonly=True))
+        self.check(ValueError, "masked", CAI((4, 5), mask=object()), self.b, self.c)
+
+    def test_devices(self):
+        self.check(ValueError, "different devices", self.a, CAI((5, 6), device=1), self.c)
+        ctx = RecordingContext()
+        ctx.device = 1
+        self.check(ValueError, "context is on cuda:1", self.a, self.b, self.c, context=ctx)
+
+    def test_streams(self):
+        self.check(TypeError, "stream must be", self.a, self.b, self.c, stream="default")
+        self.check(ValueError, "ready on stream 0x99", self.a, CAI((5, 6), stream=0x99), self.c,
+                   context=RecordingContext())
+
+    def test_explain_shape_arguments(self):
+        with self.assertRaises(TypeError):
+            mmtune.explain_shape(4, 4, 4, "f64")
+        with self.assertRaises(ValueError):
+            mmtune.explain_shape(4, 4, 4, order="diagonal")
+
+
+class TestMapping(unittest.TestCase):
+    """Every storage of A, B and C with every transpose: the recorded mmt_gemm call, carried
+    out on the fake memory, must give alpha op(A) op(B) + beta C."""
+
+    def run_case(self, la, lb, lc, ta, tb, m=3, n=4, k=2, pad=(0, 0, 0), alpha=2.0, beta=0.5):
+        mem = Memory()
+        a_val = [[i * 10 + j + 1 for j in range(m if ta else k)] for i in range(k if ta else m)]
+        b_val = [[-(i * 7) + j - 2 for j in range(k if tb else n)] for i in range(n if tb else k)]
+        c_val = [[i + 100 * j for j in range(n)] for i in range(m)]
+        a = mem.matrix(a_val, la, pad[0])
+        b = mem.matrix(b_val, lb, pad[1])
+        c = mem.matrix(c_val, lc, pad[2])
+        ctx = RecordingContext()
+        self.assertIs(mmtune.gemm(a, b, c, alpha, beta, ta, tb, context=ctx, stream=7), c)
+        (call,) = ctx.calls
+        self.assertEqual(call[0], 1)                    # the context handle
+        if m > 1 and n > 1:
+            self.assertEqual(call[1], 0 if lc == "row" else 1)  # the order is C's
+        self.assertEqual(call[15:], (_lib.F32, 7))      # dtype, stream
+        mem.reference_gemm(*call[1:15])
+        op_a = transpose(a_val) if ta else a_val
+        op_b = transpose(b_val) if tb else b_val
+        want = [[alpha * x + beta * y for x, y in zip(r, s)]
+                for r, s in zip(matmul(op_a, op_b), c_val)]
+        self.assertEqual(c.read(), want, f"a {la} b {lb} c {lc} ta {ta} tb {tb} call {call}")
+
+    def test_every_layout_and_transpose(self):
+        for la, lb, lc in itertools.product(("row", "col"), repeat=3):
+            for ta, tb in itertools.product((False, True), repeat=2):
+                for pad in ((0, 0, 0), (3, 1, 2)):
+                    self.run_case(la, lb, lc, ta, tb, pad=pad)
+
+    def test_vectors_and_ones(self):
+        # Size-1 dimensions: their strides are never looked at.
+        for m, n, k in ((1, 4, 3), (3, 1, 2), (2, 3, 1), (1, 1, 5), (1, 1, 1)):
+            for la, lb, lc in itertools.product(("row", "col"), repeat=3):
+                self.run_case(la, lb, lc, False, True, m=m, n=n, k=k, pad=(1, 0, 2))
+
+    def test_leading_dimensions(self):
+        self.assertEqual(_core._storage("a", 3, 5, 7, 1, True), (True, 7))
+        self.assertEqual(_core._storage("a", 3, 5, 1, 4, True), (False, 4))
+        self.assertEqual(_core._storage("a", 1, 5, 99, 1, True), (True, 5))   # one row
+        self.assertEqual(_core._storage("a", 1, 5, 1, 9, True), (False, 9))   # strided row
+        self.assertEqual(_core._storage("a", 4, 1, 1, 1, False), (False, 4))  # column vector
+        # A and B 3x5 row-major with ld 7, C 3x3 column-major: A flips, B^T flips back.
+        self.assertEqual(_core._plan(False, True, 3, 5, 7, 1, 3, 5, 7, 1, 3, 3, 1, 3),
+                         (_lib.COL_MAJOR, 1, 0, 7, 7, 3))
+
+    def test_tf32_and_dtypes(self):
+        ctx = RecordingContext()
+        for typestr, tf32, want in (("<f4", True, _lib.TF32), ("<f2", True, _lib.F16),
+                                    ("<V2", False, _lib.BF16), ("<f4", False, _lib.F32)):
+            mmtune.gemm(CAI((2, 2), typestr), CAI((2, 2), typestr), CAI((2, 2), typestr),
+                        allow_tf32=tf32, context=ctx)
+            self.assertEqual(ctx.calls[-1][15], want)
+
+    def test_streams(self):
+        ctx = RecordingContext()
+        a, b, c = CAI((2, 3)), CAI((3, 4)), CAI((2, 4))
+        mmtune.gemm(a, b, c, context=ctx)
+        self.assertEqual(ctx.calls[-1][16], 0)  # no stream anywhere: the legacy default
+        mmtune.gemm(CAI((2, 3), stream=0x55), b, c, context=ctx)
+        self.assertEqual(ctx.calls[-1][16], 0x55)  # the one a's CAI names
+        mmtune.gemm(CAI((2, 3), stream=1), b, c, context=ctx)
+        self.assertEqual(ctx.calls[-1][16], 0)  # CAI's 1 is the legacy default stream
+
+        class CudaStream:
+            def __cuda_stream__(self):
+                return (0, 0x77)
+
+        class TorchLike:
+            cuda_stream = 0x88
+
+        for s, want in ((0x66, 0x66), (CudaStream(), 0x77), (TorchLike(), 0x88)):
+            mmtune.gemm(a, b, c, context=ctx, stream=s)
+            self.assertEqual(ctx.calls[-1][16], want)
+
+
+class TestDLPack(unittest.TestCase):
+    def test_capsule_is_read(self):
+        ctx = RecordingContext()
+        a = DLPackArray((3, 5), strides=(1, 4), code=4, bits=16, ptr=0x1000, byte_offset=8)
+        b = DLPackArray((5, 2), code=4, bits=16, ptr=0x2000)  # strides NULL: C-contiguous
+        c = CAI((3, 2), "<V2")
+        mmtune.gemm(a, b, c, context=ctx)
+        call = ctx.calls[-1]
+        # a is column-major (ld 4) under a row-major C: used transposed.
+        self.assertEqual(call[1:7], (_lib.ROW_MAJOR, 1, 0, 3, 2, 5))
+        self.assertEqual((call[8], call[9], call[10], call[11]), (0x1008, 4, 0x2000, 2))
+        self.assertEqual(call[15], _lib.BF16)
+        self.assertEqual(a.streams, [1])  # the legacy default stream, as DLPack numbers it
+        mmtune.gemm(a, b, c, context=ctx, stream=0x40)
+        self.assertEqual((a.streams[-1], b.streams[-1]), (0x40, 0x40))
+
+    def test_capsule_errors(self):
+        c = CAI((3, 2))
+        with self.assertRaisesRegex(TypeError, "DLPack dtype"):
+            mmtune.gemm(DLPackArray((3, 5), bits=64), CAI((5, 2)), c)
+        with self.assertRaisesRegex(ValueError, "2-D"):
+            mmtune.gemm(DLPackArray((3, 5, 1)), CAI((5, 2)), c)
+
+
+@NO_DRIVER_ONLY
+class TestWithoutDriver(unittest.TestCase):
+    """What reaches the library on a machine without a GPU."""
+
+    def test_gemm_raises_no_driver(self):
+        with self.assertRaises(mmtune.Error) as cm:
+            mmtune.gemm(CAI((4, 5)), CAI((5, 6)), CAI((4, 6)))
+        e = cm.exception
+        self.assertIsInstance(e, RuntimeError)
+        self.assertEqual((e.status, e.status_name), (5, "MMT_ERR_NO_DRIVER"))
+        self.assertIn("libcuda.so.1", e.message)
+        self.assertTrue(str(e).startswith("MMT_ERR_NO_DRIVER: "))
+
+    def test_explain_raises_no_driver(self):
+        for call in (lambda: mmtune.explain(CAI((4, 5)), CAI((5, 6))),
+                     lambda: mmtune.explain_shape(64, 64, 64, "bf16"),
+                     lambda: mmtune.open(1)):
+            with self.assertRaisesRegex(mmtune.Error, "MMT_ERR_NO_DRIVER"):
+                call()
+
+    def test_corrupt_database(self):
+        with tempfile.NamedTemporaryFile(suffix=".db") as f:
+            f.write(b"not a database" * 100)
+            f.flush()
+            with self.assertRaises(mmtune.Error) as cm:
+                mmtune.open(0, db_path=f.name)
+        self.assertEqual(cm.exception.status_name, "MMT_ERR_DB_CORRUPT")
+
+    def test_library_checks_through_a_context_that_did_not_open(self):
+        # mmt_gemm checks its arguments before it says the context did not open: through a
+        # context whose open failed, the checks show that each argument arrives in its place.
+        lib = _lib.load()
+        handle = ctypes.c_void_p()
+        self.assertEqual(lib.mmt_open(handle, 0, None), 5)
+        with mmtune.Context(handle.value, 0) as ctx:
+            a, b, c = CAI((4, 5), ptr=0x1000), CAI((5, 6), ptr=0x2000), CAI((4, 6), ptr=0x3000)
+            for args, fragment in (((CAI((4, 5), ptr=0x1002), b, c), "A (0x1002) is not 4-byte"),
+                                   ((a, CAI((5, 6), ptr=0x2002), c), "B (0x2002) is not 4-byte"),
+                                   ((a, b, CAI((4, 6), ptr=0x3002)), "C (0x3002) is not 4-byte"),
+                                   ((a, b, c), "the context did not open")):
+                with self.assertRaises(mmtune.Error) as cm:
+                    ctx.gemm(*args)
+                self.assertIn(fragment, cm.exception.message)
+            with self.assertRaisesRegex(mmtune.Error, r"MMT_ERR_INVALID_ARG: lda must be >= "
+                                        r"max\(1, K\) = 7, got 6"):
+                ctx.explain_shape(5, 6, 7, lda=6)
+            with self.assertRaisesRegex(mmtune.Error, r"ldc must be >= max\(1, M\) = 5, got 4"):
+                ctx.explain_shape(5, 6, 7, order="col", ldc=4)
+        self.assertIn("closed", repr(ctx))
+        with self.assertRaisesRegex(mmtune.Error, "closed"):
+            ctx.gemm(a, b, c)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,333 @@
+"""GPU tests of the mmtune package: mmtune.gemm against a float64 torch.matmul of the same
+inputs, for float32 (and TF32), float16 and bfloat16, A, B and C each row- or column-major with
+tight or padded leading dimensions, every transpose; the output allocation, streams and CUDA
+graph capture, edge sizes, the generic CAI and DLPack paths (torch tensors behind wrappers),
+CuPy when installed, several threads, explain().
+
+Skips cleanly (one line "mmtune-gpu-tests: skipped: WHY", which CTest reads) without torch, a
+GPU, or a context.  The database is $MMTUNE_DB when set, else an empty one in a temporary
+folder (every problem then gets a template default or a built-in config).
+
+Run: MMTUNE_LIBRARY=build/runtime/libmmtune.so PYTHONPATH=python \
+     python3 -m unittest discover -s python/tests -p test_gpu.py -v
+"""
+
+import itertools
+import os
+import tempfile
+import threading
+import unittest
+
+import mmtune
+
+_tmp = tempfile.TemporaryDirectory(prefix="mmtune-py-gpu-")
+os.environ.setdefault("MMTUNE_DB", os.path.join(_tmp.name, "mmtune.db"))
+os.environ.setdefault("MMTUNE_CACHE_DIR", os.path.join(_tmp.name, "cubin"))
+
+
+def _skip_reason():
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU"
+    try:
+        mmtune.default_context(torch.cuda.current_device())
+    except (mmtune.Error, mmtune.LibraryNotFoundError) as e:
+        return f"no mmtune context: {e}"
+    return None
+
+
+SKIP = _skip_reason()
+if SKIP:
+    print(f"mmtune-gpu-tests: skipped: {SKIP}", flush=True)
+else:
+    import torch
+
+# Relative to the largest |reference| element: the output's rounding and fp32 accumulation.
+TOL = {"float32": 1e-4, "tf32": 1e-2, "float16": 5e-3, "bfloat16": 3e-2}
+
+
+def make(rows, cols, layout, dtype, pad=0):
+    """(matrix, the buffer it is a view of): rows x cols, row- or column-major, its leading
+    dimension padded by pad elements."""
+    if layout == "row":
+        base = torch.randn(rows, cols + pad, device="cuda").to(dtype)
+        return base[:, :cols], base
+    base = torch.randn(cols, rows + pad, device="cuda").to(dtype)
+    return base[:, :rows].t(), base
+
+
+def rel_err(out, ref):
+    scale = ref.abs().max().item() or 1.0
+    return (out.double() - ref).abs().max().item() / scale
+
+
+@unittest.skipIf(SKIP, SKIP)
+class TestAgainstTorch(unittest.TestCase):
+    def check(self, m, n, k, dtype, la, lb, lc, ta, tb, pads, alpha=1.5, beta=0.5,
+              tf32=False, tol_key=None):
+        a, _ = make(k if ta else m, m if ta else k, la, dtype, pads[0])
+        b, _ = make(n if tb else k, k if tb else n, lb, dtype, pads[1])
+        c, c_base = make(m, n, lc, dtype, pads[2])
+        c0, base0 = c.double().clone(), c_base.clone()
+        op_a = a.t() if ta else a
+        op_b = b.t() if tb else b
+        ref = alpha * (op_a.double() @ op_b.double()) + beta * c0
+        self.assertIs(mmtune.gemm(a, b, c, alpha, beta, ta, tb, allow_tf32=tf32), c)
+        torch.cuda.synchronize()
+        what = (f"{m}x{n}x{k} {dtype} a {la} b {lb} c {lc} trans {int(ta)}{int(tb)} pads {pads}"
+                f"{' tf32' if tf32 else ''}")
+        err = rel_err(c, ref)
+        self.assertLess(err, TOL[tol_key or str(dtype).split(".")[1]], what)
+        # Nothing written outside C: with C's elements zeroed, its buffer is what it was.
+        c.zero_()
+        (base0[:, :n] if lc == "row" else base0[:, :m]).zero_()
+        self.assertTrue(torch.equal(c_base, base0), f"{what}: wrote outside C")
+
+    def sweep(self, dtype, m=77, n=45, k=39, tf32=False, tol_key=None):
+        layouts = ("row", "col")
+        for la, lb, lc in itertools.product(layouts, repeat=3):
+            for ta, tb in itertools.product((False, True), repeat=2):
+                for pads in ((0, 0, 0), (3, 5, 2), (8, 8, 8)):
+                    with self.subTest(la=la, lb=lb, lc=lc, ta=ta, tb=tb, pads=pads):
+                        self.check(m, n, k, dtype, la, lb, lc, ta, tb, pads, tf32=tf32,
+                                   tol_key=tol_key)
+
+    def test_float32(self):
+        self.sweep(torch.float32)
+
+    def test_float16(self):
+        self.sweep(torch.float16)
+
+    def test_bfloat16(self):
+        self.sweep(torch.bfloat16)
+
+    def test_tf32(self):
+        self.sweep(torch.float32, m=64, n=128, k=64, tf32=True, tol_key="tf32")
+
+    def test_aligned_sizes(self):
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for ta, tb in itertools.product((False, True), repeat=2):
+                self.check(256, 128, 192, dtype, "row", "col", "row", ta, tb, (0, 0, 0))
+                self.check(256, 128, 192, dtype, "col", "row", "col", ta, tb, (8, 0, 8))
+
+    def test_vectors(self):
+        for m, n, k in ((1, 300, 200), (300, 1, 200), (64, 64, 1), (1, 1, 100)):
+            for dtype in (torch.float32, torch.float16):
+                self.check(m, n, k, dtype, "row", "row", "row", False, False, (0, 0, 0))
+                self.check(m, n, k, dtype, "col", "row", "col", True, False, (0, 0, 0))
+
+
+@unittest.skipIf(SKIP, SKIP)
+class TestCalls(unittest.TestCase):
+    def test_output_allocated(self):
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            a = torch.randn(70, 30, device="cuda").to(dtype)
+            b = torch.randn(50, 30, device="cuda").to(dtype)
+            c = mmtune.gemm(a, b, trans_b=True)
+            self.assertEqual((c.shape, c.dtype, c.device, c.is_contiguous()),
+                             (torch.Size([70, 50]), dtype, a.device, True))
+            self.assertLess(rel_err(c, a.double() @ b.double().t()), 3e-2)
+
+    def test_current_stream(self):
+        a = torch.randn(500, 400, device="cuda")
+        b = torch.randn(400, 300, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            c = mmtune.gemm(a, b)
+            d = c * 2  # ordered after the gemm only if it ran on s
+        s.synchronize()
+        self.assertLess(rel_err(d, 2 * (a.double() @ b.double())), 1e-4)
+        e = torch.zeros_like(c)
+        mmtune.gemm(a, b, e, stream=s)  # an explicit stream
+        s.synchronize()
+        self.assertLess(rel_err(e, a.double() @ b.double()), 1e-4)
+
+    def test_cuda_graph_capture(self):
+        # Under capture only the capturing stream may be used: this fails if mmtune launched
+        # anywhere but torch's current stream.
+        a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+        b = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+        c = torch.empty(256, 64, device="cuda", dtype=torch.float16)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            mmtune.gemm(a, b, c)  # the first call of a problem is made before capturing
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            mmtune.gemm(a, b, c)
+        a.copy_(torch.randn_like(a))
+        c.zero_()
+        g.replay()
+        torch.cuda.synchronize()
+        self.assertLess(rel_err(c, a.double() @ b.double()), 5e-3)
+
+    def test_edge_sizes(self):
+        a = torch.randn(5, 0, device="cuda")
+        b = torch.randn(0, 7, device="cuda")
+        c = torch.full((5, 7), 3.0, device="cuda")
+        mmtune.gemm(a, b, c, beta=0.5)  # K = 0: C = beta C
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(c, torch.full((5, 7), 1.5, device="cuda")))
+        e = mmtune.gemm(torch.randn(0, 4, device="cuda"), torch.randn(4, 6, device="cuda"))
+        self.assertEqual(e.shape, torch.Size([0, 6]))
+        a = torch.randn(8, 4, device="cuda")
+        c = torch.full((8, 8), 2.0, device="cuda")
+        mmtune.gemm(a, a, c, alpha=0.0, beta=1.0, trans_b=True)  # C = C
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(c, torch.full((8, 8), 2.0, device="cuda")))
+
+    def test_errors(self):
+        a = torch.randn(6, 8, device="cuda")
+        with self.assertRaisesRegex(ValueError, "neither row-major"):
+            mmtune.gemm(a[:, ::2], torch.randn(4, 3, device="cuda"))
+        with self.assertRaisesRegex(TypeError, "not on a CUDA device"):
+            mmtune.gemm(a, torch.randn(8, 3))
+        with self.assertRaisesRegex(TypeError, "dtype torch.float64"):
+            mmtune.gemm(a.double(), a.double().t())
+        with self.assertRaisesRegex(TypeError, "one dtype"):
+            mmtune.gemm(a, a.half().t())
+        with self.assertRaisesRegex(ValueError, "2-D"):
+            mmtune.gemm(torch.randn(2, 6, 8, device="cuda"), a.t())
+
+    def test_requires_grad_inputs(self):
+        a = torch.randn(30, 20, device="cuda", requires_grad=True)
+        b = torch.randn(20, 10, device="cuda")
+        c = mmtune.gemm(a, b)
+        self.assertLess(rel_err(c, a.detach().double() @ b.double()), 1e-4)
+
+    def test_threads(self):
+        errors, results = [], {}
+
+        def work(i):
+            try:
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    a = torch.randn(100 + i, 64, device="cuda")
+                    b = torch.randn(64, 80, device="cuda")
+                    for _ in range(20):
+                        c = mmtune.gemm(a, b)
+                s.synchronize()
+                results[i] = rel_err(c, a.double() @ b.double())
+            except Exception as e:  # noqa: BLE001 -- reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), 8)
+        self.assertLess(max(results.values()), 1e-4)
+
+    def test_explain(self):
+        a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+        b = torch.randn(256, 384, device="cuda", dtype=torch.float16)
+        ch = mmtune.explain(a, b)
+        self.assertIn(ch.kind, ("exact", "predicted", "default"))
+        self.assertTrue(ch.template_name)
+        self.assertIn(ch.layout, ("nn", "nt", "tn", "tt"))
+        self.assertEqual(ch.as_dict()["kind"], ch.kind)
+        self.assertIn(ch.template_name, str(ch))
+        same = mmtune.explain_shape(512, 384, 256, "f16")
+        self.assertEqual((same.template_name, same.params), (ch.template_name, ch.params))
+        nothing = mmtune.explain_shape(0, 10, 10)
+        self.assertEqual((nothing.kind, nothing.template_name), ("default", ""))
+
+    def test_open_context(self):
+        with tempfile.TemporaryDirectory() as d:
+            lines = []
+            with mmtune.open(torch.cuda.current_device(), db_path=os.path.join(d, "x.db"),
+                             log=lambda level, msg: lines.append((level, msg)),
+                             log_level="debug") as ctx:
+                a = torch.randn(64, 32, device="cuda")
+                c = ctx.gemm(a, a, trans_b=True)
+                torch.cuda.synchronize()
+                self.assertLess(rel_err(c, a.double() @ a.double().t()), 1e-4)
+                self.assertTrue(ctx.explain(a, a, trans_b=True).template_name)
+            self.assertTrue(any(level == "info" for level, _ in lines), lines)
+            with self.assertRaisesRegex(mmtune.Error, "closed"):
+                ctx.gemm(a, a, trans_b=True)
+
+
+class _CAIOnly:
+    """A torch tensor seen only through __cuda_array_interface__ (no __dlpack_device__, so
+    the device comes from the driver)."""
+
+    def __init__(self, t):
+        self.t = t
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+
+class _DLPackOnly:
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+@unittest.skipIf(SKIP, SKIP)
+class TestProtocols(unittest.TestCase):
+    def test_cai_and_dlpack(self):
+        for wrap in (_CAIOnly, _DLPackOnly):
+            for dtype in (torch.float32, torch.float16, torch.bfloat16):
+                with self.subTest(wrap=wrap.__name__, dtype=dtype):
+                    a, _ = make(40, 24, "col", dtype, 3)
+                    b, _ = make(24, 56, "row", dtype, 0)
+                    c = torch.zeros(40, 56, device="cuda", dtype=dtype)
+                    mmtune.gemm(wrap(a), wrap(b), wrap(c))
+                    torch.cuda.synchronize()
+                    self.assertLess(rel_err(c, a.double() @ b.double()), 3e-2)
+
+    def test_torch_fast_path_matches_general_path(self):
+        # Plain tensors take gemm's torch fast path; the same tensors behind CAI take the
+        # general one.  Both must make the same mmt_gemm call.
+        from fakes import RecordingContext
+        from mmtune import _arrays
+        mmtune.gemm(*(torch.zeros(2, 2, device="cuda"),) * 3)  # torch now seen
+        self.assertIsNotNone(_arrays.TORCH)
+        fast, general = RecordingContext(), RecordingContext()
+        fast.device = general.device = torch.cuda.current_device()
+        for la, lb, lc in itertools.product(("row", "col"), repeat=3):
+            for ta, tb in itertools.product((False, True), repeat=2):
+                for m, n, k, pad in ((9, 7, 5, 0), (9, 7, 5, 3), (1, 7, 5, 1), (9, 1, 1, 0)):
+                    a, _ = make(k if ta else m, m if ta else k, la, torch.float16, pad)
+                    b, _ = make(n if tb else k, k if tb else n, lb, torch.float16, pad)
+                    c, _ = make(m, n, lc, torch.float16, pad)
+                    mmtune.gemm(a, b, c, 2.0, 0.5, ta, tb, context=fast)
+                    mmtune.gemm(_CAIOnly(a), _CAIOnly(b), _CAIOnly(c), 2.0, 0.5, ta, tb,
+                                context=general)
+                    self.assertEqual(fast.calls[-1], general.calls[-1],
+                                     f"{la} {lb} {lc} {ta} {tb} {m}x{n}x{k} pad {pad}")
+        self.assertEqual(len(fast.calls), 8 * 4 * 4)
+
+    def test_cupy(self):
+        try:
+            import cupy
+        except ImportError:
+            self.skipTest("CuPy is not installed")
+        for dtype in (cupy.float32, cupy.float16):
+            a = cupy.random.standard_normal((90, 33)).astype(dtype)
+            b = cupy.asfortranarray(cupy.random.standard_normal((33, 70)).astype(dtype))
+            s = cupy.cuda.Stream(non_blocking=True)
+            with s:
+                c = mmtune.gemm(a, b)  # CuPy's current stream, a CuPy output
+                d = c * 1
+            s.synchronize()
+            self.assertIsInstance(c, cupy.ndarray)
+            ref = a.astype(cupy.float64) @ b.astype(cupy.float64)
+            err = float(abs(d.astype(cupy.float64) - ref).max() / abs(ref).max())
+            self.assertLess(err, 5e-3, str(dtype))
+
+
+if __name__ == "__main__":
+    unittest.main()
