@@ -254,6 +254,22 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         > "$out/multi-rerun.log" 2>&1
       echo "rerun exit $?; rows after the kill $n1, after the rerun: $(./build/tuner/mmtune db check /tmp/multi.db)"
       ./build/tuner/mmtune show --db /tmp/multi.db | head -8 ;;
+    interfaces)
+      # Issue 16 on the GPU: libmmtune_blas's CTests (netlib's programs from build/extra-blas
+      # where the machine lacks Debian's libblas-test), SGEMM on host memory through the shim
+      # against the machine's CPU BLAS (CPU_BLAS, default OpenBLAS), the Python package's tests
+      # against torch.matmul and its per-call overhead.
+      d=/usr/lib/x86_64-linux-gnu/blas
+      [ -x "$d/xblat3s" ] || { mkdir -p "$d" && cp build/extra-blas/* "$d/"; }
+      ctest --test-dir build -R blas --output-on-failure > "$out/blas-ctest.log" 2>&1
+      echo "blas ctest exit $?: $(grep -E 'tests passed|tests failed' "$out/blas-ctest.log")"
+      grep -E "mmtune_blas: summary" "$out/blas-ctest.log" | cut -c1-100
+      MMTUNE_BLAS_CPU_LIBRARY=${CPU_BLAS:-/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3} \
+        ./build/blas/mmtune-blas-bench 2>&1 | tee "$out/blas-bench.log"
+      export MMTUNE_LIBRARY=$here/build/runtime/libmmtune.so PYTHONPATH=$here/python
+      python3 -m unittest discover -s python/tests -p 'test_*.py' > "$out/python-tests.log" 2>&1
+      echo "python tests exit $?: $(tail -n 3 "$out/python-tests.log" | tr '\n' ' ')"
+      python3 python/bench_overhead.py 2>&1 | tail -n 6 | tee "$out/python-overhead.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
