@@ -67,7 +67,9 @@ void *bl_cpu_symbol(const char *name) {
 
 void bl_cpu_gemm(const bl_gemm *g) {
   f77_gemm_fn f = g_cpu.gemm[g->elem];
-  if (f) {
+  /* alpha or K zero: C = beta * C, A and B unread, as reference BLAS defines it.  Some CPU
+   * BLAS (OpenBLAS 0.3) multiply anyway, so NaN in A or B reaches C: computed here instead. */
+  if (f && bl_reads_ab(g)) {
     char ta = g->trans_a ? 'T' : 'N', tb = g->trans_b ? 'T' : 'N';
     f(&ta, &tb, &g->m, &g->n, &g->k, &g->alpha, g->a, &g->lda, g->b, &g->ldb, &g->beta, g->c,
       &g->ldc, 1, 1);

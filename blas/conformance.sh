@@ -22,6 +22,10 @@ trap 'rm -rf "$tmp"' EXIT
 cp "$input" "$tmp/input" || exit 1
 cd "$tmp" || exit 1
 
+# The programs are built against netlib's BLAS and CBLAS (xscblat3 needs its RowMajorStrg),
+# which Debian keeps beside them; libblas.so.3 elsewhere may be OpenBLAS, which lacks it.
+refdir=$(dirname "$prog")
+[ -f "$refdir/libblas.so.3" ] && export LD_LIBRARY_PATH="$refdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset MMTUNE_BLAS_CPU_LIBRARY MMTUNE_BLAS_THRESHOLD
 export MMTUNE_BLAS_VERBOSE=1
 [ "$mode" = gpu ] && export MMTUNE_BLAS_THRESHOLD=0

@@ -600,7 +600,9 @@ static void test_mode_state(void **state) {
 
 int main(void) {
   const char *t = getenv("MMTUNE_BLAS_THRESHOLD"), *lib = getenv("MMTUNE_BLAS_CPU_LIBRARY");
-  g_mode = t && strcmp(t, "0") == 0 ? MODE_GPU : lib && *lib ? MODE_BUILTIN : MODE_DEFAULT;
+  g_mode = t && strcmp(t, "0") == 0            ? MODE_GPU
+           : lib && strstr(lib, "libmmtune_blas") ? MODE_BUILTIN
+                                                  : MODE_DEFAULT;
   if (g_mode == MODE_GPU) { /* one call opens the GPU: skip the whole program without one */
     float a = 1, b = 2, c = 0, one = 1, zero = 0;
     int n1 = 1;

@@ -255,8 +255,8 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       echo "rerun exit $?; rows after the kill $n1, after the rerun: $(./build/tuner/mmtune db check /tmp/multi.db)"
       ./build/tuner/mmtune show --db /tmp/multi.db | head -8 ;;
     interfaces)
-      # Issue 16 on the GPU: libmmtune_blas's CTests (netlib's programs from build/extra-blas
-      # where the machine lacks Debian's libblas-test), SGEMM on host memory through the shim
+      # Issue 16 on the GPU: libmmtune_blas's CTests (netlib's programs and reference BLAS from
+      # build/extra-blas where the machine lacks Debian's libblas-test), SGEMM on host memory through the shim
       # against the machine's CPU BLAS (CPU_BLAS, default OpenBLAS), the Python package's tests
       # against torch.matmul and its per-call overhead.
       d=/usr/lib/x86_64-linux-gnu/blas
