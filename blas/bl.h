@@ -89,7 +89,9 @@ int bl_cblas_user_info(bl_cblas_error e);
 
 /* ---- configuration and routing (bl_route.c) ---- */
 
-#define BL_DEFAULT_THRESHOLD 16777216.0 /* 2^24 flops: provisional, see blas/README-section.md */
+/* 2^25 flops (256^3): where the GPU path, copies over PCIe included, overtook OpenBLAS on the
+ * 16 cores of an H100 host (docs/perf.md, mmtune-blas-bench). */
+#define BL_DEFAULT_THRESHOLD 33554432.0
 #define BL_DEFAULT_CPU_LIBRARY "libblas.so.3"
 
 typedef struct {

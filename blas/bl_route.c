@@ -52,7 +52,7 @@ int bl_config_parse(bl_config *cfg, const char *threshold, const char *device,
       cfg->threshold = t;
     } else {
       warn_line(warn, warn_len, "MMTUNE_BLAS_THRESHOLD", threshold,
-                "not a number of flops >= 0; using the default 16777216");
+                "not a number of flops >= 0; using the default 33554432");
       bad++;
     }
   }

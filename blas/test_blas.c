@@ -192,7 +192,7 @@ static void test_config(void **state) {
   bl_config c;
   char warn[512];
   assert_int_equal(bl_config_parse(&c, NULL, NULL, NULL, NULL, warn, sizeof warn), 0);
-  assert_true(c.threshold == 16777216.0);
+  assert_true(c.threshold == BL_DEFAULT_THRESHOLD);
   assert_int_equal(c.device, 0);
   assert_int_equal(c.verbose, 0);
   assert_string_equal(c.cpu_library, "libblas.so.3");
@@ -207,7 +207,7 @@ static void test_config(void **state) {
   assert_int_equal(c.verbose, 2);
   assert_string_equal(c.cpu_library, "libblas.so.3");
   assert_int_equal(bl_config_parse(&c, "-5", "gpu0", "yes", NULL, warn, sizeof warn), 3);
-  assert_true(c.threshold == 16777216.0);
+  assert_true(c.threshold == BL_DEFAULT_THRESHOLD);
   assert_int_equal(c.device, 0);
   assert_int_equal(c.verbose, 0);
   assert_non_null(strstr(warn, "MMTUNE_BLAS_THRESHOLD=\"-5\" ignored"));
@@ -517,8 +517,8 @@ static void test_results(void **state) {
           failures += check_problem(&p, true);
           runs++;
         }
-  /* Larger problems: several tiles and a ragged edge on the GPU; well above 2^24 flops. */
-  static const int big[][3] = {{300, 257, 190}, {129, 513, 255}};
+  /* Larger problems: several tiles and a ragged edge on the GPU; above 2^25 flops. */
+  static const int big[][3] = {{300, 257, 250}, {129, 513, 300}};
   for (int s = 0; s < 2; s++)
     for (int t = 0; t < 4; t++) {
       problem p = {(api)(t % 3), BL_F32, t & 1, (t >> 1) & 1, big[s][0], big[s][1], big[s][2],
@@ -589,7 +589,7 @@ static void test_mode_state(void **state) {
     assert_int_equal(s.gpu_fallbacks, 0);
     assert_true(s.gpu_calls > 0);
   } else {
-    assert_true(s.threshold == 16777216.0);
+    assert_true(s.threshold == BL_DEFAULT_THRESHOLD);
     assert_true(s.cpu_calls > 0);
   }
   printf("gpu %llu cpu %llu noop %llu errors %llu fallbacks %llu gpu_state %d\n",
