@@ -596,6 +596,29 @@ cleanup:
   return rc;
 }
 
+/* One run timed as time_runs times them (an untimed run ahead, then events around the run on
+ * copy 0) into *ms. */
+static mmt_status time_one(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
+                           double *ms, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = g->cu;
+  rt_gemm_args args = copy_args(g, o, 0);
+  float run_ms = 0;
+  if ((rc = launch(user, &args, 0, err))) return rc;
+  RT_CU_CHECK(cu, cuEventRecord(g->ev[0], 0));
+  if ((rc = launch(user, &args, 0, err))) return rc;
+  RT_CU_CHECK(cu, cuEventRecord(g->ev[1], 0));
+  CUresult r = cu->cuEventSynchronize(g->ev[1]);
+  if (r != CUDA_SUCCESS) {
+    rc = rt_cu_fail(err, "timed run", r);
+    return is_sticky(r) ? MMT_ERR_FAULT : rc;
+  }
+  RT_CU_CHECK(cu, cuEventElapsedTime(&run_ms, g->ev[0], g->ev[1]));
+  *ms = run_ms;
+cleanup:
+  return rc;
+}
+
 /* The kernel could not be loaded or launched: a property of the config, not of the GPU. */
 static void launch_error(tn_measurement *out, const char *msg) {
   out->status = DB_LAUNCH_ERROR;
@@ -675,11 +698,16 @@ static mmt_status measure(tn_gpu *g, tn_launch_fn launch, void *user, const tn_m
   mmt_status rc = MMT_OK;
   if ((rc = reserve_problem(g, o, err))) return rc;
   if ((rc = prepare_inputs(g, o, err))) return rc;
-  float first_ms = 0;
-  if ((rc = verify(g, launch, user, o, &first_ms, out, err))) return rc;
+  float verify_ms = 0;
+  if ((rc = verify(g, launch, user, o, &verify_ms, out, err))) return rc;
   if (out->status != DB_OK) return MMT_OK;
+  /* The verification launch's time carries what a first launch pays (a split-K workspace
+   * allocated, the module's first use, the host enqueueing onto an idle stream): the cutoff
+   * is judged on a run timed as the others are. */
+  double first_ms = 0;
+  if ((rc = time_one(g, launch, user, o, &first_ms, err))) return rc;
   if (o->cutoff_ms > 0 && first_ms > o->cutoff_ms) {
-    /* Verified, but far behind the best so far: its first run is all it gets. */
+    /* Verified, but far behind the best so far: one timed run is all it gets. */
     set_times(out, o, (double[]){first_ms}, 1);
     return MMT_OK;
   }

@@ -30,6 +30,8 @@ static const tn_opt MEASURE_OPTS[] = {
     {"ldc", 0, "N", "row pitch of C in elements (default N)"},
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"runs", 'r', "N", "at most N timed runs (default: as tuning, up to 200 within about 100 ms)"},
+    {"cutoff", 0, "MS", "as the tuner times a candidate behind a best of MS/2: a first timed run "
+                        "slower than MS milliseconds is all it gets"},
     {"cache-dir", 0, "DIR", "cubin cache (default $MMTUNE_CACHE_DIR, else ~/.cache/mmtune/cubin)"},
     {"watchdog", 'w', "SECONDS", "a kernel with no result after this is killed (default 60)"},
 };
@@ -37,7 +39,7 @@ static const tn_opt MEASURE_OPTS[] = {
 static const tn_cmd_spec MEASURE_SPEC = {
     CMD,
     "TEMPLATE [NAME=VALUE ...] --shape MxNxK [--dtype DTYPE] [--layout LAYOUT]\n"
-    "       [--lda N --ldb N --ldc N] [--device N] [--runs N]",
+    "       [--lda N --ldb N --ldc N] [--device N] [--runs N] [--cutoff MS]",
     "Verifies and times one config of TEMPLATE on one problem as tuning does: the config is\n"
     "the template's default with the NAME=VALUE overrides (see mmtune templates); it must pass\n"
     "the template's constraints for the problem and meet its kernel's requirements (buffers\n"
@@ -58,6 +60,7 @@ typedef struct {
   gen_problem p;     /* dtype and layout borrow argv or literals */
   int device;
   int runs; /* 0: the tuner's default */
+  double cutoff_ms; /* --cutoff; 0: none */
   double watchdog_s;
   char cache_dir[4096];
   /* state */
@@ -140,7 +143,7 @@ static int parse_shape(const tn_opts *o, measure_run *r) {
   return TN_EXIT_OK;
 }
 
-/* --device, --runs, --watchdog, --cache-dir. */
+/* --device, --runs, --cutoff, --watchdog, --cache-dir. */
 static int parse_numbers(const tn_opts *o, measure_run *r) {
   const char *v;
   int64_t x;
@@ -150,6 +153,8 @@ static int parse_numbers(const tn_opts *o, measure_run *r) {
     if (tn_opt_i64(CMD, v, "--runs", 1, MAX_RUNS, &x)) return TN_EXIT_USAGE;
     r->runs = (int)x;
   }
+  if ((v = tn_opts_get(o, "cutoff")) && tn_parse_positive(v, "--cutoff", 1e9, &r->cutoff_ms, &e))
+    return tn_usage_error(CMD, "%s", e.msg);
   r->watchdog_s = DEFAULT_WATCHDOG_S;
   if ((v = tn_opts_get(o, "watchdog")) &&
       tn_parse_seconds(v, "--watchdog", 1e6, &r->watchdog_s, &e))
@@ -284,10 +289,12 @@ static int run_measure(measure_run *r) {
   rt_cubin cubin = {0};
   tn_measurement m;
   if (compile_kernel(r, &cubin, &m)) {
-    /* The tuner's options (tn_tune.c measure_one) for a first candidate: no cutoff; but
+    /* The tuner's options (tn_tune.c measure_one) for a first candidate (no cutoff unless
+     * --cutoff); but
      * warmed up as bench is, since nothing ran before it to bring the clocks up from idle. */
     tn_measure_opts mo = {.m = r->p.m, .n = r->p.n, .k = r->p.k, .lda = r->p.lda,
-                          .ldb = r->p.ldb, .ldc = r->p.ldc, .warmup_ms = 200};
+                          .ldb = r->p.ldb, .ldc = r->p.ldc, .warmup_ms = 200,
+                          .cutoff_ms = r->cutoff_ms};
     snprintf(mo.dtype, sizeof mo.dtype, "%s", r->p.dtype);
     snprintf(mo.layout, sizeof mo.layout, "%s", r->p.layout);
     mo.seed = (uint64_t)ut_unix_time() * 1000003u ^ (uint64_t)getpid();
