@@ -288,6 +288,41 @@ static void test_model_tries_every_template(void **state) {
   tn_search_free(s);
 }
 
+/* Templates take turns at the starting points: ten starts of one template, predicted well;
+ * three of the other, predicted 15x too slow, the second of them truly the fastest by far (a
+ * skinny kernel's other body, say, whose rows came from another layout).  The proposals go
+ * A, B, A, B: the other template's second start is the fourth proposal, where the best
+ * predicted starts first would have spent every start on the first template. */
+static void test_model_starts_take_turns(void **state) {
+  (void)state;
+  enum { SAME = 10, OTHER = 3 };
+  tn_candidate c[SAME + OTHER];
+  double truth[SAME + OTHER];
+  memset(c, 0, sizeof c);
+  for (int i = 0; i < SAME + OTHER; i++) {
+    const bool other = i >= SAME;
+    c[i] = (tn_candidate){.group = other, .ncoords = 1, .is_default = true};
+    c[i].coord[0] = (uint8_t)(other ? i - SAME : i);
+    truth[i] = other ? (i == SAME + 1 ? 0.2 : 0.9 + 0.01 * (i - SAME)) : 1.0 + 0.01 * i;
+    c[i].predicted = other ? 15 * truth[i] : truth[i];
+  }
+  tn_search *s = NULL;
+  ut_err err;
+  assert_int_equal(tn_search_new(TN_STRATEGY_MODEL, c, SAME + OTHER, 1, &s, &err), MMT_OK);
+  int order[SAME + OTHER], n = 0, idx;
+  while ((idx = tn_search_next(s)) >= 0) {
+    order[n++] = idx;
+    assert_int_equal(tn_search_report(s, idx, truth[idx], &err), MMT_OK);
+  }
+  assert_true(n >= 4);
+  assert_true(order[0] < SAME && order[2] < SAME);   /* the first template's best two */
+  assert_true(order[1] >= SAME && order[3] >= SAME); /* the other's two, in turn */
+  assert_true(order[1] == SAME + 1 || order[3] == SAME + 1);
+  double best_ms;
+  assert_int_equal(tn_search_best(s, &best_ms), SAME + 1);
+  tn_search_free(s);
+}
+
 static void test_anneal_is_deterministic(void **state) {
   (void)state;
   static space sp;
@@ -480,6 +515,7 @@ int main(void) {
       cmocka_unit_test(test_anneal_finds_optimum),
       cmocka_unit_test(test_model_strategy),
       cmocka_unit_test(test_model_tries_every_template),
+      cmocka_unit_test(test_model_starts_take_turns),
       cmocka_unit_test(test_anneal_is_deterministic),
       cmocka_unit_test(test_anneal_beats_random),
       cmocka_unit_test(test_tiny_spaces),

@@ -6,6 +6,7 @@
  */
 #include "tn_search.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ struct tn_search {
   /* model: per candidate, the weights and weighted log errors of the reported predictions */
   double *sw, *swl;
   int starts_proposed;
-  bool *group_tried; /* [group]: a candidate of the group has been proposed */
+  int *group_proposed; /* [group]: candidates of the group proposed so far */
 };
 
 static const char *const STRATEGY_NAMES[TN_STRATEGY_COUNT_] = {"exhaustive", "random", "anneal",
@@ -158,9 +159,9 @@ mmt_status tn_search_new(tn_strategy strategy, const tn_candidate *cands, int co
   int groups = 1;
   for (int i = 0; i < count; i++)
     if (cands[i].group >= groups) groups = cands[i].group + 1;
-  s->group_tried = calloc((size_t)groups, sizeof *s->group_tried);
+  s->group_proposed = calloc((size_t)groups, sizeof *s->group_proposed);
   if (!s->cands || !s->state || !s->kind || !s->cost || !s->order || !s->ranked || !s->sw ||
-      !s->swl || !s->group_tried) {
+      !s->swl || !s->group_proposed) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory for the search");
     goto cleanup;
   }
@@ -188,7 +189,7 @@ void tn_search_free(tn_search *s) {
   free(s->ranked);
   free(s->sw);
   free(s->swl);
-  free(s->group_tried);
+  free(s->group_proposed);
   free(s);
 }
 
@@ -260,7 +261,7 @@ static int propose(tn_search *s, int idx, int kind) {
   if (idx < 0) return -1;
   s->state[idx] = ST_PENDING;
   s->kind[idx] = (uint8_t)kind;
-  s->group_tried[s->cands[idx].group] = true;
+  s->group_proposed[s->cands[idx].group]++;
   s->unseen--;
   return idx;
 }
@@ -337,18 +338,20 @@ static int model_next(tn_search *s) {
   int best = -1;
   double best_est = INFINITY;
   /* first the starting points (the best configs of problems tuned before, the defaults), at
-   * most TN_MODEL_STARTS: the best predicted of a template (group) not measured yet, so that
-   * every template gets one measurement however the model ranks it (a template whose rows
-   * are all from other kinds of problem is the one it mispredicts), then the best predicted */
-  bool starts = s->starts_proposed < TN_MODEL_STARTS;
-  for (int pass = 0; pass < 2 && starts && best < 0; pass++)
+   * most TN_MODEL_STARTS, template (group) by template in turn: the best predicted start of
+   * the group with the fewest proposed so far, so that every template gets its measurements
+   * however the model ranks it (a template whose rows are all from other kinds of problem,
+   * another layout say, is the one it mispredicts) */
+  int fewest = INT_MAX;
+  if (s->starts_proposed < TN_MODEL_STARTS)
     for (int i = 0; i < s->count; i++) {
       if (s->state[i] != ST_UNSEEN || !s->cands[i].is_default) continue;
-      if (pass == 0 && s->group_tried[s->cands[i].group]) continue;
+      const int tried = s->group_proposed[s->cands[i].group];
       double e = model_estimate(s, i);
-      if (best < 0 || e < best_est) {
+      if (best < 0 || tried < fewest || (tried == fewest && e < best_est)) {
         best = i;
         best_est = e;
+        fewest = tried;
       }
     }
   if (best >= 0) {

@@ -50,9 +50,9 @@
  *               TN_MODEL_FAILED), averaged against TN_MODEL_PRIOR_WEIGHT of "no error".
  *               First, up to TN_MODEL_STARTS starting points (is_default: the tuner's
  *               template defaults and best configs of problems tuned before): the best
- *               predicted of each group (template) not yet tried, the best predicted group
- *               first, so that every template is measured once however the model ranks it;
- *               then the best predicted of the other starting points.  Candidates without a prediction come last.  It stops (next() returns -1
+ *               predicted start of the group (template) with the fewest candidates proposed
+ *               so far, the best predicted first among equals: templates take turns, so
+ *               each is measured however the model ranks it.  Candidates without a prediction come last.  It stops (next() returns -1
  *               with candidates unseen: tn_search_converged) once TN_MODEL_MIN_MEASURED
  *               results are finite and no unseen candidate is predicted within
  *               TN_MODEL_MARGIN of the best: the model predicts no further gain.  This is the
