@@ -181,6 +181,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
 /* Seconds left, from the problems done so far (before any: each problem's budget). */
 static double eta_seconds(const tune_run *r) {
   int left = r->nproblems - r->problems_done;
+  if (r->nshapes > 0) left += r->later_shapes * r->nproblems / r->nshapes; /* same dtypes */
   double spent = ut_now_seconds() - r->t0;
   if (r->problems_done > 0) return spent / r->problems_done * left;
   return r->budget_s > 0 ? r->budget_s * left : NAN;
@@ -524,8 +525,10 @@ int tn_cmd_tune(int argc, char **argv) {
   }
   struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
   sigaction(SIGINT, &sa, &old_sa);
+  const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
+  if (main_job) r.later_shapes = (int)(sizeof DECODE_NT_SHAPES / sizeof DECODE_NT_SHAPES[0]);
   ex = tune_pass(&r);
-  if (!ex && !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout")) {
+  if (!ex && main_job) {
     tune_free(&r);
     memset(&r, 0, sizeof r);
     if (!(ex = parse_options(&r, &o))) {

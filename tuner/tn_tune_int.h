@@ -50,6 +50,7 @@ typedef struct {
   int device;
   tn_shape *shapes;
   int nshapes;
+  int later_shapes; /* shapes of the main job's part still to come, counted in the ETA */
   gen_template **ts;
   int nts;
   const char *dtype;  /* NULL: all */
