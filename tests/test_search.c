@@ -256,6 +256,24 @@ static void test_model_strategy(void **state) {
   assert_int_equal(log.order[0], 0);
 }
 
+/* Runs the model strategy over c[0..count) to its end, reporting truth[i] for each proposal:
+ * the proposals in order into order[], their number returned, the best found in *best. */
+static int run_model_to_end(const tn_candidate *c, const double *truth, int count, int *order,
+                            int *best) {
+  tn_search *s = NULL;
+  ut_err err;
+  assert_int_equal(tn_search_new(TN_STRATEGY_MODEL, c, count, 1, &s, &err), MMT_OK);
+  int n = 0, idx;
+  while ((idx = tn_search_next(s)) >= 0) {
+    order[n++] = idx;
+    assert_int_equal(tn_search_report(s, idx, truth[idx], &err), MMT_OK);
+  }
+  double best_ms;
+  *best = tn_search_best(s, &best_ms);
+  tn_search_free(s);
+  return n;
+}
+
 /* Two templates (groups): ten starting points of one, predicted well; one of the other,
  * predicted 15x too slow (the model knows it only from other kinds of problem) but truly
  * three times faster.  The starting points go one per template first, so the other's is the
@@ -273,19 +291,11 @@ static void test_model_tries_every_template(void **state) {
     truth[i] = other ? 0.3 + 0.01 * (i - SAME) : 1.0 + 0.01 * i;
     c[i].predicted = other ? 15 * truth[i] : truth[i];
   }
-  tn_search *s = NULL;
-  ut_err err;
-  assert_int_equal(tn_search_new(TN_STRATEGY_MODEL, c, SAME + OTHER, 1, &s, &err), MMT_OK);
-  int order[SAME + OTHER], n = 0, idx;
-  while ((idx = tn_search_next(s)) >= 0) {
-    order[n++] = idx;
-    assert_int_equal(tn_search_report(s, idx, truth[idx], &err), MMT_OK);
-  }
+  int order[SAME + OTHER], best;
+  run_model_to_end(c, truth, SAME + OTHER, order, &best);
   assert_int_equal(order[0], 0);    /* the best predicted start */
   assert_int_equal(order[1], SAME); /* then the other template's, whatever its prediction */
-  double best_ms;
-  assert_int_equal(tn_search_best(s, &best_ms), SAME);
-  tn_search_free(s);
+  assert_int_equal(best, SAME);
 }
 
 /* Templates take turns at the starting points: ten starts of one template, predicted well;
@@ -306,21 +316,13 @@ static void test_model_starts_take_turns(void **state) {
     truth[i] = other ? (i == SAME + 1 ? 0.2 : 0.9 + 0.01 * (i - SAME)) : 1.0 + 0.01 * i;
     c[i].predicted = other ? 15 * truth[i] : truth[i];
   }
-  tn_search *s = NULL;
-  ut_err err;
-  assert_int_equal(tn_search_new(TN_STRATEGY_MODEL, c, SAME + OTHER, 1, &s, &err), MMT_OK);
-  int order[SAME + OTHER], n = 0, idx;
-  while ((idx = tn_search_next(s)) >= 0) {
-    order[n++] = idx;
-    assert_int_equal(tn_search_report(s, idx, truth[idx], &err), MMT_OK);
-  }
+  int order[SAME + OTHER], best;
+  const int n = run_model_to_end(c, truth, SAME + OTHER, order, &best);
   assert_true(n >= 4);
   assert_true(order[0] < SAME && order[2] < SAME);   /* the first template's best two */
   assert_true(order[1] >= SAME && order[3] >= SAME); /* the other's two, in turn */
   assert_true(order[1] == SAME + 1 || order[3] == SAME + 1);
-  double best_ms;
-  assert_int_equal(tn_search_best(s, &best_ms), SAME + 1);
-  tn_search_free(s);
+  assert_int_equal(best, SAME + 1);
 }
 
 static void test_anneal_is_deterministic(void **state) {
