@@ -101,6 +101,20 @@ void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops
 
 static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
+/* How busy an SM's FMA pipelines are (0..1] when it holds `rounds` work units of launch l: a
+ * block of few warps alone on an SM leaves them idle while it waits on memory, and the units
+ * of one SM run side by side (up to what fits: RT_MODEL_SM_THREADS; a persistent grid holds
+ * per_sm blocks).  The SM is full from RT_MODEL_BUSY_WARPS warps on.  Tensor-core math (one
+ * warpgroup's asynchronous MMAs fill them; leave-one-out over H100 rows found no gain from
+ * the term there) and unknown threads: busy. */
+static double sm_busy(const db_launch *l, double rounds, const char *math) {
+  if (!l || l->threads <= 0 || strcmp(math, "f32") != 0) return 1;
+  double fit = fmax(1, floor((double)RT_MODEL_SM_THREADS / l->threads));
+  double blocks = l->per_sm > 0 ? l->per_sm : fmin(rounds, fit);
+  double warps = blocks * ceil(l->threads / 32.0);
+  return fmin(1, warps / RT_MODEL_BUSY_WARPS);
+}
+
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
   int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
@@ -125,7 +139,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);
-  double body = rounds * fmax(unit_compute, unit_l2) + fill;
+  double body = rounds * fmax(unit_compute, unit_l2) / sm_busy(l, rounds, math) + fill;
   return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory);
 }
 

@@ -62,6 +62,8 @@
 #define RT_MODEL_UNKNOWN 1.5       /* correction of a template with no rows and no prior */
 #define RT_MODEL_LAUNCH_MS 0.003   /* a launch, and the first tile's latency */
 #define RT_MODEL_FILL_MS 0.001     /* filling a block's pipeline, once per round of work units */
+#define RT_MODEL_SM_THREADS 2048   /* threads an SM holds at most */
+#define RT_MODEL_BUSY_WARPS 8      /* warps that keep an SM's FMA pipelines busy (sm_busy) */
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */

@@ -110,10 +110,11 @@ static dtype_score *score_of(scores *sc, const char *dtype) {
   return d;
 }
 
-/* Scores one problem: *ratio (best / chosen), *top (the first ranked config was measured). */
+/* Scores one problem: *ratio (best / chosen), *top (the first ranked config was measured).
+ * why (verbose; may be NULL): the first pick, the scored one and the best, for the line. */
 static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *device,
                                 const db_problem *q, double *ratio, bool *top,
-                                double *rank_s, ut_err *err) {
+                                double *rank_s, char *why, size_t why_len, ut_err *err) {
   measured_list ml = {0};
   rt_candidate *cands = NULL;
   int n = 0;
@@ -131,6 +132,22 @@ static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *devic
     if (isnan(ms)) continue;
     *ratio = ml.v[0].ms / ms;
     *top = i == 0;
+    double best_pred = NAN; /* the best config's prediction, where it is a candidate */
+    for (int j = 0; j < n && why; j++) {
+      char key[sizeof ml.v[0].key];
+      snprintf(key, sizeof key, "%s|%s", cands[j].template_name, cands[j].params);
+      if (!strcmp(key, ml.v[0].key)) {
+        best_pred = cands[j].pred.ms;
+        break;
+      }
+    }
+    if (why)
+      snprintf(why, why_len,
+               "\n    first pick %s %s (predicted %.4f ms)\n    scored     %s %s (predicted "
+               "%.4f, measured %.4f ms)\n    best       %s (predicted %.4f, measured %.4f ms)",
+               cands[0].template_name, cands[0].params, cands[0].pred.ms,
+               cands[i].template_name, cands[i].params, cands[i].pred.ms, ms, ml.v[0].key,
+               best_pred, ml.v[0].ms);
     break;
   }
   free(cands);
@@ -157,7 +174,10 @@ static mmt_status evaluate_device(db_handle *db, const char *device, const char 
     const db_problem *q = &pl.v[i];
     double ratio;
     bool top;
-    if ((rc = score_problem(ch, db, device, q, &ratio, &top, &rank_s, err)) || isnan(ratio))
+    char why[2048] = "";
+    if ((rc = score_problem(ch, db, device, q, &ratio, &top, &rank_s, verbose ? why : NULL,
+                            sizeof why, err)) ||
+        isnan(ratio))
       continue;
     dtype_score *d = score_of(sc, q->dtype);
     if (!d) continue;
@@ -169,8 +189,9 @@ static mmt_status evaluate_device(db_handle *db, const char *device, const char 
       d->worst_at = *q;
     }
     if (verbose)
-      printf("%s %s %s %lldx%lldx%lld: %.3f%s\n", device, q->dtype, q->layout, (long long)q->m,
-             (long long)q->n, (long long)q->k, ratio, top ? "" : " (first pick unmeasured)");
+      printf("%s %s %s %lldx%lldx%lld: %.3f%s%s\n", device, q->dtype, q->layout, (long long)q->m,
+             (long long)q->n, (long long)q->k, ratio, top ? "" : " (first pick unmeasured)",
+             ratio < 0.95 ? why : "");
   }
   if (!rc && verbose && pl.count)
     printf("%s: %.2f ms a ranking (every candidate predicted and sorted)\n", device,
