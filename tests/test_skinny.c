@@ -277,13 +277,23 @@ static bool run_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k, cons
   for (size_t j = 0; j < count[2]; j++) put(&e, c0, j, sh->beta == 0.0f ? NAN : vrand(&seed));
   const size_t ao = (size_t)offset, bo = ao, co = ao;
   for (size_t j = 0; j < count[2]; j++) want[j] = NAN; /* untouched: compared bit for bit */
+  /* op(A) as m rows of kk and op(B) as n rows of kk, read once: the reference's inner loop
+   * then runs over contiguous floats */
+  double *ar = malloc((size_t)(m * kk + 1) * sizeof *ar);
+  double *br = malloc((size_t)(n * kk + 1) * sizeof *br);
+  assert_true(ar && br);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t q = 0; q < kk; q++)
+      ar[i * kk + q] = get(&e, host[0], ao + (size_t)(ta ? q * ld[0] + i : i * ld[0] + q));
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t q = 0; q < kk; q++)
+      br[j * kk + q] = get(&e, host[1], bo + (size_t)(tb ? j * ld[1] + q : q * ld[1] + j));
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double acc = 0, sabs = 0;
+      const double *ai = ar + i * kk, *bj = br + j * kk;
       for (int64_t q = 0; q < kk; q++) {
-        const double prod =
-            (double)get(&e, host[0], ao + (size_t)(ta ? q * ld[0] + i : i * ld[0] + q)) *
-            get(&e, host[1], bo + (size_t)(tb ? j * ld[1] + q : q * ld[1] + j));
+        const double prod = ai[q] * bj[q];
         acc += prod;
         sabs += fabs(prod);
       }
@@ -345,6 +355,8 @@ static bool run_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k, cons
   free(got);
   free(want);
   free(absum);
+  free(ar);
+  free(br);
   return true;
 }
 
