@@ -350,11 +350,23 @@ static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
   return MMT_OK;
 }
 
+/* Whether list entry (tname, params) is in RT_FOR_UNALIGNED. */
+static bool for_unaligned_only(const char *tname, const char *params) {
+  static const struct {
+    const char *name, *params;
+  } list[] = RT_FOR_UNALIGNED;
+  for (size_t i = 0; params && i < sizeof list / sizeof list[0]; i++)
+    if (!strcmp(list[i].name, tname) && !strcmp(list[i].params, params)) return true;
+  return false;
+}
+
 /* A config without rows of this GPU model: a default or built-in one (skipped when the model
- * has rows of it under the template's current source, or it is listed already). */
+ * has rows of it under the template's current source, or it is listed already, or it is for
+ * misaligned problems only and p is aligned). */
 static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname,
                                   const char *params, const gen_problem *p, cand_list *l,
                                   ut_err *err) {
+  if (p->align_bytes >= 16 && for_unaligned_only(tname, params)) return MMT_OK;
   gen_template *t = NULL;
   gen_config cfg;
   char text[256];

