@@ -134,8 +134,12 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   double unit_bytes = ((double)(tm + tn) * kslice + (double)tm * (double)tn) * elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
+  /* DRAM's bandwidth needs loads in flight from most SMs: a grid of fewer work units than
+   * RT_MODEL_DRAM_SMS of the SMs gets its share of it (a 4096-wide decode GEMM in 64 tiles
+   * streams its weights at about half the copy bandwidth) */
+  double busy_sms = fmin((double)units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
   double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
-                      elem / dram;
+                      elem / (dram * fmin(1, busy_sms));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);

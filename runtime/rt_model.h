@@ -67,6 +67,7 @@
 #define RT_MODEL_FILL_MS 0.001     /* filling a block's pipeline, once per round of work units */
 #define RT_MODEL_SM_THREADS 2048   /* threads an SM holds at most */
 #define RT_MODEL_BUSY_WARPS 8      /* warps that keep an SM's FMA pipelines busy (sm_busy) */
+#define RT_MODEL_DRAM_SMS 0.75     /* share of the SMs whose loads in flight fill DRAM */
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */

@@ -46,8 +46,10 @@ static const tn_shape DEFAULT_SHAPES[] = {
  * dot product along K against an axpy over N), and mma_sync's small blocks stream W in another
  * order, so their rows in nn say little about the layout applications call at batch 1 to 32.
  * Batch 16 on a weight of twice the L2 (112 MiB in 16 bits): what streaming W from DRAM costs
- * each kernel, which a 32 MiB weight (batch 1 here) partly hides in the L2. */
-static const tn_shape DECODE_NT_SHAPES[] = {{1, 4096, 4096}, {16, 14336, 4096}};
+ * each kernel, which a 32 MiB weight (batch 1 here) partly hides in the L2.  And batch 8 on a
+ * 5120-wide weight: 80 column tiles of 64, fewer than the SMs, where split-K (more blocks
+ * streaming W) decides the speed of every narrow layer. */
+static const tn_shape DECODE_NT_SHAPES[] = {{1, 4096, 4096}, {16, 14336, 4096}, {8, 5120, 5120}};
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -55,7 +57,7 @@ static const tn_opt TUNE_OPTS[] = {
      "the GPUs of each model, results merged into --db"},
     {"shapes", 's', "FILE|MxNxK,...",
      "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
-     "1x4096x4096 and 16x14336x4096 in nt, the decode end of a Linear layer)"},
+     "1x4096x4096, 16x14336x4096 and 8x5120x5120 in nt, the decode end of a Linear layer)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
