@@ -81,9 +81,11 @@ typedef struct {
 typedef struct {
   int64_t m_multiple, n_multiple, k_multiple; /* 1 = any */
   int align_bytes;                            /* base pointers and rows aligned to this; >= elem */
-  bool repack; /* the runtime copies A, B and C into 16-byte aligned buffers (rows padded)
-                  whenever the problem is not so aligned, runs the kernel on the copies and
+  bool repack; /* the runtime copies each of A, B and C that is not 16-byte aligned (base or
+                  row pitch) into an aligned buffer (rows padded), runs the kernel there and
                   copies C back: align_bytes is then met whatever the caller's pointers */
+  bool c_any_align; /* with repack: the kernel stores (and reads) C at any alignment, testing
+                       C's base and pitch itself, so the runtime leaves C in place */
 } gen_requires;
 
 /* A TMA tensor map over one operand, encoded by the runtime for each launch and passed after

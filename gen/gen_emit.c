@@ -279,18 +279,19 @@ static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
                      "requires.align = %lld: it must be a power of two from the element size "
                      "(%d) to 16",
                      (long long)v[3], elem);
-  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3], false};
+  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3], false, false};
   return MMT_OK;
 }
 
-/* repack: optional boolean (kept in requires: it changes what the problem must satisfy). */
+/* repack and store_any_align: optional booleans (kept in requires: they change what the problem
+ * must satisfy and what the runtime copies); store_any_align only with repack. */
 static mmt_status read_repack(lua_State *L, int res, emit_ctx *c) {
-  int ty = gen_raw_field(L, res, "repack");
-  bool ok = ty == LUA_TNIL || ty == LUA_TBOOLEAN;
-  c->out->requires.repack = ty == LUA_TBOOLEAN && lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  if (!ok) return emit_fail(c, "repack that is not a boolean");
-  return MMT_OK;
+  gen_requires *r = &c->out->requires;
+  mmt_status rc = read_flag(L, res, c, "repack", &r->repack);
+  if (!rc) rc = read_flag(L, res, c, "store_any_align", &r->c_any_align);
+  if (!rc && r->c_any_align && !r->repack)
+    return emit_fail(c, "store_any_align without repack");
+  return rc;
 }
 
 /* arch: optional "sm_<digits>" with an optional 'a' (architecture-specific features). */
@@ -390,7 +391,7 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 
 static const char *const emit_fields[] = {
     "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
-    "dependent_launch", "arch", "tensor_maps", "repack", "workspace", NULL};
+    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -405,7 +406,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
-                                "tensor_maps, repack, workspace)",
+                                "tensor_maps, repack, store_any_align, workspace)",
                                 key);
       lua_pop(L, 1);
       return rc;

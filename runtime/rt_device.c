@@ -320,12 +320,20 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   return rc;
 }
 
-/* Whether the call's base addresses and row pitches meet the kernel's alignment. */
-static bool aligned_enough(const rt_kernel *k, const rt_gemm_args *a) {
+/* Whether operand i (0 A, 1 B, 2 C) of the call meets the kernel's alignment where it is: its
+ * base address and row pitch.  C always does for a kernel that stores it at any alignment. */
+static bool operand_aligned(const rt_kernel *k, const rt_gemm_args *a, int i) {
+  if (i == 2 && k->requires.c_any_align) return true;
   const uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
-  const uint64_t v[] = {a->a, a->b, a->c, (uint64_t)a->lda * elem, (uint64_t)a->ldb * elem,
-                        (uint64_t)a->ldc * elem};
-  return gen_align_bytes(v, 6) >= k->requires.align_bytes;
+  const CUdeviceptr ptr[3] = {a->a, a->b, a->c};
+  const int64_t ld[3] = {a->lda, a->ldb, a->ldc};
+  const uint64_t v[] = {ptr[i], (uint64_t)ld[i] * elem};
+  return gen_align_bytes(v, 2) >= k->requires.align_bytes;
+}
+
+/* Whether the call's operands meet the kernel's alignment as they are. */
+static bool aligned_enough(const rt_kernel *k, const rt_gemm_args *a) {
+  return operand_aligned(k, a, 0) && operand_aligned(k, a, 1) && operand_aligned(k, a, 2);
 }
 
 /* One matrix as stored: `rows` rows of `width` bytes, `pitch` bytes apart. */
@@ -356,9 +364,11 @@ cleanup:
 static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
                                 const unsigned grid[3], CUstream stream, ut_err *err);
 
-/* A repack kernel on a call that is not 16-byte aligned: A, B and C (C only when beta reads
- * it) copied into one buffer from the scratch pool with every row padded to a multiple of 16
- * bytes, the kernel run there, C copied back, the buffer freed, all in stream order. */
+/* A repack kernel on a call that is not 16-byte aligned: each operand that is not (C only
+ * when beta reads it) copied into one buffer from the scratch pool with every row padded to a
+ * multiple of 16 bytes, the kernel run there, a copied C copied back, the buffer freed, all in
+ * stream order.  Aligned operands stay where they are: a misaligned A costs a copy of A only,
+ * not of a C that may be a hundred times larger. */
 static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
                                   const unsigned grid[3], CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -370,27 +380,30 @@ static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_
   const int64_t ld[3] = {args->lda, args->ldb, args->ldc};
   rt_rows src[3], dst[3];
   uint64_t offset[3], total = 0;
+  bool copied[3];
   for (int i = 0; i < 3; i++) {
     src[i] = (rt_rows){ptr[i], (uint64_t)rows[i], (uint64_t)width[i] * elem,
                        (uint64_t)ld[i] * elem};
+    copied[i] = !operand_aligned(k, args, i);
     uint64_t pitch = (src[i].width + 15) / 16 * 16;
-    dst[i] = (rt_rows){0, src[i].rows, src[i].width, pitch ? pitch : 16};
+    dst[i] = copied[i] ? (rt_rows){0, src[i].rows, src[i].width, pitch ? pitch : 16} : src[i];
     offset[i] = total; /* each copy starts 16-byte aligned: pitches are multiples of 16 */
-    total += dst[i].rows * dst[i].pitch;
+    if (copied[i]) total += dst[i].rows * dst[i].pitch;
   }
   CUdeviceptr buf = 0;
   RT_CU_CHECK(cu, cuMemAllocFromPoolAsync(&buf, total ? total : 16, k->scratch, stream));
-  for (int i = 0; i < 3; i++) dst[i].ptr = buf + offset[i];
-  if ((rc = copy_rows(cu, &dst[0], &src[0], stream, err)) ||
-      (rc = copy_rows(cu, &dst[1], &src[1], stream, err)) ||
-      (args->beta != 0.0f && (rc = copy_rows(cu, &dst[2], &src[2], stream, err))))
+  for (int i = 0; i < 3; i++)
+    if (copied[i]) dst[i].ptr = buf + offset[i];
+  if ((copied[0] && (rc = copy_rows(cu, &dst[0], &src[0], stream, err))) ||
+      (copied[1] && (rc = copy_rows(cu, &dst[1], &src[1], stream, err))) ||
+      (copied[2] && args->beta != 0.0f && (rc = copy_rows(cu, &dst[2], &src[2], stream, err))))
     goto cleanup;
   rt_gemm_args inner = *args;
   inner.a = dst[0].ptr, inner.b = dst[1].ptr, inner.c = dst[2].ptr;
   inner.lda = (int64_t)(dst[0].pitch / elem), inner.ldb = (int64_t)(dst[1].pitch / elem);
   inner.ldc = (int64_t)(dst[2].pitch / elem);
   if ((rc = launch_direct(cu, k, &inner, grid, stream, err))) goto cleanup;
-  rc = copy_rows(cu, &src[2], &dst[2], stream, err);
+  if (copied[2]) rc = copy_rows(cu, &src[2], &dst[2], stream, err);
 cleanup:
   if (buf) {
     CUresult r = cu->cuMemFreeAsync(buf, stream);

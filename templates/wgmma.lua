@@ -438,9 +438,13 @@ local epilogue32 = [[
     /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C; each thread stores pairs
      * of neighbouring columns (accumulators 4j + 2h, 4j + 2h + 1: row ... + 8h, columns
      * 8j + 2 * (lane % 4), + 1).  A tile wholly inside C with beta == 0 (the common case)
-     * takes a path without tests. */
+     * takes a path without tests.  c_vec: C's base and row pitch allow the 8-byte pair stores
+     * (always, but for a repack kernel, which leaves a misaligned C in place: it then stores
+     * one element at a time). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
-    if (m_left >= BM && n_left >= BN && beta == 0.0f) {
+    const bool c_vec = ((reinterpret_cast<unsigned long long>(Cg) |
+                         (unsigned long long)ldc * sizeof(elem_t)) & 7) == 0;
+    if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec) {
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -519,10 +523,14 @@ local epilogue16 = [[
      * its row, one 16-byte store (col0 and ldc keep it aligned: requires.align = 16).  With
      * beta != 0 the floats themselves are exchanged (lo and hi halves apart), so that C is
      * rounded once, after beta * C is added.  A tile wholly inside C with beta == 0 (the
-     * common case) takes a path without tests. */
+     * common case) takes a path without tests.  c_vec: C's base and row pitch allow the
+     * 16-byte stores (always, but for a repack kernel, which leaves a misaligned C in place:
+     * it then loads and stores one element at a time). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
     const int q = lane & 3;
-    const bool full_tile = m_left >= BM && n_left >= BN;
+    const bool c_vec = ((reinterpret_cast<unsigned long long>(Cg) |
+                         (unsigned long long)ldc * sizeof(elem_t)) & 15) == 0;
+    const bool full_tile = m_left >= BM && n_left >= BN && c_vec;
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -542,15 +550,19 @@ local epilogue16 = [[
             if (full_tile) {
               *reinterpret_cast<uint4*>(c_row + c) = v;
             } else if (r < m_left) {
-              if (c + 8 <= n_left) {
+              if (c_vec && c + 8 <= n_left) {
                 *reinterpret_cast<uint4*>(c_row + c) = v;
               } else {
                 const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                   const int ct = c + 2 * t;
-                  if (ct + 1 < n_left) *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
-                  else if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
+                  if (c_vec && ct + 1 < n_left) {
+                    *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
+                  } else {
+                    if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
+                    if (ct + 1 < n_left) c_row[ct + 1] = (elem_t)(w[t] >> 16);
+                  }
                 }
               }
             }
@@ -563,7 +575,7 @@ local epilogue16 = [[
 #pragma unroll
           for (int g = 0; g < BN / 32; ++g) {
             const int c = g * 32 + q * 8;
-            old[g] = r < m_left && c + 8 <= n_left
+            old[g] = c_vec && r < m_left && c + 8 <= n_left
                          ? C_LOAD(reinterpret_cast<const uint4*>(c_row + c))
                          : make_uint4(0u, 0u, 0u, 0u);
           }
@@ -582,7 +594,7 @@ local epilogue16 = [[
             const float fh[4] = {__uint_as_float(vh.x), __uint_as_float(vh.y),
                                  __uint_as_float(vh.z), __uint_as_float(vh.w)};
             if (r >= m_left) continue; /* after the shuffles, which need every lane */
-            if (c + 8 <= n_left) {
+            if (c_vec && c + 8 <= n_left) {
               *reinterpret_cast<uint4*>(c_row + c) =
                   make_uint4(pair_bits(fl[0], fh[0], old[g].x, beta),
                              pair_bits(fl[1], fh[1], old[g].y, beta),
@@ -592,11 +604,14 @@ local epilogue16 = [[
 #pragma unroll
               for (int t = 0; t < 4; ++t) {
                 const int ct = c + 2 * t;
-                if (ct + 1 < n_left) {
+                if (c_vec && ct + 1 < n_left) {
                   unsigned* const p = reinterpret_cast<unsigned*>(c_row + ct);
                   *p = pair_bits(fl[t], fh[t], C_LOAD(p), beta);
-                } else if (ct < n_left) {
-                  c_row[ct] = to_elem(fl[t] + beta * to_float(C_LOAD(c_row + ct)));
+                } else {
+                  if (ct < n_left)
+                    c_row[ct] = to_elem(fl[t] + beta * to_float(C_LOAD(c_row + ct)));
+                  if (ct + 1 < n_left)
+                    c_row[ct + 1] = to_elem(fh[t] + beta * to_float(C_LOAD(c_row + ct + 1)));
                 }
               }
             }
@@ -627,7 +642,7 @@ local dtype_info = {
     wgmma_type = "tf32.tf32", epilogue_helpers = "",
     store_full = "            *reinterpret_cast<float2*>(c_row + c) = make_float2(v0, v1);",
     store = [[
-            if (c + 1 < n_left) { /* the pair is inside C: one 8-byte store (ldc, col0, c even) */
+            if (c_vec && c + 1 < n_left) { /* the pair is inside C: one 8-byte store */
               float2* const p = reinterpret_cast<float2*>(c_row + c);
               if (beta != 0.0f) {
                 const float2 old = C_LOAD(p);
@@ -635,8 +650,10 @@ local dtype_info = {
                 v1 += beta * old.y;
               }
               *p = make_float2(v0, v1);
-            } else { /* the last column of an odd N */
+            } else { /* the last column of an odd N, or a C not 8-byte aligned */
               c_row[c] = beta == 0.0f ? v0 : v0 + beta * C_LOAD(c_row + c);
+              if (c + 1 < n_left)
+                c_row[c + 1] = beta == 0.0f ? v1 : v1 + beta * C_LOAD(c_row + c + 1);
             }]],
   },
 }
@@ -841,6 +858,8 @@ return {
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,
+      -- the epilogue tests C's alignment (c_vec): a repack launch copies only A and B
+      store_any_align = p.repack == 1,
       -- split > 1 keeps per-tile semaphores in module globals: two launches must not overlap.
       exclusive = p.split > 1,
       -- Otherwise a launch may start while the kernel before it finishes: every thread waits

@@ -419,7 +419,7 @@ static void test_grid_eval(void **state) {
 
 static void test_requires_met(void **state) {
   (void)state;
-  gen_requires r = {1, 1, 1, 4, false};
+  gen_requires r = {1, 1, 1, 4, false, false};
   gen_problem p = {"f32", "nn", 17, 33, 65, 65, 33, 33, 4};
   assert_true(gen_requires_met(&r, &p));
   p.align_bytes = 2;
@@ -436,7 +436,7 @@ static void test_requires_met(void **state) {
   assert_false(gen_requires_met(&r, &p));
   p.ldc = 40;
   assert_true(gen_requires_met(&r, &p));
-  gen_requires tiles = {16, 8, 4, 16, false};
+  gen_requires tiles = {16, 8, 4, 16, false, false};
   assert_false(gen_requires_met(&tiles, &p)); /* 17 is not a multiple of 16 */
   p.m = 32;
   assert_false(gen_requires_met(&tiles, &p)); /* 33 is not a multiple of 8 */
@@ -866,6 +866,7 @@ static void test_malformed_emit(void **state) {
   assert_int_equal(k.grid[0].dim, 'S');
   assert_int_equal(k.grid[0].tile, 2);
   assert_true(k.requires.repack);
+  assert_true(k.requires.c_any_align);
   assert_int_equal(k.ntensor_maps, 2);
   assert_int_equal(k.tensor_maps[0].operand, 'A');
   assert_int_equal(k.tensor_maps[0].box[0], 32);
@@ -874,6 +875,9 @@ static void test_malformed_emit(void **state) {
   assert_int_equal(k.tensor_maps[1].operand, 'B');
   assert_int_equal(k.tensor_maps[1].swizzle, 0);
   gen_kernel_clear(&k);
+  cfg.v[0]++; /* store_any_align means nothing without repack */
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "store_any_align without repack"));
   gen_free(t);
   assert_good_still_works();
 }

@@ -672,7 +672,7 @@ static mmt_status load_src(const rt_device *d, const char *src, const char *name
   spec.grid[0] = (gen_grid_dim){'M', threads};
   spec.grid[1] = spec.grid[2] = (gen_grid_dim){0, 1};
   spec.shared_bytes = shared;
-  spec.requires = (gen_requires){1, 1, 1, 4, false};
+  spec.requires = (gen_requires){1, 1, 1, 4, false, false};
   rc = rt_kernel_load(d, &c, &spec, k, e);
   rt_cubin_free(&c);
   return rc;

@@ -372,6 +372,7 @@ static void test_emit_all(void **state) {
     else
       tc_grid_is(&k, 'N', p.bn, 'M', p.bm, 0, p.split);
     assert_int_equal(k.requires.repack, p.repack == 1);
+    assert_int_equal(k.requires.c_any_align, p.repack == 1);
     assert_non_null(strstr(k.source, name));
     assert_non_null(
         strstr(k.source, "extern \"C\" __global__ void __launch_bounds__(THREADS, BLOCKS)"));
@@ -426,15 +427,18 @@ static void test_emit_all(void **state) {
     };
     for (int i = 0; i < COUNT(ptx); i++) assert_non_null(strstr(k.source, ptx[i]));
     /* the epilogue: tf32 stores pairs, with a path without tests for whole tiles with beta ==
-     * 0; 16-bit types exchange within quads and store 16 bytes, masked at the edges */
+     * 0; 16-bit types exchange within quads and store 16 bytes, masked at the edges; both
+     * store element by element where C is not aligned for that (c_vec) */
+    assert_non_null(strstr(k.source, "const bool c_vec = "));
     if (tf32) {
-      assert_non_null(strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f) {"));
+      assert_non_null(
+          strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec) {"));
       assert_non_null(strstr(k.source, "*p = make_float2(v0, v1);"));
       assert_null(strstr(k.source, "quad_transpose"));
     } else {
       assert_non_null(strstr(k.source, "const uint4 v = quad_transpose(p, lane);"));
       assert_non_null(strstr(k.source, "*reinterpret_cast<uint4*>(c_row + c) = v;"));
-      assert_non_null(strstr(k.source, "if (c + 8 <= n_left) {"));
+      assert_non_null(strstr(k.source, "if (c_vec && c + 8 <= n_left) {"));
     }
     snprintf(line, sizeof line, "#define PRODUCER_REGS %d\n",
              consumer_regs_of(&p) ? 24 : 0);
@@ -617,31 +621,38 @@ typedef struct {
   float alpha, beta;
   int pad;
   bool big;
-  bool odd; /* rows one element longer than they hold and bases one element past 16-byte
-               alignment: only repack kernels take these */
+  int odd; /* operands (ODD_A | ODD_B | ODD_C) whose rows are one element longer than they hold
+              and whose bases are one element past 16-byte alignment: only repack kernels
+              take these */
 } gemm_shape;
 
+enum { ODD_A = 1, ODD_B = 2, ODD_C = 4, ODD_ALL = 7 };
+
 static const gemm_shape k_shapes[] = {
-    {1, 1, 1, 1.0f, 0.0f, 0, false, false},       {17, 33, 65, 1.5f, 0.5f, 1, false, false},
-    {127, 257, 1023, 1.0f, 0.0f, 0, false, false}, {300, 520, 64, -0.5f, 2.0f, 2, false, false},
-    {129, 200, 136, 2.0f, -1.0f, 0, false, false}, {5, 3, 0, 1.0f, 0.5f, 0, false, false},
-    {40, 24, 0, 1.0f, 0.0f, 1, false, false},      {64, 8, 200, 1.0f, 0.0f, 0, false, false},
-    {1000, 1000, 1000, 0.75f, 0.0f, 0, true, false},
+    {1, 1, 1, 1.0f, 0.0f, 0, false, 0},       {17, 33, 65, 1.5f, 0.5f, 1, false, 0},
+    {127, 257, 1023, 1.0f, 0.0f, 0, false, 0}, {300, 520, 64, -0.5f, 2.0f, 2, false, 0},
+    {129, 200, 136, 2.0f, -1.0f, 0, false, 0}, {5, 3, 0, 1.0f, 0.5f, 0, false, 0},
+    {40, 24, 0, 1.0f, 0.0f, 1, false, 0},      {64, 8, 200, 1.0f, 0.0f, 0, false, 0},
+    {1000, 1000, 1000, 0.75f, 0.0f, 0, true, 0},
 };
 
-/* Unaligned shapes for repack kernels: odd pitches, bases off by one element. */
+/* Unaligned shapes for repack kernels: odd pitches, bases off by one element; every operand,
+ * then C alone (the kernel stores it in place, element by element), then A or B alone (only
+ * that one is copied). */
 static const gemm_shape k_odd_shapes[] = {
-    {1, 1, 1, 1.0f, 0.0f, 0, false, true},      {17, 33, 65, 1.5f, 0.5f, 0, false, true},
-    {127, 257, 1023, 1.0f, 0.0f, 2, false, true}, {300, 520, 64, -0.5f, 2.0f, 0, false, true},
-    {5, 3, 0, 1.0f, 0.5f, 0, false, true},
+    {1, 1, 1, 1.0f, 0.0f, 0, false, ODD_ALL},      {17, 33, 65, 1.5f, 0.5f, 0, false, ODD_ALL},
+    {127, 257, 1023, 1.0f, 0.0f, 2, false, ODD_ALL}, {300, 520, 64, -0.5f, 2.0f, 0, false, ODD_ALL},
+    {5, 3, 0, 1.0f, 0.5f, 0, false, ODD_ALL},        {130, 200, 72, 1.0f, 0.0f, 0, false, ODD_C},
+    {131, 67, 129, -1.5f, 0.5f, 1, false, ODD_C},    {70, 130, 96, 1.0f, 0.0f, 0, false, ODD_A},
+    {66, 129, 200, 0.5f, 2.0f, 0, false, ODD_B},
 };
 
-/* Row pitch in elements: width rounded up to 16 bytes, plus pad units of 16 bytes; for an odd
- * shape, width + 1 + pad. */
-static int64_t shape_pitch(const gemm_shape *s, int64_t width, int bytes) {
+/* Row pitch in elements of the operand `which` (ODD_A, ODD_B or ODD_C): width rounded up to 16
+ * bytes, plus pad units of 16 bytes; for an odd operand, width + 1 + pad. */
+static int64_t shape_pitch(const gemm_shape *s, int which, int64_t width, int bytes) {
   const int64_t unit = 16 / bytes;
   const int64_t w = width > 0 ? width : 1;
-  if (s->odd) return w + 1 + s->pad;
+  if (s->odd & which) return w + 1 + s->pad;
   return (w + unit - 1) / unit * unit + s->pad * unit;
 }
 
@@ -672,9 +683,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
   const bool ta = layout[0] == 't', tb = layout[1] == 't';
   const elem_kind ek = {gen_dtype_size(dtype), strcmp(dtype, "f16") == 0};
   const double unit = ek.bytes == 4 ? 0x1p-24 : ek.f16 ? 0x1p-11 : 0x1p-8; /* of the output */
-  const int64_t lda = shape_pitch(s, ta ? s->m : s->k, ek.bytes);
-  const int64_t ldb = shape_pitch(s, tb ? s->k : s->n, ek.bytes);
-  const int64_t ldc = shape_pitch(s, s->n, ek.bytes);
+  const int64_t lda = shape_pitch(s, ODD_A, ta ? s->m : s->k, ek.bytes);
+  const int64_t ldb = shape_pitch(s, ODD_B, tb ? s->k : s->n, ek.bytes);
+  const int64_t ldc = shape_pitch(s, ODD_C, s->n, ek.bytes);
   const size_t na = (size_t)((ta ? s->k : s->m) * lda) + 1;
   const size_t nb = (size_t)((tb ? s->n : s->k) * ldb) + 1;
   const size_t nc = (size_t)(s->m * ldc);
@@ -716,9 +727,11 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       want[at] = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * want[at]);
       slack[at] = 0x1p-20 * absum[at] + (double)(split - 1) * unit * (absum[at] + old);
     }
-  const size_t eb = (size_t)ek.bytes, off = s->odd ? eb : 0;
-  CUdeviceptr da = to_device_at(cu, a, na * eb, off), db = to_device_at(cu, b, nb * eb, off);
-  CUdeviceptr dc = to_device_at(cu, c0, nc * eb, off);
+  const size_t eb = (size_t)ek.bytes;
+  const size_t off_a = s->odd & ODD_A ? eb : 0, off_b = s->odd & ODD_B ? eb : 0;
+  const size_t off_c = s->odd & ODD_C ? eb : 0;
+  CUdeviceptr da = to_device_at(cu, a, na * eb, off_a), db = to_device_at(cu, b, nb * eb, off_b);
+  CUdeviceptr dc = to_device_at(cu, c0, nc * eb, off_c);
   const rt_gemm_args args = {.m = s->m, .n = s->n, .k = s->k, .alpha = s->alpha,
                              .beta = s->beta, .a = da, .b = db, .c = dc,
                              .lda = lda, .ldb = ldb, .ldc = ldc};
@@ -745,9 +758,9 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
       }
     }
   }
-  assert_int_equal(cu->cuMemFree(da - off), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(db - off), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(dc - off), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(da - off_a), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(db - off_b), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemFree(dc - off_c), CUDA_SUCCESS);
   free(a);
   free(b);
   free(c);
@@ -788,9 +801,9 @@ static gen_problem shape_problem(const gemm_shape *s, const char *dtype, const c
                        s->m,
                        s->n,
                        s->k,
-                       shape_pitch(s, ta ? s->m : s->k, bytes),
-                       shape_pitch(s, tb ? s->k : s->n, bytes),
-                       shape_pitch(s, s->n, bytes),
+                       shape_pitch(s, ODD_A, ta ? s->m : s->k, bytes),
+                       shape_pitch(s, ODD_B, tb ? s->k : s->n, bytes),
+                       shape_pitch(s, ODD_C, s->n, bytes),
                        s->odd ? bytes : 16};
 }
 
