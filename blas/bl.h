@@ -3,8 +3,9 @@
  * bl_blas.c; they check their arguments (bl_check.c), turn every call into one column-major
  * bl_gemm, and route it (bl_route.c) to the GPU (bl_gpu.c) or the CPU (bl_cpu.c).
  *
- * bl_check.c, bl_route.c and bl_ref.c are pure (no CUDA, no dlopen, no globals): the unit
- * test links them directly (libmmt_blas_core.a).
+ * bl_check.c, bl_route.c, bl_ref.c and bl_stage.c are pure (no CUDA, no dlopen, no
+ * globals), and bl_pool.c keeps no globals either (its threads belong to a pool object): the
+ * unit test links them directly (libmmt_blas_core.a).
  */
 #ifndef MMT_BL_H
 #define MMT_BL_H
@@ -94,19 +95,28 @@ int bl_cblas_user_info(bl_cblas_error e);
 #define BL_DEFAULT_THRESHOLD 33554432.0
 #define BL_DEFAULT_CPU_LIBRARY "libblas.so.3"
 
+/* MMTUNE_BLAS_STAGING: how the GPU path moves matrices between host and device. */
+typedef enum {
+  BL_STAGE_DIRECT = 0, /* 2D copies straight from and to the caller's (pageable) memory */
+  BL_STAGE_PINNED = 1, /* large parts through pinned slots, host copies on several threads */
+  BL_STAGE_PANELS = 2  /* the default: and wide C in column panels, uploads beside kernels */
+} bl_staging;
+
 typedef struct {
   double threshold; /* MMTUNE_BLAS_THRESHOLD */
   int device;       /* MMTUNE_BLAS_DEVICE */
+  bl_staging staging; /* MMTUNE_BLAS_STAGING */
   int verbose;      /* MMTUNE_BLAS_VERBOSE: 0, 1 (lifecycle, summary at exit), 2 (+ mmtune's
                        kernel choices) */
   char cpu_library[1024]; /* MMTUNE_BLAS_CPU_LIBRARY */
 } bl_config;
 
-/* Fills cfg from the values of the four variables (each may be NULL: unset).  An invalid
+/* Fills cfg from the values of the five variables (each may be NULL: unset).  An invalid
  * value keeps the default and appends one line naming it to warn (NUL-terminated, may be
  * truncated).  Returns the number of invalid values. */
 int bl_config_parse(bl_config *cfg, const char *threshold, const char *device,
-                    const char *verbose, const char *cpu_library, char *warn, size_t warn_len);
+                    const char *verbose, const char *cpu_library, const char *staging,
+                    char *warn, size_t warn_len);
 
 /* True when the call computes nothing: M or N == 0, or (alpha or K == 0) and beta == 1. */
 bool bl_is_noop(const bl_gemm *g);
@@ -143,6 +153,93 @@ typedef struct {
 /* Plans g (an fp32 call: bl_elem BL_F32) for the GPU.  False when it cannot be done that way
  * (a pitch above BL_MAX_PITCH, or a size that overflows size_t): the call goes to the CPU. */
 bool bl_plan_gpu(const bl_gemm *g, bl_plan *p);
+
+/* ---- staging through pinned host memory (bl_stage.c) ---- */
+
+/* A part of a stored matrix: rows x cols elements from (row0, col0), in elements. */
+typedef struct {
+  size_t row0, col0, rows, cols;
+} bl_rect;
+
+/* How a part of an operand travels through slots (pinned host buffers) of slot_elems
+ * elements: in chunks, each packed in a slot with `pitch` elements from one column to the
+ * next.  A part of whole columns is packed at the device's leading dimension (pitch =
+ * dev_ld), so that a chunk is one contiguous range of the device buffer; a part of some rows
+ * only (a row range of B, for a column panel of C with trans_b) is packed tightly (pitch =
+ * its rows).  Chunks hold chunk_cols columns (the last may hold fewer), as many as a slot
+ * takes, evened out so that the chunks are about the same size.  When one column does not
+ * fit a slot, a chunk is one column's piece of chunk_rows rows (the last piece of a column
+ * may have fewer), `pieces` a column. */
+typedef struct {
+  bl_rect part;
+  size_t pitch;      /* elements between columns in a slot (pieces: chunk_rows) */
+  size_t chunk_rows; /* rows of a chunk: part.rows, or a piece of a column */
+  size_t chunk_cols; /* columns of a chunk: 1 when pieces > 1 */
+  size_t pieces;     /* chunks per column group: 1 unless a column exceeds a slot */
+  size_t count;      /* chunks in all (0 for an empty part) */
+  bool contiguous;   /* whole columns at pitch dev_ld: a chunk's DMA moves pitch elements a
+                        column, the padding too, one contiguous range on both sides */
+} bl_stage;
+
+/* Plans moving `part` of op through slots of slot_elems elements.  False when slot_elems is
+ * 0 or the chunk count overflows. */
+bool bl_stage_plan(const bl_operand *op, bl_rect part, size_t slot_elems, bl_stage *s);
+/* Chunk i (< s->count) of a plan, in the operand's coordinates; chunk i + 1 follows chunk i
+ * (down a column, then to the next columns). */
+bl_rect bl_stage_chunk(const bl_stage *s, size_t i);
+/* The elements of each of chunk c's columns that its DMA moves: s->pitch when contiguous,
+ * else c.rows.  The slot holds them at s->pitch, the device at the operand's dev_ld. */
+size_t bl_stage_width(const bl_stage *s, bl_rect c);
+
+/* Column panels of C: `count` calls of mmt_gemm on `width` columns each (the last may be
+ * narrower), so that the upload of panel j + 1's B and C runs while panel j computes. */
+typedef struct {
+  size_t count, width;
+} bl_panels;
+
+#define BL_PANEL_MIN ((size_t)1024) /* columns: each panel's kernel stays a large one */
+#define BL_PANEL_ALIGN ((size_t)256) /* widths: a multiple (keeps B's row offsets aligned) */
+#define BL_PANEL_MIN_B ((size_t)16 << 20) /* bytes of B below which there is little to hide */
+#define BL_PANELS_MAX 4
+
+/* The panels of a planned call: one panel unless B is read, holds at least BL_PANEL_MIN_B
+ * bytes and C has 2 * BL_PANEL_MIN columns or more; then 2 to max_panels (at most
+ * BL_PANELS_MAX) panels, each but the last at least BL_PANEL_MIN columns wide, the width a
+ * multiple of BL_PANEL_ALIGN. */
+bl_panels bl_plan_panels(const bl_plan *p, size_t max_panels);
+/* Panel j's columns of C (*c) and the part of B it reads (*b): B's rows [col0, col0 + cols)
+ * of C's columns when trans_b (B is stored N x K), else those columns of B. */
+void bl_panel_parts(const bl_plan *p, bool trans_b, bl_panels ps, size_t j, bl_rect *b,
+                    bl_rect *c);
+
+/* Part i of `parts` of `total` bytes, evenly: [*begin, *end). */
+void bl_split(size_t total, size_t parts, size_t i, size_t *begin, size_t *end);
+/* Copies bytes [begin, end) of `lines` of `width` bytes laid end to end: line l is at
+ * src + l * src_pitch and goes to dst + l * dst_pitch. */
+void bl_copy_range(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                   size_t begin, size_t end);
+
+/* ---- host copies on several threads (bl_pool.c) ---- */
+
+typedef struct bl_pool bl_pool;
+
+/* Copies smaller than this run on the calling thread alone; larger ones in parts of at least
+ * this much (waking a thread costs about what copying this much does). */
+#define BL_POOL_MIN_PART ((size_t)256 << 10)
+
+/* A pool of threads - 1 helper threads (the calling thread is the last one); fewer when
+ * pthread_create fails (with none it copies on the caller alone).  NULL when out of memory.
+ * The helpers block every signal. */
+bl_pool *bl_pool_create(int threads);
+/* Stops and joins the helpers; NULL is a no-op. */
+void bl_pool_destroy(bl_pool *pool);
+/* Threads that copy: the helpers started, plus the caller. */
+int bl_pool_threads(const bl_pool *pool);
+/* A 2D copy of `lines` lines of `width` bytes (pitches in bytes; width * lines must fit a
+ * size_t), split over the pool's threads.  One copy at a time per pool (the caller
+ * serializes); pool may be NULL (the caller copies alone). */
+void bl_pool_copy(bl_pool *pool, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                  size_t width, size_t lines);
 
 /* ---- CPU path (bl_cpu.c) ---- */
 

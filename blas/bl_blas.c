@@ -18,7 +18,9 @@
 #include "bl.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static bl_config g_cfg = {.threshold = BL_DEFAULT_THRESHOLD, .cpu_library = BL_DEFAULT_CPU_LIBRARY};
+static bl_config g_cfg = {.threshold = BL_DEFAULT_THRESHOLD,
+                          .staging = BL_STAGE_PANELS,
+                          .cpu_library = BL_DEFAULT_CPU_LIBRARY};
 static atomic_bool g_inited;
 static atomic_int g_cpu_blas; /* mmtune_blas_stats_t.cpu_blas */
 static atomic_uint_fast64_t g_gpu_calls, g_cpu_calls, g_noop_calls, g_error_calls, g_fallbacks;
@@ -35,8 +37,8 @@ void bl_say(const char *fmt, ...) {
 static void init_once(void) {
   char warn[2048];
   if (bl_config_parse(&g_cfg, getenv("MMTUNE_BLAS_THRESHOLD"), getenv("MMTUNE_BLAS_DEVICE"),
-                      getenv("MMTUNE_BLAS_VERBOSE"), getenv("MMTUNE_BLAS_CPU_LIBRARY"), warn,
-                      sizeof warn)) {
+                      getenv("MMTUNE_BLAS_VERBOSE"), getenv("MMTUNE_BLAS_CPU_LIBRARY"),
+                      getenv("MMTUNE_BLAS_STAGING"), warn, sizeof warn)) {
     for (char *line = strtok(warn, "\n"); line; line = strtok(NULL, "\n")) bl_say("%s", line);
   }
   atomic_store(&g_cpu_blas, bl_cpu_load(&g_cfg));
@@ -211,7 +213,8 @@ __attribute__((destructor)) static void summary(void) {
   bl_config cfg;
   if (atomic_load(&g_inited))
     cfg = g_cfg;
-  else if (bl_config_parse(&cfg, NULL, NULL, getenv("MMTUNE_BLAS_VERBOSE"), NULL, NULL, 0))
+  else if (bl_config_parse(&cfg, NULL, NULL, getenv("MMTUNE_BLAS_VERBOSE"), NULL, NULL, NULL,
+                           0))
     return; /* no call was made, and the variable is not a level */
   if (!cfg.verbose) return;
   mmtune_blas_stats_t s;

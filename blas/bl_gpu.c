@@ -1,18 +1,31 @@
 /* bl_gpu.c -- see bl.h: the GPU path.  One mmtune context, opened at the first call that
- * reaches the threshold, on the device's primary context (the one mmt_gemm uses), with a
- * non-blocking stream of its own and one grow-only device buffer (bl_plan_gpu lays the
- * matrices out in it).  A call binds the primary context, copies A, B (when read) and C
- * (when beta != 0) in with 2D copies, runs mmt_gemm, waits, copies C's M x N elements back,
- * and gives the thread its previous current context back.  The mutex makes it one call at a
- * time: the buffer is shared.
+ * reaches the threshold, on the device's primary context (the one mmt_gemm uses), with two
+ * non-blocking streams of its own (copies, and kernels when a call has panels) and one
+ * grow-only device buffer (bl_plan_gpu lays the matrices out in it).  A call binds the
+ * primary context, copies A, B (when read) and C (when beta != 0) in, runs mmt_gemm, waits,
+ * copies C's M x N elements back, and gives the thread its previous current context back.
+ * The mutex makes it one call at a time: the buffers are shared.
+ *
+ * Copies (MMTUNE_BLAS_STAGING): the driver copies pageable memory at a fraction of what the
+ * bus carries, so a part of a matrix of BL_STAGE_MIN bytes or more goes through pinned host
+ * memory: BL_SLOTS slots, allocated at the first call that needs them and grown (up to
+ * BL_SLOT_BYTES a slot) when a later call needs more, kept until exit.  An upload packs a
+ * chunk (bl_stage_plan) from the caller's memory into the next slot with host threads
+ * (bl_pool), and queues its DMA; an event recorded after the DMA tells when the slot may be
+ * filled again, so the packing of chunk i + 1 runs while chunk i crosses the bus.  The
+ * download of C queues BL_SLOTS chunks' DMAs ahead and unpacks each into the caller's C once
+ * its event has passed.  Smaller parts, or every part with MMTUNE_BLAS_STAGING=0 or when the
+ * host cannot pin memory, are copied directly with one 2D copy.  With panels (bl_plan_panels:
+ * wide C, large B), panel j's mmt_gemm runs on the kernel stream, after an event that says
+ * its B and C parts arrived, while the host uploads panel j + 1's parts.
  *
  * Failures: a failed open makes the GPU unavailable for the process (every call then runs on
  * the CPU); so does any driver failure afterwards (a broken context stays broken).  A call
  * the GPU path declines for its own sake (device memory exhausted, no kernel for the
  * problem, a compile error) runs on the CPU and the next one tries again.  Either way C is
- * untouched until the kernel has finished, so the CPU can compute the call instead.  The
- * context, stream and buffer live until the process exits (freeing them from a destructor
- * at exit would race the driver's own teardown).
+ * untouched until every panel's kernel has finished, so the CPU can compute the call instead.
+ * The context, streams, events, buffers and copy threads live until the process exits
+ * (freeing them from a destructor at exit would race the driver's own teardown).
  *
  * libmmtune.so itself is loaded with dlopen at that first call (found through this library's
  * RUNPATH: beside it once installed), not linked: a preloaded shim then costs a process that
@@ -24,12 +37,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bl.h"
 #include "mmtune.h"
 #include "rt_driver.h"
 
-#define BL_ALLOC_ROUND ((size_t)2 << 20) /* device buffer sizes: multiples of 2 MiB */
+#define BL_ALLOC_ROUND ((size_t)2 << 20) /* device buffer and slot sizes: multiples of 2 MiB */
+#define BL_SLOTS 4                        /* pinned slots: chunks in flight at once */
+#define BL_SLOT_BYTES ((size_t)8 << 20)   /* the most one slot grows to: one chunk */
+#define BL_COPY_THREADS 8                 /* the most host threads that pack and unpack */
+/* Parts of a matrix below this go by a direct copy: the driver's own staging of pageable
+ * memory moves 1 MiB in about 0.1 ms, near the fixed costs of a call, so the slots would buy
+ * little; and a process whose calls are all small never pins memory. */
+#define BL_STAGE_MIN ((size_t)1 << 20)
 
 /* The functions of libmmtune.so this file calls, with the prototypes mmtune.h gives. */
 #define BL_MMT_FUNCS(X) X(mmt_open) X(mmt_close) X(mmt_errmsg) X(mmt_gemm)
@@ -50,9 +71,18 @@ static struct {
   const rt_cu *cu;
   CUdevice dev;
   CUcontext cuctx; /* the device's primary context, retained */
-  CUstream stream;
+  CUstream stream;  /* copies, and the kernel of a call without panels */
+  CUstream kstream; /* the kernels of a call with panels */
   CUdeviceptr buf;
   size_t cap;
+  CUevent slot_done[BL_SLOTS];        /* on stream, after the last DMA of each slot */
+  CUevent panel_ready[BL_PANELS_MAX]; /* on stream, after panel j's uploads */
+  char *slots;         /* BL_SLOTS pinned slots of slot_bytes each; NULL: none yet */
+  size_t slot_bytes;
+  unsigned next_slot;  /* the slot the next chunk takes, modulo BL_SLOTS */
+  bool pin_failed;     /* cuMemHostAlloc ran out: the slots stay as they are */
+  bool pool_made;      /* bl_pool_create was called (pool NULL: the caller copies alone) */
+  bl_pool *pool;
 } g_gpu = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void log_line(void *user, mmt_log_level level, const char *message) {
@@ -103,6 +133,11 @@ static mmt_status open_driver(const bl_config *cfg, char *name, size_t name_len,
   RT_CU_CHECK(cu, cuCtxSetCurrent(g_gpu.cuctx));
   bound = true;
   RT_CU_CHECK(cu, cuStreamCreate(&g_gpu.stream, CU_STREAM_NON_BLOCKING));
+  RT_CU_CHECK(cu, cuStreamCreate(&g_gpu.kstream, CU_STREAM_NON_BLOCKING));
+  for (int i = 0; i < BL_SLOTS; i++)
+    RT_CU_CHECK(cu, cuEventCreate(&g_gpu.slot_done[i], CU_EVENT_DISABLE_TIMING));
+  for (int i = 0; i < BL_PANELS_MAX; i++)
+    RT_CU_CHECK(cu, cuEventCreate(&g_gpu.panel_ready[i], CU_EVENT_DISABLE_TIMING));
 cleanup:
   if (bound) {
     CUresult r = cu->cuCtxSetCurrent(prev);
@@ -173,30 +208,174 @@ static mmt_status reserve(size_t need, ut_err *err) {
   return MMT_OK;
 }
 
-/* One 2D copy of an operand between host (at host, op->host_ld) and the buffer. */
-static mmt_status copy(const bl_operand *op, const void *host, bool to_device, ut_err *err) {
+/* The bytes of a chunk of a part of `bytes`: a quarter of it, so that packing and DMA
+ * overlap even for a part of a few MiB, at least BL_STAGE_MIN (each chunk costs a wake-up of
+ * the copy threads and an event) and at most `slot`. */
+static size_t chunk_bytes(size_t bytes, size_t slot) {
+  size_t chunk = bytes / BL_SLOTS;
+  if (chunk < BL_STAGE_MIN) chunk = BL_STAGE_MIN;
+  return chunk < slot ? chunk : slot;
+}
+
+/* Pinned slots for a planned call: when a matrix it reads or writes holds BL_STAGE_MIN bytes
+ * or more, slots of its chunks' size (at most BL_SLOT_BYTES), unless they are that large
+ * already.  The host out of pinned memory is no error: the call copies directly
+ * (g_gpu.slots NULL), or through the smaller slots of before. */
+static mmt_status reserve_slots(const bl_config *cfg, const bl_plan *p, ut_err *err) {
+  const rt_cu *cu = g_gpu.cu;
+  const bl_operand *ops[] = {&p->a, &p->b, &p->c};
+  size_t want = 0;
+  for (int i = 0; i < 3; i++) {
+    size_t bytes = ops[i]->dev_ld * sizeof(float) * ops[i]->cols; /* no overflow: planned */
+    size_t chunk = chunk_bytes(bytes, BL_SLOT_BYTES);
+    if (ops[i]->used && bytes >= BL_STAGE_MIN && chunk > want) want = chunk;
+  }
+  want = (want + BL_ALLOC_ROUND - 1) / BL_ALLOC_ROUND * BL_ALLOC_ROUND;
+  if (want <= g_gpu.slot_bytes || g_gpu.pin_failed) return MMT_OK;
+  void *fresh = NULL;
+  CUresult r = cu->cuMemHostAlloc(&fresh, BL_SLOTS * want, 0);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    g_gpu.pin_failed = true; /* not tried again */
+    if (cfg->verbose)
+      bl_say("cuMemHostAlloc(%zu bytes): out of memory; larger copies from pageable memory",
+             BL_SLOTS * want);
+    return MMT_OK;
+  }
+  if (r != CUDA_SUCCESS) return rt_cu_fail(err, "cuMemHostAlloc", r);
+  if (g_gpu.slots) { /* every DMA of the old slots has finished: the last call waited */
+    r = cu->cuMemFreeHost(g_gpu.slots);
+    g_gpu.slots = NULL;
+    g_gpu.slot_bytes = 0;
+    if (r != CUDA_SUCCESS) {
+      cu->cuMemFreeHost(fresh); /* failing already: its result adds nothing */
+      return rt_cu_fail(err, "cuMemFreeHost", r);
+    }
+  }
+  g_gpu.slots = fresh;
+  g_gpu.slot_bytes = want;
+  if (!g_gpu.pool_made) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus >= 2 * BL_COPY_THREADS ? BL_COPY_THREADS : cpus >= 2 ? (int)cpus / 2 : 1;
+    g_gpu.pool = bl_pool_create(threads);
+    g_gpu.pool_made = true;
+  }
+  if (cfg->verbose)
+    bl_say("copies of %zu bytes or more through %d pinned slots of %zu MiB, packed by %d "
+           "threads",
+           BL_STAGE_MIN, BL_SLOTS, want >> 20, bl_pool_threads(g_gpu.pool));
+  return MMT_OK;
+}
+
+/* Element (r.row0, r.col0) of op: in the caller's memory at host, and in the buffer. */
+static char *host_at(const bl_operand *op, const void *host, bl_rect r) {
+  return (char *)(uintptr_t)host + (r.row0 + r.col0 * op->host_ld) * sizeof(float);
+}
+static CUdeviceptr dev_at(const bl_operand *op, bl_rect r) {
+  return g_gpu.buf + op->dev_offset + (r.row0 + r.col0 * op->dev_ld) * sizeof(float);
+}
+
+/* One 2D copy of `lines` lines of `width` bytes between host memory and the buffer, queued on
+ * the copy stream (pitches in bytes). */
+static mmt_status copy2d(CUdeviceptr dev, size_t dev_pitch, const void *host, size_t host_pitch,
+                         size_t width, size_t lines, bool to_device, ut_err *err) {
   mmt_status rc = MMT_OK;
   CUDA_MEMCPY2D d;
   memset(&d, 0, sizeof d);
-  CUdeviceptr dev = g_gpu.buf + op->dev_offset;
   if (to_device) {
     d.srcMemoryType = CU_MEMORYTYPE_HOST;
     d.srcHost = host;
-    d.srcPitch = op->host_ld * sizeof(float);
+    d.srcPitch = host_pitch;
     d.dstMemoryType = CU_MEMORYTYPE_DEVICE;
     d.dstDevice = dev;
-    d.dstPitch = op->dev_ld * sizeof(float);
+    d.dstPitch = dev_pitch;
   } else {
     d.srcMemoryType = CU_MEMORYTYPE_DEVICE;
     d.srcDevice = dev;
-    d.srcPitch = op->dev_ld * sizeof(float);
+    d.srcPitch = dev_pitch;
     d.dstMemoryType = CU_MEMORYTYPE_HOST;
     d.dstHost = (void *)(uintptr_t)host;
-    d.dstPitch = op->host_ld * sizeof(float);
+    d.dstPitch = host_pitch;
   }
-  d.WidthInBytes = op->rows * sizeof(float);
-  d.Height = op->cols;
+  d.WidthInBytes = width;
+  d.Height = lines;
   RT_CU_CHECK(g_gpu.cu, cuMemcpy2DAsync(&d, g_gpu.stream));
+cleanup:
+  return rc;
+}
+
+/* Whether `part` goes through the slots (else by one direct copy), and its plan if so. */
+static bool staged(const bl_operand *op, bl_rect part, bool stage, bl_stage *s) {
+  size_t bytes = part.rows * part.cols * sizeof(float); /* no overflow: planned */
+  if (!stage || !g_gpu.slots || bytes < BL_STAGE_MIN) return false;
+  size_t chunk = chunk_bytes(bytes, g_gpu.slot_bytes);
+  return bl_stage_plan(op, part, chunk / sizeof(float), s) && s->count > 0;
+}
+
+/* The DMA of chunk c of plan s between `slot` and the buffer, then the slot's event.  Whole
+ * columns at the device pitch move with their padding: one contiguous range. */
+static mmt_status chunk_dma(const bl_operand *op, const bl_stage *s, bl_rect c, unsigned k,
+                            bool to_device, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  size_t width = bl_stage_width(s, c) * sizeof(float);
+  const char *slot = g_gpu.slots + k * g_gpu.slot_bytes;
+  if ((rc = copy2d(dev_at(op, c), op->dev_ld * sizeof(float), slot, s->pitch * sizeof(float),
+                   width, c.cols, to_device, err)))
+    return rc;
+  RT_CU_CHECK(g_gpu.cu, cuEventRecord(g_gpu.slot_done[k], g_gpu.stream));
+cleanup:
+  return rc;
+}
+
+/* Queues the upload of `part` of op from the caller's matrix at host. */
+static mmt_status upload(const bl_operand *op, bl_rect part, const void *host, bool stage,
+                         ut_err *err) {
+  mmt_status rc = MMT_OK;
+  bl_stage s;
+  if (!staged(op, part, stage, &s))
+    return copy2d(dev_at(op, part), op->dev_ld * sizeof(float), host_at(op, host, part),
+                  op->host_ld * sizeof(float), part.rows * sizeof(float), part.cols, true, err);
+  for (size_t i = 0; i < s.count; i++) {
+    bl_rect c = bl_stage_chunk(&s, i);
+    unsigned k = g_gpu.next_slot++ % BL_SLOTS;
+    RT_CU_CHECK(g_gpu.cu, cuEventSynchronize(g_gpu.slot_done[k])); /* its last DMA is done */
+    bl_pool_copy(g_gpu.pool, g_gpu.slots + k * g_gpu.slot_bytes, s.pitch * sizeof(float),
+                 host_at(op, host, c), op->host_ld * sizeof(float), c.rows * sizeof(float),
+                 c.cols);
+    if ((rc = chunk_dma(op, &s, c, k, true, err))) return rc;
+  }
+cleanup:
+  return rc;
+}
+
+/* Copies all of C back to the caller's c, and waits. */
+static mmt_status download(const bl_operand *op, float *host, bool stage, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  bl_rect all = {0, 0, op->rows, op->cols};
+  bl_stage s;
+  if (!staged(op, all, stage, &s)) {
+    rc = copy2d(dev_at(op, all), op->dev_ld * sizeof(float), host, op->host_ld * sizeof(float),
+                op->rows * sizeof(float), op->cols, false, err);
+    if (rc) return rc;
+    RT_CU_CHECK(g_gpu.cu, cuStreamSynchronize(g_gpu.stream));
+    return MMT_OK;
+  }
+  unsigned first = g_gpu.next_slot; /* chunk i uses slot (first + i) % BL_SLOTS */
+  g_gpu.next_slot += (unsigned)(s.count % BL_SLOTS);
+  for (size_t i = 0; i < s.count && i < BL_SLOTS; i++)
+    if ((rc = chunk_dma(op, &s, bl_stage_chunk(&s, i), (first + (unsigned)i) % BL_SLOTS, false,
+                        err)))
+      return rc;
+  for (size_t i = 0; i < s.count; i++) {
+    bl_rect c = bl_stage_chunk(&s, i);
+    unsigned k = (first + (unsigned)(i % BL_SLOTS)) % BL_SLOTS;
+    RT_CU_CHECK(g_gpu.cu, cuEventSynchronize(g_gpu.slot_done[k]));
+    bl_pool_copy(g_gpu.pool, host_at(op, host, c), op->host_ld * sizeof(float),
+                 g_gpu.slots + k * g_gpu.slot_bytes, s.pitch * sizeof(float),
+                 c.rows * sizeof(float), c.cols);
+    if (i + BL_SLOTS < s.count &&
+        (rc = chunk_dma(op, &s, bl_stage_chunk(&s, i + BL_SLOTS), k, false, err)))
+      return rc;
+  }
 cleanup:
   return rc;
 }
@@ -207,34 +386,44 @@ static bool declined_only(mmt_status s) {
          s == MMT_ERR_INVALID_ARG || s == MMT_ERR_TEMPLATE || s == MMT_ERR_TEMPLATE_LIMIT;
 }
 
-/* Inputs in, mmt_gemm, wait.  Nothing touches the host's C. */
-static mmt_status compute(const bl_gemm *g, const bl_plan *p, ut_err *err) {
-  mmt_status rc = reserve(p->bytes, err);
-  if (rc) return rc;
-  CUdeviceptr base = g_gpu.buf;
-  if (p->a.used && (rc = copy(&p->a, g->a, true, err))) return rc;
-  if (p->b.used && (rc = copy(&p->b, g->b, true, err))) return rc;
-  if (p->upload_c && (rc = copy(&p->c, g->c, true, err))) return rc;
-  const void *a = p->a.used ? (const void *)(uintptr_t)(base + p->a.dev_offset) : NULL;
-  const void *b = p->b.used ? (const void *)(uintptr_t)(base + p->b.dev_offset) : NULL;
-  void *c = (void *)(uintptr_t)(base + p->c.dev_offset);
-  rc = g_mmt.mmt_gemm(g_gpu.ctx, MMT_COL_MAJOR, g->trans_a ? MMT_TRANS : MMT_NO_TRANS,
-                g->trans_b ? MMT_TRANS : MMT_NO_TRANS, g->m, g->n, g->k, g->alpha, a,
-                (int64_t)p->a.dev_ld, b, (int64_t)p->b.dev_ld, g->beta, c, (int64_t)p->c.dev_ld,
-                MMT_F32, g_gpu.stream);
+/* mmt_gemm on panel c of C (columns of C) and part b of B, on stream ks. */
+static mmt_status gemm_panel(const bl_gemm *g, const bl_plan *p, bl_rect b, bl_rect c,
+                             CUstream ks, ut_err *err) {
+  const void *a = p->a.used ? (const void *)(uintptr_t)(g_gpu.buf + p->a.dev_offset) : NULL;
+  const void *bd = p->b.used ? (const void *)(uintptr_t)dev_at(&p->b, b) : NULL;
+  void *cd = (void *)(uintptr_t)dev_at(&p->c, c);
+  mmt_status rc = g_mmt.mmt_gemm(
+      g_gpu.ctx, MMT_COL_MAJOR, g->trans_a ? MMT_TRANS : MMT_NO_TRANS,
+      g->trans_b ? MMT_TRANS : MMT_NO_TRANS, g->m, (int64_t)c.cols, g->k, g->alpha, a,
+      (int64_t)p->a.dev_ld, bd, (int64_t)p->b.dev_ld, g->beta, cd, (int64_t)p->c.dev_ld, MMT_F32,
+      ks);
   if (rc) return ut_fail(err, rc, "mmt_gemm: %s", g_mmt.mmt_errmsg(g_gpu.ctx));
-  CUresult r = g_gpu.cu->cuStreamSynchronize(g_gpu.stream);
-  if (r != CUDA_SUCCESS) return rt_cu_fail(err, "cuStreamSynchronize (mmt_gemm)", r);
   return MMT_OK;
 }
 
-/* C back to the host, and wait. */
-static mmt_status fetch(const bl_gemm *g, const bl_plan *p, ut_err *err) {
-  mmt_status rc = copy(&p->c, g->c, false, err);
-  if (rc) return rc;
-  CUresult r = g_gpu.cu->cuStreamSynchronize(g_gpu.stream);
-  if (r != CUDA_SUCCESS) return rt_cu_fail(err, "cuStreamSynchronize (copy of C)", r);
-  return MMT_OK;
+/* Inputs in, mmt_gemm on each panel, wait.  Nothing touches the host's C. */
+static mmt_status compute(const bl_config *cfg, const bl_gemm *g, const bl_plan *p, bool stage,
+                          ut_err *err) {
+  const rt_cu *cu = g_gpu.cu;
+  mmt_status rc = MMT_OK;
+  bl_panels ps = bl_plan_panels(p, cfg->staging == BL_STAGE_PANELS ? BL_PANELS_MAX : 1);
+  CUstream ks = ps.count > 1 ? g_gpu.kstream : g_gpu.stream;
+  bl_rect all_a = {0, 0, p->a.rows, p->a.cols};
+  if (p->a.used && (rc = upload(&p->a, all_a, g->a, stage, err))) return rc;
+  for (size_t j = 0; j < ps.count; j++) {
+    bl_rect b, c;
+    bl_panel_parts(p, g->trans_b, ps, j, &b, &c);
+    if (p->b.used && (rc = upload(&p->b, b, g->b, stage, err))) return rc;
+    if (p->upload_c && (rc = upload(&p->c, c, g->c, stage, err))) return rc;
+    if (ks != g_gpu.stream) {
+      RT_CU_CHECK(cu, cuEventRecord(g_gpu.panel_ready[j], g_gpu.stream));
+      RT_CU_CHECK(cu, cuStreamWaitEvent(ks, g_gpu.panel_ready[j], 0));
+    }
+    if ((rc = gemm_panel(g, p, b, c, ks, err))) return rc;
+  }
+  RT_CU_CHECK(cu, cuStreamSynchronize(ks));
+cleanup:
+  return rc;
 }
 
 static bl_gpu_result run(const bl_config *cfg, const bl_gemm *g, const bl_plan *p) {
@@ -242,15 +431,24 @@ static bl_gpu_result run(const bl_config *cfg, const bl_gemm *g, const bl_plan *
   ut_err e = {{0}}, *err = &e;
   CUcontext prev = NULL;
   bool bound = false, computed = false, fetched = false;
+  bool stage = cfg->staging != BL_STAGE_DIRECT;
   mmt_status rc = MMT_OK;
   RT_CU_CHECK(cu, cuCtxGetCurrent(&prev));
   if (prev != g_gpu.cuctx) RT_CU_CHECK(cu, cuCtxSetCurrent(g_gpu.cuctx));
   bound = true;
-  if ((rc = compute(g, p, err))) goto cleanup;
+  if ((rc = reserve(p->bytes, err))) goto cleanup;
+  if (stage && (rc = reserve_slots(cfg, p, err))) goto cleanup;
+  if ((rc = compute(cfg, g, p, stage, err))) goto cleanup;
   computed = true;
-  if ((rc = fetch(g, p, err))) goto cleanup;
+  if ((rc = download(&p->c, g->c, stage, err))) goto cleanup;
   fetched = true;
 cleanup:
+  /* A declined call may leave copies and kernels queued: they finish before the next call
+   * reuses the buffers and slots. */
+  if (bound && rc && declined_only(rc)) {
+    CUresult r = cu->cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) rc = rt_cu_fail(err, "cuCtxSynchronize (after a declined call)", r);
+  }
   if (bound && prev != g_gpu.cuctx) {
     CUresult r = cu->cuCtxSetCurrent(prev); /* mmt_gemm may have bound the context too */
     if (r != CUDA_SUCCESS && !rc) rc = rt_cu_fail(err, "cuCtxSetCurrent (restore)", r);

@@ -38,11 +38,13 @@ static bool parse_int(const char *s, int *out) {
 }
 
 int bl_config_parse(bl_config *cfg, const char *threshold, const char *device,
-                    const char *verbose, const char *cpu_library, char *warn, size_t warn_len) {
+                    const char *verbose, const char *cpu_library, const char *staging,
+                    char *warn, size_t warn_len) {
   int bad = 0;
   if (warn && warn_len) warn[0] = '\0';
   cfg->threshold = BL_DEFAULT_THRESHOLD;
   cfg->device = 0;
+  cfg->staging = BL_STAGE_PANELS;
   cfg->verbose = 0;
   snprintf(cfg->cpu_library, sizeof cfg->cpu_library, "%s", BL_DEFAULT_CPU_LIBRARY);
 
@@ -63,6 +65,14 @@ int bl_config_parse(bl_config *cfg, const char *threshold, const char *device,
     bad++;
   }
   int v;
+  if (staging && *staging) {
+    if (parse_int(staging, &v) && v <= BL_STAGE_PANELS) {
+      cfg->staging = (bl_staging)v;
+    } else {
+      warn_line(warn, warn_len, "MMTUNE_BLAS_STAGING", staging, "not 0, 1 or 2; using 2");
+      bad++;
+    }
+  }
   if (verbose && *verbose) {
     if (parse_int(verbose, &v)) {
       cfg->verbose = v > 2 ? 2 : v;

@@ -1,10 +1,11 @@
 /*
  * test_blas.c -- libmmtune_blas: the error numbers of reference SGEMM and CBLAS (checked
  * against Debian's netlib libblas.so.3 3.11 over 200,000 random argument sets when written),
- * the environment, the routing, the GPU copy plan, the 16-bit conversions, and results
- * through the exported entry points (padded leading dimensions, every transpose, both CBLAS
- * orders, alpha / beta / K special cases, 16-bit inputs, several threads at once), with the
- * counters proving which path each call took.
+ * the environment, the routing, the GPU copy plan (its chunks through the pinned slots, its
+ * column panels, the host copy threads), the 16-bit conversions, and results through the
+ * exported entry points (padded leading dimensions, every transpose, both CBLAS orders,
+ * alpha / beta / K special cases, 16-bit inputs, matrices large enough for the slots and
+ * panels, several threads at once), with the counters proving which path each call took.
  *
  * The environment picks the mode (CMakeLists.txt runs all three): MMTUNE_BLAS_THRESHOLD=0
  * requires every computing call on the GPU (exit 77 without a GPU or driver);
@@ -191,30 +192,38 @@ static void test_config(void **state) {
   (void)state;
   bl_config c;
   char warn[512];
-  assert_int_equal(bl_config_parse(&c, NULL, NULL, NULL, NULL, warn, sizeof warn), 0);
+  assert_int_equal(bl_config_parse(&c, NULL, NULL, NULL, NULL, NULL, warn, sizeof warn), 0);
   assert_true(c.threshold == BL_DEFAULT_THRESHOLD);
   assert_int_equal(c.device, 0);
   assert_int_equal(c.verbose, 0);
+  assert_int_equal(c.staging, BL_STAGE_PANELS);
   assert_string_equal(c.cpu_library, "libblas.so.3");
   assert_string_equal(warn, "");
-  assert_int_equal(bl_config_parse(&c, "0", "3", "2", "/x/libopenblas.so.0", warn, sizeof warn), 0);
+  assert_int_equal(
+      bl_config_parse(&c, "0", "3", "2", "/x/libopenblas.so.0", "0", warn, sizeof warn), 0);
   assert_true(c.threshold == 0.0);
   assert_int_equal(c.device, 3);
   assert_int_equal(c.verbose, 2);
+  assert_int_equal(c.staging, BL_STAGE_DIRECT);
   assert_string_equal(c.cpu_library, "/x/libopenblas.so.0");
-  assert_int_equal(bl_config_parse(&c, "1e9", "", "7", "", warn, sizeof warn), 0);
+  assert_int_equal(bl_config_parse(&c, "1e9", "", "7", "", "1", warn, sizeof warn), 0);
   assert_true(c.threshold == 1e9);
   assert_int_equal(c.verbose, 2);
+  assert_int_equal(c.staging, BL_STAGE_PINNED);
   assert_string_equal(c.cpu_library, "libblas.so.3");
-  assert_int_equal(bl_config_parse(&c, "-5", "gpu0", "yes", NULL, warn, sizeof warn), 3);
+  assert_int_equal(bl_config_parse(&c, "-5", "gpu0", "yes", NULL, "3", warn, sizeof warn), 4);
   assert_true(c.threshold == BL_DEFAULT_THRESHOLD);
   assert_int_equal(c.device, 0);
   assert_int_equal(c.verbose, 0);
+  assert_int_equal(c.staging, BL_STAGE_PANELS);
   assert_non_null(strstr(warn, "MMTUNE_BLAS_THRESHOLD=\"-5\" ignored"));
   assert_non_null(strstr(warn, "MMTUNE_BLAS_DEVICE=\"gpu0\" ignored"));
   assert_non_null(strstr(warn, "MMTUNE_BLAS_VERBOSE=\"yes\" ignored"));
-  assert_int_equal(bl_config_parse(&c, "12abc", NULL, NULL, NULL, warn, sizeof warn), 1);
-  assert_int_equal(bl_config_parse(&c, "inf", NULL, NULL, NULL, NULL, 0), 1);
+  assert_non_null(strstr(warn, "MMTUNE_BLAS_STAGING=\"3\" ignored: not 0, 1 or 2; using 2"));
+  assert_int_equal(bl_config_parse(&c, "12abc", NULL, NULL, NULL, "", warn, sizeof warn), 1);
+  assert_int_equal(bl_config_parse(&c, "inf", NULL, NULL, NULL, NULL, NULL, 0), 1);
+  assert_int_equal(bl_config_parse(&c, NULL, NULL, NULL, NULL, "-1", NULL, 0), 1);
+  assert_int_equal(c.staging, BL_STAGE_PANELS);
 }
 
 static bl_gemm call(int m, int n, int k, float alpha, float beta) {
@@ -294,6 +303,289 @@ static void test_plan(void **state) {
   assert_false(bl_plan_gpu(&g, &p));
   g = (bl_gemm){false, false, 5, 3, 7, 1, 0, NULL, 9, NULL, 8, NULL, 6, BL_BF16};
   assert_false(bl_plan_gpu(&g, &p));
+}
+
+/* ---- staging: chunks, panels, host copies ---- */
+
+static bl_operand operand(size_t rows, size_t cols, size_t host_ld) {
+  return (bl_operand){true, rows, cols, host_ld, (rows + 3) / 4 * 4, 0};
+}
+
+/* The chunks of s, in order, tile s->part exactly (each starts where the one before ended,
+ * down a column and then across, and the last ends at the part's end), and each fits a
+ * slot of slot_elems: its columns at s->pitch, each moving bl_stage_width elements. */
+static void check_chunks(const bl_operand *op, const bl_stage *s, size_t slot_elems) {
+  bl_rect p = s->part;
+  size_t row = p.row0, col = p.col0, covered = 0;
+  for (size_t i = 0; i < s->count; i++) {
+    bl_rect c = bl_stage_chunk(s, i);
+    size_t width = bl_stage_width(s, c);
+    assert_true(c.rows > 0 && c.cols > 0);
+    assert_int_equal(c.row0, row);
+    assert_int_equal(c.col0, col);
+    assert_true(c.row0 + c.rows <= p.row0 + p.rows && c.col0 + c.cols <= p.col0 + p.cols);
+    assert_true(c.rows == p.rows || c.cols == 1); /* whole rows of the part, or a piece */
+    assert_true(width >= c.rows && (c.cols == 1 || width <= s->pitch));
+    assert_true((c.cols - 1) * s->pitch + width <= slot_elems);
+    if (s->contiguous) { /* the DMA stays in the operand's columns */
+      assert_int_equal(width, op->dev_ld);
+      assert_int_equal(c.row0, 0);
+    }
+    covered += c.rows * c.cols;
+    row += c.rows;
+    if (row == p.row0 + p.rows) row = p.row0, col += c.cols;
+  }
+  assert_int_equal(covered, p.rows * p.cols);
+  if (p.rows && p.cols) assert_int_equal(col, p.col0 + p.cols);
+}
+
+/* Moves `part` of a rows x cols operand (leading dimension host_ld) to a device buffer and
+ * back through one slot of slot_elems, with the plan's chunks and bl_pool_copy as bl_gpu.c
+ * does (memcpy standing in for the DMA), and checks that every element of the part arrived
+ * where it belongs and nothing else was written: not the host's padding, not what is
+ * outside the part, not past the slot. */
+static void check_staging(bl_pool *pool, size_t rows, size_t cols, size_t host_ld, bl_rect part,
+                          size_t slot_elems) {
+  bl_operand op = operand(rows, cols, host_ld);
+  size_t host_n = host_ld * cols, dev_n = op.dev_ld * cols;
+  float *host = malloc(host_n * sizeof(float)), *back = malloc(host_n * sizeof(float));
+  float *dev = malloc(dev_n * sizeof(float)), *slot = malloc((slot_elems + 1) * sizeof(float));
+  assert_true(host && back && dev && slot);
+  for (size_t i = 0; i < host_n; i++) host[i] = (float)i, back[i] = -2;
+  for (size_t i = 0; i < dev_n; i++) dev[i] = -1;
+  slot[slot_elems] = -3; /* a guard after the slot */
+  bl_stage s;
+  assert_true(bl_stage_plan(&op, part, slot_elems, &s));
+  check_chunks(&op, &s, slot_elems);
+  for (int down = 0; down < 2; down++) {
+    for (size_t i = 0; i < s.count; i++) {
+      bl_rect c = bl_stage_chunk(&s, i);
+      size_t width = bl_stage_width(&s, c);
+      float *h = (down ? back : host) + c.row0 + c.col0 * host_ld;
+      float *d = dev + c.row0 + c.col0 * op.dev_ld;
+      assert_true(c.row0 + (c.col0 + c.cols - 1) * op.dev_ld + width <= dev_n);
+      if (!down) {
+        bl_pool_copy(pool, slot, s.pitch * sizeof(float), h, host_ld * sizeof(float),
+                     c.rows * sizeof(float), c.cols);
+        for (size_t j = 0; j < c.cols; j++) /* the DMA */
+          memcpy(d + j * op.dev_ld, slot + j * s.pitch, width * sizeof(float));
+      } else {
+        for (size_t j = 0; j < c.cols; j++)
+          memcpy(slot + j * s.pitch, d + j * op.dev_ld, width * sizeof(float));
+        bl_pool_copy(pool, h, host_ld * sizeof(float), slot, s.pitch * sizeof(float),
+                     c.rows * sizeof(float), c.cols);
+      }
+      assert_true(slot[slot_elems] == -3);
+    }
+  }
+  for (size_t j = 0; j < cols; j++)
+    for (size_t i = 0; i < host_ld; i++) {
+      bool in = i >= part.row0 && i < part.row0 + part.rows && j >= part.col0 &&
+                j < part.col0 + part.cols;
+      if (!(back[i + j * host_ld] == (in ? host[i + j * host_ld] : -2)))
+        fail_msg("element (%zu, %zu) of %zu x %zu (ld %zu), part (%zu, %zu) %zu x %zu, slot %zu",
+                 i, j, rows, cols, host_ld, part.row0, part.col0, part.rows, part.cols,
+                 slot_elems);
+      if (i < rows && !in) assert_true(dev[i + j * op.dev_ld] == -1);
+    }
+  free(host), free(back), free(dev), free(slot);
+}
+
+static void test_stage_plan(void **state) {
+  (void)state;
+  bl_stage s;
+  /* 4096 x 4096 through 16 MiB slots: 4 chunks of 1024 whole columns, one range each. */
+  bl_operand op = operand(4096, 4096, 4096);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 4096, 4096}, 4u << 20, &s));
+  assert_int_equal(s.count, 4);
+  assert_int_equal(s.chunk_cols, 1024);
+  assert_int_equal(s.pitch, 4096);
+  assert_true(s.contiguous);
+  check_chunks(&op, &s, 4u << 20);
+  /* Columns evened out: 4097 columns, at most 1023 a slot, make 5 chunks of 820 (and 817),
+   * packed at dev_ld 4100 with the padding. */
+  op = operand(4097, 4097, 5000);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 4097, 4097}, 4u << 20, &s));
+  assert_int_equal(s.pitch, 4100);
+  assert_int_equal(s.count, 5);
+  assert_int_equal(s.chunk_cols, 820);
+  assert_int_equal(bl_stage_chunk(&s, 4).cols, 4097 - 4 * 820);
+  check_chunks(&op, &s, 4u << 20);
+  /* A row range (B's rows for a panel with trans_b): packed tightly, not contiguous. */
+  assert_true(bl_stage_plan(&op, (bl_rect){1024, 0, 1024, 4097}, 1u << 20, &s));
+  assert_false(s.contiguous);
+  assert_int_equal(s.pitch, 1024);
+  assert_int_equal(s.chunk_cols, 820); /* 1024 a slot at most, evened out */
+  assert_int_equal(s.count, 5);
+  check_chunks(&op, &s, 1u << 20);
+  /* One column, one row. */
+  op = operand(1000, 1, 1000);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 1000, 1}, 4096, &s));
+  assert_int_equal(s.count, 1);
+  op = operand(1, 10000, 3);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 1, 10000}, 1000, &s));
+  assert_int_equal(s.pitch, 4);
+  assert_int_equal(s.count, 40);
+  check_chunks(&op, &s, 1000);
+  /* A column larger than a slot: pieces of rows, evened out (10^9 rows, 2^22 a slot: 239
+   * pieces of 4184101 rows), each column in turn. */
+  op = operand(1000000000, 3, 1000000000);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 1000000000, 3}, 1u << 22, &s));
+  assert_int_equal(s.pieces, 239);
+  assert_int_equal(s.chunk_cols, 1);
+  assert_int_equal(s.chunk_rows, 4184101);
+  assert_int_equal(s.count, 3 * 239);
+  assert_false(s.contiguous);
+  check_chunks(&op, &s, 1u << 22);
+  /* Huge column counts, and a slot that holds one element. */
+  op = operand(2, 2147483647, 2);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 2, 2147483647}, 1u << 22, &s));
+  assert_int_equal(s.chunk_cols, 1u << 20);
+  assert_int_equal(s.count, 2048);
+  check_chunks(&op, &s, 1u << 22);
+  op = operand(3, 2, 3);
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 3, 2}, 1, &s));
+  assert_int_equal(s.count, 6);
+  check_chunks(&op, &s, 1);
+  /* Nothing to move; no slot. */
+  assert_true(bl_stage_plan(&op, (bl_rect){0, 0, 3, 0}, 16, &s));
+  assert_int_equal(s.count, 0);
+  assert_false(bl_stage_plan(&op, (bl_rect){0, 0, 3, 2}, 0, &s));
+}
+
+static void test_stage_copies(void **state) {
+  (void)state;
+  static const size_t slots[] = {1, 5, 7, 64, 1000, 100000};
+  for (size_t t = 0; t < sizeof slots / sizeof slots[0]; t++) {
+    check_staging(NULL, 1, 1, 1, (bl_rect){0, 0, 1, 1}, slots[t]);
+    check_staging(NULL, 13, 9, 16, (bl_rect){0, 0, 13, 9}, slots[t]);     /* whole */
+    check_staging(NULL, 13, 9, 13, (bl_rect){0, 3, 13, 4}, slots[t]);     /* columns */
+    check_staging(NULL, 13, 9, 20, (bl_rect){5, 0, 6, 9}, slots[t]);      /* rows */
+    check_staging(NULL, 300, 7, 301, (bl_rect){0, 0, 300, 7}, slots[t]);  /* tall */
+    check_staging(NULL, 2, 500, 5, (bl_rect){0, 100, 2, 400}, slots[t]);  /* wide */
+  }
+  /* Chunks large enough to be split over threads. */
+  bl_pool *pool = bl_pool_create(3);
+  assert_non_null(pool);
+  check_staging(pool, 700, 900, 703, (bl_rect){0, 0, 700, 900}, 300000);
+  check_staging(pool, 701, 900, 701, (bl_rect){0, 256, 701, 512}, 1u << 20);
+  check_staging(pool, 1000, 600, 1001, (bl_rect){256, 0, 512, 600}, 200000);
+  check_staging(pool, 1u << 20, 2, 1u << 20, (bl_rect){0, 0, 1u << 20, 2}, 400000); /* pieces */
+  bl_pool_destroy(pool);
+}
+
+static void test_panels(void **state) {
+  (void)state;
+  bl_plan p;
+  bl_panels ps;
+  bl_rect b, c;
+  /* 4096^3: 4 panels of 1024 columns; each reads its columns of B, or its rows with
+   * trans_b. */
+  bl_gemm g = {false, false, 4096, 4096, 4096, 1, 0, NULL, 4096, NULL, 4096, NULL, 4096, BL_F32};
+  assert_true(bl_plan_gpu(&g, &p));
+  ps = bl_plan_panels(&p, BL_PANELS_MAX);
+  assert_int_equal(ps.count, 4);
+  assert_int_equal(ps.width, 1024);
+  bl_panel_parts(&p, false, ps, 2, &b, &c);
+  assert_true(c.row0 == 0 && c.col0 == 2048 && c.rows == 4096 && c.cols == 1024);
+  assert_true(b.row0 == 0 && b.col0 == 2048 && b.rows == 4096 && b.cols == 1024);
+  g.trans_b = true;
+  assert_true(bl_plan_gpu(&g, &p));
+  bl_panel_parts(&p, true, ps, 3, &b, &c);
+  assert_true(b.row0 == 3072 && b.col0 == 0 && b.rows == 1024 && b.cols == 4096);
+  assert_int_equal(bl_plan_panels(&p, 2).count, 2);
+  assert_int_equal(bl_plan_panels(&p, 1).count, 1);
+  assert_int_equal(bl_plan_panels(&p, 99).count, BL_PANELS_MAX);
+  /* Every width of C is covered once; panels but the last are aligned and wide enough. */
+  static const int widths[] = {2047, 2048, 2100, 3000, 5000, 100000};
+  for (int t = 0; t < 6; t++) {
+    for (int tb = 0; tb < 2; tb++) {
+      g = (bl_gemm){false, tb, 2048, widths[t], 4096, 1, 0.5f, NULL, 2048, NULL,
+                    tb ? widths[t] : 4096, NULL, 2048, BL_F32};
+      assert_true(bl_plan_gpu(&g, &p));
+      ps = bl_plan_panels(&p, BL_PANELS_MAX);
+      assert_true(widths[t] < 2048 ? ps.count == 1 : ps.count >= 2 && ps.count <= 4);
+      size_t next = 0;
+      for (size_t j = 0; j < ps.count; j++) {
+        bl_panel_parts(&p, tb, ps, j, &b, &c);
+        assert_int_equal(c.col0, next);
+        assert_int_equal(c.rows, 2048);
+        if (j + 1 < ps.count) {
+          assert_int_equal(c.cols % BL_PANEL_ALIGN, 0);
+          assert_true(c.cols >= BL_PANEL_MIN);
+        }
+        assert_int_equal(tb ? b.row0 : b.col0, c.col0);
+        assert_int_equal(tb ? b.rows : b.cols, c.cols);
+        assert_int_equal(tb ? b.cols : b.rows, 4096); /* all of K */
+        next += c.cols;
+      }
+      assert_int_equal(next, (size_t)widths[t]);
+    }
+  }
+  g = (bl_gemm){false, false, 4096, 3000, 4096, 1, 0, NULL, 4096, NULL, 4096, NULL, 4096, BL_F32};
+  assert_true(bl_plan_gpu(&g, &p));
+  ps = bl_plan_panels(&p, BL_PANELS_MAX);
+  assert_true(ps.count == 2 && ps.width == 1536);
+  /* One panel: B not read, or too small to be worth hiding (K = 1: 64 KiB). */
+  g.alpha = 0;
+  assert_true(bl_plan_gpu(&g, &p));
+  assert_int_equal(bl_plan_panels(&p, BL_PANELS_MAX).count, 1);
+  g = (bl_gemm){false, false, 4096, 4096, 1, 1, 0, NULL, 4096, NULL, 1, NULL, 4096, BL_F32};
+  assert_true(bl_plan_gpu(&g, &p));
+  ps = bl_plan_panels(&p, BL_PANELS_MAX);
+  assert_true(ps.count == 1 && ps.width == 4096);
+}
+
+static void test_split_and_pool(void **state) {
+  (void)state;
+  /* Parts tile the total, sizes differing by one byte at most. */
+  static const size_t totals[] = {0, 1, 7, 8, 1000003};
+  for (int t = 0; t < 5; t++)
+    for (size_t parts = 1; parts <= 9; parts++) {
+      size_t at = 0, lo = (size_t)-1, hi = 0;
+      for (size_t i = 0; i < parts; i++) {
+        size_t begin, end;
+        bl_split(totals[t], parts, i, &begin, &end);
+        assert_int_equal(begin, at);
+        lo = end - begin < lo ? end - begin : lo;
+        hi = end - begin > hi ? end - begin : hi;
+        at = end;
+      }
+      assert_int_equal(at, totals[t]);
+      assert_true(hi - lo <= 1);
+    }
+  /* A range that starts and ends inside lines copies exactly those bytes. */
+  unsigned char src[5 * 8], dst[5 * 10];
+  for (int i = 0; i < 40; i++) src[i] = (unsigned char)(i + 1);
+  memset(dst, 0, sizeof dst);
+  bl_copy_range(dst, 10, src, 8, 6, 4, 15); /* lines of 6 bytes: line 0 from 4, lines 1-2 */
+  for (int l = 0; l < 5; l++)
+    for (int x = 0; x < 10; x++) {
+      int linear = l * 6 + x;
+      bool in = x < 6 && linear >= 4 && linear < 15;
+      assert_int_equal(dst[l * 10 + x], in ? src[l * 8 + x] : 0);
+    }
+  /* The pool: as many threads as asked, and a copy split over them equals memcpy's. */
+  bl_pool *pool = bl_pool_create(4);
+  assert_non_null(pool);
+  assert_int_equal(bl_pool_threads(pool), 4);
+  assert_int_equal(bl_pool_threads(NULL), 1);
+  size_t width = 3001, lines = 1000, sp = 3011, dp = 3005;
+  unsigned char *a = malloc(sp * lines), *z = calloc(dp, lines);
+  assert_true(a && z);
+  for (size_t i = 0; i < sp * lines; i++) a[i] = (unsigned char)(i * 7 + 3);
+  for (int rep = 0; rep < 20; rep++) { /* the helpers sleep and wake between copies */
+    memset(z, 0, dp * lines);
+    bl_pool_copy(pool, z, dp, a, sp, width - (size_t)rep, lines);
+    for (size_t l = 0; l < lines; l++) {
+      assert_memory_equal(z + l * dp, a + l * sp, width - (size_t)rep);
+      for (size_t x = width - (size_t)rep; x < dp; x++) assert_int_equal(z[l * dp + x], 0);
+    }
+  }
+  bl_pool_destroy(pool);
+  bl_pool_destroy(NULL);
+  bl_pool_copy(NULL, z, dp, a, sp, 5, 0); /* nothing */
+  free(a), free(z);
 }
 
 static void test_conversions(void **state) {
@@ -526,6 +818,23 @@ static void test_results(void **state) {
       failures += check_problem(&p, true);
       runs++;
     }
+  /* On the GPU, parts of a matrix of 1 MiB or more go through the pinned slots: C of 34 MB
+   * in more chunks than there are slots, both ways (beta != 0); columns of 8.8 MB, larger
+   * than a slot, in pieces; B of 16 MiB or more in column panels of C (the last narrower),
+   * by columns with C uploaded panel by panel (the first panel's 1.3 MB through the slots),
+   * and by rows of B with trans_b (the row-major call with TransA: it computes C^T = B^T A^T,
+   * so its A is the column-major B).  Not with the built-in loop: slow, and it tests nothing
+   * new there. */
+  static const problem staged[] = {
+      {API_F77, BL_F32, false, false, 2048, 4200, 16, 1, 3, 5, 1.0f, 1.5f, false},
+      {API_CBLAS_COL, BL_F32, false, false, 2200000, 1, 2, 3, 0, 1, 0.5f, -1.0f, false},
+      {API_F77, BL_F32, true, false, 256, 2300, 2000, 1, 2, 0, 1.0f, 0.5f, false},
+      {API_CBLAS_ROW, BL_F32, true, false, 2048, 16, 2048, 0, 1, 3, -1.0f, 0.5f, false},
+  };
+  for (int s = 0; g_mode != MODE_BUILTIN && s < (int)(sizeof staged / sizeof staged[0]); s++) {
+    failures += check_problem(&staged[s], true);
+    runs++;
+  }
   printf("%d problems, %d failed\n", runs, failures);
   assert_int_equal(failures, 0);
 }
@@ -619,6 +928,8 @@ int main(void) {
       cmocka_unit_test(test_f77_numbers),   cmocka_unit_test(test_f77_errors_reach_xerbla),
       cmocka_unit_test(test_cblas_numbers), cmocka_unit_test(test_config),
       cmocka_unit_test(test_routing),       cmocka_unit_test(test_plan),
+      cmocka_unit_test(test_stage_plan),    cmocka_unit_test(test_stage_copies),
+      cmocka_unit_test(test_panels),        cmocka_unit_test(test_split_and_pool),
       cmocka_unit_test(test_conversions),   cmocka_unit_test(test_results),
       cmocka_unit_test(test_16bit_results), cmocka_unit_test(test_threads),
       cmocka_unit_test(test_mode_state),

@@ -42,6 +42,8 @@
   X(cuTensorMapEncodeTiled)         \
   X(cuMemAlloc)                     \
   X(cuMemFree)                      \
+  X(cuMemHostAlloc)                 \
+  X(cuMemFreeHost)                  \
   X(cuMemcpyHtoD)                   \
   X(cuMemcpyDtoH)                   \
   X(cuMemcpyDtoD)                   \
