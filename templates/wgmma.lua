@@ -525,11 +525,13 @@ local epilogue16 = [[
      * rounded once, after beta * C is added.  A tile wholly inside C with beta == 0 (the
      * common case) takes a path without tests.  c_vec: C's base and row pitch allow the
      * 16-byte stores (always, but for a repack kernel, which leaves a misaligned C in place:
-     * it then loads and stores one element at a time). */
+     * it then stores 8 or 4 bytes at a time where C allows that (c_low: the low bits of its
+     * base and pitch), else one element, and loads old C one element at a time). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
     const int q = lane & 3;
-    const bool c_vec = ((reinterpret_cast<unsigned long long>(Cg) |
-                         (unsigned long long)ldc * sizeof(elem_t)) & 15) == 0;
+    const unsigned c_low = (unsigned)((reinterpret_cast<unsigned long long>(Cg) |
+                                       (unsigned long long)ldc * sizeof(elem_t)) & 15);
+    const bool c_vec = c_low == 0, c_pair = (c_low & 3) == 0;
     const bool full_tile = m_left >= BM && n_left >= BN && c_vec;
 #pragma unroll
     for (int i = 0; i < MI; ++i)
@@ -552,12 +554,15 @@ local epilogue16 = [[
             } else if (r < m_left) {
               if (c_vec && c + 8 <= n_left) {
                 *reinterpret_cast<uint4*>(c_row + c) = v;
+              } else if ((c_low & 7) == 0 && c + 8 <= n_left) {
+                *reinterpret_cast<uint2*>(c_row + c) = make_uint2(v.x, v.y);
+                *reinterpret_cast<uint2*>(c_row + c + 4) = make_uint2(v.z, v.w);
               } else {
                 const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                   const int ct = c + 2 * t;
-                  if (c_vec && ct + 1 < n_left) {
+                  if (c_pair && ct + 1 < n_left) {
                     *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
                   } else {
                     if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
@@ -604,7 +609,7 @@ local epilogue16 = [[
 #pragma unroll
               for (int t = 0; t < 4; ++t) {
                 const int ct = c + 2 * t;
-                if (c_vec && ct + 1 < n_left) {
+                if (c_pair && ct + 1 < n_left) {
                   unsigned* const p = reinterpret_cast<unsigned*>(c_row + ct);
                   *p = pair_bits(fl[t], fh[t], C_LOAD(p), beta);
                 } else {

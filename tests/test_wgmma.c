@@ -626,7 +626,7 @@ typedef struct {
               take these */
 } gemm_shape;
 
-enum { ODD_A = 1, ODD_B = 2, ODD_C = 4, ODD_ALL = 7 };
+enum { ODD_A = 1, ODD_B = 2, ODD_C = 4, ODD_ALL = 7, C_8 = 8 /* C's pitch 8 bytes past 16 */ };
 
 static const gemm_shape k_shapes[] = {
     {1, 1, 1, 1.0f, 0.0f, 0, false, 0},       {17, 33, 65, 1.5f, 0.5f, 1, false, 0},
@@ -644,15 +644,21 @@ static const gemm_shape k_odd_shapes[] = {
     {127, 257, 1023, 1.0f, 0.0f, 2, false, ODD_ALL}, {300, 520, 64, -0.5f, 2.0f, 0, false, ODD_ALL},
     {5, 3, 0, 1.0f, 0.5f, 0, false, ODD_ALL},        {130, 200, 72, 1.0f, 0.0f, 0, false, ODD_C},
     {131, 67, 129, -1.5f, 0.5f, 1, false, ODD_C},    {70, 130, 96, 1.0f, 0.0f, 0, false, ODD_A},
-    {66, 129, 200, 0.5f, 2.0f, 0, false, ODD_B},
+    {66, 129, 200, 0.5f, 2.0f, 0, false, ODD_B},     {136, 260, 64, 1.0f, 0.0f, 0, false, C_8},
+    {129, 70, 80, 0.5f, -1.0f, 0, false, C_8},
 };
 
 /* Row pitch in elements of the operand `which` (ODD_A, ODD_B or ODD_C): width rounded up to 16
- * bytes, plus pad units of 16 bytes; for an odd operand, width + 1 + pad. */
+ * bytes, plus pad units of 16 bytes; for an odd operand, width + 1 + pad; for C with C_8, a
+ * multiple of 8 bytes that is not one of 16 (base aligned: 8-byte stores serve it). */
 static int64_t shape_pitch(const gemm_shape *s, int which, int64_t width, int bytes) {
   const int64_t unit = 16 / bytes;
   const int64_t w = width > 0 ? width : 1;
   if (s->odd & which) return w + 1 + s->pad;
+  if (which == ODD_C && (s->odd & C_8)) {
+    const int64_t half = 8 / bytes, p = (w + half - 1) / half * half;
+    return p % unit ? p : p + half;
+  }
   return (w + unit - 1) / unit * unit + s->pad * unit;
 }
 
