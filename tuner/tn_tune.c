@@ -48,8 +48,11 @@ static const tn_shape DEFAULT_SHAPES[] = {
  * Batch 16 on a weight of twice the L2 (112 MiB in 16 bits): what streaming W from DRAM costs
  * each kernel, which a 32 MiB weight (batch 1 here) partly hides in the L2.  And batch 8 on a
  * 5120-wide weight: 80 column tiles of 64, fewer than the SMs, where split-K (more blocks
- * streaming W) decides the speed of every narrow layer. */
-static const tn_shape DECODE_NT_SHAPES[] = {{1, 4096, 4096}, {16, 14336, 4096}, {8, 5120, 5120}};
+ * streaming W) decides the speed of every narrow layer.  And a prefill-size batch, 384, on the
+ * same weight: 120 tiles of 128 x 128, the mid-size nt problems where without nt rows of
+ * their own the model had only the decode rows' small blocks to go by. */
+static const tn_shape LINEAR_NT_SHAPES[] = {
+    {1, 4096, 4096}, {16, 14336, 4096}, {8, 5120, 5120}, {384, 5120, 5120}};
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -57,7 +60,7 @@ static const tn_opt TUNE_OPTS[] = {
      "the GPUs of each model, results merged into --db"},
     {"shapes", 's', "FILE|MxNxK,...",
      "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
-     "1x4096x4096, 16x14336x4096 and 8x5120x5120 in nt, the decode end of a Linear layer)"},
+     "1x4096x4096, 16x14336x4096, 8x5120x5120 and 384x5120x5120 in nt: Linear layers)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
@@ -528,15 +531,15 @@ int tn_cmd_tune(int argc, char **argv) {
   struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
   sigaction(SIGINT, &sa, &old_sa);
   const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
-  if (main_job) r.later_shapes = (int)(sizeof DECODE_NT_SHAPES / sizeof DECODE_NT_SHAPES[0]);
+  if (main_job) r.later_shapes = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
   ex = tune_pass(&r);
   if (!ex && main_job) {
     tune_free(&r);
     memset(&r, 0, sizeof r);
     if (!(ex = parse_options(&r, &o))) {
-      _Static_assert(sizeof DECODE_NT_SHAPES <= sizeof DEFAULT_SHAPES, "fits r.shapes");
-      memcpy(r.shapes, DECODE_NT_SHAPES, sizeof DECODE_NT_SHAPES);
-      r.nshapes = (int)(sizeof DECODE_NT_SHAPES / sizeof DECODE_NT_SHAPES[0]);
+      _Static_assert(sizeof LINEAR_NT_SHAPES <= sizeof DEFAULT_SHAPES, "fits r.shapes");
+      memcpy(r.shapes, LINEAR_NT_SHAPES, sizeof LINEAR_NT_SHAPES);
+      r.nshapes = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
       r.layout = "nt";
       printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
       ex = tune_pass(&r);
