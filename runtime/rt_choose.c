@@ -399,6 +399,37 @@ static int by_prediction(const void *a, const void *b) {
   return c ? c : strcmp(x->params, y->params);
 }
 
+/* The first RT_RANK_RELAUNCH candidates of l (sorted) that are model configs without rows in
+ * p's layout get the launch shape of their kernel emitted for that layout, and a prediction
+ * with it; l is sorted again, until the first ones all have theirs.  A template's grid may
+ * depend on the layout (skinny's dot and axpy bodies cover W differently), and a config
+ * measured in nt only would otherwise be predicted in nn with its nt grid.  Only the first few
+ * are emitted: emitting every config of the model would cost a cold call tens of ms. */
+static mmt_status relaunch_first(rt_chooser *ch, rt_model *m, const gen_problem *p,
+                                 cand_list *l, ut_err *err) {
+  for (int pass = 0; pass < RT_RANK_RELAUNCH; pass++) {
+    bool changed = false;
+    for (int i = 0; i < l->count && i < RT_RANK_RELAUNCH; i++) {
+      rt_candidate *c = &l->v[i];
+      if (!c->other_layout) continue;
+      c->other_layout = false;
+      gen_template *t = NULL;
+      gen_config cfg;
+      db_launch launch;
+      mmt_status rc = template_get(ch, c->template_name, &t, err);
+      if (rc) return rc;
+      if (!t || gen_config_parse(t, c->params, &cfg, NULL)) continue; /* as predicted */
+      if ((rc = default_launch(ch, t, &cfg, c->params, p, &launch, err))) return rc;
+      if (launch.tile_m <= 0) continue; /* no kernel for this layout: not usable anyway */
+      rt_model_predict(m, c->config, NULL, NULL, &launch, NAN, p, &c->pred);
+      changed = true;
+    }
+    if (!changed) break;
+    qsort(l->v, (size_t)l->count, sizeof *l->v, by_prediction);
+  }
+  return MMT_OK;
+}
+
 const rt_builtin *rt_builtins(int *count) {
   static const rt_builtin list[] = RT_BUILTIN;
   *count = (int)(sizeof list / sizeof list[0]);
@@ -417,11 +448,12 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   mmt_status rc = rt_chooser_model(ch, db, device_name, &m, err);
   if (rc) return rc;
   rt_model_focus(m, p, hide);
+  const int layout = gen_layout_index(p->layout ? p->layout : "nn");
   for (int i = 0; i < rt_model_config_count(m) && !rc; i++) {
     rt_model_config mc;
     rt_model_get_config(m, i, &mc);
     if (strcmp(mc.dtype, p->dtype) != 0) continue;
-    rt_candidate c = {.config = i};
+    rt_candidate c = {.config = i, .other_layout = !(mc.layouts & 1u << layout)};
     ut_copy(c.template_name, sizeof c.template_name, mc.template_name);
     ut_copy(c.template_hash, sizeof c.template_hash, mc.template_hash);
     ut_copy(c.params, sizeof c.params, mc.params);
@@ -441,6 +473,10 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
     return rc;
   }
   qsort(l.v, (size_t)l.count, sizeof *l.v, by_prediction);
+  if ((rc = relaunch_first(ch, m, p, &l, err))) {
+    free(l.v);
+    return rc;
+  }
   *out = l.v;
   *count = l.count;
   return MMT_OK;

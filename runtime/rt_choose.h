@@ -181,8 +181,14 @@ typedef struct {
   char template_hash[17]; /* "": the template as it is now (a default or built-in config) */
   char params[256];
   int config;             /* its index in the model; -1 when the model has no rows of it */
+  bool other_layout;      /* a model config with no rows in the problem's layout, predicted
+                             with its rows' launch shape (rt_rank emits the first ones') */
   rt_prediction pred;
 } rt_candidate;
+
+/* rt_rank emits the kernels of at most this many of the first candidates for the problem's
+ * layout where their rows were measured in others only. */
+#define RT_RANK_RELAUNCH 8
 
 /*
  * The candidates of problem p (see the top of this file), lowest predicted time first, before

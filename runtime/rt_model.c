@@ -26,7 +26,10 @@ typedef struct {
   char *template_name, *template_hash, *params;
   char dtype[8];
   int tmpl; /* its (template, dtype) in tmpls */
-  db_launch launch;
+  db_launch launch; /* its first row's */
+  /* per layout, its rows' (a template's grid may depend on the layout: skinny's bodies) */
+  db_launch by_layout[GEN_LAYOUTS];
+  unsigned layouts; /* bit l: by_layout[l] is known */
   int first, count; /* its rows */
   bool skip;        /* no launch shape: its rows are left out */
   int nbins;
@@ -341,6 +344,13 @@ static int on_fit_row(const db_model_row *r, void *user) {
     return 1;
   }
   m->rows = rows;
+  const int layout = gen_layout_index(r->problem.layout);
+  model_cfg *cfg = &m->cfgs[c];
+  if (!(cfg->layouts & 1u << layout)) {
+    /* a row written before launch shapes were stored has the first row's (resolved) */
+    cfg->by_layout[layout] = r->launch.tile_m > 0 && r->launch.tile_n > 0 ? r->launch : cfg->launch;
+    cfg->layouts |= 1u << layout;
+  }
   rows[m->nrows++] = (model_row){.m = r->problem.m, .n = r->problem.n, .k = r->problem.k,
                                  .id = r->id, .cfg = c, .ms = r->ms_median,
                                  .layout = gen_layout_index(r->problem.layout),
@@ -422,7 +432,7 @@ static void fit_corrections(rt_model *m) {
       model_row *r = &m->rows[i];
       gen_problem p = {.dtype = cfg->dtype, .layout = gen_layout_name(r->layout), .m = r->m,
                        .n = r->n, .k = r->k};
-      r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->launch, &p));
+      r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->by_layout[r->layout], &p));
     }
   }
 }
@@ -472,7 +482,8 @@ int rt_model_config_count(const rt_model *m) { return m->ncfgs; }
 
 void rt_model_get_config(const rt_model *m, int i, rt_model_config *out) {
   const model_cfg *c = &m->cfgs[i];
-  *out = (rt_model_config){.template_name = c->template_name, .template_hash = c->template_hash,
+  *out = (rt_model_config){.layouts = c->layouts,
+                           .template_name = c->template_name, .template_hash = c->template_hash,
                            .params = c->params, .dtype = c->dtype, .launch = c->launch,
                            .rows = c->count};
 }
@@ -566,7 +577,13 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
   double sw = c ? c->sw : 0, swy = c ? c->swy : 0;
   double y = (swy + RT_MODEL_PRIOR_WEIGHT * base) / (sw + RT_MODEL_PRIOR_WEIGHT);
   memset(out, 0, sizeof *out);
-  out->analytic_ms = rt_model_analytic_ms(&m->dev, c ? &c->launch : launch, p);
+  /* the config's launch in p's layout: its rows' there, else the caller's, else its first's */
+  const int pl = gen_layout_index(p->layout ? p->layout : "nn");
+  const db_launch *use = !c                                    ? launch
+                         : pl >= 0 && (c->layouts & 1u << pl) ? &c->by_layout[pl]
+                         : launch                              ? launch
+                                                               : &c->launch;
+  out->analytic_ms = rt_model_analytic_ms(&m->dev, use, p);
   out->ms = out->analytic_ms * exp(y);
   out->rows = c ? c->used : 0;
   out->template_rows = tm ? tm->used : 0;

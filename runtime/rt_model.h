@@ -105,8 +105,9 @@ int rt_model_row_count(const rt_model *m);
 
 /* The configs the model has rows of: index 0..rt_model_config_count()-1. */
 typedef struct {
+  unsigned layouts; /* bit gen_layout_index(l): the config has rows in layout l */
   const char *template_name, *template_hash, *params, *dtype; /* borrowed from the model */
-  db_launch launch;
+  db_launch launch; /* its first row's */
   int rows;
 } rt_model_config;
 int rt_model_config_count(const rt_model *m);
@@ -131,8 +132,11 @@ typedef struct {
 /*
  * The predicted time of a config on the focused problem p (the same p as rt_model_focus's).
  * config: an index of the model, or -1 for a config it has no rows of, described by
- * template_name, params (canonical "name=value,...") and launch (ignored for an index).  prior: the correction to use when the
- * template has no rows (NaN: RT_MODEL_UNKNOWN).
+ * template_name, params (canonical "name=value,...") and launch.  For an index, the launch
+ * shape is that of the config's rows in p's layout; where it has none there, `launch` when
+ * given (the config emitted for p's layout: a template's grid may depend on the layout), else
+ * its first row's.  prior: the correction to use when the template has no rows (NaN:
+ * RT_MODEL_UNKNOWN).
  */
 void rt_model_predict(const rt_model *m, int config, const char *template_name,
                       const char *params, const db_launch *launch, double prior,

@@ -176,6 +176,39 @@ static void test_predict_measured(void **state) {
   db_close(db);
 }
 
+/* A config's launch shape is its rows' in the problem's layout; in a layout it has no rows in
+ * (the fixture's are all nn), the one the caller emitted for that layout, else its first
+ * row's.  A grid of 2 blocks (skinny's axpy body on a GEMV's wide W) is predicted far slower
+ * than one that fills the GPU. */
+static void test_predict_other_layout(void **state) {
+  (void)state;
+  db_handle *db = open_fixture();
+  rt_model *m = NULL;
+  ut_err e;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  rt_model_config mc;
+  rt_model_get_config(m, 0, &mc);
+  assert_int_equal(mc.layouts, 1u << gen_layout_index("nn"));
+  const db_launch few = {.tile_m = 1, .tile_n = 2048, .slices = 1, .threads = 128};
+  const db_launch many = {.tile_m = 1, .tile_n = 8, .slices = 1, .threads = 128};
+  rt_prediction own, with_few, with_many, nn_few;
+  gen_problem nt = packed(mc.dtype, "nt", 1, 4096, 11008);
+  rt_model_focus(m, &nt, NULL);
+  rt_model_predict(m, 0, NULL, NULL, NULL, NAN, &nt, &own);
+  rt_model_predict(m, 0, NULL, NULL, &few, NAN, &nt, &with_few);
+  rt_model_predict(m, 0, NULL, NULL, &many, NAN, &nt, &with_many);
+  const rt_model_device h100 = {132, 9};
+  assert_true(own.analytic_ms == rt_model_analytic_ms(&h100, &mc.launch, &nt));
+  assert_true(with_few.analytic_ms > 10 * with_many.analytic_ms);
+  assert_true(with_few.ms > 10 * with_many.ms);
+  gen_problem nn = packed(mc.dtype, "nn", 1, 4096, 11008); /* its rows' layout: theirs */
+  rt_model_focus(m, &nn, NULL);
+  rt_model_predict(m, 0, NULL, NULL, &few, NAN, &nn, &nn_few);
+  assert_true(nn_few.analytic_ms == rt_model_analytic_ms(&h100, &mc.launch, &nn));
+  rt_model_free(m);
+  db_close(db);
+}
+
 /* Leave-one-shape-out, as `mmtune model evaluate` does it, per dtype. */
 typedef struct {
   db_problem v[64];
@@ -250,7 +283,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic),         cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
-      cmocka_unit_test(test_leave_one_shape_out),
+      cmocka_unit_test(test_predict_other_layout), cmocka_unit_test(test_leave_one_shape_out),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
