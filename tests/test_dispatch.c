@@ -79,9 +79,11 @@ static void smem_alt_config(fixture *f) {
   assert_string_not_equal(f->smem_alt, f->smem_default);
 }
 
-static void insert(db_handle *db, const char *device, const char *tname, const char *hash,
-                   const char *params, int64_t m, int64_t n, int64_t k, db_status status,
-                   double ms) {
+/* A row of an f32 problem in layout `layout`, its launch shape unknown (the chooser's resolver
+ * emits the kernel for it, as for rows written before launch shapes were stored). */
+static void insert_in(db_handle *db, const char *layout, const char *device, const char *tname,
+                      const char *hash, const char *params, int64_t m, int64_t n, int64_t k,
+                      db_status status, double ms) {
   db_result r;
   ut_err e;
   memset(&r, 0, sizeof r);
@@ -92,13 +94,20 @@ static void insert(db_handle *db, const char *device, const char *tname, const c
   snprintf(r.template_name, sizeof r.template_name, "%s", tname);
   snprintf(r.template_hash, sizeof r.template_hash, "%s", hash);
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"f32", "nn", m, n, k};
+  r.problem = (db_problem){"f32", "", m, n, k};
+  snprintf(r.problem.layout, sizeof r.problem.layout, "%s", layout);
   r.status = status;
   r.ms_min = r.ms_median = r.ms_max = ms;
   r.runs = 10;
   r.tflops = 2.0 * (double)m * (double)n * (double)k / (ms * 1e9);
   r.regs = r.shared_bytes = r.local_bytes = -1;
   assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+}
+
+static void insert(db_handle *db, const char *device, const char *tname, const char *hash,
+                   const char *params, int64_t m, int64_t n, int64_t k, db_status status,
+                   double ms) {
+  insert_in(db, "nn", device, tname, hash, params, m, n, k, status, ms);
 }
 
 static int fixture_setup(void **state) {
@@ -299,6 +308,50 @@ static void test_predicted_known_answer(void **state) {
   assert_int_equal(rt_rank(ch, db, DEV, &p, hide, &v, &n, &e), MMT_OK);
   assert_string_equal(v[0].params, fast_c);
   free(v);
+  rt_chooser_free(ch);
+  gen_free(t);
+  db_close(db);
+}
+
+/* A config measured in one layout is predicted in another with the grid of its kernel for
+ * that layout.  skinny's dot body (W K-contiguous: side=0 in nt) gives a GEMV 512 blocks; the
+ * same parameters in nn take the axpy body, 4 blocks of 1024 columns: rows measured fast in nt
+ * must not make it the nn choice (it ran at 0.004x cuBLAS that way on an H100). */
+static void test_predicted_other_layout(void **state) {
+  fixture *f = *state;
+  char path[160], hash[17], params[256];
+  db_handle *db = NULL;
+  rt_chooser *ch = NULL;
+  ut_err e;
+  gen_template *t = NULL;
+  gen_config cfg;
+  snprintf(path, sizeof path, "%s/layouts.db", f->dir);
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  assert_int_equal(gen_load_named("skinny", &t, &e), MMT_OK);
+  snprintf(hash, sizeof hash, "%s", gen_source_hash(t));
+  assert_int_equal(
+      gen_config_parse(t, "side=0,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1,split=1", &cfg, &e),
+      MMT_OK);
+  assert_int_equal(gen_config_format(t, &cfg, params, sizeof params, &e), MMT_OK);
+  static const int64_t nk[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {8192, 8192}};
+  for (int i = 0; i < 4; i++) /* the weight's bytes at 2.5 TB/s */
+    insert_in(db, "nt", DEV, "skinny", hash, params, 1, nk[i][0], nk[i][1], DB_OK,
+              4.0 * (double)nk[i][0] * (double)nk[i][1] / 2.5e9);
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  double pred[2] = {0, 0};
+  static const char *const layouts[] = {"nt", "nn"};
+  for (int l = 0; l < 2; l++) {
+    gen_problem p = gen_packed_problem("f32", layouts[l], 1, 4096, 6144);
+    rt_candidate *v = NULL;
+    int n = 0;
+    assert_int_equal(rt_rank(ch, db, DEV, &p, NULL, &v, &n, &e), MMT_OK);
+    for (int i = 0; i < n; i++)
+      if (v[i].config >= 0 && !strcmp(v[i].params, params)) pred[l] = v[i].pred.ms;
+    if (l == 0) assert_string_equal(v[0].params, params); /* its own layout: the fastest */
+    else assert_string_not_equal(v[0].params, params);
+    free(v);
+  }
+  assert_true(pred[0] > 0 && pred[1] > 10 * pred[0]);
   rt_chooser_free(ch);
   gen_free(t);
   db_close(db);
@@ -936,6 +989,7 @@ int main(void) {
       cmocka_unit_test(test_exact_skips_unusable_rows),
       cmocka_unit_test(test_predicted),
       cmocka_unit_test(test_predicted_known_answer),
+      cmocka_unit_test(test_predicted_other_layout),
       cmocka_unit_test(test_requirements_and_constraints),
       cmocka_unit_test(test_default),
       cmocka_unit_test(test_builtin_lists_parse),
