@@ -163,7 +163,7 @@ typedef int (*db_model_row_fn)(const db_model_row *r, void *user);
 
 /* Calls fn for every ok row of a device name (any problem), in the file's order (a scan:
  * the caller groups them), until fn returns non-zero.  The performance
- * model fits on these (10^5 rows in some tens of milliseconds). */
+ * model fits on these (10^5 rows in about 100 ms, half of it this scan). */
 mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_row_fn fn,
                              void *user, ut_err *err);
 

@@ -33,7 +33,7 @@
  * rows of the dtype takes the caller's prior (the dispatcher's built-in list), else
  * RT_MODEL_UNKNOWN.
  *
- * Fit (rt_model_fit): one pass over the rows (db_each_model_row), about 60 ms for 10^5 rows;
+ * Fit (rt_model_fit): one pass over the rows (db_each_model_row), about 100 ms for 10^5 rows;
  * the caller caches the model and fits again when the rows change (db_data_version).  Rows written
  * before schema 4 have no launch shape: the caller's resolver gives it (an emit), or they are
  * left out.
