@@ -47,7 +47,8 @@ static void pic_begin(report *r, const char *name, const char *caption) {
   ut_copy(r->caption[r->npics], sizeof r->caption[0], caption);
   r->npics++;
   fprintf(r->gp, "\nreset\nset output '%s'\nset datafile missing '-'\nset grid\n", name);
-  fprintf(r->gp, "set key opaque box\n");
+  fprintf(r->gp, "set key opaque box\nset title ");
+  gp_str(r->gp, caption); /* no newline: the caller's commands start with one */
 }
 
 /* A data file's quoted string (a double quote in s becomes a single one). */
@@ -121,8 +122,6 @@ static mmt_status chart_bench(report *r, ut_err *err) {
   snprintf(title, sizeof title, "TFLOP/s per shape on %s: mmtune's tuned kernel and cuBLAS\n(%s%s)",
            r->device, r->bench_path, n < r->nbench ? ", the first 40 shapes" : "");
   pic_begin(r, "tflops.png", title);
-  fputs("set title ", r->gp);
-  gp_str(r->gp, title);
   fputs(
       "\nset style data histograms\nset style histogram clustered gap 1\n"
       "set style fill solid 0.9 border -1\nset ylabel 'TFLOP/s (higher is better)'\n"
@@ -171,8 +170,6 @@ static mmt_status chart_best(report *r, ut_err *err) {
            "--bench CSV, so no cuBLAS)%s",
            r->device, n < r->nbest ? "; the 40 most measured" : "");
   pic_begin(r, "tflops.png", title);
-  fputs("set title ", r->gp);
-  gp_str(r->gp, title);
   fputs(
       "\nset style fill solid 0.9 border -1\nset boxwidth 0.8\nset ylabel 'TFLOP/s'\n"
       "set yrange [0:*]\nset offsets 0, 0, graph 0.05, 0\nset xtics rotate by 90 right\n"
@@ -273,8 +270,6 @@ static mmt_status chart_roofline(report *r, const char *dtype, ut_err *err) {
            "of mmtune's performance model (compute capability %d.x, %d SMs)",
            dtype, r->device, e.rows, nbest, dev.cc_major, dev.sm_count);
   pic_begin(r, png, title);
-  fputs("set title ", r->gp);
-  gp_str(r->gp, title);
   if (e.rows == 0) e = (extent){1, 1, 1, 1, 0};
   fprintf(r->gp,
           "\nPF = %.6g\nBW = %.6g\nroof(x) = x * BW < PF ? x * BW : PF\n"
@@ -332,8 +327,6 @@ static mmt_status chart_search(report *r, ut_err *err) {
            "most rows (of %d)",
            r->device, n, searched);
   pic_begin(r, "search.png", title);
-  fputs("set title ", r->gp);
-  gp_str(r->gp, title);
   fputs(
       "\nset logscale x\nset yrange [0:1.05]\nset key bottom right font ',8'\n"
       "set xlabel 'measurements of the search, in the order made (rows by id; log scale)'\n"
@@ -429,8 +422,6 @@ static mmt_status chart_model(report *r, ut_err *err) {
            "error x%.2f",
            r->device, st.points, st.shapes, more, st.points ? exp(st.log_err / st.points) : NAN);
   pic_begin(r, "model.png", title);
-  fputs("set title ", r->gp);
-  gp_str(r->gp, title);
   if (st.points == 0) st.x0 = 1e-3, st.x1 = 1;
   fprintf(r->gp,
           "\nset logscale xy\nset size square\nset xrange [%.6g:%.6g]\n"
