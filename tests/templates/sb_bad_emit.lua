@@ -57,13 +57,14 @@ local broken = {
                      {operand = "B", box = {4, 64}}}
   end,
   [29] = function(r) r.store_any_align = true end, -- without repack
+  [30] = function(r) r.repack = true; r.store_any_align = 1 end, -- not a boolean
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                   23, 24, 25, 26, 27, 28, 29}}},
+                                   23, 24, 25, 26, 27, 28, 29, 30}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
