@@ -12,6 +12,8 @@
 --   dot  (W K-contiguous: side=0 with B "t", side=1 with A "n"; the decode x.W^T case): a warp
 --        owns RL rows of W and walks K in chunks of 32 lanes x V elements (16 bytes a lane);
 --        each lane keeps BS x RL partial dot products, reduced over the warp by shuffles.
+--        Where X is not K-contiguous (side=0 "tt", side=1 "nn"), the block stages each step's
+--        slice of X through shared memory, transposed, so that X's loads are coalesced.
 --   axpy (W L-contiguous): a lane owns RL vectors of V neighbouring columns of W, a warp
 --        32 x V x RL columns, and walks K one row at a time, adding X(s, k) * W(k, :) for
 --        the BS rows of its block (X(s, k) is the same for every lane: one broadcast load).
@@ -58,8 +60,9 @@ local source = [[
  *                 workspace WS (splitk_reduce)
  * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
  * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), SPLIT), ${shared_bytes} bytes of
- * dynamic shared memory (the K split's partial sums).  The blocks of one slice of W (all of
- * S) are neighbours in launch order, so W is read from DRAM once and re-read from L2.
+ * dynamic shared memory (the K split's partial sums, the staged X).  The blocks of one slice
+ * of W (all of S) are neighbours in launch order, so W is read from DRAM once and re-read
+ * from L2.
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
  */
 #define SIDE ${side}
@@ -76,6 +79,12 @@ local source = [[
 #define LB ${lb}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N */
+/* X is ${x_doc}.  Dot with an S-contiguous X: a step's X (XS_K elements of K, BS rows of S)
+ * staged in shared memory from float XS_OFFSET, XS_LD floats a row. */
+#define XS_K ${xs_k}
+#define XS_LD ${xs_ld}
+#define XS_OFFSET ${xs_offset}
+#define XS_PER ${xs_per} /* elements of the staged X a thread loads a step (at least 1) */
 ${elem}${dependent_launch}${split_k}
 /* 16 bytes (V elements) as floats. */
 __device__ __forceinline__ void unpack(const uint4 v, float* f) {
@@ -101,6 +110,23 @@ __device__ __forceinline__ void load_v(const elem_t* p, float* f) {
 #endif
 }
 
+/* Dot with an S-contiguous X: the thread's XS_PER elements of a step's X, as floats (0 past
+ * the staged rows or the whole chunks, kwhole).  Element q of thread t is row kb + i of K,
+ * i = t / BS + q * (WARPS * 32 / BS), and row s0 + t % BS of S (BS divides the threads), so
+ * one pointer and one stride serve every q. */
+__device__ __forceinline__ void load_xs(float (&xv)[XS_PER], const elem_t* X, long long x_ld,
+                                        long long kb, long long kwhole, int s0, int S) {
+  constexpr int QS = WARPS * 32 / BS; /* rows of K a pass of the block's threads covers */
+  const int i0 = threadIdx.x / BS;
+  const elem_t* const p = X + (kb + i0) * x_ld + min(s0 + (int)(threadIdx.x % BS), S - 1);
+  const long long stride = QS * x_ld;
+#pragma unroll
+  for (int q = 0; q < XS_PER; q++) {
+    const int i = i0 + q * QS;
+    xv[q] = i < XS_K && kb + i < kwhole ? to_float(__ldg(p + q * stride)) : 0.0f;
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
     const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
@@ -124,7 +150,8 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
 #define X_KMAJOR (B_T)
 #define W_KMAJOR (!A_T)
 #endif
-  extern __shared__ float red[]; /* [KW - 1][RG][...]: the other K parts' partial sums */
+  /* [KW - 1][RG][...]: the other K parts' partial sums; then the staged X (XS_OFFSET) */
+  extern __shared__ __align__(16) float red[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kpart = warp % KW, group = warp / KW;
   const int s0 = blockIdx.x * BS;
@@ -141,11 +168,11 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
     K = (int)min(kc, K - k0);
   }
 #endif
-  /* X's row pointers (K contiguous) or column offsets (S contiguous), rows past S clamped to
-   * the last one: their sums are computed and dropped, so no load needs a guard. */
-  long long xoff[BS];
-#pragma unroll
-  for (int s = 0; s < BS; s++) xoff[s] = (long long)min(s0 + s, S - 1) * (X_KMAJOR ? x_ld : 1);
+  /* X's row s of S: its offset in X (K-contiguous: a row pointer; S-contiguous: a column),
+   * rows past S clamped to the last one: their sums are computed and dropped, so no load
+   * needs a guard.  A macro, not an array of BS offsets: the array's registers made ptxas
+   * spill where the staged X's registers are live too. */
+#define XOFF(s) ((long long)min(s0 + (s), S - 1) * (X_KMAJOR ? x_ld : 1))
 ${kernel_body}
 }
 ]]
@@ -165,52 +192,106 @@ local dot_body = [[
    * takes V elements of a chunk.  The elements after the last whole chunk go to the part
    * whose turn is next, element by element. */
   const int chunks = K / (32 * V);
-  int c = kpart;
-  for (; c + (UNROLL - 1) * KW < chunks; c += UNROLL * KW) {
-    float w[UNROLL][RL][V];
+  /* X is K-contiguous, or (x_ld == 1) a single row of S that is: its loads are coalesced. */
+#if X_KMAJOR
+  if (true) {
+#else
+  if (S == 1 && x_ld == 1) {
+#endif
+    int c = kpart;
+    for (; c + (UNROLL - 1) * KW < chunks; c += UNROLL * KW) {
+      float w[UNROLL][RL][V];
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++)
+      for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-      for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)(c + u * KW) * (32 * V) + lane * V, w[u][r]);
+        for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)(c + u * KW) * (32 * V) + lane * V, w[u][r]);
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
-      const long long k = (long long)(c + u * KW) * (32 * V) + lane * V;
+      for (int u = 0; u < UNROLL; u++) {
+        const long long k = (long long)(c + u * KW) * (32 * V) + lane * V;
+#pragma unroll
+        for (int s = 0; s < BS; s++) {
+          float x[V];
+          load_v(X + XOFF(s) + k, x);
+#pragma unroll
+          for (int r = 0; r < RL; r++)
+#pragma unroll
+            for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[u][r][j], acc[s][r]);
+        }
+      }
+    }
+    for (; c < chunks; c += KW) { /* the chunks left over from the unrolled steps */
+      float w[RL][V];
+#pragma unroll
+      for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)c * (32 * V) + lane * V, w[r]);
+      const long long k = (long long)c * (32 * V) + lane * V;
 #pragma unroll
       for (int s = 0; s < BS; s++) {
         float x[V];
-#if X_KMAJOR
-        load_v(X + xoff[s] + k, x);
-#else
-#pragma unroll
-        for (int j = 0; j < V; j++) x[j] = to_float(__ldg(X + (k + j) * x_ld + xoff[s]));
-#endif
+        load_v(X + XOFF(s) + k, x);
 #pragma unroll
         for (int r = 0; r < RL; r++)
 #pragma unroll
-          for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[u][r][j], acc[s][r]);
+          for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[r][j], acc[s][r]);
       }
     }
   }
-  for (; c < chunks; c += KW) { /* the chunks left over from the unrolled steps */
-    float w[RL][V];
+#if !X_KMAJOR
+  else {
+    /* X is S-contiguous (K rows of S): a lane's V elements of K for one s lie V rows apart, a
+     * load each, and a warp's load touches 32 sectors; X's L1 wavefronts outnumbered W's about
+     * 60 to 1 (4096x16x4096 nn ran at 1/25 of its bandwidth).  So at each step of UNROLL * KW
+     * chunks, the block copies the step's rows of X to shared memory once, with coalesced
+     * loads (consecutive threads, consecutive s), transposed to K-contiguous (a row of S every
+     * XS_LD floats), and every warp reads its V elements back as 16-byte vectors.  The next
+     * step's X is loaded into registers (XS_PER a thread) while this step computes, so its
+     * latency hides behind the math.  Every warp takes every step (the syncs); a chunk past
+     * the last is skipped. */
+    float* const xs = red + XS_OFFSET;
+    const long long kwhole = (long long)chunks * (32 * V);
+    float xv[XS_PER];
+    load_xs(xv, X, x_ld, 0, kwhole, s0, S);
+    for (int c0 = 0; c0 < chunks; c0 += UNROLL * KW) {
+      float w[UNROLL][RL][V];
 #pragma unroll
-    for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)c * (32 * V) + lane * V, w[r]);
-    const long long k = (long long)c * (32 * V) + lane * V;
+      for (int u = 0; u < UNROLL; u++)
+        if (c0 + u * KW + kpart < chunks)
 #pragma unroll
-    for (int s = 0; s < BS; s++) {
-      float x[V];
-#if X_KMAJOR
-      load_v(X + xoff[s] + k, x);
-#else
+          for (int r = 0; r < RL; r++)
+            load_v(wrow[r] + (long long)(c0 + u * KW + kpart) * (32 * V) + lane * V, w[u][r]);
+      {
+        float* const row = xs + (threadIdx.x % BS) * XS_LD + threadIdx.x / BS;
 #pragma unroll
-      for (int j = 0; j < V; j++) x[j] = to_float(__ldg(X + (k + j) * x_ld + xoff[s]));
-#endif
+        for (int q = 0; q < XS_PER; q++)
+          if (threadIdx.x / BS + q * (WARPS * 32 / BS) < XS_K) row[q * (WARPS * 32 / BS)] = xv[q];
+      }
+      __syncthreads();
+      if (c0 + UNROLL * KW < chunks)
+        load_xs(xv, X, x_ld, (long long)(c0 + UNROLL * KW) * (32 * V), kwhole, s0, S);
 #pragma unroll
-      for (int r = 0; r < RL; r++)
+      for (int u = 0; u < UNROLL; u++) {
+        if (c0 + u * KW + kpart >= chunks) break;
+        const int i0 = (u * KW + kpart) * (32 * V) + lane * V;
 #pragma unroll
-        for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[r][j], acc[s][r]);
+        for (int s = 0; s < BS; s++) {
+          float x[V];
+#pragma unroll
+          for (int j = 0; j < V; j += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(xs + s * XS_LD + i0 + j);
+            x[j] = q.x;
+            x[j + 1] = q.y;
+            x[j + 2] = q.z;
+            x[j + 3] = q.w;
+          }
+#pragma unroll
+          for (int r = 0; r < RL; r++)
+#pragma unroll
+            for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[u][r][j], acc[s][r]);
+        }
+      }
+      __syncthreads();
     }
   }
+#endif
   if (kpart == chunks % KW) /* the tail: fewer than 32 * V elements, one at a time */
     for (int k = chunks * (32 * V) + lane; k < K; k += 32) {
       float w[RL];
@@ -218,7 +299,7 @@ local dot_body = [[
       for (int r = 0; r < RL; r++) w[r] = to_float(__ldg(wrow[r] + k));
 #pragma unroll
       for (int s = 0; s < BS; s++) {
-        const float x = to_float(__ldg(X + (X_KMAJOR ? xoff[s] + k : (long long)k * x_ld + xoff[s])));
+        const float x = to_float(__ldg(X + (X_KMAJOR ? XOFF(s) + k : (long long)k * x_ld + XOFF(s))));
 #pragma unroll
         for (int r = 0; r < RL; r++) acc[s][r] = fmaf(x, w[r], acc[s][r]);
       }
@@ -303,7 +384,7 @@ local axpy_body = [[
       if (k >= K) break;
 #pragma unroll
       for (int s = 0; s < BS; s++) {
-        const float x = to_float(__ldg(X + (X_KMAJOR ? xoff[s] + k : (long long)k * x_ld + xoff[s])));
+        const float x = to_float(__ldg(X + (X_KMAJOR ? XOFF(s) + k : (long long)k * x_ld + XOFF(s))));
 #pragma unroll
         for (int j = 0; j < RL; j++)
 #pragma unroll
@@ -356,6 +437,7 @@ local axpy_body = [[
 
 local MAX_SMALL = 64       -- the small side's limit: the family is for skinny problems
 local MAX_SHARED = 48 * 1024
+local MAX_XS_PER = 16      -- registers a thread holds the next step's staged X in
 
 -- Which body a (side, layout) gets: W K-contiguous -> dot.
 local function w_kmajor(side, layout)
@@ -369,11 +451,30 @@ local function vec_elems(dtype) return 16 // mmt.dtype(dtype).bytes end
 -- K-contiguous vector loads stay aligned; axpy, 8 rows of W.
 local function slice_step(dot, v) return dot and 32 * v or 8 end
 
--- Partial sums a thread keeps, and the shared memory of the K split, for a body.
-local function sizes(p, dot, v)
+-- Whether X (the small operand) is K-contiguous: side 0, X = A, when A is "n"; side 1, X = B,
+-- when B is "t".  The dot body stages an X that is not through shared memory.
+local function x_kmajor(side, layout)
+  if side == 0 then return layout:sub(1, 1) == "n" end
+  return layout:sub(2, 2) == "t"
+end
+
+-- Partial sums a thread keeps, and the shared memory, for a body: the K split's partial sums
+-- (floats from 0), then, for dot with an S-contiguous X, the staged X (from XS_OFFSET, 16-byte
+-- aligned: BS rows of XS_LD floats, XS_K = UNROLL * KW chunks of 32 x V and 4 floats of pad,
+-- which keeps the rows' 16-byte alignment and halves the stores' bank conflicts).
+local function sizes(p, dot, v, staged)
   local acc = dot and p.bs * p.rl or p.bs * p.rl * v
   local per_warp = dot and acc or acc * 32
-  return acc, (p.kw - 1) * (p.warps // p.kw) * per_warp * 4
+  local floats = (p.kw - 1) * (p.warps // p.kw) * per_warp
+  local xs = {k = 0, ld = 0, offset = 0, per = 1}
+  if staged then
+    xs.k = p.unroll * p.kw * 32 * v
+    xs.ld = xs.k + 4
+    xs.offset = (floats + 3) // 4 * 4
+    xs.per = mmt.ceil_div(xs.k * p.bs, 32 * p.warps)
+    floats = xs.offset + p.bs * xs.ld
+  end
+  return acc, floats * 4, xs
 end
 
 return {
@@ -407,11 +508,17 @@ return {
     end
     if p.bs > 1 and p.bs >= 2 * small then return false, "bs is over twice the small side" end
     local dot = w_kmajor(p.side, prob.layout)
-    local acc, shared = sizes(p, dot, vec_elems(prob.dtype))
+    local acc, shared, xs = sizes(p, dot, vec_elems(prob.dtype),
+                                  dot and not x_kmajor(p.side, prob.layout))
+    if xs.per > MAX_XS_PER then
+      return false, "the staged X: over " .. MAX_XS_PER .. " elements a thread a step"
+    end
     if not dot and acc > 64 then return false, "axpy: bs * rl * V > 64 partial sums a lane" end
     local lb = (p.warps // p.kw) * p.rl * (dot and 1 or 32 * vec_elems(prob.dtype))
     if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
-    if shared > MAX_SHARED then return false, "the K split needs over 48 KiB of shared memory" end
+    if shared > MAX_SHARED then
+      return false, "over 48 KiB of shared memory (the K split's sums, the staged X)"
+    end
     if p.split > 1 then
       if prob.K < p.split * slice_step(dot, vec_elems(prob.dtype)) then
         return false, "split-K slices of less than one step (K < split * SLICE_STEP)"
@@ -425,7 +532,8 @@ return {
   emit = function(p, dtype, layout)
     local dot = w_kmajor(p.side, layout)
     local v = vec_elems(dtype)
-    local acc, shared = sizes(p, dot, v)
+    local staged = dot and not x_kmajor(p.side, layout)
+    local acc, shared, xs = sizes(p, dot, v, staged)
     local split = p.split > 1
     local rg = p.warps // p.kw
     local lb = dot and rg * p.rl or rg * 32 * v * p.rl
@@ -449,6 +557,9 @@ return {
       slice_step = slice_step(dot, v),
       ws_param = split and ",\n    float* __restrict__ WS" or "",
       kernel_body = dot and dot_body or axpy_body,
+      xs_k = xs.k, xs_ld = xs.ld, xs_offset = xs.offset, xs_per = xs.per,
+      x_doc = staged and "S-contiguous: staged through shared memory, K-contiguous"
+                     or (x_kmajor(p.side, layout) and "K-contiguous" or "S-contiguous"),
     })
     local grid
     if p.side == 0 then
