@@ -114,14 +114,28 @@
    {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
 
 /* Entries of the two lists above that are for problems whose rows are not 16-byte aligned
- * only (mma_sync's realigned copy, vec=0).  Never measured on the GPU model, such a config is
- * no candidate for an aligned problem: the model does not see load widths, and could rank a
- * variant made for misaligned rows above the aligned ones of its template.  Once measured, it
- * is a candidate like any other row. */
+ * only: mma_sync's realigned copy (vec=0), reg_tiled's scalar loads (vec=1), skinny's element
+ * loads (vec=0).  Never measured on the GPU model, such a config is no candidate for an
+ * aligned problem: the model does not see load widths, and ranked these variants above the
+ * aligned ones of their templates (on an empty database, f32 nn of bench/unseen_shapes.txt
+ * served reg_tiled vec=1 on aligned shapes at 0.58-0.70x cuBLAS, skinny vec=0 at 0.25x).
+ * Once measured, it is a candidate like any other row. */
 #define RT_FOR_UNALIGNED                                                                    \
   {{"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=5,vec=0,group=1"},                          \
    {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4"},            \
-   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"}}
+   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"},           \
+   {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=4,vec=1,stages=2,pad=4"},                       \
+   {"reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4"},                      \
+   {"reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8"},             \
+   {"reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1"},               \
+   {"reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1"},               \
+   {"reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2"},       \
+   {"reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4"},      \
+   {"reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16"},      \
+   {"skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                              \
+   {"skinny", "side=0,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"},                              \
+   {"skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                              \
+   {"skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
 
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
  * how much slower than the analytic part its configs ran, the median over the rows of an
