@@ -425,6 +425,8 @@ static void test_default(void **state) {
     assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, cases[i].want);
+    /* aligned rows: not a variant for misaligned ones (RT_FOR_UNALIGNED) */
+    if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
@@ -446,6 +448,8 @@ static void test_default(void **state) {
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, "skinny");
     assert_non_null(strstr(c.params, skinny[i].side));
+    if (q.align_bytes >= 16) /* 16-byte loads where the rows allow (not 4096x1: N = 1) */
+      assert_non_null(strstr(c.params, "vec=1"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
@@ -489,6 +493,8 @@ static void test_device_arch(void **state) {
     assert_int_equal(rt_choose(ch, f->db, DEV, &p, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_EXACT);
     assert_string_equal(c.template_name, cases[i].want);
+    /* aligned rows: not a variant for misaligned ones (RT_FOR_UNALIGNED) */
+    if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
