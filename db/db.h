@@ -171,6 +171,16 @@ mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_ro
  * data_version) or through this handle: what was read stays valid while it stays the same. */
 mmt_status db_data_version(db_handle *db, int64_t *version, ut_err *err);
 
+/* What tells one state of the rows from another across processes and opens (data_version
+ * does not), in microseconds: the results table's largest id (mmtune only ever adds rows,
+ * each with a larger id) and *files, a hash of the size and modification time of the file
+ * and its -wal (a change made by another tool; a checkpoint changes it too).  A count of the
+ * rows would read all of an index: 5 ms at 10^5 rows in a fresh process. */
+mmt_status db_rows_stamp(db_handle *db, int64_t *max_id, uint64_t *files, ut_err *err);
+
+/* The path the handle was opened with (NULL for NULL). */
+const char *db_path(const db_handle *db);
+
 /* The row with this id into *out; MMT_ERR_NOT_FOUND when there is none. */
 mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err);
 

@@ -21,6 +21,7 @@ typedef enum {
   DB_ST_EACH_SHAPE, /* db_each_shape */
   DB_ST_EACH_ROW,   /* db_each_model_row */
   DB_ST_DATA_VERSION, /* db_data_version */
+  DB_ST_STAMP,        /* db_rows_stamp */
   DB_ST_GET,        /* db_get */
   DB_ST_NROWS,      /* db_count */
   DB_ST_SEARCH_GET, /* db_search_seconds (writable handles only) */

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -42,6 +43,7 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
                        " FROM results WHERE +device_name = ?1 AND status = 'ok'",
     /* the unary + keeps SQLite from walking an index and seeking each row: one table scan */
     [DB_ST_DATA_VERSION] = "PRAGMA data_version",
+    [DB_ST_STAMP] = "SELECT coalesce(max(id), 0) FROM results", /* the b-tree's last key */
     [DB_ST_GET] = "SELECT " DB_COLS " FROM results WHERE id = ?1",
     [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
     [DB_ST_SEARCH_GET] = "SELECT seconds FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
@@ -442,6 +444,40 @@ mmt_status db_data_version(db_handle *db, int64_t *version, ut_err *err) {
   stmt_done(st);
   return rc;
 }
+
+/* The size and modification time of path (zeros when it does not exist) into h. */
+static uint64_t hash_file_state(uint64_t h, const char *path) {
+  struct stat st;
+  int64_t v[3] = {0, 0, 0};
+  if (stat(path, &st) == 0) {
+    v[0] = (int64_t)st.st_size;
+    v[1] = (int64_t)st.st_mtim.tv_sec;
+    v[2] = (int64_t)st.st_mtim.tv_nsec;
+  }
+  return ut_hash64_more(h, v, sizeof v);
+}
+
+mmt_status db_rows_stamp(db_handle *db, int64_t *max_id, uint64_t *files, ut_err *err) {
+  if (!db || !max_id || !files)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_rows_stamp: NULL argument");
+  /* the files first: a write after them changes them again, so a fit made after this call
+   * is never filed under a stamp older than its rows */
+  char wal[4200];
+  uint64_t h = hash_file_state(ut_hash64("mmtune", 6), db->path);
+  if (ut_snprintf(wal, sizeof wal, err, "%s-wal", db->path)) return MMT_ERR_INVALID_ARG;
+  *files = hash_file_state(h, wal);
+  sqlite3_stmt *st = db->st[DB_ST_STAMP];
+  int s = sqlite3_step(st);
+  mmt_status rc = MMT_OK;
+  if (s == SQLITE_ROW)
+    *max_id = sqlite3_column_int64(st, 0);
+  else
+    rc = db_sql_fail(db, s, "cannot read the last row id of", err);
+  stmt_done(st);
+  return rc;
+}
+
+const char *db_path(const db_handle *db) { return db ? db->path : NULL; }
 
 mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err) {
   if (!db || !out) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_get: NULL argument");

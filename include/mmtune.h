@@ -77,7 +77,8 @@ typedef void (*mmt_log_fn)(void *user, mmt_log_level level, const char *message)
 /* Zero-initialize, then set what you need: every field has a default. */
 typedef struct {
   const char *db_path;   /* database file; NULL: $MMTUNE_DB, else $XDG_CACHE_HOME/mmtune/mmtune.db */
-  const char *cache_dir; /* cubin cache folder; NULL: $MMTUNE_CACHE_DIR, else
+  const char *cache_dir; /* cubin cache folder, which also keeps the performance model's
+                            fits (fit-*.model); NULL: $MMTUNE_CACHE_DIR, else
                             $XDG_CACHE_HOME/mmtune/cubin */
   mmt_log_fn log;        /* NULL: no logging */
   void *log_user;        /* passed to log */

@@ -204,6 +204,8 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   if (!rc) ctx->dev_open = true;
   /* After the device: the chooser refuses kernels its architecture cannot run. */
   if (!rc) rc = rt_chooser_new(ctx->dev.arch, ctx->dev.info.sm_count, &ctx->chooser, err);
+  /* the model's fits beside the cubins: a process's first choice reads one */
+  if (!rc) rc = rt_chooser_set_fit_cache(ctx->chooser, ctx->cache_dir, err);
   ctx->open_rc = rc;
   if (rc) {
     release(ctx);

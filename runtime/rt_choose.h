@@ -223,9 +223,27 @@ mmt_status rt_choose_candidate(rt_chooser *ch, const rt_candidate *c, const gen_
 double rt_template_prior(const char *tname);
 
 /* The chooser's model of GPU model device_name (fitted on first use, again when the
- * database's rows changed); borrowed: valid until the next call on the chooser.  db NULL: an empty model. */
+ * database's rows changed, or read from the fit cache); borrowed: valid until the next call
+ * on the chooser.  db NULL: an empty model. */
 mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
                             rt_model **out, ut_err *err);
+
+/*
+ * Keeps the chooser's fits on disk in folder dir (created when missing; NULL or "": none, the
+ * default), so that a new process reads a fit instead of redoing it (10^5 rows: about 90 ms
+ * to fit, a few to read).  One file per database file and GPU model,
+ * <dir>/fit-<16 hex>.model, holds what the fit was made from (the rows' stamp,
+ * db_rows_stamp; the GPU model; the device the chooser was made for) and rt_model_pack's
+ * bytes; a fit whose stamp differs is redone and the file replaced.  A file that does not
+ * read back (another build's, truncated) is refitted too, and failing to write one costs
+ * only the next process's fit: neither is an error.  The file serves kernel choices only,
+ * never results: at worst a stale one ranks candidates as the rows it was fitted on did.
+ * Errors: MMT_ERR_NOMEM.
+ */
+mmt_status rt_chooser_set_fit_cache(rt_chooser *ch, const char *dir, ut_err *err);
+
+/* How many models the chooser fitted from rows, and how many it read from the fit cache. */
+void rt_chooser_fit_counts(const rt_chooser *ch, int *fitted, int *read);
 
 /* mmt_explain without a context or a GPU: the choice for p (checked as mmt_gemm checks it,
  * pointers as from cudaMalloc) on GPU model device_name from db (may be NULL).  The same

@@ -1,6 +1,7 @@
 /* rt_model.c -- see rt_model.h: the analytic part, the fit over the database's rows, and the
  * kernel regression that corrects the one by the other. */
 #include "rt_model.h"
+#include "rt_model_int.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,63 +13,6 @@
 #define RT_MODEL_L2_FACTOR 4.0
 #define RT_MODEL_DEFAULT_SMS 132
 #define RT_MODEL_DEFAULT_CC 9
-
-typedef struct {
-  int64_t m, n, k, id;
-  int cfg; /* its config */
-  double ms, y;
-  double r; /* y less its template's mean y on the same problem: the config's own merit */
-  int layout;
-  bool aligned; /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
-} model_row;
-
-typedef struct {
-  char *template_name, *template_hash, *params;
-  char dtype[8];
-  int tmpl; /* its (template, dtype) in tmpls */
-  db_launch launch; /* its first row's */
-  /* per layout, its rows' (a template's grid may depend on the layout: skinny's bodies) */
-  db_launch by_layout[GEN_LAYOUTS];
-  unsigned layouts; /* bit l: by_layout[l] is known */
-  int first, count; /* its rows */
-  bool skip;        /* no launch shape: its rows are left out */
-  int nbins;
-  int bins[GEN_MAX_PARAMS]; /* its parameter values: indexes into its template's bins */
-  /* focus sums: near rows (own y), and far-reaching ones (own merit r) */
-  double sw, swy, swr_w, swr;
-  double wmax;
-  int64_t basis;
-  int used;
-} model_cfg;
-
-/* One value of one parameter of a template ("split=4"): the merit of the rows that have it. */
-typedef struct {
-  char text[40];
-  double sw, swr; /* focus sums */
-} model_bin;
-
-typedef struct {
-  char name[GEN_NAME_MAX];
-  char dtype[8];
-  double gy; /* mean y over all its rows */
-  int gcount;
-  double sw, swy, swyy; /* focus sums */
-  int used;
-  model_bin *bins;
-  int nbins, bins_cap;
-} model_tmpl;
-
-struct rt_model {
-  rt_model_device dev;
-  model_row *rows;
-  int nrows, rows_cap;
-  model_cfg *cfgs;
-  int ncfgs, cfgs_cap;
-  model_tmpl *tmpls;
-  int ntmpls, tmpls_cap;
-  int *table; /* config key -> index; -1 empty (open addressing, at most half full) */
-  size_t table_mask;
-};
 
 static double log_size(int64_t x) { return log((double)(x < 1 ? 1 : x)); }
 
@@ -261,9 +205,8 @@ static size_t config_find(const rt_model *m, const char *name, const char *hash,
   return i;
 }
 
-/* Doubles the config table (all of it rehashed). */
-static mmt_status table_grow(rt_model *m, ut_err *err) {
-  size_t cap = m->table_mask ? 2 * (m->table_mask + 1) : 1024;
+/* A config table of cap slots (a power of two, over twice the configs), all rehashed. */
+static mmt_status table_build(rt_model *m, size_t cap, ut_err *err) {
   int *t = malloc(cap * sizeof *t);
   if (!t) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
   memset(t, 0xff, cap * sizeof *t);
@@ -275,6 +218,17 @@ static mmt_status table_grow(rt_model *m, ut_err *err) {
     t[config_find(m, cfg->template_name, cfg->template_hash, cfg->params, cfg->dtype)] = c;
   }
   return MMT_OK;
+}
+
+/* Doubles the config table. */
+static mmt_status table_grow(rt_model *m, ut_err *err) {
+  return table_build(m, m->table_mask ? 2 * (m->table_mask + 1) : 1024, err);
+}
+
+mmt_status rt_model_index(rt_model *m, ut_err *err) {
+  size_t cap = 1024;
+  while (cap <= 2 * ((size_t)m->ncfgs + 1)) cap *= 2;
+  return table_build(m, cap, err);
 }
 
 /* Starts a config for row r (its first row). */
@@ -297,6 +251,7 @@ static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
     ut_err e = {{0}};
     mmt_status rc = f->resolve(r, &c->launch, f->user, &e);
     if (rc == MMT_ERR_NOMEM) return ut_fail(f->err, rc, "%s", e.msg);
+    m->resolved++;
   }
   c->skip = c->launch.tile_m <= 0 || c->launch.tile_n <= 0;
   c->tmpl = tmpl_index(m, c->template_name, c->dtype);

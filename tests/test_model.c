@@ -209,6 +209,138 @@ static void test_predict_other_layout(void **state) {
   db_close(db);
 }
 
+/* Every config's prediction on a problem, for comparing two models of the same rows. */
+static void predict_all(rt_model *m, const gen_problem *p, double *ms, int n) {
+  rt_model_focus(m, p, NULL);
+  for (int c = 0; c < n; c++) {
+    rt_prediction pred;
+    rt_model_predict(m, c, NULL, NULL, NULL, NAN, p, &pred);
+    ms[c] = pred.ms;
+  }
+}
+
+/* A fit packed and unpacked predicts what it did, bit for bit; bytes cut short, of another
+ * format or with an index out of range are refused with a message, not read. */
+static void test_pack(void **state) {
+  (void)state;
+  db_handle *db = open_fixture();
+  rt_model *m = NULL, *back = NULL;
+  ut_err e;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  void *data = NULL;
+  size_t len = 0;
+  assert_int_equal(rt_model_pack(m, &data, &len, &e), MMT_OK);
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_OK);
+  const int n = rt_model_config_count(m);
+  assert_int_equal(rt_model_config_count(back), n);
+  assert_int_equal(rt_model_row_count(back), rt_model_row_count(m));
+  double *a = calloc((size_t)n, sizeof *a), *b = calloc((size_t)n, sizeof *b);
+  assert_true(a && b);
+  const gen_problem probs[] = {packed("f16", "nn", 1000, 999, 1001),
+                               packed("f32", "nt", 1, 4096, 4096),
+                               packed("f16", "nt", 8, 5120, 5120)};
+  for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) {
+    predict_all(m, &probs[i], a, n);
+    predict_all(back, &probs[i], b, n);
+    assert_memory_equal(a, b, (size_t)n * sizeof *a);
+  }
+  for (int c = 0; c < n; c++) { /* the config table: every config found by its fields */
+    rt_model_config mc;
+    rt_model_get_config(m, c, &mc);
+    assert_int_equal(
+        rt_model_find(back, mc.template_name, mc.template_hash, mc.params, mc.dtype), c);
+  }
+  rt_model_free(back);
+  back = NULL;
+  /* cut short, anywhere */
+  for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
+    assert_int_equal(rt_model_unpack(data, cut, &back, &e), MMT_ERR_IO);
+    assert_null(back);
+  }
+  assert_non_null(strstr(e.msg, "packed model"));
+  /* another format */
+  unsigned char *bytes = data;
+  bytes[0] ^= 1;
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
+  assert_non_null(strstr(e.msg, "another build's format"));
+  bytes[0] ^= 1;
+  /* the first row's config index (its fifth 8-byte word: m, n, k, id, then cfg) past the
+   * configs: the header is the first 64 bytes */
+  int32_t bad = n;
+  unsigned char saved[4];
+  memcpy(saved, bytes + 64 + 32, 4);
+  memcpy(bytes + 64 + 32, &bad, 4);
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
+  assert_non_null(strstr(e.msg, "out of range"));
+  memcpy(bytes + 64 + 32, saved, 4);
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_OK);
+  rt_model_free(back);
+  free(data);
+  free(a);
+  free(b);
+  rt_model_free(m);
+  db_close(db);
+}
+
+/* The chooser's fit cache: the first chooser fits and writes the file, a second one (a new
+ * process) reads it and ranks the same; a row added makes the next one fit again. */
+static void test_fit_cache(void **state) {
+  (void)state;
+  db_handle *db = open_fixture();
+  ut_err e;
+  char dir[128], copy[128], cmd[512];
+  snprintf(dir, sizeof dir, "%s/fits", g_dir);
+  snprintf(copy, sizeof copy, "%s/copy.db", g_dir);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", g_db, copy);
+  assert_int_equal(system(cmd), 0);
+  db_close(db);
+  db_handle *w = NULL;
+  assert_int_equal(db_open(copy, false, &w, &e), MMT_OK);
+  const gen_problem p = packed("f16", "nn", 1000, 999, 1001);
+  char first[2][400] = {{0}};
+  for (int turn = 0; turn < 3; turn++) {
+    if (turn == 2) { /* a row more: the file no longer matches */
+      db_result r;
+      assert_int_equal(db_get(w, 1, &r, &e), MMT_OK);
+      r.problem.m = 777;
+      assert_int_equal(db_insert(w, &r, &e), MMT_OK);
+    }
+    rt_chooser *ch = NULL;
+    assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+    assert_int_equal(rt_chooser_set_fit_cache(ch, dir, &e), MMT_OK);
+    rt_model *m = NULL;
+    assert_int_equal(rt_chooser_model(ch, w, DEV, &m, &e), MMT_OK);
+    int fitted = -1, read = -1;
+    rt_chooser_fit_counts(ch, &fitted, &read);
+    assert_int_equal(fitted, turn == 1 ? 0 : 1);
+    assert_int_equal(read, turn == 1 ? 1 : 0);
+    rt_choice c = {0};
+    assert_int_equal(rt_choose(ch, w, DEV, &p, &c, &e), MMT_OK);
+    if (turn < 2)
+      snprintf(first[turn], sizeof first[0], "%s %s %.9g", c.template_name, c.params,
+               c.predicted_ms);
+    rt_choice_clear(&c);
+    rt_chooser_free(ch);
+  }
+  assert_string_equal(first[0], first[1]);
+  /* a file cut short is fitted again, not trusted */
+  snprintf(cmd, sizeof cmd,
+           "for f in '%s'/fit-*.model; do head -c 100 \"$f\" > \"$f.t\" && mv \"$f.t\" \"$f\"; done",
+           dir);
+  assert_int_equal(system(cmd), 0);
+  rt_chooser *ch = NULL;
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  assert_int_equal(rt_chooser_set_fit_cache(ch, dir, &e), MMT_OK);
+  rt_model *m = NULL;
+  assert_int_equal(rt_chooser_model(ch, w, DEV, &m, &e), MMT_OK);
+  int fitted = 0, read = 0;
+  rt_chooser_fit_counts(ch, &fitted, &read);
+  assert_int_equal(fitted, 1);
+  assert_int_equal(read, 0);
+  rt_chooser_free(ch);
+  db_close(w);
+}
+
 /* Leave-one-shape-out, as `mmtune model evaluate` does it, per dtype. */
 typedef struct {
   db_problem v[64];
@@ -284,6 +416,7 @@ int main(void) {
       cmocka_unit_test(test_analytic),         cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
       cmocka_unit_test(test_predict_other_layout), cmocka_unit_test(test_leave_one_shape_out),
+      cmocka_unit_test(test_pack),             cmocka_unit_test(test_fit_cache),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -150,6 +150,10 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
   else if (!rc && db)
     rc = db_each_best(db, device, NULL, NULL, first_arch, arch, &err);
   if (!rc) rc = rt_chooser_new(arch, 0, &ch, &err);
+  char fits[4096];
+  ut_err no_cache; /* no cache folder (no HOME): the model is fitted, as without one */
+  if (!rc && !ut_default_cubin_dir(fits, sizeof fits, &no_cache))
+    rc = rt_chooser_set_fit_cache(ch, fits, &err);
   if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
   rt_chooser_free(ch);

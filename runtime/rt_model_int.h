@@ -1,0 +1,71 @@
+/*
+ * rt_model_int.h -- what rt_model.c (the fit, the predictions) and rt_model_pack.c (the fit as
+ * bytes, for the chooser's disk cache) share: the fitted model's layout.  Private to runtime/.
+ */
+#ifndef MMT_RT_MODEL_INT_H
+#define MMT_RT_MODEL_INT_H
+
+#include "rt_model.h"
+
+typedef struct {
+  int64_t m, n, k, id;
+  int cfg; /* its config */
+  double ms, y;
+  double r; /* y less its template's mean y on the same problem: the config's own merit */
+  int layout;
+  bool aligned; /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
+} model_row;
+
+typedef struct {
+  char *template_name, *template_hash, *params;
+  char dtype[8];
+  int tmpl; /* its (template, dtype) in tmpls */
+  db_launch launch; /* its first row's */
+  /* per layout, its rows' (a template's grid may depend on the layout: skinny's bodies) */
+  db_launch by_layout[GEN_LAYOUTS];
+  unsigned layouts; /* bit l: by_layout[l] is known */
+  int first, count; /* its rows */
+  bool skip;        /* no launch shape: its rows are left out */
+  int nbins;
+  int bins[GEN_MAX_PARAMS]; /* its parameter values: indexes into its template's bins */
+  /* focus sums: near rows (own y), and far-reaching ones (own merit r) */
+  double sw, swy, swr_w, swr;
+  double wmax;
+  int64_t basis;
+  int used;
+} model_cfg;
+
+/* One value of one parameter of a template ("split=4"): the merit of the rows that have it. */
+typedef struct {
+  char text[40];
+  double sw, swr; /* focus sums */
+} model_bin;
+
+typedef struct {
+  char name[GEN_NAME_MAX];
+  char dtype[8];
+  double gy; /* mean y over all its rows */
+  int gcount;
+  double sw, swy, swyy; /* focus sums */
+  int used;
+  model_bin *bins;
+  int nbins, bins_cap;
+} model_tmpl;
+
+struct rt_model {
+  rt_model_device dev;
+  model_row *rows;
+  int nrows, rows_cap;
+  model_cfg *cfgs;
+  int ncfgs, cfgs_cap;
+  model_tmpl *tmpls;
+  int ntmpls, tmpls_cap;
+  int *table; /* config key -> index; -1 empty (open addressing, at most half full) */
+  size_t table_mask;
+  int resolved; /* configs whose launch shape the resolver gave (an emit of today's templates) */
+};
+
+/* Builds m->table afresh for m's configs (after rt_model_unpack).  Errors: MMT_ERR_NOMEM. */
+mmt_status rt_model_index(rt_model *m, ut_err *err);
+
+#endif /* MMT_RT_MODEL_INT_H */
