@@ -217,7 +217,8 @@ typedef struct {
   int m, n, kk, lda, ldb, ldc;
   float alpha, beta;
   CUdeviceptr a, b, c;
-  void *params[11]; /* the kernel ABI (gen.h), pointing at the fields above */
+  CUdeviceptr ws; /* a split-K kernel's workspace (its last argument), owned; 0: none */
+  void *params[12]; /* the kernel ABI (gen.h), pointing at the fields above */
 } bare_kernel;
 
 /* Emits template + params for the layout (as mmt_explain reported them), compiles through
@@ -245,9 +246,17 @@ static mmt_status bare_load(bench_gpu *g, const mmt_choice *how, bare_kernel *bk
   bk->lda = (int)o->k, bk->ldb = (int)o->n, bk->ldc = (int)o->n;
   bk->alpha = 1.0f, bk->beta = 0.0f;
   bk->a = g->a, bk->b = g->b, bk->c = g->c2;
-  void *params[11] = {&bk->m, &bk->n,   &bk->kk, &bk->alpha, &bk->a,  &bk->lda,
-                      &bk->b, &bk->ldb, &bk->beta, &bk->c,   &bk->ldc};
+  void *params[12] = {&bk->m, &bk->n,   &bk->kk, &bk->alpha, &bk->a,  &bk->lda,
+                      &bk->b, &bk->ldb, &bk->beta, &bk->c,   &bk->ldc, &bk->ws};
   memcpy(bk->params, params, sizeof params);
+  /* a kernel with split-K through a workspace takes it last (rt_kernel_launch's ABI): a
+   * buffer of its size here, where the dispatcher's launches use the kernel's own */
+  const rt_gemm_args args = {.m = o->m, .n = o->n, .k = o->k};
+  size_t ws_bytes = 0;
+  if (!(rc = rt_workspace_need(&bk->k, &args, &ws_bytes, err)) && ws_bytes) {
+    CUresult r = g->cu->cuMemAlloc(&bk->ws, ws_bytes);
+    if (r != CUDA_SUCCESS) rc = rt_cu_fail(err, "cuMemAlloc", r);
+  }
 cleanup:
   if (rc) ut_err_prefix(err, "bare kernel %s %s", how->template_name, how->params);
   rt_cubin_free(&cubin);
@@ -427,6 +436,7 @@ static mmt_status run_warm(const bench_opts *o, ut_err *err) {
   if (bk.k.last_launch)
     printf("  note: an exclusive kernel: mmt_sgemm also orders each launch with an event\n");
 cleanup:
+  if (bk.ws) (void)g.cu->cuMemFree(bk.ws);
   rt_kernel_unload(&bk.k);
   close_gpu(&g);
   return rc;
