@@ -103,15 +103,18 @@ void rt_model_free(rt_model *m);
 /*
  * The fit as bytes, and back (rt_model_pack.c): what the chooser keeps on disk so that a
  * process's first choice reads a fit instead of redoing it (10^5 rows: about 90 ms to fit, a
- * few to read).  The bytes are this build's layout, checked on unpack (a header of sizes and
- * RT_MODEL_PACK_FORMAT, every count and index), not a portable format.  A model fitted with
+ * few to read).  The bytes are this build's layout, checked on unpack (a header of sizes,
+ * RT_MODEL_PACK_FORMAT, a print of the model's constants and analytic part; every count and
+ * index), not a portable format.  A model fitted with
  * launch shapes from the resolver (rows written before schema 4: an emit of today's
  * templates) is not packed (MMT_ERR_UNSUPPORTED): the bytes would outlive a template edit.
  * rt_model_pack: *data (malloc'd, the caller frees) and *len.  Errors: MMT_ERR_UNSUPPORTED,
  * MMT_ERR_NOMEM.  rt_model_unpack: *out, owned by the caller.  Errors: MMT_ERR_IO (bytes
  * of another build, truncated or inconsistent; the message says which), MMT_ERR_NOMEM.
  */
-#define RT_MODEL_PACK_FORMAT 1 /* bump when what the fit computes changes but no size does */
+/* Bump when what the fit computes changes but no struct size, constant or analytic time does
+ * (e.g. how merits are averaged). */
+#define RT_MODEL_PACK_FORMAT 1
 mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *err);
 mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err);
 

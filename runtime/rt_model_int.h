@@ -1,6 +1,7 @@
 /*
  * rt_model_int.h -- what rt_model.c (the fit, the predictions) and rt_model_pack.c (the fit as
- * bytes, for the chooser's disk cache) share: the fitted model's layout.  Private to runtime/.
+ * bytes, for the chooser's disk cache) share: the fitted model's layout, and the packed
+ * bytes' header.  Private to runtime/ (and its tests).
  */
 #ifndef MMT_RT_MODEL_INT_H
 #define MMT_RT_MODEL_INT_H
@@ -64,6 +65,16 @@ struct rt_model {
   size_t table_mask;
   int resolved; /* configs whose launch shape the resolver gave (an emit of today's templates) */
 };
+
+/* rt_model_pack's bytes start with this (rt_model_pack.c says the rest). */
+typedef struct {
+  char magic[8];
+  uint32_t format, row_size, cfg_size, tmpl_size, bin_size, device_size;
+  int32_t nrows, ncfgs, ntmpls, nbins;
+  uint64_t strings; /* bytes of the string pool */
+  rt_model_device dev;
+  uint64_t code; /* code_print(): bytes fitted by other code are not read */
+} pack_header;
 
 /* Builds m->table afresh for m's configs (after rt_model_unpack).  Errors: MMT_ERR_NOMEM. */
 mmt_status rt_model_index(rt_model *m, ut_err *err);

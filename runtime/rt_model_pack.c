@@ -12,13 +12,30 @@
 
 #define PACK_MAGIC "mmtfit01"
 
-typedef struct {
-  char magic[8];
-  uint32_t format, row_size, cfg_size, tmpl_size, bin_size, device_size;
-  int32_t nrows, ncfgs, ntmpls, nbins;
-  uint64_t strings; /* bytes of the string pool */
-  rt_model_device dev;
-} pack_header;
+/* What the fit computes with, as a number: the model's constants and the analytic part on a
+ * few launches, so that a build whose constants or analytic time differ (without
+ * RT_MODEL_PACK_FORMAT bumped) does not read another's fits. */
+static uint64_t code_print(void) {
+  const double constants[] = {RT_MODEL_BANDWIDTH,     RT_MODEL_MERIT_BANDWIDTH,
+                              RT_MODEL_MERIT_SHRINK,  RT_MODEL_OTHER_LAYOUT,
+                              RT_MODEL_OTHER_ALIGN,   RT_MODEL_PRIOR_WEIGHT,
+                              RT_MODEL_GLOBAL_WEIGHT, RT_MODEL_UNMEASURED,
+                              RT_MODEL_UNKNOWN,       RT_MODEL_LAUNCH_MS,
+                              RT_MODEL_FILL_MS,       RT_MODEL_SM_THREADS,
+                              RT_MODEL_BUSY_WARPS,    RT_MODEL_DRAM_SMS};
+  uint64_t h = ut_hash64(constants, sizeof constants);
+  const rt_model_device dev = {132, 9};
+  const db_launch launches[] = {{.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384},
+                                {.tile_m = 64, .tile_n = 64, .slices = 4, .threads = 128},
+                                {.tile_m = 1, .tile_n = 512, .slices = 16, .threads = 128}};
+  const char *dtypes[] = {"f16", "f32", "f32"};
+  for (int i = 0; i < 3; i++) {
+    const gen_problem p = gen_packed_problem(dtypes[i], "nn", 1 + 999 * (i != 2), 4096, 3000);
+    const double ms = rt_model_analytic_ms(&dev, &launches[i], &p);
+    h = ut_hash64_more(h, &ms, sizeof ms);
+  }
+  return h;
+}
 
 /* The configs' string offsets: template_name, template_hash, params. */
 typedef struct {
@@ -43,7 +60,8 @@ mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *er
                    .row_size = sizeof(model_row), .cfg_size = sizeof(model_cfg),
                    .tmpl_size = sizeof(model_tmpl), .bin_size = sizeof(model_bin),
                    .device_size = sizeof(rt_model_device), .nrows = m->nrows,
-                   .ncfgs = m->ncfgs, .ntmpls = m->ntmpls, .dev = m->dev};
+                   .ncfgs = m->ncfgs, .ntmpls = m->ntmpls, .dev = m->dev,
+                   .code = code_print()};
   for (int t = 0; t < m->ntmpls; t++) h.nbins += m->tmpls[t].nbins;
   for (int c = 0; c < m->ncfgs; c++)
     h.strings += strlen(m->cfgs[c].template_name) + strlen(m->cfgs[c].template_hash) +
@@ -125,7 +143,7 @@ mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err 
   if (memcmp(h.magic, PACK_MAGIC, sizeof h.magic) != 0 || h.format != RT_MODEL_PACK_FORMAT ||
       h.row_size != sizeof(model_row) || h.cfg_size != sizeof(model_cfg) ||
       h.tmpl_size != sizeof(model_tmpl) || h.bin_size != sizeof(model_bin) ||
-      h.device_size != sizeof(rt_model_device))
+      h.device_size != sizeof(rt_model_device) || h.code != code_print())
     return ut_fail(err, MMT_ERR_IO, "packed model: another build's format");
   if (h.nrows < 0 || h.ncfgs < 0 || h.ntmpls < 0 || h.nbins < 0 || h.strings > len ||
       packed_size(&h) != len)

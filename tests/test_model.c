@@ -25,6 +25,7 @@
 #include "db.h"
 #include "rt_choose.h"
 #include "rt_model.h"
+#include "rt_model_int.h"
 
 #define SQLITE_CLI "/usr/bin/sqlite3"
 #define DEV "NVIDIA H100 80GB HBM3"
@@ -264,15 +265,15 @@ static void test_pack(void **state) {
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
   assert_non_null(strstr(e.msg, "another build's format"));
   bytes[0] ^= 1;
-  /* the first row's config index (its fifth 8-byte word: m, n, k, id, then cfg) past the
-   * configs: the header is the first 64 bytes */
+  /* the first row's config index past the configs */
+  const size_t at = sizeof(pack_header) + offsetof(model_row, cfg);
   int32_t bad = n;
-  unsigned char saved[4];
-  memcpy(saved, bytes + 64 + 32, 4);
-  memcpy(bytes + 64 + 32, &bad, 4);
+  unsigned char saved[sizeof bad];
+  memcpy(saved, bytes + at, sizeof bad);
+  memcpy(bytes + at, &bad, sizeof bad);
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
   assert_non_null(strstr(e.msg, "out of range"));
-  memcpy(bytes + 64 + 32, saved, 4);
+  memcpy(bytes + at, saved, sizeof bad);
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_OK);
   rt_model_free(back);
   free(data);
