@@ -169,6 +169,8 @@ mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err 
   p += (size_t)h.ncfgs * sizeof *offs;
   memcpy(m->tmpls, p, (size_t)h.ntmpls * sizeof *m->tmpls);
   p += (size_t)h.ntmpls * sizeof *m->tmpls;
+  /* the file's pointer fields are never used (NULL when packed, anything when corrupt) */
+  for (int t = 0; t < h.ntmpls; t++) m->tmpls[t].bins = NULL;
   m->ntmpls = m->tmpls_cap = h.ntmpls;
   int64_t bins_left = h.nbins;
   for (int t = 0; t < m->ntmpls; t++) {

@@ -265,6 +265,28 @@ static void test_pack(void **state) {
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
   assert_non_null(strstr(e.msg, "another build's format"));
   bytes[0] ^= 1;
+  /* the first template's bin count and the last one's bins pointer garbage: refused, and
+   * nothing freed that was not allocated */
+  const size_t tmpls_at = sizeof(pack_header) +
+                          (size_t)rt_model_row_count(m) * sizeof(model_row) +
+                          (size_t)n * (sizeof(model_cfg) + 3 * sizeof(uint64_t));
+  int ntmpls = 0;
+  memcpy(&ntmpls, bytes + offsetof(pack_header, ntmpls), sizeof ntmpls);
+  assert_true(ntmpls >= 2);
+  model_tmpl first, last;
+  const size_t last_at = tmpls_at + (size_t)(ntmpls - 1) * sizeof(model_tmpl);
+  memcpy(&first, bytes + tmpls_at, sizeof first);
+  memcpy(&last, bytes + last_at, sizeof last);
+  model_tmpl junk = first;
+  junk.nbins = 1 << 30;
+  memcpy(bytes + tmpls_at, &junk, sizeof junk);
+  junk = last;
+  junk.bins = (model_bin *)(uintptr_t)0x1234;
+  memcpy(bytes + last_at, &junk, sizeof junk);
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
+  assert_non_null(strstr(e.msg, "bins out of range"));
+  memcpy(bytes + tmpls_at, &first, sizeof first);
+  memcpy(bytes + last_at, &last, sizeof last);
   /* the first row's config index past the configs */
   const size_t at = sizeof(pack_header) + offsetof(model_row, cfg);
   int32_t bad = n;
