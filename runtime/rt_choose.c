@@ -448,23 +448,13 @@ static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
   return MMT_OK;
 }
 
-/* Whether list entry (tname, params) is in RT_FOR_UNALIGNED. */
-static bool for_unaligned_only(const char *tname, const char *params) {
-  static const struct {
-    const char *name, *params;
-  } list[] = RT_FOR_UNALIGNED;
-  for (size_t i = 0; params && i < sizeof list / sizeof list[0]; i++)
-    if (!strcmp(list[i].name, tname) && !strcmp(list[i].params, params)) return true;
-  return false;
-}
-
 /* A config without rows of this GPU model: a default or built-in one (skipped when the model
  * has rows of it under the template's current source, or it is listed already, or it is for
- * misaligned problems only and p is aligned). */
+ * misaligned problems only, unaligned_only, and p is aligned). */
 static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname,
-                                  const char *params, const gen_problem *p, cand_list *l,
-                                  ut_err *err) {
-  if (p->align_bytes >= 16 && for_unaligned_only(tname, params)) return MMT_OK;
+                                  const char *params, bool unaligned_only, const gen_problem *p,
+                                  cand_list *l, ut_err *err) {
+  if (p->align_bytes >= 16 && unaligned_only) return MMT_OK;
   gen_template *t = NULL;
   gen_config cfg;
   char text[256];
@@ -538,6 +528,7 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
                    const int64_t *hide, rt_candidate **out, int *count, ut_err *err) {
   static const struct {
     const char *name, *params;
+    bool unaligned_only;
   } defaults[] = RT_DEFAULTS;
   rt_model *m = NULL;
   cand_list l = {0};
@@ -560,12 +551,14 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
-    rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, p, &l, err);
+    rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, defaults[i].unaligned_only,
+                         p, &l, err);
   int nbuiltin;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);
   for (int i = 0; i < nbuiltin && !rc; i++)
     if (cc >= builtin[i].min_cc)
-      rc = push_unmeasured(ch, m, builtin[i].name, builtin[i].params, p, &l, err);
+      rc = push_unmeasured(ch, m, builtin[i].name, builtin[i].params, builtin[i].unaligned_only,
+                           p, &l, err);
   if (rc) {
     free(l.v);
     return rc;

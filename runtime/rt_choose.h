@@ -44,15 +44,23 @@
  * serves f16/bf16 and tf32 on Hopper; mma_sync (tensor cores, sm_80+) f16/bf16 elsewhere, its
  * realigned-copy variant (vec=0) the problems whose rows are not 16-byte aligned; reg_tiled
  * f32 (vec=1: any alignment); smem_tiled and naive serve f32 where nothing else is valid
- * (their priors rank them last). */
+ * (their priors rank them last).
+ *
+ * An entry ending in 1 (here and in RT_BUILTIN: rt_builtin.unaligned_only) is for problems
+ * whose rows are not 16-byte aligned only: mma_sync's realigned copy (vec=0), reg_tiled's
+ * scalar loads (vec=1), skinny's element loads (vec=0).  Never measured on the GPU model,
+ * such a config is no candidate for an aligned problem: the model does not see load widths,
+ * and ranked these variants above the aligned ones of their templates (on an empty database,
+ * f32 nn of bench/unseen_shapes.txt served reg_tiled vec=1 on aligned shapes at 0.58-0.70x
+ * cuBLAS, skinny vec=0 at 0.25x).  Once measured, it is a candidate like any other row. */
 #define RT_DEFAULTS                                                                         \
-  {{"wgmma", NULL},                                                                         \
-   {"mma_sync", NULL},                                                                      \
-   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=5,vec=0,group=1"},                          \
-   {"reg_tiled", NULL},                                                                     \
-   {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=4,vec=1,stages=2,pad=4"},                       \
-   {"smem_tiled", NULL},                                                                    \
-   {"naive", NULL}}
+  {{"wgmma", NULL, 0},                                                                      \
+   {"mma_sync", NULL, 0},                                                                   \
+   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=5,vec=0,group=1", 1},                       \
+   {"reg_tiled", NULL, 0},                                                                  \
+   {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=4,vec=1,stages=2,pad=4", 1},                    \
+   {"smem_tiled", NULL, 0},                                                                 \
+   {"naive", NULL, 0}}
 
 /* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
  * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
@@ -62,80 +70,57 @@
  * 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled vec=1), which a suite of aligned
  * shapes never tunes.  min_cc: the compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
-  {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1"},           \
-   {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8"},                      \
-   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1"},            \
-   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=8"},                       \
-   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=1"},                        \
-   {9, "wgmma", "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,repack=1,persist=1"},    \
-   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=1,split=4"},               \
-   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2"},                \
-   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8"},            \
-   {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8"},          \
-   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16"},   \
-   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4"},          \
-   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"},         \
-   {8, "mma_sync", "bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,vec=8,swz=1,group=1,split=4"},    \
-   {8, "mma_sync", "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4,vec=8,swz=1,group=1"},           \
-   {8, "mma_sync", "bm=32,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=4"},    \
-   {8, "mma_sync", "bm=32,bn=128,bk=64,wm=32,wn=32,stages=4,vec=8,swz=1,group=1"},           \
-   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8"},           \
-   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4"},                     \
-   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2"},     \
-   {0, "reg_tiled", "bm=32,bn=128,bk=32,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=4"},    \
-   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16"},   \
-   {0, "reg_tiled", "bm=64,bn=32,bk=16,tm=4,tn=4,vec=4,stages=3,pad=4,group=1,split=4"},     \
-   {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4"},                    \
-   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8"},           \
-   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1"},             \
-   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1"},             \
-   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2"},     \
-   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4"},    \
-   {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16"},    \
-   {0, "skinny", "side=0,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=0,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=0,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=0,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=0,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1"},                          \
-   {0, "skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                           \
-   {0, "skinny", "side=0,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"},                           \
-   {0, "skinny", "side=1,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=1,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=1,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1"},                           \
-   {0, "skinny", "side=1,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1"},                          \
-   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16"},                  \
-   {0, "skinny", "side=0,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4"},                   \
-   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16"},                  \
-   {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4"},                   \
-   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64"},                  \
-   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64"},                  \
-   {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                           \
-   {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
+  {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
+   {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                  \
+   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1", 0},        \
+   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=8", 0},                   \
+   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=1", 0},                    \
+   {9, "wgmma", "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,repack=1,persist=1", 0},\
+   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=1,split=4", 0},           \
+   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2", 0},            \
+   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},        \
+   {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},      \
+   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0},\
+   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4", 1},      \
+   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16", 1},     \
+   {8, "mma_sync", "bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},\
+   {8, "mma_sync", "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4,vec=8,swz=1,group=1", 0},       \
+   {8, "mma_sync", "bm=32,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},\
+   {8, "mma_sync", "bm=32,bn=128,bk=64,wm=32,wn=32,stages=4,vec=8,swz=1,group=1", 0},       \
+   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8", 0},       \
+   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4", 0},                 \
+   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2", 0}, \
+   {0, "reg_tiled", "bm=32,bn=128,bk=32,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=4", 0},\
+   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16", 0},\
+   {0, "reg_tiled", "bm=64,bn=32,bk=16,tm=4,tn=4,vec=4,stages=3,pad=4,group=1,split=4", 0}, \
+   {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4", 1},                \
+   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8", 1},       \
+   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1", 1},         \
+   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1", 1},         \
+   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2", 1}, \
+   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4", 1},\
+   {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16", 1},\
+   {0, "skinny", "side=0,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=0,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=0,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=0,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=0,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                       \
+   {0, "skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
+   {0, "skinny", "side=0,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
+   {0, "skinny", "side=1,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=1,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=1,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                        \
+   {0, "skinny", "side=1,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                       \
+   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", 0},               \
+   {0, "skinny", "side=0,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                \
+   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", 0},               \
+   {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                \
+   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
+   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
+   {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
+   {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1}}
 
-/* Entries of the two lists above that are for problems whose rows are not 16-byte aligned
- * only: mma_sync's realigned copy (vec=0), reg_tiled's scalar loads (vec=1), skinny's element
- * loads (vec=0).  Never measured on the GPU model, such a config is no candidate for an
- * aligned problem: the model does not see load widths, and ranked these variants above the
- * aligned ones of their templates (on an empty database, f32 nn of bench/unseen_shapes.txt
- * served reg_tiled vec=1 on aligned shapes at 0.58-0.70x cuBLAS, skinny vec=0 at 0.25x).
- * Once measured, it is a candidate like any other row. */
-#define RT_FOR_UNALIGNED                                                                    \
-  {{"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=5,vec=0,group=1"},                          \
-   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4"},            \
-   {"mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16"},           \
-   {"reg_tiled", "bm=64,bn=64,bk=16,tm=8,tn=4,vec=1,stages=2,pad=4"},                       \
-   {"reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4"},                      \
-   {"reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8"},             \
-   {"reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1"},               \
-   {"reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1"},               \
-   {"reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2"},       \
-   {"reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4"},      \
-   {"reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16"},      \
-   {"skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                              \
-   {"skinny", "side=0,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"},                              \
-   {"skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0"},                              \
-   {"skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0"}}
 
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
  * how much slower than the analytic part its configs ran, the median over the rows of an
@@ -257,6 +242,7 @@ mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, co
 typedef struct {
   int min_cc; /* the compute capability the entry is for, and newer */
   const char *name, *params;
+  bool unaligned_only; /* no candidate for aligned problems until measured (RT_DEFAULTS) */
 } rt_builtin;
 const rt_builtin *rt_builtins(int *count);
 

@@ -425,7 +425,7 @@ static void test_default(void **state) {
     assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, cases[i].want);
-    /* aligned rows: not a variant for misaligned ones (RT_FOR_UNALIGNED) */
+    /* aligned rows: not a variant for misaligned ones (unaligned_only in RT_BUILTIN) */
     if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
@@ -459,10 +459,7 @@ static void test_default(void **state) {
 /* Every built-in and default config names a template on the path and parses there. */
 static void test_builtin_lists_parse(void **state) {
   (void)state;
-  static const struct {
-    int min_cc;
-    const char *name, *params;
-  } builtin[] = RT_BUILTIN;
+  static const rt_builtin builtin[] = RT_BUILTIN;
   for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
     gen_template *t = NULL;
     gen_config cfg;
@@ -493,7 +490,7 @@ static void test_device_arch(void **state) {
     assert_int_equal(rt_choose(ch, f->db, DEV, &p, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_EXACT);
     assert_string_equal(c.template_name, cases[i].want);
-    /* aligned rows: not a variant for misaligned ones (RT_FOR_UNALIGNED) */
+    /* aligned rows: not a variant for misaligned ones (unaligned_only in RT_BUILTIN) */
     if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
