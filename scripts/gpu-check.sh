@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|bench|
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|node|bench|
 # kernels|memcheck|compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
@@ -254,6 +254,63 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         > "$out/multi-rerun.log" 2>&1
       echo "rerun exit $?; rows after the kill $n1, after the rerun: $(./build/tuner/mmtune db check /tmp/multi.db)"
       ./build/tuner/mmtune show --db /tmp/multi.db | head -8 ;;
+    node)
+      # Issue 15's targets on a machine with two GPUs (nvidia-h100-x2): the main job on GPU 0
+      # alone, then with --device all, then as two --shard processes (one per GPU) merged, each
+      # from an empty database and cubin cache, with one seed; the bests of the first two that
+      # differ re-timed on both GPUs; then a worker killed, and the parent killed, mid-run.
+      # Databases, logs and CSVs in $OUT/node.tgz (bench/node_compare.py reads them).
+      n=/tmp/node; rm -rf "$n"; mkdir -p "$n"
+      mm=./build/tuner/mmtune
+      /usr/bin/time -f %e -o "$n/t-one" $mm --device 0 --seed 7 --db "$n/one.db" --cache-dir "$n/c-one" \
+        > "$n/one.log" 2>&1; echo "one GPU exit $?, wall $(cat "$n/t-one") s"
+      /usr/bin/time -f %e -o "$n/t-all" $mm --device all --seed 7 --db "$n/all.db" --cache-dir "$n/c-all" \
+        > "$n/all.log" 2>&1; echo "--device all exit $?, wall $(cat "$n/t-all") s"
+      grep -E "GPUs:|merged|failed" "$n/all.log"
+      for i in 0 1; do
+        /usr/bin/time -f %e -o "$n/t-s$i" $mm --device $i --seed 7 --shard $i/2 --db "$n/s$i.db" \
+          --cache-dir "$n/c-shards" > "$n/s$i.log" 2>&1 &
+      done; wait
+      echo "shards wall $(cat "$n/t-s0") s and $(cat "$n/t-s1") s"
+      $mm db merge "$n/s0.db" "$n/s1.db" --into "$n/shards.db"
+      for d in one all shards; do echo "$d: $($mm db check "$n/$d.db")"; done
+      python3 bench/node_compare.py rows "$n/all.db" "$n/shards.db"
+      python3 bench/node_compare.py best "$n/one.db" "$n/all.db" "$n" | tail -n 20
+      # A = one.db, B = all.db; GPU 0 times A's bests while GPU 1 times B's, then the other way.
+      for round in 0 1; do
+        for f in "$n"/retime-*.txt; do
+          [ -f "$f" ] || continue
+          dl=${f#"$n"/retime-}; dl=${dl%.txt}; d=${dl%-*}; l=${dl#*-}
+          for side in a b; do
+            g=$round; db=one; [ $side = b ] && g=$((1 - round)) db=all
+            $mm bench --shapes "$f" --dtype "$d" --layout "$l" --device $g --db "$n/$db.db" \
+              --cache-dir "$n/c-$db" --csv "$n/retime-$side-gpu$g-$dl.csv" > /dev/null 2>&1 &
+          done; wait
+        done
+      done
+      python3 bench/node_compare.py retime "$n"
+      # A worker killed (SIGKILL) once it has finished a problem: its part goes to the other GPU.
+      args=(--device all --dtype f32 --budget 3 --cache-dir "$n/c-all"
+            --shapes 512x512x512,1024x1024x1024,777x333x999,2048x2048x2048,1536x768x640,640x1536x768)
+      $mm "${args[@]}" --db "$n/kill.db" > "$n/kill.log" 2>&1 &
+      parent=$!
+      for _ in $(seq 600); do grep -q '^\[gpu 1\] \[1/' "$n/kill.log" && break; sleep 0.1; done
+      pkill -KILL -f -- "--db $n/kill.db.gpu1.db"; wait $parent
+      echo "worker killed: exit $?, $(grep -c 'worker failed' "$n/kill.log") failure reported; $($mm db check "$n/kill.db")"
+      grep -E "failed|merged|unfinished|part " "$n/kill.log" | tail -n 6
+      python3 bench/node_compare.py kept "$n/kill.log" "$n/kill.db"
+      # The parent killed (SIGKILL): its workers die with it; the same command resumes and merges.
+      $mm "${args[@]}" --db "$n/pkill.db" > "$n/pkill.log" 2>&1 &
+      parent=$!
+      for _ in $(seq 600); do grep -q '^\[gpu 1\] \[1/' "$n/pkill.log" && break; sleep 0.1; done
+      kill -KILL $parent; wait $parent 2>/dev/null; sleep 1
+      echo "parent killed: $(pgrep -fc -- "--db $n/pkill.db" || true) workers left running"
+      $mm "${args[@]}" --db "$n/pkill.db" > "$n/pkill-rerun.log" 2>&1
+      echo "rerun exit $?: $($mm db check "$n/pkill.db")"
+      cat "$n/pkill.log" "$n/pkill-rerun.log" > "$n/pkill-both.log"
+      python3 bench/node_compare.py kept "$n/pkill-both.log" "$n/pkill.db"
+      python3 bench/node_compare.py rows "$n/kill.db" "$n/pkill.db"
+      (cd "$n" && tar czf "$out/node.tgz" --exclude='c-*' .) ;;
     interfaces)
       # Issue 16 on the GPU: libmmtune_blas's CTests (netlib's programs and reference BLAS from
       # build/extra-blas where the machine lacks Debian's libblas-test), SGEMM on host memory through the shim

@@ -343,6 +343,32 @@ static void test_shard(void **state) {
     for (int item = 0; item < 1000; item++) assert_int_equal(owners[item], 1);
     for (int i = 0; i < n; i++) assert_true(per[i] == 1000 / n || per[i] == 1000 / n + 1);
   }
+  /* tune's blocks, for plans of 1 to 60 problems: each position owned once, each block
+   * contiguous and as even as can be, and block I of N split among n GPUs (I*n + j of N*n)
+   * stays inside it */
+  for (int n = 1; n <= 16; n++)
+    for (int64_t total = 1; total <= 60; total++) {
+      int owner[60], per[16] = {0};
+      for (int64_t pos = 0; pos < total; pos++) {
+        owner[pos] = -1;
+        for (int i = 0; i < n; i++)
+          if (tn_shard_owns_block((tn_shard){i, n}, pos, total)) {
+            assert_int_equal(owner[pos], -1);
+            owner[pos] = i, per[i]++;
+          }
+        assert_true(owner[pos] >= 0);
+        if (pos) assert_true(owner[pos] >= owner[pos - 1]); /* contiguous: never back */
+        for (int gpus = 1; gpus <= 4; gpus++) {
+          int parts = 0;
+          for (int q = 0; q < n * gpus; q++)
+            if (tn_shard_owns_block((tn_shard){q, n * gpus}, pos, total))
+              parts++, assert_int_equal(q / gpus, owner[pos]);
+          assert_int_equal(parts, 1);
+        }
+      }
+      for (int i = 0; i < n; i++)
+        assert_true(per[i] == total / n || per[i] == (total + n - 1) / n);
+    }
   static const struct {
     const char *text, *why;
   } bad[] = {{"", "expected I/N"},     {"3", "expected I/N"},   {"/4", "expected I/N"},

@@ -20,14 +20,24 @@ typedef struct {
 #define TN_DIM_MAX 2147483647LL
 
 /* A shard of a plan: this process's part when N processes (on N nodes, or a Slurm array's
- * tasks) split it, together covering it exactly once.  Item i of the plan, in its
- * deterministic order, belongs to shard i % N. */
+ * tasks) split it, together covering it exactly once.  compile: item i of the plan, in its
+ * deterministic order, belongs to shard i % N (tn_shard_owns).  tune: the plan's problems in
+ * dtype-major order are cut into N contiguous blocks (tn_shard_owns_block). */
 #define TN_SHARD_MAX 65536
 typedef struct {
   int index, count;
 } tn_shard;
 static inline bool tn_shard_owns(tn_shard s, int64_t item) {
   return s.count <= 1 || item % s.count == s.index;
+}
+/* Whether position pos (0 <= pos < total) of a plan cut into s.count contiguous blocks, as even
+ * as can be, is in block s.index.  Block I of N is blocks I*n .. I*n+n-1 of N*n, so a shard
+ * splits again among n GPUs without leaving its block.  tune keeps a dtype's problems
+ * together so: kernels are compiled per dtype, not per shape, so a shard compiles each once,
+ * and its model learns from the dtype's other shapes (round-robin on two GPUs compiled 37%
+ * more kernels than one GPU did, docs/perf.md). */
+static inline bool tn_shard_owns_block(tn_shard s, int64_t pos, int64_t total) {
+  return s.count <= 1 || pos * s.count / total == s.index;
 }
 /* Parses "I/N" with 0 <= I < N <= TN_SHARD_MAX ("bad --shard 'x': expected I/N, e.g. 0/4",
  * or the part that is out of range).  *out is written only on success. */

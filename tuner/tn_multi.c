@@ -4,7 +4,7 @@
  *
  * The plan (shapes x dtypes, or the process's --shard of it) is split among the GPUs of each
  * model: GPU j of n of a model runs `mmtune tune --device G --shard S/T` with S/T the j-th
- * part of this process's shard (I + N*j of N*n), into a database of its own beside the main
+ * part of this process's shard (I*n + j of N*n: a block within the block, tn_args.h), into a database of its own beside the main
  * one (DB.gpuG.db, started as a copy of the main one's rows, so the worker resumes and its
  * model sees every row), so each candidate is measured once per GPU model; GPUs of different
  * models tune their own rows (rows are keyed by model).  The parent prints every worker's
@@ -17,7 +17,8 @@
  * measurement is lost or repeated.  With no GPU of the model left, the part stays unfinished:
  * the run exits 1 after merging what was measured, and running the same command again
  * completes it.  Ctrl-C reaches the workers (one process group): each saves what it measured,
- * the parent merges and exits 130.
+ * the parent merges and exits 130.  A parent killed outright takes its workers with it
+ * (PR_SET_PDEATHSIG); the parts' databases stay, and the same command resumes and merges them.
  */
 #include <errno.h>
 #include <poll.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,9 +123,13 @@ static int start_worker(gpu *g, const job *jb, char **base, int nbase) {
   args[n] = NULL;
   int fds[2];
   if (pipe(fds) != 0) return -1;
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return close(fds[0]), close(fds[1]), -1;
   if (pid == 0) {
+    /* A worker dies with the parent: left running, it would go on writing its part's database
+     * while a rerun's worker resumes from the same file.  (The parent may be gone already.) */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]), close(fds[1]);
@@ -266,7 +272,7 @@ int tn_tune_multi(int argc, char **argv, const char *devices, tn_shard shard, co
         cu->cuDeviceGetName(gs[i].model, sizeof gs[i].model, d) != CUDA_SUCCESS)
       return tn_fail("tune", "cannot query device %d", ords[i]);
   }
-  /* one job per GPU: GPU j of the n of its model gets part (I + N*j) of (N*n) */
+  /* one job per GPU: GPU j of the n of its model gets part (I*n + j) of (N*n) */
   for (int i = 0; i < ng; i++) {
     int j = 0, n = 0;
     for (int k = 0; k < ng; k++)
@@ -274,7 +280,7 @@ int tn_tune_multi(int argc, char **argv, const char *devices, tn_shard shard, co
     job *jb = &jobs[nj++];
     memset(jb, 0, sizeof *jb);
     snprintf(jb->model, sizeof jb->model, "%s", gs[i].model);
-    jb->shard = (tn_shard){shard.index + shard.count * j, shard.count * n};
+    jb->shard = (tn_shard){shard.index * n + j, shard.count * n};
     snprintf(jb->db, sizeof jb->db, "%s.gpu%d.db", db_path, gs[i].ordinal);
   }
   if ((ex = seed_parts(db_path, jobs, nj))) return ex;

@@ -374,14 +374,41 @@ static bool first_with(const tune_run *r, int t, const char *dtype) {
   return true;
 }
 
+/* The rank of dtype among those seen so far (added when new); -1 past PLAN_DTYPES_MAX. */
+#define PLAN_DTYPES_MAX 16
+static int dtype_rank(const char **seen, int *nseen, const char *dtype) {
+  for (int i = 0; i < *nseen; i++)
+    if (!strcmp(seen[i], dtype)) return i;
+  if (*nseen == PLAN_DTYPES_MAX) return -1;
+  seen[*nseen] = dtype;
+  return (*nseen)++;
+}
+
+/* The problems are planned shape by shape (each dtype once); --shard keeps its block of them
+ * in dtype-major order (tn_shard_owns_block): a first pass counts each dtype's problems, the
+ * second gives each problem its dtype-major position. */
 mmt_status tn_tune_plan(tune_run *r, ut_err *err) {
-  mmt_status rc;
-  int64_t item = 0; /* the plan's problems in order: --shard keeps those it owns */
-  for (int s = 0; s < r->nshapes; s++)
-    for (int t = 0; t < r->nts; t++)
-      for (int d = 0; d < gen_dtype_count(r->ts[t]); d++)
-        if (first_with(r, t, gen_dtype(r->ts[t], d)) && tn_shard_owns(r->shard, item++) &&
-            (rc = plan_problem(r, s, gen_dtype(r->ts[t], d), err)))
-          return rc;
+  const char *dtypes[PLAN_DTYPES_MAX];
+  int ndtypes = 0;
+  int64_t count[PLAN_DTYPES_MAX] = {0}, next[PLAN_DTYPES_MAX] = {0}, total = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int s = 0; s < r->nshapes; s++)
+      for (int t = 0; t < r->nts; t++)
+        for (int d = 0; d < gen_dtype_count(r->ts[t]); d++) {
+          const char *dtype = gen_dtype(r->ts[t], d);
+          if (!first_with(r, t, dtype)) continue;
+          int rank = dtype_rank(dtypes, &ndtypes, dtype);
+          if (rank < 0) return ut_fail(err, MMT_ERR_UNSUPPORTED, "more than %d dtypes in a plan",
+                                       PLAN_DTYPES_MAX);
+          if (pass == 0) {
+            count[rank]++, total++;
+            continue;
+          }
+          int64_t pos = next[rank]++;
+          for (int q = 0; q < rank; q++) pos += count[q];
+          mmt_status rc;
+          if (tn_shard_owns_block(r->shard, pos, total) && (rc = plan_problem(r, s, dtype, err)))
+            return rc;
+        }
   return MMT_OK;
 }

@@ -75,8 +75,9 @@ static const tn_opt TUNE_OPTS[] = {
     {"watchdog", 'w', "SECONDS", "a candidate with no result after this is killed (default 60)"},
     {"force", 'f', NULL, "measure again configs already in the database"},
     {"shard", 0, "I/N",
-     "only problems I, I+N, ... of the plan (shapes x dtypes, in order): N processes (a Slurm "
-     "array's tasks) cover it once; merge their databases with mmtune db merge"},
+     "only part I of N of the plan (its problems, shapes x dtypes, cut into N blocks with each "
+     "dtype's problems together): N processes (a Slurm array's tasks) cover it once; merge "
+     "their databases with mmtune db merge"},
 };
 
 static const tn_cmd_spec TUNE_SPEC = {

@@ -55,7 +55,7 @@ typedef struct {
   int nts;
   const char *dtype;  /* NULL: all */
   const char *layout; /* one per run: every kernel of the run is emitted for it */
-  tn_shard shard;     /* this process's problems: the plan's i-th (shape, dtype) when it owns i */
+  tn_shard shard;     /* this process's problems: its block of the plan (tn_shard_owns_block) */
   char db_path[4096], cache_dir[4096];
   int jobs;
   double budget_s, watchdog_s; /* budget 0: none */
