@@ -206,6 +206,8 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   if (!rc) rc = rt_chooser_new(ctx->dev.arch, ctx->dev.info.sm_count, &ctx->chooser, err);
   /* the model's fits beside the cubins: a process's first choice reads one */
   if (!rc) rc = rt_chooser_set_fit_cache(ctx->chooser, ctx->cache_dir, err);
+  /* the model and the templates now, so that a call's choice is a ranking */
+  if (!rc) rc = rt_chooser_prepare(ctx->chooser, ctx->db, ctx->dev.info.name, err);
   ctx->open_rc = rc;
   if (rc) {
     release(ctx);

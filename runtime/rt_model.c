@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Peaks per SM and clock, by architecture (leads from the vendors' datasheets): dense
  * tensor-core flops for 16-bit inputs and TF32, fp32 FMA flops; DRAM bandwidth; L2 at
@@ -307,6 +308,9 @@ static int on_fit_row(const db_model_row *r, void *user) {
     cfg->layouts |= 1u << layout;
   }
   rows[m->nrows++] = (model_row){.m = r->problem.m, .n = r->problem.n, .k = r->problem.k,
+                                 .lm = (float)log_size(r->problem.m),
+                                 .ln = (float)log_size(r->problem.n),
+                                 .lk = (float)log_size(r->problem.k),
                                  .id = r->id, .cfg = c, .ms = r->ms_median,
                                  .layout = gen_layout_index(r->problem.layout),
                                  .aligned = packed_aligned(&r->problem)};
@@ -424,7 +428,8 @@ void rt_model_free(rt_model *m) {
     free(m->cfgs[i].params);
   }
   free(m->cfgs);
-  free(m->rows);
+  if (m->map) munmap(m->map, m->map_len);
+  else free(m->rows);
   for (int i = 0; i < m->ntmpls; i++) free(m->tmpls[i].bins);
   free(m->tmpls);
   free(m->table);
@@ -456,6 +461,9 @@ int rt_model_find(const rt_model *m, const char *template_name, const char *temp
 void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
   int layout = gen_layout_index(p->layout ? p->layout : "nn");
   bool aligned = p->align_bytes >= 16;
+  /* rt_shape_distance, with the rows' logs computed at the fit (as floats: the weights move
+   * by about 1e-7) */
+  const double lm = (float)log_size(p->m), ln = (float)log_size(p->n), lk = (float)log_size(p->k);
   for (int t = 0; t < m->ntmpls; t++) {
     model_tmpl *tm = &m->tmpls[t];
     tm->sw = tm->swy = tm->swyy = tm->used = 0;
@@ -470,7 +478,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
     for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
       const model_row *r = &m->rows[i];
       if (hide && r->m == hide[0] && r->n == hide[1] && r->k == hide[2]) continue;
-      double d = rt_shape_distance(p->m, p->n, p->k, r->m, r->n, r->k);
+      double d = fabs(lm - r->lm) + fabs(ln - r->ln) + fabs(lk - r->lk);
       double f = (r->layout == layout ? 1 : RT_MODEL_OTHER_LAYOUT) *
                  (r->aligned == aligned ? 1 : RT_MODEL_OTHER_ALIGN);
       double w = exp(-d / RT_MODEL_BANDWIDTH) * f, wr = exp(-d / RT_MODEL_MERIT_BANDWIDTH) * f;

@@ -111,12 +111,18 @@ void rt_model_free(rt_model *m);
  * rt_model_pack: *data (malloc'd, the caller frees) and *len.  Errors: MMT_ERR_UNSUPPORTED,
  * MMT_ERR_NOMEM.  rt_model_unpack: *out, owned by the caller.  Errors: MMT_ERR_IO (bytes
  * of another build, truncated or inconsistent; the message says which), MMT_ERR_NOMEM.
+ * rt_model_unpack_map: the same from the bytes at `offset` of map (map_len bytes from mmap,
+ * readable), which the model then owns (munmap by rt_model_free; on failure, here): its rows
+ * are read in place, not copied (a fresh process would spend milliseconds faulting in the
+ * pages of a 7 MB copy).
  */
 /* Bump when what the fit computes changes but no struct size, constant or analytic time does
  * (e.g. how merits are averaged). */
 #define RT_MODEL_PACK_FORMAT 1
 mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *err);
 mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err);
+mmt_status rt_model_unpack_map(void *map, size_t map_len, size_t offset, rt_model **out,
+                               ut_err *err);
 
 /* The device the model predicts for, unknowns filled in (from its rows, else defaults). */
 rt_model_device rt_model_get_device(const rt_model *m);

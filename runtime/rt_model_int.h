@@ -10,11 +10,13 @@
 
 typedef struct {
   int64_t m, n, k, id;
-  int cfg; /* its config */
+  int cfg;  /* its config */
+  float lm; /* log M, and below log N and log K: a focus over 10^5 rows takes no logs */
   double ms, y;
   double r; /* y less its template's mean y on the same problem: the config's own merit */
   int layout;
   bool aligned; /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
+  float ln, lk;
 } model_row;
 
 typedef struct {
@@ -64,6 +66,8 @@ struct rt_model {
   int *table; /* config key -> index; -1 empty (open addressing, at most half full) */
   size_t table_mask;
   int resolved; /* configs whose launch shape the resolver gave (an emit of today's templates) */
+  void *map;    /* rt_model_unpack_map's mapping, which rows point into (not malloc'd) */
+  size_t map_len;
 };
 
 /* rt_model_pack's bytes start with this (rt_model_pack.c says the rest). */

@@ -5,8 +5,10 @@
  * kept), every template's bins one after another, and the string pool.  The focus sums in
  * configs, templates and bins are scratch (rt_model_focus resets them) and travel as they
  * are; the config table is rebuilt. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "rt_model_int.h"
 
@@ -135,7 +137,10 @@ static const char *check(const rt_model *m) {
   return NULL;
 }
 
-mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err) {
+/* rt_model_unpack; map (NULL: copy the rows): the mapping the bytes are in, map_len long,
+ * which the model takes (rows read in place where aligned). */
+static mmt_status unpack(const void *data, size_t len, void *map, size_t map_len, rt_model **out,
+                         ut_err *err) {
   *out = NULL;
   pack_header h;
   if (len < sizeof h) return ut_fail(err, MMT_ERR_IO, "packed model: %zu bytes, no header", len);
@@ -151,7 +156,13 @@ mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err 
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return ut_fail(err, MMT_ERR_NOMEM, "out of memory unpacking the model");
   m->dev = h.dev;
-  m->rows = malloc(((size_t)h.nrows + 1) * sizeof *m->rows);
+  const char *rows_at = (const char *)data + sizeof h;
+  if (map && (uintptr_t)rows_at % _Alignof(model_row) == 0) {
+    m->map = map, m->map_len = map_len;
+    m->rows = (model_row *)rows_at; /* read only: nothing writes rows after a fit */
+  } else {
+    m->rows = malloc(((size_t)h.nrows + 1) * sizeof *m->rows);
+  }
   m->cfgs = calloc((size_t)h.ncfgs + 1, sizeof *m->cfgs);
   m->tmpls = calloc((size_t)h.ntmpls + 1, sizeof *m->tmpls);
   mmt_status rc = MMT_OK;
@@ -161,7 +172,7 @@ mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err 
   }
   const char *p = (const char *)data + sizeof h;
   m->nrows = m->rows_cap = h.nrows;
-  memcpy(m->rows, p, (size_t)h.nrows * sizeof *m->rows);
+  if (!m->map) memcpy(m->rows, p, (size_t)h.nrows * sizeof *m->rows);
   p += (size_t)h.nrows * sizeof *m->rows;
   memcpy(m->cfgs, p, (size_t)h.ncfgs * sizeof *m->cfgs);
   p += (size_t)h.ncfgs * sizeof *m->cfgs;
@@ -210,9 +221,28 @@ mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err 
   if (!rc) rc = rt_model_index(m, err);
 done:
   if (rc) {
+    if (m->map) m->map = NULL, m->rows = NULL; /* the caller's still */
     rt_model_free(m);
     return rc;
   }
   *out = m;
   return MMT_OK;
+}
+
+mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err) {
+  return unpack(data, len, NULL, 0, out, err);
+}
+
+mmt_status rt_model_unpack_map(void *map, size_t map_len, size_t offset, rt_model **out,
+                               ut_err *err) {
+  *out = NULL;
+  if (offset > map_len) {
+    munmap(map, map_len);
+    return ut_fail(err, MMT_ERR_IO, "packed model: its offset %zu past the %zu bytes", offset,
+                   map_len);
+  }
+  mmt_status rc = unpack((const char *)map + offset, map_len - offset, map, map_len, out, err);
+  if (!rc && (*out)->map) return rc; /* the model owns the mapping */
+  munmap(map, map_len);
+  return rc;
 }
