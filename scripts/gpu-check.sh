@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|node|bench|
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|node|versus|bench|
 # kernels|memcheck|compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
@@ -254,6 +254,24 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         > "$out/multi-rerun.log" 2>&1
       echo "rerun exit $?; rows after the kill $n1, after the rerun: $(./build/tuner/mmtune db check /tmp/multi.db)"
       ./build/tuner/mmtune show --db /tmp/multi.db | head -8 ;;
+    versus)
+      # Model-guided tuning against anneal (issue 13): SHAPES (default six of the public suite)
+      # in DTYPE (f32) tuned by anneal for BUDGET s (35) a shape from an empty database; then
+      # both that database's kernels and DB's (a main job's: model strategy, 5 s) timed by
+      # bench in this run.  CSVs in $OUT (tuned_ms per shape).
+      s=${SHAPES:-1024x1024x1024,2048x2048x2048,4096x4096x4096,3000x3000x3000,4096x4096x64,512x512x16384}
+      d=${DTYPE:-f32}
+      rm -f /tmp/anneal.db*
+      /usr/bin/time -f "anneal wall %e s" ./build/tuner/mmtune --device 0 --strategy anneal \
+        --budget "${BUDGET:-35}" --dtype "$d" --shapes "$s" --db /tmp/anneal.db \
+        > "$out/anneal-$d.log" 2>&1
+      echo "anneal exit $?: $(tail -n 1 "$out/anneal-$d.log")"
+      for which in anneal model; do
+        db=/tmp/anneal.db; [ $which = model ] && db=${DB:-/tmp/mmtune.db}
+        ./build/tuner/mmtune bench --shapes "$s" --dtype "$d" --device 0 --db "$db" \
+          --csv "$out/versus-$which-$d.csv" > /tmp/v.log 2>&1
+        echo "$which bench exit $?: $(grep -E '^geometric' /tmp/v.log)"
+      done ;;
     node)
       # Issue 15's targets on a machine with two GPUs (nvidia-h100-x2): the main job on GPU 0
       # alone, then with --device all, then as two --shard processes (one per GPU) merged, each

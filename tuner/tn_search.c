@@ -36,6 +36,7 @@ struct tn_search {
   int cur;
   double cur_cost, temp;
   int restarts;
+  int polish_misses; /* model: polish proposals since the best last improved */
   /* model: per candidate, the weights and weighted log errors of the reported predictions */
   double *sw, *swl;
   int starts_proposed;
@@ -367,9 +368,14 @@ static int model_next(tn_search *s) {
     }
   }
   double measured;
-  if (best >= 0 && isfinite(best_est) && tn_search_best(s, &measured) >= 0 &&
-      s->nranked >= TN_MODEL_MIN_MEASURED && !(best_est < measured * (1 + TN_MODEL_MARGIN)))
-    return -1;
+  int best_measured = tn_search_best(s, &measured);
+  if (best >= 0 && isfinite(best_est) && best_measured >= 0 &&
+      s->nranked >= TN_MODEL_MIN_MEASURED && !(best_est < measured * (1 + TN_MODEL_MARGIN))) {
+    int nb = s->polish_misses < TN_MODEL_POLISH ? unseen_neighbour(s, best_measured) : -1;
+    if (nb < 0) return -1;
+    s->polish_misses++;
+    return propose(s, nb, K_MOVE);
+  }
   return propose(s, best, K_INIT);
 }
 
@@ -423,7 +429,10 @@ mmt_status tn_search_report(tn_search *s, int idx, double cost, ut_err *err) {
   s->cost[idx] = cost;
   if (isfinite(cost)) rank_insert(s, idx);
   if (s->strategy == TN_STRATEGY_ANNEAL) anneal_report(s, idx, s->kind[idx]);
-  if (s->strategy == TN_STRATEGY_MODEL) model_report(s, idx);
+  if (s->strategy == TN_STRATEGY_MODEL) {
+    model_report(s, idx);
+    if (s->nranked > 0 && s->ranked[0] == idx) s->polish_misses = 0; /* a new best */
+  }
   return MMT_OK;
 }
 

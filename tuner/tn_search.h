@@ -55,8 +55,12 @@
  *               each is measured however the model ranks it.  Candidates without a prediction come last.  It stops (next() returns -1
  *               with candidates unseen: tn_search_converged) once TN_MODEL_MIN_MEASURED
  *               results are finite and no unseen candidate is predicted within
- *               TN_MODEL_MARGIN of the best: the model predicts no further gain.  This is the
- *               one strategy that may leave candidates unproposed without a budget.
+ *               TN_MODEL_MARGIN of the best: the model predicts no further gain, after a
+ *               polish: unseen neighbours of the best, one at a time, until TN_MODEL_POLISH
+ *               of them in a row find nothing better (a better one starts the count again).
+ *               The model ranks configs by what rows of other shapes say; the polish is what
+ *               the one-parameter steps of the best measured say.  This is the one strategy
+ *               that may leave candidates unproposed without a budget.
  *
  * Neighbours, of a candidate c: for each parameter and each direction, the nearest candidate
  * of c's group that differs from c in that parameter only (a step skips values whose configs
@@ -86,6 +90,7 @@
 #define TN_MODEL_STARTS 8         /* model: starting points (is_default) proposed first */
 #define TN_MODEL_MIN_MEASURED 16  /* model: finite results before it may stop */
 #define TN_MODEL_MARGIN 0.10      /* model: stop when nothing is predicted within 10% of best */
+#define TN_MODEL_POLISH 6         /* model: neighbours of the best without a gain, then stop */
 
 typedef enum {
   TN_STRATEGY_EXHAUSTIVE,
