@@ -88,7 +88,9 @@ typedef struct {
 /*
  * Opens a context on CUDA device `device` (ordinal) with the database in `options`.
  * A missing database is not an error (every call then uses template defaults); a corrupt or
- * foreign file is (MMT_ERR_DB_CORRUPT).
+ * foreign file is (MMT_ERR_DB_CORRUPT).  It also reads the performance model of this GPU
+ * model (from the fit file in the cubin cache, or fitted from the rows) and loads the
+ * templates, so that a call's first choice for a shape is a ranking only (a few ms at most).
  * ctx:     OUT: the new context, owned by the caller (mmt_close).  On failure *ctx is a
  *          context holding only the error message (read mmt_errmsg, then mmt_close), or NULL
  *          when even that could not be allocated.
