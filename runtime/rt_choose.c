@@ -520,6 +520,18 @@ static mmt_status relaunch_first(rt_chooser *ch, rt_model *m, const gen_problem 
   return MMT_OK;
 }
 
+/* RT_DEFAULTS: each template's default config. */
+typedef struct {
+  const char *name, *params;
+  bool unaligned_only;
+} default_entry;
+
+static const default_entry *default_list(int *count) {
+  static const default_entry list[] = RT_DEFAULTS;
+  *count = (int)(sizeof list / sizeof list[0]);
+  return list;
+}
+
 const rt_builtin *rt_builtins(int *count) {
   static const rt_builtin list[] = RT_BUILTIN;
   *count = (int)(sizeof list / sizeof list[0]);
@@ -528,17 +540,15 @@ const rt_builtin *rt_builtins(int *count) {
 
 mmt_status rt_chooser_prepare(rt_chooser *ch, db_handle *db, const char *device_name,
                               ut_err *err) {
-  static const struct {
-    const char *name, *params;
-    bool unaligned_only;
-  } defaults[] = RT_DEFAULTS;
+  int ndefaults;
+  const default_entry *defaults = default_list(&ndefaults);
   rt_model *m = NULL;
   ut_err e = {{0}};
   mmt_status rc = rt_chooser_model(ch, db, device_name, &m, &e);
   if (rc == MMT_ERR_NOMEM) return ut_fail(err, rc, "%s", e.msg);
   gen_template *t;
   rc = MMT_OK;
-  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
+  for (int i = 0; i < ndefaults && !rc; i++)
     rc = template_get(ch, defaults[i].name, &t, err);
   int nbuiltin;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);
@@ -553,10 +563,8 @@ mmt_status rt_chooser_prepare(rt_chooser *ch, db_handle *db, const char *device_
 
 mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
                    const int64_t *hide, rt_candidate **out, int *count, ut_err *err) {
-  static const struct {
-    const char *name, *params;
-    bool unaligned_only;
-  } defaults[] = RT_DEFAULTS;
+  int ndefaults;
+  const default_entry *defaults = default_list(&ndefaults);
   rt_model *m = NULL;
   cand_list l = {0};
   *out = NULL;
@@ -577,7 +585,7 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
     rc = cand_push(&l, &c, err);
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
-  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0] && !rc; i++)
+  for (int i = 0; i < ndefaults && !rc; i++)
     rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, defaults[i].unaligned_only,
                          p, &l, err);
   int nbuiltin;
