@@ -279,6 +279,13 @@ static void test_pack(void **state) {
       back = NULL;
     }
   }
+  { /* an offset past the mapping: refused, the mapping released */
+    void *map = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(rt_model_unpack_map(map, 4096, 4097, &back, &e), MMT_ERR_IO);
+    assert_null(back);
+    assert_non_null(strstr(e.msg, "past the 4096 bytes"));
+  }
   /* cut short, anywhere */
   for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
     assert_int_equal(rt_model_unpack(data, cut, &back, &e), MMT_ERR_IO);
