@@ -34,7 +34,7 @@ static inline bool tn_shard_owns(tn_shard s, int64_t item) {
  * as can be, is in block s.index.  Block I of N is blocks I*n .. I*n+n-1 of N*n, so a shard
  * splits again among n GPUs without leaving its block.  tune keeps a dtype's problems
  * together so: kernels are compiled per dtype, not per shape, so a shard compiles each once,
- * and its model learns from the dtype's other shapes (round-robin on two GPUs compiled 37%
+ * and its model learns from the dtype's other shapes (round-robin on two GPUs compiled 40%
  * more kernels than one GPU did, docs/perf.md). */
 static inline bool tn_shard_owns_block(tn_shard s, int64_t pos, int64_t total) {
   return s.count <= 1 || pos * s.count / total == s.index;
