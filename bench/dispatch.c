@@ -434,7 +434,8 @@ static mmt_status run_warm(const bench_opts *o, ut_err *err) {
   if ((rc = warm_dispatch(&g, &bk, &w, err))) goto cleanup;
   print_warm(o, &w);
   if (bk.k.last_launch)
-    printf("  note: an exclusive kernel: mmt_sgemm also orders each launch with an event\n");
+    printf("  note: an exclusive kernel: mmt_sgemm also asks the stream's capture state and id "
+           "and records an event after each launch (a launch on another stream waits for it)\n");
 cleanup:
   if (bk.ws) (void)g.cu->cuMemFree(bk.ws);
   rt_kernel_unload(&bk.k);

@@ -259,6 +259,7 @@ void rt_dispatch_get_stats(const mmt_context *ctx, rt_dispatch_stats *out) {
   for (int i = 0; i < c->kernel_count; i++) {
     const rt_workspace *ws = c->kernels[i]->k.ws;
     if (ws) out->workspace_allocs += ws->allocs, out->workspace_bytes += ws->bytes;
+    if (c->kernels[i]->k.trail) out->exclusive_waits += c->kernels[i]->k.trail->waits;
   }
   if (c->lock_ok) pthread_mutex_unlock(&c->lock);
 }

@@ -263,6 +263,8 @@ typedef struct {
   int kernels;       /* loaded modules (distinct template + params) */
   uint64_t workspace_allocs; /* split-K workspace allocations of the loaded modules, ever */
   uint64_t workspace_bytes;  /* ... and what they hold now (retired buffers not counted) */
+  uint64_t exclusive_waits;  /* exclusive launches that waited for the one before (another
+                                stream's, or anything once a launch was captured) */
 } rt_dispatch_stats;
 /* Fills *out from ctx (zeroes when ctx is NULL). */
 void rt_dispatch_get_stats(const mmt_context *ctx, rt_dispatch_stats *out);

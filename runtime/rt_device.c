@@ -231,7 +231,13 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
     goto cleanup;
   }
   if ((rc = read_func_attrs(cu, &k, err))) goto cleanup;
-  if (spec->exclusive) RT_CU_CHECK(cu, cuEventCreate(&k.last_launch, CU_EVENT_DISABLE_TIMING));
+  if (spec->exclusive) {
+    RT_CU_CHECK(cu, cuEventCreate(&k.last_launch, CU_EVENT_DISABLE_TIMING));
+    if (!(k.trail = calloc(1, sizeof *k.trail))) {
+      rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+      goto cleanup;
+    }
+  }
   k.workspace_per_block = spec->workspace_per_block;
   if (k.workspace_per_block && !(k.ws = calloc(1, sizeof *k.ws))) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
@@ -244,9 +250,11 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   *out = k;
   k.module = NULL;
   k.last_launch = NULL;
+  k.trail = NULL;
   k.ws = NULL;
 cleanup:
   free(k.ws);
+  free(k.trail);
   if (k.last_launch) cu->cuEventDestroy(k.last_launch);
   if (k.module) cu->cuModuleUnload(k.module);
   return rc;
@@ -264,6 +272,7 @@ void rt_kernel_unload(rt_kernel *k) {
     cu->cuModuleUnload(k->module);
   }
   free(k->ws);
+  free(k->trail);
   memset(k, 0, sizeof *k);
 }
 
@@ -507,14 +516,25 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
    * capture both become the graph's external event nodes: a plain wait on an event recorded
    * outside the capture is refused (CUDA_ERROR_STREAM_CAPTURE_ISOLATION), and each replay
    * must order itself after the launches before it, eager or captured, and before those
-   * after it. */
+   * after it.  On the stream of the previous launch, with nothing ever captured, stream order
+   * is the wait (rt_launch_trail). */
   unsigned wait_flags = 0, record_flags = 0;
   if (k->last_launch) {
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     RT_CU_CHECK(cu, cuStreamIsCapturing(stream, &capture));
-    if (capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
-      wait_flags = CU_EVENT_WAIT_EXTERNAL, record_flags = CU_EVENT_RECORD_EXTERNAL;
-    RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, wait_flags));
+    unsigned long long id = 0;
+    if (capture == CU_STREAM_CAPTURE_STATUS_NONE) {
+      RT_CU_CHECK(cu, cuStreamGetId(stream, &id));
+    } else {
+      k->trail->captured = true;
+      if (capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        wait_flags = CU_EVENT_WAIT_EXTERNAL, record_flags = CU_EVENT_RECORD_EXTERNAL;
+    }
+    if (k->trail->captured || id != k->trail->stream_id) {
+      RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, wait_flags));
+      k->trail->waits++;
+    }
+    k->trail->stream_id = k->trail->captured ? 0 : id;
   }
   if (k->dependent_launch) {
     CUlaunchAttribute early;

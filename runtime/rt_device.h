@@ -62,6 +62,18 @@ typedef struct {
  * (so a kernel whose problems grow one by one allocates O(log) times). */
 size_t rt_workspace_grow_size(size_t need, size_t have);
 
+/* Where an exclusive kernel's last launch went, so that the next one on the same stream can
+ * skip the wait for it: stream order already puts it after that launch, and every launch
+ * before it is ordered before that one.  The stream is known by cuStreamGetId's id, which no
+ * other stream of the process ever gets (a handle can be reused once its stream is destroyed).
+ * Once a launch has been captured into a graph, replays may run on any stream at any time, so
+ * from then on every launch waits. */
+typedef struct {
+  unsigned long long stream_id; /* of the last launch; 0: none, or captured */
+  bool captured;                /* a launch was captured: every later launch waits */
+  uint64_t waits;               /* launches that waited on the event (for tests) */
+} rt_launch_trail;
+
 /* A kernel loaded from a cubin, with the compiler's resource figures. */
 typedef struct {
   CUcontext ctx; /* the device's context (borrowed): made current to launch and unload */
@@ -78,6 +90,7 @@ typedef struct {
   CUmemoryPool scratch; /* repack kernels only: the device's scratch pool (borrowed) */
   CUevent last_launch; /* exclusive kernels only: recorded after each launch, waited on by the
                           next, so launches on different streams never overlap */
+  rt_launch_trail *trail; /* exclusive kernels only, owned: where the last launch went */
   bool dependent_launch; /* the spec's, on a device of compute capability 9.0 or newer:
                             launched with programmatic stream serialization */
   unsigned workspace_per_block; /* the spec's: bytes per block of the grid (0: none) */
@@ -116,8 +129,10 @@ mmt_status rt_workspace_need(const rt_kernel *k, const rt_gemm_args *args, size_
  * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the
  * kernel's context current.  Does not synchronize.  An exclusive kernel's launch first waits
- * for its previous launch (whatever its stream); in a stream capture, the graph's replays
- * do (external event nodes).  A dependent-launch kernel may start while the kernel before it
+ * for its previous launch (whatever its stream; on the same stream, stream order does it: see
+ * rt_launch_trail); in a stream capture, the graph's replays do (external event nodes).
+ * Launches of one exclusive kernel must not race each other (the dispatcher makes them under
+ * its lock).  A dependent-launch kernel may start while the kernel before it
  * in the stream finishes (it waits in the kernel before touching memory).  A kernel with
  * tensor maps gets them encoded (cuTensorMapEncodeTiled) over this launch's A and B and
  * appended to its arguments; a kernel with a workspace gets its buffer last, grown first when

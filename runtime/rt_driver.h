@@ -69,6 +69,7 @@
   X(cuStreamSynchronize)            \
   X(cuStreamWaitEvent)              \
   X(cuStreamIsCapturing)            \
+  X(cuStreamGetId)                  \
   X(cuEventCreate)                  \
   X(cuEventDestroy)                 \
   X(cuEventRecord)                  \

@@ -60,10 +60,13 @@ for step in "$@"; do
         ./build/tuner/mmtune explain 4096 4096 4096 --dtype $d --device 0 --db /tmp/mmtune.db
       done 2>&1 | tee "$out/explain.log" ;;
     dispatch)
-      # Warm dispatch overhead vs a bare cuLaunchKernel, and cold start in fresh processes,
-      # on a shape the tune step tuned (the database from it, or defaults without one).
-      ./build/bench/mmtune-dispatch-bench --device 0 --db /tmp/mmtune.db 1024 1024 1024 2>&1 |
-        tee "$out/dispatch.log" ;;
+      # Warm dispatch overhead vs a bare cuLaunchKernel, and cold start in fresh processes, on
+      # DB (default /tmp/mmtune.db, the tune or main step's; a missing file: the defaults):
+      # SHAPES (default 1024^3, a shape the main job tunes, and 777x1333x555, one it never
+      # does, which its database has served a split-K kernel: exclusive, ordered by an event).
+      for sh in ${SHAPES:-1024x1024x1024 777x1333x555}; do
+        ./build/bench/mmtune-dispatch-bench --device 0 --db "${DB:-/tmp/mmtune.db}" --runs 5 ${sh//x/ }
+      done 2>&1 | tee "$out/dispatch.log" ;;
     calls)
       # Per-call time of the dispatcher and cuBLAS (host enqueue, back to back, events between,
       # CUDA graph replay): SHAPES (default 1000^3), DTYPE (f16), LAYOUT (nn), DB.

@@ -950,6 +950,23 @@ static void test_gpu_exclusive_two_streams(void **state) {
   rt_dispatch_get_stats(x.ctx, &st);
   assert_int_equal(st.workspace_allocs, 1); /* ...and warm calls reuse it */
   assert_int_equal(st.workspace_bytes, bytes);
+  /* every launch on another stream than the one before waited: all but the loop's first */
+  assert_int_equal(st.exclusive_waits, 20 * EXCL_SETS);
+  exclusive_check_close(&x);
+}
+
+/* Runs of launches on one stream, then on the next, with no host synchronization: within a
+ * run stream order keeps the launches apart, so only the first of each run waits on the
+ * event, and the first of the next run must still wait for the last of it. */
+static void test_gpu_exclusive_same_stream_runs(void **state) {
+  exclusive_setup x;
+  exclusive_open(*state, &x);
+  for (int round = 0; round < 4; round++)
+    for (int s = 0; s < EXCL_SETS; s++)
+      for (int i = 0; i < 5; i++) exclusive_call(&x, s, x.st[s]);
+  rt_dispatch_stats st;
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.exclusive_waits, 4 * EXCL_SETS); /* one a run */
   exclusive_check_close(&x);
 }
 
@@ -980,6 +997,8 @@ static void test_gpu_exclusive_graph(void **state) {
   assert_int_equal(cu->cuStreamSynchronize(x.st[0]), CUDA_SUCCESS);
   rt_dispatch_get_stats(x.ctx, &st);
   assert_int_equal(st.workspace_allocs, 1); /* captured and replayed with the same workspace */
+  /* once a launch was captured, every launch waits (a replay may run anywhere) */
+  assert_int_equal(st.exclusive_waits, 1 + 2 + 10);
   assert_int_equal(cu->cuGraphExecDestroy(exec), CUDA_SUCCESS);
   assert_int_equal(cu->cuGraphDestroy(graph), CUDA_SUCCESS);
   exclusive_check_close(&x);
@@ -1007,6 +1026,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_exact_and_bad_device),
       cmocka_unit_test(test_gpu_families_unaligned_ld),
       cmocka_unit_test(test_gpu_exclusive_two_streams),
+      cmocka_unit_test(test_gpu_exclusive_same_stream_runs),
       cmocka_unit_test(test_gpu_exclusive_graph),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
