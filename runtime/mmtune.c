@@ -412,6 +412,13 @@ static problem_key key_of(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, con
                        dtype, gen_layout_index(kp->layout)};
 }
 
+gen_problem rt_explain_problem(const mmt_problem *p) {
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(p, &kp);
+  problem_key key = key_of(&kp, p->dtype, NULL, NULL, NULL);
+  return problem_of(&key);
+}
+
 mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, const mmt_problem *p,
                       mmt_choice *out, ut_err *err) {
   memset(out, 0, sizeof *out);
@@ -419,10 +426,7 @@ mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, co
   if (rc) return rc;
   out->kind = MMT_CHOICE_DEFAULT;
   if (p->m == 0 || p->n == 0) return MMT_OK; /* launches nothing: DEFAULT with no template */
-  rt_gemm_kernel_problem kp;
-  rt_gemm_map(p, &kp);
-  problem_key key = key_of(&kp, p->dtype, NULL, NULL, NULL);
-  gen_problem gp = problem_of(&key);
+  gen_problem gp = rt_explain_problem(p);
   rt_choice c = {0};
   rc = rt_choose(ch, db, device_name, &gp, &c, err);
   if (!rc) rt_choice_describe(&c, &gp, out);

@@ -244,6 +244,10 @@ void rt_chooser_fit_counts(const rt_chooser *ch, int *fitted, int *read);
  * uses it.  Errors: rt_gemm_check's and rt_choose's. */
 mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, const mmt_problem *p,
                       mmt_choice *out, ut_err *err);
+/* The kernel problem rt_explain chooses for (p mapped as mmt_gemm maps it: row-major, the
+ * layout from the transposes, pointers as from cudaMalloc), for rt_rank.  p must have passed
+ * rt_gemm_check and have M and N > 0. */
+gen_problem rt_explain_problem(const mmt_problem *p);
 
 /* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's
  * starting points: *count entries. */

@@ -12,8 +12,11 @@
  * another (wave quantization: 133 units on 132 SMs take two rounds); a unit costs the larger of
  * its flops at the SM's peak for the dtype and its bytes (operand tiles along K, its tile of C)
  * at the SM's share of L2 bandwidth (small tiles re-read more); each round fills a pipeline
- * first (once for a persistent kernel); the problem's compulsory bytes (A and B once, C read
- * and written) at DRAM bandwidth bound the whole; plus a launch.  The constants below were
+ * first (once for a persistent kernel); the bytes through DRAM bound the whole: A once, C
+ * read and written, and B once per band of tile rows that run together (the `group`
+ * swizzle, or the rows one wave of units covers) as far as the L2 cannot hold a split-K
+ * slice's part of it (a 90 MB weight at M = 128 in 32-row tiles is read about 2.5 times);
+ * plus a launch.  The constants below were
  * chosen by `mmtune model evaluate` on two H100 databases (docs/perf.md).  The peaks are per
  * architecture (RT_MODEL_* below), leads only: the correction absorbs what they miss.
  *
@@ -168,9 +171,11 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                       const char *params, const db_launch *launch, double prior,
                       const gen_problem *p, rt_prediction *out);
 
-/* The analytic part alone (see the top of this file), in ms. */
+/* The analytic part alone (see the top of this file), in ms.  params (may be NULL): the
+ * config's, whose `group` is read as its block-order swizzle (how many tile rows share each
+ * read of B). */
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *launch,
-                            const gen_problem *p);
+                            const char *params, const gen_problem *p);
 
 /* The peaks the analytic part assumes for a GPU of dev (unknowns: the defaults above) and
  * dtype: *flops_per_s, the whole GPU's math rate (tensor cores for 16-bit inputs and tf32,

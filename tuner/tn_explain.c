@@ -5,6 +5,7 @@
  * the database alone, without a GPU (rt_explain).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -26,6 +27,9 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"lda", 0, "N", "leading dimension of A (default: the smallest allowed)"},
     {"ldb", 0, "N", "leading dimension of B (default: the smallest allowed)"},
     {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
+    {"top", 0, "N",
+     "with --device-name: also the first N candidates as the model ranks them (predicted and "
+     "analytic ms, rows used), and why any of them is not usable"},
 };
 
 static const tn_cmd_spec EXPLAIN_SPEC = {
@@ -117,6 +121,33 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
          c->rel_err, c->max_err, when, c->nvrtc_version, c->template_hash);
 }
 
+/* The first `top` candidates of p's ranking: what the choice was made from. */
+static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *device,
+                                const mmt_problem *p, int64_t top, ut_err *err) {
+  if (p->m == 0 || p->n == 0) return MMT_OK;
+  gen_problem gp = rt_explain_problem(p);
+  rt_candidate *cands = NULL;
+  int n = 0;
+  mmt_status rc = rt_rank(ch, db, device, &gp, NULL, &cands, &n, err);
+  if (rc) return rc;
+  printf("  ranking:   %d candidates, the first %d (predicted ms, the analytic part, rows of the "
+         "config / of its template that weighed in)\n",
+         n, top < n ? (int)top : n);
+  for (int i = 0; i < n && i < top && !rc; i++) {
+    const rt_candidate *c = &cands[i];
+    rt_choice use = {0};
+    ut_err why = {{0}};
+    mmt_status u = rt_choose_candidate(ch, c, &gp, &use, &why);
+    rt_choice_clear(&use);
+    if (u == MMT_ERR_NOMEM) rc = ut_fail(err, u, "%s", why.msg);
+    printf("  %4d  %9.4f %9.4f %4d/%-4d %s %s%s%s\n", i + 1, c->pred.ms, c->pred.analytic_ms,
+           c->pred.rows, c->pred.template_rows, c->template_name, c->params,
+           u ? "  -- not usable: " : "", u ? why.msg : "");
+  }
+  free(cands);
+  return rc;
+}
+
 /* db_each_best callback: the architecture of the device that measured the first row. */
 static int first_arch(const db_result *r, void *user) {
   snprintf(user, 16, "sm_%d%d", r->device.cc_major, r->device.cc_minor);
@@ -127,7 +158,10 @@ static int first_arch(const db_result *r, void *user) {
  * were measured on; any architecture for a device name without rows). */
 static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *device) {
   char path[4096];
+  int64_t top = 0;
+  const char *t = tn_opts_get(o, "top");
   int ex = tn_opt_db_path("explain", tn_opts_get(o, "db"), path, sizeof path);
+  if (!ex && t) ex = tn_opt_i64("explain", t, "--top", 1, 1000000, &top);
   if (ex) return ex;
   ut_err err;
   db_handle *db = NULL;
@@ -156,6 +190,7 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
     rc = rt_chooser_set_fit_cache(ch, fits, &err);
   if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
+  if (!rc && top > 0) rc = print_ranking(ch, db, device, p, top, &err);
   rt_chooser_free(ch);
   db_close(db);
   if (rc == MMT_ERR_INVALID_ARG) return tn_usage_error("explain", "%s", err.msg);
@@ -177,8 +212,11 @@ int tn_cmd_explain(int argc, char **argv) {
     ex = explain_offline(&o, &p, name);
     goto done;
   }
-  if (tn_opts_has(&o, "arch")) {
-    ex = tn_usage_error("explain", "--arch goes with --device-name (a device has its own)");
+  if (tn_opts_has(&o, "arch") || tn_opts_has(&o, "top")) {
+    ex = tn_usage_error("explain", tn_opts_has(&o, "arch")
+                                       ? "--arch goes with --device-name (a device has its own)"
+                                       : "--top goes with --device-name (the ranking is made "
+                                         "from the database, without a GPU)");
     goto done;
   }
   int device = 0;
