@@ -731,6 +731,18 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "record:    #1, 512x512x512 on GPU X"));
   assert_non_null(strstr(r.out, "rel err 1.5e-06"));
   run_free(&r);
+  /* --top: the ranking the choice came from, the choice first (a measured row ranks first) */
+  r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db, "--top", "3");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "ranking:   "));
+  assert_non_null(strstr(r.out, ", the first 3 (predicted ms"));
+  assert_non_null(strstr(r.out, "\n     1 "));
+  assert_non_null(strstr(r.out, "\n     3 "));
+  assert_null(strstr(r.out, "\n     4 "));
+  run_free(&r);
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device-name", "X", "--top", "0"), "--top");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--top", "5"),
+                     "--top goes with --device-name");
   r = RUN("explain", "256", "1024", "128", "--order", "col", "--device-name", "GPU X", "--db", db);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "choice:    exact"));
