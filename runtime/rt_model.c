@@ -10,8 +10,7 @@
 
 /* Peaks per SM and clock, by architecture (leads from the vendors' datasheets): dense
  * tensor-core flops for 16-bit inputs and TF32, fp32 FMA flops; DRAM bandwidth; L2 at
- * RT_MODEL_L2_FACTOR times DRAM. */
-#define RT_MODEL_L2_FACTOR 4.0
+ * RT_MODEL_L2_FACTOR (rt_model.h) times DRAM. */
 #define RT_MODEL_DEFAULT_SMS 132
 #define RT_MODEL_DEFAULT_CC 9
 
@@ -38,32 +37,6 @@ static double sm_flops(int cc, const char *dtype) {
 }
 
 static double dram_bytes_per_s(int cc) { return cc >= 9 ? 3.0e12 : cc == 8 ? 1.8e12 : 0.9e12; }
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
-static double l2_bytes(int cc) { return cc >= 9 ? 50e6 : cc == 8 ? 40e6 : 4e6; }
-
-/* A config's block-order swizzle: its `group` parameter (templates/README.md: consecutive
- * blocks walk down GROUP block rows before the next column), 1 without one. */
-static int64_t raster_group(const char *params) {
-  const char *g = params;
-  while (g && (g = strstr(g, "group=")) && g != params && g[-1] != ',') g++;
-  long v = g ? strtol(g + 6, NULL, 10) : 1;
-  return v > 1 ? v : 1;
-}
-
-/* How many times the launch reads B (the K x N operand, whose column of tiles every tile row
- * shares) from DRAM.  Tile rows that run together share each read: the swizzle's group, or
- * as many whole rows of tiles as the SMs hold at once (one unit an SM).  The next band reads
- * B again as far as the L2 has dropped it: all of a split-K slice's part of B that the L2
- * cannot hold (a band streams the whole part before the next starts).  At M = 128 on a 90 MB
- * weight, 32-row tiles read it about 2.5 times (measured on an H200), 128-row tiles once. */
-static double b_reads(int64_t tiles_m, int64_t tiles_n, int64_t slices, double b_bytes, int sms,
-                      int cc, int64_t group) {
-  int64_t band = group > 1 ? group : 1;
-  if (tiles_n > 0 && sms / tiles_n > band) band = sms / tiles_n;
-  const double part = b_bytes / (double)slices, missed = 1 - l2_bytes(cc) / part;
-  if (band >= tiles_m || missed <= 0) return 1;
-  return 1 + (double)(ceil_div(tiles_m, band) - 1) * missed;
-}
 
 void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops_per_s,
                     double *bytes_per_s) {
@@ -73,6 +46,7 @@ void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops
   *bytes_per_s = dram_bytes_per_s(cc);
 }
 
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
 /* How busy an SM's FMA pipelines are (0..1] when it holds `rounds` work units of launch l: a
  * block of few warps alone on an SM leaves them idle while it waits on memory, and the units
@@ -88,16 +62,14 @@ static double sm_busy(const db_launch *l, double rounds, const char *math) {
   return fmin(1, warps / RT_MODEL_BUSY_WARPS);
 }
 
-double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const char *params,
-                            const gen_problem *p) {
+double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
   int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
   double elem = gen_dtype_size(p->dtype) > 0 ? gen_dtype_size(p->dtype) : 4;
   int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
   int64_t slices = l && l->slices > 1 ? l->slices : 1;
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
-  const int64_t tiles_m = ceil_div(m, tm), tiles_n = ceil_div(n, tn);
-  int64_t units = tiles_m * tiles_n * slices;
+  int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * slices;
   double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
   /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 64 or
@@ -113,10 +85,8 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
    * RT_MODEL_DRAM_SMS of the SMs gets its share of it (a 4096-wide decode GEMM in 64 tiles
    * streams its weights at about half the copy bandwidth) */
   double busy_sms = fmin((double)units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
-  const double b_bytes = (double)k * (double)n * elem;
-  const double reads = b_reads(tiles_m, tiles_n, slices, b_bytes, sms, cc, raster_group(params));
-  double compulsory = (((double)m * (double)k + 2.0 * (double)m * (double)n) * elem +
-                       b_bytes * reads) / (dram * fmin(1, busy_sms));
+  double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
+                      elem / (dram * fmin(1, busy_sms));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);
@@ -420,8 +390,7 @@ static void fit_corrections(rt_model *m) {
       model_row *r = &m->rows[i];
       gen_problem p = {.dtype = cfg->dtype, .layout = gen_layout_name(r->layout), .m = r->m,
                        .n = r->n, .k = r->k};
-      r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->by_layout[r->layout], cfg->params,
-                                              &p));
+      r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->by_layout[r->layout], &p));
     }
   }
 }
@@ -576,7 +545,7 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                          : pl >= 0 && (c->layouts & 1u << pl) ? &c->by_layout[pl]
                          : launch                              ? launch
                                                                : &c->launch;
-  out->analytic_ms = rt_model_analytic_ms(&m->dev, use, c ? c->params : params, p);
+  out->analytic_ms = rt_model_analytic_ms(&m->dev, use, p);
   out->ms = out->analytic_ms * exp(y);
   out->rows = c ? c->used : 0;
   out->template_rows = tm ? tm->used : 0;

@@ -74,39 +74,22 @@ static void test_analytic(void **state) {
   /* 132 tiles fill one wave; 133 take a second round */
   gen_problem p = packed("f16", "nn", 128 * 12, 128 * 11, 4096);
   gen_problem q = packed("f16", "nn", 128 * 12 + 1, 128 * 11, 4096);
-  double a = rt_model_analytic_ms(&dev, &l, NULL, &p), b = rt_model_analytic_ms(&dev, &l, NULL, &q);
+  double a = rt_model_analytic_ms(&dev, &l, &p), b = rt_model_analytic_ms(&dev, &l, &q);
   assert_true(b > 1.8 * (a - RT_MODEL_LAUNCH_MS) + RT_MODEL_LAUNCH_MS);
   /* twice the K, about twice the time; f32 on the SIMT units is slower than f16 */
   gen_problem k2 = packed("f16", "nn", 128 * 12, 128 * 11, 8192);
-  double c = rt_model_analytic_ms(&dev, &l, NULL, &k2) - RT_MODEL_LAUNCH_MS;
+  double c = rt_model_analytic_ms(&dev, &l, &k2) - RT_MODEL_LAUNCH_MS;
   assert_true(fabs(c / (a - RT_MODEL_LAUNCH_MS) - 2) < 0.1); /* the fill is paid once a round */
   gen_problem f = packed("f32", "nn", 128 * 12, 128 * 11, 4096);
-  assert_true(rt_model_analytic_ms(&dev, &l, NULL, &f) > 5 * a);
+  assert_true(rt_model_analytic_ms(&dev, &l, &f) > 5 * a);
   /* few tiles, long K: split-K slices spread the work over more SMs */
   gen_problem s = packed("f16", "nn", 256, 256, 65536);
   db_launch split = l;
   split.slices = 8;
-  assert_true(rt_model_analytic_ms(&dev, &split, NULL, &s) < 0.5 * rt_model_analytic_ms(&dev, &l, NULL, &s));
-  /* B larger than the L2 (a 90 MB weight at M = 128): 32-row tiles walking the columns row by
-   * row read it again for each band of rows (2 to 4 times here); a swizzle of 4 rows, or
-   * 128-row tiles, once */
-  gen_problem mid = packed("f16", "nt", 128, 11008, 4096);
-  db_launch narrow = {.tile_m = 32, .tile_n = 128, .slices = 1, .threads = 128};
-  db_launch tall = {.tile_m = 128, .tile_n = 128, .slices = 1, .threads = 256};
-  const double b_once = 11008.0 * 4096 * 2 / 3.0e12 * 1e3;
-  double rows = rt_model_analytic_ms(&dev, &narrow, "bm=32,group=1", &mid);
-  double grouped = rt_model_analytic_ms(&dev, &narrow, "bm=32,group=4", &mid);
-  assert_true(rows > 2 * b_once && rows < 4 * b_once);
-  assert_true(grouped < 0.7 * rows); /* bound by its tiles' L2 traffic now, not DRAM */
-  assert_true(rt_model_analytic_ms(&dev, &tall, NULL, &mid) < 0.6 * rows);
-  /* "xgroup=" is not the swizzle; a weight the L2 holds is read once however it is walked */
-  assert_true(rt_model_analytic_ms(&dev, &narrow, "xgroup=4", &mid) == rows);
-  gen_problem small = packed("f16", "nt", 128, 4096, 4096);
-  assert_true(rt_model_analytic_ms(&dev, &narrow, NULL, &small) ==
-              rt_model_analytic_ms(&dev, &narrow, "group=4", &small));
+  assert_true(rt_model_analytic_ms(&dev, &split, &s) < 0.5 * rt_model_analytic_ms(&dev, &l, &s));
   /* never below the compulsory bytes at DRAM bandwidth */
   gen_problem gemv = packed("f16", "nt", 1, 8192, 8192);
-  assert_true(rt_model_analytic_ms(&dev, &l, NULL, &gemv) > 8192.0 * 8192 * 2 / 3.0e12 * 1e3);
+  assert_true(rt_model_analytic_ms(&dev, &l, &gemv) > 8192.0 * 8192 * 2 / 3.0e12 * 1e3);
 }
 
 /* The launch shape of a per-tile grid, a persistent one and a split-K one. */
@@ -217,13 +200,13 @@ static void test_predict_other_layout(void **state) {
   rt_model_predict(m, 0, NULL, NULL, &few, NAN, &nt, &with_few);
   rt_model_predict(m, 0, NULL, NULL, &many, NAN, &nt, &with_many);
   const rt_model_device h100 = {132, 9};
-  assert_true(own.analytic_ms == rt_model_analytic_ms(&h100, &mc.launch, mc.params, &nt));
+  assert_true(own.analytic_ms == rt_model_analytic_ms(&h100, &mc.launch, &nt));
   assert_true(with_few.analytic_ms > 10 * with_many.analytic_ms);
   assert_true(with_few.ms > 10 * with_many.ms);
   gen_problem nn = packed(mc.dtype, "nn", 1, 4096, 11008); /* its rows' layout: theirs */
   rt_model_focus(m, &nn, NULL);
   rt_model_predict(m, 0, NULL, NULL, &few, NAN, &nn, &nn_few);
-  assert_true(nn_few.analytic_ms == rt_model_analytic_ms(&h100, &mc.launch, mc.params, &nn));
+  assert_true(nn_few.analytic_ms == rt_model_analytic_ms(&h100, &mc.launch, &nn));
   rt_model_free(m);
   db_close(db);
 }
