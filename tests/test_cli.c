@@ -731,7 +731,7 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "record:    #1, 512x512x512 on GPU X"));
   assert_non_null(strstr(r.out, "rel err 1.5e-06"));
   run_free(&r);
-  /* --top: the ranking the choice came from, the choice first (a measured row ranks first) */
+  /* --top: the first N lines of the ranking the choice came from, numbered */
   r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db, "--top", "3");
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "ranking:   "));
