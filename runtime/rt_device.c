@@ -534,7 +534,7 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
       RT_CU_CHECK(cu, cuStreamWaitEvent(stream, k->last_launch, wait_flags));
       k->trail->waits++;
     }
-    k->trail->stream_id = k->trail->captured ? 0 : id;
+    k->trail->stream_id = id; /* 0 inside a capture; unused once captured */
   }
   if (k->dependent_launch) {
     CUlaunchAttribute early;

@@ -69,7 +69,7 @@ size_t rt_workspace_grow_size(size_t need, size_t have);
  * Once a launch has been captured into a graph, replays may run on any stream at any time, so
  * from then on every launch waits. */
 typedef struct {
-  unsigned long long stream_id; /* of the last launch; 0: none, or captured */
+  unsigned long long stream_id; /* of the last launch; 0: none, or one inside a capture */
   bool captured;                /* a launch was captured: every later launch waits */
   uint64_t waits;               /* launches that waited on the event (for tests) */
 } rt_launch_trail;
