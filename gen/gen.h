@@ -115,7 +115,7 @@ typedef struct {
   gen_grid_dim grid[3];
   unsigned shared_bytes; /* dynamic shared memory per block */
   bool exclusive;        /* launches must not overlap: the kernel keeps state between blocks in
-                            module globals (serial split-K semaphores); runtime orders them */
+                            module globals (split-K arrival counters); runtime orders them */
   unsigned workspace_per_block; /* bytes of fp32 workspace per block of the grid (0: none);
                                   the runtime passes a buffer of grid blocks times this many
                                   bytes as the kernel's last argument, kept between launches;
@@ -124,6 +124,9 @@ typedef struct {
                             memory, so on sm_90 and newer the runtime lets the launch start
                             while the kernel before it in the stream finishes (programmatic
                             dependent launch); never with exclusive */
+  bool stream_k; /* a persistent grid whose blocks share the problem's K tiles evenly, tile
+                    after tile (stream-K), rather than each taking whole tiles: for the
+                    performance model (rt_launch_of) */
   gen_requires requires;
   char arch[16]; /* "": compiled for the device's own architecture; else exactly this one
                     (e.g. "sm_90a", whose cubins run only on compute capability 9.0) */

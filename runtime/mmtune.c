@@ -14,7 +14,7 @@
  * Threads: the mutex guards the table, the modules list, the chooser (Lua states) and the
  * database handle; a miss (choose, compile, load) holds it, so concurrent first calls wait
  * for each other.  Launches of ordinary kernels happen after it is released; those of
- * exclusive kernels (split-K semaphores, rt_device.h) under it, so that the wait-launch-record
+ * exclusive kernels (split-K counters, rt_device.h) under it, so that the wait-launch-record
  * sequence of one is never interleaved with another's.  Error messages are per thread.
  *
  * alpha == 0 and K == 0 launch the chosen kernel with K = 0: by the kernel ABI (gen.h) it

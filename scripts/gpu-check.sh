@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|node|versus|bench|
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|fewtile|node|versus|bench|
 # kernels|memcheck|compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
@@ -217,8 +217,10 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       # Split-K through the workspace against the serial split-K before it (issue 14): each
       # config of bench/splitk_configs.txt measured with the templates of this tree and with
       # those in $OLD_TEMPLATES (default .gpu/old-templates: the tree before the change).
+      # CONFIGS picks another list (bench/wgmma_splitk_configs.txt: wgmma's split-K and
+      # stream-K against its serial split-K).
       old=${OLD_TEMPLATES:-$here/.gpu/old-templates}
-      grep -v '^#' bench/splitk_configs.txt | while read -r tmpl dtype layout shape params; do
+      grep -v '^#' "${CONFIGS:-bench/splitk_configs.txt}" | while read -r tmpl dtype layout shape params; do
         [ -n "$tmpl" ] || continue
         for which in new old; do
           tp=; [ "$which" = old ] && tp=$old
@@ -228,6 +230,23 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
           cat /tmp/m.log
         done
       done 2>&1 | tee "$out/splitk.log" ;;
+    fewtile)
+      # Few-tile and short-K shapes (issue 14): SHAPES tuned in each of LAYOUTS and DTYPES for
+      # BUDGET s (default 6) a shape on a fresh database, then bench --cold against cuBLAS; the
+      # bests' configs follow in the log.
+      db=/tmp/fewtile.db
+      rm -f "$db"*
+      shapes=${SHAPES:-128x11008x4096,512x512x16384,100x100x10000,1024x1408x8192,8192x8192x128,4096x4096x64}
+      for d in ${DTYPES:-f16}; do
+        for l in ${LAYOUTS:-nn nt}; do
+          ./build/tuner/mmtune --device 0 --dtype "$d" --layout "$l" --shapes "$shapes" \
+            --budget "${BUDGET:-6}" --db "$db" > "$out/fewtile-$d-$l-tune.log" 2>&1
+          echo "fewtile $d $l tune exit $?"
+          ./build/tuner/mmtune bench --shapes "$shapes" --dtype "$d" --layout "$l" --cold \
+            --device 0 --db "$db" 2>&1
+        done
+      done 2>&1 | tee "$out/fewtile.log"
+      ./build/tuner/mmtune show --db "$db" >> "$out/fewtile.log" 2>&1 ;;
     multi)
       # --device all (issue 15) on whatever GPUs the machine has: a run to the end, then one
       # whose worker is killed mid-run (SIGKILL): the parent reports it, merges what was
