@@ -124,9 +124,6 @@ typedef struct {
                             memory, so on sm_90 and newer the runtime lets the launch start
                             while the kernel before it in the stream finishes (programmatic
                             dependent launch); never with exclusive */
-  bool stream_k; /* a persistent grid whose blocks share the problem's K tiles evenly, tile
-                    after tile (stream-K), rather than each taking whole tiles: for the
-                    performance model (rt_launch_of) */
   gen_requires requires;
   char arch[16]; /* "": compiled for the device's own architecture; else exactly this one
                     (e.g. "sm_90a", whose cubins run only on compute capability 9.0) */

@@ -68,11 +68,9 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   double elem = gen_dtype_size(p->dtype) > 0 ? gen_dtype_size(p->dtype) : 4;
   int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
   int64_t slices = l && l->slices > 1 ? l->slices : 1;
-  bool stream_k = l && l->slices == 0 && l->per_sm > 0;
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
   int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * slices;
-  /* units one SM runs in turn; stream-K: its even share of the tiles, whole or not */
-  double rounds = stream_k ? (double)units / sms : (double)ceil_div(units, sms);
+  double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
   /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 64 or
    * more on both sides, while a tile under 32 on a side (skinny's block of the small side)
@@ -82,21 +80,17 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   double dram = dram_bytes_per_s(cc);
   double unit_bytes = ((double)(tm + tn) * kslice + (double)tm * (double)tn) * elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
-  /* stream-K: an SM's run cuts at most two tiles, each a partial tile out and in, once */
-  double streamk_bytes = stream_k ? 4.0 * (double)tm * (double)tn * 4 : 0;
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
   /* DRAM's bandwidth needs loads in flight from most SMs: a grid of fewer work units than
    * RT_MODEL_DRAM_SMS of the SMs gets its share of it (a 4096-wide decode GEMM in 64 tiles
    * streams its weights at about half the copy bandwidth) */
-  double busy_sms = fmin(stream_k ? (double)sms : (double)units, (double)sms) /
-                    (RT_MODEL_DRAM_SMS * sms);
+  double busy_sms = fmin((double)units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
   double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
                       elem / (dram * fmin(1, busy_sms));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);
-  double body = rounds * fmax(unit_compute, unit_l2) / sm_busy(l, rounds, math) + fill +
-                streamk_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
+  double body = rounds * fmax(unit_compute, unit_l2) / sm_busy(l, rounds, math) + fill;
   return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory);
 }
 
@@ -123,7 +117,7 @@ mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_
       out->tile_m = param_value(t, cfg, "bm");
       out->tile_n = param_value(t, cfg, "bn");
       int split = param_value(t, cfg, "split");
-      out->slices = k->stream_k ? 0 : split > 0 ? split : 1;
+      out->slices = split > 0 ? split : 1;
     }
   }
   if (out->tile_m <= 0 || out->tile_n <= 0) {

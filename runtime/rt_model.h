@@ -9,9 +9,7 @@
  *
  * Analytic (rt_model_analytic_ms), from the config's launch shape (db_launch): the work units
  * are the tiles of C times the split-K slices; each SM runs ceil(units / SMs) of them one after
- * another (wave quantization: 133 units on 132 SMs take two rounds; a stream-K kernel, slices
- * 0 and per_sm > 0, shares the tiles evenly: tiles / SMs rounds, plus two partial tiles out
- * and in); a unit costs the larger of
+ * another (wave quantization: 133 units on 132 SMs take two rounds); a unit costs the larger of
  * its flops at the SM's peak for the dtype and its bytes (operand tiles along K, its tile of C)
  * at the SM's share of L2 bandwidth (small tiles re-read more); each round fills a pipeline
  * first (once for a persistent kernel); the problem's compulsory bytes (A and B once, C read
@@ -187,8 +185,7 @@ void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops
 
 /* The launch shape of kernel k, emitted from config cfg of template t: tiles from its grid
  * rule (x over N, y over M, z the split-K slices); a persistent grid (per SM) takes its tile
- * from the parameters bm and bn and its slices from split, or slices 0 when the kernel is
- * stream-K (k->stream_k).  Errors: MMT_ERR_TEMPLATE when
+ * from the parameters bm and bn and its slices from split.  Errors: MMT_ERR_TEMPLATE when
  * the grid says neither (the message names the template). */
 mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_kernel *k,
                         db_launch *out, ut_err *err);

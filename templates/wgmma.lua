@@ -18,11 +18,9 @@
 -- 4-stage ring (192 KiB), one block per SM and group=8: the fast.cu / CUTLASS shape for large
 -- square problems.
 --
--- For problems with few tiles of C (fewer than the SMs, or a last wave mostly empty), two ways
--- to cut K so that every SM has work, both meeting in an fp32 workspace (the split_k snippet:
--- C rounded once, the same bits from run to run): split > 1, grid.z = split slices of each
--- tile's K tiles; persist = 2, stream-K: a persistent grid whose blocks take equal runs of
--- the whole problem's K tiles (tile after tile), so that a tile may be cut between blocks.
+-- split > 1 adds split-K for problems with few tiles of C: grid.z = split slices of the K
+-- tiles, which meet in an fp32 workspace (the split_k snippet, as in reg_tiled and mma_sync:
+-- C rounded once, the same bits from run to run).
 
 local source = [[
 /*
@@ -60,10 +58,7 @@ local source = [[
  *                    pid = blockIdx.x, + gridDim.x, ...: the producer runs on into the next
  *                    tile's K tiles while the consumers store this one's C, so a problem of
  *                    many short tiles (small K) does not wait for each tile's loads and stores
- *                    in turn.  2: the same grid, stream-K: block b takes the K tiles
- *                    [T * b / G, T * (b + 1) / G) of the T = tiles * KT of the problem (tile
- *                    after tile, G = gridDim.x), so every block has the same work whatever
- *                    the count of tiles.  See "Split-K" below.  0: one tile a block
+ *                    in turn.  0: one tile a block
  * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT) (PERSIST: BLOCKS
@@ -73,8 +68,7 @@ local source = [[
  * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack.
  * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
  * box and swizzle as declared in the kernel table (tensor_maps), encoded by the runtime; with
- * SPLIT > 1 or PERSIST 2, WS, the fp32 workspace: BM * BN floats a block (stream-K: twice
- * that).
+ * SPLIT > 1, WS, the fp32 workspace (BM * BN floats a block).
  *
  * Shared memory, per stage (16-byte chunk j of a 128-byte row r is stored at chunk j ^ (r % 8):
  * the 128-byte swizzle, written by TMA and undone by wgmma through the descriptors).
@@ -92,19 +86,15 @@ local source = [[
  * Accumulators (PTX ISA, wgmma D fragment of m64nN): thread t of a consumer warpgroup holds,
  * in register r of 64-row block i, row 16 * (t / 32) + (t % 32) / 4 + 8 * (r / 2 % 2), column
  * 8 * (r / 4) + 2 * (t % 4) + r % 2 of the block's 64 x BN tile.
- * Split-K.  A tile's K tiles are computed in parts by different blocks, which meet in the
- * workspace WS (the split_k snippet): each part stores its fp32 sums there and counts its K
- * tiles in; the part that completes the tile's KT = ceil(K / BK) adds every part's sums in K
- * order (so the bits do not depend on which finished last) and runs the epilogue, the others
- * go on to their next work.  C is read and written once and rounded once.  No block waits for
+ * Split-K (SPLIT > 1): of the KT = ceil(K / BK) K tiles, slice z = blockIdx.z loads and
+ * computes tiles [KT * z / SPLIT, KT * (z + 1) / SPLIT): whole tiles, as equal as possible;
+ * a slice may get none (KT < SPLIT, K == 0) and adds 0.  The slices of a tile meet in the
+ * workspace WS (the split_k snippet, its barrier the consumer warpgroups' alone): each stores
+ * its fp32 sums there and counts itself in; the last to arrive adds every slice's sums in
+ * slice order and runs the epilogue, the others are done.  C is read and written once and
+ * rounded once, the bits do not depend on which slice finished last, and no slice waits for
  * another.  The arrival counters and the workspace belong to the module: two launches must
  * never overlap (the kernel table says exclusive).  At most SPLITK_TILES tiles of C.
- *   SPLIT > 1: slice z = blockIdx.z computes K tiles [KT * z / SPLIT, KT * (z + 1) / SPLIT)
- *     of its tile (whole tiles, as equal as possible); part slot: tile * SPLIT + z.
- *   PERSIST 2 (stream-K): block b's run of K tiles [T * b / G, T * (b + 1) / G) cuts at most
- *     two tiles, its first and its last: their parts go to slots 2b and 2b + 1.  The blocks
- *     whose runs meet tile t are found from t alone (block_of), so the part that completes t
- *     reads them in order.  K >= 1 (the constraints refuse K == 0).
  * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N;
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
@@ -241,65 +231,6 @@ static __device__ __forceinline__ void tile_origin(long long pid, long long grid
   col0 = in_group / group_rows * BN;
 }
 
-/* The next unit of work at cursor (see the kernel): false when cursor has reached end; else
- * its tile pid and K tiles [kt0, kt1), cursor moved past it.  SPLIT: slice blockIdx.z of the
- * tile's k_tiles (the products stay below 2^31). */
-static __device__ __forceinline__ bool take_unit(long long& cursor, long long end, long long step,
-                                                 int k_tiles, long long& pid, int& kt0,
-                                                 int& kt1) {
-  if (cursor >= end) return false;
-#if PERSIST == 2
-  (void)step;
-  pid = cursor / k_tiles;
-  kt0 = (int)(cursor - pid * k_tiles);
-  kt1 = end - cursor < k_tiles - kt0 ? kt0 + (int)(end - cursor) : k_tiles;
-  cursor += kt1 - kt0;
-#else
-  pid = cursor;
-  kt0 = k_tiles * (int)blockIdx.z / SPLIT;
-  kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
-  cursor += step;
-#endif
-  return true;
-}
-
-#if PERSIST == 2
-#define PART_FLOATS ((long long)BM * BN) /* a part's sums: MI * ACC a consumer thread */
-/* Stream-K: the first K tile of block b's run, and the block whose run holds K tile i of the
- * problem (the largest b with run_first(b) <= i; a block of an empty run never is). */
-static __device__ __forceinline__ long long run_first(long long b, long long total) {
-  return total * b / gridDim.x;
-}
-static __device__ __forceinline__ long long block_of(long long i, long long total) {
-  return ((i + 1) * gridDim.x - 1) / total;
-}
-/* The consumers of a block whose unit (pid, [kt0, kt1)) is part of a tile: store it, and true
- * for the part that completes the tile, acc then holding the tile's sums (parts in K order). */
-static __device__ __forceinline__ bool streamk_meet(float (&acc)[MI][ACC], float* ws,
-                                                    long long pid, int kt0, int kt1,
-                                                    int k_tiles, long long total, int ctid) {
-  const long long tile_first = pid * k_tiles, tile_end = tile_first + k_tiles;
-  const long long me = blockIdx.x;
-  /* slot 2b: b's run starts in this tile; 2b + 1: it started in an earlier one */
-  const long long slot = 2 * me + (run_first(me, total) >= tile_first ? 0 : 1);
-  if (!splitk_arrive<MI * ACC, 128 * CONSUMERS>(&acc[0][0], ws + slot * PART_FLOATS, pid,
-                                                (unsigned)(kt1 - kt0), (unsigned)k_tiles, ctid))
-    return false;
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
-  for (long long b = block_of(tile_first, total); b < gridDim.x; ++b) {
-    const long long first = run_first(b, total);
-    if (first >= tile_end) break;
-    if (run_first(b + 1, total) == first) continue; /* an empty run (more blocks than work) */
-    const long long part = 2 * b + (first >= tile_first ? 0 : 1);
-    splitk_add<MI * ACC, 128 * CONSUMERS>(&acc[0][0], ws + part * PART_FLOATS, ctid);
-  }
-  return true;
-}
-#endif
-
 extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -315,30 +246,25 @@ ${name}(int M, int N, int K, float alpha,
   const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
 
-  /* The work of this block: units of one tile of C, pid = tile row * grid_n + tile column, and
-   * a run of its K tiles [kt0, kt1) (take_unit).  Without PERSIST, one tile (its launch index,
-   * blockIdx.x fastest); with PERSIST 1, every gridDim.x-th tile from blockIdx.x (a grid of
-   * BLOCKS blocks per SM that stays resident and walks all the tiles); with PERSIST 2, the
-   * K tiles [unit_first, unit_end) of the whole problem's, tile after tile (stream-K).
-   * 64-bit: grid_n * grid_m * k_tiles may pass 2^32. */
-  const int k_tiles = K / BK + (K % BK != 0); /* K / BK rounded up, without overflow */
+  /* The tiles of C this block computes, numbered pid = tile row * grid_n + tile column: one
+   * (its launch index, blockIdx.x fastest), or with PERSIST every gridDim.x-th from blockIdx.x
+   * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
+   * grid_n * grid_m may pass 2^32. */
 #if PERSIST
   const long long grid_n = N / BN + (N % BN != 0), grid_m = M / BM + (M % BM != 0);
+  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
 #else
   const long long grid_n = gridDim.x, grid_m = gridDim.y;
-#endif
-#if PERSIST == 2
-  const long long unit_total = grid_n * grid_m * k_tiles;
-  const long long unit_first = unit_total * blockIdx.x / gridDim.x;
-  const long long unit_end = unit_total * (blockIdx.x + 1) / gridDim.x, unit_step = 0;
-#elif PERSIST == 1
-  const long long unit_first = blockIdx.x, unit_step = gridDim.x, unit_end = grid_n * grid_m;
-#else
-  const long long unit_first = (long long)blockIdx.y * grid_n + blockIdx.x, unit_step = 1;
-  const long long unit_end = unit_first + 1;
+  const long long first_tile = (long long)blockIdx.y * grid_n + blockIdx.x, tile_step = 1;
+  const long long tile_end = first_tile + 1;
 #endif
 
   const int tid = threadIdx.x, wg = tid / 128;
+  /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
+   * slice blockIdx.z of SPLIT (see "Split-K"; the products stay below 2^31). */
+  const int k_tiles = K / BK + (K % BK != 0);
+  const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;
+  const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
 
   if (tid == 0) {
 #pragma unroll
@@ -371,9 +297,7 @@ ${name}(int M, int N, int K, float alpha,
                    :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
       int s = 0;
       unsigned phase = 0; /* of the ring: flips each time s wraps; runs on from tile to tile */
-      long long cursor = unit_first, pid;
-      int kt0, kt1;
-      while (take_unit(cursor, unit_end, unit_step, k_tiles, pid, kt0, kt1)) {
+      for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
         long long row0, col0;
         tile_origin(pid, grid_m, grid_n, row0, col0);
         for (int kt = kt0; kt < kt1; ++kt) {
@@ -416,11 +340,9 @@ ${name}(int M, int N, int K, float alpha,
     const unsigned long long b_desc = make_desc(b_smem, B_T ? 16 : BK * 128, 1024);
     int s = 0;
     unsigned phase = 0;
-    /* The units (one unless PERSIST); the body is the whole pass over one, left at the loop's
-     * own indentation. */
-    long long cursor = unit_first, pid;
-    int kt0, kt1;
-    while (take_unit(cursor, unit_end, unit_step, k_tiles, pid, kt0, kt1)) {
+    /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
+     * loop's own indentation. */
+    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
     long long row0, col0;
     tile_origin(pid, grid_m, grid_n, row0, col0);
     const int m_left = (int)(M - row0), n_left = (int)(N - col0); /* >= 1: rows, columns left */
@@ -458,14 +380,9 @@ ${name}(int M, int N, int K, float alpha,
     /* Split-K: the slices of this tile meet in the workspace; the last to arrive goes on with
      * the sum and writes C, the others are done. */
     if (!splitk_reduce<MI * ACC, 128 * CONSUMERS>(&acc[0][0], WS, pid, tid - 128)) continue;
-#elif PERSIST == 2
-    /* Stream-K: a unit that is part of its tile meets the others in the workspace. */
-    if (kt1 - kt0 < k_tiles &&
-        !streamk_meet(acc, WS, pid, kt0, kt1, k_tiles, unit_total, tid - 128))
-      continue;
 #endif
 
-${epilogue}    } /* units */
+${epilogue}    } /* tiles */
   }
 }
 ]]
@@ -701,12 +618,12 @@ local dtype_info = {
   },
 }
 
--- Split-K and stream-K: the parts of a tile meet through the split_k snippet, whose barrier is
--- the consumer warpgroups' alone.
+-- Split-K: the slices of a tile meet through the split_k snippet, whose barrier is the consumer
+-- warpgroups' alone (the producer warpgroup may still be issuing copies, or gone).
 local split_helpers = [[
 
-/* Barrier `id` among `count` threads (a multiple of 32), the others not held: the split_k
- * snippet's, the consumer warpgroups alone, whatever the producer warpgroup is doing. */
+/* Barrier `id` among `count` threads (a multiple of 32), the others not held: the consumer
+ * warpgroups alone. */
 static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
   asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
 }
@@ -724,10 +641,6 @@ local CONSUMER_OVERHEAD = 40
 -- split > 1 only for problems with fewer tiles of C than this: two waves of one block on each
 -- of an H100 SXM's or H200's 132 SMs (more tiles fill the GPU without split-K).
 local SPLIT_MAX_TILES = 2 * 132
--- Stream-K (persist = 2) only for fewer tiles than this: 8 waves of one block on 132 SMs (with
--- more, the last wave's idle SMs cost an eighth at most, less than the parts' meeting).
-local STREAMK_MAX_TILES = 8 * 132
-local SMS = 132 -- for the workspace bound: an H100 SXM's or H200's SMs
 
 -- Everything derived from a config (shared by constraints and emit).
 local function derive(p)
@@ -737,10 +650,8 @@ local function derive(p)
   d.acc = d.wg_m * p.bn // 128
   d.tiles = p.stages * (p.bm + p.bn) * 128
   d.shared_bytes = d.tiles + 16 * p.stages + 1024
-  -- split-K and stream-K: the parts meet in a workspace (the split_k snippet), whose flag
-  -- takes a little static shared memory
-  d.meets = p.split > 1 or p.persist == 2
-  d.static_bytes = d.meets and 16 or 0
+  -- split-K: the split_k snippet's flag, a little static shared memory
+  d.static_bytes = p.split > 1 and 16 or 0
   -- Registers: ptxas compiles the whole kernel within the launch budget, min(255, 65536 /
   -- (THREADS * BLOCKS)) rounded down to 8 a thread, consumer code included (setmaxnreg does
   -- not raise what ptxas may allocate), so that budget is what the accumulators must fit.
@@ -800,7 +711,7 @@ return {
     {name = "group", values = {1, 8, 16}},
     {name = "repack", values = {0, 1}},
     {name = "split", values = {1, 2, 4, 8}},
-    {name = "persist", values = {0, 1, 2}},
+    {name = "persist", values = {0, 1}},
   },
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
              split = 1, persist = 0},
@@ -821,8 +732,8 @@ return {
       return false, string.format("%d blocks of %d bytes of shared memory do not fit an SM",
                                   p.blocks, d.shared_bytes)
     end
-    if p.persist > 0 and p.split > 1 then
-      return false, "persist: a grid per SM, no split-K slices (stream-K is persist = 2)"
+    if p.persist == 1 and p.split > 1 then
+      return false, "persist: a grid per SM, no split-K slices"
     end
     if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
       return false, string.format("about %d registers per consumer thread (limit %d): would spill",
@@ -838,10 +749,10 @@ return {
       if p.repack == 1 and prob.align >= 16 then
         return false, "repack: the problem is 16-byte aligned already"
       end
-      local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
       if p.split > 1 then
         -- Split-K only where it can pay: few tiles of C, and at least one whole K tile a slice
         -- (below that the meeting costs more than the slices gain).
+        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
         local bk = 128 // mmt.dtype(prob.dtype).bytes
         if prob.K < p.split * bk then
           return false, string.format("split-K slices of less than one K tile (K < split * %d)",
@@ -852,17 +763,6 @@ return {
                                       SPLIT_MAX_TILES)
         end
         local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
-        if why then return false, why end
-      end
-      if p.persist == 2 then
-        if prob.K < 1 then return false, "stream-K: K == 0 has no K tiles to share" end
-        if tiles >= STREAMK_MAX_TILES then
-          return false, string.format("stream-K: %d tiles of C fill the GPU (%d or more)", tiles,
-                                      STREAMK_MAX_TILES)
-        end
-        -- counters for the tiles; two parts a block of the grid (SMS * blocks blocks)
-        local why = mmt.split_k_refusal(tiles, 1, 0) or
-                    mmt.split_k_refusal(SMS * p.blocks, 2, p.bm * p.bn * 4)
         if why then return false, why end
       end
     end
@@ -895,8 +795,8 @@ return {
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
-      split_helpers = d.meets and split_helpers or "",
-      ws_arg = d.meets and ",\n        float* __restrict__ WS" or "",
+      split_helpers = p.split > 1 and split_helpers or "",
+      ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
       elem_decl = info.decl, epilogue_helpers = info.epilogue_helpers,
       epilogue = info.epilogue or
                  mmt.subst(epilogue32, {store = info.store, store_full = info.store_full}),
@@ -926,22 +826,21 @@ return {
       source = mmt.subst(source, vars),
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
-      -- persist: BLOCKS blocks per SM, resident, walking the tiles (or stream-K's runs)
-      grid = p.persist > 0 and {x = {"SM", p.blocks}} or
+      -- persist: BLOCKS blocks per SM, resident, walking the tiles
+      grid = p.persist == 1 and {x = {"SM", p.blocks}} or
              {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,
       -- the epilogue tests C's alignment (c_vec): a repack launch copies only A and B
       store_any_align = p.repack == 1,
-      -- split-K and stream-K: the parts of a tile meet in the workspace (a part's sums, BM x BN
-      -- fp32; stream-K's blocks have two) under module counters: launches must not overlap.
-      exclusive = d.meets,
-      workspace = p.split > 1 and p.bm * p.bn * 4 or p.persist == 2 and 2 * p.bm * p.bn * 4 or nil,
-      stream_k = p.persist == 2,
+      -- split > 1: the slices of a tile meet in the workspace (its fp32 sums, BM x BN a block)
+      -- under module counters: two launches must not overlap.
+      exclusive = p.split > 1,
+      workspace = p.split > 1 and p.bm * p.bn * 4 or nil,
       -- Otherwise a launch may start while the kernel before it finishes: every thread waits
       -- (griddepcontrol.wait) before it touches global memory.
-      dependent_launch = not d.meets,
+      dependent_launch = p.split == 1,
       arch = "sm_90a",
       tensor_maps = {
         {operand = "A", box = box(a_t, p.bm), swizzle = 128},

@@ -87,17 +87,6 @@ static void test_analytic(void **state) {
   db_launch split = l;
   split.slices = 8;
   assert_true(rt_model_analytic_ms(&dev, &split, &s) < 0.5 * rt_model_analytic_ms(&dev, &l, &s));
-  /* few tiles on many SMs: stream-K keeps every SM busy where whole tiles leave most idle
-   * (88 tiles, 132 SMs), and costs about the same where the tiles fill the waves */
-  gen_problem few = packed("f16", "nn", 1024, 1408, 8192);
-  db_launch per_sm = l, stream_k = l;
-  per_sm.per_sm = stream_k.per_sm = 1;
-  stream_k.slices = 0;
-  assert_true(rt_model_analytic_ms(&dev, &stream_k, &few) <
-              0.8 * rt_model_analytic_ms(&dev, &per_sm, &few));
-  gen_problem full = packed("f16", "nn", 128 * 12, 128 * 22, 4096);
-  assert_true(fabs(rt_model_analytic_ms(&dev, &stream_k, &full) /
-                   rt_model_analytic_ms(&dev, &per_sm, &full) - 1) < 0.1);
   /* never below the compulsory bytes at DRAM bandwidth */
   gen_problem gemv = packed("f16", "nt", 1, 8192, 8192);
   assert_true(rt_model_analytic_ms(&dev, &l, &gemv) > 8192.0 * 8192 * 2 / 3.0e12 * 1e3);
@@ -119,8 +108,6 @@ static void test_launch_of(void **state) {
       {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0}},
       {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2}},
       {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0}},
-      /* stream-K: slices 0, the grid's blocks sharing the K tiles */
-      {"bm=128,bn=128,consumers=2,blocks=1,persist=2", {128, 128, 0, 384, 1}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);

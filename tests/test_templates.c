@@ -459,9 +459,8 @@ static const char *const k_split_lines[] = {
     "B += B_T ? k0 : k0 * ldb;",
     "K = (int)min(kc, K - k0);",
     "if (!splitk_reduce<TM * TN, THREADS>(&acc[0][0], WS, pid, tid)) return;",
-    "const unsigned before = atomicAdd(&splitk_arrivals[tile], share);",
-    "splitk_last = before + share == total;",
-    "for (int i = 0; i < nacc; ++i) acc[i] += __ldcg(part + tid + i * threads);",
+    "const unsigned before = atomicAdd(&splitk_arrivals[tile], 1u);",
+    "for (int i = 0; i < nacc; ++i) acc[i] += __ldcg(part + i * threads);",
 };
 
 /* Slices cover [0, K) in order, in whole K steps but for the last non-empty one; with K
