@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
-# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|decode|fewtile|node|versus|bench|
+# linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
 # kernels|memcheck|compare ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
@@ -230,6 +230,15 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
           cat /tmp/m.log
         done
       done 2>&1 | tee "$out/splitk.log" ;;
+    suite)
+      # The public suite (tests/data/shapes.txt) vs cuBLAS, --cold, for DTYPES (f32 tf32 f16
+      # bf16) in layout nn on DB (default /tmp/mmtune.db): issue 14's suite geomeans.
+      for d in ${DTYPES:-f32 tf32 f16 bf16}; do
+        ./build/tuner/mmtune bench --shapes tests/data/shapes.txt --dtype "$d" --cold --device 0 \
+          --db "${DB:-/tmp/mmtune.db}" --csv "$out/suite-${TAG:-}$d.csv" > /tmp/u.log 2>&1
+        echo "$d exit $?: $(grep -E '^geometric' /tmp/u.log)"
+        cat /tmp/u.log >> "$out/suite-${TAG:-}bench.log"
+      done ;;
     fewtile)
       # Few-tile and short-K shapes (issue 14): SHAPES tuned in each of LAYOUTS and DTYPES for
       # BUDGET s (default 6) a shape on a fresh database, then bench --cold against cuBLAS; the

@@ -54,9 +54,13 @@ static const tn_shape DEFAULT_SHAPES[] = {
  * 5120-wide weight: 80 column tiles of 64, fewer than the SMs, where split-K (more blocks
  * streaming W) decides the speed of every narrow layer.  And a prefill-size batch, 384, on the
  * same weight: 120 tiles of 128 x 128, the mid-size nt problems where without nt rows of
- * their own the model had only the decode rows' small blocks to go by. */
+ * their own the model had only the decode rows' small blocks to go by.  And batch 128
+ * between them (batch 16 to 384 is a gap of 24x): 40 tiles of 128 x 128 on a weight above the
+ * H100's L2, where the decode rows' 32-row blocks re-read W four times and a 128-row block
+ * reads it once (without it an untuned 128x11008x4096 f16 was served 32-row blocks at 0.39x
+ * cuBLAS on an H200). */
 static const tn_shape LINEAR_NT_SHAPES[] = {
-    {1, 4096, 4096}, {16, 14336, 4096}, {8, 5120, 5120}, {384, 5120, 5120}};
+    {1, 4096, 4096}, {16, 14336, 4096}, {8, 5120, 5120}, {128, 5120, 5120}, {384, 5120, 5120}};
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -64,7 +68,8 @@ static const tn_opt TUNE_OPTS[] = {
      "the GPUs of each model, results merged into --db"},
     {"shapes", 's', "FILE|MxNxK,...",
      "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
-     "1x4096x4096, 16x14336x4096, 8x5120x5120 and 384x5120x5120 in nt: Linear layers)"},
+     "1x4096x4096, 16x14336x4096, 8x5120x5120, 128x5120x5120 and 384x5120x5120 in nt: Linear "
+     "layers)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
