@@ -80,9 +80,7 @@ typedef struct {
  * (runtime/rt_model.h) needs of a config without emitting it.  All 0: unknown. */
 typedef struct {
   int tile_m, tile_n; /* the block of C one work unit computes */
-  int slices;         /* split-K: K is cut into this many slices, each a work unit (1: none;
-                         0 with per_sm > 0: the tiles of the grid's last, partial wave cut in K,
-                         as many slices as fill it) */
+  int slices;         /* split-K: K is cut into this many slices, each a work unit (1: none) */
   int threads;        /* per block */
   int per_sm;         /* persistent kernel: blocks resident per SM, walking the work units; 0:
                          one block per work unit */

@@ -124,8 +124,6 @@ typedef struct {
                             memory, so on sm_90 and newer the runtime lets the launch start
                             while the kernel before it in the stream finishes (programmatic
                             dependent launch); never with exclusive */
-  bool tail_split; /* a per-SM grid that cuts the tiles of its last, partial wave in K, as
-                      many slices as fill the grid: for the performance model (rt_launch_of) */
   gen_requires requires;
   char arch[16]; /* "": compiled for the device's own architecture; else exactly this one
                     (e.g. "sm_90a", whose cubins run only on compute capability 9.0) */

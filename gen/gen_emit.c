@@ -229,22 +229,16 @@ static mmt_status read_flag(lua_State *L, int res, emit_ctx *c, const char *name
   return MMT_OK;
 }
 
-/* exclusive, dependent_launch and tail_split: optional booleans; not exclusive and
- * dependent_launch both (an exclusive kernel's launch waits for the one before it to finish);
- * tail_split only with a per-SM grid. */
+/* exclusive and dependent_launch: optional booleans, not both (an exclusive kernel's launch
+ * waits for the one before it to finish). */
 static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
   mmt_status rc;
   if ((rc = read_flag(L, res, c, "exclusive", &c->out->exclusive)) ||
-      (rc = read_flag(L, res, c, "dependent_launch", &c->out->dependent_launch)) ||
-      (rc = read_flag(L, res, c, "tail_split", &c->out->tail_split)))
+      (rc = read_flag(L, res, c, "dependent_launch", &c->out->dependent_launch)))
     return rc;
   if (c->out->exclusive && c->out->dependent_launch)
     return emit_fail(c, "both exclusive and dependent_launch (an exclusive launch waits for "
                         "the previous one to finish)");
-  bool per_sm = false;
-  for (int i = 0; i < 3; i++) per_sm = per_sm || c->out->grid[i].dim == 'S';
-  if (c->out->tail_split && !per_sm)
-    return emit_fail(c, "tail_split without a per-SM grid (the last wave is the grid's)");
   return MMT_OK;
 }
 
@@ -397,8 +391,7 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 
 static const char *const emit_fields[] = {
     "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
-    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace",
-    "tail_split", NULL};
+    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -413,7 +406,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
-                                "tensor_maps, repack, store_any_align, workspace, tail_split)",
+                                "tensor_maps, repack, store_any_align, workspace)",
                                 key);
       lua_pop(L, 1);
       return rc;

@@ -71,19 +71,6 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
   int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * slices;
   double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
-  /* A per-SM grid that cuts its last wave's tiles in K (slices 0): the full waves, then the
-   * tail's share, 1 / (the slices that fill the grid, at most RT_MODEL_TAIL_SPLIT_MAX), plus
-   * the meeting: the block that completes a tile stores its partial tile and reads every
-   * slice's. */
-  double tail_bytes = 0;
-  if (l && l->slices == 0 && l->per_sm > 0 && units % sms) {
-    int64_t tail = units % sms, cut = sms / tail;
-    if (cut > RT_MODEL_TAIL_SPLIT_MAX) cut = RT_MODEL_TAIL_SPLIT_MAX;
-    if (cut > 1) {
-      rounds = (double)(units / sms) + 1.0 / (double)cut;
-      tail_bytes = (double)tm * (double)tn * 4 * (double)(cut + 1);
-    }
-  }
   double kslice = (double)ceil_div(k, slices);
   /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 64 or
    * more on both sides, while a tile under 32 on a side (skinny's block of the small side)
@@ -103,8 +90,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);
-  double body = rounds * fmax(unit_compute, unit_l2) / sm_busy(l, rounds, math) + fill +
-                tail_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
+  double body = rounds * fmax(unit_compute, unit_l2) / sm_busy(l, rounds, math) + fill;
   return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory);
 }
 
@@ -131,7 +117,7 @@ mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_
       out->tile_m = param_value(t, cfg, "bm");
       out->tile_n = param_value(t, cfg, "bn");
       int split = param_value(t, cfg, "split");
-      out->slices = k->tail_split ? 0 : split > 0 ? split : 1;
+      out->slices = split > 0 ? split : 1;
     }
   }
   if (out->tile_m <= 0 || out->tile_n <= 0) {

@@ -9,8 +9,7 @@
  *
  * Analytic (rt_model_analytic_ms), from the config's launch shape (db_launch): the work units
  * are the tiles of C times the split-K slices; each SM runs ceil(units / SMs) of them one after
- * another (wave quantization: 133 units on 132 SMs take two rounds; a per-SM grid that cuts its
- * last wave's tiles in K, slices 0, takes one round and the tail's share); a unit costs the larger of
+ * another (wave quantization: 133 units on 132 SMs take two rounds); a unit costs the larger of
  * its flops at the SM's peak for the dtype and its bytes (operand tiles along K, its tile of C)
  * at the SM's share of L2 bandwidth (small tiles re-read more); each round fills a pipeline
  * first (once for a persistent kernel); the problem's compulsory bytes (A and B once, C read
@@ -78,8 +77,6 @@
  * 32-row tiles) right, but score leave-one-out lower (an H200 main job: bf16 0.933 ->
  * 0.899-0.908, worst 0.748 -> 0.584; the H100 fixture: f16 0.869 -> 0.74-0.76). */
 #define RT_MODEL_L2_FACTOR 4.0
-/* The most slices a tail-split kernel cuts a last-wave tile in (wgmma's TAIL_SPLIT_MAX). */
-#define RT_MODEL_TAIL_SPLIT_MAX 16
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */
@@ -188,8 +185,7 @@ void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops
 
 /* The launch shape of kernel k, emitted from config cfg of template t: tiles from its grid
  * rule (x over N, y over M, z the split-K slices); a persistent grid (per SM) takes its tile
- * from the parameters bm and bn and its slices from split, or slices 0 when it cuts its last
- * wave in K (k->tail_split).  Errors: MMT_ERR_TEMPLATE when
+ * from the parameters bm and bn and its slices from split.  Errors: MMT_ERR_TEMPLATE when
  * the grid says neither (the message names the template). */
 mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_kernel *k,
                         db_launch *out, ut_err *err);

@@ -20,9 +20,7 @@
 --
 -- split > 1 adds split-K for problems with few tiles of C: grid.z = split slices of the K
 -- tiles, which meet in an fp32 workspace (the split_k snippet, as in reg_tiled and mma_sync:
--- C rounded once, the same bits from run to run).  persist = 2 is a persistent grid that cuts
--- the tiles of its last, partial wave in K the same way, as many slices as fill the grid (wave
--- quantization: 288 tiles on 132 SMs take 2.2 rounds instead of 3).
+-- C rounded once, the same bits from run to run).
 
 local source = [[
 /*
@@ -60,9 +58,7 @@ local source = [[
  *                    pid = blockIdx.x, + gridDim.x, ...: the producer runs on into the next
  *                    tile's K tiles while the consumers store this one's C, so a problem of
  *                    many short tiles (small K) does not wait for each tile's loads and stores
- *                    in turn.  2: the same, and the tiles of the last, partial wave (tiles
- *                    modulo the grid) are cut in slices of K that fill the grid: see
- *                    "Split-K".  0: one tile a block
+ *                    in turn.  0: one tile a block
  * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT) (PERSIST: BLOCKS
@@ -72,7 +68,7 @@ local source = [[
  * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack.
  * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
  * box and swizzle as declared in the kernel table (tensor_maps), encoded by the runtime; with
- * SPLIT > 1 or PERSIST 2, WS, the fp32 workspace (BM * BN floats a block).
+ * SPLIT > 1, WS, the fp32 workspace (BM * BN floats a block).
  *
  * Shared memory, per stage (16-byte chunk j of a 128-byte row r is stored at chunk j ^ (r % 8):
  * the 128-byte swizzle, written by TMA and undone by wgmma through the descriptors).
@@ -99,11 +95,6 @@ local source = [[
  * rounded once, the bits do not depend on which slice finished last, and no slice waits for
  * another.  The arrival counters and the workspace belong to the module: two launches must
  * never overlap (the kernel table says exclusive).  At most SPLITK_TILES tiles of C.
- * PERSIST 2 cuts only the last wave: of the T tiles on G = gridDim.x blocks, the first
- * whole = T - T % G are whole units (full waves), and each of the tail = T % G others is cut
- * in tail_split = min(G / tail, TAIL_SPLIT_MAX, KT) slices (1: not cut), numbered slice by
- * slice after the whole tiles, so each block gets at most one (tail * tail_split <= G).  The
- * slices of tail tile t meet as above, in workspace slots t * tail_split + z.
  * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N;
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
@@ -240,39 +231,6 @@ static __device__ __forceinline__ void tile_origin(long long pid, long long grid
   col0 = in_group / group_rows * BN;
 }
 
-#if PERSIST == 2
-/* Slices of K for each tile of the last wave, `tail` tiles on gridDim.x blocks: as many as
- * fill the grid, at most TAIL_SPLIT_MAX (the block that completes a tile reads every slice's
- * sums) and k_tiles; 1 (no cut) when there is no partial wave or K is empty. */
-#define TAIL_SPLIT_MAX ${tail_split_max}
-static __device__ __forceinline__ int tail_split_of(long long tail, int k_tiles) {
-  long long n = tail ? (long long)gridDim.x / tail : 1;
-  if (n > TAIL_SPLIT_MAX) n = TAIL_SPLIT_MAX;
-  if (n > k_tiles) n = k_tiles;
-  return n > 1 ? (int)n : 1;
-}
-#endif
-
-/* Unit u of the block's work (see the kernel): its tile pid, K tiles [kt0, kt1) and slice.
- * Units below `whole` are whole tiles (SPLIT: slice blockIdx.z of one); PERSIST 2 numbers the
- * last wave's slices after them, slice by slice (so the blocks running side by side read the
- * same K range): unit whole + z * tail + t is slice z of tile whole + t. */
-static __device__ __forceinline__ void unit_of(long long u, long long whole, long long tail,
-                                               int tail_split, int k_tiles, long long& pid,
-                                               int& kt0, int& kt1, int& slice) {
-  if (u < whole) {
-    pid = u;
-    slice = blockIdx.z;
-    kt0 = k_tiles * slice / SPLIT; /* the products stay below 2^31 */
-    kt1 = k_tiles * (slice + 1) / SPLIT;
-    return;
-  }
-  slice = (int)((u - whole) / tail);
-  pid = whole + (u - whole) % tail;
-  kt0 = (int)((long long)k_tiles * slice / tail_split);
-  kt1 = (int)((long long)k_tiles * (slice + 1) / tail_split);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -288,32 +246,25 @@ ${name}(int M, int N, int K, float alpha,
   const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
 
-  /* The work of this block, in units u: a tile of C, pid = tile row * grid_n + tile column, and
-   * a run of its K tiles [kt0, kt1) (unit_of).  Without PERSIST one unit, the block's launch
-   * index (blockIdx.x fastest) and slice blockIdx.z of SPLIT; with PERSIST every gridDim.x-th
-   * unit from blockIdx.x (a grid of BLOCKS blocks per SM that stays resident and walks them
-   * all): the tiles, all of K each, and with PERSIST 2 the tiles of the last, partial wave cut
-   * in tail_split slices of K (see "Split-K").  64-bit: grid_n * grid_m may pass 2^32. */
-  const int k_tiles = K / BK + (K % BK != 0); /* K / BK rounded up, without overflow */
+  /* The tiles of C this block computes, numbered pid = tile row * grid_n + tile column: one
+   * (its launch index, blockIdx.x fastest), or with PERSIST every gridDim.x-th from blockIdx.x
+   * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
+   * grid_n * grid_m may pass 2^32. */
 #if PERSIST
   const long long grid_n = N / BN + (N % BN != 0), grid_m = M / BM + (M % BM != 0);
-  const long long unit_first = blockIdx.x, unit_step = gridDim.x;
-#if PERSIST == 2
-  const long long tail = grid_n * grid_m % gridDim.x, whole = grid_n * grid_m - tail;
-  const int tail_split = tail_split_of(tail, k_tiles);
-  const long long unit_end = whole + tail * tail_split;
-#else
-  const long long tail = 1, whole = grid_n * grid_m, unit_end = whole;
-  const int tail_split = 1;
-#endif
+  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
 #else
   const long long grid_n = gridDim.x, grid_m = gridDim.y;
-  const long long unit_first = (long long)blockIdx.y * grid_n + blockIdx.x, unit_step = 1;
-  const long long unit_end = unit_first + 1, tail = 1, whole = unit_end;
-  const int tail_split = 1;
+  const long long first_tile = (long long)blockIdx.y * grid_n + blockIdx.x, tile_step = 1;
+  const long long tile_end = first_tile + 1;
 #endif
 
   const int tid = threadIdx.x, wg = tid / 128;
+  /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
+   * slice blockIdx.z of SPLIT (see "Split-K"; the products stay below 2^31). */
+  const int k_tiles = K / BK + (K % BK != 0);
+  const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;
+  const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
 
   if (tid == 0) {
 #pragma unroll
@@ -346,10 +297,8 @@ ${name}(int M, int N, int K, float alpha,
                    :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
       int s = 0;
       unsigned phase = 0; /* of the ring: flips each time s wraps; runs on from tile to tile */
-      for (long long u = unit_first; u < unit_end; u += unit_step) {
-        long long pid, row0, col0;
-        int kt0, kt1, slice;
-        unit_of(u, whole, tail, tail_split, k_tiles, pid, kt0, kt1, slice);
+      for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
+        long long row0, col0;
         tile_origin(pid, grid_m, grid_n, row0, col0);
         for (int kt = kt0; kt < kt1; ++kt) {
           /* Stage s was last read by K tile kt - STAGES (of this tile or the one before):
@@ -391,12 +340,10 @@ ${name}(int M, int N, int K, float alpha,
     const unsigned long long b_desc = make_desc(b_smem, B_T ? 16 : BK * 128, 1024);
     int s = 0;
     unsigned phase = 0;
-    /* The units (one unless PERSIST); the body is the whole pass over one, left at the loop's
-     * own indentation. */
-    for (long long u = unit_first; u < unit_end; u += unit_step) {
-    long long pid, row0, col0;
-    int kt0, kt1, slice;
-    unit_of(u, whole, tail, tail_split, k_tiles, pid, kt0, kt1, slice);
+    /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
+     * loop's own indentation. */
+    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
+    long long row0, col0;
     tile_origin(pid, grid_m, grid_n, row0, col0);
     const int m_left = (int)(M - row0), n_left = (int)(N - col0); /* >= 1: rows, columns left */
     float acc[MI][ACC];
@@ -433,15 +380,9 @@ ${name}(int M, int N, int K, float alpha,
     /* Split-K: the slices of this tile meet in the workspace; the last to arrive goes on with
      * the sum and writes C, the others are done. */
     if (!splitk_reduce<MI * ACC, 128 * CONSUMERS>(&acc[0][0], WS, pid, tid - 128)) continue;
-#elif PERSIST == 2
-    /* A tile of the last wave, cut in K: its slices meet the same way (tail tile pid - whole). */
-    if (tail_split > 1 && pid >= whole &&
-        !splitk_meet<MI * ACC, 128 * CONSUMERS>(&acc[0][0], WS, pid - whole, slice, tail_split,
-                                                tid - 128))
-      continue;
 #endif
 
-${epilogue}    } /* units */
+${epilogue}    } /* tiles */
   }
 }
 ]]
@@ -700,11 +641,6 @@ local CONSUMER_OVERHEAD = 40
 -- split > 1 only for problems with fewer tiles of C than this: two waves of one block on each
 -- of an H100 SXM's or H200's 132 SMs (more tiles fill the GPU without split-K).
 local SPLIT_MAX_TILES = 2 * 132
--- persist = 2 (the last wave cut in K): the grid of an H100 SXM's or H200's SMs, for the
--- constraint (the kernel uses the grid it gets), and the most slices a tile is cut in (the
--- block that completes it reads every slice's sums).
-local SMS = 132
-local TAIL_SPLIT_MAX = 16
 
 -- Everything derived from a config (shared by constraints and emit).
 local function derive(p)
@@ -714,10 +650,8 @@ local function derive(p)
   d.acc = d.wg_m * p.bn // 128
   d.tiles = p.stages * (p.bm + p.bn) * 128
   d.shared_bytes = d.tiles + 16 * p.stages + 1024
-  -- split-K and persist = 2: slices meet through the split_k snippet, whose flag takes a little
-  -- static shared memory
-  d.meets = p.split > 1 or p.persist == 2
-  d.static_bytes = d.meets and 16 or 0
+  -- split-K: the split_k snippet's flag, a little static shared memory
+  d.static_bytes = p.split > 1 and 16 or 0
   -- Registers: ptxas compiles the whole kernel within the launch budget, min(255, 65536 /
   -- (THREADS * BLOCKS)) rounded down to 8 a thread, consumer code included (setmaxnreg does
   -- not raise what ptxas may allocate), so that budget is what the accumulators must fit.
@@ -777,7 +711,7 @@ return {
     {name = "group", values = {1, 8, 16}},
     {name = "repack", values = {0, 1}},
     {name = "split", values = {1, 2, 4, 8}},
-    {name = "persist", values = {0, 1, 2}},
+    {name = "persist", values = {0, 1}},
   },
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
              split = 1, persist = 0},
@@ -798,7 +732,7 @@ return {
       return false, string.format("%d blocks of %d bytes of shared memory do not fit an SM",
                                   p.blocks, d.shared_bytes)
     end
-    if p.persist > 0 and p.split > 1 then
+    if p.persist == 1 and p.split > 1 then
       return false, "persist: a grid per SM, no split-K slices"
     end
     if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
@@ -831,21 +765,6 @@ return {
         local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
         if why then return false, why end
       end
-      if p.persist == 2 then
-        -- Only where the last wave is cut at least in two (else it is persist = 1): at most
-        -- half full on SMS SMs, and two K tiles to share.
-        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
-        local grid = SMS * p.blocks
-        local tail = tiles % grid
-        local bk = 128 // mmt.dtype(prob.dtype).bytes
-        if tail == 0 or 2 * tail > grid then
-          return false, string.format("persist=2: the last wave is full or more than half full " ..
-                                      "(%d tiles on %d blocks); persist=1 is the same", tiles, grid)
-        end
-        if prob.K < 2 * bk then
-          return false, string.format("persist=2: K < %d, nothing to cut", 2 * bk)
-        end
-      end
     end
     return true
   end,
@@ -876,9 +795,8 @@ return {
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
-      split_helpers = d.meets and split_helpers or "",
-      ws_arg = d.meets and ",\n        float* __restrict__ WS" or "",
-      tail_split_max = TAIL_SPLIT_MAX,
+      split_helpers = p.split > 1 and split_helpers or "",
+      ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
       elem_decl = info.decl, epilogue_helpers = info.epilogue_helpers,
       epilogue = info.epilogue or
                  mmt.subst(epilogue32, {store = info.store, store_full = info.store_full}),
@@ -909,22 +827,20 @@ return {
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
       -- persist: BLOCKS blocks per SM, resident, walking the tiles
-      grid = p.persist > 0 and {x = {"SM", p.blocks}} or
+      grid = p.persist == 1 and {x = {"SM", p.blocks}} or
              {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,
       -- the epilogue tests C's alignment (c_vec): a repack launch copies only A and B
       store_any_align = p.repack == 1,
-      -- split > 1 and persist = 2: the slices of a tile meet in the workspace (their fp32
-      -- sums, BM x BN a block) under module counters: two launches must not overlap.
-      exclusive = d.meets,
-      workspace = d.meets and p.bm * p.bn * 4 or nil,
-      -- persist = 2: the model counts the last wave cut in K (db_launch.slices = 0)
-      tail_split = p.persist == 2,
+      -- split > 1: the slices of a tile meet in the workspace (its fp32 sums, BM x BN a block)
+      -- under module counters: two launches must not overlap.
+      exclusive = p.split > 1,
+      workspace = p.split > 1 and p.bm * p.bn * 4 or nil,
       -- Otherwise a launch may start while the kernel before it finishes: every thread waits
       -- (griddepcontrol.wait) before it touches global memory.
-      dependent_launch = not d.meets,
+      dependent_launch = p.split == 1,
       arch = "sm_90a",
       tensor_maps = {
         {operand = "A", box = box(a_t, p.bm), swizzle = 128},

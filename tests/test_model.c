@@ -87,19 +87,6 @@ static void test_analytic(void **state) {
   db_launch split = l;
   split.slices = 8;
   assert_true(rt_model_analytic_ms(&dev, &split, &s) < 0.5 * rt_model_analytic_ms(&dev, &l, &s));
-  /* a per-SM grid that cuts its last wave in K: 288 tiles on 132 SMs take 2 rounds and a
-   * fifth (a tail of 24 cut in 5) and the slices' meeting, not 3; with full waves (264 tiles)
-   * it is the same grid */
-  db_launch per_sm = {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384, .per_sm = 1};
-  db_launch tail_cut = per_sm;
-  tail_cut.slices = 0;
-  gen_problem q3000 = packed("f16", "nn", 3072, 3072, 3000);
-  double whole = rt_model_analytic_ms(&dev, &per_sm, &q3000) - RT_MODEL_LAUNCH_MS;
-  double cut = rt_model_analytic_ms(&dev, &tail_cut, &q3000) - RT_MODEL_LAUNCH_MS;
-  assert_true(cut < 0.9 * whole && cut > 2.2 / 3 * whole);
-  gen_problem waves = packed("f16", "nn", 128 * 22, 256 * 12, 3000);
-  assert_true(rt_model_analytic_ms(&dev, &tail_cut, &waves) ==
-              rt_model_analytic_ms(&dev, &per_sm, &waves));
   /* never below the compulsory bytes at DRAM bandwidth */
   gen_problem gemv = packed("f16", "nt", 1, 8192, 8192);
   assert_true(rt_model_analytic_ms(&dev, &l, &gemv) > 8192.0 * 8192 * 2 / 3.0e12 * 1e3);
@@ -121,8 +108,6 @@ static void test_launch_of(void **state) {
       {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0}},
       {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2}},
       {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0}},
-      /* the last wave cut in K: slices 0 */
-      {"bm=128,bn=128,consumers=2,blocks=1,persist=2", {128, 128, 0, 384, 1}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);

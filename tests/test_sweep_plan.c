@@ -161,8 +161,8 @@ static void test_swept_values(void **state) {
         checked++;
       }
     }
-  /* reg_tiled vec 2 + split 5; mma_sync vec 4 + split 3; wgmma repack 2 + split 4 + persist 3 */
-  assert_int_equal(checked, 7 + 7 + 9);
+  /* reg_tiled vec 2 + split 5; mma_sync vec 4 + split 3; wgmma repack 2 + split 4 + persist 2 */
+  assert_int_equal(checked, 7 + 7 + 8);
   /* split == 1 and split > 1 both, per template with split */
   for (int t = 0; t < NT; t++) {
     const int p = param_index(f->t[t], "split");

@@ -44,7 +44,7 @@ static const int64_t v_blocks[] = {1, 2};
 static const int64_t v_group[] = {1, 8, 16};
 static const int64_t v_repack[] = {0, 1};
 static const int64_t v_split[] = {1, 2, 4, 8};
-static const int64_t v_persist[] = {0, 1, 2};
+static const int64_t v_persist[] = {0, 1};
 static const int64_t *const k_lists[P_COUNT] = {v_bm,    v_bn,     v_stages, v_consumers, v_blocks,
                                                 v_group, v_repack, v_split,  v_persist};
 static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),     COUNT(v_stages),
@@ -59,12 +59,10 @@ static const struct {
                {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number.
  * split is checked against problems only: 426 configs times its 4 values with persist = 0,
- * and split = 1 with persist = 1 and 2. */
-#define VALID_COUNT 2556
+ * and split = 1 with persist = 1. */
+#define VALID_COUNT 2130
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
-/* persist = 2 cuts the last wave of 132 SMs times blocks only where it is at most half full */
-#define SMS 132
 
 typedef struct {
   int64_t bm, bn, stages, consumers, blocks, group, repack, split, persist;
@@ -106,16 +104,11 @@ static bool rules_valid(const cfg *p) {
 }
 
 /* The split-K rules of a problem, restated: split = 1 always; split > 1 with at least one whole
- * K tile (128 bytes of K) a slice and fewer than SPLIT_MAX_TILES tiles of C; persist = 2 where
- * the last wave of SMS * blocks is at most half full and K has two K tiles. */
+ * K tile (128 bytes of K) a slice and fewer than SPLIT_MAX_TILES tiles of C. */
 static bool split_valid(const cfg *p, const gen_problem *prob) {
-  const int64_t bk = 128 / gen_dtype_size(prob->dtype);
   const int64_t tiles = (prob->m + p->bm - 1) / p->bm * ((prob->n + p->bn - 1) / p->bn);
-  if (p->persist == 2) {
-    const int64_t tail = tiles % (SMS * p->blocks);
-    return tail > 0 && 2 * tail <= SMS * p->blocks && prob->k >= 2 * bk;
-  }
   if (p->split == 1) return true;
+  const int64_t bk = 128 / gen_dtype_size(prob->dtype);
   return prob->k >= p->split * bk && tiles < SPLIT_MAX_TILES;
 }
 
@@ -150,7 +143,7 @@ static void test_declaration(void **state) {
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
   const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
-  assert_int_equal(size, 17280);
+  assert_int_equal(size, 11520);
   gen_free(t);
 }
 
@@ -237,21 +230,7 @@ static void test_default(void **state) {
   assert_int_equal(kr.grid[0].tile, 1);
   assert_false(kr.exclusive);
   assert_int_equal(kr.workspace_per_block, 0);
-  assert_false(kr.tail_split);
   gen_kernel_clear(&kr);
-  /* persist = 2: the same grid, its last wave cut in K: a block's tile of fp32 sums, exclusive */
-  tc_parse_ok(t, "persist=2,blocks=1", &r);
-  tc_emit_ok(t, &r, "f16", "nn", &kr);
-  assert_int_equal(kr.grid[0].dim, 'S');
-  assert_true(kr.exclusive && kr.tail_split && !kr.dependent_launch);
-  assert_int_equal(kr.workspace_per_block, 128 * 256 * 4);
-  gen_kernel_clear(&kr);
-  /* 3000^3: 24 x 12 = 288 tiles, a last wave of 24 on 132; 8192^3: 2048 tiles, 68 */
-  const gen_problem q3000 = {"f16", "nn", 3000, 3000, 3000, 3000, 3000, 3000, 16};
-  assert_true(tc_check(t, &r, &q3000, NULL, 0));
-  tc_rejects(t, "persist=2", &big, "the last wave is full or more than half full (2048 tiles");
-  const gen_problem short_k = {"f16", "nn", 3000, 3000, 64, 64, 3000, 3000, 16};
-  tc_rejects(t, "persist=2", &short_k, "persist=2: K < 128, nothing to cut");
   const cfg p = cfg_of(&c);
   expect_maps(&k, &p, "f16", "nn");
   /* 128 accumulators a consumer thread: setmaxnreg 24 / 240 within 168 x 384 registers */
@@ -418,7 +397,7 @@ static void test_emit_all(void **state) {
              tf32 ? "float" : strcmp(dtype, "f16") == 0 ? "__half" : "__nv_bfloat16");
     assert_non_null(strstr(k.source, line));
     assert_non_null(strstr(k.source, "float beta, "));
-    const bool meets = p.split > 1 || p.persist == 2; /* slices of a tile meet in WS */
+    const bool meets = p.split > 1; /* the slices of a tile meet in WS */
     assert_non_null(strstr(k.source, "int ldc,\n"
                                      "        const __grid_constant__ mmt_tensor_map tmA,\n"
                                      "        const __grid_constant__ mmt_tensor_map tmB"));
@@ -488,23 +467,14 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.exclusive, meets);
     assert_int_equal(k.dependent_launch, !meets); /* the others may start early */
     assert_int_equal(k.workspace_per_block, (unsigned)(meets ? p.bm * p.bn * 4 : 0));
-    assert_int_equal(k.tail_split, p.persist == 2);
     static const char *const pdl[] = {
         "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
     tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises */
     /* the slices, and the meeting (the split_k snippet, with the consumers' barrier) compiled
      * in by SPLIT > 1 */
     static const char *const split_lines[] = {
-        "kt0 = k_tiles * slice / SPLIT;",
-        "kt1 = k_tiles * (slice + 1) / SPLIT;",
-        "slice = (int)((u - whole) / tail);",
-        "pid = whole + (u - whole) % tail;",
-        "kt0 = (int)((long long)k_tiles * slice / tail_split);",
-        "const long long tail = grid_n * grid_m % gridDim.x, whole = grid_n * grid_m - tail;",
-        "const long long unit_end = whole + tail * tail_split;",
-        "long long n = tail ? (long long)gridDim.x / tail : 1;",
-        "#define TAIL_SPLIT_MAX 16\n",
-        "!splitk_meet<MI * ACC, 128 * CONSUMERS>(&acc[0][0], WS, pid - whole, slice, tail_split,",
+        "const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;",
+        "const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;",
         "#if SPLIT > 1\n"
         "    /* Split-K: the slices of this tile meet in the workspace; the last to arrive goes "
         "on with\n",
@@ -530,7 +500,7 @@ static void test_emit_all(void **state) {
 static void test_shared_lines(void **state) {
   (void)state;
   static const char *const lines[] = {
-      "const long long unit_first = (long long)blockIdx.y * grid_n + blockIdx.x, unit_step = 1;",
+      "const long long first_tile = (long long)blockIdx.y * grid_n + blockIdx.x, tile_step = 1;",
       "const long long group_blocks = GROUP * grid_n;",
       "const long long first_m = pid / group_blocks * GROUP;",
       "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
@@ -550,25 +520,21 @@ static void test_shared_lines(void **state) {
 
 /* ---- NVRTC (no GPU needed) ----------------------------------------------------------------- */
 
-/* The default, and the default with split=4 and with persist=2, in every (dtype, layout) pair,
- * for sm_90a; plain sm_90 has no wgmma. */
+/* The default, and the default with split=4, in every (dtype, layout) pair, for sm_90a; plain
+ * sm_90 has no wgmma. */
 static void test_nvrtc_default(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
   gen_config c;
   gen_config_default(t, &c);
-  gen_kernel kernels[3 * COUNT(k_pairs)];
+  gen_kernel kernels[2 * COUNT(k_pairs)];
   for (int i = 0; i < COUNT(k_pairs); i++) {
-    gen_kernel *k = &kernels[3 * i], *ks = &kernels[3 * i + 1], *kt = &kernels[3 * i + 2];
+    gen_kernel *k = &kernels[2 * i], *ks = &kernels[2 * i + 1];
     tc_emit_ok(t, &c, k_pairs[i].dtype, k_pairs[i].layout, k);
     gen_config sc = c; /* and with split-K */
     sc.v[P_SPLIT] = 4;
     tc_emit_ok(t, &sc, k_pairs[i].dtype, k_pairs[i].layout, ks);
     assert_true(ks->exclusive);
-    gen_config tc = c; /* and the last wave cut in K */
-    tc.v[P_PERSIST] = 2;
-    tc_emit_ok(t, &tc, k_pairs[i].dtype, k_pairs[i].layout, kt);
-    assert_true(kt->exclusive && kt->tail_split);
     if (i == 0) {
       rt_cubin cubin;
       ut_err e;
@@ -671,7 +637,7 @@ static const gemm_shape k_shapes[] = {
     {127, 257, 1023, 1.0f, 0.0f, 0, false, 0}, {300, 520, 64, -0.5f, 2.0f, 2, false, 0},
     {129, 200, 136, 2.0f, -1.0f, 0, false, 0}, {5, 3, 0, 1.0f, 0.5f, 0, false, 0},
     {40, 24, 0, 1.0f, 0.0f, 1, false, 0},      {64, 8, 200, 1.0f, 0.0f, 0, false, 0},
-    {1000, 1000, 1000, 0.75f, 0.0f, 0, true, 0}, {2100, 1100, 300, 1.0f, 0.5f, 1, true, 0},
+    {1000, 1000, 1000, 0.75f, 0.0f, 0, true, 0},
 };
 
 /* Unaligned shapes for repack kernels: odd pitches, bases off by one element; every operand,
@@ -824,8 +790,7 @@ static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, co
 
 /* Configs covering both consumer counts and register splits, 1, 2 and 4 wgmma per k-step,
  * every BN (MN-major B in 1 to 4 boxes), ring depths 2 to 6, each block order, split-K
- * (alone and with repack) and persistent grids (the last wave cut in K too).  Every config runs
- * every shape, split-K ones
+ * (alone and with repack) and persistent grids.  Every config runs every shape, split-K ones
  * too where the tuner's constraints would not choose them (K == 0, K < split * BK: empty
  * slices). */
 static const char *const k_gpu_configs[] = {
@@ -842,10 +807,6 @@ static const char *const k_gpu_configs[] = {
     /* persistent: blocks walking several tiles each (edges, K = 0 and 1, repack included) */
     "bm=128,bn=128,stages=3,consumers=2,persist=1",
     "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,persist=1,repack=1",
-    /* persistent, the last wave cut in K: few tiles (every tile cut, up to 16 slices), and
-     * 2100x1100x300 (153 tiles of 128 x 128: 132 whole, 21 cut in 5) */
-    "bm=128,bn=128,stages=4,consumers=2,persist=2",
-    "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=16,persist=2,repack=1",
 };
 
 /* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */
@@ -935,9 +896,9 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gpu_run *r,
   assert_int_equal(k.local_bytes, 0); /* no spills */
   const char *dtype = r->dtype, *layout = r->layout;
   const double tol = strcmp(dtype, "f16") == 0 ? 1e-3 : strcmp(dtype, "bf16") == 0 ? 8e-3 : 1e-5;
-  /* split-K and persist = 2 kernels run each shape twice in a row: the arrival counters must
-   * be left at 0, and the second run gives the same bits */
-  const bool split = r->c.v[P_SPLIT] > 1 || r->c.v[P_PERSIST] == 2;
+  /* split-K kernels run each shape twice in a row: the arrival counters must be left at 0,
+   * and the second run gives the same bits */
+  const bool split = r->c.v[P_SPLIT] > 1;
   const int runs = split ? 2 : 1;
   for (int j = 0; j < COUNT(k_shapes); j++)
     if (!k_shapes[j].big || r->index < 2 || split)

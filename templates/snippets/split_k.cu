@@ -25,12 +25,10 @@ __device__ unsigned int splitk_arrivals[SPLITK_TILES];
 #define SPLITK_SYNC() __syncthreads()
 #endif
 
-/* splitk_meet: the same for a kernel that slices K its own way: slice `slice` of `slices` of
- * tile `tile` (the tile's slices at ws + tile * slices * nacc * threads floats, so a workspace
- * of tiles * slices * 4 * nacc * threads bytes). */
 template <int nacc, int threads> /* lowercase: a template's macros are uppercase */
-__device__ __forceinline__ bool splitk_meet(float* acc, float* __restrict__ ws, long long tile,
-                                            unsigned slice, unsigned slices, int tid) {
+__device__ __forceinline__ bool splitk_reduce(float* acc, float* __restrict__ ws, long long tile,
+                                              int tid) {
+  const unsigned slices = gridDim.z, slice = blockIdx.z;
   /* The tile's partial sums: [slice][nacc][threads], a thread's accumulator i of slice z at
    * (z * nacc + i) * threads + tid, so that a warp's stores and loads are coalesced. */
   float* const tile_ws = ws + tile * (long long)slices * nacc * threads;
@@ -60,10 +58,4 @@ __device__ __forceinline__ bool splitk_meet(float* acc, float* __restrict__ ws, 
     for (int i = 0; i < nacc; ++i) acc[i] += __ldcg(part + i * threads);
   }
   return true;
-}
-
-template <int nacc, int threads>
-__device__ __forceinline__ bool splitk_reduce(float* acc, float* __restrict__ ws, long long tile,
-                                              int tid) {
-  return splitk_meet<nacc, threads>(acc, ws, tile, blockIdx.z, gridDim.z, tid);
 }

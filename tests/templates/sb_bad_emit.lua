@@ -58,15 +58,13 @@ local broken = {
   end,
   [29] = function(r) r.store_any_align = true end, -- without repack
   [30] = function(r) r.repack = true; r.store_any_align = 1 end, -- not a boolean
-  [31] = function(r) r.tail_split = true end, -- without a per-SM grid
-  [32] = function(r) r.grid = {x = {"SM", 1}}; r.tail_split = "yes" end, -- not a boolean
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32}}},
+                                   23, 24, 25, 26, 27, 28, 29, 30}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
