@@ -529,8 +529,7 @@ local epilogue16 = [[
           }
         } else {
           /* The row's old C first, all loads in flight at once: one at a time, each waiting
-           * for the store before it, they cost a round trip to L2 each (split-K's later
-           * slices read C that the previous slice has just written). */
+           * for the store before it, they would cost a round trip to memory each. */
           uint4 old[BN / 32];
 #pragma unroll
           for (int g = 0; g < BN / 32; ++g) {
