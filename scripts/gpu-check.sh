@@ -217,8 +217,8 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       # Split-K through the workspace against the serial split-K before it (issue 14): each
       # config of bench/splitk_configs.txt measured with the templates of this tree and with
       # those in $OLD_TEMPLATES (default .gpu/old-templates: the tree before the change).
-      # CONFIGS picks another list (bench/wgmma_splitk_configs.txt: wgmma's split-K and
-      # stream-K against its serial split-K).
+      # CONFIGS picks another list (bench/wgmma_splitk_configs.txt: wgmma's split-K against
+      # its serial split-K).
       old=${OLD_TEMPLATES:-$here/.gpu/old-templates}
       grep -v '^#' "${CONFIGS:-bench/splitk_configs.txt}" | while read -r tmpl dtype layout shape params; do
         [ -n "$tmpl" ] || continue

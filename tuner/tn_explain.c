@@ -212,11 +212,13 @@ int tn_cmd_explain(int argc, char **argv) {
     ex = explain_offline(&o, &p, name);
     goto done;
   }
-  if (tn_opts_has(&o, "arch") || tn_opts_has(&o, "top")) {
-    ex = tn_usage_error("explain", tn_opts_has(&o, "arch")
-                                       ? "--arch goes with --device-name (a device has its own)"
-                                       : "--top goes with --device-name (the ranking is made "
-                                         "from the database, without a GPU)");
+  if (tn_opts_has(&o, "arch")) {
+    ex = tn_usage_error("explain", "--arch goes with --device-name (a device has its own)");
+    goto done;
+  }
+  if (tn_opts_has(&o, "top")) {
+    ex = tn_usage_error("explain", "--top goes with --device-name (the ranking is made from the "
+                                   "database, without a GPU)");
     goto done;
   }
   int device = 0;
