@@ -561,6 +561,13 @@ static void test_measure_device(void **state) {
   if (r.code != 0) fail_msg("exit %d\n%s%s", r.code, r.out, r.err);
   assert_non_null(strstr(r.out, " ms, 5 runs)\n"));
   run_free(&r);
+  /* Under a cutoff it cannot meet, a candidate gets the 3 runs whose median judged it, not
+   * one run (which can carry a stall of the host). */
+  r = RUN("measure", "skinny", "side=0", "bs=1", "rl=1", "warps=4", "kw=1", "unroll=4", "vec=1",
+          "split=64", "--shape", "1x4096x4096", "--runs", "5", "--cutoff", "0.0001");
+  if (r.code != 0) fail_msg("exit %d\n%s%s", r.code, r.out, r.err);
+  assert_non_null(strstr(r.out, " ms, 3 runs)\n"));
+  run_free(&r);
 }
 
 /* ---- show ---- */

@@ -26,6 +26,8 @@
  * on the device, not the host's cost of launching it onto an idle stream (which, for a 10 us
  * GEMM, was a third of the figure, for cuBLAS and mmtune alike). */
 #define TIME_BATCH 16
+/* Runs of the first batch (time_runs): the cutoff's judge and the later batches' size. */
+#define PROBE_RUNS 3
 #define NAN_BITS 0x7fc00000u
 
 /* Random fill on the device: splitmix64 of (seed, index) -> an odd multiple of 2^-24 in
@@ -543,11 +545,23 @@ static void set_times(tn_measurement *out, const tn_measure_opts *o, double *tim
   out->tflops = 2.0 * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
 }
 
-/* Timed runs with events, rotating input copies, in back-to-back batches (TIME_BATCH) sized
- * so that a batch stays within the time budget given the first run's first_ms; fills the time
- * fields of out. */
+/* The median of times[0..n) (n <= TIME_BATCH; left unsorted). */
+static double median_of(const double *times, int n) {
+  double t[TIME_BATCH];
+  memcpy(t, times, (size_t)n * sizeof *t);
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* Timed runs with events, rotating input copies, in back-to-back batches (TIME_BATCH); fills
+ * the time fields of out.  The first batch is PROBE_RUNS runs: their median sizes the later
+ * batches so that one stays within the time budget, and judges the cutoff (o->cutoff_ms): a
+ * candidate whose median is over it is not a contender, and its row holds those runs.  The
+ * cutoff was once judged on a single run, and one run can carry a stall of the host that
+ * queues it (16 compile threads share its cores): 11% of a main job's rows were such rows,
+ * some 2-4x slower than the same kernel timed in full, and the model believed them. */
 static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
-                            double first_ms, tn_measurement *out, ut_err *err) {
+                            tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   double *times = calloc((size_t)o->max_runs, sizeof *times);
@@ -562,8 +576,7 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
     if ((rc = launch(user, &warm, 0, err))) goto cleanup;
     RT_CU_CHECK(cu, cuStreamSynchronize(0));
   }
-  double per_batch = first_ms > 0 ? o->budget_ms / 4 / first_ms : TIME_BATCH;
-  int batch = per_batch < 1 ? 1 : per_batch > TIME_BATCH ? TIME_BATCH : (int)per_batch;
+  int batch = PROBE_RUNS;
   double total = 0;
   int runs = 0;
   while (runs < o->max_runs) {
@@ -588,34 +601,17 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
       times[runs++] = ms;
       total += ms;
     }
+    if (runs == n) { /* the probe */
+      const double probe_ms = median_of(times, runs);
+      if (o->cutoff_ms > 0 && probe_ms > o->cutoff_ms) break; /* far behind the best so far */
+      const double per_batch = probe_ms > 0 ? o->budget_ms / 4 / probe_ms : TIME_BATCH;
+      batch = per_batch < 1 ? 1 : per_batch > TIME_BATCH ? TIME_BATCH : (int)per_batch;
+    }
     if (runs >= o->min_runs && total >= o->budget_ms) break;
   }
   set_times(out, o, times, runs);
 cleanup:
   free(times);
-  return rc;
-}
-
-/* One run timed as time_runs times them (an untimed run ahead, then events around the run on
- * copy 0) into *ms. */
-static mmt_status time_one(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
-                           double *ms, ut_err *err) {
-  mmt_status rc = MMT_OK;
-  const rt_cu *cu = g->cu;
-  rt_gemm_args args = copy_args(g, o, 0);
-  float run_ms = 0;
-  if ((rc = launch(user, &args, 0, err))) return rc;
-  RT_CU_CHECK(cu, cuEventRecord(g->ev[0], 0));
-  if ((rc = launch(user, &args, 0, err))) return rc;
-  RT_CU_CHECK(cu, cuEventRecord(g->ev[1], 0));
-  CUresult r = cu->cuEventSynchronize(g->ev[1]);
-  if (r != CUDA_SUCCESS) {
-    rc = rt_cu_fail(err, "timed run", r);
-    return is_sticky(r) ? MMT_ERR_FAULT : rc;
-  }
-  RT_CU_CHECK(cu, cuEventElapsedTime(&run_ms, g->ev[0], g->ev[1]));
-  *ms = run_ms;
-cleanup:
   return rc;
 }
 
@@ -654,29 +650,23 @@ cleanup:
 }
 
 /* The verification launches (both placements with guard pages, else one on copy 0), each
- * checked against the float64 reference; *first_ms is the first one's time.  out->status
- * stays DB_OK when all pass.  A fault is MMT_ERR_FAULT, its message naming the placement. */
+ * checked against the float64 reference.  out->status stays DB_OK when all pass.  A fault is MMT_ERR_FAULT, its message naming the placement. */
 static mmt_status verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
-                         float *first_ms, tn_measurement *out, ut_err *err) {
+                         tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   for (int i = 0; i < (g->gran ? 2 : 1); i++) {
     rt_gemm_args args;
     if ((rc = place_operands(g, o, i, &args, err))) return rc;
     ut_err launch_err = {{0}};
-    RT_CU_CHECK(g->cu, cuEventRecord(g->ev[0], 0));
     if (launch(user, &args, 0, &launch_err) != MMT_OK) {
       launch_error(out, launch_err.msg);
       return MMT_OK;
     }
-    RT_CU_CHECK(g->cu, cuEventRecord(g->ev[1], 0));
     char what[128];
     snprintf(what, sizeof what, "candidate kernel%s%s", g->gran ? ", " : "",
              g->gran ? k_placements[i] : "");
     if ((rc = sync_checked(g, what, err))) return rc;
-    if (i == 0) {
-      RT_CU_CHECK(g->cu, cuEventElapsedTime(first_ms, g->ev[0], g->ev[1]));
-      if ((rc = compute_reference(g, o, args.a, args.b, err))) return rc;
-    }
+    if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, err))) return rc;
     if ((rc = check_result(g, o, args.c, out, err))) return rc;
     if (out->status != DB_OK) {
       if (g->gran) {
@@ -686,8 +676,7 @@ static mmt_status verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
       return MMT_OK;
     }
   }
-cleanup:
-  return rc;
+  return MMT_OK;
 }
 
 /* Verifies, then times, launch(user, ...) on the problem of o (defaults filled) into out
@@ -698,20 +687,9 @@ static mmt_status measure(tn_gpu *g, tn_launch_fn launch, void *user, const tn_m
   mmt_status rc = MMT_OK;
   if ((rc = reserve_problem(g, o, err))) return rc;
   if ((rc = prepare_inputs(g, o, err))) return rc;
-  float verify_ms = 0;
-  if ((rc = verify(g, launch, user, o, &verify_ms, out, err))) return rc;
+  if ((rc = verify(g, launch, user, o, out, err))) return rc;
   if (out->status != DB_OK) return MMT_OK;
-  /* The verification launch's time carries what a first launch pays (a split-K workspace
-   * allocated, the module's first use, the host enqueueing onto an idle stream): the cutoff
-   * is judged on a run timed as the others are. */
-  double first_ms = 0;
-  if ((rc = time_one(g, launch, user, o, &first_ms, err))) return rc;
-  if (o->cutoff_ms > 0 && first_ms > o->cutoff_ms) {
-    /* Verified, but far behind the best so far: one timed run is all it gets. */
-    set_times(out, o, (double[]){first_ms}, 1);
-    return MMT_OK;
-  }
-  return time_runs(g, launch, user, o, first_ms, out, err);
+  return time_runs(g, launch, user, o, out, err);
 }
 
 static void measurement_init(tn_measurement *out) {

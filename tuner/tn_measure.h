@@ -36,7 +36,8 @@ typedef struct {
   uint64_t seed;          /* fresh per candidate */
   double budget_ms;       /* stop timing once the timed runs add up to this (default 100) */
   int min_runs, max_runs; /* defaults 2 and 200 */
-  double cutoff_ms;       /* > 0: a first run slower than this ends the timing (not a contender) */
+  double cutoff_ms;       /* > 0: first runs (3) with a median over this end the timing (not a
+                             contender) */
   double warmup_ms;       /* > 0: untimed runs for this long first (clocks up from idle);
                              0: one untimed run (the tuner keeps the GPU busy anyway) */
   bool cold;              /* every timed run reads operands evicted from L2: A, B and C rotate

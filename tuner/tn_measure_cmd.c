@@ -30,8 +30,8 @@ static const tn_opt MEASURE_OPTS[] = {
     {"ldc", 0, "N", "row pitch of C in elements (default N)"},
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"runs", 'r', "N", "at most N timed runs (default: as tuning, up to 200 within about 100 ms)"},
-    {"cutoff", 0, "MS", "as the tuner times a candidate behind a best of MS/2: a first timed run "
-                        "slower than MS milliseconds is all it gets"},
+    {"cutoff", 0, "MS", "as the tuner times a candidate behind a best of MS/2: if the median of "
+                        "its first 3 timed runs is over MS milliseconds, they are all it gets"},
     {"cache-dir", 0, "DIR", "cubin cache (default $MMTUNE_CACHE_DIR, else ~/.cache/mmtune/cubin)"},
     {"watchdog", 'w', "SECONDS", "a kernel with no result after this is killed (default 60)"},
 };

@@ -349,7 +349,7 @@ static int take_ready(const tune_run *r, const tune_problem *pb, tune_queue *q) 
 static mmt_status measure_candidate(tune_run *r, tn_search *s, tune_problem *pb, int c,
                                     double *best_ms, ut_err *err) {
   db_result row;
-  /* A config 2x slower than the best so far is timed once only: it cannot win. */
+  /* A config 2x slower than the best so far gets only its first runs: it cannot win. */
   double cutoff = *best_ms > 0 ? 2 * *best_ms : 0;
   mmt_status rc = measure_one(r, pb->shape, pb->kernel[c], cutoff, &row, err);
   if (!rc) rc = db_insert(r->db, &row, err);
