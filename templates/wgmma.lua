@@ -387,19 +387,43 @@ ${epilogue}    } /* tiles */
 }
 ]]
 
--- The epilogue, per element size.  f32 (tf32): each thread stores its pairs of neighbouring
--- columns straight from the accumulators (8 bytes; a quad of lanes fills a 32-byte sector).
+-- The epilogue, per element size.  f32 (tf32): a thread holds pairs of neighbouring columns
+-- (8 bytes); in the common case two lanes swap pairs first, so that each stores 16 bytes (half
+-- the store instructions: with a short K the epilogue is most of the kernel's time).
 local epilogue32 = [[
-    /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C; each thread stores pairs
+    /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C; each thread holds pairs
      * of neighbouring columns (accumulators 4j + 2h, 4j + 2h + 1: row ... + 8h, columns
      * 8j + 2 * (lane % 4), + 1).  A tile wholly inside C with beta == 0 (the common case)
-     * takes a path without tests.  c_vec: C's base and row pitch allow the 8-byte pair stores
-     * (always, but for a repack kernel, which leaves a misaligned C in place: it then stores
-     * one element at a time). */
+     * takes a path without tests, where (up to 96 accumulators a thread) lanes q and q ^ 1
+     * (q = lane % 4) swap a pair of strips 2u and 2u + 1: an even lane then holds columns
+     * 16u + 2q .. + 3, an odd one 16u + 8 + 2(q - 1) .. + 3, one 16-byte store each (C's base
+     * and pitch 16-byte aligned: c_vec16); with more it stores its pairs as they are.
+     * Otherwise each pair is stored as it is; c_vec: C's base and row pitch allow
+     * the 8-byte pair stores (always, but for a repack kernel, which leaves a misaligned C in
+     * place: it then stores one element at a time). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
-    const bool c_vec = ((reinterpret_cast<unsigned long long>(Cg) |
-                         (unsigned long long)ldc * sizeof(elem_t)) & 7) == 0;
-    if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec) {
+    const unsigned c_low = (unsigned)((reinterpret_cast<unsigned long long>(Cg) |
+                                       (unsigned long long)ldc * sizeof(elem_t)) & 15);
+    const bool c_vec = (c_low & 7) == 0, c_vec16 = c_low == 0;
+    if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec16) {
+#if MI * ACC <= 96 /* one 64-row block of at most 192 columns */
+      const bool odd = lane & 1;
+      const int c_lane = odd ? 8 + 2 * ((lane & 3) - 1) : 2 * (lane & 3);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        elem_t* const c_row = Cg + (row0 + r0 + h * 8) * (long long)ldc + col0;
+#pragma unroll
+        for (int u = 0; u < BN / 16; ++u) {
+          const float e0 = acc[0][8 * u + 2 * h], e1 = acc[0][8 * u + 2 * h + 1];
+          const float o0 = acc[0][8 * u + 4 + 2 * h], o1 = acc[0][8 * u + 4 + 2 * h + 1];
+          const float s0 = __shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);
+          const float s1 = __shfl_xor_sync(0xffffffffu, odd ? e1 : o1, 1);
+          *reinterpret_cast<float4*>(c_row + 16 * u + c_lane) =
+              odd ? make_float4(alpha * s0, alpha * s1, alpha * o0, alpha * o1)
+                  : make_float4(alpha * e0, alpha * e1, alpha * s0, alpha * s1);
+        }
+      }
+#else /* 128 accumulators leave too few registers for the exchange: ptxas spills */
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -408,11 +432,11 @@ local epilogue32 = [[
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
             const int c = j * 8 + (lane % 4) * 2;
-            const float v0 = alpha * acc[i][4 * j + 2 * h];
-            const float v1 = alpha * acc[i][4 * j + 2 * h + 1];
-${store_full}
+            *reinterpret_cast<float2*>(c_row + c) =
+                make_float2(alpha * acc[i][4 * j + 2 * h], alpha * acc[i][4 * j + 2 * h + 1]);
           }
         }
+#endif
     } else {
 #pragma unroll
       for (int i = 0; i < MI; ++i)
@@ -478,105 +502,125 @@ local epilogue16 = [[
      * its row, one 16-byte store (col0 and ldc keep it aligned: requires.align = 16).  With
      * beta != 0 the floats themselves are exchanged (lo and hi halves apart), so that C is
      * rounded once, after beta * C is added.  A tile wholly inside C with beta == 0 (the
-     * common case) takes a path without tests.  c_vec: C's base and row pitch allow the
-     * 16-byte stores (always, but for a repack kernel, which leaves a misaligned C in place:
-     * it then stores 8 or 4 bytes at a time where C allows that (c_low: the low bits of its
-     * base and pitch), else one element, and loads old C one element at a time). */
+     * common case) takes a path without tests, in a loop of its own.  c_vec: C's base and row
+     * pitch allow the 16-byte stores (always, but for a repack kernel, which leaves a
+     * misaligned C in place: it then stores 8 or 4 bytes at a time where C allows that (c_low:
+     * the low bits of its base and pitch), else one element, and loads old C one element at a
+     * time). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
     const int q = lane & 3;
     const unsigned c_low = (unsigned)((reinterpret_cast<unsigned long long>(Cg) |
                                        (unsigned long long)ldc * sizeof(elem_t)) & 15);
     const bool c_vec = c_low == 0, c_pair = (c_low & 3) == 0;
-    const bool full_tile = m_left >= BM && n_left >= BN && c_vec;
+    if (m_left >= BM && n_left >= BN && c_vec && beta == 0.0f) {
+      /* The common case in a loop of its own: the tests of the general one below, interleaved
+       * with these stores, spread this path over more code than the instruction cache holds,
+       * and with a short K the epilogue is most of the kernel's time (Nsight Compute,
+       * 4096x4096x64 f16, 128x256 tiles: 37% of the warps' stalls were instruction fetch). */
 #pragma unroll
-    for (int i = 0; i < MI; ++i)
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + i * 64 + h * 8; /* row in the block tile */
-        elem_t* const c_row = Cg + (row0 + (r < m_left ? r : 0)) * (long long)ldc + col0;
-        if (beta == 0.0f) {
+        for (int h = 0; h < 2; ++h) {
+          elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int g = 0; g < BN / 32; ++g) {
-            const int c = g * 32 + q * 8; /* this lane's first column after the exchange */
             unsigned p[4];
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj)
               p[jj] = pack2(alpha * acc[i][4 * (4 * g + jj) + 2 * h],
                             alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
-            const uint4 v = quad_transpose(p, lane);
-            if (full_tile) {
-              *reinterpret_cast<uint4*>(c_row + c) = v;
-            } else if (r < m_left) {
+            *reinterpret_cast<uint4*>(c_row + g * 32 + q * 8) = quad_transpose(p, lane);
+          }
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + i * 64 + h * 8; /* row in the block tile */
+          elem_t* const c_row = Cg + (row0 + (r < m_left ? r : 0)) * (long long)ldc + col0;
+          if (beta == 0.0f) {
+#pragma unroll
+            for (int g = 0; g < BN / 32; ++g) {
+              const int c = g * 32 + q * 8; /* this lane's first column after the exchange */
+              unsigned p[4];
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj)
+                p[jj] = pack2(alpha * acc[i][4 * (4 * g + jj) + 2 * h],
+                              alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
+              const uint4 v = quad_transpose(p, lane);
+              if (r < m_left) {
+                if (c_vec && c + 8 <= n_left) {
+                  *reinterpret_cast<uint4*>(c_row + c) = v;
+                } else if ((c_low & 7) == 0 && c + 8 <= n_left) {
+                  *reinterpret_cast<uint2*>(c_row + c) = make_uint2(v.x, v.y);
+                  *reinterpret_cast<uint2*>(c_row + c + 4) = make_uint2(v.z, v.w);
+                } else {
+                  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                  for (int t = 0; t < 4; ++t) {
+                    const int ct = c + 2 * t;
+                    if (c_pair && ct + 1 < n_left) {
+                      *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
+                    } else {
+                      if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
+                      if (ct + 1 < n_left) c_row[ct + 1] = (elem_t)(w[t] >> 16);
+                    }
+                  }
+                }
+              }
+            }
+          } else {
+            /* The row's old C first, all loads in flight at once: one at a time, each waiting
+             * for the store before it, they would cost a round trip to memory each. */
+            uint4 old[BN / 32];
+#pragma unroll
+            for (int g = 0; g < BN / 32; ++g) {
+              const int c = g * 32 + q * 8;
+              old[g] = c_vec && r < m_left && c + 8 <= n_left
+                           ? *reinterpret_cast<const uint4*>(c_row + c)
+                           : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int g = 0; g < BN / 32; ++g) {
+              const int c = g * 32 + q * 8;
+              unsigned lo[4], hi[4];
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj) {
+                lo[jj] = __float_as_uint(alpha * acc[i][4 * (4 * g + jj) + 2 * h]);
+                hi[jj] = __float_as_uint(alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
+              }
+              const uint4 vl = quad_transpose(lo, lane), vh = quad_transpose(hi, lane);
+              const float fl[4] = {__uint_as_float(vl.x), __uint_as_float(vl.y),
+                                   __uint_as_float(vl.z), __uint_as_float(vl.w)};
+              const float fh[4] = {__uint_as_float(vh.x), __uint_as_float(vh.y),
+                                   __uint_as_float(vh.z), __uint_as_float(vh.w)};
+              if (r >= m_left) continue; /* after the shuffles, which need every lane */
               if (c_vec && c + 8 <= n_left) {
-                *reinterpret_cast<uint4*>(c_row + c) = v;
-              } else if ((c_low & 7) == 0 && c + 8 <= n_left) {
-                *reinterpret_cast<uint2*>(c_row + c) = make_uint2(v.x, v.y);
-                *reinterpret_cast<uint2*>(c_row + c + 4) = make_uint2(v.z, v.w);
+                *reinterpret_cast<uint4*>(c_row + c) =
+                    make_uint4(pair_bits(fl[0], fh[0], old[g].x, beta),
+                               pair_bits(fl[1], fh[1], old[g].y, beta),
+                               pair_bits(fl[2], fh[2], old[g].z, beta),
+                               pair_bits(fl[3], fh[3], old[g].w, beta));
               } else {
-                const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                   const int ct = c + 2 * t;
                   if (c_pair && ct + 1 < n_left) {
-                    *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
+                    unsigned* const p = reinterpret_cast<unsigned*>(c_row + ct);
+                    *p = pair_bits(fl[t], fh[t], *p, beta);
                   } else {
-                    if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
-                    if (ct + 1 < n_left) c_row[ct + 1] = (elem_t)(w[t] >> 16);
+                    if (ct < n_left)
+                      c_row[ct] = to_elem(fl[t] + beta * to_float(c_row[ct]));
+                    if (ct + 1 < n_left)
+                      c_row[ct + 1] = to_elem(fh[t] + beta * to_float(c_row[ct + 1]));
                   }
                 }
               }
             }
           }
-        } else {
-          /* The row's old C first, all loads in flight at once: one at a time, each waiting
-           * for the store before it, they would cost a round trip to memory each. */
-          uint4 old[BN / 32];
-#pragma unroll
-          for (int g = 0; g < BN / 32; ++g) {
-            const int c = g * 32 + q * 8;
-            old[g] = c_vec && r < m_left && c + 8 <= n_left
-                         ? *reinterpret_cast<const uint4*>(c_row + c)
-                         : make_uint4(0u, 0u, 0u, 0u);
-          }
-#pragma unroll
-          for (int g = 0; g < BN / 32; ++g) {
-            const int c = g * 32 + q * 8;
-            unsigned lo[4], hi[4];
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-              lo[jj] = __float_as_uint(alpha * acc[i][4 * (4 * g + jj) + 2 * h]);
-              hi[jj] = __float_as_uint(alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
-            }
-            const uint4 vl = quad_transpose(lo, lane), vh = quad_transpose(hi, lane);
-            const float fl[4] = {__uint_as_float(vl.x), __uint_as_float(vl.y),
-                                 __uint_as_float(vl.z), __uint_as_float(vl.w)};
-            const float fh[4] = {__uint_as_float(vh.x), __uint_as_float(vh.y),
-                                 __uint_as_float(vh.z), __uint_as_float(vh.w)};
-            if (r >= m_left) continue; /* after the shuffles, which need every lane */
-            if (c_vec && c + 8 <= n_left) {
-              *reinterpret_cast<uint4*>(c_row + c) =
-                  make_uint4(pair_bits(fl[0], fh[0], old[g].x, beta),
-                             pair_bits(fl[1], fh[1], old[g].y, beta),
-                             pair_bits(fl[2], fh[2], old[g].z, beta),
-                             pair_bits(fl[3], fh[3], old[g].w, beta));
-            } else {
-#pragma unroll
-              for (int t = 0; t < 4; ++t) {
-                const int ct = c + 2 * t;
-                if (c_pair && ct + 1 < n_left) {
-                  unsigned* const p = reinterpret_cast<unsigned*>(c_row + ct);
-                  *p = pair_bits(fl[t], fh[t], *p, beta);
-                } else {
-                  if (ct < n_left)
-                    c_row[ct] = to_elem(fl[t] + beta * to_float(c_row[ct]));
-                  if (ct + 1 < n_left)
-                    c_row[ct + 1] = to_elem(fh[t] + beta * to_float(c_row[ct + 1]));
-                }
-              }
-            }
-          }
         }
-      }
+    }
 ]]
 
 -- Per dtype: the storage type declaration and its conversions (templates/snippets: pack2(lo,
@@ -599,7 +643,6 @@ local dtype_info = {
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
     decl = "\n" .. mmt.snippet("elem_f32"),
     wgmma_type = "tf32.tf32", epilogue_helpers = "",
-    store_full = "            *reinterpret_cast<float2*>(c_row + c) = make_float2(v0, v1);",
     store = [[
             if (c_vec && c + 1 < n_left) { /* the pair is inside C: one 8-byte store */
               float2* const p = reinterpret_cast<float2*>(c_row + c);
@@ -798,7 +841,7 @@ return {
       ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
       elem_decl = info.decl, epilogue_helpers = info.epilogue_helpers,
       epilogue = info.epilogue or
-                 mmt.subst(epilogue32, {store = info.store, store_full = info.store_full}),
+                 mmt.subst(epilogue32, {store = info.store}),
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,

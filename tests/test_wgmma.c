@@ -432,16 +432,22 @@ static void test_emit_all(void **state) {
         "prefetch.tensormap",
     };
     for (int i = 0; i < COUNT(ptx); i++) assert_non_null(strstr(k.source, ptx[i]));
-    /* the epilogue: tf32 stores pairs, with a path without tests for whole tiles with beta ==
-     * 0; 16-bit types exchange within quads and store 16 bytes, masked at the edges; both
-     * store element by element where C is not aligned for that (c_vec) */
+    /* the epilogue: whole tiles with beta == 0 take a loop of their own, without tests (tf32:
+     * pairs of lanes swap pairs of columns and store 16 bytes, where registers allow); 16-bit
+     * types exchange within quads and store 16 bytes, masked at the edges; both store element
+     * by element where C is not aligned for that (c_vec) */
     assert_non_null(strstr(k.source, "const bool c_vec = "));
     if (tf32) {
       assert_non_null(
-          strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec) {"));
+          strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec16) {"));
+      assert_non_null(strstr(k.source, "__shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);"));
       assert_non_null(strstr(k.source, "*p = make_float2(v0, v1);"));
       assert_null(strstr(k.source, "quad_transpose"));
     } else {
+      assert_non_null(
+          strstr(k.source, "if (m_left >= BM && n_left >= BN && c_vec && beta == 0.0f) {"));
+      assert_non_null(
+          strstr(k.source, "*reinterpret_cast<uint4*>(c_row + g * 32 + q * 8) = quad_transpose"));
       assert_non_null(strstr(k.source, "const uint4 v = quad_transpose(p, lane);"));
       assert_non_null(strstr(k.source, "*reinterpret_cast<uint4*>(c_row + c) = v;"));
       assert_non_null(strstr(k.source, "if (c_vec && c + 8 <= n_left) {"));
