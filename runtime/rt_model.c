@@ -72,10 +72,13 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * slices;
   double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
-  /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 64 or
-   * more on both sides, while a tile under 32 on a side (skinny's block of the small side)
-   * is computed by the CUDA cores' FMA. */
-  const char *math = tm < 32 || tn < 32 ? "f32" : p->dtype;
+  /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 16 or
+   * more on both sides (mma_sync's decode blocks are 16 rows), while a tile under 16 on a
+   * side (skinny's block of the small side, its usual 1 to 8 rows) is computed by the CUDA
+   * cores' FMA.  The bound was 32: mma_sync's 16-row blocks were costed at the FMA rate, 3x
+   * their time at batch 16, and the correction that made up for it there carried to batch
+   * 32 (two block rows), where it served them at half of the best's speed. */
+  const char *math = tm < 16 || tn < 16 ? "f32" : p->dtype;
   double unit_compute = 2.0 * (double)tm * (double)tn * kslice / sm_flops(cc, math);
   double dram = dram_bytes_per_s(cc);
   double unit_bytes = ((double)(tm + tn) * kslice + (double)tm * (double)tn) * elem;
