@@ -650,7 +650,8 @@ cleanup:
 }
 
 /* The verification launches (both placements with guard pages, else one on copy 0), each
- * checked against the float64 reference.  out->status stays DB_OK when all pass.  A fault is MMT_ERR_FAULT, its message naming the placement. */
+ * checked against the float64 reference.  out->status stays DB_OK when all pass.  A fault
+ * is MMT_ERR_FAULT, its message naming the placement. */
 static mmt_status verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
                          tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
