@@ -90,6 +90,18 @@ static void test_analytic(void **state) {
   /* never below the compulsory bytes at DRAM bandwidth */
   gen_problem gemv = packed("f16", "nt", 1, 8192, 8192);
   assert_true(rt_model_analytic_ms(&dev, &l, &gemv) > 8192.0 * 8192 * 2 / 3.0e12 * 1e3);
+  /* a decode batch: 16-row tensor-core blocks (mma_sync's) stream the weights near their
+   * compulsory time (measured: 0.045 ms on an H100, about 1.3x it); blocks of a few rows
+   * (skinny's) multiply on the CUDA cores, slower for as many rows */
+  gen_problem decode = packed("f16", "nt", 16, 14336, 4096);
+  double flops_per_s, bytes_per_s;
+  rt_model_peaks(&dev, "f16", &flops_per_s, &bytes_per_s);
+  const double weights_ms = 14336.0 * 4096 * 2 / bytes_per_s * 1e3;
+  db_launch mma16 = {.tile_m = 16, .tile_n = 128, .slices = 1, .threads = 64};
+  db_launch fma8 = {.tile_m = 8, .tile_n = 128, .slices = 1, .threads = 64};
+  const double t16 = rt_model_analytic_ms(&dev, &mma16, &decode);
+  assert_true(t16 < 1.5 * weights_ms + RT_MODEL_LAUNCH_MS);
+  assert_true(rt_model_analytic_ms(&dev, &fma8, &decode) > 1.5 * t16);
 }
 
 /* The launch shape of a per-tile grid, a persistent one and a split-K one. */
