@@ -545,14 +545,6 @@ static void set_times(tn_measurement *out, const tn_measure_opts *o, double *tim
   out->tflops = 2.0 * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
 }
 
-/* The median of times[0..n) (n <= TIME_BATCH; left unsorted). */
-static double median_of(const double *times, int n) {
-  double t[TIME_BATCH];
-  memcpy(t, times, (size_t)n * sizeof *t);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 /* Timed runs with events, rotating input copies, in back-to-back batches (TIME_BATCH); fills
  * the time fields of out.  The first batch is PROBE_RUNS runs: their median sizes the later
  * batches so that one stays within the time budget, and judges the cutoff (o->cutoff_ms): a
@@ -601,8 +593,9 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
       times[runs++] = ms;
       total += ms;
     }
-    if (runs == n) { /* the probe */
-      const double probe_ms = median_of(times, runs);
+    if (runs == n) { /* the probe: its times, as its row would hold them */
+      set_times(out, o, times, runs);
+      const double probe_ms = out->ms_median;
       if (o->cutoff_ms > 0 && probe_ms > o->cutoff_ms) break; /* far behind the best so far */
       const double per_batch = probe_ms > 0 ? o->budget_ms / 4 / probe_ms : TIME_BATCH;
       batch = per_batch < 1 ? 1 : per_batch > TIME_BATCH ? TIME_BATCH : (int)per_batch;
