@@ -488,9 +488,9 @@ return {
     {name = "rl", values = {1, 2, 4}},
     {name = "warps", values = {4, 8}},
     {name = "kw", values = {1, 2, 4, 8}},
-    {name = "unroll", values = {1, 2, 4}},
+    {name = "unroll", values = {1, 2, 4, 8}},
     {name = "vec", values = {0, 1}},
-    {name = "split", values = {1, 4, 16, 64}},
+    {name = "split", values = {1, 4, 16, 32, 64}},
   },
   default = {side = 0, bs = 1, rl = 2, warps = 4, kw = 1, unroll = 2, vec = 1, split = 1},
   constraints = function(p, prob)

@@ -43,7 +43,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_name(t), "skinny");
   assert_int_equal(gen_dtype_count(t), 4);
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 3 * 2 * 4);
+  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 4 * 2 * 5);
   gen_config c;
   gen_config_default(t, &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -173,6 +173,7 @@ static const char *const k_sample[] = {
     "side=1,bs=1,rl=1,warps=8,kw=2,unroll=4,vec=1",
     "side=0,bs=4,rl=2,warps=4,kw=1,unroll=2,vec=1,split=16",
     "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
+    "side=0,bs=1,rl=1,warps=4,kw=1,unroll=8,vec=1,split=32",
 };
 
 static void test_nvrtc(void **state) {
@@ -390,6 +391,8 @@ static const char *const k_gpu_configs[] = {
     "side=1,bs=2,rl=2,warps=4,kw=2,unroll=4,vec=0",
     "side=0,bs=2,rl=2,warps=4,kw=1,unroll=2,vec=1,split=64",
     "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
+    "side=0,bs=1,rl=1,warps=4,kw=1,unroll=8,vec=1,split=32",
+    "side=1,bs=4,rl=1,warps=4,kw=2,unroll=8,vec=1",
 };
 
 static void test_gpu_results(void **state) {
