@@ -575,6 +575,18 @@ static void test_launch_args(void **state) {
   assert_int_equal(rc, MMT_OK);
 }
 
+/* TMA maps promote L2 fetches to 256 bytes only over rows that start on 128-byte lines; rows
+ * off a line (a pitch of 6000 bytes, a base 16 bytes in) get 128. */
+static void test_tma_l2_promotion(void **state) {
+  (void)state;
+  const uint64_t line = 0x7f0000000000ull; /* a base on a 128-byte line */
+  assert_int_equal(rt_tma_l2_promotion(line, 8192), CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  assert_int_equal(rt_tma_l2_promotion(line, 6016), CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  assert_int_equal(rt_tma_l2_promotion(line, 6000), CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  assert_int_equal(rt_tma_l2_promotion(line, 8000), CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  assert_int_equal(rt_tma_l2_promotion(line + 16, 8192), CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+}
+
 /* The workspace sizing rules: a launch needs the blocks of its grid times the kernel's bytes
  * per block; the buffer grows to at least that, doubling, in whole MiB, and not at all when
  * it suffices. */
@@ -866,7 +878,7 @@ int main(void) {
       cmocka_unit_test(test_compile_threads),
       cmocka_unit_test(test_load_refusals),
       cmocka_unit_test(test_launch_args),
-      cmocka_unit_test(test_workspace_sizing),
+      cmocka_unit_test(test_tma_l2_promotion), cmocka_unit_test(test_workspace_sizing),
       cmocka_unit_test(test_gpu_device),
       cmocka_unit_test(test_gpu_kernel_load),
       cmocka_unit_test(test_gpu_shared_memory),
