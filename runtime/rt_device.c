@@ -293,7 +293,7 @@ static mmt_status check_args(const rt_gemm_args *a, ut_err *err) {
   return MMT_OK;
 }
 
-int rt_tma_l2_promotion(uint64_t base, uint64_t pitch) {
+CUtensorMapL2promotion rt_tma_l2_promotion(uint64_t base, uint64_t pitch) {
   return (base | pitch) % 128 == 0 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
                                    : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
 }
@@ -324,7 +324,7 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   CUresult r = cu->cuTensorMapEncodeTiled(
       out, type, 2, (void *)(uintptr_t)(is_b ? a->b : a->a), dims, strides, box, element_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-      (CUtensorMapL2promotion)rt_tma_l2_promotion(is_b ? a->b : a->a, strides[0]),
+      rt_tma_l2_promotion(is_b ? a->b : a->a, strides[0]),
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     rc = rt_cu_fail(err, "cuTensorMapEncodeTiled", r);
