@@ -65,10 +65,9 @@
 /* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
  * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
  * small tiles, split-K for few tiles and long K, blocks of 16 and 32 rows for decode-size
- * batches (mma_sync: tensor cores where skinny computes on the CUDA cores), and each of these
- * for rows that are not
- * 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled vec=1), which a suite of aligned
- * shapes never tunes.  min_cc: the compute capability they are for (and newer). */
+ * batches (mma_sync and skinny_mma: tensor cores where skinny computes on the CUDA cores), and
+ * each of these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma repack=1,
+ * reg_tiled vec=1), which a suite of aligned shapes never tunes.  min_cc: the compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
   {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
    {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                  \
@@ -119,7 +118,14 @@
    {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
    {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
    {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
-   {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1}}
+   {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
+   {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
+   {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                         \
+   {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", 0},                         \
+   {8, "skinny_mma", "side=0,bs=8,rl=2,warps=8,kw=8,unroll=4", 0},                          \
+   {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
+   {8, "skinny_mma", "side=1,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                         \
+   {8, "skinny_mma", "side=1,bs=32,rl=1,warps=8,kw=8,unroll=4", 0}}
 
 
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
@@ -129,7 +135,7 @@
  * else is valid.  A template not listed gets RT_MODEL_UNKNOWN. */
 #define RT_PRIORS                                                                           \
   {{"wgmma", 0.15}, {"mma_sync", 0.8}, {"reg_tiled", 0.65}, {"skinny", 0.0},              \
-   {"smem_tiled", 2.5}, {"naive", 3.0}}
+   {"skinny_mma", 0.0}, {"smem_tiled", 2.5}, {"naive", 3.0}}
 
 /* A chooser: caches every template it loaded (and every load that failed) by name, so a
  * choice runs no Lua file load after the first. */

@@ -1,9 +1,11 @@
-/* test_skinny.c -- templates/skinny.lua, the family for problems with a small M or N (GEMV,
- * decode batches): its declaration and constraints, which body (dot or axpy) each side and
- * layout gets, the grid and requires, NVRTC compiles of a sample in every dtype and layout
- * (CPU), and results against a float64 reference on small sides 1, 2, 3, 7, 16, 33 and 64,
- * odd K, padded pitches, misaligned bases, beta == 0 over NaN and beta != 0, in every dtype,
- * layout and side (GPU; skipped without). */
+/* test_skinny.c -- the families for problems with a small M or N (GEMV, decode batches):
+ * templates/skinny.lua (CUDA cores, every dtype and layout) and templates/skinny_mma.lua
+ * (tensor cores, f16/bf16, layout nt).  Their declarations and constraints, which body (dot
+ * or axpy) each side and layout of skinny gets, the grids and requires, NVRTC compiles of a
+ * sample in every dtype and layout (CPU), and results against a float64 reference on small
+ * sides 1, 2, 3, 7, 16, 33 and 64, odd K, padded pitches, misaligned bases (skinny's element
+ * loads), beta == 0 over NaN and beta != 0, split-K run twice for the same bits, in every
+ * dtype, layout and side (GPU; skipped without). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +31,14 @@ static const char *const k_dtypes[] = {"f32", "tf32", "f16", "bf16"};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 
 static gen_template *load_skinny(void) { return tc_load(TEMPLATES "/skinny.lua"); }
+static gen_template *load_skinny_mma(void) { return tc_load(TEMPLATES "/skinny_mma.lua"); }
+
+/* The value of parameter `name` in c, or `absent` when the template has no such parameter. */
+static int param_of(const gen_template *t, const gen_config *c, const char *name, int absent) {
+  for (int i = 0; i < gen_param_count(t) && i < c->n; i++)
+    if (!strcmp(gen_param_name(t, i), name)) return (int)c->v[i];
+  return absent;
+}
 
 /* A problem of the given sizes with packed, 16-byte aligned rows. */
 static gen_problem packed(const char *dtype, const char *layout, int64_t m, int64_t n, int64_t k) {
@@ -198,6 +208,116 @@ static void test_nvrtc(void **state) {
   gen_free(t);
 }
 
+/* ---- skinny_mma: declaration, constraints, emit (CPU) ------------------------------------ */
+
+static const char *const k_mma_dtypes[] = {"f16", "bf16"};
+static const char *const k_mma_layouts[] = {"nt"};
+
+static void test_mma_declaration(void **state) {
+  (void)state;
+  gen_template *t = load_skinny_mma();
+  assert_string_equal(gen_name(t), "skinny_mma");
+  assert_int_equal(gen_dtype_count(t), 2);
+  assert_true(gen_supports_layout(t, "nt"));
+  assert_false(gen_supports_layout(t, "nn"));
+  assert_false(gen_supports_layout(t, "tt"));
+  assert_int_equal(gen_space_size(t), 2 * 3 * 3 * 2 * 4 * 4 * 5);
+  gen_config c;
+  gen_config_default(t, &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
+  gen_free(t);
+}
+
+static void test_mma_constraints(void **state) {
+  (void)state;
+  gen_template *t = load_skinny_mma();
+  tc_rejects(t, "warps=4,kw=8", NULL, "kw > warps");
+  /* 16-byte vectors in flight a lane: unroll x (2 rl of W + bs / 8 of X) <= 24 */
+  tc_rejects(t, "bs=32,rl=2,unroll=4", NULL, "vectors in flight");
+  gen_config c;
+  tc_parse_ok(t, "bs=32,rl=2,unroll=2", &c);
+  assert_true(tc_check(t, &c, NULL, NULL, 0)); /* 2 x (4 + 4) */
+  tc_rejects(t, "kw=2,split=4", NULL, "split > 1 only with kw = 1");
+  gen_problem wide = packed("f16", "nt", 65, 4096, 4096);
+  tc_rejects(t, "side=0", &wide, "small side (M) is over 64");
+  wide = packed("f16", "nt", 4096, 65, 4096);
+  tc_rejects(t, "side=1", &wide, "small side (N) is over 64");
+  gen_problem b4 = packed("bf16", "nt", 4, 4096, 4096);
+  tc_parse_ok(t, "side=0,bs=8", &c);
+  assert_true(tc_check(t, &c, &b4, NULL, 0)); /* one tile of 8 serves any batch */
+  tc_rejects(t, "side=0,bs=16", &b4, "bs is over twice the small side");
+  gen_problem k = packed("f16", "nt", 8, 4096, 512);
+  tc_parse_ok(t, "side=0,split=16", &c);
+  assert_true(tc_check(t, &c, &k, NULL, 0)); /* 16 slices of a chunk of 32 */
+  k.k--;
+  tc_rejects(t, "side=0,split=16", &k, "K < 32 * split");
+  gen_free(t);
+}
+
+static void test_mma_emit(void **state) {
+  (void)state;
+  gen_template *t = load_skinny_mma();
+  gen_config c;
+  gen_kernel k;
+  /* a block: warps / kw groups of rl tiles of 16 rows of W; the small side fastest */
+  tc_parse_ok(t, "side=0,bs=16,rl=2,warps=8,kw=2,unroll=2", &c);
+  tc_emit_ok(t, &c, "f16", "nt", &k);
+  tc_grid_is(&k, 'M', 16, 'N', 4 * 2 * 16, 0, 1);
+  assert_int_equal(k.block[0], 256);
+  assert_int_equal(k.requires.align_bytes, 16);
+  /* the K parts' sums: (kw - 1) x 4 groups x rl x bs / 8 x 4 floats x 32 lanes */
+  assert_int_equal(k.shared_bytes, 1 * 4 * 2 * 2 * 4 * 32 * 4);
+  assert_true(k.dependent_launch);
+  assert_false(k.exclusive);
+  assert_int_equal(k.workspace_per_block, 0);
+  const char *const f16_lines[] = {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 ",
+                                   "ld.global.nc.L1::no_allocate.v4.u32"};
+  tc_source_has(&k, f16_lines, COUNT(f16_lines));
+  gen_kernel_clear(&k);
+  tc_parse_ok(t, "side=1,bs=8,rl=1,warps=4,kw=1,split=8", &c);
+  tc_emit_ok(t, &c, "bf16", "nt", &k);
+  tc_grid_is(&k, 'N', 8, 'M', 4 * 16, 0, 8);
+  assert_true(k.exclusive);
+  assert_false(k.dependent_launch);
+  assert_int_equal(k.workspace_per_block, 1 * 1 * 4 * 128 * 4); /* a lane's 4 sums */
+  const char *const bf16_lines[] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ",
+                                    "splitk_reduce<NACC, WARPS * 32>", "float* __restrict__ WS)"};
+  tc_source_has(&k, bf16_lines, COUNT(bf16_lines));
+  assert_non_null(strstr(k.kernel_name, "_z8"));
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* A sample covering every parameter's values, both dtypes, for sm_80 and sm_90, no warning. */
+static const char *const k_mma_sample[] = {
+    "",
+    "side=1,bs=32,rl=1,warps=8,kw=8,unroll=4",
+    "side=0,bs=16,rl=4,warps=4,kw=2,unroll=2",
+    "side=1,bs=8,rl=2,warps=8,kw=4,unroll=8",
+    "side=0,bs=32,rl=2,warps=4,kw=1,unroll=1,split=2",
+    "side=1,bs=16,rl=1,warps=8,kw=1,unroll=4,split=16",
+    "side=0,bs=8,rl=4,warps=4,kw=1,unroll=2,split=4",
+};
+
+static void test_mma_nvrtc(void **state) {
+  (void)state;
+  gen_template *t = load_skinny_mma();
+  enum { MAX = COUNT(k_mma_sample) * COUNT(k_mma_dtypes) };
+  gen_kernel kernels[MAX];
+  const char *archs[MAX];
+  int n = 0;
+  for (int i = 0; i < COUNT(k_mma_sample); i++)
+    for (int d = 0; d < COUNT(k_mma_dtypes); d++) {
+      gen_config c;
+      tc_parse_ok(t, k_mma_sample[i], &c);
+      tc_emit_ok(t, &c, k_mma_dtypes[d], "nt", &kernels[n]);
+      archs[n++] = (i + d) % 2 ? "sm_80" : "sm_90";
+    }
+  tc_compile_all(kernels, archs, n, NULL);
+  for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
+  gen_free(t);
+}
+
 /* ---- GPU: results against a float64 reference ----------------------------------------- */
 
 /* Shapes by side: S the small side, L the large one, K; pad: elements past each row. */
@@ -211,7 +331,8 @@ static const skinny_shape k_shapes[] = {
     {7, 600, 1001, 0.5f, 1.0f},  {16, 333, 2049, 1.0f, 0.0f}, {33, 129, 777, 1.0f, -1.0f},
     {64, 200, 513, 2.0f, 0.0f},  {5, 3, 64, 1.0f, 0.5f},      {1, 1, 1, 1.0f, 0.0f},
     {4, 100, 0, 1.0f, 0.5f},     {1, 4099, 300, 1.0f, 0.0f},  {2, 70, 33, -1.0f, 0.0f},
-    {1, 2000, 8200, 1.0f, 0.0f}, {9, 513, 4500, 1.0f, 0.5f},
+    {1, 2000, 8200, 1.0f, 0.0f}, {9, 513, 4500, 1.0f, 0.5f},  {20, 300, 96, 1.0f, 0.5f},
+    {48, 77, 1000, -1.0f, 0.0f},
 };
 
 /* One GPU run: a config in a dtype and layout, on shapes of its side. */
@@ -395,37 +516,43 @@ static const char *const k_gpu_configs[] = {
     "side=1,bs=4,rl=1,warps=4,kw=2,unroll=8,vec=1",
 };
 
-static void test_gpu_results(void **state) {
-  (void)state;
+/* A family's GPU sweep: its configs, dtypes and layouts. */
+typedef struct {
+  gen_template *(*load)(void);
+  const char *const *configs, *const *dtypes, *const *layouts;
+  int n_configs, n_dtypes, n_layouts;
+} family;
+
+static void gpu_results(const family *f) {
   rt_device d;
   ut_err e;
   const rt_cu *cu = tc_open_gpu_or_skip(&d);
-  gen_template *t = load_skinny();
+  gen_template *t = f->load();
   /* every config in every dtype, each in one layout, rotating (every layout per side and
    * dtype); two layouts each with MMTUNE_LONG_TESTS=1 */
   const int per_dtype = tc_long_tests() ? 2 : 1;
-  enum { MAX = COUNT(k_gpu_configs) * COUNT(k_dtypes) * 2 };
-  gpu_run *runs = calloc(MAX, sizeof *runs);
-  gen_kernel *specs = calloc(MAX, sizeof *specs);
-  rt_cubin *cubins = calloc(MAX, sizeof *cubins);
-  const char *archs[MAX];
-  assert_true(runs && specs && cubins);
+  const int max = f->n_configs * f->n_dtypes * 2;
+  gpu_run *runs = calloc((size_t)max, sizeof *runs);
+  gen_kernel *specs = calloc((size_t)max, sizeof *specs);
+  rt_cubin *cubins = calloc((size_t)max, sizeof *cubins);
+  const char **archs = calloc((size_t)max, sizeof *archs);
+  assert_true(runs && specs && cubins && archs);
   int n = 0;
-  for (int i = 0; i < COUNT(k_gpu_configs); i++)
-    for (int dt = 0; dt < COUNT(k_dtypes); dt++) {
+  for (int i = 0; i < f->n_configs; i++)
+    for (int dt = 0; dt < f->n_dtypes; dt++) {
       /* two layouts where the config is valid (axpy keeps bs * rl * V sums), rotating */
       int chosen = 0;
-      for (int h = 0; h < COUNT(k_layouts) && chosen < per_dtype; h++) {
+      for (int h = 0; h < f->n_layouts && chosen < per_dtype; h++) {
         gpu_run *r = &runs[n];
-        r->text = k_gpu_configs[i];
-        r->dtype = k_dtypes[dt];
-        r->layout = k_layouts[(i / 2 + dt + h) % COUNT(k_layouts)];
+        r->text = f->configs[i];
+        r->dtype = f->dtypes[dt];
+        r->layout = f->layouts[(i / 2 + dt + h) % f->n_layouts];
         tc_parse_ok(t, r->text, &r->c);
         assert_true(tc_check(t, &r->c, NULL, NULL, 0));
-        r->side = (int)r->c.v[0];
-        r->vec = (int)r->c.v[6];
+        r->side = param_of(t, &r->c, "side", 0);
+        r->vec = param_of(t, &r->c, "vec", 1);
         const gen_problem typical =
-            packed(r->dtype, r->layout, r->side ? 1000 : 16, r->side ? 16 : 1000, 1100);
+            packed(r->dtype, r->layout, r->side ? 1000 : 20, r->side ? 20 : 1000, 1100);
         if (!tc_check(t, &r->c, &typical, NULL, 0)) continue;
         tc_emit_ok(t, &r->c, r->dtype, r->layout, &specs[n]);
         archs[n++] = d.arch;
@@ -459,15 +586,47 @@ static void test_gpu_results(void **state) {
   free(runs);
   free(specs);
   free(cubins);
+  free(archs);
   gen_free(t);
   rt_device_close(&d);
+}
+
+static void test_gpu_results(void **state) {
+  (void)state;
+  const family f = {load_skinny,          k_gpu_configs,       k_dtypes, k_layouts,
+                    COUNT(k_gpu_configs), COUNT(k_dtypes), COUNT(k_layouts)};
+  gpu_results(&f);
+}
+
+/* skinny_mma: both sides, every bs, rl, warps, K split (in the block and across blocks) and
+ * unroll. */
+static const char *const k_mma_gpu_configs[] = {
+    "side=0",
+    "side=1",
+    "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4",
+    "side=1,bs=16,rl=2,warps=4,kw=4,unroll=2",
+    "side=0,bs=32,rl=1,warps=8,kw=2,unroll=2",
+    "side=1,bs=32,rl=2,warps=4,kw=1,unroll=2,split=4",
+    "side=0,bs=8,rl=4,warps=8,kw=1,unroll=1,split=16",
+    "side=1,bs=8,rl=1,warps=8,kw=8,unroll=8",
+    "side=0,bs=8,rl=2,warps=4,kw=1,unroll=4,split=2",
+    "side=1,bs=16,rl=1,warps=8,kw=1,unroll=4,split=8",
+};
+
+static void test_mma_gpu_results(void **state) {
+  (void)state;
+  const family f = {load_skinny_mma,          k_mma_gpu_configs,   k_mma_dtypes, k_mma_layouts,
+                    COUNT(k_mma_gpu_configs), COUNT(k_mma_dtypes), COUNT(k_mma_layouts)};
+  gpu_results(&f);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declaration), cmocka_unit_test(test_constraints),
       cmocka_unit_test(test_emit),        cmocka_unit_test(test_nvrtc),
-      cmocka_unit_test(test_gpu_results),
+      cmocka_unit_test(test_gpu_results), cmocka_unit_test(test_mma_declaration),
+      cmocka_unit_test(test_mma_constraints), cmocka_unit_test(test_mma_emit),
+      cmocka_unit_test(test_mma_nvrtc),   cmocka_unit_test(test_mma_gpu_results),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

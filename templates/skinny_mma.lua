@@ -1,0 +1,318 @@
+-- skinny_mma.lua: skinny GEMM (M or N at most 64) in 16 bits on the tensor cores, for the
+-- decode end of a Linear layer (x * W^T, layout nt) at batches of about 4 to 64.
+--
+-- Like skinny (see its header), it streams the large operand W (K x L, stored K-contiguous:
+-- L rows of K) once, with 16-byte loads, and reads the small one X (S x K, K-contiguous) from
+-- L1/L2.  skinny multiplies on the CUDA cores, which at a batch of 8 or more cannot keep up
+-- with the bytes (8x4096x4096 is 0.27 GFLOP in the 11 us that its 32 MiB take at 3 TB/s); this
+-- family multiplies with mma.sync.m16n8k16, W on the 16-row side of the MMA and X on the
+-- 8-column side, so that a batch of 8 wastes nothing.
+--
+-- The operands go from global memory to the MMA fragments with no shared memory and no
+-- ldmatrix: a dot product does not care in which order it visits K, so each lane loads 16
+-- bytes (8 consecutive elements of K) of two rows of W, g and g + 8 (g = lane / 4), at
+-- element 8 * (lane % 4) of a chunk of 32, and 16 bytes of row g of X at the same place; the
+-- MMA's "logical" K of step h (0, 1) is then the physical elements 8t + 4h .. 8t + 4h + 3
+-- (t = lane % 4) on both sides, the same permutation of K for A and B, so the products pair up
+-- as they must.  A chunk is two MMA steps; a warp owns RL tiles of 16 rows of W and all BS rows
+-- of its block's X (BS / 8 tiles of 8), a block RG = WARPS / KW such warps side by side (they
+-- read the same X from L1) and KW of them along K.  W's loads skip L1 (they are read once);
+-- X's stay there.
+--
+-- Split-K across blocks (grid.z) meets in the fp32 workspace (the split_k snippet), as in
+-- skinny.  C(s, l) is fragment element i of tile (r, n) of the warp: l = l0 + 16 r + g + 8 (i
+-- / 2), s = s0 + 8 n + 2 t + i % 2.  Everything is bounds-checked: rows of W past L and of X
+-- past S are clamped (their sums dropped), a K tail under a chunk is loaded element by element
+-- (zeros past K).  Requires 16-byte aligned operands and pitches; other problems go to skinny.
+
+local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
+local dependent_launch = mmt.snippet("dependent_launch")
+local split_k = mmt.snippet("split_k")
+
+local source = [[
+/*
+ * ${name} -- mmtune template "skinny_mma", ${ctype}, row-major, layout nt:
+ * C = alpha * op(A)*op(B) + beta * C for problems where ${small} is small (at most 64), on the
+ * tensor cores (mma.sync.m16n8k16, fp32 accumulation), C rounded once.
+ * ${small_op} is the small operand X (S x K, S = ${small}), ${big_op} the streamed operand W
+ * (L x K, L = ${big}); both K-contiguous.  The permuted-K fragments: see the template's header.
+ *
+ * Parameters:
+ *   SIDE   = ${side} which of M (0) and N (1) is the small side S
+ *   BS     = ${bs} rows of S per block (NT = BS / 8 MMA tiles of 8; grid.x = ceil(S / BS))
+ *   RL     = ${rl} tiles of 16 rows of W per warp
+ *   WARPS  = ${warps} warps per block
+ *   KW     = ${kw} warps of a block that split K (chunk c to part c % KW)
+ *   UNROLL = ${unroll} chunks of 32 elements of K loaded before they are used
+ *   SPLIT  = ${split} slices of K across blocks (grid.z), each a whole number of chunks, meeting
+ *                 in the workspace WS (splitk_reduce)
+ * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / ${lb}), SPLIT), ${shared_bytes} bytes of
+ * dynamic shared memory (the K parts' sums).  The blocks of one slice of W (all of S) are
+ * neighbours in launch order, so W is read from DRAM once.
+ * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
+ */
+#define SIDE ${side}
+#define BS ${bs}
+#define NT (BS / 8)
+#define RL ${rl}
+#define WARPS ${warps}
+#define KW ${kw}
+#define RG (WARPS / KW)
+#define UNROLL ${unroll}
+#define SPLIT ${split}
+#define NACC (RL * NT * 4) /* a lane's sums */
+${elem}${dependent_launch}${split_k}
+/* 16 bytes that are read once: not kept in L1, where X is. */
+__device__ __forceinline__ uint4 load_stream(const elem_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+/* 8 elements from p, those at or past element `left` as 0 (the K tail, element loads). */
+__device__ __forceinline__ uint4 load_tail(const elem_t* p, int left) {
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const unsigned lo = 2 * i < left ? __ldg(p + 2 * i) : 0u;
+    const unsigned hi = 2 * i + 1 < left ? __ldg(p + 2 * i + 1) : 0u;
+    w[i] = lo | hi << 16;
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* d += (16 x 16 of W) * (16 x 8 of X^T): MMA step h of a chunk, from the 16-byte vectors of
+ * rows g (lo) and g + 8 (hi) of W and row g of X. */
+__device__ __forceinline__ void mma_step(float (&d)[4], const uint4& lo, const uint4& hi,
+                                         const uint4& x, int h) {
+  const unsigned a0 = h ? lo.z : lo.x, a1 = h ? hi.z : hi.x, a2 = h ? lo.w : lo.y,
+                 a3 = h ? hi.w : hi.y, b0 = h ? x.z : x.x, b1 = h ? x.w : x.y;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${mma_type}.${mma_type}.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One chunk (two MMA steps) of every tile pair of the warp. */
+__device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (&w)[RL][2],
+                                          const uint4 (&x)[NT]) {
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+#pragma unroll
+    for (int r = 0; r < RL; r++)
+#pragma unroll
+      for (int n = 0; n < NT; n++) mma_step(acc[r][n], w[r][0], w[r][1], x[n], h);
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
+{
+  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
+  const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+#if SIDE == 0
+  const int S = M, L = N;
+  const elem_t* X = Ag;
+  const elem_t* W = Bg;
+  const long long x_ld = lda, w_ld = ldb, C_S = ldc, C_L = 1;
+#else
+  const int S = N, L = M;
+  const elem_t* X = Bg;
+  const elem_t* W = Ag;
+  const long long x_ld = ldb, w_ld = lda, C_S = 1, C_L = ldc;
+#endif
+  extern __shared__ __align__(16) float red[]; /* [KW - 1][RG][NACC][32] */
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int kpart = warp % KW, group = warp / KW;
+  const int s0 = blockIdx.x * BS;
+  const long long l0 = ((long long)blockIdx.y * RG + group) * (RL * 16);
+  pdl_wait(threadIdx.x == 0);
+#if SPLIT > 1
+  { /* this block's slice of K, a whole number of chunks (16-byte alignment holds) */
+    const long long per = K / SPLIT + (K % SPLIT != 0);
+    const long long kc = (per + 31) / 32 * 32;
+    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
+    X += k0;
+    W += k0;
+    K = (int)min(kc, K - k0);
+  }
+#endif
+  /* The lane's rows, clamped to the last: W rows l0 + 16 r + g + 8 h, X rows s0 + 8 n + g. */
+  const elem_t* wp[RL][2];
+#pragma unroll
+  for (int r = 0; r < RL; r++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      wp[r][h] = W + min(l0 + 16 * r + g + 8 * h, (long long)L - 1) * w_ld + 8 * t;
+  const elem_t* xp[NT];
+#pragma unroll
+  for (int n = 0; n < NT; n++) xp[n] = X + (long long)min(s0 + 8 * n + g, S - 1) * x_ld + 8 * t;
+  float acc[RL][NT][4];
+#pragma unroll
+  for (int r = 0; r < RL; r++)
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[r][n][i] = 0.0f;
+  const int chunks = K / 32;
+  int c = kpart;
+  for (; c + (UNROLL - 1) * KW < chunks; c += UNROLL * KW) {
+    uint4 w[UNROLL][RL][2], x[UNROLL][NT];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const long long k = (long long)(c + u * KW) * 32;
+#pragma unroll
+      for (int r = 0; r < RL; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) w[u][r][h] = load_stream(wp[r][h] + k);
+#pragma unroll
+      for (int n = 0; n < NT; n++) x[u][n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + k));
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) mma_chunk(acc, w[u], x[u]);
+  }
+  for (; c < chunks; c += KW) { /* chunks left over from the unrolled steps */
+    const long long k = (long long)c * 32;
+    uint4 w[RL][2], x[NT];
+#pragma unroll
+    for (int r = 0; r < RL; r++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) w[r][h] = load_stream(wp[r][h] + k);
+#pragma unroll
+    for (int n = 0; n < NT; n++) x[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + k));
+    mma_chunk(acc, w, x);
+  }
+  if (K % 32 != 0 && kpart == chunks % KW) { /* the tail: under a chunk, element loads */
+    const long long k = (long long)chunks * 32;
+    const int left = K - (int)k - 8 * t;
+    uint4 w[RL][2], x[NT];
+#pragma unroll
+    for (int r = 0; r < RL; r++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) w[r][h] = load_tail(wp[r][h] + k, left);
+#pragma unroll
+    for (int n = 0; n < NT; n++) x[n] = load_tail(xp[n] + k, left);
+    mma_chunk(acc, w, x);
+  }
+#if KW > 1
+  /* Part 0 of each group adds the other parts' sums (same fragment layout in every warp). */
+  if (kpart > 0)
+#pragma unroll
+    for (int i = 0; i < NACC; i++)
+      red[(((kpart - 1) * RG + group) * NACC + i) * 32 + lane] = (&acc[0][0][0])[i];
+  __syncthreads();
+  if (kpart > 0) return;
+  for (int q = 0; q < KW - 1; q++)
+#pragma unroll
+    for (int i = 0; i < NACC; i++) (&acc[0][0][0])[i] += red[((q * RG + group) * NACC + i) * 32 + lane];
+#endif
+#if SPLIT > 1
+  if (!splitk_reduce<NACC, WARPS * 32>(&acc[0][0][0], WS, (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                       threadIdx.x))
+    return;
+#endif
+#pragma unroll
+  for (int r = 0; r < RL; r++)
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const long long l = l0 + 16 * r + g + 8 * (i / 2);
+        const int s = s0 + 8 * n + 2 * t + i % 2;
+        if (l < L && s < S) {
+          elem_t* const p = Cg + s * C_S + l * C_L;
+          const float v = alpha * acc[r][n][i];
+          *p = to_elem(beta == 0.0f ? v : v + beta * to_float(*p));
+        }
+      }
+}
+]]
+
+local MAX_SMALL = 64
+local MAX_VECTORS = 24 -- 16-byte vectors a lane holds in flight (UNROLL x (2 RL + NT))
+
+-- A lane's sums and the block's shared memory (the K parts' sums) in bytes.
+local function sizes(p)
+  local nacc = p.rl * (p.bs // 8) * 4
+  return nacc, (p.kw - 1) * (p.warps // p.kw) * nacc * 32 * 4
+end
+
+return {
+  name = "skinny_mma",
+  description = "skinny GEMM (M or N <= 64) in 16 bits, layout nt: streams W into tensor-core MMAs",
+  dtypes = {"f16", "bf16"},
+  layouts = {"nt"},
+  params = {
+    {name = "side", values = {0, 1}},
+    {name = "bs", values = {8, 16, 32}},
+    {name = "rl", values = {1, 2, 4}},
+    {name = "warps", values = {4, 8}},
+    {name = "kw", values = {1, 2, 4, 8}},
+    {name = "unroll", values = {1, 2, 4, 8}},
+    {name = "split", values = {1, 2, 4, 8, 16}},
+  },
+  default = {side = 0, bs = 8, rl = 1, warps = 4, kw = 1, unroll = 4, split = 1},
+  constraints = function(p, prob)
+    if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
+    if p.unroll * (2 * p.rl + p.bs // 8) > MAX_VECTORS then
+      return false, "unroll * (2 rl + bs / 8) > " .. MAX_VECTORS .. " vectors in flight a lane"
+    end
+    if p.split > 1 and p.kw > 1 then return false, "split > 1 only with kw = 1" end
+    if not prob then return true end
+    local small, big = prob.M, prob.N
+    if p.side == 1 then small, big = prob.N, prob.M end
+    if small > MAX_SMALL then
+      return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " .. MAX_SMALL
+    end
+    if p.bs > 8 and p.bs >= 2 * small then return false, "bs is over twice the small side" end
+    local lb = (p.warps // p.kw) * p.rl * 16
+    if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
+    if p.split > 1 then
+      if prob.K < p.split * 32 then return false, "split-K slices under a chunk (K < 32 * split)" end
+      local nacc = sizes(p)
+      local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
+      local why = mmt.split_k_refusal(blocks, p.split, nacc * 32 * p.warps * 4)
+      if why then return false, why end
+    end
+    return true
+  end,
+  emit = function(p, dtype, layout)
+    assert(layout == "nt", "skinny_mma: layout nt only")
+    local nacc, shared = sizes(p)
+    local split = p.split > 1
+    local lb = (p.warps // p.kw) * p.rl * 16
+    local name = string.format("mmt_skinny_mma_%s_s%d_b%d_r%d_w%d_k%d_u%d", dtype, p.side, p.bs,
+                               p.rl, p.warps, p.kw, p.unroll)
+    if split then name = name .. "_z" .. p.split end
+    local src = mmt.subst(source, {
+      name = name, ctype = mmt.dtype(dtype).ctype, mma_type = dtype,
+      small = p.side == 0 and "M" or "N", big = p.side == 0 and "N" or "M",
+      small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
+      big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
+      side = p.side, bs = p.bs, rl = p.rl, warps = p.warps, kw = p.kw, unroll = p.unroll,
+      split = p.split, lb = lb, threads = 32 * p.warps, shared_bytes = shared,
+      elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
+      split_k = split and "\n" .. split_k or "",
+      ws_param = split and ",\n    float* __restrict__ WS" or "",
+    })
+    local grid
+    if p.side == 0 then
+      grid = {x = {"M", p.bs}, y = {"N", lb}, z = p.split}
+    else
+      grid = {x = {"N", p.bs}, y = {"M", lb}, z = p.split}
+    end
+    return {
+      source = src,
+      kernel = name,
+      block = {32 * p.warps, 1, 1},
+      grid = grid,
+      shared_bytes = shared,
+      requires = {align = 16},
+      exclusive = split,
+      workspace = split and nacc * 32 * p.warps * 4 or nil,
+      dependent_launch = not split,
+    }
+  end,
+}
