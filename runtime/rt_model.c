@@ -468,7 +468,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
   const double lm = (float)log_size(p->m), ln = (float)log_size(p->n), lk = (float)log_size(p->k);
   for (int t = 0; t < m->ntmpls; t++) {
     model_tmpl *tm = &m->tmpls[t];
-    tm->sw = tm->swy = tm->swyy = tm->used = 0;
+    tm->sw = tm->swy = tm->swyy = tm->wmax = tm->used = 0;
     for (int b = 0; b < tm->nbins; b++) tm->bins[b].sw = tm->bins[b].swr = 0;
   }
   for (int c = 0; c < m->ncfgs; c++) {
@@ -503,6 +503,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
     model_tmpl *t = &m->tmpls[cfg->tmpl];
     t->sw += cfg->sw;
     t->swy += cfg->swy;
+    t->wmax = fmax(t->wmax, cfg->wmax);
     t->used += cfg->used;
   }
 }
@@ -540,7 +541,14 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                      (near + RT_MODEL_PRIOR_WEIGHT);
   double base = template_y + merit;
   double sw = c ? c->sw : 0, swy = c ? c->swy : 0;
-  double y = (swy + RT_MODEL_PRIOR_WEIGHT * base) / (sw + RT_MODEL_PRIOR_WEIGHT);
+  /* The config's own rows against that estimate.  Where its template has rows much nearer p
+   * than the config's own (its other configs measured on p's neighbours, it on shapes far
+   * away), the estimate weighs in with that share of the own rows' weight: a config's rows
+   * at batch 128 said little about it at batch 8, where its template's rows at batch 8 and
+   * 16 (the same tiles under other options) ran 1.5x slower, and it was served there. */
+  double near_share = c && tm && tm->wmax > 0 ? fmax(0, 1 - c->wmax / tm->wmax) : 0;
+  double wb = RT_MODEL_PRIOR_WEIGHT + RT_MODEL_FAR_OWN * near_share * sw;
+  double y = (swy + wb * base) / (sw + wb);
   memset(out, 0, sizeof *out);
   /* the config's launch in p's layout: its rows' there, else the caller's, else its first's */
   const int pl = gen_layout_index(p->layout ? p->layout : "nn");

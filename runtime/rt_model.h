@@ -29,7 +29,11 @@
  *   correction  = (sum w * own + RT_MODEL_PRIOR_WEIGHT * template) / (sum w +
  *                 RT_MODEL_PRIOR_WEIGHT)
  * so a config measured near p is predicted from its own rows, one measured far away leans on
- * its template's rows near p, and one never measured is its template's.  A template with no
+ * its template's rows near p, and one never measured is its template's.  (In rt_model_predict
+ * the config's rows weigh against an estimate from its template's rows near p and its
+ * merit, which also gets RT_MODEL_FAR_OWN x (1 - the config's nearest row weight / the
+ * template's) of their weight: a config whose own rows are all much farther from p than its
+ * template's does not ride on them alone.)  A template with no
  * rows of the dtype takes the caller's prior (the dispatcher's built-in list), else
  * RT_MODEL_UNKNOWN.
  *
@@ -65,6 +69,7 @@
 #define RT_MODEL_OTHER_LAYOUT 0.25 /* weight factor of a row measured in another layout */
 #define RT_MODEL_OTHER_ALIGN 0.1   /* ... on a problem 16-byte aligned where p is not, or back */
 #define RT_MODEL_PRIOR_WEIGHT 0.1  /* the template's weight against a config's own rows */
+#define RT_MODEL_FAR_OWN 1.0       /* ... plus this share of theirs where they are far (predict) */
 #define RT_MODEL_GLOBAL_WEIGHT 0.02 /* a template's mean over all shapes, against its rows near */
 #define RT_MODEL_UNMEASURED 0.70   /* log penalty of a config with no rows near the problem */
 #define RT_MODEL_UNKNOWN 1.5       /* correction of a template with no rows and no prior */

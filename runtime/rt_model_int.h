@@ -50,6 +50,7 @@ typedef struct {
   double gy; /* mean y over all its rows */
   int gcount;
   double sw, swy, swyy; /* focus sums */
+  double wmax;          /* focus: the weight of its nearest row */
   int used;
   model_bin *bins;
   int nbins, bins_cap;

@@ -223,6 +223,71 @@ static void test_predict_other_layout(void **state) {
   db_close(db);
 }
 
+/* A row of config `params` of template "tpl" (f16, nt, tiles of 64 x 64) taking `factor` times
+ * the analytic time. */
+static void put_row(db_handle *db, const char *params, int64_t m, int64_t n, int64_t k,
+                    double factor) {
+  const db_launch l = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128};
+  const rt_model_device h100 = {132, 9};
+  gen_problem p = packed("f16", "nt", m, n, k);
+  db_result r;
+  ut_err e;
+  memset(&r, 0, sizeof r);
+  snprintf(r.device.name, sizeof r.device.name, "%s", DEV);
+  snprintf(r.device.uuid, sizeof r.device.uuid, "GPU-test");
+  r.device.cc_major = 9;
+  r.device.sm_count = 132;
+  snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
+  snprintf(r.template_name, sizeof r.template_name, "tpl");
+  snprintf(r.template_hash, sizeof r.template_hash, "0123456789abcdef");
+  snprintf(r.params, sizeof r.params, "%s", params);
+  r.problem = (db_problem){"f16", "nt", m, n, k};
+  r.status = DB_OK;
+  r.ms_min = r.ms_median = r.ms_max = factor * rt_model_analytic_ms(&h100, &l, &p);
+  r.runs = 10;
+  r.tflops = 2.0 * (double)m * (double)n * (double)k / (r.ms_median * 1e9);
+  r.regs = r.shared_bytes = r.local_bytes = -1;
+  r.launch = l;
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+}
+
+/* A config measured only far from the problem (batch 128) leans on its template's rows near
+ * it (other configs at batch 8 and 16, 2x the analytic time), not on its far rows alone (0.5x):
+ * served at batch 8 on those, 64-row wgmma tiles ran at 0.74-0.81x cuBLAS.  With no nearer
+ * rows of its template, its own far rows decide. */
+static void test_predict_far_own_rows(void **state) {
+  (void)state;
+  char path[96];
+  snprintf(path, sizeof path, "%s/far.db", g_dir);
+  for (int with_near = 0; with_near < 2; with_near++) {
+    unlink(path);
+    db_handle *db = NULL;
+    ut_err e;
+    assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+    put_row(db, "x=1", 128, 5120, 5120, 0.5);
+    put_row(db, "x=1", 384, 5120, 5120, 0.5);
+    if (with_near) {
+      put_row(db, "x=2", 8, 5120, 5120, 2.0);
+      put_row(db, "x=2", 16, 14336, 4096, 2.0);
+    }
+    rt_model *m = NULL;
+    assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+    const int far = rt_model_find(m, "tpl", "0123456789abcdef", "x=1", "f16");
+    assert_true(far >= 0);
+    gen_problem p = packed("f16", "nt", 8, 11008, 4096);
+    rt_model_focus(m, &p, NULL);
+    rt_prediction pred;
+    rt_model_predict(m, far, NULL, NULL, NULL, NAN, &p, &pred);
+    const double ratio = pred.ms / pred.analytic_ms;
+    if (with_near)
+      assert_true(ratio > 1.0); /* was 0.59: the far rows outweighed the near ones 3 to 1 */
+    else
+      assert_true(ratio > 0.45 && ratio < 0.75);
+    rt_model_free(m);
+    db_close(db);
+  }
+}
+
 /* Every config's prediction on a problem, for comparing two models of the same rows. */
 static void predict_all(rt_model *m, const gen_problem *p, double *ms, int n) {
   rt_model_focus(m, p, NULL);
@@ -505,7 +570,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic),         cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
-      cmocka_unit_test(test_predict_other_layout), cmocka_unit_test(test_leave_one_shape_out),
+      cmocka_unit_test(test_predict_other_layout),
+      cmocka_unit_test(test_predict_far_own_rows), cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),             cmocka_unit_test(test_fit_cache),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
