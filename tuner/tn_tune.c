@@ -58,9 +58,13 @@ static const tn_shape DEFAULT_SHAPES[] = {
  * between them (batch 16 to 384 is a gap of 24x): 40 tiles of 128 x 128 on a weight above the
  * H100's L2, where the decode rows' 32-row blocks re-read W four times and a 128-row block
  * reads it once (without it an untuned 128x11008x4096 f16 was served 32-row blocks at 0.39x
- * cuBLAS on an H200). */
+ * cuBLAS on an H200).  And the ends of the decode range on wide weights, batch 4 on 12288
+ * columns and batch 32 on a 128 MiB weight: with rows at batch 8 and 16 alone, the model
+ * took the 64-row wgmma tiles' speed at batch 128 for theirs at batch 4 to 16 (0.74-0.81x
+ * cuBLAS at 4-16x11008x4096) and had no row of skinny_mma's 32-row blocks. */
 static const tn_shape LINEAR_NT_SHAPES[] = {
-    {1, 4096, 4096}, {16, 14336, 4096}, {8, 5120, 5120}, {128, 5120, 5120}, {384, 5120, 5120}};
+    {1, 4096, 4096},    {16, 14336, 4096},  {8, 5120, 5120}, {128, 5120, 5120},
+    {384, 5120, 5120},  {4, 12288, 4096},   {32, 8192, 8192}};
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -68,7 +72,8 @@ static const tn_opt TUNE_OPTS[] = {
      "the GPUs of each model, results merged into --db"},
     {"shapes", 's', "FILE|MxNxK,...",
      "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
-     "1x4096x4096, 16x14336x4096, 8x5120x5120, 128x5120x5120 and 384x5120x5120 in nt: Linear "
+     "1x4096x4096, 16x14336x4096, 8x5120x5120, 128x5120x5120, 384x5120x5120, 4x12288x4096 and "
+     "32x8192x8192 in nt: Linear "
      "layers)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
