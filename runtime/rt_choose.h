@@ -123,6 +123,7 @@
    {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                         \
    {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", 0},                         \
    {8, "skinny_mma", "side=0,bs=8,rl=2,warps=8,kw=8,unroll=4", 0},                          \
+   {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4", 0},                 \
    {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
    {8, "skinny_mma", "side=1,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                         \
    {8, "skinny_mma", "side=1,bs=32,rl=1,warps=8,kw=8,unroll=4", 0}}

@@ -20,7 +20,10 @@
 -- X's stay there.
 --
 -- Split-K across blocks (grid.z) meets in the fp32 workspace (the split_k snippet), as in
--- skinny.  C(s, l) is fragment element i of tile (r, n) of the warp: l = l0 + 16 r + g + 8 (i
+-- skinny; with KW > 1 too: a block's K parts add up in shared memory first, then part 0's warps
+-- alone meet the other slices (SPLITK_SYNC: a named barrier over their RG * 32 threads), so a
+-- warp can own many rows of W (X's fragments reused across them) and the grid still fill the
+-- GPU.  C(s, l) is fragment element i of tile (r, n) of the warp: l = l0 + 16 r + g + 8 (i
 -- / 2), s = s0 + 8 n + 2 t + i % 2.  Everything is bounds-checked: rows of W past L and of X
 -- past S are clamped (their sums dropped), a K tail under a chunk is loaded element by element
 -- (zeros past K).  Requires 16-byte aligned operands and pitches; other problems go to skinny.
@@ -61,6 +64,9 @@ local source = [[
 #define UNROLL ${unroll}
 #define SPLIT ${split}
 #define NACC (RL * NT * 4) /* a lane's sums */
+#if KW > 1 /* split-K's barrier: the warps of K part 0 alone (the others have left) */
+#define SPLITK_SYNC() asm volatile("bar.sync 1, %0;\n" ::"n"(RG * 32) : "memory")
+#endif
 ${elem}${dependent_launch}${split_k}
 /* 16 bytes that are read once: not kept in L1, where X is. */
 __device__ __forceinline__ uint4 load_stream(const elem_t* p) {
@@ -209,8 +215,9 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
     for (int i = 0; i < NACC; i++) (&acc[0][0][0])[i] += red[((q * RG + group) * NACC + i) * 32 + lane];
 #endif
 #if SPLIT > 1
-  if (!splitk_reduce<NACC, WARPS * 32>(&acc[0][0][0], WS, (long long)blockIdx.y * gridDim.x + blockIdx.x,
-                                       threadIdx.x))
+  /* The slices meet; with KW > 1 only part 0's warps are left, RG * 32 threads (SPLITK_SYNC). */
+  if (!splitk_reduce<NACC, RG * 32>(&acc[0][0][0], WS, (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                    group * 32 + lane))
     return;
 #endif
 #pragma unroll
@@ -259,7 +266,6 @@ return {
     if p.unroll * (2 * p.rl + p.bs // 8) > MAX_VECTORS then
       return false, "unroll * (2 rl + bs / 8) > " .. MAX_VECTORS .. " vectors in flight a lane"
     end
-    if p.split > 1 and p.kw > 1 then return false, "split > 1 only with kw = 1" end
     if not prob then return true end
     local small, big = prob.M, prob.N
     if p.side == 1 then small, big = prob.N, prob.M end
@@ -273,7 +279,7 @@ return {
       if prob.K < p.split * 32 then return false, "split-K slices under a chunk (K < 32 * split)" end
       local nacc = sizes(p)
       local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
-      local why = mmt.split_k_refusal(blocks, p.split, nacc * 32 * p.warps * 4)
+      local why = mmt.split_k_refusal(blocks, p.split, nacc * 32 * (p.warps // p.kw) * 4)
       if why then return false, why end
     end
     return true
@@ -311,7 +317,7 @@ return {
       shared_bytes = shared,
       requires = {align = 16},
       exclusive = split,
-      workspace = split and nacc * 32 * p.warps * 4 or nil,
+      workspace = split and nacc * 32 * (p.warps // p.kw) * 4 or nil, -- part 0's threads
       dependent_launch = not split,
     }
   end,

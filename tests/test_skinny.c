@@ -237,7 +237,8 @@ static void test_mma_constraints(void **state) {
   gen_config c;
   tc_parse_ok(t, "bs=32,rl=2,unroll=2", &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0)); /* 2 x (4 + 4) */
-  tc_rejects(t, "kw=2,split=4", NULL, "split > 1 only with kw = 1");
+  tc_parse_ok(t, "warps=8,kw=4,split=4", &c); /* K split in the block and across blocks */
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   gen_problem wide = packed("f16", "nt", 65, 4096, 4096);
   tc_rejects(t, "side=0", &wide, "small side (M) is over 64");
   wide = packed("f16", "nt", 4096, 65, 4096);
@@ -281,9 +282,17 @@ static void test_mma_emit(void **state) {
   assert_false(k.dependent_launch);
   assert_int_equal(k.workspace_per_block, 1 * 1 * 4 * 128 * 4); /* a lane's 4 sums */
   const char *const bf16_lines[] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ",
-                                    "splitk_reduce<NACC, WARPS * 32>", "float* __restrict__ WS)"};
+                                    "splitk_reduce<NACC, RG * 32>", "float* __restrict__ WS)"};
   tc_source_has(&k, bf16_lines, COUNT(bf16_lines));
   assert_non_null(strstr(k.kernel_name, "_z8"));
+  gen_kernel_clear(&k);
+  /* with kw > 1, part 0's warps (warps / kw of them) carry the sums into the workspace */
+  tc_parse_ok(t, "side=0,bs=32,rl=4,warps=8,kw=4,unroll=2,split=2", &c);
+  tc_emit_ok(t, &c, "f16", "nt", &k);
+  assert_int_equal(k.workspace_per_block, 4 * 4 * 4 * 64 * 4);
+  const char *const part0_lines[] = {"#define SPLITK_SYNC() asm volatile(\"bar.sync 1, %0;\\n\" ::\"n\"(RG * 32) : \"memory\")",
+                                     "splitk_reduce<NACC, RG * 32>"};
+  tc_source_has(&k, part0_lines, COUNT(part0_lines));
   gen_kernel_clear(&k);
   gen_free(t);
 }
@@ -297,6 +306,7 @@ static const char *const k_mma_sample[] = {
     "side=0,bs=32,rl=2,warps=4,kw=1,unroll=1,split=2",
     "side=1,bs=16,rl=1,warps=8,kw=1,unroll=4,split=16",
     "side=0,bs=8,rl=4,warps=4,kw=1,unroll=2,split=4",
+    "side=1,bs=32,rl=4,warps=8,kw=4,unroll=2,split=8",
 };
 
 static void test_mma_nvrtc(void **state) {
@@ -611,6 +621,8 @@ static const char *const k_mma_gpu_configs[] = {
     "side=1,bs=8,rl=1,warps=8,kw=8,unroll=8",
     "side=0,bs=8,rl=2,warps=4,kw=1,unroll=4,split=2",
     "side=1,bs=16,rl=1,warps=8,kw=1,unroll=4,split=8",
+    "side=0,bs=32,rl=4,warps=8,kw=8,unroll=2,split=2",
+    "side=1,bs=16,rl=2,warps=8,kw=4,unroll=2,split=4",
 };
 
 static void test_mma_gpu_results(void **state) {
