@@ -182,6 +182,8 @@ const char *gen_dtype(const gen_template *t, int i);
 
 int gen_param_count(const gen_template *t);
 const char *gen_param_name(const gen_template *t, int i);
+/* Index of the parameter called name, or -1. */
+int gen_param_index(const gen_template *t, const char *name);
 int gen_param_value_count(const gen_template *t, int i);
 int64_t gen_param_value(const gen_template *t, int i, int j);
 /* Product of the value counts (configs before constraints). */

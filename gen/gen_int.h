@@ -84,8 +84,6 @@ lua_Integer gen_list_len(lua_State *L, int idx);
 
 /* gen_config.c */
 
-/* Index of the parameter called name, or -1. */
-int gen_param_index(const gen_template *t, const char *name);
 /* True when value is in parameter i's list. */
 bool gen_value_allowed(const gen_template *t, int i, int64_t value);
 /* MMT_ERR_INVALID_ARG unless cfg has one listed value per parameter. */

@@ -100,9 +100,8 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
 /* ---- launch shapes ------------------------------------------------------------------------ */
 
 static int param_value(const gen_template *t, const gen_config *cfg, const char *name) {
-  for (int i = 0; i < gen_param_count(t) && i < cfg->n; i++)
-    if (!strcmp(gen_param_name(t, i), name)) return (int)cfg->v[i];
-  return 0;
+  int i = gen_param_index(t, name);
+  return i >= 0 && i < cfg->n ? (int)cfg->v[i] : 0;
 }
 
 mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_kernel *k,

@@ -33,9 +33,8 @@
  * the config's rows weigh against an estimate from its template's rows near p and its
  * merit, which also gets RT_MODEL_FAR_OWN x (1 - the config's nearest row weight / the
  * template's) of their weight: a config whose own rows are all much farther from p than its
- * template's does not ride on them alone.)  A template with no
- * rows of the dtype takes the caller's prior (the dispatcher's built-in list), else
- * RT_MODEL_UNKNOWN.
+ * template's does not ride on them alone.)  A template with no rows of the dtype takes the
+ * caller's prior (the dispatcher's built-in list), else RT_MODEL_UNKNOWN.
  *
  * Fit (rt_model_fit): one pass over the rows (db_each_model_row), about 100 ms for 10^5 rows;
  * the caller caches the model and fits again when the rows change (db_data_version), and the

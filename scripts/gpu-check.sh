@@ -191,8 +191,8 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         cat /tmp/u.log >> "$out/unseen-${TAG:-}bench.log"
       done; done ;;
     decode)
-      # Skinny problems (issue 14): tune skinny, skinny_mma and mma_sync (model strategy, BUDGET s, default 5;
-      # 0: no tuning, DB as it is)
+      # Skinny problems (issue 14): tune DECODE_TEMPLATES (skinny, skinny_mma and mma_sync;
+      # model strategy, BUDGET s, default 5; 0: no tuning, DB as it is)
       # on a few decode shapes per dtype (TUNE_SHAPES), then bench/decode_shapes.txt (layout
       # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, nn and nt) vs cuBLAS, on DB.
       db=${DB:-/tmp/mmtune.db}

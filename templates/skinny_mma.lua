@@ -240,10 +240,14 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
 local MAX_SMALL = 64
 local MAX_VECTORS = 24 -- 16-byte vectors a lane holds in flight (UNROLL x (2 RL + NT))
 
--- A lane's sums and the block's shared memory (the K parts' sums) in bytes.
+-- What a config's launch derives from its parameters: a lane's sums, the block's rows of W
+-- (lb), its shared memory for the K parts' sums and its split-K workspace (part 0's threads'
+-- sums), in bytes.
 local function sizes(p)
   local nacc = p.rl * (p.bs // 8) * 4
-  return nacc, (p.kw - 1) * (p.warps // p.kw) * nacc * 32 * 4
+  local groups = p.warps // p.kw
+  return {nacc = nacc, lb = groups * p.rl * 16, shared = (p.kw - 1) * groups * nacc * 32 * 4,
+          workspace = nacc * 32 * groups * 4}
 end
 
 return {
@@ -273,22 +277,22 @@ return {
       return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " .. MAX_SMALL
     end
     if p.bs > 8 and p.bs >= 2 * small then return false, "bs is over twice the small side" end
-    local lb = (p.warps // p.kw) * p.rl * 16
-    if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
+    local z = sizes(p)
+    if mmt.ceil_div(big, z.lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
     if p.split > 1 then
-      if prob.K < p.split * 32 then return false, "split-K slices under a chunk (K < 32 * split)" end
-      local nacc = sizes(p)
-      local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
-      local why = mmt.split_k_refusal(blocks, p.split, nacc * 32 * (p.warps // p.kw) * 4)
+      if prob.K < p.split * 32 then
+        return false, "split-K slices under a chunk (K < 32 * split)"
+      end
+      local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, z.lb)
+      local why = mmt.split_k_refusal(blocks, p.split, z.workspace)
       if why then return false, why end
     end
     return true
   end,
   emit = function(p, dtype, layout)
     assert(layout == "nt", "skinny_mma: layout nt only")
-    local nacc, shared = sizes(p)
+    local z = sizes(p)
     local split = p.split > 1
-    local lb = (p.warps // p.kw) * p.rl * 16
     local name = string.format("mmt_skinny_mma_%s_s%d_b%d_r%d_w%d_k%d_u%d", dtype, p.side, p.bs,
                                p.rl, p.warps, p.kw, p.unroll)
     if split then name = name .. "_z" .. p.split end
@@ -298,26 +302,26 @@ return {
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
       big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
       side = p.side, bs = p.bs, rl = p.rl, warps = p.warps, kw = p.kw, unroll = p.unroll,
-      split = p.split, lb = lb, threads = 32 * p.warps, shared_bytes = shared,
+      split = p.split, lb = z.lb, threads = 32 * p.warps, shared_bytes = z.shared,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
       split_k = split and "\n" .. split_k or "",
       ws_param = split and ",\n    float* __restrict__ WS" or "",
     })
     local grid
     if p.side == 0 then
-      grid = {x = {"M", p.bs}, y = {"N", lb}, z = p.split}
+      grid = {x = {"M", p.bs}, y = {"N", z.lb}, z = p.split}
     else
-      grid = {x = {"N", p.bs}, y = {"M", lb}, z = p.split}
+      grid = {x = {"N", p.bs}, y = {"M", z.lb}, z = p.split}
     end
     return {
       source = src,
       kernel = name,
       block = {32 * p.warps, 1, 1},
       grid = grid,
-      shared_bytes = shared,
+      shared_bytes = z.shared,
       requires = {align = 16},
       exclusive = split,
-      workspace = split and nacc * 32 * (p.warps // p.kw) * 4 or nil, -- part 0's threads
+      workspace = split and z.workspace or nil,
       dependent_launch = not split,
     }
   end,

@@ -35,9 +35,8 @@ static gen_template *load_skinny_mma(void) { return tc_load(TEMPLATES "/skinny_m
 
 /* The value of parameter `name` in c, or `absent` when the template has no such parameter. */
 static int param_of(const gen_template *t, const gen_config *c, const char *name, int absent) {
-  for (int i = 0; i < gen_param_count(t) && i < c->n; i++)
-    if (!strcmp(gen_param_name(t, i), name)) return (int)c->v[i];
-  return absent;
+  int i = gen_param_index(t, name);
+  return i >= 0 && i < c->n ? (int)c->v[i] : absent;
 }
 
 /* A problem of the given sizes with packed, 16-byte aligned rows. */
@@ -252,6 +251,12 @@ static void test_mma_constraints(void **state) {
   assert_true(tc_check(t, &c, &k, NULL, 0)); /* 16 slices of a chunk of 32 */
   k.k--;
   tc_rejects(t, "side=0,split=16", &k, "K < 32 * split");
+  /* 16 rows of W a block at the least (one warp group of one tile): grid.y's limit */
+  gen_problem tall = packed("f16", "nt", 1, 16 * 65535 + 1, 64);
+  tc_rejects(t, "side=0,rl=1,warps=4,kw=4", &tall, "grid.y: over 65535 blocks along L");
+  tall.n--;
+  tc_parse_ok(t, "side=0,rl=1,warps=4,kw=4", &c);
+  assert_true(tc_check(t, &c, &tall, NULL, 0));
   gen_free(t);
 }
 
@@ -290,8 +295,9 @@ static void test_mma_emit(void **state) {
   tc_parse_ok(t, "side=0,bs=32,rl=4,warps=8,kw=4,unroll=2,split=2", &c);
   tc_emit_ok(t, &c, "f16", "nt", &k);
   assert_int_equal(k.workspace_per_block, 4 * 4 * 4 * 64 * 4);
-  const char *const part0_lines[] = {"#define SPLITK_SYNC() asm volatile(\"bar.sync 1, %0;\\n\" ::\"n\"(RG * 32) : \"memory\")",
-                                     "splitk_reduce<NACC, RG * 32>"};
+  const char *const part0_lines[] = {
+      "#define SPLITK_SYNC() asm volatile(\"bar.sync 1, %0;\\n\" ::\"n\"(RG * 32) : \"memory\")",
+      "splitk_reduce<NACC, RG * 32>"};
   tc_source_has(&k, part0_lines, COUNT(part0_lines));
   gen_kernel_clear(&k);
   gen_free(t);
