@@ -191,14 +191,14 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         cat /tmp/u.log >> "$out/unseen-${TAG:-}bench.log"
       done; done ;;
     decode)
-      # Skinny problems (issue 14): tune DECODE_TEMPLATES (skinny, skinny_mma and mma_sync;
+      # Skinny problems (issue 14): tune DECODE_TEMPLATES (skinny, skinny_mma, mma_sync, wgmma;
       # model strategy, BUDGET s, default 5; 0: no tuning, DB as it is)
       # on a few decode shapes per dtype (TUNE_SHAPES), then bench/decode_shapes.txt (layout
       # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, nn and nt) vs cuBLAS, on DB.
       db=${DB:-/tmp/mmtune.db}
       for d in ${DTYPES:-f16 bf16}; do
         [ "${BUDGET:-5}" = 0 ] || ./build/tuner/mmtune --device 0 --dtype "$d" --layout nt \
-          --templates "${DECODE_TEMPLATES:-skinny,skinny_mma,mma_sync}" \
+          --templates "${DECODE_TEMPLATES:-skinny,skinny_mma,mma_sync,wgmma}" \
           --shapes "${TUNE_SHAPES:-1x4096x4096,8x11008x4096,16x4096x4096,32x4096x11008}" \
           --budget "${BUDGET:-5}" --db "$db" > "$out/decode-$d-tune.log" 2>&1
         echo "$d skinny tune exit $?: $(grep -cE ' ok ' "$out/decode-$d-tune.log") ok lines"

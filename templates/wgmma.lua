@@ -59,6 +59,12 @@ local source = [[
  *                    tile's K tiles while the consumers store this one's C, so a problem of
  *                    many short tiles (small K) does not wait for each tile's loads and stores
  *                    in turn.  0: one tile a block
+ *   SWAP      = ${d_swap} 1: the kernel computes C^T = op(B)^T op(A)^T (CUTLASS's "swap AB"), for a
+ *                    small M (decode batches): the large op(B) is wgmma's 64-row side, streamed
+ *                    by TMA in tiles of BM of its N, and op(A)'s M rows are the wgmma's BN
+ *                    columns (16 or 32 do: no tile of 64 mostly zeros).  Every name below is
+ *                    the kernel's: "M" is N, "N" is M, A is op(B)^T and B is op(A)^T; the
+ *                    epilogue stores the tile transposed.  0: C = op(A) op(B) as named
  * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT) (PERSIST: BLOCKS
@@ -108,8 +114,10 @@ local source = [[
 #define REPACK ${repack}
 #define SPLIT ${split}
 #define PERSIST ${persist}
-#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M): MN-major; 0: M rows of K */
-#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K): K-major; 0: K rows of N */
+#define SWAP ${swap}
+/* The kernel's operands as stored (with SWAP, its A is op(B)^T and its B is op(A)^T): */
+#define A_T ${a_t} /* 1: its A is MN-major (A stored K rows of M; SWAP: B stored K rows of N) */
+#define B_T ${b_t} /* 1: its B is K-major (B stored N rows of K; SWAP: A stored M rows of K) */
 #define ELEM_BYTES ${elem_bytes}
 
 #define BK (128 / ELEM_BYTES)   /* K per stage: one 128-byte swizzle row */
@@ -245,13 +253,19 @@ ${name}(int M, int N, int K, float alpha,
   const unsigned full = b_smem + STAGES * B_STAGE_BYTES;           /* [STAGES] mbarriers */
   const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+  /* The kernel's rows and columns: M and N, or with SWAP N and M (its tile is one of C^T). */
+#if SWAP
+  const int MK = N, NK = M;
+#else
+  const int MK = M, NK = N;
+#endif
 
   /* The tiles of C this block computes, numbered pid = tile row * grid_n + tile column: one
    * (its launch index, blockIdx.x fastest), or with PERSIST every gridDim.x-th from blockIdx.x
    * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
    * grid_n * grid_m may pass 2^32. */
 #if PERSIST
-  const long long grid_n = N / BN + (N % BN != 0), grid_m = M / BM + (M % BM != 0);
+  const long long grid_n = NK / BN + (NK % BN != 0), grid_m = MK / BM + (MK % BM != 0);
   const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
 #else
   const long long grid_n = gridDim.x, grid_m = gridDim.y;
@@ -345,7 +359,7 @@ ${name}(int M, int N, int K, float alpha,
     for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
     long long row0, col0;
     tile_origin(pid, grid_m, grid_n, row0, col0);
-    const int m_left = (int)(M - row0), n_left = (int)(N - col0); /* >= 1: rows, columns left */
+    const int m_left = (int)(MK - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
     float acc[MI][ACC];
 #pragma unroll
     for (int i = 0; i < MI; ++i)
@@ -623,6 +637,36 @@ local epilogue16 = [[
     }
 ]]
 
+-- SWAP: the tile is one of C^T, so a thread's neighbouring accumulators (the pairs of columns
+-- above) are neighbouring rows of C, and its rows' 8 lanes of a quad hold 8 neighbouring
+-- elements of C's row: one element a store, 8 lanes writing 16 (f16) or 32 (f32) contiguous
+-- bytes.  C is small where SWAP pays (M at most 64), so the simple stores cost little.
+local epilogue_swap = [[
+    /* Epilogue (SWAP): C = alpha * acc + beta * C, masked at the edges of C.  Kernel row r of
+     * the tile (an index of N) and kernel column c (an index of M) are C's element
+     * (col0 + c, row0 + r); accumulators as above: 4j + 2h + e is row ... + 8h, column
+     * 8j + 2 * (lane % 4) + e. */
+    const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + i * 64 + h * 8;
+        if (r >= m_left) continue;
+        elem_t* const c_col = Cg + row0 + r; /* column row0 + r of C */
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = j * 8 + (lane % 4) * 2 + e;
+            if (c >= n_left) continue;
+            elem_t* const p = c_col + (col0 + c) * (long long)ldc;
+            const float v = alpha * acc[i][4 * j + 2 * h + e];
+            *p = to_elem(beta == 0.0f ? v : v + beta * to_float(*p));
+          }
+      }
+]]
+
 -- Per dtype: the storage type declaration and its conversions (templates/snippets: pack2(lo,
 -- hi) rounds two floats to one 32-bit pair, lo at the lower address; to_elem rounds one;
 -- to_float widens one), the wgmma type suffix, and the epilogue's helpers and text (tf32:
@@ -714,7 +758,7 @@ end
 local function kernel_name(p, dtype, layout)
   return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d_k%d_p%d", dtype, layout,
                        p.bm, p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack, p.split,
-                       p.persist)
+                       p.persist) .. (p.swap == 1 and "_w1" or "")
 end
 
 -- The wgmma instruction for n columns: the register list of its n / 2 accumulators (8 a line)
@@ -746,7 +790,7 @@ return {
   layouts = {"nn", "nt", "tn", "tt"},
   params = {
     {name = "bm", values = {64, 128, 256}},
-    {name = "bn", values = {64, 128, 192, 256}},
+    {name = "bn", values = {16, 32, 64, 128, 192, 256}},
     {name = "stages", values = {2, 3, 4, 5, 6}},
     {name = "consumers", values = {1, 2}},
     {name = "blocks", values = {1, 2}},
@@ -754,9 +798,10 @@ return {
     {name = "repack", values = {0, 1}},
     {name = "split", values = {1, 2, 4, 8}},
     {name = "persist", values = {0, 1}},
+    {name = "swap", values = {0, 1}},
   },
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
-             split = 1, persist = 0},
+             split = 1, persist = 0, swap = 0},
 
   constraints = function(p, prob)
     local d = derive(p)
@@ -777,6 +822,12 @@ return {
     if p.persist == 1 and p.split > 1 then
       return false, "persist: a grid per SM, no split-K slices"
     end
+    if p.swap == 1 then
+      if p.bn > 64 then return false, "swap: for a small M, at most 64 of it a tile (bn <= 64)" end
+      if p.persist == 1 or p.repack == 1 then return false, "swap: not with persist or repack" end
+    elseif p.bn < 64 then
+      return false, "bn < 64 only with swap (the epilogues store 32 columns at a time)"
+    end
     if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
       return false, string.format("about %d registers per consumer thread (limit %d): would spill",
                                   d.acc + CONSUMER_OVERHEAD, d.reg_limit)
@@ -785,8 +836,14 @@ return {
       if prob.dtype == "tf32" and prob.layout ~= "nt" then
         return false, "tf32 wgmma reads K-major operands only: layout nt"
       end
-      if mmt.ceil_div(prob.M, p.bm) > 65535 then
-        return false, "M needs more than 65535 blocks along grid y"
+      -- the kernel's rows and columns (swap: N and M)
+      local rows, cols = prob.M, prob.N
+      if p.swap == 1 then rows, cols = prob.N, prob.M end
+      if p.swap == 1 and p.bn < 64 and prob.layout:sub(1, 1) == "t" then
+        return false, "swap with bn < 64: A stored K rows of M would need boxes of 64 of M"
+      end
+      if mmt.ceil_div(rows, p.bm) > 65535 then
+        return false, (p.swap == 1 and "N" or "M") .. " needs more than 65535 blocks along grid y"
       end
       if p.repack == 1 and prob.align >= 16 then
         return false, "repack: the problem is 16-byte aligned already"
@@ -794,7 +851,7 @@ return {
       if p.split > 1 then
         -- Split-K only where it can pay: few tiles of C, and at least one whole K tile a slice
         -- (below that the meeting costs more than the slices gain).
-        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
+        local tiles = mmt.ceil_div(rows, p.bm) * mmt.ceil_div(cols, p.bn)
         local bk = 128 // mmt.dtype(prob.dtype).bytes
         if prob.K < p.split * bk then
           return false, string.format("split-K slices of less than one K tile (K < split * %d)",
@@ -820,11 +877,19 @@ return {
     if dtype == "tf32" and (a_t or not b_t) then
       error("tf32 wgmma reads K-major operands only: layout nt, not " .. layout, 0)
     end
+    local swap = p.swap == 1
+    if swap and p.bn < 64 and a_t then
+      error("swap with bn < 64 needs A stored M rows of K (layouts nn, nt), not " .. layout, 0)
+    end
+    -- The kernel's operands (swap: op(B)^T and op(A)^T) in the terms of A_T and B_T: its A
+    -- MN-major, its B K-major.
+    local ka_t, kb_t = a_t, b_t
+    if swap then ka_t, kb_t = not b_t, not a_t end
     local bk = 128 // dt.bytes
     local regs, outs, count = wgmma_pieces(p.bn)
     local k_major, mn_major = {}, {}
-    table.insert(a_t and mn_major or k_major, "A: ROWS = BM")
-    table.insert(b_t and k_major or mn_major, "B: ROWS = BN")
+    table.insert(ka_t and mn_major or k_major, "A: ROWS = BM")
+    table.insert(kb_t and k_major or mn_major, "B: ROWS = BN")
     local vars = {
       name = name, ctype = dt.ctype, dtype = dtype, layout = layout, doc_type = info.doc_type,
       a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
@@ -832,15 +897,15 @@ return {
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
       bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
-      group = p.group, repack = p.repack, split = p.split, persist = p.persist,
-      a_t = a_t and 1 or 0, b_t = b_t and 1 or 0, elem_bytes = dt.bytes,
+      group = p.group, repack = p.repack, split = p.split, persist = p.persist, swap = p.swap,
+      a_t = ka_t and 1 or 0, b_t = kb_t and 1 or 0, elem_bytes = dt.bytes,
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       split_helpers = p.split > 1 and split_helpers or "",
       ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
-      elem_decl = info.decl, epilogue_helpers = info.epilogue_helpers,
-      epilogue = info.epilogue or
+      elem_decl = info.decl, epilogue_helpers = swap and "" or info.epilogue_helpers,
+      epilogue = swap and epilogue_swap or info.epilogue or
                  mmt.subst(epilogue32, {store = info.store}),
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
                                32 // dt.bytes, info.wgmma_type),
@@ -849,13 +914,13 @@ return {
       -- the transpose immediates (16-bit types only): A MN-major when stored transposed, B
       -- MN-major when stored as is
       trans_imm = dtype == "tf32" and "" or
-                  string.format(", %d, %d", a_t and 1 or 0, b_t and 0 or 1),
+                  string.format(", %d, %d", ka_t and 1 or 0, kb_t and 0 or 1),
       trans_doc = dtype == "tf32" and "both K-major" or
                   string.format("A %s, B %s (the transpose immediates)",
-                                a_t and "MN-major" or "K-major", b_t and "K-major" or "MN-major"),
+                                ka_t and "MN-major" or "K-major", kb_t and "K-major" or "MN-major"),
     }
     for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
-                            "split", "persist"}) do
+                            "split", "persist", "swap"}) do
       vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
     end
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
@@ -869,7 +934,9 @@ return {
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
       -- persist: BLOCKS blocks per SM, resident, walking the tiles
+      -- swap: the kernel's columns are M, its rows N
       grid = p.persist == 1 and {x = {"SM", p.blocks}} or
+             swap and {x = {"M", p.bn}, y = {"N", p.bm}, z = p.split} or
              {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
@@ -884,9 +951,10 @@ return {
       -- (griddepcontrol.wait) before it touches global memory.
       dependent_launch = p.split == 1,
       arch = "sm_90a",
+      -- the kernel's A and B, in its argument order (tmA, tmB)
       tensor_maps = {
-        {operand = "A", box = box(a_t, p.bm), swizzle = 128},
-        {operand = "B", box = box(not b_t, p.bn), swizzle = 128},
+        {operand = swap and "B" or "A", box = box(ka_t, p.bm), swizzle = 128},
+        {operand = swap and "A" or "B", box = box(not kb_t, p.bn), swizzle = 128},
       },
     }
   end,

@@ -306,12 +306,14 @@ static mmt_status fixed_configs(builder *b, cfg_item *items, int *count) {
 }
 
 /* Adds the kernel (emitted) and its problems.  A config with no problem at all in this dtype
- * and layout is taken out again; *planned says whether it stayed. */
+ * and layout is taken out again; *planned says whether it stayed.  One whose emit the
+ * template refuses in this layout (wgmma's swap with bn < 64 where A is stored 't') is a
+ * skip with the template's reason; *refused says so. */
 static mmt_status plan_config(builder *b, const cfg_item *item, const char *dtype,
-                              const char *layout, bool *planned) {
+                              const char *layout, bool *planned, bool *refused) {
   mmt_status rc = MMT_OK;
   sw_plan *p = b->plan;
-  *planned = false;
+  *planned = *refused = false;
   if ((rc = grow((void **)&p->kernels, &b->kernel_cap, p->nkernels + 1, sizeof *p->kernels,
                  b->err)))
     return rc;
@@ -323,11 +325,16 @@ static mmt_status plan_config(builder *b, const cfg_item *item, const char *dtyp
   k->cfg = item->cfg;
   k->origin = item->origin;
   k->param = item->param;
-  if ((rc = gen_emit(b->t, &k->cfg, dtype, layout, &k->spec, b->err))) {
+  ut_err emit_err = {{0}};
+  if ((rc = gen_emit(b->t, &k->cfg, dtype, layout, &k->spec, &emit_err))) {
     char text[512];
     if (gen_config_format(b->t, &k->cfg, text, sizeof text, NULL)) ut_copy(text, 4, "?");
-    ut_err_prefix(b->err, "%s %s %s %s", gen_name(b->t), dtype, layout, text);
-    return rc;
+    if (rc == MMT_ERR_TEMPLATE) { /* the template refuses the config in this layout */
+      *refused = true;
+      return add_skip(b, dtype, layout, text, emit_err.msg);
+    }
+    return ut_fail(b->err, rc, "%s %s %s %s: %s", gen_name(b->t), dtype, layout, text,
+                   emit_err.msg);
   }
   p->nkernels++;
   int count = 0;
@@ -344,14 +351,14 @@ static mmt_status plan_random(builder *b, const char *dtype, const char *layout,
   int got = 0;
   for (int tries = 0; got < b->opts->configs && tries < RANDOM_TRIES * b->opts->configs; tries++) {
     cfg_item item = {.origin = SW_RANDOM, .param = -1};
-    bool valid = false, dup = false, planned = false;
+    bool valid = false, dup = false, planned = false, refused = false;
     gen_config_at(b->t, below(&b->rng, size), &item.cfg);
     for (int i = first; i < b->plan->nkernels && !dup; i++)
       dup = same_config(&b->plan->kernels[i].cfg, &item.cfg);
     if (dup) continue;
     if ((rc = gen_check(b->t, &item.cfg, NULL, &valid, NULL, 0, b->err))) return rc;
     if (!valid) continue;
-    if ((rc = plan_config(b, &item, dtype, layout, &planned))) return rc;
+    if ((rc = plan_config(b, &item, dtype, layout, &planned, &refused))) return rc;
     got += planned;
   }
   return MMT_OK;
@@ -373,9 +380,9 @@ static mmt_status plan_pair(builder *b, const char *dtype, const char *layout,
   if (!valid) return add_skip(b, dtype, layout, "all configs", why);
   const int first = b->plan->nkernels;
   for (int i = 0; i < nfixed; i++) {
-    bool planned = false;
-    if ((rc = plan_config(b, &fixed[i], dtype, layout, &planned))) return rc;
-    if (planned) continue;
+    bool planned = false, refused = false;
+    if ((rc = plan_config(b, &fixed[i], dtype, layout, &planned, &refused))) return rc;
+    if (planned || refused) continue;
     if (gen_config_format(b->t, &fixed[i].cfg, text, sizeof text, NULL)) ut_copy(text, 4, "?");
     snprintf(why, sizeof why, "no problem it accepts in %d draws", ATTEMPTS);
     if ((rc = add_skip(b, dtype, layout, text, why))) return rc;

@@ -27,7 +27,7 @@
 #include "util.h"
 
 /* The parameters every value of which is planned (where the template has them). */
-#define SW_SWEPT_PARAMS {"vec", "split", "repack", "persist"}
+#define SW_SWEPT_PARAMS {"vec", "split", "repack", "persist", "swap"}
 /* Sizes M, N and K are drawn from: tails past tiles of 8..256, then a few larger ones. */
 #define SW_SIZES {1, 7, 17, 33, 65, 127, 129, 200, 257, 300}
 #define SW_PAD_MAX 9    /* ld = the row width + 0..SW_PAD_MAX, then rounded to the alignment */

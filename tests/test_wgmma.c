@@ -30,14 +30,15 @@
 /* ---- the space, written out again ---------------------------------------------------------- */
 
 enum {
-  P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_SPLIT, P_PERSIST, P_COUNT
+  P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_SPLIT, P_PERSIST, P_SWAP,
+  P_COUNT
 };
 static const char *const k_names[P_COUNT] = {"bm",     "bn",    "stages", "consumers", "blocks",
-                                             "group",  "repack", "split", "persist"};
+                                             "group",  "repack", "split", "persist",   "swap"};
 static const char *const k_macros[P_COUNT] = {"BM",     "BN",    "STAGES", "CONSUMERS", "BLOCKS",
-                                              "GROUP",  "REPACK", "SPLIT", "PERSIST"};
+                                              "GROUP",  "REPACK", "SPLIT", "PERSIST",   "SWAP"};
 static const int64_t v_bm[] = {64, 128, 256};
-static const int64_t v_bn[] = {64, 128, 192, 256};
+static const int64_t v_bn[] = {16, 32, 64, 128, 192, 256};
 static const int64_t v_stages[] = {2, 3, 4, 5, 6};
 static const int64_t v_consumers[] = {1, 2};
 static const int64_t v_blocks[] = {1, 2};
@@ -45,11 +46,13 @@ static const int64_t v_group[] = {1, 8, 16};
 static const int64_t v_repack[] = {0, 1};
 static const int64_t v_split[] = {1, 2, 4, 8};
 static const int64_t v_persist[] = {0, 1};
+static const int64_t v_swap[] = {0, 1};
 static const int64_t *const k_lists[P_COUNT] = {v_bm,    v_bn,     v_stages, v_consumers, v_blocks,
-                                                v_group, v_repack, v_split,  v_persist};
+                                                v_group, v_repack, v_split,  v_persist,   v_swap};
 static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),     COUNT(v_stages),
                                       COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group),
-                                      COUNT(v_repack), COUNT(v_split),  COUNT(v_persist)};
+                                      COUNT(v_repack), COUNT(v_split),  COUNT(v_persist),
+                                      COUNT(v_swap)};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 /* The (dtype, layout) pairs the template serves: every layout for the 16-bit types, nt alone
  * for tf32 (its wgmma reads K-major operands only). */
@@ -59,18 +62,31 @@ static const struct {
                {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
 /* Valid configs; pinned so that a change of the rules is a visible change of this number.
  * split is checked against problems only: 426 configs times its 4 values with persist = 0,
- * and split = 1 with persist = 1. */
-#define VALID_COUNT 2130
+ * and split = 1 with persist = 1; swap adds 360 times split's 4. */
+#define VALID_COUNT 3570
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
 typedef struct {
-  int64_t bm, bn, stages, consumers, blocks, group, repack, split, persist;
+  int64_t bm, bn, stages, consumers, blocks, group, repack, split, persist, swap;
 } cfg;
 
 static cfg cfg_of(const gen_config *c) {
   return (cfg){c->v[P_BM],     c->v[P_BN],    c->v[P_STAGES], c->v[P_CONSUMERS], c->v[P_BLOCKS],
-               c->v[P_GROUP], c->v[P_REPACK], c->v[P_SPLIT],  c->v[P_PERSIST]};
+               c->v[P_GROUP], c->v[P_REPACK], c->v[P_SPLIT],  c->v[P_PERSIST],   c->v[P_SWAP]};
+}
+
+/* With swap the kernel computes C^T: its A is op(B)^T, its B op(A)^T.  Whether its A is
+ * MN-major and its B K-major (the template's A_T and B_T) in a layout. */
+static bool kernel_a_t(const cfg *p, const char *layout) {
+  return p->swap ? layout[1] == 'n' : layout[0] == 't';
+}
+static bool kernel_b_t(const cfg *p, const char *layout) {
+  return p->swap ? layout[0] == 'n' : layout[1] == 't';
+}
+/* Whether the kernel serves a layout at all: swap's small tiles (bn < 64) read op(A) K-major. */
+static bool serves_layout(const cfg *p, const char *layout) {
+  return !(p->swap && p->bn < 64 && layout[0] == 't');
 }
 
 static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
@@ -96,6 +112,9 @@ static int64_t consumer_regs_of(const cfg *p) {
 /* The template's constraints (problem-free part), restated; split has none but persist. */
 static bool rules_valid(const cfg *p) {
   if (p->persist && p->split > 1) return false; /* one pass over the tiles */
+  /* swap: for a small M, at most 64 of it a tile, no persist or repack; bn < 64 only there */
+  if (p->swap && (p->bn > 64 || p->persist || p->repack)) return false;
+  if (!p->swap && p->bn < 64) return false;
   if (p->bm / p->consumers < 64) return false; /* wgmma rows per consumer */
   if (acc_of(p) > 128) return false;
   const int64_t shared = shared_bytes_of(p);
@@ -108,23 +127,25 @@ static bool rules_valid(const cfg *p) {
 static bool split_valid(const cfg *p, const gen_problem *prob) {
   if (p->split == 1) return true;
   const int64_t bk = 128 / gen_dtype_size(prob->dtype);
-  const int64_t tiles = (prob->m + p->bm - 1) / p->bm * ((prob->n + p->bn - 1) / p->bn);
+  const int64_t rows = p->swap ? prob->n : prob->m, cols = p->swap ? prob->m : prob->n;
+  const int64_t tiles = (rows + p->bm - 1) / p->bm * ((cols + p->bn - 1) / p->bn);
   return prob->k >= p->split * bk && tiles < SPLIT_MAX_TILES;
 }
 
 static gen_template *load_wgmma(void) { return tc_load(TEMPLATES "/wgmma.lua"); }
 
 /* The TMA boxes of the kernel for layout: a K-major operand (A 'n', B 't') in one box of 128
- * bytes of K by its rows, an MN-major one in boxes of 128 bytes (64 elements) by BK. */
+ * bytes of K by its rows, an MN-major one in boxes of 128 bytes (64 elements) by BK; in the
+ * kernel's order (tmA, tmB): with swap, B's map first. */
 static void expect_maps(const gen_kernel *k, const cfg *p, const char *dtype, const char *layout) {
   const unsigned bk = 128u / (unsigned)gen_dtype_size(dtype);
   assert_int_equal(k->ntensor_maps, 2);
-  assert_int_equal(k->tensor_maps[0].operand, 'A');
-  assert_int_equal(k->tensor_maps[1].operand, 'B');
+  assert_int_equal(k->tensor_maps[0].operand, p->swap ? 'B' : 'A');
+  assert_int_equal(k->tensor_maps[1].operand, p->swap ? 'A' : 'B');
   assert_int_equal(k->tensor_maps[0].box[0], bk);
-  assert_int_equal(k->tensor_maps[0].box[1], layout[0] == 't' ? bk : (unsigned)p->bm);
+  assert_int_equal(k->tensor_maps[0].box[1], kernel_a_t(p, layout) ? bk : (unsigned)p->bm);
   assert_int_equal(k->tensor_maps[1].box[0], bk);
-  assert_int_equal(k->tensor_maps[1].box[1], layout[1] == 't' ? (unsigned)p->bn : bk);
+  assert_int_equal(k->tensor_maps[1].box[1], kernel_b_t(p, layout) ? (unsigned)p->bn : bk);
   assert_int_equal(k->tensor_maps[0].swizzle, 128);
   assert_int_equal(k->tensor_maps[1].swizzle, 128);
 }
@@ -143,7 +164,7 @@ static void test_declaration(void **state) {
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
   const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
-  assert_int_equal(size, 11520);
+  assert_int_equal(size, 34560);
   gen_free(t);
 }
 
@@ -181,7 +202,7 @@ static void test_default(void **state) {
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
   assert_string_equal(text,
                       "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1,"
-                      "persist=0");
+                      "persist=0,swap=0");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
   assert_true(tc_check(t, &c, &big, NULL, 0));
@@ -350,7 +371,7 @@ static void test_tf32_layouts(void **state) {
 static void test_emit_all(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
-  int emitted = 0;
+  int emitted = 0, refused = 0;
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;
     gen_config_at(t, idx, &c);
@@ -361,17 +382,28 @@ static void test_emit_all(void **state) {
     const char *layout = k_pairs[idx % COUNT(k_pairs)].layout;
     const bool tf32 = strcmp(dtype, "tf32") == 0;
     gen_kernel k;
+    if (!serves_layout(&p, layout)) { /* no kernel: emit says why */
+      ut_err e;
+      assert_int_equal(gen_emit(t, &c, dtype, layout, &k, &e), MMT_ERR_TEMPLATE);
+      assert_non_null(strstr(e.msg, "swap with bn < 64 needs A stored M rows of K"));
+      refused++;
+      continue;
+    }
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
     snprintf(name, sizeof name,
-             "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld_k%lld_p%lld", dtype,
+             "mmt_wgmma_%s_%s_m%lld_n%lld_s%lld_c%lld_b%lld_g%lld_r%lld_k%lld_p%lld%s", dtype,
              layout, (long long)p.bm, (long long)p.bn, (long long)p.stages,
              (long long)p.consumers, (long long)p.blocks, (long long)p.group,
-             (long long)p.repack, (long long)p.split, (long long)p.persist);
+             (long long)p.repack, (long long)p.split, (long long)p.persist,
+             p.swap ? "_w1" : "");
     assert_string_equal(k.kernel_name, name);
-    /* the grid: a tile a block, split-K slices along z; or persist: BLOCKS a multiprocessor */
+    /* the grid: a tile a block (swap: BN of M, BM of N), split-K slices along z; or persist:
+     * BLOCKS a multiprocessor */
     if (p.persist)
       tc_grid_is(&k, 'S', p.blocks, 0, 1, 0, 1);
+    else if (p.swap)
+      tc_grid_is(&k, 'M', p.bn, 'N', p.bm, 0, p.split);
     else
       tc_grid_is(&k, 'N', p.bn, 'M', p.bm, 0, p.split);
     assert_int_equal(k.requires.repack, p.repack == 1);
@@ -388,9 +420,9 @@ static void test_emit_all(void **state) {
       snprintf(line, sizeof line, " *   %-9s = %lld", k_macros[i], (long long)c.v[i]);
       assert_non_null(strstr(k.source, line));
     }
-    snprintf(line, sizeof line, "#define A_T %d ", layout[0] == 't');
+    snprintf(line, sizeof line, "#define A_T %d ", kernel_a_t(&p, layout));
     assert_non_null(strstr(k.source, line));
-    snprintf(line, sizeof line, "#define B_T %d ", layout[1] == 't');
+    snprintf(line, sizeof line, "#define B_T %d ", kernel_b_t(&p, layout));
     assert_non_null(strstr(k.source, line));
     /* the ABI, with the two tensor maps after it */
     snprintf(line, sizeof line, "const %s* __restrict__ A, int lda",
@@ -409,8 +441,9 @@ static void test_emit_all(void **state) {
     snprintf(line, sizeof line, "wgmma.mma_async.sync.aligned.m64n%lldk%d.f32.%s.%s",
              (long long)p.bn, tf32 ? 8 : 16, dtype, dtype);
     assert_non_null(strstr(k.source, line));
-    if (!tf32) { /* transpose immediates: A MN-major when stored 't', B when stored 'n' */
-      snprintf(line, sizeof line, "p, 1, 1, %d, %d;", layout[0] == 't', layout[1] == 'n');
+    if (!tf32) { /* transpose immediates: the kernel's A MN-major (A stored 't'), its B */
+      snprintf(line, sizeof line, "p, 1, 1, %d, %d;", kernel_a_t(&p, layout),
+               !kernel_b_t(&p, layout));
       assert_non_null(strstr(k.source, line));
     }
     /* the register list ends with accumulator BN / 2 - 1 */
@@ -435,15 +468,23 @@ static void test_emit_all(void **state) {
     /* the epilogue: whole tiles with beta == 0 take a loop of their own, without tests (tf32:
      * pairs of lanes swap pairs of columns and store 16 bytes, where registers allow); 16-bit
      * types exchange within quads and store 16 bytes, masked at the edges; both store element
-     * by element where C is not aligned for that (c_vec) */
-    assert_non_null(strstr(k.source, "const bool c_vec = "));
-    if (tf32) {
+     * by element where C is not aligned for that (c_vec); swap stores the tile transposed,
+     * an element at a time */
+    if (p.swap) {
+      assert_non_null(strstr(k.source, "elem_t* const c_col = Cg + row0 + r;"));
+      assert_non_null(strstr(k.source, "elem_t* const p = c_col + (col0 + c) * (long long)ldc;"));
+      assert_null(strstr(k.source, "quad_transpose"));
+      assert_null(strstr(k.source, "const bool c_vec = "));
+      assert_non_null(strstr(k.source, "  const int MK = N, NK = M;\n#else"));
+    } else if (tf32) {
+      assert_non_null(strstr(k.source, "const bool c_vec = "));
       assert_non_null(
           strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec16) {"));
       assert_non_null(strstr(k.source, "__shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);"));
       assert_non_null(strstr(k.source, "*p = make_float2(v0, v1);"));
       assert_null(strstr(k.source, "quad_transpose"));
     } else {
+      assert_non_null(strstr(k.source, "const bool c_vec = "));
       assert_non_null(
           strstr(k.source, "if (m_left >= BM && n_left >= BN && c_vec && beta == 0.0f) {"));
       assert_non_null(
@@ -498,7 +539,8 @@ static void test_emit_all(void **state) {
     gen_kernel_clear(&k);
     emitted++;
   }
-  assert_int_equal(emitted, VALID_COUNT);
+  assert_int_equal(emitted + refused, VALID_COUNT);
+  assert_true(refused > 0);
   gen_free(t);
 }
 
@@ -575,8 +617,10 @@ static void test_nvrtc_sample(void **state) {
   for (int i = 0; i < 12; i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     const gen_config *c = &valid[(seed >> 33) % (uint64_t)count];
-    tc_emit_ok(t, c, k_pairs[i % COUNT(k_pairs)].dtype, k_pairs[i % COUNT(k_pairs)].layout,
-               &kernels[i]);
+    const cfg cp = cfg_of(c);
+    int q = i % COUNT(k_pairs);
+    while (!serves_layout(&cp, k_pairs[q].layout)) q = (q + 1) % COUNT(k_pairs);
+    tc_emit_ok(t, c, k_pairs[q].dtype, k_pairs[q].layout, &kernels[i]);
     kinds[c->v[P_CONSUMERS] - 1][c->v[P_BLOCKS] - 1]++;
     split += c->v[P_SPLIT] > 1;
     compiled++;
@@ -812,6 +856,10 @@ static const char *const k_gpu_configs[] = {
     /* persistent: blocks walking several tiles each (edges, K = 0 and 1, repack included) */
     "bm=128,bn=128,stages=3,consumers=2,persist=1",
     "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,persist=1,repack=1",
+    /* swap (C^T): op(B) as wgmma's 64-row side, M in tiles of 16 to 64, split-K too */
+    "bm=128,bn=32,stages=6,consumers=2,group=1,split=4,swap=1",
+    "bm=64,bn=16,stages=6,consumers=1,blocks=2,swap=1",
+    "bm=128,bn=64,stages=4,consumers=2,swap=1",
 };
 
 /* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */
@@ -842,8 +890,9 @@ static void test_gpu_configs(void **state) {
       gen_kernel spec;
       tc_parse_ok(t, k_gpu_configs[i], &c);
       assert_true(tc_check(t, &c, NULL, NULL, 0));
-      tc_emit_ok(t, &c, k_pairs[q].dtype, k_pairs[q].layout, &spec);
       const cfg cp = cfg_of(&c);
+      if (!serves_layout(&cp, k_pairs[q].layout)) continue;
+      tc_emit_ok(t, &c, k_pairs[q].dtype, k_pairs[q].layout, &spec);
       int taken = 0; /* shapes the split-K rules take: split-K also runs where it is chosen */
       for (int j = 0; j < COUNT(k_shapes); j++) {
         const gen_problem p = shape_problem(&k_shapes[j], k_pairs[q].dtype, k_pairs[q].layout);
@@ -941,10 +990,16 @@ static void test_gpu_results(void **state) {
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
     /* f16 and bf16 alternate over the layouts; every layout with MMTUNE_LONG_TESTS=1, else
      * one in turn, and tf32 for every other config */
-    for (int l = 0; l < COUNT(k_layouts); l++)
-      if (tc_long_tests() || l == i % COUNT(k_layouts))
+    gen_config c;
+    tc_parse_ok(t, k_gpu_configs[i], &c);
+    const cfg cp = cfg_of(&c);
+    for (int l = 0; l < COUNT(k_layouts); l++) {
+      /* a layout the config does not serve: its neighbour with A 'n' in turn instead */
+      const int lt = serves_layout(&cp, k_layouts[l]) ? l : l - 2;
+      if (tc_long_tests() ? lt == l : l == i % COUNT(k_layouts))
         runs[n++] = (gpu_run){.index = i, .dtype = (i + l) % 2 ? "bf16" : "f16",
-                              .layout = k_layouts[l]};
+                              .layout = k_layouts[lt]};
+    }
     if (tc_long_tests() || i % 2 == 0)
       runs[n++] = (gpu_run){.index = i, .dtype = "tf32", .layout = "nt"};
   }
