@@ -81,7 +81,8 @@
    {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2", 0},            \
    {9, "wgmma", "bm=64,bn=32,stages=6,consumers=1,blocks=2,group=1,split=2,swap=1", 0},     \
    {9, "wgmma", "bm=128,bn=32,stages=6,consumers=2,blocks=1,group=1,swap=1", 0},            \
-   {9, "wgmma", "bm=128,bn=16,stages=6,consumers=2,blocks=1,group=1,split=4,swap=1", 0},    \
+   {9, "wgmma", "bm=64,bn=32,stages=12,consumers=1,blocks=1,group=1,swap=1", 0},            \
+   {9, "wgmma", "bm=64,bn=16,stages=16,consumers=1,blocks=1,group=1,swap=1", 0},            \
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},        \
    {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},      \
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0},\

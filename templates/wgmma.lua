@@ -40,7 +40,10 @@ local source = [[
  *   BM        = ${d_bm} rows of C per block
  *   BN        = ${d_bn} columns of C per block: the N of every wgmma (m64nBN)
  *   STAGES    = ${d_stages} shared-memory stages of the TMA ring (STAGES - 1 K tiles in flight
- *                    while one is computed)
+ *                    while one is computed).  Small tiles take deep rings: a grid of 64 blocks
+ *                    of 64 x 32 (swap, a decode batch on 4096 rows of weights) streams them at
+ *                    the copy bandwidth with 12 to 16 stages (about 190 KiB in flight a block),
+ *                    without split-K's meeting
  *   CONSUMERS = ${d_consumers} consumer warpgroups: consumer w computes rows w*WG_M..(w+1)*WG_M-1
  *                    of the block tile, WG_M = BM / CONSUMERS, as WG_M / 64 wgmma of 64 rows
  *   BLOCKS    = ${d_blocks} blocks per SM asked of the compiler (__launch_bounds__): sets the
@@ -791,7 +794,7 @@ return {
   params = {
     {name = "bm", values = {64, 128, 256}},
     {name = "bn", values = {16, 32, 64, 128, 192, 256}},
-    {name = "stages", values = {2, 3, 4, 5, 6}},
+    {name = "stages", values = {2, 3, 4, 5, 6, 8, 12, 16}},
     {name = "consumers", values = {1, 2}},
     {name = "blocks", values = {1, 2}},
     {name = "group", values = {1, 8, 16}},
