@@ -914,8 +914,8 @@ return {
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,
       da_arg = count, db_arg = count + 1, scale_arg = count + 2,
-      -- the transpose immediates (16-bit types only): A MN-major when stored transposed, B
-      -- MN-major when stored as is
+      -- the transpose immediates (16-bit types only): the kernel's A MN-major (A stored
+      -- transposed; swap: B stored as is), its B MN-major (B stored as is; swap: A transposed)
       trans_imm = dtype == "tf32" and "" or
                   string.format(", %d, %d", ka_t and 1 or 0, kb_t and 0 or 1),
       trans_doc = dtype == "tf32" and "both K-major" or
