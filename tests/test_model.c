@@ -104,7 +104,8 @@ static void test_analytic(void **state) {
   assert_true(rt_model_analytic_ms(&dev, &fma8, &decode) > 1.5 * t16);
 }
 
-/* The launch shape of a per-tile grid, a persistent one and a split-K one. */
+/* The launch shape of a per-tile grid, a persistent one, a split-K one and a swapped one (C^T:
+ * bm of N and bn of M a block, so its tile of C is bn x bm). */
 static void test_launch_of(void **state) {
   (void)state;
   gen_template *t = NULL;
@@ -120,6 +121,7 @@ static void test_launch_of(void **state) {
       {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0}},
       {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2}},
       {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0}},
+      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);

@@ -335,6 +335,27 @@ static void test_constraints(void **state) {
   tc_rejects(t, "bm=128,bn=128,split=2", &sp, "split-K: 264 tiles of C fill the GPU (264 or more)");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
+  /* swap (C^T): M in tiles of at most 64, and bn < 64 only there; not with persist or repack;
+   * small tiles of M need A stored M rows of K; grid y and the tiles of C count N's blocks */
+  tc_rejects(t, "bn=128,swap=1", NULL, "swap: for a small M, at most 64 of it a tile (bn <= 64)");
+  tc_rejects(t, "bm=128,bn=32,persist=1,swap=1", NULL, "swap: not with persist or repack");
+  tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", NULL, "swap: not with persist or repack");
+  tc_rejects(t, "bm=128,bn=32", NULL, "bn < 64 only with swap");
+  const gen_problem decode = {"f16", "nt", 32, 4096, 4096, 4096, 4096, 4096, 16};
+  tc_parse_ok(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &c);
+  assert_true(tc_check(t, &c, &decode, NULL, 0));
+  const gen_problem decode_tn = {"f16", "tn", 32, 4096, 4096, 32, 4096, 4096, 16};
+  tc_rejects(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &decode_tn,
+             "swap with bn < 64: A stored K rows of M would need boxes of 64 of M");
+  tc_parse_ok(t, "bm=64,bn=64,consumers=1,swap=1", &c);
+  assert_true(tc_check(t, &c, &decode_tn, NULL, 0)); /* 64-wide boxes of M do */
+  gen_problem tall = {"f16", "nt", 16, 65535LL * 128 + 1, 64, 64, 64, 65535LL * 128 + 8, 16};
+  tc_rejects(t, "bm=128,bn=16,swap=1", &tall, "N needs more than 65535 blocks along grid y");
+  /* 32 x 4096: 32 tiles of 128 x 32 (C^T), split-K allowed; 264 such tiles: not */
+  tc_parse_ok(t, "bm=128,bn=32,split=4,swap=1", &c);
+  assert_true(tc_check(t, &c, &decode, NULL, 0));
+  const gen_problem many = {"f16", "nt", 32, 264 * 128, 4096, 4096, 4096, 264 * 128, 16};
+  tc_rejects(t, "bm=128,bn=32,split=4,swap=1", &many, "split-K: 264 tiles of C fill the GPU");
   tc_parse_ok(t, "", &c);
   gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
   assert_false(tc_check(t, &c, &f32, NULL, 0));
