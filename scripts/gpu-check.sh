@@ -197,11 +197,13 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, nn and nt) vs cuBLAS, on DB.
       db=${DB:-/tmp/mmtune.db}
       for d in ${DTYPES:-f16 bf16}; do
-        [ "${BUDGET:-5}" = 0 ] || ./build/tuner/mmtune --device 0 --dtype "$d" --layout nt \
-          --templates "${DECODE_TEMPLATES:-skinny,skinny_mma,mma_sync,wgmma}" \
-          --shapes "${TUNE_SHAPES:-1x4096x4096,8x11008x4096,16x4096x4096,32x4096x11008}" \
-          --budget "${BUDGET:-5}" --db "$db" > "$out/decode-$d-tune.log" 2>&1
-        echo "$d skinny tune exit $?: $(grep -cE ' ok ' "$out/decode-$d-tune.log") ok lines"
+        if [ "${BUDGET:-5}" != 0 ]; then
+          ./build/tuner/mmtune --device 0 --dtype "$d" --layout nt \
+            --templates "${DECODE_TEMPLATES:-skinny,skinny_mma,mma_sync,wgmma}" \
+            --shapes "${TUNE_SHAPES:-1x4096x4096,8x11008x4096,16x4096x4096,32x4096x11008}" \
+            --budget "${BUDGET:-5}" --db "$db" > "$out/decode-$d-tune.log" 2>&1
+          echo "$d decode tune exit $?: $(grep -cE '^\[[0-9]+/[0-9]+\] ' "$out/decode-$d-tune.log") problems tuned"
+        fi
         ./build/tuner/mmtune bench --shapes bench/decode_shapes.txt --dtype "$d" --layout nt \
           --cold --device 0 --db "$db" --csv "$out/decode-$d.csv" > /tmp/u.log 2>&1
         echo "$d decode exit $?: $(grep -E '^geometric' /tmp/u.log)"
