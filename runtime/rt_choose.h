@@ -66,10 +66,9 @@
  * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
  * small tiles, split-K for few tiles and long K, blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
- * CUDA cores), and
- * each of these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma repack=1,
- * reg_tiled vec=1), which a suite of aligned shapes never tunes.  min_cc: the compute
- * capability they are for (and newer). */
+ * CUDA cores), and each of these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma
+ * repack=1, reg_tiled vec=1), which a suite of aligned shapes never tunes.  min_cc: the
+ * compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
   {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
    {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                  \

@@ -315,6 +315,7 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   cuuint64_t dims[2] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1)};
+  const CUdeviceptr base = is_b ? a->b : a->a;
   cuuint64_t strides[1] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem)};
   cuuint32_t box[2] = {tm->box[0], tm->box[1]}, element_strides[2] = {1, 1};
   CUtensorMapSwizzle swizzle = tm->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
@@ -322,9 +323,8 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
                                : tm->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                    : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUresult r = cu->cuTensorMapEncodeTiled(
-      out, type, 2, (void *)(uintptr_t)(is_b ? a->b : a->a), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-      rt_tma_l2_promotion(is_b ? a->b : a->a, strides[0]),
+      out, type, 2, (void *)(uintptr_t)base, dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, rt_tma_l2_promotion(base, strides[0]),
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     rc = rt_cu_fail(err, "cuTensorMapEncodeTiled", r);
