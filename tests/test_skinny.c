@@ -52,7 +52,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_name(t), "skinny");
   assert_int_equal(gen_dtype_count(t), 4);
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 2 * 4 * 4 * 2 * 5);
+  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 3 * 2 * 4 * 4 * 2 * 5);
   gen_config c;
   gen_config_default(t, &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -104,6 +104,20 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, &gemv_nn, NULL, 0)); /* 64 slices of 8 rows */
   gemv_nn.k--;
   tc_rejects(t, "side=0,split=64", &gemv_nn, "K < split * SLICE_STEP");
+  /* lanes < 32 (rows of W shared out in a warp) is the axpy body's: W L-contiguous */
+  gen_problem nt1 = packed("f32", "nt", 1, 4096, 4096);
+  tc_rejects(t, "side=0,lanes=8", &nt1, "lanes < 32 is for the axpy body");
+  gen_problem nn1 = packed("f32", "nn", 4096, 1, 4096); /* side 1: W = A, K-contiguous */
+  tc_rejects(t, "side=1,lanes=8", &nn1, "lanes < 32 is for the axpy body");
+  nn1 = packed("f32", "nn", 1, 4096, 4096);
+  tc_parse_ok(t, "side=0,lanes=8", &c);
+  assert_true(tc_check(t, &c, &nn1, NULL, 0));
+  /* the grid's limit counts the narrower blocks: 8 lanes x 4 floats x 1 vector a group */
+  gen_problem tall = packed("f32", "nn", 1, 32LL * 65535 + 1, 64);
+  tc_rejects(t, "side=0,rl=1,lanes=8,warps=4,kw=4", &tall, "grid.y: over 65535 blocks along L");
+  tall.n--;
+  tc_parse_ok(t, "side=0,rl=1,lanes=8,warps=4,kw=4", &c);
+  assert_true(tc_check(t, &c, &tall, NULL, 0));
   gen_free(t);
 }
 
@@ -168,6 +182,23 @@ static void test_emit(void **state) {
   assert_int_equal(k.workspace_per_block, 4 * 128 * 4);
   assert_non_null(strstr(k.source, "splitk_reduce<BS * RL, WARPS * 32>"));
   gen_kernel_clear(&k);
+  /* lanes: an axpy warp takes 32 / lanes rows of W at a time, lanes x V x rl columns wide */
+  tc_parse_ok(t, "side=0,bs=1,rl=2,lanes=8,warps=8,kw=4", &c);
+  tc_emit_ok(t, &c, "f32", "nn", &k);
+  tc_grid_is(&k, 'M', 1, 'N', 2 * 8 * 4 * 2, 0, 1);
+  assert_int_equal(k.block[0], 256);
+  assert_non_null(strstr(k.source, "#define LANES 8\n"));
+  assert_non_null(strstr(k.kernel_name, "_l8"));
+  assert_int_equal(k.shared_bytes, 4 * (3 * 2 * 1 * 2 * 4 * 32)); /* (kw - 1) x 2 groups */
+  gen_kernel_clear(&k);
+  tc_parse_ok(t, "side=1,lanes=16", &c);
+  ut_err e;
+  assert_int_equal(gen_emit(t, &c, "f16", "nn", &k, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "lanes < 32 is for the axpy body (W L-contiguous), not layout nn on side 1"));
+  tc_emit_ok(t, &c, "f16", "tn", &k); /* side 1, A stored K rows of M: axpy */
+  assert_null(strstr(k.kernel_name, "_l32"));
+  assert_non_null(strstr(k.kernel_name, "_l16"));
+  gen_kernel_clear(&k);
   gen_free(t);
 }
 
@@ -183,6 +214,15 @@ static const char *const k_sample[] = {
     "side=0,bs=4,rl=2,warps=4,kw=1,unroll=2,vec=1,split=16",
     "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
     "side=0,bs=1,rl=1,warps=4,kw=1,unroll=8,vec=1,split=32",
+};
+
+/* Axpy configs with lanes < 32, in the layouts whose W is L-contiguous: side 0 nn and tn,
+ * side 1 tn and tt. */
+static const char *const k_lanes_sample[] = {
+    "side=0,bs=1,rl=1,lanes=8,warps=8,kw=8,unroll=8,vec=1",
+    "side=1,bs=2,rl=2,lanes=8,warps=8,kw=4,unroll=2,vec=0",
+    "side=0,bs=2,rl=1,lanes=16,warps=4,kw=1,unroll=4,vec=1,split=16",
+    "side=1,bs=1,rl=2,lanes=16,warps=8,kw=2,unroll=4,vec=1",
 };
 
 static void test_nvrtc(void **state) {
@@ -202,6 +242,20 @@ static void test_nvrtc(void **state) {
         tc_emit_ok(t, &c, k_dtypes[d], k_layouts[l], &kernels[n]);
         archs[n++] = (i + d + l) % 2 ? "sm_80" : "sm_90";
       }
+  static const char *const k_axpy_layouts[2][2] = {{"nn", "tn"}, {"tn", "tt"}};
+  gen_kernel lanes[COUNT(k_lanes_sample) * COUNT(k_dtypes)];
+  const char *lane_archs[COUNT(lanes)];
+  int nl = 0;
+  for (int i = 0; i < COUNT(k_lanes_sample); i++)
+    for (int d = 0; d < COUNT(k_dtypes); d++) {
+      gen_config c;
+      tc_parse_ok(t, k_lanes_sample[i], &c);
+      const int side = param_of(t, &c, "side", 0);
+      tc_emit_ok(t, &c, k_dtypes[d], k_axpy_layouts[side][(i + d) % 2], &lanes[nl]);
+      lane_archs[nl++] = (i + d) % 2 ? "sm_80" : "sm_90";
+    }
+  tc_compile_all(lanes, lane_archs, nl, NULL);
+  for (int i = 0; i < nl; i++) gen_kernel_clear(&lanes[i]);
   tc_compile_all(kernels, archs, n, NULL);
   for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
   gen_free(t);
@@ -513,8 +567,8 @@ static bool run_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k, cons
   return true;
 }
 
-/* Configs for the GPU: both sides, each with a K split, bs from 1 to 16, every rl, unroll and
- * access width. */
+/* Configs for the GPU: both sides, each with a K split, bs from 1 to 16, every rl, lanes,
+ * unroll and access width. */
 static const char *const k_gpu_configs[] = {
     "side=0",
     "side=1",
@@ -530,6 +584,12 @@ static const char *const k_gpu_configs[] = {
     "side=1,bs=1,rl=1,warps=8,kw=1,unroll=1,vec=0,split=4",
     "side=0,bs=1,rl=1,warps=4,kw=1,unroll=8,vec=1,split=32",
     "side=1,bs=4,rl=1,warps=4,kw=2,unroll=8,vec=1",
+    /* axpy warps over several rows of W (lanes < 32): the layouts with W L-contiguous */
+    "side=0,bs=1,rl=1,lanes=8,warps=8,kw=8,unroll=8,vec=1",
+    "side=1,bs=2,rl=2,lanes=8,warps=8,kw=4,unroll=2,vec=0",
+    "side=0,bs=2,rl=1,lanes=16,warps=4,kw=1,unroll=4,vec=1,split=16",
+    "side=1,bs=1,rl=2,lanes=16,warps=8,kw=2,unroll=4,vec=1",
+    "side=0,bs=8,rl=1,lanes=8,warps=8,kw=1,unroll=2,vec=0,split=4",
 };
 
 /* A family's GPU sweep: its configs, dtypes and layouts. */
