@@ -84,6 +84,8 @@ typedef struct {
   int threads;        /* per block */
   int per_sm;         /* persistent kernel: blocks resident per SM, walking the work units; 0:
                          one block per work unit */
+  int shared_bytes;   /* shared memory of a block: a ring kernel's (TMA, cp.async) bytes in
+                         flight.  Kept in the row's shared_bytes column; 0: unknown */
 } db_launch;
 
 typedef struct {

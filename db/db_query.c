@@ -39,8 +39,8 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
         " ORDER BY dtype, layout, m, n, k",
     [DB_ST_EACH_ROW] = "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
-                       " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm"
-                       " FROM results WHERE +device_name = ?1 AND status = 'ok'",
+                       " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm,"
+                       " max(shared_bytes, 0) FROM results WHERE +device_name = ?1 AND status = 'ok'",
     /* the unary + keeps SQLite from walking an index and seeking each row: one table scan */
     [DB_ST_DATA_VERSION] = "PRAGMA data_version",
     [DB_ST_STAMP] = "SELECT coalesce(max(id), 0) FROM results", /* the b-tree's last key */
@@ -228,6 +228,7 @@ static mmt_status read_result(db_handle *h, sqlite3_stmt *st, db_result *r, ut_e
   r->launch.slices = (int)r_int(&rd);
   r->launch.threads = (int)r_int(&rd);
   r->launch.per_sm = (int)r_int(&rd);
+  r->launch.shared_bytes = r->shared_bytes > 0 ? r->shared_bytes : 0;
   int s = db_status_parse(status);
   if (s < 0)
     return ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s': row %lld has unknown status '%s'",
@@ -418,7 +419,7 @@ mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_ro
                       .cc_major = sqlite3_column_int(st, 11),
                       .launch = {sqlite3_column_int(st, 12), sqlite3_column_int(st, 13),
                                  sqlite3_column_int(st, 14), sqlite3_column_int(st, 15),
-                                 sqlite3_column_int(st, 16)}};
+                                 sqlite3_column_int(st, 16), sqlite3_column_int(st, 17)}};
     db_copy_text(r.problem.dtype, sizeof r.problem.dtype, sqlite3_column_text(st, 4),
                  sqlite3_column_bytes(st, 4));
     db_copy_text(r.problem.layout, sizeof r.problem.layout, sqlite3_column_text(st, 5),

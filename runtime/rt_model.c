@@ -62,6 +62,25 @@ static double sm_busy(const db_launch *l, double rounds, const char *math) {
   return fmin(1, warps / RT_MODEL_BUSY_WARPS);
 }
 
+/* The share of DRAM's bandwidth a grid of `units` work units can draw: it needs loads in
+ * flight from most SMs.  A grid of fewer units than RT_MODEL_DRAM_SMS of the SMs gets its
+ * share of them (a 4096-wide decode GEMM in 64 tiles of a shallow ring streams its weights at
+ * about half the copy bandwidth), unless its rings hold RT_MODEL_DRAM_INFLIGHT bytes: a ring
+ * kernel (TMA or cp.async stages) keeps its shared memory's worth of loads in flight, counted
+ * for the part of its tile inside the problem (wgmma's 64 x 16 tiles with 12 stages, 64 of
+ * them, stream 16x4096x4096 f16 weights at the bandwidth).  Register-streaming kernels have
+ * little shared memory and their units' count decides. */
+static double dram_share(const db_launch *l, int64_t units, int sms, int64_t tm, int64_t tn,
+                         int64_t m, int64_t n) {
+  const double resident = fmin((double)units, (double)sms * (l && l->per_sm > 0 ? l->per_sm : 1));
+  double share = fmin((double)units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
+  if (l && l->shared_bytes > 0) {
+    const double inside = (double)((tm < m ? tm : m) + (tn < n ? tn : n)) / (double)(tm + tn);
+    share = fmax(share, resident * l->shared_bytes * inside / RT_MODEL_DRAM_INFLIGHT);
+  }
+  return fmin(1, share);
+}
+
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
   int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
@@ -84,12 +103,8 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   double unit_bytes = ((double)(tm + tn) * kslice + (double)tm * (double)tn) * elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
-  /* DRAM's bandwidth needs loads in flight from most SMs: a grid of fewer work units than
-   * RT_MODEL_DRAM_SMS of the SMs gets its share of it (a 4096-wide decode GEMM in 64 tiles
-   * streams its weights at about half the copy bandwidth) */
-  double busy_sms = fmin((double)units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
   double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
-                      elem / (dram * fmin(1, busy_sms));
+                      elem / (dram * dram_share(l, units, sms, tm, tn, m, n));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);
@@ -130,6 +145,7 @@ mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_
                    "persistent grid needs parameters bm and bn",
                    gen_name(t), tm, tn);
   }
+  out->shared_bytes = (int)k->shared_bytes;
   return MMT_OK;
 }
 

@@ -13,7 +13,9 @@
  * its flops at the SM's peak for the dtype and its bytes (operand tiles along K, its tile of C)
  * at the SM's share of L2 bandwidth (small tiles re-read more); each round fills a pipeline
  * first (once for a persistent kernel); the problem's compulsory bytes (A and B once, C read
- * and written) at DRAM bandwidth bound the whole; plus a launch.  The constants below were
+ * and written) at the grid's share of DRAM bandwidth bound the whole (all of it from units on
+ * RT_MODEL_DRAM_SMS of the SMs, or from RT_MODEL_DRAM_INFLIGHT bytes of ring stages in flight:
+ * db_launch.shared_bytes); plus a launch.  The constants below were
  * chosen by `mmtune model evaluate` on two H100 databases (docs/perf.md).  The peaks are per
  * architecture (RT_MODEL_* below), leads only: the correction absorbs what they miss.
  *
@@ -77,6 +79,7 @@
 #define RT_MODEL_SM_THREADS 2048   /* threads an SM holds at most */
 #define RT_MODEL_BUSY_WARPS 8      /* warps that keep an SM's FMA pipelines busy (sm_busy) */
 #define RT_MODEL_DRAM_SMS 0.75     /* share of the SMs whose loads in flight fill DRAM */
+#define RT_MODEL_DRAM_INFLIGHT 4e6 /* bytes in flight that fill DRAM (its bandwidth x ~1.5 us) */
 /* L2 bandwidth over DRAM's.  2.0 to 3.0 rank 128x11008x4096 f16 (an L2-bound problem for
  * 32-row tiles) right, but score leave-one-out lower (an H200 main job: bf16 0.933 ->
  * 0.899-0.908, worst 0.748 -> 0.584; the H100 fixture: f16 0.869 -> 0.74-0.76). */

@@ -628,16 +628,22 @@ static void test_upgrade_v1(void **state) {
   assert_string_equal(best.params, "bx=16,by=16");
   assert_true(best.ms_median == 0.25);
   db_result pruned = result("GPU A", 64, 64, 64, DB_PRUNED, 0, "bx=8,by=8");
+  pruned.shared_bytes = -1; /* unknown */
   assert_int_equal(db_insert(db, &pruned, &e), MMT_OK);
   /* version 4: launch shapes are stored and read back */
   db_result shaped = result("GPU A", 64, 64, 64, DB_OK, 0.5, "bx=4,by=4");
   shaped.launch = (db_launch){.tile_m = 4, .tile_n = 4, .slices = 1, .threads = 16};
+  shaped.shared_bytes = 4096;
   assert_int_equal(db_insert(db, &shaped, &e), MMT_OK);
   db_result back;
   assert_int_equal(db_get(db, shaped.id, &back, &e), MMT_OK);
   assert_int_equal(back.launch.tile_n, 4);
   assert_int_equal(back.launch.threads, 16);
   assert_int_equal(back.launch.per_sm, 0);
+  assert_int_equal(back.launch.shared_bytes, 4096); /* the shared_bytes column's */
+  assert_int_equal(db_get(db, pruned.id, &back, &e), MMT_OK);
+  assert_int_equal(back.shared_bytes, -1);
+  assert_int_equal(back.launch.shared_bytes, 0); /* unknown */
   assert_int_equal(db_get(db, 999999, &back, &e), MMT_ERR_NOT_FOUND);
   db_close(db);
   assert_int_equal(cli(f->path, "SELECT count(*) FROM best", out, sizeof out), 0);
