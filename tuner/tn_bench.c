@@ -90,6 +90,7 @@ typedef struct {
   char *csv_text;
   size_t csv_len;
   int failed; /* rows that did not verify */
+  int retimed; /* --shapes rows timed twice (a ratio past RETIME_RATIO on the first timing) */
 } bench_run;
 
 static const char *device_name(const bench_run *b) { return tn_gpu_device(b->g)->info.name; }
@@ -569,13 +570,46 @@ static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
   csv_row(b, f, SHAPES_CSV_N);
 }
 
-/* Measures shape s (the tuned kernel, then cuBLAS) and prints its row. */
+/* A ratio of tuned to cuBLAS this far from 1 (either way) is timed again, both sides, before
+ * it is believed: a --cold run of the decode shapes had 3 cells of 30 whose median was 2-9x
+ * its neighbours' and its own in the next run, on either side (a device-wide stall while one
+ * side was timed; see docs/perf.md). */
+#define RETIME_RATIO 1.25
+
+/* Keeps in *kept the faster of two timings of one kernel, or the second one's failure: a
+ * second timing verifies again, on fresh inputs, and what it finds wrong is reported. */
+static void keep_faster(tn_measurement *kept, const tn_measurement *again) {
+  if (again->status != DB_OK || kept->status != DB_OK || again->ms_median < kept->ms_median)
+    *kept = *again;
+}
+
+/* Times the tuned kernel, then cuBLAS, on shape s, each verified on fresh inputs. */
+static mmt_status time_pair(bench_run *b, const tn_shape *s, rt_choice *choice, tn_measurement *t,
+                            tn_measurement *cu, ut_err *err) {
+  memset(cu, 0, sizeof *cu);
+  mmt_status rc = measure_tuned(b, s, choice, t, err);
+  if (!rc && b->cb) rc = measure_cublas(b, s, cu, err);
+  return rc;
+}
+
+/* Measures shape s (the tuned kernel, then cuBLAS; both again when their ratio is past
+ * RETIME_RATIO, each side keeping its faster timing) and prints its row. */
 static mmt_status bench_shape(bench_run *b, const tn_shape *s, ratio_stats *st, ut_err *err) {
   rt_choice choice = {0};
   tn_measurement t, cu;
-  memset(&cu, 0, sizeof cu);
-  mmt_status rc = measure_tuned(b, s, &choice, &t, err);
-  if (!rc && b->cb) rc = measure_cublas(b, s, &cu, err);
+  mmt_status rc = time_pair(b, s, &choice, &t, &cu, err);
+  if (!rc && b->cb && t.status == DB_OK && cu.status == DB_OK &&
+      (cu.ms_median > RETIME_RATIO * t.ms_median || t.ms_median > RETIME_RATIO * cu.ms_median)) {
+    rt_choice again_choice = {0};
+    tn_measurement t2, cu2;
+    rc = time_pair(b, s, &again_choice, &t2, &cu2, err);
+    rt_choice_clear(&again_choice); /* the same choice: the database did not change */
+    if (!rc) {
+      keep_faster(&t, &t2);
+      keep_faster(&cu, &cu2);
+      b->retimed++;
+    }
+  }
   if (!rc) {
     bool t_ok = t.status == DB_OK, cu_ok = b->cb && cu.status == DB_OK;
     double ratio = t_ok && cu_ok ? cu.ms_median / t.ms_median : 0;
@@ -631,6 +665,10 @@ static int bench_shapes(bench_run *b) {
   else if (!rc)
     printf("geometric mean tuned/cuBLAS: n/a (%s)\n",
            b->cb ? "no shape where both verified" : "no cuBLAS");
+  if (!rc && b->retimed > 0)
+    printf("timed twice: %d shape%s whose first ratio was past %.2fx either way (each side "
+           "keeps its faster median)\n",
+           b->retimed, b->retimed > 1 ? "s" : "", RETIME_RATIO);
   if (!rc) rc = csv_finish(b, &err);
   if (rc) {
     fflush(stdout);
