@@ -7,7 +7,8 @@
 --
 -- A block computes a BM x BN tile of C, walking K in steps of BK = 128 bytes (64 f16/bf16 or
 -- 32 tf32 elements: one 128-byte swizzle row).  Each operand tile is staged as TMA copies it,
--- as stored (its contiguous dimension stays contiguous) with the 128-byte swizzle, and the
+-- as stored (its contiguous dimension stays contiguous) with the 128-byte swizzle (an MN-major
+-- B of 32 or 16 columns: the 64- or 32-byte one), and the
 -- wgmma descriptors describe it as K-major or MN-major (the transpose immediates); tf32 wgmma
 -- has only K-major operands, so tf32 kernels exist for layout nt only.  Consumer warpgroup w
 -- computes rows w*BM/CONSUMERS.. of the tile with BM/CONSUMERS/64 wgmma m64nBN per k-step,
@@ -88,6 +89,9 @@ local source = [[
  *     elements c*64..c*64+63 of the M (N) dimension, one 128-byte row per k (one TMA box of
  *     {64, BK} per chunk).  Descriptor: LBO = BK * 128 (one 64-wide chunk to the next along
  *     M or N), SBO = 1024 (8 k rows to the next 8); k-step kk starts kk * KSTEP * 128 bytes in.
+ *     A B of BN = 32 or 16 (16 bits) is one chunk of rows of B_ROW_BYTES = BN * 2 bytes under
+ *     the 64- or 32-byte swizzle (chunk j of row r at j ^ (r / 2 % 4), j ^ (r / 4 % 2)):
+ *     LBO = BK * B_ROW_BYTES, SBO = 8 * B_ROW_BYTES, k-step kk at kk * KSTEP * B_ROW_BYTES.
  * Barriers: full[s] (1 arrival: the producer's expect_tx; completes when the stage's bytes
  * have landed) and empty[s] (4 * CONSUMERS arrivals: lane 0 of every consumer warp once its
  * wgmma reading the stage are done).  Both are waited on by phase parity; the producer's wait
@@ -135,7 +139,13 @@ local source = [[
  * BK rows), and one k-step (32 bytes along a K-major row, KSTEP rows of an MN-major chunk). */
 #define A_MBLOCK_BYTES (A_T ? BK * 128 : 64 * 128)
 #define A_KSTEP_BYTES (A_T ? KSTEP * 128 : 32)
-#define B_KSTEP_BYTES (B_T ? 32 : KSTEP * 128)
+/* An MN-major B (B_T 0) narrower than 128 bytes (BN = 32 or 16 in 16 bits) has rows of BN
+ * elements under the swizzle of that width (64 or 32 bytes: TMA and wgmma agree on each), so
+ * no box of 64 hangs over a narrow tile; otherwise rows of 128 bytes, as A's. */
+#define B_ROW_BYTES ${b_row_bytes}
+#define B_CHUNK (B_ROW_BYTES / ELEM_BYTES) /* N of one MN-major box of B */
+#define B_SWIZZLE ${b_swizzle_mode} /* the descriptor's mode for B: 1, 2, 3 = 128, 64, 32 bytes */
+#define B_KSTEP_BYTES (B_T ? 32 : KSTEP * B_ROW_BYTES)
 /* setmaxnreg: the producer warpgroup gives registers back (PRODUCER_REGS), the consumers take
  * them (CONSUMER_REGS), within the block's registers at launch: min(255, 65536 / (THREADS *
  * BLOCKS)) rounded down to 8 a thread, which ptxas then allocates exactly (0, 0: no exchange,
@@ -192,12 +202,13 @@ static __device__ __forceinline__ void tma_load(unsigned dst, const mmt_tensor_m
 
 /* ---- wgmma ---- */
 /* Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address,
- * leading and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62-63), base
- * offset 0 (stages are 1024-byte aligned; the k-step offsets stay inside the first row). */
+ * leading and stride byte offsets (all >> 4), the swizzle (mode in bits 62-63: 1, 2, 3 = 128,
+ * 64, 32 bytes), base offset 0 (stages are 1024-byte aligned; a k-step's offset moves along
+ * the first row, or by whole 8-row groups of a narrower swizzle). */
 static __device__ __forceinline__ unsigned long long make_desc(unsigned addr, unsigned lbo,
-                                                               unsigned sbo) {
+                                                               unsigned sbo, unsigned mode) {
   return (unsigned long long)((addr & 0x3ffffu) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
-         (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+         (unsigned long long)(sbo >> 4) << 32 | (unsigned long long)mode << 62;
 }
 static __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -334,10 +345,11 @@ ${name}(int M, int N, int K, float alpha,
 #endif
 #if B_T /* K-major: one box of BK (K) x BN (N) */
           tma_load(b_dst, &tmB, k0, (int)col0, full + 8 * s);
-#else   /* MN-major: BN / 64 boxes of 64 (N) x BK (K) */
+#else   /* MN-major: BN / B_CHUNK boxes of B_CHUNK (N) x BK (K) */
 #pragma unroll
-          for (int c = 0; c < BN / 64; ++c)
-            tma_load(b_dst + c * (BK * 128), &tmB, (int)col0 + c * 64, k0, full + 8 * s);
+          for (int c = 0; c < BN / B_CHUNK; ++c)
+            tma_load(b_dst + c * (BK * B_ROW_BYTES), &tmB, (int)col0 + c * B_CHUNK, k0,
+                     full + 8 * s);
 #endif
           if (++s == STAGES) s = 0, phase ^= 1;
         }
@@ -353,8 +365,10 @@ ${name}(int M, int N, int K, float alpha,
     /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A, and B.
      * LBO, SBO: see "Shared memory" above. */
     const unsigned long long a_desc =
-        make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024);
-    const unsigned long long b_desc = make_desc(b_smem, B_T ? 16 : BK * 128, 1024);
+        make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024, 1);
+    const unsigned long long b_desc = B_T ? make_desc(b_smem, 16, 1024, 1)
+                                          : make_desc(b_smem, BK * B_ROW_BYTES, 8 * B_ROW_BYTES,
+                                                      B_SWIZZLE);
     int s = 0;
     unsigned phase = 0;
     /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
@@ -828,8 +842,8 @@ return {
     if p.swap == 1 then
       if p.bn > 64 then return false, "swap: for a small M, at most 64 of it a tile (bn <= 64)" end
       if p.persist == 1 or p.repack == 1 then return false, "swap: not with persist or repack" end
-    elseif p.bn < 64 then
-      return false, "bn < 64 only with swap (the epilogues store 32 columns at a time)"
+    elseif p.bn < 32 then
+      return false, "bn = 16 only with swap (the epilogues store 32 columns at a time)"
     end
     if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
       return false, string.format("about %d registers per consumer thread (limit %d): would spill",
@@ -842,9 +856,6 @@ return {
       -- the kernel's rows and columns (swap: N and M)
       local rows, cols = prob.M, prob.N
       if p.swap == 1 then rows, cols = prob.N, prob.M end
-      if p.swap == 1 and p.bn < 64 and prob.layout:sub(1, 1) == "t" then
-        return false, "swap with bn < 64: A stored K rows of M would need boxes of 64 of M"
-      end
       if mmt.ceil_div(rows, p.bm) > 65535 then
         return false, (p.swap == 1 and "N" or "M") .. " needs more than 65535 blocks along grid y"
       end
@@ -881,14 +892,14 @@ return {
       error("tf32 wgmma reads K-major operands only: layout nt, not " .. layout, 0)
     end
     local swap = p.swap == 1
-    if swap and p.bn < 64 and a_t then
-      error("swap with bn < 64 needs A stored M rows of K (layouts nn, nt), not " .. layout, 0)
-    end
     -- The kernel's operands (swap: op(B)^T and op(A)^T) in the terms of A_T and B_T: its A
     -- MN-major, its B K-major.
     local ka_t, kb_t = a_t, b_t
     if swap then ka_t, kb_t = not b_t, not a_t end
     local bk = 128 // dt.bytes
+    -- an MN-major B's rows: 128 bytes, or BN elements where that is narrower (BN = 32 or 16
+    -- in 16 bits), under a swizzle of the rows' width
+    local b_row = kb_t and 128 or math.min(128, p.bn * dt.bytes)
     local regs, outs, count = wgmma_pieces(p.bn)
     local k_major, mn_major = {}, {}
     table.insert(ka_t and mn_major or k_major, "A: ROWS = BM")
@@ -902,6 +913,7 @@ return {
       bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
       group = p.group, repack = p.repack, split = p.split, persist = p.persist, swap = p.swap,
       a_t = ka_t and 1 or 0, b_t = kb_t and 1 or 0, elem_bytes = dt.bytes,
+      b_row_bytes = b_row, b_swizzle_mode = ({[128] = 1, [64] = 2, [32] = 3})[b_row],
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
@@ -927,9 +939,9 @@ return {
       vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
     end
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
-    -- boxes of {64 (128 bytes), BK}.
-    local function box(mn_major, rows)
-      if mn_major then return {128 // dt.bytes, bk} end
+    -- boxes of {row_bytes (128, or B's narrower rows), BK}.
+    local function box(mn_major, rows, row_bytes)
+      if mn_major then return {row_bytes // dt.bytes, bk} end
       return {bk, rows}
     end
     return {
@@ -956,8 +968,8 @@ return {
       arch = "sm_90a",
       -- the kernel's A and B, in its argument order (tmA, tmB)
       tensor_maps = {
-        {operand = swap and "B" or "A", box = box(ka_t, p.bm), swizzle = 128},
-        {operand = swap and "A" or "B", box = box(not kb_t, p.bn), swizzle = 128},
+        {operand = swap and "B" or "A", box = box(ka_t, p.bm, 128), swizzle = 128},
+        {operand = swap and "A" or "B", box = box(not kb_t, p.bn, b_row), swizzle = b_row},
       },
     }
   end,

@@ -307,8 +307,9 @@ static mmt_status fixed_configs(builder *b, cfg_item *items, int *count) {
 
 /* Adds the kernel (emitted) and its problems.  A config with no problem at all in this dtype
  * and layout is taken out again; *planned says whether it stayed.  One whose emit the
- * template refuses in this layout (wgmma's swap with bn < 64 where A is stored 't') is a
- * skip with the template's reason; *refused says so. */
+ * template refuses in this layout (skinny's lanes < 32 where W is K-contiguous; the test
+ * template tests/templates_sweep/refuses_tn.lua) is a skip with the template's reason;
+ * *refused says so. */
 static mmt_status plan_config(builder *b, const cfg_item *item, const char *dtype,
                               const char *layout, bool *planned, bool *refused) {
   mmt_status rc = MMT_OK;

@@ -109,18 +109,42 @@ static void test_every_pair(void **state) {
       }
   assert_int_equal(skipped, 3); /* wgmma tf32 nn, tn, tt */
   assert_true(pair_planned(&f->plan, 4, "tf32", "nt"));
-  /* The other skips are configs the template refuses in a layout, with its reason: wgmma's
-   * swap with bn < 64 where A is stored 't'.  No config went without a problem. */
-  int refused = 0;
-  for (int s = 0; s < f->plan.nskips; s++) {
-    const sw_skip *k = &f->plan.skips[s];
-    if (!strcmp(k->what, "all configs")) continue;
-    assert_int_equal(k->tmpl, 4);
+  /* No other skip: every config of these templates has a kernel in every layout, and a
+   * problem (test_refused_config: one a template refuses in a layout) */
+  assert_int_equal(f->plan.nskips, 3);
+}
+
+/* A config that a template refuses in one layout (emit's error; skinny's lanes < 32 where W is
+ * K-contiguous is one, but the sweep's problems are not skinny) is a skip with the template's
+ * reason, not a failed plan; the same config is planned in the layouts that take it.
+ * tests/templates_sweep/refuses_tn.lua refuses wide = 1 where A is stored transposed. */
+static void test_refused_config(void **state) {
+  (void)state;
+  gen_template *t = NULL;
+  ut_err err;
+  assert_int_equal(gen_load(MMT_TEST_DIR "/templates_sweep/refuses_tn.lua", &t, &err), MMT_OK);
+  sw_opts o = {.configs = 3, .problems = 2, .seed = 1};
+  sw_plan plan;
+  if (sw_plan_build(&t, 1, &o, &plan, &err)) fail_msg("sw_plan_build: %s", err.msg);
+  const int wide = gen_param_index(t, "wide");
+  int refused = 0, planned_wide = 0;
+  for (int s = 0; s < plan.nskips; s++) {
+    const sw_skip *k = &plan.skips[s];
+    assert_string_not_equal(k->what, "all configs");
     assert_int_equal(k->layout[0], 't');
-    assert_non_null(strstr(k->why, "swap with bn < 64 needs A stored M rows of K"));
+    assert_non_null(strstr(k->why, "test refusal: wide = 1 needs A stored M rows of K"));
     refused++;
   }
-  assert_int_equal(f->plan.nskips, 3 + refused);
+  for (int k = 0; k < plan.nkernels; k++) {
+    const sw_kernel *sk = &plan.kernels[k];
+    if (sk->cfg.v[wide] != 1) continue;
+    assert_int_equal(sk->layout[0], 'n');
+    planned_wide++;
+  }
+  assert_true(refused > 0);     /* the default config and 3 random ones of 4 meet wide = 1 */
+  assert_true(planned_wide > 0); /* in nn and nt */
+  sw_plan_free(&plan);
+  gen_free(t);
 }
 
 /* Each planned pair has the template's default config, and `configs` random ones. */
@@ -347,7 +371,8 @@ static void test_size(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_pair),     cmocka_unit_test(test_default_and_random),
+      cmocka_unit_test(test_every_pair),     cmocka_unit_test(test_refused_config),
+      cmocka_unit_test(test_default_and_random),
       cmocka_unit_test(test_swept_values),   cmocka_unit_test(test_problems_valid),
       cmocka_unit_test(test_grouping),       cmocka_unit_test(test_mma_offsets),
       cmocka_unit_test(test_extent),         cmocka_unit_test(test_deterministic),

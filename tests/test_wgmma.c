@@ -63,7 +63,7 @@ static const struct {
 /* Valid configs; pinned so that a change of the rules is a visible change of this number.
  * split is checked against problems only: a config counts once per split value with persist
  * = 0, once (split = 1) with persist = 1.  Deep rings (8 to 16 stages) fit small tiles only. */
-#define VALID_COUNT 3936
+#define VALID_COUNT 5376
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
@@ -84,9 +84,11 @@ static bool kernel_a_t(const cfg *p, const char *layout) {
 static bool kernel_b_t(const cfg *p, const char *layout) {
   return p->swap ? layout[0] == 'n' : layout[1] == 't';
 }
-/* Whether the kernel serves a layout at all: swap's small tiles (bn < 64) read op(A) K-major. */
-static bool serves_layout(const cfg *p, const char *layout) {
-  return !(p->swap && p->bn < 64 && layout[0] == 't');
+/* The row width of the kernel's B in shared memory: an MN-major B narrower than 128 bytes (bn
+ * = 32 or 16 in 16 bits) has rows of bn elements, under the swizzle of that width; else 128. */
+static unsigned b_row_bytes(const cfg *p, const char *dtype, const char *layout) {
+  const int64_t row = p->bn * gen_dtype_size(dtype);
+  return kernel_b_t(p, layout) || row >= 128 ? 128u : (unsigned)row;
 }
 
 static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
@@ -112,9 +114,9 @@ static int64_t consumer_regs_of(const cfg *p) {
 /* The template's constraints (problem-free part), restated; split has none but persist. */
 static bool rules_valid(const cfg *p) {
   if (p->persist && p->split > 1) return false; /* one pass over the tiles */
-  /* swap: for a small M, at most 64 of it a tile, no persist or repack; bn < 64 only there */
+  /* swap: for a small M, at most 64 of it a tile, no persist or repack; bn = 16 only there */
   if (p->swap && (p->bn > 64 || p->persist || p->repack)) return false;
-  if (!p->swap && p->bn < 64) return false;
+  if (!p->swap && p->bn < 32) return false;
   if (p->bm / p->consumers < 64) return false; /* wgmma rows per consumer */
   if (acc_of(p) > 128) return false;
   const int64_t shared = shared_bytes_of(p);
@@ -135,19 +137,21 @@ static bool split_valid(const cfg *p, const gen_problem *prob) {
 static gen_template *load_wgmma(void) { return tc_load(TEMPLATES "/wgmma.lua"); }
 
 /* The TMA boxes of the kernel for layout: a K-major operand (A 'n', B 't') in one box of 128
- * bytes of K by its rows, an MN-major one in boxes of 128 bytes (64 elements) by BK; in the
- * kernel's order (tmA, tmB): with swap, B's map first. */
+ * bytes of K by its rows, an MN-major one in boxes of 128 bytes (64 elements) by BK, or for a
+ * narrow B (b_row_bytes) of its rows' width, under a swizzle of that width; in the kernel's
+ * order (tmA, tmB): with swap, B's map first. */
 static void expect_maps(const gen_kernel *k, const cfg *p, const char *dtype, const char *layout) {
-  const unsigned bk = 128u / (unsigned)gen_dtype_size(dtype);
+  const unsigned elem = (unsigned)gen_dtype_size(dtype), bk = 128u / elem;
+  const unsigned b_row = b_row_bytes(p, dtype, layout);
   assert_int_equal(k->ntensor_maps, 2);
   assert_int_equal(k->tensor_maps[0].operand, p->swap ? 'B' : 'A');
   assert_int_equal(k->tensor_maps[1].operand, p->swap ? 'A' : 'B');
   assert_int_equal(k->tensor_maps[0].box[0], bk);
   assert_int_equal(k->tensor_maps[0].box[1], kernel_a_t(p, layout) ? bk : (unsigned)p->bm);
-  assert_int_equal(k->tensor_maps[1].box[0], bk);
+  assert_int_equal(k->tensor_maps[1].box[0], kernel_b_t(p, layout) ? bk : b_row / elem);
   assert_int_equal(k->tensor_maps[1].box[1], kernel_b_t(p, layout) ? (unsigned)p->bn : bk);
   assert_int_equal(k->tensor_maps[0].swizzle, 128);
-  assert_int_equal(k->tensor_maps[1].swizzle, 128);
+  assert_int_equal(k->tensor_maps[1].swizzle, b_row);
 }
 
 /* ---- declaration, space, default ----------------------------------------------------------- */
@@ -335,20 +339,22 @@ static void test_constraints(void **state) {
   tc_rejects(t, "bm=128,bn=128,split=2", &sp, "split-K: 264 tiles of C fill the GPU (264 or more)");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
-  /* swap (C^T): M in tiles of at most 64, and bn < 64 only there; not with persist or repack;
-   * small tiles of M need A stored M rows of K; grid y and the tiles of C count N's blocks */
+  /* swap (C^T): M in tiles of at most 64, and bn = 16 only there; not with persist or repack;
+   * grid y and the tiles of C count N's blocks */
   tc_rejects(t, "bn=128,swap=1", NULL, "swap: for a small M, at most 64 of it a tile (bn <= 64)");
   tc_rejects(t, "bm=128,bn=32,persist=1,swap=1", NULL, "swap: not with persist or repack");
   tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", NULL, "swap: not with persist or repack");
-  tc_rejects(t, "bm=128,bn=32", NULL, "bn < 64 only with swap");
+  tc_rejects(t, "bm=128,bn=16", NULL, "bn = 16 only with swap (the epilogues store 32 columns");
+  tc_parse_ok(t, "bm=128,bn=32", &c); /* 32 columns: the epilogues' unit */
+  assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem decode = {"f16", "nt", 32, 4096, 4096, 4096, 4096, 4096, 16};
   tc_parse_ok(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &c);
   assert_true(tc_check(t, &c, &decode, NULL, 0));
   const gen_problem decode_tn = {"f16", "tn", 32, 4096, 4096, 32, 4096, 4096, 16};
-  tc_rejects(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &decode_tn,
-             "swap with bn < 64: A stored K rows of M would need boxes of 64 of M");
+  tc_parse_ok(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &c);
+  assert_true(tc_check(t, &c, &decode_tn, NULL, 0)); /* A stored K rows of M: 32-byte rows */
   tc_parse_ok(t, "bm=64,bn=64,consumers=1,swap=1", &c);
-  assert_true(tc_check(t, &c, &decode_tn, NULL, 0)); /* 64-wide boxes of M do */
+  assert_true(tc_check(t, &c, &decode_tn, NULL, 0));
   gen_problem tall = {"f16", "nt", 16, 65535LL * 128 + 1, 64, 64, 64, 65535LL * 128 + 8, 16};
   tc_rejects(t, "bm=128,bn=16,swap=1", &tall, "N needs more than 65535 blocks along grid y");
   /* 32 x 4096: 32 tiles of 128 x 32 (C^T), split-K allowed; 264 such tiles: not */
@@ -392,7 +398,7 @@ static void test_tf32_layouts(void **state) {
 static void test_emit_all(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
-  int emitted = 0, refused = 0;
+  int emitted = 0;
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;
     gen_config_at(t, idx, &c);
@@ -403,13 +409,6 @@ static void test_emit_all(void **state) {
     const char *layout = k_pairs[idx % COUNT(k_pairs)].layout;
     const bool tf32 = strcmp(dtype, "tf32") == 0;
     gen_kernel k;
-    if (!serves_layout(&p, layout)) { /* no kernel: emit says why */
-      ut_err e;
-      assert_int_equal(gen_emit(t, &c, dtype, layout, &k, &e), MMT_ERR_TEMPLATE);
-      assert_non_null(strstr(e.msg, "swap with bn < 64 needs A stored M rows of K"));
-      refused++;
-      continue;
-    }
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
     snprintf(name, sizeof name,
@@ -444,6 +443,14 @@ static void test_emit_all(void **state) {
     snprintf(line, sizeof line, "#define A_T %d ", kernel_a_t(&p, layout));
     assert_non_null(strstr(k.source, line));
     snprintf(line, sizeof line, "#define B_T %d ", kernel_b_t(&p, layout));
+    assert_non_null(strstr(k.source, line));
+    /* B's rows in shared memory and the descriptor's swizzle mode for them (1, 2, 3: 128, 64,
+     * 32 bytes) */
+    const unsigned b_row = b_row_bytes(&p, dtype, layout);
+    snprintf(line, sizeof line, "#define B_ROW_BYTES %u\n#define B_CHUNK (B_ROW_BYTES / ELEM_BYTES)",
+             b_row);
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "#define B_SWIZZLE %d ", b_row == 128 ? 1 : b_row == 64 ? 2 : 3);
     assert_non_null(strstr(k.source, line));
     /* the ABI, with the two tensor maps after it */
     snprintf(line, sizeof line, "const %s* __restrict__ A, int lda",
@@ -560,8 +567,7 @@ static void test_emit_all(void **state) {
     gen_kernel_clear(&k);
     emitted++;
   }
-  assert_int_equal(emitted + refused, VALID_COUNT);
-  assert_true(refused > 0);
+  assert_int_equal(emitted, VALID_COUNT);
   gen_free(t);
 }
 
@@ -638,9 +644,7 @@ static void test_nvrtc_sample(void **state) {
   for (int i = 0; i < 12; i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     const gen_config *c = &valid[(seed >> 33) % (uint64_t)count];
-    const cfg cp = cfg_of(c);
-    int q = i % COUNT(k_pairs);
-    while (!serves_layout(&cp, k_pairs[q].layout)) q = (q + 1) % COUNT(k_pairs);
+    const int q = i % COUNT(k_pairs);
     tc_emit_ok(t, c, k_pairs[q].dtype, k_pairs[q].layout, &kernels[i]);
     kinds[c->v[P_CONSUMERS] - 1][c->v[P_BLOCKS] - 1]++;
     split += c->v[P_SPLIT] > 1;
@@ -881,6 +885,12 @@ static const char *const k_gpu_configs[] = {
     "bm=128,bn=32,stages=6,consumers=2,group=1,split=4,swap=1",
     "bm=64,bn=16,stages=6,consumers=1,blocks=2,swap=1",
     "bm=128,bn=64,stages=4,consumers=2,swap=1",
+    /* narrow B tiles: MN-major rows of 32 bytes (swap, A stored K rows of M: layout tt here)
+     * and 64 bytes (bn = 32: nn, and tn with swap), K-major ones (nt) */
+    "bm=64,bn=16,stages=12,consumers=1,swap=1",
+    "bm=64,bn=32,stages=12,consumers=1,group=1",
+    "bm=128,bn=32,stages=8,consumers=2,split=2",
+    "bm=128,bn=32,stages=6,consumers=2,split=2,swap=1",
 };
 
 /* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */
@@ -912,7 +922,6 @@ static void test_gpu_configs(void **state) {
       tc_parse_ok(t, k_gpu_configs[i], &c);
       assert_true(tc_check(t, &c, NULL, NULL, 0));
       const cfg cp = cfg_of(&c);
-      if (!serves_layout(&cp, k_pairs[q].layout)) continue;
       tc_emit_ok(t, &c, k_pairs[q].dtype, k_pairs[q].layout, &spec);
       int taken = 0; /* shapes the split-K rules take: split-K also runs where it is chosen */
       for (int j = 0; j < COUNT(k_shapes); j++) {
@@ -1011,16 +1020,10 @@ static void test_gpu_results(void **state) {
   for (int i = 0; i < COUNT(k_gpu_configs); i++) {
     /* f16 and bf16 alternate over the layouts; every layout with MMTUNE_LONG_TESTS=1, else
      * one in turn, and tf32 for every other config */
-    gen_config c;
-    tc_parse_ok(t, k_gpu_configs[i], &c);
-    const cfg cp = cfg_of(&c);
-    for (int l = 0; l < COUNT(k_layouts); l++) {
-      /* a layout the config does not serve: its neighbour with A 'n' in turn instead */
-      const int lt = serves_layout(&cp, k_layouts[l]) ? l : l - 2;
-      if (tc_long_tests() ? lt == l : l == i % COUNT(k_layouts))
+    for (int l = 0; l < COUNT(k_layouts); l++)
+      if (tc_long_tests() || l == i % COUNT(k_layouts))
         runs[n++] = (gpu_run){.index = i, .dtype = (i + l) % 2 ? "bf16" : "f16",
-                              .layout = k_layouts[lt]};
-    }
+                              .layout = k_layouts[l]};
     if (tc_long_tests() || i % 2 == 0)
       runs[n++] = (gpu_run){.index = i, .dtype = "tf32", .layout = "nt"};
   }
