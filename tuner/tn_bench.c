@@ -61,7 +61,8 @@ static const tn_cmd_spec BENCH_SPEC = {
     "loaded when libcublas.so.13 is present.  tuned/cuBLAS > 1: mmtune is faster.\n"
     "--shapes also measures the device's copy bandwidth once and, for memory-bound rows\n"
     "(bytes of A, B and C over flops below the dtype's ridge point), prints the GB/s each side\n"
-    "moves and the tuned kernel's share of that copy bandwidth.",
+    "moves and the tuned kernel's share of that copy bandwidth.  A shape whose tuned/cuBLAS\n"
+    "is past 1.25x either way is timed again, both sides, each keeping its faster median.",
     BENCH_OPTS, (int)(sizeof BENCH_OPTS / sizeof BENCH_OPTS[0])};
 
 typedef struct {
