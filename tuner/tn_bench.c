@@ -573,8 +573,8 @@ static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
 
 /* A ratio of tuned to cuBLAS this far from 1 (either way) is timed again, both sides, before
  * it is believed: a --cold run of the decode shapes had 3 cells of 30 whose median was 2-9x
- * its neighbours' and its own in the next run, on either side (a device-wide stall while one
- * side was timed; see docs/perf.md). */
+ * its neighbours' and its own in the next run, on either side (the cause not pinned down;
+ * docs/perf.md). */
 #define RETIME_RATIO 1.25
 
 /* Keeps in *kept the faster of two timings of one kernel, or the second one's failure: a
