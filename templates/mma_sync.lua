@@ -160,15 +160,8 @@ __device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
 }
 
-/* d += a * b on one 16 x 8 x 16 tile, fp32 accumulators (fragments: see the top comment). */
-static __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
-                                                 const unsigned (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${mma_type}.${mma_type}.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-${async_helpers}${split_helpers}
+/* mma_16816: d += a * b on one 16 x 8 x 16 tile (fragments: see the top comment). */
+${mma_16816}${async_helpers}${split_helpers}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -287,6 +280,7 @@ ${store}
 
 -- The storage type and its conversions, per dtype (templates/snippets).
 local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
+local mma_16816 = mmt.snippet("mma_16816")
 
 -- The mma instruction's type name per dtype.
 local dtype_info = {
@@ -960,7 +954,8 @@ return {
     local async, realigned = p.vec ~= 1, p.vec == 0
     local vars = {
       name = name, ctype = dt.ctype, dtype = dtype, layout = layout,
-      mma_type = dtype_info[dtype].mma_type, elem = elem[dtype],
+      elem = elem[dtype],
+      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype_info[dtype].mma_type}),
       a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
       a_doc = d.a_t and "transposed (K rows of M)" or "as is (M rows of K)",
       b_doc = d.b_t and "transposed (N rows of K)" or "as is (K rows of N)",

@@ -31,6 +31,7 @@
 local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
 local dependent_launch = mmt.snippet("dependent_launch")
 local split_k = mmt.snippet("split_k")
+local mma_16816 = mmt.snippet("mma_16816")
 
 local source = [[
 /*
@@ -68,6 +69,7 @@ local source = [[
 #define SPLITK_SYNC() asm volatile("bar.sync 1, %0;\n" ::"n"(RG * 32) : "memory")
 #endif
 ${elem}${dependent_launch}${split_k}
+${mma_16816}
 /* 16 bytes that are read once: not kept in L1, where X is. */
 __device__ __forceinline__ uint4 load_stream(const elem_t* p) {
   uint4 v;
@@ -94,10 +96,7 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const uint4& lo, const u
                                          const uint4& x, int h) {
   const unsigned a0 = h ? lo.z : lo.x, a1 = h ? hi.z : hi.x, a2 = h ? lo.w : lo.y,
                  a3 = h ? hi.w : hi.y, b0 = h ? x.z : x.x, b1 = h ? x.w : x.y;
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.${mma_type}.${mma_type}.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  mma_16816(d, {a0, a1, a2, a3}, {b0, b1});
 }
 
 /* One chunk (two MMA steps) of every tile pair of the warp. */
@@ -297,7 +296,8 @@ return {
                                p.rl, p.warps, p.kw, p.unroll)
     if split then name = name .. "_z" .. p.split end
     local src = mmt.subst(source, {
-      name = name, ctype = mmt.dtype(dtype).ctype, mma_type = dtype,
+      name = name, ctype = mmt.dtype(dtype).ctype,
+      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}),
       small = p.side == 0 and "M" or "N", big = p.side == 0 and "N" or "M",
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
       big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
