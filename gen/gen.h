@@ -71,10 +71,13 @@ gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m,
                                int64_t k);
 
 /* One grid dimension: ceil(dim / tile), `tile` alone when dim is 0, or `tile` blocks per SM of
- * the device when dim is 'S' (a persistent kernel that loops over its tiles). */
+ * the device when dim is 'S' (a persistent kernel that loops over its tiles); rounded up to a
+ * multiple of `cluster`, the blocks of a thread-block cluster along this axis (the kernel
+ * table's `cluster`; 0 or 1: no clusters). */
 typedef struct {
   char dim; /* 'M', 'N', 'K', 'S' (per SM), or 0 for the constant `tile` */
   int64_t tile;
+  int cluster;
 } gen_grid_dim;
 
 /* What a config needs of the problem to be correct; the dispatcher checks it before launch. */
@@ -93,6 +96,8 @@ typedef struct {
  * covers the operand as stored: dimension 0 is its contiguous one (A 'n': K, A 't': M, B 'n':
  * N, B 't': K), dimension 1 its rows; elements outside the matrix read as zero. */
 #define GEN_MAX_TENSOR_MAPS 4
+/* Blocks of a thread-block cluster at most (the portable size, sm_90 on). */
+#define GEN_MAX_CLUSTER 8
 /* The most workspace a kernel may ask per block of its grid (a 256 x 256 tile of fp32). */
 #define GEN_MAX_WORKSPACE_PER_BLOCK (256 * 1024)
 /* Split-K's limits (mmt.split_k_refusal): tiles of C a launch (the split_k snippet's arrival
@@ -221,11 +226,16 @@ mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, c
 void gen_kernel_clear(gen_kernel *k);
 
 /* Grid for a problem from a kernel's grid rule on a device of sm_count multiprocessors (used
- * by per-SM dimensions only).  M or N == 0 gives a 0 dimension: launch nothing (a per-SM
- * dimension too).  Errors: MMT_ERR_INVALID_ARG when a dimension exceeds the hardware limit
+ * by per-SM dimensions only), each dimension rounded up to whole clusters (the blocks past the
+ * problem's are the kernel's to idle).  M or N == 0 gives a 0 dimension: launch nothing (a
+ * per-SM dimension too).  Errors: MMT_ERR_INVALID_ARG when a dimension exceeds the hardware limit
  * (x < 2^31, y and z < 65536), a size is < 0, or a per-SM rule gets sm_count < 1. */
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
                          int sm_count, unsigned out[3], ut_err *err);
+
+/* Blocks of one thread-block cluster of k (the product of its grid's `cluster`; 1: none). */
+int gen_kernel_cluster_blocks(const gen_kernel *k);
+
 /* gen_problem's align_bytes of these values (byte addresses and leading dimensions in bytes):
  * the largest power of two <= 16 dividing every one of values[0..count); 0 is divisible by
  * all.  1 at least. */

@@ -192,7 +192,7 @@ static mmt_status read_grid(lua_State *L, int res, emit_ctx *c) {
     return emit_fail(c, "no grid table: grid = {x = ..., y = ..., z = ...} is required");
   int tbl = lua_gettop(L);
   for (int i = 0; i < 3; i++) {
-    gen_grid_dim g = {0, 1};
+    gen_grid_dim g = {0, 1, 1};
     int ty = xyz_field(L, tbl, i);
     bool ok = (ty == LUA_TNIL && i > 0) || read_grid_dim(L, i, &g);
     lua_pop(L, 1);
@@ -205,6 +205,46 @@ static mmt_status read_grid(lua_State *L, int res, emit_ctx *c) {
     c->out->grid[i] = g;
   }
   lua_pop(L, 1);
+  return MMT_OK;
+}
+
+/* cluster = {x, y, z} or {x = , y = , z = }, optional, each 1 by default: the blocks of a
+ * thread-block cluster along each axis, GEN_MAX_CLUSTER in all at most; the grid is rounded up
+ * to whole clusters.  Not on a per-SM axis (a persistent grid is the device's, not the
+ * problem's).  Clusters need compute capability 9.0: the kernel must name its arch. */
+static mmt_status read_cluster(lua_State *L, int res, emit_ctx *c) {
+  int ty = gen_raw_field(L, res, "cluster");
+  if (ty == LUA_TNIL) {
+    lua_pop(L, 1);
+    return MMT_OK;
+  }
+  if (ty != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return emit_fail(c, "cluster that is not a table {x, y, z}");
+  }
+  int tbl = lua_gettop(L);
+  int64_t blocks = 1;
+  for (int i = 0; i < 3; i++) {
+    int64_t v = 1;
+    int fty = xyz_field(L, tbl, i);
+    bool ok = fty == LUA_TNIL || gen_lua_int(L, -1, &v);
+    lua_pop(L, 1);
+    if (!ok || v < 1 || v > GEN_MAX_CLUSTER) {
+      lua_pop(L, 1);
+      return emit_fail(c, "cluster.%s that is not an integer in [1, %d]", axis_name[i],
+                       GEN_MAX_CLUSTER);
+    }
+    if (v > 1 && c->out->grid[i].dim == 'S') {
+      lua_pop(L, 1);
+      return emit_fail(c, "cluster.%s on a per-SM grid axis", axis_name[i]);
+    }
+    c->out->grid[i].cluster = (int)v;
+    blocks *= v;
+  }
+  lua_pop(L, 1);
+  if (blocks > GEN_MAX_CLUSTER)
+    return emit_fail(c, "a cluster of %lld blocks (more than %d)", (long long)blocks,
+                     GEN_MAX_CLUSTER);
   return MMT_OK;
 }
 
@@ -391,7 +431,8 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 
 static const char *const emit_fields[] = {
     "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
-    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace", NULL};
+    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace",
+    "cluster", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -406,7 +447,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
-                                "tensor_maps, repack, store_any_align, workspace)",
+                                "tensor_maps, repack, store_any_align, workspace, cluster)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -431,11 +472,16 @@ static int emit_protected(lua_State *L) {
   c->rc = emit_known_fields(L, res, c);
   if (!c->rc) c->rc = read_block(L, res, c);
   if (!c->rc) c->rc = read_grid(L, res, c);
+  if (!c->rc) c->rc = read_cluster(L, res, c);
   if (!c->rc) c->rc = read_shared(L, res, c);
   if (!c->rc) c->rc = read_requires(L, res, c);
   if (!c->rc) c->rc = read_launch_flags(L, res, c);
   if (!c->rc) c->rc = read_workspace(L, res, c);
   if (!c->rc) c->rc = read_arch(L, res, c);
+  if (!c->rc && gen_kernel_cluster_blocks(c->out) > 1 &&
+      (strncmp(c->out->arch, "sm_", 3) != 0 || atoi(c->out->arch + 3) < 90))
+    c->rc = emit_fail(c, "cluster without an arch of sm_90 or newer (clusters need compute "
+                         "capability 9.0)");
   if (!c->rc) c->rc = read_tensor_maps(L, res, c);
   if (!c->rc) c->rc = read_repack(L, res, c);
   if (!c->rc) c->rc = read_strings(L, res, c);
@@ -507,12 +553,19 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
       break;
     default: return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
     }
+    if (g->cluster > 1) blocks = (blocks + g->cluster - 1) / g->cluster * g->cluster;
     if (blocks > grid_limit[i])
       return ut_fail(err, MMT_ERR_INVALID_ARG, "grid.%s = %lld blocks exceeds the limit of %lld",
                      axis_name[i], (long long)blocks, (long long)grid_limit[i]);
     out[i] = (unsigned)blocks;
   }
   return MMT_OK;
+}
+
+int gen_kernel_cluster_blocks(const gen_kernel *k) {
+  int blocks = 1;
+  for (int i = 0; i < 3; i++) blocks *= k->grid[i].cluster > 1 ? k->grid[i].cluster : 1;
+  return blocks;
 }
 
 int gen_align_bytes(const uint64_t *values, int count) {

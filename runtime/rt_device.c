@@ -542,13 +542,24 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
     }
     k->trail->stream_id = id; /* 0 inside a capture; unused once captured */
   }
+  /* Launch attributes: programmatic dependent launch, thread-block clusters (the grid is
+   * whole clusters already: gen_grid_eval). */
+  CUlaunchAttribute attrs[2];
+  unsigned nattrs = 0;
+  memset(attrs, 0, sizeof attrs);
   if (k->dependent_launch) {
-    CUlaunchAttribute early;
-    memset(&early, 0, sizeof early);
-    early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    early.value.programmaticStreamSerializationAllowed = 1;
+    attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[nattrs++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (k->grid[0].cluster > 1 || k->grid[1].cluster > 1 || k->grid[2].cluster > 1) {
+    attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[nattrs].value.clusterDim.x = k->grid[0].cluster > 1 ? (unsigned)k->grid[0].cluster : 1;
+    attrs[nattrs].value.clusterDim.y = k->grid[1].cluster > 1 ? (unsigned)k->grid[1].cluster : 1;
+    attrs[nattrs++].value.clusterDim.z = k->grid[2].cluster > 1 ? (unsigned)k->grid[2].cluster : 1;
+  }
+  if (nattrs > 0) {
     const CUlaunchConfig config = {grid[0], grid[1], grid[2], k->block[0], k->block[1],
-                                   k->block[2], k->shared_bytes, stream, &early, 1};
+                                   k->block[2], k->shared_bytes, stream, attrs, nattrs};
     RT_CU_CHECK(cu, cuLaunchKernelEx(&config, k->fn, params, NULL));
   } else {
     RT_CU_CHECK(cu, cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], k->block[0], k->block[1],

@@ -377,16 +377,16 @@ static void test_grid_eval(void **state) {
   (void)state;
   unsigned g[3];
   ut_err e;
-  const gen_grid_dim smem[3] = {{'N', 32}, {'M', 32}, {0, 1}};
+  const gen_grid_dim smem[3] = {{'N', 32, 1}, {'M', 32, 1}, {0, 1, 1}};
   assert_int_equal(gen_grid_eval(smem, 17, 33, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 2);
   assert_int_equal(g[1], 1);
   assert_int_equal(g[2], 1);
-  const gen_grid_dim naive[3] = {{'N', 16}, {'M', 8}, {0, 1}};
+  const gen_grid_dim naive[3] = {{'N', 16, 1}, {'M', 8, 1}, {0, 1, 1}};
   assert_int_equal(gen_grid_eval(naive, 17, 33, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 3);
   assert_int_equal(g[1], 3);
-  const gen_grid_dim kdim[3] = {{'K', 64}, {0, 5}, {'M', 1}};
+  const gen_grid_dim kdim[3] = {{'K', 64, 1}, {0, 5, 1}, {'M', 1, 1}};
   assert_int_equal(gen_grid_eval(kdim, 3, 1, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[0], 2);
   assert_int_equal(g[1], 5);
@@ -394,18 +394,18 @@ static void test_grid_eval(void **state) {
   assert_int_equal(gen_grid_eval(naive, 0, 33, 65, 132, g, &e), MMT_OK);
   assert_int_equal(g[1], 0);
   /* hardware limits: y < 65536, x < 2^31 */
-  const gen_grid_dim rows[3] = {{'N', 1}, {'M', 1}, {0, 1}};
+  const gen_grid_dim rows[3] = {{'N', 1, 1}, {'M', 1, 1}, {0, 1, 1}};
   assert_int_equal(gen_grid_eval(rows, 65535, 1, 1, 132, g, &e), MMT_OK);
   assert_int_equal(gen_grid_eval(rows, 65536, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "grid.y"));
   assert_int_equal(gen_grid_eval(rows, 1, (int64_t)1 << 31, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
   assert_int_equal(gen_grid_eval(rows, 1, ((int64_t)1 << 31) - 1, 1, 132, g, &e), MMT_OK);
   assert_int_equal(gen_grid_eval(rows, -1, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
-  const gen_grid_dim bad[3] = {{'Q', 1}, {'M', 1}, {0, 1}};
+  const gen_grid_dim bad[3] = {{'Q', 1, 1}, {'M', 1, 1}, {0, 1, 1}};
   assert_int_equal(gen_grid_eval(bad, 1, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
   /* per SM: blocks * sm_count whatever the size; an empty C launches nothing; the SM count is
    * required */
-  const gen_grid_dim persistent[3] = {{'S', 2}, {0, 1}, {0, 1}};
+  const gen_grid_dim persistent[3] = {{'S', 2, 1}, {0, 1, 1}, {0, 1, 1}};
   assert_int_equal(gen_grid_eval(persistent, 1, 1, 1, 114, g, &e), MMT_OK);
   assert_int_equal(g[0], 228);
   assert_int_equal(g[1], 1);
@@ -881,6 +881,28 @@ static void test_malformed_emit(void **state) {
   cfg.v[0]++;
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
   assert_non_null(strstr(e.msg, "store_any_align that is not a boolean"));
+  static const char *const cluster_errors[] = {
+      "cluster that is not a table", "cluster.y that is not an integer in [1, 8]",
+      "a cluster of 16 blocks (more than 8)", "cluster.x on a per-SM grid axis",
+      "cluster without an arch of sm_90", "cluster without an arch of sm_90"};
+  for (size_t i = 0; i < sizeof cluster_errors / sizeof cluster_errors[0]; i++) {
+    cfg.v[0]++;
+    assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
+    if (!strstr(e.msg, cluster_errors[i])) fprintf(stderr, "cluster case %zu: %s\n", i, e.msg);
+    assert_non_null(strstr(e.msg, cluster_errors[i]));
+  }
+  cfg.v[0]++; /* clusters of two along y: the grid's y rounded up to whole clusters */
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_int_equal(k.grid[0].cluster, 1);
+  assert_int_equal(k.grid[1].cluster, 2);
+  assert_int_equal(gen_kernel_cluster_blocks(&k), 2);
+  unsigned g[3];
+  assert_int_equal(gen_grid_eval(k.grid, 3, 40, 1, 132, g, &e), MMT_OK);
+  assert_int_equal(g[0], 2);
+  assert_int_equal(g[1], 4); /* 3 rows of 1, in clusters of 2 */
+  assert_int_equal(gen_grid_eval(k.grid, 4, 40, 1, 132, g, &e), MMT_OK);
+  assert_int_equal(g[1], 4);
+  gen_kernel_clear(&k);
   gen_free(t);
   assert_good_still_works();
 }

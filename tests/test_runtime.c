@@ -552,9 +552,9 @@ static void test_launch_args(void **state) {
   assert_int_equal(rt_kernel_launch(&k, &a, NULL, &e), MMT_ERR_INVALID_ARG);
   assert_int_equal(rt_kernel_launch(NULL, &a, NULL, &e), MMT_ERR_INVALID_ARG);
   k.fn = (CUfunction)(uintptr_t)1; /* never called */
-  k.grid[0] = (gen_grid_dim){'N', 16};
-  k.grid[1] = (gen_grid_dim){'M', 16};
-  k.grid[2] = (gen_grid_dim){0, 1};
+  k.grid[0] = (gen_grid_dim){'N', 16, 1};
+  k.grid[1] = (gen_grid_dim){'M', 16, 1};
+  k.grid[2] = (gen_grid_dim){0, 1, 1};
   rt_gemm_args bad = a;
   bad.m = -1;
   assert_int_equal(rt_kernel_launch(&k, &bad, NULL, &e), MMT_ERR_INVALID_ARG);
@@ -611,9 +611,9 @@ static void test_workspace_sizing(void **state) {
 
   rt_kernel k;
   memset(&k, 0, sizeof k);
-  k.grid[0] = (gen_grid_dim){'N', 64};
-  k.grid[1] = (gen_grid_dim){'M', 32};
-  k.grid[2] = (gen_grid_dim){0, 16};
+  k.grid[0] = (gen_grid_dim){'N', 64, 1};
+  k.grid[1] = (gen_grid_dim){'M', 32, 1};
+  k.grid[2] = (gen_grid_dim){0, 16, 1};
   k.sm_count = 132;
   rt_gemm_args a = {.m = 100, .n = 129, .k = 10000, .alpha = 1, .lda = 10000, .ldb = 129, .ldc = 129};
   ut_err e;
@@ -681,8 +681,8 @@ static mmt_status load_src(const rt_device *d, const char *src, const char *name
   spec.kernel_name = (char *)name;
   spec.block[0] = threads;
   spec.block[1] = spec.block[2] = 1;
-  spec.grid[0] = (gen_grid_dim){'M', threads};
-  spec.grid[1] = spec.grid[2] = (gen_grid_dim){0, 1};
+  spec.grid[0] = (gen_grid_dim){'M', threads, 1};
+  spec.grid[1] = spec.grid[2] = (gen_grid_dim){0, 1, 1};
   spec.shared_bytes = shared;
   spec.requires = (gen_requires){1, 1, 1, 4, false, false};
   rc = rt_kernel_load(d, &c, &spec, k, e);

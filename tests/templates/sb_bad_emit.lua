@@ -58,13 +58,21 @@ local broken = {
   end,
   [29] = function(r) r.store_any_align = true end, -- without repack
   [30] = function(r) r.repack = true; r.store_any_align = 1 end, -- not a boolean
+  [31] = function(r) r.arch = "sm_90a"; r.cluster = 2 end, -- not a table
+  [32] = function(r) r.arch = "sm_90a"; r.cluster = {y = 9} end, -- over 8
+  [33] = function(r) r.arch = "sm_90a"; r.cluster = {x = 4, y = 4} end, -- 16 blocks
+  [34] = function(r) r.arch = "sm_90a"; r.grid = {x = {"SM", 1}}; r.cluster = {x = 2} end,
+  [35] = function(r) r.cluster = {y = 2} end, -- no arch
+  [36] = function(r) r.arch = "sm_80"; r.cluster = {y = 2} end, -- an arch without clusters
+  -- well formed: clusters of two along y
+  [37] = function(r) r.arch = "sm_90a"; r.cluster = {y = 2} end,
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                   23, 24, 25, 26, 27, 28, 29, 30}}},
+                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
