@@ -86,6 +86,10 @@ typedef struct {
                          one block per work unit */
   int shared_bytes;   /* shared memory of a block: a ring kernel's (TMA, cp.async) bytes in
                          flight.  Kept in the row's shared_bytes column; 0: unknown */
+  int cluster;        /* blocks of a thread-block cluster that share one tile of B (each
+                         reads 1 / cluster of it from L2, multicast to the others); 0 or 1:
+                         none.  No column: the performance model takes it from a row's
+                         `cluster` parameter, rt_launch_of from the kernel's grid */
 } db_launch;
 
 typedef struct {

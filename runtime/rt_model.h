@@ -84,6 +84,15 @@
  * 32-row tiles) right, but score leave-one-out lower (an H200 main job: bf16 0.933 ->
  * 0.899-0.908, worst 0.748 -> 0.584; the H100 fixture: f16 0.869 -> 0.74-0.76). */
 #define RT_MODEL_L2_FACTOR 4.0
+/* L2 traffic of an operand whose row pitch is not a multiple of 32 bytes: a 128-byte row of a
+ * tile spans five sectors on every other row (3000^3 f16, wgmma 128 x 256: 0.1429 ms against
+ * 0.1157 with the pitches padded to 3008, before the L2 promotion of 128 bytes; 0.126 after). */
+#define RT_MODEL_SECTOR_WASTE 1.15
+/* A cluster's blocks wait for one another at every stage (a stage is refilled once each has
+ * released it): clusters of two ran 1-7% slower on rows of whole sectors (1536^3 to 8192^3
+ * f16), where multicasting B saved nothing; on rows off them they save about the sectors'
+ * cost (the analytic time counts no RT_MODEL_SECTOR_WASTE for them). */
+#define RT_MODEL_CLUSTER_WAIT 1.04
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */

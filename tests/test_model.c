@@ -120,6 +120,28 @@ static void test_analytic(void **state) {
   gen_problem batch64 = packed("f16", "nn", 64, 4096, 4096);
   assert_true(rt_model_analytic_ms(&dev, &tall, &batch16) >
               1.2 * rt_model_analytic_ms(&dev, &tall, &batch64));
+  /* rows of 6000 bytes read five 32-byte sectors for every four on every other row: 3000^3 in
+   * 16 bits costs more L2 time than with its pitches padded to 3008 (or f32's 12000 bytes);
+   * a cluster of two sharing B reads half of B from L2, and waits for its other block */
+  db_launch big = {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384};
+  gen_problem odd = packed("f16", "nn", 3000, 3000, 3000), padded = odd;
+  padded.lda = padded.ldb = 3008;
+  const double t_odd = rt_model_analytic_ms(&dev, &big, &odd);
+  const double t_padded = rt_model_analytic_ms(&dev, &big, &padded);
+  assert_true(t_odd > 1.05 * t_padded);
+  db_launch pair = big;
+  pair.cluster = 2;
+  assert_true(rt_model_analytic_ms(&dev, &pair, &odd) < 0.97 * t_odd);
+  gen_problem square = packed("f16", "nn", 4096, 4096, 4096);
+  const double t_square = rt_model_analytic_ms(&dev, &big, &square);
+  assert_true(rt_model_analytic_ms(&dev, &pair, &square) < 1.05 * t_square);
+  assert_true(rt_model_analytic_ms(&dev, &pair, &square) > 0.95 * t_square);
+  /* the grid in whole clusters: 3 tile rows run as 4 */
+  db_launch rows = {.tile_m = 128, .tile_n = 128, .slices = 1, .threads = 384, .cluster = 2};
+  gen_problem three = packed("f16", "nn", 3 * 128, 128 * 44, 8192);
+  gen_problem four = packed("f16", "nn", 4 * 128, 128 * 44, 8192);
+  assert_true(rt_model_analytic_ms(&dev, &rows, &three) ==
+              rt_model_analytic_ms(&dev, &rows, &four));
 }
 
 /* The launch shape of a per-tile grid, a persistent one, a split-K one and a swapped one (C^T:
@@ -137,10 +159,11 @@ static void test_launch_of(void **state) {
     db_launch want;
   } cases[] = {
       /* shared_bytes: the kernel's (checked below) */
-      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0, 0}},
-      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2, 0}},
-      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0, 0}},
-      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0, 0}},
+      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0, 0, 1}},
+      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2, 0, 1}},
+      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0, 0, 1}},
+      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0, 0, 1}},
+      {"bm=128,bn=128,consumers=2,split=2,cluster=2", {128, 128, 2, 384, 0, 0, 2}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);
@@ -150,6 +173,7 @@ static void test_launch_of(void **state) {
     assert_int_equal(l.tile_n, cases[i].want.tile_n);
     assert_int_equal(l.slices, cases[i].want.slices);
     assert_int_equal(l.per_sm, cases[i].want.per_sm);
+    assert_int_equal(l.cluster, cases[i].want.cluster);
     assert_true(l.threads > 0);
     assert_int_equal(l.shared_bytes, (int)k.shared_bytes); /* the ring: its loads in flight */
     assert_true(l.shared_bytes > 0);
@@ -309,6 +333,38 @@ static void test_predict_far_own_rows(void **state) {
     rt_model_free(m);
     db_close(db);
   }
+}
+
+/* A row's cluster is its `cluster` parameter (the database has no column for it): the fit's
+ * analytic time for a config of clusters of two is the launch's with cluster = 2. */
+static void test_fit_cluster(void **state) {
+  (void)state;
+  char path[96];
+  snprintf(path, sizeof path, "%s/cluster.db", g_dir);
+  unlink(path);
+  db_handle *db = NULL;
+  ut_err e;
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  put_row(db, "x=1,cluster=2", 3000, 3000, 3000, 1.0);
+  put_row(db, "x=1,cluster=1", 3000, 3000, 3000, 1.0);
+  rt_model *m = NULL;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  const int two = rt_model_find(m, "tpl", "0123456789abcdef", "x=1,cluster=2", "f16");
+  const int one = rt_model_find(m, "tpl", "0123456789abcdef", "x=1,cluster=1", "f16");
+  assert_true(two >= 0 && one >= 0);
+  gen_problem p = packed("f16", "nt", 3000, 3000, 3000);
+  rt_model_focus(m, &p, NULL);
+  rt_prediction a, b;
+  rt_model_predict(m, two, NULL, NULL, NULL, NAN, &p, &a);
+  rt_model_predict(m, one, NULL, NULL, NULL, NAN, &p, &b);
+  const rt_model_device h100 = {132, 9};
+  db_launch l = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128, .cluster = 2};
+  assert_true(fabs(a.analytic_ms - rt_model_analytic_ms(&h100, &l, &p)) < 1e-9);
+  l.cluster = 1;
+  assert_true(fabs(b.analytic_ms - rt_model_analytic_ms(&h100, &l, &p)) < 1e-9);
+  assert_true(a.analytic_ms != b.analytic_ms);
+  rt_model_free(m);
+  db_close(db);
 }
 
 /* Every config's prediction on a problem, for comparing two models of the same rows. */
@@ -594,7 +650,8 @@ int main(void) {
       cmocka_unit_test(test_analytic),         cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
       cmocka_unit_test(test_predict_other_layout),
-      cmocka_unit_test(test_predict_far_own_rows), cmocka_unit_test(test_leave_one_shape_out),
+      cmocka_unit_test(test_predict_far_own_rows), cmocka_unit_test(test_fit_cluster),
+      cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),             cmocka_unit_test(test_fit_cache),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
