@@ -233,7 +233,9 @@ void gen_kernel_clear(gen_kernel *k);
 mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64_t k,
                          int sm_count, unsigned out[3], ut_err *err);
 
-/* Blocks of one thread-block cluster of k (the product of its grid's `cluster`; 1: none). */
+/* Blocks of a cluster along grid dimension g (its `cluster`, 0 read as 1), and of one whole
+ * cluster of k (the product over its grid; 1: none). */
+int gen_grid_cluster(const gen_grid_dim *g);
 int gen_kernel_cluster_blocks(const gen_kernel *k);
 
 /* gen_problem's align_bytes of these values (byte addresses and leading dimensions in bytes):

@@ -211,33 +211,26 @@ static mmt_status read_grid(lua_State *L, int res, emit_ctx *c) {
 /* cluster = {x, y, z} or {x = , y = , z = }, optional, each 1 by default: the blocks of a
  * thread-block cluster along each axis, GEN_MAX_CLUSTER in all at most; the grid is rounded up
  * to whole clusters.  Not on a per-SM axis (a persistent grid is the device's, not the
- * problem's).  Clusters need compute capability 9.0: the kernel must name its arch. */
+ * problem's).  Clusters need compute capability 9.0: the kernel must name an arch of sm_90 or
+ * newer (read after grid and arch). */
 static mmt_status read_cluster(lua_State *L, int res, emit_ctx *c) {
   int ty = gen_raw_field(L, res, "cluster");
   if (ty == LUA_TNIL) {
     lua_pop(L, 1);
     return MMT_OK;
   }
-  if (ty != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return emit_fail(c, "cluster that is not a table {x, y, z}");
-  }
+  if (ty != LUA_TTABLE) return emit_fail(c, "cluster that is not a table {x, y, z}");
   int tbl = lua_gettop(L);
   int64_t blocks = 1;
   for (int i = 0; i < 3; i++) {
     int64_t v = 1;
-    int fty = xyz_field(L, tbl, i);
-    bool ok = fty == LUA_TNIL || gen_lua_int(L, -1, &v);
+    bool ok = xyz_field(L, tbl, i) == LUA_TNIL || gen_lua_int(L, -1, &v);
     lua_pop(L, 1);
-    if (!ok || v < 1 || v > GEN_MAX_CLUSTER) {
-      lua_pop(L, 1);
+    if (!ok || v < 1 || v > GEN_MAX_CLUSTER)
       return emit_fail(c, "cluster.%s that is not an integer in [1, %d]", axis_name[i],
                        GEN_MAX_CLUSTER);
-    }
-    if (v > 1 && c->out->grid[i].dim == 'S') {
-      lua_pop(L, 1);
+    if (v > 1 && c->out->grid[i].dim == 'S')
       return emit_fail(c, "cluster.%s on a per-SM grid axis", axis_name[i]);
-    }
     c->out->grid[i].cluster = (int)v;
     blocks *= v;
   }
@@ -245,6 +238,10 @@ static mmt_status read_cluster(lua_State *L, int res, emit_ctx *c) {
   if (blocks > GEN_MAX_CLUSTER)
     return emit_fail(c, "a cluster of %lld blocks (more than %d)", (long long)blocks,
                      GEN_MAX_CLUSTER);
+  const char *arch = c->out->arch;
+  if (blocks > 1 && (strncmp(arch, "sm_", 3) != 0 || atoi(arch + 3) < 90))
+    return emit_fail(c, "cluster without an arch of sm_90 or newer (clusters need compute "
+                        "capability 9.0)");
   return MMT_OK;
 }
 
@@ -472,16 +469,12 @@ static int emit_protected(lua_State *L) {
   c->rc = emit_known_fields(L, res, c);
   if (!c->rc) c->rc = read_block(L, res, c);
   if (!c->rc) c->rc = read_grid(L, res, c);
-  if (!c->rc) c->rc = read_cluster(L, res, c);
   if (!c->rc) c->rc = read_shared(L, res, c);
   if (!c->rc) c->rc = read_requires(L, res, c);
   if (!c->rc) c->rc = read_launch_flags(L, res, c);
   if (!c->rc) c->rc = read_workspace(L, res, c);
   if (!c->rc) c->rc = read_arch(L, res, c);
-  if (!c->rc && gen_kernel_cluster_blocks(c->out) > 1 &&
-      (strncmp(c->out->arch, "sm_", 3) != 0 || atoi(c->out->arch + 3) < 90))
-    c->rc = emit_fail(c, "cluster without an arch of sm_90 or newer (clusters need compute "
-                         "capability 9.0)");
+  if (!c->rc) c->rc = read_cluster(L, res, c);
   if (!c->rc) c->rc = read_tensor_maps(L, res, c);
   if (!c->rc) c->rc = read_repack(L, res, c);
   if (!c->rc) c->rc = read_strings(L, res, c);
@@ -553,7 +546,7 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
       break;
     default: return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
     }
-    if (g->cluster > 1) blocks = (blocks + g->cluster - 1) / g->cluster * g->cluster;
+    blocks = (blocks + gen_grid_cluster(g) - 1) / gen_grid_cluster(g) * gen_grid_cluster(g);
     if (blocks > grid_limit[i])
       return ut_fail(err, MMT_ERR_INVALID_ARG, "grid.%s = %lld blocks exceeds the limit of %lld",
                      axis_name[i], (long long)blocks, (long long)grid_limit[i]);
@@ -562,10 +555,11 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
   return MMT_OK;
 }
 
+int gen_grid_cluster(const gen_grid_dim *g) { return g->cluster > 1 ? g->cluster : 1; }
+
 int gen_kernel_cluster_blocks(const gen_kernel *k) {
-  int blocks = 1;
-  for (int i = 0; i < 3; i++) blocks *= k->grid[i].cluster > 1 ? k->grid[i].cluster : 1;
-  return blocks;
+  return gen_grid_cluster(&k->grid[0]) * gen_grid_cluster(&k->grid[1]) *
+         gen_grid_cluster(&k->grid[2]);
 }
 
 int gen_align_bytes(const uint64_t *values, int count) {

@@ -551,11 +551,14 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
     attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attrs[nattrs++].value.programmaticStreamSerializationAllowed = 1;
   }
-  if (k->grid[0].cluster > 1 || k->grid[1].cluster > 1 || k->grid[2].cluster > 1) {
+  const unsigned cluster[3] = {(unsigned)gen_grid_cluster(&k->grid[0]),
+                               (unsigned)gen_grid_cluster(&k->grid[1]),
+                               (unsigned)gen_grid_cluster(&k->grid[2])};
+  if (cluster[0] * cluster[1] * cluster[2] > 1) {
     attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[nattrs].value.clusterDim.x = k->grid[0].cluster > 1 ? (unsigned)k->grid[0].cluster : 1;
-    attrs[nattrs].value.clusterDim.y = k->grid[1].cluster > 1 ? (unsigned)k->grid[1].cluster : 1;
-    attrs[nattrs++].value.clusterDim.z = k->grid[2].cluster > 1 ? (unsigned)k->grid[2].cluster : 1;
+    attrs[nattrs].value.clusterDim.x = cluster[0];
+    attrs[nattrs].value.clusterDim.y = cluster[1];
+    attrs[nattrs++].value.clusterDim.z = cluster[2];
   }
   if (nattrs > 0) {
     const CUlaunchConfig config = {grid[0], grid[1], grid[2], k->block[0], k->block[1],

@@ -81,21 +81,15 @@ static double dram_share(const db_launch *l, int64_t units, int sms, int64_t tm,
   return fmin(1, share);
 }
 
-/* Whether operand A (which 0) or B (1) of p has a row pitch (p's, else packed rows) of whole
- * 32-byte sectors. */
-static bool whole_sectors(const gen_problem *p, int which) {
+/* The L2 traffic factors of A (waste[0]) and B (waste[1]) of p, elements of elem bytes:
+ * RT_MODEL_SECTOR_WASTE where the operand's row pitch (p's, else packed rows) is not a whole
+ * number of 32-byte sectors, else 1. */
+static void sector_waste(const gen_problem *p, double elem, double waste[2]) {
   int64_t ld[3];
   gen_min_ld(p->layout ? p->layout : "nn", p->m, p->n, p->k, ld);
-  const int64_t given = which == 0 ? p->lda : p->ldb;
-  const int64_t pitch = given > 0 ? given : ld[which];
-  const int64_t elem = gen_dtype_size(p->dtype) > 0 ? gen_dtype_size(p->dtype) : 4;
-  return pitch * elem % 32 == 0;
-}
-
-/* The L2 traffic factor of operand A (which 0) or B (1) of p: RT_MODEL_SECTOR_WASTE where its
- * rows are not whole sectors. */
-static double sector_waste(const gen_problem *p, int which) {
-  return whole_sectors(p, which) ? 1.0 : RT_MODEL_SECTOR_WASTE;
+  const int64_t pitch[2] = {p->lda > 0 ? p->lda : ld[0], p->ldb > 0 ? p->ldb : ld[1]};
+  for (int i = 0; i < 2; i++)
+    waste[i] = (int64_t)((double)pitch[i] * elem) % 32 ? RT_MODEL_SECTOR_WASTE : 1.0;
 }
 
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
@@ -123,10 +117,10 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
    * is counted as what it was measured to be worth: on rows of whole sectors nothing (the
    * blocks' wait below is all), on rows off them the sectors' cost (3000^3 f16: 0.1117 ms in
    * clusters of two, 0.1157 with the pitches padded to 3008, 0.1335 neither). */
-  const double waste_a = cluster > 1 ? 1 : sector_waste(p, 0);
-  const double waste_b = cluster > 1 ? 1 : sector_waste(p, 1);
+  double waste[2] = {1, 1};
+  if (cluster == 1) sector_waste(p, elem, waste);
   double unit_bytes =
-      (((double)tm * waste_a + (double)tn * waste_b) * kslice + (double)tm * (double)tn) * elem;
+      (((double)tm * waste[0] + (double)tn * waste[1]) * kslice + (double)tm * (double)tn) * elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
   double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
@@ -281,7 +275,7 @@ mmt_status rt_model_index(rt_model *m, ut_err *err) {
 /* The value of parameter `cluster` in canonical params text ("bm=128,...,cluster=2"); 0 when
  * absent.  The database keeps no column for it (db_launch.cluster). */
 static int params_cluster(const char *params) {
-  for (const char *s = params; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+  for (const char *s = params; *s; s += strcspn(s, ","), s += *s == ',')
     if (!strncmp(s, "cluster=", 8)) return atoi(s + 8);
   return 0;
 }
