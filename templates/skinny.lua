@@ -119,6 +119,20 @@ __device__ __forceinline__ void load_v(const elem_t* p, float* f) {
 #endif
 }
 
+/* V elements of W from p (16-byte aligned when VEC), as floats.  W is read once, so its
+ * 16-byte loads do not allocate in L1 (ld.global.nc.L1::no_allocate), which keeps L1 for X,
+ * read by every warp: 1-3% on batch-1 GEMVs (a plain cold read of 32-64 MiB: 7%). */
+__device__ __forceinline__ void load_w(const elem_t* p, float* f) {
+#if VEC
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  unpack(v, f);
+#else
+  load_v(p, f);
+#endif
+}
+
 /* Dot with an S-contiguous X: the thread's XS_PER elements of a step's X, as floats (0 past
  * the staged rows or the whole chunks, kwhole).  Element q of thread t is row kb + i of K,
  * i = t / BS + q * (WARPS * 32 / BS), and row s0 + t % BS of S (BS divides the threads), so
@@ -213,7 +227,7 @@ local dot_body = [[
 #pragma unroll
       for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-        for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)(c + u * KW) * (32 * V) + lane * V, w[u][r]);
+        for (int r = 0; r < RL; r++) load_w(wrow[r] + (long long)(c + u * KW) * (32 * V) + lane * V, w[u][r]);
 #pragma unroll
       for (int u = 0; u < UNROLL; u++) {
         const long long k = (long long)(c + u * KW) * (32 * V) + lane * V;
@@ -231,7 +245,7 @@ local dot_body = [[
     for (; c < chunks; c += KW) { /* the chunks left over from the unrolled steps */
       float w[RL][V];
 #pragma unroll
-      for (int r = 0; r < RL; r++) load_v(wrow[r] + (long long)c * (32 * V) + lane * V, w[r]);
+      for (int r = 0; r < RL; r++) load_w(wrow[r] + (long long)c * (32 * V) + lane * V, w[r]);
       const long long k = (long long)c * (32 * V) + lane * V;
 #pragma unroll
       for (int s = 0; s < BS; s++) {
@@ -266,7 +280,7 @@ local dot_body = [[
         if (c0 + u * KW + kpart < chunks)
 #pragma unroll
           for (int r = 0; r < RL; r++)
-            load_v(wrow[r] + (long long)(c0 + u * KW + kpart) * (32 * V) + lane * V, w[u][r]);
+            load_w(wrow[r] + (long long)(c0 + u * KW + kpart) * (32 * V) + lane * V, w[u][r]);
       {
         float* const row = xs + (threadIdx.x % BS) * XS_LD + threadIdx.x / BS;
 #pragma unroll
@@ -383,7 +397,7 @@ local axpy_body = [[
       for (int j = 0; j < RL; j++) {
         const elem_t* const p = W + (long long)k * w_ld + col[j];
         if (k < K && whole[j]) {
-          load_v(p, w[u][j]);
+          load_w(p, w[u][j]);
         } else {
 #pragma unroll
           for (int e = 0; e < V; e++) w[u][j][e] = k < K && col[j] + e < L ? to_float(__ldg(p + e)) : 0.0f;
