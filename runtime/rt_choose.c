@@ -576,7 +576,7 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   for (int i = 0; i < rt_model_config_count(m) && !rc; i++) {
     rt_model_config mc;
     rt_model_get_config(m, i, &mc);
-    if (strcmp(mc.dtype, p->dtype) != 0) continue;
+    if (strcmp(mc.dtype, rt_model_dtype_class(p->dtype)) != 0) continue;
     rt_candidate c = {.config = i, .other_layout = layout >= 0 && !(mc.layouts & 1u << layout)};
     ut_copy(c.template_name, sizeof c.template_name, mc.template_name);
     ut_copy(c.template_hash, sizeof c.template_hash, mc.template_hash);

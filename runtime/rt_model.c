@@ -217,16 +217,32 @@ static int params_bins(model_tmpl *t, const char *params, bool add, int *bins) {
 }
 
 
-static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
-  for (int i = 0; i < m->ntmpls; i++)
-    if (!strcmp(m->tmpls[i].name, name) && !strcmp(m->tmpls[i].dtype, dtype)) return i;
+const char *rt_model_dtype_class(const char *dtype) {
+  return is16(dtype) || (dtype && !strcmp(dtype, RT_MODEL_CLASS_16)) ? RT_MODEL_CLASS_16 : dtype;
+}
+
+/* A row's dtype as a small code (model_row.dt), and back. */
+static const char *const row_dtypes[] = {"f32", "tf32", "f16", "bf16"};
+enum { ROW_DTYPES = sizeof row_dtypes / sizeof row_dtypes[0] };
+
+static signed char dtype_code(const char *dtype) {
+  for (int i = 0; i < ROW_DTYPES; i++)
+    if (!strcmp(row_dtypes[i], dtype)) return (signed char)i;
   return -1;
 }
 
+static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
+  const char *cls = rt_model_dtype_class(dtype);
+  for (int i = 0; i < m->ntmpls; i++)
+    if (!strcmp(m->tmpls[i].name, name) && !strcmp(m->tmpls[i].dtype, cls)) return i;
+  return -1;
+}
+
+/* dtype: a row's or problem's, or a class (a config holds its class's rows). */
 static bool same_config(const model_cfg *c, const char *name, const char *hash,
                         const char *params, const char *dtype) {
   return !strcmp(c->template_name, name) && !strcmp(c->template_hash, hash) &&
-         !strcmp(c->params, params) && !strcmp(c->dtype, dtype);
+         !strcmp(c->params, params) && !strcmp(c->dtype, rt_model_dtype_class(dtype));
 }
 
 static size_t config_slot(const rt_model *m, const char *name, const char *hash,
@@ -234,7 +250,8 @@ static size_t config_slot(const rt_model *m, const char *name, const char *hash,
   uint64_t h = ut_hash64(name, strlen(name));
   h = ut_hash64_more(h, hash, strlen(hash));
   h = ut_hash64_more(h, params, strlen(params));
-  return (size_t)ut_hash64_more(h, dtype, strlen(dtype)) & m->table_mask;
+  const char *cls = rt_model_dtype_class(dtype);
+  return (size_t)ut_hash64_more(h, cls, strlen(cls)) & m->table_mask;
 }
 
 /* The table slot of a config: its own, or the empty one where it would go. */
@@ -294,7 +311,7 @@ static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
   m->ncfgs++; /* freed by rt_model_free even when a strdup failed */
   if (!c->template_name || !c->template_hash || !c->params)
     return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
-  ut_copy(c->dtype, sizeof c->dtype, r->problem.dtype);
+  ut_copy(c->dtype, sizeof c->dtype, rt_model_dtype_class(r->problem.dtype));
   c->launch = r->launch;
   if (c->launch.tile_m <= 0 && f->resolve) {
     ut_err e = {{0}};
@@ -337,7 +354,8 @@ static int config_of(fit_ctx *f, const db_model_row *r) {
 static int on_fit_row(const db_model_row *r, void *user) {
   fit_ctx *f = user;
   rt_model *m = f->m;
-  if (!(r->ms_median > 0) || gen_layout_index(r->problem.layout) < 0) return 0;
+  const signed char dt = dtype_code(r->problem.dtype);
+  if (!(r->ms_median > 0) || gen_layout_index(r->problem.layout) < 0 || dt < 0) return 0;
   int c = config_of(f, r);
   if (c < 0) return 1;
   if (m->cfgs[c].skip) return 0;
@@ -361,7 +379,7 @@ static int on_fit_row(const db_model_row *r, void *user) {
                                  .lm = (float)log_size(r->problem.m),
                                  .ln = (float)log_size(r->problem.n),
                                  .lk = (float)log_size(r->problem.k),
-                                 .id = r->id, .cfg = c, .ms = r->ms_median,
+                                 .id = r->id, .cfg = c, .ms = r->ms_median, .dt = dt,
                                  .layout = gen_layout_index(r->problem.layout),
                                  .aligned = packed_aligned(&r->problem)};
   m->cfgs[c].count++;
@@ -399,6 +417,7 @@ static int by_problem(const void *a, const void *b) {
   if (x->m != y->m) return x->m < y->m ? -1 : 1;
   if (x->n != y->n) return x->n < y->n ? -1 : 1;
   if (x->k != y->k) return x->k < y->k ? -1 : 1;
+  if (x->dt != y->dt) return x->dt - y->dt;
   return x->layout - y->layout;
 }
 
@@ -439,7 +458,7 @@ static void fit_corrections(rt_model *m) {
     model_cfg *cfg = &m->cfgs[c];
     for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
       model_row *r = &m->rows[i];
-      gen_problem p = {.dtype = cfg->dtype, .layout = gen_layout_name(r->layout), .m = r->m,
+      gen_problem p = {.dtype = row_dtypes[r->dt], .layout = gen_layout_name(r->layout), .m = r->m,
                        .n = r->n, .k = r->k};
       r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->by_layout[r->layout], &p));
     }
@@ -519,18 +538,21 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
     tm->sw = tm->swy = tm->swyy = tm->wmax = tm->used = 0;
     for (int b = 0; b < tm->nbins; b++) tm->bins[b].sw = tm->bins[b].swr = 0;
   }
+  const char *cls = rt_model_dtype_class(p->dtype);
+  const signed char pdt = dtype_code(p->dtype);
   for (int c = 0; c < m->ncfgs; c++) {
     model_cfg *cfg = &m->cfgs[c];
     cfg->sw = cfg->swy = cfg->swr_w = cfg->swr = cfg->wmax = 0;
     cfg->basis = 0;
     cfg->used = 0;
-    if (cfg->tmpl < 0 || strcmp(cfg->dtype, p->dtype) != 0) continue;
+    if (cfg->tmpl < 0 || strcmp(cfg->dtype, cls) != 0) continue;
     for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
       const model_row *r = &m->rows[i];
       if (hide && r->m == hide[0] && r->n == hide[1] && r->k == hide[2]) continue;
       double d = fabs(lm - r->lm) + fabs(ln - r->ln) + fabs(lk - r->lk);
       double f = (r->layout == layout ? 1 : RT_MODEL_OTHER_LAYOUT) *
-                 (r->aligned == aligned ? 1 : RT_MODEL_OTHER_ALIGN);
+                 (r->aligned == aligned ? 1 : RT_MODEL_OTHER_ALIGN) *
+                 (r->dt == pdt ? 1 : RT_MODEL_OTHER_DTYPE);
       double w = exp(-d / RT_MODEL_BANDWIDTH) * f, wr = exp(-d / RT_MODEL_MERIT_BANDWIDTH) * f;
       cfg->sw += w;
       cfg->swy += w * r->y;

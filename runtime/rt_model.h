@@ -23,8 +23,10 @@
  * model, averaged by kernel regression in log-shape space.  For a problem p, a row at
  * distance d = rt_shape_distance(p, row) weighs w = exp(-d / RT_MODEL_BANDWIDTH), times
  * RT_MODEL_OTHER_LAYOUT when its layout differs (a config behaves alike across layouts, not
- * the same).  Then, over the rows of the problem's dtype:
- *   own(c)      = sum w y / sum w over the rows of config c (template, hash, params, dtype);
+ * the same), and RT_MODEL_OTHER_DTYPE when it is of the other 16-bit dtype (f16 and bf16 run
+ * the same kernels: a bf16 search starts from what f16 measured, and back).  Then, over the
+ * rows of the problem's dtype class:
+ *   own(c)      = sum w y / sum w over the rows of config c (template, hash, params, class);
  *   template(t) = the same over every row of template t, + RT_MODEL_UNMEASURED (the rows
  *                 are the configs searches chose to measure, better than a config never
  *                 measured);
@@ -69,6 +71,7 @@
 #define RT_MODEL_MERIT_SHRINK 3.0  /* weight of "no better or worse than its template" */
 #define RT_MODEL_OTHER_LAYOUT 0.25 /* weight factor of a row measured in another layout */
 #define RT_MODEL_OTHER_ALIGN 0.1   /* ... on a problem 16-byte aligned where p is not, or back */
+#define RT_MODEL_OTHER_DTYPE 0.5   /* ... in the other 16-bit dtype (f16 for bf16, or back) */
 #define RT_MODEL_PRIOR_WEIGHT 0.1  /* the template's weight against a config's own rows */
 #define RT_MODEL_FAR_OWN 1.0       /* ... plus this share of theirs where they are far (predict) */
 #define RT_MODEL_GLOBAL_WEIGHT 0.02 /* a template's mean over all shapes, against its rows near */
@@ -138,7 +141,7 @@ void rt_model_free(rt_model *m);
  */
 /* Bump when what the fit computes changes but no struct size, constant or analytic time does
  * (e.g. how merits are averaged). */
-#define RT_MODEL_PACK_FORMAT 1
+#define RT_MODEL_PACK_FORMAT 2 /* 2: a config holds its dtype class (f16 and bf16 rows) */
 mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *err);
 mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err);
 mmt_status rt_model_unpack_map(void *map, size_t map_len, size_t offset, rt_model **out,
@@ -149,20 +152,29 @@ rt_model_device rt_model_get_device(const rt_model *m);
 /* Rows the model was fitted on. */
 int rt_model_row_count(const rt_model *m);
 
+/* A dtype's class: f16 and bf16 are RT_MODEL_CLASS_16 (one kernel but for its conversions:
+ * the same bytes, the same tensor-core rate), every other dtype its own.  A config of the
+ * model holds the rows of its class (its f16 rows and its bf16 rows), each weighing
+ * RT_MODEL_OTHER_DTYPE for a problem of the other type. */
+#define RT_MODEL_CLASS_16 "16-bit"
+const char *rt_model_dtype_class(const char *dtype);
+
 /* The configs the model has rows of: index 0..rt_model_config_count()-1. */
 typedef struct {
   unsigned layouts; /* bit gen_layout_index(l): the config has rows in layout l */
-  const char *template_name, *template_hash, *params, *dtype; /* borrowed from the model */
+  const char *template_name, *template_hash, *params; /* borrowed from the model */
+  const char *dtype; /* its dtype's class (rt_model_dtype_class), borrowed */
   db_launch launch; /* its first row's */
   int rows;
 } rt_model_config;
 int rt_model_config_count(const rt_model *m);
 void rt_model_get_config(const rt_model *m, int i, rt_model_config *out);
-/* The index of the config with these fields, or -1 (a hash lookup). */
+/* The index of the config with these fields (dtype: a dtype or a class; the config of its
+ * class), or -1 (a hash lookup). */
 int rt_model_find(const rt_model *m, const char *template_name, const char *template_hash,
                   const char *params, const char *dtype);
 
-/* Sets the problem the next predictions are for: one pass over the rows of p's dtype.  hide
+/* Sets the problem the next predictions are for: one pass over the rows of p's dtype's class.  hide
  * (may be NULL): rows of exactly this shape (m, n, k) are left out, as if never measured
  * (leave-one-shape-out). */
 void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide);

@@ -15,14 +15,15 @@ typedef struct {
   double ms, y;
   double r; /* y less its template's mean y on the same problem: the config's own merit */
   int layout;
-  bool aligned; /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
+  bool aligned;   /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
+  signed char dt; /* its dtype: f32, tf32, f16, bf16 (0-3) */
   float ln, lk;
 } model_row;
 
 typedef struct {
   char *template_name, *template_hash, *params;
-  char dtype[8];
-  int tmpl; /* its (template, dtype) in tmpls */
+  char dtype[8]; /* its dtype's class (rt_model_dtype_class): its rows may be of both 16-bit types */
+  int tmpl;      /* its (template, class) in tmpls */
   db_launch launch; /* its first row's */
   /* per layout, its rows' (a template's grid may depend on the layout: skinny's bodies) */
   db_launch by_layout[GEN_LAYOUTS];

@@ -26,7 +26,8 @@ static uint64_t code_print(void) {
                               RT_MODEL_FILL_MS,       RT_MODEL_SM_THREADS,
                               RT_MODEL_BUSY_WARPS,    RT_MODEL_DRAM_SMS,
                               RT_MODEL_DRAM_INFLIGHT, RT_MODEL_L2_FACTOR,
-                              RT_MODEL_SECTOR_WASTE,  RT_MODEL_CLUSTER_WAIT};
+                              RT_MODEL_SECTOR_WASTE,  RT_MODEL_CLUSTER_WAIT,
+                              RT_MODEL_OTHER_DTYPE};
   uint64_t h = ut_hash64(constants, sizeof constants);
   const rt_model_device dev = {132, 9};
   const db_launch launches[] = {{.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384},

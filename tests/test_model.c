@@ -270,13 +270,13 @@ static void test_predict_other_layout(void **state) {
   db_close(db);
 }
 
-/* A row of config `params` of template "tpl" (f16, nt, tiles of 64 x 64) taking `factor` times
- * the analytic time. */
-static void put_row(db_handle *db, const char *params, int64_t m, int64_t n, int64_t k,
-                    double factor) {
+/* A row of config `params` of template "tpl" (dtype, nt, tiles of 64 x 64) taking `factor`
+ * times the analytic time. */
+static void put_row_of(db_handle *db, const char *dtype, const char *params, int64_t m,
+                       int64_t n, int64_t k, double factor) {
   const db_launch l = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128};
   const rt_model_device h100 = {132, 9};
-  gen_problem p = packed("f16", "nt", m, n, k);
+  gen_problem p = packed(dtype, "nt", m, n, k);
   db_result r;
   ut_err e;
   memset(&r, 0, sizeof r);
@@ -288,7 +288,8 @@ static void put_row(db_handle *db, const char *params, int64_t m, int64_t n, int
   snprintf(r.template_name, sizeof r.template_name, "tpl");
   snprintf(r.template_hash, sizeof r.template_hash, "0123456789abcdef");
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"f16", "nt", m, n, k};
+  r.problem = (db_problem){"", "nt", m, n, k};
+  snprintf(r.problem.dtype, sizeof r.problem.dtype, "%s", dtype);
   r.status = DB_OK;
   r.ms_min = r.ms_median = r.ms_max = factor * rt_model_analytic_ms(&h100, &l, &p);
   r.runs = 10;
@@ -296,6 +297,60 @@ static void put_row(db_handle *db, const char *params, int64_t m, int64_t n, int
   r.regs = r.shared_bytes = r.local_bytes = -1;
   r.launch = l;
   assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+}
+
+static void put_row(db_handle *db, const char *params, int64_t m, int64_t n, int64_t k,
+                    double factor) {
+  put_row_of(db, "f16", params, m, n, k, factor);
+}
+
+/* The correction of config `params` of "tpl" for p (its ms over the analytic ms). */
+static double ratio_for(rt_model *m, const char *params, const gen_problem *p) {
+  const int c = rt_model_find(m, "tpl", "0123456789abcdef", params, p->dtype);
+  assert_true(c >= 0);
+  rt_model_focus(m, p, NULL);
+  rt_prediction pred;
+  rt_model_predict(m, c, NULL, NULL, NULL, NAN, p, &pred);
+  assert_true(pred.rows >= 1);
+  return pred.ms / pred.analytic_ms;
+}
+
+/* f16 and bf16 rows of a config are one config of the model: a config measured only in f16 is
+ * predicted for bf16 from its f16 rows, which weigh RT_MODEL_OTHER_DTYPE against bf16's own;
+ * f32 rows stay apart. */
+static void test_predict_other_16bit(void **state) {
+  (void)state;
+  char path[96];
+  snprintf(path, sizeof path, "%s/class.db", g_dir);
+  unlink(path);
+  db_handle *db = NULL;
+  ut_err e;
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  put_row_of(db, "f16", "x=1", 8, 5120, 5120, 2.0);
+  put_row_of(db, "f16", "x=1", 16, 14336, 4096, 2.0);
+  put_row_of(db, "f32", "x=1", 8, 5120, 5120, 0.3);
+  put_row_of(db, "bf16", "x=2", 128, 5120, 5120, 1.0);
+  put_row_of(db, "f16", "x=3", 8, 5120, 5120, 4.0);
+  put_row_of(db, "bf16", "x=3", 8, 5120, 5120, 1.0);
+  rt_model *m = NULL;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  const char *tpl = "tpl", *hash = "0123456789abcdef";
+  assert_int_equal(rt_model_find(m, tpl, hash, "x=1", "bf16"), rt_model_find(m, tpl, hash, "x=1", "f16"));
+  assert_true(rt_model_find(m, tpl, hash, "x=1", "f32") >= 0);
+  assert_int_not_equal(rt_model_find(m, tpl, hash, "x=1", "f32"), rt_model_find(m, tpl, hash, "x=1", "f16"));
+  assert_int_equal(rt_model_find(m, tpl, hash, "x=2", "tf32"), -1);
+  /* bf16 on f16's rows alone; f32 on its own */
+  gen_problem b = packed("bf16", "nt", 8, 11008, 4096), f = packed("f32", "nt", 8, 11008, 4096);
+  const double rb = ratio_for(m, "x=1", &b), rf = ratio_for(m, "x=1", &f);
+  assert_true(rb > 1.6 && rb < 2.4);
+  assert_true(rf > 0.2 && rf < 0.45);
+  /* rows of both on p: each dtype's own rows weigh more.  Weighed alike, both would be 2 */
+  gen_problem b8 = packed("bf16", "nt", 8, 5120, 5120), f8 = packed("f16", "nt", 8, 5120, 5120);
+  const double own_b = ratio_for(m, "x=3", &b8), own_f = ratio_for(m, "x=3", &f8);
+  assert_true(own_b > 1.0 && own_b < 2.0);
+  assert_true(own_f > 2.0 && own_f < 4.0);
+  rt_model_free(m);
+  db_close(db);
 }
 
 /* A config measured only far from the problem (batch 128) leans on its template's rows near
@@ -651,6 +706,7 @@ int main(void) {
       cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
       cmocka_unit_test(test_predict_other_layout),
       cmocka_unit_test(test_predict_far_own_rows), cmocka_unit_test(test_fit_cluster),
+      cmocka_unit_test(test_predict_other_16bit),
       cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),             cmocka_unit_test(test_fit_cache),
   };
