@@ -222,11 +222,10 @@ const char *rt_model_dtype_class(const char *dtype) {
 }
 
 /* A row's dtype as a small code (model_row.dt), and back. */
-static const char *const row_dtypes[] = {"f32", "tf32", "f16", "bf16"};
-enum { ROW_DTYPES = sizeof row_dtypes / sizeof row_dtypes[0] };
+static const char *const row_dtypes[MODEL_ROW_DTYPES] = {"f32", "tf32", "f16", "bf16"};
 
 static signed char dtype_code(const char *dtype) {
-  for (int i = 0; i < ROW_DTYPES; i++)
+  for (int i = 0; i < MODEL_ROW_DTYPES; i++)
     if (!strcmp(row_dtypes[i], dtype)) return (signed char)i;
   return -1;
 }

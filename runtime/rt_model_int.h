@@ -8,6 +8,8 @@
 
 #include "rt_model.h"
 
+#define MODEL_ROW_DTYPES 4
+
 typedef struct {
   int64_t m, n, k, id;
   int cfg;  /* its config */
@@ -16,7 +18,7 @@ typedef struct {
   double r; /* y less its template's mean y on the same problem: the config's own merit */
   int layout;
   bool aligned;   /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
-  signed char dt; /* its dtype: f32, tf32, f16, bf16 (0-3) */
+  signed char dt; /* its dtype: f32, tf32, f16, bf16 (0 to MODEL_ROW_DTYPES - 1) */
   float ln, lk;
 } model_row;
 

@@ -136,8 +136,8 @@ static const char *check(const rt_model *m) {
   }
   for (int i = 0; i < m->nrows; i++)
     if (m->rows[i].cfg < 0 || m->rows[i].cfg >= m->ncfgs || m->rows[i].layout < 0 ||
-        m->rows[i].layout >= GEN_LAYOUTS)
-      return "a row's config or layout out of range";
+        m->rows[i].layout >= GEN_LAYOUTS || m->rows[i].dt < 0 || m->rows[i].dt >= MODEL_ROW_DTYPES)
+      return "a row's config, layout or dtype out of range";
   for (int t = 0; t < m->ntmpls; t++)
     if (!memchr(m->tmpls[t].name, 0, sizeof m->tmpls[t].name) ||
         !memchr(m->tmpls[t].dtype, 0, sizeof m->tmpls[t].dtype))

@@ -540,6 +540,13 @@ static void test_pack(void **state) {
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
   assert_non_null(strstr(e.msg, "out of range"));
   memcpy(bytes + at, saved, sizeof bad);
+  /* ... and its dtype past the four */
+  const size_t dt_at = sizeof(pack_header) + offsetof(model_row, dt);
+  const signed char dt_saved = (signed char)bytes[dt_at];
+  bytes[dt_at] = MODEL_ROW_DTYPES;
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
+  assert_non_null(strstr(e.msg, "dtype out of range"));
+  bytes[dt_at] = (unsigned char)dt_saved;
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_OK);
   rt_model_free(back);
   /* any byte changed: read back or refused, never a crash (each index the predictions use
