@@ -248,5 +248,10 @@ bool gen_requires_met(const gen_requires *r, const gen_problem *p);
 
 /* Bytes of one element of dtype ("f32" -> 4); 0 for an unknown dtype. */
 int gen_dtype_size(const char *dtype);
+/* The element types mmtune knows: dtype's index in them (0 .. GEN_DTYPES - 1), -1 for an
+ * unknown one; and the name of index i (NULL out of range). */
+#define GEN_DTYPES 5
+int gen_dtype_index(const char *dtype);
+const char *gen_dtype_name(int i);
 
 #endif /* MMT_GEN_H */

@@ -28,6 +28,7 @@ static const gen_dtype_info gen_dtypes[] = {
     {"tf32", "float", 4}, /* f32 data, tf32 tensor-core math: chosen only when asked for */
     {NULL, NULL, 0},
 };
+_Static_assert(sizeof gen_dtypes / sizeof gen_dtypes[0] == GEN_DTYPES + 1, "GEN_DTYPES");
 
 static const gen_dtype_info *dtype_find(const char *dtype) {
   if (!dtype) return NULL;
@@ -40,6 +41,13 @@ int gen_dtype_size(const char *dtype) {
   const gen_dtype_info *d = dtype_find(dtype);
   return d ? d->bytes : 0;
 }
+
+int gen_dtype_index(const char *dtype) {
+  const gen_dtype_info *d = dtype_find(dtype);
+  return d ? (int)(d - gen_dtypes) : -1;
+}
+
+const char *gen_dtype_name(int i) { return i >= 0 && i < GEN_DTYPES ? gen_dtypes[i].name : NULL; }
 
 const char *gen_dtype_ctype(const char *dtype) {
   const gen_dtype_info *d = dtype_find(dtype);

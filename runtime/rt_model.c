@@ -221,15 +221,6 @@ const char *rt_model_dtype_class(const char *dtype) {
   return is16(dtype) || (dtype && !strcmp(dtype, RT_MODEL_CLASS_16)) ? RT_MODEL_CLASS_16 : dtype;
 }
 
-/* A row's dtype as a small code (model_row.dt), and back. */
-static const char *const row_dtypes[MODEL_ROW_DTYPES] = {"f32", "tf32", "f16", "bf16"};
-
-static signed char dtype_code(const char *dtype) {
-  for (int i = 0; i < MODEL_ROW_DTYPES; i++)
-    if (!strcmp(row_dtypes[i], dtype)) return (signed char)i;
-  return -1;
-}
-
 static int tmpl_index(const rt_model *m, const char *name, const char *dtype) {
   const char *cls = rt_model_dtype_class(dtype);
   for (int i = 0; i < m->ntmpls; i++)
@@ -353,7 +344,7 @@ static int config_of(fit_ctx *f, const db_model_row *r) {
 static int on_fit_row(const db_model_row *r, void *user) {
   fit_ctx *f = user;
   rt_model *m = f->m;
-  const signed char dt = dtype_code(r->problem.dtype);
+  const signed char dt = (signed char)gen_dtype_index(r->problem.dtype);
   if (!(r->ms_median > 0) || gen_layout_index(r->problem.layout) < 0 || dt < 0) return 0;
   int c = config_of(f, r);
   if (c < 0) return 1;
@@ -457,8 +448,8 @@ static void fit_corrections(rt_model *m) {
     model_cfg *cfg = &m->cfgs[c];
     for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
       model_row *r = &m->rows[i];
-      gen_problem p = {.dtype = row_dtypes[r->dt], .layout = gen_layout_name(r->layout), .m = r->m,
-                       .n = r->n, .k = r->k};
+      gen_problem p = {.dtype = gen_dtype_name(r->dt), .layout = gen_layout_name(r->layout),
+                       .m = r->m, .n = r->n, .k = r->k};
       r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->by_layout[r->layout], &p));
     }
   }
@@ -538,7 +529,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
     for (int b = 0; b < tm->nbins; b++) tm->bins[b].sw = tm->bins[b].swr = 0;
   }
   const char *cls = rt_model_dtype_class(p->dtype);
-  const signed char pdt = dtype_code(p->dtype);
+  const signed char pdt = (signed char)gen_dtype_index(p->dtype);
   for (int c = 0; c < m->ncfgs; c++) {
     model_cfg *cfg = &m->cfgs[c];
     cfg->sw = cfg->swy = cfg->swr_w = cfg->swr = cfg->wmax = 0;

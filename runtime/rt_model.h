@@ -141,7 +141,8 @@ void rt_model_free(rt_model *m);
  */
 /* Bump when what the fit computes changes but no struct size, constant or analytic time does
  * (e.g. how merits are averaged). */
-#define RT_MODEL_PACK_FORMAT 2 /* 2: a config holds its dtype class (f16 and bf16 rows) */
+/* 2: a config holds its dtype class; 3: a row names its dtype by gen_dtype_index */
+#define RT_MODEL_PACK_FORMAT 3
 mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *err);
 mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err);
 mmt_status rt_model_unpack_map(void *map, size_t map_len, size_t offset, rt_model **out,

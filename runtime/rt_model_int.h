@@ -8,8 +8,6 @@
 
 #include "rt_model.h"
 
-#define MODEL_ROW_DTYPES 4
-
 typedef struct {
   int64_t m, n, k, id;
   int cfg;  /* its config */
@@ -18,13 +16,13 @@ typedef struct {
   double r; /* y less its template's mean y on the same problem: the config's own merit */
   int layout;
   bool aligned;   /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
-  signed char dt; /* its dtype: f32, tf32, f16, bf16 (0 to MODEL_ROW_DTYPES - 1) */
+  signed char dt; /* its dtype: gen_dtype_index */
   float ln, lk;
 } model_row;
 
 typedef struct {
   char *template_name, *template_hash, *params;
-  char dtype[8]; /* its dtype's class (rt_model_dtype_class): its rows may be of both 16-bit types */
+  char dtype[8]; /* its dtype's class (rt_model_dtype_class): rows of f16 and bf16 alike */
   int tmpl;      /* its (template, class) in tmpls */
   db_launch launch; /* its first row's */
   /* per layout, its rows' (a template's grid may depend on the layout: skinny's bodies) */

@@ -39,7 +39,7 @@ static uint64_t code_print(void) {
                                  .cluster = 2}};
   const char *dtypes[] = {"f16", "f32", "f32", "f16", "f16"};
   const int ms_of[] = {1000, 1000, 1, 32, 3000}; /* M of each launch's problem */
-  for (int i = 0; i < 5; i++) {
+  for (size_t i = 0; i < sizeof launches / sizeof launches[0]; i++) {
     const gen_problem p = gen_packed_problem(dtypes[i], "nn", ms_of[i], 4096, 3000);
     const double ms = rt_model_analytic_ms(&dev, &launches[i], &p);
     h = ut_hash64_more(h, &ms, sizeof ms);
@@ -136,7 +136,7 @@ static const char *check(const rt_model *m) {
   }
   for (int i = 0; i < m->nrows; i++)
     if (m->rows[i].cfg < 0 || m->rows[i].cfg >= m->ncfgs || m->rows[i].layout < 0 ||
-        m->rows[i].layout >= GEN_LAYOUTS || m->rows[i].dt < 0 || m->rows[i].dt >= MODEL_ROW_DTYPES)
+        m->rows[i].layout >= GEN_LAYOUTS || m->rows[i].dt < 0 || m->rows[i].dt >= GEN_DTYPES)
       return "a row's config, layout or dtype out of range";
   for (int t = 0; t < m->ntmpls; t++)
     if (!memchr(m->tmpls[t].name, 0, sizeof m->tmpls[t].name) ||
