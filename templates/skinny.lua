@@ -41,6 +41,7 @@ local elem = {
 }
 local dependent_launch = mmt.snippet("dependent_launch")
 local split_k = mmt.snippet("split_k")
+local load_stream = mmt.snippet("load_stream")
 
 local source = [[
 /*
@@ -94,7 +95,7 @@ local source = [[
 #define XS_LD ${xs_ld}
 #define XS_OFFSET ${xs_offset}
 #define XS_PER ${xs_per} /* elements of the staged X a thread loads a step (at least 1) */
-${elem}${dependent_launch}${split_k}
+${elem}${dependent_launch}${split_k}${load_stream}
 /* 16 bytes (V elements) as floats. */
 __device__ __forceinline__ void unpack(const uint4 v, float* f) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
@@ -120,14 +121,11 @@ __device__ __forceinline__ void load_v(const elem_t* p, float* f) {
 }
 
 /* V elements of W from p (16-byte aligned when VEC), as floats.  W is read once, so its
- * 16-byte loads do not allocate in L1 (ld.global.nc.L1::no_allocate), which keeps L1 for X,
- * read by every warp: 1-3% on batch-1 GEMVs (a plain cold read of 32-64 MiB: 7%). */
+ * 16-byte loads do not allocate in L1 (load_stream), which keeps L1 for X, read by every
+ * warp: 1-3% on batch-1 GEMVs (a plain cold read of 32-64 MiB: 7%). */
 __device__ __forceinline__ void load_w(const elem_t* p, float* f) {
 #if VEC
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  unpack(v, f);
+  unpack(load_stream(p), f);
 #else
   load_v(p, f);
 #endif
@@ -595,7 +593,7 @@ return {
       lanes = p.lanes, warps = p.warps, kw = p.kw, unroll = p.unroll, vec = p.vec, v = v, lb = lb,
       threads = 32 * p.warps, shared_bytes = shared, a_t = a_t, b_t = b_t,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
-      split = p.split, split_k = split and "\n" .. split_k or "",
+      split = p.split, split_k = split and "\n" .. split_k or "", load_stream = "\n" .. load_stream,
       slice_step = slice_step(dot, v),
       ws_param = split and ",\n    float* __restrict__ WS" or "",
       kernel_body = dot and dot_body or axpy_body,

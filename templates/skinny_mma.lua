@@ -32,6 +32,7 @@ local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
 local dependent_launch = mmt.snippet("dependent_launch")
 local split_k = mmt.snippet("split_k")
 local mma_16816 = mmt.snippet("mma_16816")
+local load_stream = mmt.snippet("load_stream")
 
 local source = [[
 /*
@@ -70,13 +71,7 @@ local source = [[
 #endif
 ${elem}${dependent_launch}${split_k}
 ${mma_16816}
-/* 16 bytes that are read once: not kept in L1, where X is. */
-__device__ __forceinline__ uint4 load_stream(const elem_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
+${load_stream}
 
 /* 8 elements from p, those at or past element `left` as 0 (the K tail, element loads). */
 __device__ __forceinline__ uint4 load_tail(const elem_t* p, int left) {
@@ -297,7 +292,7 @@ return {
     if split then name = name .. "_z" .. p.split end
     local src = mmt.subst(source, {
       name = name, ctype = mmt.dtype(dtype).ctype,
-      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}),
+      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}), load_stream = load_stream,
       small = p.side == 0 and "M" or "N", big = p.side == 0 and "N" or "M",
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
       big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
