@@ -257,6 +257,16 @@ static __device__ __forceinline__ void tma_load_multicast(unsigned dst, const mm
                : "memory");
 }
 #endif
+/* This block's part of a box of B (all of it without CLUSTER) into stage memory `dst`: its own
+ * ring's, or with CLUSTER the same offsets of every block's (each `bar` at that offset). */
+static __device__ __forceinline__ void load_b(unsigned dst, const mmt_tensor_map* map, int c0,
+                                              int c1, unsigned bar) {
+#if CLUSTER > 1
+  tma_load_multicast(dst, map, c0, c1, bar, (1u << CLUSTER) - 1);
+#else
+  tma_load(dst, map, c0, c1, bar);
+#endif
+}
 /* A consumer warp is done with a stage: it counts itself in on the stage's empty barrier of
  * every block of the cluster (whose producers multicast into this block's stage). */
 static __device__ __forceinline__ void release_stage(unsigned bar) {
@@ -426,25 +436,16 @@ ${name}(int M, int N, int K, float alpha,
             tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
 #endif
           }
-#if CLUSTER > 1 /* this block's part of B, to every block of the cluster */
-          const unsigned short everyone = (1u << CLUSTER) - 1;
-#if B_T /* K-major: BN / CLUSTER rows (N) of BK, at part `rank` */
-          tma_load_multicast(b_dst + rank * (BN / CLUSTER * 128), &tmB, k0,
-                             (int)col0 + (int)rank * (BN / CLUSTER), full + 8 * s, everyone);
-#else   /* MN-major: of each chunk, BK / CLUSTER k rows at part `rank` */
+          /* B: this block's part `rank` (all of B without CLUSTER), to every block of the
+           * cluster */
+#if B_T /* K-major: a box of BK (K) x BN / CLUSTER (N) */
+          load_b(b_dst + rank * (BN / CLUSTER * 128), &tmB, k0,
+                 (int)col0 + (int)rank * (BN / CLUSTER), full + 8 * s);
+#else   /* MN-major: BN / B_CHUNK boxes of B_CHUNK (N) x BK / CLUSTER (K) */
 #pragma unroll
           for (int c = 0; c < BN / B_CHUNK; ++c)
-            tma_load_multicast(b_dst + c * (BK * B_ROW_BYTES) + rank * (BK / CLUSTER * B_ROW_BYTES),
-                               &tmB, (int)col0 + c * B_CHUNK, k0 + (int)rank * (BK / CLUSTER),
-                               full + 8 * s, everyone);
-#endif
-#elif B_T /* K-major: one box of BK (K) x BN (N) */
-          tma_load(b_dst, &tmB, k0, (int)col0, full + 8 * s);
-#else   /* MN-major: BN / B_CHUNK boxes of B_CHUNK (N) x BK (K) */
-#pragma unroll
-          for (int c = 0; c < BN / B_CHUNK; ++c)
-            tma_load(b_dst + c * (BK * B_ROW_BYTES), &tmB, (int)col0 + c * B_CHUNK, k0,
-                     full + 8 * s);
+            load_b(b_dst + c * (BK * B_ROW_BYTES) + rank * (BK / CLUSTER * B_ROW_BYTES), &tmB,
+                   (int)col0 + c * B_CHUNK, k0 + (int)rank * (BK / CLUSTER), full + 8 * s);
 #endif
           if (++s == STAGES) s = 0, phase ^= 1;
         }
