@@ -66,7 +66,8 @@
  * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
  * small tiles, split-K for few tiles and long K, blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
- * CUDA cores), and each of these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma
+ * CUDA cores), wgmma's swap in large tiles (tf32 in layout nn, the one way its tensor cores
+ * serve it: the other problems refuse swap's tiles wider than 64), and each of these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma
  * repack=1, reg_tiled vec=1), which a suite of aligned shapes never tunes.  min_cc: the
  * compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
@@ -82,6 +83,9 @@
    {9, "wgmma", "bm=128,bn=32,stages=6,consumers=2,blocks=1,group=1,swap=1", 0},            \
    {9, "wgmma", "bm=64,bn=32,stages=12,consumers=1,blocks=1,group=1,swap=1", 0},            \
    {9, "wgmma", "bm=64,bn=16,stages=16,consumers=1,blocks=1,group=1,swap=1", 0},            \
+   {9, "wgmma", "bm=128,bn=192,stages=4,consumers=2,blocks=1,group=8,persist=1,swap=1", 0}, \
+   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,swap=1", 0},           \
+   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},   \
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},        \
    {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},      \
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0},\

@@ -9,8 +9,11 @@
 -- 32 tf32 elements: one 128-byte swizzle row).  Each operand tile is staged as TMA copies it,
 -- as stored (its contiguous dimension stays contiguous) with the 128-byte swizzle (an MN-major
 -- B of 32 or 16 columns: the 64- or 32-byte one), and the
--- wgmma descriptors describe it as K-major or MN-major (the transpose immediates); tf32 wgmma
--- has only K-major operands, so tf32 kernels exist for layout nt only.  Consumer warpgroup w
+-- wgmma descriptors describe it as K-major or MN-major (the transpose immediates).  tf32
+-- wgmma reads K-major operands only from shared memory, but its A may come from registers
+-- instead: an MN-major A (layout tt; nn with swap, where the kernel's A is B) is loaded by
+-- the consumers themselves, element by element, into wgmma's register fragments (RS), and
+-- its B must be K-major (tf32 serves nt, tt, and nn with swap; not tn).  Consumer warpgroup w
 -- computes rows w*BM/CONSUMERS.. of the tile with BM/CONSUMERS/64 wgmma m64nBN per k-step,
 -- fp32 accumulators in registers; the epilogue stores them from registers, masked (16-bit
 -- types: 16-byte stores after an exchange among the lanes of a quad).
@@ -144,6 +147,7 @@ local source = [[
 #define CLUSTER ${cluster}
 /* The kernel's operands as stored (with SWAP, its A is op(B)^T and its B is op(A)^T): */
 #define A_T ${a_t} /* 1: its A is MN-major (A stored K rows of M; SWAP: B stored K rows of N) */
+#define RS ${rs}   /* 1: its A reaches wgmma through registers (tf32 with A_T: see "RS") */
 #define B_T ${b_t} /* 1: its B is K-major (B stored N rows of K; SWAP: A stored M rows of K) */
 #define ELEM_BYTES ${elem_bytes}
 
@@ -155,9 +159,10 @@ local source = [[
 #define ACC (BN / 2)          /* fp32 accumulators per thread per 64-row block */
 #define A_STAGE_BYTES (BM * 128)
 #define B_STAGE_BYTES (BN * 128)
-/* Byte offsets in a stage: one 64-row block of A (64 K-major rows, or one 64-wide MN chunk of
- * BK rows), and one k-step (32 bytes along a K-major row, KSTEP rows of an MN-major chunk). */
-#define A_MBLOCK_BYTES (A_T ? BK * 128 : 64 * 128)
+#define A_CHUNK (128 / ELEM_BYTES) /* M of one MN-major box of A: a 128-byte row */
+/* Byte offsets in a stage: one 64-row block of A (64 K-major rows, or 64 / A_CHUNK MN chunks
+ * of BK rows), and one k-step (32 bytes along a K-major row, KSTEP rows of an MN-major chunk). */
+#define A_MBLOCK_BYTES (A_T ? 64 / A_CHUNK * BK * 128 : 64 * 128)
 #define A_KSTEP_BYTES (A_T ? KSTEP * 128 : 32)
 /* An MN-major B (B_T 0) narrower than 128 bytes (BN = 32 or 16 in 16 bits) has rows of BN
  * elements under the swizzle of that width (64 or 32 bytes: TMA and wgmma agree on each), so
@@ -305,6 +310,7 @@ static __device__ __forceinline__ void acc_fence(float (&d)[MI][ACC]) {
 #pragma unroll
     for (int r = 0; r < ACC; ++r) asm volatile("" : "+f"(d[i][r]) :: "memory");
 }
+#if !RS
 /* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
  * ${trans_doc}. */
 static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
@@ -316,6 +322,37 @@ ${wgmma_regs}
 ${wgmma_outs}
                : "l"(da), "l"(db), "r"(1));
 }
+#else
+/* RS: A's fragments of one wgmma through registers.  Element v of thread t of the consumer
+ * warpgroup (PTX ISA, wgmma .tf32 A register fragment; CUTLASS's ALayout_64x8) is row
+ * 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2), column (t % 4) + 4 * (v / 2) of the 64 x KSTEP
+ * slice of A.  Read from one 64-row block of a stage (64 / A_CHUNK MN-major boxes of BK rows
+ * of 128 bytes, the 128-byte swizzle: the 16-byte chunk j of row r at j ^ (r % 8)) at k-step
+ * kk.  Lanes (t % 4) read four rows of the box, which the swizzle spreads over the banks but
+ * for pairs: two wavefronts a load. */
+static __device__ __forceinline__ void load_a_frag(unsigned (&a)[4], unsigned block, int kk,
+                                                   int t) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const int m = 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2);
+    const int k = kk * KSTEP + t % 4 + 4 * (v / 2);
+    unsigned off = (unsigned)(m / A_CHUNK * (BK * 128) + k * 128 + m % A_CHUNK * ELEM_BYTES);
+    off ^= (off >> 7 & 7u) << 4;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[v]) : "r"(block + off));
+  }
+}
+/* d += A (64 x KSTEP, fragments a) * B (KSTEP x BN, descriptor db); B K-major.  The registers
+ * of a stay untouched until the wgmma reading them are waited for. */
+static __device__ __forceinline__ void wgmma_rs(float (&d)[ACC], const unsigned (&a)[4],
+                                                unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${rs_scale_arg}, 0;\n"
+               "${wgmma_op}\n"
+${wgmma_regs}
+               " {%${ra0}, %${ra1}, %${ra2}, %${ra3}}, %${rs_db_arg}, p, 1, 1;\n}\n"
+${wgmma_outs}
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+#endif
 
 /* First row and column of C of tile pid: the tiles are renumbered so that GROUP tile rows are
  * walked top to bottom before moving right (the blocks running at one time share rows of A
@@ -428,10 +465,10 @@ ${name}(int M, int N, int K, float alpha,
           const int k0 = kt * BK;
           const unsigned a_dst = a_smem + s * A_STAGE_BYTES, b_dst = b_smem + s * B_STAGE_BYTES;
           if (a_rows) {
-#if A_T /* MN-major: BM / 64 boxes of 64 (M) x BK (K) */
+#if A_T /* MN-major: BM / A_CHUNK boxes of A_CHUNK (M) x BK (K) */
 #pragma unroll
-            for (int c = 0; c < BM / 64; ++c)
-              tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * 64, k0, full + 8 * s);
+            for (int c = 0; c < BM / A_CHUNK; ++c)
+              tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * A_CHUNK, k0, full + 8 * s);
 #else   /* K-major: one box of BK (K) x BM (M) */
             tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
 #endif
@@ -458,10 +495,12 @@ ${name}(int M, int N, int K, float alpha,
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
 #endif
     const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;
-    /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A, and B.
-     * LBO, SBO: see "Shared memory" above. */
+    /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A (RS: none),
+     * and B.  LBO, SBO: see "Shared memory" above. */
+#if !RS
     const unsigned long long a_desc =
         make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024, 1);
+#endif
     const unsigned long long b_desc = B_T ? make_desc(b_smem, 16, 1024, 1)
                                           : make_desc(b_smem, BK * B_ROW_BYTES, 8 * B_ROW_BYTES,
                                                       B_SWIZZLE);
@@ -478,31 +517,57 @@ ${name}(int M, int N, int K, float alpha,
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
-    int prev = 0;
+#if !RS
+    int prev = 0; /* the stage the wgmma still in flight read */
+#endif
     for (int kt = kt0; kt < kt1; ++kt) {
       mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
+#if !RS
       const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
+#endif
       const unsigned long long db = b_desc + ((unsigned)(s * B_STAGE_BYTES) >> 4);
+#if RS /* this stage's fragments of A, all loaded before the fence that orders them */
+      unsigned af[BK / KSTEP][MI][4];
+#pragma unroll
+      for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+          load_a_frag(af[kk][i], a_smem + s * A_STAGE_BYTES + (cw * MI + i) * A_MBLOCK_BYTES, kk,
+                      tid % 128);
+#endif
       acc_fence(acc);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk)
 #pragma unroll
         for (int i = 0; i < MI; ++i)
+#if RS
+          wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));
+#else
           wgmma(acc[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
                 db + ((kk * B_KSTEP_BYTES) >> 4));
+#endif
       wgmma_commit();
       acc_fence(acc);
+#if RS
+      /* None stays in flight: the next stage's fragments may take these registers (a wgmma
+       * reads its A registers until it is waited for), and the stage is free at once. */
+      wgmma_wait<0>();
+      if (lane == 0) release_stage(empty + 8 * s);
+#else
       /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
       wgmma_wait<1>();
       if (kt > kt0 && lane == 0) release_stage(empty + 8 * prev);
       prev = s;
+#endif
       if (++s == STAGES) s = 0, phase ^= 1;
     }
     wgmma_wait<0>();
     acc_fence(acc);
+#if !RS
     /* The last stage is free too: the producer may fill it with the next tile's first. */
     if (kt1 > kt0 && lane == 0) release_stage(empty + 8 * prev);
+#endif
 #if CLUSTER > 1
     if (m_left <= 0) continue; /* a block of the last cluster past M: it loaded only B */
 #endif
@@ -852,6 +917,13 @@ local CONSUMER_OVERHEAD = 40
 -- of an H100 SXM's or H200's 132 SMs (more tiles fill the GPU without split-K).
 local SPLIT_MAX_TILES = 2 * 132
 
+-- Whether prob is tf32 in layout nn, which wgmma serves with swap alone (its A, op(B)^T, through
+-- registers), at any size: swap's tiles are not limited to a small M there, nor to one tile a
+-- block (persist).
+local function rs_swap(prob)
+  return prob.dtype == "tf32" and prob.layout == "nn"
+end
+
 -- Everything derived from a config (shared by constraints and emit).
 local function derive(p)
   local d = {}
@@ -877,6 +949,27 @@ local function derive(p)
         (d.reg_limit * d.threads - 128 * PRODUCER_REGS) // (128 * p.consumers) // 8 * 8)
   end
   return d
+end
+
+-- The kernel's operands (swap: op(B)^T and op(A)^T) in the terms of A_T and B_T: whether its
+-- A is MN-major, whether its B is K-major.
+local function kernel_majors(layout, swap)
+  local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  if swap then return not b_t, not a_t end
+  return a_t, b_t
+end
+
+-- Why tf32 has no kernel for this layout and swap, or nil: tf32 wgmma reads a K-major B from
+-- shared memory only (an MN-major A it takes through registers: RS).
+local function tf32_refusal(dtype, layout, swap)
+  if dtype ~= "tf32" then return nil end
+  local _, kb_t = kernel_majors(layout, swap)
+  if kb_t then return nil end
+  if layout == "tn" then
+    return "tf32 wgmma needs one operand K-major: layout tn has none (nt, tt, or nn with swap)"
+  end
+  return "tf32 wgmma reads its B K-major only: layout " .. layout .. " needs swap = " ..
+         (swap and 0 or 1)
 end
 
 local function kernel_name(p, dtype, layout)
@@ -949,8 +1042,13 @@ return {
       return false, "persist: a grid per SM, no split-K slices"
     end
     if p.swap == 1 then
-      if p.bn > 64 then return false, "swap: for a small M, at most 64 of it a tile (bn <= 64)" end
-      if p.persist == 1 or p.repack == 1 then return false, "swap: not with persist or repack" end
+      if p.bn > 64 and prob and not rs_swap(prob) then
+        return false, "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)"
+      end
+      if p.repack == 1 then return false, "swap: not with repack" end
+      if p.persist == 1 and prob and not rs_swap(prob) then
+        return false, "swap: not with persist (tf32 nn: with it)"
+      end
     elseif p.bn < 32 then
       return false, "bn = 16 only with swap (the epilogues store 32 columns at a time)"
     end
@@ -966,8 +1064,15 @@ return {
                                   d.acc + CONSUMER_OVERHEAD, d.reg_limit)
     end
     if prob then
-      if prob.dtype == "tf32" and prob.layout ~= "nt" then
-        return false, "tf32 wgmma reads K-major operands only: layout nt"
+      local why = tf32_refusal(prob.dtype, prob.layout, p.swap == 1)
+      if why then return false, why end
+      -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
+      local ka_t = kernel_majors(prob.layout, p.swap == 1)
+      local rs_regs = prob.dtype == "tf32" and ka_t and 16 * (d.wg_m // 64) or 0
+      if rs_regs > 0 and d.acc + CONSUMER_OVERHEAD + rs_regs > d.reg_limit then
+        return false, string.format("about %d registers per consumer thread with A's " ..
+                                    "fragments (limit %d): would spill",
+                                    d.acc + CONSUMER_OVERHEAD + rs_regs, d.reg_limit)
       end
       -- the kernel's rows and columns (swap: N and M)
       local rows, cols = prob.M, prob.N
@@ -1018,15 +1123,13 @@ return {
     local dt = mmt.dtype(dtype)
     local info = dtype_info[dtype]
     local d = derive(p)
-    local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
-    if dtype == "tf32" and (a_t or not b_t) then
-      error("tf32 wgmma reads K-major operands only: layout nt, not " .. layout, 0)
-    end
     local swap = p.swap == 1
-    -- The kernel's operands (swap: op(B)^T and op(A)^T) in the terms of A_T and B_T: its A
-    -- MN-major, its B K-major.
-    local ka_t, kb_t = a_t, b_t
-    if swap then ka_t, kb_t = not b_t, not a_t end
+    local ka_t, kb_t = kernel_majors(layout, swap)
+    local why = tf32_refusal(dtype, layout, swap)
+    if why then error(why, 0) end
+    -- tf32 with an MN-major A: A through registers
+    local rs = dtype == "tf32" and ka_t
+    local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
     local bk = 128 // dt.bytes
     -- an MN-major B's rows: 128 bytes, or BN elements where that is narrower (BN = 32 or 16
     -- in 16 bits), under a swizzle of the rows' width
@@ -1058,6 +1161,8 @@ return {
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,
       da_arg = count, db_arg = count + 1, scale_arg = count + 2,
+      rs = rs and 1 or 0, ra0 = count, ra1 = count + 1, ra2 = count + 2, ra3 = count + 3,
+      rs_db_arg = count + 4, rs_scale_arg = count + 5,
       -- the transpose immediates (16-bit types only): the kernel's A MN-major (A stored
       -- transposed; swap: B stored as is), its B MN-major (B stored as is; swap: A transposed)
       trans_imm = dtype == "tf32" and "" or

@@ -264,26 +264,33 @@ static int params_differing(const gen_config *a, const gen_config *b) {
 /* The valid config with parameter `param` = value nearest the default (fewest other
  * parameters changed; the first in space order among equals): the default itself changed
  * where that is valid (mma_sync's vec=1 also needs stages=2, reg_tiled's split > 1 group=1).
- * Enumerating distances in C is cheap; only candidates at the current distance go to Lua. */
+ * Valid on `plain` too where some such config is (wgmma's swap: at most 64 columns a tile but
+ * in tf32 nn; tf32's A fragments must fit), else valid as a config (repack, which no aligned
+ * problem takes).  Enumerating distances in C is cheap; only candidates at the current
+ * distance go to Lua. */
 static mmt_status nearest_with(builder *b, const gen_config *def, int param, int64_t value,
-                               gen_config *out, bool *found) {
+                               const gen_problem *plain, gen_config *out, bool *found) {
   mmt_status rc = MMT_OK;
   const uint64_t size = gen_space_size(b->t);
   *found = false;
-  for (int dist = 1; dist <= def->n && !*found; dist++)
-    for (uint64_t idx = 0; idx < size && !*found; idx++) {
-      gen_config c;
-      gen_config_at(b->t, idx, &c);
-      if (c.v[param] != value || params_differing(&c, def) != dist) continue;
-      if ((rc = gen_check(b->t, &c, NULL, found, NULL, 0, b->err))) return rc;
-      if (*found) *out = c;
-    }
+  for (int pass = 0; pass < 2 && !*found; pass++)
+    for (int dist = 1; dist <= def->n && !*found; dist++)
+      for (uint64_t idx = 0; idx < size && !*found; idx++) {
+        gen_config c;
+        gen_config_at(b->t, idx, &c);
+        if (c.v[param] != value || params_differing(&c, def) != dist) continue;
+        if ((rc = gen_check(b->t, &c, NULL, found, NULL, 0, b->err))) return rc;
+        if (*found && pass == 0 && (rc = gen_check(b->t, &c, plain, found, NULL, 0, b->err)))
+          return rc;
+        if (*found) *out = c;
+      }
   return MMT_OK;
 }
 
-/* The default, then per swept parameter each of its other values (nearest valid config),
- * without duplicates.  Config-level only: the same list serves every dtype and layout. */
-static mmt_status fixed_configs(builder *b, cfg_item *items, int *count) {
+/* The default, then per swept parameter each of its other values (nearest valid config, on
+ * the pair's plain problem where one is), without duplicates. */
+static mmt_status fixed_configs(builder *b, const gen_problem *plain, cfg_item *items,
+                                int *count) {
   mmt_status rc = MMT_OK;
   gen_config def;
   gen_config_default(b->t, &def);
@@ -297,7 +304,7 @@ static mmt_status fixed_configs(builder *b, cfg_item *items, int *count) {
         gen_config c;
         bool found = false, dup = false;
         if (value == def.v[p]) continue; /* the default covers it */
-        if ((rc = nearest_with(b, &def, p, value, &c, &found))) return rc;
+        if ((rc = nearest_with(b, &def, p, value, plain, &c, &found))) return rc;
         for (int i = 0; i < *count && found; i++) dup = dup || same_config(&items[i].cfg, &c);
         if (found && !dup) items[(*count)++] = (cfg_item){c, SW_PARAM, p};
       }
@@ -365,11 +372,26 @@ static mmt_status plan_random(builder *b, const char *dtype, const char *layout,
   return MMT_OK;
 }
 
-/* One dtype and layout of the template.  A pair the default config rejects on a plain
- * aligned problem is one the template does not serve (wgmma's tf32 outside nt): it is
- * recorded as skipped with the template's reason, not planned. */
-static mmt_status plan_pair(builder *b, const char *dtype, const char *layout,
-                            const cfg_item *fixed, int nfixed) {
+/* Whether some config of the template is valid on `plain` (the first in space order). */
+static mmt_status some_config_takes(builder *b, const gen_problem *plain, bool *found) {
+  mmt_status rc = MMT_OK;
+  *found = false;
+  for (uint64_t idx = 0; idx < gen_space_size(b->t) && !*found; idx++) {
+    gen_config c;
+    bool valid = false;
+    gen_config_at(b->t, idx, &c);
+    if ((rc = gen_check(b->t, &c, NULL, &valid, NULL, 0, b->err))) return rc;
+    if (valid && (rc = gen_check(b->t, &c, plain, found, NULL, 0, b->err))) return rc;
+  }
+  return MMT_OK;
+}
+
+/* One dtype and layout of the template.  A pair that no config takes on a plain aligned
+ * problem is one the template does not serve (wgmma's tf32 tn): it is recorded as skipped
+ * with the default's reason, not planned.  One that the default refuses but other configs take
+ * (wgmma's tf32 nn: swap configs; tt: tiles whose A fragments fit) is planned: its configs
+ * that the template refuses are skips of their own. */
+static mmt_status plan_pair(builder *b, const char *dtype, const char *layout, cfg_item *fixed) {
   mmt_status rc = MMT_OK;
   int64_t ld[3];
   const int64_t side = 256;
@@ -377,7 +399,10 @@ static mmt_status plan_pair(builder *b, const char *dtype, const char *layout,
   const gen_problem plain = {dtype, layout, side, side, side, ld[0], ld[1], ld[2], 16};
   char why[256] = "", text[512];
   bool valid = false;
+  int nfixed = 0;
+  if ((rc = fixed_configs(b, &plain, fixed, &nfixed))) return rc;
   if ((rc = gen_check(b->t, &fixed[0].cfg, &plain, &valid, why, sizeof why, b->err))) return rc;
+  if (!valid && (rc = some_config_takes(b, &plain, &valid))) return rc;
   if (!valid) return add_skip(b, dtype, layout, "all configs", why);
   const int first = b->plan->nkernels;
   for (int i = 0; i < nfixed; i++) {
@@ -400,18 +425,16 @@ mmt_status sw_plan_build(gen_template *const *templates, int count, const sw_opt
   if (!fixed) return ut_fail(err, MMT_ERR_NOMEM, "out of memory planning the sweep");
   for (int ti = 0; ti < count; ti++) {
     const char *name = gen_name(templates[ti]);
-    int nfixed = 0;
     b.t = templates[ti];
     b.tmpl = ti;
     b.rng = opts->seed ^ ut_hash64(name, strlen(name)); /* a stream of its own */
     b.beta_turn = 0;
     memset(b.decks, 0, sizeof b.decks);
-    if ((rc = fixed_configs(&b, fixed, &nfixed))) goto cleanup;
     for (int d = 0; d < gen_dtype_count(b.t); d++)
       for (int l = 0; l < GEN_LAYOUTS; l++) {
         const char *layout = gen_layout_name(l);
         if (!gen_supports_layout(b.t, layout)) continue;
-        if ((rc = plan_pair(&b, gen_dtype(b.t, d), layout, fixed, nfixed))) goto cleanup;
+        if ((rc = plan_pair(&b, gen_dtype(b.t, d), layout, fixed))) goto cleanup;
       }
   }
 cleanup:

@@ -781,8 +781,15 @@ static void test_explain(void **state) {
                      "lda must be >= max(1, K) = 4, got 3");
   assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--device-name", "X"),
                      "exclude each other");
-  /* tf32 in layout nn has no tensor-core kernel: the fp32 one serves it. */
-  r = RUN("explain", "100", "100", "100", "--dtype", "tf32", "--device-name", "X", "--db", db);
+  /* tf32 in layout nn: wgmma's swap, its A (op(B)^T) through registers; in tn, no
+   * tensor-core kernel: the fp32 one serves it. */
+  r = RUN("explain", "1000", "1000", "1000", "--dtype", "tf32", "--device-name", "X", "--db", db);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "kernel:    wgmma "));
+  assert_non_null(strstr(r.out, "swap=1"));
+  run_free(&r);
+  r = RUN("explain", "100", "100", "100", "--dtype", "tf32", "--trans-a", "--device-name", "X",
+          "--db", db);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "reg_tiled"));
   run_free(&r);

@@ -503,8 +503,9 @@ static void test_device_arch(void **state) {
   }
 }
 
-/* tf32 only permits tensor-core rounding: with no tf32 kernel for the problem, the fp32
- * choice serves it (here the f32 row of the same shape). */
+/* tf32 only permits tensor-core rounding: with no tf32 kernel for the problem (layout tn:
+ * wgmma's tf32 needs one operand K-major), an fp32 kernel serves it; in nn, wgmma's swap (its
+ * A through registers) is a tf32 kernel, chosen before the f32 row of the same shape. */
 static void test_tf32_falls_back_to_f32(void **state) {
   fixture *f = *state;
   rt_choice c = {0};
@@ -512,9 +513,14 @@ static void test_tf32_falls_back_to_f32(void **state) {
   gen_problem p = square(1024, 1024, 1024, 16);
   p.dtype = "tf32";
   assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
-  assert_int_equal(c.kind, MMT_CHOICE_EXACT);
-  assert_string_equal(c.template_name, "naive");
+  assert_string_equal(c.template_name, "wgmma");
+  assert_string_equal(c.spec.dtype, "tf32");
+  assert_non_null(strstr(c.params, "swap=1"));
+  rt_choice_clear(&c);
+  p.layout = "tn";
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
   assert_string_equal(c.spec.dtype, "f32");
+  assert_string_equal(c.spec.layout, "tn");
   rt_choice_clear(&c);
 }
 

@@ -76,9 +76,9 @@ static bool pair_planned(const sw_plan *plan, int tmpl, const char *dtype, const
   return false;
 }
 
-/* Every template x dtype x declared layout is planned, or skipped as a whole because the
- * template's default rejects a plain aligned problem there (its reason recorded).  Only
- * wgmma's tf32 outside nt is, today. */
+/* Every template x dtype x declared layout is planned, or skipped as a whole because no config
+ * of the template takes a plain aligned problem there (the default's reason recorded).  Only
+ * wgmma's tf32 tn is, today. */
 static void test_every_pair(void **state) {
   fixture *f = *state;
   int skipped = 0;
@@ -107,11 +107,25 @@ static void test_every_pair(void **state) {
         assert_false(valid);
         skipped++;
       }
-  assert_int_equal(skipped, 3); /* wgmma tf32 nn, tn, tt */
+  assert_int_equal(skipped, 1); /* wgmma tf32 tn */
   assert_true(pair_planned(&f->plan, 4, "tf32", "nt"));
-  /* No other skip: every config of these templates has a kernel in every layout, and a
-   * problem (test_refused_config: one a template refuses in a layout) */
-  assert_int_equal(f->plan.nskips, 3);
+  assert_true(pair_planned(&f->plan, 4, "tf32", "nn")); /* swap configs */
+  assert_true(pair_planned(&f->plan, 4, "tf32", "tt"));
+  /* No other skip but of single wgmma tf32 configs in nn and tt, which the template refuses
+   * there (no swap in nn, swap in tt) or takes on no problem (A's fragments do not fit): every
+   * other config of these templates has a kernel in every layout, and a problem
+   * (test_refused_config: one a template refuses in a layout) */
+  int config_skips = 0;
+  for (int s = 0; s < f->plan.nskips; s++) {
+    const sw_skip *k = &f->plan.skips[s];
+    assert_int_equal(k->tmpl, 4);
+    assert_string_equal(k->dtype, "tf32");
+    assert_true(!strcmp(k->layout, "nn") || !strcmp(k->layout, "tt") || !strcmp(k->layout, "tn"));
+    assert_true(k->why[0]);
+    config_skips += strcmp(k->what, "all configs") != 0;
+  }
+  assert_int_equal(config_skips, f->plan.nskips - 1);
+  assert_true(config_skips > 0);
 }
 
 /* A config that a template refuses in one layout (emit's error; skinny's lanes < 32 where W is
@@ -147,7 +161,8 @@ static void test_refused_config(void **state) {
   gen_free(t);
 }
 
-/* Each planned pair has the template's default config, and `configs` random ones. */
+/* Each planned pair has the template's default config (where it takes a plain problem: not
+ * wgmma's in tf32 nn and tt), and `configs` random ones. */
 static void test_default_and_random(void **state) {
   fixture *f = *state;
   for (int t = 0; t < NT; t++) {
@@ -167,7 +182,12 @@ static void test_default_and_random(void **state) {
           randoms += sk->origin == SW_RANDOM;
         }
         if (!pair_planned(&f->plan, t, dtype, layout)) continue;
-        assert_int_equal(defaults, 1);
+        int64_t ld[3];
+        bool takes = false;
+        gen_min_ld(layout, 256, 256, 256, ld);
+        const gen_problem plain = {dtype, layout, 256, 256, 256, ld[0], ld[1], ld[2], 16};
+        assert_int_equal(gen_check(f->t[t], &def, &plain, &takes, NULL, 0, NULL), MMT_OK);
+        assert_int_equal(defaults, takes);
         assert_int_equal(randoms, f->opts.configs);
       }
   }

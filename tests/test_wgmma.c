@@ -58,8 +58,9 @@ static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),     COUNT(v_
                                       COUNT(v_repack), COUNT(v_split),  COUNT(v_persist),
                                       COUNT(v_swap),   COUNT(v_cluster)};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
-/* The (dtype, layout) pairs the template serves: every layout for the 16-bit types, nt alone
- * for tf32 (its wgmma reads K-major operands only). */
+/* The (dtype, layout) pairs every config serves: every layout for the 16-bit types, nt for
+ * tf32 (its wgmma reads a K-major B only from shared memory; an MN-major A it takes through
+ * registers: tt, and nn with swap, which tf32_layout picks). */
 static const struct {
   const char *dtype, *layout;
 } k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
@@ -67,7 +68,7 @@ static const struct {
 /* Valid configs; pinned so that a change of the rules is a visible change of this number.
  * split is checked against problems only: a config counts once per split value with persist
  * = 0, once (split = 1) with persist = 1.  Deep rings (8 to 16 stages) fit small tiles only. */
-#define VALID_COUNT 6288
+#define VALID_COUNT 7272
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
@@ -119,8 +120,9 @@ static int64_t consumer_regs_of(const cfg *p) {
 /* The template's constraints (problem-free part), restated; split has none but persist. */
 static bool rules_valid(const cfg *p) {
   if (p->persist && p->split > 1) return false; /* one pass over the tiles */
-  /* swap: for a small M, at most 64 of it a tile, no persist or repack; bn = 16 only there */
-  if (p->swap && (p->bn > 64 || p->persist || p->repack)) return false;
+  /* swap: no repack; bn = 16 only there (its small-M limits, bn <= 64 and no persist, are the
+   * problem's: tf32 nn has none) */
+  if (p->swap && p->repack) return false;
   if (!p->swap && p->bn < 32) return false;
   /* cluster: large plain tiles only (no persist, swap or repack; bn >= 64) */
   if (p->cluster > 1 && (p->persist || p->swap || p->repack || p->bn < 64)) return false;
@@ -129,6 +131,12 @@ static bool rules_valid(const cfg *p) {
   const int64_t shared = shared_bytes_of(p);
   if (shared > 227 * 1024 || p->blocks * (shared + 1024) > 228 * 1024) return false;
   return acc_of(p) + 40 <= launch_regs_of(p); /* accumulators plus overhead: no spill */
+}
+
+/* tf32 with the kernel's A MN-major takes A through registers (RS): a stage's fragments, 16
+ * registers a 64-row block, on top of the accumulators. */
+static bool rs_fits(const cfg *p) {
+  return acc_of(p) + 40 + 16 * (p->bm / p->consumers / 64) <= launch_regs_of(p);
 }
 
 /* The split-K and cluster rules of a problem, restated: split = 1 always; split > 1 with at
@@ -309,7 +317,8 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "bm=64,bn=128,stages=3,consumers=1,blocks=2", &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
 
-  /* problem-level: grid.y, and tf32 in nt only */
+  /* problem-level: grid.y, and tf32's layouts: nt; nn with swap, tt (A through registers,
+   * where they fit: not the default's 128 accumulators); never tn */
   gen_problem p = {"f16", "tn", 65535LL * 128, 64, 64, 65535LL * 128, 64, 64, 16};
   tc_parse_ok(t, "", &c);
   assert_true(tc_check(t, &c, &p, NULL, 0));
@@ -320,10 +329,26 @@ static void test_constraints(void **state) {
     int64_t ld[3];
     gen_min_ld(k_layouts[l], 100, 100, 100, ld);
     const gen_problem tf = {"tf32", k_layouts[l], 100, 100, 100, ld[0], ld[1], ld[2], 16};
-    if (strcmp(k_layouts[l], "nt") == 0)
+    const char *layout = k_layouts[l];
+    if (strcmp(layout, "nt") == 0) {
       assert_true(tc_check(t, &c, &tf, NULL, 0));
-    else
-      tc_rejects(t, "", &tf, "tf32 wgmma reads K-major operands only: layout nt");
+    } else if (strcmp(layout, "tn") == 0) {
+      tc_rejects(t, "", &tf, "tf32 wgmma needs one operand K-major: layout tn has none");
+      tc_rejects(t, "bn=64,swap=1", &tf, "layout tn has none (nt, tt, or nn with swap)");
+    } else if (strcmp(layout, "nn") == 0) {
+      tc_rejects(t, "", &tf, "tf32 wgmma reads its B K-major only: layout nn needs swap = 1");
+      tc_rejects(t, "bm=128,bn=256,consumers=2,swap=1", &tf,
+                 "about 184 registers per consumer thread with A's fragments (limit 168)");
+      gen_config rs;
+      tc_parse_ok(t, "bm=128,bn=192,consumers=2,swap=1,persist=1", &rs);
+      assert_true(tc_check(t, &rs, &tf, NULL, 0)); /* swap: any tile, persist too */
+    } else {
+      tc_rejects(t, "bn=64,swap=1", &tf, "layout tt needs swap = 0");
+      tc_rejects(t, "", &tf, "about 184 registers per consumer thread with A's fragments");
+      gen_config rs;
+      tc_parse_ok(t, "bm=128,bn=192,consumers=2", &rs);
+      assert_true(tc_check(t, &rs, &tf, NULL, 0));
+    }
   }
   /* problem-level split-K: a whole K tile a slice (64 f16 or 32 tf32 elements), fewer than
    * 264 tiles of C; split = 1 takes any problem */
@@ -354,15 +379,16 @@ static void test_constraints(void **state) {
   tc_rejects(t, "bm=128,bn=128,split=2", &sp, "split-K: 264 tiles of C fill the GPU (264 or more)");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
-  /* swap (C^T): M in tiles of at most 64, and bn = 16 only there; not with persist or repack;
-   * grid y and the tiles of C count N's blocks */
-  tc_rejects(t, "bn=128,swap=1", NULL, "swap: for a small M, at most 64 of it a tile (bn <= 64)");
-  tc_rejects(t, "bm=128,bn=32,persist=1,swap=1", NULL, "swap: not with persist or repack");
-  tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", NULL, "swap: not with persist or repack");
+  /* swap (C^T): M in tiles of at most 64, and bn = 16 only there; not with persist or repack
+   * (but tf32 nn, above: any tile, persist too); grid y and the tiles of C count N's blocks */
+  const gen_problem decode = {"f16", "nt", 32, 4096, 4096, 4096, 4096, 4096, 16};
+  tc_rejects(t, "bn=128,swap=1", &decode,
+             "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)");
+  tc_rejects(t, "bm=128,bn=32,persist=1,swap=1", &decode, "swap: not with persist (tf32 nn");
+  tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", NULL, "swap: not with repack");
   tc_rejects(t, "bm=128,bn=16", NULL, "bn = 16 only with swap (the epilogues store 32 columns");
   tc_parse_ok(t, "bm=128,bn=32", &c); /* 32 columns: the epilogues' unit */
   assert_true(tc_check(t, &c, NULL, NULL, 0));
-  const gen_problem decode = {"f16", "nt", 32, 4096, 4096, 4096, 4096, 4096, 16};
   tc_parse_ok(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &c);
   assert_true(tc_check(t, &c, &decode, NULL, 0));
   const gen_problem decode_tn = {"f16", "tn", 32, 4096, 4096, 32, 4096, 4096, 16};
@@ -410,7 +436,9 @@ static void test_constraints(void **state) {
   gen_free(t);
 }
 
-/* tf32 in another layout than nt is no kernel: emit says why. */
+/* tf32: nt reads both operands from shared memory; tt, and nn with swap, take the kernel's
+ * MN-major A through registers (RS); tn, and a layout with the wrong swap, is no kernel: emit
+ * says why. */
 static void test_tf32_layouts(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
@@ -418,20 +446,53 @@ static void test_tf32_layouts(void **state) {
   gen_kernel k;
   ut_err e;
   gen_config_default(t, &c);
-  for (int l = 0; l < COUNT(k_layouts); l++) {
-    if (strcmp(k_layouts[l], "nt") == 0) continue;
-    assert_int_equal(gen_emit(t, &c, "tf32", k_layouts[l], &k, &e), MMT_ERR_TEMPLATE);
-    assert_non_null(strstr(e.msg, "tf32 wgmma reads K-major operands only: layout nt"));
+  static const struct {
+    const char *layout, *config, *why;
+  } refused[] = {
+      {"tn", "", "layout tn has none (nt, tt, or nn with swap)"},
+      {"tn", "bn=64,swap=1", "layout tn has none"},
+      {"nn", "", "tf32 wgmma reads its B K-major only: layout nn needs swap = 1"},
+      {"tt", "bn=64,swap=1", "tf32 wgmma reads its B K-major only: layout tt needs swap = 0"},
+  };
+  for (int i = 0; i < COUNT(refused); i++) {
+    tc_parse_ok(t, refused[i].config, &c);
+    assert_int_equal(gen_emit(t, &c, "tf32", refused[i].layout, &k, &e), MMT_ERR_TEMPLATE);
+    assert_non_null(strstr(e.msg, refused[i].why));
   }
+  gen_config_default(t, &c);
   tc_emit_ok(t, &c, "tf32", "nt", &k);
   assert_non_null(strstr(k.source, "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32"));
   assert_non_null(strstr(k.source, "const float* __restrict__ A, int lda"));
   assert_non_null(strstr(k.source, "#define BK (128 / ELEM_BYTES)"));
   assert_non_null(strstr(k.source, "#define ELEM_BYTES 4\n"));
+  assert_non_null(strstr(k.source, "#define RS 0 "));
   assert_null(strstr(k.source, "tnsp")); /* no transpose immediates for tf32 */
-  const cfg p = cfg_of(&c);
+  cfg p = cfg_of(&c);
   expect_maps(&k, &p, "tf32", "nt"); /* boxes of 32 floats (128 bytes) */
   gen_kernel_clear(&k);
+  /* RS: A's boxes of 32 (M) x 32 (K) floats, 4 per 128 rows; its fragments loaded from them,
+   * the registers after the accumulators in the wgmma's operands; none left in flight */
+  static const char *const rs_lines[] = {
+      "#define RS 1 ",
+      "for (int c = 0; c < BM / A_CHUNK; ++c)",
+      "asm volatile(\"ld.shared.b32 %0, [%1];\\n\" : \"=r\"(a[v]) : \"r\"(block + off));",
+      "wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));",
+      " {%96, %97, %98, %99}, %100, p, 1, 1;",
+      "      wgmma_wait<0>();\n      if (lane == 0) release_stage(empty + 8 * s);",
+  };
+  static const char *const rs_layouts[][2] = {{"nn", "bm=128,bn=192,consumers=2,swap=1"},
+                                              {"tt", "bm=128,bn=192,consumers=2"}};
+  gen_kernel rs[2];
+  for (int i = 0; i < 2; i++) {
+    tc_parse_ok(t, rs_layouts[i][1], &c);
+    tc_emit_ok(t, &c, "tf32", rs_layouts[i][0], &rs[i]);
+    tc_source_has(&rs[i], rs_lines, COUNT(rs_lines));
+    p = cfg_of(&c);
+    expect_maps(&rs[i], &p, "tf32", rs_layouts[i][0]);
+  }
+  tc_compile_all(rs, NULL, 2, NULL); /* NVRTC takes them (the GPU test runs them) */
+  gen_kernel_clear(&rs[0]);
+  gen_kernel_clear(&rs[1]);
   gen_free(t);
 }
 
@@ -446,10 +507,12 @@ static void test_emit_all(void **state) {
     gen_config_at(t, idx, &c);
     if (!tc_check(t, &c, NULL, NULL, 0)) continue;
     const cfg p = cfg_of(&c);
-    /* each config in one (dtype, layout) pair, rotating, so every pair is covered many times */
+    /* each config in one (dtype, layout) pair, rotating, so every pair is covered many times;
+     * tf32 every other time in the layout that takes its A through registers (swap: nn) */
     const char *dtype = k_pairs[idx % COUNT(k_pairs)].dtype;
-    const char *layout = k_pairs[idx % COUNT(k_pairs)].layout;
     const bool tf32 = strcmp(dtype, "tf32") == 0;
+    const char *layout = tf32 && idx / COUNT(k_pairs) % 2 ? (p.swap ? "nn" : "tt")
+                                                          : k_pairs[idx % COUNT(k_pairs)].layout;
     gen_kernel k;
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
@@ -495,6 +558,8 @@ static void test_emit_all(void **state) {
     snprintf(line, sizeof line, "#define A_T %d ", kernel_a_t(&p, layout));
     assert_non_null(strstr(k.source, line));
     snprintf(line, sizeof line, "#define B_T %d ", kernel_b_t(&p, layout));
+    assert_non_null(strstr(k.source, line));
+    snprintf(line, sizeof line, "#define RS %d ", tf32 && kernel_a_t(&p, layout));
     assert_non_null(strstr(k.source, line));
     /* B's rows in shared memory and the descriptor's swizzle mode for them (1, 2, 3: 128, 64,
      * 32 bytes) */
@@ -961,6 +1026,22 @@ static const char *const k_gpu_configs[] = {
     "bm=256,bn=64,stages=4,consumers=2,group=16,cluster=2",
 };
 
+/* tf32 with the kernel's A through registers (RS), in the layouts that take it: nn with swap
+ * (tiles of any width, persistent, split-K) and tt (one and two consumers, split-K,
+ * persistent). */
+static const struct {
+  const char *config, *layout;
+} k_gpu_rs[] = {
+    {"bm=128,bn=192,stages=4,consumers=2,swap=1", "nn"},
+    {"bm=128,bn=128,stages=5,consumers=2,group=1,swap=1,persist=1", "nn"},
+    {"bm=64,bn=256,stages=4,consumers=1,group=16,swap=1", "nn"},
+    {"bm=128,bn=64,stages=6,consumers=2,split=4,swap=1", "nn"},
+    {"bm=64,bn=16,stages=8,consumers=1,blocks=2,swap=1", "nn"},
+    {"bm=128,bn=192,stages=4,consumers=2", "tt"},
+    {"bm=64,bn=128,stages=4,consumers=1,blocks=2,persist=1", "tt"},
+    {"bm=128,bn=128,stages=4,consumers=2,split=4", "tt"},
+};
+
 /* The problem of shape s in a (dtype, layout) pair, as the GPU test lays it out. */
 static gen_problem shape_problem(const gemm_shape *s, const char *dtype, const char *layout) {
   const int bytes = gen_dtype_size(dtype);
@@ -1017,6 +1098,20 @@ static void test_gpu_configs(void **state) {
     }
     assert_true(cluster_taken >= 2 || !strstr(k_gpu_configs[i], "cluster=2"));
   }
+  for (int i = 0; i < COUNT(k_gpu_rs); i++) { /* the same, in tf32 and its layout */
+    gen_config c;
+    tc_parse_ok(t, k_gpu_rs[i].config, &c);
+    const cfg cp = cfg_of(&c);
+    assert_true(rs_fits(&cp));
+    int taken = 0;
+    for (int j = 0; j < COUNT(k_shapes); j++) {
+      const gen_problem p = shape_problem(&k_shapes[j], "tf32", k_gpu_rs[i].layout);
+      const bool split_ok = split_valid(&cp, &p);
+      assert_true(tc_check(t, &c, &p, NULL, 0) == split_ok);
+      taken += split_ok;
+    }
+    assert_true(taken >= 2);
+  }
   gen_free(t);
 }
 
@@ -1036,9 +1131,11 @@ static void load_config(const rt_device *d, gen_template *t, const char *config,
   assert_int_equal(rc, MMT_OK);
 }
 
-/* One GPU test run: config k_gpu_configs[index] in a dtype and layout, compiled ahead. */
+/* One GPU test run: a config (k_gpu_configs[index], or k_gpu_rs's) in a dtype and layout,
+ * compiled ahead; big: the big shapes too. */
 typedef struct {
-  int index;
+  const char *config;
+  bool big;
   const char *dtype, *layout;
   gen_config c;
   char arch[16]; /* compiled for */
@@ -1060,7 +1157,7 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gpu_run *r,
   const bool split = r->c.v[P_SPLIT] > 1;
   const int runs = split ? 2 : 1;
   for (int j = 0; j < COUNT(k_shapes); j++)
-    if (!k_shapes[j].big || r->index < 2 || split)
+    if (!k_shapes[j].big || r->big || split)
       run_shape(cu, &k, spec->kernel_name, dtype, layout, &k_shapes[j], runs, tol);
   if (spec->requires.repack) /* and on problems that need the copies */
     for (int j = 0; j < COUNT(k_odd_shapes); j++)
@@ -1085,7 +1182,7 @@ static void test_gpu_results(void **state) {
   rt_device d;
   const rt_cu *cu = open_sm90_or_skip(&d);
   gen_template *t = load_wgmma();
-  enum { MAX = COUNT(k_gpu_configs) * (COUNT(k_layouts) + 1) };
+  enum { MAX = COUNT(k_gpu_configs) * (COUNT(k_layouts) + 1) + COUNT(k_gpu_rs) };
   gpu_run *runs = calloc(MAX, sizeof *runs);
   gen_kernel *specs = calloc(MAX, sizeof *specs);
   rt_cubin *cubins = calloc(MAX, sizeof *cubins);
@@ -1097,15 +1194,19 @@ static void test_gpu_results(void **state) {
      * one in turn, and tf32 for every other config */
     for (int l = 0; l < COUNT(k_layouts); l++)
       if (tc_long_tests() || l == i % COUNT(k_layouts))
-        runs[n++] = (gpu_run){.index = i, .dtype = (i + l) % 2 ? "bf16" : "f16",
-                              .layout = k_layouts[l]};
+        runs[n++] = (gpu_run){.config = k_gpu_configs[i], .big = i < 2,
+                              .dtype = (i + l) % 2 ? "bf16" : "f16", .layout = k_layouts[l]};
     if (tc_long_tests() || i % 2 == 0)
-      runs[n++] = (gpu_run){.index = i, .dtype = "tf32", .layout = "nt"};
+      runs[n++] = (gpu_run){.config = k_gpu_configs[i], .big = i < 2, .dtype = "tf32",
+                            .layout = "nt"};
   }
+  for (int i = 0; i < COUNT(k_gpu_rs); i++)
+    runs[n++] = (gpu_run){.config = k_gpu_rs[i].config, .big = i == 0, .dtype = "tf32",
+                          .layout = k_gpu_rs[i].layout};
   for (int i = 0; i < n; i++) {
     gpu_run *r = &runs[i];
     ut_err e;
-    tc_parse_ok(t, k_gpu_configs[r->index], &r->c);
+    tc_parse_ok(t, r->config, &r->c);
     assert_true(tc_check(t, &r->c, NULL, NULL, 0));
     tc_emit_ok(t, &r->c, r->dtype, r->layout, &specs[i]);
     assert_int_equal(rt_kernel_arch(d.arch, specs[i].arch, r->arch, &e), MMT_OK);
