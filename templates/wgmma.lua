@@ -919,7 +919,7 @@ local SPLIT_MAX_TILES = 2 * 132
 
 -- Whether prob is tf32 in layout nn, which wgmma serves with swap alone (its A, op(B)^T, through
 -- registers), at any size: swap's tiles are not limited to a small M there, nor to one tile a
--- block (persist).
+-- block (persist), nor to 16-byte aligned problems (repack).
 local function rs_swap(prob)
   return prob.dtype == "tf32" and prob.layout == "nn"
 end
@@ -1045,7 +1045,9 @@ return {
       if p.bn > 64 and prob and not rs_swap(prob) then
         return false, "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)"
       end
-      if p.repack == 1 then return false, "swap: not with repack" end
+      if p.repack == 1 and prob and not rs_swap(prob) then
+        return false, "swap: not with repack (tf32 nn: with it)"
+      end
       if p.persist == 1 and prob and not rs_swap(prob) then
         return false, "swap: not with persist (tf32 nn: with it)"
       end

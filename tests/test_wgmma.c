@@ -68,7 +68,7 @@ static const struct {
 /* Valid configs; pinned so that a change of the rules is a visible change of this number.
  * split is checked against problems only: a config counts once per split value with persist
  * = 0, once (split = 1) with persist = 1.  Deep rings (8 to 16 stages) fit small tiles only. */
-#define VALID_COUNT 7272
+#define VALID_COUNT 9912
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
@@ -120,9 +120,8 @@ static int64_t consumer_regs_of(const cfg *p) {
 /* The template's constraints (problem-free part), restated; split has none but persist. */
 static bool rules_valid(const cfg *p) {
   if (p->persist && p->split > 1) return false; /* one pass over the tiles */
-  /* swap: no repack; bn = 16 only there (its small-M limits, bn <= 64 and no persist, are the
+  /* swap: bn = 16 only there (its small-M limits, bn <= 64, no persist and no repack, are the
    * problem's: tf32 nn has none) */
-  if (p->swap && p->repack) return false;
   if (!p->swap && p->bn < 32) return false;
   /* cluster: large plain tiles only (no persist, swap or repack; bn >= 64) */
   if (p->cluster > 1 && (p->persist || p->swap || p->repack || p->bn < 64)) return false;
@@ -385,7 +384,8 @@ static void test_constraints(void **state) {
   tc_rejects(t, "bn=128,swap=1", &decode,
              "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)");
   tc_rejects(t, "bm=128,bn=32,persist=1,swap=1", &decode, "swap: not with persist (tf32 nn");
-  tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", NULL, "swap: not with repack");
+  const gen_problem odd_decode = {"f16", "nt", 32, 4095, 4095, 4095, 4095, 4095, 2};
+  tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", &odd_decode, "swap: not with repack (tf32 nn");
   tc_rejects(t, "bm=128,bn=16", NULL, "bn = 16 only with swap (the epilogues store 32 columns");
   tc_parse_ok(t, "bm=128,bn=32", &c); /* 32 columns: the epilogues' unit */
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -1037,6 +1037,7 @@ static const struct {
     {"bm=64,bn=256,stages=4,consumers=1,group=16,swap=1", "nn"},
     {"bm=128,bn=64,stages=6,consumers=2,split=4,swap=1", "nn"},
     {"bm=64,bn=16,stages=8,consumers=1,blocks=2,swap=1", "nn"},
+    {"bm=128,bn=128,stages=4,consumers=2,repack=1,swap=1", "nn"}, /* odd shapes: copies */
     {"bm=128,bn=192,stages=4,consumers=2", "tt"},
     {"bm=64,bn=128,stages=4,consumers=1,blocks=2,persist=1", "tt"},
     {"bm=128,bn=128,stages=4,consumers=2,split=4", "tt"},
@@ -1107,8 +1108,12 @@ static void test_gpu_configs(void **state) {
     for (int j = 0; j < COUNT(k_shapes); j++) {
       const gen_problem p = shape_problem(&k_shapes[j], "tf32", k_gpu_rs[i].layout);
       const bool split_ok = split_valid(&cp, &p);
-      assert_true(tc_check(t, &c, &p, NULL, 0) == split_ok);
+      assert_true(tc_check(t, &c, &p, NULL, 0) == (!cp.repack && split_ok));
       taken += split_ok;
+    }
+    for (int j = 0; j < COUNT(k_odd_shapes) && cp.repack; j++) {
+      const gen_problem p = shape_problem(&k_odd_shapes[j], "tf32", k_gpu_rs[i].layout);
+      assert_true(tc_check(t, &c, &p, NULL, 0) == split_valid(&cp, &p));
     }
     assert_true(taken >= 2);
   }
