@@ -66,10 +66,11 @@
  * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
  * small tiles, split-K for few tiles and long K, blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
- * CUDA cores), wgmma's swap in large tiles (tf32 in layout nn, the one way its tensor cores
- * serve it: the other problems refuse swap's tiles wider than 64), and each of these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma
- * repack=1, reg_tiled vec=1), which a suite of aligned shapes never tunes.  min_cc: the
- * compute capability they are for (and newer). */
+ * CUDA cores), wgmma's swap in large tiles, persistent and repacked (tf32 in layout nn, which
+ * its tensor cores serve only so: the other problems refuse such swap configs), and each of
+ * these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled
+ * vec=1), which a suite of aligned shapes never tunes.  min_cc: the compute capability they
+ * are for (and newer). */
 #define RT_BUILTIN                                                                          \
   {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
    {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                  \
