@@ -60,7 +60,7 @@ static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),     COUNT(v_
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 /* The (dtype, layout) pairs every config serves: every layout for the 16-bit types, nt for
  * tf32 (its wgmma reads a K-major B only from shared memory; an MN-major A it takes through
- * registers: tt, and nn with swap, which tf32_layout picks). */
+ * registers: tt, and nn with swap, which test_emit_all and k_gpu_rs add by config). */
 static const struct {
   const char *dtype, *layout;
 } k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
