@@ -684,20 +684,44 @@ static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_n
   return choose_ranked(ch, db, device_name, p, out, err);
 }
 
+/* The time a choice is expected to take: its row's for EXACT, else the model's (0: none). */
+static double expected_ms(const rt_choice *c) {
+  return c->kind == MMT_CHOICE_EXACT ? c->record.ms_median : c->predicted_ms;
+}
+
 mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
                      rt_choice *out, ut_err *err) {
   ut_err first = {{0}};
   mmt_status rc = choose_for(ch, db, device_name, p, out, &first);
-  if (rc == MMT_ERR_UNSUPPORTED && p->dtype && strcmp(p->dtype, "tf32") == 0) {
-    /* TF32 permits tensor-core rounding; plain fp32 is a more precise answer to it. */
-    gen_problem f32 = *p;
-    f32.dtype = "f32";
+  const bool tf32 = p->dtype && strcmp(p->dtype, "tf32") == 0;
+  if (!tf32 || (rc && rc != MMT_ERR_UNSUPPORTED)) {
+    if (rc && err) *err = first;
+    return rc;
+  }
+  /* TF32 permits tensor-core rounding; plain fp32 is a more precise answer to it, taken where
+   * no tf32 kernel serves the problem, or where it is expected to be faster than the tf32
+   * choice (an f32 row of this shape against a tf32 prediction: a GEMV that the main job tuned
+   * in f32, where skinny runs the same kernel in both), but never over a tf32 row of the
+   * problem itself. */
+  gen_problem f32 = *p;
+  f32.dtype = "f32";
+  if (rc == MMT_ERR_UNSUPPORTED) {
     rc = choose_for(ch, db, device_name, &f32, out, err);
     if (rc) ut_err_prefix(err, "%s; as f32", first.msg);
     return rc;
   }
-  if (rc && err) *err = first;
-  return rc;
+  if (out->kind == MMT_CHOICE_EXACT) return MMT_OK;
+  rt_choice alt = {0};
+  ut_err alt_err;
+  const double ms = expected_ms(out);
+  if (choose_for(ch, db, device_name, &f32, &alt, &alt_err) == MMT_OK && ms > 0 &&
+      expected_ms(&alt) > 0 && expected_ms(&alt) < ms) {
+    rt_choice_clear(out);
+    *out = alt; /* the kernel it owns moves with it */
+    return MMT_OK;
+  }
+  rt_choice_clear(&alt);
+  return MMT_OK;
 }
 
 void rt_choice_clear(rt_choice *c) {

@@ -524,6 +524,40 @@ static void test_tf32_falls_back_to_f32(void **state) {
   rt_choice_clear(&c);
 }
 
+/* A tf32 problem whose f32 row (EXACT) is expected faster than the tf32 choice (the model's
+ * prediction) runs the f32 kernel; a tf32 row of the problem itself is never second-guessed. */
+static void test_tf32_takes_faster_f32(void **state) {
+  fixture *f = *state;
+  rt_choice c = {0};
+  ut_err e;
+  gen_problem p = square(2000, 2000, 2000, 16);
+  p.dtype = "tf32";
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
+  assert_string_equal(c.spec.dtype, "tf32"); /* no f32 row here: the tensor cores */
+  const double tf32_ms = c.predicted_ms;
+  assert_true(tf32_ms > 0);
+  rt_choice_clear(&c);
+  /* an f32 row at a tenth of that */
+  insert(f->db, DEV, "naive", f->naive_hash, f->naive_default, 2000, 2000, 2000, DB_OK,
+         tf32_ms / 10);
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
+  assert_int_equal(c.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(c.template_name, "naive");
+  assert_string_equal(c.spec.dtype, "f32");
+  rt_choice_clear(&c);
+  /* ... at ten times it: the tf32 choice */
+  gen_problem q = square(2048, 2000, 2000, 16);
+  q.dtype = "tf32";
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &q, &c, &e), MMT_OK);
+  const double q_ms = c.predicted_ms;
+  rt_choice_clear(&c);
+  insert(f->db, DEV, "naive", f->naive_hash, f->naive_default, 2048, 2000, 2000, DB_OK,
+         q_ms * 10);
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &q, &c, &e), MMT_OK);
+  assert_string_equal(c.spec.dtype, "tf32");
+  rt_choice_clear(&c);
+}
+
 static void test_unsupported(void **state) {
   (void)state;
   rt_chooser *ch = NULL;
@@ -1029,6 +1063,7 @@ int main(void) {
       cmocka_unit_test(test_builtin_lists_parse),
       cmocka_unit_test(test_device_arch),
       cmocka_unit_test(test_tf32_falls_back_to_f32),
+      cmocka_unit_test(test_tf32_takes_faster_f32),
       cmocka_unit_test(test_unsupported),
       cmocka_unit_test(test_distance_and_alignment),
       cmocka_unit_test(test_public_basics),
