@@ -739,7 +739,7 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
   out->kernel_m = p->m;
   out->kernel_n = p->n;
   out->kernel_k = p->k;
-  out->expected_ms = c->predicted_ms;
+  out->expected_ms = expected_ms(c);
   out->model_rows = c->model_rows;
   if (!c->has_record) return;
   const db_result *r = &c->record;
@@ -755,5 +755,4 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
   ut_copy(out->device_name, sizeof out->device_name, r->device.name);
   ut_copy(out->nvrtc_version, sizeof out->nvrtc_version, r->nvrtc_version);
   ut_copy(out->template_hash, sizeof out->template_hash, r->template_hash);
-  if (c->kind == MMT_CHOICE_EXACT) out->expected_ms = r->ms_median;
 }

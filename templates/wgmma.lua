@@ -972,6 +972,11 @@ local function tf32_refusal(dtype, layout, swap)
          (swap and 0 or 1)
 end
 
+-- Whether the kernel's A reaches wgmma through registers (RS): tf32 with that A MN-major.
+local function takes_rs(dtype, layout, swap)
+  return dtype == "tf32" and (kernel_majors(layout, swap))
+end
+
 local function kernel_name(p, dtype, layout)
   return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d_k%d_p%d", dtype, layout,
                        p.bm, p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack, p.split,
@@ -1042,14 +1047,13 @@ return {
       return false, "persist: a grid per SM, no split-K slices"
     end
     if p.swap == 1 then
-      if p.bn > 64 and prob and not rs_swap(prob) then
-        return false, "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)"
-      end
-      if p.repack == 1 and prob and not rs_swap(prob) then
-        return false, "swap: not with repack (tf32 nn: with it)"
-      end
-      if p.persist == 1 and prob and not rs_swap(prob) then
-        return false, "swap: not with persist (tf32 nn: with it)"
+      -- a small M's limits, but for tf32 nn (which swaps at every size and alignment)
+      if prob and not rs_swap(prob) then
+        if p.bn > 64 then
+          return false, "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)"
+        end
+        if p.repack == 1 then return false, "swap: not with repack (tf32 nn: with it)" end
+        if p.persist == 1 then return false, "swap: not with persist (tf32 nn: with it)" end
       end
     elseif p.bn < 32 then
       return false, "bn = 16 only with swap (the epilogues store 32 columns at a time)"
@@ -1069,8 +1073,7 @@ return {
       local why = tf32_refusal(prob.dtype, prob.layout, p.swap == 1)
       if why then return false, why end
       -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
-      local ka_t = kernel_majors(prob.layout, p.swap == 1)
-      local rs_regs = prob.dtype == "tf32" and ka_t and 16 * (d.wg_m // 64) or 0
+      local rs_regs = takes_rs(prob.dtype, prob.layout, p.swap == 1) and 16 * (d.wg_m // 64) or 0
       if rs_regs > 0 and d.acc + CONSUMER_OVERHEAD + rs_regs > d.reg_limit then
         return false, string.format("about %d registers per consumer thread with A's " ..
                                     "fragments (limit %d): would spill",
@@ -1129,8 +1132,7 @@ return {
     local ka_t, kb_t = kernel_majors(layout, swap)
     local why = tf32_refusal(dtype, layout, swap)
     if why then error(why, 0) end
-    -- tf32 with an MN-major A: A through registers
-    local rs = dtype == "tf32" and ka_t
+    local rs = takes_rs(dtype, layout, swap)
     local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
     local bk = 128 // dt.bytes
     -- an MN-major B's rows: 128 bytes, or BN elements where that is narrower (BN = 32 or 16

@@ -525,7 +525,8 @@ static void test_tf32_falls_back_to_f32(void **state) {
 }
 
 /* A tf32 problem whose f32 row (EXACT) is expected faster than the tf32 choice (the model's
- * prediction) runs the f32 kernel; a tf32 row of the problem itself is never second-guessed. */
+ * prediction) runs the f32 kernel; one whose f32 row is expected slower keeps the tf32
+ * choice. */
 static void test_tf32_takes_faster_f32(void **state) {
   fixture *f = *state;
   rt_choice c = {0};

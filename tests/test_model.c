@@ -315,17 +315,24 @@ static double ratio_for(rt_model *m, const char *params, const gen_problem *p) {
   return pred.ms / pred.analytic_ms;
 }
 
+/* A database of its own under the test directory, emptied first. */
+static db_handle *fresh_db(const char *name) {
+  char path[96];
+  db_handle *db = NULL;
+  ut_err e;
+  snprintf(path, sizeof path, "%s/%s", g_dir, name);
+  unlink(path);
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  return db;
+}
+
 /* f16 and bf16 rows of a config are one config of the model: a config measured only in f16 is
  * predicted for bf16 from its f16 rows, which weigh RT_MODEL_OTHER_DTYPE against bf16's own;
  * f32 rows stay apart. */
 static void test_predict_other_16bit(void **state) {
   (void)state;
-  char path[96];
-  snprintf(path, sizeof path, "%s/class.db", g_dir);
-  unlink(path);
-  db_handle *db = NULL;
+  db_handle *db = fresh_db("class.db");
   ut_err e;
-  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
   put_row_of(db, "f16", "x=1", 8, 5120, 5120, 2.0);
   put_row_of(db, "f16", "x=1", 16, 14336, 4096, 2.0);
   put_row_of(db, "f32", "x=1", 8, 5120, 5120, 0.3);
@@ -360,13 +367,9 @@ static void test_predict_other_16bit(void **state) {
  * rows of its template, its own far rows decide. */
 static void test_predict_far_own_rows(void **state) {
   (void)state;
-  char path[96];
-  snprintf(path, sizeof path, "%s/far.db", g_dir);
   for (int with_near = 0; with_near < 2; with_near++) {
-    unlink(path);
-    db_handle *db = NULL;
+    db_handle *db = fresh_db("far.db");
     ut_err e;
-    assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
     put_row(db, "x=1", 128, 5120, 5120, 0.5);
     put_row(db, "x=1", 384, 5120, 5120, 0.5);
     if (with_near) {
@@ -395,12 +398,8 @@ static void test_predict_far_own_rows(void **state) {
  * analytic time for a config of clusters of two is the launch's with cluster = 2. */
 static void test_fit_cluster(void **state) {
   (void)state;
-  char path[96];
-  snprintf(path, sizeof path, "%s/cluster.db", g_dir);
-  unlink(path);
-  db_handle *db = NULL;
+  db_handle *db = fresh_db("cluster.db");
   ut_err e;
-  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
   put_row(db, "x=1,cluster=2", 3000, 3000, 3000, 1.0);
   put_row(db, "x=1,cluster=1", 3000, 3000, 3000, 1.0);
   rt_model *m = NULL;
