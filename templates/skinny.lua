@@ -20,9 +20,12 @@
 --        columns wide, and adds its rows' sums by shuffles at the end.  LANES = 32: a warp's
 --        load is a 512-byte stretch of one row; 16 and 8 (2 or 4 rows of 256 or 128 bytes)
 --        keep more rows in flight for the same registers, which measured 2-7% faster on fp32
---        GEMVs with split-K.  (Narrow blocks that split all of K among their warps instead of
---        across blocks measured 1.2-3x slower, likely because W's rows are then read 64-128
---        bytes at a time by blocks far apart in K.)
+--        GEMVs with split-K.  A lane loads its next UNROLL rows before it multiplies the
+--        last ones (two sets of registers), so a warp always has loads in flight; with that,
+--        narrow blocks whose 8 or 16 warps split all of K (KW = WARPS, no split-K) became the
+--        fastest for 1 x 4096 GEMVs (fp32 nn, 8 warps: 0.0380 -> 0.0278 ms, 16 warps 0.0265;
+--        they had been 1.2-3x slower than split-K while each group of loads waited for the
+--        last to land).  16 warps are for this body alone (the dot body's were slower).
 -- In both, KW warps of a block split K between them and add their partial sums through
 -- shared memory; the other WARPS / KW warp groups of the block own other rows (columns) of W.
 -- SPLIT > 1 (with KW = 1) splits K across blocks instead, for problems with too few blocks
@@ -56,7 +59,7 @@ local source = [[
  *   BS     = ${bs} rows of S per block (grid.x = ceil(S / BS))
  *   RL     = ${rl} dot: rows of W per warp; axpy: vectors of V columns of W per lane
  *   LANES  = ${lanes} axpy: lanes that share a row of W (a warp takes 32 / LANES rows at a time)
- *   WARPS  = ${warps} warps per block
+ *   WARPS  = ${warps} warps per block (16: the axpy body only)
  *   KW     = ${kw} warps of a block that split K (the block's WARPS / KW groups own different W)
  *   UNROLL = ${unroll} chunks (dot) or rows (axpy) of W loaded before they are used
  *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
@@ -129,6 +132,18 @@ __device__ __forceinline__ void load_w(const elem_t* p, float* f) {
 #else
   load_v(p, f);
 #endif
+}
+
+/* 16 bytes of W at p as raw words, V elements from column col: one 16-byte load where all V
+ * are inside W (whole: VEC and col + V <= L), else element by element, zero past K (in_k
+ * false) or L. */
+__device__ __forceinline__ uint4 load_w_raw(const elem_t* p, bool in_k, bool whole, long long col,
+                                            int L) {
+  if (in_k && whole) return load_stream(p);
+  union { elem_t e[V]; uint4 u; } r;
+#pragma unroll
+  for (int j = 0; j < V; j++) r.e[j] = in_k && col + j < L ? __ldg(p + j) : (elem_t)0;
+  return r.u;
 }
 
 /* Dot with an S-contiguous X: the thread's XS_PER elements of a step's X, as floats (0 past
@@ -384,37 +399,62 @@ local axpy_body = [[
     for (int j = 0; j < RL; j++)
 #pragma unroll
       for (int e = 0; e < V; e++) acc[s][j][e] = 0.0f;
-  /* K part kpart takes the RW rows from kpart * RW, then those KW * RW on, ..., UNROLL at a
-   * time; a lane takes row sub of each RW. */
-  for (int k0 = kpart * RW + sub; k0 < K; k0 += UNROLL * KW * RW) {
-    float w[UNROLL][RL][V];
+  /* K part kpart takes the RW rows from kpart * RW, then those KW * RW on, ..., a group of
+   * UNROLL at a time; a lane takes row sub of each RW.  W's words stay raw (16 bytes) in
+   * registers until their products: the next group's loads are issued before this group's
+   * products, so a warp keeps loads in flight while it multiplies (two groups of registers;
+   * a warp that waited for each group to land before loading the next had half the loads in
+   * flight, and the fp32 GEMV moved W at 2.3 TB/s against 2.6 for the dot body). */
+  constexpr int STEP = UNROLL * KW * RW;
+  auto load_group = [&](uint4 (&w)[UNROLL][RL], int k0) {
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       const int k = k0 + u * KW * RW;
 #pragma unroll
-      for (int j = 0; j < RL; j++) {
-        const elem_t* const p = W + (long long)k * w_ld + col[j];
-        if (k < K && whole[j]) {
-          load_w(p, w[u][j]);
-        } else {
+      for (int j = 0; j < RL; j++) w[u][j] = load_w_raw(W + (long long)k * w_ld + col[j], k < K, whole[j], col[j], L);
+    }
+  };
+  /* Rows past K hold zeros in w and x: their products add nothing, and no branch keeps the
+   * group's loads of X from being issued together (all of them first where they are few;
+   * many would cost more registers than the waits they save). */
+  auto load_x = [&](float (&x)[UNROLL][BS], int u, int k0) {
+    const int k = k0 + u * KW * RW;
 #pragma unroll
-          for (int e = 0; e < V; e++) w[u][j][e] = k < K && col[j] + e < L ? to_float(__ldg(p + e)) : 0.0f;
-        }
-      }
+    for (int s = 0; s < BS; s++)
+      x[u][s] = k < K ? to_float(__ldg(X + (X_KMAJOR ? XOFF(s) + k : (long long)k * x_ld + XOFF(s)))) : 0.0f;
+  };
+  constexpr bool X_FIRST = UNROLL * BS <= 16;
+  auto fma_group = [&](const uint4 (&w)[UNROLL][RL], int k0) {
+    float x[UNROLL][BS];
+    if constexpr (X_FIRST) {
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) load_x(x, u, k0);
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const int k = k0 + u * KW * RW;
-      if (k >= K) break;
+      if constexpr (!X_FIRST) load_x(x, u, k0);
+      float f[RL][V];
 #pragma unroll
-      for (int s = 0; s < BS; s++) {
-        const float x = to_float(__ldg(X + (X_KMAJOR ? XOFF(s) + k : (long long)k * x_ld + XOFF(s))));
+      for (int j = 0; j < RL; j++) unpack(w[u][j], f[j]);
+#pragma unroll
+      for (int s = 0; s < BS; s++)
 #pragma unroll
         for (int j = 0; j < RL; j++)
 #pragma unroll
-          for (int e = 0; e < V; e++) acc[s][j][e] = fmaf(x, w[u][j][e], acc[s][j][e]);
-      }
+          for (int e = 0; e < V; e++) acc[s][j][e] = fmaf(x[u][s], f[j][e], acc[s][j][e]);
     }
+  };
+  uint4 wa[UNROLL][RL], wb[UNROLL][RL];
+  int k0 = kpart * RW + sub;
+  load_group(wa, k0);
+  while (k0 < K) { /* two groups a turn, so that neither register set is copied */
+    load_group(wb, k0 + STEP);
+    fma_group(wa, k0);
+    k0 += STEP;
+    if (k0 >= K) break;
+    load_group(wa, k0 + STEP);
+    fma_group(wb, k0);
+    k0 += STEP;
   }
 #if RW > 1
   /* Over the warp's rows: then every lane holds its columns' sums for the whole warp. */
@@ -473,6 +513,10 @@ local MAX_SHARED = 48 * 1024
 local MAX_XS_PER = 16      -- registers a thread holds the next step's staged X in
 -- lanes < 32 shapes the axpy body's warps; the dot body's lanes walk K
 local LANES_DOT = "lanes < 32 is for the axpy body (W L-contiguous)"
+-- 16 warps a block: measured faster for the axpy body alone (f16 1x4096x4096 nn: 0.0180 ms
+-- against 0.0205 for the best of 8 warps; the dot body's best 16-warp config in nt: 0.0175
+-- against 0.0155), where a block of 16 K parts keeps a 1 x 4096 GEMV on all SMs without split-K
+local WARPS16_DOT = "warps = 16 is for the axpy body (W L-contiguous)"
 
 -- Which body a (side, layout) gets: W K-contiguous -> dot.
 local function w_kmajor(side, layout)
@@ -522,8 +566,8 @@ return {
     {name = "bs", values = {1, 2, 4, 8, 16}},
     {name = "rl", values = {1, 2, 4}},
     {name = "lanes", values = {32, 16, 8}},
-    {name = "warps", values = {4, 8}},
-    {name = "kw", values = {1, 2, 4, 8}},
+    {name = "warps", values = {4, 8, 16}},
+    {name = "kw", values = {1, 2, 4, 8, 16}},
     {name = "unroll", values = {1, 2, 4, 8}},
     {name = "vec", values = {0, 1}},
     {name = "split", values = {1, 4, 16, 32, 64}},
@@ -552,6 +596,10 @@ return {
       return false, "the staged X: over " .. MAX_XS_PER .. " elements a thread a step"
     end
     if not dot and acc > 64 then return false, "axpy: bs * rl * V > 64 partial sums a lane" end
+    if p.warps > 8 then
+      if dot then return false, WARPS16_DOT end
+      if acc > 16 then return false, "warps = 16: bs * rl * V > 16 partial sums a lane (128 registers a thread)" end
+    end
     local lb = (p.warps // p.kw) * p.rl * (dot and 1 or p.lanes * vec_elems(prob.dtype))
     if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
     if shared > MAX_SHARED then

@@ -52,7 +52,7 @@ static void test_declaration(void **state) {
   assert_string_equal(gen_name(t), "skinny");
   assert_int_equal(gen_dtype_count(t), 4);
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
-  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 3 * 2 * 4 * 4 * 2 * 5);
+  assert_int_equal(gen_space_size(t), 2 * 5 * 3 * 3 * 3 * 5 * 4 * 2 * 5);
   gen_config c;
   gen_config_default(t, &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
@@ -82,6 +82,13 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "side=0,bs=16,rl=1", &c);
   assert_true(tc_check(t, &c, &f32nn, NULL, 0)); /* V = 4: 64 sums */
   tc_rejects(t, "side=0,bs=4,rl=4,warps=8,kw=8", &f32nn, "over 48 KiB");
+  /* 16 warps: the axpy body alone, with at most 16 sums a lane (128 registers a thread) */
+  gen_problem gemv4k = packed("f32", "nn", 1, 4096, 4096);
+  tc_parse_ok(t, "side=0,rl=1,lanes=8,warps=16,kw=16,unroll=8", &c);
+  assert_true(tc_check(t, &c, &gemv4k, NULL, 0)); /* 4 sums a lane */
+  tc_rejects(t, "side=0,bs=8,rl=1,warps=16", &f32nn, "warps = 16: bs * rl * V > 16");
+  gen_problem gemv_dot = packed("f32", "nt", 1, 4096, 4096);
+  tc_rejects(t, "side=0,rl=1,warps=16", &gemv_dot, "warps = 16 is for the axpy body");
   /* dot with X S-contiguous (side 1, nn) stages bs rows of unroll x kw x 32 x V of K a
    * step, the next step's held in registers: at most 16 elements a thread */
   gen_problem n16 = packed("f16", "nn", 4096, 16, 4096);
@@ -216,13 +223,15 @@ static const char *const k_sample[] = {
     "side=0,bs=1,rl=1,warps=4,kw=1,unroll=8,vec=1,split=32",
 };
 
-/* Axpy configs with lanes < 32, in the layouts whose W is L-contiguous: side 0 nn and tn,
- * side 1 tn and tt. */
+/* Axpy configs with lanes < 32 (and 16 warps), in the layouts whose W is L-contiguous: side 0
+ * nn and tn, side 1 tn and tt. */
 static const char *const k_lanes_sample[] = {
     "side=0,bs=1,rl=1,lanes=8,warps=8,kw=8,unroll=8,vec=1",
     "side=1,bs=2,rl=2,lanes=8,warps=8,kw=4,unroll=2,vec=0",
     "side=0,bs=2,rl=1,lanes=16,warps=4,kw=1,unroll=4,vec=1,split=16",
     "side=1,bs=1,rl=2,lanes=16,warps=8,kw=2,unroll=4,vec=1",
+    "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1",
+    "side=1,bs=2,rl=1,lanes=8,warps=16,kw=8,unroll=2,vec=0",
 };
 
 static void test_nvrtc(void **state) {
@@ -590,6 +599,9 @@ static const char *const k_gpu_configs[] = {
     "side=0,bs=2,rl=1,lanes=16,warps=4,kw=1,unroll=4,vec=1,split=16",
     "side=1,bs=1,rl=2,lanes=16,warps=8,kw=2,unroll=4,vec=1",
     "side=0,bs=8,rl=1,lanes=8,warps=8,kw=1,unroll=2,vec=0,split=4",
+    /* 16 warps (the axpy body alone): K split over all of them, or over half */
+    "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1",
+    "side=1,bs=2,rl=1,lanes=8,warps=16,kw=8,unroll=2,vec=0",
 };
 
 /* A family's GPU sweep: its configs, dtypes and layouts. */
