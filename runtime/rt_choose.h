@@ -69,7 +69,9 @@
  * small tiles, split-K for few tiles and long K, blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
  * CUDA cores), wgmma's swap in large tiles, persistent and repacked (tf32 in layout nn, which
- * its tensor cores serve only so: the other problems refuse such swap configs), and each of
+ * its tensor cores serve only so: the other problems refuse such swap configs), skinny's GEMVs
+ * with W L-contiguous in blocks of 16 warps that split K among them (the axpy body's fastest
+ * for 1 x 4096, three parameters away from the split-K configs a search polishes), and each of
  * these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled
  * vec=1), which a suite of aligned shapes never tunes.  min_cc: the compute capability they
  * are for (and newer). */
@@ -130,6 +132,8 @@
    {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                \
    {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
    {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
+   {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},              \
+   {0, "skinny", "side=1,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},              \
    {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
    {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
    {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
