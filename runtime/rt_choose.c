@@ -699,10 +699,13 @@ mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, con
     return rc;
   }
   /* TF32 permits tensor-core rounding; plain fp32 is a more precise answer to it, taken where
-   * no tf32 kernel serves the problem, or where it is expected to be faster than the tf32
-   * choice (an f32 row of this shape against a tf32 prediction: a GEMV that the main job tuned
-   * in f32, where skinny runs the same kernel in both), but never over a tf32 row of the
-   * problem itself. */
+   * no tf32 kernel serves the problem, or where an f32 choice whose template computes tf32
+   * too (on the CUDA cores, the same kernel in both: skinny's GEMVs, which the main job tunes
+   * in f32 alone) is expected to be faster than the tf32 choice; but never over a tf32 row of
+   * the problem itself.  An f32 kernel without tf32 (reg_tiled) is not weighed against the
+   * tensor cores: with no tf32 rows, their prediction is the model's analytic part alone, and
+   * reg_tiled's measured rows beat it where the tensor cores run 1.5-3x faster (the main
+   * job's database: 8192x8192x128 at 0.29x cuBLAS, 4096x4096x64 at 0.58x). */
   gen_problem f32 = *p;
   f32.dtype = "f32";
   if (rc == MMT_ERR_UNSUPPORTED) {
@@ -714,8 +717,11 @@ mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, con
   rt_choice alt = {0};
   ut_err alt_err;
   const double ms = expected_ms(out);
+  gen_template *alt_t = NULL;
   if (choose_for(ch, db, device_name, &f32, &alt, &alt_err) == MMT_OK && ms > 0 &&
-      expected_ms(&alt) > 0 && expected_ms(&alt) < ms) {
+      expected_ms(&alt) > 0 && expected_ms(&alt) < ms &&
+      template_get(ch, alt.template_name, &alt_t, &alt_err) == MMT_OK && alt_t &&
+      gen_supports_dtype(alt_t, "tf32")) {
     rt_choice_clear(out);
     *out = alt; /* the kernel it owns moves with it */
     return MMT_OK;

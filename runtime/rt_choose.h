@@ -14,8 +14,9 @@
  *   None usable -> MMT_ERR_UNSUPPORTED, the message saying why each default was refused.
  *   A tf32 problem is also chosen as f32 (tf32 only permits tensor-core rounding; fp32
  *   kernels answer it more precisely): the f32 choice serves it where no tf32 kernel does,
- *   or where it is expected faster than a tf32 choice that is not EXACT (its row's time, or
- *   the model's, against the model's).
+ *   or where that choice's template computes tf32 too (skinny: the same kernel in both) and
+ *   it is expected faster than a tf32 choice that is not EXACT (its row's time, or the
+ *   model's, against the model's).
  * A row or candidate is usable when: its template loads; for rows, the template's source hash
  * still equals the row's template_hash (a template edited since it was measured is not
  * trusted); the template supports the dtype; the params parse; the template's constraints

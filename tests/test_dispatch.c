@@ -531,30 +531,41 @@ static void test_tf32_takes_faster_f32(void **state) {
   fixture *f = *state;
   rt_choice c = {0};
   ut_err e;
-  gen_problem p = square(2000, 2000, 2000, 16);
-  p.dtype = "tf32";
-  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
-  assert_string_equal(c.spec.dtype, "tf32"); /* no f32 row here: the tensor cores */
-  const double tf32_ms = c.predicted_ms;
-  assert_true(tf32_ms > 0);
-  rt_choice_clear(&c);
-  /* an f32 row at a tenth of that */
-  insert(f->db, DEV, "naive", f->naive_hash, f->naive_default, 2000, 2000, 2000, DB_OK,
-         tf32_ms / 10);
-  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
-  assert_int_equal(c.kind, MMT_CHOICE_EXACT);
-  assert_string_equal(c.template_name, "naive");
-  assert_string_equal(c.spec.dtype, "f32");
-  rt_choice_clear(&c);
-  /* ... at ten times it: the tf32 choice */
-  gen_problem q = square(2048, 2000, 2000, 16);
+  /* A GEMV: an f32 row of skinny (which computes tf32 as f32, the same kernel) at ten times
+   * the tf32 choice's prediction is not taken; at a tenth of it, it is. */
+  char skinny_hash[17], skinny_default[256];
+  hash_and_default("skinny", skinny_hash, skinny_default, sizeof skinny_default);
+  gen_problem q = square(1, 2048, 2000, 16);
   q.dtype = "tf32";
   assert_int_equal(rt_choose(f->ch, f->db, DEV, &q, &c, &e), MMT_OK);
+  assert_string_equal(c.spec.dtype, "tf32"); /* no f32 row yet */
   const double q_ms = c.predicted_ms;
   rt_choice_clear(&c);
-  insert(f->db, DEV, "naive", f->naive_hash, f->naive_default, 2048, 2000, 2000, DB_OK,
-         q_ms * 10);
+  insert(f->db, DEV, "skinny", skinny_hash, skinny_default, 1, 2048, 2000, DB_OK, q_ms * 10);
   assert_int_equal(rt_choose(f->ch, f->db, DEV, &q, &c, &e), MMT_OK);
+  assert_string_equal(c.spec.dtype, "tf32");
+  rt_choice_clear(&c);
+  gen_problem p = square(1, 2000, 2000, 16);
+  p.dtype = "tf32";
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
+  const double tf32_ms = c.predicted_ms; /* (of f32 already, where that is predicted faster) */
+  assert_true(tf32_ms > 0);
+  rt_choice_clear(&c);
+  insert(f->db, DEV, "skinny", skinny_hash, skinny_default, 1, 2000, 2000, DB_OK, tf32_ms / 10);
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_OK);
+  assert_int_equal(c.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(c.template_name, "skinny");
+  assert_string_equal(c.spec.dtype, "f32");
+  rt_choice_clear(&c);
+  /* An f32 row of a template without tf32 (naive), however fast, is not weighed against the
+   * tf32 choice: the tensor cores' prediction stands. */
+  gen_problem r = square(2000, 2000, 2000, 16);
+  r.dtype = "tf32";
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &r, &c, &e), MMT_OK);
+  const double r_ms = c.predicted_ms;
+  rt_choice_clear(&c);
+  insert(f->db, DEV, "naive", f->naive_hash, f->naive_default, 2000, 2000, 2000, DB_OK, r_ms / 10);
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &r, &c, &e), MMT_OK);
   assert_string_equal(c.spec.dtype, "tf32");
   rt_choice_clear(&c);
 }
