@@ -133,7 +133,7 @@
    {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                \
    {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
    {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
-   {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},              \
+   {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=8,vec=1", 0},              \
    {0, "skinny", "side=1,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},              \
    {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
    {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
