@@ -684,6 +684,14 @@ static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_n
   return choose_ranked(ch, db, device_name, p, out, err);
 }
 
+/* Whether template `name` (loaded through ch) offers tf32 too: its f32 row then measures the
+ * kernel it would run for tf32 (skinny: fp32 products on the CUDA cores in both). */
+static bool computes_tf32(rt_chooser *ch, const char *name) {
+  gen_template *t = NULL;
+  ut_err ignored;
+  return template_get(ch, name, &t, &ignored) == MMT_OK && t && gen_supports_dtype(t, "tf32");
+}
+
 /* The time a choice is expected to take: its row's for EXACT, else the model's (0: none). */
 static double expected_ms(const rt_choice *c) {
   return c->kind == MMT_CHOICE_EXACT ? c->record.ms_median : c->predicted_ms;
@@ -717,11 +725,8 @@ mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, con
   rt_choice alt = {0};
   ut_err alt_err;
   const double ms = expected_ms(out);
-  gen_template *alt_t = NULL;
   if (choose_for(ch, db, device_name, &f32, &alt, &alt_err) == MMT_OK && ms > 0 &&
-      expected_ms(&alt) > 0 && expected_ms(&alt) < ms &&
-      template_get(ch, alt.template_name, &alt_t, &alt_err) == MMT_OK && alt_t &&
-      gen_supports_dtype(alt_t, "tf32")) {
+      expected_ms(&alt) > 0 && expected_ms(&alt) < ms && computes_tf32(ch, alt.template_name)) {
     rt_choice_clear(out);
     *out = alt; /* the kernel it owns moves with it */
     return MMT_OK;
