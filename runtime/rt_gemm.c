@@ -3,6 +3,8 @@
 
 #include <stdint.h>
 
+#include "gen.h"
+
 const rt_dtype_info *rt_dtype(mmt_dtype dtype) {
   static const rt_dtype_info table[] = {
       [MMT_F32] = {"f32", 4}, [MMT_TF32] = {"tf32", 4}, [MMT_F16] = {"f16", 2}, [MMT_BF16] = {"bf16", 2}};
@@ -100,4 +102,43 @@ void rt_gemm_map(const mmt_problem *p, rt_gemm_kernel_problem *out) {
       .layout = {col ? tb : ta, col ? ta : tb, '\0'},
       .swapped = col,
   };
+  rt_gemm_canonical(out);
+}
+
+static char flip(char t) { return t == 't' ? 'n' : 't'; }
+
+void rt_gemm_canonical(rt_gemm_kernel_problem *kp) {
+  char ta = kp->layout[0], tb = kp->layout[1];
+  if (kp->n == 1 && kp->m > 1 && kp->ldc == 1 && (tb == 't' || kp->ldb == 1)) {
+    /* C^T (1 x M) = op(B)^T (1 x K) op(A)^T (K x M), each operand in its own memory. */
+    int64_t lda = kp->lda;
+    kp->n = kp->m;
+    kp->m = 1;
+    kp->lda = kp->ldb;
+    kp->ldb = lda;
+    kp->ldc = kp->n;
+    kp->layout[0] = flip(tb);
+    kp->layout[1] = flip(ta);
+    kp->swapped = !kp->swapped;
+    kp->transposed = true;
+  }
+  int64_t row = kp->k > 0 ? kp->k : 1; /* a vector's length as a row's pitch */
+  if (kp->m == 1 && kp->layout[0] == 't' && kp->lda == 1) {
+    kp->layout[0] = 'n';
+    kp->lda = row;
+  }
+  if (kp->n == 1 && kp->layout[1] == 'n' && kp->ldb == 1) {
+    kp->layout[1] = 't';
+    kp->ldb = row;
+  }
+}
+
+void rt_gemm_canonical_packed(const char *layout, int64_t m, int64_t n, int64_t k,
+                              rt_gemm_kernel_problem *out) {
+  int64_t ld[3];
+  gen_min_ld(layout, m, n, k, ld);
+  *out = (rt_gemm_kernel_problem){.m = m, .n = n, .k = k, .lda = at_least_1(ld[0]),
+                                  .ldb = at_least_1(ld[1]), .ldc = at_least_1(ld[2]),
+                                  .layout = {layout[0], layout[1], '\0'}};
+  rt_gemm_canonical(out);
 }

@@ -8,6 +8,21 @@
  *   C = op(A) op(B)   is the row-major   C^T = op(B)^T op(A)^T,
  * the kernel problem with A and B swapped, M and N swapped, and layout (transB, transA):
  * each operand keeps its own transpose flag.
+ *
+ * Then the canonical form of a vector (rt_gemm_map's second step), so that a GEMV is one
+ * kernel problem however the call stores it:
+ *   - N = 1 with C a contiguous column (ldc = 1) and B's column contiguous (B stored
+ *     transposed, or ldb = 1), M > 1: the transpose C^T = op(B)^T op(A)^T, a problem with
+ *     M = 1.  Its A is B's vector, its B is A in the other storage (layout (flip tB, flip
+ *     tA)), ldc = the new N.
+ *   - A unit-stride column is a row: op(A) with one row stored transposed at lda = 1 is A
+ *     stored as is at lda = K; op(B) with one column stored as is at ldb = 1 is B stored
+ *     transposed at ldb = K.
+ * Why: a pitch of one element makes the problem 4-byte aligned (every kernel on element
+ * loads), and the tuner measures each GEMV in one form.  Packed Mx1xK in any layout becomes
+ * packed 1xMxK in nn (A stored transposed) or nt (A as is); packed 1xNxK with A stored
+ * transposed becomes nn or nt.  Only pitches of one element change, each to a larger one, so
+ * no call becomes less aligned.  The tuner (rt_gemm_canonical_packed) tunes the same forms.
  */
 #ifndef MMT_RT_GEMM_H
 #define MMT_RT_GEMM_H
@@ -48,9 +63,20 @@ mmt_status rt_gemm_check_call(const mmt_problem *p, float alpha, const void *A, 
 /* The kernel problem of a checked call (see the top of this file). */
 typedef struct {
   int64_t m, n, k, lda, ldb, ldc;
-  char layout[3]; /* "nn", "nt", "tn" or "tt" */
-  bool swapped;   /* the kernel's A is the caller's B (column-major) */
+  char layout[3];  /* "nn", "nt", "tn" or "tt" */
+  bool swapped;    /* the kernel's A is the caller's B (column-major, or transposed) */
+  bool transposed; /* the canonical form computes C^T (a GEMV with N = 1) */
 } rt_gemm_kernel_problem;
 void rt_gemm_map(const mmt_problem *p, rt_gemm_kernel_problem *out);
+
+/* The canonical form of a kernel problem, in place (the top of this file); rt_gemm_map
+ * applies it. */
+void rt_gemm_canonical(rt_gemm_kernel_problem *kp);
+
+/* The canonical kernel problem of a packed row-major problem (gen_min_ld's leading
+ * dimensions), as the tuner tunes and `mmtune bench` times it; its leading dimensions are
+ * packed too.  layout: "nn", "nt", "tn" or "tt". */
+void rt_gemm_canonical_packed(const char *layout, int64_t m, int64_t n, int64_t k,
+                              rt_gemm_kernel_problem *out);
 
 #endif /* MMT_RT_GEMM_H */

@@ -194,7 +194,7 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       # Skinny problems (issue 14): tune DECODE_TEMPLATES (skinny, skinny_mma, mma_sync, wgmma;
       # model strategy, BUDGET s, default 5; 0: no tuning, DB as it is)
       # on a few decode shapes per dtype (TUNE_SHAPES), then bench/decode_shapes.txt (layout
-      # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, nn and nt) vs cuBLAS, on DB.
+      # nt) for DTYPES (f16 bf16) and f32 GEMV (1xNxK and Mx1xK, every layout) vs cuBLAS, on DB.
       db=${DB:-/tmp/mmtune.db}
       for d in ${DTYPES:-f16 bf16}; do
         if [ "${BUDGET:-5}" != 0 ]; then
@@ -209,7 +209,7 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         echo "$d decode exit $?: $(grep -E '^geometric' /tmp/u.log)"
         cat /tmp/u.log >> "$out/decode-bench.log"
       done
-      for l in nn nt; do
+      for l in nn nt tn tt; do
         ./build/tuner/mmtune bench --shapes 1x4096x4096,4096x1x4096,1x11008x4096,11008x1x4096 \
           --cold --dtype f32 --layout "$l" --device 0 --db "$db" > /tmp/u.log 2>&1
         echo "f32 gemv $l exit $?: $(grep -E '^geometric' /tmp/u.log)"

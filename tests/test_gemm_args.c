@@ -1,8 +1,11 @@
 /*
  * test_gemm_args.c -- rt_gemm: mmt_gemm's argument checks (every invalid case gets its status
  * and a message naming the argument) and the mapping of both storage orders and all four
- * transpose combinations onto the row-major kernel problem.  No GPU.
+ * transpose combinations onto the row-major kernel problem, and the canonical form of GEMVs
+ * (the kernel problem reads the caller's memory only, and computes the caller's product).
+ * No GPU.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "gen.h"
 #include "rt_gemm.h"
 
 static const void *const P = (const void *)(uintptr_t)0x1000;   /* aligned for every dtype */
@@ -178,11 +182,175 @@ static void test_mapping_keeps_minimums(void **state) {
       }
 }
 
+/* ---- the canonical form of vectors ---- */
+
+#define BUF 4096
+
+/* The elements a row-major rows x cols matrix at pitch ld spans (0 when empty). */
+static int64_t span(int64_t rows, int64_t cols, int64_t ld) {
+  return rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0;
+}
+
+/* Index of op(X)[i][j] in a stored matrix: the caller's view (either order). */
+static int64_t caller_index(mmt_order o, mmt_transpose t, int64_t i, int64_t j, int64_t ld) {
+  if (t == T) {
+    int64_t s = i;
+    i = j;
+    j = s;
+  }
+  return o == R ? i * ld + j : i + j * ld;
+}
+
+/* The caller's stored footprint of op(X) (rows x cols), in elements. */
+static int64_t caller_span(mmt_order o, mmt_transpose t, int64_t rows, int64_t cols, int64_t ld) {
+  int64_t r = t == T ? cols : rows, c = t == T ? rows : cols; /* as stored, in the caller's order */
+  return o == R ? span(r, c, ld) : span(c, r, ld);
+}
+
+/* C of the caller's call into c (untouched elements stay NaN). */
+static void caller_product(const mmt_problem *p, const double *a, const double *b, double *c) {
+  for (int64_t i = 0; i < p->m; i++)
+    for (int64_t j = 0; j < p->n; j++) {
+      double sum = 0;
+      for (int64_t l = 0; l < p->k; l++)
+        sum += a[caller_index(p->order, p->trans_a, i, l, p->lda)] *
+               b[caller_index(p->order, p->trans_b, l, j, p->ldb)];
+      c[p->order == R ? i * p->ldc + j : i + j * p->ldc] = sum;
+    }
+}
+
+/* C of the kernel problem kp on the caller's buffers (its A is B when swapped), row-major;
+ * every index it reads or writes must lie in the caller's own footprints. */
+static void kernel_product(const mmt_problem *p, const rt_gemm_kernel_problem *kp,
+                           const double *a, const double *b, double *c) {
+  const double *ka = kp->swapped ? b : a, *kb = kp->swapped ? a : b;
+  int64_t a_span = caller_span(p->order, p->trans_a, p->m, p->k, p->lda);
+  int64_t b_span = caller_span(p->order, p->trans_b, p->k, p->n, p->ldb);
+  int64_t c_span = p->order == R ? span(p->m, p->n, p->ldc) : span(p->n, p->m, p->ldc);
+  int64_t ka_span = kp->swapped ? b_span : a_span, kb_span = kp->swapped ? a_span : b_span;
+  mmt_transpose ta = kp->layout[0] == 't' ? T : N, tb = kp->layout[1] == 't' ? T : N;
+  for (int64_t i = 0; i < kp->m; i++)
+    for (int64_t j = 0; j < kp->n; j++) {
+      double sum = 0;
+      for (int64_t l = 0; l < kp->k; l++) {
+        int64_t ia = caller_index(R, ta, i, l, kp->lda), ib = caller_index(R, tb, l, j, kp->ldb);
+        assert_in_range(ia, 0, ka_span - 1);
+        assert_in_range(ib, 0, kb_span - 1);
+        sum += ka[ia] * kb[ib];
+      }
+      int64_t ic = i * kp->ldc + j;
+      assert_in_range(ic, 0, c_span - 1);
+      c[ic] = sum;
+    }
+}
+
+/* Every order and transpose, vectors on either side (and neither), leading dimensions at
+ * their minimum and padded: the kernel problem is the caller's product on the caller's
+ * memory, bit for bit (the same sums in the same order), and meets the kernel-side minimums. */
+static void test_canonical_computes_the_call(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{1, 1, 1}, {1, 4, 3}, {4, 1, 3}, {1, 1, 5}, {5, 1, 1},
+                                      {3, 2, 4}, {1, 7, 1}, {6, 1, 6}};
+  static double a[BUF], b[BUF], c1[BUF], c2[BUF];
+  for (int i = 0; i < BUF; i++) {
+    a[i] = (double)((i * 7919) % 1009) / 17.0 - 29.0;
+    b[i] = (double)((i * 104729) % 997) / 13.0 - 37.0;
+  }
+  int transposed = 0;
+  for (int o = 0; o < 2; o++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+          for (int pad = 0; pad <= 2; pad += 2) {
+            mmt_problem p = prob((mmt_order)o, (mmt_transpose)ta, (mmt_transpose)tb, shapes[s][0],
+                                 shapes[s][1], shapes[s][2], 0, 0, 0);
+            int64_t min[3];
+            const char *what[3];
+            rt_gemm_min_ld(&p, min, what);
+            p.lda = (min[0] > 1 ? min[0] : 1) + pad;
+            p.ldb = (min[1] > 1 ? min[1] : 1) + pad;
+            p.ldc = (min[2] > 1 ? min[2] : 1) + pad;
+            ut_err e;
+            assert_int_equal(rt_gemm_check(&p, &e), MMT_OK);
+            rt_gemm_kernel_problem kp;
+            rt_gemm_map(&p, &kp);
+            int64_t kmin[3];
+            gen_min_ld(kp.layout, kp.m, kp.n, kp.k, kmin);
+            assert_true(kp.lda >= kmin[0] && kp.ldb >= kmin[1] && kp.ldc >= kmin[2]);
+            for (int i = 0; i < BUF; i++) c1[i] = c2[i] = NAN;
+            caller_product(&p, a, b, c1);
+            kernel_product(&p, &kp, a, b, c2);
+            for (int i = 0; i < BUF; i++)
+              if (!(isnan(c1[i]) && isnan(c2[i])) && c1[i] != c2[i])
+                fail_msg("order %d, layout %c%c, %lldx%lldx%lld, pad %d: C[%d] %g, kernel %g", o,
+                         "nt"[ta], "nt"[tb], (long long)p.m, (long long)p.n, (long long)p.k, pad,
+                         i, c1[i], c2[i]);
+            transposed += kp.transposed;
+          }
+  assert_true(transposed > 0); /* the transpose was among the cases */
+}
+
+/* Which forms GEMVs take: packed Mx1xK in every layout is packed 1xMxK (nn when A is stored
+ * transposed, nt otherwise); A stored transposed with one row is A as is; a padded C column
+ * (ldc > 1) or a strided B column stays N = 1; other problems do not change. */
+static void test_canonical_forms(void **state) {
+  (void)state;
+  static const struct {
+    const char *layout;
+    int64_t m, n, k;
+    const char *out;
+    int64_t om, on;
+    bool transposed;
+  } packed[] = {
+      {"nn", 4096, 1, 4096, "nt", 1, 4096, true}, {"nt", 4096, 1, 4096, "nt", 1, 4096, true},
+      {"tn", 4096, 1, 4096, "nn", 1, 4096, true}, {"tt", 4096, 1, 4096, "nn", 1, 4096, true},
+      {"nn", 1, 4096, 4096, "nn", 1, 4096, false}, {"nt", 1, 4096, 4096, "nt", 1, 4096, false},
+      {"tn", 1, 4096, 4096, "nn", 1, 4096, false}, {"tt", 1, 4096, 4096, "nt", 1, 4096, false},
+      {"nn", 1, 1, 64, "nt", 1, 1, false},         {"tn", 16, 16, 64, "tn", 16, 16, false},
+      {"nn", 4096, 2, 4096, "nn", 4096, 2, false},
+  };
+  for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++) {
+    rt_gemm_kernel_problem kp;
+    rt_gemm_canonical_packed(packed[i].layout, packed[i].m, packed[i].n, packed[i].k, &kp);
+    assert_string_equal(kp.layout, packed[i].out);
+    assert_int_equal(kp.m, packed[i].om);
+    assert_int_equal(kp.n, packed[i].on);
+    assert_int_equal(kp.transposed, packed[i].transposed);
+    assert_int_equal(kp.swapped, packed[i].transposed);
+    int64_t ld[3]; /* still packed */
+    gen_min_ld(kp.layout, kp.m, kp.n, kp.k, ld);
+    assert_int_equal(kp.lda, ld[0]);
+    assert_int_equal(kp.ldb, ld[1]);
+    assert_int_equal(kp.ldc, ld[2]);
+  }
+  rt_gemm_kernel_problem kp;
+  /* C a strided column: no transpose; B's unit-stride column is stored as a row. */
+  mmt_problem p = prob(R, N, N, 64, 1, 32, 32, 1, 3);
+  rt_gemm_map(&p, &kp);
+  assert_false(kp.transposed);
+  assert_string_equal(kp.layout, "nt");
+  assert_int_equal(kp.ldb, 32);
+  /* B a strided column: no transpose, B as it is. */
+  p = prob(R, N, N, 64, 1, 32, 32, 2, 1);
+  rt_gemm_map(&p, &kp);
+  assert_false(kp.transposed);
+  assert_string_equal(kp.layout, "nn");
+  assert_int_equal(kp.ldb, 2);
+  /* Column-major and N = 1: already M = 1 after the swap; swapped once. */
+  p = prob(C, T, N, 64, 1, 32, 32, 32, 64);
+  rt_gemm_map(&p, &kp);
+  assert_true(kp.swapped);
+  assert_false(kp.transposed);
+  assert_int_equal(kp.m, 1);
+  assert_string_equal(kp.layout, "nt");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enums),        cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_leading_dimensions), cmocka_unit_test(test_pointers),
       cmocka_unit_test(test_mapping),      cmocka_unit_test(test_mapping_keeps_minimums),
+      cmocka_unit_test(test_canonical_computes_the_call), cmocka_unit_test(test_canonical_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
  *   - BLAS's special cases: alpha == 0 (A and B full of NaN, never read), K == 0, beta == 1
  *     with nothing to add (C untouched);
  *   - tuned and untuned problems: rows inserted for the kernel problem of a call (so a
- *     column-major call finds the row of its swapped row-major problem) make the choice EXACT;
+ *     column-major call finds the row of its swapped row-major problem, and a GEMV Mx1xK the
+ *     row of its canonical 1xMxK) make the choice EXACT;
+ *   - GEMVs at their minimum leading dimensions (vectors of unit stride), either side;
  *   - many host threads calling mmt_gemm on one context at once, each on its own stream;
  *   - f16, bf16 and tf32 (untuned: the dispatcher's defaults) in every order and transpose.
  */
@@ -31,6 +33,7 @@
 #include "rt_choose.h"
 #include "rt_device.h"
 #include "rt_driver.h"
+#include "rt_gemm.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -300,8 +303,9 @@ static void insert_row(const fixture *f, const char *tname, const char *params, 
   ut_err e;
   assert_int_equal(db_open(f->db_path, false, &db, &e), MMT_OK);
   assert_int_equal(gen_load_named(tname, &t, &e), MMT_OK);
-  bool col = c->order == MMT_COL_MAJOR;
-  char ta = c->ta ? 't' : 'n', tb = c->tb ? 't' : 'n';
+  mmt_problem p = {c->order, c->ta, c->tb, c->m, c->n, c->k, c->lda, c->ldb, c->ldc, MMT_F32};
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(&p, &kp);
   db_result r;
   memset(&r, 0, sizeof r);
   snprintf(r.device.name, sizeof r.device.name, "%s", f->device);
@@ -310,8 +314,7 @@ static void insert_row(const fixture *f, const char *tname, const char *params, 
   snprintf(r.template_name, sizeof r.template_name, "%s", tname);
   snprintf(r.template_hash, sizeof r.template_hash, "%s", gen_source_hash(t));
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"f32", {col ? tb : ta, col ? ta : tb, '\0'}, col ? c->n : c->m,
-                           col ? c->m : c->n, c->k};
+  r.problem = (db_problem){"f32", {kp.layout[0], kp.layout[1], '\0'}, kp.m, kp.n, kp.k};
   r.status = DB_OK;
   r.ms_min = r.ms_median = r.ms_max = 0.01;
   r.runs = 10;
@@ -334,7 +337,10 @@ static void test_orders_and_transposes(void **state) {
     float alpha, beta;
   } shapes[] = {{1, 1, 1, 0, 1.0f, 0.0f},     {37, 53, 29, 3, 1.5f, -0.5f},
                 {130, 67, 257, 1, -1.0f, 0.0f}, {64, 64, 64, 0, 0.5f, 2.0f},
-                {300, 260, 40, 4, 1.0f, 1.0f}, {33, 1, 100, 5, 2.0f, 0.0f}};
+                {300, 260, 40, 4, 1.0f, 1.0f}, {33, 1, 100, 5, 2.0f, 0.0f},
+                {33, 1, 100, 0, 2.0f, 0.5f},   {1, 45, 77, 0, 1.0f, -1.0f},
+                {1, 1, 50, 0, 1.0f, 0.0f},     {260, 1, 512, 0, 1.0f, 0.0f},
+                {1, 260, 512, 0, 1.0f, 1.0f}};
   uint64_t seed = 1;
   for (int o = 0; o < 2; o++)
     for (int ta = 0; ta < 2; ta++)
@@ -361,7 +367,8 @@ static void test_dtypes(void **state) {
     float alpha, beta;
   } shapes[] = {{1, 1, 1, 0, 1.0f, 0.0f},        {37, 53, 29, 3, 1.5f, -0.5f},
                 {130, 67, 257, 1, -1.0f, 0.0f},  {256, 128, 64, 0, 1.0f, 0.0f},
-                {300, 264, 136, 8, 0.5f, 2.0f}};
+                {300, 264, 136, 8, 0.5f, 2.0f},  {264, 1, 136, 0, 1.0f, 0.5f},
+                {1, 264, 136, 0, 1.0f, 0.0f}};
   uint64_t seed = 100;
   for (int d = 0; d < COUNT(dtypes); d++)
     for (int o = 0; o < 2; o++)
@@ -426,6 +433,10 @@ static void test_tuned_layouts(void **state) {
       {MMT_COL_MAJOR, MMT_TRANS, MMT_NO_TRANS, 96, 200, 512, "vec=4,stages=3", "nt"},
       {MMT_COL_MAJOR, MMT_TRANS, MMT_TRANS, 64, 48, 2048,
        "bm=64,bn=64,bk=16,tm=4,tn=4,vec=4,stages=3,group=1,split=8", "tt"},
+      /* GEMVs in their canonical form (rt_gemm.h): Mx1xK with A stored transposed is the
+       * row of 1xMxK nn, with A as is the row of 1xMxK nt. */
+      {MMT_ROW_MAJOR, MMT_TRANS, MMT_NO_TRANS, 264, 1, 520, "vec=4,stages=3", "nn"},
+      {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 264, 1, 520, "vec=4,stages=2", "nt"},
   };
   for (int i = 0; i < COUNT(tuned); i++) {
     call c = {tuned[i].o, tuned[i].ta, tuned[i].tb, tuned[i].m, tuned[i].n, tuned[i].k,

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "rt_choose.h"
+#include "rt_gemm.h"
 #include "tn_cli.h"
 #include "tn_csv.h"
 #include "tn_cublas.h"
@@ -150,24 +151,24 @@ static const char *num(char buf[32], double v, bool have) {
 
 /* ---- measuring ---- */
 
-/* The shape's problem in --layout, packed rows: the way measurements and the dispatcher's
+/* The shape's problem in layout, packed rows: the way measurements and the dispatcher's
  * choice see it (cudaMalloc'd buffers, so alignment is what the row pitches allow). */
-static gen_problem bench_problem(const bench_run *b, const tn_shape *s) {
+static gen_problem bench_problem(const bench_run *b, const tn_shape *s, const char *layout) {
   int64_t ld[3];
-  gen_min_ld(b->layout, s->m, s->n, s->k, ld);
+  gen_min_ld(layout, s->m, s->n, s->k, ld);
   uint64_t e = (uint64_t)gen_dtype_size(b->dtype);
   uint64_t pitches[] = {256, (uint64_t)ld[0] * e, (uint64_t)ld[1] * e, (uint64_t)ld[2] * e};
-  return (gen_problem){.dtype = b->dtype, .layout = b->layout, .m = s->m, .n = s->n, .k = s->k,
+  return (gen_problem){.dtype = b->dtype, .layout = layout, .m = s->m, .n = s->n, .k = s->k,
                        .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
                        .align_bytes = gen_align_bytes(pitches, 4)};
 }
 
-static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s) {
-  gen_problem p = bench_problem(b, s);
+static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s, const char *layout) {
+  gen_problem p = bench_problem(b, s, layout);
   tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
                        .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50,
                        .warmup_ms = 200, .cold = b->cold};
-  snprintf(o.layout, sizeof o.layout, "%s", b->layout);
+  snprintf(o.layout, sizeof o.layout, "%s", layout);
   snprintf(o.dtype, sizeof o.dtype, "%s", b->dtype);
   return o;
 }
@@ -181,8 +182,8 @@ static void not_measured(tn_measurement *m, db_status status, const char *msg) {
 
 /* Compiles and measures one emitted kernel.  A compile error is the row's outcome; errors of
  * the device or the cache are returned. */
-static mmt_status measure_spec(bench_run *b, const tn_shape *s, const gen_kernel *spec,
-                               tn_measurement *m, ut_err *err) {
+static mmt_status measure_spec(bench_run *b, const tn_shape *s, const char *layout,
+                               const gen_kernel *spec, tn_measurement *m, ut_err *err) {
   rt_cubin cubin = {0};
   ut_err cerr = {{0}};
   mmt_status rc = rt_compile_for_device(b->cache_dir, tn_gpu_device(b->g)->arch, spec->arch,
@@ -192,17 +193,21 @@ static mmt_status measure_spec(bench_run *b, const tn_shape *s, const gen_kernel
     return MMT_OK;
   }
   if (rc) return ut_fail(err, rc, "%s", cerr.msg);
-  tn_measure_opts o = measure_opts(b, s);
+  tn_measure_opts o = measure_opts(b, s, layout);
   rc = tn_gpu_measure(b->g, &cubin, spec, &o, m, err);
   rt_cubin_free(&cubin);
   return rc;
 }
 
-/* The dispatcher's choice for shape s (as mmt_sgemm makes it for cudaMalloc'd, packed
- * matrices), measured.  Nothing usable is the row's outcome (launch_error). */
+/* The dispatcher's choice for shape s (as mmt_gemm makes it for cudaMalloc'd, packed
+ * matrices: in its canonical form, rt_gemm.h), measured there (the same product on the same
+ * bytes).  Nothing usable is the row's outcome (launch_error). */
 static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choice,
                                 tn_measurement *m, ut_err *err) {
-  gen_problem p = bench_problem(b, s);
+  rt_gemm_kernel_problem kp;
+  rt_gemm_canonical_packed(b->layout, s->m, s->n, s->k, &kp);
+  const tn_shape form = {kp.m, kp.n, kp.k};
+  gen_problem p = bench_problem(b, &form, kp.layout);
   ut_err cerr = {{0}};
   mmt_status rc = rt_choose(b->ch, b->db, device_name(b), &p, choice, &cerr);
   if (rc == MMT_ERR_UNSUPPORTED) {
@@ -210,7 +215,7 @@ static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choi
     return MMT_OK;
   }
   if (rc) return ut_fail(err, rc, "%s", cerr.msg);
-  return measure_spec(b, s, &choice->spec, m, err);
+  return measure_spec(b, &form, kp.layout, &choice->spec, m, err);
 }
 
 static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stream, ut_err *err) {
@@ -221,7 +226,7 @@ static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stre
 
 static mmt_status measure_cublas(bench_run *b, const tn_shape *s, tn_measurement *m,
                                  ut_err *err) {
-  tn_measure_opts o = measure_opts(b, s);
+  tn_measure_opts o = measure_opts(b, s, b->layout);
   return tn_gpu_measure_launch(b->g, cublas_launch, b, &o, m, err);
 }
 
@@ -401,7 +406,7 @@ static mmt_status bench_default(bench_run *b, const char *name, const char *what
   gen_config_default(t, &cfg);
   if (!(rc = gen_config_format(t, &cfg, params, sizeof params, err)) &&
       !(rc = gen_emit(t, &cfg, b->dtype, b->layout, &spec, err)) &&
-      !(rc = measure_spec(b, &b->s, &spec, &m, err)))
+      !(rc = measure_spec(b, &b->s, b->layout, &spec, &m, err)))
     single_row(b, device_name(b), what, params, &m);
   gen_kernel_clear(&spec);
   gen_free(t);

@@ -95,9 +95,12 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
   }
   printf("  choice:    %s\n", mmt_choice_kind_name(c->kind));
   printf("  kernel:    %s %s\n", c->template_name, c->params);
-  printf("  computes:  row-major %lldx%lldx%lld, layout %s%s\n", (long long)c->kernel_m,
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(p, &kp);
+  printf("  computes:  row-major %lldx%lldx%lld, layout %s%s%s\n", (long long)c->kernel_m,
          (long long)c->kernel_n, (long long)c->kernel_k, c->layout,
-         p->order == MMT_COL_MAJOR ? " (column-major: A and B, M and N swapped)" : "");
+         p->order == MMT_COL_MAJOR ? " (column-major: A and B, M and N swapped)" : "",
+         kp.transposed ? " (a GEMV with a contiguous C: computed as C^T = op(B)^T op(A)^T)" : "");
   if (c->kind == MMT_CHOICE_DEFAULT) {
     printf("  expected:  %.4f ms predicted by the model (this config was never measured on this "
            "GPU model; run mmtune to tune)\n",

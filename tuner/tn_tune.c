@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rt_gemm.h"
 #include "tn_measure.h"
 #include "tn_opts.h"
 #include "tn_multi.h"
@@ -37,7 +38,9 @@ _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
  * GEMV side is tuned at two sizes (a weight of 32 MiB in f32, under the L2, and one of 256
  * MiB, streamed from DRAM), so that a GEMV of another size has rows of its own kind on
  * either side of it: with one, the model had nothing but the 16-wide rows to go by for any
- * GEMV of the other size (leave-one-shape-out served 4096x1x4096 at 0.44 of its best). */
+ * GEMV of the other size (leave-one-shape-out served 4096x1x4096 at 0.44 of its best).  The
+ * Mx1xK ones are tuned in their canonical form (rt_gemm.h), 1xMxK nt: the dot body's rows,
+ * as the 1xNxK ones in nn are the axpy body's. */
 static const tn_shape DEFAULT_SHAPES[] = {
     {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
     {3000, 3000, 3000}, {16, 4096, 4096},   {4096, 16, 4096},   {4096, 4096, 64},
@@ -531,6 +534,63 @@ static int tune_pass(tune_run *r) {
   return report_summary(r, ut_now_seconds() - t0);
 }
 
+/* Tunes shapes (packed, in layout) from r, parsed from o: a pass for each layout of their
+ * canonical forms (rt_gemm_canonical_packed), the problems mmt_gemm serves them as, so that
+ * the rows land where calls look (a GEMV Mx1xK is tuned as 1xMxK); one pass when nothing
+ * changes.  later: shapes of passes after these, for the ETA.  The exit code. */
+static int tune_canonical(tune_run *r, const tn_opts *o, const tn_shape *shapes, int n,
+                          const char *layout, int later) {
+  tn_shape *forms = malloc((size_t)(n > 0 ? n : 1) * sizeof *forms);
+  int *form_layout = malloc((size_t)(n > 0 ? n : 1) * sizeof *form_layout);
+  int ex = forms && form_layout ? TN_EXIT_OK : TN_EXIT_FAIL;
+  for (int i = 0; !ex && i < n; i++) {
+    rt_gemm_kernel_problem kp;
+    rt_gemm_canonical_packed(layout, shapes[i].m, shapes[i].n, shapes[i].k, &kp);
+    forms[i] = (tn_shape){kp.m, kp.n, kp.k};
+    form_layout[i] = gen_layout_index(kp.layout);
+    if (strcmp(kp.layout, layout) != 0 || kp.m != shapes[i].m)
+      printf("mmtune: %lldx%lldx%lld %s is tuned as %lldx%lldx%lld %s, the form mmt_gemm "
+             "serves it in (%s)\n",
+             (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k, layout,
+             (long long)kp.m, (long long)kp.n, (long long)kp.k, kp.layout,
+             kp.transposed ? "C^T = op(B)^T op(A)^T" : "a unit-stride column as a row");
+  }
+  int first = gen_layout_index(layout), left = n;
+  for (int pass = 0; !ex && pass < 4; pass++) {
+    int li = pass == 0 ? first : pass <= first ? pass - 1 : pass; /* layout's own pass first */
+    tn_shape *group = malloc((size_t)(n > 0 ? n : 1) * sizeof *group);
+    int count = 0;
+    for (int i = 0; group && i < n; i++) {
+      bool seen = form_layout[i] != li;
+      for (int j = 0; !seen && j < count; j++) seen = !memcmp(&group[j], &forms[i], sizeof *group);
+      if (!seen) group[count++] = forms[i];
+    }
+    for (int i = 0; i < n; i++) left -= form_layout[i] == li;
+    if (!group || count == 0) {
+      free(group);
+      ex = group ? TN_EXIT_OK : TN_EXIT_FAIL;
+      continue;
+    }
+    if (r->problems || r->db) { /* a pass ran in r: start again from the options */
+      tune_free(r);
+      memset(r, 0, sizeof *r);
+      if ((ex = parse_options(r, o))) {
+        free(group);
+        break;
+      }
+    }
+    free(r->shapes);
+    r->shapes = group;
+    r->nshapes = count;
+    r->layout = gen_layout_name(li);
+    r->later_shapes = left + later;
+    ex = tune_pass(r);
+  }
+  free(forms);
+  free(form_layout);
+  return ex;
+}
+
 int tn_cmd_tune(int argc, char **argv) {
   tn_opts o;
   tune_run r;
@@ -546,19 +606,15 @@ int tn_cmd_tune(int argc, char **argv) {
   struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
   sigaction(SIGINT, &sa, &old_sa);
   const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
-  if (main_job) r.later_shapes = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
-  ex = tune_pass(&r);
+  const int nlinear = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
+  tn_shape *shapes = malloc((size_t)r.nshapes * sizeof *shapes); /* r's own go with its passes */
+  if (!shapes) ex = TN_EXIT_FAIL;
+  else memcpy(shapes, r.shapes, (size_t)r.nshapes * sizeof *shapes);
+  if (!ex) ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0);
+  free(shapes);
   if (!ex && main_job) {
-    tune_free(&r);
-    memset(&r, 0, sizeof r);
-    if (!(ex = parse_options(&r, &o))) {
-      _Static_assert(sizeof LINEAR_NT_SHAPES <= sizeof DEFAULT_SHAPES, "fits r.shapes");
-      memcpy(r.shapes, LINEAR_NT_SHAPES, sizeof LINEAR_NT_SHAPES);
-      r.nshapes = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
-      r.layout = "nt";
-      printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
-      ex = tune_pass(&r);
-    }
+    printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
+    ex = tune_canonical(&r, &o, LINEAR_NT_SHAPES, nlinear, "nt", 0);
   }
   sigaction(SIGINT, &old_sa, NULL);
 done:
