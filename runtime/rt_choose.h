@@ -72,7 +72,9 @@
  * CUDA cores), wgmma's swap in large tiles, persistent and repacked (tf32 in layout nn, which
  * its tensor cores serve only so: the other problems refuse such swap configs), skinny's GEMVs
  * with W L-contiguous in blocks of 16 warps that split K among them (the axpy body's fastest
- * for 1 x 4096, three parameters away from the split-K configs a search polishes), and each of
+ * for 1 x 4096, three parameters away from the split-K configs a search polishes), the dot
+ * body's fastest for f32 nt 1 x 4096 x 4096 (8 warps each on its own rows, 8 slices of K: every
+ * GEMV with A as is, Mx1xK in its canonical form too; four parameters from the default), and each of
  * these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled
  * vec=1), which a suite of aligned shapes never tunes.  min_cc: the compute capability they
  * are for (and newer). */
@@ -135,6 +137,7 @@
    {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
    {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=8,vec=1", 0},              \
    {0, "skinny", "side=1,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},              \
+   {0, "skinny", "side=0,bs=1,rl=1,warps=8,kw=8,unroll=8,vec=1", 0},                        \
    {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
    {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
    {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
