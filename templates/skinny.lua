@@ -509,6 +509,9 @@ local axpy_body = [[
 ]]
 
 local MAX_SMALL = 64       -- the small side's limit: the family is for skinny problems
+-- K's limit: the kernels index K with an int (64-bit indices cost the f16 axpy body 10% and
+-- spilled), and step it past K by up to 2 * UNROLL * KW * RW (axpy) or 32 (the dot body's tail).
+local MAX_K = (1 << 31) - 1 - 16384
 local MAX_SHARED = 48 * 1024
 local MAX_XS_PER = 16      -- registers a thread holds the next step's staged X in
 -- lanes < 32 shapes the axpy body's warps; the dot body's lanes walk K
@@ -582,6 +585,7 @@ return {
     -- K is split across blocks or within them, not both (a K part's warps leave early)
     if p.split > 1 and p.kw > 1 then return false, "split > 1 only with kw = 1" end
     if not prob then return true end
+    if prob.K > MAX_K then return false, "K over 2^31 - 16385: the kernel's int index along K would wrap" end
     local small, big = prob.M, prob.N
     if p.side == 1 then small, big = prob.N, prob.M end
     if small > MAX_SMALL then

@@ -125,6 +125,12 @@ static void test_constraints(void **state) {
   tall.n--;
   tc_parse_ok(t, "side=0,rl=1,lanes=8,warps=4,kw=4", &c);
   assert_true(tc_check(t, &c, &tall, NULL, 0));
+  /* K near 2^31: the kernels' int index along K steps past K and would wrap */
+  gen_problem deep = packed("f16", "nn", 1, 64, (1LL << 31) - 1 - 16384);
+  tc_parse_ok(t, "side=0", &c);
+  assert_true(tc_check(t, &c, &deep, NULL, 0));
+  deep.k++;
+  tc_rejects(t, "side=0", &deep, "int index along K would wrap");
   gen_free(t);
 }
 
