@@ -295,15 +295,19 @@ static void candidate_of(const gen_template *t, int ti, uint64_t index, tn_candi
 }
 
 /* The configs of template t in the built-in list (rt_choose.h: configs that measured well
- * across shapes) for a device of compute capability cc_major: starting points of a search,
- * besides the template's default.  Entries that do not parse (another version of the
+ * across shapes) for a device of compute capability cc_major and problem p: starting points
+ * of a search, besides the template's default.  Entries for misaligned rows only are not
+ * starts of an aligned problem (as the dispatcher does not offer them there: a search's few
+ * starts went to element loads).  Entries that do not parse (another version of the
  * template) are skipped.  Returns the count written to out (at most cap). */
-static int builtin_configs(const gen_template *t, int cc_major, gen_config *out, int cap) {
+static int builtin_configs(const gen_template *t, int cc_major, const gen_problem *p,
+                           gen_config *out, int cap) {
   int nbuiltin, n = 0;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);
   for (int i = 0; i < nbuiltin && n < cap; i++) {
     ut_err ignored;
     if (builtin[i].min_cc > cc_major || strcmp(builtin[i].name, gen_name(t)) != 0) continue;
+    if (builtin[i].unaligned_only && p->align_bytes >= 16) continue;
     if (gen_config_parse(t, builtin[i].params, &out[n], &ignored) == MMT_OK) n++;
   }
   return n;
@@ -316,7 +320,7 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
   gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
   gen_config starts[32];
   gen_config_default(t, &starts[0]);
-  const int nstarts = 1 + builtin_configs(t, r->dev.cc_major, starts + 1, 31);
+  const int nstarts = 1 + builtin_configs(t, r->dev.cc_major, &p, starts + 1, 31);
   mmt_status rc = MMT_OK;
   for (uint64_t i = 0; i < gen_space_size(t); i++) {
     gen_config cfg;
