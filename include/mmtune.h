@@ -181,7 +181,9 @@ typedef struct {
   char params[256];       /* canonical "name=value,..." */
   /* The problem the kernel computes: row-major C (M x N) = op(A) op(B) with layout "nn",
    * "nt", "tn" or "tt" (A's letter first, t = transposed).  A column-major call is the
-   * row-major one with A and B, M and N swapped. */
+   * row-major one with A and B, M and N swapped.  A GEMV in its canonical form: N = 1 with
+   * a contiguous C (ldc = 1 row-major) and a contiguous B column is computed as C^T (M = 1),
+   * and a unit-stride column of A or B is read as a row. */
   char layout[4];
   int64_t kernel_m, kernel_n, kernel_k;
   double expected_ms; /* EXACT: the measured median; PREDICTED and DEFAULT: the performance
