@@ -614,6 +614,29 @@ static void test_bench_bad_numbers(void **state) {
   assert_usage_error(RUN("bench", "--device", "abc", "64", "64", "64"), "'abc'");
 }
 
+/* tune plans each GEMV in the form mmt_gemm serves it in (rt_gemm.h), and says so before it
+ * touches a device; the shapes left as they are get no line. */
+static void test_tune_canonical_forms(void **state) {
+  (void)state;
+  run_result r = RUN("tune", "--device", "9999", "--layout", "tn", "--shapes",
+                     "4096x1x4096,1x64x128,96x80x64,4096x1x2048");
+  assert_int_equal(r.code, 1);
+  assert_non_null(strstr(r.err, "mmtune tune: cannot use device 9999: "));
+  assert_non_null(strstr(r.out, "mmtune: 4096x1x4096 tn is tuned as 1x4096x4096 nn, the form "
+                                "mmt_gemm serves it in (C^T = op(B)^T op(A)^T)\n"));
+  assert_non_null(strstr(r.out, "mmtune: 1x64x128 tn is tuned as 1x64x128 nn, the form mmt_gemm "
+                                "serves it in (a unit-stride column as a row)\n"));
+  assert_non_null(strstr(r.out, "4096x1x2048 tn is tuned as 1x4096x2048 nn"));
+  assert_null(strstr(r.out, "96x80x64"));
+  run_free(&r);
+  /* nt: Mx1xK is 1xMxK nt; 1xNxK is already in its form */
+  r = RUN("tune", "--device", "9999", "--layout", "nt", "--shapes", "300x1x64,1x300x64");
+  assert_int_equal(r.code, 1);
+  assert_non_null(strstr(r.out, "300x1x64 nt is tuned as 1x300x64 nt"));
+  assert_null(strstr(r.out, "1x300x64 nt is tuned"));
+  run_free(&r);
+}
+
 static void test_tune_bad_arguments(void **state) {
   (void)state;
   assert_usage_error(RUN("--device", "0", "--shapes", "0x1x1"), "'0'");
@@ -926,7 +949,7 @@ int main(void) {
       cmocka_unit_test(test_measure_device),
       /* the lead's commands */
       cmocka_unit_test(test_bench_bad_numbers),
-      cmocka_unit_test(test_tune_bad_arguments),
+      cmocka_unit_test(test_tune_bad_arguments), cmocka_unit_test(test_tune_canonical_forms),
       cmocka_unit_test(test_layout_options),
       cmocka_unit_test(test_explain),
   };
