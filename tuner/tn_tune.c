@@ -571,7 +571,7 @@ static int tune_canonical(tune_run *r, const tn_opts *o, const tn_shape *shapes,
       ex = group ? TN_EXIT_OK : TN_EXIT_FAIL;
       continue;
     }
-    if (r->problems || r->db) { /* a pass ran in r: start again from the options */
+    if (r->db) { /* a pass ran in r (its setup opens the database first): parse again */
       tune_free(r);
       memset(r, 0, sizeof *r);
       if ((ex = parse_options(r, o))) {
@@ -607,7 +607,8 @@ int tn_cmd_tune(int argc, char **argv) {
   sigaction(SIGINT, &sa, &old_sa);
   const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
   const int nlinear = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
-  tn_shape *shapes = malloc((size_t)r.nshapes * sizeof *shapes); /* r's own go with its passes */
+  /* r's own shapes go with its first pass */
+  tn_shape *shapes = malloc((size_t)(r.nshapes > 0 ? r.nshapes : 1) * sizeof *shapes);
   if (!shapes) ex = TN_EXIT_FAIL;
   else memcpy(shapes, r.shapes, (size_t)r.nshapes * sizeof *shapes);
   if (!ex) ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0);
