@@ -40,12 +40,17 @@ _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
  * either side of it: with one, the model had nothing but the 16-wide rows to go by for any
  * GEMV of the other size (leave-one-shape-out served 4096x1x4096 at 0.44 of its best).  The
  * Mx1xK ones are tuned in their canonical form (rt_gemm.h), 1xMxK nt: the dot body's rows,
- * as the 1xNxK ones in nn are the axpy body's. */
+ * as the 1xNxK ones in nn are the axpy body's.  And rows that are neither 16-byte aligned nor
+ * odd: 300x300x6000, whose 600-byte rows in 16 bits take the 4-byte loads (mma_sync vec=2)
+ * that 1000x999x1001's 2-byte alignment refuses, with few tiles and a long K; without rows of
+ * such configs the model served untuned 8-byte-aligned problems element-wise realigned or
+ * repacked kernels at 0.2-0.6x cuBLAS where tuning found 4-byte ones at 1.0-1.1x. */
 static const tn_shape DEFAULT_SHAPES[] = {
     {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
     {3000, 3000, 3000}, {16, 4096, 4096},   {4096, 16, 4096},   {4096, 4096, 64},
     {8192, 8192, 128},  {512, 512, 16384},  {128, 128, 128},    {1000, 999, 1001},
     {1, 4096, 4096},    {4096, 1, 4096},    {1, 8192, 8192},    {8192, 1, 8192},
+    {300, 300, 6000},
 };
 
 /* The main job (no --shapes, no --layout) tunes DEFAULT_SHAPES in layout nn, then the decode
