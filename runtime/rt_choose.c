@@ -450,13 +450,21 @@ static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
   return MMT_OK;
 }
 
+/* Whether a default or built-in entry is for p: one for misaligned problems only
+ * (unaligned_only) is not, when p is aligned. */
+static bool entry_offered(bool unaligned_only, const gen_problem *p) {
+  return !(unaligned_only && p->align_bytes >= 16);
+}
+
+bool rt_builtin_offered(const rt_builtin *b, int cc_major, const gen_problem *p) {
+  return cc_major >= b->min_cc && entry_offered(b->unaligned_only, p);
+}
+
 /* A config without rows of this GPU model: a default or built-in one (skipped when the model
- * has rows of it under the template's current source, or it is listed already, or it is for
- * misaligned problems only, unaligned_only, and p is aligned). */
+ * has rows of it under the template's current source, or it is listed already). */
 static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname,
-                                  const char *params, bool unaligned_only, const gen_problem *p,
-                                  cand_list *l, ut_err *err) {
-  if (p->align_bytes >= 16 && unaligned_only) return MMT_OK;
+                                  const char *params, const gen_problem *p, cand_list *l,
+                                  ut_err *err) {
   gen_template *t = NULL;
   gen_config cfg;
   char text[256];
@@ -586,14 +594,13 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (int i = 0; i < ndefaults && !rc; i++)
-    rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, defaults[i].unaligned_only,
-                         p, &l, err);
+    if (entry_offered(defaults[i].unaligned_only, p))
+      rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, p, &l, err);
   int nbuiltin;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);
   for (int i = 0; i < nbuiltin && !rc; i++)
-    if (cc >= builtin[i].min_cc)
-      rc = push_unmeasured(ch, m, builtin[i].name, builtin[i].params, builtin[i].unaligned_only,
-                           p, &l, err);
+    if (rt_builtin_offered(&builtin[i], cc, p))
+      rc = push_unmeasured(ch, m, builtin[i].name, builtin[i].params, p, &l, err);
   if (rc) {
     free(l.v);
     return rc;

@@ -287,6 +287,10 @@ typedef struct {
   bool unaligned_only; /* no candidate for aligned problems until measured (RT_DEFAULTS) */
 } rt_builtin;
 const rt_builtin *rt_builtins(int *count);
+/* Whether built-in entry b is a candidate for problem p on a device of compute capability
+ * cc_major (min_cc, and unaligned_only entries only for misaligned problems): the
+ * dispatcher's rule, which the tuner's starting points follow. */
+bool rt_builtin_offered(const rt_builtin *b, int cc_major, const gen_problem *p);
 
 /* Dispatcher figures of a context (mmtune.c), for tests and diagnostics. */
 typedef struct {

@@ -295,19 +295,19 @@ static void candidate_of(const gen_template *t, int ti, uint64_t index, tn_candi
 }
 
 /* The configs of template t in the built-in list (rt_choose.h: configs that measured well
- * across shapes) for a device of compute capability cc_major and problem p: starting points
- * of a search, besides the template's default.  Entries for misaligned rows only are not
- * starts of an aligned problem (as the dispatcher does not offer them there: a search's few
- * starts went to element loads).  Entries that do not parse (another version of the
- * template) are skipped.  Returns the count written to out (at most cap). */
+ * across shapes) that the dispatcher offers for problem p on a device of compute capability
+ * cc_major (rt_builtin_offered: not those for misaligned rows on an aligned problem, where a
+ * search's few starts went to element loads): starting points of a search, besides the
+ * template's default.  Entries that do not parse (another version of the template) are
+ * skipped.  Returns the count written to out (at most cap). */
 static int builtin_configs(const gen_template *t, int cc_major, const gen_problem *p,
                            gen_config *out, int cap) {
   int nbuiltin, n = 0;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);
   for (int i = 0; i < nbuiltin && n < cap; i++) {
     ut_err ignored;
-    if (builtin[i].min_cc > cc_major || strcmp(builtin[i].name, gen_name(t)) != 0) continue;
-    if (builtin[i].unaligned_only && p->align_bytes >= 16) continue;
+    if (!rt_builtin_offered(&builtin[i], cc_major, p) || strcmp(builtin[i].name, gen_name(t)))
+      continue;
     if (gen_config_parse(t, builtin[i].params, &out[n], &ignored) == MMT_OK) n++;
   }
   return n;
