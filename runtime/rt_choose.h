@@ -77,7 +77,11 @@
  * form too) in f32 (8 warps, 8 slices of K, unroll 8) and in 16 bits (4 warps, 4 slices, unroll
  * 4: 5-11% faster than the default from 4096 to 14336 wide; three parameters away), and each of
  * these for rows that are not 16-byte aligned (mma_sync vec=0, wgmma repack=1, reg_tiled
- * vec=1), which a suite of aligned shapes never tunes.  min_cc: the compute capability they
+ * vec=1), which a suite of aligned shapes never tunes; for 16-bit rows that are 4- or 8-byte
+ * aligned, mma_sync's 4-byte loads (vec=2) in the tiles that an anneal search of them found
+ * fastest (H100: 128 x 128 at 1202^3 and 64 x 128 with bk=32 at 2002x3002x258, 1.0-2.3x
+ * cuBLAS where the repacked wgmma ran 0.63-1.6x; 64 x 64 split 4 at 402x698x3000, the few-tile
+ * end; and the 4-byte twin of the split-16 entry above).  min_cc: the compute capability they
  * are for (and newer). */
 #define RT_BUILTIN                                                                          \
   {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
@@ -101,6 +105,10 @@
    {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0},\
    {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4", 1},      \
    {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16", 1},     \
+   {8, "mma_sync", "bm=128,bn=128,bk=64,wm=64,wn=32,stages=3,vec=2,swz=1,group=1", 1},      \
+   {8, "mma_sync", "bm=64,bn=128,bk=32,wm=64,wn=32,stages=4,vec=2,swz=0,group=1", 1},       \
+   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=2,vec=2,swz=1,group=1,split=4", 1},\
+   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=2,swz=1,group=1,split=16", 1},\
    {8, "mma_sync", "bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},\
    {8, "mma_sync", "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4,vec=8,swz=1,group=1", 0},       \
    {8, "mma_sync", "bm=32,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},\

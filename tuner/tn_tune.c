@@ -44,13 +44,17 @@ _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
  * odd: 300x300x6000, whose 600-byte rows in 16 bits take the 4-byte loads (mma_sync vec=2)
  * that 1000x999x1001's 2-byte alignment refuses, with few tiles and a long K; without rows of
  * such configs the model served untuned 8-byte-aligned problems element-wise realigned or
- * repacked kernels at 0.2-0.6x cuBLAS where tuning found 4-byte ones at 1.0-1.1x. */
+ * repacked kernels at 0.2-0.6x cuBLAS where tuning found 4-byte ones at 1.0-1.1x.  And two
+ * mid-size ones of 4-byte-aligned rows, 1202^3 (100 tiles of 128 x 128) and 2002x3002x258 (a
+ * short K): with 300x300x6000's few-tile rows alone, mid-size problems of such rows were
+ * served wgmma with both operands repacked at 0.52-0.87x, where mma_sync's 4-byte loads ran
+ * at cuBLAS's speed or better. */
 static const tn_shape DEFAULT_SHAPES[] = {
     {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
     {3000, 3000, 3000}, {16, 4096, 4096},   {4096, 16, 4096},   {4096, 4096, 64},
     {8192, 8192, 128},  {512, 512, 16384},  {128, 128, 128},    {1000, 999, 1001},
     {1, 4096, 4096},    {4096, 1, 4096},    {1, 8192, 8192},    {8192, 1, 8192},
-    {300, 300, 6000},
+    {300, 300, 6000},   {1202, 1202, 1202}, {2002, 3002, 258},
 };
 
 /* The main job (no --shapes, no --layout) tunes DEFAULT_SHAPES in layout nn, then the decode
