@@ -140,10 +140,22 @@ void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[
   ld[2] = n;
 }
 
+void gen_one_row_pitches(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]) {
+  int64_t width[3], rows[3];
+  gen_min_ld(layout, m, n, k, width);
+  gen_stored_rows(layout, m, n, k, rows);
+  for (int i = 0; i < 3; i++) {
+    if (rows[i] != 1) continue;
+    int64_t w = width[i] > 0 ? width[i] : 1, rounded = (w + 15) / 16 * 16;
+    ld[i] = rounded <= INT32_MAX ? rounded : w;
+  }
+}
+
 gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
                                int64_t k) {
   int64_t ld[3], elem = gen_dtype_size(dtype);
   gen_min_ld(layout, m, n, k, ld);
+  gen_one_row_pitches(layout, m, n, k, ld);
   uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
                         (uint64_t)(ld[2] * elem)};
   return (gen_problem){.dtype = dtype, .layout = layout, .m = m, .n = n, .k = k, .lda = ld[0],

@@ -54,6 +54,14 @@ void gen_min_ld(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[
 /* The rows of A, B and C as stored in layout (NULL: "nn"): A 'n' m, 't' k; B 'n' k, 't' n;
  * C m.  With gen_min_ld's widths, the shape of each operand in memory. */
 void gen_stored_rows(const char *layout, int64_t m, int64_t n, int64_t k, int64_t rows[3]);
+/* The pitch of a matrix stored as one row (gen_stored_rows 1: C and an 'n' A when m = 1, a
+ * 't' A and an 'n' B when k = 1, a 't' B when n = 1) never steps: any pitch of at least the
+ * row's width is the same matrix.  Each such ld[i] becomes that width rounded up to 16
+ * elements (a multiple of 16 bytes in every dtype; the width itself if the rounding would pass
+ * 2^31 - 1), so that such a pitch never makes a problem less aligned than its pointers (a
+ * batch-1 call with an odd N, 1x50257x768, was a problem of 2-byte alignment for every
+ * kernel) and a TMA map over the row gets a legal stride.  Other ld[i] are left alone. */
+void gen_one_row_pitches(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]);
 
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
 typedef struct {
@@ -64,9 +72,9 @@ typedef struct {
   int align_bytes; /* largest power of two (<= 16) dividing every base address and ld*elem size */
 } gen_problem;
 
-/* The problem as the tuner measures it: packed rows (gen_min_ld's leading dimensions) of
- * cudaMalloc'd buffers (256-byte aligned), so the row pitches decide its align_bytes.  dtype
- * and layout are borrowed. */
+/* The problem as the tuner measures it: packed rows (gen_min_ld's leading dimensions, a
+ * matrix of one row at gen_one_row_pitches's) of cudaMalloc'd buffers (256-byte aligned), so
+ * the row pitches decide its align_bytes.  dtype and layout are borrowed. */
 gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
                                int64_t k);
 

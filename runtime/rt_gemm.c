@@ -131,6 +131,9 @@ void rt_gemm_canonical(rt_gemm_kernel_problem *kp) {
     kp->layout[1] = 't';
     kp->ldb = row;
   }
+  int64_t ld[3] = {kp->lda, kp->ldb, kp->ldc};
+  gen_one_row_pitches(kp->layout, kp->m, kp->n, kp->k, ld);
+  kp->lda = ld[0], kp->ldb = ld[1], kp->ldc = ld[2];
 }
 
 void rt_gemm_canonical_packed(const char *layout, int64_t m, int64_t n, int64_t k,

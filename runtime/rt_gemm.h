@@ -18,11 +18,14 @@
  *   - A unit-stride column is a row: op(A) with one row stored transposed at lda = 1 is A
  *     stored as is at lda = K; op(B) with one column stored as is at ldb = 1 is B stored
  *     transposed at ldb = K.
+ *   - The pitch of a matrix stored as one row, which never steps, is gen_one_row_pitches's:
+ *     its width rounded up to 16 elements (a batch-1 call's ldc = 50257 is 50272).
  * Why: a pitch of one element makes the problem 4-byte aligned (every kernel on element
  * loads), and the tuner measures each GEMV in one form.  Packed Mx1xK in any layout becomes
  * packed 1xMxK in nn (A stored transposed) or nt (A as is); packed 1xNxK with A stored
- * transposed becomes nn or nt.  Only pitches of one element change, each to a larger one, so
- * no call becomes less aligned.  The tuner (rt_gemm_canonical_packed) tunes the same forms.
+ * transposed becomes nn or nt.  Only pitches that never step or are of one element change,
+ * so no call becomes less aligned, and the kernel reads and writes the caller's elements
+ * only.  The tuner (rt_gemm_canonical_packed, gen_packed_problem) tunes the same forms.
  */
 #ifndef MMT_RT_GEMM_H
 #define MMT_RT_GEMM_H

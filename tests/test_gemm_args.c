@@ -317,11 +317,11 @@ static void test_canonical_forms(void **state) {
     assert_int_equal(kp.n, packed[i].on);
     assert_int_equal(kp.transposed, packed[i].transposed);
     assert_int_equal(kp.swapped, packed[i].transposed);
-    int64_t ld[3]; /* still packed */
-    gen_min_ld(kp.layout, kp.m, kp.n, kp.k, ld);
-    assert_int_equal(kp.lda, ld[0]);
-    assert_int_equal(kp.ldb, ld[1]);
-    assert_int_equal(kp.ldc, ld[2]);
+    /* still packed: the problem the tuner measures for this form */
+    gen_problem tuned = gen_packed_problem("f16", kp.layout, kp.m, kp.n, kp.k);
+    assert_int_equal(kp.lda, tuned.lda);
+    assert_int_equal(kp.ldb, tuned.ldb);
+    assert_int_equal(kp.ldc, tuned.ldc);
   }
   rt_gemm_kernel_problem kp;
   /* C a strided column: no transpose; B's unit-stride column is stored as a row. */
@@ -345,12 +345,53 @@ static void test_canonical_forms(void **state) {
   assert_string_equal(kp.layout, "nt");
 }
 
+/* The pitch of a matrix stored as one row never steps: it becomes the row's width rounded up
+ * to 16 elements, so that a batch-1 call with an odd N is as aligned as its pointers; a pitch
+ * that steps keeps the caller's value. */
+static void test_one_row_pitches(void **state) {
+  (void)state;
+  /* 1x50257x768, x W^T: C is one row of 50257 (GPT-2's vocabulary); W's rows step. */
+  mmt_problem p = prob(R, N, T, 1, 50257, 768, 768, 768, 50257);
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(&p, &kp);
+  assert_string_equal(kp.layout, "nt");
+  assert_int_equal(kp.lda, 768);
+  assert_int_equal(kp.ldb, 768);
+  assert_int_equal(kp.ldc, 50272);
+  assert_int_equal(gen_packed_problem("f16", "nt", 1, 50257, 768).align_bytes, 16);
+  assert_int_equal(gen_packed_problem("f16", "nt", 2, 50257, 768).align_bytes, 2); /* C steps */
+  /* A padded caller pitch of a one-row A is replaced too; B's steps and stays. */
+  p = prob(R, N, N, 1, 40, 21, 99, 45, 77);
+  rt_gemm_map(&p, &kp);
+  assert_int_equal(kp.lda, 32);
+  assert_int_equal(kp.ldb, 45);
+  assert_int_equal(kp.ldc, 48);
+  /* K = 1 (a rank-1 update), layout tn: A stored 1 x M and B stored 1 x N are rows; C steps. */
+  int64_t ld[3] = {5, 7, 7};
+  gen_one_row_pitches("tn", 5, 7, 1, ld);
+  assert_int_equal(ld[0], 16);
+  assert_int_equal(ld[1], 16);
+  assert_int_equal(ld[2], 7);
+  /* N = 1 with a strided C column (no transpose): B stored transposed is one row of K. */
+  p = prob(R, N, T, 64, 1, 33, 33, 33, 3);
+  rt_gemm_map(&p, &kp);
+  assert_false(kp.transposed);
+  assert_int_equal(kp.ldb, 48);
+  assert_int_equal(kp.ldc, 3);
+  /* Rounding that would pass the int ABI keeps the width. */
+  int64_t wide[3] = {1, INT32_MAX, INT32_MAX};
+  gen_one_row_pitches("nn", 1, INT32_MAX, 1, wide);
+  assert_int_equal(wide[2], INT32_MAX);
+  assert_int_equal(wide[0], 16);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enums),        cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_leading_dimensions), cmocka_unit_test(test_pointers),
       cmocka_unit_test(test_mapping),      cmocka_unit_test(test_mapping_keeps_minimums),
       cmocka_unit_test(test_canonical_computes_the_call), cmocka_unit_test(test_canonical_forms),
+      cmocka_unit_test(test_one_row_pitches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

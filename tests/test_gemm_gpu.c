@@ -11,7 +11,8 @@
  *     row of its canonical 1xMxK) make the choice EXACT;
  *   - GEMVs at their minimum leading dimensions (vectors of unit stride), either side;
  *   - many host threads calling mmt_gemm on one context at once, each on its own stream;
- *   - f16, bf16 and tf32 (untuned: the dispatcher's defaults) in every order and transpose.
+ *   - f16, bf16 and tf32 (untuned: the dispatcher's defaults) in every order and transpose,
+ *     matrices of one row among them (their pitch never steps: the kernel gets another).
  */
 #include <math.h>
 #include <pthread.h>
@@ -368,7 +369,11 @@ static void test_dtypes(void **state) {
   } shapes[] = {{1, 1, 1, 0, 1.0f, 0.0f},        {37, 53, 29, 3, 1.5f, -0.5f},
                 {130, 67, 257, 1, -1.0f, 0.0f},  {256, 128, 64, 0, 1.0f, 0.0f},
                 {300, 264, 136, 8, 0.5f, 2.0f},  {264, 1, 136, 0, 1.0f, 0.5f},
-                {1, 264, 136, 0, 1.0f, 0.0f}};
+                {1, 264, 136, 0, 1.0f, 0.0f},
+                /* one-row matrices whose pitch the kernel gets rounded up (gen_one_row_pitches):
+                 * an odd C row at batch 1, an odd A row, K = 1 (A and B one row each) */
+                {1, 263, 136, 0, 1.0f, 0.5f},    {1, 264, 135, 0, 1.0f, 0.0f},
+                {40, 72, 1, 0, 1.0f, 0.5f}};
   uint64_t seed = 100;
   for (int d = 0; d < COUNT(dtypes); d++)
     for (int o = 0; o < 2; o++)

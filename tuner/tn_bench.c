@@ -154,13 +154,7 @@ static const char *num(char buf[32], double v, bool have) {
 /* The shape's problem in layout, packed rows: the way measurements and the dispatcher's
  * choice see it (cudaMalloc'd buffers, so alignment is what the row pitches allow). */
 static gen_problem bench_problem(const bench_run *b, const tn_shape *s, const char *layout) {
-  int64_t ld[3];
-  gen_min_ld(layout, s->m, s->n, s->k, ld);
-  uint64_t e = (uint64_t)gen_dtype_size(b->dtype);
-  uint64_t pitches[] = {256, (uint64_t)ld[0] * e, (uint64_t)ld[1] * e, (uint64_t)ld[2] * e};
-  return (gen_problem){.dtype = b->dtype, .layout = layout, .m = s->m, .n = s->n, .k = s->k,
-                       .lda = ld[0], .ldb = ld[1], .ldc = ld[2],
-                       .align_bytes = gen_align_bytes(pitches, 4)};
+  return gen_packed_problem(b->dtype, layout, s->m, s->n, s->k);
 }
 
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s, const char *layout) {
