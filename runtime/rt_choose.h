@@ -81,8 +81,11 @@
  * aligned, mma_sync's 4-byte loads (vec=2) in the tiles that an anneal search of them found
  * fastest (H100: 128 x 128 at 1202^3 and 64 x 128 with bk=32 at 2002x3002x258, 1.0-2.3x
  * cuBLAS where the repacked wgmma ran 0.63-1.6x; 64 x 64 split 4 at 402x698x3000, the few-tile
- * end; and the 4-byte twin of the split-16 entry above).  min_cc: the compute capability they
- * are for (and newer). */
+ * end; and the 4-byte twin of the split-16 entry above); for batch 1 on a weight whose rows
+ * are odd, skinny's element loads in the blocks an anneal search found fastest (H100, f16: the
+ * axpy body at 1x8193x4095 nn, 16 warps, 0.0331 ms; the dot body at 1x4095x8193 nt, 4 rows a
+ * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there).  min_cc: the compute
+ * capability they are for (and newer). */
 #define RT_BUILTIN                                                                          \
   {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
    {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                  \
@@ -132,7 +135,8 @@
    {0, "skinny", "side=0,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                        \
    {0, "skinny", "side=0,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                       \
    {0, "skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
-   {0, "skinny", "side=0,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
+   {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=2,vec=0", 1},              \
+   {0, "skinny", "side=0,bs=1,rl=4,warps=8,kw=4,unroll=2,vec=0", 1},                        \
    {0, "skinny", "side=1,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                        \
    {0, "skinny", "side=1,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                        \
    {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                        \

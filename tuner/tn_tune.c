@@ -48,13 +48,15 @@ _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
  * mid-size ones of 4-byte-aligned rows, 1202^3 (100 tiles of 128 x 128) and 2002x3002x258 (a
  * short K): with 300x300x6000's few-tile rows alone, mid-size problems of such rows were
  * served wgmma with both operands repacked at 0.52-0.87x, where mma_sync's 4-byte loads ran
- * at cuBLAS's speed or better. */
+ * at cuBLAS's speed or better.  And a GEMV whose weight has odd rows, 1x8193x4095 (its twin in
+ * nt, 1x4095x8193, is among the Linear layers below): without rows of skinny's element loads
+ * the model served such calls wgmma repacking the whole weight, at 0.24-0.43x cuBLAS. */
 static const tn_shape DEFAULT_SHAPES[] = {
     {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
     {3000, 3000, 3000}, {16, 4096, 4096},   {4096, 16, 4096},   {4096, 4096, 64},
     {8192, 8192, 128},  {512, 512, 16384},  {128, 128, 128},    {1000, 999, 1001},
     {1, 4096, 4096},    {4096, 1, 4096},    {1, 8192, 8192},    {8192, 1, 8192},
-    {300, 300, 6000},   {1202, 1202, 1202}, {2002, 3002, 258},
+    {300, 300, 6000},   {1202, 1202, 1202}, {2002, 3002, 258},  {1, 8193, 4095},
 };
 
 /* The main job (no --shapes, no --layout) tunes DEFAULT_SHAPES in layout nn, then the decode
@@ -73,10 +75,11 @@ static const tn_shape DEFAULT_SHAPES[] = {
  * cuBLAS on an H200).  And the ends of the decode range on wide weights, batch 4 on 12288
  * columns and batch 32 on a 128 MiB weight: with rows at batch 8 and 16 alone, the model
  * took the 64-row wgmma tiles' speed at batch 128 for theirs at batch 4 to 16 (0.74-0.81x
- * cuBLAS at 4-16x11008x4096) and had no row of skinny_mma's 32-row blocks. */
+ * cuBLAS at 4-16x11008x4096) and had no row of skinny_mma's 32-row blocks.  And batch 1 on
+ * a weight of odd rows (K = 8193): skinny's dot body with element loads. */
 static const tn_shape LINEAR_NT_SHAPES[] = {
     {1, 4096, 4096},    {16, 14336, 4096},  {8, 5120, 5120}, {128, 5120, 5120},
-    {384, 5120, 5120},  {4, 12288, 4096},   {32, 8192, 8192}};
+    {384, 5120, 5120},  {4, 12288, 4096},   {32, 8192, 8192}, {1, 4095, 8193}};
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -84,9 +87,8 @@ static const tn_opt TUNE_OPTS[] = {
      "the GPUs of each model, results merged into --db"},
     {"shapes", 's', "FILE|MxNxK,...",
      "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
-     "1x4096x4096, 16x14336x4096, 8x5120x5120, 128x5120x5120, 384x5120x5120, 4x12288x4096 and "
-     "32x8192x8192 in nt: Linear "
-     "layers)"},
+     "1x4096x4096, 16x14336x4096, 8x5120x5120, 128x5120x5120, 384x5120x5120, 4x12288x4096, "
+     "32x8192x8192 and 1x4095x8193 in nt: Linear layers)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
