@@ -183,7 +183,8 @@ typedef struct {
    * "nt", "tn" or "tt" (A's letter first, t = transposed).  A column-major call is the
    * row-major one with A and B, M and N swapped.  A GEMV in its canonical form: N = 1 with
    * a contiguous C (ldc = 1 row-major) and a contiguous B column is computed as C^T (M = 1),
-   * and a unit-stride column of A or B is read as a row. */
+   * and a unit-stride column of A or B is read as a row; a matrix stored as one row gets
+   * the pitch of its width rounded up to 16 elements (it never steps). */
   char layout[4];
   int64_t kernel_m, kernel_n, kernel_k;
   double expected_ms; /* EXACT: the measured median; PREDICTED and DEFAULT: the performance
