@@ -609,23 +609,25 @@ local epilogue32 = [[
                                        (unsigned long long)ldc * sizeof(elem_t)) & 15);
     const bool c_vec = (c_low & 7) == 0, c_vec16 = c_low == 0;
     if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec16) {
-#if MI * ACC <= 96 /* one 64-row block of at most 192 columns */
+#if MI * ACC <= 96 /* at most 96 accumulators (every 64-row block of the consumer's rows) */
       const bool odd = lane & 1;
       const int c_lane = odd ? 8 + 2 * ((lane & 3) - 1) : 2 * (lane & 3);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        elem_t* const c_row = Cg + (row0 + r0 + h * 8) * (long long)ldc + col0;
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int u = 0; u < BN / 16; ++u) {
-          const float e0 = acc[0][8 * u + 2 * h], e1 = acc[0][8 * u + 2 * h + 1];
-          const float o0 = acc[0][8 * u + 4 + 2 * h], o1 = acc[0][8 * u + 4 + 2 * h + 1];
-          const float s0 = __shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);
-          const float s1 = __shfl_xor_sync(0xffffffffu, odd ? e1 : o1, 1);
-          *reinterpret_cast<float4*>(c_row + 16 * u + c_lane) =
-              odd ? make_float4(alpha * s0, alpha * s1, alpha * o0, alpha * o1)
-                  : make_float4(alpha * e0, alpha * e1, alpha * s0, alpha * s1);
+        for (int h = 0; h < 2; ++h) {
+          elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
+#pragma unroll
+          for (int u = 0; u < BN / 16; ++u) {
+            const float e0 = acc[i][8 * u + 2 * h], e1 = acc[i][8 * u + 2 * h + 1];
+            const float o0 = acc[i][8 * u + 4 + 2 * h], o1 = acc[i][8 * u + 4 + 2 * h + 1];
+            const float s0 = __shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);
+            const float s1 = __shfl_xor_sync(0xffffffffu, odd ? e1 : o1, 1);
+            *reinterpret_cast<float4*>(c_row + 16 * u + c_lane) =
+                odd ? make_float4(alpha * s0, alpha * s1, alpha * o0, alpha * o1)
+                    : make_float4(alpha * e0, alpha * e1, alpha * s0, alpha * s1);
+          }
         }
-      }
 #else /* 128 accumulators leave too few registers for the exchange: ptxas spills */
 #pragma unroll
       for (int i = 0; i < MI; ++i)

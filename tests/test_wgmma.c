@@ -841,7 +841,8 @@ static const gemm_shape k_shapes[] = {
     {127, 257, 1023, 1.0f, 0.0f, 0, false, 0}, {300, 520, 64, -0.5f, 2.0f, 2, false, 0},
     {129, 200, 136, 2.0f, -1.0f, 0, false, 0}, {5, 3, 0, 1.0f, 0.5f, 0, false, 0},
     {40, 24, 0, 1.0f, 0.0f, 1, false, 0},      {64, 8, 200, 1.0f, 0.0f, 0, false, 0},
-    {1000, 1000, 1000, 0.75f, 0.0f, 0, true, 0},
+    /* whole tiles up to 256 x 256 with beta == 0: the epilogue's path without tests */
+    {512, 256, 96, 1.0f, 0.0f, 0, false, 0},   {1000, 1000, 1000, 0.75f, 0.0f, 0, true, 0},
 };
 
 /* Unaligned shapes for repack kernels: odd pitches, bases off by one element; every operand,
@@ -1001,6 +1002,7 @@ static const char *const k_gpu_configs[] = {
     "bm=64,bn=192,stages=3,consumers=1,group=16",
     "bm=256,bn=128,stages=3,consumers=2",
     "bm=256,bn=64,stages=5,consumers=1,group=1",
+    "bm=128,bn=64,stages=4,consumers=1,group=1", /* two 64-row blocks a consumer, 64 sums */
     "bm=128,bn=64,stages=2,consumers=2,blocks=2",
     "bm=64,bn=128,stages=3,consumers=1,blocks=2",
     "bm=128,bn=128,stages=4,consumers=2,split=4", /* split-K: slices of 0 to 4 K tiles */
