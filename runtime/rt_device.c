@@ -438,15 +438,9 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
   if ((rc = rt_driver(&cu, err))) return rc;
   if ((rc = bind_ctx(cu, k->ctx, err))) return rc;
-  /* A matrix of one row at the pitch its problem was chosen for (gen_packed_problem, mmt_gemm's
-   * canonical form): whatever the caller passed, that pitch never steps. */
-  rt_gemm_args a = *args;
-  int64_t ld[3] = {a.lda, a.ldb, a.ldc};
-  gen_one_row_pitches(k->layout, a.m, a.n, a.k, ld);
-  a.lda = ld[0], a.ldb = ld[1], a.ldc = ld[2];
-  if (k->requires.repack && !aligned_enough(k, &a))
-    return launch_repacked(cu, k, &a, grid, stream, err);
-  return launch_direct(cu, k, &a, grid, stream, err);
+  if (k->requires.repack && !aligned_enough(k, args))
+    return launch_repacked(cu, k, args, grid, stream, err);
+  return launch_direct(cu, k, args, grid, stream, err);
 }
 
 size_t rt_workspace_grow_size(size_t need, size_t have) {

@@ -144,8 +144,6 @@ mmt_status rt_workspace_need(const rt_kernel *k, const rt_gemm_args *args, size_
  * appended to its arguments; a kernel with a workspace gets its buffer last, grown first when
  * this launch needs more (cuMemAlloc: inside a stream capture that may be refused, and the
  * error says to make the call once before capturing).
- * The pitch of a matrix stored as one row is gen_one_row_pitches's, whatever args says: it
- * never steps, and the kernel was chosen for that pitch's alignment.
  * Errors: MMT_ERR_INVALID_ARG, MMT_ERR_CUDA. */
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err);

@@ -151,14 +151,9 @@ static const char *num(char buf[32], double v, bool have) {
 
 /* ---- measuring ---- */
 
-/* The shape's problem in layout, packed rows: the way measurements and the dispatcher's
- * choice see it (cudaMalloc'd buffers, so alignment is what the row pitches allow). */
-static gen_problem bench_problem(const bench_run *b, const tn_shape *s, const char *layout) {
-  return gen_packed_problem(b->dtype, layout, s->m, s->n, s->k);
-}
-
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s, const char *layout) {
-  gen_problem p = bench_problem(b, s, layout);
+  /* packed rows, as measurements and the dispatcher's choice see them */
+  gen_problem p = gen_packed_problem(b->dtype, layout, s->m, s->n, s->k);
   tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
                        .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50,
                        .warmup_ms = 200, .cold = b->cold};
@@ -201,7 +196,7 @@ static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choi
   rt_gemm_kernel_problem kp;
   rt_gemm_canonical_packed(b->layout, s->m, s->n, s->k, &kp);
   const tn_shape form = {kp.m, kp.n, kp.k};
-  gen_problem p = bench_problem(b, &form, kp.layout);
+  gen_problem p = gen_packed_problem(b->dtype, kp.layout, form.m, form.n, form.k);
   ut_err cerr = {{0}};
   mmt_status rc = rt_choose(b->ch, b->db, device_name(b), &p, choice, &cerr);
   if (rc == MMT_ERR_UNSUPPORTED) {

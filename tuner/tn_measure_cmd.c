@@ -136,7 +136,7 @@ static int parse_shape(const tn_opts *o, measure_run *r) {
                                  " got %lld", what, (long long)min[i], operands[i], width[i],
                             p->layout, (long long)*ld[i]);
   }
-  /* A matrix of one row is measured at the pitch every launch gives it (rt_kernel_launch). */
+  /* A matrix of one row at the pitch mmt_gemm and the tuner give it (gen_one_row_pitches). */
   int64_t one_row[3] = {p->lda, p->ldb, p->ldc};
   gen_one_row_pitches(p->layout, s.m, s.n, s.k, one_row);
   p->lda = one_row[0], p->ldb = one_row[1], p->ldc = one_row[2];
