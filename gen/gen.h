@@ -95,9 +95,15 @@ typedef struct {
   bool repack; /* the runtime copies each of A, B and C that is not 16-byte aligned (base or
                   row pitch) into an aligned buffer (rows padded), runs the kernel there and
                   copies C back: align_bytes is then met whatever the caller's pointers */
-  bool c_any_align; /* with repack: the kernel stores (and reads) C at any alignment, testing
-                       C's base and pitch itself, so the runtime leaves C in place */
+  int c_store_align; /* with repack (0: none): the kernel stores (and reads) C in place at any
+                        alignment, testing C's base and pitch itself, at full speed where they
+                        are multiples of this many bytes; the runtime leaves C in place but
+                        where it is less aligned than that and large (rt_device.c) */
 } gen_requires;
+
+/* The kernel a repack kernel's module must also define (the copy_rows snippet,
+ * templates/snippets/copy_rows.cu): the runtime's copies into aligned rows and back. */
+#define GEN_COPY_ROWS_KERNEL "mmt_copy_rows"
 
 /* A TMA tensor map over one operand, encoded by the runtime for each launch and passed after
  * the ABI arguments (see the kernel table's `tensor_maps` in templates/README.md).  The map

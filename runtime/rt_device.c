@@ -230,6 +230,16 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
     ut_err_prefix(err, "kernel '%s' not in the module", spec->kernel_name);
     goto cleanup;
   }
+  if (spec->requires.repack) {
+    k.copy_dependent = d->info.cc_major >= 9;
+    r = cu->cuModuleGetFunction(&k.copy_fn, k.module, GEN_COPY_ROWS_KERNEL);
+    if (r != CUDA_SUCCESS) {
+      rc = rt_cu_fail(err, "cuModuleGetFunction", r);
+      ut_err_prefix(err, "repack kernel '%s': its module has no %s (the copy_rows snippet)",
+                    spec->kernel_name, GEN_COPY_ROWS_KERNEL);
+      goto cleanup;
+    }
+  }
   if ((rc = read_func_attrs(cu, &k, err))) goto cleanup;
   if (spec->exclusive) {
     RT_CU_CHECK(cu, cuEventCreate(&k.last_launch, CU_EVENT_DISABLE_TIMING));
@@ -335,15 +345,21 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   return rc;
 }
 
-/* Whether operand i (0 A, 1 B, 2 C) of the call meets the kernel's alignment where it is: its
- * base address and row pitch.  C always does for a kernel that stores it at any alignment. */
+/* Whether operand i (0 A, 1 B, 2 C) of the call stays where it is: its base address and row
+ * pitch meet the kernel's alignment; or, for C, a repack kernel stores it in place
+ * (requires.c_store_align), unless C is less aligned than the kernel's fast stores need and
+ * large enough that copying it out of the kernel's aligned rows costs less
+ * (RT_REPACK_COPY_C_BYTES). */
 static bool operand_aligned(const rt_kernel *k, const rt_gemm_args *a, int i) {
-  if (i == 2 && k->requires.c_any_align) return true;
   const uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
   const CUdeviceptr ptr[3] = {a->a, a->b, a->c};
   const int64_t ld[3] = {a->lda, a->ldb, a->ldc};
   const uint64_t v[] = {ptr[i], (uint64_t)ld[i] * elem};
-  return gen_align_bytes(v, 2) >= k->requires.align_bytes;
+  const int align = gen_align_bytes(v, 2);
+  if (align >= k->requires.align_bytes) return true;
+  if (i != 2 || !k->requires.c_store_align) return false;
+  return align >= k->requires.c_store_align ||
+         (uint64_t)a->m * (uint64_t)a->n * elem < RT_REPACK_COPY_C_BYTES;
 }
 
 /* Whether the call's operands meet the kernel's alignment as they are. */
@@ -357,21 +373,45 @@ typedef struct {
   uint64_t rows, width, pitch;
 } rt_rows;
 
-/* Copies src's rows to dst's (device to device, on stream); nothing for an empty matrix. */
-static mmt_status copy_rows(const rt_cu *cu, const rt_rows *dst, const rt_rows *src,
-                            CUstream stream, ut_err *err) {
+/* The copy_rows snippet's argument (templates/snippets/copy_rows.cu, struct mmt_copy_jobs):
+ * the same members in the same order, so the same layout. */
+#define RT_COPY_JOBS 3
+typedef struct {
+  uint64_t src[RT_COPY_JOBS], dst[RT_COPY_JOBS];
+  uint64_t src_pitch[RT_COPY_JOBS], dst_pitch[RT_COPY_JOBS];
+  uint64_t width[RT_COPY_JOBS], rows[RT_COPY_JOBS];
+  int njobs;
+} rt_copy_jobs;
+
+/* Adds the copy of src's rows to dst's to jobs (nothing for an empty matrix). */
+static void add_copy(rt_copy_jobs *jobs, const rt_rows *dst, const rt_rows *src) {
+  if (src->rows == 0 || src->width == 0) return;
+  int j = jobs->njobs++;
+  jobs->src[j] = src->ptr, jobs->dst[j] = dst->ptr;
+  jobs->src_pitch[j] = src->pitch, jobs->dst_pitch[j] = dst->pitch;
+  jobs->width[j] = src->width, jobs->rows[j] = src->rows;
+}
+
+/* One launch of k's copy kernel over jobs, on stream: a warp a segment of a row, at most the
+ * 2 blocks of 256 threads an SM holds (the kernel's launch bounds; its grid-stride loop does
+ * the rest).  On sm_90 and newer as a programmatic dependent of the kernel before it (it
+ * waits for that kernel's writes first: griddepcontrol.wait), so that its launch overlaps
+ * that kernel's last blocks. */
+static mmt_status launch_copies(const rt_cu *cu, const rt_kernel *k, rt_copy_jobs *jobs,
+                                CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
-  if (src->rows == 0 || src->width == 0) return MMT_OK;
-  CUDA_MEMCPY2D m;
-  memset(&m, 0, sizeof m);
-  m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  m.srcDevice = src->ptr;
-  m.srcPitch = src->pitch;
-  m.dstDevice = dst->ptr;
-  m.dstPitch = dst->pitch;
-  m.WidthInBytes = src->width;
-  m.Height = src->rows;
-  RT_CU_CHECK(cu, cuMemcpy2DAsync(&m, stream));
+  if (jobs->njobs == 0) return MMT_OK;
+  uint64_t warps = 0; /* a warp a segment of 4 KiB of a row (the snippet's MMT_COPY_SEGS) */
+  for (int j = 0; j < jobs->njobs; j++) warps += jobs->rows[j] * ((jobs->width[j] + 30) / 4096 + 1);
+  uint64_t cap = (uint64_t)(k->sm_count > 0 ? k->sm_count : 1) * 2, blocks = (warps + 7) / 8;
+  void *params[] = {jobs};
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  const CUlaunchConfig config = {(unsigned)(blocks < cap ? blocks : cap), 1, 1, 256, 1, 1, 0,
+                                 stream, &attr, k->copy_dependent ? 1u : 0u};
+  RT_CU_CHECK(cu, cuLaunchKernelEx(&config, k->copy_fn, params, NULL));
 cleanup:
   return rc;
 }
@@ -382,8 +422,9 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
 /* A repack kernel on a call that is not 16-byte aligned: each operand that is not (C only
  * when beta reads it) copied into one buffer from the scratch pool with every row padded to a
  * multiple of 16 bytes, the kernel run there, a copied C copied back, the buffer freed, all in
- * stream order.  Aligned operands stay where they are: a misaligned A costs a copy of A only,
- * not of a C that may be a hundred times larger. */
+ * stream order.  The copies are k's copy kernel (the copy_rows snippet): one launch for what
+ * goes in, one for C coming out.  Aligned operands stay where they are: a misaligned A costs
+ * a copy of A only, not of a C that may be a hundred times larger. */
 static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
                                   const unsigned grid[3], CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -409,16 +450,20 @@ static mmt_status launch_repacked(const rt_cu *cu, const rt_kernel *k, const rt_
   RT_CU_CHECK(cu, cuMemAllocFromPoolAsync(&buf, total ? total : 16, k->scratch, stream));
   for (int i = 0; i < 3; i++)
     if (copied[i]) dst[i].ptr = buf + offset[i];
-  if ((copied[0] && (rc = copy_rows(cu, &dst[0], &src[0], stream, err))) ||
-      (copied[1] && (rc = copy_rows(cu, &dst[1], &src[1], stream, err))) ||
-      (copied[2] && args->beta != 0.0f && (rc = copy_rows(cu, &dst[2], &src[2], stream, err))))
-    goto cleanup;
+  rt_copy_jobs in = {0};
+  for (int i = 0; i < 3; i++)
+    if (copied[i] && (i < 2 || args->beta != 0.0f)) add_copy(&in, &dst[i], &src[i]);
+  if ((rc = launch_copies(cu, k, &in, stream, err))) goto cleanup;
   rt_gemm_args inner = *args;
   inner.a = dst[0].ptr, inner.b = dst[1].ptr, inner.c = dst[2].ptr;
   inner.lda = (int64_t)(dst[0].pitch / elem), inner.ldb = (int64_t)(dst[1].pitch / elem);
   inner.ldc = (int64_t)(dst[2].pitch / elem);
   if ((rc = launch_direct(cu, k, &inner, grid, stream, err))) goto cleanup;
-  if (copied[2]) rc = copy_rows(cu, &src[2], &dst[2], stream, err);
+  if (copied[2]) {
+    rt_copy_jobs out = {0};
+    add_copy(&out, &src[2], &dst[2]);
+    rc = launch_copies(cu, k, &out, stream, err);
+  }
 cleanup:
   if (buf) {
     CUresult r = cu->cuMemFreeAsync(buf, stream);

@@ -48,6 +48,12 @@ mmt_status rt_device_bind(const rt_device *d, ut_err *err);
  * CUDA graph captured with it keeps using it.  Launches of such a kernel are exclusive, so
  * they never share the buffer at one time. */
 #define RT_WORKSPACE_MIN_BYTES ((size_t)1 << 20) /* the first allocation's floor */
+/* A repack kernel's C (gen_requires.c_store_align) less aligned than its fast stores need is
+ * copied out of the kernel's aligned rows from this size on, and stored in place below it.
+ * wgmma f16 on an H100, C of 2-byte rows (`mmtune measure`, docs/perf.md): copied, 1001x255
+ * (0.5 MB) ran 0.0313 ms against 0.0339 in place and 4095x4097 (34 MB) 0.094 against 0.163;
+ * 9000x17 (0.3 MB) 0.048 against 0.037 and 4000x33 (0.26 MB) 0.037 against 0.032. */
+#define RT_REPACK_COPY_C_BYTES ((uint64_t)1 << 19)
 #define RT_WORKSPACE_RETIRED 48 /* doubling from 1 MiB never retires more */
 typedef struct {
   CUdeviceptr ptr;
@@ -94,6 +100,8 @@ typedef struct {
   int ntensor_maps;
   gen_tensor_map tensor_maps[GEN_MAX_TENSOR_MAPS]; /* encoded at each launch */
   CUmemoryPool scratch; /* repack kernels only: the device's scratch pool (borrowed) */
+  CUfunction copy_fn;   /* repack kernels only: the module's GEN_COPY_ROWS_KERNEL */
+  bool copy_dependent;  /* ... launched with programmatic stream serialization (sm_90 on) */
   CUevent last_launch; /* exclusive kernels only: recorded after each launch, waited on by the
                           next, so launches on different streams never overlap */
   rt_launch_trail *trail; /* exclusive kernels only, owned: where the last launch went */
@@ -112,7 +120,8 @@ typedef struct {
  * name not in the module, cubin for another architecture), MMT_ERR_UNSUPPORTED (block threads
  * beyond the kernel's limit, "needs 1024 threads but kernel allows 768 (registers)", shared
  * memory beyond d->max_shared_optin, a kernel arch the device cannot run (rt_kernel_arch), or
- * tensor maps before sm_90, a repack kernel on a device without memory pools). */
+ * tensor maps before sm_90, a repack kernel on a device without memory pools), MMT_ERR_CUDA (a
+ * repack kernel whose module lacks GEN_COPY_ROWS_KERNEL). */
 mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
                           rt_kernel *out, ut_err *err);
 /* Unloads the module.  Safe on a zeroed struct. */

@@ -907,6 +907,10 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
 #define SPLITK_SYNC() named_bar(CONSUMER_BAR, 128 * CONSUMERS)
 ]] .. mmt.snippet("split_k")
 
+-- A repack kernel's module also holds the runtime's copies into aligned rows (gen.h,
+-- GEN_COPY_ROWS_KERNEL).
+local copy_rows = mmt.snippet("copy_rows")
+
 local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_90)
 local SM_SHARED = 228 * 1024 -- shared memory per SM, 1 KiB of it reserved per block
 local MAX_ACC = 128 -- fp32 accumulators per consumer thread at most
@@ -1189,7 +1193,7 @@ return {
       return {bk, rows // parts}
     end
     return {
-      source = mmt.subst(source, vars),
+      source = mmt.subst(source, vars) .. (p.repack == 1 and "\n" .. copy_rows or ""),
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
       -- persist: BLOCKS blocks per SM, resident, walking the tiles
@@ -1201,8 +1205,10 @@ return {
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,
-      -- the epilogue tests C's alignment (c_vec): a repack launch copies only A and B
-      store_any_align = p.repack == 1,
+      -- The epilogue tests C's alignment (c_vec, c_pair): a repack launch leaves C in place,
+      -- but for a large C of 2-byte rows, which the epilogue would store element by element
+      -- (8 stores a 16 bytes): the runtime copies that one out of aligned rows.
+      store_align = p.repack == 1 and 4 or nil,
       -- split > 1: the slices of a tile meet in the workspace (its fp32 sums, BM x BN a block)
       -- under module counters: two launches must not overlap.
       exclusive = p.split > 1,

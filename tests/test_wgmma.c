@@ -542,7 +542,8 @@ static void test_emit_all(void **state) {
       assert_non_null(strstr(k.source, line));
     }
     assert_int_equal(k.requires.repack, p.repack == 1);
-    assert_int_equal(k.requires.c_any_align, p.repack == 1);
+    assert_int_equal(k.requires.c_store_align, p.repack == 1 ? 4 : 0);
+    assert_int_equal(strstr(k.source, GEN_COPY_ROWS_KERNEL) != NULL, p.repack == 1);
     assert_non_null(strstr(k.source, name));
     assert_non_null(
         strstr(k.source, "extern \"C\" __global__ void __launch_bounds__(THREADS, BLOCKS)"));
@@ -846,8 +847,8 @@ static const gemm_shape k_shapes[] = {
 };
 
 /* Unaligned shapes for repack kernels: odd pitches, bases off by one element; every operand,
- * then C alone (the kernel stores it in place, element by element), then A or B alone (only
- * that one is copied). */
+ * then C alone (the kernel stores it in place, element by element, but for the large ones at
+ * the end, which the runtime copies), then A or B alone (only that one is copied). */
 static const gemm_shape k_odd_shapes[] = {
     {1, 1, 1, 1.0f, 0.0f, 0, false, ODD_ALL},      {17, 33, 65, 1.5f, 0.5f, 0, false, ODD_ALL},
     {127, 257, 1023, 1.0f, 0.0f, 2, false, ODD_ALL}, {300, 520, 64, -0.5f, 2.0f, 0, false, ODD_ALL},
@@ -855,6 +856,8 @@ static const gemm_shape k_odd_shapes[] = {
     {131, 67, 129, -1.5f, 0.5f, 1, false, ODD_C},    {70, 130, 96, 1.0f, 0.0f, 0, false, ODD_A},
     {66, 129, 200, 0.5f, 2.0f, 0, false, ODD_B},     {136, 260, 64, 1.0f, 0.0f, 0, false, C_8},
     {129, 70, 80, 0.5f, -1.0f, 0, false, C_8},
+    /* 16-bit C of 2-byte rows from RT_REPACK_COPY_C_BYTES on: copied out (and in, beta != 0) */
+    {600, 520, 72, 1.0f, 0.0f, 0, false, ODD_C},    {520, 600, 40, 0.5f, -1.0f, 1, false, ODD_ALL},
 };
 
 /* Row pitch in elements of the operand `which` (ODD_A, ODD_B or ODD_C): width rounded up to 16

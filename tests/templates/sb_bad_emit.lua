@@ -51,28 +51,33 @@ local broken = {
     r.grid = {x = {"SM", 2}}
     r.arch = "sm_90a"
     r.repack = true
-    r.store_any_align = true
+    r.store_align = 4
+    r.source = r.source .. "\nextern \"C\" __global__ void mmt_copy_rows() {}"
     r.requires = {align = 16}
     r.tensor_maps = {{operand = "A", box = {32, 128}, swizzle = 128},
                      {operand = "B", box = {4, 64}}}
   end,
-  [29] = function(r) r.store_any_align = true end, -- without repack
-  [30] = function(r) r.repack = true; r.store_any_align = 1 end, -- not a boolean
-  [31] = function(r) r.arch = "sm_90a"; r.cluster = 2 end, -- not a table
-  [32] = function(r) r.arch = "sm_90a"; r.cluster = {y = 9} end, -- over 8
-  [33] = function(r) r.arch = "sm_90a"; r.cluster = {x = 4, y = 4} end, -- 16 blocks
-  [34] = function(r) r.arch = "sm_90a"; r.grid = {x = {"SM", 1}}; r.cluster = {x = 2} end,
-  [35] = function(r) r.cluster = {y = 2} end, -- no arch
-  [36] = function(r) r.arch = "sm_80"; r.cluster = {y = 2} end, -- an arch without clusters
+  [29] = function(r) r.store_align = 4 end, -- without repack
+  [30] = function(r) -- 3 bytes: not a power of two
+    r.repack = true; r.store_align = 3; r.requires = {align = 16}
+    r.source = r.source .. "\nextern \"C\" __global__ void mmt_copy_rows() {}"
+  end,
+  [31] = function(r) r.repack = true end, -- without the runtime's copy kernel
+  [32] = function(r) r.arch = "sm_90a"; r.cluster = 2 end, -- not a table
+  [33] = function(r) r.arch = "sm_90a"; r.cluster = {y = 9} end, -- over 8
+  [34] = function(r) r.arch = "sm_90a"; r.cluster = {x = 4, y = 4} end, -- 16 blocks
+  [35] = function(r) r.arch = "sm_90a"; r.grid = {x = {"SM", 1}}; r.cluster = {x = 2} end,
+  [36] = function(r) r.cluster = {y = 2} end, -- no arch
+  [37] = function(r) r.arch = "sm_80"; r.cluster = {y = 2} end, -- an arch without clusters
   -- well formed: clusters of two along y
-  [37] = function(r) r.arch = "sm_90a"; r.cluster = {y = 2} end,
+  [38] = function(r) r.arch = "sm_90a"; r.cluster = {y = 2} end,
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37}}},
+                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
