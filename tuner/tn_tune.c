@@ -76,10 +76,15 @@ static const tn_shape DEFAULT_SHAPES[] = {
  * columns and batch 32 on a 128 MiB weight: with rows at batch 8 and 16 alone, the model
  * took the 64-row wgmma tiles' speed at batch 128 for theirs at batch 4 to 16 (0.74-0.81x
  * cuBLAS at 4-16x11008x4096) and had no row of skinny_mma's 32-row blocks.  And batch 1 on
- * a weight of odd rows (K = 8193): skinny's dot body with element loads. */
+ * a weight of odd rows (K = 8193): skinny's dot body with element loads.  And batches 4 and
+ * 16 on a narrow weight with a long K (a down projection, 4096 x 14336: 112 MiB in 64 column
+ * tiles of 64): skinny's and skinny_mma's blocks of fewer rows than the batch read W once per
+ * block row, which their rows at batch 1 and 8 and at short K do not show; without rows here
+ * the model served them at 4 and 16 x 4096 x 11008 (0.042 ms, 0.89x and 0.93x cuBLAS) where
+ * wgmma's swap runs 0.037. */
 static const tn_shape LINEAR_NT_SHAPES[] = {
-    {1, 4096, 4096},    {16, 14336, 4096},  {8, 5120, 5120}, {128, 5120, 5120},
-    {384, 5120, 5120},  {4, 12288, 4096},   {32, 8192, 8192}, {1, 4095, 8193}};
+    {1, 4096, 4096},   {16, 14336, 4096}, {8, 5120, 5120},  {128, 5120, 5120}, {384, 5120, 5120},
+    {4, 12288, 4096},  {32, 8192, 8192},  {1, 4095, 8193},  {4, 4096, 14336}, {16, 4096, 14336}};
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -88,7 +93,7 @@ static const tn_opt TUNE_OPTS[] = {
     {"shapes", 's', "FILE|MxNxK,...",
      "shapes to tune (default: the built-in suite in --layout; without --layout too, then "
      "1x4096x4096, 16x14336x4096, 8x5120x5120, 128x5120x5120, 384x5120x5120, 4x12288x4096, "
-     "32x8192x8192 and 1x4095x8193 in nt: Linear layers)"},
+     "32x8192x8192, 1x4095x8193, 4x4096x14336 and 16x4096x14336 in nt: Linear layers)"},
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
