@@ -95,10 +95,8 @@ typedef struct {
   bool repack; /* the runtime copies each of A, B and C that is not 16-byte aligned (base or
                   row pitch) into an aligned buffer (rows padded), runs the kernel there and
                   copies C back: align_bytes is then met whatever the caller's pointers */
-  int c_store_align; /* with repack (0: none): the kernel stores (and reads) C in place at any
-                        alignment, testing C's base and pitch itself, at full speed where they
-                        are multiples of this many bytes; the runtime leaves C in place but
-                        where it is less aligned than that and large (rt_device.c) */
+  bool c_any_align; /* with repack: the kernel stores (and reads) C at any alignment, testing
+                       C's base and pitch itself, so the runtime leaves C in place */
 } gen_requires;
 
 /* The kernel a repack kernel's module must also define (the copy_rows snippet,

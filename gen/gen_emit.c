@@ -316,30 +316,19 @@ static mmt_status read_requires(lua_State *L, int res, emit_ctx *c) {
                      "requires.align = %lld: it must be a power of two from the element size "
                      "(%d) to 16",
                      (long long)v[3], elem);
-  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3], false, 0};
+  c->out->requires = (gen_requires){v[0], v[1], v[2], (int)v[3], false, false};
   return MMT_OK;
 }
 
-/* repack (an optional boolean) and store_align (an optional integer, only with repack), kept
- * in requires: they change what the problem must satisfy and what the runtime copies. */
+/* repack and store_any_align: optional booleans (kept in requires: they change what the problem
+ * must satisfy and what the runtime copies); store_any_align only with repack. */
 static mmt_status read_repack(lua_State *L, int res, emit_ctx *c) {
   gen_requires *r = &c->out->requires;
   mmt_status rc = read_flag(L, res, c, "repack", &r->repack);
-  if (rc) return rc;
-  int64_t v = 0;
-  int ty = gen_raw_field(L, res, "store_align");
-  bool ok = ty == LUA_TNIL || (gen_lua_int(L, -1, &v) && v >= 1 && v <= INT32_MAX);
-  lua_pop(L, 1);
-  if (ok && ty != LUA_TNIL && !r->repack) return emit_fail(c, "store_align without repack");
-  int elem = gen_dtype_size(c->dtype);
-  if (!ok || (ty != LUA_TNIL && (v < elem || v >= r->align_bytes || (v & (v - 1)))))
-    return emit_fail(c,
-                     "store_align that is not a power of two from the element size (%d) to "
-                     "below requires.align (%d): the least alignment of C the kernel stores at "
-                     "full speed",
-                     elem, r->align_bytes);
-  r->c_store_align = (int)v;
-  return MMT_OK;
+  if (!rc) rc = read_flag(L, res, c, "store_any_align", &r->c_any_align);
+  if (!rc && r->c_any_align && !r->repack)
+    return emit_fail(c, "store_any_align without repack");
+  return rc;
 }
 
 /* arch: optional "sm_<digits>" with an optional 'a' (architecture-specific features). */
@@ -443,7 +432,7 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
 
 static const char *const emit_fields[] = {
     "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
-    "dependent_launch", "arch", "tensor_maps", "repack", "store_align", "workspace",
+    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace",
     "cluster", NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
@@ -459,7 +448,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
-                                "tensor_maps, repack, store_align, workspace, cluster)",
+                                "tensor_maps, repack, store_any_align, workspace, cluster)",
                                 key);
       lua_pop(L, 1);
       return rc;

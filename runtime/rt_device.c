@@ -345,21 +345,15 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   return rc;
 }
 
-/* Whether operand i (0 A, 1 B, 2 C) of the call stays where it is: its base address and row
- * pitch meet the kernel's alignment; or, for C, a repack kernel stores it in place
- * (requires.c_store_align), unless C is less aligned than the kernel's fast stores need and
- * large enough that copying it out of the kernel's aligned rows costs less
- * (RT_REPACK_COPY_C_BYTES). */
+/* Whether operand i (0 A, 1 B, 2 C) of the call meets the kernel's alignment where it is: its
+ * base address and row pitch.  C always does for a kernel that stores it at any alignment. */
 static bool operand_aligned(const rt_kernel *k, const rt_gemm_args *a, int i) {
+  if (i == 2 && k->requires.c_any_align) return true;
   const uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
   const CUdeviceptr ptr[3] = {a->a, a->b, a->c};
   const int64_t ld[3] = {a->lda, a->ldb, a->ldc};
   const uint64_t v[] = {ptr[i], (uint64_t)ld[i] * elem};
-  const int align = gen_align_bytes(v, 2);
-  if (align >= k->requires.align_bytes) return true;
-  if (i != 2 || !k->requires.c_store_align) return false;
-  return align >= k->requires.c_store_align ||
-         (uint64_t)a->m * (uint64_t)a->n * elem < RT_REPACK_COPY_C_BYTES;
+  return gen_align_bytes(v, 2) >= k->requires.align_bytes;
 }
 
 /* Whether the call's operands meet the kernel's alignment as they are. */

@@ -48,12 +48,6 @@ mmt_status rt_device_bind(const rt_device *d, ut_err *err);
  * CUDA graph captured with it keeps using it.  Launches of such a kernel are exclusive, so
  * they never share the buffer at one time. */
 #define RT_WORKSPACE_MIN_BYTES ((size_t)1 << 20) /* the first allocation's floor */
-/* A repack kernel's C (gen_requires.c_store_align) less aligned than its fast stores need is
- * copied out of the kernel's aligned rows from this size on, and stored in place below it.
- * wgmma f16 on an H100, C of 2-byte rows (`mmtune measure`, docs/perf.md): copied, 1001x255
- * (0.5 MB) ran 0.0313 ms against 0.0339 in place and 4095x4097 (34 MB) 0.094 against 0.163;
- * 9000x17 (0.3 MB) 0.048 against 0.037 and 4000x33 (0.26 MB) 0.037 against 0.032. */
-#define RT_REPACK_COPY_C_BYTES ((uint64_t)1 << 19)
 #define RT_WORKSPACE_RETIRED 48 /* doubling from 1 MiB never retires more */
 typedef struct {
   CUdeviceptr ptr;

@@ -96,7 +96,8 @@ local source = [[
  * grid rule), dynamic shared
  * memory ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
  * (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma both apply it to absolute
- * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack.
+ * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack; with
+ * REPACK in 16 bits, then the epilogue's stage for a misaligned C (see the epilogue).
  * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
  * box and swizzle as declared in the kernel table (tensor_maps), encoded by the runtime; with
  * SPLIT > 1, WS, the fp32 workspace (BM * BN floats a block).
@@ -157,6 +158,10 @@ local source = [[
 #define WG_M (BM / CONSUMERS) /* rows of C per consumer warpgroup */
 #define MI (WG_M / 64)        /* wgmma per consumer per k-step (64 rows each) */
 #define ACC (BN / 2)          /* fp32 accumulators per thread per 64-row block */
+#if REPACK && ELEM_BYTES == 2
+#define SC (BN < 32 ? BN : 32) /* columns of a misaligned C a warp stages at a time */
+#define STAGE_LD (SC + 4)      /* floats a staged row (4 more: fewer bank conflicts) */
+#endif
 #define A_STAGE_BYTES (BM * 128)
 #define B_STAGE_BYTES (BN * 128)
 #define A_CHUNK (128 / ELEM_BYTES) /* M of one MN-major box of A: a 128-byte row */
@@ -382,6 +387,11 @@ ${name}(int M, int N, int K, float alpha,
   const unsigned b_smem = a_smem + STAGES * A_STAGE_BYTES;         /* [STAGES][B_STAGE_BYTES] */
   const unsigned full = b_smem + STAGES * B_STAGE_BYTES;           /* [STAGES] mbarriers */
   const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
+#if REPACK && ELEM_BYTES == 2
+  /* the epilogue's stage for a misaligned C: [CONSUMERS * 4 warps][16][STAGE_LD] floats */
+  float* const epi_stage = reinterpret_cast<float*>(
+      mmt_smem + (((empty + 8 * STAGES + 15u) & ~15u) - smem_u32(mmt_smem)));
+#endif
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
   /* The kernel's rows and columns: M and N, or with SWAP N and M (its tile is one of C^T). */
 #if SWAP
@@ -708,15 +718,15 @@ local epilogue16 = [[
      * beta != 0 the floats themselves are exchanged (lo and hi halves apart), so that C is
      * rounded once, after beta * C is added.  A tile wholly inside C with beta == 0 (the
      * common case) takes a path without tests, in a loop of its own.  c_vec: C's base and row
-     * pitch allow the 16-byte stores (always, but for a repack kernel, which leaves a
-     * misaligned C in place: it then stores 8 or 4 bytes at a time where C allows that (c_low:
-     * the low bits of its base and pitch), else one element, and loads old C one element at a
-     * time). */
+     * pitch allow the 16-byte stores: always, but for a repack kernel, which leaves a
+     * misaligned C in place: 8-byte aligned, it stores 8 bytes at a time (and reads old C 4
+     * bytes at a time); less, it stores through shared memory (below).  The general path
+     * below sees C 8-byte aligned at least: its pairs of columns are 4-byte stores. */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
     const int q = lane & 3;
     const unsigned c_low = (unsigned)((reinterpret_cast<unsigned long long>(Cg) |
                                        (unsigned long long)ldc * sizeof(elem_t)) & 15);
-    const bool c_vec = c_low == 0, c_pair = (c_low & 3) == 0;
+    const bool c_vec = c_low == 0;
     if (m_left >= BM && n_left >= BN && c_vec && beta == 0.0f) {
       /* The common case in a loop of its own: the tests of the general one below, interleaved
        * with these stores, spread this path over more code than the instruction cache holds,
@@ -737,6 +747,66 @@ local epilogue16 = [[
             *reinterpret_cast<uint4*>(c_row + g * 32 + q * 8) = quad_transpose(p, lane);
           }
         }
+#if REPACK
+    } else if ((c_low & 7) != 0) {
+      /* C's base or pitch is not 8-byte aligned (a repack kernel leaves such a C in place).
+       * Stored from the accumulators' layout, a store would cover 8 rows and a part of each
+       * of their sectors, 4 or 2 bytes at a time (4095x4097x255 f16, 2-byte rows: 0.163 ms
+       * against 0.040 with the pitches padded; 8-byte rows keep the path below, where two
+       * 8-byte stores a lane ran 0.0203 ms at 2500x2500x64 against 0.0255 staged).  Instead each warp stages its 16
+       * rows of a 64-row block in shared memory, SC columns at a time, in fp32, and stores
+       * them row by row: LPR lanes a row take the 16-byte aligned blocks of its bytes, each
+       * block's 8 elements read from the stage where they sit, one 16-byte store where the
+       * block lies wholly inside C's row, element stores at the row's two ends. */
+      float* const stage = epi_stage + (cw * 4 + warp) * 16 * STAGE_LD;
+      constexpr int LPR = SC / 8 + 1, RPI = 32 / LPR; /* lanes a row, rows an instruction */
+#pragma unroll /* the accumulators' indices must be constants (else they go to local memory) */
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int cc = 0; cc < BN / SC; ++cc) {
+#pragma unroll
+          for (int jj = 0; jj < SC / 8; ++jj)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int j = cc * (SC / 8) + jj;
+              *reinterpret_cast<float2*>(stage + (lane / 4 + 8 * h) * STAGE_LD + 8 * jj + 2 * q) =
+                  make_float2(alpha * acc[i][4 * j + 2 * h], alpha * acc[i][4 * j + 2 * h + 1]);
+            }
+          __syncwarp();
+          const int rt0 = cw * WG_M + i * 64 + warp * 16; /* the warp's first row in the tile */
+          const int ncols = n_left - cc * SC < SC ? n_left - cc * SC : SC;
+#pragma unroll 1
+          for (int rr = 0; rr < 16; rr += RPI) {
+            const int rs = rr + lane / LPR, b = lane % LPR; /* stage row, block */
+            if (lane >= RPI * LPR || rs >= 16 || rt0 + rs >= m_left || ncols <= 0) continue;
+            elem_t* const row = Cg + (row0 + rt0 + rs) * (long long)ldc + col0 + cc * SC;
+            const int off = (int)((reinterpret_cast<unsigned long long>(row) & 15) / sizeof(elem_t));
+            const int e0 = 8 * b - off; /* the block's first element of the row segment */
+            if (e0 >= ncols) continue;
+            const float* const src = stage + rs * STAGE_LD;
+            if (e0 >= 0 && e0 + 8 <= ncols) {
+              uint4 old = make_uint4(0u, 0u, 0u, 0u);
+              if (beta != 0.0f) old = *reinterpret_cast<const uint4*>(row + e0);
+              const unsigned o[4] = {old.x, old.y, old.z, old.w};
+              unsigned w[4];
+#pragma unroll
+              for (int t = 0; t < 4; ++t)
+                w[t] = pair_bits(src[e0 + 2 * t], src[e0 + 2 * t + 1], o[t], beta);
+              *reinterpret_cast<uint4*>(row + e0) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else {
+#pragma unroll
+              for (int t = 0; t < 8; ++t) {
+                const int e = e0 + t;
+                if (e < 0 || e >= ncols) continue;
+                float v = src[e];
+                if (beta != 0.0f) v += beta * to_float(row[e]);
+                row[e] = to_elem(v);
+              }
+            }
+          }
+          __syncwarp(); /* the stage is read before the next columns overwrite it */
+        }
+#endif
     } else {
 #pragma unroll
       for (int i = 0; i < MI; ++i)
@@ -757,7 +827,7 @@ local epilogue16 = [[
               if (r < m_left) {
                 if (c_vec && c + 8 <= n_left) {
                   *reinterpret_cast<uint4*>(c_row + c) = v;
-                } else if ((c_low & 7) == 0 && c + 8 <= n_left) {
+                } else if (c + 8 <= n_left) { /* 8-byte aligned C (repack kernels) */
                   *reinterpret_cast<uint2*>(c_row + c) = make_uint2(v.x, v.y);
                   *reinterpret_cast<uint2*>(c_row + c + 4) = make_uint2(v.z, v.w);
                 } else {
@@ -765,7 +835,7 @@ local epilogue16 = [[
 #pragma unroll
                   for (int t = 0; t < 4; ++t) {
                     const int ct = c + 2 * t;
-                    if (c_pair && ct + 1 < n_left) {
+                    if (ct + 1 < n_left) {
                       *reinterpret_cast<unsigned*>(c_row + ct) = w[t];
                     } else {
                       if (ct < n_left) c_row[ct] = (elem_t)(w[t] & 0xffffu);
@@ -811,7 +881,7 @@ local epilogue16 = [[
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                   const int ct = c + 2 * t;
-                  if (c_pair && ct + 1 < n_left) {
+                  if (ct + 1 < n_left) {
                     unsigned* const p = reinterpret_cast<unsigned*>(c_row + ct);
                     *p = pair_bits(fl[t], fh[t], *p, beta);
                   } else {
@@ -931,13 +1001,19 @@ local function rs_swap(prob)
 end
 
 -- Everything derived from a config (shared by constraints and emit).
-local function derive(p)
+-- dtype: the problem's, or nil (then as if 16-bit).
+local function derive(p, dtype)
   local d = {}
   d.threads = 128 * (p.consumers + 1)
   d.wg_m = p.bm // p.consumers
   d.acc = d.wg_m * p.bn // 128
   d.tiles = p.stages * (p.bm + p.bn) * 128
-  d.shared_bytes = d.tiles + 16 * p.stages + 1024
+  -- repack in 16 bits: the epilogue's stage for a misaligned C, 16 rows of SC + 4 floats a
+  -- consumer warp (SC = min(BN, 32): 18 KiB for two consumers), 16-byte aligned after the
+  -- barriers
+  d.stage = (p.repack == 1 and dtype ~= "tf32") and
+            p.consumers * 4 * 16 * (math.min(p.bn, 32) + 4) * 4 + 16 or 0
+  d.shared_bytes = d.tiles + 16 * p.stages + 1024 + d.stage
   -- split-K: the split_k snippet's flag, a little static shared memory
   d.static_bytes = p.split > 1 and 16 or 0
   -- Registers: ptxas compiles the whole kernel within the launch budget, min(255, 65536 /
@@ -1034,7 +1110,7 @@ return {
              split = 1, persist = 0, swap = 0, cluster = 1},
 
   constraints = function(p, prob)
-    local d = derive(p)
+    local d = derive(p, prob and prob.dtype)
     if d.wg_m < 64 then
       return false, string.format("bm/consumers = %d rows per consumer: wgmma needs 64", d.wg_m)
     end
@@ -1133,7 +1209,7 @@ return {
     local name = kernel_name(p, dtype, layout)
     local dt = mmt.dtype(dtype)
     local info = dtype_info[dtype]
-    local d = derive(p)
+    local d = derive(p, dtype)
     local swap = p.swap == 1
     local ka_t, kb_t = kernel_majors(layout, swap)
     local why = tf32_refusal(dtype, layout, swap)
@@ -1205,10 +1281,9 @@ return {
       shared_bytes = d.shared_bytes,
       requires = {align = 16},
       repack = p.repack == 1,
-      -- The epilogue tests C's alignment (c_vec, c_pair): a repack launch leaves C in place,
-      -- but for a large C of 2-byte rows, which the epilogue would store element by element
-      -- (8 stores a 16 bytes): the runtime copies that one out of aligned rows.
-      store_align = p.repack == 1 and 4 or nil,
+      -- The epilogue tests C's alignment (c_vec): a repack launch copies only A and B (C's
+      -- stores: 16 bits under 8-byte alignment through shared memory, see the epilogue).
+      store_any_align = p.repack == 1,
       -- split > 1: the slices of a tile meet in the workspace (its fp32 sums, BM x BN a block)
       -- under module counters: two launches must not overlap.
       exclusive = p.split > 1,

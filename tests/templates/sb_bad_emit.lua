@@ -51,15 +51,15 @@ local broken = {
     r.grid = {x = {"SM", 2}}
     r.arch = "sm_90a"
     r.repack = true
-    r.store_align = 4
+    r.store_any_align = true
     r.source = r.source .. "\nextern \"C\" __global__ void mmt_copy_rows() {}"
     r.requires = {align = 16}
     r.tensor_maps = {{operand = "A", box = {32, 128}, swizzle = 128},
                      {operand = "B", box = {4, 64}}}
   end,
-  [29] = function(r) r.store_align = 4 end, -- without repack
-  [30] = function(r) -- 3 bytes: not a power of two
-    r.repack = true; r.store_align = 3; r.requires = {align = 16}
+  [29] = function(r) r.store_any_align = true end, -- without repack
+  [30] = function(r) -- not a boolean
+    r.repack = true; r.store_any_align = 1
     r.source = r.source .. "\nextern \"C\" __global__ void mmt_copy_rows() {}"
   end,
   [31] = function(r) r.repack = true end, -- without the runtime's copy kernel
