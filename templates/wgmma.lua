@@ -752,12 +752,13 @@ local epilogue16 = [[
       /* C's base or pitch is not 8-byte aligned (a repack kernel leaves such a C in place).
        * Stored from the accumulators' layout, a store would cover 8 rows and a part of each
        * of their sectors, 4 or 2 bytes at a time (4095x4097x255 f16, 2-byte rows: 0.163 ms
-       * against 0.040 with the pitches padded; 8-byte rows keep the path below, where two
-       * 8-byte stores a lane ran 0.0203 ms at 2500x2500x64 against 0.0255 staged).  Instead each warp stages its 16
-       * rows of a 64-row block in shared memory, SC columns at a time, in fp32, and stores
-       * them row by row: LPR lanes a row take the 16-byte aligned blocks of its bytes, each
-       * block's 8 elements read from the stage where they sit, one 16-byte store where the
-       * block lies wholly inside C's row, element stores at the row's two ends. */
+       * against 0.040 with the pitches padded).  Instead each warp stages its 16 rows of a
+       * 64-row block in shared memory, SC columns at a time, in fp32, and stores them row by
+       * row: LPR lanes a row take the 16-byte aligned blocks of its bytes, each block's 8
+       * elements read from the stage where they sit, one 16-byte store where the block lies
+       * wholly inside C's row, element stores at the row's two ends (0.088 ms there).  8-byte
+       * rows keep the path below: two 8-byte stores a lane ran 2500x2500x64 in 0.0203 ms
+       * against 0.0255 staged. */
       float* const stage = epi_stage + (cw * 4 + warp) * 16 * STAGE_LD;
       constexpr int LPR = SC / 8 + 1, RPI = 32 / LPR; /* lanes a row, rows an instruction */
 #pragma unroll /* the accumulators' indices must be constants (else they go to local memory) */

@@ -105,7 +105,8 @@ static int64_t acc_of(const cfg *p) { return p->bm / p->consumers * p->bn / 128;
  * rows of min(bn, 32) + 4 floats a consumer warp, and 16 bytes to align it. */
 static int64_t shared_bytes_of(const cfg *p, const char *dtype) {
   const bool staged = p->repack && !(dtype && strcmp(dtype, "tf32") == 0);
-  const int64_t stage = staged ? p->consumers * 4 * 16 * ((p->bn < 32 ? p->bn : 32) + 4) * 4 + 16 : 0;
+  const int64_t sc = p->bn < 32 ? p->bn : 32;
+  const int64_t stage = staged ? p->consumers * 4 * 16 * (sc + 4) * 4 + 16 : 0;
   return p->stages * (p->bm + p->bn) * 128 + 16 * p->stages + 1024 + stage;
 }
 /* Registers a thread at launch: what __launch_bounds__(THREADS, BLOCKS) leaves, rounded down

@@ -59,8 +59,8 @@ __device__ __forceinline__ void mmt_copy_units(const unsigned char* s, unsigned 
 
 /* a[j] with constant indices, so that the argument's arrays stay in the constant bank (an
  * index known only at run time copies the whole argument to local memory) */
-__device__ __forceinline__ unsigned long long mmt_copy_pick(const unsigned long long a[MMT_COPY_JOBS],
-                                                            int j) {
+__device__ __forceinline__ unsigned long long mmt_copy_pick(
+    const unsigned long long a[MMT_COPY_JOBS], int j) {
   return j == 0 ? a[0] : j == 1 ? a[1] : a[2];
 }
 
@@ -93,17 +93,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) mmt_copy_rows(const mmt_cop
       /* block b: the destination's bytes [off, off + 16) of the row, off = 16 b - (da & 15) */
       const long long off0 = -(long long)(da & 15);
       const unsigned long long b1 = (width + (da & 15) + 15) / 16; /* blocks of the row */
-      const unsigned long long bend = b1 < (seg + 1) * MMT_COPY_SEG_BLOCKS ? b1
-                                                                           : (seg + 1) * MMT_COPY_SEG_BLOCKS;
+      const unsigned long long seg_end = (seg + 1) * MMT_COPY_SEG_BLOCKS;
+      const unsigned long long bend = b1 < seg_end ? b1 : seg_end;
 #pragma unroll 1
-      for (unsigned long long b = seg * MMT_COPY_SEG_BLOCKS + lane; b < bend; b += 32 * MMT_COPY_ROUND) {
+      for (unsigned long long b = seg * MMT_COPY_SEG_BLOCKS + lane; b < bend;
+           b += 32 * MMT_COPY_ROUND) {
         uint4 lo[MMT_COPY_ROUND], hi[MMT_COPY_ROUND];
         bool wide[MMT_COPY_ROUND];
 #pragma unroll
         for (int t = 0; t < MMT_COPY_ROUND; ++t) {
           const long long off = off0 + 16 * (long long)(b + 32 * t);
           /* the aligned source words s + off - sh .. + need inside the row */
-          wide[t] = b + 32 * t < bend && off - (long long)sh >= 0 && off - (long long)sh + need <= wid;
+          wide[t] = b + 32 * t < bend && off - (long long)sh >= 0 &&
+                    off - (long long)sh + need <= wid;
           if (wide[t]) {
             const uint4* const q = reinterpret_cast<const uint4*>(s + off - sh);
             lo[t] = __ldg(q);
