@@ -462,12 +462,12 @@ static void test_default(void **state) {
   db_close(empty);
 }
 
-/* Every built-in and default config names a template on the path and parses there. */
 /* Which built-in entries the dispatcher (and a search's starts) offer: by compute capability,
  * and those for misaligned rows only to misaligned problems. */
 static void test_builtin_offered(void **state) {
   (void)state;
-  const rt_builtin aligned = {9, "wgmma", "bm=128", false}, misaligned = {0, "mma_sync", "vec=0", true};
+  const rt_builtin aligned = {9, "wgmma", "bm=128", false};
+  const rt_builtin misaligned = {0, "mma_sync", "vec=0", true};
   gen_problem p = gen_packed_problem("f16", "nn", 256, 256, 256); /* 16-byte rows */
   assert_true(rt_builtin_offered(&aligned, 9, &p));
   assert_false(rt_builtin_offered(&aligned, 8, &p));
@@ -478,6 +478,7 @@ static void test_builtin_offered(void **state) {
   assert_true(rt_builtin_offered(&aligned, 9, &p));
 }
 
+/* Every built-in and default config names a template on the path and parses there. */
 static void test_builtin_lists_parse(void **state) {
   (void)state;
   static const rt_builtin builtin[] = RT_BUILTIN;
@@ -1087,7 +1088,8 @@ int main(void) {
       cmocka_unit_test(test_predicted_other_layout),
       cmocka_unit_test(test_requirements_and_constraints),
       cmocka_unit_test(test_default),
-      cmocka_unit_test(test_builtin_offered), cmocka_unit_test(test_builtin_lists_parse),
+      cmocka_unit_test(test_builtin_offered),
+      cmocka_unit_test(test_builtin_lists_parse),
       cmocka_unit_test(test_device_arch),
       cmocka_unit_test(test_tf32_falls_back_to_f32),
       cmocka_unit_test(test_tf32_takes_faster_f32),
