@@ -731,6 +731,15 @@ static void test_gpu_kernel_load(void **state) {
   assert_int_equal(rt_kernel_load(&d, &c, &spec, &k, &e), MMT_ERR_CUDA);
   assert_non_null(strstr(e.msg, "no_such_kernel"));
   assert_null(k.module);
+  /* a repack kernel whose module lacks the runtime's copy kernel (the copy_rows snippet) */
+  if (d.scratch) {
+    spec.kernel_name = (char *)"add_one";
+    spec.requires = (gen_requires){1, 1, 1, 16, true, false};
+    assert_int_equal(rt_kernel_load(&d, &c, &spec, &k, &e), MMT_ERR_CUDA);
+    assert_non_null(
+        strstr(e.msg, "repack kernel 'add_one': its module has no " GEN_COPY_ROWS_KERNEL));
+    assert_null(k.module);
+  }
   rt_cubin_free(&c);
   /* the block beyond the kernel's launch bounds */
   assert_int_equal(load_src(&d, k_bounded, "bounded", 1024, 0, &k, &e), MMT_ERR_UNSUPPORTED);
