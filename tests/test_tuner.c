@@ -21,6 +21,7 @@
 #include "db.h"
 #include "rt_compile.h"
 #include "rt_device.h"
+#include "rt_gemm.h"
 #include "tn_measure.h"
 #include "tn_ref.h"
 
@@ -103,13 +104,18 @@ static int count_row(const db_result *r, void *user) {
   return 0;
 }
 
-/* Counts the ok rows of a template (NULL: any) for a shape on a device in database `path`. */
+/* Counts the ok rows of a template (NULL: any) for an f32 nn shape on a device in database
+ * `path`, where the tuner stores them: under the shape's canonical form (rt_gemm.h; 1x1x1 nn
+ * is tuned as 1x1x1 nt, a unit-stride column of B as a row). */
 static int ok_rows_in(const char *path, const char *tmpl, const char *device, int64_t m, int64_t n,
                       int64_t k) {
   db_handle *db = NULL;
   ut_err err;
   assert_int_equal(db_open(path, true, &db, &err), MMT_OK);
-  db_problem p = {.dtype = "f32", .layout = "nn", .m = m, .n = n, .k = k};
+  rt_gemm_kernel_problem kp;
+  rt_gemm_canonical_packed("nn", m, n, k, &kp);
+  db_problem p = {.dtype = "f32", .m = kp.m, .n = kp.n, .k = kp.k};
+  snprintf(p.layout, sizeof p.layout, "%s", kp.layout);
   status_count c = {.tmpl = tmpl};
   assert_int_equal(db_each_ok(db, device, &p, count_row, &c, &err), MMT_OK);
   db_close(db);
