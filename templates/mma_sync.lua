@@ -67,7 +67,8 @@ local source = [[
  *                 0: rows padded by 8 elements (16 bytes)
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
  *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1: plain row-major block order)${split_doc}
+ *                 rows of A and columns of B in L2 (1, or a grid narrower than GROUP block
+ *                 columns: plain row-major block order; tile_order snippet)${split_doc}
  * Derived: THREADS = (BM / WM) * (BN / WN) * 32 = ${threads} threads per block (warp (wm, wn) of
  * the block computes rows wm*WM.., columns wn*WN.. of its tile).
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
@@ -162,6 +163,7 @@ __device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2
 
 /* mma_16816: d += a * b on one 16 x 8 x 16 tile (fragments: see the top comment). */
 ${mma_16816}${async_helpers}${split_helpers}
+${tile_order}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -175,16 +177,14 @@ ${name}(int M, int N, int K, float alpha,
   const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
 
-  /* Block tile: the launch order (blockIdx.x fastest) is renumbered so that GROUP block rows
-   * are walked top to bottom before moving right.  64-bit: grid.x * grid.y may pass 2^32. */
+  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
+   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
+   * pass 2^32. */
   const long long grid_n = gridDim.x, grid_m = gridDim.y;
   const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
-  const long long first_m = pid / group_blocks * GROUP;
-  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
-  const long long in_group = pid % group_blocks;
-  const long long row0 = (first_m + in_group % group_rows) * BM; /* first row of the tile */
-  const long long col0 = in_group / group_rows * BN;             /* first column */
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
   const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */${split_slice}
 
   const int tid = threadIdx.x;
@@ -772,6 +772,7 @@ local split_defines = [[
 #define SPLIT ${split}]]
 
 local split_helpers = "\n" .. mmt.snippet("split_k")
+local tile_order = mmt.snippet("tile_order")
 
 -- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
 local split_slice = "\n" .. [[
@@ -976,6 +977,7 @@ return {
       split_doc = piece(split_doc),
       split_defines = piece(split_defines),
       split_helpers = split and split_helpers or "",
+      tile_order = tile_order,
       split_slice = piece(split_slice),
     }
     for _, param in ipairs({"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group"}) do

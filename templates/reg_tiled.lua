@@ -54,7 +54,8 @@ local source = [[
  *                 transposed stores into As, keeps rows 16-byte aligned
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
  *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1: plain row-major block order)${split_doc}
+ *                 rows of A and columns of B in L2 (1, or a grid narrower than GROUP block
+ *                 columns: plain row-major block order; tile_order snippet)${split_doc}
  * Derived: THREADS = (BM/TM) * (BN/TN) = ${threads} threads per block, in warps of WY x WX =
  * ${wy} x ${wx} threads; a warp computes a WM x WN = ${wm} x ${wn} warp tile of C, thread (ly, lx)
  * holding rows ly*VA + c*WY*VA + (0..VA-1) and columns lx*VB + c*WX*VB + (0..VB-1) of it.
@@ -132,6 +133,7 @@ template <int W> __device__ __forceinline__ void store_vec(float* p, const float
   }
 }
 ${async_helpers}${split_helpers}
+${tile_order}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -142,16 +144,14 @@ ${name}(int M, int N, int K, float alpha,
   float* const As = reinterpret_cast<float*>(mmt_smem); /* [STAGES][BK][AS_LD], A transposed */
   float* const Bs = As + STAGES * AS_SIZE;              /* [STAGES][BK][BS_LD] */
 
-  /* Block tile: the launch order (blockIdx.x fastest) is renumbered so that GROUP block rows
-   * are walked top to bottom before moving right.  64-bit: grid.x * grid.y may pass 2^32. */
+  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
+   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
+   * pass 2^32. */
   const long long grid_n = gridDim.x, grid_m = gridDim.y;
   const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
-  const long long first_m = pid / group_blocks * GROUP;
-  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
-  const long long in_group = pid % group_blocks;
-  const long long row0 = (first_m + in_group % group_rows) * BM; /* first row of the tile */
-  const long long col0 = in_group / group_rows * BN;             /* first column */
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
   const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */${split_slice}
 
   /* This thread's place: warp (warp_m, warp_n) of the block, lane (ly, lx) of the warp. */
@@ -400,6 +400,7 @@ local split_defines = [[
 #define SPLIT ${split}]]
 
 local split_helpers = "\n" .. mmt.snippet("split_k")
+local tile_order = mmt.snippet("tile_order")
 
 -- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
 local split_slice = "\n" .. [[
@@ -579,6 +580,7 @@ return {
       split_doc = piece(split_doc),
       split_defines = piece(split_defines),
       split_helpers = split and split_helpers or "",
+      tile_order = tile_order,
       split_slice = piece(split_slice),
     }
     local req

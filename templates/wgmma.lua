@@ -60,7 +60,8 @@ local source = [[
  *                    register budget split between the warpgroups (see PRODUCER_REGS)
  *   GROUP     = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows
  *                    before moving one block column right, so the blocks running at one time
- *                    share rows of A and columns of B in L2 (1: plain row-major block order)
+ *                    share rows of A and columns of B in L2 (1, or a grid narrower than
+ *                    GROUP block columns: plain row-major block order; tile_order snippet)
  *   REPACK    = ${d_repack} 1: for problems whose pointers or row pitches are not 16-byte aligned
  *                    (lda = 4097), the runtime copies A, B and C into aligned buffers (rows
  *                    padded), runs this kernel on them and copies C back, in stream order;
@@ -359,19 +360,18 @@ ${wgmma_outs}
 }
 #endif
 
-/* First row and column of C of tile pid: the tiles are renumbered so that GROUP tile rows are
- * walked top to bottom before moving right (the blocks running at one time share rows of A
- * and columns of B in L2).  With CLUSTER, pid numbers the clusters' tiles of CLUSTER * BM
- * rows (grid_m of them), and block `rank` of the cluster takes its BM rows of one. */
+${tile_order}
+/* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
+ * walked top to bottom before moving right).  With CLUSTER, pid numbers the clusters' tiles
+ * of CLUSTER * BM rows (grid_m of them), and block `rank` of the cluster takes its BM rows of
+ * one. */
 static __device__ __forceinline__ void tile_origin(long long pid, long long grid_m,
                                                    long long grid_n, unsigned rank,
                                                    long long& row0, long long& col0) {
-  const long long group_blocks = GROUP * grid_n; /* blocks in one group of GROUP block rows */
-  const long long first_m = pid / group_blocks * GROUP;
-  const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;
-  const long long in_group = pid % group_blocks;
-  row0 = (first_m + in_group % group_rows) * (BM * CLUSTER) + rank * BM;
-  col0 = in_group / group_rows * BN;
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  row0 = tile_row * (BM * CLUSTER) + rank * BM;
+  col0 = tile_col * BN;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
@@ -981,6 +981,7 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
 -- A repack kernel's module also holds the runtime's copies into aligned rows (gen.h,
 -- GEN_COPY_ROWS_KERNEL).
 local copy_rows = mmt.snippet("copy_rows")
+local tile_order = mmt.snippet("tile_order")
 
 local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_90)
 local SM_SHARED = 228 * 1024 -- shared memory per SM, 1 KiB of it reserved per block
@@ -1240,6 +1241,7 @@ return {
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       split_helpers = p.split > 1 and split_helpers or "",
+      tile_order = tile_order,
       ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
       elem_decl = info.decl, epilogue_helpers = swap and "" or info.epilogue_helpers,
       epilogue = swap and epilogue_swap or info.epilogue or

@@ -411,18 +411,15 @@ static void test_emit_all(void **state) {
   gen_free(t);
 }
 
-/* The block-order swizzle and split-K slicing are reg_tiled's (test_templates.c checks their
- * arithmetic); here, that the same lines are in the source. */
+/* The block-order swizzle (the tile_order snippet) and split-K slicing are reg_tiled's
+ * (test_templates.c checks their arithmetic); here, that the same lines are in the source. */
 static void test_shared_lines(void **state) {
   (void)state;
   static const char *const lines[] = {
+      "static __device__ __forceinline__ void mmt_tile_of(long long pid, long long grid_m,",
       "const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;",
-      "const long long group_blocks = GROUP * grid_n;",
-      "const long long first_m = pid / group_blocks * GROUP;",
-      "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
-      "const long long in_group = pid % group_blocks;",
-      "const long long row0 = (first_m + in_group % group_rows) * BM;",
-      "const long long col0 = in_group / group_rows * BN;",
+      "mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);",
+      "const long long row0 = tile_row * BM, col0 = tile_col * BN;",
       "const long long per = K / SPLIT + (K % SPLIT != 0);",
       "const long long kc = (per + BK - 1) / BK * BK;",
       "const long long k0 = min((long long)blockIdx.z * kc, (long long)K);",

@@ -386,33 +386,35 @@ static void test_grid_rule(void **state) {
 
 /* ---- block-order swizzle ------------------------------------------------------------------- */
 
-/* The kernel's mapping from launch order to block tile, restated (the lines below are checked
- * to be in the emitted source verbatim, so the two cannot drift apart). */
+/* The kernel's mapping from launch order to block tile: the tile_order snippet itself, compiled
+ * here as C (its text is plain C but for the two CUDA qualifiers). */
+#define __device__
+#define __forceinline__ inline
+#include "../templates/snippets/tile_order.cu"
+#undef __device__
+#undef __forceinline__
+
 static void block_tile(int64_t pid, int64_t grid_m, int64_t grid_n, int64_t group, int64_t *bm_i,
                        int64_t *bn_i) {
-  const int64_t group_blocks = group * grid_n;
-  const int64_t first_m = pid / group_blocks * group;
-  const int64_t group_rows = grid_m - first_m < group ? grid_m - first_m : group;
-  const int64_t in_group = pid % group_blocks;
-  *bm_i = first_m + in_group % group_rows;
-  *bn_i = in_group / group_rows;
+  long long row, col;
+  mmt_tile_of(pid, grid_m, grid_n, group, &row, &col);
+  *bm_i = row;
+  *bn_i = col;
 }
 
+/* reg_tiled pastes the snippet and calls it on its launch index */
 static const char *const k_swizzle_lines[] = {
+    "static __device__ __forceinline__ void mmt_tile_of(long long pid, long long grid_m,",
     "const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;",
-    "const long long group_blocks = GROUP * grid_n;",
-    "const long long first_m = pid / group_blocks * GROUP;",
-    "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
-    "const long long in_group = pid % group_blocks;",
-    "const long long row0 = (first_m + in_group % group_rows) * BM;",
-    "const long long col0 = in_group / group_rows * BN;",
+    "mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);",
+    "const long long row0 = tile_row * BM, col0 = tile_col * BN;",
 };
 
 static void test_group_swizzle(void **state) {
   (void)state;
   static const int64_t shapes[][2] = {{1, 1},  {1, 7},  {7, 1},  {8, 8}, {10, 3},
                                       {17, 5}, {9, 16}, {64, 2}, {3, 40}};
-  static const int64_t groups[] = {1, 8};
+  static const int64_t groups[] = {1, 8, 16};
   for (int s = 0; s < COUNT(shapes); s++)
     for (int gi = 0; gi < COUNT(groups); gi++) {
       const int64_t gm = shapes[s][0], gn = shapes[s][1], group = groups[gi];
@@ -423,7 +425,7 @@ static void test_group_swizzle(void **state) {
         block_tile(pid, gm, gn, group, &bm_i, &bn_i);
         assert_true(bm_i >= 0 && bm_i < gm && bn_i >= 0 && bn_i < gn);
         hits[bm_i * gn + bn_i]++;
-        if (group == 1) { /* plain row-major launch order */
+        if (group == 1 || gn < group) { /* plain row-major launch order */
           assert_int_equal(bm_i, pid / gn);
           assert_int_equal(bn_i, pid % gn);
         }
@@ -431,12 +433,23 @@ static void test_group_swizzle(void **state) {
       for (int64_t i = 0; i < gm * gn; i++) assert_int_equal(hits[i], 1); /* exactly once */
       free(hits);
     }
-  /* group 8 walks 8 block rows down a column before moving right */
+  /* group 8 walks 8 block rows down a column before moving right (a grid 8 columns wide or
+   * more); the last group, of 4 rows, the same way */
   for (int64_t pid = 0; pid < 16; pid++) {
     int64_t bm_i, bn_i;
-    block_tile(pid, 20, 5, 8, &bm_i, &bn_i);
+    block_tile(pid, 20, 9, 8, &bm_i, &bn_i);
     assert_int_equal(bm_i, pid % 8);
     assert_int_equal(bn_i, pid / 8);
+    block_tile(16 * 9 + pid, 20, 9, 8, &bm_i, &bn_i);
+    assert_int_equal(bm_i, 16 + pid % 4);
+    assert_int_equal(bn_i, pid / 4);
+  }
+  /* ... and a grid narrower than its group row by row: two tiles of a row run side by side */
+  for (int64_t pid = 0; pid < 14; pid++) {
+    int64_t bm_i, bn_i;
+    block_tile(pid, 56, 2, 8, &bm_i, &bn_i);
+    assert_int_equal(bm_i, pid / 2);
+    assert_int_equal(bn_i, pid % 2);
   }
   gen_template *t = load_reg_tiled();
   gen_config c;

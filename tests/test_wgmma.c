@@ -706,7 +706,7 @@ static void test_emit_all(void **state) {
   gen_free(t);
 }
 
-/* The block-order swizzle is reg_tiled's (test_templates.c checks its arithmetic), applied to
+/* The block-order swizzle is the tile_order snippet (test_templates.c runs it), applied to
  * the tile index (the launch index, or a persistent block's tiles; with a cluster, the
  * cluster's tile of CLUSTER * BM rows, and the block's rows in it); here, that the same lines
  * are in the source. */
@@ -714,12 +714,10 @@ static void test_shared_lines(void **state) {
   (void)state;
   static const char *const lines[] = {
       "const long long first_tile = (long long)(blockIdx.y / CLUSTER) * grid_n + blockIdx.x;",
-      "const long long group_blocks = GROUP * grid_n;",
-      "const long long first_m = pid / group_blocks * GROUP;",
-      "const long long group_rows = grid_m - first_m < GROUP ? grid_m - first_m : GROUP;",
-      "const long long in_group = pid % group_blocks;",
-      "row0 = (first_m + in_group % group_rows) * (BM * CLUSTER) + rank * BM;",
-      "col0 = in_group / group_rows * BN;",
+      "static __device__ __forceinline__ void mmt_tile_of(long long pid, long long grid_m,",
+      "mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);",
+      "row0 = tile_row * (BM * CLUSTER) + rank * BM;",
+      "col0 = tile_col * BN;",
   };
   gen_template *t = load_wgmma();
   gen_config c;
