@@ -67,8 +67,8 @@ local source = [[
  *                 0: rows padded by 8 elements (16 bytes)
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
  *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1, or a grid narrower than GROUP block
- *                 columns: plain row-major block order; tile_order snippet)${split_doc}
+ *                 rows of A and columns of B in L2 (1: plain row-major block order; a grid
+ *                 at most 8 blocks tall or wide: see the tile_order snippet)${split_doc}
  * Derived: THREADS = (BM / WM) * (BN / WN) * 32 = ${threads} threads per block (warp (wm, wn) of
  * the block computes rows wm*WM.., columns wn*WN.. of its tile).
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory

@@ -54,8 +54,8 @@ local source = [[
  *                 transposed stores into As, keeps rows 16-byte aligned
  *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
  *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1, or a grid narrower than GROUP block
- *                 columns: plain row-major block order; tile_order snippet)${split_doc}
+ *                 rows of A and columns of B in L2 (1: plain row-major block order; a grid
+ *                 at most 8 blocks tall or wide: see the tile_order snippet)${split_doc}
  * Derived: THREADS = (BM/TM) * (BN/TN) = ${threads} threads per block, in warps of WY x WX =
  * ${wy} x ${wx} threads; a warp computes a WM x WN = ${wm} x ${wn} warp tile of C, thread (ly, lx)
  * holding rows ly*VA + c*WY*VA + (0..VA-1) and columns lx*VB + c*WX*VB + (0..VB-1) of it.

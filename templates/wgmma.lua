@@ -60,8 +60,8 @@ local source = [[
  *                    register budget split between the warpgroups (see PRODUCER_REGS)
  *   GROUP     = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows
  *                    before moving one block column right, so the blocks running at one time
- *                    share rows of A and columns of B in L2 (1, or a grid narrower than
- *                    GROUP block columns: plain row-major block order; tile_order snippet)
+ *                    share rows of A and columns of B in L2 (1: plain row-major block
+ *                    order; a grid at most 8 blocks tall or wide: see the tile_order snippet)
  *   REPACK    = ${d_repack} 1: for problems whose pointers or row pitches are not 16-byte aligned
  *                    (lda = 4097), the runtime copies A, B and C into aligned buffers (rows
  *                    padded), runs this kernel on them and copies C back, in stream order;

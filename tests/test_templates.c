@@ -412,12 +412,20 @@ static const char *const k_swizzle_lines[] = {
 
 static void test_group_swizzle(void **state) {
   (void)state;
-  static const int64_t shapes[][2] = {{1, 1},  {1, 7},  {7, 1},  {8, 8}, {10, 3},
-                                      {17, 5}, {9, 16}, {64, 2}, {3, 40}};
+  /* tile rows, tile columns, and the order whatever the group: 'r' row by row (a grid at
+   * most 8 columns wide, fewer columns than rows), 'c' column by column (at most 8 rows, no
+   * more than columns), 'g' the group's (row by row for group 1) */
+  static const struct {
+    int64_t gm, gn;
+    char order;
+  } shapes[] = {{1, 1, 'c'},  {1, 7, 'c'},   {7, 1, 'r'},   {8, 8, 'c'},  {10, 3, 'r'},
+                {17, 5, 'r'}, {9, 16, 'g'},  {64, 2, 'r'},  {3, 40, 'c'}, {2, 64, 'c'},
+                {8, 9, 'c'},  {9, 8, 'r'},   {20, 9, 'g'},  {12, 30, 'g'}};
   static const int64_t groups[] = {1, 8, 16};
   for (int s = 0; s < COUNT(shapes); s++)
     for (int gi = 0; gi < COUNT(groups); gi++) {
-      const int64_t gm = shapes[s][0], gn = shapes[s][1], group = groups[gi];
+      const int64_t gm = shapes[s].gm, gn = shapes[s].gn, group = groups[gi];
+      const char order = shapes[s].order == 'g' && group == 1 ? 'r' : shapes[s].order;
       int *hits = calloc((size_t)(gm * gn), sizeof *hits);
       assert_non_null(hits);
       for (int64_t pid = 0; pid < gm * gn; pid++) {
@@ -425,16 +433,19 @@ static void test_group_swizzle(void **state) {
         block_tile(pid, gm, gn, group, &bm_i, &bn_i);
         assert_true(bm_i >= 0 && bm_i < gm && bn_i >= 0 && bn_i < gn);
         hits[bm_i * gn + bn_i]++;
-        if (group == 1 || gn < group) { /* plain row-major launch order */
+        if (order == 'r') { /* plain row-major launch order */
           assert_int_equal(bm_i, pid / gn);
           assert_int_equal(bn_i, pid % gn);
+        } else if (order == 'c') { /* a column's tiles one after another */
+          assert_int_equal(bm_i, pid % gm);
+          assert_int_equal(bn_i, pid / gm);
         }
       }
       for (int64_t i = 0; i < gm * gn; i++) assert_int_equal(hits[i], 1); /* exactly once */
       free(hits);
     }
-  /* group 8 walks 8 block rows down a column before moving right (a grid 8 columns wide or
-   * more); the last group, of 4 rows, the same way */
+  /* group 8 walks 8 block rows down a column before moving right (a grid more than 8 tall and
+   * wide); the last group, of 4 rows, the same way */
   for (int64_t pid = 0; pid < 16; pid++) {
     int64_t bm_i, bn_i;
     block_tile(pid, 20, 9, 8, &bm_i, &bn_i);
@@ -444,12 +455,16 @@ static void test_group_swizzle(void **state) {
     assert_int_equal(bm_i, 16 + pid % 4);
     assert_int_equal(bn_i, pid / 4);
   }
-  /* ... and a grid narrower than its group row by row: two tiles of a row run side by side */
+  /* ... a grid 2 columns wide row by row (a row's two tiles, which read the same rows of A,
+   * side by side), and one 2 rows tall column by column, group 8 or not */
   for (int64_t pid = 0; pid < 14; pid++) {
     int64_t bm_i, bn_i;
     block_tile(pid, 56, 2, 8, &bm_i, &bn_i);
     assert_int_equal(bm_i, pid / 2);
     assert_int_equal(bn_i, pid % 2);
+    block_tile(pid, 2, 56, 1, &bm_i, &bn_i);
+    assert_int_equal(bm_i, pid % 2);
+    assert_int_equal(bn_i, pid / 2);
   }
   gen_template *t = load_reg_tiled();
   gen_config c;
