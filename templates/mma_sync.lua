@@ -164,6 +164,7 @@ __device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2
 /* mma_16816: d += a * b on one 16 x 8 x 16 tile (fragments: see the top comment). */
 ${mma_16816}${async_helpers}${split_helpers}
 ${tile_order}
+${dependent_launch}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
@@ -202,16 +203,9 @@ ${name}(int M, int N, int K, float alpha,
   const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
   const long long b_step = B_T ? BK : BK * (long long)ldb;
   int k_left = K; /* K from the next tile on; <= 0 past the end */
-#if __CUDA_ARCH__ >= 900
-  /* Programmatic dependent launch (the kernel table's dependent_launch; the runtime uses it
-   * on compute capability 9.0 and newer, where a loadable cubin is sm_90 or newer): this
-   * launch may have started while the kernel before it in the stream was still running.
-   * Nothing above reads or writes global memory; past this wait that kernel has completed
-   * and its writes are visible, for every thread.  The launch after this one may start as
-   * soon as every block has got here.  Without such a launch both are no-ops. */
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if (tid == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
+   * snippet): nothing above reads or writes global memory. */
+  pdl_wait(tid == 0);
 ${loaders}
   float acc[MI][NI][4];
 #pragma unroll
@@ -773,6 +767,7 @@ local split_defines = [[
 
 local split_helpers = "\n" .. mmt.snippet("split_k")
 local tile_order = mmt.snippet("tile_order")
+local dependent_launch = mmt.snippet("dependent_launch")
 
 -- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
 local split_slice = "\n" .. [[
@@ -977,7 +972,7 @@ return {
       split_doc = piece(split_doc),
       split_defines = piece(split_defines),
       split_helpers = split and split_helpers or "",
-      tile_order = tile_order,
+      tile_order = tile_order, dependent_launch = dependent_launch,
       split_slice = piece(split_slice),
     }
     for _, param in ipairs({"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group"}) do

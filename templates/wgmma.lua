@@ -361,6 +361,7 @@ ${wgmma_outs}
 #endif
 
 ${tile_order}
+${dependent_launch}
 /* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
  * walked top to bottom before moving right).  With CLUSTER, pid numbers the clusters' tiles
  * of CLUSTER * BM rows (grid_m of them), and block `rank` of the cluster takes its BM rows of
@@ -440,14 +441,9 @@ ${name}(int M, int N, int K, float alpha,
 #else
   __syncthreads();
 #endif
-  /* Programmatic dependent launch (the kernel table's dependent_launch): this launch may have
-   * started while the kernel before it in the stream was still running.  Nothing above reads
-   * or writes global memory; past this wait that kernel has completed and its writes are
-   * visible, for every thread.  Then the launch after this one may start as soon as every
-   * block of this one has got here (it waits the same way).  Without such a launch both are
-   * no-ops. */
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if (tid == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
+   * snippet): nothing above reads or writes global memory. */
+  pdl_wait(tid == 0);
 
   if (wg == 0) {
     /* ---- producer: one thread issues the TMA copies of every K tile of every tile ---- */
@@ -982,6 +978,7 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
 -- GEN_COPY_ROWS_KERNEL).
 local copy_rows = mmt.snippet("copy_rows")
 local tile_order = mmt.snippet("tile_order")
+local dependent_launch = mmt.snippet("dependent_launch")
 
 local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_90)
 local SM_SHARED = 228 * 1024 -- shared memory per SM, 1 KiB of it reserved per block
@@ -1241,7 +1238,7 @@ return {
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       split_helpers = p.split > 1 and split_helpers or "",
-      tile_order = tile_order,
+      tile_order = tile_order, dependent_launch = dependent_launch,
       ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
       elem_decl = info.decl, epilogue_helpers = swap and "" or info.epilogue_helpers,
       epilogue = swap and epilogue_swap or info.epilogue or

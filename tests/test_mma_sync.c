@@ -395,8 +395,9 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.exclusive, p.split > 1);
     assert_int_equal(k.dependent_launch, p.split == 1); /* the others may start early */
     static const char *const pdl[] = {
-        "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
-    tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises (sm_90 on) */
+        "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n",
+        "  pdl_wait(tid == 0);\n"};
+    tc_source_has(&k, pdl, 2); /* the wait that dependent_launch promises (sm_90 on), called */
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p, layout));
     /* split-K: the split_k snippet's counters, a block tile of fp32 workspace per block */
     const bool split = p.split > 1;

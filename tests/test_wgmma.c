@@ -676,8 +676,9 @@ static void test_emit_all(void **state) {
     assert_int_equal(k.dependent_launch, !split); /* the others may start early */
     assert_int_equal(k.workspace_per_block, (unsigned)(split ? p.bm * p.bn * 4 : 0));
     static const char *const pdl[] = {
-        "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"};
-    tc_source_has(&k, pdl, 1); /* the wait that dependent_launch promises */
+        "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n",
+        "  pdl_wait(tid == 0);\n"};
+    tc_source_has(&k, pdl, 2); /* the wait that dependent_launch promises, called */
     /* the slices, and the meeting (the split_k snippet, with the consumers' barrier) compiled
      * in by SPLIT > 1 */
     static const char *const split_lines[] = {
