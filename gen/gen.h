@@ -250,6 +250,18 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
 int gen_grid_cluster(const gen_grid_dim *g);
 int gen_kernel_cluster_blocks(const gen_kernel *k);
 
+/* The tile_order snippet's MMT_SHORT_GRID: a grid of tiles at most this many tall or wide is
+ * walked column by column or row by row whatever its `group`. */
+#define GEN_SHORT_GRID 8
+/* Whether config cfg of t, emitted as k, is on problem p the same kernel as its `group` = 1
+ * config, which is valid too: a template that loads the tile_order snippet and has a `group`
+ * parameter walks a grid (x: tile columns, y: tile rows in whole clusters) at most
+ * GEN_SHORT_GRID tiles tall or wide the same way whatever the group, so the tuner times the
+ * group = 1 config alone.  False for a per-SM (persistent) grid, whose tile grid is the
+ * kernel's own.  Errors (a failing constraint function) read as false. */
+bool gen_group_twin(gen_template *t, const gen_config *cfg, const gen_kernel *k,
+                    const gen_problem *p);
+
 /* gen_problem's align_bytes of these values (byte addresses and leading dimensions in bytes):
  * the largest power of two <= 16 dividing every one of values[0..count); 0 is divisible by
  * all.  1 at least. */

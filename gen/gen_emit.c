@@ -562,6 +562,27 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
 
 int gen_grid_cluster(const gen_grid_dim *g) { return g->cluster > 1 ? g->cluster : 1; }
 
+bool gen_group_twin(gen_template *t, const gen_config *cfg, const gen_kernel *k,
+                    const gen_problem *p) {
+  const int gi = gen_param_index(t, "group");
+  if (!t->tile_order || gi < 0 || cfg->v[gi] <= 1) return false;
+  bool has_one = false;
+  for (int j = 0; j < gen_param_value_count(t, gi); j++) has_one |= gen_param_value(t, gi, j) == 1;
+  if (!has_one) return false;
+  for (int d = 0; d < 3; d++)
+    if (k->grid[d].dim == 'S') return false;
+  unsigned g[3];
+  ut_err e;
+  if (gen_grid_eval(k->grid, p->m, p->n, p->k, 1, g, &e) != MMT_OK) return false;
+  const unsigned rows = g[1] / (unsigned)gen_grid_cluster(&k->grid[1]);
+  const unsigned cols = g[0] / (unsigned)gen_grid_cluster(&k->grid[0]);
+  if (rows > GEN_SHORT_GRID && cols > GEN_SHORT_GRID) return false;
+  gen_config twin = *cfg;
+  twin.v[gi] = 1;
+  bool valid = false;
+  return gen_check(t, &twin, p, &valid, NULL, 0, &e) == MMT_OK && valid;
+}
+
 int gen_kernel_cluster_blocks(const gen_kernel *k) {
   return gen_grid_cluster(&k->grid[0]) * gen_grid_cluster(&k->grid[1]) *
          gen_grid_cluster(&k->grid[2]);

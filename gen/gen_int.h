@@ -36,6 +36,7 @@ struct gen_template {
   char hash[17];
   uint64_t hash_value; /* while loading: the file's hash with each snippet's folded in */
   bool loading;        /* the file's top level is running: mmt.snippet may be called */
+  bool tile_order;     /* it loaded the tile_order snippet (gen_group_twin) */
   int ndtypes;
   char dtypes[GEN_MAX_DTYPES][GEN_DTYPE_MAX];
   unsigned layouts; /* bit gen_layout_index(l) set for each declared layout */

@@ -229,6 +229,7 @@ static int mmt_snippet(lua_State *L) {
   memcpy(mix + 8 + name_len + 1, text, len);
   t->hash_value = ut_hash64(mix, 8 + name_len + 1 + len);
   free(mix);
+  if (!strcmp(name, "tile_order")) t->tile_order = true;
   luaL_pushresultsize(&b, len);
   return 1;
 }

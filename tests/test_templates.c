@@ -476,6 +476,85 @@ static void test_group_swizzle(void **state) {
   gen_free(t);
 }
 
+/* gen_group_twin's rule is the snippet's: on a grid at most GEN_SHORT_GRID tiles tall or wide
+ * every group walks the tiles as group 1 does, and on any larger grid groups 8 and 16 do not. */
+static bool same_order_as_group_1(int64_t gm, int64_t gn, int64_t group) {
+  for (int64_t pid = 0; pid < gm * gn; pid++) {
+    int64_t r1, c1, r, c;
+    block_tile(pid, gm, gn, 1, &r1, &c1);
+    block_tile(pid, gm, gn, group, &r, &c);
+    if (r != r1 || c != c1) return false;
+  }
+  return true;
+}
+
+/* Whether gen_group_twin calls text's config of t a twin on the packed problem m x n x k. */
+static bool twin_on(gen_template *t, const char *text, const char *dtype, const char *layout,
+                    int64_t m, int64_t n, int64_t k) {
+  gen_config c;
+  gen_kernel kern;
+  tc_parse_ok(t, text, &c);
+  gen_problem p = gen_packed_problem(dtype, layout, m, n, k);
+  assert_true(tc_check(t, &c, &p, NULL, 0)); /* the config itself is valid there */
+  tc_emit_ok(t, &c, dtype, layout, &kern);
+  const bool twin = gen_group_twin(t, &c, &kern, &p);
+  gen_kernel_clear(&kern);
+  return twin;
+}
+
+static void test_group_twins(void **state) {
+  (void)state;
+  assert_int_equal(GEN_SHORT_GRID, MMT_SHORT_GRID);
+  for (int64_t gm = 1; gm <= 20; gm++)
+    for (int64_t gn = 1; gn <= 20; gn++)
+      for (int64_t group = 8; group <= 16; group += 8)
+        assert_int_equal(same_order_as_group_1(gm, gn, group),
+                         gm <= GEN_SHORT_GRID || gn <= GEN_SHORT_GRID);
+
+  /* reg_tiled 128 x 128: 1024^2 is 8 x 8 tiles (a twin), 1152 x 2048 9 x 16 (not); group 1
+   * is never one */
+  gen_template *t = load_reg_tiled();
+  const char *rt8 = "bm=128,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=8";
+  assert_true(twin_on(t, rt8, "f32", "nn", 1024, 1024, 64));
+  assert_true(twin_on(t, rt8, "f32", "nn", 4096, 100, 64)); /* 32 x 1: row by row */
+  assert_false(twin_on(t, rt8, "f32", "nn", 1152, 2048, 64));
+  assert_false(twin_on(t, "bm=128,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1", "f32",
+                       "nn", 1024, 1024, 64));
+  gen_free(t);
+
+  /* wgmma: swap's grid is N's tiles tall; a cluster's rows count as one; persist has the
+   * kernel's own tile grid */
+  gen_template *w = NULL;
+  ut_err e = {{0}};
+  assert_int_equal(gen_load_named("wgmma", &w, &e), MMT_OK);
+  const char *wg = "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=16";
+  assert_true(twin_on(w, wg, "f16", "nt", 1024, 1024, 1024));
+  assert_false(twin_on(w, wg, "f16", "nt", 2048, 2048, 1024));
+  assert_true(twin_on(w, "bm=64,bn=32,stages=6,consumers=1,blocks=1,group=8,swap=1", "f16", "nt",
+                      32, 14336, 4096)); /* 224 x 1 tiles of C^T */
+  assert_false(twin_on(w, "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1", "f16",
+                       "nt", 1024, 1024, 1024));
+  /* 3000^3 in 128 x 128 tiles with clusters of two tile rows: 12 cluster rows by 24 tile
+   * columns (not a twin); 2000 x 3000: 16 tile rows, 8 cluster rows (a twin) */
+  assert_false(twin_on(w, "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,cluster=2", "f16",
+                       "nn", 3000, 3000, 3000));
+  assert_true(twin_on(w, "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,cluster=2", "f16",
+                      "nn", 2000, 3000, 3000));
+  gen_free(w);
+
+  /* a template without the tile_order snippet has no twins, whatever its parameters */
+  gen_template *s = NULL;
+  assert_int_equal(gen_load_named("skinny", &s, &e), MMT_OK);
+  gen_config c;
+  gen_kernel kern;
+  gen_config_default(s, &c);
+  gen_problem p = gen_packed_problem("f32", "nn", 1, 4096, 4096);
+  tc_emit_ok(s, &c, "f32", "nn", &kern);
+  assert_false(gen_group_twin(s, &c, &kern, &p));
+  gen_kernel_clear(&kern);
+  gen_free(s);
+}
+
 /* ---- split-K --------------------------------------------------------------------------- */
 
 /* The slicing (slice_range) and the semaphore protocol, as they must appear in the source. */
@@ -912,7 +991,8 @@ int main(void) {
       cmocka_unit_test(test_declaration),    cmocka_unit_test(test_space_count),
       cmocka_unit_test(test_default),        cmocka_unit_test(test_emit_all),
       cmocka_unit_test(test_problem_checks), cmocka_unit_test(test_grid_rule),
-      cmocka_unit_test(test_group_swizzle),  cmocka_unit_test(test_split_slices),
+      cmocka_unit_test(test_group_swizzle),  cmocka_unit_test(test_group_twins),
+      cmocka_unit_test(test_split_slices),
       cmocka_unit_test(test_nvrtc_sample),   cmocka_unit_test(test_gpu_configs),
       cmocka_unit_test(test_gpu_results),
   };

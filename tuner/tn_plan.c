@@ -334,6 +334,8 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
     char arch[16];
     ut_err why;
     if (rt_kernel_arch(r->arch, r->kernels[kid].spec.arch, arch, &why)) continue; /* not here */
+    /* the same kernel as its group = 1 config on this problem's grid: that one is timed */
+    if (gen_group_twin(t, &cfg, &r->kernels[kid].spec, &p)) continue;
     tn_candidate c;
     candidate_of(t, ti, i, &c);
     for (int s = 0; s < nstarts && !c.is_default; s++)
