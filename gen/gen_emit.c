@@ -566,9 +566,6 @@ bool gen_group_twin(gen_template *t, const gen_config *cfg, const gen_kernel *k,
                     const gen_problem *p) {
   const int gi = gen_param_index(t, "group");
   if (!t->tile_order || gi < 0 || cfg->v[gi] <= 1) return false;
-  bool has_one = false;
-  for (int j = 0; j < gen_param_value_count(t, gi); j++) has_one |= gen_param_value(t, gi, j) == 1;
-  if (!has_one) return false;
   for (int d = 0; d < 3; d++)
     if (k->grid[d].dim == 'S') return false;
   unsigned g[3];
@@ -577,7 +574,7 @@ bool gen_group_twin(gen_template *t, const gen_config *cfg, const gen_kernel *k,
   const unsigned rows = g[1] / (unsigned)gen_grid_cluster(&k->grid[1]);
   const unsigned cols = g[0] / (unsigned)gen_grid_cluster(&k->grid[0]);
   if (rows > GEN_SHORT_GRID && cols > GEN_SHORT_GRID) return false;
-  gen_config twin = *cfg;
+  gen_config twin = *cfg; /* gen_check refuses it (an error) where 1 is not a group value */
   twin.v[gi] = 1;
   bool valid = false;
   return gen_check(t, &twin, p, &valid, NULL, 0, &e) == MMT_OK && valid;
