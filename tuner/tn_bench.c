@@ -62,8 +62,11 @@ static const tn_cmd_spec BENCH_SPEC = {
     "loaded when libcublas.so.13 is present.  tuned/cuBLAS > 1: mmtune is faster.\n"
     "--shapes also measures the device's copy bandwidth once and, for memory-bound rows\n"
     "(bytes of A, B and C over flops below the dtype's ridge point), prints the GB/s each side\n"
-    "moves and the tuned kernel's share of that copy bandwidth.  A shape whose tuned/cuBLAS\n"
-    "is past 1.25x either way is timed again, both sides, each keeping its faster median.",
+    "moves, then in parentheses the tuned kernel's share of that copy bandwidth and its speed\n"
+    "as a share of a plain read of the same bytes, timed alike (a launch's ramp-up keeps even\n"
+    "a read of a few tens of MiB well below the copy bandwidth; CSV: read_gbps).\n"
+    "A shape whose tuned/cuBLAS is past 1.25x either way is timed again, both sides, each\n"
+    "keeping its faster median.",
     BENCH_OPTS, (int)(sizeof BENCH_OPTS / sizeof BENCH_OPTS[0])};
 
 typedef struct {
@@ -484,7 +487,7 @@ static const char *const SHAPES_CSV[] = {
     "template",      "params",      "tuned_status", "tuned_ms",      "tuned_tflops",
     "tuned_rel_err", "tuned_max_err", "cublas_status", "cublas_ms",  "cublas_tflops",
     "cublas_rel_err", "cublas_max_err", "tuned_over_cublas", "tuned_error", "cublas_error",
-    "bytes", "memory_bound", "tuned_gbps", "cublas_gbps", "copy_gbps", "cold"};
+    "bytes", "memory_bound", "tuned_gbps", "cublas_gbps", "copy_gbps", "cold", "read_gbps"};
 #define SHAPES_CSV_N ((int)(sizeof SHAPES_CSV / sizeof SHAPES_CSV[0]))
 
 /* Ratios of the shapes where both verified, for the summary. */
@@ -494,9 +497,9 @@ typedef struct {
 } ratio_stats;
 
 static void print_shapes_header(void) {
-  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-8s %16s %s\n", "shape", "tuned ms", "TFLOP/s",
+  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-8s %21s %s\n", "shape", "tuned ms", "TFLOP/s",
          "cuBLAS ms", "TFLOP/s", "tuned/cuBLAS", "err tuned", "err cuBLAS", "verified",
-         "GB/s (% copy)", "tuned kernel");
+         "GB/s (% copy, read)", "tuned kernel");
 }
 
 /* The least bytes the problem moves: A and B read once, C written (beta = 0). */
@@ -517,9 +520,12 @@ static const char *cell(char buf[32], const char *fmt, double v, bool have) {
   return buf;
 }
 
-/* One shape's table row: times, TFLOP/s, ratio and max errors of the verified sides. */
+/* One shape's table row: times, TFLOP/s, ratio and max errors of the verified sides; for a
+ * memory-bound one the tuned kernel's GB/s, its share of the copy bandwidth and its speed as a
+ * share of read_ms, a plain read of the same bytes (0: not measured). */
 static void print_shape_row(const bench_run *b, const tn_shape *s, const rt_choice *c,
-                            const tn_measurement *t, const tn_measurement *cu, double ratio) {
+                            const tn_measurement *t, const tn_measurement *cu, double ratio,
+                            double read_ms) {
   bool t_ok = t->status == DB_OK, cu_ok = b->cb && cu->status == DB_OK;
   char shape[80], kern[400], v[7][32], gbps[32] = "";
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)s->m, (long long)s->n, (long long)s->k);
@@ -528,9 +534,13 @@ static void print_shape_row(const bench_run *b, const tn_shape *s, const rt_choi
            c->params);
   if (t_ok && memory_bound(b, s)) {
     const double bps = problem_bytes(b, s) / (t->ms_median * 1e-3);
-    snprintf(gbps, sizeof gbps, "%.0f (%.0f%%)", bps * 1e-9, 100 * bps / b->copy_bps);
+    if (read_ms > 0)
+      snprintf(gbps, sizeof gbps, "%.0f (%.0f%%, %.0f%%)", bps * 1e-9, 100 * bps / b->copy_bps,
+               100 * read_ms / t->ms_median);
+    else
+      snprintf(gbps, sizeof gbps, "%.0f (%.0f%%)", bps * 1e-9, 100 * bps / b->copy_bps);
   }
-  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-3s %-4s %16s %s\n", shape,
+  printf("%-16s %10s %8s %10s %8s %13s %10s %10s %-3s %-4s %21s %s\n", shape,
          cell(v[0], "%.4f", t->ms_median, t_ok), cell(v[1], "%.2f", t->tflops, t_ok),
          cell(v[2], "%.4f", cu->ms_median, cu_ok), cell(v[3], "%.2f", cu->tflops, cu_ok),
          cell(v[4], "%.3fx", ratio, ratio > 0), cell(v[5], "%.1e", t->max_err, t_ok),
@@ -542,7 +552,8 @@ static void print_shape_row(const bench_run *b, const tn_shape *s, const rt_choi
 
 /* One shape's CSV line: every measured figure, empty where there is none. */
 static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
-                          const tn_measurement *t, const tn_measurement *cu, double ratio) {
+                          const tn_measurement *t, const tn_measurement *cu, double ratio,
+                          double read_ms) {
   bool t_ok = t->status == DB_OK, cu_ok = b->cb && cu->status == DB_OK;
   bool t_chk = t_ok || t->status == DB_VERIFY_FAILED;
   bool cu_chk = cu_ok || (b->cb && cu->status == DB_VERIFY_FAILED);
@@ -561,7 +572,8 @@ static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
                      num(v[9], bytes, true), memory_bound(b, s) ? "1" : "0",
                      num(v[10], bytes / (t->ms_median * 1e-3) * 1e-9, t_ok),
                      num(v[11], bytes / (cu->ms_median * 1e-3) * 1e-9, cu_ok),
-                     num(v[12], b->copy_bps * 1e-9, true), b->cold ? "1" : "0"};
+                     num(v[12], b->copy_bps * 1e-9, true), b->cold ? "1" : "0",
+                     num(v[13], bytes / (read_ms * 1e-3) * 1e-9, read_ms > 0)};
   csv_row(b, f, SHAPES_CSV_N);
 }
 
@@ -614,8 +626,14 @@ static mmt_status bench_shape(bench_run *b, const tn_shape *s, ratio_stats *st, 
       st->wins += ratio > 1;
     }
     b->failed += !t_ok + (b->cb && !cu_ok);
-    print_shape_row(b, s, &choice, &t, &cu, ratio);
-    csv_shape_row(b, s, &choice, &t, &cu, ratio);
+    /* A memory-bound row's plain read of the same bytes, timed as the kernels were. */
+    double read_ms = 0;
+    if (t_ok && memory_bound(b, s))
+      rc = tn_gpu_read_ms(b->g, problem_bytes(b, s), b->cold, &read_ms, err);
+    if (!rc) {
+      print_shape_row(b, s, &choice, &t, &cu, ratio, read_ms);
+      csv_shape_row(b, s, &choice, &t, &cu, ratio, read_ms);
+    }
   }
   fflush(stdout);
   rt_choice_clear(&choice);

@@ -116,6 +116,29 @@ static const char CHECK_SOURCE[] =
     "  atomicMin(&st[5], first_out);\n"
     "}\n";
 
+/* A plain read of n16 16-byte words from p: what a memory-bound kernel's time compares with.
+ * Grid-stride, four independent 16-byte loads a thread in flight (a stride apart), past L1
+ * (read once); what it reads folds into one word, stored only when it equals a value nothing
+ * checks, so that no load can be dropped. */
+static const char READ_SOURCE[] =
+    "__device__ __forceinline__ unsigned mmt_read16(const uint4 *p) {\n"
+    "  unsigned x, y, z, w;\n"
+    "  asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\"\n"
+    "      : \"=r\"(x), \"=r\"(y), \"=r\"(z), \"=r\"(w) : \"l\"(p));\n"
+    "  return x ^ y ^ z ^ w;\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_read_bytes(const uint4 *p, unsigned long long n16,\n"
+    "                                            unsigned *sink) {\n"
+    "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "  unsigned acc = 0;\n"
+    "  for (; i + 3 * stride < n16; i += 4 * stride)\n"
+    "    acc ^= mmt_read16(p + i) ^ mmt_read16(p + i + stride) ^\n"
+    "           mmt_read16(p + i + 2 * stride) ^ mmt_read16(p + i + 3 * stride);\n"
+    "  for (; i < n16; i += stride) acc ^= mmt_read16(p + i);\n"
+    "  if (acc == 0x9E3779B9u) *sink = acc;\n"
+    "}\n";
+
 /* What mmt_check_f32 accumulates (device layout: 2 doubles, then 6 unsigned 64-bit). */
 typedef struct {
   double sums[2];
@@ -126,8 +149,10 @@ struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, widen_fn, ref_fn, check_fn;
+  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn;
   CUdeviceptr stats; /* check_stats */
+  CUdeviceptr read_buf; /* tn_gpu_read_ms's copies, read_cap bytes */
+  size_t read_cap;
   CUevent ev[TIME_BATCH + 1]; /* ev[i] .. ev[i+1] brackets run i of a batch */
   int l2_bytes;
   tn_device_limits limits; /* what tn_prune checks compiled kernels against */
@@ -174,9 +199,11 @@ void tn_measure_defaults(tn_measure_opts *o) {
 
 char *tn_gpu_helpers_source(void) {
   const char *ref = tn_ref_gpu_source();
-  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(ref) + 3;
+  size_t len =
+      strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(READ_SOURCE) + strlen(ref) + 4;
   char *source = malloc(len);
-  if (source) snprintf(source, len, "%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, ref);
+  if (source)
+    snprintf(source, len, "%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE, ref);
   return source;
 }
 
@@ -194,6 +221,7 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen_fn, g->helpers, "mmt_widen_16"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->read_fn, g->helpers, "mmt_read_bytes"));
   RT_CU_CHECK(cu, cuMemAlloc(&g->stats, sizeof(check_stats)));
 cleanup:
   rt_cubin_free(&cubin);
@@ -241,6 +269,8 @@ static void free_device_buffers(tn_gpu *g) {
   g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = 0;
 }
 
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -277,6 +307,81 @@ cleanup:
   return rc;
 }
 
+/* Median of TIME_BATCH back-to-back launches of the read kernel over `words` 16-byte words,
+ * grid blocks of `threads`, an event between each two, rotating over `rotation` copies
+ * `stride` bytes apart (after one untimed launch on copy `rotation`, which the timed ones never
+ * read), as time_runs times a kernel. */
+static mmt_status time_read(tn_gpu *g, unsigned grid, unsigned threads,
+                            unsigned long long words, size_t stride,
+                            int rotation, double *median_ms, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = g->cu;
+  double ms[TIME_BATCH];
+  CUdeviceptr sink = g->stats; /* written only by chance; the check sets it before each use */
+  for (int i = -1; i < TIME_BATCH; i++) {
+    CUdeviceptr src = g->read_buf + stride * (size_t)(i < 0 ? rotation : i % rotation);
+    void *params[] = {&src, &words, &sink};
+    RT_CU_CHECK(cu, cuLaunchKernel(g->read_fn, grid, 1, 1, threads, 1, 1, 0, 0, params, NULL));
+    RT_CU_CHECK(cu, cuEventRecord(g->ev[i + 1], 0)); /* ev[0]: after the untimed one */
+  }
+  RT_CU_CHECK(cu, cuEventSynchronize(g->ev[TIME_BATCH]));
+  for (int i = 0; i < TIME_BATCH; i++) {
+    float run_ms = 0;
+    RT_CU_CHECK(cu, cuEventElapsedTime(&run_ms, g->ev[i], g->ev[i + 1]));
+    ms[i] = run_ms;
+  }
+  qsort(ms, TIME_BATCH, sizeof ms[0], cmp_double);
+  *median_ms = 0.5 * (ms[TIME_BATCH / 2 - 1] + ms[TIME_BATCH / 2]);
+cleanup:
+  return rc;
+}
+
+mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err *err) {
+  mmt_status rc = rt_device_bind(&g->dev, err);
+  if (rc) return rc;
+  const rt_cu *cu = g->cu;
+  /* Whole 16-byte words (the kernel's loads), each copy 256-byte aligned. */
+  const unsigned long long words = (unsigned long long)(bytes / 16);
+  if (words == 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "a read of %.0f bytes: less than 16", bytes);
+  const size_t stride = round_up((size_t)words * 16, 256);
+  /* The copies rotated as reserve_problem rotates a problem's: cold, more than
+   * COLD_L2_COVER x L2 between two reads of one copy, plus the untimed copy; else L2_COVER x L2
+   * in all (at most MAX_COPIES), or 1. */
+  size_t copies;
+  if (cold) {
+    copies = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 2;
+  } else {
+    copies = ((size_t)L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 1;
+    if (copies > MAX_COPIES + 1) copies = MAX_COPIES + 1;
+  }
+  if (copies > MAX_COLD_COPIES)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "a read of %.0f bytes is too small to rotate over twice the L2", bytes);
+  if (stride * copies > g->read_cap) {
+    if (g->read_buf) cu->cuMemFree(g->read_buf);
+    g->read_buf = 0;
+    g->read_cap = 0;
+    RT_CU_CHECK(cu, cuMemAlloc(&g->read_buf, stride * copies));
+    g->read_cap = stride * copies;
+    RT_CU_CHECK(cu, cuMemsetD32(g->read_buf, 0x3f800000u, g->read_cap / 4));
+  }
+  /* The fastest of a few grids, blocks a multiprocessor x threads a block (which wins depends
+   * on the size and the device: fewer blocks start sooner, more keep more loads in flight). */
+  static const unsigned grids[][2] = {{1, 1024}, {2, 1024}, {4, 512}, {8, 256}};
+  double best = 0;
+  for (size_t v = 0; v < sizeof grids / sizeof grids[0]; v++) {
+    double median = 0;
+    const unsigned grid = grids[v][0] * (unsigned)g->dev.info.sm_count;
+    if ((rc = time_read(g, grid, grids[v][1], words, stride, (int)copies - 1, &median, err)))
+      return rc;
+    if (best == 0 || median < best) best = median;
+  }
+  *ms = best;
+cleanup:
+  return rc;
+}
+
 void tn_gpu_close(tn_gpu *g) {
   if (!g) return;
   if (g->cu && g->dev.ctx) {
@@ -287,6 +392,7 @@ void tn_gpu_close(tn_gpu *g) {
       if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
     if (g->helpers) g->cu->cuModuleUnload(g->helpers);
     if (g->stats) g->cu->cuMemFree(g->stats);
+    if (g->read_buf) g->cu->cuMemFree(g->read_buf);
   }
   rt_device_close(&g->dev);
   free(g->host_a);
@@ -304,8 +410,6 @@ static mmt_status host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *er
   *cap = bytes;
   return MMT_OK;
 }
-
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 /* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
 static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
