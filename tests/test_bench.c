@@ -436,6 +436,30 @@ static void test_gpu_cold_bandwidth(void **state) {
   run_free(&r);
 }
 
+/* The plain read of a memory-bound row's bytes at the smallest sizes: 1x1x1 (12 bytes, less
+ * than one of the read's 16-byte loads) and 17x33x65 (15 KB) get a read, a compute-bound
+ * 1000x999x1001 none, and the table is whole. */
+static void test_gpu_read_of_small_rows(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char csv[400], buf[600];
+  tmp_path(csv, sizeof csv, "small.csv");
+  run_result r = RUN("bench", "--shapes", "1x1x1,17x33x65,1000x999x1001", "--csv", csv);
+  printf("%s%s", r.out, r.err);
+  assert_int_equal(r.code, 0);
+  csv_file c;
+  csv_read(csv, &c);
+  assert_int_equal(c.nlines, 4);
+  for (int i = 1; i <= 2; i++) {
+    assert_string_equal(csv_get(&c, i, "memory_bound", buf, sizeof buf), "1");
+    assert_true(strtod(csv_get(&c, i, "read_gbps", buf, sizeof buf), NULL) > 0);
+  }
+  assert_string_equal(csv_get(&c, 3, "memory_bound", buf, sizeof buf), "0");
+  assert_string_equal(csv_get(&c, 3, "read_gbps", buf, sizeof buf), "");
+  free(c.text);
+  run_free(&r);
+}
+
 /* Without libcublas the table still runs: the reason is printed and the run succeeds. */
 static void test_gpu_without_cublas(void **state) {
   (void)state;
@@ -474,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_single_shape_rows),
       cmocka_unit_test(test_gpu_shapes_rows),
       cmocka_unit_test(test_gpu_cold_bandwidth),
+      cmocka_unit_test(test_gpu_read_of_small_rows),
       cmocka_unit_test(test_gpu_without_cublas),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -340,14 +340,13 @@ mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err
   mmt_status rc = rt_device_bind(&g->dev, err);
   if (rc) return rc;
   const rt_cu *cu = g->cu;
-  /* Whole 16-byte words (the kernel's loads), each copy 256-byte aligned. */
-  const unsigned long long words = (unsigned long long)(bytes / 16);
-  if (words == 0)
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "a read of %.0f bytes: less than 16", bytes);
+  /* Whole 16-byte words (the kernel's loads), at least one; each copy 256-byte aligned. */
+  const unsigned long long words = bytes > 16 ? (unsigned long long)ceil(bytes / 16) : 1;
   const size_t stride = round_up((size_t)words * 16, 256);
   /* The copies rotated as reserve_problem rotates a problem's: cold, more than
    * COLD_L2_COVER x L2 between two reads of one copy, plus the untimed copy; else L2_COVER x L2
-   * in all (at most MAX_COPIES), or 1. */
+   * in all (at most MAX_COPIES), or 1.  At most MAX_COLD_COPIES: a read that small is all
+   * launch, wherever its bytes are. */
   size_t copies;
   if (cold) {
     copies = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 2;
@@ -355,9 +354,7 @@ mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err
     copies = ((size_t)L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 1;
     if (copies > MAX_COPIES + 1) copies = MAX_COPIES + 1;
   }
-  if (copies > MAX_COLD_COPIES)
-    return ut_fail(err, MMT_ERR_UNSUPPORTED,
-                   "a read of %.0f bytes is too small to rotate over twice the L2", bytes);
+  if (copies > MAX_COLD_COPIES) copies = MAX_COLD_COPIES;
   if (stride * copies > g->read_cap) {
     if (g->read_buf) cu->cuMemFree(g->read_buf);
     g->read_buf = 0;

@@ -78,14 +78,14 @@ bool tn_measure_supports(const char *dtype);
  * can hope to reach. */
 mmt_status tn_gpu_copy_bandwidth(tn_gpu *g, double *bytes_per_s, ut_err *err);
 
-/* The time in ms of the fastest plain read of `bytes` (rounded down to 16) that a kernel does
+/* The time in ms of the fastest plain read of `bytes` (rounded up to 16) that a kernel does
  * (16-byte loads past L1, the fastest of a few grids), timed as tn_gpu_measure times a kernel:
  * back-to-back launches with an event between each two, the median, over copies rotated as a
- * problem's are (cold: more than twice the L2 between two reads of one copy).  What a
- * memory-bound kernel moving those bytes can reach at that size: below a few tens of MiB the
- * launch's ramp-up and drain are a visible share of the time, which a copy bandwidth measured
- * over a large buffer does not show.  Errors: MMT_ERR_INVALID_ARG (under 16 bytes),
- * MMT_ERR_UNSUPPORTED (cold, and too small to rotate over twice the L2), MMT_ERR_CUDA. */
+ * problem's are (cold: more than twice the L2 between two reads of one copy, for reads of
+ * about 13 KB and more at a 50 MiB L2).  What a memory-bound kernel moving those bytes can
+ * reach at that size: below a few tens of MiB the launch's ramp-up and drain are a visible
+ * share of the time, which a copy bandwidth measured over a large buffer does not show.
+ * Errors: MMT_ERR_CUDA. */
 mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err *err);
 
 /* Fills opts' defaults (budget, run counts) where zero. */
