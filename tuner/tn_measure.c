@@ -308,18 +308,18 @@ cleanup:
 }
 
 /* Median of TIME_BATCH back-to-back launches of the read kernel over `words` 16-byte words,
- * grid blocks of `threads`, an event between each two, rotating over `rotation` copies
- * `stride` bytes apart (after one untimed launch on copy `rotation`, which the timed ones never
- * read), as time_runs times a kernel. */
+ * grid blocks of `threads`, an event between each two, rotating over copies 0 .. rotation - 1,
+ * `stride` bytes apart, after one untimed launch on copy `untimed`; as time_runs times a
+ * kernel. */
 static mmt_status time_read(tn_gpu *g, unsigned grid, unsigned threads,
-                            unsigned long long words, size_t stride,
-                            int rotation, double *median_ms, ut_err *err) {
+                            unsigned long long words, size_t stride, int rotation, int untimed,
+                            double *median_ms, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   double ms[TIME_BATCH];
   CUdeviceptr sink = g->stats; /* written only by chance; the check sets it before each use */
   for (int i = -1; i < TIME_BATCH; i++) {
-    CUdeviceptr src = g->read_buf + stride * (size_t)(i < 0 ? rotation : i % rotation);
+    CUdeviceptr src = g->read_buf + stride * (size_t)(i < 0 ? untimed : i % rotation);
     void *params[] = {&src, &words, &sink};
     RT_CU_CHECK(cu, cuLaunchKernel(g->read_fn, grid, 1, 1, threads, 1, 1, 0, 0, params, NULL));
     RT_CU_CHECK(cu, cuEventRecord(g->ev[i + 1], 0)); /* ev[0]: after the untimed one */
@@ -344,17 +344,19 @@ mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err
   const unsigned long long words = bytes > 16 ? (unsigned long long)ceil(bytes / 16) : 1;
   const size_t stride = round_up((size_t)words * 16, 256);
   /* The copies rotated as reserve_problem rotates a problem's: cold, more than
-   * COLD_L2_COVER x L2 between two reads of one copy, plus the untimed copy; else L2_COVER x L2
-   * in all (at most MAX_COPIES), or 1.  At most MAX_COLD_COPIES: a read that small is all
-   * launch, wherever its bytes are. */
-  size_t copies;
+   * COLD_L2_COVER x L2 between two reads of one copy (at most MAX_COLD_COPIES: a read that
+   * small is all launch, wherever its bytes are), and one more for the untimed launch; else
+   * L2_COVER x L2 in all (at most MAX_COPIES), the untimed launch on the first. */
+  size_t rotation, copies;
   if (cold) {
-    copies = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 2;
+    rotation = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 1;
+    if (rotation > MAX_COLD_COPIES) rotation = MAX_COLD_COPIES;
+    copies = rotation + 1;
   } else {
-    copies = ((size_t)L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 1;
-    if (copies > MAX_COPIES + 1) copies = MAX_COPIES + 1;
+    rotation = ((size_t)L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride;
+    if (rotation > MAX_COPIES) rotation = MAX_COPIES;
+    copies = rotation;
   }
-  if (copies > MAX_COLD_COPIES) copies = MAX_COLD_COPIES;
   if (stride * copies > g->read_cap) {
     if (g->read_buf) cu->cuMemFree(g->read_buf);
     g->read_buf = 0;
@@ -370,7 +372,8 @@ mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err
   for (size_t v = 0; v < sizeof grids / sizeof grids[0]; v++) {
     double median = 0;
     const unsigned grid = grids[v][0] * (unsigned)g->dev.info.sm_count;
-    if ((rc = time_read(g, grid, grids[v][1], words, stride, (int)copies - 1, &median, err)))
+    if ((rc = time_read(g, grid, grids[v][1], words, stride, (int)rotation,
+                        cold ? (int)rotation : 0, &median, err)))
       return rc;
     if (best == 0 || median < best) best = median;
   }
