@@ -276,6 +276,21 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Sorts times[0 .. n) (n >= 1) and returns their median. */
+static double sorted_median(double *times, int n) {
+  qsort(times, (size_t)n, sizeof *times, cmp_double);
+  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+/* Copies of a set of `set_bytes` that timed runs rotate over: cold, enough that the others
+ * move more than COLD_L2_COVER x L2 between two runs on one copy; else L2_COVER x L2 in all,
+ * between 1 and MAX_COPIES.  (Cold callers keep one copy more for the untimed runs.) */
+static size_t timed_copies(const tn_gpu *g, size_t set_bytes, bool cold) {
+  if (cold) return ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes + 1;
+  size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
+  return want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : want;
+}
+
 mmt_status tn_gpu_copy_bandwidth(tn_gpu *g, double *bytes_per_s, ut_err *err) {
   enum { RUNS = 10 };
   mmt_status rc = rt_device_bind(&g->dev, err);
@@ -298,8 +313,7 @@ mmt_status tn_gpu_copy_bandwidth(tn_gpu *g, double *bytes_per_s, ut_err *err) {
     RT_CU_CHECK(cu, cuEventElapsedTime(&run_ms, g->ev[0], g->ev[1]));
     ms[i] = run_ms;
   }
-  qsort(ms, RUNS, sizeof ms[0], cmp_double);
-  const double median = 0.5 * (ms[RUNS / 2 - 1] + ms[RUNS / 2]);
+  const double median = sorted_median(ms, RUNS);
   *bytes_per_s = 2.0 * (double)bytes / (median * 1e-3);
 cleanup:
   if (dst) cu->cuMemFree(dst);
@@ -330,8 +344,7 @@ static mmt_status time_read(tn_gpu *g, unsigned grid, unsigned threads,
     RT_CU_CHECK(cu, cuEventElapsedTime(&run_ms, g->ev[i], g->ev[i + 1]));
     ms[i] = run_ms;
   }
-  qsort(ms, TIME_BATCH, sizeof ms[0], cmp_double);
-  *median_ms = 0.5 * (ms[TIME_BATCH / 2 - 1] + ms[TIME_BATCH / 2]);
+  *median_ms = sorted_median(ms, TIME_BATCH);
 cleanup:
   return rc;
 }
@@ -343,20 +356,12 @@ mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err
   /* Whole 16-byte words (the kernel's loads), at least one; each copy 256-byte aligned. */
   const unsigned long long words = bytes > 16 ? (unsigned long long)ceil(bytes / 16) : 1;
   const size_t stride = round_up((size_t)words * 16, 256);
-  /* The copies rotated as reserve_problem rotates a problem's: cold, more than
-   * COLD_L2_COVER x L2 between two reads of one copy (at most MAX_COLD_COPIES: a read that
-   * small is all launch, wherever its bytes are), and one more for the untimed launch; else
-   * L2_COVER x L2 in all (at most MAX_COPIES), the untimed launch on the first. */
-  size_t rotation, copies;
-  if (cold) {
-    rotation = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride + 1;
-    if (rotation > MAX_COLD_COPIES) rotation = MAX_COLD_COPIES;
-    copies = rotation + 1;
-  } else {
-    rotation = ((size_t)L2_COVER * (size_t)g->l2_bytes + stride - 1) / stride;
-    if (rotation > MAX_COPIES) rotation = MAX_COPIES;
-    copies = rotation;
-  }
+  /* The copies rotated as a problem's are (cold: at most MAX_COLD_COPIES, a read that small
+   * being all launch wherever its bytes are, and one more for the untimed launch; warm: the
+   * untimed launch on the first). */
+  size_t rotation = timed_copies(g, stride, cold);
+  if (cold && rotation > MAX_COLD_COPIES) rotation = MAX_COLD_COPIES;
+  const size_t copies = cold ? rotation + 1 : rotation;
   if (stride * copies > g->read_cap) {
     if (g->read_buf) cu->cuMemFree(g->read_buf);
     g->read_buf = 0;
@@ -439,19 +444,13 @@ static mmt_status reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
                                extents[i] * (size_t)g->elem, err)))
       return rc;
   size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems + g->c_elems);
-  if (o->cold) {
-    /* Between two runs on a copy, the others move at least COLD_L2_COVER x L2 through it;
-     * one copy more for the untimed runs. */
-    size_t want = ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes + 2;
-    if (want > MAX_COLD_COPIES)
-      return ut_fail(err, MMT_ERR_UNSUPPORTED,
-                     "--cold: the problem is too small to rotate over twice the L2 (%zu copies)",
-                     want);
-    g->copies = (int)want;
-  } else {
-    size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
-    g->copies = want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : (int)want;
-  }
+  /* Cold: one copy more for the untimed runs. */
+  const size_t want = timed_copies(g, set_bytes, o->cold) + (o->cold ? 1 : 0);
+  if (o->cold && want > MAX_COLD_COPIES)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "--cold: the problem is too small to rotate over twice the L2 (%zu copies)",
+                   want);
+  g->copies = (int)want;
   size_t bytes = set_bytes * (size_t)g->copies;
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n; /* the reference lives on the device */
   if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
@@ -641,11 +640,10 @@ static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr 
 
 /* Min, median and max of `runs` times (sorted in place), and the TFLOP/s of the median. */
 static void set_times(tn_measurement *out, const tn_measure_opts *o, double *times, int runs) {
-  qsort(times, (size_t)runs, sizeof *times, cmp_double);
+  out->ms_median = sorted_median(times, runs);
   out->runs = runs;
   out->ms_min = times[0];
   out->ms_max = times[runs - 1];
-  out->ms_median = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
   out->tflops = 2.0 * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
 }
 
