@@ -8,6 +8,8 @@
  *     byte for byte, and the tables, and refers to no other file;
  *   - bad inputs: one line on stderr, nothing on stdout, exit 2 (arguments) or 1 (work);
  *     gnuplot missing (PATH an empty folder) or failing (a fake gnuplot on PATH);
+ *   - untrusted text: shell commands, quotes, backslashes, newlines, markup in every text
+ *     column of a database and a bench CSV: no command runs, index.html shows the text escaped;
  *   - 10^5 rows (the fixture's rows copied onto 3,936 problems): the time it takes.
  * The tests that draw skip without gnuplot; all skip without the sqlite3 CLI (which loads the
  * fixture). */
@@ -381,6 +383,191 @@ static void test_gnuplot_missing_or_failing(void **state) {
   run_free(&r);
 }
 
+/* ---- data from others: hostile text in every column ---- */
+
+/* A shared database or CSV is untrusted: its text must reach gnuplot as nothing gnuplot runs
+ * (it runs `...` as a shell command, even inside a double-quoted string) and index.html as
+ * text, never markup.  Each command below, if run, creates a file: tmp_dir/pw-* (absolute)
+ * or OUT/pw-* (gnuplot runs in OUT; the dtype holds 7 bytes). */
+#define HOSTILE_NAMES 8
+
+typedef struct {
+  char device[128], tmpl[64], params[256], dtype[8], layout[8];
+  char marker[HOSTILE_NAMES][700]; /* the files the commands would create */
+  int nmarkers;
+} hostile;
+
+/* Formats into out, failing the test when it does not fit (a truncated command proves
+ * nothing). */
+static void fit(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fit(char *out, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out, len, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= len) fail_msg("'%s...' does not fit in %zu bytes", out, len);
+}
+
+static void hostile_init(hostile *h, const char *out_dir) {
+  fit(h->device, sizeof h->device,
+      "H `touch %s/pw-d` \"q' \\ @m $x # system(\"touch %s/pw-s\") <script>alert(1)</script>\nz",
+      tmp_dir, tmp_dir);
+  fit(h->tmpl, sizeof h->tmpl, "t`touch %s/pw-t`'\"@m#\\<script>", tmp_dir);
+  fit(h->params, sizeof h->params,
+      "bm=64,`touch %s/pw-p`,x=\"$(touch %s/pw-q)\",system(\"touch %s/pw-r\")\n"
+      "#@m \\ <script>alert(2)</script>",
+      tmp_dir, tmp_dir, tmp_dir);
+  fit(h->dtype, sizeof h->dtype, "`:>pw`");
+  fit(h->layout, sizeof h->layout, "'\"<#\\\n");
+  const char *abs[] = {"pw-d", "pw-s", "pw-t", "pw-p", "pw-q", "pw-r"};
+  h->nmarkers = 0;
+  for (int i = 0; i < 6; i++)
+    fit(h->marker[h->nmarkers++], sizeof h->marker[0], "%s/%s", tmp_dir, abs[i]);
+  fit(h->marker[h->nmarkers++], sizeof h->marker[0], "%s/pw", out_dir);
+  fit(h->marker[h->nmarkers++], sizeof h->marker[0], "%s/pw-f", out_dir);
+}
+
+/* s as an SQL expression: a blob literal holds any byte, so there is no quoting to get
+ * wrong. */
+static void sql_text(FILE *f, const char *s) {
+  fputs("CAST(X'", f);
+  for (; *s; s++) fprintf(f, "%02x", (unsigned char)*s);
+  fputs("' AS TEXT)", f);
+}
+
+/* A copy of the fixture with the hostile device name on every row, the hostile template and
+ * params on every row of f16 1024^3 (so its best row shows them) and the hostile dtype and
+ * layout on every row of f32 4096^3. */
+static void hostile_db(const hostile *h, const char *path) {
+  char sql[600], cmd[2000];
+  tmp_path(sql, sizeof sql, "hostile.sql");
+  FILE *f = fopen(sql, "w");
+  assert_non_null(f);
+  fputs("UPDATE results SET device_name = ", f);
+  sql_text(f, h->device);
+  fputs(";\nUPDATE results SET template_name = ", f);
+  sql_text(f, h->tmpl);
+  fputs(", params = ", f);
+  sql_text(f, h->params);
+  fputs(" WHERE dtype = 'f16' AND m = 1024 AND n = 1024 AND k = 1024;\n", f);
+  fputs("UPDATE results SET dtype = ", f);
+  sql_text(f, h->dtype);
+  fputs(", layout = ", f);
+  sql_text(f, h->layout);
+  fputs(" WHERE dtype = 'f32' AND m = 4096 AND n = 4096 AND k = 4096;\n", f);
+  assert_int_equal(fclose(f), 0);
+  fit(cmd, sizeof cmd, "cp '%s' '%s' && " SQLITE_CLI " '%s' < '%s'", g_db, path, path, sql);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* s as one CSV field (RFC 4180: quoted, a quote doubled). */
+static void csv_field(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+/* A bench CSV of the --shapes format: two shapes of the hostile device, the hostile template
+ * and params. */
+static void hostile_csv(const hostile *h, const char *path) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("device,m,n,k,choice,template,params,tuned_status,tuned_ms,tuned_tflops,"
+        "cublas_status,cublas_ms,cublas_tflops,tuned_error,cublas_error\n",
+        f);
+  for (int i = 0; i < 2; i++) {
+    csv_field(f, h->device);
+    fprintf(f, ",%d,1024,1024,exact,", 1024 * (i + 1));
+    csv_field(f, h->tmpl);
+    fputc(',', f);
+    csv_field(f, h->params);
+    fputs(",ok,0.0095,226.05,ok,0.0121,177.48,", f);
+    csv_field(f, h->tmpl);
+    fputs(",\n", f);
+  }
+  assert_int_equal(fclose(f), 0);
+}
+
+/* s as index.html must hold it: & < > " ' escaped. */
+static char *html_escaped(const char *s) {
+  char *out = malloc(strlen(s) * 6 + 1), *w = out;
+  assert_non_null(out);
+  for (; *s; s++) {
+    const char *e = *s == '&'    ? "&amp;"
+                    : *s == '<'  ? "&lt;"
+                    : *s == '>'  ? "&gt;"
+                    : *s == '"'  ? "&quot;"
+                    : *s == '\'' ? "&#39;"
+                                 : NULL;
+    if (e)
+      w = stpcpy(w, e);
+    else
+      *w++ = *s;
+  }
+  *w = 0;
+  return out;
+}
+
+static void assert_html_has(const char *html, const char *text) {
+  char *e = html_escaped(text);
+  if (!strstr(html, e)) fail_msg("index.html lacks the escaped text:\n%s", e);
+  free(e);
+}
+
+/* What gnuplot reads in dir holds no backquote: report.gp and each data file. */
+static void assert_no_backquote(const char *dir) {
+  static const char *const files[] = {"report.gp", "tflops.dat", "search.dat", "model.dat"};
+  char path[700];
+  for (int i = 0; i < (int)(sizeof files / sizeof files[0]); i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    char *text = cli_slurp(path);
+    if (strchr(text, '`')) fail_msg("%s holds a backquote", path);
+    free(text);
+  }
+}
+
+static void test_hostile_text(void **state) {
+  (void)state;
+  need(true);
+  hostile h;
+  char db[600], out[600], csv[600], path[700];
+  tmp_path(db, sizeof db, "hostile.db");
+  tmp_path(out, sizeof out, "hostile");
+  /* the CSV's own name is in a chart's title */
+  tmp_path(csv, sizeof csv, "b `touch pw-f` '\"<i>.csv");
+  hostile_init(&h, out);
+  hostile_db(&h, db);
+  hostile_csv(&h, csv);
+  run_result r = RUN("report", "--db", db, "--bench", csv, "--out", out);
+  if (r.code != 0) fail_msg("exit %d, stderr:\n%s", r.code, r.err);
+  assert_string_equal(r.err, "");
+  run_free(&r);
+  for (int i = 0; i < h.nmarkers; i++)
+    if (access(h.marker[i], F_OK) == 0) fail_msg("an injected command created %s", h.marker[i]);
+  assert_no_backquote(out);
+  snprintf(path, sizeof path, "%s/index.html", out);
+  char *html = cli_slurp(path);
+  assert_null(strstr(html, "<script"));
+  assert_null(strstr(html, "<i>"));
+  assert_html_has(html, h.device);
+  assert_html_has(html, h.tmpl);
+  assert_html_has(html, h.params);
+  assert_html_has(html, h.dtype);
+  assert_html_has(html, h.layout);
+  assert_html_has(html, csv);
+  free(html);
+  /* and without the CSV: the best rows' chart labels its bars with the dtype and layout */
+  r = RUN("report", "--db", db, "--out", out);
+  if (r.code != 0) fail_msg("exit %d, stderr:\n%s", r.code, r.err);
+  run_free(&r);
+  for (int i = 0; i < h.nmarkers; i++)
+    if (access(h.marker[i], F_OK) == 0) fail_msg("an injected command created %s", h.marker[i]);
+  assert_no_backquote(out);
+}
+
 /* ---- 10^5 rows ---- */
 
 /* The fixture's 611 rows copied 163 more times, copy v on shapes moved by (16v, 8v, 0),
@@ -442,6 +629,7 @@ int main(void) {
       cmocka_unit_test(test_bad_database),
       cmocka_unit_test(test_unwritable_out),
       cmocka_unit_test(test_gnuplot_missing_or_failing),
+      cmocka_unit_test(test_hostile_text),
       cmocka_unit_test(test_report_1e5_rows),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

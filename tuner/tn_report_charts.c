@@ -8,6 +8,7 @@
  *   model.png           the model's leave-one-shape-out prediction against the measurement
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +26,26 @@ static void shape_text(char *buf, size_t len, const db_problem *p) {
            (long long)p->k);
 }
 
-/* A gnuplot double-quoted string: a newline in s breaks the line, quotes and backslashes are
- * escaped, other control characters become spaces. */
+/* The byte gnuplot is given for byte c of a string from the database, the CSV or the command
+ * line: c itself when it is one of a few plain characters, else '_'.  gnuplot runs `...` as
+ * a shell command even inside a double-quoted string (where a single quote is plain), and
+ * gives meaning to the backslash, '"', '@', '$' and more; a whitelist stays safe whatever a
+ * later gnuplot adds.  (A UTF-8 name loses its accents in the charts, not in index.html.) */
+static char gp_char(char c) {
+  bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               (c && strchr(" -_.,:;=+*/%()[]'", c));
+  return plain ? c : '_';
+}
+
+/* A gnuplot double-quoted string: a newline breaks the title's line (a caption's own, or
+ * one in a name: harmless), every other byte passes gp_char. */
 static void gp_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
     if (*s == '\n')
       fputs("\\n", f);
-    else if (*s == '"' || *s == '\\')
-      fprintf(f, "\\%c", *s);
     else
-      fputc((unsigned char)*s < 32 ? ' ' : *s, f);
+      fputc(gp_char(*s), f);
   }
   fputc('"', f);
 }
@@ -51,10 +61,11 @@ static void pic_begin(report *r, const char *name, const char *caption) {
   gp_str(r->gp, caption); /* no newline: the caller's commands start with one */
 }
 
-/* A data file's quoted string (a double quote in s becomes a single one). */
+/* A data file's quoted string: every byte passes gp_char, so none ends the field or the
+ * line, or starts a comment. */
 static void dat_str(FILE *f, const char *s) {
   fputc('"', f);
-  for (; *s; s++) fputc(*s == '"' ? '\'' : (unsigned char)*s < 32 ? ' ' : *s, f);
+  for (; *s; s++) fputc(gp_char(*s), f);
   fputc('"', f);
 }
 
@@ -442,8 +453,8 @@ static mmt_status chart_model(report *r, ut_err *err) {
 /* Writes report.gp: the terminal, then the charts, each with its data file. */
 mmt_status tn_report_write_script(report *r, ut_err *err) {
   if (!(r->gp = tn_report_open(r, "report.gp", err))) return MMT_ERR_IO;
-  fprintf(r->gp,
-          "# mmtune report: `gnuplot report.gp` in this folder draws the charts again\n"
+  fprintf(r->gp, /* no backquote even in a comment: the file holds none, as a test checks */
+          "# mmtune report: running gnuplot report.gp in this folder draws the charts again\n"
           "set terminal pngcairo size %d,%d noenhanced font 'sans,10'\n",
           RP_W, RP_H);
   mmt_status rc = r->nbench ? chart_bench(r, err) : chart_best(r, err);

@@ -12,6 +12,8 @@
 
 #include "tn_report_int.h"
 
+/* s as HTML text or a quoted attribute's value: every string from the database, the CSV or
+ * the command line goes through here, so none of it is ever markup. */
 static void html_text(FILE *f, const char *s) {
   for (; *s; s++) {
     switch (*s) {
@@ -19,6 +21,7 @@ static void html_text(FILE *f, const char *s) {
       case '<': fputs("&lt;", f); break;
       case '>': fputs("&gt;", f); break;
       case '"': fputs("&quot;", f); break;
+      case '\'': fputs("&#39;", f); break;
       default: fputc(*s, f);
     }
   }
@@ -105,8 +108,9 @@ static mmt_status html_picture(FILE *f, const report *r, int i, ut_err *err) {
     return ut_fail(err, MMT_ERR_IO, "gnuplot wrote no picture '%s' (see '%s/gnuplot.log')", path,
                    r->out);
   }
-  fprintf(f, "<figure><img alt=\"%s\" width=\"%d\" height=\"%d\" src=\"data:image/png;base64,",
-          r->pics[i], RP_W, RP_H);
+  fputs("<figure><img alt=\"", f);
+  html_text(f, r->pics[i]); /* plain characters (a dtype made so), escaped all the same */
+  fprintf(f, "\" width=\"%d\" height=\"%d\" src=\"data:image/png;base64,", RP_W, RP_H);
   base64(f, (const unsigned char *)data, len);
   fputs("\"><figcaption>", f);
   html_text(f, r->caption[i]);
