@@ -10,6 +10,7 @@
  *     gnuplot missing (PATH an empty folder) or failing (a fake gnuplot on PATH);
  *   - untrusted text: shell commands, quotes, backslashes, newlines, markup in every text
  *     column of a database and a bench CSV: no command runs, index.html shows the text escaped;
+ *   - a bench CSV of 10^5 shapes read whole, and the reader's bounds (size, shapes);
  *   - 10^5 rows (the fixture's rows copied onto 3,936 problems): the time it takes.
  * The tests that draw skip without gnuplot; all skip without the sqlite3 CLI (which loads the
  * fixture). */
@@ -568,6 +569,82 @@ static void test_hostile_text(void **state) {
   assert_no_backquote(out);
 }
 
+/* ---- a large bench CSV ---- */
+
+#define BIG_SHAPES 100000
+
+/* The CSV of `bench M N K` with BIG_SHAPES shapes (m = 16 + i): every tuned record, then a
+ * shape of another GPU model, then every cuBLAS record in the reverse order, so that each
+ * cuBLAS record finds its shape's entry far from the last one made. */
+static void big_csv(const char *path) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("device,m,n,k,implementation,config,status,ms,tflops,rel_err,max_err,error\n", f);
+  for (int i = 0; i < BIG_SHAPES; i++)
+    fprintf(f, DEV ",%d,64,64,tuned (model),\"bm=%d\",ok,%d.5,%d,,,\n", 16 + i, i % 7, i, i);
+  fputs("Other GPU,16,64,64,cuBLAS,,ok,1,1,,,\n", f);
+  for (int i = BIG_SHAPES - 1; i >= 0; i--)
+    fprintf(f, DEV ",%d,64,64,cuBLAS,,ok,%d.25,%d,,,\n", 16 + i, 2 * i, 2 * i);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* Every shape once in the bench table, each with its tuned and its cuBLAS record (the
+ * reading is linear: not timed here, the run's time limit is far above it). */
+static void test_bench_csv_1e5_shapes(void **state) {
+  (void)state;
+  need(true);
+  char csv[600], out[600], path[700], row[300];
+  tmp_path(csv, sizeof csv, "big.csv");
+  tmp_path(out, sizeof out, "big-csv");
+  big_csv(csv);
+  assert_ok(RUN("report", "--db", g_db, "--bench", csv, "--out", out), out);
+  snprintf(path, sizeof path, "%s/index.html", out);
+  char *html = cli_slurp(path);
+  char *table = strstr(html, "<h2>Bench"), *end = table ? strstr(table, "<h2>Best") : NULL;
+  assert_non_null(end);
+  int rows = 0;
+  for (char *s = strstr(table, "<tr><td>"); s && s < end; s = strstr(s + 1, "<tr><td>")) rows++;
+  assert_int_equal(rows, BIG_SHAPES);
+  int i = 54321;
+  snprintf(row, sizeof row,
+           "<tr><td>%dx64x64</td><td>%d.5000</td><td>%d.00</td><td>%d.2500</td><td>%d.00</td>"
+           "<td>0.500x</td><td class=l>bm=%d</td></tr>\n",
+           16 + i, i, i, 2 * i, 2 * i, i % 7);
+  assert_non_null(strstr(table, row));
+  free(html);
+  /* the chart's bars: the first 40 shapes, in the CSV's order */
+  snprintf(path, sizeof path, "%s/tflops.dat", out);
+  char *dat = cli_slurp(path);
+  assert_int_equal(cli_count_lines(dat), 1 + 40);
+  assert_non_null(strstr(dat, "\n\"55x64x64\" 39 78\n"));
+  free(dat);
+}
+
+/* The reader's bounds, each one line and exit 1: a file over 64 MiB (sparse here) and more
+ * than 250,000 shapes. */
+static void test_bench_csv_bounds(void **state) {
+  (void)state;
+  need(false);
+  char csv[600], out[600];
+  tmp_path(csv, sizeof csv, "huge.csv");
+  tmp_path(out, sizeof out, "huge");
+  FILE *f = fopen(csv, "w");
+  assert_non_null(f);
+  fputs("device,m,n,k,implementation,config,status,ms,tflops,rel_err,max_err,error\n", f);
+  assert_int_equal(fflush(f), 0);
+  assert_int_equal(ftruncate(fileno(f), (64 << 20) + 1), 0);
+  assert_int_equal(fclose(f), 0);
+  assert_fails(RUN("report", "--db", g_db, "--bench", csv, "--out", out), 1,
+               "is larger than 64 MiB");
+  f = fopen(csv, "w");
+  assert_non_null(f);
+  fputs("device,m,n,k,implementation,config,status,ms,tflops,rel_err,max_err,error\n", f);
+  for (int i = 0; i <= 250000; i++) fprintf(f, "G,%d,1,1,cuBLAS,,ok,1,1,,,\n", i + 1);
+  assert_int_equal(fclose(f), 0);
+  assert_fails(RUN("report", "--db", g_db, "--bench", csv, "--out", out), 1,
+               "record 250002: more than 250000 shapes");
+}
+
 /* ---- 10^5 rows ---- */
 
 /* The fixture's 611 rows copied 163 more times, copy v on shapes moved by (16v, 8v, 0),
@@ -630,6 +707,8 @@ int main(void) {
       cmocka_unit_test(test_unwritable_out),
       cmocka_unit_test(test_gnuplot_missing_or_failing),
       cmocka_unit_test(test_hostile_text),
+      cmocka_unit_test(test_bench_csv_1e5_shapes),
+      cmocka_unit_test(test_bench_csv_bounds),
       cmocka_unit_test(test_report_1e5_rows),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,18 +1,26 @@
 /*
  * tn_report_csv.c -- `mmtune report --bench CSV` (tn_report_int.h): reads either CSV `mmtune
  * bench --csv` writes into one entry per shape, tuned and cuBLAS TFLOP/s, and keeps the
- * entries of the report's GPU model.
+ * entries of the report's GPU model.  The CSV may come from anyone: its size and its count of
+ * shapes are bounded, and each record finds its entry through a hash index (linear time).
  */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "tn_cli.h"
 #include "tn_opts.h"
 #include "tn_report_int.h"
+
+/* Bounds on what a CSV can make a report hold: a bench CSV of 10^5 shapes is about 10 MB, its
+ * entries (0.5 kB each) 50 MB. */
+#define RP_MAX_CSV_BYTES (64 << 20)
+#define RP_MAX_BENCH 250000
+#define RP_STR_(x) #x
+#define RP_STR(x) RP_STR_(x) /* a number's digits, in a message */
 
 /* Cuts the next record (RFC 4180) of *pos into fields, unquoted in place; the field count, 0
  * at the end of the text.  Fields past max are dropped. */
@@ -58,20 +66,69 @@ static bool csv_num(char **f, int n, int col, double *out) {
   return !*end && !errno;
 }
 
-/* The entry of (device, m, n, k), added when new; NULL when out of memory. */
-static rp_bench *bench_entry(report *r, const char *device, int64_t m, int64_t n, int64_t k) {
-  for (int i = 0; i < r->nbench; i++) {
-    rp_bench *b = &r->bench[i];
-    if (!strcmp(b->device, device) && b->m == m && b->n == n && b->k == k) return b;
+/* The entries being read, with their index by (device, m, n, k): open addressing, each used
+ * slot an entry's position + 1, at most half the slots used.  A record finds its entry in a
+ * few probes; a scan of the entries made 10^5 shapes take 42 s. */
+typedef struct {
+  report *r;
+  int *slots;
+  size_t nslots; /* a power of 2 (0 before the first entry) */
+} bench_index;
+
+static size_t key_hash(const char *device, int64_t m, int64_t n, int64_t k) {
+  int64_t mnk[3] = {m, n, k};
+  return (size_t)ut_hash64_more(ut_hash64(device, strlen(device)), mnk, sizeof mnk);
+}
+
+/* The slot of (device, m, n, k): its entry's, or the empty one where it goes. */
+static size_t find_slot(const bench_index *ix, const char *device, int64_t m, int64_t n,
+                        int64_t k) {
+  size_t mask = ix->nslots - 1, s = key_hash(device, m, n, k) & mask;
+  for (;; s = (s + 1) & mask) {
+    if (!ix->slots[s]) return s;
+    const rp_bench *b = &ix->r->bench[ix->slots[s] - 1];
+    if (b->m == m && b->n == n && b->k == k && !strcmp(b->device, device)) return s;
   }
+}
+
+/* Doubles the slots and puts every entry back; false when out of memory. */
+static bool index_grow(bench_index *ix) {
+  size_t nslots = ix->nslots ? ix->nslots * 2 : 1024;
+  int *slots = calloc(nslots, sizeof *slots);
+  if (!slots) return false;
+  free(ix->slots);
+  ix->slots = slots, ix->nslots = nslots;
+  for (int i = 0; i < ix->r->nbench; i++) {
+    const rp_bench *b = &ix->r->bench[i];
+    ix->slots[find_slot(ix, b->device, b->m, b->n, b->k)] = i + 1;
+  }
+  return true;
+}
+
+/* The entry of (device, m, n, k) into *out, added when new; NULL, or why it cannot be. */
+static const char *bench_entry(bench_index *ix, const char *device_text, int64_t m, int64_t n,
+                               int64_t k, rp_bench **out) {
+  report *r = ix->r;
+  char device[sizeof r->bench->device];
+  ut_copy(device, sizeof device, device_text); /* the key as the entry keeps it */
+  if ((size_t)r->nbench * 2 >= ix->nslots && !index_grow(ix)) return "out of memory";
+  size_t s = find_slot(ix, device, m, n, k);
+  if (ix->slots[s]) {
+    *out = &r->bench[ix->slots[s] - 1];
+    return NULL;
+  }
+  if (r->nbench == RP_MAX_BENCH)
+    return "more than " RP_STR(RP_MAX_BENCH) " shapes, the most a report reads";
   rp_bench *v = ut_grow(r->bench, &r->bench_cap, r->nbench + 1, sizeof *v);
-  if (!v) return NULL;
+  if (!v) return "out of memory";
   r->bench = v;
-  rp_bench *b = &v[r->nbench++];
+  rp_bench *b = &v[r->nbench];
   *b = (rp_bench){
       .m = m, .n = n, .k = k, .tuned_ms = NAN, .tuned = NAN, .cublas_ms = NAN, .cublas = NAN};
   ut_copy(b->device, sizeof b->device, device);
-  return b;
+  ix->slots[s] = ++r->nbench;
+  *out = b;
+  return NULL;
 }
 
 /* The columns of either CSV `mmtune bench` writes: --shapes (one record a shape: tuned_* and
@@ -82,21 +139,23 @@ typedef struct {
   int tuned_ms, tuned, cublas_ms, cublas, tmpl, params; /* --shapes */
 } csv_cols;
 
-/* Adds one record to its shape's entry; false when a number is bad. */
-static bool bench_record(report *r, const csv_cols *c, char **f, int n, bool *nomem) {
+/* Adds one record to its shape's entry; NULL, or what is wrong with it. */
+static const char *bench_record(bench_index *ix, const csv_cols *c, char **f, int n) {
   double m, nn, k, t_ms, t, c_ms, cu;
   bool ok = csv_num(f, n, c->m, &m) && csv_num(f, n, c->n, &nn) && csv_num(f, n, c->k, &k);
-  if (!ok || !(m >= 1 && nn >= 1 && k >= 1 && m < 1e15 && nn < 1e15 && k < 1e15)) return false;
+  if (!ok || !(m >= 1 && nn >= 1 && k >= 1 && m < 1e15 && nn < 1e15 && k < 1e15))
+    return "a bad number";
   const char *impl = c->impl >= 0 && c->impl < n ? f[c->impl] : "";
   bool single = c->impl >= 0, tuned = !strncmp(impl, "tuned", 5), cublas = !strcmp(impl, "cuBLAS");
-  if (single && !tuned && !cublas) return true; /* the CPU and classic GPU rows */
+  if (single && !tuned && !cublas) return NULL; /* the CPU and classic GPU rows */
   ok = single ? csv_num(f, n, c->ms, &t_ms) && csv_num(f, n, c->tflops, &t)
               : csv_num(f, n, c->tuned_ms, &t_ms) && csv_num(f, n, c->tuned, &t) &&
                     csv_num(f, n, c->cublas_ms, &c_ms) && csv_num(f, n, c->cublas, &cu);
-  if (!ok) return false;
-  rp_bench *b =
-      bench_entry(r, c->device < n ? f[c->device] : "", (int64_t)m, (int64_t)nn, (int64_t)k);
-  if (!b) return !(*nomem = true);
+  if (!ok) return "a bad number";
+  rp_bench *b = NULL;
+  const char *why = bench_entry(ix, c->device < n ? f[c->device] : "", (int64_t)m, (int64_t)nn,
+                                (int64_t)k, &b);
+  if (why) return why;
   if (single && cublas) {
     b->cublas_ms = t_ms, b->cublas = t;
   } else {
@@ -106,7 +165,7 @@ static bool bench_record(report *r, const csv_cols *c, char **f, int n, bool *no
     if (!single && c->tmpl < n && c->params < n)
       snprintf(b->kernel, sizeof b->kernel, "%.63s %.250s", f[c->tmpl], f[c->params]);
   }
-  return true;
+  return NULL;
 }
 
 /* The header's columns; false when it is neither of the bench CSVs. */
@@ -144,29 +203,40 @@ static int bench_device(report *r) {
   return 0;
 }
 
+/* Reads the records after the header into entries; an exit code. */
+static int bench_records(report *r, const csv_cols *c, char *pos) {
+  bench_index ix = {.r = r};
+  char *f[32];
+  const char *why = NULL;
+  int n, line = 1;
+  while (!why && (n = csv_next(&pos, f, 32)) > 0) {
+    line++;
+    if (n == 1 && !f[0][0]) continue; /* an empty line */
+    why = bench_record(&ix, c, f, n);
+  }
+  free(ix.slots);
+  return why ? tn_fail("report", "bench CSV '%s', record %d: %s", r->bench_path, line, why) : 0;
+}
+
 /* Reads --bench; an exit code. */
 int tn_report_read_bench(report *r, ut_err *err) {
   char *text = NULL, *f[32];
-  if (access(r->bench_path, F_OK) != 0)
+  struct stat st;
+  if (stat(r->bench_path, &st) != 0)
     return tn_usage_error("report", "no bench CSV at '%s'", r->bench_path);
+  if (st.st_size > RP_MAX_CSV_BYTES)
+    return tn_fail("report", "bench CSV '%s' is larger than %d MiB, the most a report reads",
+                   r->bench_path, RP_MAX_CSV_BYTES >> 20);
   if (ut_read_file(r->bench_path, &text, NULL, err)) return tn_fail("report", "%s", err->msg);
   csv_cols c;
   char *pos = text;
-  int n = csv_next(&pos, f, 32), ex = 0, line = 1;
-  bool nomem = false;
+  int n = csv_next(&pos, f, 32), ex = 0;
   if (!csv_header(f, n, &c))
     ex = tn_fail("report",
                  "'%s' is not a `mmtune bench --csv` file (its header lacks the "
                  "columns m, n, k and tuned_tflops or implementation)",
                  r->bench_path);
-  while (!ex && (n = csv_next(&pos, f, 32)) > 0) {
-    line++;
-    if (n == 1 && !f[0][0]) continue; /* an empty line */
-    if (!bench_record(r, &c, f, n, &nomem))
-      ex = nomem
-               ? tn_fail("report", "out of memory reading '%s'", r->bench_path)
-               : tn_fail("report", "bench CSV '%s', record %d: a bad number", r->bench_path, line);
-  }
+  if (!ex) ex = bench_records(r, &c, pos);
   free(text);
   return ex ? ex : bench_device(r);
 }
