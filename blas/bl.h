@@ -70,14 +70,22 @@ typedef struct {
  * first failing check wins. */
 int bl_check_f77(char transa, char transb, int m, int n, int k, int lda, int ldb, int ldc);
 
-/* An error of a CBLAS call as netlib's cblas_sgemm reports it: cblas_xerbla(info, name,
- * form, value) with the global RowMajorStrg set to row_major_strg during the call.  For
- * row-major calls netlib passes the numbers of its column-major Fortran call (M and N, LDA
- * and LDB swapped: M < 0 is 5, LDA is 11) and its cblas_xerbla maps them back because
- * RowMajorStrg is 1; an invalid TransB of a row-major call is reported as 2, as netlib does. */
+/* An error of a CBLAS call, as netlib's cblas_sgemm (LAPACK 3.11) meets it.  For the whole
+ * call it sets the globals CBLAS_CallFromC to 1 and RowMajorStrg to 0, RowMajorStrg to 1 once
+ * it sees a row-major order, and both back to 0 before it returns; between, either
+ *   - it finds the order or a transpose invalid itself: cblas_xerbla(info, "cblas_sgemm",
+ *     form, value), with info 1 (order), 2 (TransA) or 3 (TransB; 2 for a row-major call, as
+ *     netlib 3.11 does); or
+ *   - it calls the Fortran SGEMM (row-major: M and N, A and B, LDA and LDB swapped), whose
+ *     check calls XERBLA("SGEMM ", f77_info): the program's xerbla_ when it has one, else
+ *     CBLAS's, which passes it on as cblas_xerbla(f77_info + 1, "cblas_sgemm ", "") (M < 0
+ *     of a row-major call is 5 there, LDA 11; netlib's cblas_xerbla maps them back to the
+ *     CBLAS argument numbers because RowMajorStrg is 1). */
 typedef struct {
-  int info;           /* 0: the arguments are valid */
-  int row_major_strg; /* RowMajorStrg during the cblas_xerbla call */
+  int info;           /* the number cblas_xerbla gets (f77_info + 1 when f77_info); 0: valid */
+  int f77_info;       /* INFO of the Fortran call's check, 0 when the C wrapper's own check
+                         failed (the error goes to cblas_xerbla, not xerbla_) */
+  int row_major_strg; /* RowMajorStrg while the error is reported */
   const char *form;   /* printf format of the detail ("" when there is none) */
   int value;          /* the offending enum value, for form */
 } bl_cblas_error;

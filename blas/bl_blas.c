@@ -3,10 +3,12 @@
  * route it, count it.  The environment is read, and the CPU BLAS loaded, once, at the first
  * call.
  *
- * Errors go where reference BLAS sends them: xerbla_ and cblas_xerbla are looked up by name
- * in the process's global scope first (the program's own XERBLA wins, as it does over
- * libblas's), then in the CPU BLAS; RowMajorStrg, the netlib CBLAS global its cblas_xerbla
- * reads, is set around the call as netlib's cblas_sgemm sets it. */
+ * Errors go where netlib's BLAS and CBLAS send them (the "errors" section below says how):
+ * xerbla_, cblas_xerbla and the CBLAS globals RowMajorStrg and CBLAS_CallFromC are looked up
+ * by name in the process's global scope first (the program's own handler wins, as it does
+ * over libblas's), then in the CPU BLAS; where neither has a handler, the shim does what
+ * netlib's own would. */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -72,42 +74,109 @@ static void run(const bl_gemm *g) {
   }
 }
 
-/* ---- errors ---- */
+/* ---- errors ----
+ *
+ * Netlib's CBLAS (LAPACK 3.11: CBLAS/src/xerbla.c, cblas_xerbla.c, cblas_sgemm.c; Debian's
+ * libblas.so.3 holds it with the Fortran BLAS) has two handlers, either of which a program
+ * may define:
+ *   xerbla_(name, &info, len)  what the Fortran routines call.  CBLAS's own, when the global
+ *       CBLAS_CallFromC is set (a C wrapper is running), passes the error on as
+ *       cblas_xerbla(info + 1, "cblas_" and the first 6 characters of name in lower case,
+ *       ""); otherwise it prints "Parameter %d to routine %s was incorrect" and returns.
+ *   cblas_xerbla(info, rout, form, ...)  what the C wrappers call for the arguments they
+ *       check themselves (the order, the transposes).  CBLAS's own prints that line (the
+ *       numbers of a GEMM's M, N and LDA, LDB swapped back when the global RowMajorStrg is
+ *       set), then form, and calls exit(-1).
+ * So a program with only xerbla_ sees a CBLAS call's bad M, K or leading dimension there,
+ * as the Fortran SGEMM reports it, and carries on; a bad order or transpose still ends it.
+ * The shim calls the handler netlib's routine would, found as that routine's call finds it,
+ * with the globals set as netlib sets them. */
+
+typedef void (*xerbla_fn)(const char *name, const int *info, size_t name_len);
+typedef void (*cblas_xerbla_fn)(int info, const char *rout, const char *form, ...);
+
+/* Weak references, never used to call: they put the four names in this library's dynamic
+ * symbol table, so that a program linked with it (instead of with a libblas that defines
+ * them) gets its own definitions exported, as linking with libblas does, where lookup()
+ * finds them. */
+extern void xerbla_(const char *name, const int *info, size_t name_len) __attribute__((weak));
+extern void cblas_xerbla(int info, const char *rout, const char *form, ...)
+    __attribute__((weak));
+extern int RowMajorStrg __attribute__((weak));
+extern int CBLAS_CallFromC __attribute__((weak));
+__attribute__((used)) static const struct {
+  xerbla_fn xerbla;
+  cblas_xerbla_fn cblas_xerbla;
+  int *row_major_strg, *call_from_c;
+} g_mentioned = {xerbla_, cblas_xerbla, &RowMajorStrg, &CBLAS_CallFromC};
 
 /* A symbol from the global scope (the program, then the libraries it loaded), else from the
- * CPU BLAS. */
+ * CPU BLAS: the order in which a netlib libblas's own references find them.  Looked up at
+ * each error, as a lazily bound call is, so a library loaded later with RTLD_GLOBAL counts. */
 static void *lookup(const char *name) {
   void *sym = dlsym(RTLD_DEFAULT, name);
   return sym ? sym : bl_cpu_symbol(name);
 }
 
-static void f77_error(const char *name, int info) {
-  typedef void (*xerbla_fn)(const char *, const int *, size_t);
-  count(&g_error_calls);
-  void *sym = lookup("xerbla_");
-  if (sym) {
-    xerbla_fn xerbla;
-    memcpy(&xerbla, &sym, sizeof xerbla);
-    xerbla(name, &info, strlen(name)); /* name as netlib passes it: "SGEMM " */
-    return;
-  }
-  fprintf(stderr, " ** On entry to %s parameter number %2d had an illegal value\n", name, info);
+static void set_global(int *global, int value) {
+  if (global) *global = value;
 }
 
-static void cblas_error(const char *rout, bl_cblas_error e) {
-  typedef void (*cblas_xerbla_fn)(int, const char *, const char *, ...);
-  count(&g_error_calls);
+/* cblas_xerbla(info, rout, form, value); without one anywhere, CBLAS's own: its message,
+ * then exit(-1) (status 255), as under netlib.  row_major_strg: RowMajorStrg's value. */
+static void report_cblas(int info, const char *rout, int row_major_strg, const char *form,
+                         int value) {
   void *sym = lookup("cblas_xerbla");
-  int *row_major_strg = lookup("RowMajorStrg");
   if (sym) {
-    cblas_xerbla_fn xerbla;
-    memcpy(&xerbla, &sym, sizeof xerbla);
-    if (row_major_strg) *row_major_strg = e.row_major_strg;
-    xerbla(e.info, rout, e.form, e.value);
-    if (row_major_strg) *row_major_strg = 0; /* as netlib leaves it */
+    cblas_xerbla_fn handler;
+    memcpy(&handler, &sym, sizeof handler);
+    handler(info, rout, form, value);
     return;
   }
-  fprintf(stderr, "Parameter %d to routine %s was incorrect\n", bl_cblas_user_info(e), rout);
+  /* Every routine here is a GEMM, the only kind whose numbers bl_cblas_user_info maps. */
+  bl_cblas_error e = {.info = info, .row_major_strg = row_major_strg};
+  if (info)
+    fprintf(stderr, "Parameter %d to routine %s was incorrect\n", bl_cblas_user_info(e), rout);
+  fprintf(stderr, form, value);
+  exit(-1);
+}
+
+/* XERBLA(name, info) as a Fortran routine calls it; from_c: within a C wrapper
+ * (CBLAS_CallFromC set).  Without an xerbla_ anywhere, CBLAS's own. */
+static void report_f77(const char *name, int info, bool from_c, int row_major_strg) {
+  void *sym = lookup("xerbla_");
+  if (sym) {
+    xerbla_fn handler;
+    memcpy(&handler, &sym, sizeof handler);
+    handler(name, &info, strlen(name)); /* name as netlib passes it: "SGEMM " */
+    return;
+  }
+  if (!from_c) {
+    fprintf(stderr, "Parameter %d to routine %s was incorrect\n", info, name);
+    return;
+  }
+  char rout[16] = "cblas_"; /* "SGEMM " makes "cblas_sgemm ", space and all, as netlib's */
+  for (size_t i = 0; i < 6 && name[i]; i++) rout[6 + i] = (char)tolower((unsigned char)name[i]);
+  report_cblas(info + 1, rout, row_major_strg, "", 0);
+}
+
+static void f77_error(const char *name, int info) {
+  count(&g_error_calls);
+  report_f77(name, info, false, 0);
+}
+
+/* rout: the CBLAS name ("cblas_sgemm"); f77_name: the Fortran routine's ("SGEMM "). */
+static void cblas_error(const char *rout, const char *f77_name, bl_cblas_error e) {
+  count(&g_error_calls);
+  int *row_major_strg = lookup("RowMajorStrg"), *call_from_c = lookup("CBLAS_CallFromC");
+  set_global(call_from_c, 1);
+  set_global(row_major_strg, e.row_major_strg);
+  if (e.f77_info)
+    report_f77(f77_name, e.f77_info, true, e.row_major_strg);
+  else
+    report_cblas(e.info, rout, e.row_major_strg, e.form, e.value);
+  set_global(call_from_c, 0); /* as netlib leaves both */
+  set_global(row_major_strg, 0);
 }
 
 /* ---- entry points ---- */
@@ -129,13 +198,13 @@ static void f77_gemm(const char *name, bl_elem elem, const char *transa, const c
   run(&g);
 }
 
-static void cblas_gemm(const char *rout, bl_elem elem, int order, int transa, int transb, int m,
-                       int n, int k, float alpha, const void *a, int lda, const void *b, int ldb,
-                       float beta, float *c, int ldc) {
+static void cblas_gemm(const char *rout, const char *f77_name, bl_elem elem, int order,
+                       int transa, int transb, int m, int n, int k, float alpha, const void *a,
+                       int lda, const void *b, int ldb, float beta, float *c, int ldc) {
   config();
   bl_cblas_error e = bl_check_cblas(order, transa, transb, m, n, k, lda, ldb, ldc);
   if (e.info) {
-    cblas_error(rout, e);
+    cblas_error(rout, f77_name, e);
     return;
   }
   bool ta = transa != BL_NO_TRANS, tb = transb != BL_NO_TRANS;
@@ -155,8 +224,8 @@ void sgemm_(const char *transa, const char *transb, const int *m, const int *n, 
 
 void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  cblas_gemm("cblas_sgemm", BL_F32, order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta,
-             c, ldc);
+  cblas_gemm("cblas_sgemm", "SGEMM ", BL_F32, order, transa, transb, m, n, k, alpha, a, lda, b,
+             ldb, beta, c, ldc);
 }
 
 void sbgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
@@ -170,8 +239,8 @@ void sbgemm_(const char *transa, const char *transb, const int *m, const int *n,
 void cblas_sbgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
                   const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c,
                   int ldc) {
-  cblas_gemm("cblas_sbgemm", BL_BF16, order, transa, transb, m, n, k, alpha, a, lda, b, ldb,
-             beta, c, ldc);
+  cblas_gemm("cblas_sbgemm", "SBGEMM ", BL_BF16, order, transa, transb, m, n, k, alpha, a, lda,
+             b, ldb, beta, c, ldc);
 }
 
 void shgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
@@ -185,8 +254,8 @@ void shgemm_(const char *transa, const char *transb, const int *m, const int *n,
 void cblas_shgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
                   const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c,
                   int ldc) {
-  cblas_gemm("cblas_shgemm", BL_F16, order, transa, transb, m, n, k, alpha, a, lda, b, ldb,
-             beta, c, ldc);
+  cblas_gemm("cblas_shgemm", "SHGEMM ", BL_F16, order, transa, transb, m, n, k, alpha, a, lda,
+             b, ldb, beta, c, ldc);
 }
 
 /* ---- counters ---- */

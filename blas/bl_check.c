@@ -33,26 +33,34 @@ static char trans_char(int t) {
   }
 }
 
+/* An error the C wrapper finds itself (it reports it to cblas_xerbla directly). */
+static bl_cblas_error c_error(int info, int row_major_strg, const char *form, int value) {
+  return (bl_cblas_error){.info = info, .row_major_strg = row_major_strg, .form = form,
+                          .value = value};
+}
+
 bl_cblas_error bl_check_cblas(int order, int transa, int transb, int m, int n, int k, int lda,
                               int ldb, int ldc) {
-  bl_cblas_error e = {0, 0, "", 0};
+  bl_cblas_error e = {.form = ""};
   char ta = trans_char(transa), tb = trans_char(transb);
   int info;
   if (order == BL_COL_MAJOR) {
-    if (!ta) return (bl_cblas_error){2, 0, "Illegal TransA setting, %d\n", transa};
-    if (!tb) return (bl_cblas_error){3, 0, "Illegal TransB setting, %d\n", transb};
+    if (!ta) return c_error(2, 0, "Illegal TransA setting, %d\n", transa);
+    if (!tb) return c_error(3, 0, "Illegal TransB setting, %d\n", transb);
     info = bl_check_f77(ta, tb, m, n, k, lda, ldb, ldc);
   } else if (order == BL_ROW_MAJOR) {
     /* netlib calls the Fortran SGEMM with B and A, N and M swapped. */
-    if (!ta) return (bl_cblas_error){2, 1, "Illegal TransA setting, %d\n", transa};
-    if (!tb) return (bl_cblas_error){2, 1, "Illegal TransB setting, %d\n", transb};
+    if (!ta) return c_error(2, 1, "Illegal TransA setting, %d\n", transa);
+    if (!tb) return c_error(2, 1, "Illegal TransB setting, %d\n", transb);
     info = bl_check_f77(tb, ta, n, m, k, ldb, lda, ldc);
     e.row_major_strg = 1;
   } else {
-    return (bl_cblas_error){1, 0, "Illegal layout setting, %d\n", order};
+    return c_error(1, 0, "Illegal layout setting, %d\n", order);
   }
-  /* The CBLAS call has one argument (the order) before the Fortran ones. */
-  if (info) e.info = info + 1;
+  if (info) {
+    e.f77_info = info;
+    e.info = info + 1; /* CBLAS's xerbla_ adds the order, the argument before the Fortran ones */
+  }
   return e;
 }
 

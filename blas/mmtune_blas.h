@@ -7,8 +7,12 @@
  * on host pointers.  A call whose 2*M*N*K reaches $MMTUNE_BLAS_THRESHOLD runs on the GPU
  * through mmt_gemm (fp32); every other call, and every call when the GPU cannot serve it,
  * runs on the CPU BLAS it loads at run time ($MMTUNE_BLAS_CPU_LIBRARY, else libblas.so.3).
- * Argument errors go to xerbla_ / cblas_xerbla with reference BLAS's numbers.  The
- * environment variables are read once, at the first call.
+ * Argument errors reach the program as under netlib's BLAS and CBLAS (Debian's libblas3): a
+ * CBLAS call's bad order or transpose goes to cblas_xerbla, its other bad arguments to
+ * xerbla_ as the Fortran routine reports them (xerbla_("SGEMM ", INFO)); the program's own
+ * handler first (linking with this library exports it, as linking with libblas does), else
+ * the CPU BLAS's, else netlib's default: a message on stderr, and for a CBLAS call exit
+ * status 255.  The environment variables are read once, at the first call.
  */
 #ifndef MMTUNE_BLAS_H
 #define MMTUNE_BLAS_H

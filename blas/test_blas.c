@@ -32,31 +32,38 @@
 
 void xerbla_(const char *name, const int *info, size_t name_len);
 void cblas_xerbla(int info, const char *rout, const char *form, ...);
-extern int RowMajorStrg;
-int RowMajorStrg;
+extern int RowMajorStrg, CBLAS_CallFromC;
+int RowMajorStrg, CBLAS_CallFromC;
 
 static struct {
   int calls;
+  const char *handler; /* "xerbla_" or "cblas_xerbla" */
   char name[32];
   size_t name_len;
   int info;
-  int row_major_strg; /* RowMajorStrg as cblas_xerbla saw it */
+  int row_major_strg; /* RowMajorStrg as the handler saw it */
+  int call_from_c;    /* CBLAS_CallFromC as the handler saw it */
   char detail[128];   /* form formatted */
 } g_seen;
 
 void xerbla_(const char *name, const int *info, size_t name_len) {
   g_seen.calls++;
+  g_seen.handler = "xerbla_";
   g_seen.name_len = name_len;
   snprintf(g_seen.name, sizeof g_seen.name, "%.*s", (int)name_len, name);
   g_seen.info = *info;
+  g_seen.row_major_strg = RowMajorStrg;
+  g_seen.call_from_c = CBLAS_CallFromC;
 }
 
 void cblas_xerbla(int info, const char *rout, const char *form, ...) {
   va_list ap;
   g_seen.calls++;
+  g_seen.handler = "cblas_xerbla";
   snprintf(g_seen.name, sizeof g_seen.name, "%s", rout);
   g_seen.info = info;
   g_seen.row_major_strg = RowMajorStrg;
+  g_seen.call_from_c = CBLAS_CallFromC;
   va_start(ap, form);
   vsnprintf(g_seen.detail, sizeof g_seen.detail, form, ap);
   va_end(ap);
@@ -108,6 +115,7 @@ static void test_f77_errors_reach_xerbla(void **state) {
   assert_string_equal(g_seen.name, "SGEMM ");
   assert_int_equal(g_seen.name_len, 6);
   assert_int_equal(g_seen.info, 8);
+  assert_int_equal(g_seen.call_from_c, 0); /* not a CBLAS call: netlib's SGEMM leaves it */
   for (int i = 0; i < 16; i++) assert_true(c[i] == (float)i); /* C untouched */
 
   memset(&g_seen, 0, sizeof g_seen);
@@ -126,11 +134,16 @@ static void test_f77_errors_reach_xerbla(void **state) {
   assert_int_equal(stats().error_calls, errors + 4);
 }
 
-/* What netlib's cblas_sgemm passes to cblas_xerbla (info, RowMajorStrg) when one argument of
- * a valid 2x3x4 call is made invalid, recorded from Debian's libblas.so.3 3.11. */
+/* A bad argument of a valid 2x3x4 cblas_sgemm call, as Debian's netlib libblas.so.3 3.11
+ * reports it (recorded from it; xerbla_parity.sh compares the two): the order and the
+ * transposes, which its C wrapper checks, go to cblas_xerbla; the rest, which the Fortran
+ * SGEMM it calls checks, to xerbla_ as SGEMM's numbers (this program defines xerbla_; CBLAS's
+ * own would pass them on to cblas_xerbla as info + 1).  Both with RowMajorStrg 1 once the
+ * order is known to be row-major and CBLAS_CallFromC 1, both 0 afterwards. */
 static void test_cblas_numbers(void **state) {
   (void)state;
   enum { ORDER, TA, TB, M, N, K, LDA, LDB, LDC, CASES };
+  /* cblas_xerbla's number (the Fortran one + 1 from M on) and RowMajorStrg */
   static const int want[2][CASES][2] = {
       /* row-major */ {{1, 0}, {2, 1}, {2, 1}, {5, 1}, {4, 1}, {6, 1}, {11, 1}, {9, 1}, {14, 1}},
       /* col-major */ {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {9, 0}, {11, 0}, {14, 0}},
@@ -154,19 +167,25 @@ static void test_cblas_numbers(void **state) {
         case LDB: ldb = 1; break;
         case LDC: ldc = 1; break;
       }
+      bool fortran = which >= M; /* found by the Fortran SGEMM */
+      int info = want[col][which][0], f77_info = fortran ? info - 1 : 0;
       bl_cblas_error e = bl_check_cblas(order, ta, tb, m, n, k, lda, ldb, ldc);
-      assert_int_equal(e.info, want[col][which][0]);
+      assert_int_equal(e.info, info);
+      assert_int_equal(e.f77_info, f77_info);
       assert_int_equal(e.row_major_strg, want[col][which][1]);
-      assert_int_equal(bl_cblas_user_info(e), col ? want[col][which][0] : row_user[which]);
+      assert_int_equal(bl_cblas_user_info(e), col ? info : row_user[which]);
 
       memset(&g_seen, 0, sizeof g_seen);
-      RowMajorStrg = 5;
+      RowMajorStrg = CBLAS_CallFromC = 5;
       cblas_sgemm(order, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc);
       assert_int_equal(g_seen.calls, 1);
-      assert_string_equal(g_seen.name, "cblas_sgemm");
-      assert_int_equal(g_seen.info, want[col][which][0]);
+      assert_string_equal(g_seen.handler, fortran ? "xerbla_" : "cblas_xerbla");
+      assert_string_equal(g_seen.name, fortran ? "SGEMM " : "cblas_sgemm");
+      assert_int_equal(g_seen.info, fortran ? f77_info : info);
       assert_int_equal(g_seen.row_major_strg, want[col][which][1]);
-      assert_int_equal(RowMajorStrg, 0); /* as netlib leaves it */
+      assert_int_equal(g_seen.call_from_c, 1);
+      assert_int_equal(RowMajorStrg, 0); /* as netlib leaves them */
+      assert_int_equal(CBLAS_CallFromC, 0);
     }
   }
   memset(&g_seen, 0, sizeof g_seen);
@@ -177,13 +196,20 @@ static void test_cblas_numbers(void **state) {
   /* Row-major with M and N both negative: netlib's swapped call checks N first. */
   assert_int_equal(bl_check_cblas(BL_ROW_MAJOR, BL_NO_TRANS, BL_NO_TRANS, -1, -1, 4, 4, 3, 3).info,
                    4);
+  /* The 16-bit GEMMs alike, with their own names. */
   const uint16_t *h = (const uint16_t *)a;
   cblas_sbgemm(BL_COL_MAJOR, BL_NO_TRANS, BL_TRANS, 2, 3, 4, 1, h, 2, h, 2, 0, c, 2);
-  assert_string_equal(g_seen.name, "cblas_sbgemm");
-  assert_int_equal(g_seen.info, 11);
+  assert_string_equal(g_seen.handler, "xerbla_");
+  assert_string_equal(g_seen.name, "SBGEMM ");
+  assert_int_equal(g_seen.info, 10);
   cblas_shgemm(BL_ROW_MAJOR, BL_NO_TRANS, BL_NO_TRANS, 2, 3, -4, 1, h, 4, h, 3, 0, c, 3);
+  assert_string_equal(g_seen.name, "SHGEMM ");
+  assert_int_equal(g_seen.info, 5);
+  assert_int_equal(g_seen.row_major_strg, 1);
+  cblas_shgemm(BL_ROW_MAJOR, 7, BL_NO_TRANS, 2, 3, 4, 1, h, 4, h, 3, 0, c, 3);
+  assert_string_equal(g_seen.handler, "cblas_xerbla");
   assert_string_equal(g_seen.name, "cblas_shgemm");
-  assert_int_equal(g_seen.info, 6);
+  assert_int_equal(g_seen.info, 2);
 }
 
 /* ---- environment and routing ---- */
