@@ -9,12 +9,45 @@
 #include <time.h>
 #include <unistd.h>
 
+size_t ut_utf8_len(const unsigned char *s, size_t n) {
+  if (n == 0) return 0;
+  unsigned c = s[0];
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (!len || len > n) return 0;
+  unsigned cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) return 0;
+  return len;
+}
+
+/* Messages quote what came from outside (a database's schema text, an export's keys, a
+ * template's output): a byte that is not printable UTF-8 becomes '?', so a message never
+ * carries terminal escapes or binary to whoever prints it.  Newlines and tabs stay (logs,
+ * tracebacks). */
+static void keep_printable(char *s) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    size_t len = ut_utf8_len((const unsigned char *)s + i, n - i);
+    if (!len || ((c < 0x20 || c == 0x7f) && c != '\n' && c != '\t')) {
+      s[i++] = '?';
+      continue;
+    }
+    i += len;
+  }
+}
+
 mmt_status ut_fail(ut_err *err, mmt_status status, const char *fmt, ...) {
   if (err) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    keep_printable(err->msg);
   }
   return status;
 }
@@ -36,6 +69,7 @@ void ut_err_prefix(ut_err *err, const char *fmt, ...) {
   size_t oldlen = strnlen(old, room);
   memcpy(err->msg + n + 2, old, oldlen);
   err->msg[n + 2 + oldlen] = '\0';
+  keep_printable(err->msg); /* the prefix, and the old text cut mid-character */
 }
 
 void ut_err_clear(ut_err *err) {

@@ -17,7 +17,9 @@ typedef struct {
   char msg[1024];
 } ut_err;
 
-/* Formats the message into err (if not NULL) and returns status: `return ut_fail(err, ...)`. */
+/* Formats the message into err (if not NULL) and returns status: `return ut_fail(err, ...)`.
+ * A byte of it that is not printable UTF-8 (a control character other than newline and tab,
+ * an invalid sequence) becomes '?': messages quote untrusted text. */
 mmt_status ut_fail(ut_err *err, mmt_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends "prefix: " to an existing message. */
@@ -37,6 +39,9 @@ void ut_hash64_hex(uint64_t h, char out[17]);
 mmt_status ut_read_file(const char *path, char **data, size_t *len, ut_err *err);
 /* Writes a file atomically: a temporary in the same folder, then rename(). */
 mmt_status ut_write_file_atomic(const char *path, const void *data, size_t len, ut_err *err);
+/* Length of the UTF-8 sequence at s (at most n bytes); 0 when it is not a valid one (RFC
+ * 3629: overlong forms, surrogates and code points past U+10FFFF refused). */
+size_t ut_utf8_len(const unsigned char *s, size_t n);
 /* mkdir -p with mode 0755. */
 mmt_status ut_mkdir_p(const char *path, ut_err *err);
 /* $XDG_CACHE_HOME/mmtune, else $HOME/.cache/mmtune, into out.  Does not create it. */
