@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DB_BUSY_TIMEOUT_MS 5000
 
@@ -68,7 +69,7 @@
 /* Version 3: the search time each problem has had (db_search_seconds), so a --budget bounds
  * a problem's search across runs.  `candidates` says what was searched (NVRTC version and
  * each template name:hash): time spent on other candidates does not count. */
-#define SEARCHES_DDL \
+#define SEARCHES_V3_DDL \
     "CREATE TABLE searches(\n"\
     "  device_name TEXT NOT NULL,\n"\
     "  dtype TEXT NOT NULL,\n"\
@@ -81,6 +82,27 @@
     "  updated_at INTEGER NOT NULL,\n"\
     "  PRIMARY KEY (device_name, dtype, layout, m, n, k, candidates)\n"\
     ");\n"
+
+/* Version 5: a search's time kept per origin, the file whose runs spent it (meta's origin,
+ * random at creation), and summed over origins.  Merging takes the larger of two copies of
+ * one origin's time, so merging a file again, or a file that started as a copy of the
+ * destination, adds nothing twice. */
+#define SEARCHES_DDL \
+    "CREATE TABLE searches(\n"\
+    "  device_name TEXT NOT NULL,\n"\
+    "  dtype TEXT NOT NULL,\n"\
+    "  layout TEXT NOT NULL,\n"\
+    "  m INTEGER NOT NULL,\n"\
+    "  n INTEGER NOT NULL,\n"\
+    "  k INTEGER NOT NULL,\n"\
+    "  candidates TEXT NOT NULL,\n"\
+    "  origin TEXT NOT NULL,\n"\
+    "  seconds REAL NOT NULL CHECK (seconds >= 0),\n"\
+    "  updated_at INTEGER NOT NULL,\n"\
+    "  PRIMARY KEY (device_name, dtype, layout, m, n, k, candidates, origin)\n"\
+    ");\n"
+#define ORIGIN_DML \
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('origin', lower(hex(randomblob(8))));\n"
 
 /* Version 4: each row's launch shape (db_launch), what the performance model needs of the
  * kernel without emitting it again; 0 where unknown (rows measured before version 4). */
@@ -102,6 +124,7 @@ static const char k_read_old[] =
 static const char k_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "INSERT INTO meta(key, value) VALUES ('application', 'mmtune');\n"
+    ORIGIN_DML
     RESULTS_DDL
     SEARCHES_DDL
     LAUNCH_DDL
@@ -121,9 +144,21 @@ static const char k_migrate_v1[] =
     "PRAGMA user_version = 2;\n";
 
 /* Version 2 -> 3: the searches table. */
-static const char k_migrate_v2[] = SEARCHES_DDL "PRAGMA user_version = 3;\n";
+static const char k_migrate_v2[] = SEARCHES_V3_DDL "PRAGMA user_version = 3;\n";
 /* Version 3 -> 4: the launch columns. */
 static const char k_migrate_v3[] = LAUNCH_DDL "PRAGMA user_version = 4;\n";
+/* Version 4 -> 5: the file gets its origin, and the times it has are its own. */
+static const char k_migrate_v4[] =
+    ORIGIN_DML
+    "ALTER TABLE searches RENAME TO searches_v4;\n"
+    SEARCHES_DDL
+    "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, origin, seconds,\n"
+    "                     updated_at)\n"
+    "  SELECT device_name, dtype, layout, m, n, k, candidates,\n"
+    "         (SELECT value FROM meta WHERE key = 'origin'), seconds, updated_at\n"
+    "  FROM searches_v4;\n"
+    "DROP TABLE searches_v4;\n"
+    "PRAGMA user_version = 5;\n";
 
 /* What a first look at an open file found. */
 typedef struct {
@@ -208,9 +243,59 @@ static mmt_status prepare_path(const char *path, bool read_only, ut_err *err) {
   return rc;
 }
 
+/* Whether a read-only handle must read path as immutable: a WAL file whose -shm is missing in
+ * a folder this process cannot write.  SQLite would have to create the -shm to read it ("attempt
+ * to write a readonly database"), which is what a database shipped in a read-only image or
+ * system folder looks like.  When no -wal holds changes, every row is in the file itself and
+ * reading it as immutable is exact; when one does, the file cannot be read from here. */
+static mmt_status wants_immutable(const char *path, bool *immutable, ut_err *err) {
+  *immutable = false;
+  unsigned char head[20] = {0};
+  FILE *f = fopen(path, "rb");
+  if (!f) return MMT_OK; /* SQLite says why */
+  size_t got = fread(head, 1, sizeof head, f);
+  fclose(f);
+  bool wal = got == sizeof head && !memcmp(head, "SQLite format 3", 16) && head[18] == 2;
+  if (!wal) return MMT_OK;
+  char side[4200], dir[4096];
+  struct stat st;
+  snprintf(side, sizeof side, "%s-shm", path);
+  if (stat(side, &st) == 0) return MMT_OK;
+  const char *slash = strrchr(path, '/');
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  if (access(dir, W_OK) == 0) return MMT_OK;
+  snprintf(side, sizeof side, "%s-wal", path);
+  if (stat(side, &st) == 0 && st.st_size > 0)
+    return ut_fail(err, MMT_ERR_IO,
+                   "cannot read database '%s' from a folder this user cannot write: changes "
+                   "are still in its -wal file (a writer is running, or stopped early); `mmtune "
+                   "db pack` on a writable copy makes a file that reads anywhere", path);
+  *immutable = true;
+  return MMT_OK;
+}
+
+/* "file:" and path with the characters a URI gives a meaning to escaped, then "?immutable=1". */
+static void immutable_uri(const char *path, char *uri, size_t cap) {
+  size_t n = (size_t)snprintf(uri, cap, "file:");
+  for (const char *p = path; *p && n + 4 < cap; p++) {
+    if (*p == '%' || *p == '?' || *p == '#')
+      n += (size_t)snprintf(uri + n, cap - n, "%%%02X", (unsigned char)*p);
+    else uri[n++] = *p;
+  }
+  snprintf(uri + n, cap - n, "?immutable=1");
+}
+
 static mmt_status connect_file(db_handle *h, ut_err *err) {
   int flags = h->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  int s = sqlite3_open_v2(h->path, &h->sq, flags | SQLITE_OPEN_NOMUTEX, NULL);
+  bool immutable = false;
+  char uri[8300];
+  if (h->read_only) {
+    mmt_status rc = wants_immutable(h->path, &immutable, err);
+    if (rc) return rc;
+  }
+  if (immutable) immutable_uri(h->path, uri, sizeof uri);
+  int s = sqlite3_open_v2(immutable ? uri : h->path, &h->sq,
+                          flags | SQLITE_OPEN_NOMUTEX | (immutable ? SQLITE_OPEN_URI : 0), NULL);
   if (s != SQLITE_OK) {
     if (!h->sq)
       return ut_fail(err, MMT_ERR_NOMEM, "cannot open database '%s': out of memory", h->path);
@@ -282,7 +367,7 @@ static mmt_status create_schema(db_handle *h, ut_err *err) {
   return rc;
 }
 
-/* Brings a version-1, -2 or -3 file to the current schema in one transaction (rows kept). */
+/* Brings a version-1 to -4 file to the current schema in one transaction (rows kept). */
 static mmt_status migrate_schema(db_handle *h, ut_err *err) {
   int64_t version = 0;
   int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -296,7 +381,11 @@ static mmt_status migrate_schema(db_handle *h, ut_err *err) {
     s = sqlite3_exec(h->sq, k_migrate_v2, NULL, NULL, NULL);
     version = 3;
   }
-  if (s == SQLITE_OK && version == 3) s = sqlite3_exec(h->sq, k_migrate_v3, NULL, NULL, NULL);
+  if (s == SQLITE_OK && version == 3) {
+    s = sqlite3_exec(h->sq, k_migrate_v3, NULL, NULL, NULL);
+    version = 4;
+  }
+  if (s == SQLITE_OK && version == 4) s = sqlite3_exec(h->sq, k_migrate_v4, NULL, NULL, NULL);
   if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
   if (s == SQLITE_OK) return MMT_OK;
   mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
@@ -344,6 +433,16 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
     int s = sqlite3_exec(h->sq, k_read_old, NULL, NULL, NULL);
     if (s != SQLITE_OK) rc = db_sql_fail(h, s, "cannot read the older schema of", err);
   }
+  h->schema_version = (int)p.user_version;
+  /* Writers record search times as this file's origin (schema 5 gives every file one). */
+  if (!rc && !h->read_only) {
+    int s = query_one(h->sq, "SELECT value FROM meta WHERE key = 'origin'", NULL, h->origin,
+                      sizeof h->origin);
+    if (s != SQLITE_OK) rc = db_sql_fail(h, s, "cannot read the origin of", err);
+    else if (!h->origin[0])
+      rc = ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s' is damaged (it has no origin)",
+                   h->path);
+  }
   return rc;
 }
 
@@ -370,11 +469,18 @@ static mmt_status configure(db_handle *h, ut_err *err) {
 static mmt_status prepare_all(db_handle *h, ut_err *err) {
   for (int i = 0; i < DB_ST_COUNT_; i++) {
     /* An older file read as it is has no searches table; readers never use it. */
-    if (h->read_only && (i == DB_ST_SEARCH_GET || i == DB_ST_SEARCH_ADD)) continue;
+    if (h->read_only && (i == DB_ST_SEARCH_GET || i == DB_ST_SEARCH_ADD ||
+                         i == DB_ST_SEARCH_CLEAR))
+      continue;
     /* Nor can it insert: its `results` may be the temporary view of an older file. */
     if (h->read_only && i == DB_ST_INSERT) continue;
     int s =
         sqlite3_prepare_v3(h->sq, db_stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &h->st[i], NULL);
+    /* our fixed SQL fails only on a file whose tables are not mmtune's: a missing table or
+     * column, a view dropped */
+    if ((s & 0xff) == SQLITE_ERROR)
+      return ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s' is damaged (%s)", h->path,
+                     sqlite3_errmsg(h->sq));
     if (s != SQLITE_OK) return db_sql_fail(h, s, "cannot prepare a statement on", err);
   }
   return MMT_OK;
@@ -404,6 +510,34 @@ mmt_status db_open(const char *path, bool read_only, db_handle **out, ut_err *er
   h = NULL;
 cleanup:
   db_close(h);
+  return rc;
+}
+
+void db_remove_files(const char *path) {
+  static const char *const sides[] = {"", "-wal", "-shm", "-journal"};
+  char p[4200];
+  for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+    snprintf(p, sizeof p, "%s%s", path, sides[i]);
+    (void)unlink(p); /* a missing side file is the common case */
+  }
+}
+
+mmt_status db_integrity(db_handle *h, const char *pragma, ut_err *err) {
+  sqlite3_stmt *st = NULL;
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA %s", pragma);
+  int s = sqlite3_prepare_v2(h->sq, sql, -1, &st, NULL);
+  if (s == SQLITE_OK) s = sqlite3_step(st);
+  mmt_status rc = MMT_OK;
+  if (s == SQLITE_ROW) {
+    const char *verdict = (const char *)sqlite3_column_text(st, 0);
+    if (!verdict || strcmp(verdict, "ok") != 0)
+      rc = ut_fail(err, MMT_ERR_DB_CORRUPT, "database '%s' is damaged (%s: %s)", h->path, pragma,
+                   verdict ? verdict : "no answer");
+  } else {
+    rc = db_sql_fail(h, s, "cannot check the integrity of", err);
+  }
+  (void)sqlite3_finalize(st); /* repeats the step's error, handled above */
   return rc;
 }
 

@@ -39,11 +39,14 @@
 #include "util.h"
 
 /* 2: status 'pruned'.  3: table searches (db_search_seconds).  4: each row's launch shape
- * (db_launch).  An older file is upgraded in place when opened for writing and read as it is
- * when opened read-only (its launch shapes read as 0, unknown). */
-#define DB_SCHEMA_VERSION 4
+ * (db_launch).  5: search times per origin (the file that searched), so merging the same
+ * file twice adds nothing.  An older file is upgraded in place when opened for writing and
+ * read as it is when opened read-only (its launch shapes read as 0, unknown). */
+#define DB_SCHEMA_VERSION 5
 
 typedef struct db_handle db_handle;
+
+#define DB_PARAMS_MAX 256 /* bytes of a config's canonical text, its NUL included */
 
 /* Result status of one candidate. */
 typedef enum {
@@ -97,7 +100,7 @@ typedef struct {
   char nvrtc_version[16]; /* "13.0" */
   char template_name[64];
   char template_hash[17];
-  char params[256];       /* canonical "name=value,..." */
+  char params[DB_PARAMS_MAX]; /* canonical "name=value,..." */
   db_problem problem;
   db_status status;
   char error[512];        /* "" when ok */
@@ -225,58 +228,95 @@ mmt_status db_search_seconds(db_handle *db, const char *device_name, const db_pr
 mmt_status db_search_add(db_handle *db, const char *device_name, const db_problem *p,
                          const char *candidates, double seconds, bool replace, ut_err *err);
 
-/* ---- merging and checking files (db_merge.c) -------------------------------------------- */
+/* ---- rows from elsewhere: merging, importing, checking (db_merge.c, db_row.c) -------------- *
+ *
+ * Files and exports travel between people and machines, so their rows are untrusted: each
+ * is read twice, once to check every column of every row (db_row.c: types, ranges, lengths,
+ * characters, and the caller's db_row_policy) and, only when all of them pass, once more into
+ * the destination in one transaction.  A refused merge or import leaves the destination as it
+ * was, byte for byte, and creates no file; merging or importing the same rows again changes
+ * nothing (rows equal in every column but id are dropped; search times are kept per origin,
+ * the larger of two copies of one origin's time). */
+
+/* A search's time as one origin (one database file that ran searches) recorded it. */
+#define DB_CANDIDATES_MAX 4096
+#define DB_ORIGIN_MAX 40
+typedef struct {
+  char device_name[128];
+  char dtype[8], layout[8];
+  int64_t m, n, k;
+  char candidates[DB_CANDIDATES_MAX];
+  double seconds;
+  int64_t updated_at;
+  char origin[DB_ORIGIN_MAX]; /* 16 hex digits: the file that searched; "l" and 16: an older
+                                 file's time, named by its content */
+} db_search_row;
+
+/* What only the caller knows of a row (the element types, each template's parameters);
+ * either function may be NULL.  Each returns false to refuse the row (params_ok with its
+ * reason in why). */
+typedef struct {
+  bool (*dtype_known)(const char *dtype, void *user);
+  bool (*params_ok)(const char *template_name, const char *template_hash, const char *params,
+                    void *user, char *why, size_t whylen);
+  void *user;
+} db_row_policy;
 
 typedef struct {
   int64_t rows_read;  /* rows of the sources */
   int64_t rows_added; /* ... added to the destination */
   int64_t duplicates; /* ... already there: every column but the row id equal */
-  int64_t searches;   /* search-time entries added or combined */
+  int64_t searches;   /* search times added or grown */
 } db_merge_stats;
 
-/* Adds every row of each source file to dst, with its provenance, in one transaction: all the
- * sources' rows or none.  A row equal to one dst already has (or had from an earlier
- * source) in every column but its id is dropped.  The search times of the same search (GPU
- * model, problem, candidates) are added together.  Sources are opened read-only and checked
- * before dst is touched: one that is missing (MMT_ERR_NOT_FOUND), not mmtune's or damaged
- * (MMT_ERR_DB_CORRUPT, quick_check), of a newer schema (MMT_ERR_DB_VERSION), or dst itself
- * (MMT_ERR_INVALID_ARG) is refused with dst unchanged; an older schema is read as it is (the
- * launch shapes it lacks are 0).  *stats (may be NULL) is filled on success. */
-mmt_status db_merge(db_handle *dst, const char *const *srcs, int nsrcs, db_merge_stats *stats,
-                    ut_err *err);
+/* Adds every row and search time of each source file to the database at dst_path (created,
+ * with its folders, when missing).  Each source is opened read-only and checked as db_check
+ * checks a file (missing: MMT_ERR_NOT_FOUND; not mmtune's or damaged, or a row that fails
+ * its checks: MMT_ERR_DB_CORRUPT naming the file, row and column; a newer schema:
+ * MMT_ERR_DB_VERSION; dst itself, also through a link: MMT_ERR_INVALID_ARG) before dst is
+ * opened.  pol may be NULL.  *stats (may be NULL) is filled on success. */
+mmt_status db_merge(const char *dst_path, const char *const *srcs, int nsrcs,
+                    const db_row_policy *pol, db_merge_stats *stats, ut_err *err);
 
-/* db_merge for sources that started as copies of dst's rows (tune --device all's per-GPU
- * files): their search times already include dst's, so the larger of the two is kept
- * instead of their sum. */
-mmt_status db_merge_copies(db_handle *dst, const char *const *srcs, int nsrcs,
-                           db_merge_stats *stats, ut_err *err);
+/* Rows as text, to share them without sharing files (mmtune db export / import).  The
+ * document: {"format": "mmtune-results", "version": 2, "results": [...], "searches": [...]},
+ * each result an object of every column of `results` but id (db_result's fields by their
+ * column names; REAL columns null where NaN, 1e999 for an infinity), each search time an
+ * object of the searches table's columns; one row a line.  Version 1 (no search origins) is
+ * read too. */
+#define DB_EXPORT_VERSION 2
+/* The largest export db_import_json reads (a tuned database of 10^6 rows is about 0.6 GiB). */
+#define DB_IMPORT_MAX_BYTES ((size_t)1 << 31)
+/* Writes every row of db (device_name NULL: every GPU model) and its search times to out;
+ * *rows (may be NULL) gets the number of results written.  Errors: MMT_ERR_IO when out
+ * cannot be written, else SQLite's. */
+mmt_status db_export_json(db_handle *db, const char *device_name, FILE *out, int64_t *rows,
+                          ut_err *err);
+/* Adds the rows and search times of an export (text[0..len), text[len] a NUL; named `name`
+ * in messages) to the
+ * database at dst_path as db_merge adds a file's.  A text that is not such a document -- bad
+ * JSON, a NUL byte, another format, a newer version, an unknown member, a row with a column
+ * missing, unknown, of the wrong type or out of range -- is refused (MMT_ERR_INVALID_ARG
+ * naming the row and column) before dst is opened. */
+mmt_status db_import_json(const char *dst_path, const char *name, const char *text, size_t len,
+                          const db_row_policy *pol, db_merge_stats *stats, ut_err *err);
 
 typedef struct {
   int schema_version;
   int64_t rows;
 } db_check_report;
 
-/* Opens path read-only and runs SQLite's full integrity check: MMT_OK with the schema version
- * and row count when it is an intact mmtune database; else db_open's errors (a foreign file,
- * a newer schema) or MMT_ERR_DB_CORRUPT naming the first problem found. */
-mmt_status db_check(const char *path, db_check_report *out, ut_err *err);
+/* Opens path read-only, runs SQLite's full integrity check and checks every row and search
+ * time as db_merge does (pol may be NULL): MMT_OK with the schema version and row count when
+ * it is an intact mmtune database; else db_open's errors (a foreign file, a newer schema) or
+ * MMT_ERR_DB_CORRUPT naming the first problem found. */
+mmt_status db_check(const char *path, const db_row_policy *pol, db_check_report *out,
+                    ut_err *err);
 
-/* Rows as text, to share them without sharing files (mmtune db export / import).  The
- * document: {"format": "mmtune-results", "version": 1, "results": [...], "searches": [...]},
- * each result an object of every column of `results` but id (db_result's fields by their
- * column names; REAL columns null where NaN), each search time an object of the searches
- * table's columns; one row a line. */
-#define DB_EXPORT_VERSION 1
-/* Writes every row of db (device_name NULL: every GPU model) and its search times to out;
- * *rows (may be NULL) gets the number of results written.  Errors: MMT_ERR_IO when out
- * cannot be written, else SQLite's. */
-mmt_status db_export_json(db_handle *db, const char *device_name, FILE *out, int64_t *rows,
-                          ut_err *err);
-/* Adds the rows and search times of a document db_export_json wrote to dst as db_merge adds a
- * file's: one transaction, exact duplicates dropped, search times added.  A text that is not
- * such a document -- bad JSON, another format, a newer version, a row with a column missing,
- * unknown or of the wrong type, an unknown status -- is refused (MMT_ERR_INVALID_ARG naming
- * the row and column) with dst unchanged. */
-mmt_status db_import_json(db_handle *dst, const char *text, db_merge_stats *stats, ut_err *err);
+/* Writes a self-contained copy of the database at path to out_path (atomically: a temporary
+ * beside it, then a rename): every row, compacted, in rollback-journal mode, so it needs no
+ * -wal or -shm file and reads from a read-only folder or image as it is.  What to ship with
+ * an application.  out_path must not be path. */
+mmt_status db_pack(const char *path, const char *out_path, ut_err *err);
 
 #endif /* MMT_DB_H */

@@ -26,6 +26,7 @@ typedef enum {
   DB_ST_NROWS,      /* db_count */
   DB_ST_SEARCH_GET, /* db_search_seconds (writable handles only) */
   DB_ST_SEARCH_ADD, /* db_search_add (writable handles only) */
+  DB_ST_SEARCH_CLEAR, /* db_search_add with replace (writable handles only) */
   DB_ST_EACH_DEVICE_ROW, /* db_each_row */
   DB_ST_COUNT_
 } db_stmt_id;
@@ -36,6 +37,8 @@ struct db_handle {
   sqlite3 *sq;
   char *path; /* owned copy, for messages */
   bool read_only;
+  int schema_version;        /* the file's user_version */
+  char origin[DB_ORIGIN_MAX]; /* meta's origin: whose search times db_search_add writes */
   sqlite3_stmt *st[DB_ST_COUNT_];
   bool busy[DB_ST_COUNT_]; /* an iterator is stepping this statement (re-entry guard) */
 };
@@ -63,7 +66,8 @@ typedef enum {
 } db_json_type;
 typedef struct db_json {
   db_json_type type;
-  char *text;            /* NUMBER: as written; STRING: decoded UTF-8 */
+  char *text;            /* NUMBER: as written; STRING: decoded UTF-8 (may hold a NUL: \u0000) */
+  size_t len;            /* bytes of text */
   struct db_json *items; /* ARRAY, OBJECT */
   char **keys;           /* OBJECT */
   int n;
@@ -71,8 +75,65 @@ typedef struct db_json {
 /* Parses the whole of text into *out (free with db_json_free); false with the reason and the
  * byte offset in why. */
 bool db_json_parse(const char *text, db_json *out, char *why, size_t whylen);
+/* Reads a document whose top level is an object without holding all of it: a member whose
+ * value is an array is handed to fn item by item (each freed after the call), the other
+ * members are kept in *top (free with db_json_free).  text[len] is a NUL, and text[0..len)
+ * may not hold one (refused).
+ * fn returns false to stop (its reason is the caller's); false with why "" then.  Parse
+ * errors: false with the reason and byte offset in why.  Memory: *top and one item. */
+typedef bool (*db_json_item_fn)(const char *list, int index, const db_json *item,
+                                const db_json *top, void *user);
+bool db_json_stream(const char *text, size_t len, db_json *top, db_json_item_fn fn, void *user,
+                    char *why, size_t whylen);
 void db_json_free(db_json *v);
 /* The value of key in an object; NULL when absent or obj is not an object. */
 const db_json *db_json_get(const db_json *obj, const char *key);
+
+/* ---- rows from outside (db_row.c) ------------------------------------------------------- */
+
+#define DB_NCOLS 33        /* columns of `results` but id */
+#define DB_SEARCH_NCOLS 10 /* columns of `searches` */
+
+/* Names of the columns in the order every statement of db_merge.c and db_export.c uses: the
+ * order of DB_COLS_NOID in db_query.c, then of the searches table (its key first). */
+const char *db_col_name(int i);
+const char *db_search_col_name(int i);
+
+/* One value of a row as it came: from a SQLite column or a JSON member. */
+typedef enum {
+  DB_CELL_MISSING, /* a JSON member that is not there */
+  DB_CELL_NULL,
+  DB_CELL_INT,
+  DB_CELL_REAL,
+  DB_CELL_TEXT,
+  DB_CELL_OTHER /* a BLOB, a JSON list, object or boolean */
+} db_cell_type;
+typedef struct {
+  db_cell_type type;
+  int64_t i;
+  double r;
+  bool overflow;    /* REAL from an integer past int64 */
+  const char *text; /* TEXT, borrowed; len bytes, may hold a NUL */
+  size_t len;
+} db_cell;
+void db_cell_of_column(sqlite3_stmt *st, int col, db_cell *out);
+void db_cell_of_json(const db_json *v, db_cell *out); /* v NULL: MISSING */
+
+/* Checks every column of a results row (type, range, length, characters, the policy) and
+ * fills *out; false with "'column' <what is wrong>" in why. */
+bool db_row_take(const db_cell cells[DB_NCOLS], const db_row_policy *pol, db_result *out,
+                 char *why, size_t whylen);
+bool db_search_take(const db_cell cells[DB_SEARCH_NCOLS], const db_row_policy *pol,
+                    db_search_row *out, char *why, size_t whylen);
+
+/* Binds every column of r but id, in db_col_name order, from parameter ?1 on (db_query.c).
+ * The strings stay r's: r must outlive the statement's next reset. */
+int db_bind_result(sqlite3_stmt *st, const db_result *r);
+/* Removes a database file this process created, with its side files (-wal, -shm,
+ * -journal); best effort. */
+void db_remove_files(const char *path);
+/* Runs PRAGMA pragma (integrity_check or quick_check): MMT_ERR_DB_CORRUPT with its first
+ * complaint unless it says ok. */
+mmt_status db_integrity(db_handle *h, const char *pragma, ut_err *err);
 
 #endif /* MMT_DB_INTERNAL_H */

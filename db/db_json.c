@@ -55,8 +55,9 @@ static bool hex4(jparser *ps, unsigned *out) {
   return true;
 }
 
-/* A string at ps->p (the opening quote) into *out (owned). */
-static bool parse_string(jparser *ps, char **out) {
+/* A string at ps->p (the opening quote) into *out (owned), its length (a \u0000 included)
+ * into *len. */
+static bool parse_string(jparser *ps, char **out, size_t *len) {
   const char *q = ++ps->p;
   size_t cap = 1;
   while (*q && *q != '"') cap += *q == '\\' ? (q++, 4) : 1, q += *q != '\0';
@@ -95,6 +96,7 @@ static bool parse_string(jparser *ps, char **out) {
   ps->p++;
   *o = '\0';
   *out = s;
+  if (len) *len = (size_t)(o - s);
   return true;
 }
 
@@ -140,7 +142,7 @@ static bool parse_list(jparser *ps, db_json *v, char close, int depth) {
     if (close == '}') {
       skip_ws(ps);
       if (*ps->p != '"') return jfail(ps, "expected a key");
-      if (!parse_string(ps, &v->keys[v->n])) return false;
+      if (!parse_string(ps, &v->keys[v->n], NULL)) return false;
       skip_ws(ps);
       if (*ps->p++ != ':') return v->n++, jfail(ps, "expected ':'"); /* key owned by v */
     }
@@ -162,7 +164,7 @@ static bool parse_value(jparser *ps, db_json *v, int depth) {
   char c = *ps->p;
   if (c == '{') return v->type = DB_JSON_OBJECT, parse_list(ps, v, '}', depth);
   if (c == '[') return v->type = DB_JSON_ARRAY, parse_list(ps, v, ']', depth);
-  if (c == '"') return v->type = DB_JSON_STRING, parse_string(ps, &v->text);
+  if (c == '"') return v->type = DB_JSON_STRING, parse_string(ps, &v->text, &v->len);
   if (c == '-' || (c >= '0' && c <= '9')) return v->type = DB_JSON_NUMBER, parse_number(ps, &v->text);
   static const struct {
     const char *word;
@@ -198,6 +200,92 @@ bool db_json_parse(const char *text, db_json *out, char *why, size_t whylen) {
     if (*ps.p) ok = jfail(&ps, "text after the value");
   }
   if (!ok) db_json_free(out);
+  return ok;
+}
+
+/* A member whose value is an array, at ps->p (the '['): its items handed to fn one at a time,
+ * and an empty array kept in *slot so the caller sees the list was there. */
+static bool stream_list(jparser *ps, const char *key, db_json *slot, const db_json *top,
+                        db_json_item_fn fn, void *user) {
+  slot->type = DB_JSON_ARRAY;
+  ps->p++;
+  skip_ws(ps);
+  if (*ps->p == ']') return ps->p++, true;
+  for (int index = 0;; index++) {
+    db_json item;
+    memset(&item, 0, sizeof item);
+    bool ok = parse_value(ps, &item, 1);
+    if (ok && !fn(key, index, &item, top, user)) {
+      db_json_free(&item);
+      snprintf(ps->why, ps->whylen, "%s", "");
+      return false;
+    }
+    db_json_free(&item);
+    if (!ok) return false;
+    skip_ws(ps);
+    if (*ps->p == ',') {
+      ps->p++;
+      continue;
+    }
+    if (*ps->p == ']') return ps->p++, true;
+    return jfail(ps, "expected ',' or ']'");
+  }
+}
+
+/* The top-level object of db_json_stream: members kept in top, arrays streamed. */
+static bool stream_object(jparser *ps, db_json *top, db_json_item_fn fn, void *user) {
+  skip_ws(ps);
+  if (*ps->p != '{') return jfail(ps, *ps->p ? "expected an object" : "unexpected end");
+  top->type = DB_JSON_OBJECT;
+  ps->p++;
+  skip_ws(ps);
+  if (*ps->p == '}') return ps->p++, true;
+  for (int cap = 0;;) {
+    if (top->n == cap) {
+      cap = cap ? 2 * cap : 8;
+      db_json *items = realloc(top->items, (size_t)cap * sizeof *items);
+      if (items) top->items = items;
+      char **keys = items ? realloc(top->keys, (size_t)cap * sizeof *keys) : NULL;
+      if (keys) top->keys = keys;
+      if (!items || !keys) return jfail(ps, "out of memory");
+    }
+    db_json *slot = &top->items[top->n];
+    memset(slot, 0, sizeof *slot);
+    skip_ws(ps);
+    if (*ps->p != '"') return jfail(ps, "expected a key");
+    if (!parse_string(ps, &top->keys[top->n], NULL)) return false;
+    top->n++; /* the key is top's to free from here */
+    skip_ws(ps);
+    if (*ps->p++ != ':') return jfail(ps, "expected ':'");
+    skip_ws(ps);
+    bool ok = *ps->p == '[' ? stream_list(ps, top->keys[top->n - 1], slot, top, fn, user)
+                            : parse_value(ps, slot, 1);
+    if (!ok) return false;
+    skip_ws(ps);
+    if (*ps->p == ',') {
+      ps->p++;
+      continue;
+    }
+    if (*ps->p == '}') return ps->p++, true;
+    return jfail(ps, "expected ',' or '}'");
+  }
+}
+
+bool db_json_stream(const char *text, size_t len, db_json *top, db_json_item_fn fn, void *user,
+                    char *why, size_t whylen) {
+  jparser ps = {text, text, why, whylen};
+  memset(top, 0, sizeof *top);
+  const char *nul = memchr(text, '\0', len);
+  if (nul) {
+    ps.p = nul;
+    return jfail(&ps, "a NUL byte");
+  }
+  bool ok = stream_object(&ps, top, fn, user); /* stops at text[len], the NUL */
+  if (ok) {
+    skip_ws(&ps);
+    if (*ps.p) ok = jfail(&ps, "text after the value");
+  }
+  if (!ok) db_json_free(top);
   return ok;
 }
 

@@ -46,14 +46,16 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
     [DB_ST_STAMP] = "SELECT coalesce(max(id), 0) FROM results", /* the b-tree's last key */
     [DB_ST_GET] = "SELECT " DB_COLS " FROM results WHERE id = ?1",
     [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
-    [DB_ST_SEARCH_GET] = "SELECT seconds FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
-                         " AND candidates = ?7",
+    /* a search's time is the sum of its origins' (schema 5) */
+    [DB_ST_SEARCH_GET] = "SELECT coalesce(sum(seconds), 0) FROM searches WHERE device_name = ?1"
+                         " AND " DB_PROBLEM_MATCH " AND candidates = ?7",
     [DB_ST_SEARCH_ADD] =
-        "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, seconds, updated_at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-        " ON CONFLICT(device_name, dtype, layout, m, n, k, candidates) DO UPDATE SET"
-        " seconds = CASE WHEN ?10 THEN excluded.seconds ELSE seconds + excluded.seconds END,"
-        " updated_at = excluded.updated_at",
+        "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, origin, seconds,"
+        " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        " ON CONFLICT(device_name, dtype, layout, m, n, k, candidates, origin) DO UPDATE SET"
+        " seconds = seconds + excluded.seconds, updated_at = excluded.updated_at",
+    [DB_ST_SEARCH_CLEAR] = "DELETE FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
+                           " AND candidates = ?7",
     [DB_ST_EACH_DEVICE_ROW] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 ORDER BY id",
 };
 
@@ -154,6 +156,12 @@ static void bind_result(binder *b, const db_result *r, int64_t created_at) {
   b_int(b, r->launch.slices);
   b_int(b, r->launch.threads);
   b_int(b, r->launch.per_sm);
+}
+
+int db_bind_result(sqlite3_stmt *st, const db_result *r) {
+  binder b = {st, 0, SQLITE_OK};
+  bind_result(&b, r, r->created_at);
+  return b.rc;
 }
 
 /* After every use of a prepared statement: ready for the next one, no borrowed pointers. */
@@ -601,22 +609,39 @@ mmt_status db_search_seconds(db_handle *db, const char *device_name, const db_pr
   return rc;
 }
 
+/* Steps the search statement id bound to (device, problem, candidates) and, for the add,
+ * (origin, seconds, now). */
+static int search_step(db_handle *db, db_stmt_id id, const char *device_name, const db_problem *p,
+                       const char *candidates, double seconds) {
+  sqlite3_stmt *st = db->st[id];
+  binder b = {st, 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_problem(&b, p);
+  b_text(&b, candidates);
+  if (id == DB_ST_SEARCH_ADD) {
+    b_text(&b, db->origin);
+    b_real(&b, seconds);
+    b_int(&b, ut_unix_time());
+  }
+  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  stmt_done(st);
+  return s;
+}
+
 mmt_status db_search_add(db_handle *db, const char *device_name, const db_problem *p,
                          const char *candidates, double seconds, bool replace, ut_err *err) {
   mmt_status rc = search_args(db, device_name, p, candidates, "db_search_add", err);
   if (rc) return rc;
   if (!(seconds >= 0) || isinf(seconds))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "db_search_add: seconds = %g", seconds);
-  sqlite3_stmt *st = db->st[DB_ST_SEARCH_ADD];
-  binder b = {st, 0, SQLITE_OK};
-  b_text(&b, device_name);
-  b_problem(&b, p);
-  b_text(&b, candidates);
-  b_real(&b, seconds);
-  b_int(&b, ut_unix_time());
-  b_int(&b, replace);
-  int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
+  /* replace: every origin's time goes, this file's becomes the whole (one transaction) */
+  if (replace) rc = step_done(db, DB_ST_BEGIN, "cannot begin a transaction on", err);
+  if (rc) return rc;
+  int s = replace ? search_step(db, DB_ST_SEARCH_CLEAR, device_name, p, candidates, 0)
+                  : SQLITE_DONE;
+  if (s == SQLITE_DONE) s = search_step(db, DB_ST_SEARCH_ADD, device_name, p, candidates, seconds);
   if (s != SQLITE_DONE) rc = db_sql_fail(db, s, "cannot record the search time in", err);
-  stmt_done(st);
+  if (!rc && replace) rc = step_done(db, DB_ST_COMMIT, "cannot commit a search time to", err);
+  if (rc) db_rollback_after_error(db, err);
   return rc;
 }

@@ -699,9 +699,50 @@ static void best_lines(const char *path, char *out, size_t cap) {
   }
 }
 
+/* A file's bytes (owned; NULL when it does not exist), to show a refused merge left it as
+ * it was. */
+static char *file_bytes(const char *path, size_t *len) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return NULL;
+  char *buf = NULL;
+  size_t cap = 0, n = 0, got;
+  do {
+    if (n + 65536 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+    got = fread(buf + n, 1, cap - n, fp);
+    n += got;
+  } while (got > 0);
+  fclose(fp);
+  *len = n;
+  return buf;
+}
+
+/* Whether path's bytes are still before[0..len). */
+static void assert_unchanged(const char *path, const char *before, size_t len) {
+  size_t now_len = 0;
+  char *now = file_bytes(path, &now_len);
+  assert_non_null(now);
+  assert_int_equal(now_len, len);
+  assert_memory_equal(now, before, len);
+  free(now);
+}
+
+static double search_time(const char *path, const char *device, int64_t m) {
+  db_handle *db = open_ok(path, false);
+  db_problem p = problem(m, m, m);
+  double s = -1;
+  ut_err e;
+  assert_int_equal(db_search_seconds(db, device, &p, "c", &s, &e), MMT_OK);
+  db_close(db);
+  return s;
+}
+
 /* Two shards' files merged: the union of their rows with provenance, an exact duplicate
  * dropped, search times of the same search added; the merged file's best rows equal those
- * of one file holding every row; merging again adds no row. */
+ * of one file holding every row; merging again adds no row and no time. */
 static void test_merge_union(void **state) {
   fixture *f = *state;
   const db_result a[] = {
@@ -721,32 +762,32 @@ static void test_merge_union(void **state) {
   memcpy(all, a, sizeof a);
   memcpy(all + 3, b, sizeof b);
   make_source(f, "one.db", all, 6, 0, one, sizeof one);
-  snprintf(dst, sizeof dst, "%s/merged.db", f->dir);
-  db_handle *db = open_ok(dst, false);
+  snprintf(dst, sizeof dst, "%s/new/merged.db", f->dir); /* created, folder and all */
   const char *srcs[] = {pa, pb};
   db_merge_stats st;
   ut_err e;
-  mmt_status rc = db_merge(db, srcs, 2, &st, &e);
+  mmt_status rc = db_merge(dst, srcs, 2, NULL, &st, &e);
   if (rc) fail_msg("db_merge: %s", e.msg);
   assert_int_equal(st.rows_read, 6);
   assert_int_equal(st.rows_added, 5);
   assert_int_equal(st.duplicates, 1);
   assert_int_equal(st.searches, 2);
-  double seconds = 0;
+  assert_true(search_time(dst, "GPU A", 64) == 5.0);
+  db_handle *db = open_ok(dst, true);
   db_problem p = problem(64, 64, 64);
-  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &seconds, &e), MMT_OK);
-  assert_true(seconds == 5.0);
   db_result best;
   assert_int_equal(db_best(db, "GPU A", &p, &best, &e), MMT_OK);
   assert_string_equal(best.params, "x=3");
   assert_string_equal(best.device.uuid, "GPU-1234"); /* provenance kept */
   assert_int_equal(best.created_at, FIXED_TIME);
-  /* merging a file again adds nothing */
-  const char *again[] = {pb};
-  assert_int_equal(db_merge(db, again, 1, &st, &e), MMT_OK);
-  assert_int_equal(st.rows_added, 0);
-  assert_int_equal(st.duplicates, 3);
   db_close(db);
+  /* merging a file again adds nothing: no row, no second copy of its search time */
+  const char *again[] = {pb, pa};
+  assert_int_equal(db_merge(dst, again, 2, NULL, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 0);
+  assert_int_equal(st.duplicates, 6);
+  assert_int_equal(st.searches, 0);
+  assert_true(search_time(dst, "GPU A", 64) == 5.0);
   assert_int_equal(count_rows(dst), 5);
   char merged[2048], single[2048];
   best_lines(dst, merged, sizeof merged);
@@ -754,78 +795,91 @@ static void test_merge_union(void **state) {
   assert_string_equal(merged, single);
   /* the merged file checks out */
   db_check_report rep;
-  assert_int_equal(db_check(dst, &rep, &e), MMT_OK);
+  assert_int_equal(db_check(dst, NULL, &rep, &e), MMT_OK);
   assert_int_equal(rep.schema_version, DB_SCHEMA_VERSION);
   assert_int_equal(rep.rows, 5);
 }
 
 /* A file started as a copy of the main one (tune --device all's per-GPU parts) and merged
- * back: its rows come in once and a search time is the part's (main's plus the part's own),
- * not their sum. */
+ * back: its rows come in once, and a search time is the main file's plus the part's own:
+ * the part's copy of the main file's time is the main file's origin's, not counted twice. */
 static void test_merge_copies(void **state) {
   fixture *f = *state;
   const db_result a[] = {result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1")};
   char main_db[256], part[256];
   make_source(f, "main.db", a, 1, 2.0, main_db, sizeof main_db);
   snprintf(part, sizeof part, "%s/main.db.gpu0.db", f->dir);
-  db_handle *db = open_ok(part, false);
   ut_err e;
   const char *seed[] = {main_db};
-  assert_int_equal(db_merge(db, seed, 1, NULL, &e), MMT_OK);
+  assert_int_equal(db_merge(part, seed, 1, NULL, NULL, &e), MMT_OK);
+  db_handle *db = open_ok(part, false);
   db_problem p = problem(64, 64, 64);
   assert_int_equal(db_search_add(db, "GPU A", &p, "c", 1.0, false, &e), MMT_OK); /* its own */
   insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.40, "x=2"), NULL);
   db_close(db);
-  db = open_ok(main_db, false);
   const char *back[] = {part};
   db_merge_stats st;
-  assert_int_equal(db_merge_copies(db, back, 1, &st, &e), MMT_OK);
+  assert_int_equal(db_merge(main_db, back, 1, NULL, &st, &e), MMT_OK);
   assert_int_equal(st.rows_added, 1);
   assert_int_equal(st.duplicates, 1);
-  double seconds = 0;
-  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &seconds, &e), MMT_OK);
-  assert_true(seconds == 3.0);
-  db_close(db);
+  assert_true(search_time(main_db, "GPU A", 64) == 3.0);
+  assert_int_equal(db_merge(main_db, back, 1, NULL, &st, &e), MMT_OK); /* again: the same */
+  assert_true(search_time(main_db, "GPU A", 64) == 3.0);
 }
 
 /* A source refused -- missing, not a database, damaged, of a newer schema, the destination
- * itself -- leaves the destination as it was, even after good sources in the same call; an
- * older schema is upgraded on read. */
+ * itself or a hard link to it -- leaves the destination byte for byte as it was, even after
+ * good sources in the same call, and creates no destination that did not exist; an older
+ * schema is read as it is. */
 static void test_merge_refusals(void **state) {
   fixture *f = *state;
   const db_result a[] = {result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1")};
-  char good[256], dst[256], junk[256], missing[256];
+  char good[256], dst[256], junk[256], missing[256], fresh[256], link_path[256];
   make_source(f, "good.db", a, 1, 1.0, good, sizeof good);
   snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
   db_handle *db = open_ok(dst, false);
   insert(db, result("GPU A", 32, 32, 32, DB_OK, 0.1, "x=9"), NULL);
+  db_close(db);
+  size_t len = 0;
+  char *before = file_bytes(dst, &len);
   snprintf(junk, sizeof junk, "%s/junk.db", f->dir);
   unsigned char bytes[4096];
   for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 131 + 7);
   write_bytes(junk, bytes, sizeof bytes);
   snprintf(missing, sizeof missing, "%s/none.db", f->dir);
+  snprintf(fresh, sizeof fresh, "%s/fresh/new.db", f->dir);
+  snprintf(link_path, sizeof link_path, "%s/dst-link.db", f->dir);
+  assert_int_equal(link(dst, link_path), 0);
   ut_err e;
   db_merge_stats st = {.rows_added = 99};
   const char *with_junk[] = {good, junk};
-  assert_int_equal(db_merge(db, with_junk, 2, &st, &e), MMT_ERR_DB_CORRUPT);
+  assert_int_equal(db_merge(dst, with_junk, 2, NULL, &st, &e), MMT_ERR_DB_CORRUPT);
   assert_non_null(strstr(e.msg, "junk.db"));
   assert_int_equal(st.rows_added, 0);
+  assert_int_equal(db_merge(fresh, with_junk, 2, NULL, &st, &e), MMT_ERR_DB_CORRUPT);
   const char *with_missing[] = {good, missing};
-  assert_int_equal(db_merge(db, with_missing, 2, &st, &e), MMT_ERR_NOT_FOUND);
+  assert_int_equal(db_merge(dst, with_missing, 2, NULL, &st, &e), MMT_ERR_NOT_FOUND);
   assert_non_null(strstr(e.msg, "none.db"));
-  const char *itself[] = {dst};
-  assert_int_equal(db_merge(db, itself, 1, &st, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_merge(fresh, with_missing, 2, NULL, &st, &e), MMT_ERR_NOT_FOUND);
+  const char *itself[] = {dst}, *linked[] = {good, link_path};
+  assert_int_equal(db_merge(dst, itself, 1, NULL, &st, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "both a source and the destination"));
+  assert_int_equal(db_merge(dst, linked, 2, NULL, &st, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "dst-link.db' is both a source and the destination"));
+  assert_int_equal(access(fresh, F_OK), -1); /* nothing created */
+  char fresh_dir[256];
+  snprintf(fresh_dir, sizeof fresh_dir, "%s/fresh", f->dir);
+  assert_int_equal(access(fresh_dir, F_OK), -1);
   db_check_report rep;
-  assert_int_equal(db_check(junk, &rep, &e), MMT_ERR_DB_CORRUPT);
-  assert_int_equal(db_check(missing, &rep, &e), MMT_ERR_NOT_FOUND);
+  assert_int_equal(db_check(junk, NULL, &rep, &e), MMT_ERR_DB_CORRUPT);
+  assert_int_equal(db_check(missing, NULL, &rep, &e), MMT_ERR_NOT_FOUND);
   if (have_cli()) {
     char newer[256], v1[256], cmd[1024];
     make_source(f, "newer.db", a, 1, 0, newer, sizeof newer);
     assert_int_equal(cli(newer, "PRAGMA user_version=7", NULL, 0), 0);
     const char *with_newer[] = {good, newer};
-    assert_int_equal(db_merge(db, with_newer, 2, &st, &e), MMT_ERR_DB_VERSION);
-    assert_int_equal(db_check(newer, &rep, &e), MMT_ERR_DB_VERSION);
+    assert_int_equal(db_merge(dst, with_newer, 2, NULL, &st, &e), MMT_ERR_DB_VERSION);
+    assert_int_equal(db_check(newer, NULL, &rep, &e), MMT_ERR_DB_VERSION);
     /* a damaged page: the results table's root overwritten */
     char damaged[256];
     make_source(f, "damaged.db", a, 1, 0, damaged, sizeof damaged);
@@ -834,21 +888,148 @@ static void test_merge_refusals(void **state) {
              damaged);
     assert_int_equal(system(cmd), 0);
     const char *with_damaged[] = {good, damaged};
-    assert_int_equal(db_merge(db, with_damaged, 2, &st, &e), MMT_ERR_DB_CORRUPT);
-    assert_int_equal(db_check(damaged, &rep, &e), MMT_ERR_DB_CORRUPT);
-    assert_int_equal(count_rows(dst), 1); /* nothing of the good sources came in */
-    /* version 1, as the first release wrote it: upgraded on read (launch shapes 0) */
+    assert_int_equal(db_merge(dst, with_damaged, 2, NULL, &st, &e), MMT_ERR_DB_CORRUPT);
+    assert_int_equal(db_check(damaged, NULL, &rep, &e), MMT_ERR_DB_CORRUPT);
+    assert_unchanged(dst, before, len); /* nothing of the good sources came in */
+    /* version 1, as the first release wrote it: read as it is (launch shapes 0) */
     snprintf(v1, sizeof v1, "%s/v1.db", f->dir);
     snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/schema_v1.sql'", v1, MMT_TEST_DIR);
     assert_int_equal(system(cmd), 0);
     const char *old[] = {v1};
-    mmt_status rc = db_merge(db, old, 1, &st, &e);
+    mmt_status rc = db_merge(dst, old, 1, NULL, &st, &e);
     if (rc) fail_msg("db_merge v1: %s", e.msg);
     assert_true(st.rows_added > 0);
     assert_int_equal(cli(v1, "PRAGMA user_version", cmd, sizeof cmd), 0);
     assert_string_equal(cmd, "1"); /* the source is not modified */
+  } else {
+    assert_unchanged(dst, before, len);
   }
-  db_close(db);
+  free(before);
+}
+
+/* A source whose rows are garbled -- values a damaged page or a hand-made file can hold, and
+ * a table declared loosely (any type in any column) -- is refused naming the file, the row
+ * and the column, with the destination untouched; db check refuses it the same way. */
+static void test_merge_bad_rows(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  const db_result a[] = {result("GPU A", 64, 64, 64, DB_OK, 0.50, "x=1"),
+                         result("GPU A", 32, 32, 32, DB_OK, 0.25, "x=1")};
+  char dst[256], src[256];
+  make_source(f, "dst.db", a, 1, 0, dst, sizeof dst);
+  size_t len = 0;
+  char *before = file_bytes(dst, &len);
+  static const struct {
+    const char *set, *why;
+  } bad[] = {
+      {"cc_major = -33", "'cc_major' = -33 is outside 1 .. 99"},
+      {"device_name = x'4e5600ff'", "'device_name' is not a string"}, /* a BLOB */
+      {"device_name = 'GPU' || char(7)", "'device_name' holds a control character"},
+      {"device_name = ''", "'device_name' is empty"},
+      {"params = 'x=1n' || char(7) || 'plit=4'", "'params' holds a control character"},
+      {"params = 'x=1,,y=2'", "'params' is not of the form name=integer"},
+      {"template_hash = 'XYZ'", "'template_hash' is not lower-case hexadecimal"},
+      {"dtype = 'f3 2'", "'dtype' holds a character other than"},
+      {"layout = 'nx'", "'layout' is not one of nn, nt, tn, tt"},
+      {"k = 4611686018427387904", "'k' = 4611686018427387904 is outside 0 .. 2147483647"},
+      {"ms_median = 1e999", "'ms_median' = inf is not a finite number >= 0"},
+      {"ms_min = -1", "'ms_min' = -1 is not a finite number >= 0"},
+      {"threads = 100000", "'threads' = 100000 is outside 0 .. 4096"},
+      {"created_at = -5", "'created_at' = -5 is outside"},
+  };
+  ut_err e;
+  db_check_report rep;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char name[32], sql[256];
+    snprintf(name, sizeof name, "bad%zu.db", i);
+    make_source(f, name, a, 2, 0, src, sizeof src);
+    snprintf(sql, sizeof sql, "UPDATE results SET %s WHERE id = 2", bad[i].set);
+    assert_int_equal(cli(src, sql, NULL, 0), 0);
+    const char *srcs[] = {src};
+    assert_int_equal(db_merge(dst, srcs, 1, NULL, NULL, &e), MMT_ERR_DB_CORRUPT);
+    if (!strstr(e.msg, bad[i].why) || !strstr(e.msg, "results row 2") || !strstr(e.msg, name))
+      fail_msg("case %zu (%s): '%s'", i, bad[i].set, e.msg);
+    assert_int_equal(db_check(src, NULL, &rep, &e), MMT_ERR_DB_CORRUPT);
+    assert_non_null(strstr(e.msg, bad[i].why));
+  }
+  /* a table declared without types takes 'abc' in m */
+  snprintf(src, sizeof src, "%s/loose.db", f->dir);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           SQLITE_CLI " '%s' \"CREATE TABLE meta(key, value); INSERT INTO meta VALUES "
+           "('application', 'mmtune'); CREATE TABLE results(id INTEGER PRIMARY KEY, device_name, "
+           "device_uuid, cc_major, cc_minor, sm_count, driver_version, nvrtc_version, "
+           "template_name, template_hash, params, dtype, layout, m, n, k, status, error, ms_min, "
+           "ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "
+           "created_at, tile_m, tile_n, slices, threads, per_sm); INSERT INTO results VALUES (1, "
+           "'GPU A', '', 9, 0, 132, 13000, '13.0', 't', 'ab', 'x=1', 'f32', 'nn', 'abc', 8, 8, "
+           "'ok', '', 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0); PRAGMA user_version = 4;\"",
+           src);
+  assert_int_equal(system(cmd), 0);
+  const char *loose[] = {src};
+  /* without the view `best` it is not whole */
+  assert_int_equal(db_merge(dst, loose, 1, NULL, NULL, &e), MMT_ERR_DB_CORRUPT);
+  assert_non_null(strstr(e.msg, "is damaged (no such table: best)"));
+  assert_int_equal(cli(src, "CREATE VIEW best AS SELECT * FROM results; CREATE TABLE searches("
+                            "device_name, dtype, layout, m, n, k, candidates, seconds, updated_at)",
+                       NULL, 0),
+                   0);
+  mmt_status rc = db_merge(dst, loose, 1, NULL, NULL, &e);
+  if (rc != MMT_ERR_DB_CORRUPT || !strstr(e.msg, "results row 1: 'm' is not an integer"))
+    fail_msg("loose: %s: %s", mmt_status_name(rc), e.msg);
+  assert_unchanged(dst, before, len);
+  free(before);
+}
+
+/* Bytes of a real database overwritten at random, a few hundred ways: each copy is refused
+ * with the destination unchanged, or merged into a destination that then passes db check. */
+static void test_merge_damaged_copies(void **state) {
+  fixture *f = *state;
+  char good[256], dst[256], copy[256];
+  db_result rows[40];
+  for (int i = 0; i < 40; i++)
+    rows[i] = result(i % 3 ? "GPU A" : "GPU B", 16 + i, 32, 64, i % 5 ? DB_OK : DB_FAULT,
+                     0.1 + i * 0.01, i % 2 ? "x=1" : "x=2");
+  make_source(f, "good.db", rows, 40, 3.0, good, sizeof good);
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  make_source(f, "dst.db", rows, 1, 0, dst, sizeof dst);
+  size_t glen = 0, dlen = 0;
+  /* the source as one file: its -wal checkpointed into it */
+  db_check_report rep;
+  ut_err e;
+  assert_int_equal(db_check(good, NULL, &rep, &e), MMT_OK);
+  char *src = file_bytes(good, &glen), *before = file_bytes(dst, &dlen);
+  snprintf(copy, sizeof copy, "%s/copy.db", f->dir);
+  uint64_t seed = 0x2545f4914f6cdd1dULL;
+  int refused = 0, merged = 0;
+  for (int t = 0; t < 300; t++) {
+    char *b = malloc(glen);
+    assert_non_null(b);
+    memcpy(b, src, glen);
+    int flips = 1 + t % 12;
+    for (int i = 0; i < flips; i++) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      b[(seed >> 16) % glen] = (char)(seed >> 8);
+    }
+    unlink(copy);
+    write_bytes(copy, b, glen);
+    free(b);
+    const char *srcs[] = {copy};
+    mmt_status rc = db_merge(dst, srcs, 1, NULL, NULL, &e);
+    if (rc) {
+      refused++;
+      assert_unchanged(dst, before, dlen);
+      continue;
+    }
+    merged++;
+    if (db_check(dst, NULL, &rep, &e) != MMT_OK) fail_msg("copy %d merged, then: %s", t, e.msg);
+    free(before);
+    before = file_bytes(dst, &dlen);
+  }
+  print_message("damaged copies: %d refused, %d merged\n", refused, merged);
+  assert_true(refused > 0);
+  free(src);
+  free(before);
 }
 
 /* The export of a file as text (owned). */
@@ -867,9 +1048,13 @@ static char *export_text(const char *path, const char *device) {
   return text;
 }
 
+static mmt_status import_text(const char *dst, const char *text, db_merge_stats *st, ut_err *e) {
+  return db_import_json(dst, "test.json", text, strlen(text), NULL, st, e);
+}
+
 /* Export then import: the same rows (every column, a NaN as null, doubles to the bit, text
- * with quotes, newlines and non-ASCII), the same search times; importing again adds no row;
- * exporting the import gives the same text. */
+ * with quotes, newlines and non-ASCII), the same search times; importing again adds no row
+ * and no time, so exporting the import gives the same text. */
 static void test_export_import(void **state) {
   fixture *f = *state;
   db_result rows[] = {
@@ -885,17 +1070,20 @@ static void test_export_import(void **state) {
   char *text = export_text(src, NULL);
   assert_non_null(strstr(text, "\"format\": \"mmtune-results\""));
   assert_non_null(strstr(text, "\"rel_err\": null"));
+  assert_non_null(strstr(text, "\"origin\": \""));
   snprintf(dst, sizeof dst, "%s/imported.db", f->dir);
-  db_handle *db = open_ok(dst, false);
   db_merge_stats st;
   ut_err e;
-  mmt_status rc = db_import_json(db, text, &st, &e);
+  mmt_status rc = import_text(dst, text, &st, &e);
   if (rc) fail_msg("db_import_json: %s", e.msg);
   assert_int_equal(st.rows_added, 3);
   assert_int_equal(st.searches, 1);
-  assert_int_equal(db_import_json(db, text, &st, &e), MMT_OK);
+  assert_int_equal(import_text(dst, text, &st, &e), MMT_OK);
   assert_int_equal(st.rows_added, 0);
   assert_int_equal(st.duplicates, 3);
+  assert_int_equal(st.searches, 0);
+  assert_true(search_time(dst, "GPU A", 64) == 2.5);
+  db_handle *db = open_ok(dst, true);
   collect c = {0};
   db_problem p = problem(64, 64, 64);
   assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &c, &e), MMT_OK);
@@ -905,12 +1093,7 @@ static void test_export_import(void **state) {
   assert_int_equal(c.rows[0].launch.slices, 4);
   db_close(db);
   char *back = export_text(dst, NULL);
-  /* the search time was added twice by the second import; the rows are the same text */
-  char *cut_a = strstr(text, "\"searches\""), *cut_b = strstr(back, "\"searches\"");
-  assert_non_null(cut_a);
-  assert_non_null(cut_b);
-  assert_int_equal(cut_a - text, cut_b - back);
-  assert_memory_equal(text, back, (size_t)(cut_a - text));
+  assert_string_equal(text, back);
   free(back);
   /* one GPU model only */
   char *one = export_text(src, "GPU A");
@@ -920,65 +1103,268 @@ static void test_export_import(void **state) {
   free(text);
 }
 
-/* Texts that are not an export are refused with the reason, and the destination is left as
- * it was, even when the bad row comes after good ones. */
+/* A version-1 export (no origins) imported twice: its search time is counted once. */
+static void test_import_version_1(void **state) {
+  fixture *f = *state;
+  const db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1")};
+  char src[256], dst[256];
+  make_source(f, "src.db", rows, 1, 4.0, src, sizeof src);
+  char *text = export_text(src, NULL);
+  /* as version 1 wrote it: the version, and no origin in a search time */
+  char *v = strstr(text, "\"version\": 2");
+  assert_non_null(v);
+  v[11] = '1';
+  char *origin = strstr(text, ", \"origin\": \"");
+  assert_non_null(origin);
+  char *end = strchr(origin + 13, '"');
+  memmove(origin, end + 1, strlen(end + 1) + 1);
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  ut_err e;
+  mmt_status rc = import_text(dst, text, NULL, &e);
+  if (rc) fail_msg("version 1: %s", e.msg);
+  assert_int_equal(import_text(dst, text, NULL, &e), MMT_OK);
+  assert_true(search_time(dst, "GPU A", 64) == 4.0);
+  free(text);
+}
+
+/* Texts that are not an export are refused with the reason before the destination is
+ * opened: it is left byte for byte as it was (an older schema is not upgraded), and a
+ * missing one is not created, even when the bad row comes after good ones. */
 static void test_import_refusals(void **state) {
   fixture *f = *state;
   const db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"),
                             result("GPU A", 32, 32, 32, DB_OK, 0.2, "x=1")};
-  char src[256], dst[256];
+  char src[256], dst[256], fresh[256];
   make_source(f, "src.db", rows, 2, 0, src, sizeof src);
   char *good = export_text(src, NULL);
   snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
-  db_handle *db = open_ok(dst, false);
-  /* the second row's status made unknown: the first row must not stay either */
-  char *bad_status = strdup(good);
-  char *second = strstr(strstr(bad_status, "\"status\": \"ok\"") + 1, "\"status\": \"ok\"");
-  assert_non_null(second);
-  memcpy(second, "\"status\": \"ko\"", 14);
+  snprintf(fresh, sizeof fresh, "%s/fresh.db", f->dir);
+  if (have_cli()) { /* a version-1 destination: an accepted import would upgrade it */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/schema_v1.sql'", dst, MMT_TEST_DIR);
+    assert_int_equal(system(cmd), 0);
+  } else {
+    db_close(open_ok(dst, false));
+  }
+  size_t len = 0;
+  char *before = file_bytes(dst, &len);
+  /* the second row's values made bad, one way a case: the first row must not stay either */
+  static const struct {
+    const char *from, *to, *why;
+  } row_cases[] = {
+      {"\"status\": \"ok\"", "\"status\": \"ko\"", "results[1]: 'status' is not a status mmtune knows"},
+      {"\"k\": 32,", "\"k\": 99999999999999999999999,", "results[1]: 'k' is out of range"},
+      {"\"k\": 32,", "\"k\": 4611686018427387904,", "'k' = 4611686018427387904 is outside"},
+      {"\"k\": 32,", "\"k\": -32,", "'k' = -32 is outside 0 .. 2147483647"},
+      {"\"k\": 32,", "\"k\": 32.5,", "'k' is not an integer"},
+      {"\"device_name\": \"GPU A\"", "\"device_name\": \"GPU\\u0000A\"", "'device_name' holds a NUL"},
+      {"\"device_name\": \"GPU A\"", "\"device_name\": \"GPU\\u001b[31mA\"", "'device_name' holds a control character"},
+      {"\"device_name\": \"GPU A\"", "\"device_name\": 7", "'device_name' is not a string"},
+      {"\"params\": \"x=1\"", "\"params\": \"x=1;rm\"", "'params' is not of the form"},
+      {"\"ms_median\": 0.2", "\"ms_median\": 1e999", "'ms_median' = inf is not a finite"},
+      {"\"dtype\": \"f32\"", "\"dtype\": \"f32\\\"\"", "'dtype' holds a character other than"},
+  };
+  ut_err e;
+  for (size_t i = 0; i < sizeof row_cases / sizeof row_cases[0]; i++) {
+    size_t n = strlen(good) + 64;
+    char *text = malloc(n);
+    assert_non_null(text);
+    char *first = strstr(good, row_cases[i].from);
+    assert_non_null(first);
+    char *second = strstr(strstr(good, "\n    {\"device_name\"") + 1, "\n    {\"device_name\"");
+    assert_non_null(second);
+    char *at = strstr(second, row_cases[i].from);
+    assert_non_null(at);
+    snprintf(text, n, "%.*s%s%s", (int)(at - good), good, row_cases[i].to,
+             at + strlen(row_cases[i].from));
+    assert_int_equal(import_text(dst, text, NULL, &e), MMT_ERR_INVALID_ARG);
+    if (!strstr(e.msg, row_cases[i].why)) fail_msg("row case %zu: '%s'", i, e.msg);
+    assert_int_equal(import_text(fresh, text, NULL, &e), MMT_ERR_INVALID_ARG);
+    free(text);
+  }
   static const struct {
     const char *text, *why;
   } bad[] = {
       {"", "not JSON: unexpected end at byte 0"},
-      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [}", "not JSON"},
+      {"{\"format\": \"mmtune-results\", \"version\": 2, \"results\": [}", "not JSON"},
       {"{\"a\": 1} x", "text after the value"},
       {"{\"s\": \"\\ud800\"}", "lone surrogate"},
-      {"[1, 2]", "not an mmtune export"},
-      {"{\"format\": \"other\", \"version\": 1, \"results\": []}", "not an mmtune export"},
+      {"[1, 2]", "expected an object"},
+      {"{\"format\": \"other\", \"version\": 2, \"results\": []}", "not an mmtune export"},
       {"{\"format\": \"mmtune-results\", \"results\": []}", "without a version"},
       {"{\"format\": \"mmtune-results\", \"version\": 9, \"results\": []}", "version 9 is newer"},
-      {"{\"format\": \"mmtune-results\", \"version\": 1}", "without a \"results\" list"},
-      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [3]}", "results[0] is not an object"},
-      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [{\"colour\": 1}]}",
+      {"{\"format\": \"mmtune-results\", \"version\": 2}", "without a \"results\" list"},
+      {"{\"format\": \"mmtune-results\", \"version\": 2, \"results\": [], \"x\": 1}",
+       "unknown member \"x\""},
+      {"{\"format\": \"mmtune-results\", \"version\": 2, \"results\": [3]}", "results[0] is not an object"},
+      {"{\"format\": \"mmtune-results\", \"version\": 2, \"results\": [{\"colour\": 1}]}",
        "results[0]: unknown column 'colour'"},
-      {"{\"format\": \"mmtune-results\", \"version\": 1, \"results\": [{\"m\": 1}]}",
-       "results[0]: column 'device_name' is missing"},
+      {"{\"format\": \"mmtune-results\", \"version\": 2, \"results\": [{\"m\": 1}]}",
+       "results[0]: 'device_name' is missing"},
+      {"{\"format\": \"mmtune-results\", \"version\": 2, \"results\": [], \"searches\": [{}]}",
+       "searches[0]: 'device_name' is missing"},
+      {"{\"results\": [{}], \"format\": \"mmtune-results\", \"version\": 2}", "does not start with"},
   };
-  ut_err e;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    assert_int_equal(db_import_json(db, bad[i].text, NULL, &e), MMT_ERR_INVALID_ARG);
+    assert_int_equal(import_text(dst, bad[i].text, NULL, &e), MMT_ERR_INVALID_ARG);
     if (!strstr(e.msg, bad[i].why)) fail_msg("case %zu: '%s' not in '%s'", i, bad[i].why, e.msg);
   }
-  assert_int_equal(db_import_json(db, bad_status, NULL, &e), MMT_ERR_INVALID_ARG);
-  assert_non_null(strstr(e.msg, "results[1]: column 'status' is not a status mmtune knows"));
-  db_close(db);
-  assert_int_equal(count_rows(dst), 0);
+  /* a NUL byte inside the text, and a text past the size limit (never read) */
+  const char nul[] = "{\"format\": \"mmtune-results\"\0, \"version\": 2}";
+  assert_int_equal(db_import_json(dst, "nul", nul, sizeof nul - 1, NULL, NULL, &e),
+                   MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "a NUL byte at byte 27"));
+  assert_int_equal(db_import_json(dst, "big", "", DB_IMPORT_MAX_BYTES + 1, NULL, NULL, &e),
+                   MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "larger than"));
+  assert_unchanged(dst, before, len);
+  assert_int_equal(access(fresh, F_OK), -1);
   /* \u escapes decode to UTF-8, a surrogate pair to one code point */
-  db = open_ok(dst, false);
   const char *at = strstr(good, "GPU A");
   assert_non_null(at);
   size_t head = (size_t)(at - good), total = strlen(good) + 64;
   char *escaped = malloc(total);
   assert_non_null(escaped);
   snprintf(escaped, total, "%.*sGPU \\u00e9\\ud83d\\ude00%s", (int)head, good, at + 5);
-  assert_int_equal(db_import_json(db, escaped, NULL, &e), MMT_OK);
-  db_close(db);
+  mmt_status rc = import_text(dst, escaped, NULL, &e);
+  if (rc) fail_msg("escaped: %s", e.msg);
   char *back = export_text(dst, NULL);
   assert_non_null(strstr(back, "GPU \xc3\xa9\xf0\x9f\x98\x80"));
   free(back);
   free(escaped);
-  free(bad_status);
+  free(before);
   free(good);
+}
+
+/* What only the caller knows: an element type it has, params its template takes. */
+static bool only_f32(const char *dtype, void *user) {
+  (void)user;
+  return !strcmp(dtype, "f32");
+}
+static bool no_x2(const char *template_name, const char *template_hash, const char *params,
+                  void *user, char *why, size_t whylen) {
+  (void)template_name, (void)template_hash, (void)user;
+  if (strcmp(params, "x=2") != 0) return true;
+  snprintf(why, whylen, "'params' x=2 is not a config of the template");
+  return false;
+}
+
+static void test_row_policy(void **state) {
+  fixture *f = *state;
+  db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"),
+                      result("GPU A", 64, 64, 64, DB_OK, 0.4, "x=2")};
+  char src[256], dst[256];
+  make_source(f, "src.db", rows, 2, 1.0, src, sizeof src);
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  const db_row_policy pol = {.dtype_known = only_f32, .params_ok = no_x2};
+  const char *srcs[] = {src};
+  ut_err e;
+  assert_int_equal(db_merge(dst, srcs, 1, &pol, NULL, &e), MMT_ERR_DB_CORRUPT);
+  assert_non_null(strstr(e.msg, "results row 2: 'params' x=2 is not a config"));
+  db_check_report rep;
+  assert_int_equal(db_check(src, &pol, &rep, &e), MMT_ERR_DB_CORRUPT);
+  char *text = export_text(src, NULL);
+  char *dt = strstr(text, "\"dtype\": \"f32\"");
+  assert_non_null(dt);
+  memcpy(dt + 10, "f64", 3);
+  const db_row_policy types_only = {.dtype_known = only_f32};
+  assert_int_equal(db_import_json(dst, "t", text, strlen(text), &types_only, NULL, &e),
+                   MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "results[0]: 'dtype' 'f64' is not an element type"));
+  assert_int_equal(access(dst, F_OK), -1);
+  free(text);
+}
+
+/* A database in a folder its reader cannot write (a read-only image, a system folder): read
+ * as it is when its -wal holds nothing, with a clear error when it does; a packed copy reads
+ * there too.  Run as an unprivileged user: root may write anywhere. */
+static void test_read_only_place(void **state) {
+  fixture *f = *state;
+  const db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1")};
+  char src[256], dir[256], path[300], packed[300], stale[300], cmd[2048];
+  make_source(f, "src.db", rows, 1, 1.0, src, sizeof src);
+  snprintf(dir, sizeof dir, "%s/ro", f->dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/tuned.db", dir);
+  snprintf(packed, sizeof packed, "%s/packed.db", dir);
+  snprintf(stale, sizeof stale, "%s/stale.db", dir);
+  ut_err e;
+  const char *srcs[] = {src};
+  assert_int_equal(db_merge(path, srcs, 1, NULL, NULL, &e), MMT_OK); /* WAL, -wal emptied */
+  assert_int_equal(db_pack(src, packed, &e), MMT_OK);
+  assert_int_equal(db_pack(src, src, &e), MMT_ERR_INVALID_ARG);
+  /* a writer that stopped with rows in its -wal: the file and -wal, no -shm */
+  db_handle *w = open_ok(src, false);
+  insert(w, result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1"), NULL);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s-wal' '%s-wal'", src, stale, src, stale);
+  assert_int_equal(system(cmd), 0);
+  db_close(w);
+  assert_int_equal(chmod(f->dir, 0755), 0);
+  assert_int_equal(chmod(dir, 0555), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(90);
+    db_handle *db = NULL;
+    int64_t n = 0;
+    if (db_open(path, true, &db, &e) != MMT_OK || db_count(db, NULL, &n, &e) || n != 1) _exit(91);
+    db_close(db);
+    db_check_report rep;
+    if (db_check(path, NULL, &rep, &e) != MMT_OK || rep.rows != 1) _exit(92);
+    if (db_open(packed, true, &db, &e) != MMT_OK || db_count(db, NULL, &n, &e) || n != 1) _exit(93);
+    db_close(db);
+    if (db_open(stale, true, &db, &e) != MMT_ERR_IO || !strstr(e.msg, "db pack")) _exit(94);
+    _exit(access(path, W_OK) == 0 ? 95 : 0); /* the test meant a folder it cannot write */
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_int_equal(chmod(dir, 0755), 0);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  /* a packed file is one file, in rollback-journal mode */
+  char side[320];
+  snprintf(side, sizeof side, "%s-wal", packed);
+  assert_int_equal(access(side, F_OK), -1);
+  if (have_cli()) {
+    char mode[32];
+    assert_int_equal(cli(packed, "PRAGMA journal_mode", mode, sizeof mode), 0);
+    assert_string_equal(mode, "delete");
+  }
+}
+
+/* A schema-4 file's search times, upgraded to schema 5: the same sums, now the file's own
+ * origin's. */
+static void test_upgrade_v4_searches(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  const db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1")};
+  char src[256];
+  make_source(f, "old.db", rows, 1, 7.5, src, sizeof src);
+  /* back to schema 4 as it was: searches without origins, meta without one */
+  assert_int_equal(cli(src, "CREATE TABLE s4 AS SELECT device_name, dtype, layout, m, n, k, "
+                            "candidates, seconds, updated_at FROM searches; DROP TABLE searches; "
+                            "ALTER TABLE s4 RENAME TO searches; DELETE FROM meta WHERE key = "
+                            "'origin'; PRAGMA user_version = 4",
+                   NULL, 0),
+                   0);
+  ut_err e;
+  db_check_report rep;
+  assert_int_equal(db_check(src, NULL, &rep, &e), MMT_OK);
+  assert_int_equal(rep.schema_version, 4);
+  char dst[256];
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  const char *srcs[] = {src};
+  assert_int_equal(db_merge(dst, srcs, 1, NULL, NULL, &e), MMT_OK);
+  assert_int_equal(db_merge(dst, srcs, 1, NULL, NULL, &e), MMT_OK); /* named by content: once */
+  assert_true(search_time(dst, "GPU A", 64) == 7.5);
+  assert_true(search_time(src, "GPU A", 64) == 7.5); /* opened for writing: upgraded */
+  char out[64];
+  assert_int_equal(cli(src, "PRAGMA user_version", out, sizeof out), 0);
+  assert_string_equal(out, "5");
+  assert_int_equal(cli(src, "SELECT count(*) FROM searches WHERE origin = (SELECT value FROM "
+                            "meta WHERE key = 'origin')", out, sizeof out),
+                   0);
+  assert_string_equal(out, "1");
 }
 
 /* Search time per (device name, problem, candidates): 0 when never searched, added up across
@@ -1132,9 +1518,15 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_union, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_merge_bad_rows, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_merge_damaged_copies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_merge_copies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_import_version_1, setup, teardown),
       cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_row_policy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_read_only_place, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_upgrade_v4_searches, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
