@@ -211,12 +211,9 @@ static int seed_parts(const char *main_db, job *jobs, int nj) {
   if (access(main_db, F_OK) != 0) return TN_EXIT_OK; /* a first run: nothing to copy */
   for (int j = 0; j < nj; j++) {
     if (access(jobs[j].db, F_OK) == 0) continue; /* resumed: it has its rows already */
-    db_handle *db = NULL;
     ut_err e;
     const char *src[] = {main_db};
-    mmt_status rc = db_open(jobs[j].db, false, &db, &e);
-    if (!rc) rc = db_merge(db, src, 1, NULL, &e);
-    db_close(db);
+    mmt_status rc = db_merge(jobs[j].db, src, 1, NULL, NULL, &e);
     if (rc) return tn_fail("tune", "cannot start '%s' from '%s': %s", jobs[j].db, main_db, e.msg);
   }
   return TN_EXIT_OK;
@@ -230,12 +227,11 @@ static int merge_parts(const char *main_db, job *jobs, int nj) {
   for (int j = 0; j < nj; j++)
     if (access(jobs[j].db, F_OK) == 0) srcs[n++] = jobs[j].db;
   if (n == 0) return TN_EXIT_OK;
-  db_handle *db = NULL;
   db_merge_stats st;
   ut_err e;
-  mmt_status rc = db_open(main_db, false, &db, &e);
-  if (!rc) rc = db_merge_copies(db, srcs, n, &st, &e); /* the parts started as copies */
-  db_close(db);
+  /* the parts started as copies: their copies of the main file's search times are the main
+   * file's origin's, which the merge does not count twice */
+  mmt_status rc = db_merge(main_db, srcs, n, NULL, &st, &e);
   if (rc) return tn_fail("tune", "cannot merge the GPUs' results into '%s': %s", main_db, e.msg);
   printf("merged %d GPU database%s into %s: %lld rows added\n", n, n == 1 ? "" : "s", main_db,
          (long long)st.rows_added);
