@@ -76,7 +76,10 @@ typedef void (*mmt_log_fn)(void *user, mmt_log_level level, const char *message)
 
 /* Zero-initialize, then set what you need: every field has a default. */
 typedef struct {
-  const char *db_path;   /* database file; NULL: $MMTUNE_DB, else $XDG_CACHE_HOME/mmtune/mmtune.db */
+  const char *db_path;   /* database file; NULL: $MMTUNE_DB, else $XDG_CACHE_HOME/mmtune/mmtune.db;
+                            "": none (template defaults and the model's analytic ranking).
+                            It is opened read-only and may sit in a read-only folder or image:
+                            ship one made by `mmtune db pack` */
   const char *cache_dir; /* cubin cache folder, which also keeps the performance model's
                             fits (fit-*.model); NULL: $MMTUNE_CACHE_DIR, else
                             $XDG_CACHE_HOME/mmtune/cubin */

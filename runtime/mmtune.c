@@ -125,6 +125,10 @@ static mmt_status finish(const mmt_context *ctx, const char *fn, mmt_status rc, 
 static mmt_status open_db(mmt_context *ctx, const char *path, ut_err *err) {
   char buf[4096];
   mmt_status rc;
+  if (path && !*path) { /* asked for no database */
+    log_line(ctx, MMT_LOG_INFO, "no database (db_path \"\"): template defaults");
+    return MMT_OK;
+  }
   if (!path) {
     rc = ut_default_db_path(buf, sizeof buf, err);
     if (rc == MMT_ERR_NOT_FOUND) { /* neither HOME nor XDG_CACHE_HOME: no database */

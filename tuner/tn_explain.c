@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mmtune.h"
 #include "rt_choose.h"
@@ -19,7 +20,9 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"device-name", 0, "NAME", "GPU model to explain for, from the database alone (no GPU needed)"},
     {"arch", 0, "sm_XY", "with --device-name: its architecture (default: its rows', else any)"},
-    {"db", 0, "PATH", "results database (default as for tune)"},
+    {"db", 0, "PATH", "results database (default as for tune); it must exist unless --defaults"},
+    {"defaults", 0, NULL, "answer without a database: the built-in defaults and the model's "
+                          "analytic ranking (what an untuned GPU gets)"},
     {"dtype", 0, "DTYPE", "f32 (default), tf32, f16 or bf16"},
     {"order", 0, "row|col", "storage order of A, B and C (default row)"},
     {"trans-a", 0, NULL, "op(A) = A^T"},
@@ -50,17 +53,12 @@ static int parse_problem(const tn_opts *o, mmt_problem *p) {
   if (o->npos != 3)
     return tn_usage_error("explain", o->npos < 3 ? "expected M N K" : "unexpected argument '%s'",
                           o->npos > 3 ? o->pos[3] : "");
+  /* the sizes mmt_gemm launches a kernel for: an empty product has nothing to explain */
   for (int i = 0; i < 3; i++)
-    if (tn_opt_i64("explain", o->pos[i], names[i], 0, INT64_MAX, &v[i])) return TN_EXIT_USAGE;
+    if (tn_opt_i64("explain", o->pos[i], names[i], 1, INT32_MAX, &v[i])) return TN_EXIT_USAGE;
   *p = (mmt_problem){MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, v[0], v[1], v[2], 0, 0, 0, MMT_F32};
   const char *s = tn_opts_get(o, "dtype");
-  if (s) {
-    int d = 0;
-    while (mmt_dtype_name((mmt_dtype)d) && strcmp(mmt_dtype_name((mmt_dtype)d), s)) d++;
-    if (!mmt_dtype_name((mmt_dtype)d))
-      return tn_usage_error("explain", "unknown dtype '%s' (f32, tf32, f16 or bf16)", s);
-    p->dtype = (mmt_dtype)d;
-  }
+  if (s && tn_opt_served_dtype("explain", s, &p->dtype)) return TN_EXIT_USAGE;
   if ((s = tn_opts_get(o, "order"))) {
     if (strcmp(s, "row") && strcmp(s, "col"))
       return tn_usage_error("explain", "--order must be row or col, not '%s'", s);
@@ -170,11 +168,10 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
   db_handle *db = NULL;
   rt_chooser *ch = NULL;
   mmt_choice c;
-  mmt_status rc = db_open(path, true, &db, &err);
-  if (rc == MMT_ERR_NOT_FOUND) { /* never tuned: defaults */
-    db = NULL;
-    rc = MMT_OK;
-  }
+  mmt_status rc = tn_opts_has(o, "defaults") ? MMT_OK : db_open(path, true, &db, &err);
+  if (rc == MMT_ERR_NOT_FOUND)
+    return tn_usage_error("explain", "%s (tune first, or --defaults for the built-in choice)",
+                          err.msg);
   char arch[16] = "";
   const char *given = tn_opts_get(o, "arch");
   int cc = 0;
@@ -207,6 +204,10 @@ int tn_cmd_explain(int argc, char **argv) {
   if (ex || o.help) goto done;
   if ((ex = parse_problem(&o, &p))) goto done;
   const char *name = tn_opts_get(&o, "device-name");
+  if (name && !*name) {
+    ex = tn_usage_error("explain", "--device-name is empty");
+    goto done;
+  }
   if (name) {
     if (tn_opts_has(&o, "device")) {
       ex = tn_usage_error("explain", "--device and --device-name exclude each other");
@@ -229,7 +230,17 @@ int tn_cmd_explain(int argc, char **argv) {
   if (v && (ex = tn_opt_device("explain", v, &device))) goto done;
   char path[4096];
   if ((ex = tn_opt_db_path("explain", tn_opts_get(&o, "db"), path, sizeof path))) goto done;
-  mmt_options mo = {.db_path = path};
+  /* a database that is not there answers from the defaults: only when asked for */
+  if (!tn_opts_has(&o, "defaults") && access(path, F_OK) != 0) {
+    ex = tn_usage_error("explain", "no database at '%s' (tune first, or --defaults for the "
+                                   "built-in choice)", path);
+    goto done;
+  }
+  if (tn_opts_has(&o, "defaults") && tn_opts_get(&o, "db")) {
+    ex = tn_usage_error("explain", "--defaults and --db exclude each other");
+    goto done;
+  }
+  mmt_options mo = {.db_path = tn_opts_has(&o, "defaults") ? "" : path};
   mmt_context *ctx = NULL;
   mmt_choice c;
   mmt_status rc = mmt_open(&ctx, device, &mo);

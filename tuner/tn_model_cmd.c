@@ -246,13 +246,20 @@ static int evaluate(const tn_opts *o) {
   const char *dtype = NULL, *v;
   int ex = tn_opt_db_path("model", tn_opts_get(o, "db"), path, sizeof path);
   if (ex) return ex;
-  if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("model", v, &dtype))) return ex;
+  mmt_dtype served;
+  if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_served_dtype("model", v, &served))) return ex;
+  if (v) dtype = mmt_dtype_name(served);
   bool json = tn_opts_has(o, "json"), verbose = tn_opts_has(o, "verbose"), first = true;
   ut_err err = {{0}};
   db_handle *db = NULL;
   name_list names = {0};
   mmt_status rc = db_open(path, true, &db, &err);
+  if (rc == MMT_ERR_NOT_FOUND) return tn_usage_error("model", "%s", err.msg);
   const char *one = tn_opts_get(o, "device-name");
+  if (!rc && one && !*one) {
+    db_close(db);
+    return tn_usage_error("model", "--device-name is empty");
+  }
   if (!rc && one) {
     db_result named = {.device.name = ""};
     ut_copy(named.device.name, sizeof named.device.name, one);
@@ -260,13 +267,15 @@ static int evaluate(const tn_opts *o) {
   }
   if (!rc && !one) rc = db_each_best(db, NULL, NULL, NULL, on_device, &names, &err);
   if (!rc && names.nomem) rc = ut_fail(&err, MMT_ERR_NOMEM, "out of memory");
-  if (json) printf("[");
-  for (int i = 0; i < names.count && !rc; i++) {
-    scores sc = {.n = 0};
-    rc = evaluate_device(db, names.names[i], dtype, verbose, &sc, &err);
-    if (!rc) print_scores(names.names[i], &sc, json, &first);
-  }
-  if (json) printf("\n]\n");
+  /* every GPU model's scores first, then the output: a failure prints no half document */
+  scores *sc = rc ? NULL : calloc(names.count ? (size_t)names.count : 1, sizeof *sc);
+  if (!rc && !sc) rc = ut_fail(&err, MMT_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < names.count && !rc; i++)
+    rc = evaluate_device(db, names.names[i], dtype, verbose, &sc[i], &err);
+  if (!rc && json) printf("[");
+  for (int i = 0; i < names.count && !rc; i++) print_scores(names.names[i], &sc[i], json, &first);
+  if (!rc && json) printf("\n]\n");
+  free(sc);
   if (!rc && !json && names.count == 0) printf("no tuned problems in %s\n", path);
   free(names.names);
   db_close(db);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmtune.h"
 #include "tn_cli.h"
 #include "tn_opts.h"
 
@@ -192,6 +193,15 @@ int tn_opt_dtype(const char *cmd, const char *text, const char **out) {
   if (!text) text = "f32";
   if (gen_dtype_size(text) == 0) return tn_usage_error(cmd, "unknown dtype '%s'", text);
   *out = text;
+  return TN_EXIT_OK;
+}
+
+int tn_opt_served_dtype(const char *cmd, const char *text, mmt_dtype *out) {
+  int d = 0;
+  while (mmt_dtype_name((mmt_dtype)d) && strcmp(mmt_dtype_name((mmt_dtype)d), text)) d++;
+  if (!mmt_dtype_name((mmt_dtype)d))
+    return tn_usage_error(cmd, "unknown dtype '%s' (f32, tf32, f16 or bf16)", text);
+  *out = (mmt_dtype)d;
   return TN_EXIT_OK;
 }
 

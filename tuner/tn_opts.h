@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "gen.h"
+#include "mmtune.h"
 #include "tn_args.h"
 
 #define TN_OPTS_MAX 32
@@ -74,6 +75,8 @@ int tn_opt_i64(const char *cmd, const char *text, const char *what, int64_t min,
 int tn_opt_device(const char *cmd, const char *text, int *out);
 /* --dtype: NULL -> "f32"; a dtype gen knows, else exit 2. *out borrows text. */
 int tn_opt_dtype(const char *cmd, const char *text, const char **out);
+/* An element type the library serves (mmt_dtype: f32, tf32, f16, bf16); usage error else. */
+int tn_opt_served_dtype(const char *cmd, const char *text, mmt_dtype *out);
 /* --layout: NULL -> "nn"; "nn", "nt", "tn" or "tt" (gen.h), else exit 2. *out borrows text. */
 int tn_opt_layout(const char *cmd, const char *text, const char **out);
 /* --shard I/N (tn_parse_shard): NULL -> 0/1 (everything); a bad one -> exit 2 naming the
