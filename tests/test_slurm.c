@@ -84,7 +84,7 @@ static void best_lines(const char *path, char *out) {
 static int64_t rows_of(const char *path) {
   db_check_report rep;
   ut_err e;
-  if (db_check(path, &rep, &e) != MMT_OK) fail_msg("%s", e.msg);
+  if (db_check(path, NULL, &rep, &e) != MMT_OK) fail_msg("%s", e.msg);
   return rep.rows;
 }
 
