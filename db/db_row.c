@@ -37,24 +37,26 @@ typedef enum { K_TEXT, K_INT, K_REAL } col_kind;
 typedef struct {
   const char *name;
   col_kind kind;
-  text_class text; /* K_TEXT */
-  size_t cap;      /* K_TEXT: bytes including the NUL (the db_result array's size) */
-  int64_t min, max; /* K_INT; K_REAL: min only (max: +inf allowed when max != 0) */
-  bool nullable;   /* K_REAL: NULL (NaN) allowed */
-  size_t offset;   /* into db_result (results) or db_search_row (searches) */
-  size_t size;     /* K_INT: 4 (int) or 8 (int64_t) */
+  text_class text;  /* K_TEXT */
+  size_t cap;       /* K_TEXT: bytes including the NUL (the db_result array's size) */
+  bool required;    /* K_TEXT: not empty */
+  int64_t min, max; /* K_INT */
+  bool nullable;    /* K_REAL: NULL (NaN) allowed; a real is always >= 0 */
+  bool inf_ok;      /* K_REAL: +inf allowed (a zero-time row's TFLOP/s, a failed one's error) */
+  size_t offset;    /* into db_result (results) or db_search_row (searches) */
+  size_t size;      /* K_INT: 4 (int) or 8 (int64_t) */
 } col_spec;
 
 #define R_(f) offsetof(db_result, f)
-#define TEXT_(nm, cls, f, required)                                                    \
+#define TEXT_(nm, cls, f, req)                                                         \
   {.name = nm, .kind = K_TEXT, .text = cls, .cap = sizeof(((db_result *)0)->f),       \
-   .offset = R_(f), .min = required}
+   .offset = R_(f), .required = req}
 #define INT_(nm, f, lo, hi)                                                            \
   {.name = nm, .kind = K_INT, .min = lo, .max = hi, .offset = R_(f),                  \
    .size = sizeof(((db_result *)0)->f)}
 /* A real >= 0: finite (inf_ok 0) or also +inf (inf_ok 1). */
-#define REAL_(nm, f, inf_ok)                                                           \
-  {.name = nm, .kind = K_REAL, .max = inf_ok, .nullable = true, .offset = R_(f)}
+#define REAL_(nm, f, inf)                                                              \
+  {.name = nm, .kind = K_REAL, .inf_ok = inf, .nullable = true, .offset = R_(f)}
 
 #define SIZE_MAX_ INT32_MAX        /* kernels take int sizes (rt_gemm_check_problem) */
 #define TIME_MAX_ INT64_C(253402300799) /* 9999-12-31: a Unix time that means a date */
@@ -76,7 +78,7 @@ static const col_spec k_result_cols[DB_NCOLS] = {
     INT_("m", problem.m, 0, SIZE_MAX_),
     INT_("n", problem.n, 0, SIZE_MAX_),
     INT_("k", problem.k, 0, SIZE_MAX_),
-    {.name = "status", .kind = K_TEXT, .text = TX_STATUS, .cap = 16, .min = 1,
+    {.name = "status", .kind = K_TEXT, .text = TX_STATUS, .cap = 16, .required = true,
      .offset = R_(status)},
     TEXT_("error", TX_MESSAGE, error, 0),
     REAL_("ms_min", ms_min, 0),
@@ -104,20 +106,21 @@ static const col_spec k_result_cols[DB_NCOLS] = {
 
 #define S_(f) offsetof(db_search_row, f)
 static const col_spec k_search_cols[DB_SEARCH_NCOLS] = {
-    {.name = "device_name", .kind = K_TEXT, .text = TX_LABEL, .cap = 128, .min = 1,
+    {.name = "device_name", .kind = K_TEXT, .text = TX_LABEL, .cap = 128, .required = true,
      .offset = S_(device_name)},
-    {.name = "dtype", .kind = K_TEXT, .text = TX_NAME, .cap = 8, .min = 1, .offset = S_(dtype)},
-    {.name = "layout", .kind = K_TEXT, .text = TX_LAYOUT, .cap = 8, .min = 1,
+    {.name = "dtype", .kind = K_TEXT, .text = TX_NAME, .cap = 8, .required = true,
+     .offset = S_(dtype)},
+    {.name = "layout", .kind = K_TEXT, .text = TX_LAYOUT, .cap = 8, .required = true,
      .offset = S_(layout)},
     {.name = "m", .kind = K_INT, .min = 0, .max = SIZE_MAX_, .offset = S_(m), .size = 8},
     {.name = "n", .kind = K_INT, .min = 0, .max = SIZE_MAX_, .offset = S_(n), .size = 8},
     {.name = "k", .kind = K_INT, .min = 0, .max = SIZE_MAX_, .offset = S_(k), .size = 8},
     {.name = "candidates", .kind = K_TEXT, .text = TX_LABEL, .cap = DB_CANDIDATES_MAX,
-     .min = 1, .offset = S_(candidates)},
+     .required = true, .offset = S_(candidates)},
     {.name = "seconds", .kind = K_REAL, .offset = S_(seconds)},
     {.name = "updated_at", .kind = K_INT, .min = 0, .max = TIME_MAX_, .offset = S_(updated_at),
      .size = 8},
-    {.name = "origin", .kind = K_TEXT, .text = TX_ORIGIN, .cap = DB_ORIGIN_MAX, .min = 1,
+    {.name = "origin", .kind = K_TEXT, .text = TX_ORIGIN, .cap = DB_ORIGIN_MAX, .required = true,
      .offset = S_(origin)},
 };
 #undef S_
@@ -213,7 +216,7 @@ static bool take_cell(const col_spec *c, const db_cell *v, void *base, char *why
       snprintf(why, whylen, "'%s' is longer than %zu bytes", c->name, c->cap - 1);
       return false;
     }
-    if (c->min && v->len == 0) no = "is empty";
+    if (c->required && v->len == 0) no = "is empty";
     if (!no) no = text_refusal(c->text, v->text, v->len);
     if (!no && c->text == TX_STATUS) {
       char name[16];
@@ -236,9 +239,9 @@ static bool take_cell(const col_spec *c, const db_cell *v, void *base, char *why
     else *(int64_t *)(void *)field = v->i;
   } else if (!no) {
     double x = v->type == DB_CELL_NULL ? NAN : v->type == DB_CELL_INT ? (double)v->i : v->r;
-    if (!isnan(x) && (x < 0 || (isinf(x) && !c->max))) {
+    if (!isnan(x) && (x < 0 || (isinf(x) && !c->inf_ok))) {
       snprintf(why, whylen, "'%s' = %g is not %s", c->name, x,
-               c->max ? "a number >= 0" : "a finite number >= 0");
+               c->inf_ok ? "a number >= 0" : "a finite number >= 0");
       return false;
     }
     *(double *)(void *)field = x;
