@@ -146,7 +146,9 @@ static mmt_status read_input(const char *file, char **text, size_t *len, ut_err 
   char *buf = NULL;
   for (;;) {
     if (n + 65536 + 1 > cap) {
+      /* doubling, but never past the limit and one read more: that read tells it is passed */
       size_t want = cap ? 2 * cap : (size_t)1 << 20;
+      if (want > DB_IMPORT_MAX_BYTES + 65536 + 1) want = DB_IMPORT_MAX_BYTES + 65536 + 1;
       char *grown = realloc(buf, want);
       if (!grown) {
         rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading '%s'", file);
