@@ -729,8 +729,12 @@ static void test_explain(void **state) {
   (void)state;
   char db[256];
   snprintf(db, sizeof db, "%s/explain.db", tmp_dir);
-  /* No database: the template default, nothing measured. */
-  run_result r = RUN("explain", "100", "200", "300", "--device-name", "GPU X", "--db", db);
+  /* No database: an error, unless the built-in defaults are asked for */
+  assert_usage_error(RUN("explain", "100", "200", "300", "--device-name", "GPU X", "--db", db),
+                     "does not exist (tune first, or --defaults for the built-in choice)");
+  assert_usage_error(RUN("explain", "100", "200", "300", "--device", "0", "--db", db),
+                     "(tune first, or --defaults for the built-in choice)");
+  run_result r = RUN("explain", "100", "200", "300", "--device-name", "GPU X", "--defaults");
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "choice:    default"));
   assert_non_null(strstr(r.out, "kernel:    reg_tiled "));
@@ -738,12 +742,12 @@ static void test_explain(void **state) {
   run_free(&r);
   /* A GPU model without rows, of a given architecture: its tensor-core default. */
   r = RUN("explain", "4096", "4096", "4096", "--dtype", "bf16", "--device-name", "New GPU",
-          "--arch", "sm_90", "--db", db);
+          "--arch", "sm_90", "--defaults");
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "kernel:    wgmma "));
   run_free(&r);
   r = RUN("explain", "4096", "4096", "4096", "--dtype", "bf16", "--device-name", "New GPU",
-          "--arch", "sm_80", "--db", db);
+          "--arch", "sm_80", "--defaults");
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "kernel:    mma_sync "));
   run_free(&r);
@@ -789,10 +793,12 @@ static void test_explain(void **state) {
   /* not tuned: the model's pick, verified here (predicted) or a built-in one (default) */
   assert_non_null(strstr(r.out, "ms predicted by the model"));
   run_free(&r);
-  r = RUN("explain", "0", "5", "5", "--device-name", "GPU X", "--db", db);
-  assert_int_equal(r.code, 0);
-  assert_non_null(strstr(r.out, "nothing to launch"));
-  run_free(&r);
+  /* the sizes a kernel is launched for: an empty product, or past int, is a bad argument */
+  assert_usage_error(RUN("explain", "0", "5", "5", "--device-name", "GPU X", "--db", db),
+                     "M must be an integer in [1, 2147483647], got '0'");
+  assert_usage_error(RUN("explain", "2147483649", "64", "64", "--device-name", "GPU X"),
+                     "M must be an integer in [1, 2147483647], got '2147483649'");
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device-name", ""), "--device-name is empty");
   assert_usage_error(RUN("explain", "1", "2"), "expected M N K");
   assert_usage_error(RUN("explain", "1", "2", "3", "4"), "unexpected argument '4'");
   assert_usage_error(RUN("explain", "1", "2", "-3", "--device-name", "X"), "-3");
@@ -859,12 +865,15 @@ static void test_model_evaluate(void **state) {
   assert_usage_error(RUN("model"), "expected a subcommand: evaluate");
   assert_usage_error(RUN("model", "fit"), "unknown subcommand 'fit' (expected evaluate)");
   assert_usage_error(RUN("model", "evaluate", "--dtype", "f8"), "f8");
+  /* the dtypes the library serves; a missing database is a bad argument, and a failed
+   * evaluation prints no half document */
+  assert_usage_error(RUN("model", "evaluate", "--db", db, "--dtype", "f64"),
+                     "unknown dtype 'f64' (f32, tf32, f16 or bf16)");
   char missing[256];
   snprintf(missing, sizeof missing, "%s/no-such.db", tmp_dir);
-  r = RUN("model", "evaluate", "--db", missing);
-  assert_int_equal(r.code, 1);
-  assert_non_null(strstr(r.err, "does not exist"));
-  run_free(&r);
+  assert_usage_error(RUN("model", "evaluate", "--db", missing, "--json"), "does not exist");
+  assert_usage_error(RUN("model", "evaluate", "--db", db, "--device-name", ""),
+                     "--device-name is empty");
 }
 
 /* db merge and db check: a one-line summary, one-line errors, exit codes 0, 1 and 2. */
@@ -915,7 +924,56 @@ static void test_db_merge_check(void **state) {
   run_free(&r);
   assert_error(RUN("db", "import", junk, "--into", copy), 1, "not JSON");
   assert_usage_error(RUN("db", "import", json), "import needs --into DST");
-  assert_usage_error(RUN("db"), "expected a subcommand: merge, check, export or import");
+  /* missing files are bad arguments, and nothing is created for them */
+  char none[256], fresh[256], link_path[256];
+  snprintf(none, sizeof none, "%s/none.json", tmp_dir);
+  snprintf(fresh, sizeof fresh, "%s/fresh.db", tmp_dir);
+  snprintf(link_path, sizeof link_path, "%s/merged-link.db", tmp_dir);
+  assert_usage_error(RUN("db", "import", none, "--into", fresh), "cannot open");
+  assert_usage_error(RUN("db", "merge", none, "--into", fresh), "no database at");
+  assert_usage_error(RUN("db", "export", "--db", none), "does not exist");
+  assert_usage_error(RUN("db", "pack", "--db", none, "--out", fresh), "no database at");
+  assert_int_equal(access(fresh, F_OK), -1);
+  assert_int_equal(link(dst, link_path), 0);
+  assert_usage_error(RUN("db", "merge", link_path, "--into", dst),
+                     "is both a source and the destination");
+  /* a refused import leaves its destination byte for byte as it was */
+  char *before = NULL, *after = NULL;
+  size_t before_len = 0, after_len = 0;
+  assert_int_equal(ut_read_file(copy, &before, &before_len, &e), MMT_OK);
+  char empty_json[256];
+  snprintf(empty_json, sizeof empty_json, "%s/empty.json", tmp_dir);
+  assert_int_equal(ut_write_file_atomic(empty_json, "", 0, &e), MMT_OK);
+  assert_error(RUN("db", "import", empty_json, "--into", copy), 1, "not JSON: unexpected end");
+  assert_int_equal(ut_read_file(copy, &after, &after_len, &e), MMT_OK);
+  assert_int_equal(before_len, after_len);
+  assert_memory_equal(before, after, before_len);
+  free(before);
+  free(after);
+  /* pack: one file that reads as the original does */
+  char packed[256];
+  snprintf(packed, sizeof packed, "%s/packed.db", tmp_dir);
+  r = RUN("db", "pack", "--db", dst, "--out", packed);
+  assert_int_equal(r.code, 0);
+  run_free(&r);
+  r = RUN("db", "check", packed);
+  assert_non_null(strstr(r.out, "2 rows, integrity ok"));
+  run_free(&r);
+  assert_usage_error(RUN("db", "pack", "--db", dst), "pack needs --out FILE");
+  /* endless input on stdin ends at the size limit with one line, and nothing created */
+  char cmd[1024], err_path[256];
+  snprintf(err_path, sizeof err_path, "%s/endless.err", tmp_dir);
+  snprintf(cmd, sizeof cmd, "yes '{\"a\": 1}' | '%s' db import - --into '%s' 2>'%s'",
+           MMT_CLI_PATH, fresh, err_path);
+  int status = system(cmd);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 1);
+  char *err_text = cli_slurp(err_path);
+  assert_int_equal(cli_count_lines(err_text), 1);
+  assert_non_null(strstr(err_text, "'-' is larger than 2048 MiB"));
+  free(err_text);
+  assert_int_equal(access(fresh, F_OK), -1);
+  assert_usage_error(RUN("db"), "expected a subcommand: merge, check, export, import or pack");
   assert_usage_error(RUN("db", "merge", a), "merge needs --into DST");
   assert_usage_error(RUN("db", "merge", "--into", dst), "at least one SRC");
   assert_usage_error(RUN("db", "fold"), "unknown subcommand 'fold'");
