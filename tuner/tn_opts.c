@@ -149,8 +149,43 @@ static void format_opt(const tn_opt *opt, char *buf, size_t len) {
   snprintf(buf, len, "%s--%s%s%s", shrt, opt->name, opt->arg ? " " : "", opt->arg ? opt->arg : "");
 }
 
+/* How --help prints: text for a terminal, or Markdown for docs/cli.md (mmtune help
+ * --markdown), from the same tables so the two never drift. */
+static bool g_markdown;
+
+void tn_opts_help_markdown(bool on) { g_markdown = on; }
+
+/* s with '|' escaped, for a Markdown table cell. */
+static void put_cell(const char *s) {
+  for (; *s; s++) {
+    if (*s == '|') putchar('\\');
+    putchar(*s);
+  }
+}
+
+static void print_help_markdown(const tn_cmd_spec *spec, const tn_opt *help_opt) {
+  char buf[128];
+  /* the body keeps its line breaks and aligned lists as --help prints them */
+  printf("## mmtune %s\n\n```\nmmtune %s %s\n\n%s\n```\n\n| option | meaning |\n| --- | --- |\n",
+         spec->name, spec->name, spec->usage, spec->about);
+  for (int i = 0; i <= spec->nopts; i++) {
+    const tn_opt *opt = i < spec->nopts ? &spec->opts[i] : help_opt;
+    format_opt(opt, buf, sizeof buf);
+    const char *text = buf;
+    while (*text == ' ') text++; /* the column a short name would take */
+    printf("| `%s` | ", text);
+    put_cell(opt->help);
+    printf(" |\n");
+  }
+  printf("\n");
+}
+
 void tn_opts_print_help(const tn_cmd_spec *spec) {
   static const tn_opt help_opt = {"help", 'h', NULL, "print this help"};
+  if (g_markdown) {
+    print_help_markdown(spec, &help_opt);
+    return;
+  }
   char buf[128];
   int width = (int)strlen("-h, --help");
   for (int i = 0; i < spec->nopts; i++) {

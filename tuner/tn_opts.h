@@ -61,8 +61,10 @@ void tn_opts_free(tn_opts *o);
 /* The value of option `name` (long name), or NULL when absent; "" for a flag given. */
 const char *tn_opts_get(const tn_opts *o, const char *name);
 bool tn_opts_has(const tn_opts *o, const char *name);
-/* Prints the help of spec on stdout. */
+/* Prints the help of spec on stdout: as text, or as a Markdown section after
+ * tn_opts_help_markdown(true) (the CLI reference, docs/cli.md). */
 void tn_opts_print_help(const tn_cmd_spec *spec);
+void tn_opts_help_markdown(bool on);
 
 /* Prints "mmtune <cmd>: <message>" as one line on stderr (like tn_usage_error) and returns
  * TN_EXIT_FAIL: for work that failed, not for bad arguments. */
