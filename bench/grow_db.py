@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """grow_db.py SRC DST [COPIES]: a database of about 10^5 rows for timing the performance
-model's fit and its cache (docs/perf.md): SRC (a main job's database) copied to DST, then its
-ok rows added again COPIES times (default 82) onto other shapes (M + 7 j) with times 1% apart.
+model's fit and its cache (docs/history/performance-model.md): SRC (a main job's database)
+copied to DST, then its ok rows added again COPIES times (default 82) onto other shapes
+(M + 7 j) with times 1% apart.
 The rows are not measurements: use DST for timing only."""
 import shutil
 import sqlite3

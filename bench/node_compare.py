@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """node_compare.py: the checks of issue 15's node targets on the databases of
-`scripts/gpu-check.sh node` (docs/perf.md).
+`scripts/gpu-check.sh node` (docs/history/node-and-cluster.md).
 
   node_compare.py best A.db B.db DIR
       Every problem's best kernel in A and in B, side by side; for the problems whose best
