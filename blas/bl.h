@@ -99,7 +99,7 @@ int bl_cblas_user_info(bl_cblas_error e);
 /* ---- configuration and routing (bl_route.c) ---- */
 
 /* 2^25 flops (256^3): where the GPU path, copies over PCIe included, overtook OpenBLAS on the
- * 16 cores of an H100 host (docs/perf.md, mmtune-blas-bench). */
+ * 16 cores of an H100 host (docs/history/interfaces.md, mmtune-blas-bench). */
 #define BL_DEFAULT_THRESHOLD 33554432.0
 #define BL_DEFAULT_CPU_LIBRARY "libblas.so.3"
 

@@ -66,8 +66,8 @@
    {"naive", NULL, 0}}
 
 /* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
- * H100 databases of docs/perf.md), candidates for it even on an empty database: large and
- * small tiles, split-K for few tiles and long K (wgmma's 128 x 64 split 4 with 8 stages: 2-9%
+ * H100 databases of docs/history/performance-model.md), candidates for it even on an empty
+ * database: large and small tiles, split-K for few tiles and long K (wgmma's 128 x 64 split 4 with 8 stages: 2-9%
  * faster than 6 on 11 of 12 few-tile problems from 384x640x12288 to 640x256x20000, H100),
  * blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the

@@ -60,7 +60,8 @@ typedef struct {
 /* The L2 promotion of a TMA map over rows at `base`, `pitch` bytes apart: 256 bytes where
  * every row starts on a 128-byte line, else 128.  A row off a line straddles two, and 256-byte
  * promotion then fetches up to 512 bytes for its 128 (3000^3 f16 nn, 6000-byte rows: 0.1423
- * ms with 256, 0.1264 with 128; aligned shapes the same either way; docs/perf.md). */
+ * ms with 256, 0.1264 with 128; aligned shapes the same either way;
+ * docs/history/wgmma-shapes.md). */
 CUtensorMapL2promotion rt_tma_l2_promotion(uint64_t base, uint64_t pitch);
 
 /* The size to allocate for a launch needing `need` bytes when `have` are allocated: 0 when

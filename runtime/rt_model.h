@@ -16,8 +16,8 @@
  * and written) at the grid's share of DRAM bandwidth bound the whole (all of it from units on
  * RT_MODEL_DRAM_SMS of the SMs, or from RT_MODEL_DRAM_INFLIGHT bytes of ring stages in flight:
  * db_launch.shared_bytes); plus a launch.  The constants below were
- * chosen by `mmtune model evaluate` on two H100 databases (docs/perf.md).  The peaks are per
- * architecture (RT_MODEL_* below), leads only: the correction absorbs what they miss.
+ * chosen by `mmtune model evaluate` on two H100 databases
+ * (docs/history/performance-model.md).  The peaks are per architecture (RT_MODEL_* below), leads only: the correction absorbs what they miss.
  *
  * Correction: the log ratio y = ln(measured / analytic) of the database's ok rows of the GPU
  * model, averaged by kernel regression in log-shape space.  For a problem p, a row at
@@ -62,8 +62,8 @@
 
 /* The constants below were chosen by coordinate descent on leave-one-shape-out (`mmtune model
  * evaluate`) over three H100 main-job databases of 2026-11-25; a fourth, held out, scored the
- * same as with the constants before (docs/perf.md).  RT_MODEL_OTHER_LAYOUT stays at 0.25,
- * where leave-one-out scores the same as at its best, 0.1: at 0.1 the main job's few nt rows
+ * same as with the constants before (docs/history/performance-model.md).
+ * RT_MODEL_OTHER_LAYOUT stays at 0.25, where leave-one-out scores the same as at its best, 0.1: at 0.1 the main job's few nt rows
  * (decode sizes) outweighed every nn row on mid-size nt problems, which it never tunes, and
  * small-block kernels were served there at half of wgmma's speed. */
 #define RT_MODEL_BANDWIDTH 2.0     /* log-shape distance at which a row's weight is 1/e */

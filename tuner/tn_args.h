@@ -35,7 +35,7 @@ static inline bool tn_shard_owns(tn_shard s, int64_t item) {
  * splits again among n GPUs without leaving its block.  tune keeps a dtype's problems
  * together so: kernels are compiled per dtype, not per shape, so a shard compiles each once,
  * and its model learns from the dtype's other shapes (round-robin on two GPUs compiled 40%
- * more kernels than one GPU did, docs/perf.md). */
+ * more kernels than one GPU did, docs/history/node-and-cluster.md). */
 static inline bool tn_shard_owns_block(tn_shard s, int64_t pos, int64_t total) {
   return s.count <= 1 || pos * s.count / total == s.index;
 }

@@ -580,7 +580,7 @@ static void csv_shape_row(bench_run *b, const tn_shape *s, const rt_choice *c,
 /* A ratio of tuned to cuBLAS this far from 1 (either way) is timed again, both sides, before
  * it is believed: a --cold run of the decode shapes had 3 cells of 30 whose median was 2-9x
  * its neighbours' and its own in the next run, on either side (the cause not pinned down;
- * docs/perf.md). */
+ * docs/history/verification-and-timing.md). */
 #define RETIME_RATIO 1.25
 
 /* Keeps in *kept the faster of two timings of one kernel, or the second one's failure: a
