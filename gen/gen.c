@@ -76,10 +76,11 @@ mmt_status gen_load(const char *path, gen_template **out, ut_err *err) {
   t->emit_ref = LUA_NOREF;
   base_name(path, t->name);
   t->hash_value = ut_hash64(text, len);
-  rc = gen_sb_open(t, err);
+  rc = gen_device_defaults(NULL, &t->device, err);
+  if (!rc) rc = gen_sb_open(t, err);
   if (rc) goto cleanup;
   load_ctx c = {t, text, len, err, MMT_OK};
-  t->loading = true; /* mmt.snippet folds each snippet into hash_value */
+  t->loading = true; /* mmt.snippet and mmt.lib fold each file into hash_value */
   rc = gen_sb_pcall(t, load_protected, &c, 0, err);
   t->loading = false;
   ut_hash64_hex(t->hash_value, t->hash);

@@ -28,6 +28,30 @@
 
 typedef struct gen_template gen_template;
 
+/* The limits of the device a template's configs must fit, read by templates as mmt.device
+ * (templates/README.md): from the device itself where there is one (the runtime reads them
+ * from the driver), else the defaults of its architecture (gen_device_defaults).  Bytes and
+ * counts. */
+typedef struct {
+  int cc;                /* compute capability, major * 10 + minor: 90 */
+  int sm_count;          /* multiprocessors */
+  int max_shared;        /* shared memory a block may have when it opts in (static + dynamic) */
+  int max_shared_static; /* ... without opting in: the most static __shared__ arrays may take */
+  int sm_shared;         /* shared memory of a multiprocessor */
+  int reserved_shared;   /* of it, what the system keeps for each resident block */
+  int regs_per_sm;       /* 32-bit registers of a multiprocessor */
+  int max_threads_sm;    /* resident threads of a multiprocessor */
+  int max_grid[3];       /* blocks along grid x, y, z */
+} gen_device;
+
+/* The architecture whose defaults a template sees until told otherwise (gen_set_device). */
+#define GEN_DEFAULT_ARCH "sm_90"
+/* The defaults of architecture arch ("sm_90", "sm_90a", "sm_100f"; NULL: GEN_DEFAULT_ARCH),
+ * from a table of architectures (gen_device.c says its sources); one not in it takes the
+ * newest before it, cc being arch's own.  Errors: MMT_ERR_INVALID_ARG (not an architecture, or
+ * older than the table). */
+mmt_status gen_device_defaults(const char *arch, gen_device *out, ut_err *err);
+
 /* One point of a template's space: v[i] is the value of parameter i (declaration order). */
 typedef struct {
   int n;
@@ -183,6 +207,11 @@ void gen_names_free(char **names, int count);
 mmt_status gen_load(const char *path, gen_template **out, ut_err *err);
 /* gen_find + gen_load. */
 mmt_status gen_load_named(const char *name, gen_template **out, ut_err *err);
+/* The device whose limits t's constraints and emit read (mmt.device) from now on; a template
+ * is loaded with the defaults of GEN_DEFAULT_ARCH, and its default config checked there.
+ * Copied.  Errors: MMT_ERR_INVALID_ARG (NULL, a limit below 1). */
+mmt_status gen_set_device(gen_template *t, const gen_device *dev, ut_err *err);
+const gen_device *gen_device_of(const gen_template *t);
 /* gen_free(NULL) is a no-op. */
 void gen_free(gen_template *t);
 
@@ -220,14 +249,24 @@ mmt_status gen_config_format(const gen_template *t, const gen_config *cfg, char 
                              ut_err *err);
 
 /*
- * Runs the template's constraints.  problem NULL checks the config alone (the space);
- * otherwise also against the problem.  *valid receives the verdict, *why (may be NULL) the
- * template's reason when invalid ("" if none).  A problem dtype or layout the template does
- * not support is invalid (with a reason) without running Lua.  Errors: template failures, and
+ * Runs the template's constraints, constraints(p, prob, dtype, layout) in Lua.  With a problem:
+ * constraints(p, prob, prob.dtype, prob.layout).  problem NULL checks the config alone (the
+ * space that `mmtune space` lists): valid when constraints(p, nil, dtype, layout) holds for at
+ * least one dtype and layout the template declares.  *valid receives the verdict, *why (may be
+ * NULL) the template's reason when invalid ("" if none; without a problem, the first pair's and
+ * the first different one's).  A problem dtype or layout the template does not support is
+ * invalid (with a reason) without running Lua.  Errors: template failures, and
  * MMT_ERR_INVALID_ARG for a config whose values are not in the parameters' lists.
  */
 mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
                      char *why, size_t whylen, ut_err *err);
+/* The config alone for one dtype and layout, whatever the problem's sizes: constraints(p, nil,
+ * dtype, layout).  A config valid here emits for that dtype and layout (what `mmtune compile
+ * --dtype --layout` compiles); one valid for a problem of that dtype and layout is valid here.
+ * An unsupported dtype or layout is invalid (with a reason) without running Lua.  Errors as
+ * gen_check. */
+mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dtype,
+                         const char *layout, bool *valid, char *why, size_t whylen, ut_err *err);
 
 /* Emits the kernel for cfg, dtype and layout (emit(p, dtype, layout) in Lua).  Does not run
  * the constraints: call gen_check first.  Validates the returned table (malformed ->

@@ -55,6 +55,7 @@ typedef struct {
   gen_template *t;
   const gen_config *cfg;
   const gen_problem *prob;
+  const char *dtype, *layout; /* the problem's, or those the config alone is checked for */
   char *why;
   size_t whylen;
   bool valid;
@@ -62,7 +63,7 @@ typedef struct {
   mmt_status rc;
 } check_ctx;
 
-/* Protected: valid, reason = constraints(p, prob). */
+/* Protected: valid, reason = constraints(p, prob, dtype, layout). */
 static int check_protected(lua_State *L) {
   check_ctx *c = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->constraints_ref);
@@ -71,7 +72,9 @@ static int check_protected(lua_State *L) {
     push_problem(L, c->prob);
   else
     lua_pushnil(L);
-  lua_call(L, 2, 2);
+  lua_pushstring(L, c->dtype);
+  lua_pushstring(L, c->layout);
+  lua_call(L, 4, 2);
   if (!lua_isboolean(L, -2) || (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)) {
     c->rc = ut_fail(c->err, MMT_ERR_TEMPLATE,
                     "template '%s' (%s): constraints must return a boolean and an optional reason "
@@ -85,6 +88,55 @@ static int check_protected(lua_State *L) {
   return 0;
 }
 
+/* One call of the constraints, for a dtype and layout the template supports. */
+static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const gen_problem *prob,
+                                  const char *dtype, const char *layout, bool *valid, char *why,
+                                  size_t whylen, ut_err *err) {
+  if (t->constraints_ref == LUA_NOREF) {
+    *valid = true;
+    return MMT_OK;
+  }
+  check_ctx c = {.t = t,
+                 .cfg = cfg,
+                 .prob = prob,
+                 .dtype = dtype,
+                 .layout = layout,
+                 .why = why && whylen ? why : NULL,
+                 .whylen = whylen,
+                 .err = err};
+  mmt_status rc = gen_sb_pcall(t, check_protected, &c, 0, err);
+  if (!rc) rc = c.rc;
+  if (!rc) *valid = c.valid;
+  return rc;
+}
+
+/* The config alone: valid for at least one dtype and layout the template declares.  The reason
+ * is the first pair's, and the first different one's after it. */
+static mmt_status check_any(gen_template *t, const gen_config *cfg, bool *valid, char *why,
+                            size_t whylen, ut_err *err) {
+  char first[256] = "", other[256] = "", other_at[32] = "";
+  for (int d = 0; d < t->ndtypes; d++)
+    for (int l = 0; l < GEN_LAYOUTS; l++) {
+      const char *layout = gen_layout_name(l);
+      char reason[256] = "";
+      if (!gen_supports_layout(t, layout)) continue;
+      mmt_status rc =
+          run_constraints(t, cfg, NULL, t->dtypes[d], layout, valid, reason, sizeof reason, err);
+      if (rc || *valid) return rc;
+      if (!first[0]) {
+        snprintf(first, sizeof first, "%s", reason);
+      } else if (!other[0] && strcmp(reason, first) != 0) {
+        snprintf(other, sizeof other, "%s", reason);
+        snprintf(other_at, sizeof other_at, "%s %s", t->dtypes[d], layout);
+      }
+    }
+  if (why && whylen && other[0])
+    snprintf(why, whylen, "%s (%s: %s)", first, other_at, other);
+  else if (why && whylen)
+    snprintf(why, whylen, "%s", first);
+  return MMT_OK;
+}
+
 mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem,
                      bool *valid, char *why, size_t whylen, ut_err *err) {
   if (!valid) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_check: valid is NULL");
@@ -92,25 +144,36 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
   if (why && whylen) why[0] = '\0';
   mmt_status rc = gen_config_check(t, cfg, err);
   if (rc) return rc;
-  const char *dtype = problem && problem->dtype ? problem->dtype : "f32";
-  if (problem && !gen_supports_dtype(t, dtype)) {
+  if (!problem) return check_any(t, cfg, valid, why, whylen, err);
+  const char *dtype = problem->dtype ? problem->dtype : "f32";
+  if (!gen_supports_dtype(t, dtype)) {
     if (why && whylen) snprintf(why, whylen, "dtype %s not supported", dtype);
     return MMT_OK;
   }
-  const char *layout = problem && problem->layout ? problem->layout : "nn";
-  if (problem && !gen_supports_layout(t, layout)) {
+  const char *layout = problem->layout ? problem->layout : "nn";
+  if (!gen_supports_layout(t, layout)) {
     if (why && whylen) snprintf(why, whylen, "layout %s not supported", layout);
     return MMT_OK;
   }
-  if (t->constraints_ref == LUA_NOREF) {
-    *valid = true;
+  return run_constraints(t, cfg, problem, dtype, layout, valid, why, whylen, err);
+}
+
+mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dtype,
+                         const char *layout, bool *valid, char *why, size_t whylen, ut_err *err) {
+  if (!valid) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_check_for: valid is NULL");
+  *valid = false;
+  if (why && whylen) why[0] = '\0';
+  mmt_status rc = gen_config_check(t, cfg, err);
+  if (rc) return rc;
+  if (!gen_supports_dtype(t, dtype)) {
+    if (why && whylen) snprintf(why, whylen, "dtype %s not supported", dtype ? dtype : "(null)");
     return MMT_OK;
   }
-  check_ctx c = {t, cfg, problem, why && whylen ? why : NULL, whylen, false, err, MMT_OK};
-  rc = gen_sb_pcall(t, check_protected, &c, 0, err);
-  if (!rc) rc = c.rc;
-  if (!rc) *valid = c.valid;
-  return rc;
+  if (!gen_supports_layout(t, layout)) {
+    if (why && whylen) snprintf(why, whylen, "layout %s not supported", layout ? layout : "(null)");
+    return MMT_OK;
+  }
+  return run_constraints(t, cfg, NULL, dtype, layout, valid, why, whylen, err);
 }
 
 typedef struct {

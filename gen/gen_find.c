@@ -3,7 +3,8 @@
  * share/mmtune/templates next to the executable, then the source tree's templates/.
  *
  * Paths are only ever built from names that passed gen_valid_name, so a name like
- * "../etc/passwd" can never leave the search folders.
+ * "../etc/passwd" can never leave the search folders.  Snippets and template libraries are
+ * found the same way, in a folder of their own beside the templates.
  */
 #include <dirent.h>
 #include <limits.h>
@@ -109,17 +110,18 @@ cleanup:
   return rc;
 }
 
-mmt_status gen_find_snippet(const char *template_path, const char *name, char *path,
-                            size_t pathlen, ut_err *err) {
+mmt_status gen_find_shared(const char *template_path, const gen_shared_kind *kind, const char *name,
+                           char *path, size_t pathlen, ut_err *err) {
   if (!gen_valid_name(name, false, GEN_NAME_MAX - 1))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
-                   "invalid snippet name '%.64s': names are 1 to %d characters [A-Za-z0-9_]",
+                   "invalid %s name '%.64s': names are 1 to %d characters [A-Za-z0-9_]", kind->what,
                    name ? name : "(null)", GEN_NAME_MAX - 1);
   gen_search s;
   char own[PATH_MAX], candidate[PATH_MAX + GEN_NAME_MAX + 16], dirs[768];
   mmt_status rc = search_init(&s, err);
   if (rc) return rc;
-  /* The template's own folder first: a template shipped with its snippets finds its copy. */
+  /* The template's own folder first: a template shipped with its snippets and libraries
+   * finds its copy. */
   const char *slash = template_path ? strrchr(template_path, '/') : NULL;
   own[0] = '\0';
   if (slash && (size_t)(slash - template_path) < sizeof own) {
@@ -131,7 +133,7 @@ mmt_status gen_find_snippet(const char *template_path, const char *name, char *p
   for (int i = -1; i < s.n; i++) {
     const char *dir = i < 0 ? own : s.dirs[i];
     if (!dir[0]) continue;
-    if (snprintf(candidate, sizeof candidate, "%s/snippets/%s.cu", dir, name) >=
+    if (snprintf(candidate, sizeof candidate, "%s/%s/%s%s", dir, kind->dir, name, kind->ext) >=
         (int)sizeof candidate)
       continue;
     if (is_file(candidate)) {
@@ -140,8 +142,8 @@ mmt_status gen_find_snippet(const char *template_path, const char *name, char *p
     }
   }
   search_text(&s, dirs, sizeof dirs);
-  rc = ut_fail(err, MMT_ERR_NOT_FOUND, "snippet '%s' not found in snippets/ beside the template or in: %s",
-               name, dirs);
+  rc = ut_fail(err, MMT_ERR_NOT_FOUND, "%s '%s' not found in %s/ beside the template or in: %s",
+               kind->what, name, kind->dir, dirs);
 cleanup:
   search_free(&s);
   return rc;

@@ -43,6 +43,7 @@ struct gen_template {
   int nparams;
   gen_param params[GEN_MAX_PARAMS];
   gen_config def;
+  gen_device device;   /* mmt.device: the limits its configs must fit (gen_set_device) */
   int constraints_ref; /* registry refs; LUA_NOREF when the template has no constraints */
   int emit_ref;
 };
@@ -61,11 +62,19 @@ void gen_sb_close(gen_template *t);
 
 /* gen_find.c */
 
-/* The file of snippet `name` (templates/README.md, "Shared snippets"): snippets/<name>.cu in
- * the folder of template_path, else in each folder of the template search path.  Errors:
- * MMT_ERR_INVALID_ARG (bad name), MMT_ERR_NOT_FOUND (the folders searched). */
-mmt_status gen_find_snippet(const char *template_path, const char *name, char *path,
-                            size_t pathlen, ut_err *err);
+/* What templates share: CUDA snippets (snippets/<name>.cu) and Lua libraries
+ * (lib/<name>.lua); see templates/README.md. */
+typedef struct {
+  const char *what; /* "snippet", for messages */
+  const char *dir;  /* "snippets": the folder beside the templates */
+  const char *ext;  /* ".cu" */
+} gen_shared_kind;
+
+/* The file of shared piece `name` of kind: <dir>/<name><ext> in the folder of template_path,
+ * else in each folder of the template search path.  Errors: MMT_ERR_INVALID_ARG (bad name),
+ * MMT_ERR_NOT_FOUND (the folders searched). */
+mmt_status gen_find_shared(const char *template_path, const gen_shared_kind *kind, const char *name,
+                           char *path, size_t pathlen, ut_err *err);
 
 /* gen_lib.c */
 
@@ -82,6 +91,11 @@ bool gen_lua_int(lua_State *L, int idx, int64_t *v);
 int gen_raw_field(lua_State *L, int tbl, const char *key);
 /* Length of the list at idx, or -1 when it has keys other than 1..n. */
 lua_Integer gen_list_len(lua_State *L, int idx);
+
+/* gen_device.c */
+
+/* Pushes the read-only table mmt.device, whose fields read t->device when asked. */
+void gen_push_device(lua_State *L, gen_template *t);
 
 /* gen_config.c */
 

@@ -3,7 +3,9 @@
  * helpers the declaration and emit checks share.
  *
  * The library stays small on purpose: each helper is something nearly every template needs
- * and would otherwise get subtly wrong (ceil division, ${name} substitution).
+ * and would otherwise get subtly wrong (ceil division, ${name} substitution).  What templates
+ * share with each other (CUDA snippets, Lua libraries) is read from files at load time, so
+ * that the template's hash covers it; the device's limits are mmt.device (gen_device.c).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -192,45 +194,92 @@ static int lib_dtype(lua_State *L) {
   return 1;
 }
 
-/* The most a snippet file may hold. */
-#define GEN_SNIPPET_MAX (256u << 10)
+/* The most a snippet or library file may hold. */
+#define GEN_SHARED_MAX (256u << 10)
 
-/* mmt.snippet(name): the text of snippets/<name>.cu (gen_find_snippet), at load time only, so
- * that the template's hash covers every snippet it uses: stored rows of a template whose
- * snippet changed are then stale, as if the template itself had changed. */
-static int mmt_snippet(lua_State *L) {
-  gen_template *t = lua_touserdata(L, lua_upvalueindex(1));
-  const char *name = luaL_checkstring(L, 1);
+static const gen_shared_kind k_snippet = {"snippet", "snippets", ".cu"};
+static const gen_shared_kind k_lib = {"lib", "lib", ".lua"};
+
+/* Pushes the text of the shared file `name` of kind (gen_find_shared; its path into path) and
+ * folds it into the template's hash: hash := H(hash, tag, 0, text), the tag being the name (a
+ * snippet) or "lib/<name>" (a library), so that stored rows of a template whose snippet or
+ * library changed are stale, as if the template itself had changed.  At load time only: what
+ * is read later would not be covered by the hash. */
+static void push_shared_text(lua_State *L, gen_template *t, const gen_shared_kind *kind,
+                             const char *name, char path[PATH_MAX]) {
   if (!t->loading)
-    return luaL_error(L, "mmt.snippet('%s'): call it while the template loads (at the file's "
-                      "top level), so that the template's hash covers the snippet", name);
-  char path[PATH_MAX];
+    luaL_error(L,
+               "mmt.%s('%s'): call it while the template loads (at the file's top level), "
+               "so that the template's hash covers it",
+               kind->what, name);
   ut_err e = {{0}};
-  if (gen_find_snippet(t->path, name, path, sizeof path, &e)) return luaL_error(L, "mmt.snippet: %s", e.msg);
+  if (gen_find_shared(t->path, kind, name, path, PATH_MAX, &e))
+    luaL_error(L, "mmt.%s: %s", kind->what, e.msg);
   /* The text is read straight into a Lua buffer, so that a Lua error (out of memory) never
    * leaves C memory or a file behind: nothing C-owned is held across a Lua call. */
   struct stat st;
-  if (stat(path, &st) != 0 || st.st_size > (off_t)GEN_SNIPPET_MAX)
-    return luaL_error(L, "mmt.snippet: %s cannot be read or is over %d KiB", path,
-                      (int)(GEN_SNIPPET_MAX >> 10));
-  const size_t len = (size_t)st.st_size, name_len = strlen(name);
+  if (stat(path, &st) != 0 || st.st_size > (off_t)GEN_SHARED_MAX)
+    luaL_error(L, "mmt.%s: %s cannot be read or is over %d KiB", kind->what, path,
+               (int)(GEN_SHARED_MAX >> 10));
+  const size_t len = (size_t)st.st_size;
   luaL_Buffer b;
   char *text = luaL_buffinitsize(L, &b, len + 1);
   FILE *f = fopen(path, "rb");
   const size_t got = f ? fread(text, 1, len + 1, f) : 0;
   if (f) fclose(f);
   if (!f || got != len || memchr(text, '\0', len))
-    return luaL_error(L, "mmt.snippet: %s cannot be read as text", path);
-  /* hash := H(hash, name, 0, text) */
-  unsigned char *mix = malloc(8 + name_len + 1 + len);
-  if (!mix) return luaL_error(L, "mmt.snippet: out of memory");
-  for (int i = 0; i < 8; i++) mix[i] = (unsigned char)(t->hash_value >> (8 * i));
-  memcpy(mix + 8, name, name_len + 1);
-  memcpy(mix + 8 + name_len + 1, text, len);
-  t->hash_value = ut_hash64(mix, 8 + name_len + 1 + len);
-  free(mix);
-  if (!strcmp(name, "tile_order")) t->tile_order = true;
+    luaL_error(L, "mmt.%s: %s cannot be read as text", kind->what, path);
+  unsigned char seed[8];
+  for (int i = 0; i < 8; i++) seed[i] = (unsigned char)(t->hash_value >> (8 * i));
+  uint64_t h = ut_hash64(seed, sizeof seed);
+  if (kind == &k_lib) h = ut_hash64_more(h, "lib/", 4);
+  h = ut_hash64_more(h, name, strlen(name) + 1);
+  t->hash_value = ut_hash64_more(h, text, len);
   luaL_pushresultsize(&b, len);
+}
+
+/* mmt.snippet(name): the text of snippets/<name>.cu, at load time only (push_shared_text). */
+static int mmt_snippet(lua_State *L) {
+  gen_template *t = lua_touserdata(L, lua_upvalueindex(1));
+  const char *name = luaL_checkstring(L, 1);
+  char path[PATH_MAX];
+  push_shared_text(L, t, &k_snippet, name, path);
+  if (!strcmp(name, "tile_order")) t->tile_order = true;
+  return 1;
+}
+
+/* Registry key of the table of libraries loaded so far: name -> what the file returned, or
+ * false while it runs (a library that asks for itself, directly or not, is a cycle). */
+#define GEN_LIBS_KEY "mmt.libs"
+
+/* mmt.lib(name): runs lib/<name>.lua once, in the template's own sandbox (its globals, its
+ * budget: it is part of loading the template), and returns what the file returns (true for
+ * nothing), the same value to every later call.  At load time only (push_shared_text). */
+static int mmt_lib(lua_State *L) {
+  gen_template *t = lua_touserdata(L, lua_upvalueindex(1));
+  const char *name = luaL_checkstring(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, GEN_LIBS_KEY);
+  const int libs = lua_gettop(L);
+  const int ty = lua_getfield(L, libs, name);
+  if (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))
+    return luaL_error(L, "mmt.lib('%s'): the library asks for itself (a cycle)", name);
+  if (ty != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  char path[PATH_MAX];
+  push_shared_text(L, t, &k_lib, name, path);
+  size_t len = 0;
+  const char *text = lua_tolstring(L, -1, &len);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, libs, name);
+  const char *chunkname = lua_pushfstring(L, "@%s", path);
+  if (luaL_loadbufferx(L, text, len, chunkname, "t") != LUA_OK) return lua_error(L);
+  lua_call(L, 0, 1);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushboolean(L, 1);
+  }
+  lua_pushvalue(L, -1);
+  lua_setfield(L, libs, name);
   return 1;
 }
 
@@ -244,10 +293,17 @@ static const luaL_Reg mmt_funcs[] = {
 };
 
 int gen_open_mmt(lua_State *L, gen_template *t) {
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, GEN_LIBS_KEY);
   luaL_newlib(L, mmt_funcs);
   lua_pushlightuserdata(L, t);
   lua_pushcclosure(L, mmt_snippet, 1);
   lua_setfield(L, -2, "snippet");
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, mmt_lib, 1);
+  lua_setfield(L, -2, "lib");
+  gen_push_device(L, t);
+  lua_setfield(L, -2, "device");
   lua_setglobal(L, "mmt");
   return 0;
 }

@@ -64,8 +64,7 @@ static bool kernel_hashes(gen_template *t, const gen_config *c, const char *dtyp
 static bool valid_for(gen_template *t, const gen_config *c, const char *dtype, const char *layout) {
   bool valid = false;
   ut_err e;
-  (void)dtype, (void)layout;
-  assert_int_equal(gen_check(t, c, NULL, &valid, NULL, 0, &e), MMT_OK);
+  assert_int_equal(gen_check_for(t, c, dtype, layout, &valid, NULL, 0, &e), MMT_OK);
   return valid;
 }
 
