@@ -147,18 +147,22 @@ void gen_one_row_pitches(const char *layout, int64_t m, int64_t n, int64_t k, in
   gen_stored_rows(layout, m, n, k, rows);
   for (int i = 0; i < 3; i++) {
     if (rows[i] != 1) continue;
-    int64_t w = width[i] > 0 ? width[i] : 1, rounded = (w + 15) / 16 * 16;
+    /* a width past int (no kernel takes one) stays as it is; rounding it could overflow */
+    int64_t w = width[i] > 0 ? width[i] : 1, rounded = w <= INT32_MAX ? (w + 15) / 16 * 16 : w;
     ld[i] = rounded <= INT32_MAX ? rounded : w;
   }
 }
 
 gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
                                int64_t k) {
-  int64_t ld[3], elem = gen_dtype_size(dtype);
+  int64_t ld[3];
+  const uint64_t elem = (uint64_t)gen_dtype_size(dtype);
   gen_min_ld(layout, m, n, k, ld);
   gen_one_row_pitches(layout, m, n, k, ld);
-  uint64_t pitches[] = {256, (uint64_t)(ld[0] * elem), (uint64_t)(ld[1] * elem),
-                        (uint64_t)(ld[2] * elem)};
+  /* Unsigned: a size from a database may be anything up to 2^63 - 1, and a pitch in bytes
+   * wrapped modulo 2^64 keeps its residue modulo the alignment (a power of two <= 16). */
+  uint64_t pitches[] = {256, (uint64_t)ld[0] * elem, (uint64_t)ld[1] * elem,
+                        (uint64_t)ld[2] * elem};
   return (gen_problem){.dtype = dtype, .layout = layout, .m = m, .n = n, .k = k, .lda = ld[0],
                        .ldb = ld[1], .ldc = ld[2], .align_bytes = gen_align_bytes(pitches, 4)};
 }

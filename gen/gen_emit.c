@@ -614,7 +614,8 @@ mmt_status gen_grid_eval(const gen_grid_dim grid[3], int64_t m, int64_t n, int64
     default: return ut_fail(err, MMT_ERR_INVALID_ARG, "bad grid rule for %s", axis_name[i]);
     }
     const int64_t cluster = gen_grid_cluster(g);
-    blocks = (blocks + cluster - 1) / cluster * cluster;
+    /* rounded only within the limit: near 2^63 (a size from a database) it would overflow */
+    if (blocks <= grid_limit[i]) blocks = (blocks + cluster - 1) / cluster * cluster;
     if (blocks > grid_limit[i])
       return ut_fail(err, MMT_ERR_INVALID_ARG, "grid.%s = %lld blocks exceeds the limit of %lld",
                      axis_name[i], (long long)blocks, (long long)grid_limit[i]);

@@ -490,6 +490,36 @@ static void test_requires_met(void **state) {
   assert_int_equal(gen_layout_index(NULL), -1);
 }
 
+/* Sizes far past what mmt_gemm accepts (kernels take int; a database's row may hold any
+ * int64): the packed problem, the pitches of one row and the grid stay well defined (the
+ * sanitized build fails on an overflow) and follow their rules. */
+static void test_huge_sizes(void **state) {
+  (void)state;
+  const int64_t m = (int64_t)1 << 62, k = INT64_MAX;
+  /* A's rows of K floats: 4 * (2^63 - 1) bytes, 4-byte aligned; B's and C's of 4096 */
+  gen_problem q = gen_packed_problem("f32", "nn", m, 4096, k);
+  assert_true(q.lda == k && q.ldb == 4096 && q.ldc == 4096 && q.align_bytes == 4);
+  /* C of one row too wide for int keeps its width as pitch; A's one row of 64 is padded */
+  q = gen_packed_problem("f16", "nn", 1, INT64_MAX, 64);
+  assert_true(q.lda == 64 && q.ldb == INT64_MAX && q.ldc == INT64_MAX && q.align_bytes == 2);
+  int64_t ld[3] = {0, 0, 0};
+  gen_one_row_pitches("tn", INT64_MAX, 1, 1, ld); /* A: one row of M, C: M rows of 1 */
+  assert_true(ld[0] == INT64_MAX && ld[1] == 16 && ld[2] == 0);
+  /* the grid: past the hardware's limit, refused before its rounding to whole clusters */
+  unsigned g[3];
+  ut_err e;
+  const gen_grid_dim pairs[3] = {{'N', 1, 2}, {'M', 1, 2}, {0, 1, 1}};
+  assert_int_equal(gen_grid_eval(pairs, 1, INT64_MAX, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "grid.x"));
+  assert_int_equal(gen_grid_eval(pairs, m, 1, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "grid.y"));
+  /* 2^31 - 1 columns fit; in clusters of two they would be 2^31 */
+  assert_int_equal(gen_grid_eval(pairs, 1, INT32_MAX, 1, 132, g, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_grid_eval(pairs, 1, INT32_MAX - 1, 1, 132, g, &e), MMT_OK);
+  assert_int_equal(g[0], INT32_MAX - 1);
+  assert_int_equal(g[1], 2);
+}
+
 static void test_dtype_size(void **state) {
   (void)state;
   assert_int_equal(gen_dtype_size("f32"), 4);
@@ -963,6 +993,7 @@ int main(void) {
       cmocka_unit_test(test_emit_details),
       cmocka_unit_test(test_grid_eval),
       cmocka_unit_test(test_requires_met),
+      cmocka_unit_test(test_huge_sizes),
       cmocka_unit_test(test_dtype_size),
       cmocka_unit_test(test_search_path),
       cmocka_unit_test(test_load_io_error),
