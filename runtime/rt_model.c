@@ -46,7 +46,8 @@ void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops
   *bytes_per_s = dram_bytes_per_s(cc);
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+/* Without a + b - 1, which overflows for a size near 2^63 (a database's row may hold one). */
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : a; }
 
 /* How busy an SM's FMA pipelines are (0..1] when it holds `rounds` work units of launch l: a
  * block of few warps alone on an SM leaves them idle while it waits on memory, and the units
@@ -70,10 +71,10 @@ static double sm_busy(const db_launch *l, double rounds, const char *math) {
  * for the part of its tile inside the problem (wgmma's 64 x 16 tiles with 12 stages, 64 of
  * them, stream 16x4096x4096 f16 weights at the bandwidth).  Register-streaming kernels have
  * little shared memory and their units' count decides. */
-static double dram_share(const db_launch *l, int64_t units, int sms, int64_t tm, int64_t tn,
+static double dram_share(const db_launch *l, double units, int sms, int64_t tm, int64_t tn,
                          int64_t m, int64_t n) {
-  const double resident = fmin((double)units, (double)sms * (l && l->per_sm > 0 ? l->per_sm : 1));
-  double share = fmin((double)units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
+  const double resident = fmin(units, (double)sms * (l && l->per_sm > 0 ? l->per_sm : 1));
+  double share = fmin(units, (double)sms) / (RT_MODEL_DRAM_SMS * sms);
   if (l && l->shared_bytes > 0) {
     const double inside = (double)((tm < m ? tm : m) + (tn < n ? tn : n)) / (double)(tm + tn);
     share = fmax(share, resident * l->shared_bytes * inside / RT_MODEL_DRAM_INFLIGHT);
@@ -88,8 +89,9 @@ static void sector_waste(const gen_problem *p, double elem, double waste[2]) {
   int64_t ld[3];
   gen_min_ld(p->layout ? p->layout : "nn", p->m, p->n, p->k, ld);
   const int64_t pitch[2] = {p->lda > 0 ? p->lda : ld[0], p->ldb > 0 ? p->ldb : ld[1]};
+  /* bytes modulo 2^64, unsigned: exact modulo 32 whatever the size */
   for (int i = 0; i < 2; i++)
-    waste[i] = (int64_t)((double)pitch[i] * elem) % 32 ? RT_MODEL_SECTOR_WASTE : 1.0;
+    waste[i] = (uint64_t)pitch[i] * (uint64_t)elem % 32 ? RT_MODEL_SECTOR_WASTE : 1.0;
 }
 
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
@@ -101,8 +103,11 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
   /* a cluster's blocks: tile rows that share B, the grid rounded up to whole clusters */
   int64_t cluster = l && l->cluster > 1 ? l->cluster : 1;
-  int64_t units = ceil_div(ceil_div(m, tm), cluster) * cluster * ceil_div(n, tn) * slices;
-  double rounds = (double)ceil_div(units, sms); /* units one SM runs in turn */
+  /* counted in double: any int64 sizes (a database's row) without overflow, and exact below
+   * 2^53, so ceil(units / sms) is the integer division rounded up */
+  double units = (double)ceil_div(ceil_div(m, tm), cluster) * (double)cluster *
+                 (double)ceil_div(n, tn) * (double)slices;
+  double rounds = ceil(units / sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
   /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 16 or
    * more on both sides (mma_sync's decode blocks are 16 rows), while a tile under 16 on a

@@ -52,6 +52,13 @@ typedef struct {
   uint64_t name, hash, params;
 } pack_strings;
 
+/* memcpy of n bytes where src may be NULL when n is 0: an empty model has no rows, configs,
+ * templates or bins (a GPU model without rows, a device name of none), and memcpy's pointers
+ * must be valid even for no bytes. */
+static void copy_bytes(void *dst, const void *src, size_t n) {
+  if (n) memcpy(dst, src, n);
+}
+
 static size_t packed_size(const pack_header *h) {
   return sizeof *h + (size_t)h->nrows * sizeof(model_row) +
          (size_t)h->ncfgs * (sizeof(model_cfg) + sizeof(pack_strings)) +
@@ -81,20 +88,20 @@ mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *er
   char *p = buf;
   memcpy(p, &h, sizeof h);
   p += sizeof h;
-  memcpy(p, m->rows, (size_t)m->nrows * sizeof(model_row));
+  copy_bytes(p, m->rows, (size_t)m->nrows * sizeof(model_row));
   p += (size_t)m->nrows * sizeof(model_row);
   model_cfg *cfgs = (model_cfg *)p;
-  memcpy(cfgs, m->cfgs, (size_t)m->ncfgs * sizeof *cfgs);
+  copy_bytes(cfgs, m->cfgs, (size_t)m->ncfgs * sizeof *cfgs);
   p += (size_t)m->ncfgs * sizeof *cfgs;
   pack_strings *offs = (pack_strings *)p;
   p += (size_t)m->ncfgs * sizeof *offs;
   model_tmpl *tmpls = (model_tmpl *)p;
-  memcpy(tmpls, m->tmpls, (size_t)m->ntmpls * sizeof *tmpls);
+  copy_bytes(tmpls, m->tmpls, (size_t)m->ntmpls * sizeof *tmpls);
   p += (size_t)m->ntmpls * sizeof *tmpls;
   for (int t = 0; t < m->ntmpls; t++) {
     tmpls[t].bins = NULL;
     tmpls[t].bins_cap = 0;
-    memcpy(p, m->tmpls[t].bins, (size_t)m->tmpls[t].nbins * sizeof(model_bin));
+    copy_bytes(p, m->tmpls[t].bins, (size_t)m->tmpls[t].nbins * sizeof(model_bin));
     p += (size_t)m->tmpls[t].nbins * sizeof(model_bin);
   }
   char *pool = p;
@@ -121,10 +128,19 @@ static char *pool_string(const char *pool, uint64_t size, uint64_t o) {
   return strdup(pool + o);
 }
 
-/* Whether the unpacked model's counts and indexes are in range (every later access is). */
+/* Whether a bool's bytes (from a file) are false's or true's: any other is no value of the
+ * type, and reading it as a bool is undefined. */
+static bool bool_ok(const bool *b) {
+  const bool no = false, yes = true;
+  return !memcmp(b, &no, sizeof *b) || !memcmp(b, &yes, sizeof *b);
+}
+
+/* Whether the unpacked model's counts and indexes are in range (every later access is), and
+ * its bools are bools. */
 static const char *check(const rt_model *m) {
   for (int c = 0; c < m->ncfgs; c++) {
     const model_cfg *cfg = &m->cfgs[c];
+    if (!bool_ok(&cfg->skip)) return "a config's skip flag";
     if (cfg->first < 0 || cfg->count < 0 || cfg->first > m->nrows - cfg->count)
       return "a config's rows out of range";
     if (cfg->tmpl < -1 || cfg->tmpl >= m->ntmpls) return "a config's template out of range";
@@ -134,10 +150,12 @@ static const char *check(const rt_model *m) {
         return "a config's bin out of range";
     if (!memchr(cfg->dtype, 0, sizeof cfg->dtype)) return "a config's dtype";
   }
-  for (int i = 0; i < m->nrows; i++)
+  for (int i = 0; i < m->nrows; i++) {
     if (m->rows[i].cfg < 0 || m->rows[i].cfg >= m->ncfgs || m->rows[i].layout < 0 ||
         m->rows[i].layout >= GEN_LAYOUTS || m->rows[i].dt < 0 || m->rows[i].dt >= GEN_DTYPES)
       return "a row's config, layout or dtype out of range";
+    if (!bool_ok(&m->rows[i].aligned)) return "a row's alignment flag";
+  }
   for (int t = 0; t < m->ntmpls; t++)
     if (!memchr(m->tmpls[t].name, 0, sizeof m->tmpls[t].name) ||
         !memchr(m->tmpls[t].dtype, 0, sizeof m->tmpls[t].dtype))
@@ -184,8 +202,10 @@ static mmt_status unpack(const void *data, size_t len, void *map, size_t map_len
   p += (size_t)h.nrows * sizeof *m->rows;
   memcpy(m->cfgs, p, (size_t)h.ncfgs * sizeof *m->cfgs);
   p += (size_t)h.ncfgs * sizeof *m->cfgs;
-  const pack_strings *offs = (const pack_strings *)p;
-  p += (size_t)h.ncfgs * sizeof *offs;
+  /* read with memcpy: at an odd offset of a mapping (rt_model_unpack_map) they are not
+   * aligned */
+  const char *offs = p;
+  p += (size_t)h.ncfgs * sizeof(pack_strings);
   memcpy(m->tmpls, p, (size_t)h.ntmpls * sizeof *m->tmpls);
   p += (size_t)h.ntmpls * sizeof *m->tmpls;
   /* the file's pointer fields are never used (NULL when packed, anything when corrupt) */
@@ -214,9 +234,11 @@ static mmt_status unpack(const void *data, size_t len, void *map, size_t map_len
    * rt_model_free frees exactly what was made) */
   for (int c = 0; c < h.ncfgs; c++) {
     model_cfg *cfg = &m->cfgs[c];
-    cfg->template_name = pool_string(p, h.strings, offs[c].name);
-    cfg->template_hash = pool_string(p, h.strings, offs[c].hash);
-    cfg->params = pool_string(p, h.strings, offs[c].params);
+    pack_strings o;
+    memcpy(&o, offs + (size_t)c * sizeof o, sizeof o);
+    cfg->template_name = pool_string(p, h.strings, o.name);
+    cfg->template_hash = pool_string(p, h.strings, o.hash);
+    cfg->params = pool_string(p, h.strings, o.params);
     m->ncfgs = c + 1;
     if (!cfg->template_name || !cfg->template_hash || !cfg->params) {
       rc = ut_fail(err, MMT_ERR_IO, "packed model: a config's strings out of range");

@@ -422,6 +422,96 @@ static void test_fit_cluster(void **state) {
   db_close(db);
 }
 
+/* Sizes past int, which no kernel takes but a database's row may hold (a user's fuzzing:
+ * 2^62 x 4096 x 2^63-1): the analytic time is finite and grows with them, and a fit over such
+ * a row predicts finite times for it and for its neighbours.  The sanitized build fails on an
+ * overflow. */
+static void test_huge_sizes(void **state) {
+  (void)state;
+  const rt_model_device h100 = {132, 9};
+  const int64_t m = (int64_t)1 << 62, k = INT64_MAX;
+  const db_launch launches[] = {{.tile_m = 128, .tile_n = 128, .slices = 4, .threads = 256},
+                                {.tile_m = 1, .tile_n = 64, .slices = 1, .threads = 64},
+                                {.tile_m = 128,
+                                 .tile_n = 256,
+                                 .slices = 1,
+                                 .threads = 384,
+                                 .per_sm = 1,
+                                 .cluster = 2,
+                                 .shared_bytes = 200 << 10}};
+  const gen_problem huge = packed("f32", "nn", m, 4096, k);
+  const gen_problem big = packed("f32", "nn", 1 << 20, 4096, 1 << 20);
+  const gen_problem widest = {.dtype = "f16",
+                              .layout = "tt",
+                              .m = INT64_MAX,
+                              .n = INT64_MAX,
+                              .k = INT64_MAX,
+                              .lda = INT64_MAX,
+                              .ldb = INT64_MAX,
+                              .ldc = INT64_MAX,
+                              .align_bytes = 2};
+  for (size_t i = 0; i < sizeof launches / sizeof launches[0]; i++) {
+    const double t = rt_model_analytic_ms(&h100, &launches[i], &huge);
+    assert_true(isfinite(t) && t > rt_model_analytic_ms(&h100, &launches[i], &big));
+    assert_true(isfinite(rt_model_analytic_ms(&h100, &launches[i], &widest)));
+  }
+  /* the rows as a database file may hold them: written small, then changed in the file */
+  if (access(SQLITE_CLI, X_OK) != 0) skip();
+  db_handle *db = fresh_db("huge.db");
+  put_row(db, "x=1", 64, 4096, 64, 1.0);
+  put_row(db, "x=2", 64, 4096, 64, 2.0);
+  db_close(db);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd,
+           SQLITE_CLI " '%s/huge.db' \"UPDATE results SET m = %lld, k = %lld WHERE params = "
+                      "'x=2'\"",
+           g_dir, (long long)m, (long long)k);
+  assert_int_equal(system(cmd), 0);
+  char path[96];
+  snprintf(path, sizeof path, "%s/huge.db", g_dir);
+  ut_err e;
+  assert_int_equal(db_open(path, true, &db, &e), MMT_OK);
+  rt_model *model = NULL;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &model, &e), MMT_OK);
+  assert_int_equal(rt_model_row_count(model), 2);
+  const gen_problem probs[] = {packed("f16", "nt", m, 4096, k), packed("f16", "nt", 64, 4096, 64)};
+  for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) {
+    rt_model_focus(model, &probs[i], NULL);
+    for (int c = 0; c < rt_model_config_count(model); c++) {
+      rt_prediction pred;
+      rt_model_predict(model, c, NULL, NULL, NULL, NAN, &probs[i], &pred);
+      assert_true(isfinite(pred.ms) && pred.ms > 0);
+    }
+  }
+  rt_model_free(model);
+  db_close(db);
+}
+
+/* A model without rows (a GPU model never tuned, or a device name of none) packs and reads
+ * back: memcpy gets no NULL for its empty tables. */
+static void test_pack_empty(void **state) {
+  (void)state;
+  rt_model *m = NULL, *back = NULL;
+  ut_err e;
+  assert_int_equal(rt_model_fit(NULL, NULL, NULL, NULL, NULL, &m, &e), MMT_OK);
+  void *data = NULL;
+  size_t len = 0;
+  assert_int_equal(rt_model_pack(m, &data, &len, &e), MMT_OK);
+  assert_true(len >= sizeof(pack_header));
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_OK);
+  assert_int_equal(rt_model_row_count(back), 0);
+  assert_int_equal(rt_model_config_count(back), 0);
+  const db_launch l = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128};
+  const gen_problem p = packed("f32", "nn", 100, 100, 100);
+  rt_model_focus(back, &p, NULL);
+  rt_prediction pred;
+  rt_model_predict(back, -1, "reg_tiled", "", &l, NAN, &p, &pred);
+  assert_true(isfinite(pred.ms) && pred.ms > 0 && pred.rows == 0);
+  free(data);
+  rt_model_free(back);
+  rt_model_free(m);
+}
+
 /* Every config's prediction on a problem, for comparing two models of the same rows. */
 static void predict_all(rt_model *m, const gen_problem *p, double *ms, int n) {
   rt_model_focus(m, p, NULL);
@@ -547,6 +637,13 @@ static void test_pack(void **state) {
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
   assert_non_null(strstr(e.msg, "dtype out of range"));
   bytes[dt_at] = (unsigned char)dt_saved;
+  /* ... and its alignment flag neither false nor true (no bool: undefined to read as one) */
+  const size_t aligned_at = sizeof(pack_header) + offsetof(model_row, aligned);
+  const unsigned char aligned_saved = bytes[aligned_at];
+  bytes[aligned_at] = 3;
+  assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_ERR_IO);
+  assert_non_null(strstr(e.msg, "alignment flag"));
+  bytes[aligned_at] = aligned_saved;
   assert_int_equal(rt_model_unpack(data, len, &back, &e), MMT_OK);
   rt_model_free(back);
   /* any byte changed: read back or refused, never a crash (each index the predictions use
@@ -716,6 +813,8 @@ int main(void) {
       cmocka_unit_test(test_predict_other_16bit),
       cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),             cmocka_unit_test(test_fit_cache),
+      cmocka_unit_test(test_huge_sizes),
+      cmocka_unit_test(test_pack_empty),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
