@@ -605,7 +605,8 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
     free(l.v);
     return rc;
   }
-  qsort(l.v, (size_t)l.count, sizeof *l.v, by_prediction);
+  /* none at all (no template serves p's dtype) leaves l.v NULL, which qsort must not get */
+  if (l.count > 1) qsort(l.v, (size_t)l.count, sizeof *l.v, by_prediction);
   if ((rc = relaunch_first(ch, m, p, &l, err))) {
     free(l.v);
     return rc;

@@ -603,6 +603,33 @@ static void test_unsupported(void **state) {
   assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1), 0);
 }
 
+/* A dtype no template serves (a database's row may name one) has no candidates: none ranked,
+ * and the choice says so (qsort got NULL for them).  A problem past int (2^62 x 4096 x
+ * 2^63-1, from a fuzzed database) ranks with finite predictions, and no kernel takes it.  The
+ * sanitized build fails on either. */
+static void test_no_candidates_and_huge_sizes(void **state) {
+  fixture *f = *state;
+  rt_candidate *v = NULL;
+  int n = -1;
+  ut_err e;
+  gen_problem p = square(100, 100, 100, 16);
+  p.dtype = "f64";
+  assert_int_equal(rt_rank(f->ch, f->db, DEV, &p, NULL, &v, &n, &e), MMT_OK);
+  assert_int_equal(n, 0);
+  assert_null(v);
+  rt_choice c = {0};
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &p, &c, &e), MMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "no candidate for this dtype"));
+  const gen_problem huge = gen_packed_problem("f32", "nn", (int64_t)1 << 62, 4096, INT64_MAX);
+  assert_int_equal(rt_rank(f->ch, f->db, DEV, &huge, NULL, &v, &n, &e), MMT_OK);
+  assert_true(n > 0);
+  for (int i = 0; i < n; i++) assert_true(isfinite(v[i].pred.ms) && v[i].pred.ms > 0);
+  free(v);
+  assert_int_equal(rt_choose(f->ch, f->db, DEV, &huge, &c, &e), MMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "no kernel supports f32 nn 4611686018427387904x4096x"));
+  assert_null(c.spec.source);
+}
+
 static void test_distance_and_alignment(void **state) {
   (void)state;
   double d = rt_shape_distance(1000, 1000, 1000, 1024, 1024, 1024);
@@ -1094,6 +1121,7 @@ int main(void) {
       cmocka_unit_test(test_tf32_falls_back_to_f32),
       cmocka_unit_test(test_tf32_takes_faster_f32),
       cmocka_unit_test(test_unsupported),
+      cmocka_unit_test(test_no_candidates_and_huge_sizes),
       cmocka_unit_test(test_distance_and_alignment),
       cmocka_unit_test(test_public_basics),
       cmocka_unit_test(test_open_without_gpu),
