@@ -2,15 +2,12 @@
 #include "rt_choose.h"
 
 #include "rt_compile.h"
+#include "rt_fit_cache.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* One template the chooser loaded, or failed to load (t NULL, why says why). */
 typedef struct {
@@ -300,77 +297,6 @@ static mmt_status launch_of_row(const db_model_row *row, db_launch *out, void *u
   return emit_launch(t, &cfg, row->problem.dtype, row->problem.layout, out, err);
 }
 
-/* What a fit cache file says it was fitted from (compared byte for byte). */
-typedef struct {
-  char magic[8];
-  int64_t max_id; /* db_rows_stamp */
-  uint64_t files;
-  int32_t sm_count, cc_major; /* the chooser's device */
-  char device_name[128];
-} fit_key;
-
-/* The fit cache file of (db, device_name) into path and what it must say into key; false
- * when there is no cache or the database does not answer (then the fit is not kept). */
-static bool fit_file(const rt_chooser *ch, db_handle *db, const char *device_name, char *path,
-                     size_t len, fit_key *key) {
-  if (!ch->fit_dir || !db || !device_name || !db_path(db)) return false;
-  ut_err e;
-  memset(key, 0, sizeof *key);
-  memcpy(key->magic, "mmtfitk1", sizeof key->magic);
-  if (db_rows_stamp(db, &key->max_id, &key->files, &e)) return false;
-  key->sm_count = ch->sm_count;
-  key->cc_major = ch->cc_major;
-  ut_copy(key->device_name, sizeof key->device_name, device_name);
-  char full[4096];
-  const char *file = realpath(db_path(db), full) ? full : db_path(db);
-  uint64_t h = ut_hash64(file, strlen(file) + 1);
-  h = ut_hash64_more(h, device_name, strlen(device_name));
-  char hex[17];
-  ut_hash64_hex(h, hex);
-  return !ut_snprintf(path, len, &e, "%s/fit-%s.model", ch->fit_dir, hex);
-}
-
-/* The model in the fit cache file at path when it says key; NULL when not (or on NOMEM).
- * Mapped, not read, and the model keeps the mapping: the rows (7 MB at 10^5) are used in
- * place, where copying them into new pages cost a fresh process about 4 ms of page faults. */
-static rt_model *fit_read(const char *path, const fit_key *key) {
-  rt_model *m = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0) return NULL;
-  if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof *key) {
-    const size_t len = (size_t)st.st_size;
-    /* populated: the pages are mapped in one call, not faulted in one by one */
-    char *data = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    ut_err e;
-    if (data != MAP_FAILED) {
-      if (!memcmp(data, key, sizeof *key))
-        (void)rt_model_unpack_map(data, len, sizeof *key, &m, &e); /* takes the mapping */
-      else
-        munmap(data, len);
-    }
-  }
-  close(fd);
-  return m;
-}
-
-/* Writes model m, fitted from what key says, to the fit cache file at path (failures only
- * cost the next process a fit). */
-static void fit_write(const char *dir, const char *path, const fit_key *key, const rt_model *m) {
-  void *bytes = NULL;
-  size_t len = 0;
-  ut_err e;
-  if (rt_model_pack(m, &bytes, &len, &e)) return;
-  char *data = malloc(sizeof *key + len);
-  if (data && !ut_mkdir_p(dir, &e)) {
-    memcpy(data, key, sizeof *key);
-    memcpy(data + sizeof *key, bytes, len);
-    (void)ut_write_file_atomic(path, data, sizeof *key + len, &e);
-  }
-  free(data);
-  free(bytes);
-}
-
 mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
                             rt_model **out, ut_err *err) {
   int64_t version = 0;
@@ -382,14 +308,14 @@ mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_na
     rt_model *m = NULL;
     rt_model_device dev = {.sm_count = ch->sm_count, .cc_major = ch->cc_major};
     char path[4200];
-    fit_key key;
-    bool cached = fit_file(ch, db, device_name, path, sizeof path, &key);
-    if (cached && (m = fit_read(path, &key))) {
+    rt_fit_key key;
+    bool cached = rt_fit_cache_file(ch->fit_dir, db, device_name, &dev, path, sizeof path, &key);
+    if (cached && (m = rt_fit_cache_read(path, &key))) {
       ch->read++;
     } else {
       if ((rc = rt_model_fit(db, device_name, &dev, launch_of_row, ch, &m, err))) return rc;
       ch->fitted++;
-      if (cached) fit_write(ch->fit_dir, path, &key, m);
+      if (cached) rt_fit_cache_write(ch->fit_dir, path, &key, m);
     }
     rt_model_free(ch->model);
     ch->model = m;
