@@ -17,6 +17,17 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/mmtune.h DESTINATION ${CMAKE_INSTALL
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mmtune/templates
         FILES_MATCHING PATTERN "*.lua" PATTERN "*.md")
 
+# A sanitized build's libmmtune needs the sanitizers' runtimes in the program that uses it,
+# ASan's first: the package links its users with the same flags (mmtune.pc and
+# mmtune-static.pc too, MMT_PC_SANITIZE below).
+set(MMT_PC_SANITIZE "")
+if(MMT_SANITIZE)
+  target_link_options(mmtune INTERFACE "$<INSTALL_INTERFACE:${MMT_SANITIZE_FLAGS}>")
+  target_link_options(mmtune_shared INTERFACE "$<INSTALL_INTERFACE:${MMT_SANITIZE_FLAGS}>")
+  list(JOIN MMT_SANITIZE_FLAGS " " flags)
+  set(MMT_PC_SANITIZE " ${flags}")
+endif()
+
 set(MMT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/mmtune)
 install(EXPORT mmtuneTargets NAMESPACE mmtune:: DESTINATION ${MMT_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/mmtuneConfig.cmake.in
