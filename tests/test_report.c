@@ -603,7 +603,9 @@ static void test_bench_csv_1e5_shapes(void **state) {
   char *table = strstr(html, "<h2>Bench"), *end = table ? strstr(table, "<h2>Best") : NULL;
   assert_non_null(end);
   int rows = 0;
-  for (char *s = strstr(table, "<tr><td>"); s && s < end; s = strstr(s + 1, "<tr><td>")) rows++;
+  /* one pass: strstr from each row would measure the rest of the page each time under ASan
+   * (its interceptor takes the haystack's strlen), 10^5 times 10 MB */
+  for (const char *s = table; s < end; s++) rows += *s == '<' && !strncmp(s, "<tr><td>", 8);
   assert_int_equal(rows, BIG_SHAPES);
   int i = 54321;
   snprintf(row, sizeof row,
