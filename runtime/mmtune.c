@@ -208,6 +208,7 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   if (!rc) ctx->dev_open = true;
   /* After the device: the chooser refuses kernels its architecture cannot run. */
   if (!rc) rc = rt_chooser_new(ctx->dev.arch, ctx->dev.info.sm_count, &ctx->chooser, err);
+  if (!rc) rt_chooser_set_device(ctx->chooser, &ctx->dev.limits); /* before any template */
   /* the model's fits beside the cubins: a process's first choice reads one */
   if (!rc) rc = rt_chooser_set_fit_cache(ctx->chooser, ctx->cache_dir, err);
   /* the model and the templates now, so that a call's choice is a ranking */

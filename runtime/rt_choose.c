@@ -28,6 +28,7 @@ struct rt_chooser {
   char device_arch[16]; /* "" : any */
   int cc_major;         /* of device_arch; 0: any */
   int sm_count;         /* 0: unknown */
+  gen_device device;    /* what the templates' configs must fit (rt_chooser_set_device) */
   char why[512];        /* why the last candidate was refused */
   rt_model *model;      /* of model_device, fitted at the database's model_version */
   char model_device[128];
@@ -46,8 +47,15 @@ mmt_status rt_chooser_new(const char *device_arch, int sm_count, rt_chooser **ou
   int cc = 0;
   if (device_arch && sscanf(device_arch, "sm_%d", &cc) == 1) (*out)->cc_major = cc / 10;
   (*out)->sm_count = sm_count > 0 ? sm_count : 0;
+  /* Until the device's own limits are set: its architecture's (sm_90's for any) */
+  gen_device *dev = &(*out)->device;
+  if (gen_device_defaults(cc ? device_arch : NULL, dev, NULL) != MMT_OK)
+    (void)gen_device_defaults(NULL, dev, NULL); /* an architecture older than the table's */
+  if (sm_count > 0) dev->sm_count = sm_count;
   return MMT_OK;
 }
+
+void rt_chooser_set_device(rt_chooser *ch, const gen_device *dev) { ch->device = *dev; }
 
 void rt_chooser_free(rt_chooser *ch) {
   if (!ch) return;
@@ -113,6 +121,10 @@ static mmt_status template_get(rt_chooser *ch, const char *name, gen_template **
   }
   ut_err e = {{0}};
   mmt_status rc = gen_load_named(name, t, &e);
+  if (!rc && (rc = gen_set_device(*t, &ch->device, &e))) { /* limits out of range */
+    gen_free(*t);
+    *t = NULL;
+  }
   if (rc == MMT_ERR_NOMEM) return ut_fail(err, rc, "loading template '%s': %s", name, e.msg);
   tmpl_slot *s = &ch->slots[ch->count++];
   ut_copy(s->name, sizeof s->name, name);

@@ -270,6 +270,10 @@ mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_na
  * Errors: MMT_ERR_NOMEM.
  */
 mmt_status rt_chooser_set_fit_cache(rt_chooser *ch, const char *dir, ut_err *err);
+/* The limits the templates' configs are checked against (mmt.device), for templates loaded
+ * from now on: the device's own (rt_device's limits); until then its architecture's defaults
+ * (gen_device_defaults) with its SM count.  Copied. */
+void rt_chooser_set_device(rt_chooser *ch, const gen_device *dev);
 
 /* Does ahead what a first choice would: reads (or fits) the model of device_name and loads the
  * templates of the built-in and default configs and of the model's configs, so that a choice

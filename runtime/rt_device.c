@@ -2,6 +2,7 @@
 #include "rt_device.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,40 @@ static mmt_status get_attr(const rt_cu *cu, CUdevice dev, CUdevice_attribute a, 
   return MMT_OK;
 }
 
+/* The limits templates check their configs against (gen_device, mmt.device), the device's
+ * own. */
+static mmt_status read_limits(const rt_cu *cu, rt_device *d, ut_err *err) {
+  gen_device *l = &d->limits;
+  static const struct {
+    CUdevice_attribute attr;
+    size_t offset;
+    const char *what;
+  } attrs[] = {
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, offsetof(gen_device, sm_count), "SM count"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, offsetof(gen_device, max_shared),
+       "shared memory opt-in"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, offsetof(gen_device, max_shared_static),
+       "shared memory per block"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, offsetof(gen_device, sm_shared),
+       "shared memory per SM"},
+      {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, offsetof(gen_device, reserved_shared),
+       "reserved shared memory"},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, offsetof(gen_device, regs_per_sm),
+       "registers per SM"},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, offsetof(gen_device, max_threads_sm),
+       "threads per SM"},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, offsetof(gen_device, max_grid[0]), "grid x"},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, offsetof(gen_device, max_grid[1]), "grid y"},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, offsetof(gen_device, max_grid[2]), "grid z"},
+  };
+  mmt_status rc = MMT_OK;
+  l->cc = d->info.cc_major * 10 + d->info.cc_minor;
+  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0] && !rc; i++)
+    rc = get_attr(cu, d->dev, attrs[i].attr, attrs[i].what, (int *)((char *)l + attrs[i].offset),
+                  err);
+  return rc;
+}
+
 /* Name, UUID, compute capability, SM count, driver version, memory, shared-memory limit. */
 static mmt_status read_info(const rt_cu *cu, rt_device *d, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -41,6 +76,7 @@ static mmt_status read_info(const rt_cu *cu, rt_device *d, ut_err *err) {
       (rc = get_attr(cu, d->dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                      "shared memory opt-in", &d->max_shared_optin, err)))
     goto cleanup;
+  if ((rc = read_limits(cu, d, err))) goto cleanup;
   RT_CU_CHECK(cu, cuDriverGetVersion(&info->driver_version));
   RT_CU_CHECK(cu, cuDeviceTotalMem(&d->total_mem, d->dev));
   rc = ut_snprintf(d->arch, sizeof d->arch, err, "sm_%d%d", info->cc_major, info->cc_minor);

@@ -23,6 +23,7 @@ typedef struct {
   db_device info;
   char arch[16];        /* "sm_90" */
   int max_shared_optin; /* bytes per block with the opt-in attribute */
+  gen_device limits;    /* what its templates' configs must fit (mmt.device), from the driver */
   size_t total_mem;
   /* Stream-ordered scratch for repack launches (NULL where the device has no memory pools).
    * It keeps what it has reserved across synchronizations (release threshold: never), so

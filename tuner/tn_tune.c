@@ -501,6 +501,16 @@ static void tune_free(tune_run *r) {
   free(r->shapes);
 }
 
+/* The templates check their configs against the device's limits (mmt.device): its
+ * architecture's, with its own SM count (the device itself is the worker's). */
+static mmt_status tune_device(tune_run *r, ut_err *err) {
+  gen_device dev;
+  mmt_status rc = gen_device_defaults(r->arch, &dev, err);
+  if (!rc && r->dev.sm_count > 0) dev.sm_count = r->dev.sm_count;
+  for (int i = 0; i < r->nts && !rc; i++) rc = gen_set_device(r->ts[i], &dev, err);
+  return rc;
+}
+
 static mmt_status tune_setup(tune_run *r, ut_err *err) {
   mmt_status rc;
   if ((rc = db_open(r->db_path, false, &r->db, err))) return rc;
@@ -510,6 +520,7 @@ static mmt_status tune_setup(tune_run *r, ut_err *err) {
     ut_err_prefix(err, "cannot use device %d", r->device);
     return rc;
   }
+  if ((rc = tune_device(r, err))) return rc;
   const char *note = tn_worker_guard_note(r->worker);
   if (note) fprintf(stderr, "mmtune: %s\n", note); /* once: every worker has the same */
   /* One proposal ahead per compile thread keeps them busy while the GPU measures; more would
