@@ -22,255 +22,14 @@
 -- reads its whole 16 bytes whatever its src-size).  1: element loads into registers
 -- one tile ahead, packed in pairs.  Both store the same swizzled layout, so the ldmatrix +
 -- mma core is the same.  split > 1 adds reg_tiled's split-K (grid.z slices of K that meet
--- in an fp32 workspace: the split_k snippet).
+-- in an fp32 workspace: the split_k snippet and library).
 --
 -- The default is a 128 x 128 x 32 block of 4 warps of 64 x 64, a 4-stage cp.async ring,
 -- 16-byte copies and group=8: the shape that is fast for large aligned square problems.
 
-local source = [[
-/*
- * ${name}
- * mmtune template "mma_sync": ${ctype} (${dtype}) in and out, fp32 accumulation, row-major,
- * layout ${layout}: C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc},
- * B stored ${b_doc}.  Tensor cores through mma.sync (sm_80+).
- * A block computes a BM x BN tile of C, walking K in steps of BK.  Each step stages the BM x BK
- * tile of A and the BK x BN tile of B in shared memory as they are stored (the contiguous
- * dimension stays contiguous); each warp reads its fragments back with ldmatrix (.trans for
- * an operand stored with K strided) and accumulates a WM x WN tile of C in fp32 registers
- * with mma.sync.m16n8k16.  Tiles hanging over the edge of a matrix are zero-filled and stores
- * are masked, so any M, N, K >= 1 works (within what VEC requires).
- *
- * Parameters:
- *   BM     = ${d_bm} rows of C per block
- *   BN     = ${d_bn} columns of C per block
- *   BK     = ${d_bk} K step: columns of A and rows of B staged per pipeline stage (BK / 16 mma
- *                 k-steps per stage)
- *   WM     = ${d_wm} rows of C per warp: WM / 16 mma tiles of 16 rows
- *   WN     = ${d_wn} columns of C per warp: WN / 8 mma tiles of 8 columns
- *   STAGES = ${d_stages} shared-memory stages.  VEC = 8 or 2: a ring filled by cp.async STAGES - 1
- *                 tiles ahead of the one computed, one __syncthreads per step.  VEC = 0: a
- *                 ring of STAGES raw tiles filled by cp.async STAGES - 1 tiles ahead, realigned
- *                 one tile ahead into two swizzled tiles (see realign).  VEC = 1: 2, the next
- *                 tile is loaded into registers while the current one is computed
- *   VEC    = ${d_vec} global access width in elements.  8: 16-byte cp.async.cg copies and 4-byte
- *                 stores of C; requires the contiguous dimension of A and of B to be multiples
- *                 of 8, N even, and 16-byte aligned A, B, C and row pitches.  2: 4-byte
- *                 cp.async.ca copies (multiples of 2, N even, 4-byte alignment).  0: nothing
- *                 required: realigned 16-byte copies, 16-byte cp.async.cg of the aligned
- *                 chunks that cover each row (row start rounded down to 16 bytes, one chunk
- *                 more for the tail), shifted into place by the row's misalignment on the
- *                 way to the swizzled tile (the chunks that straddle an end of an operand
- *                 are read element by element: nothing outside it is read); 2-byte stores
- *                 of C.  1: nothing required: 2-byte
- *                 loads into registers, packed in pairs into shared memory, 2-byte stores of C
- *   SWZ    = ${d_swz} shared-memory layout.  1: XOR swizzle of 16-byte chunks (see tile_off).
- *                 0: rows padded by 8 elements (16 bytes)
- *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
- *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1: plain row-major block order; a grid
- *                 at most 8 blocks tall or wide: see the tile_order snippet)${split_doc}
- * Derived: THREADS = (BM / WM) * (BN / WN) * 32 = ${threads} threads per block (warp (wm, wn) of
- * the block computes rows wm*WM.., columns wn*WN.. of its tile).
- * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
- * ${smem_formula} = ${shared_bytes} bytes.
- * Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; lane = 4 * g + t):
- *   A (16 x 16, row): 4 registers of 2 elements, rows g (regs 0, 2) and g + 8 (regs 1, 3),
- *     columns (k) 2t, 2t+1 (regs 0, 1) and 2t+8, 2t+9 (regs 2, 3);
- *   B (16 x 8, col): 2 registers, column (n) g, rows (k) 2t, 2t+1 (reg 0) and 2t+8, 2t+9 (reg 1);
- *   C (16 x 8, fp32): 4 registers, rows g (0, 1) and g + 8 (2, 3), columns 2t, 2t+1.
- *   ldmatrix.x4 loads four 8 x 8 matrices, lanes 8q..8q+7 giving the row addresses of matrix q,
- *   and hands lane 4g + t elements (g, 2t), (g, 2t+1) of each (with .trans, of its transpose):
- *   exactly the A, B registers above when the matrices are taken in that order.
- * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N (and
- * what VEC requires); K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN
- * already in C is overwritten, as in BLAS).
- */
-#define BM ${bm}
-#define BN ${bn}
-#define BK ${bk}
-#define WM ${wm}
-#define WN ${wn}
-#define STAGES ${stages}
-#define VEC ${vec}
-#define SWZ ${swz}
-#define GROUP ${group}${split_defines}
-#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
-#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
-
-#define WARPS_N (BN / WN)
-#define THREADS ((BM / WM) * WARPS_N * 32)
-#define MI (WM / 16) /* mma tiles per warp along M */
-#define NI (WN / 8)  /* mma tiles per warp along N */
-#define KSTEPS (BK / 16) /* mma k-steps per stage */
-/* The tiles as stored: ROWS x COLS, COLS contiguous (in global and in shared memory). */
-#define A_ROWS (A_T ? BK : BM)
-#define A_COLS (A_T ? BM : BK)
-#define B_ROWS (B_T ? BN : BK)
-#define B_COLS (B_T ? BK : BN)
-#define A_STAGE (A_ROWS * (SWZ ? A_COLS : A_COLS + 8)) /* elements of A per stage */
-#define B_STAGE (B_ROWS * (SWZ ? B_COLS : B_COLS + 8))
-#define TILES (VEC == 0 ? 2 : STAGES) /* swizzled stages (VEC = 0: STAGES are raw ones) */
-/* Tile loads: UNIT elements per copy (16 bytes for VEC = 8 and 0, else a pair, 4 bytes); UPR
- * copies per stored row, LOADS per thread per tile. */
-#define UNIT (VEC == 8 || VEC == 0 ? 8 : 2)
-#define A_UPR (A_COLS / UNIT)
-#define A_LOADS (A_ROWS * A_UPR / THREADS)
-#define B_UPR (B_COLS / UNIT)
-#define B_LOADS (B_ROWS * B_UPR / THREADS)${raw_defines}
-/* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
- * registers per thread at most. */
-#define MIN_BLOCKS ${min_blocks}
-
-/* The element type of the ABI and its conversions (products are fp32 in the tensor cores). */
-${elem}
-static __device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-/* Element offset of (r, c) in a shared tile of COLS columns: COLS / 8 chunks of 16 bytes per
- * row.  Shared memory has 32 banks of 4 bytes: eight 16-byte bank groups per 128 bytes.
- * ldmatrix reads each 8 x 8 matrix as 8 rows of one 16-byte chunk, at the same column of 8
- * consecutive rows; with a row pitch that is a multiple of 128 bytes those 8 chunks would all
- * fall in one bank group (8-way conflict).  SWZ = 1 stores chunk j of row r at chunk
- * j ^ s(r) of the row, s(r) = r % 8 when a row has 8 chunks or more, so 8 consecutive rows
- * put one column in 8 different groups; a row of 4 chunks (64 bytes, COLS = 32) shares its
- * 128 bytes with the next row, and s(r) = (r / 2) % 4 with the row's half makes 8 different
- * groups again.  Copies write 8 consecutive chunks of one row (two rows when COLS = 32) per
- * 128 bytes, which the XOR only permutes: conflict-free too.  SWZ = 0 pads each row by 16
- * bytes instead, shifting each row by one group (16 bytes more per row). */
-template <int COLS> __device__ __forceinline__ int tile_off(int r, int c) {
-  if constexpr (SWZ) {
-    /* XOR over the 16-byte chunks a row has (8, 4 or 2), so that the 8 rows one ldmatrix
-     * reads fall in different banks. */
-    const int s = COLS >= 64 ? (r & 7) : COLS == 32 ? ((r >> 1) & 3) : ((r >> 2) & 1);
-    return r * COLS + ((((c >> 3) ^ s) << 3) | (c & 7));
-  } else {
-    return r * (COLS + 8) + c;
-  }
-}
-
-/* ldmatrix.x4: r[q] = this lane's part of matrix q, whose 8 row addresses lanes 8q..8q+7
- * give (16-byte aligned).  TRANS: of the transposed matrix. */
-template <bool TRANS>
-__device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
-                                        unsigned addr) {
-  if constexpr (TRANS)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
-/* mma_16816: d += a * b on one 16 x 8 x 16 tile (fragments: see the top comment). */
-${mma_16816}${async_helpers}${split_helpers}
-${tile_order}
-${dependent_launch}
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-${name}(int M, int N, int K, float alpha,
-        const ${ctype}* __restrict__ A, int lda,
-        const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
-{
-  extern __shared__ uint4 mmt_smem[];                     /* 16-byte aligned */
-  elem_t* const As = reinterpret_cast<elem_t*>(mmt_smem); /* [TILES][A_STAGE] */
-  elem_t* const Bs = As + TILES * A_STAGE;                /* [TILES][B_STAGE] */${raw_smem}
-  const elem_t* __restrict__ Ag = reinterpret_cast<const elem_t*>(A);
-  const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-
-  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
-   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
-   * pass 2^32. */
-  const long long grid_n = gridDim.x, grid_m = gridDim.y;
-  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  long long tile_row, tile_col;
-  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
-  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
-  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */${split_slice}
-
-  const int tid = threadIdx.x;
-  const int warp = tid / 32, lane = tid % 32;
-  const int wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN; /* the warp's tile of C */
-
-  /* Tile loads: copy l of this thread moves unit tid + l * THREADS of the stored tile, row
-   * (tid + l * THREADS) / UPR, so a warp moves 32 consecutive units of a row. */
-  const int a_r = tid / A_UPR, a_c = tid % A_UPR * UNIT; /* stored row, column of copy 0 */
-  const int b_r = tid / B_UPR, b_c = tid % B_UPR * UNIT;
-  const elem_t* a_src = Ag + (A_T ? (long long)a_r * lda + row0 + a_c  /* copy 0, next tile */
-                                  : (row0 + a_r) * (long long)lda + a_c);
-  const elem_t* b_src = Bg + (B_T ? (col0 + b_r) * (long long)ldb + b_c
-                                  : (long long)b_r * ldb + col0 + b_c);
-  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
-  const long long b_step = B_T ? BK : BK * (long long)ldb;
-  int k_left = K; /* K from the next tile on; <= 0 past the end */
-  /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
-   * snippet): nothing above reads or writes global memory. */
-  pdl_wait(tid == 0);
-${loaders}
-  float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
-
-  /* Fragments of two k-steps: the mma of k-step kk use buffer kk % 2 while the ldmatrix of
-   * the next k-step (of the next tile, after the last) fill the other, so the tensor cores
-   * need not wait for shared memory, not even across the barrier between two tiles. */
-  unsigned fa[2][MI][4], fb[2][NI][2];
-  /* ldmatrix of k-step kk of the tile in stage into buffer buf.  One ldmatrix.x4 per 16 rows
-   * of A: lanes 0-15 give rows 0-15 of its first 8 k, lanes 16-31 of the next 8 (stored
-   * K x M: lanes 8q + i give k row i (+8 for q >= 2) of m block q % 2, transposed); one per
-   * 16 columns of B, matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15,
-   * k 8-15): the registers of two mma tiles. */
-  auto load_frags = [&](int stage, int kk, int buf) {
-    const unsigned as = smem_u32(As + stage * A_STAGE), bs = smem_u32(Bs + stage * B_STAGE);
-#pragma unroll
-    for (int i = 0; i < MI; ++i) {
-      const int r = A_T ? kk * 16 + (lane >> 4) * 8 + (lane & 7) : wm0 + i * 16 + (lane & 15);
-      const int c = A_T ? wm0 + i * 16 + (lane >> 3 & 1) * 8 : kk * 16 + (lane >> 4) * 8;
-      ldsm_x4<A_T>(fa[buf][i][0], fa[buf][i][1], fa[buf][i][2], fa[buf][i][3],
-                   as + 2 * tile_off<A_COLS>(r, c));
-    }
-#pragma unroll
-    for (int j = 0; j < NI; j += 2) {
-      const int r = B_T ? wn0 + j * 8 + (lane >> 4) * 8 + (lane & 7)
-                        : kk * 16 + (lane >> 3 & 1) * 8 + (lane & 7);
-      const int c = B_T ? kk * 16 + (lane >> 3 & 1) * 8 : wn0 + j * 8 + (lane >> 4) * 8;
-      ldsm_x4<!B_T>(fb[buf][j][0], fb[buf][j][1], fb[buf][j + 1][0], fb[buf][j + 1][1],
-                    bs + 2 * tile_off<B_COLS>(r, c));
-    }
-  };
-  auto mma_step = [&](int buf) { /* the warp's MI x NI mma tiles on one k-step */
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], fa[buf][i], fb[buf][j]);
-  };
-
-  /* K / BK rounded up, without overflowing K + BK - 1. */
-  const int k_tiles = K / BK + (K % BK != 0);
-${main_loop}
-  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
-   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
-   * tile: each lane stores pairs of neighbouring columns. */
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
-      if (r >= m_left) continue;
-      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
-        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
-${store}
-      }
-    }
-}
-]]
+local gemm = mmt.lib("gemm")
+local limits = mmt.lib("limits")
+local split_k = mmt.lib("split_k")
 
 -- The storage type and its conversions, per dtype (templates/snippets).
 local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
@@ -747,52 +506,284 @@ local store_scalar = [[
         if (c + 1 < n_left)
           p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]));]]
 
--- Split-K (split > 1), as in reg_tiled.  Pieces spliced into the kernel source; all empty when
--- split = 1, so that those kernels are exactly the ones without split-K.
-local split_doc = [[
-
- *   SPLIT  = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU: grid.z =
- *                 SPLIT slices of K.  Slice z computes the partial product over the K
- *                 columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) / BK) * BK
- *                 (whole K steps; the last slices may be shorter, or empty: they add 0).
- *                 The slices of a tile meet in the workspace WS (fp32, BM * BN floats per
- *                 block): the last to arrive adds them in slice order and runs the epilogue
- *                 (splitk_reduce, below; deterministic, and C is rounded to ${dtype} once).
- *                 Launches must not overlap (exclusive): the workspace and the arrival
- *                 counters belong to the kernel.]]
-
-local split_defines = [[
-
-#define SPLIT ${split}]]
-
-local split_helpers = "\n" .. mmt.snippet("split_k")
 local tile_order = mmt.snippet("tile_order")
 local dependent_launch = mmt.snippet("dependent_launch")
 
--- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
-local split_slice = "\n" .. [[
+-- The kernel.  Its variants are chosen by its own #defines (#if), as in every template.
+local source = [[
+/*
+ * ${name}
+ * mmtune template "mma_sync": ${ctype} (${dtype}) in and out, fp32 accumulation, row-major,
+ * layout ${layout}: C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc},
+ * B stored ${b_doc}.  Tensor cores through mma.sync (sm_80+).
+ * A block computes a BM x BN tile of C, walking K in steps of BK.  Each step stages the BM x BK
+ * tile of A and the BK x BN tile of B in shared memory as they are stored (the contiguous
+ * dimension stays contiguous); each warp reads its fragments back with ldmatrix (.trans for
+ * an operand stored with K strided) and accumulates a WM x WN tile of C in fp32 registers
+ * with mma.sync.m16n8k16.  Tiles hanging over the edge of a matrix are zero-filled and stores
+ * are masked, so any M, N, K >= 1 works (within what VEC requires).
+ *
+ * Parameters:
+ *   BM     = ${d_bm} rows of C per block
+ *   BN     = ${d_bn} columns of C per block
+ *   BK     = ${d_bk} K step: columns of A and rows of B staged per pipeline stage (BK / 16 mma
+ *                 k-steps per stage)
+ *   WM     = ${d_wm} rows of C per warp: WM / 16 mma tiles of 16 rows
+ *   WN     = ${d_wn} columns of C per warp: WN / 8 mma tiles of 8 columns
+ *   STAGES = ${d_stages} shared-memory stages.  VEC = 8 or 2: a ring filled by cp.async STAGES - 1
+ *                 tiles ahead of the one computed, one __syncthreads per step.  VEC = 0: a
+ *                 ring of STAGES raw tiles filled by cp.async STAGES - 1 tiles ahead, realigned
+ *                 one tile ahead into two swizzled tiles (see realign).  VEC = 1: 2, the next
+ *                 tile is loaded into registers while the current one is computed
+ *   VEC    = ${d_vec} global access width in elements.  8: 16-byte cp.async.cg copies and 4-byte
+ *                 stores of C; requires the contiguous dimension of A and of B to be multiples
+ *                 of 8, N even, and 16-byte aligned A, B, C and row pitches.  2: 4-byte
+ *                 cp.async.ca copies (multiples of 2, N even, 4-byte alignment).  0: nothing
+ *                 required: realigned 16-byte copies, 16-byte cp.async.cg of the aligned
+ *                 chunks that cover each row (row start rounded down to 16 bytes, one chunk
+ *                 more for the tail), shifted into place by the row's misalignment on the
+ *                 way to the swizzled tile (the chunks that straddle an end of an operand
+ *                 are read element by element: nothing outside it is read); 2-byte stores
+ *                 of C.  1: nothing required: 2-byte
+ *                 loads into registers, packed in pairs into shared memory, 2-byte stores of C
+ *   SWZ    = ${d_swz} shared-memory layout.  1: XOR swizzle of 16-byte chunks (see tile_off).
+ *                 0: rows padded by 8 elements (16 bytes)
+ *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
+ *                 moving one block column right, so the blocks running at one time share
+ *                 rows of A and columns of B in L2 (1: plain row-major block order; a grid
+ *                 at most 8 blocks tall or wide: see the tile_order snippet)]] .. split_k.doc .. [[
 
-  /* Split-K: this block computes slice blockIdx.z of K, columns [k0, k0 + kc) cut at K.
-   * From here on Ag, Bg and K describe the slice (K = 0 for an empty slice: it adds 0).
-   * 64-bit: SPLIT * kc may pass 2^31 when K is near it. */
-  {
-    const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
-    const long long kc = (per + BK - 1) / BK * BK;      /* whole K steps per slice */
-    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
-    Ag += A_T ? k0 * lda : k0; /* k0 % BK == 0 or k0 == K: copies stay aligned */
-    Bg += B_T ? k0 : k0 * ldb;
-    K = (int)min(kc, K - k0);
-  }]]
+ * Derived: THREADS = (BM / WM) * (BN / WN) * 32 = ${threads} threads per block (warp (wm, wn) of
+ * the block computes rows wm*WM.., columns wn*WN.. of its tile).
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT), dynamic shared memory
+ * ${smem_formula} = ${shared_bytes} bytes.
+ * Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; lane = 4 * g + t):
+ *   A (16 x 16, row): 4 registers of 2 elements, rows g (regs 0, 2) and g + 8 (regs 1, 3),
+ *     columns (k) 2t, 2t+1 (regs 0, 1) and 2t+8, 2t+9 (regs 2, 3);
+ *   B (16 x 8, col): 2 registers, column (n) g, rows (k) 2t, 2t+1 (reg 0) and 2t+8, 2t+9 (reg 1);
+ *   C (16 x 8, fp32): 4 registers, rows g (0, 1) and g + 8 (2, 3), columns 2t, 2t+1.
+ *   ldmatrix.x4 loads four 8 x 8 matrices, lanes 8q..8q+7 giving the row addresses of matrix q,
+ *   and hands lane 4g + t elements (g, 2t), (g, 2t+1) of each (with .trans, of its transpose):
+ *   exactly the A, B registers above when the matrices are taken in that order.
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N (and
+ * what VEC requires); K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN
+ * already in C is overwritten, as in BLAS).
+ */
+#define BM ${bm}
+#define BN ${bn}
+#define BK ${bk}
+#define WM ${wm}
+#define WN ${wn}
+#define STAGES ${stages}
+#define VEC ${vec}
+#define SWZ ${swz}
+#define GROUP ${group}
+#define SPLIT ${split}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
--- Before the epilogue: the slices meet; only the last goes on.
-local split_reduce = "\n" .. [[
-  /* Split-K: the slices of this tile add up in the workspace; the last to arrive goes on
-   * with the sum and writes C, the others are done. */
-  if (!splitk_reduce<MI * NI * 4, THREADS>(&acc[0][0][0], WS, pid, tid)) return;
+#define WARPS_N (BN / WN)
+#define THREADS ((BM / WM) * WARPS_N * 32)
+#define MI (WM / 16) /* mma tiles per warp along M */
+#define NI (WN / 8)  /* mma tiles per warp along N */
+#define KSTEPS (BK / 16) /* mma k-steps per stage */
+/* The tiles as stored: ROWS x COLS, COLS contiguous (in global and in shared memory). */
+#define A_ROWS (A_T ? BK : BM)
+#define A_COLS (A_T ? BM : BK)
+#define B_ROWS (B_T ? BN : BK)
+#define B_COLS (B_T ? BK : BN)
+#define A_STAGE (A_ROWS * (SWZ ? A_COLS : A_COLS + 8)) /* elements of A per stage */
+#define B_STAGE (B_ROWS * (SWZ ? B_COLS : B_COLS + 8))
+#define TILES (VEC == 0 ? 2 : STAGES) /* swizzled stages (VEC = 0: STAGES are raw ones) */
+/* Tile loads: UNIT elements per copy (16 bytes for VEC = 8 and 0, else a pair, 4 bytes); UPR
+ * copies per stored row, LOADS per thread per tile. */
+#define UNIT (VEC == 8 || VEC == 0 ? 8 : 2)
+#define A_UPR (A_COLS / UNIT)
+#define A_LOADS (A_ROWS * A_UPR / THREADS)
+#define B_UPR (B_COLS / UNIT)
+#define B_LOADS (B_ROWS * B_UPR / THREADS)
+#if VEC == 0]] .. raw_defines .. [[
+
+#endif
+/* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
+ * registers per thread at most. */
+#define MIN_BLOCKS ${min_blocks}
+
+/* The element type of the ABI and its conversions (products are fp32 in the tensor cores). */
+${elem}
+static __device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+/* Element offset of (r, c) in a shared tile of COLS columns: COLS / 8 chunks of 16 bytes per
+ * row.  Shared memory has 32 banks of 4 bytes: eight 16-byte bank groups per 128 bytes.
+ * ldmatrix reads each 8 x 8 matrix as 8 rows of one 16-byte chunk, at the same column of 8
+ * consecutive rows; with a row pitch that is a multiple of 128 bytes those 8 chunks would all
+ * fall in one bank group (8-way conflict).  SWZ = 1 stores chunk j of row r at chunk
+ * j ^ s(r) of the row, s(r) = r % 8 when a row has 8 chunks or more, so 8 consecutive rows
+ * put one column in 8 different groups; a row of 4 chunks (64 bytes, COLS = 32) shares its
+ * 128 bytes with the next row, and s(r) = (r / 2) % 4 with the row's half makes 8 different
+ * groups again.  Copies write 8 consecutive chunks of one row (two rows when COLS = 32) per
+ * 128 bytes, which the XOR only permutes: conflict-free too.  SWZ = 0 pads each row by 16
+ * bytes instead, shifting each row by one group (16 bytes more per row). */
+template <int COLS> __device__ __forceinline__ int tile_off(int r, int c) {
+  if constexpr (SWZ) {
+    /* XOR over the 16-byte chunks a row has (8, 4 or 2), so that the 8 rows one ldmatrix
+     * reads fall in different banks. */
+    const int s = COLS >= 64 ? (r & 7) : COLS == 32 ? ((r >> 1) & 3) : ((r >> 2) & 1);
+    return r * COLS + ((((c >> 3) ^ s) << 3) | (c & 7));
+  } else {
+    return r * (COLS + 8) + c;
+  }
+}
+
+/* ldmatrix.x4: r[q] = this lane's part of matrix q, whose 8 row addresses lanes 8q..8q+7
+ * give (16-byte aligned).  TRANS: of the transposed matrix. */
+template <bool TRANS>
+__device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                                        unsigned addr) {
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+/* mma_16816: d += a * b on one 16 x 8 x 16 tile (fragments: see the top comment). */
+${mma_16816}
+#if VEC != 1]] .. async_helpers .. [[#endif
+#if VEC == 0]] .. raw_helpers .. [[#endif]] .. split_k.helpers .. [[
+${tile_order}
+${dependent_launch}
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+]] .. gemm.abi .. split_k.param .. [[)
+{
+  extern __shared__ uint4 mmt_smem[];                     /* 16-byte aligned */
+  elem_t* const As = reinterpret_cast<elem_t*>(mmt_smem); /* [TILES][A_STAGE] */
+  elem_t* const Bs = As + TILES * A_STAGE;                /* [TILES][B_STAGE] */
+#if VEC == 0]] .. raw_smem .. [[
+
+#endif
+  const elem_t* __restrict__ Ag = reinterpret_cast<const elem_t*>(A);
+  const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+
+  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
+   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
+   * pass 2^32. */
+  const long long grid_n = gridDim.x, grid_m = gridDim.y;
+  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
+  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+]] .. split_k.slice .. [[
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN; /* the warp's tile of C */
+
+  /* Tile loads: copy l of this thread moves unit tid + l * THREADS of the stored tile, row
+   * (tid + l * THREADS) / UPR, so a warp moves 32 consecutive units of a row. */
+  const int a_r = tid / A_UPR, a_c = tid % A_UPR * UNIT; /* stored row, column of copy 0 */
+  const int b_r = tid / B_UPR, b_c = tid % B_UPR * UNIT;
+  const elem_t* a_src = Ag + (A_T ? (long long)a_r * lda + row0 + a_c  /* copy 0, next tile */
+                                  : (row0 + a_r) * (long long)lda + a_c);
+  const elem_t* b_src = Bg + (B_T ? (col0 + b_r) * (long long)ldb + b_c
+                                  : (long long)b_r * ldb + col0 + b_c);
+  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
+  const long long b_step = B_T ? BK : BK * (long long)ldb;
+  int k_left = K; /* K from the next tile on; <= 0 past the end */
+  /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
+   * snippet): nothing above reads or writes global memory. */
+  pdl_wait(tid == 0);
+#if VEC == 0
+]] .. loaders_raw .. [[
+#else
+]] .. in_tile .. [[
+#if VEC == 1
+]] .. loaders_regs .. [[
+#else
+]] .. loaders_async .. [[
+#endif
+#endif
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  /* Fragments of two k-steps: the mma of k-step kk use buffer kk % 2 while the ldmatrix of
+   * the next k-step (of the next tile, after the last) fill the other, so the tensor cores
+   * need not wait for shared memory, not even across the barrier between two tiles. */
+  unsigned fa[2][MI][4], fb[2][NI][2];
+  /* ldmatrix of k-step kk of the tile in stage into buffer buf.  One ldmatrix.x4 per 16 rows
+   * of A: lanes 0-15 give rows 0-15 of its first 8 k, lanes 16-31 of the next 8 (stored
+   * K x M: lanes 8q + i give k row i (+8 for q >= 2) of m block q % 2, transposed); one per
+   * 16 columns of B, matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15,
+   * k 8-15): the registers of two mma tiles. */
+  auto load_frags = [&](int stage, int kk, int buf) {
+    const unsigned as = smem_u32(As + stage * A_STAGE), bs = smem_u32(Bs + stage * B_STAGE);
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const int r = A_T ? kk * 16 + (lane >> 4) * 8 + (lane & 7) : wm0 + i * 16 + (lane & 15);
+      const int c = A_T ? wm0 + i * 16 + (lane >> 3 & 1) * 8 : kk * 16 + (lane >> 4) * 8;
+      ldsm_x4<A_T>(fa[buf][i][0], fa[buf][i][1], fa[buf][i][2], fa[buf][i][3],
+                   as + 2 * tile_off<A_COLS>(r, c));
+    }
+#pragma unroll
+    for (int j = 0; j < NI; j += 2) {
+      const int r = B_T ? wn0 + j * 8 + (lane >> 4) * 8 + (lane & 7)
+                        : kk * 16 + (lane >> 3 & 1) * 8 + (lane & 7);
+      const int c = B_T ? kk * 16 + (lane >> 3 & 1) * 8 : wn0 + j * 8 + (lane >> 4) * 8;
+      ldsm_x4<!B_T>(fb[buf][j][0], fb[buf][j][1], fb[buf][j + 1][0], fb[buf][j + 1][1],
+                    bs + 2 * tile_off<B_COLS>(r, c));
+    }
+  };
+  auto mma_step = [&](int buf) { /* the warp's MI x NI mma tiles on one k-step */
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], fa[buf][i], fb[buf][j]);
+  };
+
+  /* K / BK rounded up, without overflowing K + BK - 1. */
+  const int k_tiles = K / BK + (K % BK != 0);
+#if VEC == 0
+]] .. main_loop_raw .. [[
+#elif VEC == 1
+]] .. main_loop_regs .. [[
+#else
+]] .. main_loop_async .. [[
+#endif
+]] .. split_k.reduce .. [[
+  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
+   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
+   * tile: each lane stores pairs of neighbouring columns. */
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
+      if (r >= m_left) continue;
+      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
+        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
+#if VEC <= 1
+]] .. store_scalar .. [[
+
+#else
+]] .. store_pair .. [[
+
+#endif
+      }
+    }
+}
 ]]
 
-local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .. sm_90)
-local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block
 local MAX_REGS = 240 -- cap of the register estimate (255 is the hardware limit)
 local REG_MARGIN = 16 -- registers the occupancy hint leaves above the estimate
 
@@ -836,16 +827,16 @@ local function derive(p, layout)
     d.in_flight = math.floor(d.a_loads + d.b_loads) // 2
   end
   d.regs = p.wm * p.wn // 32 + 2 * (p.wm // 4 + p.wn // 4) + 32 + d.in_flight
-  d.reg_limit = math.min(MAX_REGS, 65536 // d.threads)
+  d.reg_limit = math.min(MAX_REGS, limits.regs_per_thread(d.threads))
   -- Occupancy hint (__launch_bounds__ minimum blocks): the most blocks per SM, up to 4, whose
   -- register share (a multiple of 8, at most 255) leaves REG_MARGIN above the estimate and
   -- whose shared memory fits; without it ptxas spends registers freely (up to 255) on
   -- hoisted addresses and a 32-accumulator kernel would run 4 warps per SM.
   d.min_blocks = 1
   for b = 2, 4 do
-    local share = math.min(255, 65536 // (b * d.threads) // 8 * 8)
-    if d.regs + REG_MARGIN <= share and b * d.threads <= 2048 and
-       b * (d.shared_bytes + 1024) <= SM_SHARED then
+    local share = math.min(255, limits.regs_per_thread(b * d.threads) // 8 * 8)
+    if d.regs + REG_MARGIN <= share and b * d.threads <= mmt.device.max_threads_sm and
+       b <= limits.blocks_by_shared(d.shared_bytes) then
       d.min_blocks = b
     end
   end
@@ -854,18 +845,16 @@ end
 
 -- split = 1 keeps the name (and source) of the kernel without split-K.
 local function kernel_name(p, dtype, layout)
-  local name = string.format("mmt_mma_sync_%s_%s_m%d_n%d_k%d_wm%d_wn%d_s%d_v%d_z%d_g%d", dtype,
-                             layout, p.bm, p.bn, p.bk, p.wm, p.wn, p.stages, p.vec, p.swz,
-                             p.group)
-  if p.split > 1 then name = name .. "_split" .. p.split end
-  return name
+  return gemm.tiled_name(string.format("mmt_mma_sync_%s_%s_m%d_n%d_k%d_wm%d_wn%d_s%d_v%d_z%d_g%d",
+                                       dtype, layout, p.bm, p.bn, p.bk, p.wm, p.wn, p.stages,
+                                       p.vec, p.swz, p.group), p.split)
 end
 
 return {
   name = "mma_sync",
   description = "tensor-core GEMM (f16, bf16): mma.sync + ldmatrix, cp.async ring, any size",
   dtypes = {"f16", "bf16"},
-  layouts = {"nn", "nt", "tn", "tt"},
+  layouts = gemm.LAYOUTS,
   params = {
     {name = "bm", values = {16, 32, 64, 128, 256}},
     {name = "bn", values = {64, 128, 256}},
@@ -881,7 +870,7 @@ return {
   default = {bm = 128, bn = 128, bk = 32, wm = 64, wn = 64, stages = 4, vec = 8, swz = 1,
              group = 8, split = 1},
 
-  constraints = function(p, prob)
+  constraints = function(p, prob, dtype, layout)
     -- Blocks of 16 or 32 rows are for decode-size batches (M of 8 to 32: one tensor-core tile
     -- high, the weights streamed once); narrower warps than 32 rows only there.
     if p.wm > p.bm then
@@ -890,7 +879,7 @@ return {
     if p.wm == 16 and p.bm > 32 then
       return false, "wm=16 only with bm of 16 or 32"
     end
-    local d = derive(p, prob and prob.layout or "nn")
+    local d = derive(p, layout)
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/wm)*(bn/wn) = %d warps: %d threads, outside 64..512",
                                   d.warps, d.threads)
@@ -904,15 +893,10 @@ return {
     if p.vec == 0 and p.swz ~= 1 then
       return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
-    if d.a_loads < 1 or d.a_loads ~= math.floor(d.a_loads) then
-      return false, "the A tile does not split evenly over the threads"
-    end
-    if d.b_loads < 1 or d.b_loads ~= math.floor(d.b_loads) then
-      return false, "the B tile does not split evenly over the threads"
-    end
-    if d.shared_max > MAX_SHARED then
-      return false, string.format("%d bytes of shared memory (more than 227 KiB)", d.shared_max)
-    end
+    local ok, why = gemm.loads_even(d.a_loads, d.b_loads)
+    if not ok then return false, why end
+    ok, why = limits.shared(d.shared_max)
+    if not ok then return false, why end
     if d.regs > d.reg_limit then
       return false, string.format("about %d registers per thread (limit %d): would spill",
                                   d.regs, d.reg_limit)
@@ -922,68 +906,31 @@ return {
     if p.split > 1 and not (p.stages <= 3 and p.swz == 1 and p.group == 1) then
       return false, "split > 1 only with stages 2 or 3, swz=1, group=1"
     end
-    if prob then
-      if mmt.ceil_div(prob.M, p.bm) > 65535 then
-        return false, "M needs more than 65535 blocks along grid y"
-      end
-      if p.split > 1 then
-        if prob.K < 2 * p.split * p.bk then
-          return false, "split-K slices of fewer than two K steps (K < 2 * split * bk)"
-        end
-        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
-        local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
-        if why then return false, why end
-      end
-    end
-    return true
+    if not prob then return true end
+    return gemm.tiles_fit(p, prob, 2) -- two K steps a slice at least
   end,
 
   emit = function(p, dtype, layout)
     local name = kernel_name(p, dtype, layout)
-    local dt = mmt.dtype(dtype)
     local d = derive(p, layout)
-    -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
-    local split = p.split > 1
-    local sv = {split = p.split, dtype = dtype, d_split = string.format("%-4d", p.split)}
-    local function piece(text) return split and mmt.subst(text, sv) or "" end
-    local store = p.vec <= 1 and store_scalar or store_pair
-    local async, realigned = p.vec ~= 1, p.vec == 0
-    local vars = {
-      name = name, ctype = dt.ctype, dtype = dtype, layout = layout,
+    local vars = gemm.vars(name, dtype, layout, {
       elem = elem[dtype],
       mma_16816 = mmt.subst(mma_16816, {mma_type = dtype_info[dtype].mma_type}),
-      a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
-      a_doc = d.a_t and "transposed (K rows of M)" or "as is (M rows of K)",
-      b_doc = d.b_t and "transposed (N rows of K)" or "as is (K rows of N)",
       bm = p.bm, bn = p.bn, bk = p.bk, wm = p.wm, wn = p.wn, stages = p.stages, vec = p.vec,
-      swz = p.swz, group = p.group,
+      swz = p.swz, group = p.group, split = p.split,
       threads = d.threads, shared_bytes = d.shared_bytes, min_blocks = d.min_blocks,
-      async_helpers = (async and async_helpers or "") .. (realigned and raw_helpers or ""),
-      raw_defines = realigned and raw_defines or "",
-      raw_smem = realigned and raw_smem or "",
-      smem_formula = realigned and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
+      smem_formula = p.vec == 0 and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
                      or "STAGES * (A_STAGE + B_STAGE) * 2",
-      loaders = realigned and loaders_raw or in_tile .. (async and loaders_async or loaders_regs),
-      main_loop = (realigned and main_loop_raw or async and main_loop_async or main_loop_regs) ..
-                  piece(split_reduce),
-      ws_param = split and ",\n        float* __restrict__ WS" or "",
-      store = store,
-      grid_z = split and "SPLIT" or "1",
-      split_doc = piece(split_doc),
-      split_defines = piece(split_defines),
-      split_helpers = split and split_helpers or "",
-      tile_order = tile_order, dependent_launch = dependent_launch,
-      split_slice = piece(split_slice),
-    }
-    for _, param in ipairs({"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group"}) do
-      vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
-    end
+      tile_order = tile_order, split_a = "Ag", split_b = "Bg", dependent_launch = dependent_launch,
+    })
+    gemm.doc_values(vars, p, {"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group",
+                              "split"})
     -- What the copies and the stores of C need: whole units along the contiguous dimension of
     -- A (K, or M when transposed) and of B (N, or K when transposed), pairs along N (C), and
     -- the unit's alignment.
     local req
     if p.vec <= 1 then
-      req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = dt.bytes}
+      req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = mmt.dtype(dtype).bytes}
     else
       local u = d.unit
       req = {m_multiple = d.a_t and u or 1,
@@ -991,20 +938,9 @@ return {
              k_multiple = (not d.a_t or d.b_t) and u or 1,
              align = 2 * u}
     end
-    return {
-      source = mmt.subst(source, vars),
-      kernel = name,
-      block = {x = d.threads, y = 1, z = 1},
-      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
-      shared_bytes = d.shared_bytes,
-      requires = req,
-      -- split > 1: the slices meet in the workspace (fp32, a block tile each), with arrival
-      -- counters in module globals: two launches must not overlap.
-      exclusive = split,
-      workspace = split and p.bm * p.bn * 4 or nil,
-      -- Otherwise a launch may start while the kernel before it finishes (sm_90 and newer):
-      -- every thread waits (griddepcontrol.wait) before it touches global memory.
-      dependent_launch = p.split == 1,
-    }
+    -- Without split-K a launch may start while the kernel before it finishes (sm_90 and
+    -- newer): every thread waits (griddepcontrol.wait) before it touches global memory.
+    return gemm.tiled_kernel(p, name, mmt.subst(source, vars), d.threads, d.shared_bytes, req,
+                             true)
   end,
 }

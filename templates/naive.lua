@@ -5,6 +5,9 @@
 -- shape, which decides how well a warp's loads of B coalesce (threads along x read
 -- neighbouring columns) and how many blocks fit on an SM.
 
+local gemm = mmt.lib("gemm")
+local limits = mmt.lib("limits")
+
 local source = [[
 /*
  * ${name} -- mmtune template "naive", ${ctype}, row-major, layout ${layout}:
@@ -25,10 +28,7 @@ local source = [[
 #define B_T ${b_t} /* 1: B stored as N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
 extern "C" __global__ void __launch_bounds__(BX * BY)
-${name}(int M, int N, int K, float alpha,
-        const ${ctype}* __restrict__ A, int lda,
-        const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc)
+]] .. gemm.abi .. [[)
 {
   /* 64-bit indices: blockIdx.x * BX passes 2^31 near the top of the int range, and
    * row * lda passes it for any large matrix. */
@@ -60,7 +60,7 @@ return {
   name = "naive",
   description = "one thread per element of C, global memory only (the baseline)",
   dtypes = {"f32"},
-  layouts = {"nn", "nt", "tn", "tt"},
+  layouts = gemm.LAYOUTS,
   params = {
     {name = "bx", values = {8, 16, 32, 64, 128, 256}},
     {name = "by", values = {1, 2, 4, 8, 16, 32}},
@@ -75,19 +75,13 @@ return {
     if threads > 1024 then
       return false, "more than 1024 threads per block"
     end
-    if prob then
-      if mmt.ceil_div(prob.M, p.by) > 65535 then
-        return false, "M needs more than 65535 blocks along grid y"
-      end
-    end
-    return true
+    if not prob then return true end
+    return limits.grid_y(mmt.ceil_div(prob.M, p.by), "M")
   end,
 
   emit = function(p, dtype, layout)
     local name = kernel_name(p, layout)
-    local vars = {name = name, bx = p.bx, by = p.by, ctype = mmt.dtype(dtype).ctype,
-                  layout = layout, a_t = layout:sub(1, 1) == "t" and 1 or 0,
-                  b_t = layout:sub(2, 2) == "t" and 1 or 0}
+    local vars = gemm.vars(name, dtype, layout, {bx = p.bx, by = p.by})
     return {
       source = mmt.subst(source, vars),
       kernel = name,

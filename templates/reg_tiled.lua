@@ -15,8 +15,8 @@
 -- for all four.
 -- split > 1 adds split-K for problems with few tiles of C (skinny or deep-K): grid.z slices of
 -- K, whose partial sums meet in an fp32 workspace, where the last slice of a tile adds them in
--- slice order and writes C (the split_k snippet).  split = 1 emits exactly the kernel without
--- it.
+-- slice order and writes C (the split_k snippet and library).  With split = 1 the
+-- preprocessor leaves exactly the kernel without it.
 --
 -- The default is the classic 128 x 128 block of 256 threads with an 8 x 8 register tile and a
 -- register-prefetch double buffer (stages=2), float4 loads (vec=4) and group=8: the shape
@@ -24,203 +24,9 @@
 -- need in `requires` (K % 4, N % 4, 16-byte alignment); problems that do not meet it are
 -- served by a vec=1 config (tuned) or by another template, as the dispatcher decides.
 
-local source = [[
-/*
- * ${name} -- mmtune template "reg_tiled", ${ctype}, row-major, layout ${layout}:
- * C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc}, B stored ${b_doc}.
- * SIMT register-blocked GEMM.  A block computes a BM x BN tile of C, walking K in steps of BK:
- * each step stages a BM x BK tile of A, stored transposed (As[k][m]), and a BK x BN tile of B
- * (Bs[k][n]) in shared memory; each thread accumulates a TM x TN tile of C in registers as BK
- * outer products of a TM column of As and a TN row of Bs, both contiguous, read as float4.
- * Tiles hanging over the edge of a matrix are zero-filled and stores are masked, so any
- * M, N, K >= 1 works (within what VEC requires).
- *
- * Parameters:
- *   BM     = ${d_bm} rows of C per block
- *   BN     = ${d_bn} columns of C per block
- *   BK     = ${d_bk} K step: columns of A and rows of B staged per pipeline stage
- *   TM     = ${d_tm} rows of C per thread (the register tile), read as TM/4 float4 of As
- *   TN     = ${d_tn} columns of C per thread, read as TN/4 float4 of Bs
- *   VEC    = ${d_vec} global access width.  1: scalar loads and stores, nothing required of
- *                 the problem.  4: float4 loads of A and B (along their contiguous
- *                 dimension), float4 stores of C; requires that dimension of A and of B, and
- *                 N, to be multiples of 4 and 16-byte aligned A, B, C and row pitches
- *   STAGES = ${d_stages} pipeline depth.  1: one buffer (load, sync, compute, sync).  2: two
- *                 buffers; the next tile is loaded into registers while the current one is
- *                 computed, one sync per step.  3: a ring of three buffers filled by cp.async
- *                 (sm_80+); an operand stored with K contiguous is copied 4 bytes at a
- *                 time (the copy transposes it), the other 4 * VEC bytes at a time
- *   PAD    = ${d_pad} floats of padding per shared-memory row: staggers the banks of the
- *                 transposed stores into As, keeps rows 16-byte aligned
- *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
- *                 moving one block column right, so the blocks running at one time share
- *                 rows of A and columns of B in L2 (1: plain row-major block order; a grid
- *                 at most 8 blocks tall or wide: see the tile_order snippet)${split_doc}
- * Derived: THREADS = (BM/TM) * (BN/TN) = ${threads} threads per block, in warps of WY x WX =
- * ${wy} x ${wx} threads; a warp computes a WM x WN = ${wm} x ${wn} warp tile of C, thread (ly, lx)
- * holding rows ly*VA + c*WY*VA + (0..VA-1) and columns lx*VB + c*WX*VB + (0..VB-1) of it.
- * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), ${grid_z}), dynamic shared memory
- * STAGES * BK * ((BM + PAD) + (BN + PAD)) * 4 = ${shared_bytes} bytes.
- * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N (and
- * what VEC requires);
- * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
- * overwritten, as in BLAS).
- */
-#define BM ${bm}
-#define BN ${bn}
-#define BK ${bk}
-#define TM ${tm}
-#define TN ${tn}
-#define VEC ${vec}
-#define STAGES ${stages}
-#define PAD ${pad}
-#define GROUP ${group}${split_defines}
-#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
-#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
-
-#define TY (BM / TM)         /* threads along M */
-#define TX (BN / TN)         /* threads along N */
-#define THREADS (TY * TX)
-#define VA (TM < 4 ? TM : 4) /* floats per shared-memory read of the A fragment */
-#define VB (TN < 4 ? TN : 4) /* floats per shared-memory read of the B fragment */
-#define AS_LD (BM + PAD)     /* row pitch of As[k][m] */
-#define BS_LD (BN + PAD)     /* row pitch of Bs[k][n] */
-#define AS_SIZE (BK * AS_LD) /* floats of As per stage */
-#define BS_SIZE (BK * BS_LD) /* floats of Bs per stage */
-/* Warp tile: WY x WX threads per warp (WX along N), computing WM x WN of C. */
-#define WX ${wx}
-#define WY (32 / WX)
-#define WM (WY * TM)
-#define WN (WX * TN)
-/* Tile loads, over the tiles as stored: ROWS x COLS, COLS contiguous in memory.  ALV, BLV
- * floats per global load (VEC, or 1 when cp.async copies an operand stored with K
- * contiguous: that copy transposes it); CH loads per stored row; LOADS per thread per tile. */
-#define A_ROWS (A_T ? BK : BM)
-#define A_COLS (A_T ? BM : BK)
-#define B_ROWS (B_T ? BN : BK)
-#define B_COLS (B_T ? BK : BN)
-#define ALV ${alv}
-#define BLV ${blv}
-#define A_CH (A_COLS / ALV)
-#define A_LOADS (A_ROWS * A_CH / THREADS)
-#define B_CH (B_COLS / BLV)
-#define B_LOADS (B_ROWS * B_CH / THREADS)
-/* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
- * registers per thread at most. */
-#define MIN_BLOCKS ${min_blocks}
-
-/* W (1, 2 or 4) consecutive floats at p into r, or zeros when !ok; p is 4W-byte aligned. */
-template <int W> __device__ __forceinline__ void load_vec(float* r, const float* p, bool ok) {
-  if constexpr (W == 4) {
-    const float4 v = ok ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
-    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
-  } else if constexpr (W == 2) {
-    const float2 v = ok ? *reinterpret_cast<const float2*>(p) : make_float2(0.f, 0.f);
-    r[0] = v.x; r[1] = v.y;
-  } else {
-    r[0] = ok ? *p : 0.f;
-  }
-}
-
-/* r[0..W-1] to the W consecutive floats at p (4W-byte aligned). */
-template <int W> __device__ __forceinline__ void store_vec(float* p, const float* r) {
-  if constexpr (W == 4) {
-    *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
-  } else if constexpr (W == 2) {
-    *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1]);
-  } else {
-    *p = r[0];
-  }
-}
-${async_helpers}${split_helpers}
-${tile_order}
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-${name}(int M, int N, int K, float alpha,
-        const ${ctype}* __restrict__ A, int lda,
-        const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
-{
-  extern __shared__ float4 mmt_smem[];                  /* 16-byte aligned */
-  float* const As = reinterpret_cast<float*>(mmt_smem); /* [STAGES][BK][AS_LD], A transposed */
-  float* const Bs = As + STAGES * AS_SIZE;              /* [STAGES][BK][BS_LD] */
-
-  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
-   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
-   * pass 2^32. */
-  const long long grid_n = gridDim.x, grid_m = gridDim.y;
-  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  long long tile_row, tile_col;
-  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
-  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
-  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */${split_slice}
-
-  /* This thread's place: warp (warp_m, warp_n) of the block, lane (ly, lx) of the warp. */
-  const int tid = threadIdx.x;
-  const int warp = tid / 32, lane = tid % 32;
-  const int warp_m = warp / (TX / WX), warp_n = warp % (TX / WX);
-  const int ly = lane / WX, lx = lane % WX;
-
-  /* Tile loads: load l of this thread covers element or vector tid + l * THREADS of the stored
-   * tile, row (tid + l * THREADS) / CH, so neighbouring threads read neighbouring addresses. */
-  const int a_r = tid / A_CH, a_c = tid % A_CH * ALV; /* stored row, column of load 0 */
-  const int b_r = tid / B_CH, b_c = tid % B_CH * BLV;
-  const float* a_src = A + (A_T ? (long long)a_r * lda + row0 + a_c  /* load 0 of the next tile */
-                                : (row0 + a_r) * (long long)lda + a_c);
-  const float* b_src = B + (B_T ? (col0 + b_r) * (long long)ldb + b_c
-                                : (long long)b_r * ldb + col0 + b_c);
-  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
-  const long long b_step = B_T ? BK : BK * (long long)ldb;
-  int k_left = K; /* K from the next tile on; <= 0 past the end */
-  /* Whether stored element (r, c) of the next tile lies inside A (B). */
-  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
-  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
-${loaders}
-  float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-
-  /* Outer products over one staged tile.  This thread's fragments start at As[k][a_frag] and
-   * Bs[k][b_frag]; the VA-wide pieces of A lie WY * VA apart, those of B WX * VB apart. */
-  const int a_frag = warp_m * WM + ly * VA, b_frag = warp_n * WN + lx * VB;
-  auto compute = [&](int stage) {
-    const float* as = As + stage * AS_SIZE + a_frag;
-    const float* bs = Bs + stage * BS_SIZE + b_frag;
-#pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      float a[TM], b[TN];
-#pragma unroll
-      for (int c = 0; c < TM / VA; ++c) load_vec<VA>(&a[c * VA], as + kk * AS_LD + c * (WY * VA), true);
-#pragma unroll
-      for (int c = 0; c < TN / VB; ++c) load_vec<VB>(&b[c * VB], bs + kk * BS_LD + c * (WX * VB), true);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
-  };
-
-  /* K / BK rounded up, without overflowing K + BK - 1. */
-  const int k_tiles = K / BK + (K % BK != 0);
-${main_loop}
-  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C. */
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const int r = warp_m * WM + i / VA * (WY * VA) + ly * VA + i % VA; /* row in the tile */
-    if (r >= m_left) continue;
-    ${ctype}* const c_row = C + (row0 + r) * (long long)ldc + col0;
-#pragma unroll
-    for (int cb = 0; cb < TN / VB; ++cb) {
-      const int c = warp_n * WN + cb * (WX * VB) + lx * VB; /* column in the tile */
-      float v[VB];
-#pragma unroll
-      for (int j = 0; j < VB; ++j) v[j] = alpha * acc[i][cb * VB + j];
-${store}
-    }
-  }
-}
-]]
+local gemm = mmt.lib("gemm")
+local limits = mmt.lib("limits")
+local split_k = mmt.lib("split_k")
 
 -- Global -> registers -> shared memory (stages 1 and 2).  A is transposed on the way in.
 local loaders_regs = [[
@@ -382,50 +188,224 @@ local store_scalar = [[
         *p = beta == 0.0f ? v[j] : v[j] + beta * *p;
       }]]
 
--- Split-K (split > 1).  Pieces spliced into the kernel source; all empty when split = 1, so
--- that those kernels are exactly the ones without split-K.
-local split_doc = [[
-
- *   SPLIT  = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU: grid.z =
- *                 SPLIT slices of K.  Slice z computes the partial product over the K
- *                 columns [z*KC, min(K, (z+1)*KC)), KC = ceil(ceil(K / SPLIT) / BK) * BK
- *                 (whole K steps; the last slices may be shorter, or empty: they add 0).
- *                 The slices of a tile meet in the workspace WS (fp32, BM * BN floats per
- *                 block): the last to arrive adds them in slice order and runs the epilogue
- *                 (splitk_reduce, below; deterministic).  Launches must not overlap
- *                 (exclusive): the workspace and the arrival counters belong to the kernel.]]
-
-local split_defines = [[
-
-#define SPLIT ${split}]]
-
-local split_helpers = "\n" .. mmt.snippet("split_k")
 local tile_order = mmt.snippet("tile_order")
 
--- After the tile mapping: narrow A, B and K to this slice, so the main loop is unchanged.
-local split_slice = "\n" .. [[
+-- The kernel.  Its variants are chosen by its own #defines (#if), as in every template: the
+-- emitted source names each parameter once and can be read, and changed, on its own.
+local source = [[
+/*
+ * ${name} -- mmtune template "reg_tiled", ${ctype}, row-major, layout ${layout}:
+ * C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc}, B stored ${b_doc}.
+ * SIMT register-blocked GEMM.  A block computes a BM x BN tile of C, walking K in steps of BK:
+ * each step stages a BM x BK tile of A, stored transposed (As[k][m]), and a BK x BN tile of B
+ * (Bs[k][n]) in shared memory; each thread accumulates a TM x TN tile of C in registers as BK
+ * outer products of a TM column of As and a TN row of Bs, both contiguous, read as float4.
+ * Tiles hanging over the edge of a matrix are zero-filled and stores are masked, so any
+ * M, N, K >= 1 works (within what VEC requires).
+ *
+ * Parameters:
+ *   BM     = ${d_bm} rows of C per block
+ *   BN     = ${d_bn} columns of C per block
+ *   BK     = ${d_bk} K step: columns of A and rows of B staged per pipeline stage
+ *   TM     = ${d_tm} rows of C per thread (the register tile), read as TM/4 float4 of As
+ *   TN     = ${d_tn} columns of C per thread, read as TN/4 float4 of Bs
+ *   VEC    = ${d_vec} global access width.  1: scalar loads and stores, nothing required of
+ *                 the problem.  4: float4 loads of A and B (along their contiguous
+ *                 dimension), float4 stores of C; requires that dimension of A and of B, and
+ *                 N, to be multiples of 4 and 16-byte aligned A, B, C and row pitches
+ *   STAGES = ${d_stages} pipeline depth.  1: one buffer (load, sync, compute, sync).  2: two
+ *                 buffers; the next tile is loaded into registers while the current one is
+ *                 computed, one sync per step.  3: a ring of three buffers filled by cp.async
+ *                 (sm_80+); an operand stored with K contiguous is copied 4 bytes at a
+ *                 time (the copy transposes it), the other 4 * VEC bytes at a time
+ *   PAD    = ${d_pad} floats of padding per shared-memory row: staggers the banks of the
+ *                 transposed stores into As, keeps rows 16-byte aligned
+ *   GROUP  = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows before
+ *                 moving one block column right, so the blocks running at one time share
+ *                 rows of A and columns of B in L2 (1: plain row-major block order; a grid
+ *                 at most 8 blocks tall or wide: see the tile_order snippet)]] .. split_k.doc .. [[
 
-  /* Split-K: this block computes slice blockIdx.z of K, columns [k0, k0 + kc) cut at K.
-   * From here on A, B and K describe the slice (K = 0 for an empty slice: it adds 0).
-   * 64-bit: SPLIT * kc may pass 2^31 when K is near it. */
-  {
-    const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
-    const long long kc = (per + BK - 1) / BK * BK;      /* whole K steps per slice */
-    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
-    A += A_T ? k0 * lda : k0; /* k0 % BK == 0 or k0 == K: A, B stay 16-byte aligned */
-    B += B_T ? k0 : k0 * ldb;
-    K = (int)min(kc, K - k0);
-  }]]
+ * Derived: THREADS = (BM/TM) * (BN/TN) = ${threads} threads per block, in warps of WY x WX =
+ * ${wy} x ${wx} threads; a warp computes a WM x WN = ${wm} x ${wn} warp tile of C, thread (ly, lx)
+ * holding rows ly*VA + c*WY*VA + (0..VA-1) and columns lx*VB + c*WX*VB + (0..VB-1) of it.
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM), SPLIT), dynamic shared memory
+ * STAGES * BK * ((BM + PAD) + (BN + PAD)) * 4 = ${shared_bytes} bytes.
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N (and
+ * what VEC requires);
+ * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
+ * overwritten, as in BLAS).
+ */
+#define BM ${bm}
+#define BN ${bn}
+#define BK ${bk}
+#define TM ${tm}
+#define TN ${tn}
+#define VEC ${vec}
+#define STAGES ${stages}
+#define PAD ${pad}
+#define GROUP ${group}
+#define SPLIT ${split}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
--- Before the epilogue: the slices meet; only the last goes on.
-local split_reduce = "\n" .. [[
-  /* Split-K: the slices of this tile add up in the workspace; the last to arrive goes on
-   * with the sum and writes C, the others are done. */
-  if (!splitk_reduce<TM * TN, THREADS>(&acc[0][0], WS, pid, tid)) return;
+#define TY (BM / TM)         /* threads along M */
+#define TX (BN / TN)         /* threads along N */
+#define THREADS (TY * TX)
+#define VA (TM < 4 ? TM : 4) /* floats per shared-memory read of the A fragment */
+#define VB (TN < 4 ? TN : 4) /* floats per shared-memory read of the B fragment */
+#define AS_LD (BM + PAD)     /* row pitch of As[k][m] */
+#define BS_LD (BN + PAD)     /* row pitch of Bs[k][n] */
+#define AS_SIZE (BK * AS_LD) /* floats of As per stage */
+#define BS_SIZE (BK * BS_LD) /* floats of Bs per stage */
+/* Warp tile: WY x WX threads per warp (WX along N), computing WM x WN of C. */
+#define WX ${wx}
+#define WY (32 / WX)
+#define WM (WY * TM)
+#define WN (WX * TN)
+/* Tile loads, over the tiles as stored: ROWS x COLS, COLS contiguous in memory.  ALV, BLV
+ * floats per global load (VEC, or 1 when cp.async copies an operand stored with K
+ * contiguous: that copy transposes it); CH loads per stored row; LOADS per thread per tile. */
+#define A_ROWS (A_T ? BK : BM)
+#define A_COLS (A_T ? BM : BK)
+#define B_ROWS (B_T ? BN : BK)
+#define B_COLS (B_T ? BK : BN)
+#define ALV ${alv}
+#define BLV ${blv}
+#define A_CH (A_COLS / ALV)
+#define A_LOADS (A_ROWS * A_CH / THREADS)
+#define B_CH (B_COLS / BLV)
+#define B_LOADS (B_ROWS * B_CH / THREADS)
+/* Blocks per SM asked of the compiler (__launch_bounds__): 65536 / (THREADS * MIN_BLOCKS)
+ * registers per thread at most. */
+#define MIN_BLOCKS ${min_blocks}
+
+/* W (1, 2 or 4) consecutive floats at p into r, or zeros when !ok; p is 4W-byte aligned. */
+template <int W> __device__ __forceinline__ void load_vec(float* r, const float* p, bool ok) {
+  if constexpr (W == 4) {
+    const float4 v = ok ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+  } else if constexpr (W == 2) {
+    const float2 v = ok ? *reinterpret_cast<const float2*>(p) : make_float2(0.f, 0.f);
+    r[0] = v.x; r[1] = v.y;
+  } else {
+    r[0] = ok ? *p : 0.f;
+  }
+}
+
+/* r[0..W-1] to the W consecutive floats at p (4W-byte aligned). */
+template <int W> __device__ __forceinline__ void store_vec(float* p, const float* r) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+  } else if constexpr (W == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(r[0], r[1]);
+  } else {
+    *p = r[0];
+  }
+}
+]] .. "#if STAGES == 3" .. async_helpers .. "#endif" .. split_k.helpers .. [[
+${tile_order}
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+]] .. gemm.abi .. split_k.param .. [[)
+{
+  extern __shared__ float4 mmt_smem[];                  /* 16-byte aligned */
+  float* const As = reinterpret_cast<float*>(mmt_smem); /* [STAGES][BK][AS_LD], A transposed */
+  float* const Bs = As + STAGES * AS_SIZE;              /* [STAGES][BK][BS_LD] */
+
+  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
+   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
+   * pass 2^32. */
+  const long long grid_n = gridDim.x, grid_m = gridDim.y;
+  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
+  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+]] .. split_k.slice .. [[
+  /* This thread's place: warp (warp_m, warp_n) of the block, lane (ly, lx) of the warp. */
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int warp_m = warp / (TX / WX), warp_n = warp % (TX / WX);
+  const int ly = lane / WX, lx = lane % WX;
+
+  /* Tile loads: load l of this thread covers element or vector tid + l * THREADS of the stored
+   * tile, row (tid + l * THREADS) / CH, so neighbouring threads read neighbouring addresses. */
+  const int a_r = tid / A_CH, a_c = tid % A_CH * ALV; /* stored row, column of load 0 */
+  const int b_r = tid / B_CH, b_c = tid % B_CH * BLV;
+  const float* a_src = A + (A_T ? (long long)a_r * lda + row0 + a_c  /* load 0 of the next tile */
+                                : (row0 + a_r) * (long long)lda + a_c);
+  const float* b_src = B + (B_T ? (col0 + b_r) * (long long)ldb + b_c
+                                : (long long)b_r * ldb + col0 + b_c);
+  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
+  const long long b_step = B_T ? BK : BK * (long long)ldb;
+  int k_left = K; /* K from the next tile on; <= 0 past the end */
+  /* Whether stored element (r, c) of the next tile lies inside A (B). */
+  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
+  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
+#if STAGES == 3
+]] .. loaders_async .. [[
+#else
+]] .. loaders_regs .. [[
+#endif
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+  /* Outer products over one staged tile.  This thread's fragments start at As[k][a_frag] and
+   * Bs[k][b_frag]; the VA-wide pieces of A lie WY * VA apart, those of B WX * VB apart. */
+  const int a_frag = warp_m * WM + ly * VA, b_frag = warp_n * WN + lx * VB;
+  auto compute = [&](int stage) {
+    const float* as = As + stage * AS_SIZE + a_frag;
+    const float* bs = Bs + stage * BS_SIZE + b_frag;
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int c = 0; c < TM / VA; ++c) load_vec<VA>(&a[c * VA], as + kk * AS_LD + c * (WY * VA), true);
+#pragma unroll
+      for (int c = 0; c < TN / VB; ++c) load_vec<VB>(&b[c * VB], bs + kk * BS_LD + c * (WX * VB), true);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+  };
+
+  /* K / BK rounded up, without overflowing K + BK - 1. */
+  const int k_tiles = K / BK + (K % BK != 0);
+#if STAGES == 1
+]] .. main_loops[1] .. [[
+#elif STAGES == 2
+]] .. main_loops[2] .. [[
+#else
+]] .. main_loops[3] .. [[
+#endif
+]] .. split_k.reduce .. [[
+  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C. */
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = warp_m * WM + i / VA * (WY * VA) + ly * VA + i % VA; /* row in the tile */
+    if (r >= m_left) continue;
+    ${ctype}* const c_row = C + (row0 + r) * (long long)ldc + col0;
+#pragma unroll
+    for (int cb = 0; cb < TN / VB; ++cb) {
+      const int c = warp_n * WN + cb * (WX * VB) + lx * VB; /* column in the tile */
+      float v[VB];
+#pragma unroll
+      for (int j = 0; j < VB; ++j) v[j] = alpha * acc[i][cb * VB + j];
+#if VEC == 4
+]] .. store_vec4 .. [[
+
+#else
+]] .. store_scalar .. [[
+
+#endif
+    }
+  }
+}
 ]]
 
-local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_80 .. sm_90)
-local SM_SHARED = 228 * 1024 -- shared memory per SM (sm_90), 1 KiB of it reserved per block
 local MAX_REGS = 200 -- cap of the register estimate (255 is the hardware limit)
 local REG_MARGIN = 16 -- registers the estimate leaves free (ptxas needs more than it counts)
 
@@ -461,32 +441,31 @@ local function derive(p, layout)
     in_flight = math.min(math.floor(d.a_loads + d.b_loads), 16)
   end
   d.regs = p.tm * p.tn + p.tm + p.tn + 24 + in_flight
-  -- The estimate must leave REG_MARGIN of the budget free (65536 registers per SM, 255 per
-  -- thread at most, MAX_REGS by choice).  Occupancy hint (__launch_bounds__ minimum blocks):
+  -- The estimate must leave REG_MARGIN of the budget free (the SM's registers shared by the
+  -- block's threads, 255 per thread at most, MAX_REGS by choice).  Occupancy hint (__launch_bounds__ minimum blocks):
   -- when the estimate fits 128 registers with that margin, ask for 16 warps per SM (at most
   -- 128 registers per thread) and as many blocks as shared memory lets in; otherwise leave
   -- the compiler free (up to 255 registers, one block of up to 256 threads).
-  d.reg_limit = math.min(MAX_REGS, 65536 // d.threads - REG_MARGIN)
+  d.reg_limit = math.min(MAX_REGS, limits.regs_per_thread(d.threads) - REG_MARGIN)
   d.min_blocks = 1
   if d.regs + REG_MARGIN <= 128 and d.threads <= 256 then
-    d.min_blocks = math.max(1, math.min(512 // d.threads, SM_SHARED // (d.shared_bytes + 1024)))
+    d.min_blocks = math.max(1, math.min(512 // d.threads, limits.blocks_by_shared(d.shared_bytes)))
   end
   return d
 end
 
 -- split = 1 keeps the name (and source) of the kernel without split-K.
 local function kernel_name(p, layout)
-  local name = string.format("mmt_reg_tiled_%s_m%d_n%d_k%d_tm%d_tn%d_v%d_s%d_p%d_g%d", layout,
-                             p.bm, p.bn, p.bk, p.tm, p.tn, p.vec, p.stages, p.pad, p.group)
-  if p.split > 1 then name = name .. "_split" .. p.split end
-  return name
+  return gemm.tiled_name(string.format("mmt_reg_tiled_%s_m%d_n%d_k%d_tm%d_tn%d_v%d_s%d_p%d_g%d",
+                                       layout, p.bm, p.bn, p.bk, p.tm, p.tn, p.vec, p.stages,
+                                       p.pad, p.group), p.split)
 end
 
 return {
   name = "reg_tiled",
   description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
   dtypes = {"f32"},
-  layouts = {"nn", "nt", "tn", "tt"},
+  layouts = gemm.LAYOUTS,
   params = {
     {name = "bm", values = {32, 64, 128, 256}},
     {name = "bn", values = {32, 64, 128, 256}},
@@ -502,7 +481,7 @@ return {
   default = {bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, vec = 4, stages = 2, pad = 4, group = 8,
              split = 1},
 
-  constraints = function(p, prob)
+  constraints = function(p, prob, dtype, layout)
     if p.tm > p.bm or p.tn > p.bn then
       return false, "the thread tile is larger than the block tile"
     end
@@ -512,20 +491,16 @@ return {
     if p.bm > 4 * p.bn or p.bn > 4 * p.bm then
       return false, "block tile more than four times as tall as wide (or wide as tall)"
     end
-    -- Without a problem, the config is checked as for the nn layout.
-    local d = derive(p, prob and prob.layout or "nn")
+    -- The layout decides which operand cp.async copies 4 bytes at a time (stages = 3), hence
+    -- the loads per thread and the registers.
+    local d = derive(p, layout)
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/tm)*(bn/tn) = %d threads, outside 64..512", d.threads)
     end
-    if d.a_loads < 1 or d.a_loads ~= math.floor(d.a_loads) then
-      return false, "the A tile does not split evenly over the threads"
-    end
-    if d.b_loads < 1 or d.b_loads ~= math.floor(d.b_loads) then
-      return false, "the B tile does not split evenly over the threads"
-    end
-    if d.shared_bytes > MAX_SHARED then
-      return false, string.format("%d bytes of shared memory (more than 227 KiB)", d.shared_bytes)
-    end
+    local ok, why = gemm.loads_even(d.a_loads, d.b_loads)
+    if not ok then return false, why end
+    ok, why = limits.shared(d.shared_bytes)
+    if not ok then return false, why end
     if d.regs > d.reg_limit then
       return false, string.format("about %d registers per thread (limit %d): would spill",
                                   d.regs, d.reg_limit)
@@ -536,74 +511,30 @@ return {
     if p.split > 1 and not (p.stages >= 2 and p.pad == 4 and p.group == 1) then
       return false, "split > 1 only with stages 2 or 3, pad=4, group=1"
     end
-    if prob then
-      if mmt.ceil_div(prob.M, p.bm) > 65535 then
-        return false, "M needs more than 65535 blocks along grid y"
-      end
-      if p.split > 1 then
-        if prob.K < 2 * p.split * p.bk then
-          return false, "split-K slices of fewer than two K steps (K < 2 * split * bk)"
-        end
-        local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
-        local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
-        if why then return false, why end
-      end
-    end
-    return true
+    if not prob then return true end
+    return gemm.tiles_fit(p, prob, 2) -- two K steps a slice at least
   end,
 
   emit = function(p, dtype, layout)
     local name = kernel_name(p, layout)
-    local dt = mmt.dtype(dtype)
     local d = derive(p, layout)
-    local loaders = p.stages == 3 and loaders_async or loaders_regs
-    -- Split-K pieces (empty when split = 1); subst is one pass, so they are filled first.
-    local split = p.split > 1
-    local sv = {split = p.split, d_split = string.format("%-4d", p.split)}
-    local function piece(text) return split and mmt.subst(text, sv) or "" end
-    local store = mmt.subst(p.vec == 4 and store_vec4 or store_scalar, {ctype = dt.ctype})
-    local vars = {
-      name = name, ctype = dt.ctype, layout = layout,
-      a_t = d.a_t and 1 or 0, b_t = d.b_t and 1 or 0,
-      a_doc = d.a_t and "transposed (K rows of M)" or "as is (M rows of K)",
-      b_doc = d.b_t and "transposed (N rows of K)" or "as is (K rows of N)",
+    local vars = gemm.vars(name, dtype, layout, {
       bm = p.bm, bn = p.bn, bk = p.bk, tm = p.tm, tn = p.tn, vec = p.vec, stages = p.stages,
-      pad = p.pad, group = p.group,
+      pad = p.pad, group = p.group, split = p.split,
       threads = d.threads, wx = d.wx, wy = d.wy, wm = d.wy * p.tm, wn = d.wx * p.tn,
       alv = d.alv, blv = d.blv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
-      async_helpers = p.stages == 3 and async_helpers or "",
-      loaders = loaders,
-      main_loop = main_loops[p.stages] .. piece(split_reduce),
-      ws_param = split and ",\n        float* __restrict__ WS" or "",
-      store = store,
-      grid_z = split and "SPLIT" or "1",
-      split_doc = piece(split_doc),
-      split_defines = piece(split_defines),
-      split_helpers = split and split_helpers or "",
-      tile_order = tile_order,
-      split_slice = piece(split_slice),
-    }
+      tile_order = tile_order, split_a = "A", split_b = "B",
+    })
+    gemm.doc_values(vars, p, {"bm", "bn", "bk", "tm", "tn", "vec", "stages", "pad", "group",
+                              "split"})
     local req
     if p.vec == 4 then -- whole float4 along each contiguous dimension: A's, B's and C's (N)
       req = {m_multiple = d.a_t and 4 or 1, n_multiple = 4,
              k_multiple = (not d.a_t or d.b_t) and 4 or 1, align = 16}
     else
-      req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = dt.bytes}
+      req = {m_multiple = 1, n_multiple = 1, k_multiple = 1, align = mmt.dtype(dtype).bytes}
     end
-    for _, param in ipairs({"bm", "bn", "bk", "tm", "tn", "vec", "stages", "pad", "group"}) do
-      vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
-    end
-    return {
-      source = mmt.subst(source, vars),
-      kernel = name,
-      block = {x = d.threads, y = 1, z = 1},
-      grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
-      shared_bytes = d.shared_bytes,
-      requires = req,
-      -- split > 1: the slices meet in the workspace (fp32, a block tile each), with arrival
-      -- counters in module globals: two launches must not overlap.
-      exclusive = split,
-      workspace = split and p.bm * p.bn * 4 or nil,
-    }
+    return gemm.tiled_kernel(p, name, mmt.subst(source, vars), d.threads, d.shared_bytes, req,
+                             false)
   end,
 }

@@ -43,175 +43,11 @@ local elem = {
   f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16"),
 }
 local dependent_launch = mmt.snippet("dependent_launch")
-local split_k = mmt.snippet("split_k")
 local load_stream = mmt.snippet("load_stream")
-
-local source = [[
-/*
- * ${name} -- mmtune template "skinny", ${ctype}, row-major, layout ${layout}:
- * C = alpha * op(A)*op(B) + beta * C for problems where ${small} is small (at most 64).
- * ${small_op} is the small operand X (S x K, S = ${small}); ${big_op} is the streamed operand W (K x L,
- * L = ${big}), stored ${w_doc}: the ${body} body (see the template's header).
- * fp32 accumulation on the CUDA cores (tf32 problems get full fp32 products), C rounded once.
- *
- * Parameters:
- *   SIDE   = ${side} which of M (0) and N (1) is the small side S
- *   BS     = ${bs} rows of S per block (grid.x = ceil(S / BS))
- *   RL     = ${rl} dot: rows of W per warp; axpy: vectors of V columns of W per lane
- *   LANES  = ${lanes} axpy: lanes that share a row of W (a warp takes 32 / LANES rows at a time)
- *   WARPS  = ${warps} warps per block (16: the axpy body only)
- *   KW     = ${kw} warps of a block that split K (the block's WARPS / KW groups own different W)
- *   UNROLL = ${unroll} chunks (dot) or rows (axpy) of W loaded before they are used
- *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
- *                 aligned operands and pitches.  0: element loads, any alignment
- *   SPLIT  = ${split} slices of K across blocks (grid.z): slice z takes K columns [z * KC,
- *                 min(K, (z + 1) * KC)), KC = ceil(ceil(K / SPLIT) / SLICE_STEP) * SLICE_STEP
- *                 (SLICE_STEP = ${slice_step}: dot, a chunk of 32 x V, so vector loads stay
- *                 aligned; axpy, 8 rows of W), and the slices of a block's sums meet in the
- *                 workspace WS (splitk_reduce)
- * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
- * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), SPLIT), ${shared_bytes} bytes of
- * dynamic shared memory (the K split's partial sums, the staged X).  The blocks of one slice
- * of W (all of S) are neighbours in launch order, so W is read from DRAM once and re-read
- * from L2.
- * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
- */
-#define SIDE ${side}
-#define BS ${bs}
-#define RL ${rl}
-#define LANES ${lanes}
-#define RW (32 / LANES) /* axpy: rows of W a warp loads at a time */
-#define WARPS ${warps}
-#define KW ${kw}
-#define RG (WARPS / KW) /* warp groups of a block, each owning its own rows of W */
-#define UNROLL ${unroll}
-#define VEC ${vec}
-#define SPLIT ${split}
-#define SLICE_STEP ${slice_step}
-#define V ${v}
-#define LB ${lb}
-#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K */
-#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N */
-/* X is ${x_doc}.  Dot with an S-contiguous X: a step's X (XS_K elements of K, BS rows of S)
- * staged in shared memory from float XS_OFFSET, XS_LD floats a row. */
-#define XS_K ${xs_k}
-#define XS_LD ${xs_ld}
-#define XS_OFFSET ${xs_offset}
-#define XS_PER ${xs_per} /* elements of the staged X a thread loads a step (at least 1) */
-${elem}${dependent_launch}${split_k}${load_stream}
-/* 16 bytes (V elements) as floats. */
-__device__ __forceinline__ void unpack(const uint4 v, float* f) {
-  const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    if constexpr (sizeof(elem_t) == 2) {
-      f[2 * i] = to_float((elem_t)(w[i] & 0xffffu));
-      f[2 * i + 1] = to_float((elem_t)(w[i] >> 16));
-    } else {
-      f[i] = __uint_as_float(w[i]);
-    }
-  }
-}
-
-/* V elements from p (16-byte aligned when VEC) as floats. */
-__device__ __forceinline__ void load_v(const elem_t* p, float* f) {
-#if VEC
-  unpack(__ldg(reinterpret_cast<const uint4*>(p)), f);
-#else
-#pragma unroll
-  for (int j = 0; j < V; j++) f[j] = to_float(__ldg(p + j));
-#endif
-}
-
-/* V elements of W from p (16-byte aligned when VEC), as floats.  W is read once, so its
- * 16-byte loads do not allocate in L1 (load_stream), which keeps L1 for X, read by every
- * warp: 1-3% on batch-1 GEMVs (a plain cold read of 32-64 MiB: 7%). */
-__device__ __forceinline__ void load_w(const elem_t* p, float* f) {
-#if VEC
-  unpack(load_stream(p), f);
-#else
-  load_v(p, f);
-#endif
-}
-
-/* 16 bytes of W at p as raw words, V elements from column col: one 16-byte load where all V
- * are inside W (whole: VEC and col + V <= L), else element by element, zero past K (in_k
- * false) or L. */
-__device__ __forceinline__ uint4 load_w_raw(const elem_t* p, bool in_k, bool whole, long long col,
-                                            int L) {
-  if (in_k && whole) return load_stream(p);
-  union { elem_t e[V]; uint4 u; } r;
-#pragma unroll
-  for (int j = 0; j < V; j++) r.e[j] = in_k && col + j < L ? __ldg(p + j) : (elem_t)0;
-  return r.u;
-}
-
-/* Dot with an S-contiguous X: the thread's XS_PER elements of a step's X, as floats (0 past
- * the staged rows or the whole chunks, kwhole).  Element q of thread t is row kb + i of K,
- * i = t / BS + q * (WARPS * 32 / BS), and row s0 + t % BS of S (BS divides the threads), so
- * one pointer and one stride serve every q. */
-__device__ __forceinline__ void load_xs(float (&xv)[XS_PER], const elem_t* X, long long x_ld,
-                                        long long kb, long long kwhole, int s0, int S) {
-  constexpr int QS = WARPS * 32 / BS; /* rows of K a pass of the block's threads covers */
-  const int i0 = threadIdx.x / BS;
-  const elem_t* const p = X + (kb + i0) * x_ld + min(s0 + (int)(threadIdx.x % BS), S - 1);
-  const long long stride = QS * x_ld;
-#pragma unroll
-  for (int q = 0; q < XS_PER; q++) {
-    const int i = i0 + q * QS;
-    xv[q] = i < XS_K && kb + i < kwhole ? to_float(__ldg(p + q * stride)) : 0.0f;
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
-{
-  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
-  const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
-#if SIDE == 0
-  const int S = M, L = N;
-  const elem_t* X = Ag;
-  const elem_t* W = Bg;
-  const long long x_ld = lda, w_ld = ldb, C_S = ldc, C_L = 1;
-#define X_KMAJOR (!A_T)
-#define W_KMAJOR (B_T)
-#else
-  const int S = N, L = M;
-  const elem_t* X = Bg;
-  const elem_t* W = Ag;
-  const long long x_ld = ldb, w_ld = lda, C_S = 1, C_L = ldc;
-#define X_KMAJOR (B_T)
-#define W_KMAJOR (!A_T)
-#endif
-  /* [KW - 1][RG][...]: the other K parts' partial sums; then the staged X (XS_OFFSET) */
-  extern __shared__ __align__(16) float red[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kpart = warp % KW, group = warp / KW;
-  const int s0 = blockIdx.x * BS;
-  pdl_wait(threadIdx.x == 0);
-#if SPLIT > 1
-  /* This block's slice of K: X, W and K narrowed to it (K = 0 for an empty slice: it adds 0).
-   * k0 is a multiple of SLICE_STEP, so 16-byte alignment holds. */
-  {
-    const long long per = K / SPLIT + (K % SPLIT != 0); /* ceil(K / SPLIT) */
-    const long long kc = (per + SLICE_STEP - 1) / SLICE_STEP * SLICE_STEP;
-    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
-    X += X_KMAJOR ? k0 : k0 * x_ld;
-    W += W_KMAJOR ? k0 : k0 * w_ld;
-    K = (int)min(kc, K - k0);
-  }
-#endif
-  /* X's row s of S: its offset in X (K-contiguous: a row pointer; S-contiguous: a column),
-   * rows past S clamped to the last one: their sums are computed and dropped, so no load
-   * needs a guard.  A macro, not an array of BS offsets: the array's registers made ptxas
-   * spill where the staged X's registers are live too. */
-#define XOFF(s) ((long long)min(s0 + (s), S - 1) * (X_KMAJOR ? x_ld : 1))
-${kernel_body}
-}
-]]
+local gemm = mmt.lib("gemm")
+local limits = mmt.lib("limits")
+local split_k = mmt.lib("split_k")
+local skinny = mmt.lib("skinny")
 
 -- dot: W(k, l) at W[l * w_ld + k].
 local dot_body = [[
@@ -508,13 +344,142 @@ local axpy_body = [[
   }
 ]]
 
-local MAX_SMALL = 64       -- the small side's limit: the family is for skinny problems
+local source = [[
+/*
+ * ${name} -- mmtune template "skinny", ${ctype}, row-major, layout ${layout}:
+ * C = alpha * op(A)*op(B) + beta * C for problems where ${small} is small (at most 64).
+ * ${small_op} is the small operand X (S x K, S = ${small}); ${big_op} is the streamed operand W (K x L,
+ * L = ${big}), stored ${w_doc}: the ${body} body (see the template's header).
+ * fp32 accumulation on the CUDA cores (tf32 problems get full fp32 products), C rounded once.
+ *
+ * Parameters:
+ *   SIDE   = ${side} which of M (0) and N (1) is the small side S
+ *   BS     = ${bs} rows of S per block (grid.x = ceil(S / BS))
+ *   RL     = ${rl} dot: rows of W per warp; axpy: vectors of V columns of W per lane
+ *   LANES  = ${lanes} axpy: lanes that share a row of W (a warp takes 32 / LANES rows at a time)
+ *   WARPS  = ${warps} warps per block (16: the axpy body only)
+ *   KW     = ${kw} warps of a block that split K (the block's WARPS / KW groups own different W)
+ *   UNROLL = ${unroll} chunks (dot) or rows (axpy) of W loaded before they are used
+ *   VEC    = ${vec} 1: 16-byte loads of W (and of X where K is contiguous); requires 16-byte
+ *                 aligned operands and pitches.  0: element loads, any alignment
+ *   SPLIT  = ${split} slices of K across blocks (grid.z): slice z takes K columns [z * KC,
+ *                 min(K, (z + 1) * KC)), KC = ceil(ceil(K / SPLIT) / SLICE_STEP) * SLICE_STEP
+ *                 (SLICE_STEP = ${slice_step}: dot, a chunk of 32 x V, so vector loads stay
+ *                 aligned; axpy, 8 rows of W), and the slices of a block's sums meet in the
+ *                 workspace WS (splitk_reduce)
+ * Derived: V = ${v} elements in 16 bytes; a block owns LB = ${lb} of L's indices.
+ * Launch: block (${threads}, 1, 1), grid (ceil(S / BS), ceil(L / LB), SPLIT), ${shared_bytes} bytes of
+ * dynamic shared memory (the K split's partial sums, the staged X).  The blocks of one slice
+ * of W (all of S) are neighbours in launch order, so W is read from DRAM once and re-read
+ * from L2.
+ * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read.
+ */
+#define SIDE ${side}
+#define BS ${bs}
+#define RL ${rl}
+#define LANES ${lanes}
+#define RW (32 / LANES) /* axpy: rows of W a warp loads at a time */
+#define WARPS ${warps}
+#define KW ${kw}
+#define RG (WARPS / KW) /* warp groups of a block, each owning its own rows of W */
+#define UNROLL ${unroll}
+#define VEC ${vec}
+#define SPLIT ${split}
+#define SLICE_STEP ${slice_step}
+#define V ${v}
+#define LB ${lb}
+#define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K */
+#define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N */
+/* X is ${x_doc}.  Dot with an S-contiguous X: a step's X (XS_K elements of K, BS rows of S)
+ * staged in shared memory from float XS_OFFSET, XS_LD floats a row. */
+#define XS_K ${xs_k}
+#define XS_LD ${xs_ld}
+#define XS_OFFSET ${xs_offset}
+#define XS_PER ${xs_per} /* elements of the staged X a thread loads a step (at least 1) */
+${elem}${dependent_launch}]] .. split_k.helpers .. [[${load_stream}
+/* 16 bytes (V elements) as floats. */
+__device__ __forceinline__ void unpack(const uint4 v, float* f) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    if constexpr (sizeof(elem_t) == 2) {
+      f[2 * i] = to_float((elem_t)(w[i] & 0xffffu));
+      f[2 * i + 1] = to_float((elem_t)(w[i] >> 16));
+    } else {
+      f[i] = __uint_as_float(w[i]);
+    }
+  }
+}
+
+/* V elements from p (16-byte aligned when VEC) as floats. */
+__device__ __forceinline__ void load_v(const elem_t* p, float* f) {
+#if VEC
+  unpack(__ldg(reinterpret_cast<const uint4*>(p)), f);
+#else
+#pragma unroll
+  for (int j = 0; j < V; j++) f[j] = to_float(__ldg(p + j));
+#endif
+}
+
+/* V elements of W from p (16-byte aligned when VEC), as floats.  W is read once, so its
+ * 16-byte loads do not allocate in L1 (load_stream), which keeps L1 for X, read by every
+ * warp: 1-3% on batch-1 GEMVs (a plain cold read of 32-64 MiB: 7%). */
+__device__ __forceinline__ void load_w(const elem_t* p, float* f) {
+#if VEC
+  unpack(load_stream(p), f);
+#else
+  load_v(p, f);
+#endif
+}
+
+/* 16 bytes of W at p as raw words, V elements from column col: one 16-byte load where all V
+ * are inside W (whole: VEC and col + V <= L), else element by element, zero past K (in_k
+ * false) or L. */
+__device__ __forceinline__ uint4 load_w_raw(const elem_t* p, bool in_k, bool whole, long long col,
+                                            int L) {
+  if (in_k && whole) return load_stream(p);
+  union { elem_t e[V]; uint4 u; } r;
+#pragma unroll
+  for (int j = 0; j < V; j++) r.e[j] = in_k && col + j < L ? __ldg(p + j) : (elem_t)0;
+  return r.u;
+}
+
+/* Dot with an S-contiguous X: the thread's XS_PER elements of a step's X, as floats (0 past
+ * the staged rows or the whole chunks, kwhole).  Element q of thread t is row kb + i of K,
+ * i = t / BS + q * (WARPS * 32 / BS), and row s0 + t % BS of S (BS divides the threads), so
+ * one pointer and one stride serve every q. */
+__device__ __forceinline__ void load_xs(float (&xv)[XS_PER], const elem_t* X, long long x_ld,
+                                        long long kb, long long kwhole, int s0, int S) {
+  constexpr int QS = WARPS * 32 / BS; /* rows of K a pass of the block's threads covers */
+  const int i0 = threadIdx.x / BS;
+  const elem_t* const p = X + (kb + i0) * x_ld + min(s0 + (int)(threadIdx.x % BS), S - 1);
+  const long long stride = QS * x_ld;
+#pragma unroll
+  for (int q = 0; q < XS_PER; q++) {
+    const int i = i0 + q * QS;
+    xv[q] = i < XS_K && kb + i < kwhole ? to_float(__ldg(p + q * stride)) : 0.0f;
+  }
+}
+
+]] .. skinny.head .. [[  /* X's row s of S: its offset in X (K-contiguous: a row pointer; S-contiguous: a column),
+   * rows past S clamped to the last one: their sums are computed and dropped, so no load
+   * needs a guard.  A macro, not an array of BS offsets: the array's registers made ptxas
+   * spill where the staged X's registers are live too. */
+#define XOFF(s) ((long long)min(s0 + (s), S - 1) * (X_KMAJOR ? x_ld : 1))
+#if W_KMAJOR /* the dot body */
+]] .. dot_body .. [[
+#else /* the axpy body */
+]] .. axpy_body .. [[
+#endif
+}
+]]
+
 -- K's limit: the kernels index K with an int (64-bit indices cost the f16 axpy body 10% and
 -- spilled), and step it past K by up to 2 * UNROLL * KW * RW (axpy) or 32 (the dot body's tail).
 local MAX_K = (1 << 31) - 1 - 16384
-local MAX_SHARED = 48 * 1024
 local MAX_XS_PER = 16      -- registers a thread holds the next step's staged X in
--- lanes < 32 shapes the axpy body's warps; the dot body's lanes walk K
+-- lanes < 32 shapes the axpy body's warps; the dot body's lanes walk K (the body is the
+-- layout's and side's, so the layout decides whether a config is valid)
 local LANES_DOT = "lanes < 32 is for the axpy body (W L-contiguous)"
 -- 16 warps a block: measured faster for the axpy body alone (f16 1x4096x4096 nn: 0.0180 ms
 -- against 0.0205 for the best of 8 warps; the dot body's best 16-warp config in nt: 0.0175
@@ -563,7 +528,7 @@ return {
   name = "skinny",
   description = "skinny GEMM (M or N <= 64): streams the large operand at the memory roofline",
   dtypes = {"f32", "tf32", "f16", "bf16"},
-  layouts = {"nn", "nt", "tn", "tt"},
+  layouts = gemm.LAYOUTS,
   params = {
     {name = "side", values = {0, 1}},
     {name = "bs", values = {1, 2, 4, 8, 16}},
@@ -577,25 +542,17 @@ return {
   },
   default = {side = 0, bs = 1, rl = 2, lanes = 32, warps = 4, kw = 1, unroll = 2, vec = 1,
              split = 1},
-  constraints = function(p, prob)
+  constraints = function(p, prob, dtype, layout)
     if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
     -- dot: a lane stores sum s * rl + r, and the registers: at most 32 sums
     if p.bs * p.rl > 32 then return false, "bs * rl > 32 partial sums" end
     if p.rl * p.unroll > 8 then return false, "rl * unroll > 8 vectors of W in flight a lane" end
     -- K is split across blocks or within them, not both (a K part's warps leave early)
     if p.split > 1 and p.kw > 1 then return false, "split > 1 only with kw = 1" end
-    if not prob then return true end
-    if prob.K > MAX_K then return false, "K over 2^31 - 16385: the kernel's int index along K would wrap" end
-    local small, big = prob.M, prob.N
-    if p.side == 1 then small, big = prob.N, prob.M end
-    if small > MAX_SMALL then
-      return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " .. MAX_SMALL
-    end
-    if p.bs > 1 and p.bs >= 2 * small then return false, "bs is over twice the small side" end
-    local dot = w_kmajor(p.side, prob.layout)
+    -- the body (the layout's and side's) and the dtype's V decide the rest of the config's
+    local dot, v = w_kmajor(p.side, layout), vec_elems(dtype)
     if dot and p.lanes < 32 then return false, LANES_DOT end
-    local acc, shared, xs = sizes(p, dot, vec_elems(prob.dtype),
-                                  dot and not x_kmajor(p.side, prob.layout))
+    local acc, shared, xs = sizes(p, dot, v, dot and not x_kmajor(p.side, layout))
     if xs.per > MAX_XS_PER then
       return false, "the staged X: over " .. MAX_XS_PER .. " elements a thread a step"
     end
@@ -604,73 +561,40 @@ return {
       if dot then return false, WARPS16_DOT end
       if acc > 16 then return false, "warps = 16: bs * rl * V > 16 partial sums a lane (128 registers a thread)" end
     end
-    local lb = (p.warps // p.kw) * p.rl * (dot and 1 or p.lanes * vec_elems(prob.dtype))
-    if mmt.ceil_div(big, lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
-    if shared > MAX_SHARED then
-      return false, "over 48 KiB of shared memory (the K split's sums, the staged X)"
-    end
-    if p.split > 1 then
-      if prob.K < p.split * slice_step(dot, vec_elems(prob.dtype)) then
-        return false, "split-K slices of less than one step (K < split * SLICE_STEP)"
-      end
-      local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
-      local why = mmt.split_k_refusal(blocks, p.split, acc * 32 * p.warps * 4)
-      if why then return false, why end
-    end
-    return true
+    -- the K split's sums and the staged X within what a block has without opting in
+    local ok, why = limits.shared(shared, mmt.device.max_shared_static)
+    if not ok then return false, why .. ": the K split's sums, the staged X" end
+    if not prob then return true end
+    if prob.K > MAX_K then return false, "K over 2^31 - 16385: the kernel's int index along K would wrap" end
+    local lb = (p.warps // p.kw) * p.rl * (dot and 1 or p.lanes * v)
+    return skinny.fits(p, prob, lb, 1, slice_step(dot, v), acc * 32 * p.warps * 4)
   end,
   emit = function(p, dtype, layout)
     local dot = w_kmajor(p.side, layout)
-    if dot and p.lanes < 32 then error(LANES_DOT .. ", not layout " .. layout .. " on side " .. p.side, 0) end
     local v = vec_elems(dtype)
     local staged = dot and not x_kmajor(p.side, layout)
     local acc, shared, xs = sizes(p, dot, v, staged)
-    local split = p.split > 1
     local rg = p.warps // p.kw
     local lb = dot and rg * p.rl or rg * p.lanes * v * p.rl
-    local a_t = layout:sub(1, 1) == "t" and 1 or 0
-    local b_t = layout:sub(2, 2) == "t" and 1 or 0
     local name = string.format("mmt_skinny_%s_%s_s%d_b%d_r%d_w%d_k%d_u%d_v%d", dtype, layout,
                                p.side, p.bs, p.rl, p.warps, p.kw, p.unroll, p.vec)
     if p.lanes < 32 then name = name .. "_l" .. p.lanes end
-    if split then name = name .. "_z" .. p.split end
-    local small, big = "M", "N"
-    if p.side == 1 then small, big = "N", "M" end
-    local w_doc = dot and "K-contiguous (each of its L rows holds K)"
-                      or "L-contiguous (each of its K rows holds L)"
-    local src = mmt.subst(source, {
-      name = name, ctype = mmt.dtype(dtype).ctype, layout = layout, small = small, big = big,
+    if p.split > 1 then name = name .. "_z" .. p.split end
+    local src = mmt.subst(source, skinny.side_vars(p, gemm.vars(name, dtype, layout, {
       small_op = p.side == 0 and "op(A)" or "op(B)^T", big_op = p.side == 0 and "op(B)" or "op(A)^T",
-      w_doc = w_doc, body = dot and "dot" or "axpy", side = p.side, bs = p.bs, rl = p.rl,
+      w_doc = dot and "K-contiguous (each of its L rows holds K)"
+                  or "L-contiguous (each of its K rows holds L)",
+      body = dot and "dot" or "axpy", bs = p.bs, rl = p.rl,
       lanes = p.lanes, warps = p.warps, kw = p.kw, unroll = p.unroll, vec = p.vec, v = v, lb = lb,
-      threads = 32 * p.warps, shared_bytes = shared, a_t = a_t, b_t = b_t,
+      threads = 32 * p.warps, shared_bytes = shared,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
-      split = p.split, split_k = split and "\n" .. split_k or "", load_stream = "\n" .. load_stream,
+      split = p.split, load_stream = "\n" .. load_stream,
       slice_step = slice_step(dot, v),
-      ws_param = split and ",\n    float* __restrict__ WS" or "",
-      kernel_body = dot and dot_body or axpy_body,
       xs_k = xs.k, xs_ld = xs.ld, xs_offset = xs.offset, xs_per = xs.per,
       x_doc = staged and "S-contiguous: staged through shared memory, K-contiguous"
                      or (x_kmajor(p.side, layout) and "K-contiguous" or "S-contiguous"),
-    })
-    local grid
-    if p.side == 0 then
-      grid = {x = {"M", p.bs}, y = {"N", lb}, z = p.split}
-    else
-      grid = {x = {"N", p.bs}, y = {"M", lb}, z = p.split}
-    end
-    return {
-      source = src,
-      kernel = name,
-      block = {32 * p.warps, 1, 1},
-      grid = grid,
-      shared_bytes = shared,
-      requires = p.vec == 1 and {align = 16} or nil,
-      -- split > 1: the slices meet in the workspace, with arrival counters in module
-      -- globals, so launches must not overlap; the others may start early (sm_90 on).
-      exclusive = split,
-      workspace = split and acc * 32 * p.warps * 4 or nil,
-      dependent_launch = not split,
-    }
+    })))
+    return skinny.kernel(p, name, src, lb, shared, acc * 32 * p.warps * 4,
+                         p.vec == 1 and {align = 16} or nil)
   end,
 }

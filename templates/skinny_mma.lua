@@ -30,7 +30,9 @@
 
 local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
 local dependent_launch = mmt.snippet("dependent_launch")
-local split_k = mmt.snippet("split_k")
+local gemm = mmt.lib("gemm")
+local split_k = mmt.lib("split_k")
+local skinny = mmt.lib("skinny")
 local mma_16816 = mmt.snippet("mma_16816")
 local load_stream = mmt.snippet("load_stream")
 
@@ -65,11 +67,14 @@ local source = [[
 #define RG (WARPS / KW)
 #define UNROLL ${unroll}
 #define SPLIT ${split}
+#define SLICE_STEP 32 /* split-K's slices: whole chunks of 32 elements of K */
+#define A_T 0 /* layout nt: A stored as M rows of K */
+#define B_T 1 /* and B as N rows of K */
 #define NACC (RL * NT * 4) /* a lane's sums */
 #if KW > 1 /* split-K's barrier: the warps of K part 0 alone (the others have left) */
 #define SPLITK_SYNC() asm volatile("bar.sync 1, %0;\n" ::"n"(RG * 32) : "memory")
 #endif
-${elem}${dependent_launch}${split_k}
+${elem}${dependent_launch}]] .. split_k.helpers .. [[
 ${mma_16816}
 ${load_stream}
 
@@ -105,40 +110,9 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
       for (int n = 0; n < NT; n++) mma_step(acc[r][n], w[r][0], w[r][1], x[n], h);
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc${ws_param})
-{
-  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
-  const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-#if SIDE == 0
-  const int S = M, L = N;
-  const elem_t* X = Ag;
-  const elem_t* W = Bg;
-  const long long x_ld = lda, w_ld = ldb, C_S = ldc, C_L = 1;
-#else
-  const int S = N, L = M;
-  const elem_t* X = Bg;
-  const elem_t* W = Ag;
-  const long long x_ld = ldb, w_ld = lda, C_S = 1, C_L = ldc;
-#endif
-  extern __shared__ __align__(16) float red[]; /* [KW - 1][RG][NACC][32] */
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int kpart = warp % KW, group = warp / KW;
-  const int s0 = blockIdx.x * BS;
+]] .. skinny.head .. [[
+  const int g = lane / 4, t = lane % 4;
   const long long l0 = ((long long)blockIdx.y * RG + group) * (RL * 16);
-  pdl_wait(threadIdx.x == 0);
-#if SPLIT > 1
-  { /* this block's slice of K, a whole number of chunks (16-byte alignment holds) */
-    const long long per = K / SPLIT + (K % SPLIT != 0);
-    const long long kc = (per + 31) / 32 * 32;
-    const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
-    X += k0;
-    W += k0;
-    K = (int)min(kc, K - k0);
-  }
-#endif
   /* The lane's rows, clamped to the last: W rows l0 + 16 r + g + 8 h, X rows s0 + 8 n + g. */
   const elem_t* wp[RL][2];
 #pragma unroll
@@ -231,7 +205,6 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
 }
 ]]
 
-local MAX_SMALL = 64
 local MAX_VECTORS = 24 -- 16-byte vectors a lane holds in flight (UNROLL x (2 RL + NT))
 
 -- What a config's launch derives from its parameters: a lane's sums, the block's rows of W
@@ -265,59 +238,22 @@ return {
       return false, "unroll * (2 rl + bs / 8) > " .. MAX_VECTORS .. " vectors in flight a lane"
     end
     if not prob then return true end
-    local small, big = prob.M, prob.N
-    if p.side == 1 then small, big = prob.N, prob.M end
-    if small > MAX_SMALL then
-      return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " .. MAX_SMALL
-    end
-    if p.bs > 8 and p.bs >= 2 * small then return false, "bs is over twice the small side" end
     local z = sizes(p)
-    if mmt.ceil_div(big, z.lb) > 65535 then return false, "grid.y: over 65535 blocks along L" end
-    if p.split > 1 then
-      if prob.K < p.split * 32 then
-        return false, "split-K slices under a chunk (K < 32 * split)"
-      end
-      local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, z.lb)
-      local why = mmt.split_k_refusal(blocks, p.split, z.workspace)
-      if why then return false, why end
-    end
-    return true
+    return skinny.fits(p, prob, z.lb, 8, 32, z.workspace)
   end,
   emit = function(p, dtype, layout)
-    assert(layout == "nt", "skinny_mma: layout nt only")
     local z = sizes(p)
-    local split = p.split > 1
     local name = string.format("mmt_skinny_mma_%s_s%d_b%d_r%d_w%d_k%d_u%d", dtype, p.side, p.bs,
                                p.rl, p.warps, p.kw, p.unroll)
-    if split then name = name .. "_z" .. p.split end
-    local src = mmt.subst(source, {
-      name = name, ctype = mmt.dtype(dtype).ctype,
+    if p.split > 1 then name = name .. "_z" .. p.split end
+    local src = mmt.subst(source, skinny.side_vars(p, gemm.vars(name, dtype, layout, {
       mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}), load_stream = load_stream,
-      small = p.side == 0 and "M" or "N", big = p.side == 0 and "N" or "M",
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
       big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
-      side = p.side, bs = p.bs, rl = p.rl, warps = p.warps, kw = p.kw, unroll = p.unroll,
+      bs = p.bs, rl = p.rl, warps = p.warps, kw = p.kw, unroll = p.unroll,
       split = p.split, lb = z.lb, threads = 32 * p.warps, shared_bytes = z.shared,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
-      split_k = split and "\n" .. split_k or "",
-      ws_param = split and ",\n    float* __restrict__ WS" or "",
-    })
-    local grid
-    if p.side == 0 then
-      grid = {x = {"M", p.bs}, y = {"N", z.lb}, z = p.split}
-    else
-      grid = {x = {"N", p.bs}, y = {"M", z.lb}, z = p.split}
-    end
-    return {
-      source = src,
-      kernel = name,
-      block = {32 * p.warps, 1, 1},
-      grid = grid,
-      shared_bytes = z.shared,
-      requires = {align = 16},
-      exclusive = split,
-      workspace = split and z.workspace or nil,
-      dependent_launch = not split,
-    }
+    })))
+    return skinny.kernel(p, name, src, z.lb, z.shared, z.workspace, {align = 16})
   end,
 }

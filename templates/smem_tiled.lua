@@ -8,6 +8,9 @@
 -- The default (tile=32, pad=0, unroll=1, rpt=1) is the textbook sample kernel; the other
 -- parameters are the usual first steps past it.
 
+local gemm = mmt.lib("gemm")
+local limits = mmt.lib("limits")
+
 local source = [[
 /*
  * ${name} -- mmtune template "smem_tiled", ${ctype}, row-major, layout ${layout}:
@@ -37,10 +40,7 @@ local source = [[
 #define B_T ${b_t} /* 1: B stored as N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
 extern "C" __global__ void __launch_bounds__(TILE * ROWS)
-${name}(int M, int N, int K, float alpha,
-        const ${ctype}* __restrict__ A, int lda,
-        const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc)
+]] .. gemm.abi .. [[)
 {
   __shared__ ${ctype} As[TILE][TILE + PAD];
   __shared__ ${ctype} Bs[TILE][TILE + PAD];
@@ -106,7 +106,7 @@ return {
   name = "smem_tiled",
   description = "classic square shared-memory tiling (TILE x TILE tiles of A and B per step)",
   dtypes = {"f32"},
-  layouts = {"nn", "nt", "tn", "tt"},
+  layouts = gemm.LAYOUTS,
   params = {
     {name = "tile", values = {8, 16, 32}},
     {name = "pad", values = {0, 1}},
@@ -122,20 +122,14 @@ return {
     if p.tile * p.tile // p.rpt < 32 then
       return false, "fewer than 32 threads per block leaves part of a warp idle"
     end
-    if prob then
-      if mmt.ceil_div(prob.M, p.tile) > 65535 then
-        return false, "M needs more than 65535 blocks along grid y"
-      end
-    end
-    return true
+    if not prob then return true end
+    return limits.grid_y(mmt.ceil_div(prob.M, p.tile), "M")
   end,
 
   emit = function(p, dtype, layout)
     local name = kernel_name(p, layout)
-    local ctype = mmt.dtype(dtype).ctype
-    local vars = {name = name, ctype = ctype, tile = p.tile, pad = p.pad, unroll = p.unroll,
-                  rpt = p.rpt, layout = layout, a_t = layout:sub(1, 1) == "t" and 1 or 0,
-                  b_t = layout:sub(2, 2) == "t" and 1 or 0}
+    local vars = gemm.vars(name, dtype, layout,
+                           {tile = p.tile, pad = p.pad, unroll = p.unroll, rpt = p.rpt})
     return {
       source = mmt.subst(source, vars),
       kernel = name,

@@ -32,569 +32,9 @@
 -- sectors from L2.  That pays where A's or B's rows straddle 32-byte sectors (3000^3 in 16
 -- bits), not on rows of whole sectors, where the constraints refuse it.
 
-local source = [[
-/*
- * ${name}
- * mmtune template "wgmma", ${dtype}: ${doc_type}.
- * Row-major, layout ${layout}: C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc},
- * B stored ${b_doc}.
- * Hopper tensor cores through wgmma.mma_async (sm_90a only), fed by TMA.
- * A block computes a BM x BN tile of C, walking K in steps of BK.  Warpgroup 0 is the producer:
- * one thread issues the TMA copies (cp.async.bulk.tensor) of each K tile of A and B into a ring
- * of STAGES shared-memory stages; warpgroups 1..CONSUMERS are the consumers: each waits for a
- * stage, issues its wgmma on it and hands the stage back.  Tiles hanging over the edge of A or B
- * are zero-filled by TMA and stores of C are masked, so any M, N, K >= 1 works; TMA needs
- * 16-byte aligned A, B and row pitches (requires.align = 16).
- *
- * Parameters:
- *   BM        = ${d_bm} rows of C per block
- *   BN        = ${d_bn} columns of C per block: the N of every wgmma (m64nBN)
- *   STAGES    = ${d_stages} shared-memory stages of the TMA ring (STAGES - 1 K tiles in flight
- *                    while one is computed).  Small tiles take deep rings: a grid of 64 blocks
- *                    of 64 x 32 (swap, a decode batch on 4096 rows of weights) streams them at
- *                    the copy bandwidth with 12 to 16 stages (about 190 KiB in flight a block),
- *                    without split-K's meeting
- *   CONSUMERS = ${d_consumers} consumer warpgroups: consumer w computes rows w*WG_M..(w+1)*WG_M-1
- *                    of the block tile, WG_M = BM / CONSUMERS, as WG_M / 64 wgmma of 64 rows
- *   BLOCKS    = ${d_blocks} blocks per SM asked of the compiler (__launch_bounds__): sets the
- *                    register budget split between the warpgroups (see PRODUCER_REGS)
- *   GROUP     = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows
- *                    before moving one block column right, so the blocks running at one time
- *                    share rows of A and columns of B in L2 (1: plain row-major block
- *                    order; a grid at most 8 blocks tall or wide: see the tile_order snippet)
- *   REPACK    = ${d_repack} 1: for problems whose pointers or row pitches are not 16-byte aligned
- *                    (lda = 4097), the runtime copies A, B and C into aligned buffers (rows
- *                    padded), runs this kernel on them and copies C back, in stream order;
- *                    the copies are part of every launch's time.  The kernel is the same
- *   SPLIT     = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU:
- *                    grid.z = SPLIT slices of the K tiles (1: none).  See "Split-K" below
- *   PERSIST   = ${d_persist} 1: a persistent grid, BLOCKS blocks per SM, each walking the tiles
- *                    pid = blockIdx.x, + gridDim.x, ...: the producer runs on into the next
- *                    tile's K tiles while the consumers store this one's C, so a problem of
- *                    many short tiles (small K) does not wait for each tile's loads and stores
- *                    in turn.  0: one tile a block
- *   SWAP      = ${d_swap} 1: the kernel computes C^T = op(B)^T op(A)^T (CUTLASS's "swap AB"), for a
- *                    small M (decode batches): the large op(B) is wgmma's 64-row side, streamed
- *                    by TMA in tiles of BM of its N, and op(A)'s M rows are the wgmma's BN
- *                    columns (16 or 32 do: no tile of 64 mostly zeros).  Every name below is
- *                    the kernel's: "M" is N, "N" is M, A is op(B)^T and B is op(A)^T; the
- *                    epilogue stores the tile transposed.  0: C = op(A) op(B) as named
- *   CLUSTER   = ${d_cluster} blocks of a thread-block cluster (grid y; 1: none): CLUSTER tile rows
- *                    of one tile column, which share their B tile.  Block rank r of the
- *                    cluster loads part r of each B stage (BN / CLUSTER rows of a K-major B,
- *                    BK / CLUSTER k rows of an MN-major one) and TMA multicasts it to every
- *                    block of the cluster, so each block reads its A tile and 1 / CLUSTER of
- *                    B from L2.  A stage is refilled only once every block's consumers have
- *                    released it (the empty barriers count the whole cluster's consumer
- *                    warps), and no block exits before the others (a last cluster barrier).
- *                    The grid's y is rounded up to whole clusters: a block whose tile row
- *                    lies past M still loads its part of B and runs its wgmma, but loads no
- *                    A and stores nothing
- * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
- * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
- * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM) rounded up to CLUSTER, SPLIT),
- * clusters (1, CLUSTER, 1) (PERSIST: BLOCKS times the device's SMs, 1, 1: the runtime's per-SM
- * grid rule), dynamic shared
- * memory ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
- * (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma both apply it to absolute
- * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack; with
- * REPACK in 16 bits, then the epilogue's stage for a misaligned C (see the epilogue).
- * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
- * box and swizzle as declared in the kernel table (tensor_maps), encoded by the runtime; with
- * SPLIT > 1, WS, the fp32 workspace (BM * BN floats a block).
- *
- * Shared memory, per stage (16-byte chunk j of a 128-byte row r is stored at chunk j ^ (r % 8):
- * the 128-byte swizzle, written by TMA and undone by wgmma through the descriptors).
- *   K-major operand (${k_major_doc}): ROWS x BK, one 128-byte row per row
- *     of the operand (one TMA box of {BK, ROWS}).  Descriptor: SBO = 1024 (8 rows to the next
- *     8), LBO unused (1); the wgmma of k-step kk starts kk * 32 bytes into the rows.
- *   MN-major operand (${mn_major_doc}): ROWS / 64 chunks of 64 x BK, chunk c holding
- *     elements c*64..c*64+63 of the M (N) dimension, one 128-byte row per k (one TMA box of
- *     {64, BK} per chunk).  Descriptor: LBO = BK * 128 (one 64-wide chunk to the next along
- *     M or N), SBO = 1024 (8 k rows to the next 8); k-step kk starts kk * KSTEP * 128 bytes in.
- *     A B of BN = 32 or 16 (16 bits) is one chunk of rows of B_ROW_BYTES = BN * 2 bytes under
- *     the 64- or 32-byte swizzle (chunk j of row r at j ^ (r / 2 % 4), j ^ (r / 4 % 2)):
- *     LBO = BK * B_ROW_BYTES, SBO = 8 * B_ROW_BYTES, k-step kk at kk * KSTEP * B_ROW_BYTES.
- * Barriers: full[s] (1 arrival: the producer's expect_tx; completes when the stage's bytes
- * have landed, B's parts from every block of the cluster) and empty[s] (4 * CONSUMERS *
- * CLUSTER arrivals: lane 0 of every consumer warp of the cluster once its wgmma reading the
- * stage are done).  Both are waited on by phase parity; the producer's wait
- * for a fresh ring asks for the parity before the first phase, which passes at once.
- * Accumulators (PTX ISA, wgmma D fragment of m64nN): thread t of a consumer warpgroup holds,
- * in register r of 64-row block i, row 16 * (t / 32) + (t % 32) / 4 + 8 * (r / 2 % 2), column
- * 8 * (r / 4) + 2 * (t % 4) + r % 2 of the block's 64 x BN tile.
- * Split-K (SPLIT > 1): of the KT = ceil(K / BK) K tiles, slice z = blockIdx.z loads and
- * computes tiles [KT * z / SPLIT, KT * (z + 1) / SPLIT): whole tiles, as equal as possible;
- * a slice may get none (KT < SPLIT, K == 0) and adds 0.  The slices of a tile meet in the
- * workspace WS (the split_k snippet, its barrier the consumer warpgroups' alone): each stores
- * its fp32 sums there and counts itself in; the last to arrive adds every slice's sums in
- * slice order and runs the epilogue, the others are done.  C is read and written once and
- * rounded once, the bits do not depend on which slice finished last, and no slice waits for
- * another.  The arrival counters and the workspace belong to the module: two launches must
- * never overlap (the kernel table says exclusive).  At most SPLITK_TILES tiles of C.
- * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N;
- * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
- * overwritten, as in BLAS).
- */
-#define BM ${bm}
-#define BN ${bn}
-#define STAGES ${stages}
-#define CONSUMERS ${consumers}
-#define BLOCKS ${blocks}
-#define GROUP ${group}
-#define REPACK ${repack}
-#define SPLIT ${split}
-#define PERSIST ${persist}
-#define SWAP ${swap}
-#define CLUSTER ${cluster}
-/* The kernel's operands as stored (with SWAP, its A is op(B)^T and its B is op(A)^T): */
-#define A_T ${a_t} /* 1: its A is MN-major (A stored K rows of M; SWAP: B stored K rows of N) */
-#define RS ${rs}   /* 1: its A reaches wgmma through registers (tf32 with A_T: see "RS") */
-#define B_T ${b_t} /* 1: its B is K-major (B stored N rows of K; SWAP: A stored M rows of K) */
-#define ELEM_BYTES ${elem_bytes}
-
-#define BK (128 / ELEM_BYTES)   /* K per stage: one 128-byte swizzle row */
-#define KSTEP (32 / ELEM_BYTES) /* K of one wgmma: ${kstep} (32 bytes) */
-#define THREADS (128 * (CONSUMERS + 1))
-#define WG_M (BM / CONSUMERS) /* rows of C per consumer warpgroup */
-#define MI (WG_M / 64)        /* wgmma per consumer per k-step (64 rows each) */
-#define ACC (BN / 2)          /* fp32 accumulators per thread per 64-row block */
-#if REPACK && ELEM_BYTES == 2
-#define SC (BN < 32 ? BN : 32) /* columns of a misaligned C a warp stages at a time */
-#define STAGE_LD (SC + 4)      /* floats a staged row (4 more: fewer bank conflicts) */
-#endif
-#define A_STAGE_BYTES (BM * 128)
-#define B_STAGE_BYTES (BN * 128)
-#define A_CHUNK (128 / ELEM_BYTES) /* M of one MN-major box of A: a 128-byte row */
-/* Byte offsets in a stage: one 64-row block of A (64 K-major rows, or 64 / A_CHUNK MN chunks
- * of BK rows), and one k-step (32 bytes along a K-major row, KSTEP rows of an MN-major chunk). */
-#define A_MBLOCK_BYTES (A_T ? 64 / A_CHUNK * BK * 128 : 64 * 128)
-#define A_KSTEP_BYTES (A_T ? KSTEP * 128 : 32)
-/* An MN-major B (B_T 0) narrower than 128 bytes (BN = 32 or 16 in 16 bits) has rows of BN
- * elements under the swizzle of that width (64 or 32 bytes: TMA and wgmma agree on each), so
- * no box of 64 hangs over a narrow tile; otherwise rows of 128 bytes, as A's. */
-#define B_ROW_BYTES ${b_row_bytes}
-#define B_CHUNK (B_ROW_BYTES / ELEM_BYTES) /* N of one MN-major box of B */
-#define B_SWIZZLE ${b_swizzle_mode} /* the descriptor's mode for B: 1, 2, 3 = 128, 64, 32 bytes */
-#define B_KSTEP_BYTES (B_T ? 32 : KSTEP * B_ROW_BYTES)
-/* setmaxnreg: the producer warpgroup gives registers back (PRODUCER_REGS), the consumers take
- * them (CONSUMER_REGS), within the block's registers at launch: min(255, 65536 / (THREADS *
- * BLOCKS)) rounded down to 8 a thread, which ptxas then allocates exactly (0, 0: no exchange,
- * with one consumer alone in an SM).  ptxas compiles all the code, the consumers' included,
- * within that launch budget: the exchange is headroom at run time, not more registers for
- * the compiler. */
-#define PRODUCER_REGS ${producer_regs}
-#define CONSUMER_REGS ${consumer_regs}
-/* Named barrier of the consumer warpgroups alone (0 is __syncthreads'): split-K's meeting. */
-#define CONSUMER_BAR 1
-
-/* The element type of the ABI.  NVRTC has no cuda.h or fp16 headers and mmtune passes no
- * include path, so the kernel declares what it needs itself. */${elem_decl}
-/* CUtensorMap's size and alignment (the runtime fills it with cuTensorMapEncodeTiled). */
-struct __align__(64) mmt_tensor_map { unsigned long long opaque[16]; };
-
-${split_helpers}
-static __device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-${epilogue_helpers}
-/* ---- mbarriers and TMA ---- */
-static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-/* One arrival that also expects `bytes` more of transactions (the TMA copies of a stage). */
-static __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-               :: "r"(bar), "r"(bytes) : "memory");
-}
-#if CLUSTER == 1 /* (a cluster's consumers arrive through mbar_arrive_cluster) */
-static __device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-#endif
-/* Waits until the phase of parity `parity` has completed. */
-static __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
-/* TMA: the box at (c0, c1) (elements along dimension 0, rows) of the map into shared memory
- * at dst, completing `bar`'s transactions.  Elements outside the matrix arrive as zeros. */
-static __device__ __forceinline__ void tma_load(unsigned dst, const mmt_tensor_map* map, int c0,
-                                                int c1, unsigned bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];\n"
-               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
-                  "r"(bar)
-               : "memory");
-}
-
-#if CLUSTER > 1
-/* ---- thread-block clusters ---- */
-static __device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/* Every thread of every block of the cluster: the writes before it (barrier inits, remote
- * arrivals) are visible to the cluster after it. */
-static __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n"
-               "barrier.cluster.wait.acquire;\n" ::: "memory");
-}
-/* One arrival on the barrier at local address `bar` in block `rank` of the cluster.  The
- * arrive's default semantics (release at CTA scope): the wgmma that read the stage are done
- * and nothing is written before it; asked to release at cluster scope it fenced every
- * arrival, and a 128 x 128 kernel ran 3x slower (4096^3 f16: 0.706 ms against 0.239). */
-static __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
-  asm volatile("{\n.reg .b32 remote;\n"
-               "mapa.shared::cluster.u32 remote, %0, %1;\n"
-               "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
-               :: "r"(bar), "r"(rank) : "memory");
-}
-/* tma_load into the same offsets of the shared memory of every block in `mask` (bit r: rank
- * r), completing each one's `bar` at that offset. */
-static __device__ __forceinline__ void tma_load_multicast(unsigned dst, const mmt_tensor_map* map,
-                                                          int c0, int c1, unsigned bar,
-                                                          unsigned short mask) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
-               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
-                  "r"(bar), "h"(mask)
-               : "memory");
-}
-#endif
-/* This block's part of a box of B (all of it without CLUSTER) into stage memory `dst`: its own
- * ring's, or with CLUSTER the same offsets of every block's (each `bar` at that offset). */
-static __device__ __forceinline__ void load_b(unsigned dst, const mmt_tensor_map* map, int c0,
-                                              int c1, unsigned bar) {
-#if CLUSTER > 1
-  tma_load_multicast(dst, map, c0, c1, bar, (1u << CLUSTER) - 1);
-#else
-  tma_load(dst, map, c0, c1, bar);
-#endif
-}
-/* A consumer warp is done with a stage: it counts itself in on the stage's empty barrier of
- * every block of the cluster (whose producers multicast into this block's stage). */
-static __device__ __forceinline__ void release_stage(unsigned bar) {
-#if CLUSTER > 1
-#pragma unroll
-  for (unsigned r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(bar, r);
-#else
-  mbar_arrive(bar);
-#endif
-}
-
-/* ---- wgmma ---- */
-/* Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address,
- * leading and stride byte offsets (all >> 4), the swizzle (mode in bits 62-63: 1, 2, 3 = 128,
- * 64, 32 bytes), base offset 0 (stages are 1024-byte aligned; a k-step's offset moves along
- * the first row, or by whole 8-row groups of a narrower swizzle). */
-static __device__ __forceinline__ unsigned long long make_desc(unsigned addr, unsigned lbo,
-                                                               unsigned sbo, unsigned mode) {
-  return (unsigned long long)((addr & 0x3ffffu) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
-         (unsigned long long)(sbo >> 4) << 32 | (unsigned long long)mode << 62;
-}
-static __device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N> static __device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
-}
-/* Pins the accumulators at this point of the instruction stream: the compiler may not move
- * their reads or writes across it (wgmma writes them asynchronously, behind its back). */
-static __device__ __forceinline__ void acc_fence(float (&d)[MI][ACC]) {
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int r = 0; r < ACC; ++r) asm volatile("" : "+f"(d[i][r]) :: "memory");
-}
-#if !RS
-/* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
- * ${trans_doc}. */
-static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
-                                             unsigned long long db) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${scale_arg}, 0;\n"
-               "${wgmma_op}\n"
-${wgmma_regs}
-               " %${da_arg}, %${db_arg}, p, 1, 1${trans_imm};\n}\n"
-${wgmma_outs}
-               : "l"(da), "l"(db), "r"(1));
-}
-#else
-/* RS: A's fragments of one wgmma through registers.  Element v of thread t of the consumer
- * warpgroup (PTX ISA, wgmma .tf32 A register fragment; CUTLASS's ALayout_64x8) is row
- * 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2), column (t % 4) + 4 * (v / 2) of the 64 x KSTEP
- * slice of A.  Read from one 64-row block of a stage (64 / A_CHUNK MN-major boxes of BK rows
- * of 128 bytes, the 128-byte swizzle: the 16-byte chunk j of row r at j ^ (r % 8)) at k-step
- * kk.  Lanes (t % 4) read four rows of the box, which the swizzle spreads over the banks but
- * for pairs: two wavefronts a load. */
-static __device__ __forceinline__ void load_a_frag(unsigned (&a)[4], unsigned block, int kk,
-                                                   int t) {
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    const int m = 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2);
-    const int k = kk * KSTEP + t % 4 + 4 * (v / 2);
-    unsigned off = (unsigned)(m / A_CHUNK * (BK * 128) + k * 128 + m % A_CHUNK * ELEM_BYTES);
-    off ^= (off >> 7 & 7u) << 4;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[v]) : "r"(block + off));
-  }
-}
-/* d += A (64 x KSTEP, fragments a) * B (KSTEP x BN, descriptor db); B K-major.  The registers
- * of a stay untouched until the wgmma reading them are waited for. */
-static __device__ __forceinline__ void wgmma_rs(float (&d)[ACC], const unsigned (&a)[4],
-                                                unsigned long long db) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${rs_scale_arg}, 0;\n"
-               "${wgmma_op}\n"
-${wgmma_regs}
-               " {%${ra0}, %${ra1}, %${ra2}, %${ra3}}, %${rs_db_arg}, p, 1, 1;\n}\n"
-${wgmma_outs}
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-#endif
-
-${tile_order}
-${dependent_launch}
-/* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
- * walked top to bottom before moving right).  With CLUSTER, pid numbers the clusters' tiles
- * of CLUSTER * BM rows (grid_m of them), and block `rank` of the cluster takes its BM rows of
- * one. */
-static __device__ __forceinline__ void tile_origin(long long pid, long long grid_m,
-                                                   long long grid_n, unsigned rank,
-                                                   long long& row0, long long& col0) {
-  long long tile_row, tile_col;
-  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
-  row0 = tile_row * (BM * CLUSTER) + rank * BM;
-  col0 = tile_col * BN;
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
-${name}(int M, int N, int K, float alpha,
-        const ${ctype}* __restrict__ A, int lda,
-        const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc,
-        const __grid_constant__ mmt_tensor_map tmA,
-        const __grid_constant__ mmt_tensor_map tmB${ws_arg})
-{
-  extern __shared__ __align__(1024) unsigned char mmt_smem[];
-  const unsigned a_smem = (smem_u32(mmt_smem) + 1023u) & ~1023u; /* [STAGES][A_STAGE_BYTES] */
-  const unsigned b_smem = a_smem + STAGES * A_STAGE_BYTES;         /* [STAGES][B_STAGE_BYTES] */
-  const unsigned full = b_smem + STAGES * B_STAGE_BYTES;           /* [STAGES] mbarriers */
-  const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
-#if REPACK && ELEM_BYTES == 2
-  /* the epilogue's stage for a misaligned C: [CONSUMERS * 4 warps][16][STAGE_LD] floats */
-  float* const epi_stage = reinterpret_cast<float*>(
-      mmt_smem + (((empty + 8 * STAGES + 15u) & ~15u) - smem_u32(mmt_smem)));
-#endif
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-  /* The kernel's rows and columns: M and N, or with SWAP N and M (its tile is one of C^T). */
-#if SWAP
-  const int MK = N, NK = M;
-#else
-  const int MK = M, NK = N;
-#endif
-
-  /* The tiles of C this block computes, numbered pid = tile row * grid_n + tile column: one
-   * (its launch index, blockIdx.x fastest), or with PERSIST every gridDim.x-th from blockIdx.x
-   * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
-   * grid_n * grid_m may pass 2^32. */
-#if PERSIST
-  const long long grid_n = NK / BN + (NK % BN != 0), grid_m = MK / BM + (MK % BM != 0);
-  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
-#else
-  const long long grid_n = gridDim.x, grid_m = gridDim.y / CLUSTER;
-  const long long first_tile = (long long)(blockIdx.y / CLUSTER) * grid_n + blockIdx.x;
-  const long long tile_step = 1, tile_end = first_tile + 1;
-#endif
-#if CLUSTER > 1
-  const unsigned rank = cluster_rank(); /* blockIdx.y % CLUSTER: clusters are (1, CLUSTER, 1) */
-#else
-  const unsigned rank = 0;
-#endif
-
-  const int tid = threadIdx.x, wg = tid / 128;
-  /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
-   * slice blockIdx.z of SPLIT (see "Split-K"; the products stay below 2^31). */
-  const int k_tiles = K / BK + (K % BK != 0);
-  const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;
-  const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
-
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4 * CONSUMERS * CLUSTER);
-    }
-    /* the initialized barriers are visible to the async proxy (TMA's complete_tx) */
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  /* and, with CLUSTER, to the other blocks (their multicasts and arrivals) */
-#if CLUSTER > 1
-  cluster_sync();
-#else
-  __syncthreads();
-#endif
-  /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
-   * snippet): nothing above reads or writes global memory. */
-  pdl_wait(tid == 0);
-
-  if (wg == 0) {
-    /* ---- producer: one thread issues the TMA copies of every K tile of every tile ---- */
-#if PRODUCER_REGS
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGS));
-#endif
-    if (tid == 0) {
-      asm volatile("prefetch.tensormap [%0];\n"
-                   :: "l"(reinterpret_cast<unsigned long long>(&tmA)) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n"
-                   :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
-      int s = 0;
-      unsigned phase = 0; /* of the ring: flips each time s wraps; runs on from tile to tile */
-      for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
-        long long row0, col0;
-        tile_origin(pid, grid_m, grid_n, rank, row0, col0);
-        for (int kt = kt0; kt < kt1; ++kt) {
-          /* Stage s was last read by K tile kt - STAGES (of this tile or the one before):
-           * wait until the consumers released it (on the first round, the parity before the
-           * first phase: passes at once). */
-          mbar_wait(empty + 8 * s, phase ^ 1);
-          /* A block past M (the last cluster's) loads no A: its sums are never stored. */
-          const bool a_rows = row0 < MK;
-          mbar_expect_tx(full + 8 * s, (a_rows ? BM * 128 : 0) + BN * 128);
-          const int k0 = kt * BK;
-          const unsigned a_dst = a_smem + s * A_STAGE_BYTES, b_dst = b_smem + s * B_STAGE_BYTES;
-          if (a_rows) {
-#if A_T /* MN-major: BM / A_CHUNK boxes of A_CHUNK (M) x BK (K) */
-#pragma unroll
-            for (int c = 0; c < BM / A_CHUNK; ++c)
-              tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * A_CHUNK, k0, full + 8 * s);
-#else   /* K-major: one box of BK (K) x BM (M) */
-            tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
-#endif
-          }
-          /* B: this block's part `rank` (all of B without CLUSTER), to every block of the
-           * cluster */
-#if B_T /* K-major: a box of BK (K) x BN / CLUSTER (N) */
-          load_b(b_dst + rank * (BN / CLUSTER * 128), &tmB, k0,
-                 (int)col0 + (int)rank * (BN / CLUSTER), full + 8 * s);
-#else   /* MN-major: BN / B_CHUNK boxes of B_CHUNK (N) x BK / CLUSTER (K) */
-#pragma unroll
-          for (int c = 0; c < BN / B_CHUNK; ++c)
-            load_b(b_dst + c * (BK * B_ROW_BYTES) + rank * (BK / CLUSTER * B_ROW_BYTES), &tmB,
-                   (int)col0 + c * B_CHUNK, k0 + (int)rank * (BK / CLUSTER), full + 8 * s);
-#endif
-          if (++s == STAGES) s = 0, phase ^= 1;
-        }
-      }
-    }
-  } else {
-    /* ---- consumers: wgmma on each stage, then hand it back; then the tile's epilogue, while
-     * the producer already fills the freed stages with the next tile's K tiles ---- */
-#if CONSUMER_REGS
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
-#endif
-    const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;
-    /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A (RS: none),
-     * and B.  LBO, SBO: see "Shared memory" above. */
-#if !RS
-    const unsigned long long a_desc =
-        make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024, 1);
-#endif
-    const unsigned long long b_desc = B_T ? make_desc(b_smem, 16, 1024, 1)
-                                          : make_desc(b_smem, BK * B_ROW_BYTES, 8 * B_ROW_BYTES,
-                                                      B_SWIZZLE);
-    int s = 0;
-    unsigned phase = 0;
-    /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
-     * loop's own indentation. */
-    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
-    long long row0, col0;
-    tile_origin(pid, grid_m, grid_n, rank, row0, col0);
-    const int m_left = (int)(MK - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
-    float acc[MI][ACC];
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
-#if !RS
-    int prev = 0; /* the stage the wgmma still in flight read */
-#endif
-    for (int kt = kt0; kt < kt1; ++kt) {
-      mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
-#if !RS
-      const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
-#endif
-      const unsigned long long db = b_desc + ((unsigned)(s * B_STAGE_BYTES) >> 4);
-#if RS /* this stage's fragments of A, all loaded before the fence that orders them */
-      unsigned af[BK / KSTEP][MI][4];
-#pragma unroll
-      for (int kk = 0; kk < BK / KSTEP; ++kk)
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-          load_a_frag(af[kk][i], a_smem + s * A_STAGE_BYTES + (cw * MI + i) * A_MBLOCK_BYTES, kk,
-                      tid % 128);
-#endif
-      acc_fence(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / KSTEP; ++kk)
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#if RS
-          wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));
-#else
-          wgmma(acc[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
-                db + ((kk * B_KSTEP_BYTES) >> 4));
-#endif
-      wgmma_commit();
-      acc_fence(acc);
-#if RS
-      /* None stays in flight: the next stage's fragments may take these registers (a wgmma
-       * reads its A registers until it is waited for), and the stage is free at once. */
-      wgmma_wait<0>();
-      if (lane == 0) release_stage(empty + 8 * s);
-#else
-      /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
-      wgmma_wait<1>();
-      if (kt > kt0 && lane == 0) release_stage(empty + 8 * prev);
-      prev = s;
-#endif
-      if (++s == STAGES) s = 0, phase ^= 1;
-    }
-    wgmma_wait<0>();
-    acc_fence(acc);
-#if !RS
-    /* The last stage is free too: the producer may fill it with the next tile's first. */
-    if (kt1 > kt0 && lane == 0) release_stage(empty + 8 * prev);
-#endif
-#if CLUSTER > 1
-    if (m_left <= 0) continue; /* a block of the last cluster past M: it loaded only B */
-#endif
-#if SPLIT > 1
-    /* Split-K: the slices of this tile meet in the workspace; the last to arrive goes on with
-     * the sum and writes C, the others are done.  The tile's number: its row and column of
-     * tiles (with CLUSTER, pid is the cluster's). */
-    if (!splitk_reduce<MI * ACC, 128 * CONSUMERS>(&acc[0][0], WS,
-                                                  row0 / BM * grid_n + col0 / BN, tid - 128))
-      continue;
-#endif
-
-${epilogue}    } /* tiles */
-  }
-#if CLUSTER > 1
-  /* No block leaves while another may still multicast into its ring or arrive on its
-   * barriers. */
-  cluster_sync();
-#endif
-}
-]]
+local gemm = mmt.lib("gemm")
+local limits = mmt.lib("limits")
+local split_k = mmt.lib("split_k")
 
 -- The epilogue, per element size.  f32 (tf32): a thread holds pairs of neighbouring columns
 -- (8 bytes); in the common case two lanes swap pairs first, so that each stores 16 bytes (half
@@ -661,7 +101,19 @@ local epilogue32 = [[
             const int c = j * 8 + (lane % 4) * 2; /* column in the block tile */
             if (c >= n_left) continue;
             float v0 = alpha * acc[i][4 * j + 2 * h], v1 = alpha * acc[i][4 * j + 2 * h + 1];
-${store}
+            if (c_vec && c + 1 < n_left) { /* the pair is inside C: one 8-byte store */
+              float2* const p = reinterpret_cast<float2*>(c_row + c);
+              if (beta != 0.0f) {
+                const float2 old = *p;
+                v0 += beta * old.x;
+                v1 += beta * old.y;
+              }
+              *p = make_float2(v0, v1);
+            } else { /* the last column of an odd N, or a C not 8-byte aligned */
+              c_row[c] = beta == 0.0f ? v0 : v0 + beta * c_row[c];
+              if (c + 1 < n_left)
+                c_row[c + 1] = beta == 0.0f ? v1 : v1 + beta * c_row[c + 1];
+            }
           }
         }
     }
@@ -927,44 +379,29 @@ local epilogue_swap = [[
 
 -- Per dtype: the storage type declaration and its conversions (templates/snippets: pack2(lo,
 -- hi) rounds two floats to one 32-bit pair, lo at the lower address; to_elem rounds one;
--- to_float widens one), the wgmma type suffix, and the epilogue's helpers and text (tf32:
--- with the store of a pair (v0, v1) at column c of c_row).
+-- to_float widens one) and the wgmma type suffix.
 local dtype_info = {
   f16 = {
     doc_type = "__half in and out, fp32 accumulation",
     decl = "\n" .. mmt.snippet("elem_f16"),
-    wgmma_type = "f16.f16", epilogue_helpers = epilogue16_helpers, epilogue = epilogue16,
+    wgmma_type = "f16.f16",
   },
   bf16 = {
     doc_type = "__nv_bfloat16 in and out, fp32 accumulation",
     decl = "\n" .. mmt.snippet("elem_bf16"),
-    wgmma_type = "bf16.bf16", epilogue_helpers = epilogue16_helpers, epilogue = epilogue16,
+    wgmma_type = "bf16.bf16",
   },
   tf32 = {
     doc_type = "float in and out, the tensor cores reading A and B as tf32\n" ..
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
     decl = "\n" .. mmt.snippet("elem_f32"),
-    wgmma_type = "tf32.tf32", epilogue_helpers = "",
-    store = [[
-            if (c_vec && c + 1 < n_left) { /* the pair is inside C: one 8-byte store */
-              float2* const p = reinterpret_cast<float2*>(c_row + c);
-              if (beta != 0.0f) {
-                const float2 old = *p;
-                v0 += beta * old.x;
-                v1 += beta * old.y;
-              }
-              *p = make_float2(v0, v1);
-            } else { /* the last column of an odd N, or a C not 8-byte aligned */
-              c_row[c] = beta == 0.0f ? v0 : v0 + beta * c_row[c];
-              if (c + 1 < n_left)
-                c_row[c + 1] = beta == 0.0f ? v1 : v1 + beta * c_row[c + 1];
-            }]],
+    wgmma_type = "tf32.tf32",
   },
 }
 
 -- Split-K: the slices of a tile meet through the split_k snippet, whose barrier is the consumer
 -- warpgroups' alone (the producer warpgroup may still be issuing copies, or gone).
-local split_helpers = [[
+local split_helpers = "\n#if SPLIT > 1" .. [[
 
 /* Barrier `id` among `count` threads (a multiple of 32), the others not held: the consumer
  * warpgroups alone. */
@@ -972,7 +409,7 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
   asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
 }
 #define SPLITK_SYNC() named_bar(CONSUMER_BAR, 128 * CONSUMERS)
-]] .. mmt.snippet("split_k")
+#endif]] .. split_k.helpers
 
 -- A repack kernel's module also holds the runtime's copies into aligned rows (gen.h,
 -- GEN_COPY_ROWS_KERNEL).
@@ -980,27 +417,596 @@ local copy_rows = mmt.snippet("copy_rows")
 local tile_order = mmt.snippet("tile_order")
 local dependent_launch = mmt.snippet("dependent_launch")
 
-local MAX_SHARED = 227 * 1024 -- opt-in dynamic shared memory per block (sm_90)
-local SM_SHARED = 228 * 1024 -- shared memory per SM, 1 KiB of it reserved per block
+-- The kernel.  Its variants are chosen by its own #defines (#if), as in every template.
+local source = [[
+/*
+ * ${name}
+ * mmtune template "wgmma", ${dtype}: ${doc_type}.
+ * Row-major, layout ${layout}: C = alpha * op(A)*op(B) + beta * C, A stored ${a_doc},
+ * B stored ${b_doc}.
+ * Hopper tensor cores through wgmma.mma_async (sm_90a only), fed by TMA.
+ * A block computes a BM x BN tile of C, walking K in steps of BK.  Warpgroup 0 is the producer:
+ * one thread issues the TMA copies (cp.async.bulk.tensor) of each K tile of A and B into a ring
+ * of STAGES shared-memory stages; warpgroups 1..CONSUMERS are the consumers: each waits for a
+ * stage, issues its wgmma on it and hands the stage back.  Tiles hanging over the edge of A or B
+ * are zero-filled by TMA and stores of C are masked, so any M, N, K >= 1 works; TMA needs
+ * 16-byte aligned A, B and row pitches (requires.align = 16).
+ *
+ * Parameters:
+ *   BM        = ${d_bm} rows of C per block
+ *   BN        = ${d_bn} columns of C per block: the N of every wgmma (m64nBN)
+ *   STAGES    = ${d_stages} shared-memory stages of the TMA ring (STAGES - 1 K tiles in flight
+ *                    while one is computed).  Small tiles take deep rings: a grid of 64 blocks
+ *                    of 64 x 32 (swap, a decode batch on 4096 rows of weights) streams them at
+ *                    the copy bandwidth with 12 to 16 stages (about 190 KiB in flight a block),
+ *                    without split-K's meeting
+ *   CONSUMERS = ${d_consumers} consumer warpgroups: consumer w computes rows w*WG_M..(w+1)*WG_M-1
+ *                    of the block tile, WG_M = BM / CONSUMERS, as WG_M / 64 wgmma of 64 rows
+ *   BLOCKS    = ${d_blocks} blocks per SM asked of the compiler (__launch_bounds__): sets the
+ *                    register budget split between the warpgroups (see PRODUCER_REGS)
+ *   GROUP     = ${d_group} block-order swizzle: consecutive blocks walk down GROUP block rows
+ *                    before moving one block column right, so the blocks running at one time
+ *                    share rows of A and columns of B in L2 (1: plain row-major block
+ *                    order; a grid at most 8 blocks tall or wide: see the tile_order snippet)
+ *   REPACK    = ${d_repack} 1: for problems whose pointers or row pitches are not 16-byte aligned
+ *                    (lda = 4097), the runtime copies A, B and C into aligned buffers (rows
+ *                    padded), runs this kernel on them and copies C back, in stream order;
+ *                    the copies are part of every launch's time.  The kernel is the same
+ *   SPLIT     = ${d_split} split-K, so that a problem with few tiles of C still fills the GPU:
+ *                    grid.z = SPLIT slices of the K tiles (1: none).  See "Split-K" below
+ *   PERSIST   = ${d_persist} 1: a persistent grid, BLOCKS blocks per SM, each walking the tiles
+ *                    pid = blockIdx.x, + gridDim.x, ...: the producer runs on into the next
+ *                    tile's K tiles while the consumers store this one's C, so a problem of
+ *                    many short tiles (small K) does not wait for each tile's loads and stores
+ *                    in turn.  0: one tile a block
+ *   SWAP      = ${d_swap} 1: the kernel computes C^T = op(B)^T op(A)^T (CUTLASS's "swap AB"), for a
+ *                    small M (decode batches): the large op(B) is wgmma's 64-row side, streamed
+ *                    by TMA in tiles of BM of its N, and op(A)'s M rows are the wgmma's BN
+ *                    columns (16 or 32 do: no tile of 64 mostly zeros).  Every name below is
+ *                    the kernel's: "M" is N, "N" is M, A is op(B)^T and B is op(A)^T; the
+ *                    epilogue stores the tile transposed.  0: C = op(A) op(B) as named
+ *   CLUSTER   = ${d_cluster} blocks of a thread-block cluster (grid y; 1: none): CLUSTER tile rows
+ *                    of one tile column, which share their B tile.  Block rank r of the
+ *                    cluster loads part r of each B stage (BN / CLUSTER rows of a K-major B,
+ *                    BK / CLUSTER k rows of an MN-major one) and TMA multicasts it to every
+ *                    block of the cluster, so each block reads its A tile and 1 / CLUSTER of
+ *                    B from L2.  A stage is refilled only once every block's consumers have
+ *                    released it (the empty barriers count the whole cluster's consumer
+ *                    warps), and no block exits before the others (a last cluster barrier).
+ *                    The grid's y is rounded up to whole clusters: a block whose tile row
+ *                    lies past M still loads its part of B and runs its wgmma, but loads no
+ *                    A and stores nothing
+ * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
+ * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
+ * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM) rounded up to CLUSTER, SPLIT),
+ * clusters (1, CLUSTER, 1) (PERSIST: BLOCKS times the device's SMs, 1, 1: the runtime's per-SM
+ * grid rule), dynamic shared
+ * memory ${shared_bytes} bytes: STAGES * (BM + BN) * 128 bytes of tiles, 1024-byte aligned by hand
+ * (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma both apply it to absolute
+ * shared addresses), 16 * STAGES bytes of mbarriers, and 1024 bytes of alignment slack; with
+ * REPACK in 16 bits, then the epilogue's stage for a misaligned C (see the epilogue).
+ * Extra arguments: tmA, tmB, the TMA maps of A and B as stored (dimension 0 the contiguous one),
+ * box and swizzle as declared in the kernel table (tensor_maps), encoded by the runtime; with
+ * SPLIT > 1, WS, the fp32 workspace (BM * BN floats a block).
+ *
+ * Shared memory, per stage (16-byte chunk j of a 128-byte row r is stored at chunk j ^ (r % 8):
+ * the 128-byte swizzle, written by TMA and undone by wgmma through the descriptors).
+ *   K-major operand (${k_major_doc}): ROWS x BK, one 128-byte row per row
+ *     of the operand (one TMA box of {BK, ROWS}).  Descriptor: SBO = 1024 (8 rows to the next
+ *     8), LBO unused (1); the wgmma of k-step kk starts kk * 32 bytes into the rows.
+ *   MN-major operand (${mn_major_doc}): ROWS / 64 chunks of 64 x BK, chunk c holding
+ *     elements c*64..c*64+63 of the M (N) dimension, one 128-byte row per k (one TMA box of
+ *     {64, BK} per chunk).  Descriptor: LBO = BK * 128 (one 64-wide chunk to the next along
+ *     M or N), SBO = 1024 (8 k rows to the next 8); k-step kk starts kk * KSTEP * 128 bytes in.
+ *     A B of BN = 32 or 16 (16 bits) is one chunk of rows of B_ROW_BYTES = BN * 2 bytes under
+ *     the 64- or 32-byte swizzle (chunk j of row r at j ^ (r / 2 % 4), j ^ (r / 4 % 2)):
+ *     LBO = BK * B_ROW_BYTES, SBO = 8 * B_ROW_BYTES, k-step kk at kk * KSTEP * B_ROW_BYTES.
+ * Barriers: full[s] (1 arrival: the producer's expect_tx; completes when the stage's bytes
+ * have landed, B's parts from every block of the cluster) and empty[s] (4 * CONSUMERS *
+ * CLUSTER arrivals: lane 0 of every consumer warp of the cluster once its wgmma reading the
+ * stage are done).  Both are waited on by phase parity; the producer's wait
+ * for a fresh ring asks for the parity before the first phase, which passes at once.
+ * Accumulators (PTX ISA, wgmma D fragment of m64nN): thread t of a consumer warpgroup holds,
+ * in register r of 64-row block i, row 16 * (t / 32) + (t % 32) / 4 + 8 * (r / 2 % 2), column
+ * 8 * (r / 4) + 2 * (t % 4) + r % 2 of the block's 64 x BN tile.
+ * Split-K (SPLIT > 1): of the KT = ceil(K / BK) K tiles, slice z = blockIdx.z loads and
+ * computes tiles [KT * z / SPLIT, KT * (z + 1) / SPLIT): whole tiles, as equal as possible;
+ * a slice may get none (KT < SPLIT, K == 0) and adds 0.  The slices of a tile meet in the
+ * workspace WS (the split_k snippet, its barrier the consumer warpgroups' alone): each stores
+ * its fp32 sums there and counts itself in; the last to arrive adds every slice's sums in
+ * slice order and runs the epilogue, the others are done.  C is read and written once and
+ * rounded once, the bits do not depend on which slice finished last, and no slice waits for
+ * another.  The arrival counters and the workspace belong to the module: two launches must
+ * never overlap (the kernel table says exclusive).  At most SPLITK_TILES tiles of C.
+ * Correct for any M, N, K >= 1 with lda, ldb at least the stored row widths, ldc >= N;
+ * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
+ * overwritten, as in BLAS).
+ */
+#define BM ${bm}
+#define BN ${bn}
+#define STAGES ${stages}
+#define CONSUMERS ${consumers}
+#define BLOCKS ${blocks}
+#define GROUP ${group}
+#define REPACK ${repack}
+#define SPLIT ${split}
+#define PERSIST ${persist}
+#define SWAP ${swap}
+#define CLUSTER ${cluster}
+/* The kernel's operands as stored (with SWAP, its A is op(B)^T and its B is op(A)^T): */
+#define A_T ${a_t} /* 1: its A is MN-major (A stored K rows of M; SWAP: B stored K rows of N) */
+#define RS ${rs}   /* 1: its A reaches wgmma through registers (tf32 with A_T: see "RS") */
+#define B_T ${b_t} /* 1: its B is K-major (B stored N rows of K; SWAP: A stored M rows of K) */
+#define ELEM_BYTES ${elem_bytes}
+
+#define BK (128 / ELEM_BYTES)   /* K per stage: one 128-byte swizzle row */
+#define KSTEP (32 / ELEM_BYTES) /* K of one wgmma: ${kstep} (32 bytes) */
+#define THREADS (128 * (CONSUMERS + 1))
+#define WG_M (BM / CONSUMERS) /* rows of C per consumer warpgroup */
+#define MI (WG_M / 64)        /* wgmma per consumer per k-step (64 rows each) */
+#define ACC (BN / 2)          /* fp32 accumulators per thread per 64-row block */
+#if REPACK && ELEM_BYTES == 2
+#define SC (BN < 32 ? BN : 32) /* columns of a misaligned C a warp stages at a time */
+#define STAGE_LD (SC + 4)      /* floats a staged row (4 more: fewer bank conflicts) */
+#endif
+#define A_STAGE_BYTES (BM * 128)
+#define B_STAGE_BYTES (BN * 128)
+#define A_CHUNK (128 / ELEM_BYTES) /* M of one MN-major box of A: a 128-byte row */
+/* Byte offsets in a stage: one 64-row block of A (64 K-major rows, or 64 / A_CHUNK MN chunks
+ * of BK rows), and one k-step (32 bytes along a K-major row, KSTEP rows of an MN-major chunk). */
+#define A_MBLOCK_BYTES (A_T ? 64 / A_CHUNK * BK * 128 : 64 * 128)
+#define A_KSTEP_BYTES (A_T ? KSTEP * 128 : 32)
+/* An MN-major B (B_T 0) narrower than 128 bytes (BN = 32 or 16 in 16 bits) has rows of BN
+ * elements under the swizzle of that width (64 or 32 bytes: TMA and wgmma agree on each), so
+ * no box of 64 hangs over a narrow tile; otherwise rows of 128 bytes, as A's. */
+#define B_ROW_BYTES ${b_row_bytes}
+#define B_CHUNK (B_ROW_BYTES / ELEM_BYTES) /* N of one MN-major box of B */
+#define B_SWIZZLE ${b_swizzle_mode} /* the descriptor's mode for B: 1, 2, 3 = 128, 64, 32 bytes */
+#define B_KSTEP_BYTES (B_T ? 32 : KSTEP * B_ROW_BYTES)
+/* setmaxnreg: the producer warpgroup gives registers back (PRODUCER_REGS), the consumers take
+ * them (CONSUMER_REGS), within the block's registers at launch: min(255, 65536 / (THREADS *
+ * BLOCKS)) rounded down to 8 a thread, which ptxas then allocates exactly (0, 0: no exchange,
+ * with one consumer alone in an SM).  ptxas compiles all the code, the consumers' included,
+ * within that launch budget: the exchange is headroom at run time, not more registers for
+ * the compiler. */
+#define PRODUCER_REGS ${producer_regs}
+#define CONSUMER_REGS ${consumer_regs}
+/* Named barrier of the consumer warpgroups alone (0 is __syncthreads'): split-K's meeting. */
+#define CONSUMER_BAR 1
+
+/* The element type of the ABI.  NVRTC has no cuda.h or fp16 headers and mmtune passes no
+ * include path, so the kernel declares what it needs itself. */${elem_decl}
+/* CUtensorMap's size and alignment (the runtime fills it with cuTensorMapEncodeTiled). */
+struct __align__(64) mmt_tensor_map { unsigned long long opaque[16]; };
+
+]] .. split_helpers .. [[
+static __device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+#if !SWAP && ELEM_BYTES == 2]] .. epilogue16_helpers .. [[#endif
+/* ---- mbarriers and TMA ---- */
+static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+/* One arrival that also expects `bytes` more of transactions (the TMA copies of a stage). */
+static __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"(bar), "r"(bytes) : "memory");
+}
+#if CLUSTER == 1 /* (a cluster's consumers arrive through mbar_arrive_cluster) */
+static __device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+#endif
+/* Waits until the phase of parity `parity` has completed. */
+static __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+/* TMA: the box at (c0, c1) (elements along dimension 0, rows) of the map into shared memory
+ * at dst, completing `bar`'s transactions.  Elements outside the matrix arrive as zeros. */
+static __device__ __forceinline__ void tma_load(unsigned dst, const mmt_tensor_map* map, int c0,
+                                                int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
+                  "r"(bar)
+               : "memory");
+}
+
+#if CLUSTER > 1
+/* ---- thread-block clusters ---- */
+static __device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* Every thread of every block of the cluster: the writes before it (barrier inits, remote
+ * arrivals) are visible to the cluster after it. */
+static __device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+/* One arrival on the barrier at local address `bar` in block `rank` of the cluster.  The
+ * arrive's default semantics (release at CTA scope): the wgmma that read the stage are done
+ * and nothing is written before it; asked to release at cluster scope it fenced every
+ * arrival, and a 128 x 128 kernel ran 3x slower (4096^3 f16: 0.706 ms against 0.239). */
+static __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\n"
+               "mapa.shared::cluster.u32 remote, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+               :: "r"(bar), "r"(rank) : "memory");
+}
+/* tma_load into the same offsets of the shared memory of every block in `mask` (bit r: rank
+ * r), completing each one's `bar` at that offset. */
+static __device__ __forceinline__ void tma_load_multicast(unsigned dst, const mmt_tensor_map* map,
+                                                          int c0, int c1, unsigned bar,
+                                                          unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
+                  "r"(bar), "h"(mask)
+               : "memory");
+}
+#endif
+/* This block's part of a box of B (all of it without CLUSTER) into stage memory `dst`: its own
+ * ring's, or with CLUSTER the same offsets of every block's (each `bar` at that offset). */
+static __device__ __forceinline__ void load_b(unsigned dst, const mmt_tensor_map* map, int c0,
+                                              int c1, unsigned bar) {
+#if CLUSTER > 1
+  tma_load_multicast(dst, map, c0, c1, bar, (1u << CLUSTER) - 1);
+#else
+  tma_load(dst, map, c0, c1, bar);
+#endif
+}
+/* A consumer warp is done with a stage: it counts itself in on the stage's empty barrier of
+ * every block of the cluster (whose producers multicast into this block's stage). */
+static __device__ __forceinline__ void release_stage(unsigned bar) {
+#if CLUSTER > 1
+#pragma unroll
+  for (unsigned r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(bar, r);
+#else
+  mbar_arrive(bar);
+#endif
+}
+
+/* ---- wgmma ---- */
+/* Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address,
+ * leading and stride byte offsets (all >> 4), the swizzle (mode in bits 62-63: 1, 2, 3 = 128,
+ * 64, 32 bytes), base offset 0 (stages are 1024-byte aligned; a k-step's offset moves along
+ * the first row, or by whole 8-row groups of a narrower swizzle). */
+static __device__ __forceinline__ unsigned long long make_desc(unsigned addr, unsigned lbo,
+                                                               unsigned sbo, unsigned mode) {
+  return (unsigned long long)((addr & 0x3ffffu) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+         (unsigned long long)(sbo >> 4) << 32 | (unsigned long long)mode << 62;
+}
+static __device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+/* Pins the accumulators at this point of the instruction stream: the compiler may not move
+ * their reads or writes across it (wgmma writes them asynchronously, behind its back). */
+static __device__ __forceinline__ void acc_fence(float (&d)[MI][ACC]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int r = 0; r < ACC; ++r) asm volatile("" : "+f"(d[i][r]) :: "memory");
+}
+#if !RS
+/* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
+ * ${trans_doc}. */
+static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
+                                             unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${scale_arg}, 0;\n"
+               "${wgmma_op}\n"
+${wgmma_regs}
+               " %${da_arg}, %${db_arg}, p, 1, 1${trans_imm};\n}\n"
+${wgmma_outs}
+               : "l"(da), "l"(db), "r"(1));
+}
+#else
+/* RS: A's fragments of one wgmma through registers.  Element v of thread t of the consumer
+ * warpgroup (PTX ISA, wgmma .tf32 A register fragment; CUTLASS's ALayout_64x8) is row
+ * 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2), column (t % 4) + 4 * (v / 2) of the 64 x KSTEP
+ * slice of A.  Read from one 64-row block of a stage (64 / A_CHUNK MN-major boxes of BK rows
+ * of 128 bytes, the 128-byte swizzle: the 16-byte chunk j of row r at j ^ (r % 8)) at k-step
+ * kk.  Lanes (t % 4) read four rows of the box, which the swizzle spreads over the banks but
+ * for pairs: two wavefronts a load. */
+static __device__ __forceinline__ void load_a_frag(unsigned (&a)[4], unsigned block, int kk,
+                                                   int t) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const int m = 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2);
+    const int k = kk * KSTEP + t % 4 + 4 * (v / 2);
+    unsigned off = (unsigned)(m / A_CHUNK * (BK * 128) + k * 128 + m % A_CHUNK * ELEM_BYTES);
+    off ^= (off >> 7 & 7u) << 4;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[v]) : "r"(block + off));
+  }
+}
+/* d += A (64 x KSTEP, fragments a) * B (KSTEP x BN, descriptor db); B K-major.  The registers
+ * of a stay untouched until the wgmma reading them are waited for. */
+static __device__ __forceinline__ void wgmma_rs(float (&d)[ACC], const unsigned (&a)[4],
+                                                unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${rs_scale_arg}, 0;\n"
+               "${wgmma_op}\n"
+${wgmma_regs}
+               " {%${ra0}, %${ra1}, %${ra2}, %${ra3}}, %${rs_db_arg}, p, 1, 1;\n}\n"
+${wgmma_outs}
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+#endif
+
+${tile_order}
+${dependent_launch}
+/* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
+ * walked top to bottom before moving right).  With CLUSTER, pid numbers the clusters' tiles
+ * of CLUSTER * BM rows (grid_m of them), and block `rank` of the cluster takes its BM rows of
+ * one. */
+static __device__ __forceinline__ void tile_origin(long long pid, long long grid_m,
+                                                   long long grid_n, unsigned rank,
+                                                   long long& row0, long long& col0) {
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  row0 = tile_row * (BM * CLUSTER) + rank * BM;
+  col0 = tile_col * BN;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
+]] .. gemm.abi .. [[,
+        const __grid_constant__ mmt_tensor_map tmA,
+        const __grid_constant__ mmt_tensor_map tmB]] .. split_k.param .. [[)
+{
+  extern __shared__ __align__(1024) unsigned char mmt_smem[];
+  const unsigned a_smem = (smem_u32(mmt_smem) + 1023u) & ~1023u; /* [STAGES][A_STAGE_BYTES] */
+  const unsigned b_smem = a_smem + STAGES * A_STAGE_BYTES;         /* [STAGES][B_STAGE_BYTES] */
+  const unsigned full = b_smem + STAGES * B_STAGE_BYTES;           /* [STAGES] mbarriers */
+  const unsigned empty = full + 8 * STAGES;                        /* [STAGES] mbarriers */
+#if REPACK && ELEM_BYTES == 2
+  /* the epilogue's stage for a misaligned C: [CONSUMERS * 4 warps][16][STAGE_LD] floats */
+  float* const epi_stage = reinterpret_cast<float*>(
+      mmt_smem + (((empty + 8 * STAGES + 15u) & ~15u) - smem_u32(mmt_smem)));
+#endif
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+  /* The kernel's rows and columns: M and N, or with SWAP N and M (its tile is one of C^T). */
+#if SWAP
+  const int MK = N, NK = M;
+#else
+  const int MK = M, NK = N;
+#endif
+
+  /* The tiles of C this block computes, numbered pid = tile row * grid_n + tile column: one
+   * (its launch index, blockIdx.x fastest), or with PERSIST every gridDim.x-th from blockIdx.x
+   * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
+   * grid_n * grid_m may pass 2^32. */
+#if PERSIST
+  const long long grid_n = NK / BN + (NK % BN != 0), grid_m = MK / BM + (MK % BM != 0);
+  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
+#else
+  const long long grid_n = gridDim.x, grid_m = gridDim.y / CLUSTER;
+  const long long first_tile = (long long)(blockIdx.y / CLUSTER) * grid_n + blockIdx.x;
+  const long long tile_step = 1, tile_end = first_tile + 1;
+#endif
+#if CLUSTER > 1
+  const unsigned rank = cluster_rank(); /* blockIdx.y % CLUSTER: clusters are (1, CLUSTER, 1) */
+#else
+  const unsigned rank = 0;
+#endif
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
+   * slice blockIdx.z of SPLIT (see "Split-K"; the products stay below 2^31). */
+  const int k_tiles = K / BK + (K % BK != 0);
+  const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;
+  const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 4 * CONSUMERS * CLUSTER);
+    }
+    /* the initialized barriers are visible to the async proxy (TMA's complete_tx) */
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  /* and, with CLUSTER, to the other blocks (their multicasts and arrivals) */
+#if CLUSTER > 1
+  cluster_sync();
+#else
+  __syncthreads();
+#endif
+  /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
+   * snippet): nothing above reads or writes global memory. */
+  pdl_wait(tid == 0);
+
+  if (wg == 0) {
+    /* ---- producer: one thread issues the TMA copies of every K tile of every tile ---- */
+#if PRODUCER_REGS
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGS));
+#endif
+    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];\n"
+                   :: "l"(reinterpret_cast<unsigned long long>(&tmA)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n"
+                   :: "l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
+      int s = 0;
+      unsigned phase = 0; /* of the ring: flips each time s wraps; runs on from tile to tile */
+      for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
+        long long row0, col0;
+        tile_origin(pid, grid_m, grid_n, rank, row0, col0);
+        for (int kt = kt0; kt < kt1; ++kt) {
+          /* Stage s was last read by K tile kt - STAGES (of this tile or the one before):
+           * wait until the consumers released it (on the first round, the parity before the
+           * first phase: passes at once). */
+          mbar_wait(empty + 8 * s, phase ^ 1);
+          /* A block past M (the last cluster's) loads no A: its sums are never stored. */
+          const bool a_rows = row0 < MK;
+          mbar_expect_tx(full + 8 * s, (a_rows ? BM * 128 : 0) + BN * 128);
+          const int k0 = kt * BK;
+          const unsigned a_dst = a_smem + s * A_STAGE_BYTES, b_dst = b_smem + s * B_STAGE_BYTES;
+          if (a_rows) {
+#if A_T /* MN-major: BM / A_CHUNK boxes of A_CHUNK (M) x BK (K) */
+#pragma unroll
+            for (int c = 0; c < BM / A_CHUNK; ++c)
+              tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * A_CHUNK, k0, full + 8 * s);
+#else   /* K-major: one box of BK (K) x BM (M) */
+            tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
+#endif
+          }
+          /* B: this block's part `rank` (all of B without CLUSTER), to every block of the
+           * cluster */
+#if B_T /* K-major: a box of BK (K) x BN / CLUSTER (N) */
+          load_b(b_dst + rank * (BN / CLUSTER * 128), &tmB, k0,
+                 (int)col0 + (int)rank * (BN / CLUSTER), full + 8 * s);
+#else   /* MN-major: BN / B_CHUNK boxes of B_CHUNK (N) x BK / CLUSTER (K) */
+#pragma unroll
+          for (int c = 0; c < BN / B_CHUNK; ++c)
+            load_b(b_dst + c * (BK * B_ROW_BYTES) + rank * (BK / CLUSTER * B_ROW_BYTES), &tmB,
+                   (int)col0 + c * B_CHUNK, k0 + (int)rank * (BK / CLUSTER), full + 8 * s);
+#endif
+          if (++s == STAGES) s = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    /* ---- consumers: wgmma on each stage, then hand it back; then the tile's epilogue, while
+     * the producer already fills the freed stages with the next tile's K tiles ---- */
+#if CONSUMER_REGS
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
+#endif
+    const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;
+    /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A (RS: none),
+     * and B.  LBO, SBO: see "Shared memory" above. */
+#if !RS
+    const unsigned long long a_desc =
+        make_desc(a_smem + cw * MI * A_MBLOCK_BYTES, A_T ? BK * 128 : 16, 1024, 1);
+#endif
+    const unsigned long long b_desc = B_T ? make_desc(b_smem, 16, 1024, 1)
+                                          : make_desc(b_smem, BK * B_ROW_BYTES, 8 * B_ROW_BYTES,
+                                                      B_SWIZZLE);
+    int s = 0;
+    unsigned phase = 0;
+    /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
+     * loop's own indentation. */
+    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
+    long long row0, col0;
+    tile_origin(pid, grid_m, grid_n, rank, row0, col0);
+    const int m_left = (int)(MK - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
+    float acc[MI][ACC];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
+#if !RS
+    int prev = 0; /* the stage the wgmma still in flight read */
+#endif
+    for (int kt = kt0; kt < kt1; ++kt) {
+      mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
+#if !RS
+      const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
+#endif
+      const unsigned long long db = b_desc + ((unsigned)(s * B_STAGE_BYTES) >> 4);
+#if RS /* this stage's fragments of A, all loaded before the fence that orders them */
+      unsigned af[BK / KSTEP][MI][4];
+#pragma unroll
+      for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+          load_a_frag(af[kk][i], a_smem + s * A_STAGE_BYTES + (cw * MI + i) * A_MBLOCK_BYTES, kk,
+                      tid % 128);
+#endif
+      acc_fence(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#if RS
+          wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));
+#else
+          wgmma(acc[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
+                db + ((kk * B_KSTEP_BYTES) >> 4));
+#endif
+      wgmma_commit();
+      acc_fence(acc);
+#if RS
+      /* None stays in flight: the next stage's fragments may take these registers (a wgmma
+       * reads its A registers until it is waited for), and the stage is free at once. */
+      wgmma_wait<0>();
+      if (lane == 0) release_stage(empty + 8 * s);
+#else
+      /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
+      wgmma_wait<1>();
+      if (kt > kt0 && lane == 0) release_stage(empty + 8 * prev);
+      prev = s;
+#endif
+      if (++s == STAGES) s = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    acc_fence(acc);
+#if !RS
+    /* The last stage is free too: the producer may fill it with the next tile's first. */
+    if (kt1 > kt0 && lane == 0) release_stage(empty + 8 * prev);
+#endif
+#if CLUSTER > 1
+    if (m_left <= 0) continue; /* a block of the last cluster past M: it loaded only B */
+#endif
+#if SPLIT > 1
+    /* Split-K: the slices of this tile meet in the workspace; the last to arrive goes on with
+     * the sum and writes C, the others are done.  The tile's number: its row and column of
+     * tiles (with CLUSTER, pid is the cluster's). */
+    if (!splitk_reduce<MI * ACC, 128 * CONSUMERS>(&acc[0][0], WS,
+                                                  row0 / BM * grid_n + col0 / BN, tid - 128))
+      continue;
+#endif
+
+#if SWAP
+]] .. epilogue_swap .. [[
+#elif ELEM_BYTES == 2
+]] .. epilogue16 .. [[
+#else
+]] .. epilogue32 .. [[
+#endif
+    } /* tiles */
+  }
+#if CLUSTER > 1
+  /* No block leaves while another may still multicast into its ring or arrive on its
+   * barriers. */
+  cluster_sync();
+#endif
+}
+#if REPACK
+]] .. copy_rows .. [[
+#endif
+]]
+
 local MAX_ACC = 128 -- fp32 accumulators per consumer thread at most
 local PRODUCER_REGS = 24 -- what the producer keeps when registers are exchanged
 local MAX_CONSUMER_REGS = 240
 -- Registers a consumer thread needs besides its accumulators (descriptors, addresses, loop
 -- state, the epilogue's pointers); fitted to ptxas (NVRTC 13.0, sm_90a): see README.
 local CONSUMER_OVERHEAD = 40
--- split > 1 only for problems with fewer tiles of C than this: two waves of one block on each
--- of an H100 SXM's or H200's 132 SMs (more tiles fill the GPU without split-K).
-local SPLIT_MAX_TILES = 2 * 132
+-- split > 1 only for problems with fewer tiles of C than this many waves of one block on each
+-- of the device's SMs (more tiles fill the GPU without split-K).
+local SPLIT_MAX_WAVES = 2
 
--- Whether prob is tf32 in layout nn, which wgmma serves with swap alone (its A, op(B)^T, through
--- registers), at any size: swap's tiles are not limited to a small M there, nor to one tile a
--- block (persist), nor to 16-byte aligned problems (repack).
-local function rs_swap(prob)
-  return prob.dtype == "tf32" and prob.layout == "nn"
+-- Whether dtype and layout are tf32 nn, which wgmma serves with swap alone (its A, op(B)^T,
+-- through registers), at any size: swap's tiles are not limited to a small M there, nor to one
+-- tile a block (persist), nor to 16-byte aligned problems (repack).
+local function rs_swap(dtype, layout)
+  return dtype == "tf32" and layout == "nn"
 end
 
 -- Everything derived from a config (shared by constraints and emit).
--- dtype: the problem's, or nil (then as if 16-bit).
 local function derive(p, dtype)
   local d = {}
   d.threads = 128 * (p.consumers + 1)
@@ -1021,7 +1027,7 @@ local function derive(p, dtype)
   -- setmaxnreg still hands the producer's share to the consumers at run time: the producer
   -- keeps 24 and the consumers take the rest (a multiple of 8, at most 240); one consumer
   -- alone in an SM has nothing to gain (255 each already).
-  d.reg_limit = math.min(255, 65536 // (d.threads * p.blocks) // 8 * 8)
+  d.reg_limit = math.min(255, limits.regs_per_thread(d.threads * p.blocks) // 8 * 8)
   if p.consumers == 1 and p.blocks == 1 then
     d.producer_regs, d.consumer_regs = 0, 0
   else
@@ -1091,7 +1097,7 @@ return {
   name = "wgmma",
   description = "Hopper GEMM (f16, bf16, tf32): wgmma + TMA ring, warp-specialized, sm_90a",
   dtypes = {"f16", "bf16", "tf32"},
-  layouts = {"nn", "nt", "tn", "tt"},
+  layouts = gemm.LAYOUTS,
   params = {
     {name = "bm", values = {64, 128, 256}},
     {name = "bn", values = {16, 32, 64, 128, 192, 256}},
@@ -1108,8 +1114,9 @@ return {
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
              split = 1, persist = 0, swap = 0, cluster = 1},
 
-  constraints = function(p, prob)
-    local d = derive(p, prob and prob.dtype)
+  constraints = function(p, prob, dtype, layout)
+    local d = derive(p, dtype)
+    local swap = p.swap == 1
     if d.wg_m < 64 then
       return false, string.format("bm/consumers = %d rows per consumer: wgmma needs 64", d.wg_m)
     end
@@ -1117,19 +1124,18 @@ return {
       return false, string.format("%d accumulators per consumer thread (more than %d)", d.acc,
                                   MAX_ACC)
     end
-    if d.shared_bytes + d.static_bytes > MAX_SHARED then
-      return false, string.format("%d bytes of shared memory (more than 227 KiB)", d.shared_bytes)
-    end
-    if p.blocks * (d.shared_bytes + d.static_bytes + 1024) > SM_SHARED then
+    local ok, why = limits.shared(d.shared_bytes + d.static_bytes)
+    if not ok then return false, why end
+    if p.blocks > limits.blocks_by_shared(d.shared_bytes + d.static_bytes) then
       return false, string.format("%d blocks of %d bytes of shared memory do not fit an SM",
                                   p.blocks, d.shared_bytes)
     end
     if p.persist == 1 and p.split > 1 then
       return false, "persist: a grid per SM, no split-K slices"
     end
-    if p.swap == 1 then
+    if swap then
       -- a small M's limits, but for tf32 nn (which swaps at every size and alignment)
-      if prob and not rs_swap(prob) then
+      if not rs_swap(dtype, layout) then
         if p.bn > 64 then
           return false, "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)"
         end
@@ -1141,67 +1147,55 @@ return {
     end
     if p.cluster > 1 then
       -- the large tiles that L2 feeds (the few-tile and mid-size problems)
-      if p.persist == 1 or p.swap == 1 or p.repack == 1 then
+      if p.persist == 1 or swap or p.repack == 1 then
         return false, "cluster: not with persist, swap or repack"
       end
       if p.bn < 64 then return false, "cluster: bn >= 64 (a shared B tile worth halving)" end
     end
-    if d.acc + CONSUMER_OVERHEAD > d.reg_limit then
-      return false, string.format("about %d registers per consumer thread (limit %d): would spill",
-                                  d.acc + CONSUMER_OVERHEAD, d.reg_limit)
+    why = tf32_refusal(dtype, layout, swap)
+    if why then return false, why end
+    -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
+    local regs, what = d.acc + CONSUMER_OVERHEAD, ""
+    if takes_rs(dtype, layout, swap) then
+      regs, what = regs + 16 * (d.wg_m // 64), " with A's fragments"
     end
-    if prob then
-      local why = tf32_refusal(prob.dtype, prob.layout, p.swap == 1)
-      if why then return false, why end
-      -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
-      local rs_regs = takes_rs(prob.dtype, prob.layout, p.swap == 1) and 16 * (d.wg_m // 64) or 0
-      if rs_regs > 0 and d.acc + CONSUMER_OVERHEAD + rs_regs > d.reg_limit then
-        return false, string.format("about %d registers per consumer thread with A's " ..
-                                    "fragments (limit %d): would spill",
-                                    d.acc + CONSUMER_OVERHEAD + rs_regs, d.reg_limit)
+    if regs > d.reg_limit then
+      return false, string.format("about %d registers per consumer thread%s (limit %d): would " ..
+                                  "spill", regs, what, d.reg_limit)
+    end
+    if not prob then return true end
+    -- the kernel's rows and columns (swap: N and M)
+    local rows, cols = prob.M, prob.N
+    if swap then rows, cols = prob.N, prob.M end
+    ok, why = limits.grid_y(mmt.ceil_div(mmt.ceil_div(rows, p.bm), p.cluster) * p.cluster,
+                            swap and "N" or "M")
+    if not ok then return false, why end
+    if p.cluster > 1 then
+      if mmt.ceil_div(rows, p.bm) < p.cluster then
+        return false, string.format("cluster: fewer tile rows (%d) than blocks in a cluster",
+                                    mmt.ceil_div(rows, p.bm))
       end
-      -- the kernel's rows and columns (swap: N and M)
-      local rows, cols = prob.M, prob.N
-      if p.swap == 1 then rows, cols = prob.N, prob.M end
-      local grid_y = mmt.ceil_div(mmt.ceil_div(rows, p.bm), p.cluster) * p.cluster
-      if grid_y > 65535 then
-        return false, (p.swap == 1 and "N" or "M") .. " needs more than 65535 blocks along grid y"
-      end
-      if p.cluster > 1 then
-        if mmt.ceil_div(rows, p.bm) < p.cluster then
-          return false, string.format("cluster: fewer tile rows (%d) than blocks in a cluster",
-                                      mmt.ceil_div(rows, p.bm))
-        end
-        -- Multicast pays where rows straddle 32-byte sectors (a 128-byte row of a tile then
-        -- reads five): 3000^3 f16 0.112 ms against 0.126, 5000^3 0.482 against 0.520.  On rows
-        -- of whole sectors clusters measured 1-15% slower (1536^3 to 8192^3, 512x512x16384).
-        local bytes = mmt.dtype(prob.dtype).bytes
-        if prob.lda * bytes % 32 == 0 and prob.ldb * bytes % 32 == 0 then
-          return false, "cluster: A's and B's rows are whole 32-byte sectors (multicast pays " ..
-                        "where they are not)"
-        end
-      end
-      if p.repack == 1 and prob.align >= 16 then
-        return false, "repack: the problem is 16-byte aligned already"
-      end
-      if p.split > 1 then
-        -- Split-K only where it can pay: few tiles of C, and at least one whole K tile a slice
-        -- (below that the meeting costs more than the slices gain).
-        local tiles = mmt.ceil_div(rows, p.bm) * mmt.ceil_div(cols, p.bn)
-        local bk = 128 // mmt.dtype(prob.dtype).bytes
-        if prob.K < p.split * bk then
-          return false, string.format("split-K slices of less than one K tile (K < split * %d)",
-                                      bk)
-        end
-        if tiles >= SPLIT_MAX_TILES then
-          return false, string.format("split-K: %d tiles of C fill the GPU (%d or more)", tiles,
-                                      SPLIT_MAX_TILES)
-        end
-        local why = mmt.split_k_refusal(tiles, p.split, p.bm * p.bn * 4)
-        if why then return false, why end
+      -- Multicast pays where rows straddle 32-byte sectors (a 128-byte row of a tile then
+      -- reads five): 3000^3 f16 0.112 ms against 0.126, 5000^3 0.482 against 0.520.  On rows
+      -- of whole sectors clusters measured 1-15% slower (1536^3 to 8192^3, 512x512x16384).
+      local bytes = mmt.dtype(dtype).bytes
+      if prob.lda * bytes % 32 == 0 and prob.ldb * bytes % 32 == 0 then
+        return false, "cluster: A's and B's rows are whole 32-byte sectors (multicast pays " ..
+                      "where they are not)"
       end
     end
-    return true
+    if p.repack == 1 and prob.align >= 16 then
+      return false, "repack: the problem is 16-byte aligned already"
+    end
+    -- Split-K only where it can pay: few tiles of C, and at least one whole K tile a slice
+    -- (below that the meeting costs more than the slices gain).
+    local tiles = mmt.ceil_div(rows, p.bm) * mmt.ceil_div(cols, p.bn)
+    local most = SPLIT_MAX_WAVES * mmt.device.sm_count
+    if p.split > 1 and tiles >= most then
+      return false, string.format("split-K: %d tiles of C fill the GPU (%d or more)", tiles, most)
+    end
+    return split_k.fits(p.split, prob.K, 128 // mmt.dtype(dtype).bytes, 1, tiles,
+                        p.bm * p.bn * 4)
   end,
 
   emit = function(p, dtype, layout)
@@ -1211,8 +1205,6 @@ return {
     local d = derive(p, dtype)
     local swap = p.swap == 1
     local ka_t, kb_t = kernel_majors(layout, swap)
-    local why = tf32_refusal(dtype, layout, swap)
-    if why then error(why, 0) end
     local rs = takes_rs(dtype, layout, swap)
     local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
     local bk = 128 // dt.bytes
@@ -1237,12 +1229,8 @@ return {
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
-      split_helpers = p.split > 1 and split_helpers or "",
       tile_order = tile_order, dependent_launch = dependent_launch,
-      ws_arg = p.split > 1 and ",\n        float* __restrict__ WS" or "",
-      elem_decl = info.decl, epilogue_helpers = swap and "" or info.epilogue_helpers,
-      epilogue = swap and epilogue_swap or info.epilogue or
-                 mmt.subst(epilogue32, {store = info.store}),
+      elem_decl = info.decl,
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,
@@ -1257,10 +1245,8 @@ return {
                   string.format("A %s, B %s (the transpose immediates)",
                                 ka_t and "MN-major" or "K-major", kb_t and "K-major" or "MN-major"),
     }
-    for _, param in ipairs({"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
-                            "split", "persist", "swap", "cluster"}) do
-      vars["d_" .. param] = string.format("%-4d", p[param]) -- aligned in the comment block
-    end
+    gemm.doc_values(vars, p, {"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
+                              "split", "persist", "swap", "cluster"})
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
     -- boxes of {row_bytes (128, or B's narrower rows), BK}; B's cut in `parts` (cluster: each
     -- block of the cluster loads one part and multicasts it) along its rows.
@@ -1268,8 +1254,8 @@ return {
       if mn_major then return {row_bytes // dt.bytes, bk // parts} end
       return {bk, rows // parts}
     end
-    return {
-      source = mmt.subst(source, vars) .. (p.repack == 1 and "\n" .. copy_rows or ""),
+    return split_k.launch({
+      source = mmt.subst(source, vars),
       kernel = name,
       block = {x = d.threads, y = 1, z = 1},
       -- persist: BLOCKS blocks per SM, resident, walking the tiles
@@ -1284,13 +1270,6 @@ return {
       -- The epilogue tests C's alignment (c_vec): a repack launch copies only A and B (C's
       -- stores: 16 bits under 8-byte alignment through shared memory, see the epilogue).
       store_any_align = p.repack == 1,
-      -- split > 1: the slices of a tile meet in the workspace (its fp32 sums, BM x BN a block)
-      -- under module counters: two launches must not overlap.
-      exclusive = p.split > 1,
-      workspace = p.split > 1 and p.bm * p.bn * 4 or nil,
-      -- Otherwise a launch may start while the kernel before it finishes: every thread waits
-      -- (griddepcontrol.wait) before it touches global memory.
-      dependent_launch = p.split == 1,
       arch = "sm_90a",
       -- the kernel's A and B, in its argument order (tmA, tmB)
       tensor_maps = {
@@ -1298,6 +1277,6 @@ return {
         {operand = swap and "A" or "B", box = box(not kb_t, p.bn, b_row, p.cluster),
          swizzle = b_row},
       },
-    }
+    }, p.split, p.bm * p.bn * 4, true) -- split-K's workspace: the fp32 sums, BM x BN a block
   end,
 }

@@ -279,7 +279,9 @@ static mmt_status nearest_with(builder *b, const gen_config *def, int param, int
         gen_config c;
         gen_config_at(b->t, idx, &c);
         if (c.v[param] != value || params_differing(&c, def) != dist) continue;
-        if ((rc = gen_check(b->t, &c, NULL, found, NULL, 0, b->err))) return rc;
+        /* valid in plain's dtype and layout, then (first pass) on plain itself */
+        if ((rc = gen_check_for(b->t, &c, plain->dtype, plain->layout, found, NULL, 0, b->err)))
+          return rc;
         if (*found && pass == 0 && (rc = gen_check(b->t, &c, plain, found, NULL, 0, b->err)))
           return rc;
         if (*found) *out = c;
@@ -364,7 +366,7 @@ static mmt_status plan_random(builder *b, const char *dtype, const char *layout,
     for (int i = first; i < b->plan->nkernels && !dup; i++)
       dup = same_config(&b->plan->kernels[i].cfg, &item.cfg);
     if (dup) continue;
-    if ((rc = gen_check(b->t, &item.cfg, NULL, &valid, NULL, 0, b->err))) return rc;
+    if ((rc = gen_check_for(b->t, &item.cfg, dtype, layout, &valid, NULL, 0, b->err))) return rc;
     if (!valid) continue;
     if ((rc = plan_config(b, &item, dtype, layout, &planned, &refused))) return rc;
     got += planned;
@@ -380,7 +382,8 @@ static mmt_status some_config_takes(builder *b, const gen_problem *plain, bool *
     gen_config c;
     bool valid = false;
     gen_config_at(b->t, idx, &c);
-    if ((rc = gen_check(b->t, &c, NULL, &valid, NULL, 0, b->err))) return rc;
+    if ((rc = gen_check_for(b->t, &c, plain->dtype, plain->layout, &valid, NULL, 0, b->err)))
+      return rc;
     if (valid && (rc = gen_check(b->t, &c, plain, found, NULL, 0, b->err))) return rc;
   }
   return MMT_OK;

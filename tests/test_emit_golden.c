@@ -238,10 +238,49 @@ static void test_golden(void **state) {
   gen_names_free(names, count);
 }
 
+/* Valid configs emitted a template, dtype and layout, at most (every k-th of them). */
+#define EMIT_PER 200
+
+/* The space is what emits: a config valid for a dtype and layout emits for them (the checks
+ * are the constraints', not emit's).  Every k-th valid config of every template, dtype and
+ * layout. */
+static void test_valid_configs_emit(void **state) {
+  (void)state;
+  char **names = NULL;
+  int count = 0, failed = 0;
+  ut_err e;
+  assert_int_equal(gen_list(&names, &count, &e), MMT_OK);
+  for (int i = 0; i < count; i++) {
+    gen_template *t = load_builtin(names[i]);
+    const uint64_t size = gen_space_size(t);
+    for (int d = 0; d < gen_dtype_count(t); d++)
+      for (int l = 0; l < GEN_LAYOUTS; l++) {
+        const char *dtype = gen_dtype(t, d), *layout = gen_layout_name(l);
+        if (!gen_supports_layout(t, layout)) continue;
+        uint64_t valid = 0;
+        for (uint64_t idx = 0; idx < size; idx++) {
+          gen_config c;
+          gen_config_at(t, idx, &c);
+          if (!valid_for(t, &c, dtype, layout) || valid++ % (size / EMIT_PER / 4 + 1)) continue;
+          gen_kernel k = {0};
+          if (gen_emit(t, &c, dtype, layout, &k, &e) != MMT_OK) {
+            fprintf(stderr, "%s %s %s: %s\n", names[i], dtype, layout, e.msg);
+            failed++;
+          }
+          gen_kernel_clear(&k);
+        }
+      }
+    gen_free(t);
+  }
+  gen_names_free(names, count);
+  assert_int_equal(failed, 0);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--update") == 0) return update(argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden),
+      cmocka_unit_test(test_valid_configs_emit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,10 +65,11 @@ static const struct {
   const char *dtype, *layout;
 } k_pairs[] = {{"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"},
                {"bf16", "nt"}, {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nt"}};
-/* Valid configs; pinned so that a change of the rules is a visible change of this number.
+/* Configs valid for at least one dtype and layout; pinned so that a change of the rules is a
+ * visible change of this number (swap with bn > 64, persist or repack is tf32 nn's alone).
  * split is checked against problems only: a config counts once per split value with persist
  * = 0, once (split = 1) with persist = 1.  Deep rings (8 to 16 stages) fit small tiles only. */
-#define VALID_COUNT 9702
+#define VALID_COUNT 9480
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
@@ -122,25 +123,43 @@ static int64_t consumer_regs_of(const cfg *p) {
   return r < 240 ? r : 240;
 }
 
-/* The template's constraints (problem-free part), restated; split has none but persist. */
-static bool rules_valid(const cfg *p) {
-  if (p->persist && p->split > 1) return false; /* one pass over the tiles */
-  /* swap: bn = 16 only there (its small-M limits, bn <= 64, no persist and no repack, are the
-   * problem's: tf32 nn has none) */
-  if (!p->swap && p->bn < 32) return false;
-  /* cluster: large plain tiles only (no persist, swap or repack; bn >= 64) */
-  if (p->cluster > 1 && (p->persist || p->swap || p->repack || p->bn < 64)) return false;
-  if (p->bm / p->consumers < 64) return false; /* wgmma rows per consumer */
-  if (acc_of(p) > 128) return false;
-  const int64_t shared = shared_bytes_of(p, NULL);
-  if (shared > 227 * 1024 || p->blocks * (shared + 1024) > 228 * 1024) return false;
-  return acc_of(p) + 40 <= launch_regs_of(p); /* accumulators plus overhead: no spill */
-}
-
 /* tf32 with the kernel's A MN-major takes A through registers (RS): a stage's fragments, 16
  * registers a 64-row block, on top of the accumulators. */
 static bool rs_fits(const cfg *p) {
   return acc_of(p) + 40 + 16 * (p->bm / p->consumers / 64) <= launch_regs_of(p);
+}
+
+/* rules_valid for one dtype and layout: the shared memory of the dtype; swap's small-M limits
+ * (bn <= 64, no persist, no repack) but for tf32 nn; tf32 only where the kernel's B is K-major,
+ * its MN-major A through registers (rs_fits). */
+static bool rules_valid_for(const cfg *p, const char *dtype, const char *layout) {
+  /* the template's constraints without a problem, restated; split has none but persist */
+  const bool tf32 = strcmp(dtype, "tf32") == 0;
+  const int64_t shared = shared_bytes_of(p, dtype);
+  if (shared > 227 * 1024 || p->blocks * (shared + 1024) > 228 * 1024) return false;
+  if (p->persist && p->split > 1) return false;
+  if (!p->swap && p->bn < 32) return false;
+  if (p->cluster > 1 && (p->persist || p->swap || p->repack || p->bn < 64)) return false;
+  if (p->bm / p->consumers < 64 || acc_of(p) > 128 || acc_of(p) + 40 > launch_regs_of(p))
+    return false;
+  if (p->swap && !(tf32 && strcmp(layout, "nn") == 0) && (p->bn > 64 || p->persist || p->repack))
+    return false;
+  if (tf32 && !kernel_b_t(p, layout)) return false;
+  return !(tf32 && kernel_a_t(p, layout)) || rs_fits(p);
+}
+
+/* The (dtype, layout) pair a config valid for some pair is emitted in: the first valid one
+ * from pair `from` of k_all_pairs on. */
+static const char *const k_all_pairs[][2] = {
+    {"f16", "nn"},  {"f16", "nt"},  {"f16", "tn"},  {"f16", "tt"},  {"bf16", "nn"}, {"bf16", "nt"},
+    {"bf16", "tn"}, {"bf16", "tt"}, {"tf32", "nn"}, {"tf32", "nt"}, {"tf32", "tn"}, {"tf32", "tt"}};
+static int valid_pair(gen_template *t, const gen_config *c, int from) {
+  for (int i = 0; i < COUNT(k_all_pairs); i++) {
+    const int q = (from + i) % COUNT(k_all_pairs);
+    if (tc_check_for(t, c, k_all_pairs[q][0], k_all_pairs[q][1], NULL, 0)) return q;
+  }
+  fail_msg("a config valid for no dtype and layout");
+  return 0;
 }
 
 /* The split-K and cluster rules of a problem, restated: split = 1 always; split > 1 with at
@@ -208,7 +227,10 @@ static void test_space_count(void **state) {
     char why[200];
     gen_config_at(t, idx, &c);
     const cfg p = cfg_of(&c);
-    const bool valid = tc_check(t, &c, NULL, why, sizeof why), want = rules_valid(&p);
+    bool want = false; /* valid for at least one dtype and layout */
+    for (int q = 0; q < COUNT(k_all_pairs); q++)
+      want = want || rules_valid_for(&p, k_all_pairs[q][0], k_all_pairs[q][1]);
+    const bool valid = tc_check(t, &c, NULL, why, sizeof why);
     if (valid != want) {
       char text[256];
       gen_config_format(t, &c, text, sizeof text, NULL);
@@ -362,9 +384,9 @@ static void test_constraints(void **state) {
   gen_problem sp = deep;
   sp.k = 511;
   tc_rejects(t, "bm=128,bn=128,split=8", &sp,
-          "split-K slices of less than one K tile (K < split * 64)");
+             "split-K slices of less than one step of 64 (K < 512)");
   sp.k = 0;
-  tc_rejects(t, "bm=128,bn=128,split=2", &sp, "K < split * 64");
+  tc_rejects(t, "bm=128,bn=128,split=2", &sp, "split-K slices of less than one step of 64");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
   const gen_problem tf = {"tf32", "nt", 512, 512, 256, 512, 512, 512, 16};
@@ -372,7 +394,7 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, &tf, NULL, 0)); /* K = 8 * 32 */
   sp = tf;
   sp.k = 255;
-  tc_rejects(t, "bm=128,bn=128,split=8", &sp, "K < split * 32");
+  tc_rejects(t, "bm=128,bn=128,split=8", &sp, "split-K slices of less than one step of 32");
   /* 263 tiles of C (263 x 1): split-K; 264: not */
   const gen_problem wide = {"f16", "nt", 128, 263 * 128, 4096, 4096, 4096, 263 * 128, 16};
   tc_parse_ok(t, "bm=128,bn=128,split=2", &c);
@@ -442,14 +464,13 @@ static void test_constraints(void **state) {
 }
 
 /* tf32: nt reads both operands from shared memory; tt, and nn with swap, take the kernel's
- * MN-major A through registers (RS); tn, and a layout with the wrong swap, is no kernel: emit
- * says why. */
+ * MN-major A through registers (RS); tn, and a layout with the wrong swap, is no kernel: the
+ * constraints say why. */
 static void test_tf32_layouts(void **state) {
   (void)state;
   gen_template *t = load_wgmma();
   gen_config c;
   gen_kernel k;
-  ut_err e;
   gen_config_default(t, &c);
   static const struct {
     const char *layout, *config, *why;
@@ -460,9 +481,10 @@ static void test_tf32_layouts(void **state) {
       {"tt", "bn=64,swap=1", "tf32 wgmma reads its B K-major only: layout tt needs swap = 0"},
   };
   for (int i = 0; i < COUNT(refused); i++) {
+    char why[256];
     tc_parse_ok(t, refused[i].config, &c);
-    assert_int_equal(gen_emit(t, &c, "tf32", refused[i].layout, &k, &e), MMT_ERR_TEMPLATE);
-    assert_non_null(strstr(e.msg, refused[i].why));
+    assert_false(tc_check_for(t, &c, "tf32", refused[i].layout, why, sizeof why));
+    assert_non_null(strstr(why, refused[i].why));
   }
   gen_config_default(t, &c);
   tc_emit_ok(t, &c, "tf32", "nt", &k);
@@ -512,12 +534,11 @@ static void test_emit_all(void **state) {
     gen_config_at(t, idx, &c);
     if (!tc_check(t, &c, NULL, NULL, 0)) continue;
     const cfg p = cfg_of(&c);
-    /* each config in one (dtype, layout) pair, rotating, so every pair is covered many times;
-     * tf32 every other time in the layout that takes its A through registers (swap: nn) */
-    const char *dtype = k_pairs[idx % COUNT(k_pairs)].dtype;
+    /* each config in one (dtype, layout) pair it is valid for, rotating, so every pair is
+     * covered many times */
+    const int q = valid_pair(t, &c, (int)(idx % COUNT(k_all_pairs)));
+    const char *dtype = k_all_pairs[q][0], *layout = k_all_pairs[q][1];
     const bool tf32 = strcmp(dtype, "tf32") == 0;
-    const char *layout = tf32 && idx / COUNT(k_pairs) % 2 ? (p.swap ? "nn" : "tt")
-                                                          : k_pairs[idx % COUNT(k_pairs)].layout;
     gen_kernel k;
     tc_emit_ok(t, &c, dtype, layout, &k);
     char name[160], line[192];
@@ -548,7 +569,7 @@ static void test_emit_all(void **state) {
     }
     assert_int_equal(k.requires.repack, p.repack == 1);
     assert_int_equal(k.requires.c_any_align, p.repack == 1);
-    assert_int_equal(strstr(k.source, GEN_COPY_ROWS_KERNEL) != NULL, p.repack == 1);
+    assert_non_null(strstr(k.source, "#if REPACK\n/* snippet copy_rows")); /* the copies */
     assert_non_null(strstr(k.source, name));
     assert_non_null(
         strstr(k.source, "extern \"C\" __global__ void __launch_bounds__(THREADS, BLOCKS)"));
@@ -584,8 +605,8 @@ static void test_emit_all(void **state) {
     assert_non_null(strstr(k.source, "int ldc,\n"
                                      "        const __grid_constant__ mmt_tensor_map tmA,\n"
                                      "        const __grid_constant__ mmt_tensor_map tmB"));
-    assert_true(!strstr(k.source, "mmt_tensor_map tmB,\n        float* __restrict__ WS)") ==
-                !split);
+    assert_non_null(strstr(k.source, "mmt_tensor_map tmB\n#if SPLIT > 1\n"
+                                     "        , float* __restrict__ WS\n#endif\n        )"));
     assert_non_null(strstr(k.source, "struct __align__(64) mmt_tensor_map "
                                      "{ unsigned long long opaque[16]; };"));
     /* the Hopper core: wgmma of m64 x BN fed by TMA through mbarriers, warp-specialized */
@@ -623,16 +644,17 @@ static void test_emit_all(void **state) {
         "mov.u32 %0, %%cluster_ctarank;",
     };
     for (int i = 0; i < COUNT(ptx); i++) assert_non_null(strstr(k.source, ptx[i]));
-    /* the epilogue: whole tiles with beta == 0 take a loop of their own, without tests (tf32:
-     * pairs of lanes swap pairs of columns and store 16 bytes, where registers allow); 16-bit
-     * types exchange within quads and store 16 bytes, masked at the edges; both store element
-     * by element where C is not aligned for that (c_vec); swap stores the tile transposed,
-     * an element at a time */
+    /* the epilogue, chosen by #if: whole tiles with beta == 0 take a loop of their own,
+     * without tests (tf32: pairs of lanes swap pairs of columns and store 16 bytes, where
+     * registers allow); 16-bit types exchange within quads and store 16 bytes, masked at the
+     * edges; both store element by element where C is not aligned for that (c_vec); swap
+     * stores the tile transposed, an element at a time */
+    assert_non_null(strstr(k.source, "#if SWAP\n    /* Epilogue (SWAP)"));
+    assert_non_null(strstr(k.source, "#elif ELEM_BYTES == 2\n    /* Epilogue: C = alpha"));
+    assert_non_null(strstr(k.source, "#if !SWAP && ELEM_BYTES == 2\n/* ---- epilogue: 16-byte"));
     if (p.swap) {
       assert_non_null(strstr(k.source, "elem_t* const c_col = Cg + row0 + r;"));
       assert_non_null(strstr(k.source, "elem_t* const p = c_col + (col0 + c) * (long long)ldc;"));
-      assert_null(strstr(k.source, "quad_transpose"));
-      assert_null(strstr(k.source, "const bool c_vec = "));
       assert_non_null(strstr(k.source, "  const int MK = N, NK = M;\n#else"));
     } else if (tf32) {
       assert_non_null(strstr(k.source, "const bool c_vec = "));
@@ -640,7 +662,6 @@ static void test_emit_all(void **state) {
           strstr(k.source, "if (m_left >= BM && n_left >= BN && beta == 0.0f && c_vec16) {"));
       assert_non_null(strstr(k.source, "__shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);"));
       assert_non_null(strstr(k.source, "*p = make_float2(v0, v1);"));
-      assert_null(strstr(k.source, "quad_transpose"));
     } else {
       assert_non_null(strstr(k.source, "const bool c_vec = "));
       assert_non_null(
@@ -692,10 +713,11 @@ static void test_emit_all(void **state) {
         "      continue;",
     };
     tc_source_has(&k, split_lines, COUNT(split_lines));
-    assert_true(!strstr(k.source, "#define SPLITK_SYNC() named_bar(CONSUMER_BAR, "
-                                  "128 * CONSUMERS)\n") == !split);
-    assert_true(!strstr(k.source, "__device__ unsigned int splitk_arrivals[SPLITK_TILES];") ==
-                !split);
+    /* the split_k snippet and its barrier, for SPLIT > 1 alone */
+    assert_non_null(strstr(k.source, "\n#if SPLIT > 1\n/* Barrier `id` among `count` threads"));
+    assert_non_null(strstr(k.source,
+                           "#define SPLITK_SYNC() named_bar(CONSUMER_BAR, "
+                           "128 * CONSUMERS)\n#endif\n#if SPLIT > 1\n/* snippet split_k"));
     assert_int_equal(k.shared_bytes, shared_bytes_of(&p, dtype));
     assert_int_equal(k.requires.align_bytes, 16);
     assert_int_equal(k.requires.m_multiple * k.requires.n_multiple * k.requires.k_multiple, 1);
@@ -779,8 +801,8 @@ static void test_nvrtc_sample(void **state) {
   for (int i = 0; i < 12; i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     const gen_config *c = &valid[(seed >> 33) % (uint64_t)count];
-    const int q = i % COUNT(k_pairs);
-    tc_emit_ok(t, c, k_pairs[q].dtype, k_pairs[q].layout, &kernels[i]);
+    const int q = valid_pair(t, c, i % COUNT(k_all_pairs));
+    tc_emit_ok(t, c, k_all_pairs[q][0], k_all_pairs[q][1], &kernels[i]);
     kinds[c->v[P_CONSUMERS] - 1][c->v[P_BLOCKS] - 1]++;
     split += c->v[P_SPLIT] > 1;
     compiled++;

@@ -37,6 +37,14 @@ bool tc_check(gen_template *t, const gen_config *c, const gen_problem *p, char *
   return valid;
 }
 
+bool tc_check_for(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
+                  char *why, size_t whylen) {
+  bool valid = false;
+  ut_err e;
+  assert_int_equal(gen_check_for(t, c, dtype, layout, &valid, why, whylen, &e), MMT_OK);
+  return valid;
+}
+
 void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const char *why) {
   gen_config c;
   char reason[200] = "";

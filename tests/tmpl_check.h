@@ -21,6 +21,9 @@ gen_template *tc_load(const char *path);
 void tc_parse_ok(gen_template *t, const char *text, gen_config *c);
 /* The constraints' verdict for c (and p when not NULL); why receives the reason. */
 bool tc_check(gen_template *t, const gen_config *c, const gen_problem *p, char *why, size_t whylen);
+/* The constraints' verdict for c alone in dtype and layout (gen_check_for). */
+bool tc_check_for(gen_template *t, const gen_config *c, const char *dtype, const char *layout,
+                  char *why, size_t whylen);
 /* The config "name=value,..." is invalid (for p when not NULL), for a reason containing why. */
 void tc_rejects(gen_template *t, const char *text, const gen_problem *p, const char *why);
 /* Asserts that each of the `count` lines occurs in the kernel's source (a missing one is named

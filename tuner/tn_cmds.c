@@ -23,15 +23,23 @@ static int first_line_len(const char *s) { return (int)strcspn(s, "\r\n"); }
 
 typedef mmt_status (*config_fn)(gen_template *t, const gen_config *cfg, void *user, ut_err *e);
 
-/* Calls fn for each config of t that passes the constraints (against p when not NULL). */
-static mmt_status each_valid(gen_template *t, const gen_problem *p, config_fn fn, void *user,
+/* Which configs each_valid visits: those valid for a problem, for a dtype and layout (any
+ * problem), or for any of the template's dtypes and layouts (both NULL). */
+typedef struct {
+  const gen_problem *problem;
+  const char *dtype, *layout;
+} space_filter;
+
+/* Calls fn for each config of t that passes the constraints as f says. */
+static mmt_status each_valid(gen_template *t, const space_filter *f, config_fn fn, void *user,
                              ut_err *e) {
   uint64_t size = gen_space_size(t);
   for (uint64_t idx = 0; idx < size; idx++) {
     gen_config cfg;
     bool valid = false;
     gen_config_at(t, idx, &cfg);
-    mmt_status rc = gen_check(t, &cfg, p, &valid, NULL, 0, e);
+    mmt_status rc = f->dtype ? gen_check_for(t, &cfg, f->dtype, f->layout, &valid, NULL, 0, e)
+                             : gen_check(t, &cfg, f->problem, &valid, NULL, 0, e);
     if (rc == MMT_OK && valid) rc = fn(t, &cfg, user, e);
     if (rc != MMT_OK) return rc;
   }
@@ -125,7 +133,8 @@ static bool describe_template(gen_template *t) {
   }
   uint64_t valid = 0;
   ut_err e;
-  if (each_valid(t, NULL, count_one, &valid, &e) != MMT_OK) {
+  const space_filter any = {NULL, NULL, NULL};
+  if (each_valid(t, &any, count_one, &valid, &e) != MMT_OK) {
     printf("  space:   %llu configs; constraints failed:\n", (unsigned long long)gen_space_size(t));
     print_indented(e.msg, 4);
     return false;
@@ -244,7 +253,8 @@ int tn_cmd_space(int argc, char **argv) {
   }
   w.count_only = tn_opts_has(&o, "count");
   ut_err e;
-  if (each_valid(t, w.problem, space_visit, &w, &e) != MMT_OK) {
+  const space_filter filter = {w.problem, NULL, NULL};
+  if (each_valid(t, &filter, space_visit, &w, &e) != MMT_OK) {
     rc = tn_fail("space", "%s", e.msg);
     goto cleanup;
   }
@@ -294,8 +304,10 @@ static void print_launch_info(const gen_template *t, const char *params, const g
   printf(" %d-byte aligned A, B, C and rows\n */\n", r->align_bytes);
 }
 
-/* Default config of t with the NAME=VALUE overrides of pos[0..n-1]; exit 2 when invalid. */
-static int emit_config(gen_template *t, char **pos, int n, gen_config *cfg) {
+/* Default config of t with the NAME=VALUE overrides of pos[0..n-1]; exit 2 when it is not
+ * valid for dtype and layout. */
+static int emit_config(gen_template *t, char **pos, int n, const char *dtype, const char *layout,
+                       gen_config *cfg) {
   char text[2048] = "";
   size_t used = 0;
   for (int i = 0; i < n; i++) {
@@ -310,7 +322,7 @@ static int emit_config(gen_template *t, char **pos, int n, gen_config *cfg) {
     return tn_usage_error("emit", "%s", e.msg);
   bool valid = false;
   char why[512] = "";
-  if (gen_check(t, cfg, NULL, &valid, why, sizeof why, &e) != MMT_OK)
+  if (gen_check_for(t, cfg, dtype, layout, &valid, why, sizeof why, &e) != MMT_OK)
     return tn_fail("emit", "%s", e.msg);
   if (!valid)
     return tn_usage_error("emit", "config violates the template's constraints: %s",
@@ -335,7 +347,7 @@ int tn_cmd_emit(int argc, char **argv) {
   if ((rc = load_one("emit", o.pos[0], &t)) != TN_EXIT_OK) goto cleanup;
   if ((rc = template_dtype("emit", &o, t, &dtype)) != TN_EXIT_OK) goto cleanup;
   if ((rc = template_layout("emit", &o, t, &layout)) != TN_EXIT_OK) goto cleanup;
-  if ((rc = emit_config(t, o.pos + 1, o.npos - 1, &cfg)) != TN_EXIT_OK) goto cleanup;
+  if ((rc = emit_config(t, o.pos + 1, o.npos - 1, dtype, layout, &cfg)) != TN_EXIT_OK) goto cleanup;
   if (gen_config_format(t, &cfg, params, sizeof params, &e) != MMT_OK ||
       gen_emit(t, &cfg, dtype, layout, &k, &e) != MMT_OK) {
     rc = tn_fail("emit", "%s", e.msg);
@@ -469,6 +481,18 @@ static int compile_cache_dir(const tn_opts *o, char *buf, size_t len, const char
   return TN_EXIT_OK;
 }
 
+/* The templates' configs are checked against the limits of arch's devices (no device is at
+ * hand: the defaults of its architecture). */
+static int compile_device(const char *arch, gen_template **ts, int nts) {
+  gen_device dev;
+  ut_err e;
+  if (gen_device_defaults(arch, &dev, &e) != MMT_OK)
+    return tn_usage_error("compile", "--arch: %s", e.msg);
+  for (int i = 0; i < nts; i++)
+    if (gen_set_device(ts[i], &dev, &e) != MMT_OK) return tn_fail("compile", "%s", e.msg);
+  return TN_EXIT_OK;
+}
+
 /* Options of compile, then the templates and the pool.  Exit code. */
 static int compile_setup(const tn_opts *o, compile_run *run, gen_template ***ts, int *nts) {
   const char *arch = tn_opts_get(o, "arch") ? tn_opts_get(o, "arch") : "sm_90";
@@ -487,6 +511,7 @@ static int compile_setup(const tn_opts *o, compile_run *run, gen_template ***ts,
   if (rc == TN_EXIT_OK)
     rc = o->npos > 0 ? tn_load_templates("compile", o->pos, o->npos, ts, nts)
                      : tn_opt_templates("compile", NULL, ts, nts);
+  if (rc == TN_EXIT_OK) rc = compile_device(arch, *ts, *nts);
   if (rc != TN_EXIT_OK) return rc;
   if (tn_pool_start((int)jobs, arch, cache, &run->pool, &e) != MMT_OK)
     return tn_fail("compile", "%s", e.msg);
@@ -515,7 +540,8 @@ int tn_cmd_compile(int argc, char **argv) {
       compile_drain(&run, 0);
       printf("%-6s  %-*s  (no %s %s kernels)\n", "skip", run.name_width, gen_name(ts[i]),
              run.dtype, run.layout);
-    } else if (each_valid(ts[i], NULL, compile_submit, &run, &e) != MMT_OK) {
+    } else if (each_valid(ts[i], &(space_filter){NULL, run.dtype, run.layout}, compile_submit, &run,
+                          &e) != MMT_OK) {
       compile_job job = {gen_name(ts[i]), "(constraints)"};
       compile_drain(&run, 0);
       compile_line(&run, &job, false, e.msg, 0.0, false);

@@ -2,7 +2,8 @@
  * grid.z is the number of slices of K (blockIdx.z the slice) and whose table says
  * exclusive = true and workspace = (fp32 bytes per block: 4 * NACC * THREADS).
  *
- * Every block of a tile of C computes its slice's partial sums, then calls
+ * Every block of a tile of C narrows K to its slice (splitk_slice), computes the slice's
+ * partial sums, then calls
  * splitk_reduce<NACC, THREADS>(acc, WS, tile, tid) with its NACC accumulators per thread (in
  * registers; the same order in every block), the kernel's workspace argument, the tile's
  * number (below grid.x * grid.y, at most SPLITK_TILES) and the thread's index (below
@@ -24,6 +25,20 @@ __device__ unsigned int splitk_arrivals[SPLITK_TILES];
 #ifndef SPLITK_SYNC
 #define SPLITK_SYNC() __syncthreads()
 #endif
+
+/* Slice blockIdx.z of K, for a kernel whose grid.z is its `split` slices: columns [k0, k0 + kc)
+ * cut at K, kc = ceil(ceil(K / split) / step) * step (whole steps of `step` columns: the main
+ * loop's, or its vector loads' alignment; the last slices may be shorter, or empty).  K becomes
+ * the slice's length (0 for an empty slice: it adds 0) and k0 is returned, for the kernel to
+ * move its operands by.  64-bit: split * kc may pass 2^31 when K is near it. */
+template <int split, int step>
+__device__ __forceinline__ long long splitk_slice(int& K) {
+  const long long per = K / split + (K % split != 0); /* ceil(K / split) */
+  const long long kc = (per + step - 1) / step * step;  /* whole steps per slice */
+  const long long k0 = min((long long)blockIdx.z * kc, (long long)K);
+  K = (int)min(kc, K - k0);
+  return k0;
+}
 
 template <int nacc, int threads> /* lowercase: a template's macros are uppercase */
 __device__ __forceinline__ bool splitk_reduce(float* acc, float* __restrict__ ws, long long tile,

@@ -1,0 +1,89 @@
+-- lib/gemm.lua: what GEMM templates do the same way: the placeholders of the kernel ABI and of
+-- the layout (templates/README.md, "Layouts"), and the checks, name and kernel table of the
+-- tiled families.
+
+local limits = mmt.lib("limits")
+local split_k = mmt.lib("split_k")
+
+local M = {}
+
+-- Every layout (A's letter first; t: stored transposed).
+M.LAYOUTS = {"nn", "nt", "tn", "tt"}
+
+-- The kernel ABI (templates/README.md): the name and the parameters up to ldc; the kernel adds
+-- its own after it (tensor maps, the workspace) and the closing parenthesis.
+M.abi = [[
+${name}(int M, int N, int K, float alpha,
+        const ${ctype}* __restrict__ A, int lda,
+        const ${ctype}* __restrict__ B, int ldb,
+        float beta, ${ctype}* __restrict__ C, int ldc]]
+
+-- Whether A and B are stored transposed in `layout` ("nn" .. "tt", A's letter first).
+function M.transposed(layout)
+  return layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+end
+
+-- The placeholders every kernel source shares, with `extra`'s added: name, dtype, ctype (the
+-- ABI's element type), layout, a_t and b_t (1: stored transposed, for #define A_T ${a_t}),
+-- a_doc and b_doc (how each is stored, for the comment block).
+function M.vars(name, dtype, layout, extra)
+  local a_t, b_t = M.transposed(layout)
+  local vars = {
+    name = name, dtype = dtype, ctype = mmt.dtype(dtype).ctype, layout = layout,
+    a_t = a_t and 1 or 0, b_t = b_t and 1 or 0,
+    a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
+    b_doc = b_t and "transposed (N rows of K)" or "as is (K rows of N)",
+  }
+  for k, v in pairs(extra) do vars[k] = v end
+  return vars
+end
+
+-- ${d_<name>} of each parameter in `names`: its value 4 columns wide, for the comment block.
+function M.doc_values(vars, p, names)
+  for _, name in ipairs(names) do vars["d_" .. name] = string.format("%-4d", p[name]) end
+  return vars
+end
+
+-- Tiled kernels (a block a BM x BN tile of C, grid (ceil(N / bn), ceil(M / bm), split), K in
+-- steps of bk, split-K: reg_tiled, mma_sync).
+
+-- A tile's loads split evenly over the threads: a_loads and b_loads (copies a thread makes
+-- of A's and B's tile) whole numbers of at least one.
+function M.loads_even(a_loads, b_loads)
+  for _, t in ipairs({{"A", a_loads}, {"B", b_loads}}) do
+    if t[2] < 1 or t[2] ~= math.floor(t[2]) then
+      return false, "the " .. t[1] .. " tile does not split evenly over the threads"
+    end
+  end
+  return true
+end
+
+-- The problem's checks of a tiled config: grid.y, and split-K's slices of at least `steps`
+-- steps of bk with its workspace (a tile of fp32 a block).
+function M.tiles_fit(p, prob, steps)
+  local ok, why = limits.grid_y(mmt.ceil_div(prob.M, p.bm), "M")
+  if not ok then return false, why end
+  local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
+  return split_k.fits(p.split, prob.K, p.bk, steps, tiles, p.bm * p.bn * 4)
+end
+
+-- The kernel name with split-K's suffix: split = 1 keeps the name of the kernel without it.
+function M.tiled_name(name, split)
+  if split > 1 then return name .. "_split" .. split end
+  return name
+end
+
+-- The kernel table of a tiled kernel of `threads` threads (pdl: it waits for the kernel
+-- before it, the dependent_launch snippet's pdl_wait).
+function M.tiled_kernel(p, name, source, threads, shared, requires, pdl)
+  return split_k.launch({
+    source = source,
+    kernel = name,
+    block = {x = threads, y = 1, z = 1},
+    grid = {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
+    shared_bytes = shared,
+    requires = requires,
+  }, p.split, p.bm * p.bn * 4, pdl)
+end
+
+return M

@@ -1,0 +1,106 @@
+-- lib/skinny.lua: what skinny and skinny_mma share, the two families for problems whose small
+-- side S (M or N, `side` 0 or 1) is at most 64: the roles of the operands (X, S x K, the small
+-- one; W, K x L, the streamed one), the limits of a problem, the grid, and the head of the
+-- kernel.  The kernel defines SIDE, BS, KW, SPLIT, SLICE_STEP (split-K's step along K), A_T,
+-- B_T and the elem_t of an elem_* snippet before it pastes `head`.
+
+local limits = mmt.lib("limits")
+local split_k = mmt.lib("split_k")
+
+local M = {}
+
+M.MAX_SMALL = 64 -- the small side's limit: the families are for skinny problems
+
+-- The small and large sides of a problem: (S, L) = (M, N) for side 0, (N, M) for side 1.
+function M.sides(p, prob)
+  if p.side == 0 then return prob.M, prob.N end
+  return prob.N, prob.M
+end
+
+-- The problem's checks: the small side, a block's rows of S (`bs` above `bs_min` at most
+-- twice the small side), grid.y (ceil(L / lb) blocks of lb rows of W), split-K's slices of
+-- `step` columns of K and its workspace (`workspace` bytes a block).
+function M.fits(p, prob, lb, bs_min, step, workspace)
+  local small, big = M.sides(p, prob)
+  if small > M.MAX_SMALL then
+    return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " ..
+                  M.MAX_SMALL
+  end
+  if p.bs > bs_min and p.bs >= 2 * small then
+    return false, "bs is over twice the small side"
+  end
+  local ok, why = limits.grid_y(mmt.ceil_div(big, lb), "L")
+  if not ok then return false, why end
+  local blocks = mmt.ceil_div(small, p.bs) * mmt.ceil_div(big, lb)
+  return split_k.fits(p.split, prob.K, step, 1, blocks, workspace)
+end
+
+-- The placeholders of the comment block that name the sides.
+function M.side_vars(p, vars)
+  vars.side = p.side
+  vars.small, vars.big = p.side == 0 and "M" or "N", p.side == 0 and "N" or "M"
+  return vars
+end
+
+-- The kernel table: a block of `warps` warps, grid.x over S in steps of bs, grid.y over L in
+-- steps of lb, grid.z the split-K slices.
+function M.kernel(p, name, source, lb, shared, workspace, requires)
+  local small, big = p.side == 0 and "M" or "N", p.side == 0 and "N" or "M"
+  return split_k.launch({
+    source = source,
+    kernel = name,
+    block = {32 * p.warps, 1, 1},
+    grid = {x = {small, p.bs}, y = {big, lb}, z = p.split},
+    shared_bytes = shared,
+    requires = requires,
+  }, p.split, workspace, true)
+end
+
+-- The kernel's signature and first lines: the ABI, the roles (X, W and their pitches, C(s, l)
+-- at Cg + s * C_S + l * C_L), the K parts' shared sums, the warp's place, the dependent
+-- launch's wait, and this block's slice of K.
+M.head = [[
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc
+#if SPLIT > 1
+    , float* __restrict__ WS
+#endif
+    )
+{
+  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
+  const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
+  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
+  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
+#if SIDE == 0
+  const int S = M, L = N;
+  const elem_t* X = Ag;
+  const elem_t* W = Bg;
+  const long long x_ld = lda, w_ld = ldb, C_S = ldc, C_L = 1;
+#define X_KMAJOR (!A_T)
+#define W_KMAJOR (B_T)
+#else
+  const int S = N, L = M;
+  const elem_t* X = Bg;
+  const elem_t* W = Ag;
+  const long long x_ld = ldb, w_ld = lda, C_S = 1, C_L = ldc;
+#define X_KMAJOR (B_T)
+#define W_KMAJOR (!A_T)
+#endif
+  /* [KW - 1][RG][...]: the other K parts' partial sums; then what the kernel stages */
+  extern __shared__ __align__(16) float red[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kpart = warp % KW, group = warp / KW;
+  const int s0 = blockIdx.x * BS;
+  pdl_wait(threadIdx.x == 0);
+#if SPLIT > 1
+  { /* This block's slice of K (splitk_slice): X, W and K narrowed to it (K = 0 for an empty
+     * slice: it adds 0).  k0 is a multiple of SLICE_STEP, so 16-byte alignment holds. */
+    const long long k0 = splitk_slice<SPLIT, SLICE_STEP>(K);
+    X += X_KMAJOR ? k0 : k0 * x_ld;
+    W += W_KMAJOR ? k0 : k0 * w_ld;
+  }
+#endif
+]]
+
+return M
