@@ -806,13 +806,17 @@ static void test_leave_one_shape_out(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_analytic),         cmocka_unit_test(test_launch_of),
-      cmocka_unit_test(test_fit),              cmocka_unit_test(test_predict_measured),
+      cmocka_unit_test(test_analytic),
+      cmocka_unit_test(test_launch_of),
+      cmocka_unit_test(test_fit),
+      cmocka_unit_test(test_predict_measured),
       cmocka_unit_test(test_predict_other_layout),
-      cmocka_unit_test(test_predict_far_own_rows), cmocka_unit_test(test_fit_cluster),
+      cmocka_unit_test(test_predict_far_own_rows),
+      cmocka_unit_test(test_fit_cluster),
       cmocka_unit_test(test_predict_other_16bit),
       cmocka_unit_test(test_leave_one_shape_out),
-      cmocka_unit_test(test_pack),             cmocka_unit_test(test_fit_cache),
+      cmocka_unit_test(test_pack),
+      cmocka_unit_test(test_fit_cache),
       cmocka_unit_test(test_huge_sizes),
       cmocka_unit_test(test_pack_empty),
   };
