@@ -27,9 +27,7 @@
 -- The default is a 128 x 128 x 32 block of 4 warps of 64 x 64, a 4-stage cp.async ring,
 -- 16-byte copies and group=8: the shape that is fast for large aligned square problems.
 
-local gemm = mmt.lib("gemm")
-local limits = mmt.lib("limits")
-local split_k = mmt.lib("split_k")
+local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
 -- The storage type and its conversions, per dtype (templates/snippets).
 local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
@@ -506,10 +504,8 @@ local store_scalar = [[
         if (c + 1 < n_left)
           p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]));]]
 
-local tile_order = mmt.snippet("tile_order")
-local dependent_launch = mmt.snippet("dependent_launch")
+local tile_order, dependent_launch = mmt.snippet("tile_order"), mmt.snippet("dependent_launch")
 
--- The kernel.  Its variants are chosen by its own #defines (#if), as in every template.
 local source = [[
 /*
  * ${name}
@@ -668,16 +664,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
   elem_t* const Cg = reinterpret_cast<elem_t*>(C);
 
-  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
-   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
-   * pass 2^32. */
-  const long long grid_n = gridDim.x, grid_m = gridDim.y;
-  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  long long tile_row, tile_col;
-  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
-  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
-  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
-]] .. split_k.slice .. [[
+]] .. gemm.tile .. split_k.slice .. [[
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   const int wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN; /* the warp's tile of C */
@@ -893,14 +880,8 @@ return {
     if p.vec == 0 and p.swz ~= 1 then
       return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
-    local ok, why = gemm.loads_even(d.a_loads, d.b_loads)
+    local ok, why = gemm.block_fits(d, d.shared_max)
     if not ok then return false, why end
-    ok, why = limits.shared(d.shared_max)
-    if not ok then return false, why end
-    if d.regs > d.reg_limit then
-      return false, string.format("about %d registers per thread (limit %d): would spill",
-                                  d.regs, d.reg_limit)
-    end
     -- Split-K is for problems with few tiles of C; one pipeline per block shape and width is
     -- enough (the slicing does not depend on it, and block order matters little then).
     if p.split > 1 and not (p.stages <= 3 and p.swz == 1 and p.group == 1) then

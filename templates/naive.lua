@@ -6,7 +6,6 @@
 -- neighbouring columns) and how many blocks fit on an SM.
 
 local gemm = mmt.lib("gemm")
-local limits = mmt.lib("limits")
 
 local source = [[
 /*
@@ -59,8 +58,7 @@ end
 return {
   name = "naive",
   description = "one thread per element of C, global memory only (the baseline)",
-  dtypes = {"f32"},
-  layouts = gemm.LAYOUTS,
+  dtypes = {"f32"}, layouts = gemm.LAYOUTS,
   params = {
     {name = "bx", values = {8, 16, 32, 64, 128, 256}},
     {name = "by", values = {1, 2, 4, 8, 16, 32}},
@@ -75,8 +73,7 @@ return {
     if threads > 1024 then
       return false, "more than 1024 threads per block"
     end
-    if not prob then return true end
-    return limits.grid_y(mmt.ceil_div(prob.M, p.by), "M")
+    return gemm.rows_fit(prob, p.by)
   end,
 
   emit = function(p, dtype, layout)

@@ -24,9 +24,7 @@
 -- need in `requires` (K % 4, N % 4, 16-byte alignment); problems that do not meet it are
 -- served by a vec=1 config (tuned) or by another template, as the dispatcher decides.
 
-local gemm = mmt.lib("gemm")
-local limits = mmt.lib("limits")
-local split_k = mmt.lib("split_k")
+local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
 -- Global -> registers -> shared memory (stages 1 and 2).  A is transposed on the way in.
 local loaders_regs = [[
@@ -311,16 +309,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   float* const As = reinterpret_cast<float*>(mmt_smem); /* [STAGES][BK][AS_LD], A transposed */
   float* const Bs = As + STAGES * AS_SIZE;              /* [STAGES][BK][BS_LD] */
 
-  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
-   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
-   * pass 2^32. */
-  const long long grid_n = gridDim.x, grid_m = gridDim.y;
-  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
-  long long tile_row, tile_col;
-  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
-  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
-  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
-]] .. split_k.slice .. [[
+]] .. gemm.tile .. split_k.slice .. [[
   /* This thread's place: warp (warp_m, warp_n) of the block, lane (ly, lx) of the warp. */
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -464,8 +453,7 @@ end
 return {
   name = "reg_tiled",
   description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
-  dtypes = {"f32"},
-  layouts = gemm.LAYOUTS,
+  dtypes = {"f32"}, layouts = gemm.LAYOUTS,
   params = {
     {name = "bm", values = {32, 64, 128, 256}},
     {name = "bn", values = {32, 64, 128, 256}},
@@ -497,14 +485,8 @@ return {
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/tm)*(bn/tn) = %d threads, outside 64..512", d.threads)
     end
-    local ok, why = gemm.loads_even(d.a_loads, d.b_loads)
+    local ok, why = gemm.block_fits(d, d.shared_bytes)
     if not ok then return false, why end
-    ok, why = limits.shared(d.shared_bytes)
-    if not ok then return false, why end
-    if d.regs > d.reg_limit then
-      return false, string.format("about %d registers per thread (limit %d): would spill",
-                                  d.regs, d.reg_limit)
-    end
     -- Split-K is for problems with few tiles of C; the slicing is the same whatever the main
     -- loop, so one pipelined variant per block shape is enough, and keeps the space at
     -- about 1.7 times the space without it instead of 5 times.

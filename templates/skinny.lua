@@ -42,11 +42,8 @@ local elem = {
   f32 = mmt.snippet("elem_f32"), tf32 = mmt.snippet("elem_f32"),
   f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16"),
 }
-local dependent_launch = mmt.snippet("dependent_launch")
-local load_stream = mmt.snippet("load_stream")
-local gemm = mmt.lib("gemm")
-local limits = mmt.lib("limits")
-local split_k = mmt.lib("split_k")
+local dependent_launch, load_stream = mmt.snippet("dependent_launch"), mmt.snippet("load_stream")
+local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 local skinny = mmt.lib("skinny")
 
 -- dot: W(k, l) at W[l * w_ld + k].

@@ -29,12 +29,9 @@
 -- (zeros past K).  Requires 16-byte aligned operands and pitches; other problems go to skinny.
 
 local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
-local dependent_launch = mmt.snippet("dependent_launch")
-local gemm = mmt.lib("gemm")
-local split_k = mmt.lib("split_k")
-local skinny = mmt.lib("skinny")
+local dependent_launch, load_stream = mmt.snippet("dependent_launch"), mmt.snippet("load_stream")
 local mma_16816 = mmt.snippet("mma_16816")
-local load_stream = mmt.snippet("load_stream")
+local gemm, split_k, skinny = mmt.lib("gemm"), mmt.lib("split_k"), mmt.lib("skinny")
 
 local source = [[
 /*

@@ -9,7 +9,6 @@
 -- parameters are the usual first steps past it.
 
 local gemm = mmt.lib("gemm")
-local limits = mmt.lib("limits")
 
 local source = [[
 /*
@@ -105,8 +104,7 @@ end
 return {
   name = "smem_tiled",
   description = "classic square shared-memory tiling (TILE x TILE tiles of A and B per step)",
-  dtypes = {"f32"},
-  layouts = gemm.LAYOUTS,
+  dtypes = {"f32"}, layouts = gemm.LAYOUTS,
   params = {
     {name = "tile", values = {8, 16, 32}},
     {name = "pad", values = {0, 1}},
@@ -122,8 +120,7 @@ return {
     if p.tile * p.tile // p.rpt < 32 then
       return false, "fewer than 32 threads per block leaves part of a warp idle"
     end
-    if not prob then return true end
-    return limits.grid_y(mmt.ceil_div(prob.M, p.tile), "M")
+    return gemm.rows_fit(prob, p.tile)
   end,
 
   emit = function(p, dtype, layout)

@@ -32,9 +32,7 @@
 -- sectors from L2.  That pays where A's or B's rows straddle 32-byte sectors (3000^3 in 16
 -- bits), not on rows of whole sectors, where the constraints refuse it.
 
-local gemm = mmt.lib("gemm")
-local limits = mmt.lib("limits")
-local split_k = mmt.lib("split_k")
+local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
 -- The epilogue, per element size.  f32 (tf32): a thread holds pairs of neighbouring columns
 -- (8 bytes); in the common case two lanes swap pairs first, so that each stores 16 bytes (half
@@ -414,10 +412,8 @@ static __device__ __forceinline__ void named_bar(unsigned id, unsigned count) {
 -- A repack kernel's module also holds the runtime's copies into aligned rows (gen.h,
 -- GEN_COPY_ROWS_KERNEL).
 local copy_rows = mmt.snippet("copy_rows")
-local tile_order = mmt.snippet("tile_order")
-local dependent_launch = mmt.snippet("dependent_launch")
+local tile_order, dependent_launch = mmt.snippet("tile_order"), mmt.snippet("dependent_launch")
 
--- The kernel.  Its variants are chosen by its own #defines (#if), as in every template.
 local source = [[
 /*
  * ${name}

@@ -47,13 +47,20 @@ end
 -- Tiled kernels (a block a BM x BN tile of C, grid (ceil(N / bn), ceil(M / bm), split), K in
 -- steps of bk, split-K: reg_tiled, mma_sync).
 
--- A tile's loads split evenly over the threads: a_loads and b_loads (copies a thread makes
--- of A's and B's tile) whole numbers of at least one.
-function M.loads_even(a_loads, b_loads)
-  for _, t in ipairs({{"A", a_loads}, {"B", b_loads}}) do
+-- A block of a config fits: its tiles' loads split evenly over the threads (d.a_loads and
+-- d.b_loads, the copies a thread makes of A's and B's tile, whole numbers of at least one),
+-- `shared` bytes of shared memory, and the register estimate d.regs within d.reg_limit.
+function M.block_fits(d, shared)
+  for _, t in ipairs({{"A", d.a_loads}, {"B", d.b_loads}}) do
     if t[2] < 1 or t[2] ~= math.floor(t[2]) then
       return false, "the " .. t[1] .. " tile does not split evenly over the threads"
     end
+  end
+  local ok, why = limits.shared(shared)
+  if not ok then return false, why end
+  if d.regs > d.reg_limit then
+    return false, string.format("about %d registers per thread (limit %d): would spill", d.regs,
+                                d.reg_limit)
   end
   return true
 end
@@ -61,10 +68,30 @@ end
 -- The problem's checks of a tiled config: grid.y, and split-K's slices of at least `steps`
 -- steps of bk with its workspace (a tile of fp32 a block).
 function M.tiles_fit(p, prob, steps)
-  local ok, why = limits.grid_y(mmt.ceil_div(prob.M, p.bm), "M")
+  local ok, why = M.rows_fit(prob, p.bm)
   if not ok then return false, why end
   local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
   return split_k.fits(p.split, prob.K, p.bk, steps, tiles, p.bm * p.bn * 4)
+end
+
+-- The block's tile of C, first in the kernel: its launch index renumbered by the tile_order
+-- snippet (mmt_tile_of), its first row and column, and the rows and columns of C left.
+M.tile = [[
+  /* Block tile: the launch order (blockIdx.x fastest) renumbered by the tile_order snippet
+   * (GROUP block rows walked top to bottom before moving right).  64-bit: grid.x * grid.y may
+   * pass 2^32. */
+  const long long grid_n = gridDim.x, grid_m = gridDim.y;
+  const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
+  long long tile_row, tile_col;
+  mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
+  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
+  const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+]]
+
+-- Whether a problem (nil: none, any) needs at most max_grid_y blocks of `tile` rows of M.
+function M.rows_fit(prob, tile)
+  if not prob then return true end
+  return limits.grid_y(mmt.ceil_div(prob.M, tile), "M")
 end
 
 -- The kernel name with split-K's suffix: split = 1 keeps the name of the kernel without it.
