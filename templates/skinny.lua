@@ -194,13 +194,7 @@ local dot_body = [[
     for (int r = 0; r < RL; r++)
       for (int q = 0; q < KW - 1; q++) acc[s][r] += red[(q * RG + group) * (BS * RL) + s * RL + r];
 #endif
-#if SPLIT > 1
-  /* The slices of this block meet (every lane holds the warp's sums): the last goes on. */
-  if (!splitk_reduce<BS * RL, WARPS * 32>(&acc[0][0], WS, (long long)blockIdx.y * gridDim.x + blockIdx.x,
-                                          threadIdx.x))
-    return;
-#endif
-  /* Lane i stores sum i = s * RL + r (BS * RL <= 32). */
+]] .. skinny.reduce .. [[  /* Lane i stores sum i = s * RL + r (BS * RL <= 32). */
 #pragma unroll
   for (int s = 0; s < BS; s++)
 #pragma unroll
@@ -318,14 +312,7 @@ local axpy_body = [[
         for (int e = 0; e < V; e++)
           acc[s][j][e] += red[(((q * RG + group) * BS + s) * RL * V + j * V + e) * 32 + lane];
 #endif
-#if SPLIT > 1
-  /* The slices of this block meet: the last goes on with the sums. */
-  if (!splitk_reduce<BS * RL * V, WARPS * 32>(&acc[0][0][0], WS,
-                                              (long long)blockIdx.y * gridDim.x + blockIdx.x,
-                                              threadIdx.x))
-    return;
-#endif
-  if (sub > 0) return; /* the same sums as lane lane % LANES */
+]] .. skinny.reduce .. [[  if (sub > 0) return; /* the same sums as lane lane % LANES */
 #pragma unroll
   for (int s = 0; s < BS; s++) {
     if (s0 + s >= S) break;
@@ -379,6 +366,8 @@ local source = [[
 #define WARPS ${warps}
 #define KW ${kw}
 #define RG (WARPS / KW) /* warp groups of a block, each owning its own rows of W */
+#define SPLITK_THREADS (WARPS * 32) /* split-K's meeting: every thread of the block */
+#define SPLITK_TID threadIdx.x
 #define UNROLL ${unroll}
 #define VEC ${vec}
 #define SPLIT ${split}

@@ -68,6 +68,9 @@ local source = [[
 #define A_T 0 /* layout nt: A stored as M rows of K */
 #define B_T 1 /* and B as N rows of K */
 #define NACC (RL * NT * 4) /* a lane's sums */
+/* split-K's meeting: with KW > 1 only part 0's warps are left, RG * 32 threads (SPLITK_SYNC) */
+#define SPLITK_THREADS (RG * 32)
+#define SPLITK_TID (group * 32 + lane)
 #if KW > 1 /* split-K's barrier: the warps of K part 0 alone (the others have left) */
 #define SPLITK_SYNC() asm volatile("bar.sync 1, %0;\n" ::"n"(RG * 32) : "memory")
 #endif
@@ -179,13 +182,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
 #pragma unroll
     for (int i = 0; i < NACC; i++) (&acc[0][0][0])[i] += red[((q * RG + group) * NACC + i) * 32 + lane];
 #endif
-#if SPLIT > 1
-  /* The slices meet; with KW > 1 only part 0's warps are left, RG * 32 threads (SPLITK_SYNC). */
-  if (!splitk_reduce<NACC, RG * 32>(&acc[0][0][0], WS, (long long)blockIdx.y * gridDim.x + blockIdx.x,
-                                    group * 32 + lane))
-    return;
-#endif
-#pragma unroll
+]] .. skinny.reduce .. [[#pragma unroll
   for (int r = 0; r < RL; r++)
 #pragma unroll
     for (int n = 0; n < NT; n++)

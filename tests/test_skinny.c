@@ -189,12 +189,13 @@ static void test_emit(void **state) {
   assert_false(k.dependent_launch);
   assert_int_equal(k.workspace_per_block, 16 * 128 * 4);
   assert_non_null(strstr(k.source, "float* __restrict__ WS\n#endif"));
-  assert_non_null(strstr(k.source, "splitk_reduce<BS * RL * V, WARPS * 32>"));
+  assert_non_null(strstr(k.source, "splitk_reduce<sizeof acc / sizeof(float), SPLITK_THREADS>("));
+  assert_non_null(strstr(k.source, "#define SPLITK_THREADS (WARPS * 32)"));
   assert_non_null(strstr(k.kernel_name, "_z16"));
   gen_kernel_clear(&k);
   tc_emit_ok(t, &c, "f32", "nt", &k); /* dot: bs x rl = 4 sums a thread */
   assert_int_equal(k.workspace_per_block, 4 * 128 * 4);
-  assert_non_null(strstr(k.source, "splitk_reduce<BS * RL, WARPS * 32>"));
+  assert_non_null(strstr(k.source, "splitk_reduce<sizeof acc / sizeof(float), SPLITK_THREADS>("));
   gen_kernel_clear(&k);
   /* lanes: an axpy warp takes 32 / lanes rows of W at a time, lanes x V x rl columns wide */
   tc_parse_ok(t, "side=0,bs=1,rl=2,lanes=8,warps=8,kw=4", &c);
@@ -357,7 +358,8 @@ static void test_mma_emit(void **state) {
   assert_false(k.dependent_launch);
   assert_int_equal(k.workspace_per_block, 1 * 1 * 4 * 128 * 4); /* a lane's 4 sums */
   const char *const bf16_lines[] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ",
-                                    "splitk_reduce<NACC, RG * 32>",
+                                    "splitk_reduce<sizeof acc / sizeof(float), SPLITK_THREADS>(",
+                                    "#define SPLITK_THREADS (RG * 32)",
                                     "float* __restrict__ WS\n#endif"};
   tc_source_has(&k, bf16_lines, COUNT(bf16_lines));
   assert_non_null(strstr(k.kernel_name, "_z8"));
@@ -368,7 +370,7 @@ static void test_mma_emit(void **state) {
   assert_int_equal(k.workspace_per_block, 4 * 4 * 4 * 64 * 4);
   const char *const part0_lines[] = {
       "#define SPLITK_SYNC() asm volatile(\"bar.sync 1, %0;\\n\" ::\"n\"(RG * 32) : \"memory\")",
-      "splitk_reduce<NACC, RG * 32>"};
+      "#define SPLITK_THREADS (RG * 32)", "#define SPLITK_TID (group * 32 + lane)"};
   tc_source_has(&k, part0_lines, COUNT(part0_lines));
   gen_kernel_clear(&k);
   gen_free(t);

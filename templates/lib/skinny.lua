@@ -103,4 +103,15 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
 #endif
 ]]
 
+-- After the K parts' sums are added: the slices of this block meet in the workspace
+-- (splitk_reduce; SPLITK_THREADS of the block, thread SPLITK_TID, take part) and the last goes
+-- on with the sums.
+M.reduce = [[
+#if SPLIT > 1
+  if (!splitk_reduce<sizeof acc / sizeof(float), SPLITK_THREADS>(
+          (float*)acc, WS, (long long)blockIdx.y * gridDim.x + blockIdx.x, SPLITK_TID))
+    return;
+#endif
+]]
+
 return M
