@@ -57,6 +57,19 @@ local dot_body = [[
   for (int s = 0; s < BS; s++)
 #pragma unroll
     for (int r = 0; r < RL; r++) acc[s][r] = 0.0f;
+  /* The products of one chunk with a K-contiguous X: this lane's V elements of W's RL rows
+   * (w) and of X's BS rows at k. */
+  auto dot_chunk = [&](const float (&w)[RL][V], long long k) {
+#pragma unroll
+    for (int s = 0; s < BS; s++) {
+      float x[V];
+      load_v(X + XOFF(s) + k, x);
+#pragma unroll
+      for (int r = 0; r < RL; r++)
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[r][j], acc[s][r]);
+    }
+  };
   /* Chunks of 32 * V elements of K; K part kpart takes chunks kpart, kpart + KW, ...; a lane
    * takes V elements of a chunk.  The elements after the last whole chunk go to the part
    * whose turn is next, element by element. */
@@ -75,33 +88,14 @@ local dot_body = [[
 #pragma unroll
         for (int r = 0; r < RL; r++) load_w(wrow[r] + (long long)(c + u * KW) * (32 * V) + lane * V, w[u][r]);
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
-        const long long k = (long long)(c + u * KW) * (32 * V) + lane * V;
-#pragma unroll
-        for (int s = 0; s < BS; s++) {
-          float x[V];
-          load_v(X + XOFF(s) + k, x);
-#pragma unroll
-          for (int r = 0; r < RL; r++)
-#pragma unroll
-            for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[u][r][j], acc[s][r]);
-        }
-      }
+      for (int u = 0; u < UNROLL; u++)
+        dot_chunk(w[u], (long long)(c + u * KW) * (32 * V) + lane * V);
     }
     for (; c < chunks; c += KW) { /* the chunks left over from the unrolled steps */
       float w[RL][V];
 #pragma unroll
       for (int r = 0; r < RL; r++) load_w(wrow[r] + (long long)c * (32 * V) + lane * V, w[r]);
-      const long long k = (long long)c * (32 * V) + lane * V;
-#pragma unroll
-      for (int s = 0; s < BS; s++) {
-        float x[V];
-        load_v(X + XOFF(s) + k, x);
-#pragma unroll
-        for (int r = 0; r < RL; r++)
-#pragma unroll
-          for (int j = 0; j < V; j++) acc[s][r] = fmaf(x[j], w[r][j], acc[s][r]);
-      }
+      dot_chunk(w, (long long)c * (32 * V) + lane * V);
     }
   }
 #if !X_KMAJOR
@@ -291,28 +285,8 @@ local axpy_body = [[
     for (int o = 16; o >= LANES; o /= 2)
       (&acc[0][0][0])[i] += __shfl_xor_sync(0xffffffffu, (&acc[0][0][0])[i], o);
 #endif
-#if KW > 1
-  /* Part 0 adds the other parts' sums: [part - 1][group][s][j][e][lane]. */
-  if (kpart > 0)
-#pragma unroll
-    for (int s = 0; s < BS; s++)
-#pragma unroll
-      for (int j = 0; j < RL; j++)
-#pragma unroll
-        for (int e = 0; e < V; e++)
-          red[((((kpart - 1) * RG + group) * BS + s) * RL * V + j * V + e) * 32 + lane] = acc[s][j][e];
-  __syncthreads();
-  if (kpart > 0) return;
-  for (int q = 0; q < KW - 1; q++)
-#pragma unroll
-    for (int s = 0; s < BS; s++)
-#pragma unroll
-      for (int j = 0; j < RL; j++)
-#pragma unroll
-        for (int e = 0; e < V; e++)
-          acc[s][j][e] += red[(((q * RG + group) * BS + s) * RL * V + j * V + e) * 32 + lane];
-#endif
-]] .. skinny.reduce .. [[  if (sub > 0) return; /* the same sums as lane lane % LANES */
+#define NACC (BS * RL * V) /* a lane's sums, acc[s][j][e] */
+]] .. skinny.meet .. [[  if (sub > 0) return; /* the same sums as lane lane % LANES */
 #pragma unroll
   for (int s = 0; s < BS; s++) {
     if (s0 + s >= S) break;

@@ -170,19 +170,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
     for (int n = 0; n < NT; n++) x[n] = load_tail(xp[n] + k, left);
     mma_chunk(acc, w, x);
   }
-#if KW > 1
-  /* Part 0 of each group adds the other parts' sums (same fragment layout in every warp). */
-  if (kpart > 0)
-#pragma unroll
-    for (int i = 0; i < NACC; i++)
-      red[(((kpart - 1) * RG + group) * NACC + i) * 32 + lane] = (&acc[0][0][0])[i];
-  __syncthreads();
-  if (kpart > 0) return;
-  for (int q = 0; q < KW - 1; q++)
-#pragma unroll
-    for (int i = 0; i < NACC; i++) (&acc[0][0][0])[i] += red[((q * RG + group) * NACC + i) * 32 + lane];
-#endif
-]] .. skinny.reduce .. [[#pragma unroll
+]] .. skinny.meet .. [[#pragma unroll
   for (int r = 0; r < RL; r++)
 #pragma unroll
     for (int n = 0; n < NT; n++)

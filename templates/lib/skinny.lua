@@ -103,9 +103,26 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
 #endif
 ]]
 
--- After the K parts' sums are added: the slices of this block meet in the workspace
--- (splitk_reduce; SPLITK_THREADS of the block, thread SPLITK_TID, take part) and the last goes
--- on with the sums.
+-- After a lane's NACC sums (acc, an array of floats) are whole for its warp: the K parts of
+-- each warp group add up in shared memory (red: [part - 1][group][NACC][lane], the same
+-- layout of sums in every warp), part 0 going on with them; then the slices meet (reduce).
+M.meet = [[
+#if KW > 1
+  /* Part 0 of each group adds the other parts' sums. */
+  if (kpart > 0)
+#pragma unroll
+    for (int i = 0; i < NACC; i++)
+      red[(((kpart - 1) * RG + group) * NACC + i) * 32 + lane] = ((float*)acc)[i];
+  __syncthreads();
+  if (kpart > 0) return;
+  for (int q = 0; q < KW - 1; q++)
+#pragma unroll
+    for (int i = 0; i < NACC; i++) ((float*)acc)[i] += red[((q * RG + group) * NACC + i) * 32 + lane];
+#endif
+]]
+
+-- The slices of this block meet in the workspace (splitk_reduce: SPLITK_THREADS of the block,
+-- thread SPLITK_TID, take part) and the last goes on with the sums.
 M.reduce = [[
 #if SPLIT > 1
   if (!splitk_reduce<sizeof acc / sizeof(float), SPLITK_THREADS>(
@@ -113,5 +130,6 @@ M.reduce = [[
     return;
 #endif
 ]]
+M.meet = M.meet .. M.reduce
 
 return M
