@@ -238,20 +238,6 @@ mmt_status db_search_add(db_handle *db, const char *device_name, const db_proble
  * nothing (rows equal in every column but id are dropped; search times are kept per origin,
  * the larger of two copies of one origin's time). */
 
-/* A search's time as one origin (one database file that ran searches) recorded it. */
-#define DB_CANDIDATES_MAX 4096
-#define DB_ORIGIN_MAX 40
-typedef struct {
-  char device_name[128];
-  char dtype[8], layout[8];
-  int64_t m, n, k;
-  char candidates[DB_CANDIDATES_MAX];
-  double seconds;
-  int64_t updated_at;
-  char origin[DB_ORIGIN_MAX]; /* 16 hex digits: the file that searched; "l" and 16: an older
-                                 file's time, named by its content */
-} db_search_row;
-
 /* What only the caller knows of a row (the element types, each template's parameters);
  * either function may be NULL.  Each returns false to refuse the row (params_ok with its
  * reason in why). */

@@ -9,6 +9,20 @@
 
 #include "db.h"
 
+/* A search's time as one origin (one database file that ran searches) recorded it. */
+#define DB_CANDIDATES_MAX 4096
+#define DB_ORIGIN_MAX 40
+typedef struct {
+  char device_name[128];
+  char dtype[8], layout[8];
+  int64_t m, n, k;
+  char candidates[DB_CANDIDATES_MAX];
+  double seconds;
+  int64_t updated_at;
+  char origin[DB_ORIGIN_MAX]; /* 16 hex digits: the file that searched; "l" and 16: an older
+                                 file's time, named by its content */
+} db_search_row;
+
 /* The statements a handle prepares once, at open (SQL text in db_stmt_sql). */
 typedef enum {
   DB_ST_BEGIN, /* BEGIN IMMEDIATE */

@@ -191,7 +191,6 @@ static mmt_status open_source(const char *path, db_handle **out, ut_err *err) {
 
 typedef struct {
   sink *k;
-  const source *src;
   int version; /* the export's; 0 until its header has been read */
   mmt_status rc;
 } json_walk;
@@ -250,7 +249,7 @@ static bool json_item(const char *list, int index, const db_json *item, const db
 }
 
 static mmt_status walk_json(sink *k, const source *src) {
-  json_walk w = {.k = k, .src = src};
+  json_walk w = {.k = k};
   db_json top;
   char why[128];
   if (!db_json_stream(src->text, src->len, &top, json_item, &w, why, sizeof why))
