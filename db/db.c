@@ -113,14 +113,22 @@
     "ALTER TABLE results ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;\n"\
     "ALTER TABLE results ADD COLUMN per_sm INTEGER NOT NULL DEFAULT 0;\n"
 
-/* A read-only handle on a file older than version 4 reads its rows through these temporary
- * views (the temp schema shadows main's names), so every statement sees the same columns. */
-static const char k_read_old[] =
-    "CREATE TEMP VIEW results AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
-    "  0 AS threads, 0 AS per_sm FROM main.results;\n"
-    "CREATE TEMP VIEW best AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
-    "  0 AS threads, 0 AS per_sm FROM main.best;\n";
+/* Version 6: the kernel each row measured (rt_provenance.h); "" for rows measured before. */
+#define KERNEL_DDL "ALTER TABLE results ADD COLUMN kernel_hash TEXT NOT NULL DEFAULT '';\n"
 
+/* A read-only handle on a file older than version 6 reads its rows through these temporary
+ * views (the temp schema shadows main's names), so every statement sees the same columns. */
+static const char k_read_v1[] =
+    "CREATE TEMP VIEW results AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
+    "  0 AS threads, 0 AS per_sm, '' AS kernel_hash FROM main.results;\n"
+    "CREATE TEMP VIEW best AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
+    "  0 AS threads, 0 AS per_sm, '' AS kernel_hash FROM main.best;\n";
+static const char k_read_v4[] =
+    "CREATE TEMP VIEW results AS SELECT *, '' AS kernel_hash FROM main.results;\n"
+    "CREATE TEMP VIEW best AS SELECT *, '' AS kernel_hash FROM main.best;\n";
+
+/* One part of the schema a line. */
+/* clang-format off */
 static const char k_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "INSERT INTO meta(key, value) VALUES ('application', 'mmtune');\n"
@@ -128,7 +136,9 @@ static const char k_schema[] =
     RESULTS_DDL
     SEARCHES_DDL
     LAUNCH_DDL
+    KERNEL_DDL
     "PRAGMA user_version = " DB_STR(DB_SCHEMA_VERSION) ";\n";
+/* clang-format on */
 
 /* Version 1 -> 2 (the status 'pruned' added to the CHECK): SQLite cannot change a CHECK in
  * place, so the table is rebuilt under its new definition and the rows copied across.  The
@@ -159,6 +169,8 @@ static const char k_migrate_v4[] =
     "  FROM searches_v4;\n"
     "DROP TABLE searches_v4;\n"
     "PRAGMA user_version = 5;\n";
+/* Version 5 -> 6: the kernel hash column; rows kept, their kernels unknown (""). */
+static const char k_migrate_v5[] = KERNEL_DDL "PRAGMA user_version = 6;\n";
 
 /* What a first look at an open file found. */
 typedef struct {
@@ -385,7 +397,11 @@ static mmt_status migrate_schema(db_handle *h, ut_err *err) {
     s = sqlite3_exec(h->sq, k_migrate_v3, NULL, NULL, NULL);
     version = 4;
   }
-  if (s == SQLITE_OK && version == 4) s = sqlite3_exec(h->sq, k_migrate_v4, NULL, NULL, NULL);
+  if (s == SQLITE_OK && version == 4) {
+    s = sqlite3_exec(h->sq, k_migrate_v4, NULL, NULL, NULL);
+    version = 5;
+  }
+  if (s == SQLITE_OK && version == 5) s = sqlite3_exec(h->sq, k_migrate_v5, NULL, NULL, NULL);
   if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
   if (s == SQLITE_OK) return MMT_OK;
   mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
@@ -429,8 +445,8 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
     if (rc) return rc;
   }
   rc = check_probe(h, &p, err);
-  if (!rc && p.user_version < 4) {
-    int s = sqlite3_exec(h->sq, k_read_old, NULL, NULL, NULL);
+  if (!rc && p.user_version < DB_SCHEMA_VERSION) {
+    int s = sqlite3_exec(h->sq, p.user_version < 4 ? k_read_v1 : k_read_v4, NULL, NULL, NULL);
     if (s != SQLITE_OK) rc = db_sql_fail(h, s, "cannot read the older schema of", err);
   }
   h->schema_version = (int)p.user_version;

@@ -40,9 +40,11 @@
 
 /* 2: status 'pruned'.  3: table searches (db_search_seconds).  4: each row's launch shape
  * (db_launch).  5: search times per origin (the file that searched), so merging the same
- * file twice adds nothing.  An older file is upgraded in place when opened for writing and
- * read as it is when opened read-only (its launch shapes read as 0, unknown). */
-#define DB_SCHEMA_VERSION 5
+ * file twice adds nothing.  6: each row's kernel_hash, what was compiled and launched
+ * (rt_provenance.h).  An older file is upgraded in place when opened for writing and read as
+ * it is when opened read-only (its launch shapes read as 0, unknown; its kernel hashes as
+ * ""). */
+#define DB_SCHEMA_VERSION 6
 
 typedef struct db_handle db_handle;
 
@@ -99,8 +101,9 @@ typedef struct {
   db_device device;
   char nvrtc_version[16]; /* "13.0" */
   char template_name[64];
-  char template_hash[17];
+  char template_hash[17];     /* the template's source as measured (gen_source_hash) */
   char params[DB_PARAMS_MAX]; /* canonical "name=value,..." */
+  char kernel_hash[17];       /* the kernel measured (rt_kernel_hash); "": before schema 6 */
   db_problem problem;
   db_status status;
   char error[512];        /* "" when ok */
@@ -162,7 +165,7 @@ mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *
  * borrowed, valid during the callback only. */
 typedef struct {
   int64_t id;
-  const char *template_name, *template_hash, *params;
+  const char *template_name, *template_hash, *params, *kernel_hash;
   db_problem problem;
   double ms_median;
   int sm_count, cc_major;
@@ -264,13 +267,21 @@ typedef struct {
 mmt_status db_merge(const char *dst_path, const char *const *srcs, int nsrcs,
                     const db_row_policy *pol, db_merge_stats *stats, ut_err *err);
 
+/* Gives row r (one without a kernel hash) its kernel hash: hash[0] left '\0' when it is not
+ * known (the row stays as it is).  An error stops db_rekey. */
+typedef mmt_status (*db_rekey_fn)(const db_result *r, char hash[17], void *user, ut_err *err);
+/* Records the kernel hash fn gives each row that has none (rows from before schema 6), in
+ * one transaction: all of them or none.  *count (may be NULL): the rows given one.  Errors:
+ * fn's; MMT_ERR_DB (a read-only handle, SQLite), MMT_ERR_NOMEM. */
+mmt_status db_rekey(db_handle *db, db_rekey_fn fn, void *user, int64_t *count, ut_err *err);
+
 /* Rows as text, to share them without sharing files (mmtune db export / import).  The
- * document: {"format": "mmtune-results", "version": 2, "results": [...], "searches": [...]},
+ * document: {"format": "mmtune-results", "version": 3, "results": [...], "searches": [...]},
  * each result an object of every column of `results` but id (db_result's fields by their
  * column names; REAL columns null where NaN, 1e999 for an infinity), each search time an
- * object of the searches table's columns; one row a line.  Version 1 (no search origins) is
- * read too. */
-#define DB_EXPORT_VERSION 2
+ * object of the searches table's columns; one row a line.  Versions 1 (no search origins)
+ * and 2 (no kernel_hash: read as "") are read too. */
+#define DB_EXPORT_VERSION 3
 /* The largest export db_import_json reads (a tuned database of 10^6 rows is about 0.6 GiB). */
 #define DB_IMPORT_MAX_BYTES ((size_t)1 << 31)
 /* Writes every row of db (device_name NULL: every GPU model) and its search times to out;

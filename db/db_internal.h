@@ -105,7 +105,7 @@ const db_json *db_json_get(const db_json *obj, const char *key);
 
 /* ---- rows from outside (db_row.c) ------------------------------------------------------- */
 
-#define DB_NCOLS 33        /* columns of `results` but id */
+#define DB_NCOLS 34        /* columns of `results` but id */
 #define DB_SEARCH_NCOLS 10 /* columns of `searches` */
 
 /* Names of the columns in the order every statement of db_merge.c and db_export.c uses: the

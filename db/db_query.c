@@ -2,45 +2,49 @@
 #include "db_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "util.h"
 
 /* Columns of a results row in the order bind_result() and read_result() use. */
-#define DB_COLS_NOID                                                                        \
-  "device_name, device_uuid, cc_major, cc_minor, sm_count, driver_version, nvrtc_version, " \
-  "template_name, template_hash, params, dtype, layout, m, n, k, status, error, ms_min, "   \
-  "ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "    \
-  "created_at, tile_m, tile_n, slices, threads, per_sm"
+#define DB_COLS_NOID                                                                               \
+  "device_name, device_uuid, cc_major, cc_minor, sm_count, driver_version, nvrtc_version, "        \
+  "template_name, template_hash, params, dtype, layout, m, n, k, status, error, ms_min, "          \
+  "ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "           \
+  "created_at, tile_m, tile_n, slices, threads, per_sm, kernel_hash"
 #define DB_COLS "id, " DB_COLS_NOID
 #define DB_PROBLEM_MATCH "dtype = ?2 AND layout = ?3 AND m = ?4 AND n = ?5 AND k = ?6"
 
 const char *const db_stmt_sql[DB_ST_COUNT_] = {
     [DB_ST_BEGIN] = "BEGIN IMMEDIATE",
     [DB_ST_COMMIT] = "COMMIT",
-    [DB_ST_INSERT] = "INSERT INTO results(" DB_COLS_NOID ") VALUES ("
-                     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-                     "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
-    [DB_ST_HAS] = "SELECT 1 FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
-                  " AND nvrtc_version = ?7 AND template_name = ?8 AND template_hash = ?9"
-                  " AND params = ?10 LIMIT 1",
+    [DB_ST_INSERT] =
+        "INSERT INTO results(" DB_COLS_NOID ") VALUES ("
+        "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+        "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, "
+        "?34)",
+    [DB_ST_HAS] =
+        "SELECT 1 FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
+        " AND nvrtc_version = ?7 AND template_name = ?8 AND params = ?10"
+        " AND ((?11 <> '' AND kernel_hash = ?11) OR (kernel_hash = '' AND template_hash = ?9))"
+        " LIMIT 1",
     [DB_ST_BEST] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
                    " AND status = 'ok' ORDER BY ms_median, id LIMIT 1",
     [DB_ST_EACH_OK] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
                       " AND status = 'ok' ORDER BY ms_median, id",
-    [DB_ST_EACH_BEST] = "SELECT " DB_COLS
-                        " FROM best WHERE (?1 IS NULL OR device_name = ?1)"
+    [DB_ST_EACH_BEST] = "SELECT " DB_COLS " FROM best WHERE (?1 IS NULL OR device_name = ?1)"
                         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
                         " ORDER BY device_name, dtype, layout, m, n, k",
-    [DB_ST_EACH_SHAPE] =
-        "SELECT DISTINCT dtype, layout, m, n, k FROM results"
-        " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
-        " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
-        " ORDER BY dtype, layout, m, n, k",
-    [DB_ST_EACH_ROW] = "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
-                       " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm,"
-                       " max(shared_bytes, 0) FROM results WHERE +device_name = ?1 AND status = 'ok'",
+    [DB_ST_EACH_SHAPE] = "SELECT DISTINCT dtype, layout, m, n, k FROM results"
+                         " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
+                         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
+                         " ORDER BY dtype, layout, m, n, k",
+    [DB_ST_EACH_ROW] =
+        "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
+        " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm,"
+        " max(shared_bytes, 0), kernel_hash FROM results WHERE +device_name = ?1 AND status = 'ok'",
     /* the unary + keeps SQLite from walking an index and seeking each row: one table scan */
     [DB_ST_DATA_VERSION] = "PRAGMA data_version",
     [DB_ST_STAMP] = "SELECT coalesce(max(id), 0) FROM results", /* the b-tree's last key */
@@ -54,8 +58,8 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
         " ON CONFLICT(device_name, dtype, layout, m, n, k, candidates, origin) DO UPDATE SET"
         " seconds = seconds + excluded.seconds, updated_at = excluded.updated_at",
-    [DB_ST_SEARCH_CLEAR] = "DELETE FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
-                           " AND candidates = ?7",
+    [DB_ST_SEARCH_CLEAR] =
+        "DELETE FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH " AND candidates = ?7",
     [DB_ST_EACH_DEVICE_ROW] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 ORDER BY id",
 };
 
@@ -156,6 +160,7 @@ static void bind_result(binder *b, const db_result *r, int64_t created_at) {
   b_int(b, r->launch.slices);
   b_int(b, r->launch.threads);
   b_int(b, r->launch.per_sm);
+  b_field(b, r->kernel_hash, sizeof r->kernel_hash);
 }
 
 int db_bind_result(sqlite3_stmt *st, const db_result *r) {
@@ -236,6 +241,7 @@ static mmt_status read_result(db_handle *h, sqlite3_stmt *st, db_result *r, ut_e
   r->launch.slices = (int)r_int(&rd);
   r->launch.threads = (int)r_int(&rd);
   r->launch.per_sm = (int)r_int(&rd);
+  r_field(&rd, r->kernel_hash, sizeof r->kernel_hash);
   r->launch.shared_bytes = r->shared_bytes > 0 ? r->shared_bytes : 0;
   int s = db_status_parse(status);
   if (s < 0)
@@ -334,6 +340,73 @@ static mmt_status each_result(db_handle *h, db_stmt_id id, db_result_fn fn, void
   return rc;
 }
 
+/* One row db_rekey gives a kernel hash. */
+typedef struct {
+  int64_t id;
+  char hash[17];
+} rekeyed_row;
+
+/* The rows without a kernel hash that fn gives one, into *out (owned), *n of them. */
+static mmt_status rekey_collect(db_handle *db, db_rekey_fn fn, void *user, rekeyed_row **out,
+                                int64_t *n, ut_err *err) {
+  sqlite3_stmt *st = NULL;
+  int cap = 0;
+  *out = NULL;
+  *n = 0;
+  int s = sqlite3_prepare_v2(db->sq, "SELECT " DB_COLS " FROM results WHERE kernel_hash = ''", -1,
+                             &st, NULL);
+  if (s != SQLITE_OK) return db_sql_fail(db, s, "cannot read results from", err);
+  mmt_status rc = MMT_OK;
+  db_result r;
+  while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+    char hash[17] = "";
+    if ((rc = read_result(db, st, &r, err)) || (rc = fn(&r, hash, user, err)) || !hash[0]) continue;
+    rekeyed_row *v = ut_grow(*out, &cap, (int)*n + 1, sizeof *v);
+    if (!v) {
+      rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+      break;
+    }
+    *out = v;
+    v[*n].id = r.id;
+    memcpy(v[(*n)++].hash, hash, sizeof hash);
+  }
+  if (!rc && s != SQLITE_DONE) rc = db_sql_fail(db, s, "cannot read results from", err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+mmt_status db_rekey(db_handle *db, db_rekey_fn fn, void *user, int64_t *count, ut_err *err) {
+  if (!db || !fn) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_rekey: NULL argument");
+  if (count) *count = 0;
+  if (db->read_only)
+    return ut_fail(err, MMT_ERR_DB, "cannot rekey '%s': opened readonly", db->path);
+  rekeyed_row *rows = NULL;
+  int64_t n = 0;
+  sqlite3_stmt *st = NULL;
+  mmt_status rc = rekey_collect(db, fn, user, &rows, &n, err);
+  if (!rc && n) rc = step_done(db, DB_ST_BEGIN, "cannot begin a transaction on", err);
+  if (rc || !n) {
+    free(rows);
+    return rc;
+  }
+  int s = sqlite3_prepare_v2(db->sq, "UPDATE results SET kernel_hash = ?1 WHERE id = ?2", -1, &st,
+                             NULL);
+  for (int64_t i = 0; i < n && s == SQLITE_OK; i++) {
+    s = sqlite3_bind_text(st, 1, rows[i].hash, -1, SQLITE_STATIC);
+    if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 2, rows[i].id);
+    if (s == SQLITE_OK && (s = sqlite3_step(st)) == SQLITE_DONE) s = sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  rc = s == SQLITE_OK ? step_done(db, DB_ST_COMMIT, "cannot commit kernel hashes to", err)
+                      : db_sql_fail(db, s, "cannot record kernel hashes in", err);
+  if (rc)
+    db_rollback_after_error(db, err);
+  else if (count)
+    *count = n;
+  free(rows);
+  return rc;
+}
+
 mmt_status db_has_result(db_handle *db, const db_result *key, bool *found, ut_err *err) {
   if (!db || !key || !found)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "db_has_result: NULL argument");
@@ -346,6 +419,7 @@ mmt_status db_has_result(db_handle *db, const db_result *key, bool *found, ut_er
   b_field(&b, key->template_name, sizeof key->template_name);
   b_field(&b, key->template_hash, sizeof key->template_hash);
   b_field(&b, key->params, sizeof key->params);
+  b_field(&b, key->kernel_hash, sizeof key->kernel_hash);
   int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
   mmt_status rc = MMT_OK;
   if (s == SQLITE_ROW)
@@ -419,6 +493,7 @@ mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_ro
                       .template_name = col_text(st, 1),
                       .template_hash = col_text(st, 2),
                       .params = col_text(st, 3),
+                      .kernel_hash = col_text(st, 19),
                       .problem = {.m = sqlite3_column_int64(st, 6),
                                   .n = sqlite3_column_int64(st, 7),
                                   .k = sqlite3_column_int64(st, 8)},

@@ -25,7 +25,7 @@ typedef enum {
   TX_LABEL,   /* printable UTF-8: a device name, a version, a search's candidates */
   TX_MESSAGE, /* printable UTF-8 and newlines, tabs: an error message */
   TX_NAME,    /* [A-Za-z0-9_], not empty: a template name, a dtype */
-  TX_HEX,     /* [0-9a-f], not empty: a template hash */
+  TX_HEX,     /* [0-9a-f]: a template or kernel hash */
   TX_PARAMS,  /* "name=integer,..." (or empty): a config */
   TX_LAYOUT,  /* nn, nt, tn or tt */
   TX_STATUS,  /* a db_status name */
@@ -40,6 +40,7 @@ typedef struct {
   text_class text;  /* K_TEXT */
   size_t cap;       /* K_TEXT: bytes including the NUL (the db_result array's size) */
   bool required;    /* K_TEXT: not empty */
+  bool absent_ok;   /* K_TEXT: a missing member reads as "" (a column newer than the export) */
   int64_t min, max; /* K_INT */
   bool nullable;    /* K_REAL: NULL (NaN) allowed; a real is always >= 0 */
   bool inf_ok;      /* K_REAL: +inf allowed (a zero-time row's TFLOP/s, a failed one's error) */
@@ -78,7 +79,11 @@ static const col_spec k_result_cols[DB_NCOLS] = {
     INT_("m", problem.m, 0, SIZE_MAX_),
     INT_("n", problem.n, 0, SIZE_MAX_),
     INT_("k", problem.k, 0, SIZE_MAX_),
-    {.name = "status", .kind = K_TEXT, .text = TX_STATUS, .cap = 16, .required = true,
+    {.name = "status",
+     .kind = K_TEXT,
+     .text = TX_STATUS,
+     .cap = 16,
+     .required = true,
      .offset = R_(status)},
     TEXT_("error", TX_MESSAGE, error, 0),
     REAL_("ms_min", ms_min, 0),
@@ -98,6 +103,13 @@ static const col_spec k_result_cols[DB_NCOLS] = {
     INT_("slices", launch.slices, 0, 65536),
     INT_("threads", launch.threads, 0, 4096),
     INT_("per_sm", launch.per_sm, 0, 1024),
+    /* absent from exports before version 3 and files before schema 6: "" (not known) */
+    {.name = "kernel_hash",
+     .kind = K_TEXT,
+     .text = TX_HEX,
+     .cap = 17,
+     .absent_ok = true,
+     .offset = R_(kernel_hash)},
 };
 #undef R_
 #undef TEXT_
@@ -209,8 +221,12 @@ static const char *kind_refusal(const col_spec *c, const db_cell *v) {
 
 /* Checks value v of column c and stores it into the struct at base; false with a message. */
 static bool take_cell(const col_spec *c, const db_cell *v, void *base, char *why, size_t whylen) {
-  const char *no = kind_refusal(c, v);
   char *field = (char *)base + c->offset;
+  if (v->type == DB_CELL_MISSING && c->absent_ok) {
+    field[0] = '\0';
+    return true;
+  }
+  const char *no = kind_refusal(c, v);
   if (!no && c->kind == K_TEXT) {
     if (v->len >= c->cap) {
       snprintf(why, whylen, "'%s' is longer than %zu bytes", c->name, c->cap - 1);

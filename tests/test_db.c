@@ -969,7 +969,7 @@ static void test_merge_bad_rows(void **state) {
   const char *loose[] = {src};
   /* without the view `best` it is not whole */
   assert_int_equal(db_merge(dst, loose, 1, NULL, NULL, &e), MMT_ERR_DB_CORRUPT);
-  assert_non_null(strstr(e.msg, "is damaged (no such table: best)"));
+  assert_non_null(strstr(e.msg, "is damaged (no such table: main.best)"));
   assert_int_equal(cli(src, "CREATE VIEW best AS SELECT * FROM results; CREATE TABLE searches("
                             "device_name, dtype, layout, m, n, k, candidates, seconds, updated_at)",
                        NULL, 0),
@@ -1110,10 +1110,15 @@ static void test_import_version_1(void **state) {
   char src[256], dst[256];
   make_source(f, "src.db", rows, 1, 4.0, src, sizeof src);
   char *text = export_text(src, NULL);
-  /* as version 1 wrote it: the version, and no origin in a search time */
-  char *v = strstr(text, "\"version\": 2");
+  /* as version 1 wrote it: the version, no kernel hash in a row and no origin in a search
+   * time */
+  char *v = strstr(text, "\"version\": 3");
   assert_non_null(v);
   v[11] = '1';
+  char *kh = strstr(text, ", \"kernel_hash\": \"");
+  assert_non_null(kh);
+  char *khend = strchr(kh + 18, '"');
+  memmove(kh, khend + 1, strlen(khend + 1) + 1);
   char *origin = strstr(text, ", \"origin\": \"");
   assert_non_null(origin);
   char *end = strchr(origin + 13, '"');
@@ -1341,11 +1346,13 @@ static void test_upgrade_v4_searches(void **state) {
   char src[256];
   make_source(f, "old.db", rows, 1, 7.5, src, sizeof src);
   /* back to schema 4 as it was: searches without origins, meta without one */
-  assert_int_equal(cli(src, "CREATE TABLE s4 AS SELECT device_name, dtype, layout, m, n, k, "
-                            "candidates, seconds, updated_at FROM searches; DROP TABLE searches; "
-                            "ALTER TABLE s4 RENAME TO searches; DELETE FROM meta WHERE key = "
-                            "'origin'; PRAGMA user_version = 4",
-                   NULL, 0),
+  assert_int_equal(cli(src,
+                       "CREATE TABLE s4 AS SELECT device_name, dtype, layout, m, n, k, "
+                       "candidates, seconds, updated_at FROM searches; DROP TABLE searches; "
+                       "ALTER TABLE s4 RENAME TO searches; DELETE FROM meta WHERE key = "
+                       "'origin'; ALTER TABLE results DROP COLUMN kernel_hash; "
+                       "PRAGMA user_version = 4",
+                       NULL, 0),
                    0);
   ut_err e;
   db_check_report rep;
@@ -1360,7 +1367,7 @@ static void test_upgrade_v4_searches(void **state) {
   assert_true(search_time(src, "GPU A", 64) == 7.5); /* opened for writing: upgraded */
   char out[64];
   assert_int_equal(cli(src, "PRAGMA user_version", out, sizeof out), 0);
-  assert_string_equal(out, "5");
+  assert_string_equal(out, "6");
   assert_int_equal(cli(src, "SELECT count(*) FROM searches WHERE origin = (SELECT value FROM "
                             "meta WHERE key = 'origin')", out, sizeof out),
                    0);
