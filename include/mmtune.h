@@ -196,7 +196,8 @@ typedef struct {
   /* The verification record the choice relies on (all 0 / "" for DEFAULT): the row of the
    * database (PREDICTED: the config's row nearest the problem), measured on tuned_m x
    * tuned_n x tuned_k on this GPU model, verified against a float64 reference with these
-   * errors, with this NVRTC and template source. */
+   * errors, with this NVRTC and template source, of this kernel (its emitted source, NVRTC
+   * options and launch; "" for a row measured before mmtune recorded it). */
   int64_t record_id;
   int64_t tuned_m, tuned_n, tuned_k;
   double tuned_ms;     /* median of the timed runs */
@@ -207,6 +208,7 @@ typedef struct {
   char device_name[128];
   char nvrtc_version[16];
   char template_hash[17];
+  char kernel_hash[17];
 } mmt_choice;
 
 /*

@@ -3,6 +3,7 @@
 
 #include "rt_compile.h"
 #include "rt_fit_cache.h"
+#include "rt_provenance.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,13 @@ typedef struct {
   db_launch launch;                  /* zeroed: the config is invalid */
 } launch_slot;
 
+/* Whether the rows of one (template, template_hash, kernel_hash, params, dtype, layout)
+ * measured what the template emits now: asked once per chooser (an emit) for the model. */
+typedef struct {
+  char *key; /* NULL: an empty slot */
+  bool current;
+} verdict;
+
 struct rt_chooser {
   tmpl_slot *slots;
   int count, cap;
@@ -38,6 +46,9 @@ struct rt_chooser {
   int fitted, read;     /* models fitted from rows, read from the fit cache */
   launch_slot *launches;
   int nlaunches, launch_cap;
+  verdict *verdicts;   /* rows whose template changed since: measured what it emits now? */
+  size_t verdict_mask; /* the table's slots minus 1 (0: no table yet) */
+  size_t nverdicts;
 };
 
 mmt_status rt_chooser_new(const char *device_arch, int sm_count, rt_chooser **out, ut_err *err) {
@@ -64,6 +75,8 @@ void rt_chooser_free(rt_chooser *ch) {
   rt_model_free(ch->model);
   free(ch->fit_dir);
   free(ch->launches);
+  for (size_t i = 0; ch->verdict_mask && i <= ch->verdict_mask; i++) free(ch->verdicts[i].key);
+  free(ch->verdicts);
   free(ch);
 }
 
@@ -137,8 +150,9 @@ static mmt_status template_get(rt_chooser *ch, const char *name, gen_template **
   return MMT_OK;
 }
 
-/* First half of a candidate: template, hash (NULL: any), dtype, params (NULL: the default
- * config) and constraints against the problem.  *ok false (ch->why says why) refuses it. */
+/* First half of a candidate: template, hash (NULL: any; a row's is checked by kernel_for),
+ * dtype, params (NULL: the default config) and constraints against the problem.  *ok false
+ * (ch->why says why) refuses it. */
 static mmt_status config_for(rt_chooser *ch, const char *tname, const char *hash,
                              const char *params, const gen_problem *p, gen_template **tp,
                              gen_config *cfg, bool *ok, ut_err *err) {
@@ -174,16 +188,29 @@ static mmt_status config_for(rt_chooser *ch, const char *tname, const char *hash
   return MMT_OK;
 }
 
-/* Second half: emits the kernel and checks its requirements and grid for the problem.  On
- * *ok the caller owns *spec; otherwise it is empty. */
+/* Second half: emits the kernel and checks that it is the one row (NULL: none) measured, and
+ * its requirements and grid for the problem.  On *ok the caller owns *spec; otherwise it is
+ * empty. */
 static mmt_status kernel_for(rt_chooser *ch, gen_template *t, const gen_config *cfg,
-                             const gen_problem *p, gen_kernel *spec, bool *ok, ut_err *err) {
+                             const rt_row_kernel *row, const gen_problem *p, gen_kernel *spec,
+                             bool *ok, ut_err *err) {
   ut_err e = {{0}};
   unsigned grid[3] = {0, 0, 0};
   *ok = false;
   char arch[16];
   mmt_status rc = gen_emit(t, cfg, p->dtype, p->layout, spec, &e);
   if (rc) return gen_failed(ch, rc, &e, gen_name(t), err);
+  bool current = true;
+  if (row && (rc = rt_row_current(t, row, spec, &current, err))) goto refused;
+  if (!current) {
+    if (row->kernel_hash[0])
+      refuse(ch, "%s: its kernel changed since it was measured (kernel %s)", gen_name(t),
+             row->kernel_hash);
+    else
+      refuse(ch, "%s: template changed since it was measured (hash %s, now %s)", gen_name(t),
+             row->template_hash, gen_source_hash(t));
+    goto refused;
+  }
   if (ch->device_arch[0] && rt_kernel_arch(ch->device_arch, spec->arch, arch, &e)) {
     refuse(ch, "%s: %s", gen_name(t), e.msg);
     goto refused;
@@ -216,11 +243,12 @@ refused:
   return rc;
 }
 
-/* Tries one candidate (see rt_choose.h for what "usable" means); fills out's template,
- * params, config and kernel when *ok. */
+/* Tries one candidate (see rt_choose.h for what "usable" means): a stored row (row), or a
+ * config of the model or a default (hash: the template source it must have; NULL: any);
+ * fills out's template, params, config and kernel when *ok. */
 static mmt_status try_candidate(rt_chooser *ch, const char *tname, const char *hash,
-                                const char *params, const gen_problem *p, rt_choice *out, bool *ok,
-                                ut_err *err) {
+                                const rt_row_kernel *row, const char *params, const gen_problem *p,
+                                rt_choice *out, bool *ok, ut_err *err) {
   gen_template *t = NULL;
   gen_config cfg;
   gen_kernel spec = {0};
@@ -228,7 +256,7 @@ static mmt_status try_candidate(rt_chooser *ch, const char *tname, const char *h
   ut_err e = {{0}};
   mmt_status rc = config_for(ch, tname, hash, params, p, &t, &cfg, ok, err);
   if (rc || !*ok) return rc;
-  rc = kernel_for(ch, t, &cfg, p, &spec, ok, err);
+  rc = kernel_for(ch, t, &cfg, row, p, &spec, ok, err);
   if (rc || !*ok) return rc;
   rc = gen_config_format(t, &cfg, text, sizeof text, &e);
   if (rc) {
@@ -257,8 +285,12 @@ typedef struct {
 static int on_row(const db_result *r, void *user) {
   row_walk *w = user;
   bool ok = false;
-  w->rc = try_candidate(w->ch, r->template_name, r->template_hash, r->params, w->p, w->out, &ok,
-                        w->err);
+  const rt_row_kernel row = {.template_hash = r->template_hash,
+                             .kernel_hash = r->kernel_hash,
+                             .params = r->params,
+                             .dtype = r->problem.dtype,
+                             .layout = r->problem.layout};
+  w->rc = try_candidate(w->ch, r->template_name, NULL, &row, r->params, w->p, w->out, &ok, w->err);
   if (w->rc) return 1;
   if (!ok) return 0;
   w->out->record = *r;
@@ -295,8 +327,8 @@ static mmt_status emit_launch(gen_template *t, const gen_config *cfg, const char
   return rc == MMT_ERR_NOMEM ? ut_fail(err, rc, "%s", e.msg) : MMT_OK;
 }
 
-/* rt_launch_fn for rows measured before schema 4: the config emitted for the row's dtype and
- * layout. */
+/* rt_fit_hooks.launch for rows measured before schema 4: the config emitted for the row's
+ * dtype and layout. */
 static mmt_status launch_of_row(const db_model_row *row, db_launch *out, void *user,
                                 ut_err *err) {
   rt_chooser *ch = user;
@@ -307,6 +339,74 @@ static mmt_status launch_of_row(const db_model_row *row, db_launch *out, void *u
   if (rc || !t || strcmp(gen_source_hash(t), row->template_hash) != 0) return rc;
   if (gen_config_parse(t, row->params, &cfg, NULL)) return MMT_OK; /* not this template's */
   return emit_launch(t, &cfg, row->problem.dtype, row->problem.layout, out, err);
+}
+
+/* The slot of key in the verdict table: its own, or the empty one it goes into (the table
+ * grown first when half full).  NULL: out of memory. */
+static verdict *verdict_slot(rt_chooser *ch, const char *key) {
+  if (2 * (ch->nverdicts + 1) > ch->verdict_mask) {
+    size_t cap = ch->verdict_mask ? 2 * (ch->verdict_mask + 1) : 64;
+    verdict *v = calloc(cap, sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; ch->verdict_mask && i <= ch->verdict_mask; i++) {
+      if (!ch->verdicts[i].key) continue;
+      size_t j = ut_hash64(ch->verdicts[i].key, strlen(ch->verdicts[i].key)) & (cap - 1);
+      while (v[j].key) j = (j + 1) & (cap - 1);
+      v[j] = ch->verdicts[i];
+    }
+    free(ch->verdicts);
+    ch->verdicts = v;
+    ch->verdict_mask = cap - 1;
+  }
+  size_t i = ut_hash64(key, strlen(key)) & ch->verdict_mask;
+  while (ch->verdicts[i].key && strcmp(ch->verdicts[i].key, key) != 0)
+    i = (i + 1) & ch->verdict_mask;
+  return &ch->verdicts[i];
+}
+
+/* rt_fit_hooks.hash: a row that measured what its template emits now is known by the
+ * template's hash as it is now, so a template edit that emits the same kernels keeps the
+ * model's configs (and their candidates pass config_for's hash check). */
+static mmt_status hash_of_row(const db_model_row *row, const char **hash, void *user, ut_err *err) {
+  rt_chooser *ch = user;
+  gen_template *t = NULL;
+  *hash = NULL;
+  mmt_status rc = template_get(ch, row->template_name, &t, err);
+  if (rc || !t || !strcmp(row->template_hash, gen_source_hash(t))) return rc;
+  char key[GEN_NAME_MAX + 2 * 17 + DB_PARAMS_MAX + 32];
+  snprintf(key, sizeof key, "%s|%s|%s|%s|%s|%s", row->template_name, row->template_hash,
+           row->kernel_hash, row->params, row->problem.dtype, row->problem.layout);
+  verdict *v = verdict_slot(ch, key);
+  if (!v) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
+  if (!v->key) {
+    const rt_row_kernel rk = {.template_hash = row->template_hash,
+                              .kernel_hash = row->kernel_hash,
+                              .params = row->params,
+                              .dtype = row->problem.dtype,
+                              .layout = row->problem.layout};
+    if ((rc = rt_row_current(t, &rk, NULL, &v->current, err))) return rc;
+    if (!(v->key = strdup(key))) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+    ch->nverdicts++;
+  }
+  if (v->current) *hash = gen_source_hash(t);
+  return MMT_OK;
+}
+
+/* The templates' hashes as they are (their names and sources): a fit kept on disk was made
+ * under them, since which rows are current depends on them. */
+static uint64_t templates_stamp(rt_chooser *ch) {
+  char **names = NULL;
+  int n = 0;
+  uint64_t h = ut_hash64("templates", 9);
+  if (gen_list(&names, &n, NULL) != MMT_OK) return h;
+  for (int i = 0; i < n; i++) {
+    gen_template *t = NULL;
+    h = ut_hash64_more(h, names[i], strlen(names[i]) + 1);
+    if (template_get(ch, names[i], &t, NULL) == MMT_OK && t)
+      h = ut_hash64_more(h, gen_source_hash(t), strlen(gen_source_hash(t)));
+  }
+  gen_names_free(names, n);
+  return h;
 }
 
 mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_name,
@@ -322,10 +422,12 @@ mmt_status rt_chooser_model(rt_chooser *ch, db_handle *db, const char *device_na
     char path[4200];
     rt_fit_key key;
     bool cached = rt_fit_cache_file(ch->fit_dir, db, device_name, &dev, path, sizeof path, &key);
+    if (cached) key.templates = templates_stamp(ch);
     if (cached && (m = rt_fit_cache_read(path, &key))) {
       ch->read++;
     } else {
-      if ((rc = rt_model_fit(db, device_name, &dev, launch_of_row, ch, &m, err))) return rc;
+      const rt_fit_hooks hooks = {.launch = launch_of_row, .hash = hash_of_row, .user = ch};
+      if ((rc = rt_model_fit(db, device_name, &dev, &hooks, &m, err))) return rc;
       ch->fitted++;
       if (cached) rt_fit_cache_write(ch->fit_dir, path, &key, m);
     }
@@ -558,7 +660,7 @@ mmt_status rt_choose_candidate(rt_chooser *ch, const rt_candidate *c, const gen_
                                rt_choice *out, ut_err *err) {
   bool ok = false;
   mmt_status rc = try_candidate(ch, c->template_name, c->template_hash[0] ? c->template_hash : NULL,
-                                c->params, p, out, &ok, err);
+                                NULL, c->params, p, out, &ok, err);
   if (rc) return rc;
   if (!ok) return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s", ch->why);
   out->predicted_ms = c->pred.ms;
@@ -712,4 +814,5 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
   ut_copy(out->device_name, sizeof out->device_name, r->device.name);
   ut_copy(out->nvrtc_version, sizeof out->nvrtc_version, r->nvrtc_version);
   ut_copy(out->template_hash, sizeof out->template_hash, r->template_hash);
+  ut_copy(out->kernel_hash, sizeof out->kernel_hash, r->kernel_hash);
 }

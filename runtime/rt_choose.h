@@ -17,9 +17,10 @@
  *   or where that choice's template computes tf32 too (skinny: the same kernel in both) and
  *   it is expected faster than a tf32 choice that is not EXACT (its row's time, or the
  *   model's, against the model's).
- * A row or candidate is usable when: its template loads; for rows, the template's source hash
- * still equals the row's template_hash (a template edited since it was measured is not
- * trusted); the template supports the dtype; the params parse; the template's constraints
+ * A row or candidate is usable when: its template loads; for rows, the template still emits
+ * the kernel the row measured (rt_provenance.h: its kernel_hash, or for a row from before
+ * kernel hashes its template_hash), and for the model's configs, their rows did; the
+ * template supports the dtype; the params parse; the template's constraints
  * pass for THIS problem; the device can run the kernel's arch; the emitted kernel's
  * requirements are met (gen_requires_met: multiples, alignment, leading dimensions); and its
  * grid for the problem is within the hardware limits and not empty.

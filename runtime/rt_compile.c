@@ -14,6 +14,11 @@
 static const char *const k_fixed_options[] = {"-std=c++17", "-default-device"};
 enum { k_fixed_count = sizeof k_fixed_options / sizeof k_fixed_options[0] };
 
+int rt_compile_fixed_options(const char *const **opts) {
+  *opts = k_fixed_options;
+  return k_fixed_count;
+}
+
 void rt_cubin_free(rt_cubin *c) {
   if (!c) return;
   free(c->data);

@@ -21,6 +21,10 @@ typedef struct {
 
 void rt_cubin_free(rt_cubin *c);
 
+/* mmtune's fixed NVRTC options, what every compile passes after the architecture option:
+ * *opts points at the first of the returned count. */
+int rt_compile_fixed_options(const char *const **opts);
+
 /* "13.0" (nvrtcVersion) into out. */
 mmt_status rt_nvrtc_version(char *out, size_t outlen, ut_err *err);
 

@@ -16,7 +16,7 @@ bool rt_fit_cache_file(const char *dir, db_handle *db, const char *device_name,
   if (!dir || !db || !device_name || !db_path(db)) return false;
   ut_err e;
   memset(key, 0, sizeof *key);
-  memcpy(key->magic, "mmtfitk1", sizeof key->magic);
+  memcpy(key->magic, "mmtfitk2", sizeof key->magic);
   if (db_rows_stamp(db, &key->max_id, &key->files, &e)) return false;
   key->sm_count = dev->sm_count;
   key->cc_major = dev->cc_major;

@@ -4,7 +4,7 @@
  * instead of fitting it again.  Prefix rt_fit_cache_.
  *
  * A file is named after the database's real path and the GPU model, and starts with a key:
- * what it was fitted from (the database's rows stamp, the device).  A file whose key differs
+ * what it was fitted from (the database's rows stamp, the device, the templates).  A file whose key differs
  * is ignored and, after the next fit, replaced.  Failures only cost a fit: nothing here
  * returns an error.
  */
@@ -25,6 +25,7 @@ typedef struct {
   uint64_t files;
   int32_t sm_count, cc_major; /* the device the model was fitted for */
   char device_name[128];
+  uint64_t templates; /* the templates it was fitted under (set by the caller; 0: none) */
 } rt_fit_key;
 
 /* The fit cache file of (db, device_name) in folder dir into path[len], and what it must say

@@ -181,8 +181,7 @@ mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_
 
 typedef struct {
   rt_model *m;
-  rt_launch_fn resolve;
-  void *user;
+  rt_fit_hooks hooks;
   mmt_status rc;
   ut_err *err;
   int last; /* the config of the previous row, -1 before the first */
@@ -308,9 +307,9 @@ static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
     return ut_fail(f->err, MMT_ERR_NOMEM, "out of memory fitting the model");
   ut_copy(c->dtype, sizeof c->dtype, rt_model_dtype_class(r->problem.dtype));
   c->launch = r->launch;
-  if (c->launch.tile_m <= 0 && f->resolve) {
+  if (c->launch.tile_m <= 0 && f->hooks.launch) {
     ut_err e = {{0}};
-    mmt_status rc = f->resolve(r, &c->launch, f->user, &e);
+    mmt_status rc = f->hooks.launch(r, &c->launch, f->hooks.user, &e);
     if (rc == MMT_ERR_NOMEM) return ut_fail(f->err, rc, "%s", e.msg);
     m->resolved++;
   }
@@ -346,11 +345,23 @@ static int config_of(fit_ctx *f, const db_model_row *r) {
   return f->last = m->table[i];
 }
 
-static int on_fit_row(const db_model_row *r, void *user) {
+static int on_fit_row(const db_model_row *row, void *user) {
   fit_ctx *f = user;
   rt_model *m = f->m;
-  const signed char dt = (signed char)gen_dtype_index(r->problem.dtype);
-  if (!(r->ms_median > 0) || gen_layout_index(r->problem.layout) < 0 || dt < 0) return 0;
+  const signed char dt = (signed char)gen_dtype_index(row->problem.dtype);
+  if (!(row->ms_median > 0) || gen_layout_index(row->problem.layout) < 0 || dt < 0) return 0;
+  db_model_row known = *row; /* by the hash its config is known by */
+  const db_model_row *r = &known;
+  if (f->hooks.hash) {
+    const char *hash = NULL;
+    ut_err e = {{0}};
+    mmt_status rc = f->hooks.hash(row, &hash, f->hooks.user, &e);
+    if (rc == MMT_ERR_NOMEM) {
+      f->rc = ut_fail(f->err, rc, "%s", e.msg);
+      return 1;
+    }
+    if (hash) known.template_hash = hash;
+  }
   int c = config_of(f, r);
   if (c < 0) return 1;
   if (m->cfgs[c].skip) return 0;
@@ -461,12 +472,13 @@ static void fit_corrections(rt_model *m) {
 }
 
 mmt_status rt_model_fit(db_handle *db, const char *device_name, const rt_model_device *dev,
-                        rt_launch_fn resolve, void *user, rt_model **out, ut_err *err) {
+                        const rt_fit_hooks *hooks, rt_model **out, ut_err *err) {
   *out = NULL;
   rt_model *m = calloc(1, sizeof *m);
   if (!m) return ut_fail(err, MMT_ERR_NOMEM, "out of memory fitting the model");
   if (dev) m->dev = *dev;
-  fit_ctx f = {.m = m, .resolve = resolve, .user = user, .err = err, .last = -1};
+  fit_ctx f = {.m = m, .err = err, .last = -1};
+  if (hooks) f.hooks = *hooks;
   mmt_status rc = MMT_OK;
   if (db && device_name) rc = db_each_model_row(db, device_name, on_fit_row, &f, err);
   if (!rc) rc = f.rc;

@@ -106,20 +106,28 @@ typedef struct {
 
 typedef struct rt_model rt_model;
 
-/* Gives the launch shape of a row measured before schema 4 (out zeroed: unknown, the row is
- * left out).  Errors other than MMT_ERR_NOMEM also just leave the row out. */
-typedef mmt_status (*rt_launch_fn)(const db_model_row *row, db_launch *out, void *user,
-                                   ut_err *err);
+/* What the fit asks of the templates about a row (each may be NULL; errors other than
+ * MMT_ERR_NOMEM just leave the row out). */
+typedef struct {
+  /* The launch shape of a row measured before schema 4 (out zeroed: unknown, the row is left
+   * out). */
+  mmt_status (*launch)(const db_model_row *row, db_launch *out, void *user, ut_err *err);
+  /* The template hash the row's config is known by (*hash NULL: the row's own): the
+   * template's as it is now where the row measured the kernel it emits now
+   * (rt_provenance.h), so rows from before an edit that kept the kernels stay its configs. */
+  mmt_status (*hash)(const db_model_row *row, const char **hash, void *user, ut_err *err);
+  void *user;
+} rt_fit_hooks;
 
 /*
  * Fits a model on the ok rows of GPU model device_name in db (NULL: an empty model, which
  * predicts from the analytic part and the priors alone).  dev: what is known of the device
- * (NULL: all unknown).  resolve may be NULL (rows without a launch shape are left out).
- * out: OUT, owned by the caller (rt_model_free).
+ * (NULL: all unknown).  hooks may be NULL (rows without a launch shape are left out; every
+ * row is known by its own template hash).  out: OUT, owned by the caller (rt_model_free).
  * Errors: db_each_model_row's, MMT_ERR_NOMEM.
  */
 mmt_status rt_model_fit(db_handle *db, const char *device_name, const rt_model_device *dev,
-                        rt_launch_fn resolve, void *user, rt_model **out, ut_err *err);
+                        const rt_fit_hooks *hooks, rt_model **out, ut_err *err);
 /* rt_model_free(NULL) is a no-op. */
 void rt_model_free(rt_model *m);
 

@@ -973,7 +973,10 @@ static void test_db_merge_check(void **state) {
   assert_non_null(strstr(err_text, "'-' is larger than 2048 MiB"));
   free(err_text);
   assert_int_equal(access(fresh, F_OK), -1);
-  assert_usage_error(RUN("db"), "expected a subcommand: merge, check, export, import or pack");
+  assert_usage_error(RUN("db"),
+                     "expected a subcommand: merge, check, export, import, pack or rekey");
+  assert_usage_error(RUN("db", "rekey", "--db", fresh), "no database at");
+  assert_int_equal(access(fresh, F_OK), -1);
   assert_usage_error(RUN("db", "merge", a), "merge needs --into DST");
   assert_usage_error(RUN("db", "merge", "--into", dst), "at least one SRC");
   assert_usage_error(RUN("db", "fold"), "unknown subcommand 'fold'");

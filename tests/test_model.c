@@ -189,7 +189,7 @@ static void test_fit(void **state) {
   ut_err e;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
   print_message("fit: %d rows, %d configs in %.1f ms\n", rt_model_row_count(m),
@@ -201,7 +201,7 @@ static void test_fit(void **state) {
   assert_int_equal(dev.cc_major, 9);
   rt_model_free(m);
   /* another GPU model: no rows, an empty model that still predicts */
-  assert_int_equal(rt_model_fit(db, "Other GPU", NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, "Other GPU", NULL, NULL, &m, &e), MMT_OK);
   assert_int_equal(rt_model_row_count(m), 0);
   rt_model_free(m);
   db_close(db);
@@ -231,7 +231,7 @@ static void test_predict_measured(void **state) {
   db_handle *db = open_fixture();
   rt_model *m = NULL;
   ut_err e;
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
   assert_int_equal(db_each_best(db, DEV, NULL, NULL, on_best, m, &e), MMT_OK);
   rt_model_free(m);
   db_close(db);
@@ -246,7 +246,7 @@ static void test_predict_other_layout(void **state) {
   db_handle *db = open_fixture();
   rt_model *m = NULL;
   ut_err e;
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
   rt_model_config mc;
   rt_model_get_config(m, 0, &mc);
   assert_int_equal(mc.layouts, 1u << gen_layout_index("nn"));
@@ -340,7 +340,7 @@ static void test_predict_other_16bit(void **state) {
   put_row_of(db, "f16", "x=3", 8, 5120, 5120, 4.0);
   put_row_of(db, "bf16", "x=3", 8, 5120, 5120, 1.0);
   rt_model *m = NULL;
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
   const char *tpl = "tpl", *hash = "0123456789abcdef";
   const int of_f16 = rt_model_find(m, tpl, hash, "x=1", "f16");
   assert_int_equal(rt_model_find(m, tpl, hash, "x=1", "bf16"), of_f16);
@@ -377,7 +377,7 @@ static void test_predict_far_own_rows(void **state) {
       put_row(db, "x=2", 16, 14336, 4096, 2.0);
     }
     rt_model *m = NULL;
-    assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+    assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
     const int far = rt_model_find(m, "tpl", "0123456789abcdef", "x=1", "f16");
     assert_true(far >= 0);
     gen_problem p = packed("f16", "nt", 8, 11008, 4096);
@@ -403,7 +403,7 @@ static void test_fit_cluster(void **state) {
   put_row(db, "x=1,cluster=2", 3000, 3000, 3000, 1.0);
   put_row(db, "x=1,cluster=1", 3000, 3000, 3000, 1.0);
   rt_model *m = NULL;
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
   const int two = rt_model_find(m, "tpl", "0123456789abcdef", "x=1,cluster=2", "f16");
   const int one = rt_model_find(m, "tpl", "0123456789abcdef", "x=1,cluster=1", "f16");
   assert_true(two >= 0 && one >= 0);
@@ -472,7 +472,7 @@ static void test_huge_sizes(void **state) {
   ut_err e;
   assert_int_equal(db_open(path, true, &db, &e), MMT_OK);
   rt_model *model = NULL;
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &model, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &model, &e), MMT_OK);
   assert_int_equal(rt_model_row_count(model), 2);
   const gen_problem probs[] = {packed("f16", "nt", m, 4096, k), packed("f16", "nt", 64, 4096, 64)};
   for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) {
@@ -493,7 +493,7 @@ static void test_pack_empty(void **state) {
   (void)state;
   rt_model *m = NULL, *back = NULL;
   ut_err e;
-  assert_int_equal(rt_model_fit(NULL, NULL, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(NULL, NULL, NULL, NULL, &m, &e), MMT_OK);
   void *data = NULL;
   size_t len = 0;
   assert_int_equal(rt_model_pack(m, &data, &len, &e), MMT_OK);
@@ -529,7 +529,7 @@ static void test_pack(void **state) {
   db_handle *db = open_fixture();
   rt_model *m = NULL, *back = NULL;
   ut_err e;
-  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
   void *data = NULL;
   size_t len = 0;
   assert_int_equal(rt_model_pack(m, &data, &len, &e), MMT_OK);

@@ -20,6 +20,7 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
+#include "rt_provenance.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -641,6 +642,89 @@ static void open_or_skip(rt_device *d) {
   assert_int_equal(rc, MMT_OK);
 }
 
+/* A kernel's hash follows what is compiled and launched, nothing else; a row is current
+ * exactly while its kernel is what the template emits. */
+static void test_kernel_hash(void **state) {
+  (void)state;
+  gen_template *t = NULL;
+  ut_err e;
+  gen_config cfg;
+  gen_kernel k = {0};
+  assert_int_equal(gen_load_named("naive", &t, &e), MMT_OK);
+  gen_config_default(t, &cfg);
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nt", &k, &e), MMT_OK);
+  char h[17], again[17], other[17];
+  rt_kernel_hash(&k, h);
+  assert_int_equal(strlen(h), 16);
+  rt_kernel_hash(&k, again);
+  assert_string_equal(h, again);
+  /* one byte of source, one thread of the block, the grid, the arch: another kernel */
+  char *src = k.source;
+  k.source = malloc(strlen(src) + 2);
+  assert_non_null(k.source);
+  sprintf(k.source, "%s ", src);
+  rt_kernel_hash(&k, other);
+  assert_string_not_equal(h, other);
+  free(k.source);
+  k.source = src;
+  k.block[0]++;
+  rt_kernel_hash(&k, other);
+  assert_string_not_equal(h, other);
+  k.block[0]--;
+  k.grid[0].tile++;
+  rt_kernel_hash(&k, other);
+  assert_string_not_equal(h, other);
+  k.grid[0].tile--;
+  snprintf(k.arch, sizeof k.arch, "sm_90a");
+  rt_kernel_hash(&k, other);
+  assert_string_not_equal(h, other);
+  k.arch[0] = '\0';
+  rt_kernel_hash(&k, again);
+  assert_string_equal(h, again);
+
+  char params[256];
+  assert_int_equal(gen_config_format(t, &cfg, params, sizeof params, &e), MMT_OK);
+  bool current = false;
+  /* measured with this kernel, under another template text: current, by emitting */
+  rt_row_kernel row = {.template_hash = "0123456789abcdef",
+                       .kernel_hash = h,
+                       .params = params,
+                       .dtype = "f32",
+                       .layout = "nt"};
+  assert_int_equal(rt_row_current(t, &row, NULL, &current, &e), MMT_OK);
+  assert_true(current);
+  assert_int_equal(rt_row_current(t, &row, &k, &current, &e), MMT_OK);
+  assert_true(current);
+  /* another kernel: stale, whatever the template text says */
+  row.kernel_hash = other;
+  row.template_hash = gen_source_hash(t);
+  assert_int_equal(rt_row_current(t, &row, &k, &current, &e), MMT_OK);
+  assert_false(current);
+  row.template_hash = "0123456789abcdef";
+  assert_int_equal(rt_row_current(t, &row, NULL, &current, &e), MMT_OK);
+  assert_false(current);
+  /* the same kernel in another layout is another kernel */
+  row.kernel_hash = h;
+  row.layout = "nn";
+  assert_int_equal(rt_row_current(t, &row, NULL, &current, &e), MMT_OK);
+  assert_false(current);
+  /* params that are not this template's: stale, not an error */
+  row.layout = "nt";
+  row.params = "nonsense=1";
+  assert_int_equal(rt_row_current(t, &row, NULL, &current, &e), MMT_OK);
+  assert_false(current);
+  /* before kernel hashes: current while the template is as measured */
+  row.params = params;
+  row.kernel_hash = "";
+  assert_int_equal(rt_row_current(t, &row, NULL, &current, &e), MMT_OK);
+  assert_false(current);
+  row.template_hash = gen_source_hash(t);
+  assert_int_equal(rt_row_current(t, &row, NULL, &current, &e), MMT_OK);
+  assert_true(current);
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
 static void test_gpu_device(void **state) {
   (void)state;
   rt_device d;
@@ -889,6 +973,7 @@ int main(void) {
       cmocka_unit_test(test_launch_args),
       cmocka_unit_test(test_tma_l2_promotion),
       cmocka_unit_test(test_workspace_sizing),
+      cmocka_unit_test(test_kernel_hash),
       cmocka_unit_test(test_gpu_device),
       cmocka_unit_test(test_gpu_kernel_load),
       cmocka_unit_test(test_gpu_shared_memory),

@@ -1,33 +1,38 @@
 /*
- * tn_db_cmd.c -- `mmtune db merge|check|export|import|pack`: gathering the databases of
+ * tn_db_cmd.c -- `mmtune db merge|check|export|import|pack|rekey`: gathering the databases of
  * several runs (a cluster's shards, a team's machines) into one, checking a file before it is
- * shipped, sharing rows as text, and packing a file to ship.  The work is db_merge, db_check,
- * db_export_json, db_import_json and db_pack (db.h); this is the command line around them.
+ * shipped, sharing rows as text, packing a file to ship, and recording the kernels of rows
+ * from before kernel hashes.  The work is db_merge, db_check, db_export_json, db_import_json,
+ * db_pack (db.h) and tn_rekey; this is the command line around them.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db.h"
 #include "tn_cli.h"
 #include "tn_opts.h"
+#include "tn_rekey.h"
 #include "tn_row_policy.h"
 
 static const tn_opt DB_OPTS[] = {
     {"into", 0, "DST", "merge, import: the database to add rows to (created if missing)"},
-    {"db", 0, "PATH", "check, export, pack: the database (default as for tune; check also "
-                      "takes PATH)"},
+    {"db", 0, "PATH",
+     "check, export, pack, rekey: the database (default as for tune; check "
+     "also takes PATH)"},
     {"device-name", 0, "NAME", "export: only this GPU model's rows"},
     {"json", 0, NULL, "export: as JSON (the one format, and the default)"},
-    {"out", 'o', "FILE", "export: write FILE (atomically) instead of stdout; pack: the file to "
-                         "write"},
+    {"out", 'o', "FILE",
+     "export: write FILE (atomically) instead of stdout; pack: the file to "
+     "write"},
 };
 
 static const tn_cmd_spec DB_SPEC = {
     "db",
     "merge SRC... --into DST | check [PATH] | export [--db PATH] [--json] [--out FILE] | "
-    "import FILE|- --into DST | pack [--db PATH] --out FILE",
+    "import FILE|- --into DST | pack [--db PATH] --out FILE | rekey [--db PATH]",
     "Databases and exports from elsewhere are untrusted: merge, import and check read every\n"
     "row and refuse a file whose row has a column of the wrong type, out of range (sizes over\n"
     "2^31 - 1, a negative or infinite time), with bytes that are not printable UTF-8, an\n"
@@ -49,6 +54,10 @@ static const tn_cmd_spec DB_SPEC = {
     "pack: writes a self-contained copy of a database to FILE: compacted, without the -wal and\n"
     "-shm side files, readable from a read-only folder or image.  What to ship with an\n"
     "application.\n"
+    "rekey: records the kernel each row measured before mmtune kept kernel hashes (an older\n"
+    "database) where this machine's templates still emit it, so that the row outlives the\n"
+    "next edit of its template.  Rows need it only for that: without it they serve while\n"
+    "their template is as measured (or listed in its lineage).\n"
     "Exit codes: 2 for bad arguments and missing files, 1 when the work failed (a refused\n"
     "input, a damaged database).",
     DB_OPTS, (int)(sizeof DB_OPTS / sizeof DB_OPTS[0])};
@@ -218,12 +227,28 @@ static int pack(const tn_opts *o) {
   return TN_EXIT_OK;
 }
 
+static int rekey(const tn_opts *o) {
+  char path[4096];
+  int ex = db_arg(o, false, path, sizeof path);
+  if (ex) return ex;
+  if (access(path, F_OK) != 0) return tn_usage_error("db", "no database at '%s'", path);
+  ut_err err;
+  int64_t done = 0, left = 0;
+  mmt_status rc = tn_rekey(path, &done, &left, &err);
+  if (rc == MMT_ERR_NOT_FOUND) return tn_usage_error("db", "%s", err.msg);
+  if (rc) return tn_fail("db", "rekey failed: %s", err.msg);
+  printf("rekeyed %s: %lld rows given the hash of their kernel, %lld left without one (their "
+         "template changed since, or is not here)\n",
+         path, (long long)done, (long long)left);
+  return TN_EXIT_OK;
+}
+
 int tn_cmd_db(int argc, char **argv) {
   tn_opts o;
   int ex = tn_opts_parse(&DB_SPEC, argc, argv, &o);
   if (ex || o.help) goto done;
   if (o.npos < 1)
-    ex = tn_usage_error("db", "expected a subcommand: merge, check, export, import or pack");
+    ex = tn_usage_error("db", "expected a subcommand: merge, check, export, import, pack or rekey");
   else if (!strcmp(o.pos[0], "merge"))
     ex = merge(&o);
   else if (!strcmp(o.pos[0], "check"))
@@ -234,9 +259,11 @@ int tn_cmd_db(int argc, char **argv) {
     ex = import_json(&o);
   else if (!strcmp(o.pos[0], "pack"))
     ex = pack(&o);
+  else if (!strcmp(o.pos[0], "rekey"))
+    ex = rekey(&o);
   else
     ex = tn_usage_error(
-        "db", "unknown subcommand '%s' (expected merge, check, export, import or pack)",
+        "db", "unknown subcommand '%s' (expected merge, check, export, import, pack or rekey)",
         o.pos[0]);
 done:
   tn_opts_free(&o);

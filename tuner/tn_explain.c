@@ -118,8 +118,10 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
   printf("  record:    #%lld, %lldx%lldx%lld on %s: %.4f ms median, %.2f TFLOP/s\n",
          (long long)c->record_id, (long long)c->tuned_m, (long long)c->tuned_n,
          (long long)c->tuned_k, c->device_name, c->tuned_ms, c->tuned_tflops);
-  printf("  verified:  rel err %.1e, max err %.1e against float64; %s, NVRTC %s, template %s\n",
-         c->rel_err, c->max_err, when, c->nvrtc_version, c->template_hash);
+  printf("  verified:  rel err %.1e, max err %.1e against float64; %s, NVRTC %s, template %s, "
+         "kernel %s\n",
+         c->rel_err, c->max_err, when, c->nvrtc_version, c->template_hash,
+         c->kernel_hash[0] ? c->kernel_hash : "not recorded");
 }
 
 /* The first `top` candidates of p's ranking: what the choice was made from. */

@@ -12,13 +12,16 @@
 
 #include "rt_choose.h"
 #include "rt_model.h"
+#include "rt_provenance.h"
 #include "tn_measure.h"
 #include "tn_tune_int.h"
 
-/* The ok rows of a problem already in the database: "template\nparams" -> median ms. */
+/* The ok rows of a problem already in the database: "template\nparams" -> median ms, and the
+ * kernel the row measured ("": a row from before kernel hashes, of the template as it is). */
 typedef struct {
   char key[GEN_NAME_MAX + 256];
   double ms;
+  char kernel_hash[17];
 } known_row;
 
 /* ---- kernels ------------------------------------------------------------------------------ */
@@ -83,6 +86,7 @@ static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_conf
   mmt_status rc = gen_config_format(r->ts[ti], cfg, k->params, sizeof k->params, err);
   if (!rc) rc = gen_emit(r->ts[ti], cfg, dtype, r->layout, &k->spec, err);
   if (rc) return rc;
+  rt_kernel_hash(&k->spec, k->kernel_hash);
   ut_err no_tile; /* a template whose grid names no tile: its rows go without a launch shape */
   (void)rt_launch_of(r->ts[ti], cfg, &k->spec, &k->launch, &no_tile);
   free(k->spec.source); /* emitted again when submitted: thousands of sources add up */
@@ -163,6 +167,7 @@ void tn_tune_result_key(const tune_run *r, int sid, int kid, db_result *row) {
   snprintf(row->template_name, sizeof row->template_name, "%s", gen_name(t));
   snprintf(row->template_hash, sizeof row->template_hash, "%s", gen_source_hash(t));
   snprintf(row->params, sizeof row->params, "%s", kern->params);
+  snprintf(row->kernel_hash, sizeof row->kernel_hash, "%s", kern->kernel_hash);
   snprintf(row->problem.dtype, sizeof row->problem.dtype, "%s", kern->dtype);
   snprintf(row->problem.layout, sizeof row->problem.layout, "%s", r->layout);
   row->problem.m = r->shapes[sid].m;
@@ -175,7 +180,7 @@ void tn_tune_result_key(const tune_run *r, int sid, int kid, db_result *row) {
 mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err) {
   rt_model *m = NULL;
   rt_model_device dev = {.sm_count = r->dev.sm_count, .cc_major = r->dev.cc_major};
-  mmt_status rc = rt_model_fit(r->db, r->dev.name, &dev, NULL, NULL, &m, err);
+  mmt_status rc = rt_model_fit(r->db, r->dev.name, &dev, NULL, &m, err);
   if (rc) return rc;
   gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
   rt_model_focus(m, &p, NULL);
@@ -205,13 +210,22 @@ static int compare_known(const void *a, const void *b) {
   return c ? c : (x->ms > y->ms) - (x->ms < y->ms);
 }
 
-/* db_each_ok callback: keeps rows with this run's provenance (NVRTC, template source). */
+/* db_each_ok callback: keeps rows of this run's NVRTC and templates that may have measured
+ * the run's kernels: those with a kernel hash (known_cost compares it) and older ones whose
+ * template is as measured. */
 static int collect_known(const db_result *row, void *user) {
   known_set *ks = user;
   if (strcmp(row->nvrtc_version, ks->r->nvrtc)) return 0;
   for (int t = 0; t < ks->r->nts; t++) {
-    const gen_template *tm = ks->r->ts[t];
-    if (strcmp(gen_name(tm), row->template_name) || strcmp(gen_source_hash(tm), row->template_hash))
+    gen_template *tm = ks->r->ts[t];
+    const rt_row_kernel rk = {.template_hash = row->template_hash,
+                              .kernel_hash = "",
+                              .params = row->params,
+                              .dtype = row->problem.dtype,
+                              .layout = row->problem.layout};
+    bool current = true;
+    if (strcmp(gen_name(tm), row->template_name)) continue;
+    if (!row->kernel_hash[0] && (rt_row_current(tm, &rk, NULL, &current, NULL) || !current))
       continue;
     known_row *rows = ut_grow(ks->rows, &ks->cap, ks->count + 1, sizeof *rows);
     if (!rows) {
@@ -222,6 +236,7 @@ static int collect_known(const db_result *row, void *user) {
     known_row *k = &rows[ks->count++];
     snprintf(k->key, sizeof k->key, "%s\n%s", row->template_name, row->params);
     k->ms = isnan(row->ms_median) ? INFINITY : row->ms_median;
+    memcpy(k->kernel_hash, row->kernel_hash, sizeof k->kernel_hash);
   }
   return 0;
 }
@@ -258,7 +273,14 @@ static mmt_status known_cost(tune_run *r, const tune_problem *pb, int kid, const
     if (strcmp(ks->rows[mid].key, want.key) < 0) lo = mid + 1;
     else hi = mid;
   }
-  if (lo < ks->count && !strcmp(ks->rows[lo].key, want.key)) *cost = ks->rows[lo].ms;
+  /* the fastest of them that measured this kernel */
+  for (; lo < ks->count && !strcmp(ks->rows[lo].key, want.key); lo++) {
+    const char *kh = ks->rows[lo].kernel_hash;
+    if (!kh[0] || !strcmp(kh, key.kernel_hash)) {
+      *cost = ks->rows[lo].ms;
+      break;
+    }
+  }
   return MMT_OK;
 }
 

@@ -27,6 +27,7 @@ typedef struct {
   char params[256];
   gen_kernel spec; /* launch description; its source is emitted again when submitted */
   db_launch launch; /* its launch shape (rt_launch_of), stored with its rows; 0s: unknown */
+  char kernel_hash[17]; /* rt_kernel_hash: what its rows say they measured */
   bool submitted, compiled;
   mmt_status compile_rc;
   char compile_error[512];

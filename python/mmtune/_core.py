@@ -45,6 +45,7 @@ class Choice:
     device_name: str
     nvrtc_version: str
     template_hash: str
+    kernel_hash: str
 
     def as_dict(self):
         return dataclasses.asdict(self)

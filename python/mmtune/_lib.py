@@ -97,6 +97,7 @@ class ChoiceStruct(ctypes.Structure):
         ("device_name", ctypes.c_char * 128),
         ("nvrtc_version", ctypes.c_char * 16),
         ("template_hash", ctypes.c_char * 17),
+        ("kernel_hash", ctypes.c_char * 17),
     ]
 
 
