@@ -276,6 +276,18 @@ mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, c
                     gen_kernel *out, ut_err *err);
 void gen_kernel_clear(gen_kernel *k);
 
+/* The most bytes gen_kernel_launch_text writes, NUL included (a kernel name of 255 characters
+ * and four tensor maps fit). */
+#define GEN_LAUNCH_TEXT_MAX 1024
+/* The launch description of k, everything of the kernel table but its source and the dtype
+ * and layout it was emitted for, as one line of text: kernel name, block, shared bytes, grid
+ * rules, requirements, exclusive, workspace, dependent launch, arch and tensor maps.  Two
+ * kernels with the same source and the same text launch the same way; hashed with the source
+ * it names what was compiled and run (tests/data/emit_golden.txt holds its hash).  Errors:
+ * MMT_ERR_INVALID_ARG (NULL, or outlen too short for the text; GEN_LAUNCH_TEXT_MAX always
+ * does), out then "". */
+mmt_status gen_kernel_launch_text(const gen_kernel *k, char *out, size_t outlen, ut_err *err);
+
 /* Grid for a problem from a kernel's grid rule on a device of sm_count multiprocessors (used
  * by per-SM dimensions only), each dimension rounded up to whole clusters (the blocks past the
  * problem's are the kernel's to idle).  M or N == 0 gives a 0 dimension: launch nothing (a
