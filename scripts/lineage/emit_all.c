@@ -19,9 +19,12 @@
  * Templates are emitted with gen's default device (GEN_DEFAULT_ARCH's limits where the tree has
  * them: 132 SMs, 227 KiB shared memory a block, an H100's and an H200's).
  *
- * Usage: emit_all [--every N] [TEMPLATE...]   (no names: every template gen_list finds)
+ * Usage: emit_all [--every N | --hashes] [TEMPLATE...]   (no names: every template gen_list
+ *                                                       finds)
  *   --every N  emit only the configs whose canonical params text hashes to 0 modulo N: a sample
  *              that both trees draw alike where a template's params did not change.
+ *   --hashes   only the "# template" lines: a tree's gen_source_hash of each template (what its
+ *              tuner wrote into a row's template_hash).
  * Exit status 0, or 1 when a template does not load or a valid config fails to emit.
  */
 #include <stdint.h>
@@ -127,7 +130,8 @@ static int emit_config(gen_template *t, const gen_config *c, const char *params,
   return failed;
 }
 
-static int emit_template(const char *name, uint64_t every) {
+/* hashes_only: the "# template" line alone (--hashes). */
+static int emit_template(const char *name, uint64_t every, bool hashes_only) {
   gen_template *t = NULL;
   ut_err e;
   if (gen_load_named(name, &t, &e) != MMT_OK) {
@@ -138,6 +142,10 @@ static int emit_template(const char *name, uint64_t every) {
   emit_counts n = {.every = every};
   int failed = 0;
   printf("# template %s %s %s\n", gen_name(t), gen_source_hash(t), gen_path(t));
+  if (hashes_only) {
+    gen_free(t);
+    return 0;
+  }
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;
     char params[PARAMS_MAX];
@@ -162,7 +170,10 @@ static int emit_template(const char *name, uint64_t every) {
 int main(int argc, char **argv) {
   uint64_t every = 1;
   int first = 1;
-  if (argc > 2 && strcmp(argv[1], "--every") == 0) {
+  const bool hashes_only = argc > 1 && strcmp(argv[1], "--hashes") == 0;
+  if (hashes_only) {
+    first = 2;
+  } else if (argc > 2 && strcmp(argv[1], "--every") == 0) {
     char *end = NULL;
     every = strtoull(argv[2], &end, 10);
     if (!end || *end || every < 1) {
@@ -173,7 +184,7 @@ int main(int argc, char **argv) {
   }
   int failed = 0;
   if (first < argc) {
-    for (int i = first; i < argc; i++) failed |= emit_template(argv[i], every);
+    for (int i = first; i < argc; i++) failed |= emit_template(argv[i], every, hashes_only);
     return failed;
   }
   char **names = NULL;
@@ -183,7 +194,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "emit_all: %s\n", e.msg);
     return 1;
   }
-  for (int i = 0; i < count; i++) failed |= emit_template(names[i], every);
+  for (int i = 0; i < count; i++) failed |= emit_template(names[i], every, hashes_only);
   gen_names_free(names, count);
   return failed;
 }
