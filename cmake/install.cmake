@@ -15,7 +15,8 @@ install(TARGETS mmt_util mmt_gen mmt_db mmt_runtime mmtune mmtune_shared EXPORT 
 install(TARGETS mmtune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/mmtune.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mmtune/templates
-        FILES_MATCHING PATTERN "*.lua" PATTERN "*.cu" PATTERN "*.md") # snippets too
+        FILES_MATCHING PATTERN "*.lua" PATTERN "*.cu" PATTERN "*.md"
+        PATTERN "lineage.txt") # snippets and the lineage of earlier versions too
 
 # A sanitized build's libmmtune needs the sanitizers' runtimes in the program that uses it,
 # ASan's first: the package links its users with the same flags (mmtune.pc and

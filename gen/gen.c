@@ -108,6 +108,7 @@ mmt_status gen_load_named(const char *name, gen_template **out, ut_err *err) {
 void gen_free(gen_template *t) {
   if (!t) return;
   if (t->L) gen_sb_close(t);
+  gen_lineage_free(t->lineage);
   free(t->path);
   free(t);
 }

@@ -220,6 +220,36 @@ const char *gen_description(const gen_template *t);
 const char *gen_path(const gen_template *t);
 /* Hash of the template's source text, 16 hex digits (provenance). */
 const char *gen_source_hash(const gen_template *t);
+/*
+ * Lineage: rows measured with an earlier version of a template that emits what this one emits.
+ * A database row records the hash of the template that emitted its kernel (gen_source_hash);
+ * when the template file is edited, the hash changes and the row no longer names the current
+ * template.  A refactor that emits the same kernels declares so in `lineage.txt`, the file of
+ * that name in the template file's own folder (a user's template folder has its own, or none),
+ * one line each:
+ *   # comment
+ *   <template> <earlier hash> <current hash>
+ *       each kernel that <template> emitted when its hash was <earlier hash> (every config,
+ *       dtype and layout) is emitted byte for byte the same (source and launch description,
+ *       gen_kernel_launch_text) by <template> with hash <current hash>;
+ *   <template> <earlier hash> <current hash> <dtype> <layout> <params>
+ *       except this config (params canonical, gen_config_format): its kernel changed, or it
+ *       emits no longer; rows of it stay stale.
+ * Hashes are 16 lowercase hex digits; fields are separated by spaces or tabs.  Only lines whose
+ * current hash is the template's own take effect, so any later edit of the template (which
+ * changes its hash) makes them inert until they are written again for the new hash
+ * (scripts/lineage.sh does, checking what both versions emit).  Malformed lines, lines over
+ * 4 KiB and whatever lies past the file's first 16 MiB are ignored.
+ */
+/* Whether a row measured with template hash earlier_hash of t's name, for (dtype, layout,
+ * params), measured the kernel t emits now: earlier_hash is gen_source_hash(t), or t's
+ * lineage.txt lists (name, earlier_hash, gen_source_hash(t)) and not that config as an
+ * exception.  The file is read at the first call and kept with t (so t changes: one thread at a
+ * time, as for every call on t); a missing or unreadable file
+ * is no lineage (false but for t's own hash), and so is running out of memory reading it.
+ * Strings are compared as they are (params as the row stores them).  NULL arguments: false. */
+bool gen_emits_as(gen_template *t, const char *earlier_hash, const char *dtype, const char *layout,
+                  const char *params);
 bool gen_supports_dtype(const gen_template *t, const char *dtype);
 /* Whether the template declares layout (its `layouts` list; {"nn"} when it has none). */
 bool gen_supports_layout(const gen_template *t, const char *layout);
@@ -275,6 +305,18 @@ mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dty
 mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, const char *layout,
                     gen_kernel *out, ut_err *err);
 void gen_kernel_clear(gen_kernel *k);
+
+/* The most bytes gen_kernel_launch_text writes, NUL included (a kernel name of 255 characters
+ * and four tensor maps fit). */
+#define GEN_LAUNCH_TEXT_MAX 1024
+/* The launch description of k, everything of the kernel table but its source and the dtype
+ * and layout it was emitted for, as one line of text: kernel name, block, shared bytes, grid
+ * rules, requirements, exclusive, workspace, dependent launch, arch and tensor maps.  Two
+ * kernels with the same source and the same text launch the same way; hashed with the source
+ * it names what was compiled and run (tests/data/emit_golden.txt holds its hash).  Errors:
+ * MMT_ERR_INVALID_ARG (NULL, or outlen too short for the text; GEN_LAUNCH_TEXT_MAX always
+ * does), out then "". */
+mmt_status gen_kernel_launch_text(const gen_kernel *k, char *out, size_t outlen, ut_err *err);
 
 /* Grid for a problem from a kernel's grid rule on a device of sm_count multiprocessors (used
  * by per-SM dimensions only), each dimension rounded up to whole clusters (the blocks past the

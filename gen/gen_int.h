@@ -21,6 +21,10 @@ typedef struct {
   bool insn_hit;   /* the instruction budget ran out during the current call */
 } gen_sandbox;
 
+/* The lines of a template folder's lineage.txt that name the template and its hash
+ * (gen_lineage.c). */
+typedef struct gen_lineage gen_lineage;
+
 typedef struct {
   char name[GEN_NAME_MAX];
   int nvalues;
@@ -46,6 +50,8 @@ struct gen_template {
   gen_device device;   /* mmt.device: the limits its configs must fit (gen_set_device) */
   int constraints_ref; /* registry refs; LUA_NOREF when the template has no constraints */
   int emit_ref;
+  bool lineage_read;    /* gen_emits_as read lineage.txt (once) */
+  gen_lineage *lineage; /* what it kept; NULL when it ran out of memory */
 };
 
 /* gen_sandbox.c */
@@ -103,6 +109,11 @@ void gen_push_device(lua_State *L, gen_template *t);
 bool gen_value_allowed(const gen_template *t, int i, int64_t value);
 /* MMT_ERR_INVALID_ARG unless cfg has one listed value per parameter. */
 mmt_status gen_config_check(const gen_template *t, const gen_config *cfg, ut_err *err);
+
+/* gen_lineage.c */
+
+/* gen_lineage_free(NULL) is a no-op. */
+void gen_lineage_free(gen_lineage *g);
 
 /* gen_decl.c */
 

@@ -26,34 +26,13 @@
 #define GOLDEN_PER 40
 #define LINE_MAX_LEN 2048
 
-/* The kernel table but its source, as text: what the runtime launches from. */
-static void launch_text(const gen_kernel *k, char *out, size_t len) {
-  int n = snprintf(out, len, "%s block=%u,%u,%u shared=%u", k->kernel_name, k->block[0],
-                   k->block[1], k->block[2], k->shared_bytes);
-  for (int i = 0; i < 3 && n > 0 && (size_t)n < len; i++)
-    n += snprintf(out + n, len - (size_t)n, " grid%d=%d:%lld:%d", i, k->grid[i].dim,
-                  (long long)k->grid[i].tile, k->grid[i].cluster);
-  const gen_requires *r = &k->requires;
-  if (n > 0 && (size_t)n < len)
-    n += snprintf(out + n, len - (size_t)n,
-                  " req=%lld,%lld,%lld,%d,%d,%d excl=%d ws=%u dep=%d arch=%s maps=%d",
-                  (long long)r->m_multiple, (long long)r->n_multiple, (long long)r->k_multiple,
-                  r->align_bytes, r->repack, r->c_any_align, k->exclusive, k->workspace_per_block,
-                  k->dependent_launch, k->arch, k->ntensor_maps);
-  for (int i = 0; i < k->ntensor_maps && n > 0 && (size_t)n < len; i++) {
-    const gen_tensor_map *m = &k->tensor_maps[i];
-    n += snprintf(out + n, len - (size_t)n, " %c:%u:%u:%u", m->operand, m->box[0], m->box[1],
-                  m->swizzle);
-  }
-}
-
 /* The two hashes of a config's kernel, as 16 hex digits each; false when it does not emit. */
 static bool kernel_hashes(gen_template *t, const gen_config *c, const char *dtype,
                           const char *layout, char src[17], char launch[17], ut_err *e) {
   gen_kernel k = {0};
   if (gen_emit(t, c, dtype, layout, &k, e) != MMT_OK) return false;
-  char text[LINE_MAX_LEN];
-  launch_text(&k, text, sizeof text);
+  char text[GEN_LAUNCH_TEXT_MAX];
+  assert_int_equal(gen_kernel_launch_text(&k, text, sizeof text, e), MMT_OK);
   ut_hash64_hex(ut_hash64(k.source, strlen(k.source)), src);
   ut_hash64_hex(ut_hash64(text, strlen(text)), launch);
   gen_kernel_clear(&k);
