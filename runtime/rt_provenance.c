@@ -2,7 +2,6 @@
  * the kernel its template emits. */
 #include "rt_provenance.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "rt_compile.h"
@@ -15,36 +14,18 @@ static uint64_t more_text(uint64_t h, const char *text) {
 void rt_kernel_hash(const gen_kernel *k, char out[17]) {
   const char *const *opts = NULL;
   int nopts = rt_compile_fixed_options(&opts);
-  uint64_t h = ut_hash64(k->source ? k->source : "", k->source ? strlen(k->source) + 1 : 1);
-  h = more_text(h, k->arch); /* the architecture option follows from it and the device's */
+  char launch[GEN_LAUNCH_TEXT_MAX];
+  (void)gen_kernel_launch_text(k, launch, sizeof launch, NULL); /* always fits: "" otherwise */
+  uint64_t h = more_text(ut_hash64("", 0), k->source);
+  h = more_text(h, launch); /* names the arch, from which the architecture option follows */
   for (int i = 0; i < nopts; i++) h = more_text(h, opts[i]);
-  /* the launch description as text: the same on every host, whatever the struct's padding */
-  char text[512];
-  const gen_requires *r = &k->requires;
-  snprintf(text, sizeof text,
-           "block=%u,%u,%u shared=%u excl=%d ws=%u dep=%d req=%lld,%lld,%lld,%d,%d,%d maps=%d",
-           k->block[0], k->block[1], k->block[2], k->shared_bytes, k->exclusive,
-           k->workspace_per_block, k->dependent_launch, (long long)r->m_multiple,
-           (long long)r->n_multiple, (long long)r->k_multiple, r->align_bytes, r->repack,
-           r->c_any_align, k->ntensor_maps);
-  h = more_text(h, k->kernel_name);
-  h = more_text(h, text);
-  for (int i = 0; i < 3; i++) {
-    snprintf(text, sizeof text, "grid%d=%d:%lld:%d", i, k->grid[i].dim, (long long)k->grid[i].tile,
-             k->grid[i].cluster);
-    h = more_text(h, text);
-  }
-  for (int i = 0; i < k->ntensor_maps && i < GEN_MAX_TENSOR_MAPS; i++) {
-    const gen_tensor_map *m = &k->tensor_maps[i];
-    snprintf(text, sizeof text, "map=%c:%u:%u:%u", m->operand, m->box[0], m->box[1], m->swizzle);
-    h = more_text(h, text);
-  }
   ut_hash64_hex(h, out);
 }
 
-/* A row from before schema 6: current while its template is as measured. */
+/* A row from before schema 6: current while its template is as measured, or an earlier
+ * version that its lineage says emits the same kernel. */
 static bool legacy_current(gen_template *t, const rt_row_kernel *r) {
-  return strcmp(r->template_hash, gen_source_hash(t)) == 0;
+  return gen_emits_as(t, r->template_hash, r->dtype, r->layout, r->params);
 }
 
 mmt_status rt_row_current(gen_template *t, const rt_row_kernel *r, const gen_kernel *now,
