@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tn_args.h"
+#include "cli/args.h"
 
 /* Asserts that parsing `text` as an M-like size fails with a message naming M and the text. */
 static void expect_bad_size(const char *text, const char *extra) {

@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "cli_run.h"
-#include "tn_csv.h"
-#include "tn_cublas.h"
+#include "gpu/cublas.h"
+#include "report/csv.h"
 #include "util.h"
 
 #define RUN_TIMEOUT_S 300

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "tn_search.h"
+#include "engine/search.h"
 
 #define NP 4
 static const int NV[NP] = {6, 5, 8, 4};

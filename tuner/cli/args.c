@@ -1,5 +1,5 @@
-/* tn_args.c -- see tn_args.h.  Strict parsing: what is accepted is exactly what is documented. */
-#include "tn_args.h"
+/* cli/args.c -- see cli/args.h.  Strict parsing: what is accepted is exactly what is documented. */
+#include "cli/args.h"
 
 #include <errno.h>
 #include <math.h>

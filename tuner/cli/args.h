@@ -1,11 +1,11 @@
 /*
- * tn_args.h -- parsing of the CLI's arguments: numbers, shapes, shape files, lists.  Prefix tn_.
+ * cli/args.h -- parsing of the CLI's arguments: numbers, shapes, shape files, lists.  Prefix tn_.
  * Every failure returns MMT_ERR_INVALID_ARG (MMT_ERR_IO for an unreadable file) with a
  * one-line message naming the argument and the offending text, e.g.
  *   "M must be an integer in [1, 2147483647], got '0'".
  */
-#ifndef MMT_TN_ARGS_H
-#define MMT_TN_ARGS_H
+#ifndef MMT_TN_CLI_ARGS_H
+#define MMT_TN_CLI_ARGS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -80,4 +80,4 @@ mmt_status tn_split_list(const char *arg, const char *what, char ***items, int *
 /* Frees each item, then the array.  tn_list_free(NULL, n) is a no-op. */
 void tn_list_free(char **items, int count);
 
-#endif /* MMT_TN_ARGS_H */
+#endif /* MMT_TN_CLI_ARGS_H */

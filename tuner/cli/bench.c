@@ -1,5 +1,5 @@
 /*
- * tn_bench.c -- `mmtune bench`: verified timings of C = A*B (row-major), side by side.
+ * cli/bench.c -- `mmtune bench`: verified timings of C = A*B (row-major), side by side.
  *
  *   mmtune bench M N K         the table the classic matmul samples print, for one shape: CPU
  *                              serial, CPU multithreaded, the naive and shared-memory GPU
@@ -10,9 +10,9 @@
  *
  * "Tuned" is the dispatcher's choice for the shape (rt_choose: exact, predicted or default), the
  * kernel an application's mmt_gemm gets from the same database.  cuBLAS is cublasSgemm in
- * pedantic fp32 (no TF32), or cublasGemmEx for 16-bit dtypes, loaded at run time (tn_cublas.h): without it the cuBLAS row says
- * why and the rest runs.  Every row, cuBLAS included, is verified against the float64
- * reference by tn_measure.h.  tuned/cuBLAS is the tuned TFLOP/s over cuBLAS's (> 1: mmtune is
+ * pedantic fp32 (no TF32), or cublasGemmEx for 16-bit dtypes, loaded at run time
+ * (gpu/cublas.h): without it the cuBLAS row says why and the rest runs.  Every row, cuBLAS included, is verified against the float64
+ * reference by gpu/measure.h.  tuned/cuBLAS is the tuned TFLOP/s over cuBLAS's (> 1: mmtune is
  * faster), both measured in this run with the same inputs, copies and timing.
  *
  * --csv PATH writes the same rows as CSV, replacing PATH atomically once the table is
@@ -27,14 +27,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "gpu/cublas.h"
+#include "gpu/measure.h"
+#include "gpu/ref.h"
+#include "report/csv.h"
 #include "rt_choose.h"
 #include "rt_gemm.h"
-#include "tn_cli.h"
-#include "tn_csv.h"
-#include "tn_cublas.h"
-#include "tn_measure.h"
-#include "tn_opts.h"
-#include "tn_ref.h"
 
 static const tn_opt BENCH_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},

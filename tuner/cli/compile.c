@@ -1,5 +1,5 @@
 /*
- * tn_cmds.c -- the CLI's inspection commands: templates, space, emit, compile, show.
+ * cli/compile.c -- the CLI's inspection commands: templates, space, emit, compile, show.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "db.h"
 #include "gen.h"
+#include "gpu/pool.h"
 #include "rt_compile.h"
-#include "tn_cli.h"
-#include "tn_opts.h"
-#include "tn_pool.h"
 
 /* Length of the first line of s (messages are shown one line each). */
 static int first_line_len(const char *s) { return (int)strcspn(s, "\r\n"); }

@@ -1,5 +1,5 @@
 /*
- * tn_db_cmd.c -- `mmtune db merge|check|export|import|pack`: gathering the databases of
+ * cli/db.c -- `mmtune db merge|check|export|import|pack`: gathering the databases of
  * several runs (a cluster's shards, a team's machines) into one, checking a file before it is
  * shipped, sharing rows as text, and packing a file to ship.  The work is db_merge, db_check,
  * db_export_json, db_import_json and db_pack (db.h); this is the command line around them.
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "cli/row_policy.h"
 #include "db.h"
-#include "tn_cli.h"
-#include "tn_opts.h"
-#include "tn_row_policy.h"
 
 static const tn_opt DB_OPTS[] = {
     {"into", 0, "DST", "merge, import: the database to add rows to (created if missing)"},

@@ -1,5 +1,5 @@
 /*
- * tn_explain.c -- `mmtune explain M N K`: which kernel an application's mmt_gemm call would
+ * cli/explain.c -- `mmtune explain M N K`: which kernel an application's mmt_gemm call would
  * get, and the verification record the choice relies on.  With --device it asks the GPU's
  * context (mmt_explain); with --device-name it makes the same choice for that GPU model from
  * the database alone, without a GPU (rt_explain).
@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "mmtune.h"
 #include "rt_choose.h"
 #include "rt_gemm.h"
-#include "tn_cli.h"
-#include "tn_opts.h"
 
 static const tn_opt EXPLAIN_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},

@@ -1,13 +1,13 @@
 /*
- * main.c -- the mmtune executable: picks the command (tn_cli.h) from argv[1].
+ * cli/main.c -- the mmtune executable: picks the command (cli/cli.h) from argv[1].
  * `mmtune` alone or with an option first runs the main job, tune.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "rt_compile.h"
-#include "tn_cli.h"
-#include "tn_opts.h"
 
 #ifndef MMT_VERSION
 #define MMT_VERSION "0.1.0"

@@ -1,5 +1,5 @@
 /*
- * tn_measure_cmd.c -- `mmtune measure T [name=value ...] --shape MxNxK`: one config of one
+ * cli/measure.c -- `mmtune measure T [name=value ...] --shape MxNxK`: one config of one
  * template on one problem, verified and timed exactly as tuning does it (the problem's
  * constraints and the kernel's requirements, the cubin cache, the worker process, the tuner's
  * measurement options), then printed.  Writes nothing to the database.
@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "gen.h"
+#include "gpu/measure.h"
+#include "gpu/worker.h"
 #include "rt_compile.h"
-#include "tn_cli.h"
-#include "tn_measure.h"
-#include "tn_opts.h"
-#include "tn_worker.h"
 
 #define CMD "measure"
 #define DEFAULT_WATCHDOG_S 60 /* as tune */
@@ -190,7 +190,7 @@ static void unmet_reason(const gen_requires *q, const gen_problem *p, char *out,
 }
 
 /* The config against the problem: the template's constraints, then the emitted kernel's
- * requirements, as tuning plans candidates (tn_plan.c).  Emits r->k. */
+ * requirements, as tuning plans candidates (engine/plan.c).  Emits r->k. */
 static int check_config(measure_run *r) {
   const gen_problem *p = &r->p;
   bool valid = false;
@@ -293,7 +293,7 @@ static int run_measure(measure_run *r) {
   rt_cubin cubin = {0};
   tn_measurement m;
   if (compile_kernel(r, &cubin, &m)) {
-    /* The tuner's options (tn_tune.c measure_one) for a first candidate (no cutoff unless
+    /* The tuner's options (engine/tune_loop.c measure_one) for a first candidate (no cutoff unless
      * --cutoff); but
      * warmed up as bench is, since nothing ran before it to bring the clocks up from idle. */
     tn_measure_opts mo = {.m = r->p.m, .n = r->p.n, .k = r->p.k, .lda = r->p.lda,

@@ -1,5 +1,5 @@
 /*
- * tn_model_cmd.c -- `mmtune model evaluate`: how well the performance model (rt_model.h)
+ * cli/model.c -- `mmtune model evaluate`: how well the performance model (rt_model.h)
  * serves shapes it never saw, measured on the database alone (no GPU).  Leave-one-shape-out:
  * for each tuned problem (GPU model, dtype, layout, shape), its rows are hidden from the
  * model, the dispatcher's ranking (rt_rank) is made without them, and the first ranked config
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "rt_choose.h"
-#include "tn_cli.h"
-#include "tn_opts.h"
 
 static const tn_opt MODEL_OPTS[] = {
     {"db", 0, "PATH", "results database (default as for tune)"},

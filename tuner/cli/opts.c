@@ -1,5 +1,5 @@
 /*
- * tn_opts.c -- the option parser and option helpers shared by the CLI's commands (tn_opts.h),
+ * cli/opts.c -- the option parser and option helpers shared by the CLI's commands (cli/opts.h),
  * and tn_usage_error / tn_fail.
  */
 #include <ctype.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "mmtune.h"
-#include "tn_cli.h"
-#include "tn_opts.h"
 
 /* ---- messages ------------------------------------------------------------------------- */
 

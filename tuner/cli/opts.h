@@ -1,6 +1,6 @@
 /*
- * tn_opts.h -- option parsing shared by the CLI's commands (implemented in tn_opts.c).
- * Prefix tn_.  Private to the mmtune executable.
+ * cli/opts.h -- option parsing shared by the CLI's commands (implemented in cli/opts.c).
+ * Prefix tn_.  Part of tn_cmdline: the commands, multi-GPU tune and the report use it.
  *
  * One syntax for every command:
  *   --name VALUE, --name=VALUE, -x VALUE, -xVALUE   an option with a value
@@ -10,20 +10,20 @@
  * with "-" and a digit ("-1") are positional, so a negative number reaches the number parser
  * and gets its message.  -h and --help print the command's help.
  *
- * Every helper that returns an int returns a process exit code (tn_cli.h): TN_EXIT_OK, or
+ * Every helper that returns an int returns a process exit code (cli/cli.h): TN_EXIT_OK, or
  * TN_EXIT_USAGE after printing one line "mmtune <cmd>: <problem>" on stderr, or TN_EXIT_FAIL
  * (work failed, message printed) where documented.
  */
-#ifndef MMT_TN_OPTS_H
-#define MMT_TN_OPTS_H
+#ifndef MMT_TN_CLI_OPTS_H
+#define MMT_TN_CLI_OPTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/args.h"
 #include "gen.h"
 #include "mmtune.h"
-#include "tn_args.h"
 
 #define TN_OPTS_MAX 32
 
@@ -97,4 +97,4 @@ int tn_opt_templates(const char *cmd, const char *list, gen_template ***ts, int 
 int tn_load_templates(const char *cmd, char **names, int nnames, gen_template ***ts, int *count);
 void tn_templates_free(gen_template **ts, int count);
 
-#endif /* MMT_TN_OPTS_H */
+#endif /* MMT_TN_CLI_OPTS_H */

@@ -1,8 +1,8 @@
 /*
- * tn_row_policy.c -- what the tuner knows of a row from elsewhere and db/ does not
+ * cli/row_policy.c -- what the tuner knows of a row from elsewhere and db/ does not
  * (db_row_policy, db.h): the element types mmtune has, and each template's parameters.
  */
-#include "tn_row_policy.h"
+#include "cli/row_policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

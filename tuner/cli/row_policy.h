@@ -1,11 +1,11 @@
 /*
- * tn_row_policy.h -- the checks db_merge, db_import_json and db_check run on rows from
+ * cli/row_policy.h -- the checks db_merge, db_import_json and db_check run on rows from
  * elsewhere that need the templates (gen/): an element type mmtune knows, and params that
- * are a config of the row's template, as this machine has it.  Private to the mmtune
- * executable.
+ * are a config of the row's template, as this machine has it.  Used by the db command
+ * (cli/db.c).
  */
-#ifndef MMT_TN_ROW_POLICY_H
-#define MMT_TN_ROW_POLICY_H
+#ifndef MMT_TN_CLI_ROW_POLICY_H
+#define MMT_TN_CLI_ROW_POLICY_H
 
 #include "db.h"
 #include "gen.h"
@@ -26,4 +26,4 @@ void tn_row_policy_init(tn_row_policy *p);
 /* Frees the templates it loaded; p may be NULL. */
 void tn_row_policy_free(tn_row_policy *p);
 
-#endif /* MMT_TN_ROW_POLICY_H */
+#endif /* MMT_TN_CLI_ROW_POLICY_H */

@@ -1,15 +1,15 @@
 /*
- * tn_multi.c -- `mmtune tune --device all|I,J,...`: every listed GPU of the node tunes, one
+ * engine/multi.c -- `mmtune tune --device all|I,J,...`: every listed GPU of the node tunes, one
  * worker process each, fed from one plan.
  *
- * The plan (shapes x dtypes, or the process's --shard of it) is split among the GPUs of each
- * model: GPU j of n of a model runs `mmtune tune --device G --shard S/T` with S/T the j-th
- * part of this process's shard (I*n + j of N*n: a block within the block, tn_args.h), into a database of its own beside the main
- * one (DB.gpuG.db, started as a copy of the main one's rows, so the worker resumes and its
- * model sees every row), so each candidate is measured once per GPU model; GPUs of different
- * models tune their own rows (rows are keyed by model).  The parent prints every worker's
- * lines prefixed with its GPU, and it alone writes the main database: when the workers are
- * done it merges their databases into it (db_merge: one transaction) and removes them.
+ * The plan (shapes x dtypes, or the process's --shard of it) is split among the GPUs of each model:
+ * GPU j of n of a model runs `mmtune tune --device G --shard S/T` with S/T the j-th part of this
+ * process's shard (I*n + j of N*n: a block within the block, cli/args.h), into a database of its
+ * own beside the main one (DB.gpuG.db, started as a copy of the main one's rows, so the worker
+ * resumes and its model sees every row), so each candidate is measured once per GPU model; GPUs of
+ * different models tune their own rows (rows are keyed by model).  The parent prints every worker's
+ * lines prefixed with its GPU, and it alone writes the main database: when the workers are done it
+ * merges their databases into it (db_merge: one transaction) and removes them.
  *
  * A worker that fails (exits with an error or a signal: its device lost, the process killed)
  * is reported, its GPU is not used again, and its part goes to another GPU of the same model
@@ -30,11 +30,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "db.h"
+#include "engine/multi.h"
 #include "rt_driver.h"
-#include "tn_cli.h"
-#include "tn_multi.h"
-#include "tn_opts.h"
 
 #define MAX_GPUS TN_MULTI_MAX_GPUS
 

@@ -1,13 +1,13 @@
 /*
- * tn_multi.h -- `mmtune tune --device all|I,J,...`: one worker process per GPU, fed from one
- * plan, results merged into the main database by the parent (tn_multi.c says how).
+ * engine/multi.h -- `mmtune tune --device all|I,J,...`: one worker process per GPU, fed from one
+ * plan, results merged into the main database by the parent (engine/multi.c says how).
  */
-#ifndef MMT_TN_MULTI_H
-#define MMT_TN_MULTI_H
+#ifndef MMT_TN_ENGINE_MULTI_H
+#define MMT_TN_ENGINE_MULTI_H
 
 #include <stdbool.h>
 
-#include "tn_args.h"
+#include "cli/args.h"
 
 #define TN_MULTI_MAX_GPUS 64
 
@@ -28,4 +28,4 @@ int tn_multi_parse_devices(const char *text, int count, int *out, int *n);
  * strings borrowed; NULL when out of memory. */
 char **tn_multi_worker_args(int argc, char **argv, int *n);
 
-#endif /* MMT_TN_MULTI_H */
+#endif /* MMT_TN_ENGINE_MULTI_H */

@@ -1,8 +1,8 @@
 /*
- * tn_plan.c -- the planning half of `mmtune tune` (tn_tune_int.h): the distinct kernels of a
- * run (one per template config and dtype, emitted once, compiled once through the pool), and
- * for each problem its candidates: every valid config whose requirements the problem meets and
- * whose architecture the device runs, with the cost the database already holds for it.
+ * engine/plan.c -- the planning half of `mmtune tune` (engine/tune_int.h): the distinct kernels
+ * of a run (one per template config and dtype, emitted once, compiled once through the pool),
+ * and for each problem its candidates: every valid config whose requirements the problem meets
+ * and whose architecture the device runs, with the cost the database already holds for it.
  */
 #include <math.h>
 #include <stdint.h>
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/tune_int.h"
+#include "gpu/measure.h"
 #include "rt_choose.h"
 #include "rt_model.h"
-#include "tn_measure.h"
-#include "tn_tune_int.h"
 
 /* The ok rows of a problem already in the database: "template\nparams" -> median ms. */
 typedef struct {

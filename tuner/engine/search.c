@@ -1,10 +1,10 @@
 /*
- * tn_search.c -- see tn_search.h.  Candidates are found by (group, coordinates) through an
+ * engine/search.c -- see engine/search.h.  Candidates are found by (group, coordinates) through an
  * open-addressing hash table, which is all the neighbour graph needs.  One random order
  * (a seeded permutation) serves both the random strategy and anneal's jumps, so "a random
  * unvisited candidate" costs amortized O(1).
  */
-#include "tn_search.h"
+#include "engine/search.h"
 
 #include <limits.h>
 #include <math.h>

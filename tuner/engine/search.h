@@ -1,5 +1,5 @@
 /*
- * tn_search.h -- search strategies: which candidate config the tuner measures next.
+ * engine/search.h -- search strategies: which candidate config the tuner measures next.
  * Prefix tn_.  Private to the tuner; knows nothing of GPUs, templates or the database, so it
  * is tested on synthetic cost functions (tests/test_search.c).
  *
@@ -72,8 +72,8 @@
  * Determinism: the same candidates, seed, and sequence of calls give the same proposals.
  * Thread-safety: a search is used by one thread at a time.
  */
-#ifndef MMT_TN_SEARCH_H
-#define MMT_TN_SEARCH_H
+#ifndef MMT_TN_ENGINE_SEARCH_H
+#define MMT_TN_ENGINE_SEARCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -161,4 +161,4 @@ bool tn_search_converged(const tn_search *s);
  * 0 for idx out of range. */
 int tn_search_neighbours(const tn_search *s, int idx, int *out, int max);
 
-#endif /* MMT_TN_SEARCH_H */
+#endif /* MMT_TN_ENGINE_SEARCH_H */

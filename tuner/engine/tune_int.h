@@ -1,23 +1,23 @@
 /*
- * tn_tune_int.h -- what the two halves of `mmtune tune` share: tn_tune.c (options, the search
- * loop, measuring, reports) and tn_plan.c (kernels, their compiles, and planning each problem's
+ * engine/tune_int.h -- what the two halves of `mmtune tune` share: engine/tune_loop.c (options, the search
+ * loop, measuring, reports) and engine/plan.c (kernels, their compiles, and planning each problem's
  * candidates from the templates and the database).  Private to those two files.
  */
-#ifndef MMT_TN_TUNE_INT_H
-#define MMT_TN_TUNE_INT_H
+#ifndef MMT_TN_ENGINE_TUNE_INT_H
+#define MMT_TN_ENGINE_TUNE_INT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/args.h"
+#include "cli/cli.h"
 #include "db.h"
+#include "engine/search.h"
 #include "gen.h"
+#include "gpu/pool.h"
+#include "gpu/worker.h"
 #include "rt_compile.h"
-#include "tn_args.h"
-#include "tn_cli.h"
-#include "tn_pool.h"
-#include "tn_search.h"
-#include "tn_worker.h"
 
 /* One distinct kernel: a template config for a dtype (its source does not depend on shape). */
 typedef struct {
@@ -101,4 +101,4 @@ mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err);
 /* Plans every problem of the run (shapes x dtypes): candidates, and what is already known. */
 mmt_status tn_tune_plan(tune_run *r, ut_err *err);
 
-#endif /* MMT_TN_TUNE_INT_H */
+#endif /* MMT_TN_ENGINE_TUNE_INT_H */

@@ -1,12 +1,12 @@
 /*
- * tn_tune.c -- the main job: `mmtune [tune] --device N`.  Each shape and dtype is a problem;
+ * engine/tune_loop.c -- the main job: `mmtune [tune] --device N`.  Each shape and dtype is a problem;
  * its candidates are the valid configs of every template offering the dtype.  A search
- * (tn_search.h) picks the candidates to measure, one problem at a time: the compile pool
+ * (engine/search.h) picks the candidates to measure, one problem at a time: the compile pool
  * builds the proposed kernels ahead of the GPU, the worker process verifies and times them,
  * each result is stored with its provenance and reported back to the search, until the
  * search has proposed everything or the problem's time budget is spent.  Resumable: results
  * already in the database with the same provenance are not measured again; the search is
- * told their costs instead.  Planning (kernels and candidates) is in tn_plan.c.
+ * told their costs instead.  Planning (kernels and candidates) is in engine/plan.c.
  */
 #include <math.h>
 #include <signal.h>
@@ -16,11 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/opts.h"
+#include "engine/multi.h"
+#include "engine/tune_int.h"
+#include "gpu/measure.h"
 #include "rt_gemm.h"
-#include "tn_measure.h"
-#include "tn_opts.h"
-#include "tn_multi.h"
-#include "tn_tune_int.h"
 
 _Static_assert(GEN_MAX_PARAMS <= TN_SEARCH_MAX_COORDS, "a config must fit a search candidate");
 _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
@@ -169,7 +169,7 @@ static int parse_search(tune_run *r, const tn_opts *o) {
 static int parse_numbers(tune_run *r, const tn_opts *o) {
   const char *v;
   int64_t x;
-  /* several GPUs (all, or a list) are tn_multi.c's; it checks the list against the devices */
+  /* several GPUs (all, or a list) are engine/multi.c's; it checks the list against the devices */
   if ((v = tn_opts_get(o, "device")) && !tn_multi_wanted(v) &&
       tn_opt_device("tune", v, &r->device))
     return TN_EXIT_USAGE;

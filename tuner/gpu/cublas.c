@@ -1,5 +1,5 @@
-/* tn_cublas.c -- see tn_cublas.h.  Loads libcublas with dlopen once per process. */
-#include "tn_cublas.h"
+/* gpu/cublas.c -- see gpu/cublas.h.  Loads libcublas with dlopen once per process. */
+#include "gpu/cublas.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 
 /* The part of cublas_api.h (CUDA 13) this file uses, declared here so that it compiles
- * without the toolkit's include path (tests/test_bench.c builds it in for a CPU test).  The
- * enums are passed as unsigned int, the type C makes them compatible with. */
+ * without the toolkit's include path.  The enums are passed as unsigned int, the type C makes
+ * them compatible with. */
 typedef struct cublasContext *cb_handle; /* cublasHandle_t */
 typedef unsigned cb_status;              /* cublasStatus_t */
 #define CB_STATUS_SUCCESS 0u

@@ -1,7 +1,7 @@
 /*
- * tn_cublas.h -- cuBLAS as a baseline for `mmtune bench`: libcublas loaded with dlopen at run
+ * gpu/cublas.h -- cuBLAS as a baseline for `mmtune bench`: libcublas loaded with dlopen at run
  * time, never linked (like the driver, rt_driver.h), so mmtune starts and explains itself on
- * a machine without it.  Prefix tn_.  Private to the mmtune executable.
+ * a machine without it.  Prefix tn_.  Part of tn_gpu (bench and bench/calls.c use it).
  *
  * The library is $MMTUNE_LIBCUBLAS when set (read at the first load; for tests), else
  * "libcublas.so.13", else "libcublas.so".  It is loaded once per process and never unloaded
@@ -21,8 +21,8 @@
  *
  * Thread-safety: loading is thread-safe; a handle is used by one thread at a time.
  */
-#ifndef MMT_TN_CUBLAS_H
-#define MMT_TN_CUBLAS_H
+#ifndef MMT_TN_GPU_CUBLAS_H
+#define MMT_TN_GPU_CUBLAS_H
 
 #include <stdint.h>
 
@@ -62,4 +62,4 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
                           uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
                           int64_t ldc, ut_err *err);
 
-#endif /* MMT_TN_CUBLAS_H */
+#endif /* MMT_TN_GPU_CUBLAS_H */

@@ -1,5 +1,5 @@
-/* tn_guard.c -- see tn_guard.h. */
-#include "tn_guard.h"
+/* gpu/guard.c -- see gpu/guard.h. */
+#include "gpu/guard.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * tn_guard.h -- guarded device buffers: memory mapped between two unmapped ranges, so that
+ * gpu/guard.h -- guarded device buffers: memory mapped between two unmapped ranges, so that
  * a kernel that touches one byte before or after an operand placed flush against either end
  * faults (CUDA_ERROR_ILLEGAL_ADDRESS) instead of reading a neighbour's bytes unnoticed, as
  * Tensile's verification does.  Prefix tn_.
@@ -7,10 +7,10 @@
  * Built on the driver's virtual memory management: a virtual range is reserved with
  * cuMemAddressReserve and only its middle is backed (cuMemCreate, cuMemMap at the driver's
  * granularity); the granule before and the one after stay unmapped.  The tuner's
- * verification launch puts A, B and C in three of these (tn_measure.c).
+ * verification launch puts A, B and C in three of these (gpu/measure.c).
  */
-#ifndef MMT_TN_GUARD_H
-#define MMT_TN_GUARD_H
+#ifndef MMT_TN_GPU_GUARD_H
+#define MMT_TN_GPU_GUARD_H
 
 #include <stddef.h>
 
@@ -50,4 +50,4 @@ void tn_guard_free(const rt_cu *cu, tn_guard *g);
  * `align` bytes before the unmapped granule. */
 CUdeviceptr tn_guard_place(const tn_guard *g, size_t bytes, unsigned align, tn_guard_side side);
 
-#endif /* MMT_TN_GUARD_H */
+#endif /* MMT_TN_GPU_GUARD_H */

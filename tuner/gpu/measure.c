@@ -1,5 +1,5 @@
-/* tn_measure.c -- see tn_measure.h. */
-#include "tn_measure.h"
+/* gpu/measure.c -- see gpu/measure.h. */
+#include "gpu/measure.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tn_guard.h"
-#include "tn_prune.h"
-#include "tn_ref.h"
+#include "gpu/guard.h"
+#include "gpu/prune.h"
+#include "gpu/ref.h"
 
 /* Problems up to this many multiply-adds get the CPU reference; larger ones the GPU one. */
 #define CPU_REF_MAX_MACS (1LL << 24)
@@ -76,7 +76,7 @@ static const char FILL_SOURCE[] =
  * numbers cross the bus: sums of squares of (C - R) and R, max |C - R| and max |R| (as bits:
  * non-negative doubles order like unsigned integers), NaN/Inf count and first position, and
  * writes into C's padding columns (n..ldc of every row but the last, left NaN) with the first
- * position.  Nothing past C's last element is read: it may be unmapped (tn_guard.h).
+ * position.  Nothing past C's last element is read: it may be unmapped (gpu/guard.h).
  * x - x != 0 is true exactly for NaN and Inf. */
 static const char CHECK_SOURCE[] =
     "extern \"C\" __global__ void mmt_check_f32(long long M, long long N, const float *C,\n"
@@ -167,7 +167,7 @@ struct tn_gpu {
    * problem's pitches: what a candidate is verified for. */
   size_t a_extent, b_extent, c_extent;
   unsigned align;
-  /* The verification launches put A, B and C flush against unmapped memory (tn_guard.h),
+  /* The verification launches put A, B and C flush against unmapped memory (gpu/guard.h),
    * once at the end of a mapped range and once at its start; gran == 0 when the device cannot
    * (guard_note says why, and copy 0 is verified as it is). */
   size_t gran;
@@ -574,7 +574,7 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
   int ta = layout[0] == 't', tb = layout[1] == 't';
   void *args[] = {&m, &n, &k, &ta, &tb, &a, &lda, &b, &ldb, &g->ref, &ldr};
-  /* Launch geometry of tn_ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
+  /* Launch geometry of gpu/ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
   int64_t tiles_y = (m + 63) / 64;
   RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),
                                  (unsigned)(tiles_y > 65535 ? 65535 : tiles_y), 1, 16, 16, 1, 0, 0,

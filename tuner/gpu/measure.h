@@ -1,15 +1,15 @@
 /*
- * tn_measure.h -- verify, then time, one compiled candidate on the GPU.  Prefix tn_.
+ * gpu/measure.h -- verify, then time, one compiled candidate on the GPU.  Prefix tn_.
  *
  * Each measurement draws fresh random inputs on the device (a seeded generator kernel, never
  * zeros), poisons C with NaN, launches and checks every element against an independent
- * float64 reference (CPU for small problems, the float64 GPU kernel of tn_ref.h for large
+ * float64 reference (CPU for small problems, the float64 GPU kernel of gpu/ref.h for large
  * ones; the comparison itself runs on the device so that big results need not cross the
  * bus), then times with CUDA events: warm-up, then runs launched back to back (an event
  * between each two, so a sample is device time, not the host's launch cost) until a time
  * budget or run count is reached, rotating among input copies so that small problems are not
  * timed out of L2.
- * The verification launches put each operand flush against unmapped memory (tn_guard.h): once
+ * The verification launches put each operand flush against unmapped memory (gpu/guard.h): once
  * ending at the last mapped byte (its start at the alignment the problem's pitches give), once
  * starting at the first, so a kernel that touches a byte outside an operand faults and is
  * recorded as such.  Without the driver's virtual memory management: one launch on copy 0.
@@ -17,8 +17,8 @@
  * either a loaded mmtune kernel (tn_gpu_measure) or any launcher of one GEMM
  * (tn_gpu_measure_launch: cuBLAS in bench), through the same verification and timing.
  */
-#ifndef MMT_TN_MEASURE_H
-#define MMT_TN_MEASURE_H
+#ifndef MMT_TN_GPU_MEASURE_H
+#define MMT_TN_GPU_MEASURE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,7 +64,7 @@ char *tn_gpu_helpers_source(void);
 mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err);
 void tn_gpu_close(tn_gpu *g);
 const rt_device *tn_gpu_device(const tn_gpu *g);
-/* NULL when verification launches run on guarded buffers (tn_guard.h); else why not
+/* NULL when verification launches run on guarded buffers (gpu/guard.h); else why not
  * ("verification without guard pages: ..."), for the caller to say once. */
 const char *tn_gpu_guard_note(const tn_gpu *g);
 
@@ -123,4 +123,4 @@ mmt_status tn_gpu_measure_launch(tn_gpu *g, tn_launch_fn launch, void *user,
 mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *spec,
                           const tn_measure_opts *o, tn_measurement *out, ut_err *err);
 
-#endif /* MMT_TN_MEASURE_H */
+#endif /* MMT_TN_GPU_MEASURE_H */

@@ -1,6 +1,6 @@
-/* tn_pool.c -- see tn_pool.h.  Jobs live in a growing array indexed by submission order;
+/* gpu/pool.c -- see gpu/pool.h.  Jobs live in a growing array indexed by submission order;
  * workers claim the lowest unclaimed job, the consumer waits on the lowest unreturned one. */
-#include "tn_pool.h"
+#include "gpu/pool.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * tn_pool.h -- a pool of CPU threads compiling CUDA sources with NVRTC (through the disk
+ * gpu/pool.h -- a pool of CPU threads compiling CUDA sources with NVRTC (through the disk
  * cubin cache) ahead of the GPU.  Prefix tn_.
  *
  * The submitting thread emits sources (Lua is single-threaded) and submits them; worker
@@ -7,8 +7,8 @@
  * (the GPU loop) sees a deterministic sequence while compiles run ahead in parallel.
  * One producer/consumer thread; internally synchronized.
  */
-#ifndef MMT_TN_POOL_H
-#define MMT_TN_POOL_H
+#ifndef MMT_TN_GPU_POOL_H
+#define MMT_TN_GPU_POOL_H
 
 #include <stdbool.h>
 
@@ -43,4 +43,4 @@ int tn_pool_pending(tn_pool *p);
 /* Stops the threads (drops queued jobs) and frees.  NULL is a no-op. */
 void tn_pool_free(tn_pool *p);
 
-#endif /* MMT_TN_POOL_H */
+#endif /* MMT_TN_GPU_POOL_H */

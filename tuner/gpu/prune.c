@@ -1,5 +1,5 @@
-/* tn_prune.c -- see tn_prune.h. */
-#include "tn_prune.h"
+/* gpu/prune.c -- see gpu/prune.h. */
+#include "gpu/prune.h"
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 /*
- * tn_prune.h -- which compiled candidates are never timed.  Prefix tn_.
+ * gpu/prune.h -- which compiled candidates are never timed.  Prefix tn_.
  *
  * After a candidate compiles and loads, the compiler's figures (read from the module with
  * cuFuncGetAttribute) can rule it out before any launch: a kernel that spills to local memory
@@ -7,8 +7,8 @@
  * multiprocessor has cannot launch at all.  Pure function of the figures: unit-tested on the
  * CPU with known numbers.
  */
-#ifndef MMT_TN_PRUNE_H
-#define MMT_TN_PRUNE_H
+#ifndef MMT_TN_GPU_PRUNE_H
+#define MMT_TN_GPU_PRUNE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,4 +28,4 @@ typedef struct {
 /* True when the candidate must not be timed; why (may be NULL) gets the reason. */
 bool tn_prune(const tn_kernel_figures *k, const tn_device_limits *d, char *why, size_t whylen);
 
-#endif /* MMT_TN_PRUNE_H */
+#endif /* MMT_TN_GPU_PRUNE_H */

@@ -1,5 +1,5 @@
-/* tn_ref.c -- see tn_ref.h: random inputs, CPU reference and float32 GEMMs, verification. */
-#include "tn_ref.h"
+/* gpu/ref.c -- see gpu/ref.h: random inputs, CPU reference and float32 GEMMs, verification. */
+#include "gpu/ref.h"
 
 #include <math.h>
 #include <pthread.h>

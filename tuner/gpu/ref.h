@@ -1,13 +1,13 @@
 /*
- * tn_ref.h -- reference results and verification.  Prefix tn_.
+ * gpu/ref.h -- reference results and verification.  Prefix tn_.
  *
  * The reference is computed in float64 from the same float32 inputs, independently of any
  * template: on the CPU (serial or pthreads) for small shapes, or on the GPU with the plain
  * float64 kernel whose source tn_ref_gpu_source() returns, for large ones.
  * All matrices are row-major with leading dimensions in elements.
  */
-#ifndef MMT_TN_REF_H
-#define MMT_TN_REF_H
+#ifndef MMT_TN_GPU_REF_H
+#define MMT_TN_GPU_REF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,7 +60,7 @@ typedef struct {
 
 /* Tolerances per dtype: relative Frobenius error and max-element error.  f32: 1e-5 and 1e-4
  * (float accumulation of K terms stays far under; a wrong index or missed tail does not;
- * tn_ref.c gives the numbers).  "tf32": 2e-3 and 2e-2; "f16", "bf16": 1e-2 and 5e-2.
+ * gpu/ref.c gives the numbers).  "tf32": 2e-3 and 2e-2; "f16", "bf16": 1e-2 and 5e-2.
  * Returns false (outputs untouched) for an unknown or NULL dtype. */
 bool tn_tolerance(const char *dtype, double *rel_tol, double *max_tol);
 
@@ -85,4 +85,4 @@ const char *tn_ref_gpu_source(void);
  * successes (0: every one fails); -1 turns it off.  Not thread-safe. */
 void tn_ref_test_fail_threads(int after);
 
-#endif /* MMT_TN_REF_H */
+#endif /* MMT_TN_GPU_REF_H */

@@ -1,6 +1,6 @@
-/* tn_worker.c -- see tn_worker.h.  The wire format is raw structs: both ends are the same
+/* gpu/worker.c -- see gpu/worker.h.  The wire format is raw structs: both ends are the same
  * binary.  Every message is a header then `size` payload bytes. */
-#include "tn_worker.h"
+#include "gpu/worker.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tn_args.h"
-#include "tn_cli.h"
+#include "cli/args.h"
+#include "cli/cli.h"
 
 #define WIRE_MAGIC 0x6d6d7475u /* "mmtu" */
 #define CHILD_IN_FD 100

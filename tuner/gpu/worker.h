@@ -1,5 +1,5 @@
 /*
- * tn_worker.h -- containment: candidates run on the GPU in a worker process.  Prefix tn_.
+ * gpu/worker.h -- containment: candidates run on the GPU in a worker process.  Prefix tn_.
  *
  * The tuner never touches the GPU itself.  It starts `mmtune __worker` (the same binary,
  * exec'd fresh) connected by two pipes, sends one candidate at a time and waits with a
@@ -7,13 +7,13 @@
  * and exits.  A kernel that hangs past the watchdog gets the worker killed and is recorded as
  * `timeout`.  Either way the next request starts a new worker and tuning goes on.
  */
-#ifndef MMT_TN_WORKER_H
-#define MMT_TN_WORKER_H
+#ifndef MMT_TN_GPU_WORKER_H
+#define MMT_TN_GPU_WORKER_H
 
 #include "db.h"
 #include "gen.h"
+#include "gpu/measure.h"
 #include "rt_compile.h"
-#include "tn_measure.h"
 
 typedef struct tn_worker tn_worker;
 
@@ -33,4 +33,4 @@ void tn_worker_stop(tn_worker *w);
 /* The worker's tn_gpu_guard_note: NULL when its verification launches have guard pages. */
 const char *tn_worker_guard_note(const tn_worker *w);
 
-#endif /* MMT_TN_WORKER_H */
+#endif /* MMT_TN_GPU_WORKER_H */

@@ -1,5 +1,5 @@
 /*
- * tn_report_csv.c -- `mmtune report --bench CSV` (tn_report_int.h): reads either CSV `mmtune
+ * report/bench_csv.c -- `mmtune report --bench CSV` (report/report_int.h): reads either CSV `mmtune
  * bench --csv` writes into one entry per shape, tuned and cuBLAS TFLOP/s, and keeps the
  * entries of the report's GPU model.  The CSV may come from anyone: its size and its count of
  * shapes are bounded, and each record finds its entry through a hash index (linear time).
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tn_cli.h"
-#include "tn_opts.h"
-#include "tn_report_int.h"
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "report/report_int.h"
 
 /* Bounds on what a CSV can make a report hold: a bench CSV of 10^5 shapes is about 10 MB, its
  * entries (0.5 kB each) 50 MB. */

@@ -1,5 +1,5 @@
 /*
- * tn_report_charts.c -- the charts of `mmtune report` (tn_report_int.h): DIR/report.gp, the
+ * report/charts.c -- the charts of `mmtune report` (report/report_int.h): DIR/report.gp, the
  * gnuplot script, and one data file per chart; each chart is a picture of the report.
  *
  *   tflops.png          tuned (and cuBLAS, from a `bench --csv` file) TFLOP/s per shape
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tn_report_int.h"
+#include "report/report_int.h"
 
 #define RP_MAX_BARS 40         /* bars of tflops.png */
 #define RP_MAX_SEARCHES 12     /* lines of search.png */

@@ -1,5 +1,5 @@
-/* tn_csv.c -- see tn_csv.h. */
-#include "tn_csv.h"
+/* report/csv.c -- see report/csv.h. */
+#include "report/csv.h"
 
 #include <stdbool.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /*
- * tn_csv.h -- CSV records for `mmtune bench --csv` (RFC 4180).  Prefix tn_.  Private to the
- * mmtune executable; needs nothing but stdio (tests/test_bench.c builds it in).
+ * report/csv.h -- CSV records for `mmtune bench --csv` (RFC 4180).  Prefix tn_.  Part of
+ * tn_report; needs nothing but stdio.
  */
-#ifndef MMT_TN_CSV_H
-#define MMT_TN_CSV_H
+#ifndef MMT_TN_REPORT_CSV_H
+#define MMT_TN_REPORT_CSV_H
 
 #include <stdio.h>
 
@@ -14,4 +14,4 @@ void tn_csv_field(FILE *f, const char *s);
 /* Writes fields[0..n) as one record: separated by commas, ended by "\n". */
 void tn_csv_row(FILE *f, const char *const *fields, int n);
 
-#endif /* MMT_TN_CSV_H */
+#endif /* MMT_TN_REPORT_CSV_H */

@@ -1,5 +1,5 @@
 /*
- * tn_report_html.c -- DIR/index.html of `mmtune report` (tn_report_int.h): the pictures
+ * report/html.c -- DIR/index.html of `mmtune report` (report/report_int.h): the pictures
  * gnuplot drew, embedded as base64 data URIs, and the tables (the bench CSV's shapes, the best
  * kernel of each shape), so that the page opens alone.
  */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tn_report_int.h"
+#include "report/report_int.h"
 
 /* s as HTML text or a quoted attribute's value: every string from the database, the CSV or
  * the command line goes through here, so none of it is ever markup. */

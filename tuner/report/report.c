@@ -1,5 +1,5 @@
 /*
- * tn_report.c -- `mmtune report`: charts of one GPU model's rows, drawn by gnuplot.
+ * report/report.c -- `mmtune report`: charts of one GPU model's rows, drawn by gnuplot.
  *
  * The rows are read once (db_each_row, db_each_best; the performance model as `mmtune model
  * evaluate` fits it), then DIR gets one data file per chart and one script, report.gp, which
@@ -9,9 +9,9 @@
  * as a base64 data URI, with the tables, so it opens alone.
  *
  * This file holds the options, the reading of the database, the running of gnuplot and the
- * command; the rest is in the files tn_report_int.h names: tn_report_csv.c reads --bench,
- * tn_report_charts.c writes report.gp and the data files (the charts are listed there),
- * tn_report_html.c writes index.html.
+ * command; the rest is in the files report/report_int.h names: report/bench_csv.c reads --bench,
+ * report/charts.c writes report.gp and the data files (the charts are listed there),
+ * report/html.c writes index.html.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tn_cli.h"
-#include "tn_opts.h"
-#include "tn_report_int.h"
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "report/report_int.h"
 
 static const tn_opt REPORT_OPTS[] = {
     {"db", 0, "PATH", "results database (default as for tune)"},

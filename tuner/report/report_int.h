@@ -1,11 +1,11 @@
 /*
- * tn_report_int.h -- what the files of `mmtune report` share: tn_report.c (options, reading
- * the database, running gnuplot, the command), tn_report_csv.c (reading a `bench --csv`
- * file), tn_report_charts.c (report.gp and its data files) and tn_report_html.c (index.html).
+ * report/report_int.h -- what the files of `mmtune report` share: report/report.c (options, reading
+ * the database, running gnuplot, the command), report/bench_csv.c (reading a `bench --csv`
+ * file), report/charts.c (report.gp and its data files) and report/html.c (index.html).
  * Private to those four files.
  */
-#ifndef MMT_TN_REPORT_INT_H
-#define MMT_TN_REPORT_INT_H
+#ifndef MMT_TN_REPORT_REPORT_INT_H
+#define MMT_TN_REPORT_REPORT_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,7 +61,7 @@ typedef struct {
   int npics;
 } report;
 
-/* tn_report.c */
+/* report/report.c */
 
 /* The TFLOP/s of problem p done in ms milliseconds. */
 double tn_report_tflops(const db_problem *p, double ms);
@@ -72,15 +72,15 @@ mmt_status tn_report_close(const report *r, FILE *f, const char *name, ut_err *e
 /* The group of problem p, or -1. */
 int tn_report_group_of(const report *r, const db_problem *p);
 
-/* tn_report_csv.c: reads --bench into r->bench, the entries of r->device; an exit code. */
+/* report/bench_csv.c: reads --bench into r->bench, the entries of r->device; an exit code. */
 int tn_report_read_bench(report *r, ut_err *err);
 
-/* tn_report_charts.c: writes DIR/report.gp and the data files of its charts, adding each
+/* report/charts.c: writes DIR/report.gp and the data files of its charts, adding each
  * chart to r->pics (DIR must exist). */
 mmt_status tn_report_write_script(report *r, ut_err *err);
 
-/* tn_report_html.c: writes DIR/index.html: every picture of r->pics embedded (each must be a
+/* report/html.c: writes DIR/index.html: every picture of r->pics embedded (each must be a
  * PNG gnuplot wrote), and the tables. */
 mmt_status tn_report_write_html(const report *r, ut_err *err);
 
-#endif /* MMT_TN_REPORT_INT_H */
+#endif /* MMT_TN_REPORT_REPORT_INT_H */
