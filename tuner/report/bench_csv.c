@@ -141,7 +141,7 @@ typedef struct {
 
 /* Adds one record to its shape's entry; NULL, or what is wrong with it. */
 static const char *bench_record(bench_index *ix, const csv_cols *c, char **f, int n) {
-  double m, nn, k, t_ms, t, c_ms, cu;
+  double m, nn, k, t_ms, t, c_ms = NAN, cu = NAN; /* c_ms, cu: a shapes CSV only */
   bool ok = csv_num(f, n, c->m, &m) && csv_num(f, n, c->n, &nn) && csv_num(f, n, c->k, &k);
   if (!ok || !(m >= 1 && nn >= 1 && k >= 1 && m < 1e15 && nn < 1e15 && k < 1e15))
     return "a bad number";
