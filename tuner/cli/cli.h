@@ -11,7 +11,7 @@
 #define TN_EXIT_FAIL 1
 #define TN_EXIT_USAGE 2
 
-int tn_cmd_tune(int argc, char **argv);      /* engine/tune_loop.c: the main job (default) */
+int tn_cmd_tune(int argc, char **argv);      /* cli/tune.c: the main job (default command) */
 int tn_cmd_bench(int argc, char **argv);     /* cli/bench.c */
 int tn_cmd_templates(int argc, char **argv); /* cli/compile.c */
 int tn_cmd_space(int argc, char **argv);     /* cli/compile.c */

@@ -1,7 +1,8 @@
 /*
- * engine/tune_int.h -- what the two halves of `mmtune tune` share: engine/tune_loop.c (options, the search
- * loop, measuring, reports) and engine/plan.c (kernels, their compiles, and planning each problem's
- * candidates from the templates and the database).  Private to those two files.
+ * engine/tune_int.h -- what the two halves of a tune pass share: engine/tune_loop.c (the search
+ * loop, measuring, progress and summary) and engine/plan.c (kernels, their compiles, and
+ * planning each problem's candidates from the templates and the database).  Private to those
+ * two files; the pass's contract with the command is engine/tune_loop.h.
  */
 #ifndef MMT_TN_ENGINE_TUNE_INT_H
 #define MMT_TN_ENGINE_TUNE_INT_H
@@ -10,17 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/args.h"
-#include "cli/cli.h"
 #include "db.h"
 #include "engine/search.h"
+#include "engine/tune_loop.h"
 #include "gen.h"
-#include "gpu/pool.h"
-#include "gpu/worker.h"
 #include "rt_compile.h"
 
 /* One distinct kernel: a template config for a dtype (its source does not depend on shape). */
-typedef struct {
+struct tune_kernel {
   int tmpl;
   char dtype[8];
   uint64_t index; /* the config's index in the template's space */
@@ -31,10 +29,10 @@ typedef struct {
   mmt_status compile_rc;
   char compile_error[512];
   rt_cubin cubin;
-} tune_kernel;
+};
 
 /* One problem: a shape and a dtype, and its candidates (search order = these arrays). */
-typedef struct {
+struct tune_problem {
   int shape;
   char dtype[8];
   tn_candidate *cands;
@@ -43,47 +41,7 @@ typedef struct {
   int count, cap, nknown;
   int measured; /* this run */
   char candidates[128]; /* what its search time is counted against (db_search_seconds) */
-} tune_problem;
-
-typedef struct {
-  /* options */
-  int device;
-  tn_shape *shapes;
-  int nshapes;
-  int later_shapes; /* shapes of the main job's part still to come, counted in the ETA */
-  gen_template **ts;
-  int nts;
-  const char *dtype;  /* NULL: all */
-  const char *layout; /* one per run: every kernel of the run is emitted for it */
-  tn_shard shard;     /* this process's problems: its block of the plan (tn_shard_owns_block) */
-  char db_path[4096], cache_dir[4096];
-  int jobs;
-  double budget_s, watchdog_s; /* budget 0: none */
-  tn_strategy strategy;
-  uint64_t seed;
-  bool force;
-  /* state */
-  db_handle *db;
-  tn_worker *worker;
-  tn_pool *pool;
-  db_device dev;
-  char arch[16], nvrtc[16];
-  tune_kernel *kernels;
-  int nkernels, kernel_cap;
-  int *kernel_map; /* open addressing over (tmpl, dtype, index) -> kernel; -1 empty */
-  size_t kernel_map_cap;
-  tune_problem *problems;
-  int nproblems, problem_cap;
-  int ntodo, skipped;  /* candidates not in the database / already there */
-  int done, untried;   /* measured / left untried by the budget */
-  int compiled, cached; /* compile results collected; of those, served by the cubin cache */
-  int lookahead;       /* proposals allowed ahead of the GPU */
-  int *starts;         /* the best kernel of each problem tuned so far: anneal starts there */
-  int nstarts, start_cap;
-  bool tty;
-  double t0;          /* when the search of the first problem started */
-  int problems_done;  /* problems whose search ended this run */
-} tune_run;
+};
 
 /* The problem a kernel sees for shape s: packed rows of cudaMalloc'd buffers. */
 gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const char *layout);
