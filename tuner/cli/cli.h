@@ -13,12 +13,12 @@
 
 int tn_cmd_tune(int argc, char **argv);      /* cli/tune.c: the main job (default command) */
 int tn_cmd_bench(int argc, char **argv);     /* cli/bench.c */
-int tn_cmd_templates(int argc, char **argv); /* cli/compile.c */
-int tn_cmd_space(int argc, char **argv);     /* cli/compile.c */
-int tn_cmd_emit(int argc, char **argv);      /* cli/compile.c */
+int tn_cmd_templates(int argc, char **argv); /* cli/templates.c */
+int tn_cmd_space(int argc, char **argv);     /* cli/space.c */
+int tn_cmd_emit(int argc, char **argv);      /* cli/emit.c */
 int tn_cmd_compile(int argc, char **argv);   /* cli/compile.c */
 int tn_cmd_measure(int argc, char **argv);   /* cli/measure.c */
-int tn_cmd_show(int argc, char **argv);      /* cli/compile.c */
+int tn_cmd_show(int argc, char **argv);      /* cli/show.c */
 int tn_cmd_explain(int argc, char **argv);   /* cli/explain.c */
 int tn_cmd_model(int argc, char **argv);     /* cli/model.c */
 int tn_cmd_db(int argc, char **argv);        /* cli/db.c */
