@@ -22,7 +22,7 @@ int tn_cmd_show(int argc, char **argv);      /* cli/show.c */
 int tn_cmd_explain(int argc, char **argv);   /* cli/explain.c */
 int tn_cmd_model(int argc, char **argv);     /* cli/model.c */
 int tn_cmd_db(int argc, char **argv);        /* cli/db.c */
-int tn_cmd_report(int argc, char **argv);    /* report/report.c */
+int tn_cmd_report(int argc, char **argv);    /* cli/report.c */
 int tn_cmd_worker(int argc, char **argv);    /* gpu/worker.c: hidden; the GPU worker process */
 
 /* Prints "mmtune <cmd>: <message>" on stderr and returns TN_EXIT_USAGE. */

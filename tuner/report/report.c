@@ -1,17 +1,8 @@
 /*
- * report/report.c -- `mmtune report`: charts of one GPU model's rows, drawn by gnuplot.
- *
- * The rows are read once (db_each_row, db_each_best; the performance model as `mmtune model
- * evaluate` fits it), then DIR gets one data file per chart and one script, report.gp, which
- * a gnuplot child process runs in DIR (its output in DIR/gnuplot.log).  The charts are PNG
- * (pngcairo, RP_W x RP_H pixels): a roofline or a scatter of 10^5 rows is as large as a PNG
- * of few points, where an SVG grows with every point.  DIR/index.html embeds every picture
- * as a base64 data URI, with the tables, so it opens alone.
- *
- * This file holds the options, the reading of the database, the running of gnuplot and the
- * command; the rest is in the files report/report_int.h names: report/bench_csv.c reads --bench,
- * report/charts.c writes report.gp and the data files (the charts are listed there),
- * report/html.c writes index.html.
+ * report/report.c -- see report/report.h.  This file holds the reading of the database, the
+ * running of gnuplot and tn_report_make; the rest is in the files report/report_int.h names:
+ * report/bench_csv.c reads --bench, report/charts.c writes report.gp and the data files (the
+ * charts are listed there), report/html.c writes index.html.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,28 +15,8 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "report/report.h"
 #include "report/report_int.h"
-
-static const tn_opt REPORT_OPTS[] = {
-    {"db", 0, "PATH", "results database (default as for tune)"},
-    {"device-name", 0, "NAME", "GPU model to report (default: the database's only one)"},
-    {"bench", 0, "CSV", "a `mmtune bench --csv` file: tuned and cuBLAS TFLOP/s per shape"},
-    {"out", 'o', "DIR", "folder to write (created if missing): PNGs, data, index.html"},
-};
-
-static const tn_cmd_spec REPORT_SPEC = {
-    "report", "[--db PATH] [--device-name NAME] [--bench CSV] --out DIR",
-    "Draws charts of one GPU model's rows with gnuplot (a child process; gnuplot must be on\n"
-    "PATH) into DIR, 900x600 PNGs: tflops.png, tuned TFLOP/s per shape (with cuBLAS's from\n"
-    "--bench, else the database's best rows alone); roofline-DTYPE.png, every ok row and the\n"
-    "best of each shape against the performance model's peak compute and DRAM bandwidth;\n"
-    "search.png, the best so far of the 12 searches with most rows, against measurements;\n"
-    "model.png, the model's leave-one-shape-out predictions against the measured times.\n"
-    "DIR/index.html holds every picture (embedded) and the tables, and opens alone.  DIR also\n"
-    "keeps the data files and report.gp, the script: edit and rerun `gnuplot report.gp`.\n"
-    "Needs no GPU.  Exit 2: bad arguments (a missing file, a GPU model with no rows); exit 1:\n"
-    "the work failed (a damaged database or CSV, DIR not writable, gnuplot missing or failing).",
-    REPORT_OPTS, (int)(sizeof REPORT_OPTS / sizeof REPORT_OPTS[0])};
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -284,7 +255,7 @@ static mmt_status run_gnuplot(const report *r, ut_err *err) {
                  tail[0] ? tail : "no message (see gnuplot.log)");
 }
 
-/* ---- the command -------------------------------------------------------------------------- */
+/* ---- the report --------------------------------------------------------------------------- */
 
 /* The data files and report.gp, then gnuplot, then index.html. */
 static mmt_status draw(report *r, ut_err *err) {
@@ -303,38 +274,18 @@ static void report_free(report *r) {
   rt_chooser_free(r->ch);
 }
 
-static int report_run(const tn_opts *o) {
-  char path[4096];
-  report r = {.out = tn_opts_get(o, "out"), .bench_path = tn_opts_get(o, "bench")};
-  const char *dev = tn_opts_get(o, "device-name");
-  int ex = tn_opt_db_path("report", tn_opts_get(o, "db"), path, sizeof path);
-  if (ex) return ex;
-  if (!r.out || !*r.out) return tn_usage_error("report", "--out DIR is required");
-  if (r.bench_path && !*r.bench_path) return tn_usage_error("report", "--bench needs a CSV file");
-  if (dev && !*dev) return tn_usage_error("report", "--device-name needs a GPU model name");
-  if (dev) ut_copy(r.device, sizeof r.device, dev);
-  r.db_path = path;
+int tn_report_make(const char *db_path, const char *device, const char *bench_path,
+                   const char *out) {
+  report r = {.db_path = db_path, .out = out, .bench_path = bench_path};
+  if (device) ut_copy(r.device, sizeof r.device, device);
   double t0 = ut_now_seconds();
   ut_err err = {{0}};
-  ex = read_db(&r, &err);
+  int ex = read_db(&r, &err);
   if (!ex && r.bench_path) ex = tn_report_read_bench(&r, &err);
   if (!ex && draw(&r, &err)) ex = tn_fail("report", "%s", err.msg);
   if (!ex)
     printf("report of %s (%d rows, %d problems): %s/index.html, %d charts, in %.2f s\n", r.device,
            r.nrows, r.ngroups, r.out, r.npics, ut_now_seconds() - t0);
   report_free(&r);
-  return ex;
-}
-
-int tn_cmd_report(int argc, char **argv) {
-  tn_opts o;
-  int ex = tn_opts_parse(&REPORT_SPEC, argc, argv, &o);
-  if (!ex && !o.help) {
-    if (o.npos > 0)
-      ex = tn_usage_error("report", "unexpected argument '%s'", o.pos[0]);
-    else
-      ex = report_run(&o);
-  }
-  tn_opts_free(&o);
   return ex;
 }

@@ -1,8 +1,9 @@
 /*
- * report/report_int.h -- what the files of `mmtune report` share: report/report.c (options, reading
- * the database, running gnuplot, the command), report/bench_csv.c (reading a `bench --csv`
- * file), report/charts.c (report.gp and its data files) and report/html.c (index.html).
- * Private to those four files.
+ * report/report_int.h -- what the files of the report (report/report.h) share:
+ * report/report.c (reading the database, running gnuplot, tn_report_make),
+ * report/bench_csv.c (reading a `bench --csv` file), report/charts.c (report.gp and its data
+ * files) and report/html.c (index.html).  Private to those four files (and the fuzz target
+ * of the CSV reader, tests/fuzz/fuzz_bench_csv.c).
  */
 #ifndef MMT_TN_REPORT_REPORT_INT_H
 #define MMT_TN_REPORT_REPORT_INT_H
