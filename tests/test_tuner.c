@@ -22,7 +22,7 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_gemm.h"
-#include "gpu/measure.h"
+#include "gpu/helper_kernels.h"
 #include "gpu/ref.h"
 
 static char g_dir[64];

@@ -11,9 +11,10 @@
  * "Tuned" is the dispatcher's choice for the shape (rt_choose: exact, predicted or default), the
  * kernel an application's mmt_gemm gets from the same database.  cuBLAS is cublasSgemm in
  * pedantic fp32 (no TF32), or cublasGemmEx for 16-bit dtypes, loaded at run time
- * (gpu/cublas.h): without it the cuBLAS row says why and the rest runs.  Every row, cuBLAS included, is verified against the float64
- * reference by gpu/measure.h.  tuned/cuBLAS is the tuned TFLOP/s over cuBLAS's (> 1: mmtune is
- * faster), both measured in this run with the same inputs, copies and timing.
+ * (gpu/cublas.h): without it the cuBLAS row says why and the rest runs.  Every row, cuBLAS
+ * included, is verified against the float64 reference by gpu/measure.h.  tuned/cuBLAS is the
+ * tuned TFLOP/s over cuBLAS's (> 1: mmtune is faster), both measured in this run with the
+ * same inputs, copies and timing.
  *
  * --csv PATH writes the same rows as CSV, replacing PATH atomically once the table is
  * complete: a run that stops early (no device, a fault) leaves no CSV and PATH untouched.
@@ -29,6 +30,7 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "gpu/bandwidth.h"
 #include "gpu/cublas.h"
 #include "gpu/measure.h"
 #include "gpu/ref.h"

@@ -16,6 +16,10 @@
  * Used in the tuner's worker process and in-process by `mmtune bench`.  What is measured is
  * either a loaded mmtune kernel (tn_gpu_measure) or any launcher of one GEMM
  * (tn_gpu_measure_launch: cuBLAS in bench), through the same verification and timing.
+ *
+ * One file a job: gpu/context.c opens the device and holds the problem's buffers,
+ * gpu/verify.c verifies, gpu/measure.c times; the helper kernels are gpu/helper_kernels.h's,
+ * bench's bandwidth figures gpu/bandwidth.h's.
  */
 #ifndef MMT_TN_GPU_MEASURE_H
 #define MMT_TN_GPU_MEASURE_H
@@ -55,11 +59,6 @@ typedef struct {
   int regs, shared_bytes, local_bytes;
 } tn_measurement;
 
-/* The CUDA C of the helper kernels tn_gpu_open compiles (random fill, 16-bit widening, the
- * result check, the float64 reference), one translation unit; owned (free), NULL when out of
- * memory.  Exposed so that CI compiles it with NVRTC without a GPU. */
-char *tn_gpu_helpers_source(void);
-
 /* Opens the device and compiles the helper kernels (random fill, float64 reference). */
 mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err);
 void tn_gpu_close(tn_gpu *g);
@@ -72,21 +71,6 @@ const char *tn_gpu_guard_note(const tn_gpu *g);
  * result checked in that type.  "f32", "f16" and "bf16" (16-bit data is widened to float,
  * exactly, for the float64 reference and the check); the tuner plans nothing else. */
 bool tn_measure_supports(const char *dtype);
-
-/* The device's copy bandwidth in bytes per second (read plus write): the median of timed
- * device-to-device copies of a buffer 4x the L2 (at least 256 MiB), what a memory-bound kernel
- * can hope to reach. */
-mmt_status tn_gpu_copy_bandwidth(tn_gpu *g, double *bytes_per_s, ut_err *err);
-
-/* The time in ms of the fastest plain read of `bytes` (rounded up to 16) that a kernel does
- * (16-byte loads past L1, the fastest of a few grids), timed as tn_gpu_measure times a kernel:
- * back-to-back launches with an event between each two, the median, over copies rotated as a
- * problem's are (cold: more than twice the L2 between two reads of one copy, for reads of
- * about 13 KB and more at a 50 MiB L2).  What a memory-bound kernel moving those bytes can
- * reach at that size: below a few tens of MiB the launch's ramp-up and drain are a visible
- * share of the time, which a copy bandwidth measured over a large buffer does not show.
- * Errors: MMT_ERR_CUDA. */
-mmt_status tn_gpu_read_ms(tn_gpu *g, double bytes, bool cold, double *ms, ut_err *err);
 
 /* Fills opts' defaults (budget, run counts) where zero. */
 void tn_measure_defaults(tn_measure_opts *o);
