@@ -393,7 +393,7 @@ static void test_gnuplot_missing_or_failing(void **state) {
 #define HOSTILE_NAMES 8
 
 typedef struct {
-  char device[128], tmpl[64], params[256], dtype[8], layout[8];
+  char device[128], tmpl[64], params[MMT_PARAMS_MAX], dtype[8], layout[8];
   char marker[HOSTILE_NAMES][700]; /* the files the commands would create */
   int nmarkers;
 } hostile;

@@ -386,7 +386,7 @@ static mmt_status bench_default(bench_run *b, const char *name, const char *what
   gen_template *t = NULL;
   gen_kernel spec = {0};
   gen_config cfg;
-  char params[256];
+  char params[MMT_PARAMS_MAX];
   tn_measurement m;
   mmt_status rc = gen_load_named(name, &t, err);
   if (rc) return rc;

@@ -54,7 +54,7 @@ static void on_problem(const db_problem *p, void *user) {
 
 /* The ok rows of one problem: "template|params" and median ms. */
 typedef struct {
-  char key[GEN_NAME_MAX + 256];
+  char key[GEN_NAME_MAX + MMT_PARAMS_MAX];
   double ms;
 } measured;
 

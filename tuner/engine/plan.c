@@ -17,7 +17,7 @@
 
 /* The ok rows of a problem already in the database: "template\nparams" -> median ms. */
 typedef struct {
-  char key[GEN_NAME_MAX + 256];
+  char key[GEN_NAME_MAX + MMT_PARAMS_MAX];
   double ms;
 } known_row;
 

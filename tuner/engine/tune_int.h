@@ -22,7 +22,7 @@ struct tune_kernel {
   int tmpl;
   char dtype[8];
   uint64_t index; /* the config's index in the template's space */
-  char params[256];
+  char params[MMT_PARAMS_MAX];
   gen_kernel spec; /* launch description; its source is emitted again when submitted */
   db_launch launch; /* its launch shape (rt_launch_of), stored with its rows; 0s: unknown */
   bool submitted, compiled;
