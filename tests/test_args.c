@@ -1,4 +1,4 @@
-/* test_args.c -- tuner/tn_args: numbers, seconds, shapes, shape files, lists. */
+/* test_args.c -- tuner/cli/args: numbers, seconds, shapes, shape files, lists. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* test_ref.c -- tuner/tn_ref: random inputs, CPU GEMMs, verification, GPU reference source. */
+/* test_ref.c -- tuner/gpu/ref: random inputs, CPU GEMMs, verification, GPU reference source. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -7,7 +7,7 @@
  * Built on the driver's virtual memory management: a virtual range is reserved with
  * cuMemAddressReserve and only its middle is backed (cuMemCreate, cuMemMap at the driver's
  * granularity); the granule before and the one after stay unmapped.  The tuner's
- * verification launch puts A, B and C in three of these (gpu/measure.c).
+ * verification launch puts A, B and C in three of these (gpu/verify.c).
  */
 #ifndef MMT_TN_GPU_GUARD_H
 #define MMT_TN_GPU_GUARD_H

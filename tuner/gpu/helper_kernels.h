@@ -8,8 +8,7 @@
 #ifndef MMT_TN_GPU_HELPER_KERNELS_H
 #define MMT_TN_GPU_HELPER_KERNELS_H
 
-/* The CUDA C of the helper kernels tn_gpu_open compiles (random fill, 16-bit widening, the
- * result check, the plain read, the float64 reference), one translation unit; owned (free), NULL when out of
+/* The CUDA C of the helper kernels, one translation unit; owned (free), NULL when out of
  * memory.  Exposed so that CI compiles it with NVRTC without a GPU. */
 char *tn_gpu_helpers_source(void);
 
