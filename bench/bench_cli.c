@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "tn_args.h"
+#include "cli/args.h"
 #include "util.h"
 
 const char *bench_prog = "bench";

@@ -39,9 +39,9 @@
 #include "mmtune.h"
 #include "rt_device.h"
 #include "rt_driver.h"
-#include "tn_args.h"
-#include "tn_cublas.h"
-#include "tn_ref.h"
+#include "cli/args.h"
+#include "gpu/cublas.h"
+#include "gpu/ref.h"
 #include "util.h"
 
 #define PROG "mmtune-calls-bench"

@@ -49,7 +49,7 @@
 #include "rt_choose.h"
 #include "rt_compile.h"
 #include "rt_device.h"
-#include "tn_args.h"
+#include "cli/args.h"
 #include "util.h"
 
 #define PROG "mmtune-dispatch-bench"

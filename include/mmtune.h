@@ -178,10 +178,13 @@ typedef enum {
                                model: a template default or a built-in config */
 } mmt_choice_kind;
 
+/* Bytes of the longest canonical params text ("name=value,..."), its NUL included. */
+#define MMT_PARAMS_MAX 256
+
 typedef struct {
   mmt_choice_kind kind;
   char template_name[64]; /* e.g. "reg_tiled"; "" when nothing would be launched */
-  char params[256];       /* canonical "name=value,..." */
+  char params[MMT_PARAMS_MAX]; /* canonical "name=value,..." */
   /* The problem the kernel computes: row-major C (M x N) = op(A) op(B) with layout "nn",
    * "nt", "tn" or "tt" (A's letter first, t = transposed).  A column-major call is the
    * row-major one with A and B, M and N swapped.  A GEMV in its canonical form: N = 1 with

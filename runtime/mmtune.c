@@ -60,7 +60,7 @@ typedef struct {
  * and layout (the emitted source depends on all four).  Heap-allocated once: never moves. */
 typedef struct loaded_kernel {
   char template_name[GEN_NAME_MAX];
-  char params[256];
+  char params[MMT_PARAMS_MAX];
   int64_t dtype, layout;
   rt_kernel k;
 } loaded_kernel;

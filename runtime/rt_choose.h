@@ -189,11 +189,12 @@ mmt_status rt_chooser_new(const char *device_arch, int sm_count, rt_chooser **ou
 /* Frees the chooser and its templates.  rt_chooser_free(NULL) is a no-op. */
 void rt_chooser_free(rt_chooser *ch);
 
+_Static_assert(MMT_PARAMS_MAX == DB_PARAMS_MAX, "a choice's params are its row's (db.h)");
 /* A choice.  Zero-initialize before rt_choose; free with rt_choice_clear. */
 typedef struct {
   mmt_choice_kind kind;
   char template_name[GEN_NAME_MAX];
-  char params[256];  /* canonical "name=value,..." (gen_config_format) */
+  char params[MMT_PARAMS_MAX]; /* canonical "name=value,..." (gen_config_format) */
   bool has_record;   /* false for DEFAULT */
   db_result record;  /* the measured row the choice relies on, when has_record */
   double predicted_ms; /* PREDICTED, DEFAULT: the model's time (0 when there was no model) */
@@ -223,7 +224,7 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
 typedef struct {
   char template_name[GEN_NAME_MAX];
   char template_hash[17]; /* "": the template as it is now (a default or built-in config) */
-  char params[256];
+  char params[MMT_PARAMS_MAX];
   int config;             /* its index in the model; -1 when the model has no rows of it */
   bool other_layout;      /* a model config with no rows in the problem's layout, predicted
                              with its rows' launch shape (rt_rank emits the first ones') */

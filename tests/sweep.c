@@ -24,9 +24,9 @@
 #include "rt_device.h"
 #include "rt_driver.h"
 #include "sweep_plan.h"
-#include "tn_args.h"
-#include "tn_pool.h"
-#include "tn_ref.h"
+#include "cli/args.h"
+#include "gpu/pool.h"
+#include "gpu/ref.h"
 
 #define EXIT_NO_GPU 77
 #define DEFAULT_TEMPLATES "naive,smem_tiled,reg_tiled,mma_sync,wgmma"

@@ -1,4 +1,4 @@
-/* test_args.c -- tuner/tn_args: numbers, seconds, shapes, shape files, lists. */
+/* test_args.c -- tuner/cli/args: numbers, seconds, shapes, shape files, lists. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tn_args.h"
+#include "cli/args.h"
 
 /* Asserts that parsing `text` as an M-like size fails with a message naming M and the text. */
 static void expect_bad_size(const char *text, const char *extra) {

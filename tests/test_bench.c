@@ -1,5 +1,5 @@
-/* test_bench.c -- `mmtune bench` (tuner/tn_bench.c) through the built binary, and its CSV
- * (tuner/tn_csv.c) and cuBLAS (tuner/tn_cublas.c) modules.
+/* test_bench.c -- `mmtune bench` (tuner/cli/bench.c) through the built binary, and its CSV
+ * (tuner/report/csv.c) and cuBLAS (tuner/gpu/cublas.c) modules.
  *
  * CPU: argument errors; without a device, one line and no CSV; CSV quoting; cuBLAS loading
  * without a driver (in forked children: the library is loaded once per process).  GPU
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "cli_run.h"
-#include "tn_csv.h"
-#include "tn_cublas.h"
+#include "gpu/cublas.h"
+#include "report/csv.h"
 #include "util.h"
 
 #define RUN_TIMEOUT_S 300

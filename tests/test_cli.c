@@ -97,7 +97,7 @@ static void test_version(void **state) {
   run_free(&r);
 }
 
-/* tune and bench --help exercise the lead's commands (tn_tune.c, tn_bench.c). */
+/* tune and bench --help exercise the lead's commands (cli/tune.c, cli/bench.c). */
 static void test_command_help(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof all_commands / sizeof *all_commands; i++) {
@@ -137,7 +137,7 @@ static void test_bad_options(void **state) {
   assert_usage_error(RUN("compile", "-j"), "option '-j' needs a value");
   assert_usage_error(RUN("templates", "extra"), "unexpected argument 'extra'");
   assert_usage_error(RUN("show", "extra"), "unexpected argument 'extra'");
-  /* Unknown options of the default command (tune, the lead's tn_tune.c). */
+  /* Unknown options of the default command (tune, the lead's cli/tune.c). */
   assert_usage_error(RUN("--bogus-option"), "--bogus-option");
 }
 
@@ -600,7 +600,7 @@ static void test_show_corrupt_db(void **state) {
 }
 
 /* ---- numeric arguments of bench and tune: these exercise the LEAD's commands
- * (tn_bench.c, tn_tune.c) and fail until they exist.  Each must fail before touching a GPU,
+ * (cli/bench.c, cli/tune.c) and fail until they exist.  Each must fail before touching a GPU,
  * with exit 2 and one line on stderr. ---- */
 
 static void test_bench_bad_numbers(void **state) {

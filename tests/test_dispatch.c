@@ -319,7 +319,7 @@ static void test_predicted_known_answer(void **state) {
  * must not make it the nn choice (it ran at 0.004x cuBLAS that way on an H100). */
 static void test_predicted_other_layout(void **state) {
   fixture *f = *state;
-  char path[160], hash[17], params[256];
+  char path[160], hash[17], params[MMT_PARAMS_MAX];
   db_handle *db = NULL;
   rt_chooser *ch = NULL;
   ut_err e;
@@ -927,7 +927,7 @@ static void test_gpu_families_unaligned_ld(void **state) {
   const char *vec4 = "bm=64,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=1,split=1";
   const gemm_case cases[] = {{127, 257, 1023, 1024, 260, 258}, {1, 1, 1, 2, 2, 3}};
   for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
-    char hash[17], params[256], path[200];
+    char hash[17], params[MMT_PARAMS_MAX], path[200];
     hash_and_default(configs[i][0], hash, params, sizeof params);
     if (configs[i][1]) snprintf(params, sizeof params, "%s", configs[i][1]);
     snprintf(path, sizeof path, "%s/family%zu.db", f->dir, i);
@@ -970,7 +970,7 @@ typedef struct {
 
 static void exclusive_open(fixture *f, exclusive_setup *x) {
   ut_err e;
-  char device[128], hash[17], params[256], path[200];
+  char device[128], hash[17], params[MMT_PARAMS_MAX], path[200];
   device_name_or_skip(device, sizeof device);
   const char *split = "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16";
   memset(x, 0, sizeof *x);

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "tn_prune.h"
+#include "gpu/prune.h"
 
 static const tn_device_limits H100 = {.regs_per_block = 65536, .shared_per_block = 232448};
 

@@ -1,4 +1,4 @@
-/* test_ref.c -- tuner/tn_ref: random inputs, CPU GEMMs, verification, GPU reference source. */
+/* test_ref.c -- tuner/gpu/ref: random inputs, CPU GEMMs, verification, GPU reference source. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tn_ref.h"
+#include "gpu/ref.h"
 
 static const int thread_counts[] = {1, 2, 3, 8, 100};
 #define N_THREAD_COUNTS (int)(sizeof thread_counts / sizeof thread_counts[0])

@@ -1,9 +1,9 @@
-/* test_report.c -- `mmtune report` (tuner/tn_report.c) through the built binary.
+/* test_report.c -- `mmtune report` (tuner/report/) through the built binary.
  *
  * The database is tests/data/model_h100.sql (real rows of an H100 main job, f16 and f32);
  * the bench CSVs are tests/data/report_bench.csv (the --shapes format) and
  * report_bench_single.csv (the M N K format): samples written by hand in the columns
- * tuner/tn_bench.c writes, their figures not measured.
+ * tuner/cli/bench.c writes, their figures not measured.
  *   - the charts: each PNG's signature and IHDR size (900x600); index.html embeds each one,
  *     byte for byte, and the tables, and refers to no other file;
  *   - bad inputs: one line on stderr, nothing on stdout, exit 2 (arguments) or 1 (work);
@@ -393,7 +393,7 @@ static void test_gnuplot_missing_or_failing(void **state) {
 #define HOSTILE_NAMES 8
 
 typedef struct {
-  char device[128], tmpl[64], params[256], dtype[8], layout[8];
+  char device[128], tmpl[64], params[MMT_PARAMS_MAX], dtype[8], layout[8];
   char marker[HOSTILE_NAMES][700]; /* the files the commands would create */
   int nmarkers;
 } hostile;

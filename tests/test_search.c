@@ -1,5 +1,5 @@
 /*
- * test_search.c -- tuner/tn_search: the search strategies on synthetic spaces (no GPU), and
+ * test_search.c -- tuner/engine/search: the search strategies on synthetic spaces (no GPU), and
  * the tune command's --strategy/--seed/--budget parsing through the built binary.
  *
  * The synthetic space: 4 parameters with 6, 5, 8 and 4 values (960 points), about 10% of
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "tn_search.h"
+#include "engine/search.h"
 
 #define NP 4
 static const int NV[NP] = {6, 5, 8, 4};

@@ -22,8 +22,8 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_gemm.h"
-#include "tn_measure.h"
-#include "tn_ref.h"
+#include "gpu/helper_kernels.h"
+#include "gpu/ref.h"
 
 static char g_dir[64];
 static char g_db[128];

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "fuzz_common.h"
-#include "tn_report_int.h"
+#include "report/report_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,0 +1,262 @@
+/*
+ * cli/explain.c -- `mmtune explain M N K`: which kernel an application's mmt_gemm call would
+ * get, and the verification record the choice relies on.  With --device it asks the GPU's
+ * context (mmt_explain); with --device-name it makes the same choice for that GPU model from
+ * the database alone, without a GPU (rt_explain).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "mmtune.h"
+#include "rt_choose.h"
+#include "rt_gemm.h"
+
+static const tn_opt EXPLAIN_OPTS[] = {
+    {"device", 'd', "N", "CUDA device ordinal (default 0)"},
+    {"device-name", 0, "NAME", "GPU model to explain for, from the database alone (no GPU needed)"},
+    {"arch", 0, "sm_XY", "with --device-name: its architecture (default: its rows', else any)"},
+    {"db", 0, "PATH", "results database (default as for tune); it must exist unless --defaults"},
+    {"defaults", 0, NULL, "answer without a database: the built-in defaults and the model's "
+                          "analytic ranking (what an untuned GPU gets)"},
+    {"dtype", 0, "DTYPE", "f32 (default), tf32, f16 or bf16"},
+    {"order", 0, "row|col", "storage order of A, B and C (default row)"},
+    {"trans-a", 0, NULL, "op(A) = A^T"},
+    {"trans-b", 0, NULL, "op(B) = B^T"},
+    {"lda", 0, "N", "leading dimension of A (default: the smallest allowed)"},
+    {"ldb", 0, "N", "leading dimension of B (default: the smallest allowed)"},
+    {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
+    {"top", 0, "N",
+     "with --device-name: also the first N candidates as the model ranks them (predicted and "
+     "analytic ms, rows used), and why any of them is not usable"},
+};
+
+static const tn_cmd_spec EXPLAIN_SPEC = {
+    "explain", "M N K [--device N | --device-name NAME] [--dtype D] [--order row|col] [options]",
+    "Prints the kernel mmt_gemm would use for C = op(A) op(B) with these sizes (matrices from\n"
+    "cudaMalloc): whether it was tuned for exactly this shape (exact), the config verified on\n"
+    "other shapes that the performance model predicts fastest (predicted), or a default or\n"
+    "built-in config never measured on this GPU model (default); the template and parameters;\n"
+    "the expected time (measured, or the model's prediction and how many rows it used); and\n"
+    "the measurement it relies on (shape, time, errors against the float64 reference, date,\n"
+    "NVRTC and template source hash).",
+    EXPLAIN_OPTS, (int)(sizeof EXPLAIN_OPTS / sizeof EXPLAIN_OPTS[0])};
+
+/* The problem from the command line.  Exit code. */
+static int parse_problem(const tn_opts *o, mmt_problem *p) {
+  int64_t v[3];
+  static const char *const names[3] = {"M", "N", "K"};
+  if (o->npos != 3)
+    return tn_usage_error("explain", o->npos < 3 ? "expected M N K" : "unexpected argument '%s'",
+                          o->npos > 3 ? o->pos[3] : "");
+  /* the sizes mmt_gemm launches a kernel for: an empty product has nothing to explain */
+  for (int i = 0; i < 3; i++)
+    if (tn_opt_i64("explain", o->pos[i], names[i], 1, INT32_MAX, &v[i])) return TN_EXIT_USAGE;
+  *p = (mmt_problem){MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, v[0], v[1], v[2], 0, 0, 0, MMT_F32};
+  const char *s = tn_opts_get(o, "dtype");
+  if (s && tn_opt_served_dtype("explain", s, &p->dtype)) return TN_EXIT_USAGE;
+  if ((s = tn_opts_get(o, "order"))) {
+    if (strcmp(s, "row") && strcmp(s, "col"))
+      return tn_usage_error("explain", "--order must be row or col, not '%s'", s);
+    p->order = strcmp(s, "col") ? MMT_ROW_MAJOR : MMT_COL_MAJOR;
+  }
+  p->trans_a = tn_opts_has(o, "trans-a") ? MMT_TRANS : MMT_NO_TRANS;
+  p->trans_b = tn_opts_has(o, "trans-b") ? MMT_TRANS : MMT_NO_TRANS;
+  /* Default leading dimensions: the smallest mmt_gemm allows. */
+  int64_t def[3];
+  const char *what[3];
+  rt_gemm_min_ld(p, def, what);
+  int64_t *ld[3] = {&p->lda, &p->ldb, &p->ldc};
+  static const char *const ld_names[3] = {"lda", "ldb", "ldc"};
+  for (int i = 0; i < 3; i++) {
+    *ld[i] = def[i] > 1 ? def[i] : 1;
+    if ((s = tn_opts_get(o, ld_names[i])) &&
+        tn_opt_i64("explain", s, ld_names[i], 1, INT64_MAX, ld[i]))
+      return TN_EXIT_USAGE;
+  }
+  return TN_EXIT_OK;
+}
+
+static void print_choice(const mmt_problem *p, const char *device, const mmt_choice *c) {
+  printf("%s %c%c %lldx%lldx%lld %s (lda %lld, ldb %lld, ldc %lld) on %s\n",
+         p->order == MMT_ROW_MAJOR ? "row-major" : "column-major",
+         p->trans_a == MMT_TRANS ? 't' : 'n', p->trans_b == MMT_TRANS ? 't' : 'n',
+         (long long)p->m, (long long)p->n, (long long)p->k, mmt_dtype_name(p->dtype),
+         (long long)p->lda, (long long)p->ldb, (long long)p->ldc, device);
+  if (!c->template_name[0]) {
+    printf("  nothing to launch (M or N is 0)\n");
+    return;
+  }
+  printf("  choice:    %s\n", mmt_choice_kind_name(c->kind));
+  printf("  kernel:    %s %s\n", c->template_name, c->params);
+  rt_gemm_kernel_problem kp;
+  rt_gemm_map(p, &kp);
+  printf("  computes:  row-major %lldx%lldx%lld, layout %s%s%s\n", (long long)c->kernel_m,
+         (long long)c->kernel_n, (long long)c->kernel_k, c->layout,
+         p->order == MMT_COL_MAJOR ? " (column-major: A and B, M and N swapped)" : "",
+         kp.transposed ? " (a GEMV with a contiguous C: computed as C^T = op(B)^T op(A)^T)" : "");
+  if (c->kind == MMT_CHOICE_DEFAULT) {
+    printf("  expected:  %.4f ms predicted by the model (this config was never measured on this "
+           "GPU model; run mmtune to tune)\n",
+           c->expected_ms);
+    return;
+  }
+  char when[32] = "?";
+  time_t t = (time_t)c->measured_at;
+  struct tm tm;
+  if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+  if (c->kind == MMT_CHOICE_PREDICTED)
+    printf("  expected:  %.4f ms predicted by the model from %d row%s of this config on other "
+           "shapes\n",
+           c->expected_ms, c->model_rows, c->model_rows == 1 ? "" : "s");
+  else
+    printf("  expected:  %.4f ms (measured)\n", c->expected_ms);
+  printf("  record:    #%lld, %lldx%lldx%lld on %s: %.4f ms median, %.2f TFLOP/s\n",
+         (long long)c->record_id, (long long)c->tuned_m, (long long)c->tuned_n,
+         (long long)c->tuned_k, c->device_name, c->tuned_ms, c->tuned_tflops);
+  printf("  verified:  rel err %.1e, max err %.1e against float64; %s, NVRTC %s, template %s, "
+         "kernel %s\n",
+         c->rel_err, c->max_err, when, c->nvrtc_version, c->template_hash,
+         c->kernel_hash[0] ? c->kernel_hash : "not recorded");
+}
+
+/* The first `top` candidates of p's ranking: what the choice was made from. */
+static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *device,
+                                const mmt_problem *p, int64_t top, ut_err *err) {
+  if (p->m == 0 || p->n == 0) return MMT_OK;
+  gen_problem gp = rt_explain_problem(p);
+  rt_candidate *cands = NULL;
+  int n = 0;
+  mmt_status rc = rt_rank(ch, db, device, &gp, NULL, &cands, &n, err);
+  if (rc) return rc;
+  printf("  ranking:   %d candidates, the first %d (predicted ms, the analytic part, rows of the "
+         "config / of its template that weighed in)\n",
+         n, top < n ? (int)top : n);
+  for (int i = 0; i < n && i < top && !rc; i++) {
+    const rt_candidate *c = &cands[i];
+    rt_choice use = {0};
+    ut_err why = {{0}};
+    mmt_status u = rt_choose_candidate(ch, c, &gp, &use, &why);
+    rt_choice_clear(&use);
+    if (u == MMT_ERR_NOMEM) rc = ut_fail(err, u, "%s", why.msg);
+    printf("  %4d  %9.4f %9.4f %4d/%-4d %s %s%s%s\n", i + 1, c->pred.ms, c->pred.analytic_ms,
+           c->pred.rows, c->pred.template_rows, c->template_name, c->params,
+           u ? "  -- not usable: " : "", u ? why.msg : "");
+  }
+  free(cands);
+  return rc;
+}
+
+/* db_each_best callback: the architecture of the device that measured the first row. */
+static int first_arch(const db_result *r, void *user) {
+  snprintf(user, 16, "sm_%d%d", r->device.cc_major, r->device.cc_minor);
+  return 1;
+}
+
+/* --device-name: the choice from the database alone (kernels for the architecture its rows
+ * were measured on; any architecture for a device name without rows). */
+static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *device) {
+  char path[4096];
+  int64_t top = 0;
+  const char *t = tn_opts_get(o, "top");
+  int ex = tn_opt_db_path("explain", tn_opts_get(o, "db"), path, sizeof path);
+  if (!ex && t) ex = tn_opt_i64("explain", t, "--top", 1, 1000000, &top);
+  if (ex) return ex;
+  ut_err err;
+  db_handle *db = NULL;
+  rt_chooser *ch = NULL;
+  mmt_choice c;
+  mmt_status rc = tn_opts_has(o, "defaults") ? MMT_OK : db_open(path, true, &db, &err);
+  if (rc == MMT_ERR_NOT_FOUND)
+    return tn_usage_error("explain", "%s (tune first, or --defaults for the built-in choice)",
+                          err.msg);
+  char arch[16] = "";
+  const char *given = tn_opts_get(o, "arch");
+  int cc = 0;
+  if (given && (sscanf(given, "sm_%d", &cc) != 1 || cc < 10 || strlen(given) >= sizeof arch)) {
+    db_close(db);
+    return tn_usage_error("explain", "--arch must be sm_XY (e.g. sm_90), not '%s'", given);
+  }
+  if (given)
+    snprintf(arch, sizeof arch, "%s", given);
+  else if (!rc && db)
+    rc = db_each_best(db, device, NULL, NULL, first_arch, arch, &err);
+  if (!rc) rc = rt_chooser_new(arch, 0, &ch, &err);
+  char fits[4096];
+  ut_err no_cache; /* no cache folder (no HOME): the model is fitted, as without one */
+  if (!rc && !ut_default_cubin_dir(fits, sizeof fits, &no_cache))
+    rc = rt_chooser_set_fit_cache(ch, fits, &err);
+  if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
+  if (!rc) print_choice(p, device, &c);
+  if (!rc && top > 0) rc = print_ranking(ch, db, device, p, top, &err);
+  rt_chooser_free(ch);
+  db_close(db);
+  if (rc == MMT_ERR_INVALID_ARG) return tn_usage_error("explain", "%s", err.msg);
+  return rc ? tn_fail("explain", "%s", err.msg) : TN_EXIT_OK;
+}
+
+int tn_cmd_explain(int argc, char **argv) {
+  tn_opts o;
+  mmt_problem p;
+  int ex = tn_opts_parse(&EXPLAIN_SPEC, argc, argv, &o);
+  if (ex || o.help) goto done;
+  if ((ex = parse_problem(&o, &p))) goto done;
+  const char *name = tn_opts_get(&o, "device-name");
+  if (name && !*name) {
+    ex = tn_usage_error("explain", "--device-name is empty");
+    goto done;
+  }
+  if (name) {
+    if (tn_opts_has(&o, "device")) {
+      ex = tn_usage_error("explain", "--device and --device-name exclude each other");
+      goto done;
+    }
+    ex = explain_offline(&o, &p, name);
+    goto done;
+  }
+  if (tn_opts_has(&o, "arch")) {
+    ex = tn_usage_error("explain", "--arch goes with --device-name (a device has its own)");
+    goto done;
+  }
+  if (tn_opts_has(&o, "top")) {
+    ex = tn_usage_error("explain", "--top goes with --device-name (the ranking is made from the "
+                                   "database, without a GPU)");
+    goto done;
+  }
+  int device = 0;
+  const char *v = tn_opts_get(&o, "device");
+  if (v && (ex = tn_opt_device("explain", v, &device))) goto done;
+  char path[4096];
+  if ((ex = tn_opt_db_path("explain", tn_opts_get(&o, "db"), path, sizeof path))) goto done;
+  /* a database that is not there answers from the defaults: only when asked for */
+  if (!tn_opts_has(&o, "defaults") && access(path, F_OK) != 0) {
+    ex = tn_usage_error("explain", "no database at '%s' (tune first, or --defaults for the "
+                                   "built-in choice)", path);
+    goto done;
+  }
+  if (tn_opts_has(&o, "defaults") && tn_opts_get(&o, "db")) {
+    ex = tn_usage_error("explain", "--defaults and --db exclude each other");
+    goto done;
+  }
+  mmt_options mo = {.db_path = tn_opts_has(&o, "defaults") ? "" : path};
+  mmt_context *ctx = NULL;
+  mmt_choice c;
+  mmt_status rc = mmt_open(&ctx, device, &mo);
+  if (!rc) rc = mmt_explain(ctx, &p, &c);
+  if (!rc) {
+    char dev[160];
+    snprintf(dev, sizeof dev, "device %d", device);
+    print_choice(&p, dev, &c);
+  }
+  ex = rc == MMT_OK ? TN_EXIT_OK
+       : rc == MMT_ERR_INVALID_ARG ? tn_usage_error("explain", "%s", mmt_errmsg(ctx))
+                                   : tn_fail("explain", "%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
+  mmt_close(ctx);
+done:
+  tn_opts_free(&o);
+  return ex;
+}

@@ -1,0 +1,188 @@
+/*
+ * gpu/context.c -- the device context a measurement runs in (gpu/measure.h): opening the
+ * device and loading the helper kernels (gpu/helper_kernels.h), the problem's device buffers
+ * and the input copies timing rotates over, and closing.
+ */
+#include "gpu/measure_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/helper_kernels.h"
+#include "gpu/ref.h"
+
+const rt_device *tn_gpu_device(const tn_gpu *g) { return &g->dev; }
+
+const char *tn_gpu_guard_note(const tn_gpu *g) { return g->gran ? NULL : g->guard_note; }
+
+static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  rt_cubin cubin = {0};
+  char *source = tn_gpu_helpers_source();
+  if (!source) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  if ((rc = rt_compile_cached(cache_dir, source, "mmtune_helpers", g->dev.arch, &cubin, NULL, NULL,
+                              err)))
+    goto cleanup;
+  const rt_cu *cu = g->cu;
+  RT_CU_CHECK(cu, cuModuleLoadData(&g->helpers, cubin.data));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen_fn, g->helpers, "mmt_widen_16"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->read_fn, g->helpers, "mmt_read_bytes"));
+  RT_CU_CHECK(cu, cuMemAlloc(&g->stats, sizeof(check_stats)));
+cleanup:
+  rt_cubin_free(&cubin);
+  free(source);
+  return rc;
+}
+
+mmt_status tn_gpu_open(int ordinal, const char *cache_dir, tn_gpu **out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  *out = NULL;
+  tn_gpu *g = calloc(1, sizeof *g);
+  if (!g) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  if ((rc = rt_device_open(ordinal, &g->dev, err))) goto cleanup;
+  if ((rc = rt_driver(&g->cu, err))) goto cleanup;
+  const rt_cu *cu = g->cu;
+  RT_CU_CHECK(cu,
+              cuDeviceGetAttribute(&g->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev.dev));
+  RT_CU_CHECK(cu, cuDeviceGetAttribute(&g->limits.regs_per_block,
+                                       CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, g->dev.dev));
+  g->limits.shared_per_block = g->dev.max_shared_optin;
+  for (int i = 0; i <= TIME_BATCH; i++) RT_CU_CHECK(cu, cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT));
+  if ((rc = load_helpers(g, cache_dir, err))) goto cleanup;
+  ut_err guard_err = {{0}};
+  mmt_status grc = tn_guard_probe(cu, g->dev.dev, &g->gran, &guard_err);
+  if (grc == MMT_ERR_UNSUPPORTED) {
+    g->gran = 0;
+    ut_copy(g->guard_note, sizeof g->guard_note, "verification without guard pages: ");
+    size_t used = strlen(g->guard_note);
+    ut_copy(g->guard_note + used, sizeof g->guard_note - used, guard_err.msg);
+  } else if (grc) {
+    rc = ut_fail(err, grc, "%s", guard_err.msg);
+    goto cleanup;
+  }
+  *out = g;
+  g = NULL;
+cleanup:
+  tn_gpu_close(g);
+  return rc;
+}
+
+static void free_device_buffers(tn_gpu *g) {
+  if (g->a) g->cu->cuMemFree(g->a);
+  if (g->ref) g->cu->cuMemFree(g->ref);
+  if (g->wa) g->cu->cuMemFree(g->wa);
+  g->a = g->b = g->c = g->ref = g->wa = g->wb = g->wc = 0;
+  g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = 0;
+}
+
+size_t tn_gpu_timed_copies(const tn_gpu *g, size_t set_bytes, bool cold) {
+  if (cold) return ((size_t)COLD_L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes + 1;
+  size_t want = ((size_t)L2_COVER * (size_t)g->l2_bytes + set_bytes - 1) / set_bytes;
+  return want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : want;
+}
+
+void tn_gpu_close(tn_gpu *g) {
+  if (!g) return;
+  if (g->cu && g->dev.ctx) {
+    g->cu->cuCtxSetCurrent(g->dev.ctx);
+    free_device_buffers(g);
+    for (int i = 0; i < 3; i++) tn_guard_free(g->cu, &g->guard[i]);
+    for (int i = 0; i <= TIME_BATCH; i++)
+      if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
+    if (g->helpers) g->cu->cuModuleUnload(g->helpers);
+    if (g->stats) g->cu->cuMemFree(g->stats);
+    if (g->read_buf) g->cu->cuMemFree(g->read_buf);
+  }
+  rt_device_close(&g->dev);
+  free(g->host_a);
+  free(g->host_b);
+  free(g->host_ref);
+  free(g);
+}
+
+mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu = g->cu;
+  /* Each copy starts 256-byte aligned, like a cudaMalloc'd buffer, as the tuner assumes. */
+  int64_t rows[3], width[3]; /* as stored */
+  gen_stored_rows(o->layout, o->m, o->n, o->k, rows);
+  gen_min_ld(o->layout, o->m, o->n, o->k, width);
+  g->a_elems = tn_round_up((size_t)rows[0] * (size_t)o->lda, 64);
+  g->b_elems = tn_round_up((size_t)rows[1] * (size_t)o->ldb, 64);
+  g->c_elems = tn_round_up((size_t)rows[2] * (size_t)o->ldc, 64);
+  g->a_extent = (size_t)((rows[0] - 1) * o->lda + width[0]);
+  g->b_extent = (size_t)((rows[1] - 1) * o->ldb + width[1]);
+  g->c_extent = (size_t)((rows[2] - 1) * o->ldc + width[2]);
+  g->elem = gen_dtype_size(o->dtype);
+  g->bf16 = strcmp(o->dtype, "bf16") == 0;
+  if (!tn_measure_supports(o->dtype))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
+  /* The tuner's buffers start 256-byte aligned: the pitches decide (gen_packed_problem). */
+  uint64_t pitches[] = {256, (uint64_t)(o->lda * g->elem), (uint64_t)(o->ldb * g->elem),
+                        (uint64_t)(o->ldc * g->elem)};
+  g->align = (unsigned)gen_align_bytes(pitches, 4);
+  const size_t extents[3] = {g->a_extent, g->b_extent, g->c_extent};
+  for (int i = 0; g->gran && i < 3; i++)
+    if ((rc = tn_guard_reserve(cu, g->dev.dev, g->gran, &g->guard[i], extents[i] * (size_t)g->elem,
+                               err)))
+      return rc;
+  size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems + g->c_elems);
+  /* Cold: one copy more for the untimed runs. */
+  const size_t want = tn_gpu_timed_copies(g, set_bytes, o->cold) + (o->cold ? 1 : 0);
+  if (o->cold && want > MAX_COLD_COPIES)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "--cold: the problem is too small to rotate over twice the L2 (%zu copies)",
+                   want);
+  g->copies = (int)want;
+  size_t bytes = set_bytes * (size_t)g->copies;
+  size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n; /* the reference lives on the device */
+  if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
+    free_device_buffers(g);
+    RT_CU_CHECK(cu, cuMemAlloc(&g->a, bytes));
+    g->cap_bytes = bytes;
+    RT_CU_CHECK(cu, cuMemAlloc(&g->ref, ref_bytes));
+    g->ref_cap_bytes = ref_bytes;
+  }
+  /* Layout: all A copies, then all B copies, then all C copies. */
+  g->b = g->a + (size_t)g->elem * g->a_elems * (size_t)g->copies;
+  g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
+  size_t wide_bytes = g->elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
+  if (wide_bytes > g->wide_cap_bytes) {
+    if (g->wa) g->cu->cuMemFree(g->wa);
+    g->wa = 0;
+    g->wide_cap_bytes = 0;
+    RT_CU_CHECK(cu, cuMemAlloc(&g->wa, wide_bytes));
+    g->wide_cap_bytes = wide_bytes;
+  }
+  g->wb = g->wa + 4 * g->a_elems;
+  g->wc = g->wb + 4 * g->b_elems;
+cleanup:
+  if (rc) free_device_buffers(g);
+  return rc;
+}
+
+rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int copy) {
+  rt_gemm_args a = {.m = o->m,
+                    .n = o->n,
+                    .k = o->k,
+                    .alpha = 1.0f,
+                    .beta = 0.0f,
+                    .lda = o->lda,
+                    .ldb = o->ldb,
+                    .ldc = o->ldc};
+  a.a = g->a + (size_t)g->elem * g->a_elems * (size_t)copy;
+  a.b = g->b + (size_t)g->elem * g->b_elems * (size_t)copy;
+  a.c = g->c + (size_t)g->elem * g->c_elems * (size_t)copy;
+  return a;
+}
+
+bool tn_gpu_is_sticky(CUresult r) {
+  return r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
+         r == CUDA_ERROR_MISALIGNED_ADDRESS || r == CUDA_ERROR_ILLEGAL_INSTRUCTION ||
+         r == CUDA_ERROR_HARDWARE_STACK_ERROR || r == CUDA_ERROR_INVALID_PC ||
+         r == CUDA_ERROR_ASSERT || r == CUDA_ERROR_LAUNCH_TIMEOUT ||
+         r == CUDA_ERROR_ECC_UNCORRECTABLE;
+}

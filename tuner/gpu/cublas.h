@@ -1,0 +1,65 @@
+/*
+ * gpu/cublas.h -- cuBLAS as a baseline for `mmtune bench`: libcublas loaded with dlopen at run
+ * time, never linked (like the driver, rt_driver.h), so mmtune starts and explains itself on
+ * a machine without it.  Prefix tn_.  Part of tn_gpu (bench and bench/calls.c use it).
+ *
+ * The library is $MMTUNE_LIBCUBLAS when set (read at the first load; for tests), else
+ * "libcublas.so.13", else "libcublas.so".  It is loaded once per process and never unloaded
+ * (cuBLAS carries the CUDA runtime, which keeps threads and exit handlers).
+ *
+ * Context: cuBLAS runs on the CUDA runtime inside libcublas, and the runtime adopts the
+ * context current on the calling thread.  rt_device_open retains the device's PRIMARY
+ * context and makes it current, so a handle created after it (and used while it is current:
+ * tn_gpu_measure_launch binds it) works on the same context as mmtune's kernels: same
+ * memory, same streams, same events.  This holds when the runtime's own dlopen of
+ * "libcuda.so.1" finds the driver mmtune loaded (the default; not when $MMTUNE_LIBCUDA
+ * names another library).
+ *
+ * Math: every handle is set to CUBLAS_PEDANTIC_MATH: plain fp32 multiply-adds, no TF32, no
+ * BF16x9 emulation, no reduced-precision reductions -- the same arithmetic as mmtune's fp32
+ * kernels, so the comparison is like for like and passes the same f32 verification.
+ *
+ * Thread-safety: loading is thread-safe; a handle is used by one thread at a time.
+ */
+#ifndef MMT_TN_GPU_CUBLAS_H
+#define MMT_TN_GPU_CUBLAS_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+typedef struct tn_cublas tn_cublas;
+/* A CUDA stream (the same type as CUstream and cudaStream_t); NULL: the default stream. */
+struct CUstream_st;
+
+/*
+ * Loads the library (first call only) and creates a handle on the context current on this
+ * thread, in pedantic fp32 math.  *out is NULL on failure.  Errors: MMT_ERR_NOT_FOUND (no
+ * library: "libcublas.so.13 not found: <dlerror>"; or a symbol missing: the message names it;
+ * remembered, later calls fail the same way at once), MMT_ERR_CUDA (cublasCreate failed, e.g.
+ * no driver or device: "cublasCreate_v2: CUBLAS_STATUS_NOT_INITIALIZED (...)"; or the math
+ * mode was refused), MMT_ERR_NOMEM.
+ */
+mmt_status tn_cublas_open(tn_cublas **out, ut_err *err);
+/* Destroys the handle (before the context goes: before tn_gpu_close).  NULL is a no-op. */
+void tn_cublas_close(tn_cublas *cb);
+/* "13.1.0" (cublasGetVersion).  Borrowed; lives as long as cb. */
+const char *tn_cublas_version(const tn_cublas *cb);
+
+/*
+ * C = alpha * op(A) * op(B) + beta * C, ROW-major, A and B stored as `layout` says
+ * (gen.h: "nn", "nt", "tn", "tt"; NULL means "nn"), C M x N with row pitch ldc, on `stream`,
+ * asynchronously.  a, b, c are device addresses.  cuBLAS is column-major, so this computes
+ * C^T = op(B)^T * op(A)^T: cublasSgemm(opB, opA, n, m, k, alpha, B, ldb, A, lda, beta, C, ldc)
+ * with op T for a transposed operand.  dtype "f32" (or NULL): cublasSgemm in pedantic math
+ * (no TF32); "f16", "bf16": cublasGemmEx with that type for A, B and C and fp32 compute, in the
+ * default math mode (tensor cores).  Another dtype: MMT_ERR_UNSUPPORTED.
+ * Errors: MMT_ERR_UNSUPPORTED (a size or leading dimension above 2^31 - 1: cuBLAS takes
+ * int), MMT_ERR_CUDA (cuBLAS refused or failed: the message has its status name and text).
+ */
+mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char *dtype,
+                          const char *layout, int64_t m, int64_t n, int64_t k, float alpha,
+                          uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
+                          int64_t ldc, ut_err *err);
+
+#endif /* MMT_TN_GPU_CUBLAS_H */

@@ -1,0 +1,125 @@
+/* gpu/helper_kernels.c -- see gpu/helper_kernels.h. */
+#include "gpu/helper_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/ref.h"
+
+/* Random fill on the device: splitmix64 of (seed, index) -> an odd multiple of 2^-24 in
+ * (-1, 1), so no element is ever zero (like tn_fill_random, with its own stream), stored as
+ * float (bits 32), or rounded to nearest even as f16 (16) or bf16 (-16; by hand:
+ * cvt.rn.bf16.f32 needs sm_80; the values are never NaN).  And the widening of 16-bit data to
+ * float (exact; NaN stays NaN), which lets the float64 reference and the check below read what
+ * a 16-bit kernel read and wrote. */
+static const char FILL_SOURCE[] =
+    "extern \"C\" __global__ void mmt_fill_uniform(void *x, unsigned long long n,\n"
+    "                                              unsigned long long seed, int bits) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += stride) {\n"
+    "    unsigned long long z = seed + (i + 1) * 0x9E3779B97F4A7C15ULL;\n"
+    "    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;\n"
+    "    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;\n"
+    "    z ^= z >> 31;\n"
+    "    float v = (float)(2.0 * (double)(z >> 40) + 1.0 - 16777216.0) * (1.0f / 16777216.0f);\n"
+    "    if (bits == 32) {\n"
+    "      ((float *)x)[i] = v;\n"
+    "    } else if (bits == -16) {\n"
+    "      unsigned u = __float_as_uint(v);\n"
+    "      ((unsigned short *)x)[i] = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);\n"
+    "    } else {\n"
+    "      unsigned short h;\n"
+    "      asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(v));\n"
+    "      ((unsigned short *)x)[i] = h;\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_widen_16(const unsigned short *x, float *y,\n"
+    "                                          unsigned long long n, int bf16) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += stride) {\n"
+    "    unsigned short h = x[i];\n"
+    "    float f;\n"
+    "    if (bf16) f = __uint_as_float((unsigned)h << 16);\n"
+    "    else asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "    y[i] = f;\n"
+    "  }\n"
+    "}\n";
+
+/* The comparison of C with the float64 reference, reduced on the device so that only a few
+ * numbers cross the bus: sums of squares of (C - R) and R, max |C - R| and max |R| (as bits:
+ * non-negative doubles order like unsigned integers), NaN/Inf count and first position, and
+ * writes into C's padding columns (n..ldc of every row but the last, left NaN) with the first
+ * position.  Nothing past C's last element is read: it may be unmapped (gpu/guard.h).
+ * x - x != 0 is true exactly for NaN and Inf. */
+static const char CHECK_SOURCE[] =
+    "extern \"C\" __global__ void mmt_check_f32(long long M, long long N, const float *C,\n"
+    "    long long ldc, const double *R, long long ldr, double *sums, unsigned long long *st) {\n"
+    "  double d2 = 0, r2 = 0, dmax = 0, rmax = 0;\n"
+    "  unsigned long long bad = 0, first_bad = ~0ull, outside = 0, first_out = ~0ull;\n"
+    "  for (long long i = blockIdx.x; i < M; i += gridDim.x)\n"
+    "    for (long long j = threadIdx.x; j < (i == M - 1 ? N : ldc); j += blockDim.x) {\n"
+    "      unsigned long long at = (unsigned long long)i * ldc + j;\n"
+    "      float c = C[at];\n"
+    "      if (j >= N) {\n"
+    "        if (c == c) { outside++; first_out = min(first_out, at); }\n"
+    "        continue;\n"
+    "      }\n"
+    "      double r = R[(unsigned long long)i * ldr + j], d = (double)c - r;\n"
+    "      if (d - d != 0.0 || r - r != 0.0) { bad++; first_bad = min(first_bad, at); continue; }\n"
+    "      d2 += d * d; r2 += r * r; dmax = fmax(dmax, fabs(d)); rmax = fmax(rmax, fabs(r));\n"
+    "    }\n"
+    "  for (int off = 16; off > 0; off /= 2) {\n"
+    "    d2 += __shfl_down_sync(0xffffffffu, d2, off);\n"
+    "    r2 += __shfl_down_sync(0xffffffffu, r2, off);\n"
+    "    dmax = fmax(dmax, __shfl_down_sync(0xffffffffu, dmax, off));\n"
+    "    rmax = fmax(rmax, __shfl_down_sync(0xffffffffu, rmax, off));\n"
+    "    bad += __shfl_down_sync(0xffffffffu, bad, off);\n"
+    "    first_bad = min(first_bad, __shfl_down_sync(0xffffffffu, first_bad, off));\n"
+    "    outside += __shfl_down_sync(0xffffffffu, outside, off);\n"
+    "    first_out = min(first_out, __shfl_down_sync(0xffffffffu, first_out, off));\n"
+    "  }\n"
+    "  if ((threadIdx.x & 31) != 0) return;\n"
+    "  atomicAdd(&sums[0], d2);\n"
+    "  atomicAdd(&sums[1], r2);\n"
+    "  atomicMax(&st[0], (unsigned long long)__double_as_longlong(dmax));\n"
+    "  atomicMax(&st[1], (unsigned long long)__double_as_longlong(rmax));\n"
+    "  atomicAdd(&st[2], bad);\n"
+    "  atomicMin(&st[3], first_bad);\n"
+    "  atomicAdd(&st[4], outside);\n"
+    "  atomicMin(&st[5], first_out);\n"
+    "}\n";
+
+/* A plain read of n16 16-byte words from p: what a memory-bound kernel's time compares with.
+ * Grid-stride, four independent 16-byte loads a thread in flight (a stride apart), past L1
+ * (read once); what it reads folds into one word, stored only when it equals a value nothing
+ * checks, so that no load can be dropped. */
+static const char READ_SOURCE[] =
+    "__device__ __forceinline__ unsigned mmt_read16(const uint4 *p) {\n"
+    "  unsigned x, y, z, w;\n"
+    "  asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\"\n"
+    "      : \"=r\"(x), \"=r\"(y), \"=r\"(z), \"=r\"(w) : \"l\"(p));\n"
+    "  return x ^ y ^ z ^ w;\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_read_bytes(const uint4 *p, unsigned long long n16,\n"
+    "                                            unsigned *sink) {\n"
+    "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "  unsigned acc = 0;\n"
+    "  for (; i + 3 * stride < n16; i += 4 * stride)\n"
+    "    acc ^= mmt_read16(p + i) ^ mmt_read16(p + i + stride) ^\n"
+    "           mmt_read16(p + i + 2 * stride) ^ mmt_read16(p + i + 3 * stride);\n"
+    "  for (; i < n16; i += stride) acc ^= mmt_read16(p + i);\n"
+    "  if (acc == 0x9E3779B9u) *sink = acc;\n"
+    "}\n";
+
+char *tn_gpu_helpers_source(void) {
+  const char *ref = tn_ref_gpu_source();
+  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(READ_SOURCE) + strlen(ref) + 4;
+  char *source = malloc(len);
+  if (source) snprintf(source, len, "%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE, ref);
+  return source;
+}

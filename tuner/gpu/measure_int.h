@@ -1,0 +1,101 @@
+/*
+ * gpu/measure_int.h -- what the files of the measurement (gpu/measure.h) share: the device
+ * context and its buffers (gpu/context.c), candidate verification (gpu/verify.c), timing
+ * (gpu/measure.c) and bench's bandwidth figures (gpu/bandwidth.c).  Private to those files.
+ */
+#ifndef MMT_TN_GPU_MEASURE_INT_H
+#define MMT_TN_GPU_MEASURE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpu/guard.h"
+#include "gpu/measure.h"
+#include "gpu/prune.h"
+
+/* Input copies rotated while timing: enough to cover this many times the L2 size. */
+#define L2_COVER 3
+#define MAX_COPIES 32
+/* tn_measure_opts.cold: the timed runs rotate over copies adding up to more than this many
+ * times the L2 (the untimed runs' copy is kept out of the rotation). */
+#define COLD_L2_COVER 2
+#define MAX_COLD_COPIES 8192
+/* Timed runs are launched back to back in batches of up to this many, an event between each
+ * two: the host queues a run while the previous one executes, so a sample is the kernel's time
+ * on the device, not the host's cost of launching it onto an idle stream (which, for a 10 us
+ * GEMM, was a third of the figure, for cuBLAS and mmtune alike). */
+#define TIME_BATCH 16
+
+/* What mmt_check_f32 accumulates (device layout: 2 doubles, then 6 unsigned 64-bit). */
+typedef struct {
+  double sums[2];
+  unsigned long long st[6];
+} check_stats;
+
+struct tn_gpu {
+  rt_device dev;
+  const rt_cu *cu;
+  CUmodule helpers;
+  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn;
+  CUdeviceptr stats;    /* check_stats */
+  CUdeviceptr read_buf; /* tn_gpu_read_ms's copies, read_cap bytes */
+  size_t read_cap;
+  CUevent ev[TIME_BATCH + 1]; /* ev[i] .. ev[i+1] brackets run i of a batch */
+  int l2_bytes;
+  tn_device_limits limits; /* what tn_prune checks compiled kernels against */
+  /* Device buffers: `copies` consecutive (A, B, C) sets of elem-byte elements, and the
+   * float64 reference; for 16-bit dtypes also wa, wb, wc: copy 0 widened to float. */
+  CUdeviceptr a, b, c, ref, wa, wb, wc;
+  size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes, wide_cap_bytes;
+  int copies;
+  int elem; /* bytes per element of the problem being measured */
+  int bf16; /* 16-bit elements are bf16 (else f16) */
+  /* Elements each operand addresses ((rows - 1) * ld + row width), and the alignment of the
+   * problem's pitches: what a candidate is verified for. */
+  size_t a_extent, b_extent, c_extent;
+  unsigned align;
+  /* The verification launches put A, B and C flush against unmapped memory (gpu/guard.h),
+   * once at the end of a mapped range and once at its start; gran == 0 when the device cannot
+   * (guard_note says why, and copy 0 is verified as it is). */
+  size_t gran;
+  tn_guard guard[3];
+  char guard_note[256];
+  /* Host buffers for the check. */
+  float *host_a, *host_b;
+  double *host_ref;
+  size_t host_a_cap, host_b_cap, host_ref_cap;
+};
+
+/* gpu/context.c */
+
+/* Copies of a set of `set_bytes` that timed runs rotate over: cold, enough that the others
+ * move more than COLD_L2_COVER x L2 between two runs on one copy; else L2_COVER x L2 in all,
+ * between 1 and MAX_COPIES.  (Cold callers keep one copy more for the untimed runs.) */
+size_t tn_gpu_timed_copies(const tn_gpu *g, size_t set_bytes, bool cold);
+/* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
+mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err);
+/* The GEMM arguments of input copy `copy` (0 .. g->copies - 1) of the problem of o. */
+rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int copy);
+/* Errors after which the context is dead: the process must stop using the device. */
+bool tn_gpu_is_sticky(CUresult r);
+/* x rounded up to a multiple of `to`. */
+static inline size_t tn_round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* gpu/verify.c */
+
+/* Fresh random A and B in every copy (seeded per candidate), every C poisoned with NaN. */
+mmt_status tn_gpu_prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *err);
+/* The verification launches (both placements with guard pages, else one on copy 0), each
+ * checked against the float64 reference.  out->status stays DB_OK when all pass.  A fault
+ * is MMT_ERR_FAULT, its message naming the placement. */
+mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
+                         tn_measurement *out, ut_err *err);
+
+/* gpu/measure.c */
+
+/* Sorts times[0 .. n) (n >= 1) and returns their median. */
+double tn_gpu_sorted_median(double *times, int n);
+/* The kernel could not be loaded or launched: a property of the config, not of the GPU. */
+void tn_gpu_launch_error(tn_measurement *out, const char *msg);
+
+#endif /* MMT_TN_GPU_MEASURE_INT_H */
