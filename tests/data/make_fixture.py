@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Writes fixture_7934a61.json: ok rows of an H200 as commit 7934a61's tuner wrote them (its
-export format, version 1), for a database "tuned before" the template refactor.
+"""Writes a fixture's export: ok rows of an H200 as an earlier commit's tuner wrote them, for a
+database "tuned" with that commit (tests/data/fixture_COMMIT.json, in that commit's export
+format).
 
-Each row's config is the first one of its template that 7934a61's own `mmtune explain
---device-name "NVIDIA H200" --top` ranks usable for the problem (so it is valid there), the
-problem is the one its dispatcher runs ("computes:", e.g. a GEMV's transposition), the launch
-columns come from its `mmtune emit --info` (as rt_launch_of reads the kernel), and regs, shared
-and local bytes from the NVRTC 13 cubin of that emitted source (the tuner's options:
---gpu-architecture, -std=c++17, -default-device) via cuobjdump.  Times are typical H200 figures
-(a throughput per template and dtype below), not measurements.  tests/data/README.md has the
+Each row's config is the first one of its template that the commit's own `mmtune explain
+--device-name "NVIDIA H200" --top` ranks usable for the problem on a database without rows (so
+it is valid there), the problem is the one its dispatcher runs ("computes:", e.g. a GEMV's
+transposition), the launch columns come from its `mmtune emit --info` (as rt_launch_of reads
+the kernel), and regs, shared and local bytes from the NVRTC 13 cubin of that emitted source
+(the tuner's options: --gpu-architecture, -std=c++17, -default-device) via cuobjdump.  Times
+are typical H200 figures (a throughput per template and dtype below), not measurements.  The
+rows, device and dates are the same whatever the commit; the commit decides the configs, launch
+columns, registers, template hashes and the export's version.  tests/data/README.md has the
 commands.
 
-Usage: fixture_7934a61.py --mmtune OLD_MMTUNE --hash NAME=HEX... > fixture_7934a61.json
+Usage: make_fixture.py --mmtune OLD_MMTUNE --hash NAME=HEX... > fixture_COMMIT.json
 """
 import argparse
 import ctypes
 import json
+import os
 import re
 import subprocess
 import sys
@@ -58,10 +62,21 @@ def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
-def choose(mmtune, template, dtype, m, n, k, trans_b):
+def empty_db(mmtune, folder):
+    """A database without rows, as mmtune writes one: what explain ranks for (5089791's refuses a
+    database that does not exist); and the version of mmtune's export format (its export of
+    that database's)."""
+    export, db = os.path.join(folder, "empty.json"), os.path.join(folder, "empty.db")
+    with open(export, "w") as f:
+        f.write('{"format": "mmtune-results", "version": 1, "results": [], "searches": []}\n')
+    run([mmtune, "db", "import", export, "--into", db])
+    return db, json.loads(run([mmtune, "db", "export", "--db", db]))["version"]
+
+
+def choose(mmtune, db, template, dtype, m, n, k, trans_b):
     """The kernel problem (m, n, k, layout) and the first usable config of template."""
     cmd = [mmtune, "explain", str(m), str(n), str(k), "--dtype", dtype, "--device-name",
-           DEVICE["device_name"], "--db", "/nonexistent/none.db", "--top", "1000"]
+           DEVICE["device_name"], "--db", db, "--top", "1000"]
     out = run(cmd + (["--trans-b"] if trans_b else []))
     comp = re.search(r"computes:\s+row-major (\d+)x(\d+)x(\d+), layout (\w\w)", out)
     for line in out.splitlines():
@@ -121,36 +136,42 @@ def resources(source, kernel, arch):
     return int(m[1]), int(m[2]), int(m[3])
 
 
+def fixture_row(mmtune, db, i, template, dtype, m, n, k, trans_b, rate, hashes):
+    """Row i of ROWS as the commit of mmtune tuned it."""
+    (km, kn, kk, layout), params = choose(mmtune, db, template, dtype, m, n, k, trans_b)
+    source, kernel, col, dynamic = launch(mmtune, template, dtype, layout, params)
+    # wgmma is the template whose kernels name an architecture (sm_90a), in 7934a61 and 5089791
+    regs, static, local = resources(source, kernel, "sm_90a" if template == "wgmma" else "sm_90")
+    flop = 2.0 * km * kn * kk
+    if template == "skinny":
+        moved = (km * kk + kk * kn + km * kn) * ELEM[dtype]
+        ms = moved / (rate * 1e9) * 1e3
+    else:
+        ms = flop / (rate * 1e12) * 1e3
+    rel, mx = ERRORS[dtype]
+    row = dict(DEVICE)
+    row.update(template_name=template, template_hash=hashes[template], params=params,
+               dtype=dtype, layout=layout, m=km, n=kn, k=kk, status="ok", error="",
+               ms_min=round(ms * 0.985, 6), ms_median=round(ms, 6),
+               ms_max=round(ms * 1.03, 6), runs=100 if ms < 1 else 20,
+               tflops=round(flop / (ms * 1e-3) / 1e12, 3), rel_err=rel, max_err=mx,
+               regs=regs, shared_bytes=static + dynamic, local_bytes=local,
+               created_at=CREATED_AT + 60 * i, **col)
+    return row
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mmtune", required=True, help="7934a61's mmtune binary")
-    p.add_argument("--hash", action="append", default=[], help="NAME=HEX: 7934a61's template hash")
+    p.add_argument("--mmtune", required=True, help="the earlier commit's mmtune binary")
+    p.add_argument("--hash", action="append", default=[],
+                   help="NAME=HEX: the commit's hash of template NAME (emit_all --hashes)")
     args = p.parse_args()
     hashes = dict(h.split("=") for h in args.hash)
-    rows = []
-    for i, (template, dtype, m, n, k, trans_b, rate) in enumerate(ROWS):
-        (km, kn, kk, layout), params = choose(args.mmtune, template, dtype, m, n, k, trans_b)
-        source, kernel, col, dynamic = launch(args.mmtune, template, dtype, layout, params)
-        # 7934a61's wgmma is the template whose kernels name an architecture (sm_90a)
-        regs, static, local = resources(source, kernel, "sm_90a" if template == "wgmma" else "sm_90")
-        flop = 2.0 * km * kn * kk
-        if template == "skinny":
-            moved = (km * kk + kk * kn + km * kn) * ELEM[dtype]
-            ms = moved / (rate * 1e9) * 1e3
-        else:
-            ms = flop / (rate * 1e12) * 1e3
-        rel, mx = ERRORS[dtype]
-        row = dict(DEVICE)
-        row.update(template_name=template, template_hash=hashes[template], params=params,
-                   dtype=dtype, layout=layout, m=km, n=kn, k=kk, status="ok", error="",
-                   ms_min=round(ms * 0.985, 6), ms_median=round(ms, 6),
-                   ms_max=round(ms * 1.03, 6), runs=100 if ms < 1 else 20,
-                   tflops=round(flop / (ms * 1e-3) / 1e12, 3), rel_err=rel, max_err=mx,
-                   regs=regs, shared_bytes=static + dynamic, local_bytes=local,
-                   created_at=CREATED_AT + 60 * i, **col)
-        rows.append(row)
+    with tempfile.TemporaryDirectory() as folder:
+        db, version = empty_db(args.mmtune, folder)
+        rows = [fixture_row(args.mmtune, db, i, *r, hashes) for i, r in enumerate(ROWS)]
     text = ",\n    ".join(json.dumps(r) for r in rows)
-    print('{"format": "mmtune-results", "version": 1,\n  "results": [\n    ' + text +
+    print('{"format": "mmtune-results", "version": %d,\n  "results": [\n    ' % version + text +
           '\n  ],\n  "searches": []\n}')
 
 
