@@ -10,14 +10,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dep_chain.h"
+#include "gemm_check.h"
 #include "gen.h"
-#include "half16.h"
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
@@ -546,124 +545,6 @@ static gemm_shape in_layout(const gemm_shape *s, const char *layout) {
   return t;
 }
 
-/* Values exactly representable in bf16 (and f16): i / 64, |i| <= 64. */
-static float vrand(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
-}
-
-static CUdeviceptr to_device(const rt_cu *cu, const uint16_t *h, size_t count) {
-  CUdeviceptr p = 0;
-  assert_int_equal(cu->cuMemAlloc(&p, count * 2 + 16), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(p, h, count * 2), CUDA_SUCCESS);
-  return p;
-}
-
-/* Runs k on shape s against a float64 reference, in dtype, `runs` times from the same C (the
- * second run of a split-K kernel finds the arrival counters as the first left them, and
- * must give the same bits: the slices are added in slice order).  C starts as NaN when
- * beta == 0 (it must not be read); the padding past column N must be left alone.  `offset`
- * elements shift every base address (2-byte alignment for VEC = 1).
- * Element bound, the same whatever the split (the slices meet in fp32, C is rounded once):
- * tol * (1 + |want|) plus the unit roundoff times the sum of |alpha * a * b| over K, the
- * classic bound on what rounding a partial sum can lose. */
-static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
-                      const char *layout, const gemm_shape *s, int runs, int offset, double tol,
-                      int64_t split) {
-  const bool ta = layout[0] == 't', tb = layout[1] == 't', f16 = strcmp(dtype, "f16") == 0;
-  uint16_t (*to16)(float) = f16 ? th_f32_to_f16 : th_f32_to_bf16;
-  float (*to32)(uint16_t) = f16 ? th_f16_to_f32 : th_bf16_to_f32;
-  const size_t na = (size_t)((ta ? s->k : s->m) * s->lda) + 1 + (size_t)offset;
-  const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1 + (size_t)offset;
-  const size_t nc = (size_t)(s->m * s->ldc) + (size_t)offset;
-  uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2), *c0 = malloc(nc * 2);
-  uint16_t *first = malloc(nc * 2);
-  double *want = malloc(nc * sizeof *want), *absum = calloc(nc, sizeof *absum);
-  assert_true(a && b && c && c0 && first && want && absum);
-  const double unit = f16 ? 0x1p-11 : 0x1p-8; /* unit roundoff of the output type */
-  uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
-  for (size_t i = 0; i < na; i++) a[i] = to16(vrand(&seed));
-  for (size_t i = 0; i < nb; i++) b[i] = to16(vrand(&seed));
-  for (size_t i = 0; i < nc; i++) c0[i] = s->beta == 0.0f ? 0x7fffu /* NaN */ : to16(vrand(&seed));
-  const uint16_t *ao = a + offset, *bo = b + offset;
-  for (size_t i = 0; i < nc; i++) want[i] = to32(c0[i]);
-  /* op(A) as M rows of K and op(B) as N rows of K, converted once: the reference's inner loop
-   * then reads both contiguously (it dominated the test's time when it converted and strode) */
-  const size_t mk = (size_t)(s->m * s->k), nk = (size_t)(s->n * s->k);
-  float *ar = malloc((mk ? mk : 1) * sizeof *ar), *br = malloc((nk ? nk : 1) * sizeof *br);
-  assert_true(ar && br);
-  for (int64_t i = 0; i < s->m; i++)
-    for (int64_t p = 0; p < s->k; p++)
-      ar[i * s->k + p] = to32(ao[ta ? p * s->lda + i : i * s->lda + p]);
-  for (int64_t j = 0; j < s->n; j++)
-    for (int64_t p = 0; p < s->k; p++)
-      br[j * s->k + p] = to32(bo[tb ? j * s->ldb + p : p * s->ldb + j]);
-  for (int64_t i = 0; i < s->m; i++)
-    for (int64_t j = 0; j < s->n; j++) {
-      double acc = 0, sabs = 0;
-      const float *ai = ar + i * s->k, *bj = br + j * s->k;
-      for (int64_t p = 0; p < s->k; p++) {
-        double prod = (double)ai[p] * bj[p];
-        acc += prod;
-        sabs += fabs(prod);
-      }
-      absum[(size_t)offset + (size_t)(i * s->ldc + j)] = fabs((double)s->alpha) * sabs;
-      double *w = &want[(size_t)offset + (size_t)(i * s->ldc + j)];
-      *w = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * *w);
-    }
-  rt_gemm_args args = {.m = s->m,
-                       .n = s->n,
-                       .k = s->k,
-                       .alpha = s->alpha,
-                       .beta = s->beta,
-                       .lda = s->lda,
-                       .ldb = s->ldb,
-                       .ldc = s->ldc};
-  CUdeviceptr da = to_device(cu, a, na), db = to_device(cu, b, nb), dc = to_device(cu, c0, nc);
-  args.a = da + 2 * (CUdeviceptr)offset;
-  args.b = db + 2 * (CUdeviceptr)offset;
-  args.c = dc + 2 * (CUdeviceptr)offset;
-  for (int run = 0; run < runs; run++) {
-    ut_err e;
-    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(dc, c0, nc * 2), CUDA_SUCCESS);
-    mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
-    if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
-    assert_int_equal(rc, MMT_OK);
-    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * 2), CUDA_SUCCESS);
-    for (size_t i = 0; i < nc; i++) {
-      const double got = to32(c[i]);
-      const bool same = isnan(want[i]) ? c[i] == c0[i] /* untouched */
-                                       : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
-                                                                    unit * absum[i];
-      if (!same) {
-        fprintf(stderr, "%s, %s %lldx%lldx%lld (offset %d), run %d: C[%zu] = %g, want %g\n", label,
-                layout, (long long)s->m, (long long)s->n, (long long)s->k, offset, run + 1, i, got,
-                want[i]);
-        fail();
-      }
-    }
-    if (run == 0) memcpy(first, c, nc * 2);
-    else if (split > 1 && memcmp(first, c, nc * 2) != 0) {
-      fprintf(stderr, "%s, %s %lldx%lldx%lld: run %d differs from run 1 (split-K order)\n", label,
-              layout, (long long)s->m, (long long)s->n, (long long)s->k, run + 1);
-      fail();
-    }
-  }
-  assert_int_equal(cu->cuMemFree(da), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(db), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(dc), CUDA_SUCCESS);
-  free(a);
-  free(b);
-  free(c);
-  free(c0);
-  free(first);
-  free(want);
-  free(absum);
-  free(ar);
-  free(br);
-}
-
 /* Configs covering each access width and pipeline depth, both shared layouts and block
  * orders, 64 to 512 threads, both warp tiles and K steps, and split-K with each width. */
 static const char *const k_gpu_configs[] = {
@@ -754,15 +635,36 @@ static void run_config(const rt_device *d, const rt_cu *cu, gen_template *t, con
   assert_int_equal(rc, MMT_OK);
   print_message("%s: %d registers, %d bytes local\n", spec->kernel_name, k.regs, k.local_bytes);
   assert_int_equal(k.local_bytes, 0); /* no spills */
+  /* A split-K kernel runs each shape twice from the same C: the second run finds the
+   * arrival counters as the first left them, and must give the same bits (the slices are
+   * added in slice order).  Element bound, the same whatever the split (the slices meet in
+   * fp32, C is rounded once): tol * (1 + |want|) plus the output type's unit roundoff times
+   * the sum of |alpha * a * b| over K, the classic bound on what rounding a partial sum can
+   * lose. */
   const int64_t split = r->c.v[P_SPLIT];
   const double tol = strcmp(r->dtype, "f16") == 0 ? 1e-3 : 8e-3;
   for (int j = 0; j < COUNT(k_shapes); j++) {
     gemm_shape s;
     gen_problem p;
     int offset;
-    if (shape_runs(t, &r->c, spec, r->dtype, r->layout, j, &s, &p, &offset))
-      run_shape(cu, &k, spec->kernel_name, r->dtype, r->layout, &s, split > 1 ? 2 : 1, offset,
-                tol, split);
+    if (!shape_runs(t, &r->c, spec, r->dtype, r->layout, j, &s, &p, &offset)) continue;
+    const gc_case gc = {.label = spec->kernel_name,
+                        .dtype = r->dtype,
+                        .layout = r->layout,
+                        .m = s.m,
+                        .n = s.n,
+                        .k = s.k,
+                        .lda = s.lda,
+                        .ldb = s.ldb,
+                        .ldc = s.ldc,
+                        .alpha = s.alpha,
+                        .beta = s.beta,
+                        .offset = {offset, offset, offset},
+                        .runs = split > 1 ? 2 : 1,
+                        .rtol = tol,
+                        .atol = tol,
+                        .unit = gc_roundoff(r->dtype)};
+    gc_run(cu, &k, &gc);
   }
   rt_kernel_unload(&k);
 }

@@ -12,13 +12,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_check.h"
 #include "gen.h"
-#include "half16.h"
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
@@ -431,158 +430,47 @@ typedef struct {
   int side, vec;
 } gpu_run;
 
-/* Values exactly representable in bf16 (and f16): i / 64, |i| <= 64. */
-static float vrand(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
-}
-
-typedef struct {
-  int bytes;
-  double unit; /* the output type's unit roundoff */
-  bool f16;
-} elem_kind;
-
-static elem_kind kind_of(const char *dtype) {
-  if (!strcmp(dtype, "f16")) return (elem_kind){2, 0x1p-11, true};
-  if (!strcmp(dtype, "bf16")) return (elem_kind){2, 0x1p-8, false};
-  return (elem_kind){4, 0x1p-24, false};
-}
-
-static void put(const elem_kind *e, void *buf, size_t i, float v) {
-  if (e->bytes == 4)
-    ((float *)buf)[i] = v;
-  else
-    ((uint16_t *)buf)[i] = e->f16 ? th_f32_to_f16(v) : th_f32_to_bf16(v);
-}
-
-static float get(const elem_kind *e, const void *buf, size_t i) {
-  if (e->bytes == 4) return ((const float *)buf)[i];
-  const uint16_t h = ((const uint16_t *)buf)[i];
-  return e->f16 ? th_f16_to_f32(h) : th_bf16_to_f32(h);
-}
-
-static bool same_bits(const elem_kind *e, const void *a, const void *b, size_t i) {
-  return memcmp((const char *)a + i * (size_t)e->bytes, (const char *)b + i * (size_t)e->bytes,
-                (size_t)e->bytes) == 0;
-}
-
 /* Runs kernel k of run r on shape sh (in r's side) with padded pitches and, for vec=0,
- * misaligned bases; returns false when the config does not take the problem. */
-static bool run_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k, const gen_kernel *spec,
-                      const gpu_run *r, const skinny_shape *sh, int turn) {
-  const elem_kind e = kind_of(r->dtype);
+ * misaligned bases (gemm_check.h); returns false when the config does not take the problem.
+ * Split-K runs twice from the same C: the second launch finds the arrival counters as the
+ * first left them and must give the same bits (slices added in slice order).  Element bound:
+ * one rounding of the output, and fp32 sums (2^-22 of the terms' magnitude). */
+static bool check_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k,
+                        const gen_kernel *spec, const gpu_run *r, const skinny_shape *sh,
+                        int turn) {
+  const int bytes = gen_dtype_size(r->dtype);
   const int64_t m = r->side == 0 ? sh->s : sh->l, n = r->side == 0 ? sh->l : sh->s, kk = sh->k;
-  const bool ta = r->layout[0] == 't', tb = r->layout[1] == 't';
   /* pitches: aligned rows plus 16 bytes for vec=1; 1 to 3 elements more for vec=0 */
-  const int64_t per16 = 16 / e.bytes, extra = r->vec ? per16 : 1 + turn % 3;
+  const int64_t per16 = 16 / bytes, extra = r->vec ? per16 : 1 + turn % 3;
   int64_t min_ld[3];
   gen_min_ld(r->layout, m, n, kk, min_ld);
   int64_t ld[3];
   for (int i = 0; i < 3; i++)
     ld[i] = (r->vec ? (min_ld[i] + per16 - 1) / per16 * per16 : min_ld[i]) + extra;
   const int64_t offset = r->vec ? 0 : 1 + turn % 7;
-  int64_t rows[3];
-  gen_stored_rows(r->layout, m, n, kk, rows);
-  const gen_problem p = {r->dtype, r->layout, m, n, kk, ld[0], ld[1], ld[2],
-                         r->vec ? 16 : (offset % 2 ? e.bytes : 2 * e.bytes)};
+  const int align = r->vec ? 16 : offset % 2 ? bytes : 2 * bytes;
+  const gen_problem p = {r->dtype, r->layout, m, n, kk, ld[0], ld[1], ld[2], align};
   if (!gen_requires_met(&spec->requires, &p) || !tc_check(t, &r->c, &p, NULL, 0)) return false;
-  size_t count[3];
-  void *host[3];
-  for (int i = 0; i < 3; i++) {
-    count[i] = (size_t)(rows[i] * ld[i]) + (size_t)offset + 1;
-    host[i] = malloc(count[i] * (size_t)e.bytes);
-    assert_non_null(host[i]);
-  }
-  void *c0 = malloc(count[2] * (size_t)e.bytes), *got = malloc(count[2] * (size_t)e.bytes);
-  double *want = calloc(count[2], sizeof *want), *absum = calloc(count[2], sizeof *absum);
-  assert_true(c0 && got && want && absum);
-  uint64_t seed = (uint64_t)(m * 131 + n * 17 + kk + turn);
-  for (int i = 0; i < 2; i++)
-    for (size_t j = 0; j < count[i]; j++) put(&e, host[i], j, vrand(&seed));
-  for (size_t j = 0; j < count[2]; j++) put(&e, c0, j, sh->beta == 0.0f ? NAN : vrand(&seed));
-  const size_t ao = (size_t)offset, bo = ao, co = ao;
-  for (size_t j = 0; j < count[2]; j++) want[j] = NAN; /* untouched: compared bit for bit */
-  /* op(A) as m rows of kk and op(B) as n rows of kk, read once: the reference's inner loop
-   * then runs over contiguous floats */
-  double *ar = malloc((size_t)(m * kk + 1) * sizeof *ar);
-  double *br = malloc((size_t)(n * kk + 1) * sizeof *br);
-  assert_true(ar && br);
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t q = 0; q < kk; q++)
-      ar[i * kk + q] = get(&e, host[0], ao + (size_t)(ta ? q * ld[0] + i : i * ld[0] + q));
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t q = 0; q < kk; q++)
-      br[j * kk + q] = get(&e, host[1], bo + (size_t)(tb ? j * ld[1] + q : q * ld[1] + j));
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      double acc = 0, sabs = 0;
-      const double *ai = ar + i * kk, *bj = br + j * kk;
-      for (int64_t q = 0; q < kk; q++) {
-        const double prod = ai[q] * bj[q];
-        acc += prod;
-        sabs += fabs(prod);
-      }
-      const size_t ci = co + (size_t)(i * ld[2] + j);
-      absum[ci] = fabs((double)sh->alpha) * sabs;
-      want[ci] = sh->alpha * acc + (sh->beta == 0.0f ? 0.0 : (double)sh->beta * get(&e, c0, ci));
-    }
-  CUdeviceptr d[3];
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cu->cuMemAlloc(&d[i], count[i] * (size_t)e.bytes), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyHtoD(d[i], i == 2 ? c0 : host[i], count[i] * (size_t)e.bytes),
-                     CUDA_SUCCESS);
-  }
-  const CUdeviceptr shift = (CUdeviceptr)(offset * e.bytes);
-  rt_gemm_args args = {.m = m, .n = n, .k = kk, .alpha = sh->alpha, .beta = sh->beta,
-                       .a = d[0] + shift, .b = d[1] + shift, .c = d[2] + shift,
-                       .lda = ld[0], .ldb = ld[1], .ldc = ld[2]};
-  /* Split-K runs twice from the same C: the second launch finds the arrival counters as the
-   * first left them and must give the same bits (slices added in slice order). */
-  const size_t c_bytes = count[2] * (size_t)e.bytes;
-  void *first = malloc(c_bytes);
-  assert_non_null(first);
-  const int launches = spec->workspace_per_block ? 2 : 1;
-  for (int run = 0; run < launches; run++) {
-    ut_err err;
-    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(d[2], c0, c_bytes), CUDA_SUCCESS);
-    mmt_status rc = rt_kernel_launch(k, &args, NULL, &err);
-    if (rc) fprintf(stderr, "%s: %s\n", spec->kernel_name, err.msg);
-    assert_int_equal(rc, MMT_OK);
-    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyDtoH(got, d[2], c_bytes), CUDA_SUCCESS);
-    if (run == 0) memcpy(first, got, c_bytes);
-    else if (memcmp(first, got, c_bytes) != 0) {
-      fprintf(stderr, "%s (%s): run 2 differs from run 1\n", spec->kernel_name, r->text);
-      fail();
-    }
-  }
-  free(first);
-  for (size_t j = 0; j < count[2]; j++) {
-    bool ok;
-    double g = get(&e, got, j);
-    if (isnan(want[j]))
-      ok = same_bits(&e, got, c0, j);
-    else /* one rounding of the output, and fp32 sums (2^-22 of the terms' magnitude) */
-      ok = fabs(g - want[j]) <= e.unit * fabs(want[j]) + 0x1p-22 * absum[j] + 1e-30;
-    if (!ok) {
-      fprintf(stderr, "%s (%s) %lldx%lldx%lld ld %lld,%lld,%lld offset %lld: C[%zu] = %g, want %g\n",
-              spec->kernel_name, r->text, (long long)m, (long long)n, (long long)kk,
-              (long long)ld[0], (long long)ld[1], (long long)ld[2], (long long)offset, j, g,
-              want[j]);
-      fail();
-    }
-  }
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cu->cuMemFree(d[i]), CUDA_SUCCESS);
-    free(host[i]);
-  }
-  free(c0);
-  free(got);
-  free(want);
-  free(absum);
-  free(ar);
-  free(br);
+  char label[256];
+  snprintf(label, sizeof label, "%s (%s)", spec->kernel_name, r->text);
+  const gc_case gc = {.label = label,
+                      .dtype = r->dtype,
+                      .layout = r->layout,
+                      .m = m,
+                      .n = n,
+                      .k = kk,
+                      .lda = ld[0],
+                      .ldb = ld[1],
+                      .ldc = ld[2],
+                      .alpha = sh->alpha,
+                      .beta = sh->beta,
+                      .offset = {offset, offset, offset},
+                      .runs = spec->workspace_per_block ? 2 : 1,
+                      .rtol = gc_roundoff(r->dtype),
+                      .atol = 1e-30,
+                      .unit = 0x1p-22,
+                      .seed = (uint64_t)turn};
+  gc_run(cu, k, &gc);
   return true;
 }
 
@@ -673,7 +561,7 @@ static void gpu_results(const family *f) {
     assert_true(k.local_bytes <= 16);
     int shapes = 0;
     for (int j = 0; j < COUNT(k_shapes); j++)
-      shapes += run_shape(cu, t, &k, &specs[i], &runs[i], &k_shapes[j], i + j);
+      shapes += check_shape(cu, t, &k, &specs[i], &runs[i], &k_shapes[j], i + j);
     assert_true(shapes >= 3);
     ran += shapes;
     rt_kernel_unload(&k);

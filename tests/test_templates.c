@@ -8,11 +8,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_check.h"
 #include "gen.h"
 #include "rt_compile.h"
 #include "rt_device.h"
@@ -822,94 +822,6 @@ static void test_gpu_configs(void **state) {
   gen_free(t);
 }
 
-static float frand(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((*s >> 40) % 2001) / 1000.0f - 1.0f;
-}
-
-static CUdeviceptr to_device(const rt_cu *cu, const float *h, size_t count) {
-  CUdeviceptr p = 0;
-  assert_int_equal(cu->cuMemAlloc(&p, count * sizeof(float)), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(p, h, count * sizeof(float)), CUDA_SUCCESS);
-  return p;
-}
-
-/* Runs k on shape s `runs` times in a row (from the same C each time) against a float64 CPU
- * reference; C starts as NaN when beta == 0 (it must not be read) and the padding past column
- * N must be left alone.  Split-K kernels run three times: later launches find the arrival
- * counters as the first left them, and give the same bits (the slices are added in slice
- * order, whichever finishes first). */
-static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *layout,
-                      const gemm_shape *s, int runs) {
-  const bool ta = layout[0] == 't', tb = layout[1] == 't';
-  const size_t na = (size_t)((ta ? s->k : s->m) * s->lda) + 1;
-  const size_t nb = (size_t)((tb ? s->n : s->k) * s->ldb) + 1;
-  const size_t nc = (size_t)(s->m * s->ldc);
-  float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
-  float *c = malloc(nc * sizeof *c), *want = malloc(nc * sizeof *want);
-  float *c0 = malloc(nc * sizeof *c0), *first = malloc(nc * sizeof *first);
-  assert_true(a && b && c && want && c0 && first);
-  uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
-  for (size_t i = 0; i < na; i++) a[i] = frand(&seed);
-  for (size_t i = 0; i < nb; i++) b[i] = frand(&seed);
-  for (size_t i = 0; i < nc; i++) c[i] = s->beta == 0.0f ? NAN : frand(&seed);
-  memcpy(want, c, nc * sizeof *c);
-  memcpy(c0, c, nc * sizeof *c);
-  for (int64_t i = 0; i < s->m; i++)
-    for (int64_t j = 0; j < s->n; j++) {
-      double acc = 0;
-      for (int64_t p = 0; p < s->k; p++)
-        acc += (double)a[ta ? p * s->lda + i : i * s->lda + p] *
-               b[tb ? j * s->ldb + p : p * s->ldb + j];
-      float *w = &want[i * s->ldc + j];
-      *w = (float)(s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * *w));
-    }
-  rt_gemm_args args = {.m = s->m,
-                       .n = s->n,
-                       .k = s->k,
-                       .alpha = s->alpha,
-                       .beta = s->beta,
-                       .lda = s->lda,
-                       .ldb = s->ldb,
-                       .ldc = s->ldc};
-  args.a = to_device(cu, a, na);
-  args.b = to_device(cu, b, nb);
-  args.c = to_device(cu, c, nc);
-  for (int run = 0; run < runs; run++) {
-    ut_err e;
-    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(args.c, c0, nc * sizeof *c0), CUDA_SUCCESS);
-    mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
-    if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
-    assert_int_equal(rc, MMT_OK);
-    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyDtoH(c, args.c, nc * sizeof *c), CUDA_SUCCESS);
-    for (size_t i = 0; i < nc; i++) {
-      const bool same =
-          isnan(want[i]) ? isnan(c[i]) : fabsf(c[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i]));
-      if (!same) {
-        fprintf(stderr, "%s, %s %lldx%lldx%lld, run %d: C[%zu] = %g, want %g\n", label, layout,
-                (long long)s->m, (long long)s->n, (long long)s->k, run + 1, i, c[i], want[i]);
-        fail();
-      }
-    }
-    if (run == 0) memcpy(first, c, nc * sizeof *c);
-    else if (memcmp(first, c, nc * sizeof *c) != 0) {
-      fprintf(stderr, "%s, %s %lldx%lldx%lld: run %d differs from run 1\n", label, layout,
-              (long long)s->m, (long long)s->n, (long long)s->k, run + 1);
-      fail();
-    }
-  }
-  assert_int_equal(cu->cuMemFree(args.a), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(args.b), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(args.c), CUDA_SUCCESS);
-  free(a);
-  free(b);
-  free(c);
-  free(c0);
-  free(first);
-  free(want);
-}
-
 /* Whether config `text` runs in layout: some configs are valid for nn only (tile loads that
  * do not divide evenly in another layout); test_gpu_configs counts them, here they are passed
  * over. */
@@ -934,7 +846,10 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gen_config *c,
   print_message("%s: %d registers, %d bytes local%s\n", spec->kernel_name, k.regs, k.local_bytes,
                 k.local_bytes ? " (spills)" : "");
   const int64_t split = c->v[P_SPLIT], bk = c->v[P_BK];
-  const int runs = split > 1 ? 3 : 1; /* split-K: reset counters, the same bits each run */
+  /* split-K: three runs from the same C; later launches find the arrival counters as the
+   * first left them, and give the same bits (the slices are added in slice order, whichever
+   * finishes first) */
+  const int runs = split > 1 ? 3 : 1;
   gemm_shape all[COUNT(k_shapes_any) + COUNT(k_shapes_vec4) + SPLIT_SHAPES];
   int n = 0, ran = 0;
   for (int j = 0; j < COUNT(k_shapes_any); j++) all[n++] = in_layout(&k_shapes_any[j], layout);
@@ -948,7 +863,21 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gen_config *c,
     const gen_problem p = {"f32", layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc,
                            pitch16 ? 16 : 4};
     if (!gen_requires_met(&spec->requires, &p)) continue;
-    run_shape(cu, &k, spec->kernel_name, layout, s, runs);
+    const gc_case gc = {.label = spec->kernel_name,
+                        .layout = layout,
+                        .m = s->m,
+                        .n = s->n,
+                        .k = s->k,
+                        .lda = s->lda,
+                        .ldb = s->ldb,
+                        .ldc = s->ldc,
+                        .alpha = s->alpha,
+                        .beta = s->beta,
+                        .runs = runs,
+                        .rtol = 1e-4,
+                        .atol = 1e-4,
+                        .values = GC_VALUES_1000THS};
+    gc_run(cu, &k, &gc);
     ran++;
   }
   assert_true(ran >= 3);

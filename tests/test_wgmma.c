@@ -11,12 +11,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dep_chain.h"
+#include "gemm_check.h"
 #include "gen.h"
 #include "half16.h"
 #include "rt_compile.h"
@@ -819,38 +819,6 @@ static void test_nvrtc_sample(void **state) {
 
 /* ---- GPU: results on ragged shapes (skipped without a compute capability 9.0 device) ------- */
 
-/* Elements of one dtype in a byte buffer: 2-byte f16/bf16 patterns or 4-byte floats. */
-typedef struct {
-  int bytes; /* 2 or 4 */
-  bool f16;
-} elem_kind;
-
-static float get_elem(const elem_kind *ek, const void *buf, size_t i) {
-  if (ek->bytes == 4) return ((const float *)buf)[i];
-  const uint16_t h = ((const uint16_t *)buf)[i];
-  return ek->f16 ? th_f16_to_f32(h) : th_bf16_to_f32(h);
-}
-
-static void set_elem(const elem_kind *ek, void *buf, size_t i, float v) {
-  if (ek->bytes == 4)
-    ((float *)buf)[i] = v;
-  else
-    ((uint16_t *)buf)[i] = ek->f16 ? th_f32_to_f16(v) : th_f32_to_bf16(v);
-}
-
-static void set_nan(const elem_kind *ek, void *buf, size_t i) {
-  if (ek->bytes == 4)
-    ((uint32_t *)buf)[i] = 0x7fc00000u;
-  else
-    ((uint16_t *)buf)[i] = 0x7fffu;
-}
-
-/* Bitwise equality of element i of two buffers. */
-static bool same_bits(const elem_kind *ek, const void *x, const void *y, size_t i) {
-  return memcmp((const char *)x + i * (size_t)ek->bytes, (const char *)y + i * (size_t)ek->bytes,
-                (size_t)ek->bytes) == 0;
-}
-
 /* Shapes as op(A) M x K times op(B) K x N.  Each stored row (A, B, C) is padded to a multiple
  * of 16 bytes (TMA and `requires`), plus `pad` more 16-byte units; `big` shapes run only for
  * the first configs (the CPU reference of 1000^3 takes a second). */
@@ -901,125 +869,6 @@ static int64_t shape_pitch(const gemm_shape *s, int which, int64_t width, int by
     return p % unit ? p : p + half;
   }
   return (w + unit - 1) / unit * unit + s->pad * unit;
-}
-
-/* A device copy of h, `offset` bytes into a fresh allocation (16-byte aligned + offset). */
-static CUdeviceptr to_device_at(const rt_cu *cu, const void *h, size_t bytes, size_t offset) {
-  CUdeviceptr p = 0;
-  assert_int_equal(cu->cuMemAlloc(&p, bytes + offset), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(p + offset, h, bytes), CUDA_SUCCESS);
-  return p + offset;
-}
-
-/* Values exactly representable in bf16, f16 and tf32: i / 64, |i| <= 64. */
-static float vrand(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((int)((*s >> 40) % 129) - 64) / 64.0f;
-}
-
-/* Runs k on shape s in dtype and layout against a float64 reference, `runs` times from the
- * same C (the second run of a split-K kernel finds the arrival counters as the first left
- * them, and must give the same bits).  C starts as NaN when beta == 0 (it must not
- * be read); the padding past column N must be left alone.  Element bound: tol * (1 + |want|)
- * plus 2^-20 times the sum of |alpha * a * b| over K (the tensor cores' fp32 accumulation),
- * whatever the split: the parts of a tile add in fp32 and C is rounded once. */
-static void run_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
-                      const char *layout, const gemm_shape *s, int runs, double tol) {
-  const bool ta = layout[0] == 't', tb = layout[1] == 't';
-  const elem_kind ek = {gen_dtype_size(dtype), strcmp(dtype, "f16") == 0};
-  const int64_t lda = shape_pitch(s, ODD_A, ta ? s->m : s->k, ek.bytes);
-  const int64_t ldb = shape_pitch(s, ODD_B, tb ? s->k : s->n, ek.bytes);
-  const int64_t ldc = shape_pitch(s, ODD_C, s->n, ek.bytes);
-  const size_t na = (size_t)((ta ? s->k : s->m) * lda) + 1;
-  const size_t nb = (size_t)((tb ? s->n : s->k) * ldb) + 1;
-  const size_t nc = (size_t)(s->m * ldc);
-  void *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *c0 = malloc(nc * 4);
-  double *want = malloc(nc * sizeof *want), *absum = calloc(nc, sizeof *absum);
-  assert_true(a && b && c && c0 && want && absum);
-  uint64_t seed = (uint64_t)(s->m * 131 + s->n * 17 + s->k);
-  for (size_t i = 0; i < na; i++) set_elem(&ek, a, i, vrand(&seed));
-  for (size_t i = 0; i < nb; i++) set_elem(&ek, b, i, vrand(&seed));
-  for (size_t i = 0; i < nc; i++) {
-    if (s->beta == 0.0f)
-      set_nan(&ek, c0, i);
-    else
-      set_elem(&ek, c0, i, vrand(&seed));
-    want[i] = get_elem(&ek, c0, i);
-  }
-  /* the reference reads A and B widened once, as op(A) row-major and op(B) column-major */
-  double *wa = malloc(sizeof *wa * (size_t)(s->m * s->k + 1));
-  double *wb = malloc(sizeof *wb * (size_t)(s->n * s->k + 1));
-  assert_true(wa && wb);
-  for (int64_t i = 0; i < s->m; i++)
-    for (int64_t p = 0; p < s->k; p++)
-      wa[i * s->k + p] = get_elem(&ek, a, (size_t)(ta ? p * lda + i : i * lda + p));
-  for (int64_t j = 0; j < s->n; j++)
-    for (int64_t p = 0; p < s->k; p++)
-      wb[j * s->k + p] = get_elem(&ek, b, (size_t)(tb ? j * ldb + p : p * ldb + j));
-  for (int64_t i = 0; i < s->m; i++)
-    for (int64_t j = 0; j < s->n; j++) {
-      double acc = 0, sabs = 0;
-      for (int64_t p = 0; p < s->k; p++) {
-        const double prod = wa[i * s->k + p] * wb[j * s->k + p];
-        acc += prod;
-        sabs += fabs(prod);
-      }
-      const size_t at = (size_t)(i * ldc + j);
-      absum[at] = fabs((double)s->alpha) * sabs;
-      want[at] = s->alpha * acc + (s->beta == 0.0f ? 0.0 : (double)s->beta * want[at]);
-    }
-  const size_t eb = (size_t)ek.bytes;
-  const size_t off_a = s->odd & ODD_A ? eb : 0, off_b = s->odd & ODD_B ? eb : 0;
-  const size_t off_c = s->odd & ODD_C ? eb : 0;
-  CUdeviceptr da = to_device_at(cu, a, na * eb, off_a), db = to_device_at(cu, b, nb * eb, off_b);
-  CUdeviceptr dc = to_device_at(cu, c0, nc * eb, off_c);
-  const rt_gemm_args args = {.m = s->m, .n = s->n, .k = s->k, .alpha = s->alpha,
-                             .beta = s->beta, .a = da, .b = db, .c = dc,
-                             .lda = lda, .ldb = ldb, .ldc = ldc};
-  void *first = malloc(nc * 4); /* the first run's C: later runs give the same bits */
-  assert_non_null(first);
-  for (int run = 0; run < runs; run++) {
-    ut_err e;
-    if (run > 0) assert_int_equal(cu->cuMemcpyHtoD(dc, c0, nc * eb), CUDA_SUCCESS);
-    mmt_status rc = rt_kernel_launch(k, &args, NULL, &e);
-    if (rc) fprintf(stderr, "%s: %s\n", label, e.msg);
-    assert_int_equal(rc, MMT_OK);
-    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-    assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * eb), CUDA_SUCCESS);
-    for (size_t i = 0; i < nc; i++) {
-      const double got = get_elem(&ek, c, i);
-      const bool same = isnan(want[i]) ? same_bits(&ek, c, c0, i) /* untouched */
-                                       : fabs(got - want[i]) <= tol * (1.0 + fabs(want[i])) +
-                                                                    0x1p-20 * absum[i];
-      if (!same) {
-        fprintf(stderr,
-                "%s, %s %lldx%lldx%lld (lda %lld, ldb %lld, ldc %lld), run %d: C[%zu] = %g, "
-                "want %g\n",
-                label, layout, (long long)s->m, (long long)s->n, (long long)s->k, (long long)lda,
-                (long long)ldb, (long long)ldc, run + 1, i, got, want[i]);
-        fail();
-      }
-    }
-    if (run == 0)
-      memcpy(first, c, nc * eb);
-    else if (memcmp(first, c, nc * eb) != 0) {
-      fprintf(stderr, "%s, %s %lldx%lldx%lld: run %d differs from run 1 in some bits\n", label,
-              layout, (long long)s->m, (long long)s->n, (long long)s->k, run + 1);
-      fail();
-    }
-  }
-  free(first);
-  assert_int_equal(cu->cuMemFree(da - off_a), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(db - off_b), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemFree(dc - off_c), CUDA_SUCCESS);
-  free(a);
-  free(b);
-  free(c);
-  free(c0);
-  free(want);
-  free(absum);
-  free(wa);
-  free(wb);
 }
 
 /* Configs covering both consumer counts and register splits, 1, 2 and 4 wgmma per k-step,
@@ -1090,6 +939,35 @@ static gen_problem shape_problem(const gemm_shape *s, const char *dtype, const c
                        shape_pitch(s, ODD_B, tb ? s->k : s->n, bytes),
                        shape_pitch(s, ODD_C, s->n, bytes),
                        s->odd ? bytes : 16};
+}
+
+/* Runs k on shape s in dtype and layout (gemm_check.h), `runs` times from the same C.
+ * Element bound: tol * (1 + |want|) plus 2^-20 times the sum of |alpha * a * b| over K (the
+ * tensor cores' fp32 accumulation), whatever the split: the parts of a tile add in fp32 and C
+ * is rounded once.  tf32 is stored as f32; the values are exact in it. */
+static void check_shape(const rt_cu *cu, const rt_kernel *k, const char *label, const char *dtype,
+                        const char *layout, const gemm_shape *s, int runs, double tol) {
+  const gen_problem p = shape_problem(s, dtype, layout);
+  /* an odd operand's base: one element past 16-byte alignment */
+  const int64_t off_a = s->odd & ODD_A ? 1 : 0, off_b = s->odd & ODD_B ? 1 : 0,
+                off_c = s->odd & ODD_C ? 1 : 0;
+  const gc_case gc = {.label = label,
+                      .dtype = dtype,
+                      .layout = layout,
+                      .m = s->m,
+                      .n = s->n,
+                      .k = s->k,
+                      .lda = p.lda,
+                      .ldb = p.ldb,
+                      .ldc = p.ldc,
+                      .alpha = s->alpha,
+                      .beta = s->beta,
+                      .offset = {off_a, off_b, off_c},
+                      .runs = runs,
+                      .rtol = tol,
+                      .atol = tol,
+                      .unit = 0x1p-20};
+  gc_run(cu, k, &gc);
 }
 
 /* The GPU test's configs are valid and run every shape (no requirement turns one away; a
@@ -1197,10 +1075,10 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gpu_run *r,
   const int runs = split ? 2 : 1;
   for (int j = 0; j < COUNT(k_shapes); j++)
     if (!k_shapes[j].big || r->big || split)
-      run_shape(cu, &k, spec->kernel_name, dtype, layout, &k_shapes[j], runs, tol);
+      check_shape(cu, &k, spec->kernel_name, dtype, layout, &k_shapes[j], runs, tol);
   if (spec->requires.repack) /* and on problems that need the copies */
     for (int j = 0; j < COUNT(k_odd_shapes); j++)
-      run_shape(cu, &k, spec->kernel_name, dtype, layout, &k_odd_shapes[j], runs, tol);
+      check_shape(cu, &k, spec->kernel_name, dtype, layout, &k_odd_shapes[j], runs, tol);
   rt_kernel_unload(&k);
 }
 
@@ -1353,12 +1231,11 @@ static void test_gpu_repack_scratch_kept(void **state) {
   unsigned short *host = malloc(bytes);
   assert_non_null(host);
   assert_int_equal(cu->cuMemcpyDtoH(host, cc, bytes), CUDA_SUCCESS);
-  const elem_kind ek = {2, true};
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < n; j++)
-      if (get_elem(&ek, host + 1, (size_t)(i * ld + j)) != (float)n)
+      if (th_f16_to_f32(host[1 + i * ld + j]) != (float)n)
         fail_msg("C[%lld][%lld] = %g, want %lld", (long long)i, (long long)j,
-                 get_elem(&ek, host + 1, (size_t)(i * ld + j)), (long long)n);
+                 th_f16_to_f32(host[1 + i * ld + j]), (long long)n);
   free(host);
   cu->cuMemFree(a), cu->cuMemFree(b), cu->cuMemFree(cc);
   unload_one(&l);
