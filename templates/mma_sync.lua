@@ -565,16 +565,7 @@ local source = [[
  * what VEC requires); K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN
  * already in C is overwritten, as in BLAS).
  */
-#define BM ${bm}
-#define BN ${bn}
-#define BK ${bk}
-#define WM ${wm}
-#define WN ${wn}
-#define STAGES ${stages}
-#define VEC ${vec}
-#define SWZ ${swz}
-#define GROUP ${group}
-#define SPLIT ${split}
+${defines}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
@@ -779,7 +770,7 @@ local function derive(p, layout)
   local d = {}
   d.warps = (p.bm // p.wm) * (p.bn // p.wn)
   d.threads = 32 * d.warps
-  d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  d.a_t, d.b_t = gemm.transposed(layout)
   d.unit = (p.vec == 8 or p.vec == 0) and 8 or 2
   -- Copies per thread per tile (a float: integral when the tile splits evenly); the same for
   -- every layout, only the orientation of the stored tile changes.
@@ -837,23 +828,26 @@ local function kernel_name(p, dtype, layout)
                                        p.vec, p.swz, p.group), p.split)
 end
 
+-- The space, in the order of the kernel's #defines and comment block (gemm.param_vars).
+local params = {
+  {name = "bm", values = {16, 32, 64, 128, 256}},
+  {name = "bn", values = {64, 128, 256}},
+  {name = "bk", values = {32, 64}},
+  {name = "wm", values = {16, 32, 64}},
+  {name = "wn", values = {32, 64}},
+  {name = "stages", values = {2, 3, 4, 5}},
+  {name = "vec", values = {0, 1, 2, 8}},
+  {name = "swz", values = {0, 1}},
+  {name = "group", values = {1, 8}},
+  {name = "split", values = {1, 4, 16}},
+}
+
 return {
   name = "mma_sync",
   description = "tensor-core GEMM (f16, bf16): mma.sync + ldmatrix, cp.async ring, any size",
   dtypes = {"f16", "bf16"},
   layouts = gemm.LAYOUTS,
-  params = {
-    {name = "bm", values = {16, 32, 64, 128, 256}},
-    {name = "bn", values = {64, 128, 256}},
-    {name = "bk", values = {32, 64}},
-    {name = "wm", values = {16, 32, 64}},
-    {name = "wn", values = {32, 64}},
-    {name = "stages", values = {2, 3, 4, 5}},
-    {name = "vec", values = {0, 1, 2, 8}},
-    {name = "swz", values = {0, 1}},
-    {name = "group", values = {1, 8}},
-    {name = "split", values = {1, 4, 16}},
-  },
+  params = params,
   default = {bm = 128, bn = 128, bk = 32, wm = 64, wn = 64, stages = 4, vec = 8, swz = 1,
              group = 8, split = 1},
 
@@ -897,15 +891,12 @@ return {
     local vars = gemm.vars(name, dtype, layout, {
       elem = elem[dtype],
       mma_16816 = mmt.subst(mma_16816, {mma_type = dtype_info[dtype].mma_type}),
-      bm = p.bm, bn = p.bn, bk = p.bk, wm = p.wm, wn = p.wn, stages = p.stages, vec = p.vec,
-      swz = p.swz, group = p.group, split = p.split,
       threads = d.threads, shared_bytes = d.shared_bytes, min_blocks = d.min_blocks,
       smem_formula = p.vec == 0 and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
                      or "STAGES * (A_STAGE + B_STAGE) * 2",
       tile_order = tile_order, split_a = "Ag", split_b = "Bg", dependent_launch = dependent_launch,
     })
-    gemm.doc_values(vars, p, {"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group",
-                              "split"})
+    gemm.param_vars(vars, p, params)
     -- What the copies and the stores of C need: whole units along the contiguous dimension of
     -- A (K, or M when transposed) and of B (N, or K when transposed), pairs along N (C), and
     -- the unit's alignment.

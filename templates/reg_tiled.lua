@@ -233,16 +233,7 @@ local source = [[
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
  */
-#define BM ${bm}
-#define BN ${bn}
-#define BK ${bk}
-#define TM ${tm}
-#define TN ${tn}
-#define VEC ${vec}
-#define STAGES ${stages}
-#define PAD ${pad}
-#define GROUP ${group}
-#define SPLIT ${split}
+${defines}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
@@ -414,7 +405,7 @@ local function derive(p, layout)
   end
   d.wy = 32 // d.wx
   -- cp.async cannot transpose: an operand stored with K contiguous goes 4 bytes at a time
-  d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  d.a_t, d.b_t = gemm.transposed(layout)
   d.alv = (p.stages == 3 and not d.a_t) and 1 or p.vec
   d.blv = (p.stages == 3 and d.b_t) and 1 or p.vec
   d.a_loads = p.bm * p.bk / d.alv / d.threads -- a float: integral when the split is even
@@ -450,22 +441,25 @@ local function kernel_name(p, layout)
                                        p.pad, p.group), p.split)
 end
 
+-- The space, in the order of the kernel's #defines and comment block (gemm.param_vars).
+local params = {
+  {name = "bm", values = {32, 64, 128, 256}},
+  {name = "bn", values = {32, 64, 128, 256}},
+  {name = "bk", values = {8, 16, 32}},
+  {name = "tm", values = {4, 8, 16}},
+  {name = "tn", values = {4, 8}},
+  {name = "vec", values = {1, 4}},
+  {name = "stages", values = {1, 2, 3}},
+  {name = "pad", values = {0, 4}},
+  {name = "group", values = {1, 8}},
+  {name = "split", values = {1, 2, 4, 8, 16}},
+}
+
 return {
   name = "reg_tiled",
   description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
   dtypes = {"f32"}, layouts = gemm.LAYOUTS,
-  params = {
-    {name = "bm", values = {32, 64, 128, 256}},
-    {name = "bn", values = {32, 64, 128, 256}},
-    {name = "bk", values = {8, 16, 32}},
-    {name = "tm", values = {4, 8, 16}},
-    {name = "tn", values = {4, 8}},
-    {name = "vec", values = {1, 4}},
-    {name = "stages", values = {1, 2, 3}},
-    {name = "pad", values = {0, 4}},
-    {name = "group", values = {1, 8}},
-    {name = "split", values = {1, 2, 4, 8, 16}},
-  },
+  params = params,
   default = {bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, vec = 4, stages = 2, pad = 4, group = 8,
              split = 1},
 
@@ -501,14 +495,11 @@ return {
     local name = kernel_name(p, layout)
     local d = derive(p, layout)
     local vars = gemm.vars(name, dtype, layout, {
-      bm = p.bm, bn = p.bn, bk = p.bk, tm = p.tm, tn = p.tn, vec = p.vec, stages = p.stages,
-      pad = p.pad, group = p.group, split = p.split,
       threads = d.threads, wx = d.wx, wy = d.wy, wm = d.wy * p.tm, wn = d.wx * p.tn,
       alv = d.alv, blv = d.blv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
       tile_order = tile_order, split_a = "A", split_b = "B",
     })
-    gemm.doc_values(vars, p, {"bm", "bn", "bk", "tm", "tn", "vec", "stages", "pad", "group",
-                              "split"})
+    gemm.param_vars(vars, p, params)
     local req
     if p.vec == 4 then -- whole float4 along each contiguous dimension: A's, B's and C's (N)
       req = {m_multiple = d.a_t and 4 or 1, n_multiple = 4,

@@ -518,17 +518,7 @@ local source = [[
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
  */
-#define BM ${bm}
-#define BN ${bn}
-#define STAGES ${stages}
-#define CONSUMERS ${consumers}
-#define BLOCKS ${blocks}
-#define GROUP ${group}
-#define REPACK ${repack}
-#define SPLIT ${split}
-#define PERSIST ${persist}
-#define SWAP ${swap}
-#define CLUSTER ${cluster}
+${defines}
 /* The kernel's operands as stored (with SWAP, its A is op(B)^T and its B is op(A)^T): */
 #define A_T ${a_t} /* 1: its A is MN-major (A stored K rows of M; SWAP: B stored K rows of N) */
 #define RS ${rs}   /* 1: its A reaches wgmma through registers (tf32 with A_T: see "RS") */
@@ -1037,7 +1027,7 @@ end
 -- The kernel's operands (swap: op(B)^T and op(A)^T) in the terms of A_T and B_T: whether its
 -- A is MN-major, whether its B is K-major.
 local function kernel_majors(layout, swap)
-  local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  local a_t, b_t = gemm.transposed(layout)
   if swap then return not b_t, not a_t end
   return a_t, b_t
 end
@@ -1089,24 +1079,27 @@ local function wgmma_pieces(n)
   return regs, outs, count
 end
 
+-- The space, in the order of the kernel's #defines and comment block (gemm.param_vars).
+local params = {
+  {name = "bm", values = {64, 128, 256}},
+  {name = "bn", values = {16, 32, 64, 128, 192, 256}},
+  {name = "stages", values = {2, 3, 4, 5, 6, 8, 12, 16}},
+  {name = "consumers", values = {1, 2}},
+  {name = "blocks", values = {1, 2}},
+  {name = "group", values = {1, 8, 16}},
+  {name = "repack", values = {0, 1}},
+  {name = "split", values = {1, 2, 4, 8}},
+  {name = "persist", values = {0, 1}},
+  {name = "swap", values = {0, 1}},
+  {name = "cluster", values = {1, 2}},
+}
+
 return {
   name = "wgmma",
   description = "Hopper GEMM (f16, bf16, tf32): wgmma + TMA ring, warp-specialized, sm_90a",
   dtypes = {"f16", "bf16", "tf32"},
   layouts = gemm.LAYOUTS,
-  params = {
-    {name = "bm", values = {64, 128, 256}},
-    {name = "bn", values = {16, 32, 64, 128, 192, 256}},
-    {name = "stages", values = {2, 3, 4, 5, 6, 8, 12, 16}},
-    {name = "consumers", values = {1, 2}},
-    {name = "blocks", values = {1, 2}},
-    {name = "group", values = {1, 8, 16}},
-    {name = "repack", values = {0, 1}},
-    {name = "split", values = {1, 2, 4, 8}},
-    {name = "persist", values = {0, 1}},
-    {name = "swap", values = {0, 1}},
-    {name = "cluster", values = {1, 2}},
-  },
+  params = params,
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
              split = 1, persist = 0, swap = 0, cluster = 1},
 
@@ -1202,7 +1195,6 @@ return {
     local swap = p.swap == 1
     local ka_t, kb_t = kernel_majors(layout, swap)
     local rs = takes_rs(dtype, layout, swap)
-    local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
     local bk = 128 // dt.bytes
     -- an MN-major B's rows: 128 bytes, or BN elements where that is narrower (BN = 32 or 16
     -- in 16 bits), under a swizzle of the rows' width
@@ -1211,15 +1203,11 @@ return {
     local k_major, mn_major = {}, {}
     table.insert(ka_t and mn_major or k_major, "A: ROWS = BM")
     table.insert(kb_t and k_major or mn_major, "B: ROWS = BN")
-    local vars = {
-      name = name, ctype = dt.ctype, dtype = dtype, layout = layout, doc_type = info.doc_type,
-      a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
-      b_doc = b_t and "transposed (N rows of K)" or "as is (K rows of N)",
+    -- a_t, b_t: the kernel's A MN-major, its B K-major (the layout's with swap's roles)
+    local vars = gemm.vars(name, dtype, layout, {
+      doc_type = info.doc_type,
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
-      bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
-      group = p.group, repack = p.repack, split = p.split, persist = p.persist, swap = p.swap,
-      cluster = p.cluster,
       a_t = ka_t and 1 or 0, b_t = kb_t and 1 or 0, elem_bytes = dt.bytes,
       b_row_bytes = b_row, b_swizzle_mode = ({[128] = 1, [64] = 2, [32] = 3})[b_row],
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
@@ -1240,9 +1228,8 @@ return {
       trans_doc = dtype == "tf32" and "both K-major" or
                   string.format("A %s, B %s (the transpose immediates)",
                                 ka_t and "MN-major" or "K-major", kb_t and "K-major" or "MN-major"),
-    }
-    gemm.doc_values(vars, p, {"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
-                              "split", "persist", "swap", "cluster"})
+    })
+    gemm.param_vars(vars, p, params)
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
     -- boxes of {row_bytes (128, or B's narrower rows), BK}; B's cut in `parts` (cluster: each
     -- block of the cluster loads one part and multicasts it) along its rows.

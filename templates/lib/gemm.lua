@@ -38,9 +38,18 @@ function M.vars(name, dtype, layout, extra)
   return vars
 end
 
--- ${d_<name>} of each parameter in `names`: its value 4 columns wide, for the comment block.
-function M.doc_values(vars, p, names)
-  for _, name in ipairs(names) do vars["d_" .. name] = string.format("%-4d", p[name]) end
+-- The placeholders of the parameters of `params` (the template's list), into vars:
+-- ${d_<name>}, each one's value 4 columns wide, for the comment block, and ${defines}, a line
+-- `#define <NAME> <value>` each, in the list's order, so that the kernel names every
+-- parameter it is built for.
+function M.param_vars(vars, p, params)
+  local defines = {}
+  for i, param in ipairs(params) do
+    local value = p[param.name]
+    vars["d_" .. param.name] = string.format("%-4d", value)
+    defines[i] = string.format("#define %s %d", param.name:upper(), value)
+  end
+  vars.defines = table.concat(defines, "\n")
   return vars
 end
 
