@@ -874,15 +874,10 @@ return {
     if p.vec == 0 and p.swz ~= 1 then
       return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
-    local ok, why = gemm.block_fits(d, d.shared_max)
-    if not ok then return false, why end
-    -- Split-K is for problems with few tiles of C; one pipeline per block shape and width is
-    -- enough (the slicing does not depend on it, and block order matters little then).
-    if p.split > 1 and not (p.stages <= 3 and p.swz == 1 and p.group == 1) then
-      return false, "split > 1 only with stages 2 or 3, swz=1, group=1"
-    end
-    if not prob then return true end
-    return gemm.tiles_fit(p, prob, 2) -- two K steps a slice at least
+    -- split-K: one pipeline per block shape and width (block order matters little then)
+    return gemm.tiled_fits(p, prob, d, d.shared_max,
+                           p.stages <= 3 and p.swz == 1 and p.group == 1,
+                           "stages 2 or 3, swz=1, group=1")
   end,
 
   emit = function(p, dtype, layout)

@@ -479,16 +479,11 @@ return {
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/tm)*(bn/tn) = %d threads, outside 64..512", d.threads)
     end
-    local ok, why = gemm.block_fits(d, d.shared_bytes)
-    if not ok then return false, why end
-    -- Split-K is for problems with few tiles of C; the slicing is the same whatever the main
-    -- loop, so one pipelined variant per block shape is enough, and keeps the space at
-    -- about 1.7 times the space without it instead of 5 times.
-    if p.split > 1 and not (p.stages >= 2 and p.pad == 4 and p.group == 1) then
-      return false, "split > 1 only with stages 2 or 3, pad=4, group=1"
-    end
-    if not prob then return true end
-    return gemm.tiles_fit(p, prob, 2) -- two K steps a slice at least
+    -- split-K in one pipelined variant per block shape keeps the space at about 1.7 times
+    -- the space without it instead of 5 times
+    return gemm.tiled_fits(p, prob, d, d.shared_bytes,
+                           p.stages >= 2 and p.pad == 4 and p.group == 1,
+                           "stages 2 or 3, pad=4, group=1")
   end,
 
   emit = function(p, dtype, layout)

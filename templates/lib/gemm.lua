@@ -59,7 +59,7 @@ end
 -- A block of a config fits: its tiles' loads split evenly over the threads (d.a_loads and
 -- d.b_loads, the copies a thread makes of A's and B's tile, whole numbers of at least one),
 -- `shared` bytes of shared memory, and the register estimate d.regs within d.reg_limit.
-function M.block_fits(d, shared)
+local function block_fits(d, shared)
   for _, t in ipairs({{"A", d.a_loads}, {"B", d.b_loads}}) do
     if t[2] < 1 or t[2] ~= math.floor(t[2]) then
       return false, "the " .. t[1] .. " tile does not split evenly over the threads"
@@ -74,13 +74,21 @@ function M.block_fits(d, shared)
   return true
 end
 
--- The problem's checks of a tiled config: grid.y, and split-K's slices of at least `steps`
--- steps of bk with its workspace (a tile of fp32 a block).
-function M.tiles_fit(p, prob, steps)
-  local ok, why = M.rows_fit(prob, p.bm)
+-- The checks of a tiled config after its own, d being what it derives: the block fits
+-- (block_fits, `shared` bytes of shared memory); split > 1 only in the variant that
+-- `split_variant` says it is (split-K is for problems with few tiles of C, and its slicing
+-- does not depend on the main loop: one variant per block shape is enough; `split_doc` names
+-- it); and the problem (nil: none) fits: grid.y, and split-K's slices of at least two steps
+-- of bk with its workspace (a tile of fp32 a block).
+function M.tiled_fits(p, prob, d, shared, split_variant, split_doc)
+  local ok, why = block_fits(d, shared)
+  if not ok then return false, why end
+  if p.split > 1 and not split_variant then return false, "split > 1 only with " .. split_doc end
+  if not prob then return true end
+  ok, why = M.rows_fit(prob, p.bm)
   if not ok then return false, why end
   local tiles = mmt.ceil_div(prob.M, p.bm) * mmt.ceil_div(prob.N, p.bn)
-  return split_k.fits(p.split, prob.K, p.bk, steps, tiles, p.bm * p.bn * 4)
+  return split_k.fits(p.split, prob.K, p.bk, 2, tiles, p.bm * p.bn * 4)
 end
 
 -- The block's tile of C, first in the kernel: its launch index renumbered by the tile_order
