@@ -60,14 +60,6 @@ template <int N> static __device__ __forceinline__ void cp_async_wait() {
 }
 ]]
 
--- VEC = 8, 2, 1: which stored elements of the next tile lie inside the matrices.
-local in_tile = [[
-
-  /* Whether stored element (r, c) of the next tile lies inside A (B). */
-  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
-  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
-]]
-
 -- VEC = 8 or 2: global -> shared with cp.async, zero-filled past the edges by src-size 0 (the
 -- contiguous dimensions are multiples of UNIT, so a unit is wholly inside or outside).
 local loaders_async = [[
@@ -668,16 +660,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                                   : (row0 + a_r) * (long long)lda + a_c);
   const elem_t* b_src = Bg + (B_T ? (col0 + b_r) * (long long)ldb + b_c
                                   : (long long)b_r * ldb + col0 + b_c);
-  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
-  const long long b_step = B_T ? BK : BK * (long long)ldb;
-  int k_left = K; /* K from the next tile on; <= 0 past the end */
+]] .. gemm.k_walk .. [[
   /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
    * snippet): nothing above reads or writes global memory. */
   pdl_wait(tid == 0);
 #if VEC == 0
 ]] .. loaders_raw .. [[
 #else
-]] .. in_tile .. [[
+
+]] .. gemm.in_tile .. [[
 #if VEC == 1
 ]] .. loaders_regs .. [[
 #else

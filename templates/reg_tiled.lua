@@ -315,12 +315,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                                 : (row0 + a_r) * (long long)lda + a_c);
   const float* b_src = B + (B_T ? (col0 + b_r) * (long long)ldb + b_c
                                 : (long long)b_r * ldb + col0 + b_c);
-  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
-  const long long b_step = B_T ? BK : BK * (long long)ldb;
-  int k_left = K; /* K from the next tile on; <= 0 past the end */
-  /* Whether stored element (r, c) of the next tile lies inside A (B). */
-  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
-  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
+]] .. gemm.k_walk .. gemm.in_tile .. [[
 #if STAGES == 3
 ]] .. loaders_async .. [[
 #else

@@ -1,6 +1,6 @@
 -- lib/gemm.lua: what GEMM templates do the same way: the placeholders of the kernel ABI and of
--- the layout (templates/README.md, "Layouts"), and the checks, name and kernel table of the
--- tiled families.
+-- the layout (templates/README.md, "Layouts"), and the checks, parameter #defines, name,
+-- CUDA pieces (the block's tile, the walk along K) and kernel table of the tiled families.
 
 local limits = mmt.lib("limits")
 local split_k = mmt.lib("split_k")
@@ -103,6 +103,23 @@ M.tile = [[
   mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
   const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
   const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
+]]
+
+-- The walk of a tiled kernel's loads along K, after its a_src and b_src (where its loads of
+-- the next K tile of A and B start): the steps from one K tile to the next, and K left from
+-- the next tile on; each load of a tile moves a_src and b_src by a step and k_left by BK.
+M.k_walk = [[
+  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
+  const long long b_step = B_T ? BK : BK * (long long)ldb;
+  int k_left = K; /* K from the next tile on; <= 0 past the end */
+]]
+
+-- a_in(r, c) and b_in(r, c): whether stored element (r, c) of the next K tile lies inside A
+-- and B (k_left, and the block tile's m_left and n_left: gemm.tile).
+M.in_tile = [[
+  /* Whether stored element (r, c) of the next tile lies inside A (B). */
+  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
+  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
 ]]
 
 -- Whether a problem (nil: none, any) needs at most max_grid_y blocks of `tile` rows of M.
