@@ -34,6 +34,19 @@
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
+-- The epilogues' loops over this thread's rows of the tile (64-row block i, half h: row
+-- r0 + i * 64 + h * 8 of the block tile) around `body`, which starts inside them.
+local function each_row(body)
+  return [[
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+]] .. body .. [[
+        }
+]]
+end
+
 -- The epilogue, per element size.  f32 (tf32): a thread holds pairs of neighbouring columns
 -- (8 bytes); in the common case two lanes swap pairs first, so that each stores 16 bytes (half
 -- the store instructions: with a short K the epilogue is most of the kernel's time).
@@ -56,10 +69,7 @@ local epilogue32 = [[
 #if MI * ACC <= 96 /* at most 96 accumulators (every 64-row block of the consumer's rows) */
       const bool odd = lane & 1;
       const int c_lane = odd ? 8 + 2 * ((lane & 3) - 1) : 2 * (lane & 3);
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int u = 0; u < BN / 16; ++u) {
@@ -71,12 +81,9 @@ local epilogue32 = [[
                 odd ? make_float4(alpha * s0, alpha * s1, alpha * o0, alpha * o1)
                     : make_float4(alpha * e0, alpha * e1, alpha * s0, alpha * s1);
           }
-        }
+]]) .. [[
 #else /* 128 accumulators leave too few registers for the exchange: ptxas spills */
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
@@ -84,13 +91,10 @@ local epilogue32 = [[
             *reinterpret_cast<float2*>(c_row + c) =
                 make_float2(alpha * acc[i][4 * j + 2 * h], alpha * acc[i][4 * j + 2 * h + 1]);
           }
-        }
+]]) .. [[
 #endif
     } else {
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           const int r = r0 + i * 64 + h * 8; /* row in the block tile */
           if (r >= m_left) continue;
           elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
@@ -113,7 +117,7 @@ local epilogue32 = [[
                 c_row[c + 1] = beta == 0.0f ? v1 : v1 + beta * c_row[c + 1];
             }
           }
-        }
+]]) .. [[
     }
 ]]
 
@@ -178,10 +182,7 @@ local epilogue16 = [[
        * with these stores, spread this path over more code than the instruction cache holds,
        * and with a short K the epilogue is most of the kernel's time (Nsight Compute,
        * 4096x4096x64 f16, 128x256 tiles: 37% of the warps' stalls were instruction fetch). */
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int g = 0; g < BN / 32; ++g) {
@@ -192,7 +193,7 @@ local epilogue16 = [[
                             alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
             *reinterpret_cast<uint4*>(c_row + g * 32 + q * 8) = quad_transpose(p, lane);
           }
-        }
+]]) .. [[
 #if REPACK
     } else if ((c_low & 7) != 0) {
       /* C's base or pitch is not 8-byte aligned (a repack kernel leaves such a C in place).
@@ -255,10 +256,7 @@ local epilogue16 = [[
         }
 #endif
     } else {
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           const int r = r0 + i * 64 + h * 8; /* row in the block tile */
           elem_t* const c_row = Cg + (row0 + (r < m_left ? r : 0)) * (long long)ldc + col0;
           if (beta == 0.0f) {
@@ -341,7 +339,7 @@ local epilogue16 = [[
               }
             }
           }
-        }
+]]) .. [[
     }
 ]]
 
