@@ -66,20 +66,15 @@ local loaders_async = [[
 
   auto copy_async = [&](int stage) { /* the next tile into stage */
     const unsigned as = smem_u32(As + stage * A_STAGE), bs = smem_u32(Bs + stage * B_STAGE);
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
-      const bool ok = a_in(a_r + dr, a_c + dc);
-      cp_async<2 * UNIT>(as + 2 * tile_off<A_COLS>(a_r + dr, a_c + dc),
-                         ok ? a_src + dr * (long long)lda + dc : Ag, ok);
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int dr = l * THREADS / ${X}_UPR, dc = l * THREADS % ${X}_UPR * UNIT;
+      const bool ok = ${x}_in(${x}_r + dr, ${x}_c + dc);
+      cp_async<2 * UNIT>(${x}s + 2 * tile_off<${X}_COLS>(${x}_r + dr, ${x}_c + dc),
+                         ok ? ${x}_src + dr * (long long)ld${x} + dc : ${X}g, ok);
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
-      const bool ok = b_in(b_r + dr, b_c + dc);
-      cp_async<2 * UNIT>(bs + 2 * tile_off<B_COLS>(b_r + dr, b_c + dc),
-                         ok ? b_src + dr * (long long)ldb + dc : Bg, ok);
-    }
+]]) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -385,18 +380,14 @@ local loaders_regs = [[
     return (unsigned)(lo ? __ldg(p) : 0) | (unsigned)(hi ? __ldg(p + 1) : 0) << 16;
   };
   auto load_regs = [&]() { /* global -> registers: the next tile (zeros past the end of K) */
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
-      const int r = a_r + dr, c = a_c + dc;
-      a_ld[l] = load_pair(a_src + dr * (long long)lda + dc, a_in(r, c), a_in(r, c + 1));
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int dr = l * THREADS / ${X}_UPR, dc = l * THREADS % ${X}_UPR * UNIT;
+      const int r = ${x}_r + dr, c = ${x}_c + dc;
+      ${x}_ld[l] = load_pair(${x}_src + dr * (long long)ld${x} + dc, ${x}_in(r, c), ${x}_in(r, c + 1));
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
-      const int r = b_r + dr, c = b_c + dc;
-      b_ld[l] = load_pair(b_src + dr * (long long)ldb + dc, b_in(r, c), b_in(r, c + 1));
-    }
+]]) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -404,16 +395,13 @@ local loaders_regs = [[
   auto store_smem = [&](int stage) { /* registers -> shared memory stage */
     elem_t* const as = As + stage * A_STAGE;
     elem_t* const bs = Bs + stage * B_STAGE;
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int r = a_r + l * THREADS / A_UPR, c = a_c + l * THREADS % A_UPR * UNIT;
-      *reinterpret_cast<unsigned*>(as + tile_off<A_COLS>(r, c)) = a_ld[l];
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int r = ${x}_r + l * THREADS / ${X}_UPR, c = ${x}_c + l * THREADS % ${X}_UPR * UNIT;
+      *reinterpret_cast<unsigned*>(${x}s + tile_off<${X}_COLS>(r, c)) = ${x}_ld[l];
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int r = b_r + l * THREADS / B_UPR, c = b_c + l * THREADS % B_UPR * UNIT;
-      *reinterpret_cast<unsigned*>(bs + tile_off<B_COLS>(r, c)) = b_ld[l];
-    }
+]]) .. [[
   };
 ]]
 

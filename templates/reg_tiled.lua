@@ -32,16 +32,13 @@ local loaders_regs = [[
   /* The next tile in flight, in registers (zero outside the matrices). */
   float a_ld[A_LOADS * ALV], b_ld[B_LOADS * BLV];
   auto load_regs = [&]() { /* global -> registers: the next tile (zeros past the end of K) */
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_CH, dc = l * THREADS % A_CH * ALV;
-      load_vec<ALV>(&a_ld[l * ALV], a_src + dr * (long long)lda + dc, a_in(a_r + dr, a_c + dc));
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int dr = l * THREADS / ${X}_CH, dc = l * THREADS % ${X}_CH * ${X}LV;
+      load_vec<${X}LV>(&${x}_ld[l * ${X}LV], ${x}_src + dr * (long long)ld${x} + dc, ${x}_in(${x}_r + dr, ${x}_c + dc));
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_CH, dc = l * THREADS % B_CH * BLV;
-      load_vec<BLV>(&b_ld[l * BLV], b_src + dr * (long long)ldb + dc, b_in(b_r + dr, b_c + dc));
-    }
+]]) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -73,25 +70,23 @@ local loaders_regs = [[
 ]]
 
 -- Global -> shared memory with cp.async (stages 3): zero-filled past the edges by src-size 0.
+-- ${dst}: where element (r, c) of the stored tile goes, As[k][m] and Bs[k][n] whichever way
+-- the operand is stored.
 local loaders_async = [[
 
   auto copy_async = [&](int stage) { /* the next tile into stage */
     float* const as = As + stage * AS_SIZE;
     float* const bs = Bs + stage * BS_SIZE;
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int r = a_r + l * THREADS / A_CH, c = a_c + l * THREADS % A_CH * ALV;
-      const bool ok = a_in(r, c);
-      const float* src = ok ? a_src + (r - a_r) * (long long)lda + (c - a_c) : A;
-      cp_async<4 * ALV>(A_T ? as + r * AS_LD + c : as + c * AS_LD + r, src, ok);
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int r = ${x}_r + l * THREADS / ${X}_CH, c = ${x}_c + l * THREADS % ${X}_CH * ${X}LV;
+      const bool ok = ${x}_in(r, c);
+      const float* src = ok ? ${x}_src + (r - ${x}_r) * (long long)ld${x} + (c - ${x}_c) : ${X};
+      cp_async<4 * ${X}LV>(${dst}, src, ok);
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int r = b_r + l * THREADS / B_CH, c = b_c + l * THREADS % B_CH * BLV;
-      const bool ok = b_in(r, c);
-      const float* src = ok ? b_src + (r - b_r) * (long long)ldb + (c - b_c) : B;
-      cp_async<4 * BLV>(B_T ? bs + c * BS_LD + r : bs + r * BS_LD + c, src, ok);
-    }
+]], {dst = "A_T ? as + r * AS_LD + c : as + c * AS_LD + r"},
+    {dst = "B_T ? bs + c * BS_LD + r : bs + r * BS_LD + c"}) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;

@@ -122,6 +122,18 @@ M.in_tile = [[
   auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
 ]]
 
+-- `text` for A, then for B: the code that is the same for both operands, written once.  ${X}
+-- is the operand's letter (A_LOADS, Ag), ${x} the lowercase one (a_src, lda), and `a` and `b`
+-- hold each operand's values of any other placeholder of the text (nil: none).
+function M.operands(text, a, b)
+  local function one(X, values)
+    local vars = {X = X, x = X:lower()}
+    for k, v in pairs(values or {}) do vars[k] = v end
+    return mmt.subst(text, vars)
+  end
+  return one("A", a) .. one("B", b)
+end
+
 -- Whether a problem (nil: none, any) needs at most max_grid_y blocks of `tile` rows of M.
 function M.rows_fit(prob, tile)
   if not prob then return true end
