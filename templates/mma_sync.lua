@@ -29,15 +29,8 @@
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
--- The storage type and its conversions, per dtype (templates/snippets).
-local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
+local elem = mmt.lib("elem") -- the storage type and its conversions, per dtype
 local mma_16816 = mmt.snippet("mma_16816")
-
--- The mma instruction's type name per dtype.
-local dtype_info = {
-  f16 = {mma_type = "f16"},
-  bf16 = {mma_type = "bf16"},
-}
 
 local async_helpers = [[
 
@@ -864,7 +857,7 @@ return {
     local d = derive(p, layout)
     local vars = gemm.vars(name, dtype, layout, {
       elem = elem[dtype],
-      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype_info[dtype].mma_type}),
+      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}), -- PTX names f16, bf16 alike
       threads = d.threads, shared_bytes = d.shared_bytes, min_blocks = d.min_blocks,
       smem_formula = p.vec == 0 and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
                      or "STAGES * (A_STAGE + B_STAGE) * 2",

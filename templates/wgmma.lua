@@ -373,24 +373,24 @@ local epilogue_swap = [[
       }
 ]]
 
--- Per dtype: the storage type declaration and its conversions (templates/snippets: pack2(lo,
--- hi) rounds two floats to one 32-bit pair, lo at the lower address; to_elem rounds one;
--- to_float widens one) and the wgmma type suffix.
+-- The storage type declaration and its conversions, per dtype (lib/elem: pack2(lo, hi) rounds
+-- two floats to one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens
+-- one).
+local elem = mmt.lib("elem")
+
+-- Per dtype: what the comment block says of the types, and the wgmma type suffix.
 local dtype_info = {
   f16 = {
     doc_type = "__half in and out, fp32 accumulation",
-    decl = "\n" .. mmt.snippet("elem_f16"),
     wgmma_type = "f16.f16",
   },
   bf16 = {
     doc_type = "__nv_bfloat16 in and out, fp32 accumulation",
-    decl = "\n" .. mmt.snippet("elem_bf16"),
     wgmma_type = "bf16.bf16",
   },
   tf32 = {
     doc_type = "float in and out, the tensor cores reading A and B as tf32\n" ..
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
-    decl = "\n" .. mmt.snippet("elem_f32"),
     wgmma_type = "tf32.tf32",
   },
 }
@@ -1212,7 +1212,7 @@ return {
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       tile_order = tile_order, dependent_launch = dependent_launch,
-      elem_decl = info.decl,
+      elem_decl = "\n" .. elem[dtype],
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,
