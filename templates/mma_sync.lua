@@ -29,15 +29,8 @@
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
--- The storage type and its conversions, per dtype (templates/snippets).
-local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
+local elem = mmt.lib("elem") -- the storage type and its conversions, per dtype
 local mma_16816 = mmt.snippet("mma_16816")
-
--- The mma instruction's type name per dtype.
-local dtype_info = {
-  f16 = {mma_type = "f16"},
-  bf16 = {mma_type = "bf16"},
-}
 
 local async_helpers = [[
 
@@ -60,34 +53,21 @@ template <int N> static __device__ __forceinline__ void cp_async_wait() {
 }
 ]]
 
--- VEC = 8, 2, 1: which stored elements of the next tile lie inside the matrices.
-local in_tile = [[
-
-  /* Whether stored element (r, c) of the next tile lies inside A (B). */
-  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
-  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
-]]
-
 -- VEC = 8 or 2: global -> shared with cp.async, zero-filled past the edges by src-size 0 (the
 -- contiguous dimensions are multiples of UNIT, so a unit is wholly inside or outside).
 local loaders_async = [[
 
   auto copy_async = [&](int stage) { /* the next tile into stage */
     const unsigned as = smem_u32(As + stage * A_STAGE), bs = smem_u32(Bs + stage * B_STAGE);
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
-      const bool ok = a_in(a_r + dr, a_c + dc);
-      cp_async<2 * UNIT>(as + 2 * tile_off<A_COLS>(a_r + dr, a_c + dc),
-                         ok ? a_src + dr * (long long)lda + dc : Ag, ok);
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int dr = l * THREADS / ${X}_UPR, dc = l * THREADS % ${X}_UPR * UNIT;
+      const bool ok = ${x}_in(${x}_r + dr, ${x}_c + dc);
+      cp_async<2 * UNIT>(${x}s + 2 * tile_off<${X}_COLS>(${x}_r + dr, ${x}_c + dc),
+                         ok ? ${x}_src + dr * (long long)ld${x} + dc : ${X}g, ok);
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
-      const bool ok = b_in(b_r + dr, b_c + dc);
-      cp_async<2 * UNIT>(bs + 2 * tile_off<B_COLS>(b_r + dr, b_c + dc),
-                         ok ? b_src + dr * (long long)ldb + dc : Bg, ok);
-    }
+]]) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -393,18 +373,14 @@ local loaders_regs = [[
     return (unsigned)(lo ? __ldg(p) : 0) | (unsigned)(hi ? __ldg(p + 1) : 0) << 16;
   };
   auto load_regs = [&]() { /* global -> registers: the next tile (zeros past the end of K) */
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_UPR, dc = l * THREADS % A_UPR * UNIT;
-      const int r = a_r + dr, c = a_c + dc;
-      a_ld[l] = load_pair(a_src + dr * (long long)lda + dc, a_in(r, c), a_in(r, c + 1));
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int dr = l * THREADS / ${X}_UPR, dc = l * THREADS % ${X}_UPR * UNIT;
+      const int r = ${x}_r + dr, c = ${x}_c + dc;
+      ${x}_ld[l] = load_pair(${x}_src + dr * (long long)ld${x} + dc, ${x}_in(r, c), ${x}_in(r, c + 1));
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_UPR, dc = l * THREADS % B_UPR * UNIT;
-      const int r = b_r + dr, c = b_c + dc;
-      b_ld[l] = load_pair(b_src + dr * (long long)ldb + dc, b_in(r, c), b_in(r, c + 1));
-    }
+]]) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -412,16 +388,13 @@ local loaders_regs = [[
   auto store_smem = [&](int stage) { /* registers -> shared memory stage */
     elem_t* const as = As + stage * A_STAGE;
     elem_t* const bs = Bs + stage * B_STAGE;
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int r = a_r + l * THREADS / A_UPR, c = a_c + l * THREADS % A_UPR * UNIT;
-      *reinterpret_cast<unsigned*>(as + tile_off<A_COLS>(r, c)) = a_ld[l];
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int r = ${x}_r + l * THREADS / ${X}_UPR, c = ${x}_c + l * THREADS % ${X}_UPR * UNIT;
+      *reinterpret_cast<unsigned*>(${x}s + tile_off<${X}_COLS>(r, c)) = ${x}_ld[l];
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int r = b_r + l * THREADS / B_UPR, c = b_c + l * THREADS % B_UPR * UNIT;
-      *reinterpret_cast<unsigned*>(bs + tile_off<B_COLS>(r, c)) = b_ld[l];
-    }
+]]) .. [[
   };
 ]]
 
@@ -565,16 +538,7 @@ local source = [[
  * what VEC requires); K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN
  * already in C is overwritten, as in BLAS).
  */
-#define BM ${bm}
-#define BN ${bn}
-#define BK ${bk}
-#define WM ${wm}
-#define WN ${wn}
-#define STAGES ${stages}
-#define VEC ${vec}
-#define SWZ ${swz}
-#define GROUP ${group}
-#define SPLIT ${split}
+${defines}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
@@ -677,16 +641,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                                   : (row0 + a_r) * (long long)lda + a_c);
   const elem_t* b_src = Bg + (B_T ? (col0 + b_r) * (long long)ldb + b_c
                                   : (long long)b_r * ldb + col0 + b_c);
-  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
-  const long long b_step = B_T ? BK : BK * (long long)ldb;
-  int k_left = K; /* K from the next tile on; <= 0 past the end */
+]] .. gemm.k_walk .. [[
   /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
    * snippet): nothing above reads or writes global memory. */
   pdl_wait(tid == 0);
 #if VEC == 0
 ]] .. loaders_raw .. [[
 #else
-]] .. in_tile .. [[
+
+]] .. gemm.in_tile .. [[
 #if VEC == 1
 ]] .. loaders_regs .. [[
 #else
@@ -779,7 +742,7 @@ local function derive(p, layout)
   local d = {}
   d.warps = (p.bm // p.wm) * (p.bn // p.wn)
   d.threads = 32 * d.warps
-  d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  d.a_t, d.b_t = gemm.transposed(layout)
   d.unit = (p.vec == 8 or p.vec == 0) and 8 or 2
   -- Copies per thread per tile (a float: integral when the tile splits evenly); the same for
   -- every layout, only the orientation of the stored tile changes.
@@ -837,23 +800,26 @@ local function kernel_name(p, dtype, layout)
                                        p.vec, p.swz, p.group), p.split)
 end
 
+-- The space, in the order of the kernel's #defines and comment block (gemm.param_vars).
+local params = {
+  {name = "bm", values = {16, 32, 64, 128, 256}},
+  {name = "bn", values = {64, 128, 256}},
+  {name = "bk", values = {32, 64}},
+  {name = "wm", values = {16, 32, 64}},
+  {name = "wn", values = {32, 64}},
+  {name = "stages", values = {2, 3, 4, 5}},
+  {name = "vec", values = {0, 1, 2, 8}},
+  {name = "swz", values = {0, 1}},
+  {name = "group", values = {1, 8}},
+  {name = "split", values = {1, 4, 16}},
+}
+
 return {
   name = "mma_sync",
   description = "tensor-core GEMM (f16, bf16): mma.sync + ldmatrix, cp.async ring, any size",
   dtypes = {"f16", "bf16"},
   layouts = gemm.LAYOUTS,
-  params = {
-    {name = "bm", values = {16, 32, 64, 128, 256}},
-    {name = "bn", values = {64, 128, 256}},
-    {name = "bk", values = {32, 64}},
-    {name = "wm", values = {16, 32, 64}},
-    {name = "wn", values = {32, 64}},
-    {name = "stages", values = {2, 3, 4, 5}},
-    {name = "vec", values = {0, 1, 2, 8}},
-    {name = "swz", values = {0, 1}},
-    {name = "group", values = {1, 8}},
-    {name = "split", values = {1, 4, 16}},
-  },
+  params = params,
   default = {bm = 128, bn = 128, bk = 32, wm = 64, wn = 64, stages = 4, vec = 8, swz = 1,
              group = 8, split = 1},
 
@@ -880,15 +846,10 @@ return {
     if p.vec == 0 and p.swz ~= 1 then
       return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
-    local ok, why = gemm.block_fits(d, d.shared_max)
-    if not ok then return false, why end
-    -- Split-K is for problems with few tiles of C; one pipeline per block shape and width is
-    -- enough (the slicing does not depend on it, and block order matters little then).
-    if p.split > 1 and not (p.stages <= 3 and p.swz == 1 and p.group == 1) then
-      return false, "split > 1 only with stages 2 or 3, swz=1, group=1"
-    end
-    if not prob then return true end
-    return gemm.tiles_fit(p, prob, 2) -- two K steps a slice at least
+    -- split-K: one pipeline per block shape and width (block order matters little then)
+    return gemm.tiled_fits(p, prob, d, d.shared_max,
+                           p.stages <= 3 and p.swz == 1 and p.group == 1,
+                           "stages 2 or 3, swz=1, group=1")
   end,
 
   emit = function(p, dtype, layout)
@@ -896,16 +857,13 @@ return {
     local d = derive(p, layout)
     local vars = gemm.vars(name, dtype, layout, {
       elem = elem[dtype],
-      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype_info[dtype].mma_type}),
-      bm = p.bm, bn = p.bn, bk = p.bk, wm = p.wm, wn = p.wn, stages = p.stages, vec = p.vec,
-      swz = p.swz, group = p.group, split = p.split,
+      mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}), -- PTX names f16, bf16 alike
       threads = d.threads, shared_bytes = d.shared_bytes, min_blocks = d.min_blocks,
       smem_formula = p.vec == 0 and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
                      or "STAGES * (A_STAGE + B_STAGE) * 2",
       tile_order = tile_order, split_a = "Ag", split_b = "Bg", dependent_launch = dependent_launch,
     })
-    gemm.doc_values(vars, p, {"bm", "bn", "bk", "wm", "wn", "stages", "vec", "swz", "group",
-                              "split"})
+    gemm.param_vars(vars, p, params)
     -- What the copies and the stores of C need: whole units along the contiguous dimension of
     -- A (K, or M when transposed) and of B (N, or K when transposed), pairs along N (C), and
     -- the unit's alignment.

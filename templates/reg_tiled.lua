@@ -32,16 +32,13 @@ local loaders_regs = [[
   /* The next tile in flight, in registers (zero outside the matrices). */
   float a_ld[A_LOADS * ALV], b_ld[B_LOADS * BLV];
   auto load_regs = [&]() { /* global -> registers: the next tile (zeros past the end of K) */
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int dr = l * THREADS / A_CH, dc = l * THREADS % A_CH * ALV;
-      load_vec<ALV>(&a_ld[l * ALV], a_src + dr * (long long)lda + dc, a_in(a_r + dr, a_c + dc));
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int dr = l * THREADS / ${X}_CH, dc = l * THREADS % ${X}_CH * ${X}LV;
+      load_vec<${X}LV>(&${x}_ld[l * ${X}LV], ${x}_src + dr * (long long)ld${x} + dc, ${x}_in(${x}_r + dr, ${x}_c + dc));
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int dr = l * THREADS / B_CH, dc = l * THREADS % B_CH * BLV;
-      load_vec<BLV>(&b_ld[l * BLV], b_src + dr * (long long)ldb + dc, b_in(b_r + dr, b_c + dc));
-    }
+]]) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -73,25 +70,23 @@ local loaders_regs = [[
 ]]
 
 -- Global -> shared memory with cp.async (stages 3): zero-filled past the edges by src-size 0.
+-- ${dst}: where element (r, c) of the stored tile goes, As[k][m] and Bs[k][n] whichever way
+-- the operand is stored.
 local loaders_async = [[
 
   auto copy_async = [&](int stage) { /* the next tile into stage */
     float* const as = As + stage * AS_SIZE;
     float* const bs = Bs + stage * BS_SIZE;
+]] .. gemm.operands([[
 #pragma unroll
-    for (int l = 0; l < A_LOADS; ++l) {
-      const int r = a_r + l * THREADS / A_CH, c = a_c + l * THREADS % A_CH * ALV;
-      const bool ok = a_in(r, c);
-      const float* src = ok ? a_src + (r - a_r) * (long long)lda + (c - a_c) : A;
-      cp_async<4 * ALV>(A_T ? as + r * AS_LD + c : as + c * AS_LD + r, src, ok);
+    for (int l = 0; l < ${X}_LOADS; ++l) {
+      const int r = ${x}_r + l * THREADS / ${X}_CH, c = ${x}_c + l * THREADS % ${X}_CH * ${X}LV;
+      const bool ok = ${x}_in(r, c);
+      const float* src = ok ? ${x}_src + (r - ${x}_r) * (long long)ld${x} + (c - ${x}_c) : ${X};
+      cp_async<4 * ${X}LV>(${dst}, src, ok);
     }
-#pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int r = b_r + l * THREADS / B_CH, c = b_c + l * THREADS % B_CH * BLV;
-      const bool ok = b_in(r, c);
-      const float* src = ok ? b_src + (r - b_r) * (long long)ldb + (c - b_c) : B;
-      cp_async<4 * BLV>(B_T ? bs + c * BS_LD + r : bs + r * BS_LD + c, src, ok);
-    }
+]], {dst = "A_T ? as + r * AS_LD + c : as + c * AS_LD + r"},
+    {dst = "B_T ? bs + c * BS_LD + r : bs + r * BS_LD + c"}) .. [[
     a_src += a_step;
     b_src += b_step;
     k_left -= BK;
@@ -233,16 +228,7 @@ local source = [[
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
  */
-#define BM ${bm}
-#define BN ${bn}
-#define BK ${bk}
-#define TM ${tm}
-#define TN ${tn}
-#define VEC ${vec}
-#define STAGES ${stages}
-#define PAD ${pad}
-#define GROUP ${group}
-#define SPLIT ${split}
+${defines}
 #define A_T ${a_t} /* 1: A stored transposed, K rows of M (lda >= M); 0: M rows of K (lda >= K) */
 #define B_T ${b_t} /* 1: B stored transposed, N rows of K (ldb >= K); 0: K rows of N (ldb >= N) */
 
@@ -324,12 +310,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                                 : (row0 + a_r) * (long long)lda + a_c);
   const float* b_src = B + (B_T ? (col0 + b_r) * (long long)ldb + b_c
                                 : (long long)b_r * ldb + col0 + b_c);
-  const long long a_step = A_T ? BK * (long long)lda : BK; /* from one K tile to the next */
-  const long long b_step = B_T ? BK : BK * (long long)ldb;
-  int k_left = K; /* K from the next tile on; <= 0 past the end */
-  /* Whether stored element (r, c) of the next tile lies inside A (B). */
-  auto a_in = [&](int r, int c) { return A_T ? r < k_left && c < m_left : r < m_left && c < k_left; };
-  auto b_in = [&](int r, int c) { return B_T ? r < n_left && c < k_left : r < k_left && c < n_left; };
+]] .. gemm.k_walk .. gemm.in_tile .. [[
 #if STAGES == 3
 ]] .. loaders_async .. [[
 #else
@@ -414,7 +395,7 @@ local function derive(p, layout)
   end
   d.wy = 32 // d.wx
   -- cp.async cannot transpose: an operand stored with K contiguous goes 4 bytes at a time
-  d.a_t, d.b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  d.a_t, d.b_t = gemm.transposed(layout)
   d.alv = (p.stages == 3 and not d.a_t) and 1 or p.vec
   d.blv = (p.stages == 3 and d.b_t) and 1 or p.vec
   d.a_loads = p.bm * p.bk / d.alv / d.threads -- a float: integral when the split is even
@@ -450,22 +431,25 @@ local function kernel_name(p, layout)
                                        p.pad, p.group), p.split)
 end
 
+-- The space, in the order of the kernel's #defines and comment block (gemm.param_vars).
+local params = {
+  {name = "bm", values = {32, 64, 128, 256}},
+  {name = "bn", values = {32, 64, 128, 256}},
+  {name = "bk", values = {8, 16, 32}},
+  {name = "tm", values = {4, 8, 16}},
+  {name = "tn", values = {4, 8}},
+  {name = "vec", values = {1, 4}},
+  {name = "stages", values = {1, 2, 3}},
+  {name = "pad", values = {0, 4}},
+  {name = "group", values = {1, 8}},
+  {name = "split", values = {1, 2, 4, 8, 16}},
+}
+
 return {
   name = "reg_tiled",
   description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
   dtypes = {"f32"}, layouts = gemm.LAYOUTS,
-  params = {
-    {name = "bm", values = {32, 64, 128, 256}},
-    {name = "bn", values = {32, 64, 128, 256}},
-    {name = "bk", values = {8, 16, 32}},
-    {name = "tm", values = {4, 8, 16}},
-    {name = "tn", values = {4, 8}},
-    {name = "vec", values = {1, 4}},
-    {name = "stages", values = {1, 2, 3}},
-    {name = "pad", values = {0, 4}},
-    {name = "group", values = {1, 8}},
-    {name = "split", values = {1, 2, 4, 8, 16}},
-  },
+  params = params,
   default = {bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, vec = 4, stages = 2, pad = 4, group = 8,
              split = 1},
 
@@ -485,30 +469,22 @@ return {
     if d.threads < 64 or d.threads > 512 then
       return false, string.format("(bm/tm)*(bn/tn) = %d threads, outside 64..512", d.threads)
     end
-    local ok, why = gemm.block_fits(d, d.shared_bytes)
-    if not ok then return false, why end
-    -- Split-K is for problems with few tiles of C; the slicing is the same whatever the main
-    -- loop, so one pipelined variant per block shape is enough, and keeps the space at
-    -- about 1.7 times the space without it instead of 5 times.
-    if p.split > 1 and not (p.stages >= 2 and p.pad == 4 and p.group == 1) then
-      return false, "split > 1 only with stages 2 or 3, pad=4, group=1"
-    end
-    if not prob then return true end
-    return gemm.tiles_fit(p, prob, 2) -- two K steps a slice at least
+    -- split-K in one pipelined variant per block shape keeps the space at about 1.7 times
+    -- the space without it instead of 5 times
+    return gemm.tiled_fits(p, prob, d, d.shared_bytes,
+                           p.stages >= 2 and p.pad == 4 and p.group == 1,
+                           "stages 2 or 3, pad=4, group=1")
   end,
 
   emit = function(p, dtype, layout)
     local name = kernel_name(p, layout)
     local d = derive(p, layout)
     local vars = gemm.vars(name, dtype, layout, {
-      bm = p.bm, bn = p.bn, bk = p.bk, tm = p.tm, tn = p.tn, vec = p.vec, stages = p.stages,
-      pad = p.pad, group = p.group, split = p.split,
       threads = d.threads, wx = d.wx, wy = d.wy, wm = d.wy * p.tm, wn = d.wx * p.tn,
       alv = d.alv, blv = d.blv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
       tile_order = tile_order, split_a = "A", split_b = "B",
     })
-    gemm.doc_values(vars, p, {"bm", "bn", "bk", "tm", "tn", "vec", "stages", "pad", "group",
-                              "split"})
+    gemm.param_vars(vars, p, params)
     local req
     if p.vec == 4 then -- whole float4 along each contiguous dimension: A's, B's and C's (N)
       req = {m_multiple = d.a_t and 4 or 1, n_multiple = 4,

@@ -38,10 +38,7 @@
 -- Everything is bounds-checked: K tails, the last rows or columns of W, the small side's
 -- edge; vec=1 asks for 16-byte aligned operands (requires.align) and vec=0 runs anywhere.
 
-local elem = {
-  f32 = mmt.snippet("elem_f32"), tf32 = mmt.snippet("elem_f32"),
-  f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16"),
-}
+local elem = mmt.lib("elem")
 local dependent_launch, load_stream = mmt.snippet("dependent_launch"), mmt.snippet("load_stream")
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 local skinny = mmt.lib("skinny")

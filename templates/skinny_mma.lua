@@ -28,7 +28,7 @@
 -- past S are clamped (their sums dropped), a K tail under a chunk is loaded element by element
 -- (zeros past K).  Requires 16-byte aligned operands and pitches; other problems go to skinny.
 
-local elem = {f16 = mmt.snippet("elem_f16"), bf16 = mmt.snippet("elem_bf16")}
+local elem = mmt.lib("elem")
 local dependent_launch, load_stream = mmt.snippet("dependent_launch"), mmt.snippet("load_stream")
 local mma_16816 = mmt.snippet("mma_16816")
 local gemm, split_k, skinny = mmt.lib("gemm"), mmt.lib("split_k"), mmt.lib("skinny")

@@ -34,6 +34,19 @@
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 
+-- The epilogues' loops over this thread's rows of the tile (64-row block i, half h: row
+-- r0 + i * 64 + h * 8 of the block tile) around `body`, which starts inside them.
+local function each_row(body)
+  return [[
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+]] .. body .. [[
+        }
+]]
+end
+
 -- The epilogue, per element size.  f32 (tf32): a thread holds pairs of neighbouring columns
 -- (8 bytes); in the common case two lanes swap pairs first, so that each stores 16 bytes (half
 -- the store instructions: with a short K the epilogue is most of the kernel's time).
@@ -56,10 +69,7 @@ local epilogue32 = [[
 #if MI * ACC <= 96 /* at most 96 accumulators (every 64-row block of the consumer's rows) */
       const bool odd = lane & 1;
       const int c_lane = odd ? 8 + 2 * ((lane & 3) - 1) : 2 * (lane & 3);
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int u = 0; u < BN / 16; ++u) {
@@ -71,12 +81,9 @@ local epilogue32 = [[
                 odd ? make_float4(alpha * s0, alpha * s1, alpha * o0, alpha * o1)
                     : make_float4(alpha * e0, alpha * e1, alpha * s0, alpha * s1);
           }
-        }
+]]) .. [[
 #else /* 128 accumulators leave too few registers for the exchange: ptxas spills */
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
@@ -84,13 +91,10 @@ local epilogue32 = [[
             *reinterpret_cast<float2*>(c_row + c) =
                 make_float2(alpha * acc[i][4 * j + 2 * h], alpha * acc[i][4 * j + 2 * h + 1]);
           }
-        }
+]]) .. [[
 #endif
     } else {
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           const int r = r0 + i * 64 + h * 8; /* row in the block tile */
           if (r >= m_left) continue;
           elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
@@ -113,7 +117,7 @@ local epilogue32 = [[
                 c_row[c + 1] = beta == 0.0f ? v1 : v1 + beta * c_row[c + 1];
             }
           }
-        }
+]]) .. [[
     }
 ]]
 
@@ -178,10 +182,7 @@ local epilogue16 = [[
        * with these stores, spread this path over more code than the instruction cache holds,
        * and with a short K the epilogue is most of the kernel's time (Nsight Compute,
        * 4096x4096x64 f16, 128x256 tiles: 37% of the warps' stalls were instruction fetch). */
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           elem_t* const c_row = Cg + (row0 + r0 + i * 64 + h * 8) * (long long)ldc + col0;
 #pragma unroll
           for (int g = 0; g < BN / 32; ++g) {
@@ -192,7 +193,7 @@ local epilogue16 = [[
                             alpha * acc[i][4 * (4 * g + jj) + 2 * h + 1]);
             *reinterpret_cast<uint4*>(c_row + g * 32 + q * 8) = quad_transpose(p, lane);
           }
-        }
+]]) .. [[
 #if REPACK
     } else if ((c_low & 7) != 0) {
       /* C's base or pitch is not 8-byte aligned (a repack kernel leaves such a C in place).
@@ -255,10 +256,7 @@ local epilogue16 = [[
         }
 #endif
     } else {
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
+]] .. each_row([[
           const int r = r0 + i * 64 + h * 8; /* row in the block tile */
           elem_t* const c_row = Cg + (row0 + (r < m_left ? r : 0)) * (long long)ldc + col0;
           if (beta == 0.0f) {
@@ -341,7 +339,7 @@ local epilogue16 = [[
               }
             }
           }
-        }
+]]) .. [[
     }
 ]]
 
@@ -375,24 +373,24 @@ local epilogue_swap = [[
       }
 ]]
 
--- Per dtype: the storage type declaration and its conversions (templates/snippets: pack2(lo,
--- hi) rounds two floats to one 32-bit pair, lo at the lower address; to_elem rounds one;
--- to_float widens one) and the wgmma type suffix.
+-- The storage type declaration and its conversions, per dtype (lib/elem: pack2(lo, hi) rounds
+-- two floats to one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens
+-- one).
+local elem = mmt.lib("elem")
+
+-- Per dtype: what the comment block says of the types, and the wgmma type suffix.
 local dtype_info = {
   f16 = {
     doc_type = "__half in and out, fp32 accumulation",
-    decl = "\n" .. mmt.snippet("elem_f16"),
     wgmma_type = "f16.f16",
   },
   bf16 = {
     doc_type = "__nv_bfloat16 in and out, fp32 accumulation",
-    decl = "\n" .. mmt.snippet("elem_bf16"),
     wgmma_type = "bf16.bf16",
   },
   tf32 = {
     doc_type = "float in and out, the tensor cores reading A and B as tf32\n" ..
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
-    decl = "\n" .. mmt.snippet("elem_f32"),
     wgmma_type = "tf32.tf32",
   },
 }
@@ -518,17 +516,7 @@ local source = [[
  * K == 0 writes alpha * 0 + beta * C; when beta == 0, C is not read (a NaN already in C is
  * overwritten, as in BLAS).
  */
-#define BM ${bm}
-#define BN ${bn}
-#define STAGES ${stages}
-#define CONSUMERS ${consumers}
-#define BLOCKS ${blocks}
-#define GROUP ${group}
-#define REPACK ${repack}
-#define SPLIT ${split}
-#define PERSIST ${persist}
-#define SWAP ${swap}
-#define CLUSTER ${cluster}
+${defines}
 /* The kernel's operands as stored (with SWAP, its A is op(B)^T and its B is op(A)^T): */
 #define A_T ${a_t} /* 1: its A is MN-major (A stored K rows of M; SWAP: B stored K rows of N) */
 #define RS ${rs}   /* 1: its A reaches wgmma through registers (tf32 with A_T: see "RS") */
@@ -1037,7 +1025,7 @@ end
 -- The kernel's operands (swap: op(B)^T and op(A)^T) in the terms of A_T and B_T: whether its
 -- A is MN-major, whether its B is K-major.
 local function kernel_majors(layout, swap)
-  local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
+  local a_t, b_t = gemm.transposed(layout)
   if swap then return not b_t, not a_t end
   return a_t, b_t
 end
@@ -1089,24 +1077,27 @@ local function wgmma_pieces(n)
   return regs, outs, count
 end
 
+-- The space, in the order of the kernel's #defines and comment block (gemm.param_vars).
+local params = {
+  {name = "bm", values = {64, 128, 256}},
+  {name = "bn", values = {16, 32, 64, 128, 192, 256}},
+  {name = "stages", values = {2, 3, 4, 5, 6, 8, 12, 16}},
+  {name = "consumers", values = {1, 2}},
+  {name = "blocks", values = {1, 2}},
+  {name = "group", values = {1, 8, 16}},
+  {name = "repack", values = {0, 1}},
+  {name = "split", values = {1, 2, 4, 8}},
+  {name = "persist", values = {0, 1}},
+  {name = "swap", values = {0, 1}},
+  {name = "cluster", values = {1, 2}},
+}
+
 return {
   name = "wgmma",
   description = "Hopper GEMM (f16, bf16, tf32): wgmma + TMA ring, warp-specialized, sm_90a",
   dtypes = {"f16", "bf16", "tf32"},
   layouts = gemm.LAYOUTS,
-  params = {
-    {name = "bm", values = {64, 128, 256}},
-    {name = "bn", values = {16, 32, 64, 128, 192, 256}},
-    {name = "stages", values = {2, 3, 4, 5, 6, 8, 12, 16}},
-    {name = "consumers", values = {1, 2}},
-    {name = "blocks", values = {1, 2}},
-    {name = "group", values = {1, 8, 16}},
-    {name = "repack", values = {0, 1}},
-    {name = "split", values = {1, 2, 4, 8}},
-    {name = "persist", values = {0, 1}},
-    {name = "swap", values = {0, 1}},
-    {name = "cluster", values = {1, 2}},
-  },
+  params = params,
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
              split = 1, persist = 0, swap = 0, cluster = 1},
 
@@ -1202,7 +1193,6 @@ return {
     local swap = p.swap == 1
     local ka_t, kb_t = kernel_majors(layout, swap)
     local rs = takes_rs(dtype, layout, swap)
-    local a_t, b_t = layout:sub(1, 1) == "t", layout:sub(2, 2) == "t"
     local bk = 128 // dt.bytes
     -- an MN-major B's rows: 128 bytes, or BN elements where that is narrower (BN = 32 or 16
     -- in 16 bits), under a swizzle of the rows' width
@@ -1211,22 +1201,18 @@ return {
     local k_major, mn_major = {}, {}
     table.insert(ka_t and mn_major or k_major, "A: ROWS = BM")
     table.insert(kb_t and k_major or mn_major, "B: ROWS = BN")
-    local vars = {
-      name = name, ctype = dt.ctype, dtype = dtype, layout = layout, doc_type = info.doc_type,
-      a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
-      b_doc = b_t and "transposed (N rows of K)" or "as is (K rows of N)",
+    -- a_t, b_t: the kernel's A MN-major, its B K-major (the layout's with swap's roles)
+    local vars = gemm.vars(name, dtype, layout, {
+      doc_type = info.doc_type,
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
-      bm = p.bm, bn = p.bn, stages = p.stages, consumers = p.consumers, blocks = p.blocks,
-      group = p.group, repack = p.repack, split = p.split, persist = p.persist, swap = p.swap,
-      cluster = p.cluster,
       a_t = ka_t and 1 or 0, b_t = kb_t and 1 or 0, elem_bytes = dt.bytes,
       b_row_bytes = b_row, b_swizzle_mode = ({[128] = 1, [64] = 2, [32] = 3})[b_row],
       bk = bk, kstep = 32 // dt.bytes, threads = d.threads, wg_m = d.wg_m, acc = d.acc,
       shared_bytes = d.shared_bytes,
       producer_regs = d.producer_regs, consumer_regs = d.consumer_regs,
       tile_order = tile_order, dependent_launch = dependent_launch,
-      elem_decl = info.decl,
+      elem_decl = "\n" .. elem[dtype],
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
                                32 // dt.bytes, info.wgmma_type),
       wgmma_regs = regs, wgmma_outs = outs,
@@ -1240,9 +1226,8 @@ return {
       trans_doc = dtype == "tf32" and "both K-major" or
                   string.format("A %s, B %s (the transpose immediates)",
                                 ka_t and "MN-major" or "K-major", kb_t and "K-major" or "MN-major"),
-    }
-    gemm.doc_values(vars, p, {"bm", "bn", "stages", "consumers", "blocks", "group", "repack",
-                              "split", "persist", "swap", "cluster"})
+    })
+    gemm.param_vars(vars, p, params)
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
     -- boxes of {row_bytes (128, or B's narrower rows), BK}; B's cut in `parts` (cluster: each
     -- block of the cluster loads one part and multicasts it) along its rows.
