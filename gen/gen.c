@@ -74,6 +74,7 @@ mmt_status gen_load(const char *path, gen_template **out, ut_err *err) {
   }
   t->constraints_ref = LUA_NOREF;
   t->emit_ref = LUA_NOREF;
+  t->keys_ref = LUA_NOREF;
   base_name(path, t->name);
   t->hash_value = ut_hash64(text, len);
   rc = gen_device_defaults(NULL, &t->device, err);

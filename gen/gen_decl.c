@@ -265,9 +265,16 @@ cleanup:
   return rc;
 }
 
-/* Keeps the functions in the registry: the declaration table itself is not kept. */
+/* Keeps the functions in the registry: the declaration table itself is not kept.  So are the
+ * parameters' names as Lua strings, from which every call's `p` is built. */
 static mmt_status decl_functions(decl_reader *d) {
   lua_State *L = d->L;
+  lua_createtable(L, d->t->nparams, 0);
+  for (int i = 0; i < d->t->nparams; i++) {
+    lua_pushstring(L, d->t->params[i].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  d->t->keys_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   int ty = gen_raw_field(L, d->decl, "constraints");
   if (ty == LUA_TFUNCTION) {
     d->t->constraints_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -46,6 +46,7 @@ struct gen_template {
   gen_device device;   /* mmt.device: the limits its configs must fit (gen_set_device) */
   int constraints_ref; /* registry refs; LUA_NOREF when the template has no constraints */
   int emit_ref;
+  int keys_ref; /* registry ref: the list of the parameters' names, as Lua strings */
 };
 
 /* gen_sandbox.c */
@@ -57,6 +58,9 @@ mmt_status gen_sb_open(gen_template *t, ut_err *err);
  * and a fresh instruction budget.  On MMT_OK fn's nresults results are left on the stack; on
  * failure the stack is as before and err says what the template did. */
 mmt_status gen_sb_pcall(gen_template *t, lua_CFunction fn, void *ctx, int nresults, ut_err *err);
+/* A fresh budget inside a gen_sb_pcall, for the next of several template calls it makes (each
+ * gets the whole budget, as if it were a call of its own). */
+void gen_sb_rearm(gen_template *t);
 /* Closes the state.  Safe when t->L is NULL. */
 void gen_sb_close(gen_template *t);
 
