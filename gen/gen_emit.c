@@ -65,8 +65,9 @@ typedef struct {
   /* The problem's dtype and layout, or the one pair the config alone is checked for; NULL:
    * every pair the template declares, until one is valid. */
   const char *dtype, *layout;
-  bool want_why; /* keep the reasons */
-  bool called;   /* the constraints ran in this protected call */
+  bool want_why;              /* keep the reasons */
+  uint8_t vi[GEN_MAX_PARAMS]; /* a config alone: its value indices (gen_memo) */
+  bool called;                /* the constraints ran in this protected call */
   /* An invalid config's reason (for every pair: the first pair's); for every pair, also the
    * first different reason and the pair that gave it. */
   char reason[CHECK_REASON_MAX];
@@ -76,19 +77,35 @@ typedef struct {
   mmt_status rc;
 } check_ctx;
 
+/* What the decision tree of pair (d, l) says of a config alone, where that is all the caller
+ * needs: 1 valid, 0 invalid (no reason asked for), -1 ask the constraints. */
+static int tree_says(const check_ctx *c, int d, int l) {
+  if (c->prob) return -1;
+  const int v = gen_memo_find(c->t, d * GEN_LAYOUTS + l, c->vi);
+  return v == 0 && c->want_why ? -1 : v;
+}
+
 /* c->valid = constraints(p, prob, dtype, layout) for the template's dtype d and layout l, the
- * reason into `reason` (NULL: not wanted).  False when the template broke the contract (c->rc
- * says how). */
+ * reason into `reason` (NULL: not wanted), from the decision tree where it knows.  A config
+ * alone gets a p that records its reads, and its answer is kept in the tree.  False when the
+ * template broke the contract (c->rc says how). */
 static bool constraints_once(lua_State *L, check_ctx *c, int d, int l, char *reason) {
   if (reason) reason[0] = '\0';
+  const int known = tree_says(c, d, l);
+  if (known >= 0) {
+    c->valid = known;
+    return true;
+  }
   if (c->called) gen_sb_rearm(c->t); /* each call gets the whole budget */
   c->called = true;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->constraints_ref);
-  push_params(L, c->t, c->cfg);
-  if (c->prob)
+  if (c->prob) {
+    push_params(L, c->t, c->cfg);
     push_problem(L, c->prob);
-  else
+  } else {
+    gen_memo_push_params(L, c->t, c->cfg);
     lua_pushnil(L);
+  }
   lua_pushstring(L, c->t->dtypes[d]);
   lua_pushstring(L, gen_layout_name(l));
   lua_call(L, 4, 2);
@@ -103,6 +120,7 @@ static bool constraints_once(lua_State *L, check_ctx *c, int d, int l, char *rea
   if (reason && !c->valid && lua_type(L, -1) == LUA_TSTRING)
     snprintf(reason, CHECK_REASON_MAX, "%s", lua_tostring(L, -1));
   lua_pop(L, 2);
+  if (!c->prob) gen_memo_keep(c->t, d * GEN_LAYOUTS + l, c->vi, c->valid);
   return true;
 }
 
@@ -140,6 +158,26 @@ static int check_protected(lua_State *L) {
   return 0;
 }
 
+/* Whether the decision trees answer c without a call into Lua: a valid pair, or every pair
+ * invalid where no reason is asked for.  Sets c->valid. */
+static bool trees_decide(check_ctx *c) {
+  const gen_template *t = c->t;
+  const int d0 = c->dtype ? dtype_at(t, c->dtype) : 0, d1 = c->dtype ? d0 + 1 : t->ndtypes;
+  bool all_invalid = true;
+  c->valid = false;
+  for (int d = d0; d < d1; d++)
+    for (int l = 0; l < GEN_LAYOUTS; l++) {
+      if (!(t->layouts & (1u << l)) || (c->layout && gen_layout_index(c->layout) != l)) continue;
+      const int v = tree_says(c, d, l);
+      if (v == 1) {
+        c->valid = true;
+        return true;
+      }
+      all_invalid = all_invalid && v == 0;
+    }
+  return all_invalid;
+}
+
 /* The constraints for one dtype and layout the template supports, or (dtype NULL) for the
  * config alone: valid for at least one dtype and layout the template declares. */
 static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const gen_problem *prob,
@@ -156,6 +194,13 @@ static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const 
                  .layout = layout,
                  .want_why = why && whylen,
                  .err = err};
+  if (!prob) {
+    gen_memo_values(t, cfg, c.vi);
+    if (trees_decide(&c)) {
+      *valid = c.valid;
+      return MMT_OK;
+    }
+  }
   mmt_status rc = gen_sb_pcall(t, check_protected, &c, 0, err);
   if (!rc) rc = c.rc;
   if (rc) return rc;

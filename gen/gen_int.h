@@ -47,7 +47,32 @@ struct gen_template {
   int constraints_ref; /* registry refs; LUA_NOREF when the template has no constraints */
   int emit_ref;
   int keys_ref; /* registry ref: the list of the parameters' names, as Lua strings */
+  /* The constraints' decision trees on configs alone, per dtype (index in dtypes) *
+   * GEN_LAYOUTS + layout (gen_memo.c), and what the call running now has read of p. */
+  struct gen_memo *memo[GEN_MAX_DTYPES * GEN_LAYOUTS];
+  size_t memo_bytes; /* what the trees hold */
+  int memo_mt_ref;   /* registry ref: the metatable of a p that records its reads */
+  struct {
+    const gen_config *cfg;
+    uint32_t read, written; /* bit i: parameter i read from the config; assigned by the call */
+    int n;
+    int8_t order[GEN_MAX_PARAMS]; /* the parameters read, in the order first read */
+  } reads;
 };
+
+/* gen_memo.c */
+
+/* Forgets every decision tree (the device changed, or the template is freed). */
+void gen_memo_clear(gen_template *t);
+/* vi[p]: the index of cfg's value of parameter p among its values (cfg checked already). */
+void gen_memo_values(const gen_template *t, const gen_config *cfg, uint8_t vi[GEN_MAX_PARAMS]);
+/* What the constraints answer on the config of value indices vi for pair (dtype index *
+ * GEN_LAYOUTS + layout) as the tree kept says: 1 valid, 0 invalid, -1 not known. */
+int gen_memo_find(const gen_template *t, int pair, const uint8_t vi[GEN_MAX_PARAMS]);
+/* Pushes a `p` for cfg that records the parameters the call reads (t->reads). */
+void gen_memo_push_params(lua_State *L, gen_template *t, const gen_config *cfg);
+/* After a call on such a p: its answer, kept along the path it read. */
+void gen_memo_keep(gen_template *t, int pair, const uint8_t vi[GEN_MAX_PARAMS], bool valid);
 
 /* gen_sandbox.c */
 
