@@ -228,6 +228,10 @@ static mmt_status decl_params(decl_reader *d) {
       rc = decl_fail(d, "the parameter space has more than 2^64 configs");
   }
   if (!rc) t->nparams = (int)n;
+  for (int i = 0; i < t->nparams; i++) {
+    const uint64_t count = (uint64_t)t->params[i].nvalues;
+    t->params[i].recip = ((1ull << GEN_RECIP_SHIFT) + count - 1) / count;
+  }
 cleanup:
   lua_settop(L, top);
   return rc;

@@ -24,8 +24,15 @@ typedef struct {
 typedef struct {
   char name[GEN_NAME_MAX];
   int nvalues;
+  uint64_t recip; /* ceil(2^GEN_RECIP_SHIFT / nvalues): gen_config_at's division */
   int64_t values[GEN_MAX_VALUES];
 } gen_param;
+
+/* gen_config_at divides an index below 2^GEN_RECIP_BITS by a count of values (<= 64) as a
+ * multiplication by gen_param.recip and a shift: exact there, since the error, under
+ * 2^(GEN_RECIP_BITS - GEN_RECIP_SHIFT), stays below 1 / 64; and the product fits 64 bits. */
+#define GEN_RECIP_SHIFT 40
+#define GEN_RECIP_BITS 24
 
 struct gen_template {
   lua_State *L;
