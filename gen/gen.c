@@ -74,6 +74,8 @@ mmt_status gen_load(const char *path, gen_template **out, ut_err *err) {
   }
   t->constraints_ref = LUA_NOREF;
   t->emit_ref = LUA_NOREF;
+  t->keys_ref = LUA_NOREF;
+  t->memo_mt_ref = LUA_NOREF;
   base_name(path, t->name);
   t->hash_value = ut_hash64(text, len);
   rc = gen_device_defaults(NULL, &t->device, err);
@@ -109,6 +111,7 @@ void gen_free(gen_template *t) {
   if (!t) return;
   if (t->L) gen_sb_close(t);
   gen_lineage_free(t->lineage);
+  gen_memo_clear(t);
   free(t->path);
   free(t);
 }

@@ -287,6 +287,9 @@ mmt_status gen_config_format(const gen_template *t, const gen_config *cfg, char 
  * the first different one's).  A problem dtype or layout the template does not support is
  * invalid (with a reason) without running Lua.  Errors: template failures, and
  * MMT_ERR_INVALID_ARG for a config whose values are not in the parameters' lists.
+ * On a config alone the answers are kept (templates/README.md: the parameters each call read
+ * decide it), so a config the kept answers decide runs no Lua, unless a reason is asked for an
+ * invalid one; gen_set_device forgets them.
  */
 mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem, bool *valid,
                      char *why, size_t whylen, ut_err *err);

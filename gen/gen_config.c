@@ -54,8 +54,18 @@ mmt_status gen_config_check(const gen_template *t, const gen_config *cfg, ut_err
 }
 
 void gen_config_at(const gen_template *t, uint64_t idx, gen_config *cfg) {
-  /* Mixed radix with the last parameter as the fastest digit. */
+  /* Mixed radix with the last parameter as the fastest digit.  A search over a space decodes
+   * every index of it, again and again, and a chain of divisions is most of that time: below
+   * 2^GEN_RECIP_BITS (every space small enough to walk) each is a multiplication instead. */
   cfg->n = t->nparams;
+  if (idx < (1ull << GEN_RECIP_BITS)) {
+    for (int i = t->nparams - 1; i >= 0; i--) {
+      const uint64_t rest = (idx * t->params[i].recip) >> GEN_RECIP_SHIFT; /* idx / nvalues */
+      cfg->v[i] = t->params[i].values[idx - rest * (uint64_t)t->params[i].nvalues];
+      idx = rest;
+    }
+    return;
+  }
   for (int i = t->nparams - 1; i >= 0; i--) {
     uint64_t radix = (uint64_t)t->params[i].nvalues;
     cfg->v[i] = t->params[i].values[idx % radix];

@@ -228,6 +228,10 @@ static mmt_status decl_params(decl_reader *d) {
       rc = decl_fail(d, "the parameter space has more than 2^64 configs");
   }
   if (!rc) t->nparams = (int)n;
+  for (int i = 0; i < t->nparams; i++) {
+    const uint64_t count = (uint64_t)t->params[i].nvalues;
+    t->params[i].recip = ((1ull << GEN_RECIP_SHIFT) + count - 1) / count;
+  }
 cleanup:
   lua_settop(L, top);
   return rc;
@@ -265,9 +269,16 @@ cleanup:
   return rc;
 }
 
-/* Keeps the functions in the registry: the declaration table itself is not kept. */
+/* Keeps the functions in the registry: the declaration table itself is not kept.  So are the
+ * parameters' names as Lua strings, from which every call's `p` is built. */
 static mmt_status decl_functions(decl_reader *d) {
   lua_State *L = d->L;
+  lua_createtable(L, d->t->nparams, 0);
+  for (int i = 0; i < d->t->nparams; i++) {
+    lua_pushstring(L, d->t->params[i].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  d->t->keys_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   int ty = gen_raw_field(L, d->decl, "constraints");
   if (ty == LUA_TFUNCTION) {
     d->t->constraints_ref = luaL_ref(L, LUA_REGISTRYINDEX);

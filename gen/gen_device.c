@@ -70,6 +70,7 @@ mmt_status gen_set_device(gen_template *t, const gen_device *dev, ut_err *err) {
                    "gen_set_device: limits out of range for template '%s' (cc %d, %d SMs)", t->name,
                    dev->cc, dev->sm_count);
   t->device = *dev;
+  gen_memo_clear(t); /* the constraints' answers were the old device's */
   return MMT_OK;
 }
 

@@ -20,13 +20,18 @@ static const int64_t block_limit[3] = {1024, 1024, 64};
 static const char *const axis_name[3] = {"x", "y", "z"};
 
 /* p: {name = value, ...} for cfg; a fresh table per call, so a template cannot keep state in
- * it between calls. */
+ * it between calls.  The names come from the template's list of them (keys_ref) as Lua strings
+ * already: a C string would be looked up (hashed and compared) again for every field. */
 static void push_params(lua_State *L, const gen_template *t, const gen_config *cfg) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, t->keys_ref);
+  const int keys = lua_gettop(L);
   lua_createtable(L, 0, t->nparams);
   for (int i = 0; i < t->nparams; i++) {
+    lua_rawgeti(L, keys, i + 1);
     lua_pushinteger(L, (lua_Integer)cfg->v[i]);
-    lua_setfield(L, -2, t->params[i].name);
+    lua_rawset(L, -3);
   }
+  lua_remove(L, keys);
 }
 
 static void push_problem(lua_State *L, const gen_problem *p) {
@@ -51,44 +56,130 @@ static void push_problem(lua_State *L, const gen_problem *p) {
   lua_setfield(L, -2, "layout");
 }
 
+#define CHECK_REASON_MAX 256
+
 typedef struct {
   gen_template *t;
   const gen_config *cfg;
   const gen_problem *prob;
-  const char *dtype, *layout; /* the problem's, or those the config alone is checked for */
-  char *why;
-  size_t whylen;
+  /* The problem's dtype and layout, or the one pair the config alone is checked for; NULL:
+   * every pair the template declares, until one is valid. */
+  const char *dtype, *layout;
+  bool want_why;              /* keep the reasons */
+  uint8_t vi[GEN_MAX_PARAMS]; /* a config alone: its value indices (gen_memo) */
+  bool called;                /* the constraints ran in this protected call */
+  /* An invalid config's reason (for every pair: the first pair's); for every pair, also the
+   * first different reason and the pair that gave it. */
+  char reason[CHECK_REASON_MAX];
+  char other[CHECK_REASON_MAX], other_at[32];
   bool valid;
   ut_err *err;
   mmt_status rc;
 } check_ctx;
 
-/* Protected: valid, reason = constraints(p, prob, dtype, layout). */
-static int check_protected(lua_State *L) {
-  check_ctx *c = lua_touserdata(L, 1);
+/* What the decision tree of pair (d, l) says of a config alone, where that is all the caller
+ * needs: 1 valid, 0 invalid (no reason asked for), -1 ask the constraints. */
+static int tree_says(const check_ctx *c, int d, int l) {
+  if (c->prob) return -1;
+  const int v = gen_memo_find(c->t, d * GEN_LAYOUTS + l, c->vi);
+  return v == 0 && c->want_why ? -1 : v;
+}
+
+/* c->valid = constraints(p, prob, dtype, layout) for the template's dtype d and layout l, the
+ * reason into `reason` (NULL: not wanted), from the decision tree where it knows.  A config
+ * alone gets a p that records its reads, and its answer is kept in the tree.  False when the
+ * template broke the contract (c->rc says how). */
+static bool constraints_once(lua_State *L, check_ctx *c, int d, int l, char *reason) {
+  if (reason) reason[0] = '\0';
+  const int known = tree_says(c, d, l);
+  if (known >= 0) {
+    c->valid = known;
+    return true;
+  }
+  if (c->called) gen_sb_rearm(c->t); /* each call gets the whole budget */
+  c->called = true;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->constraints_ref);
-  push_params(L, c->t, c->cfg);
-  if (c->prob)
+  if (c->prob) {
+    push_params(L, c->t, c->cfg);
     push_problem(L, c->prob);
-  else
+  } else {
+    gen_memo_push_params(L, c->t, c->cfg);
     lua_pushnil(L);
-  lua_pushstring(L, c->dtype);
-  lua_pushstring(L, c->layout);
+  }
+  lua_pushstring(L, c->t->dtypes[d]);
+  lua_pushstring(L, gen_layout_name(l));
   lua_call(L, 4, 2);
   if (!lua_isboolean(L, -2) || (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)) {
     c->rc = ut_fail(c->err, MMT_ERR_TEMPLATE,
                     "template '%s' (%s): constraints must return a boolean and an optional reason "
                     "string, not %s, %s",
                     c->t->name, c->t->path, luaL_typename(L, -2), luaL_typename(L, -1));
-    return 0;
+    return false;
   }
   c->valid = lua_toboolean(L, -2);
-  if (!c->valid && c->why && lua_type(L, -1) == LUA_TSTRING)
-    snprintf(c->why, c->whylen, "%s", lua_tostring(L, -1));
+  if (reason && !c->valid && lua_type(L, -1) == LUA_TSTRING)
+    snprintf(reason, CHECK_REASON_MAX, "%s", lua_tostring(L, -1));
+  lua_pop(L, 2);
+  if (!c->prob) gen_memo_keep(c->t, d * GEN_LAYOUTS + l, c->vi, c->valid);
+  return true;
+}
+
+/* The template's index of dtype (supported: the caller checked). */
+static int dtype_at(const gen_template *t, const char *dtype) {
+  int d = 0;
+  while (strcmp(t->dtypes[d], dtype) != 0) d++;
+  return d;
+}
+
+/* Protected: the constraints for c's dtype and layout, or for each pair the template declares
+ * until one is valid: every call within this one protected call, each with a fresh budget (a
+ * protected call per pair cost more than most templates' constraints themselves).  The
+ * reason is then the first pair's, and the first different one's after it. */
+static int check_protected(lua_State *L) {
+  check_ctx *c = lua_touserdata(L, 1);
+  if (c->dtype) {
+    constraints_once(L, c, dtype_at(c->t, c->dtype), gen_layout_index(c->layout),
+                     c->want_why ? c->reason : NULL);
+    return 0;
+  }
+  char reason[CHECK_REASON_MAX];
+  for (int d = 0; d < c->t->ndtypes; d++)
+    for (int l = 0; l < GEN_LAYOUTS; l++) {
+      if (!(c->t->layouts & (1u << l))) continue;
+      if (!constraints_once(L, c, d, l, c->want_why ? reason : NULL) || c->valid) return 0;
+      if (!c->want_why) continue;
+      if (!c->reason[0]) {
+        snprintf(c->reason, sizeof c->reason, "%s", reason);
+      } else if (!c->other[0] && strcmp(reason, c->reason) != 0) {
+        snprintf(c->other, sizeof c->other, "%s", reason);
+        snprintf(c->other_at, sizeof c->other_at, "%s %s", c->t->dtypes[d], gen_layout_name(l));
+      }
+    }
   return 0;
 }
 
-/* One call of the constraints, for a dtype and layout the template supports. */
+/* Whether the decision trees answer c without a call into Lua: a valid pair, or every pair
+ * invalid where no reason is asked for.  Sets c->valid. */
+static bool trees_decide(check_ctx *c) {
+  const gen_template *t = c->t;
+  const int d0 = c->dtype ? dtype_at(t, c->dtype) : 0, d1 = c->dtype ? d0 + 1 : t->ndtypes;
+  bool all_invalid = true;
+  c->valid = false;
+  for (int d = d0; d < d1; d++)
+    for (int l = 0; l < GEN_LAYOUTS; l++) {
+      if (!(t->layouts & (1u << l)) || (c->layout && gen_layout_index(c->layout) != l)) continue;
+      const int v = tree_says(c, d, l);
+      if (v == 1) {
+        c->valid = true;
+        return true;
+      }
+      all_invalid = all_invalid && v == 0;
+    }
+  return all_invalid;
+}
+
+/* The constraints for one dtype and layout the template supports, or (dtype NULL) for the
+ * config alone: valid for at least one dtype and layout the template declares. */
 static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const gen_problem *prob,
                                   const char *dtype, const char *layout, bool *valid, char *why,
                                   size_t whylen, ut_err *err) {
@@ -101,39 +192,25 @@ static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const 
                  .prob = prob,
                  .dtype = dtype,
                  .layout = layout,
-                 .why = why && whylen ? why : NULL,
-                 .whylen = whylen,
+                 .want_why = why && whylen,
                  .err = err};
+  if (!prob) {
+    gen_memo_values(t, cfg, c.vi);
+    if (trees_decide(&c)) {
+      *valid = c.valid;
+      return MMT_OK;
+    }
+  }
   mmt_status rc = gen_sb_pcall(t, check_protected, &c, 0, err);
   if (!rc) rc = c.rc;
-  if (!rc) *valid = c.valid;
-  return rc;
-}
-
-/* The config alone: valid for at least one dtype and layout the template declares.  The reason
- * is the first pair's, and the first different one's after it. */
-static mmt_status check_any(gen_template *t, const gen_config *cfg, bool *valid, char *why,
-                            size_t whylen, ut_err *err) {
-  char first[256] = "", other[256] = "", other_at[32] = "";
-  for (int d = 0; d < t->ndtypes; d++)
-    for (int l = 0; l < GEN_LAYOUTS; l++) {
-      const char *layout = gen_layout_name(l);
-      char reason[256] = "";
-      if (!gen_supports_layout(t, layout)) continue;
-      mmt_status rc =
-          run_constraints(t, cfg, NULL, t->dtypes[d], layout, valid, reason, sizeof reason, err);
-      if (rc || *valid) return rc;
-      if (!first[0]) {
-        snprintf(first, sizeof first, "%s", reason);
-      } else if (!other[0] && strcmp(reason, first) != 0) {
-        snprintf(other, sizeof other, "%s", reason);
-        snprintf(other_at, sizeof other_at, "%s %s", t->dtypes[d], layout);
-      }
-    }
-  if (why && whylen && other[0])
-    snprintf(why, whylen, "%s (%s: %s)", first, other_at, other);
-  else if (why && whylen)
-    snprintf(why, whylen, "%s", first);
+  if (rc) return rc;
+  *valid = c.valid;
+  if (!c.valid && why && whylen) {
+    if (c.other[0])
+      snprintf(why, whylen, "%s (%s: %s)", c.reason, c.other_at, c.other);
+    else
+      snprintf(why, whylen, "%s", c.reason);
+  }
   return MMT_OK;
 }
 
@@ -144,7 +221,7 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
   if (why && whylen) why[0] = '\0';
   mmt_status rc = gen_config_check(t, cfg, err);
   if (rc) return rc;
-  if (!problem) return check_any(t, cfg, valid, why, whylen, err);
+  if (!problem) return run_constraints(t, cfg, NULL, NULL, NULL, valid, why, whylen, err);
   const char *dtype = problem->dtype ? problem->dtype : "f32";
   if (!gen_supports_dtype(t, dtype)) {
     if (why && whylen) snprintf(why, whylen, "dtype %s not supported", dtype);

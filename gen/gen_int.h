@@ -28,8 +28,15 @@ typedef struct gen_lineage gen_lineage;
 typedef struct {
   char name[GEN_NAME_MAX];
   int nvalues;
+  uint64_t recip; /* ceil(2^GEN_RECIP_SHIFT / nvalues): gen_config_at's division */
   int64_t values[GEN_MAX_VALUES];
 } gen_param;
+
+/* gen_config_at divides an index below 2^GEN_RECIP_BITS by a count of values (<= 64) as a
+ * multiplication by gen_param.recip and a shift: exact there, since the error, under
+ * 2^(GEN_RECIP_BITS - GEN_RECIP_SHIFT), stays below 1 / 64; and the product fits 64 bits. */
+#define GEN_RECIP_SHIFT 40
+#define GEN_RECIP_BITS 24
 
 struct gen_template {
   lua_State *L;
@@ -52,7 +59,33 @@ struct gen_template {
   int emit_ref;
   bool lineage_read;    /* gen_emits_as read lineage.txt (once) */
   gen_lineage *lineage; /* what it kept; NULL when it ran out of memory */
+  int keys_ref; /* registry ref: the list of the parameters' names, as Lua strings */
+  /* The constraints' decision trees on configs alone, per dtype (index in dtypes) *
+   * GEN_LAYOUTS + layout (gen_memo.c), and what the call running now has read of p. */
+  struct gen_memo *memo[GEN_MAX_DTYPES * GEN_LAYOUTS];
+  size_t memo_bytes; /* what the trees hold */
+  int memo_mt_ref;   /* registry ref: the metatable of a p that records its reads */
+  struct {
+    const gen_config *cfg;
+    uint32_t read, written; /* bit i: parameter i read from the config; assigned by the call */
+    int n;
+    int8_t order[GEN_MAX_PARAMS]; /* the parameters read, in the order first read */
+  } reads;
 };
+
+/* gen_memo.c */
+
+/* Forgets every decision tree (the device changed, or the template is freed). */
+void gen_memo_clear(gen_template *t);
+/* vi[p]: the index of cfg's value of parameter p among its values (cfg checked already). */
+void gen_memo_values(const gen_template *t, const gen_config *cfg, uint8_t vi[GEN_MAX_PARAMS]);
+/* What the constraints answer on the config of value indices vi for pair (dtype index *
+ * GEN_LAYOUTS + layout) as the tree kept says: 1 valid, 0 invalid, -1 not known. */
+int gen_memo_find(const gen_template *t, int pair, const uint8_t vi[GEN_MAX_PARAMS]);
+/* Pushes a `p` for cfg that records the parameters the call reads (t->reads). */
+void gen_memo_push_params(lua_State *L, gen_template *t, const gen_config *cfg);
+/* After a call on such a p: its answer, kept along the path it read. */
+void gen_memo_keep(gen_template *t, int pair, const uint8_t vi[GEN_MAX_PARAMS], bool valid);
 
 /* gen_sandbox.c */
 
@@ -63,6 +96,9 @@ mmt_status gen_sb_open(gen_template *t, ut_err *err);
  * and a fresh instruction budget.  On MMT_OK fn's nresults results are left on the stack; on
  * failure the stack is as before and err says what the template did. */
 mmt_status gen_sb_pcall(gen_template *t, lua_CFunction fn, void *ctx, int nresults, ut_err *err);
+/* A fresh budget inside a gen_sb_pcall, for the next of several template calls it makes (each
+ * gets the whole budget, as if it were a call of its own). */
+void gen_sb_rearm(gen_template *t);
 /* Closes the state.  Safe when t->L is NULL. */
 void gen_sb_close(gen_template *t);
 

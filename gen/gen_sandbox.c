@@ -189,10 +189,9 @@ mmt_status gen_sb_pcall(gen_template *t, lua_CFunction fn, void *ctx, int nresul
   lua_pushcfunction(L, fn);
   lua_pushlightuserdata(L, ctx);
   /* A fresh budget per call: loading, each constraint check and each emit get the full one. */
-  t->sb.count = 0;
   t->sb.mem_hit = false;
   t->sb.insn_hit = false;
-  lua_sethook(L, sb_hook, LUA_MASKCOUNT, SB_HOOK_PERIOD);
+  gen_sb_rearm(t);
   int status = lua_pcall(L, 1, nresults, base + 1);
   if (status != LUA_OK) {
     mmt_status rc = sb_error(t, status, err);
@@ -201,6 +200,11 @@ mmt_status gen_sb_pcall(gen_template *t, lua_CFunction fn, void *ctx, int nresul
   }
   lua_remove(L, base + 1); /* the handler; the results stay */
   return MMT_OK;
+}
+
+void gen_sb_rearm(gen_template *t) {
+  t->sb.count = 0;
+  lua_sethook(t->L, sb_hook, LUA_MASKCOUNT, SB_HOOK_PERIOD); /* the period starts again too */
 }
 
 void gen_sb_close(gen_template *t) {

@@ -549,6 +549,45 @@ static void rm_dir(const char *dir) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* gen_config_at decodes idx of a space with value lists of `counts` (values 10 * index + 1) as
+ * divisions do. */
+static void expect_config_at(gen_template *t, const int *counts, int n, uint64_t idx) {
+  gen_config cfg;
+  gen_config_at(t, idx, &cfg);
+  for (int i = n - 1; i >= 0; i--) {
+    assert_int_equal(cfg.v[i], 10 * (int64_t)(idx % (uint64_t)counts[i]) + 1);
+    idx /= (uint64_t)counts[i];
+  }
+}
+
+/* A space of 29 million configs: below 2^24 configs gen_config_at divides by multiplying
+ * (gen_int.h), above by dividing. */
+static void test_config_at_large(void **state) {
+  (void)state;
+  static const int counts[] = {64, 63, 61, 59, 2};
+  char dir[64], path[160], text[4096];
+  int len = snprintf(text, sizeof text, "return {name = \"big\", dtypes = {\"f32\"}, params = {");
+  for (int i = 0; i < COUNT(counts); i++) {
+    len += snprintf(text + len, sizeof text - (size_t)len, "%s{name = \"p%d\", values = {",
+                    i ? ", " : "", i);
+    for (int j = 0; j < counts[i]; j++)
+      len += snprintf(text + len, sizeof text - (size_t)len, "%s%d", j ? ", " : "", 10 * j + 1);
+    len += snprintf(text + len, sizeof text - (size_t)len, "}}");
+  }
+  snprintf(text + len, sizeof text - (size_t)len, "},\n  emit = function() return {} end}\n");
+  make_dir(dir);
+  write_text(dir, "big.lua", text);
+  snprintf(path, sizeof path, "%s/big.lua", dir);
+  gen_template *t = load_ok(path);
+  const uint64_t size = gen_space_size(t), edge = 1u << 24;
+  assert_true(size > edge);
+  for (uint64_t idx = 0; idx < size; idx += 997) expect_config_at(t, counts, COUNT(counts), idx);
+  const uint64_t ends[] = {edge - 2, edge - 1, edge, edge + 1, size - 1};
+  for (int i = 0; i < COUNT(ends); i++) expect_config_at(t, counts, COUNT(counts), ends[i]);
+  gen_free(t);
+  rm_dir(dir);
+}
+
 static const char override_naive[] =
     "return {name = \"naive\", description = \"override\", dtypes = {\"f32\"},\n"
     "  params = {{name = \"x\", values = {1}}},\n"
@@ -985,6 +1024,7 @@ int main(void) {
       cmocka_unit_test(test_load_builtins),
       cmocka_unit_test(test_source_hash),
       cmocka_unit_test(test_config_enumeration),
+      cmocka_unit_test(test_config_at_large),
       cmocka_unit_test(test_config_default),
       cmocka_unit_test(test_config_parse),
       cmocka_unit_test(test_constraints_count),

@@ -42,6 +42,14 @@ static gen_template *load_ok(const char *path) {
   return t;
 }
 
+/* Writes `text` as dir/file (its path into path) and loads it. */
+static gen_template *write_and_load(const char *dir, const char *file, const char *text, char *path,
+                                    size_t len) {
+  write_text(dir, file, text);
+  snprintf(path, len, "%s/%s", dir, file);
+  return load_ok(path);
+}
+
 /* gen_load fails with MMT_ERR_TEMPLATE and a message holding `word`. */
 static void load_fails(const char *path, const char *word) {
   gen_template *t = NULL;
@@ -204,9 +212,7 @@ static void test_device_table(void **state) {
   (void)state;
   char dir[64], path[160];
   make_dir(dir, sizeof dir);
-  write_text(dir, "du.lua", device_user);
-  snprintf(path, sizeof path, "%s/du.lua", dir);
-  gen_template *t = load_ok(path);
+  gen_template *t = write_and_load(dir, "du.lua", device_user, path, sizeof path);
   assert_int_equal(gen_device_of(t)->cc, 90);
   assert_true(valid_x(t, "x=2")); /* 180 KiB within sm_90's 227 */
   gen_device d;
@@ -281,9 +287,7 @@ static void test_check_for(void **state) {
   (void)state;
   char dir[64], path[160], why[256];
   make_dir(dir, sizeof dir);
-  write_text(dir, "tu.lua", target_user);
-  snprintf(path, sizeof path, "%s/tu.lua", dir);
-  gen_template *t = load_ok(path);
+  gen_template *t = write_and_load(dir, "tu.lua", target_user, path, sizeof path);
   /* without a dtype and layout: valid for at least one pair */
   assert_true(valid_for(t, "x=2", NULL, NULL, why, sizeof why));
   assert_true(valid_for(t, "x=3", NULL, NULL, why, sizeof why));
@@ -315,6 +319,65 @@ static void test_check_for(void **state) {
   rm_dir(dir);
 }
 
+/* Constraints whose answer depends on some parameters, read in an order that depends on the
+ * values read before, through pairs(p) and after assigning to one: what gen_check_for and
+ * gen_check answer on a config alone (from the decision trees once they know) is what the
+ * function returns, every time. */
+static const char tree_user[] =
+    "return {name = \"tr\", dtypes = {\"f32\", \"f16\"}, layouts = {\"nn\", \"tt\"},\n"
+    "  params = {{name = \"a\", values = {1, 2, 3}}, {name = \"b\", values = {1, 2}},\n"
+    "            {name = \"c\", values = {1, 2, 3, 4}}},\n"
+    "  default = {a = 3},\n"
+    "  constraints = function(p, prob, dtype, layout)\n"
+    "    if p.a == 1 then return false, 'a=1' end\n"
+    "    if dtype == 'f16' and p.c > 2 then return false, 'c in f16' end\n"
+    "    if p.b == 2 and layout == 'tt' then\n"
+    "      local sum = 0\n"
+    "      for _, v in pairs(p) do sum = sum + v end\n"
+    "      return sum % 2 == 0, 'odd'\n"
+    "    end\n"
+    "    p.c = p.c + 10\n"
+    "    return p.c > 12 or p.a == 3, 'small c'\n"
+    "  end,\n"
+    "  emit = function() return {source = \"k\", kernel = \"k\", block = {1}, grid = {x = 1}} "
+    "end}\n";
+
+/* tree_user's constraints, in C. */
+static bool tree_expect(int a, int b, int c, const char *dtype, const char *layout) {
+  if (a == 1) return false;
+  if (strcmp(dtype, "f16") == 0 && c > 2) return false;
+  if (b == 2 && strcmp(layout, "tt") == 0) return (a + b + c) % 2 == 0;
+  return c + 10 > 12 || a == 3;
+}
+
+static void test_decision_trees(void **state) {
+  (void)state;
+  char dir[64], path[160];
+  make_dir(dir, sizeof dir);
+  gen_template *t = write_and_load(dir, "tr.lua", tree_user, path, sizeof path);
+  static const char *const pairs[][2] = {
+      {"f32", "nn"}, {"f32", "tt"}, {"f16", "nn"}, {"f16", "tt"}};
+  for (int round = 0; round < 2; round++) /* the second from what the first kept */
+    for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
+      gen_config c;
+      ut_err e;
+      bool valid = false, any = false;
+      gen_config_at(t, idx, &c);
+      for (int k = 0; k < 4; k++) {
+        const bool want =
+            tree_expect((int)c.v[0], (int)c.v[1], (int)c.v[2], pairs[k][0], pairs[k][1]);
+        assert_int_equal(gen_check_for(t, &c, pairs[k][0], pairs[k][1], &valid, NULL, 0, &e),
+                         MMT_OK);
+        assert_int_equal(valid, want);
+        any = any || want;
+      }
+      assert_int_equal(gen_check(t, &c, NULL, &valid, NULL, 0, &e), MMT_OK);
+      assert_int_equal(valid, any);
+    }
+  gen_free(t);
+  rm_dir(dir);
+}
+
 int main(void) {
   setenv("MMTUNE_TEMPLATE_PATH", "", 1);
   const struct CMUnitTest tests[] = {
@@ -323,6 +386,7 @@ int main(void) {
       cmocka_unit_test(test_device_defaults),
       cmocka_unit_test(test_device_table),
       cmocka_unit_test(test_check_for),
+      cmocka_unit_test(test_decision_trees),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
