@@ -59,7 +59,7 @@ struct gen_template {
   int emit_ref;
   bool lineage_read;    /* gen_emits_as read lineage.txt (once) */
   gen_lineage *lineage; /* what it kept; NULL when it ran out of memory */
-  int keys_ref; /* registry ref: the list of the parameters' names, as Lua strings */
+  int keys_ref;         /* registry ref: the list of the parameters' names, as Lua strings */
   /* The constraints' decision trees on configs alone, per dtype (index in dtypes) *
    * GEN_LAYOUTS + layout (gen_memo.c), and what the call running now has read of p. */
   struct gen_memo *memo[GEN_MAX_DTYPES * GEN_LAYOUTS];
