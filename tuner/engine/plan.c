@@ -177,11 +177,21 @@ void tn_tune_result_key(const tune_run *r, int sid, int kid, db_result *row) {
   row->launch = kern->launch;
 }
 
+/* The model the dispatcher would fit on the run's rows (a chooser's: rows of an earlier
+ * version of a template count for its configs where they measured the kernels it emits now),
+ * fitted again when the database has changed. */
 mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err) {
   rt_model *m = NULL;
-  rt_model_device dev = {.sm_count = r->dev.sm_count, .cc_major = r->dev.cc_major};
-  mmt_status rc = rt_model_fit(r->db, r->dev.name, &dev, NULL, &m, err);
-  if (rc) return rc;
+  mmt_status rc = MMT_OK;
+  if (!r->chooser) {
+    gen_device dev;
+    if ((rc = rt_chooser_new(r->arch, r->dev.sm_count, &r->chooser, err))) return rc;
+    if (!gen_device_defaults(r->arch, &dev, NULL)) {
+      if (r->dev.sm_count > 0) dev.sm_count = r->dev.sm_count;
+      rt_chooser_set_device(r->chooser, &dev); /* the limits the run's templates check */
+    }
+  }
+  if ((rc = rt_chooser_model(r->chooser, r->db, r->dev.name, &m, err))) return rc;
   gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
   rt_model_focus(m, &p, NULL);
   for (int i = 0; i < pb->count; i++) {
@@ -193,7 +203,6 @@ mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err) {
                      &p, &pred);
     pb->cands[i].predicted = pred.ms;
   }
-  rt_model_free(m);
   return MMT_OK;
 }
 

@@ -297,6 +297,7 @@ static mmt_status run_problems(tune_run *r, ut_err *err) {
 /* ---- the pass ------------------------------------------------------------------------------ */
 
 void tn_tune_free(tune_run *r) {
+  rt_chooser_free(r->chooser);
   tn_pool_free(r->pool);
   tn_worker_stop(r->worker);
   db_close(r->db);

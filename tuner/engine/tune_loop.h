@@ -26,6 +26,7 @@
 #include "gen.h"
 #include "gpu/pool.h"
 #include "gpu/worker.h"
+#include "rt_choose.h"
 
 typedef struct tune_kernel tune_kernel;   /* engine/tune_int.h */
 typedef struct tune_problem tune_problem; /* engine/tune_int.h */
@@ -51,6 +52,7 @@ typedef struct {
   db_handle *db;
   tn_worker *worker;
   tn_pool *pool;
+  rt_chooser *chooser; /* the model the model strategy ranks by (tn_tune_predict); NULL first */
   db_device dev;
   char arch[16], nvrtc[16];
   tune_kernel *kernels;
