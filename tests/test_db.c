@@ -929,6 +929,8 @@ static void test_merge_bad_rows(void **state) {
       {"params = 'x=1n' || char(7) || 'plit=4'", "'params' holds a control character"},
       {"params = 'x=1,,y=2'", "'params' is not of the form name=integer"},
       {"template_hash = 'XYZ'", "'template_hash' is not lower-case hexadecimal"},
+      {"kernel_hash = 'ABCDEF0123456789'", "'kernel_hash' is not lower-case hexadecimal"},
+      {"kernel_hash = '0123456789abcdef0'", "'kernel_hash' is longer than 16 bytes"},
       {"dtype = 'f3 2'", "'dtype' holds a character other than"},
       {"layout = 'nx'", "'layout' is not one of nn, nt, tn, tt"},
       {"k = 4611686018427387904", "'k' = 4611686018427387904 is outside 0 .. 2147483647"},
