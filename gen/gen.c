@@ -118,6 +118,7 @@ void gen_free(gen_template *t) {
 
 const char *gen_name(const gen_template *t) { return t->name; }
 const char *gen_description(const gen_template *t) { return t->description; }
+bool gen_has_epilogues(const gen_template *t) { return t && t->epilogues; }
 const char *gen_path(const gen_template *t) { return t->path; }
 const char *gen_source_hash(const gen_template *t) { return t->hash; }
 int gen_dtype_count(const gen_template *t) { return t->ndtypes; }

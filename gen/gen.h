@@ -87,6 +87,56 @@ void gen_stored_rows(const char *layout, int64_t m, int64_t n, int64_t k, int64_
  * kernel) and a TMA map over the row gets a legal stride.  Other ld[i] are left alone. */
 void gen_one_row_pitches(const char *layout, int64_t m, int64_t n, int64_t k, int64_t ld[3]);
 
+/*
+ * Epilogues: what a kernel does with the product before it stores it.  A plain GEMM kernel
+ * (op NULL everywhere below) stores C = alpha * P + beta * C, P = op(A) * op(B), in the inputs'
+ * type.  An op kernel (a template that declares `epilogues = true`, emitted for a gen_op)
+ * computes, in fp32, for the product P (M x N) and its element (i, j):
+ *   x[i][j] = alpha * s_row[i] * s_col[j] * P[i][j] + bias      (bias: bias[j] by column, bias[i] by row)
+ *   not gated:  D[i][j]  = act(x[i][j] + beta * C[i][j])
+ *   gated:      D[i][j'] = act(x[i][2j']) * x[i][2j' + 1] + beta * C[i][j']   (D: M x N/2)
+ * and rounds D to the output type once.  Gated pairs P's columns: 2j' is the gate of output
+ * column j', 2j' + 1 its up projection (B holds the two weights interleaved by column; N is
+ * even).  C and D have the output type; s_row, s_col and an fp32 bias are float vectors.  An
+ * op kernel takes D apart from C (it may be C itself) and is batched: blockIdx.z is the
+ * problem of the batch (see the op ABI below).  lib/epilogue.lua writes this once for every
+ * template (templates/README.md, "Epilogues").
+ */
+typedef enum {
+  GEN_ACT_NONE = 0,
+  GEN_ACT_RELU,
+  GEN_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
+  GEN_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt(2))) */
+  GEN_ACT_SILU,      /* x / (1 + exp(-x)) */
+  GEN_ACTS
+} gen_act;
+/* "none", "relu", "gelu_tanh", "gelu_erf", "silu"; NULL out of range.  And back: -1 unknown. */
+const char *gen_act_name(gen_act act);
+int gen_act_index(const char *name);
+
+typedef struct {
+  char out[8];    /* D's and C's dtype: "f32", "f16" or "bf16" */
+  char bias;      /* 0: none; 'c': a vector of N, bias[j] added to column j; 'r': of M, by row */
+  bool bias_f32;  /* the bias vector is fp32 (else of the output type) */
+  bool scale_row; /* s_row, a float vector of M, multiplies row i of the product */
+  bool scale_col; /* s_col, of N, column j */
+  gen_act act;
+  bool gated;
+} gen_op;
+
+/* The most bytes of gen_op_format's text, NUL included. */
+#define GEN_OP_TEXT_MAX 96
+/* An op as text, its canonical form, the database's key: "out=f16" then those of
+ * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col",
+ * ",act=NAME", ",gated" that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
+ * MMT_ERR_INVALID_ARG (a field out of range, outlen too short). */
+mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err);
+/* The inverse, accepting the fields in any order and out= absent (then in_dtype's output:
+ * f32 for tf32).  Errors: MMT_ERR_INVALID_ARG naming the bad field. */
+mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_err *err);
+/* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input. */
+bool gen_op_valid(const gen_op *op, const char *in_dtype);
+
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
 typedef struct {
   const char *dtype;  /* "f32" */
@@ -94,6 +144,8 @@ typedef struct {
   int64_t m, n, k;
   int64_t lda, ldb, ldc;
   int align_bytes; /* largest power of two (<= 16) dividing every base address and ld*elem size */
+  const gen_op *op; /* NULL: the plain GEMM; else the epilogue (gated: n counts P's columns) */
+  int64_t batch;    /* problems of a batch (op kernels), 0 read as 1 */
 } gen_problem;
 
 /* The problem as the tuner measures it: packed rows (gen_min_ld's leading dimensions, a
@@ -150,6 +202,7 @@ typedef struct {
 typedef struct {
   char dtype[8];     /* what it was emitted for: "f16" */
   char layout[4];    /* "nn" .. "tt" */
+  char op[GEN_OP_TEXT_MAX]; /* the op it was emitted for (gen_op_format); "": the plain GEMM */
   char *source;      /* complete CUDA C translation unit, compiles on its own */
   char *kernel_name; /* extern "C" __global__ entry point */
   unsigned block[3];
@@ -183,7 +236,23 @@ typedef struct {
  *   const __grid_constant__ M map  (M: a 64-byte aligned 128-byte struct, CUtensorMap's layout)
  * and a kernel with a workspace (workspace_per_block > 0) one more, last:
  *   float *WS  (16-byte aligned; its contents are undefined at the start of each launch)
+ *
+ * An op kernel (emitted for a gen_op: its op is not "") takes C in the op's output type TO,
+ * read only (when beta != 0), and one more argument right after ldc, before any tensor map:
+ *   const TO *C, int ldc, mmt_epilogue E
+ * the struct of the epilogue snippet (templates/snippets/epilogue.cu; GEN_EPILOGUE_BYTES):
+ *   { void *D; long long ldd; const void *bias; const float *scale_row, *scale_col;
+ *     long long batch_a, batch_b, batch_c, batch_d; }
+ * D (ldd, TO; gated: M x N/2) is written; bias, scale_row, scale_col are read as the op says
+ * (NULL where it has none).  The problems of a batch are blockIdx.z: problem z's A, B, C and D
+ * start batch_a * z, ... elements past the pointers (0: the same matrix for every z).  The
+ * runtime launches grid.z = the batch when the kernel's grid.z is the constant 1; a kernel
+ * whose grid.z is anything else (split-K's slices) runs batches of 1 only (its constraints say
+ * so for prob.batch > 1).  An op kernel's tensor maps are 3-D: dimension 2 is the batch, its
+ * stride the operand's batch stride (problem z's box at z), or of size 1 where the operand is
+ * shared (stride 0) or the batch is 1 (z 0).
  */
+#define GEN_EPILOGUE_BYTES 72
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,
  * searched first), then <exe dir>/../share/mmtune/templates, then the installed folder
@@ -300,6 +369,12 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
  * gen_check. */
 mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dtype,
                          const char *layout, bool *valid, char *why, size_t whylen, ut_err *err);
+/* gen_check_for for an op (NULL: gen_check_for): constraints(p, nil, dtype, layout, op).  A
+ * template without epilogues is invalid for any op (with a reason); an op that is not one for
+ * dtype is MMT_ERR_INVALID_ARG.  No decision tree: every call runs Lua. */
+mmt_status gen_check_op_for(gen_template *t, const gen_config *cfg, const char *dtype,
+                            const char *layout, const gen_op *op, bool *valid, char *why,
+                            size_t whylen, ut_err *err);
 
 /* Emits the kernel for cfg, dtype and layout (emit(p, dtype, layout) in Lua).  Does not run
  * the constraints: call gen_check first.  Validates the returned table (malformed ->
@@ -307,6 +382,12 @@ mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dty
  * layout or an out-of-list config.  out is filled only on success. */
 mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, const char *layout,
                     gen_kernel *out, ut_err *err);
+/* gen_emit for an op (NULL: gen_emit): emit(p, dtype, layout, op).  MMT_ERR_INVALID_ARG also for
+ * a template without epilogues or an op that is not one for dtype (gen_op_valid). */
+mmt_status gen_emit_op(gen_template *t, const gen_config *cfg, const char *dtype,
+                       const char *layout, const gen_op *op, gen_kernel *out, ut_err *err);
+/* Whether t declares epilogues (emits op kernels). */
+bool gen_has_epilogues(const gen_template *t);
 void gen_kernel_clear(gen_kernel *k);
 
 /* The most bytes gen_kernel_launch_text writes, NUL included (a kernel name of 255 characters

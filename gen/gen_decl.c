@@ -22,7 +22,8 @@ typedef struct {
 } decl_reader;
 
 static const char *const decl_fields[] = {
-    "name", "description", "dtypes", "layouts", "params", "default", "constraints", "emit", NULL,
+    "name",    "description", "dtypes", "layouts",   "params",
+    "default", "constraints", "emit",   "epilogues", NULL,
 };
 
 __attribute__((format(printf, 2, 3))) static mmt_status decl_fail(decl_reader *d, const char *fmt,
@@ -50,7 +51,7 @@ static mmt_status decl_known_fields(decl_reader *d) {
       const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
       mmt_status rc = decl_fail(d,
                                 "unknown field '%s' (fields: name, description, dtypes, "
-                                "layouts, params, default, constraints, emit)",
+                                "layouts, params, default, constraints, emit, epilogues)",
                                 key);
       lua_pop(L, 1);
       return rc;
@@ -294,6 +295,15 @@ static mmt_status decl_functions(decl_reader *d) {
   return MMT_OK;
 }
 
+/* epilogues = true: emit(p, dtype, layout, op) honours every op (gen.h, "Epilogues"). */
+static mmt_status decl_epilogues(decl_reader *d) {
+  const int ty = gen_raw_field(d->L, d->decl, "epilogues");
+  d->t->epilogues = ty == LUA_TBOOLEAN && lua_toboolean(d->L, -1);
+  lua_pop(d->L, 1);
+  if (ty != LUA_TNIL && ty != LUA_TBOOLEAN) return decl_fail(d, "epilogues must be a boolean");
+  return MMT_OK;
+}
+
 mmt_status gen_decl_read(lua_State *L, gen_template *t, ut_err *err) {
   decl_reader d = {L, t, err, lua_gettop(L)};
   if (!lua_istable(L, d.decl))
@@ -305,6 +315,7 @@ mmt_status gen_decl_read(lua_State *L, gen_template *t, ut_err *err) {
   if (!rc) rc = decl_layouts(&d);
   if (!rc) rc = decl_params(&d);
   if (!rc) rc = decl_default(&d);
+  if (!rc) rc = decl_epilogues(&d);
   if (!rc) rc = decl_functions(&d);
   return rc;
 }

@@ -54,6 +54,10 @@ static void push_problem(lua_State *L, const gen_problem *p) {
   lua_setfield(L, -2, "dtype");
   lua_pushstring(L, p->layout ? p->layout : "nn");
   lua_setfield(L, -2, "layout");
+  lua_pushinteger(L, p->batch > 1 ? (lua_Integer)p->batch : 1);
+  lua_setfield(L, -2, "batch");
+  gen_push_op(L, p->op);
+  lua_setfield(L, -2, "op");
 }
 
 #define CHECK_REASON_MAX 256
@@ -65,6 +69,7 @@ typedef struct {
   /* The problem's dtype and layout, or the one pair the config alone is checked for; NULL:
    * every pair the template declares, until one is valid. */
   const char *dtype, *layout;
+  const gen_op *op;           /* a config alone: checked for this op (NULL: plain GEMM) */
   bool want_why;              /* keep the reasons */
   uint8_t vi[GEN_MAX_PARAMS]; /* a config alone: its value indices (gen_memo) */
   bool called;                /* the constraints ran in this protected call */
@@ -80,7 +85,7 @@ typedef struct {
 /* What the decision tree of pair (d, l) says of a config alone, where that is all the caller
  * needs: 1 valid, 0 invalid (no reason asked for), -1 ask the constraints. */
 static int tree_says(const check_ctx *c, int d, int l) {
-  if (c->prob) return -1;
+  if (c->prob || c->op) return -1; /* the trees hold plain configs alone */
   const int v = gen_memo_find(c->t, d * GEN_LAYOUTS + l, c->vi);
   return v == 0 && c->want_why ? -1 : v;
 }
@@ -102,13 +107,17 @@ static bool constraints_once(lua_State *L, check_ctx *c, int d, int l, char *rea
   if (c->prob) {
     push_params(L, c->t, c->cfg);
     push_problem(L, c->prob);
+  } else if (c->op) {
+    push_params(L, c->t, c->cfg);
+    lua_pushnil(L);
   } else {
     gen_memo_push_params(L, c->t, c->cfg);
     lua_pushnil(L);
   }
   lua_pushstring(L, c->t->dtypes[d]);
   lua_pushstring(L, gen_layout_name(l));
-  lua_call(L, 4, 2);
+  gen_push_op(L, c->prob ? c->prob->op : c->op);
+  lua_call(L, 5, 2);
   if (!lua_isboolean(L, -2) || (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)) {
     c->rc = ut_fail(c->err, MMT_ERR_TEMPLATE,
                     "template '%s' (%s): constraints must return a boolean and an optional reason "
@@ -120,7 +129,7 @@ static bool constraints_once(lua_State *L, check_ctx *c, int d, int l, char *rea
   if (reason && !c->valid && lua_type(L, -1) == LUA_TSTRING)
     snprintf(reason, CHECK_REASON_MAX, "%s", lua_tostring(L, -1));
   lua_pop(L, 2);
-  if (!c->prob) gen_memo_keep(c->t, d * GEN_LAYOUTS + l, c->vi, c->valid);
+  if (!c->prob && !c->op) gen_memo_keep(c->t, d * GEN_LAYOUTS + l, c->vi, c->valid);
   return true;
 }
 
@@ -181,8 +190,8 @@ static bool trees_decide(check_ctx *c) {
 /* The constraints for one dtype and layout the template supports, or (dtype NULL) for the
  * config alone: valid for at least one dtype and layout the template declares. */
 static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const gen_problem *prob,
-                                  const char *dtype, const char *layout, bool *valid, char *why,
-                                  size_t whylen, ut_err *err) {
+                                  const char *dtype, const char *layout, const gen_op *op,
+                                  bool *valid, char *why, size_t whylen, ut_err *err) {
   if (t->constraints_ref == LUA_NOREF) {
     *valid = true;
     return MMT_OK;
@@ -192,9 +201,10 @@ static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const 
                  .prob = prob,
                  .dtype = dtype,
                  .layout = layout,
+                 .op = prob ? prob->op : op,
                  .want_why = why && whylen,
                  .err = err};
-  if (!prob) {
+  if (!prob && !c.op) {
     gen_memo_values(t, cfg, c.vi);
     if (trees_decide(&c)) {
       *valid = c.valid;
@@ -214,6 +224,19 @@ static mmt_status run_constraints(gen_template *t, const gen_config *cfg, const 
   return MMT_OK;
 }
 
+/* MMT_OK when t can emit op (NULL: always); MMT_ERR_UNSUPPORTED with the reason in why when
+ * it has no epilogues; MMT_ERR_INVALID_ARG for an op that is not one for inputs of dtype. */
+static mmt_status op_supported(const gen_template *t, const gen_op *op, const char *dtype,
+                               char *why, size_t whylen, ut_err *err) {
+  if (!op) return MMT_OK;
+  if (!gen_op_valid(op, dtype))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "an epilogue op that is not one for %s inputs",
+                   dtype ? dtype : "(null)");
+  if (t->epilogues) return MMT_OK;
+  if (why && whylen) snprintf(why, whylen, "template %s has no epilogues", t->name);
+  return MMT_ERR_UNSUPPORTED;
+}
+
 mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *problem,
                      bool *valid, char *why, size_t whylen, ut_err *err) {
   if (!valid) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_check: valid is NULL");
@@ -221,7 +244,7 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
   if (why && whylen) why[0] = '\0';
   mmt_status rc = gen_config_check(t, cfg, err);
   if (rc) return rc;
-  if (!problem) return run_constraints(t, cfg, NULL, NULL, NULL, valid, why, whylen, err);
+  if (!problem) return run_constraints(t, cfg, NULL, NULL, NULL, NULL, valid, why, whylen, err);
   const char *dtype = problem->dtype ? problem->dtype : "f32";
   if (!gen_supports_dtype(t, dtype)) {
     if (why && whylen) snprintf(why, whylen, "dtype %s not supported", dtype);
@@ -232,11 +255,20 @@ mmt_status gen_check(gen_template *t, const gen_config *cfg, const gen_problem *
     if (why && whylen) snprintf(why, whylen, "layout %s not supported", layout);
     return MMT_OK;
   }
-  return run_constraints(t, cfg, problem, dtype, layout, valid, why, whylen, err);
+  rc = op_supported(t, problem->op, dtype, why, whylen, err);
+  if (rc == MMT_ERR_UNSUPPORTED) return MMT_OK;
+  if (rc) return rc;
+  return run_constraints(t, cfg, problem, dtype, layout, NULL, valid, why, whylen, err);
 }
 
 mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dtype,
                          const char *layout, bool *valid, char *why, size_t whylen, ut_err *err) {
+  return gen_check_op_for(t, cfg, dtype, layout, NULL, valid, why, whylen, err);
+}
+
+mmt_status gen_check_op_for(gen_template *t, const gen_config *cfg, const char *dtype,
+                            const char *layout, const gen_op *op, bool *valid, char *why,
+                            size_t whylen, ut_err *err) {
   if (!valid) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_check_for: valid is NULL");
   *valid = false;
   if (why && whylen) why[0] = '\0';
@@ -250,13 +282,17 @@ mmt_status gen_check_for(gen_template *t, const gen_config *cfg, const char *dty
     if (why && whylen) snprintf(why, whylen, "layout %s not supported", layout ? layout : "(null)");
     return MMT_OK;
   }
-  return run_constraints(t, cfg, NULL, dtype, layout, valid, why, whylen, err);
+  rc = op_supported(t, op, dtype, why, whylen, err);
+  if (rc == MMT_ERR_UNSUPPORTED) return MMT_OK;
+  if (rc) return rc;
+  return run_constraints(t, cfg, NULL, dtype, layout, op, valid, why, whylen, err);
 }
 
 typedef struct {
   gen_template *t;
   const gen_config *cfg;
   const char *dtype, *layout;
+  const gen_op *op;
   gen_kernel *out; /* numbers only: the strings come back as the call's results */
   char what[600];  /* "emit(tile=32,...)" for messages */
   ut_err *err;
@@ -604,7 +640,8 @@ static int emit_protected(lua_State *L) {
   push_params(L, c->t, c->cfg);
   lua_pushstring(L, c->dtype);
   lua_pushstring(L, c->layout);
-  lua_call(L, 3, 1);
+  gen_push_op(L, c->op);
+  lua_call(L, 4, 1);
   int res = lua_gettop(L);
   if (!lua_istable(L, res)) {
     c->rc = emit_fail(c, "a %s instead of a table", luaL_typename(L, res));
@@ -627,6 +664,11 @@ static int emit_protected(lua_State *L) {
 
 mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, const char *layout,
                     gen_kernel *out, ut_err *err) {
+  return gen_emit_op(t, cfg, dtype, layout, NULL, out, err);
+}
+
+mmt_status gen_emit_op(gen_template *t, const gen_config *cfg, const char *dtype,
+                       const char *layout, const gen_op *op, gen_kernel *out, ut_err *err) {
   if (!out) return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_emit: out is NULL");
   mmt_status rc = gen_config_check(t, cfg, err);
   if (rc) return rc;
@@ -636,11 +678,18 @@ mmt_status gen_emit(gen_template *t, const gen_config *cfg, const char *dtype, c
   if (!gen_supports_layout(t, layout))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "template '%s' does not support layout '%s'", t->name,
                    layout ? layout : "(null)");
+  char why[128];
+  rc = op_supported(t, op, dtype, why, sizeof why, err);
+  if (rc == MMT_ERR_UNSUPPORTED) return ut_fail(err, MMT_ERR_INVALID_ARG, "%s", why);
+  if (rc) return rc;
   gen_kernel k = {0};
-  emit_ctx c = {.t = t, .cfg = cfg, .dtype = dtype, .layout = layout, .out = &k, .err = err};
+  if (op && gen_op_format(op, k.op, sizeof k.op, err)) return MMT_ERR_INVALID_ARG;
+  emit_ctx c = {
+      .t = t, .cfg = cfg, .dtype = dtype, .layout = layout, .op = op, .out = &k, .err = err};
   char text[512];
   if (gen_config_format(t, cfg, text, sizeof text, NULL)) text[0] = '\0';
-  snprintf(c.what, sizeof c.what, "emit(%s, %s, %s)", text, dtype, layout);
+  snprintf(c.what, sizeof c.what, "emit(%s, %s, %s%s%s)", text, dtype, layout, op ? ", " : "",
+           k.op);
   rc = gen_sb_pcall(t, emit_protected, &c, 2, err);
   if (rc) return rc;
   if (c.rc) {

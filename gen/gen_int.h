@@ -48,6 +48,7 @@ struct gen_template {
   uint64_t hash_value; /* while loading: the file's hash with each snippet's folded in */
   bool loading;        /* the file's top level is running: mmt.snippet may be called */
   bool tile_order;     /* it loaded the tile_order snippet (gen_group_twin) */
+  bool epilogues;      /* it declares epilogues = true: emit takes a gen_op */
   int ndtypes;
   char dtypes[GEN_MAX_DTYPES][GEN_DTYPE_MAX];
   unsigned layouts; /* bit gen_layout_index(l) set for each declared layout */
@@ -133,6 +134,11 @@ bool gen_lua_int(lua_State *L, int idx, int64_t *v);
 int gen_raw_field(lua_State *L, int tbl, const char *key);
 /* Length of the list at idx, or -1 when it has keys other than 1..n. */
 lua_Integer gen_list_len(lua_State *L, int idx);
+
+/* gen_op.c */
+
+/* Pushes the table `op` of templates/README.md for op (nil for NULL). */
+void gen_push_op(lua_State *L, const gen_op *op);
 
 /* gen_device.c */
 

@@ -123,9 +123,9 @@ gen_problem sw_gen_problem(const sw_plan *plan, const sw_case *c) {
   const uint64_t v[6] = {(uint64_t)c->offset[0] * elem, (uint64_t)c->offset[1] * elem,
                          (uint64_t)c->offset[2] * elem, (uint64_t)c->ld[0] * elem,
                          (uint64_t)c->ld[1] * elem, (uint64_t)c->ld[2] * elem};
-  return (gen_problem){k->dtype, k->layout, c->m,     c->n,
-                       c->k,     c->ld[0],  c->ld[1], c->ld[2],
-                       gen_align_bytes(v, 6)};
+  return (gen_problem){
+      k->dtype, k->layout, c->m, c->n, c->k, c->ld[0], c->ld[1], c->ld[2], gen_align_bytes(v, 6),
+      NULL,     1};
 }
 
 void sw_operand_shape(const sw_plan *plan, const sw_case *c, int64_t rows[3], int64_t width[3],
@@ -399,7 +399,7 @@ static mmt_status plan_pair(builder *b, const char *dtype, const char *layout, c
   int64_t ld[3];
   const int64_t side = 256;
   gen_min_ld(layout, side, side, side, ld);
-  const gen_problem plain = {dtype, layout, side, side, side, ld[0], ld[1], ld[2], 16};
+  const gen_problem plain = {dtype, layout, side, side, side, ld[0], ld[1], ld[2], 16, NULL, 1};
   char why[256] = "", text[512];
   bool valid = false;
   int nfixed = 0;

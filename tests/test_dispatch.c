@@ -53,7 +53,7 @@ static void hash_and_default(const char *name, char hash[17], char *params, size
 }
 
 static gen_problem square(int64_t m, int64_t n, int64_t k, int align) {
-  return (gen_problem){"f32", "nn", m, n, k, k, n, n, align};
+  return (gen_problem){"f32", "nn", m, n, k, k, n, n, align, NULL, 1};
 }
 
 /* A smem_tiled config other than the default that is usable for 4096^3. */
@@ -420,7 +420,8 @@ static void test_default(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     rt_chooser *ch = NULL;
     assert_int_equal(rt_chooser_new(cases[i].arch, 0, &ch, &e), MMT_OK);
-    gen_problem q = {cases[i].dtype, cases[i].layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
+    gen_problem q = {
+        cases[i].dtype, cases[i].layout, 4096, 4096, 4096, 4096, 4096, 4096, 16, NULL, 1};
     memset(&c, 0, sizeof c);
     assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);

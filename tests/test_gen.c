@@ -255,7 +255,7 @@ static void test_constraints_problem(void **state) {
   bool valid = false;
   char why[128];
   ut_err e;
-  gen_problem p = {"f32", "nn", 17, 33, 65, 65, 33, 33, 4};
+  gen_problem p = {"f32", "nn", 17, 33, 65, 65, 33, 33, 4, NULL, 1};
   assert_int_equal(gen_config_parse(t, "bx=32,by=1", &cfg, &e), MMT_OK);
   assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
   assert_true(valid);
@@ -421,7 +421,7 @@ static void test_grid_eval(void **state) {
 static void test_requires_met(void **state) {
   (void)state;
   gen_requires r = {1, 1, 1, 4, false, false};
-  gen_problem p = {"f32", "nn", 17, 33, 65, 65, 33, 33, 4};
+  gen_problem p = {"f32", "nn", 17, 33, 65, 65, 33, 33, 4, NULL, 1};
   assert_true(gen_requires_met(&r, &p));
   p.align_bytes = 2;
   assert_false(gen_requires_met(&r, &p));
@@ -455,7 +455,7 @@ static void test_requires_met(void **state) {
   p.k = 64;
   tiles.repack = false;
   /* Transposed operands: A's rows hold M, B's hold K. */
-  gen_problem t = {"f32", "tt", 17, 33, 65, 17, 65, 33, 4};
+  gen_problem t = {"f32", "tt", 17, 33, 65, 17, 65, 33, 4, NULL, 1};
   assert_true(gen_requires_met(&r, &t));
   t.lda = 16; /* < M */
   assert_false(gen_requires_met(&r, &t));
@@ -1009,7 +1009,7 @@ static void test_sandbox_probes(void **state) {
   assert_non_null(strstr(probe(t, 11, NULL), "sb_probe.lua:24: undefined global 'undefined_x'"));
   assert_non_null(strstr(probe(t, 12, NULL), "divisor must be >= 1"));
   assert_string_equal(probe(t, 13, NULL), "no problem");
-  gen_problem p = {NULL, NULL, 17, 33, 65, 66, 34, 35, 4};
+  gen_problem p = {NULL, NULL, 17, 33, 65, 66, 34, 35, 4, NULL, 1};
   assert_string_equal(probe(t, 13, &p), "17,33,65,66,34,35,4,f32,nn");
   /* A template without `layouts` serves nn only: other layouts are refused before Lua. */
   assert_true(gen_supports_layout(t, "nn"));

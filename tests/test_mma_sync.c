@@ -164,7 +164,7 @@ static void test_default(void **state) {
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
   assert_string_equal(text, "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8,split=1");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
-  const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
+  const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16, NULL, 1};
   assert_true(tc_check(t, &c, &big, NULL, 0));
   gen_kernel k, k2;
   tc_emit_ok(t, &c, "f16", "nn", &k);
@@ -231,12 +231,12 @@ static void test_constraints(void **state) {
   }
 
   /* problem-level: grid.y, split-K depth and tile count */
-  gen_problem p = {"f16", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16};
+  gen_problem p = {"f16", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16, NULL, 1};
   tc_parse_ok(t, "", &c);
   assert_true(tc_check(t, &c, &p, NULL, 0));
   p.m++;
   tc_rejects(t, "", &p, "M needs more than 65535 blocks along grid y");
-  gen_problem sp = {"f16", "tn", 16, 4096, 4 * 2 * 32, 16, 4096, 4096, 16};
+  gen_problem sp = {"f16", "tn", 16, 4096, 4 * 2 * 32, 16, 4096, 4096, 16, NULL, 1};
   tc_parse_ok(t, "split=4,group=1,stages=3", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0)); /* K = 2 * split * bk */
   sp.k--;
@@ -246,13 +246,13 @@ static void test_constraints(void **state) {
   tc_parse_ok(t, "group=1,stages=3", &c); /* split = 1 takes any K */
   assert_true(tc_check(t, &c, &sp, NULL, 0));
   /* a workspace of at most 64 MiB: 256 tiles of 128 x 128 with split 4 */
-  gen_problem big = {"bf16", "nn", 16 * 128, 16 * 128, 512, 512, 16 * 128, 16 * 128, 16};
+  gen_problem big = {"bf16", "nn", 16 * 128, 16 * 128, 512, 512, 16 * 128, 16 * 128, 16, NULL, 1};
   tc_parse_ok(t, "split=4,group=1,stages=3", &c);
   assert_true(tc_check(t, &c, &big, NULL, 0)); /* exactly 64 MiB */
   big.n++;
   tc_rejects(t, "split=4,group=1,stages=3", &big, "workspace over 64 MiB");
   /* dtype and layout */
-  gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
+  gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16, NULL, 1};
   tc_parse_ok(t, "", &c);
   assert_false(tc_check(t, &c, &f32, NULL, 0));
   gen_free(t);
@@ -285,15 +285,18 @@ static void test_requires(void **state) {
         /* the 4097 target: all odd, 2-byte aligned, only VEC = 1 and 0 take it */
         int64_t ld[3];
         gen_min_ld(layout, 4097, 4097, 4097, ld);
-        const gen_problem odd = {k_dtypes[d], layout, 4097, 4097, 4097, ld[0], ld[1], ld[2], 2};
+        const gen_problem odd = {k_dtypes[d], layout, 4097, 4097, 4097, ld[0],
+                                 ld[1],       ld[2],  2,    NULL, 1};
         assert_int_equal(gen_requires_met(&k.requires, &odd), u == 1);
         /* 1000 x 1000 x 1000: 16-byte rows, every width takes it */
         gen_min_ld(layout, 1000, 1000, 1000, ld);
-        const gen_problem even = {k_dtypes[d], layout, 1000, 1000, 1000, ld[0], ld[1], ld[2], 16};
+        const gen_problem even = {k_dtypes[d], layout, 1000, 1000, 1000, ld[0],
+                                  ld[1],       ld[2],  16,   NULL, 1};
         assert_true(gen_requires_met(&k.requires, &even));
         /* 1002: 4-byte rows */
         gen_min_ld(layout, 1002, 1002, 1002, ld);
-        const gen_problem four = {k_dtypes[d], layout, 1002, 1002, 1002, ld[0], ld[1], ld[2], 4};
+        const gen_problem four = {k_dtypes[d], layout, 1002, 1002, 1002, ld[0],
+                                  ld[1],       ld[2],  4,    NULL, 1};
         assert_int_equal(gen_requires_met(&k.requires, &four), u <= 2);
         gen_kernel_clear(&k);
       }
@@ -302,11 +305,11 @@ static void test_requires(void **state) {
   gen_kernel k;
   tc_parse_ok(t, "vec=8", &c);
   tc_emit_ok(t, &c, "f16", "nt", &k);
-  const gen_problem nt = {"f16", "nt", 1001, 998, 1024, 1024, 1024, 1000, 16};
+  const gen_problem nt = {"f16", "nt", 1001, 998, 1024, 1024, 1024, 1000, 16, NULL, 1};
   assert_true(gen_requires_met(&k.requires, &nt));
   gen_kernel_clear(&k);
   tc_emit_ok(t, &c, "f16", "tn", &k); /* tn: A's rows are M wide, B's N wide; K is free */
-  const gen_problem tn = {"f16", "tn", 1000, 1000, 1001, 1000, 1000, 1000, 16};
+  const gen_problem tn = {"f16", "tn", 1000, 1000, 1001, 1000, 1000, 1000, 16, NULL, 1};
   assert_true(gen_requires_met(&k.requires, &tn));
   gen_kernel_clear(&k);
   gen_free(t);
@@ -590,7 +593,8 @@ static bool shape_runs(gen_template *t, const gen_config *c, const gen_kernel *s
   const bool p8 = s->lda % 8 == 0 && s->ldb % 8 == 0 && s->ldc % 8 == 0;
   *offset = c->v[P_VEC] <= 1 ? 1 + j % 7 : 0;
   *p = (gen_problem){
-      dtype, layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc, *offset ? 2 : p8 ? 16 : p2 ? 4 : 2};
+      dtype, layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc, *offset ? 2 : p8 ? 16 : p2 ? 4 : 2,
+      NULL,  1};
   return gen_requires_met(&spec->requires, p) && tc_check(t, c, p, NULL, 0);
 }
 

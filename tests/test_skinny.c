@@ -449,7 +449,7 @@ static bool check_shape(const rt_cu *cu, gen_template *t, const rt_kernel *k,
     ld[i] = (r->vec ? (min_ld[i] + per16 - 1) / per16 * per16 : min_ld[i]) + extra;
   const int64_t offset = r->vec ? 0 : 1 + turn % 7;
   const int align = r->vec ? 16 : offset % 2 ? bytes : 2 * bytes;
-  const gen_problem p = {r->dtype, r->layout, m, n, kk, ld[0], ld[1], ld[2], align};
+  const gen_problem p = {r->dtype, r->layout, m, n, kk, ld[0], ld[1], ld[2], align, NULL, 1};
   if (!gen_requires_met(&spec->requires, &p) || !tc_check(t, &r->c, &p, NULL, 0)) return false;
   char label[256];
   snprintf(label, sizeof label, "%s (%s)", spec->kernel_name, r->text);

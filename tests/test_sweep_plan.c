@@ -102,7 +102,7 @@ static void test_every_pair(void **state) {
         bool valid = true;
         gen_config_default(f->t[t], &def);
         gen_min_ld(layout, 256, 256, 256, ld);
-        const gen_problem p = {dtype, layout, 256, 256, 256, ld[0], ld[1], ld[2], 16};
+        const gen_problem p = {dtype, layout, 256, 256, 256, ld[0], ld[1], ld[2], 16, NULL, 1};
         assert_int_equal(gen_check(f->t[t], &def, &p, &valid, NULL, 0, NULL), MMT_OK);
         assert_false(valid);
         skipped++;
@@ -185,7 +185,7 @@ static void test_default_and_random(void **state) {
         int64_t ld[3];
         bool takes = false;
         gen_min_ld(layout, 256, 256, 256, ld);
-        const gen_problem plain = {dtype, layout, 256, 256, 256, ld[0], ld[1], ld[2], 16};
+        const gen_problem plain = {dtype, layout, 256, 256, 256, ld[0], ld[1], ld[2], 16, NULL, 1};
         assert_int_equal(gen_check(f->t[t], &def, &plain, &takes, NULL, 0, NULL), MMT_OK);
         assert_int_equal(defaults, takes);
         assert_int_equal(randoms, f->opts.configs);

@@ -260,7 +260,7 @@ static void test_problem_checks(void **state) {
   char why[160];
   gen_kernel k;
   tc_parse_ok(t, "", &c); /* the default: bm=128, vec=4 */
-  gen_problem p = {"f32", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16};
+  gen_problem p = {"f32", "nn", 65535LL * 128, 64, 64, 64, 64, 64, 16, NULL, 1};
   assert_true(tc_check(t, &c, &p, why, sizeof why));
   p.m++; /* one block row too many for grid.y */
   assert_false(tc_check(t, &c, &p, why, sizeof why));
@@ -269,7 +269,7 @@ static void test_problem_checks(void **state) {
 
   /* vec=4 requires K % 4, N % 4 and 16-byte alignment; vec=1 requires nothing */
   emit_ok(t, &c, &k);
-  gen_problem ok4 = {"f32", "nn", 37, 52, 28, 32, 56, 60, 16};
+  gen_problem ok4 = {"f32", "nn", 37, 52, 28, 32, 56, 60, 16, NULL, 1};
   assert_true(gen_requires_met(&k.requires, &ok4));
   gen_problem bad = ok4;
   bad.k = 27;
@@ -284,7 +284,7 @@ static void test_problem_checks(void **state) {
   tc_parse_ok(t, "vec=1", &c);
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   emit_ok(t, &c, &k);
-  gen_problem odd = {"f32", "nn", 37, 51, 27, 29, 53, 51, 4};
+  gen_problem odd = {"f32", "nn", 37, 51, 27, 29, 53, 51, 4, NULL, 1};
   assert_true(gen_requires_met(&k.requires, &odd));
   gen_kernel_clear(&k);
 
@@ -317,7 +317,7 @@ static void test_problem_checks(void **state) {
   assert_false(tc_check(t, &c, NULL, why, sizeof why));
   /* problem: at least two K steps per slice, K >= 2 * split * bk (here 2 * 4 * 8) */
   tc_parse_ok(t, "group=1,split=4", &c);
-  gen_problem sp = {"f32", "nn", 16, 4096, 64, 64, 4096, 4096, 16};
+  gen_problem sp = {"f32", "nn", 16, 4096, 64, 64, 4096, 4096, 16, NULL, 1};
   assert_true(tc_check(t, &c, &sp, why, sizeof why));
   sp.k = 63;
   sp.lda = 63;
@@ -330,7 +330,8 @@ static void test_problem_checks(void **state) {
   /* problem: a workspace of at most 64 MiB, tiles * split * bm * bn * 4 bytes: 512 tiles of
    * 128 x 128 with split 2 */
   tc_parse_ok(t, "group=1,split=2", &c);
-  gen_problem big = {"f32", "nn", 16LL * 128, 32LL * 128, 64, 64, 32LL * 128, 32LL * 128, 16};
+  gen_problem big = {"f32",      "nn",       16LL * 128, 32LL * 128, 64, 64,
+                     32LL * 128, 32LL * 128, 16,         NULL,       1};
   assert_true(tc_check(t, &c, &big, why, sizeof why)); /* exactly 64 MiB */
   big.n++;
   big.ldb++;
@@ -668,7 +669,7 @@ static void test_nvrtc_sample(void **state) {
   int split = 0, per_layout[4] = {0};
   for (int i = 0; i < n; i++) {
     int l = i % 4;
-    const gen_problem big = {"f32", layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16};
+    const gen_problem big = {"f32", layouts[l], 4096, 4096, 4096, 4096, 4096, 4096, 16, NULL, 1};
     if (!tc_check(t, &sample[i], &big, NULL, 0)) l = 0;
     emit_layout_ok(t, &sample[i], layouts[l], &kernels[nk]);
     archs[nk++] = "sm_90";
@@ -797,7 +798,8 @@ static void test_gpu_configs(void **state) {
     for (int l = 0; l < COUNT(k_layouts); l++) {
       int64_t ld[3];
       gen_min_ld(k_layouts[l], 512, 512, 16384, ld);
-      const gen_problem deep = {"f32", k_layouts[l], 512, 512, 16384, ld[0], ld[1], ld[2], 16};
+      const gen_problem deep = {"f32", k_layouts[l], 512, 512,  16384, ld[0],
+                                ld[1], ld[2],        16,  NULL, 1};
       layout_valid += tc_check(t, &c, &deep, NULL, 0);
     }
     if (c.v[P_SPLIT] == 1) continue;
@@ -806,8 +808,8 @@ static void test_gpu_configs(void **state) {
     gemm_shape sh[SPLIT_SHAPES];
     const int n = split_shapes(c.v[P_SPLIT], c.v[P_BK], sh);
     for (int j = 0; j < n; j++) {
-      const gen_problem prob = {"f32",      "nn",      sh[j].m,   sh[j].n, sh[j].k,
-                                sh[j].lda, sh[j].ldb, sh[j].ldc, 16};
+      const gen_problem prob = {"f32",     "nn",      sh[j].m, sh[j].n, sh[j].k, sh[j].lda,
+                                sh[j].ldb, sh[j].ldc, 16,      NULL,    1};
       char why[160] = "";
       if (!tc_check(t, &c, &prob, why, sizeof why))
         fprintf(stderr, "%s, shape %d: %s\n", k_gpu_configs[i], j, why);
@@ -828,7 +830,7 @@ static void test_gpu_configs(void **state) {
 static bool config_runs_in(gen_template *t, const char *text, const char *layout, gen_config *c) {
   tc_parse_ok(t, text, c);
   assert_true(tc_check(t, c, NULL, NULL, 0));
-  const gen_problem big = {"f32", layout, 4096, 4096, 4096, 4096, 4096, 4096, 16};
+  const gen_problem big = {"f32", layout, 4096, 4096, 4096, 4096, 4096, 4096, 16, NULL, 1};
   return tc_check(t, c, &big, NULL, 0);
 }
 
@@ -860,8 +862,8 @@ static void run_config(const rt_device *d, const rt_cu *cu, const gen_config *c,
   for (int j = 0; j < n; j++) {
     const gemm_shape *s = &all[j];
     const bool pitch16 = s->lda % 4 == 0 && s->ldb % 4 == 0 && s->ldc % 4 == 0;
-    const gen_problem p = {"f32", layout, s->m, s->n, s->k, s->lda, s->ldb, s->ldc,
-                           pitch16 ? 16 : 4};
+    const gen_problem p = {"f32",  layout,           s->m, s->n, s->k, s->lda, s->ldb,
+                           s->ldc, pitch16 ? 16 : 4, NULL, 1};
     if (!gen_requires_met(&spec->requires, &p)) continue;
     const gc_case gc = {.label = spec->kernel_name,
                         .layout = layout,

@@ -257,7 +257,7 @@ static void test_default(void **state) {
                       "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1,"
                       "persist=0,swap=0,cluster=1");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
-  const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16};
+  const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16, NULL, 1};
   assert_true(tc_check(t, &c, &big, NULL, 0));
   gen_kernel k, k2;
   tc_emit_ok(t, &c, "f16", "nn", &k);
@@ -272,7 +272,7 @@ static void test_default(void **state) {
   assert_false(k.exclusive);
   assert_true(gen_requires_met(&k.requires, &big));
   /* 4097^3 (2-byte rows): only through repack, which an aligned problem never takes. */
-  const gen_problem odd = {"f16", "nn", 4097, 4097, 4097, 4097, 4097, 4097, 2};
+  const gen_problem odd = {"f16", "nn", 4097, 4097, 4097, 4097, 4097, 4097, 2, NULL, 1};
   assert_false(gen_requires_met(&k.requires, &odd));
   tc_rejects(t, "repack=1", &big, "16-byte aligned already");
   gen_config r;
@@ -287,7 +287,7 @@ static void test_default(void **state) {
    * (module counters); it combines with repack */
   tc_parse_ok(t, "split=4,repack=1", &r);
   assert_true(tc_check(t, &r, &odd, NULL, 0) == false); /* 33 x 17 tiles of C: too many */
-  const gen_problem odd_few = {"f16", "nn", 512, 512, 4097, 4097, 513, 513, 2};
+  const gen_problem odd_few = {"f16", "nn", 512, 512, 4097, 4097, 513, 513, 2, NULL, 1};
   assert_true(tc_check(t, &r, &odd_few, NULL, 0));
   tc_emit_ok(t, &r, "f16", "nn", &kr);
   assert_string_equal(kr.kernel_name, "mmt_wgmma_f16_nn_m128_n256_s4_c2_b1_g8_r1_k4_p0");
@@ -345,7 +345,7 @@ static void test_constraints(void **state) {
 
   /* problem-level: grid.y, and tf32's layouts: nt; nn with swap, tt (A through registers,
    * where they fit: not the default's 128 accumulators); never tn */
-  gen_problem p = {"f16", "tn", 65535LL * 128, 64, 64, 65535LL * 128, 64, 64, 16};
+  gen_problem p = {"f16", "tn", 65535LL * 128, 64, 64, 65535LL * 128, 64, 64, 16, NULL, 1};
   tc_parse_ok(t, "", &c);
   assert_true(tc_check(t, &c, &p, NULL, 0));
   p.m++;
@@ -354,7 +354,7 @@ static void test_constraints(void **state) {
   for (int l = 0; l < COUNT(k_layouts); l++) {
     int64_t ld[3];
     gen_min_ld(k_layouts[l], 100, 100, 100, ld);
-    const gen_problem tf = {"tf32", k_layouts[l], 100, 100, 100, ld[0], ld[1], ld[2], 16};
+    const gen_problem tf = {"tf32", k_layouts[l], 100, 100, 100, ld[0], ld[1], ld[2], 16, NULL, 1};
     const char *layout = k_layouts[l];
     if (strcmp(layout, "nt") == 0) {
       assert_true(tc_check(t, &c, &tf, NULL, 0));
@@ -378,7 +378,7 @@ static void test_constraints(void **state) {
   }
   /* problem-level split-K: a whole K tile a slice (64 f16 or 32 tf32 elements), fewer than
    * 264 tiles of C; split = 1 takes any problem */
-  const gen_problem deep = {"f16", "nn", 512, 512, 512, 512, 512, 512, 16};
+  const gen_problem deep = {"f16", "nn", 512, 512, 512, 512, 512, 512, 16, NULL, 1};
   tc_parse_ok(t, "bm=128,bn=128,split=8", &c);
   assert_true(tc_check(t, &c, &deep, NULL, 0)); /* K = 8 * 64, 16 tiles */
   gen_problem sp = deep;
@@ -389,14 +389,14 @@ static void test_constraints(void **state) {
   tc_rejects(t, "bm=128,bn=128,split=2", &sp, "split-K slices of less than one step of 64");
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &sp, NULL, 0));
-  const gen_problem tf = {"tf32", "nt", 512, 512, 256, 512, 512, 512, 16};
+  const gen_problem tf = {"tf32", "nt", 512, 512, 256, 512, 512, 512, 16, NULL, 1};
   tc_parse_ok(t, "bm=128,bn=128,split=8", &c);
   assert_true(tc_check(t, &c, &tf, NULL, 0)); /* K = 8 * 32 */
   sp = tf;
   sp.k = 255;
   tc_rejects(t, "bm=128,bn=128,split=8", &sp, "split-K slices of less than one step of 32");
   /* 263 tiles of C (263 x 1): split-K; 264: not */
-  const gen_problem wide = {"f16", "nt", 128, 263 * 128, 4096, 4096, 4096, 263 * 128, 16};
+  const gen_problem wide = {"f16", "nt", 128, 263 * 128, 4096, 4096, 4096, 263 * 128, 16, NULL, 1};
   tc_parse_ok(t, "bm=128,bn=128,split=2", &c);
   assert_true(tc_check(t, &c, &wide, NULL, 0));
   sp = wide;
@@ -407,28 +407,29 @@ static void test_constraints(void **state) {
   assert_true(tc_check(t, &c, &sp, NULL, 0));
   /* swap (C^T): M in tiles of at most 64, and bn = 16 only there; not with persist or repack
    * (but tf32 nn, above: any tile, persist too); grid y and the tiles of C count N's blocks */
-  const gen_problem decode = {"f16", "nt", 32, 4096, 4096, 4096, 4096, 4096, 16};
+  const gen_problem decode = {"f16", "nt", 32, 4096, 4096, 4096, 4096, 4096, 16, NULL, 1};
   tc_rejects(t, "bn=128,swap=1", &decode,
              "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)");
   tc_rejects(t, "bm=128,bn=32,persist=1,swap=1", &decode, "swap: not with persist (tf32 nn");
-  const gen_problem odd_decode = {"f16", "nt", 32, 4095, 4095, 4095, 4095, 4095, 2};
+  const gen_problem odd_decode = {"f16", "nt", 32, 4095, 4095, 4095, 4095, 4095, 2, NULL, 1};
   tc_rejects(t, "bm=128,bn=32,repack=1,swap=1", &odd_decode, "swap: not with repack (tf32 nn");
   tc_rejects(t, "bm=128,bn=16", NULL, "bn = 16 only with swap (the epilogues store 32 columns");
   tc_parse_ok(t, "bm=128,bn=32", &c); /* 32 columns: the epilogues' unit */
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   tc_parse_ok(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &c);
   assert_true(tc_check(t, &c, &decode, NULL, 0));
-  const gen_problem decode_tn = {"f16", "tn", 32, 4096, 4096, 32, 4096, 4096, 16};
+  const gen_problem decode_tn = {"f16", "tn", 32, 4096, 4096, 32, 4096, 4096, 16, NULL, 1};
   tc_parse_ok(t, "bm=64,bn=16,stages=16,consumers=1,swap=1", &c);
   assert_true(tc_check(t, &c, &decode_tn, NULL, 0)); /* A stored K rows of M: 32-byte rows */
   tc_parse_ok(t, "bm=64,bn=64,consumers=1,swap=1", &c);
   assert_true(tc_check(t, &c, &decode_tn, NULL, 0));
-  gen_problem tall = {"f16", "nt", 16, 65535LL * 128 + 1, 64, 64, 64, 65535LL * 128 + 8, 16};
+  gen_problem tall = {"f16", "nt", 16, 65535LL * 128 + 1, 64, 64, 64, 65535LL * 128 + 8,
+                      16,    NULL, 1};
   tc_rejects(t, "bm=128,bn=16,swap=1", &tall, "N needs more than 65535 blocks along grid y");
   /* 32 x 4096: 32 tiles of 128 x 32 (C^T), split-K allowed; 264 such tiles: not */
   tc_parse_ok(t, "bm=128,bn=32,split=4,swap=1", &c);
   assert_true(tc_check(t, &c, &decode, NULL, 0));
-  const gen_problem many = {"f16", "nt", 32, 264 * 128, 4096, 4096, 4096, 264 * 128, 16};
+  const gen_problem many = {"f16", "nt", 32, 264 * 128, 4096, 4096, 4096, 264 * 128, 16, NULL, 1};
   tc_rejects(t, "bm=128,bn=32,split=4,swap=1", &many, "split-K: 264 tiles of C fill the GPU");
   /* cluster: plain large tiles (not with persist, swap or repack; bn >= 64), two tile rows or
    * more; grid y counts whole clusters */
@@ -437,7 +438,7 @@ static void test_constraints(void **state) {
   tc_rejects(t, "repack=1,cluster=2", NULL, "cluster: not with persist, swap or repack");
   tc_rejects(t, "bm=128,bn=32,cluster=2", NULL, "cluster: bn >= 64");
   /* ... and only where A's or B's rows straddle 32-byte sectors (3000 f16: 6000 bytes) */
-  const gen_problem odd = {"f16", "nn", 3000, 3000, 3000, 3000, 3000, 3000, 16};
+  const gen_problem odd = {"f16", "nn", 3000, 3000, 3000, 3000, 3000, 3000, 16, NULL, 1};
   tc_parse_ok(t, "bm=128,bn=192,cluster=2", &c);
   assert_true(tc_check(t, &c, &odd, NULL, 0));
   gen_problem padded = odd;
@@ -447,18 +448,18 @@ static void test_constraints(void **state) {
   padded.ldb = 3000; /* B's alone straddle */
   assert_true(tc_check(t, &c, &padded, NULL, 0));
   tc_rejects(t, "bm=128,bn=128,split=4,cluster=2", &deep, "whole 32-byte sectors");
-  const gen_problem few = {"f16", "nn", 520, 520, 520, 520, 520, 520, 16};
+  const gen_problem few = {"f16", "nn", 520, 520, 520, 520, 520, 520, 16, NULL, 1};
   tc_parse_ok(t, "bm=128,bn=128,split=4,cluster=2", &c);
   assert_true(tc_check(t, &c, &few, NULL, 0)); /* 5 x 5 tiles, 1040-byte rows */
-  const gen_problem one_row = {"f16", "nn", 128, 4000, 520, 520, 4000, 4000, 16};
+  const gen_problem one_row = {"f16", "nn", 128, 4000, 520, 520, 4000, 4000, 16, NULL, 1};
   tc_rejects(t, "bm=128,bn=128,cluster=2", &one_row,
              "cluster: fewer tile rows (1) than blocks in a cluster");
-  gen_problem rows = {"f16", "tn", 65535LL * 128, 72, 72, 65535LL * 128, 72, 72, 16};
+  gen_problem rows = {"f16", "tn", 65535LL * 128, 72, 72, 65535LL * 128, 72, 72, 16, NULL, 1};
   tc_parse_ok(t, "bm=128,bn=128", &c);
   assert_true(tc_check(t, &c, &rows, NULL, 0));
   tc_rejects(t, "bm=128,bn=128,cluster=2", &rows, "M needs more than 65535 blocks along grid y");
   tc_parse_ok(t, "", &c);
-  gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16};
+  gen_problem f32 = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16, NULL, 1};
   assert_false(tc_check(t, &c, &f32, NULL, 0));
   gen_free(t);
 }
@@ -938,7 +939,9 @@ static gen_problem shape_problem(const gemm_shape *s, const char *dtype, const c
                        shape_pitch(s, ODD_A, ta ? s->m : s->k, bytes),
                        shape_pitch(s, ODD_B, tb ? s->k : s->n, bytes),
                        shape_pitch(s, ODD_C, s->n, bytes),
-                       s->odd ? bytes : 16};
+                       s->odd ? bytes : 16,
+                       NULL,
+                       1};
 }
 
 /* Runs k on shape s in dtype and layout (gemm_check.h), `runs` times from the same C.

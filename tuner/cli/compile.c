@@ -37,6 +37,9 @@ static const tn_opt compile_opts[] = {
     {"jobs", 'j', "N", "compile threads (default: the number of CPUs)"},
     {"dtype", 0, "DTYPE", "element type (default f32); templates without it are skipped"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt; templates without it are skipped"},
+    {"epilogue", 'e', "OP",
+     "the op kernels of this epilogue (as mmtune emit's); templates without epilogues are "
+     "skipped"},
     {"cache-dir", 0, "DIR",
      "cubin cache folder (default $MMTUNE_CACHE_DIR, else ~/.cache/mmtune/cubin)"},
     {"no-cache", 0, NULL, "compile everything, read and write no cache"},
@@ -45,18 +48,21 @@ static const tn_opt compile_opts[] = {
 };
 static const tn_cmd_spec compile_spec = {
     "compile",
-    "[--arch ARCH] [--dtype DTYPE] [--layout LAYOUT] [--jobs N] [--no-cache] [--shard I/N] "
+    "[--arch ARCH] [--dtype DTYPE] [--layout LAYOUT] [--epilogue OP] [--jobs N] [--no-cache] "
+    "[--shard I/N] "
     "[TEMPLATE ...]",
     "Compiles every valid config of each TEMPLATE (all templates when none is named) with\n"
     "NVRTC; needs no GPU.  Prints one line per config:\n"
     "  ok|FAILED  TEMPLATE  PARAMS  SECONDS [cached]\n"
     "(a failure is followed by the first error line), then a summary.  Exit code 1 when any\n"
     "config failed.",
-    compile_opts, 7};
+    compile_opts, 8};
 
 typedef struct {
   tn_pool *pool;
   const char *dtype, *layout;
+  const gen_op *op; /* NULL: the plain GEMM; else &op_value */
+  gen_op op_value;
   int name_width;   /* template name column */
   int params_width; /* params column */
   int window;       /* results kept in flight */
@@ -100,7 +106,7 @@ static mmt_status compile_submit(gen_template *t, const gen_config *cfg, void *u
   job->template_name = gen_name(t);
   gen_kernel k = {0};
   mmt_status rc = gen_config_format(t, cfg, job->params, sizeof job->params, e);
-  if (rc == MMT_OK) rc = gen_emit(t, cfg, run->dtype, run->layout, &k, e);
+  if (rc == MMT_OK) rc = gen_emit_op(t, cfg, run->dtype, run->layout, run->op, &k, e);
   run->total++;
   if (rc == MMT_OK) rc = tn_pool_submit(run->pool, k.source, k.kernel_name, k.arch, job, e);
   gen_kernel_clear(&k);
@@ -172,6 +178,9 @@ static int compile_setup(const tn_opts *o, compile_run *run, gen_template ***ts,
   if (jobs_text) rc = tn_opt_i64("compile", jobs_text, "--jobs", 1, 1024, &jobs);
   if (rc == TN_EXIT_OK) rc = tn_opt_dtype("compile", tn_opts_get(o, "dtype"), &run->dtype);
   if (rc == TN_EXIT_OK) rc = tn_opt_layout("compile", tn_opts_get(o, "layout"), &run->layout);
+  bool has_op = false;
+  if (rc == TN_EXIT_OK) rc = tn_opt_epilogue("compile", o, run->dtype, &run->op_value, &has_op);
+  run->op = has_op ? &run->op_value : NULL;
   if (rc == TN_EXIT_OK) rc = compile_cache_dir(o, cache_buf, sizeof cache_buf, &cache);
   if (rc == TN_EXIT_OK) rc = tn_opt_shard("compile", tn_opts_get(o, "shard"), &run->shard);
   if (rc == TN_EXIT_OK) rc = compile_check_arch(arch);
@@ -203,12 +212,13 @@ int tn_cmd_compile(int argc, char **argv) {
   double start = ut_now_seconds();
   for (int i = 0; i < nts; i++) {
     ut_err e;
-    if (!gen_supports_dtype(ts[i], run.dtype) || !gen_supports_layout(ts[i], run.layout)) {
+    if (!gen_supports_dtype(ts[i], run.dtype) || !gen_supports_layout(ts[i], run.layout) ||
+        (run.op && !gen_has_epilogues(ts[i]))) {
       compile_drain(&run, 0);
-      printf("%-6s  %-*s  (no %s %s kernels)\n", "skip", run.name_width, gen_name(ts[i]), run.dtype,
-             run.layout);
-    } else if (tn_each_valid(ts[i], &(tn_space_filter){NULL, run.dtype, run.layout}, compile_submit,
-                             &run, &e) != MMT_OK) {
+      printf("%-6s  %-*s  (no %s %s%s kernels)\n", "skip", run.name_width, gen_name(ts[i]),
+             run.dtype, run.layout, run.op ? " op" : "");
+    } else if (tn_each_valid(ts[i], &(tn_space_filter){NULL, run.dtype, run.layout, run.op},
+                             compile_submit, &run, &e) != MMT_OK) {
       compile_job job = {gen_name(ts[i]), "(constraints)"};
       compile_drain(&run, 0);
       compile_line(&run, &job, false, e.msg, 0.0, false);

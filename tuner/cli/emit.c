@@ -15,15 +15,19 @@ static const tn_opt emit_opts[] = {
     {"dtype", 0, "DTYPE", "element type (default f32)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"info", 'i', NULL, "append the launch description to stdout as a trailing /* comment */"},
+    {"epilogue", 'e', "OP",
+     "the op kernel of this epilogue, e.g. out=f32,bias=col,act=silu (docs/library.md)"},
 };
 static const tn_cmd_spec emit_spec = {
-    "emit", "TEMPLATE [NAME=VALUE ...] [--dtype DTYPE] [--layout LAYOUT] [--info]",
+    "emit", "TEMPLATE [NAME=VALUE ...] [--dtype DTYPE] [--layout LAYOUT] [--epilogue OP] [--info]",
     "Prints the CUDA C of one config of TEMPLATE on stdout and nothing else, so\n"
     "'mmtune emit smem_tiled > k.cu' gives a file that compiles on its own.  The config is the\n"
     "template's default with the NAME=VALUE overrides (see mmtune templates for the\n"
     "parameters).  --info appends the kernel name, block, grid rule, shared memory and\n"
-    "requirements as a comment block after the source.",
-    emit_opts, 3};
+    "requirements as a comment block after the source.  --epilogue emits the op kernel of an\n"
+    "epilogue (fields: out=f32|f16|bf16, bias=col|row, bias_type=f32, scale=row|col|row+col,\n"
+    "act=relu|gelu_tanh|gelu_erf|silu, gated) for a template that has epilogues.",
+    emit_opts, 4};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {
   printf("\n/* mmtune emit %s %s\n", gen_name(t), params);
@@ -51,7 +55,7 @@ static void print_launch_info(const gen_template *t, const char *params, const g
 /* Default config of t with the NAME=VALUE overrides of pos[0..n-1]; exit 2 when it is not
  * valid for dtype and layout. */
 static int emit_config(gen_template *t, char **pos, int n, const char *dtype, const char *layout,
-                       gen_config *cfg) {
+                       const gen_op *op, gen_config *cfg) {
   char text[2048] = "";
   size_t used = 0;
   for (int i = 0; i < n; i++) {
@@ -66,7 +70,7 @@ static int emit_config(gen_template *t, char **pos, int n, const char *dtype, co
     return tn_usage_error("emit", "%s", e.msg);
   bool valid = false;
   char why[512] = "";
-  if (gen_check_for(t, cfg, dtype, layout, &valid, why, sizeof why, &e) != MMT_OK)
+  if (gen_check_op_for(t, cfg, dtype, layout, op, &valid, why, sizeof why, &e) != MMT_OK)
     return tn_fail("emit", "%s", e.msg);
   if (!valid)
     return tn_usage_error("emit", "config violates the template's constraints: %s",
@@ -80,6 +84,8 @@ int tn_cmd_emit(int argc, char **argv) {
   gen_kernel k = {0};
   gen_config cfg;
   const char *dtype = NULL, *layout = NULL;
+  gen_op op;
+  bool has_op = false;
   char params[1024];
   ut_err e;
   int rc = tn_opts_parse(&emit_spec, argc, argv, &o);
@@ -91,9 +97,12 @@ int tn_cmd_emit(int argc, char **argv) {
   if ((rc = tn_load_template("emit", o.pos[0], &t)) != TN_EXIT_OK) goto cleanup;
   if ((rc = tn_template_dtype("emit", &o, t, &dtype)) != TN_EXIT_OK) goto cleanup;
   if ((rc = tn_template_layout("emit", &o, t, &layout)) != TN_EXIT_OK) goto cleanup;
-  if ((rc = emit_config(t, o.pos + 1, o.npos - 1, dtype, layout, &cfg)) != TN_EXIT_OK) goto cleanup;
+  if ((rc = tn_opt_epilogue("emit", &o, dtype, &op, &has_op)) != TN_EXIT_OK) goto cleanup;
+  const gen_op *opp = has_op ? &op : NULL;
+  if ((rc = emit_config(t, o.pos + 1, o.npos - 1, dtype, layout, opp, &cfg)) != TN_EXIT_OK)
+    goto cleanup;
   if (gen_config_format(t, &cfg, params, sizeof params, &e) != MMT_OK ||
-      gen_emit(t, &cfg, dtype, layout, &k, &e) != MMT_OK) {
+      gen_emit_op(t, &cfg, dtype, layout, opp, &k, &e) != MMT_OK) {
     rc = tn_fail("emit", "%s", e.msg);
     goto cleanup;
   }

@@ -15,12 +15,24 @@ mmt_status tn_each_valid(gen_template *t, const tn_space_filter *f, tn_config_fn
     gen_config cfg;
     bool valid = false;
     gen_config_at(t, idx, &cfg);
-    mmt_status rc = f->dtype ? gen_check_for(t, &cfg, f->dtype, f->layout, &valid, NULL, 0, e)
-                             : gen_check(t, &cfg, f->problem, &valid, NULL, 0, e);
+    mmt_status rc = f->dtype
+                        ? gen_check_op_for(t, &cfg, f->dtype, f->layout, f->op, &valid, NULL, 0, e)
+                        : gen_check(t, &cfg, f->problem, &valid, NULL, 0, e);
     if (rc == MMT_OK && valid) rc = fn(t, &cfg, user, e);
     if (rc != MMT_OK) return rc;
   }
   return MMT_OK;
+}
+
+int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op, bool *has) {
+  const char *text = tn_opts_get(o, "epilogue");
+  *has = text != NULL;
+  if (!text) return TN_EXIT_OK;
+  ut_err e;
+  if (gen_op_parse(text, dtype, op, &e) != MMT_OK) return tn_usage_error(cmd, "%s", e.msg);
+  if (!gen_op_valid(op, dtype))
+    return tn_usage_error(cmd, "--epilogue '%s' is not one for %s inputs", text, dtype);
+  return TN_EXIT_OK;
 }
 
 int tn_load_template(const char *cmd, char *name, gen_template **t) {

@@ -92,7 +92,7 @@ int tn_cmd_space(int argc, char **argv) {
   }
   w.count_only = tn_opts_has(&o, "count");
   ut_err e;
-  const tn_space_filter filter = {w.problem, NULL, NULL};
+  const tn_space_filter filter = {w.problem, NULL, NULL, NULL};
   if (tn_each_valid(t, &filter, space_visit, &w, &e) != MMT_OK) {
     rc = tn_fail("space", "%s", e.msg);
     goto cleanup;

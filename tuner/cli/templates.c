@@ -52,7 +52,7 @@ static bool describe_template(gen_template *t) {
   }
   uint64_t valid = 0;
   ut_err e;
-  const tn_space_filter any = {NULL, NULL, NULL};
+  const tn_space_filter any = {NULL, NULL, NULL, NULL};
   if (tn_each_valid(t, &any, count_one, &valid, &e) != MMT_OK) {
     printf("  space:   %llu configs; constraints failed:\n", (unsigned long long)gen_space_size(t));
     print_indented(e.msg, 4);
