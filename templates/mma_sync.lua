@@ -28,6 +28,7 @@
 -- 16-byte copies and group=8: the shape that is fast for large aligned square problems.
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
+local epilogue = mmt.lib("epilogue")
 
 local elem = mmt.lib("elem") -- the storage type and its conversions, per dtype
 local mma_16816 = mmt.snippet("mma_16816")
@@ -477,6 +478,56 @@ local store_scalar = [[
         if (c + 1 < n_left)
           p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]));]]
 
+-- The epilogue of the plain GEMM: C = alpha * acc + beta * C, C of the inputs' type.
+local plain_epilogue = [[
+  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
+   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
+   * tile: each lane stores pairs of neighbouring columns. */
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
+      if (r >= m_left) continue;
+      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
+        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
+#if VEC <= 1
+]] .. store_scalar .. [[
+
+#else
+]] .. store_pair .. [[
+
+#endif
+      }
+    }
+]]
+
+-- The epilogue of an op kernel (lib/epilogue.lua): the same walk over the accumulators, each
+-- pair stored by epi_store2 (C and D of the op's type, at any alignment).
+local op_epilogue = [[
+  /* Epilogue (the epilogue snippet): D = the op of alpha * acc and beta * C, masked at the
+   * edges.  Accumulator e of mma tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 +
+   * 2*(lane%4) + e%2 of the warp's tile: each lane holds pairs of neighbouring columns, the
+   * first even (N is even when the op is gated). */
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
+      if (r >= m_left) continue;
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
+        if (c < n_left)
+          epi_store2(E, C, ldc, beta, row0 + r, col0 + c, alpha * acc[i][j][2 * h],
+                     alpha * acc[i][j][2 * h + 1], c + 1 < n_left);
+      }
+    }
+]]
+
 local tile_order, dependent_launch = mmt.snippet("tile_order"), mmt.snippet("dependent_launch")
 
 local source = [[
@@ -614,7 +665,7 @@ ${mma_16816}
 #if VEC != 1]] .. async_helpers .. [[#endif
 #if VEC == 0]] .. raw_helpers .. [[#endif]] .. split_k.helpers .. [[
 ${tile_order}
-${dependent_launch}
+${dependent_launch}${epilogue}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ]] .. gemm.abi .. split_k.param .. [[)
 {
@@ -624,10 +675,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 #if VEC == 0]] .. raw_smem .. [[
 
 #endif
-  const elem_t* __restrict__ Ag = reinterpret_cast<const elem_t*>(A);
+${batch}  const elem_t* __restrict__ Ag = reinterpret_cast<const elem_t*>(A);
   const elem_t* __restrict__ Bg = reinterpret_cast<const elem_t*>(B);
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-
+${c_global}
 ]] .. gemm.tile .. split_k.slice .. [[
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -708,30 +758,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ]] .. main_loop_async .. [[
 #endif
 ]] .. split_k.reduce .. [[
-  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
-   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
-   * tile: each lane stores pairs of neighbouring columns. */
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
-      if (r >= m_left) continue;
-      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
-        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
-#if VEC <= 1
-]] .. store_scalar .. [[
-
-#else
-]] .. store_pair .. [[
-
-#endif
-      }
-    }
-}
+${epilogue_loop}}
 ]]
 
 local MAX_REGS = 240 -- cap of the register estimate (255 is the hardware limit)
@@ -819,11 +846,12 @@ return {
   description = "tensor-core GEMM (f16, bf16): mma.sync + ldmatrix, cp.async ring, any size",
   dtypes = {"f16", "bf16"},
   layouts = gemm.LAYOUTS,
+  epilogues = true,
   params = params,
   default = {bm = 128, bn = 128, bk = 32, wm = 64, wn = 64, stages = 4, vec = 8, swz = 1,
              group = 8, split = 1},
 
-  constraints = function(p, prob, dtype, layout)
+  constraints = function(p, prob, dtype, layout, op)
     -- Blocks of 16 or 32 rows are for decode-size batches (M of 8 to 32: one tensor-core tile
     -- high, the weights streamed once); narrower warps than 32 rows only there.
     if p.wm > p.bm then
@@ -846,14 +874,16 @@ return {
     if p.vec == 0 and p.swz ~= 1 then
       return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
+    local ok, why = epilogue.fits(op, prob, true, p.split == 1)
+    if not ok then return false, why end
     -- split-K: one pipeline per block shape and width (block order matters little then)
     return gemm.tiled_fits(p, prob, d, d.shared_max,
                            p.stages <= 3 and p.swz == 1 and p.group == 1,
                            "stages 2 or 3, swz=1, group=1")
   end,
 
-  emit = function(p, dtype, layout)
-    local name = kernel_name(p, dtype, layout)
+  emit = function(p, dtype, layout, op)
+    local name = epilogue.name(kernel_name(p, dtype, layout), op)
     local d = derive(p, layout)
     local vars = gemm.vars(name, dtype, layout, {
       elem = elem[dtype],
@@ -862,7 +892,12 @@ return {
       smem_formula = p.vec == 0 and "(2 * (A_STAGE + B_STAGE) + STAGES * (A_RAW + B_RAW)) * 2"
                      or "STAGES * (A_STAGE + B_STAGE) * 2",
       tile_order = tile_order, split_a = "Ag", split_b = "Bg", dependent_launch = dependent_launch,
+      epilogue = epilogue.source(op, p.split == 1),
+      epilogue_loop = op and op_epilogue or plain_epilogue,
+      batch = op and "  EPI_BATCH(A, B, C, E); /* this block's problem of the batch */\n" or "",
+      c_global = op and "" or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n",
     })
+    epilogue.vars(vars, op)
     gemm.param_vars(vars, p, params)
     -- What the copies and the stores of C need: whole units along the contiguous dimension of
     -- A (K, or M when transposed) and of B (N, or K when transposed), pairs along N (C), and

@@ -33,6 +33,7 @@
 -- bits), not on rows of whole sectors, where the constraints refuse it.
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
+local epilogue = mmt.lib("epilogue")
 
 -- The epilogues' loops over this thread's rows of the tile (64-row block i, half h: row
 -- r0 + i * 64 + h * 8 of the block tile) around `body`, which starts inside them.
@@ -373,6 +374,55 @@ local epilogue_swap = [[
       }
 ]]
 
+-- The plain GEMM's epilogue, by element size and swap.
+local plain_epilogue = [[
+#if SWAP
+]] .. epilogue_swap .. [[
+#elif ELEM_BYTES == 2
+]] .. epilogue16 .. [[
+#else
+]] .. epilogue32 .. [[
+#endif
+]]
+
+-- An op kernel's epilogue (lib/epilogue.lua): the accumulators' walk of the plain ones, each
+-- pair stored by epi_store2 (with SWAP, where a thread's pairs lie along a column of C, each
+-- element by epi_store: such configs take no gated op), C and D at any alignment.
+local op_epilogue = [[
+    /* Epilogue (the epilogue snippet): D = the op of alpha * acc and beta * C, masked at the
+     * edges; accumulators 4j + 2h + e: row r0 + 64i + 8h, column 8j + 2 * (lane % 4) + e of
+     * the kernel's tile (SWAP: C's element (col0 + column, row0 + row)). */
+    const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + i * 64 + h * 8; /* row in the kernel's tile */
+        if (r >= m_left) continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int c = j * 8 + (lane % 4) * 2; /* column in the kernel's tile */
+          if (c >= n_left) continue;
+          const float v0 = alpha * acc[i][4 * j + 2 * h], v1 = alpha * acc[i][4 * j + 2 * h + 1];
+#if SWAP
+          epi_store(E, C, ldc, beta, col0 + c, row0 + r, v0);
+          if (c + 1 < n_left) epi_store(E, C, ldc, beta, col0 + c + 1, row0 + r, v1);
+#else
+          epi_store2(E, C, ldc, beta, row0 + r, col0 + c, v0, v1, c + 1 < n_left);
+#endif
+        }
+      }
+]]
+
+-- An op kernel's start: C moved to the block's problem of the batch, and the z of the boxes
+-- its tensor maps load (3-D maps: gen.h, "Epilogues"), 0 for a matrix every problem shares.
+-- ${ma}, ${mb}: the problem's operands the maps tmA and tmB cover.
+local op_start = [[
+  EPI_BATCH(A, B, C, E); /* this block's problem of the batch: C; A and B by the maps' z */
+  const int za = E.batch_${ma} != 0 && EPI_Z ? (int)blockIdx.z : 0;
+  const int zb = E.batch_${mb} != 0 && EPI_Z ? (int)blockIdx.z : 0;
+]]
+
 -- The storage type declaration and its conversions, per dtype (lib/elem: pack2(lo, hi) rounds
 -- two floats to one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens
 -- one).
@@ -595,11 +645,11 @@ static __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) 
 /* TMA: the box at (c0, c1) (elements along dimension 0, rows) of the map into shared memory
  * at dst, completing `bar`'s transactions.  Elements outside the matrix arrive as zeros. */
 static __device__ __forceinline__ void tma_load(unsigned dst, const mmt_tensor_map* map, int c0,
-                                                int c1, unsigned bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];\n"
+                                                int c1${z_param}, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.${tma_rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3${z_operand}}], [%4];\n"
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
-                  "r"(bar)
+                  "r"(bar)${z_input}
                : "memory");
 }
 
@@ -629,23 +679,23 @@ static __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigne
 /* tma_load into the same offsets of the shared memory of every block in `mask` (bit r: rank
  * r), completing each one's `bar` at that offset. */
 static __device__ __forceinline__ void tma_load_multicast(unsigned dst, const mmt_tensor_map* map,
-                                                          int c0, int c1, unsigned bar,
+                                                          int c0, int c1${z_param}, unsigned bar,
                                                           unsigned short mask) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+  asm volatile("cp.async.bulk.tensor.${tma_rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3${z_operand_mc}}], [%4], %5;\n"
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
-                  "r"(bar), "h"(mask)
+                  "r"(bar), "h"(mask)${z_input}
                : "memory");
 }
 #endif
 /* This block's part of a box of B (all of it without CLUSTER) into stage memory `dst`: its own
  * ring's, or with CLUSTER the same offsets of every block's (each `bar` at that offset). */
 static __device__ __forceinline__ void load_b(unsigned dst, const mmt_tensor_map* map, int c0,
-                                              int c1, unsigned bar) {
+                                              int c1${z_param}, unsigned bar) {
 #if CLUSTER > 1
-  tma_load_multicast(dst, map, c0, c1, bar, (1u << CLUSTER) - 1);
+  tma_load_multicast(dst, map, c0, c1${z_arg}, bar, (1u << CLUSTER) - 1);
 #else
-  tma_load(dst, map, c0, c1, bar);
+  tma_load(dst, map, c0, c1${z_arg}, bar);
 #endif
 }
 /* A consumer warp is done with a stage: it counts itself in on the stage's empty barrier of
@@ -731,7 +781,7 @@ ${wgmma_outs}
 #endif
 
 ${tile_order}
-${dependent_launch}
+${dependent_launch}${epilogue}
 /* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
  * walked top to bottom before moving right).  With CLUSTER, pid numbers the clusters' tiles
  * of CLUSTER * BM rows (grid_m of them), and block `rank` of the cluster takes its BM rows of
@@ -760,8 +810,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
   float* const epi_stage = reinterpret_cast<float*>(
       mmt_smem + (((empty + 8 * STAGES + 15u) & ~15u) - smem_u32(mmt_smem)));
 #endif
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-  /* The kernel's rows and columns: M and N, or with SWAP N and M (its tile is one of C^T). */
+${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (its tile is one of C^T). */
 #if SWAP
   const int MK = N, NK = M;
 #else
@@ -841,21 +890,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
 #if A_T /* MN-major: BM / A_CHUNK boxes of A_CHUNK (M) x BK (K) */
 #pragma unroll
             for (int c = 0; c < BM / A_CHUNK; ++c)
-              tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * A_CHUNK, k0, full + 8 * s);
+              tma_load(a_dst + c * (BK * 128), &tmA, (int)row0 + c * A_CHUNK, k0${za}, full + 8 * s);
 #else   /* K-major: one box of BK (K) x BM (M) */
-            tma_load(a_dst, &tmA, k0, (int)row0, full + 8 * s);
+            tma_load(a_dst, &tmA, k0, (int)row0${za}, full + 8 * s);
 #endif
           }
           /* B: this block's part `rank` (all of B without CLUSTER), to every block of the
            * cluster */
 #if B_T /* K-major: a box of BK (K) x BN / CLUSTER (N) */
           load_b(b_dst + rank * (BN / CLUSTER * 128), &tmB, k0,
-                 (int)col0 + (int)rank * (BN / CLUSTER), full + 8 * s);
+                 (int)col0 + (int)rank * (BN / CLUSTER)${zb}, full + 8 * s);
 #else   /* MN-major: BN / B_CHUNK boxes of B_CHUNK (N) x BK / CLUSTER (K) */
 #pragma unroll
           for (int c = 0; c < BN / B_CHUNK; ++c)
             load_b(b_dst + c * (BK * B_ROW_BYTES) + rank * (BK / CLUSTER * B_ROW_BYTES), &tmB,
-                   (int)col0 + c * B_CHUNK, k0 + (int)rank * (BK / CLUSTER), full + 8 * s);
+                   (int)col0 + c * B_CHUNK, k0 + (int)rank * (BK / CLUSTER)${zb}, full + 8 * s);
 #endif
           if (++s == STAGES) s = 0, phase ^= 1;
         }
@@ -953,14 +1002,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)
       continue;
 #endif
 
-#if SWAP
-]] .. epilogue_swap .. [[
-#elif ELEM_BYTES == 2
-]] .. epilogue16 .. [[
-#else
-]] .. epilogue32 .. [[
-#endif
-    } /* tiles */
+${epilogue_code}    } /* tiles */
   }
 #if CLUSTER > 1
   /* No block leaves while another may still multicast into its ring or arrive on its
@@ -1097,11 +1139,12 @@ return {
   description = "Hopper GEMM (f16, bf16, tf32): wgmma + TMA ring, warp-specialized, sm_90a",
   dtypes = {"f16", "bf16", "tf32"},
   layouts = gemm.LAYOUTS,
+  epilogues = true,
   params = params,
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
              split = 1, persist = 0, swap = 0, cluster = 1},
 
-  constraints = function(p, prob, dtype, layout)
+  constraints = function(p, prob, dtype, layout, op)
     local d = derive(p, dtype)
     local swap = p.swap == 1
     if d.wg_m < 64 then
@@ -1141,6 +1184,12 @@ return {
     end
     why = tf32_refusal(dtype, layout, swap)
     if why then return false, why end
+    if op and p.repack == 1 then
+      return false, "repack: not with an epilogue (the copies know C only)"
+    end
+    -- with swap a thread's pairs lie along C's columns: no gated op
+    ok, why = epilogue.fits(op, prob, not swap, p.split == 1)
+    if not ok then return false, why end
     -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
     local regs, what = d.acc + CONSUMER_OVERHEAD, ""
     if takes_rs(dtype, layout, swap) then
@@ -1185,8 +1234,8 @@ return {
                         p.bm * p.bn * 4)
   end,
 
-  emit = function(p, dtype, layout)
-    local name = kernel_name(p, dtype, layout)
+  emit = function(p, dtype, layout, op)
+    local name = epilogue.name(kernel_name(p, dtype, layout), op)
     local dt = mmt.dtype(dtype)
     local info = dtype_info[dtype]
     local d = derive(p, dtype)
@@ -1228,6 +1277,20 @@ return {
                                 ka_t and "MN-major" or "K-major", kb_t and "K-major" or "MN-major"),
     })
     gemm.param_vars(vars, p, params)
+    epilogue.vars(vars, op)
+    -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
+    vars.epilogue = epilogue.source(op, p.split == 1)
+    vars.epilogue_code = op and op_epilogue or plain_epilogue
+    vars.c_global = op and mmt.subst(op_start, {ma = swap and "b" or "a", mb = swap and "a" or "b"})
+                    or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n"
+    vars.tma_rank = op and 3 or 2
+    vars.z_param = op and ", int c2" or ""
+    vars.z_arg = op and ", c2" or ""
+    vars.z_operand = op and ", %5" or ""
+    vars.z_operand_mc = op and ", %6" or ""
+    vars.z_input = op and ', "r"(c2)' or ""
+    vars.za = op and ", za" or ""
+    vars.zb = op and ", zb" or ""
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
     -- boxes of {row_bytes (128, or B's narrower rows), BK}; B's cut in `parts` (cluster: each
     -- block of the cluster loads one part and multicasts it) along its rows.

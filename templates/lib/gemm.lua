@@ -10,13 +10,14 @@ local M = {}
 -- Every layout (A's letter first; t: stored transposed).
 M.LAYOUTS = {"nn", "nt", "tn", "tt"}
 
--- The kernel ABI (templates/README.md): the name and the parameters up to ldc; the kernel adds
--- its own after it (tensor maps, the workspace) and the closing parenthesis.
+-- The kernel ABI (templates/README.md): the name and the parameters up to ldc (an op kernel's:
+-- up to its epilogue, lib/epilogue.lua's vars); the kernel adds its own after it (tensor maps,
+-- the workspace) and the closing parenthesis.
 M.abi = [[
 ${name}(int M, int N, int K, float alpha,
         const ${ctype}* __restrict__ A, int lda,
         const ${ctype}* __restrict__ B, int ldb,
-        float beta, ${ctype}* __restrict__ C, int ldc]]
+        float beta, ${c_type}* __restrict__ C, int ldc${epi_param}]]
 
 -- Whether A and B are stored transposed in `layout` ("nn" .. "tt", A's letter first).
 function M.transposed(layout)
@@ -30,6 +31,7 @@ function M.vars(name, dtype, layout, extra)
   local a_t, b_t = M.transposed(layout)
   local vars = {
     name = name, dtype = dtype, ctype = mmt.dtype(dtype).ctype, layout = layout,
+    c_type = mmt.dtype(dtype).ctype, epi_param = "",
     a_t = a_t and 1 or 0, b_t = b_t and 1 or 0,
     a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
     b_doc = b_t and "transposed (N rows of K)" or "as is (K rows of N)",

@@ -1,0 +1,70 @@
+-- lib/epilogue.lua: op kernels (gen.h, "Epilogues"; templates/README.md, "Epilogues") for every
+-- template that declares `epilogues = true`: the checks, the kernel name's suffix, the ABI's
+-- placeholders and the CUDA text (the epilogue snippet under its #defines).  `op` is the table
+-- emit and constraints get (nil: the plain GEMM, whose kernel none of this touches).
+
+local snippet = mmt.snippet("epilogue")
+
+local M = {}
+
+local OUT = {f32 = 0, f16 = 1, bf16 = 2}
+local ACT = {none = 0, relu = 1, gelu_tanh = 2, gelu_erf = 3, silu = 4}
+
+-- Whether a config can carry op on prob (nil: any problem): `pairs`, its stores hand
+-- epi_store2 neighbouring column pairs (c even), which a gated op needs; `batch_z`, grid.z is
+-- free for the batch (false for a split-K config, whose slices it is).
+function M.fits(op, prob, pairs, batch_z)
+  if not op then return true end
+  if op.gated and not pairs then
+    return false, "a gated epilogue needs stores of column pairs"
+  end
+  if prob and prob.batch > 1 and not batch_z then
+    return false, "a batch needs grid.z, which this config's split-K takes"
+  end
+  if prob and op.gated and prob.N % 2 ~= 0 then
+    return false, "a gated epilogue needs an even N (gate and up columns)"
+  end
+  return true
+end
+
+-- The kernel name of op's kernel ("" added for nil): every field of the op in it, so that two
+-- ops never share a name.
+function M.name(name, op)
+  if not op then return name end
+  local bias = op.bias and (op.bias:sub(1, 1) .. (op.bias_type == "f32" and "32" or "")) or "0"
+  return string.format("%s_o%s_b%s_s%d%d_a%d%s", name, op.out, bias, op.scale_row and 1 or 0,
+                       op.scale_col and 1 or 0, ACT[op.act], op.gated and "_g" or "")
+end
+
+-- The placeholders of the ABI (lib/gemm.lua's abi) into vars: C's type and the epilogue's
+-- argument after ldc; the plain kernel's text for nil.
+function M.vars(vars, op)
+  vars.c_type = op and "const out_t" or vars.ctype
+  vars.epi_param = op and ",\n        mmt_epilogue E" or ""
+  return vars
+end
+
+-- The CUDA text of op's epilogue ("" for nil), pasted after the kernel's elem snippet;
+-- batch_z as for M.fits.
+function M.source(op, batch_z)
+  if not op then return "" end
+  local bias = op.bias == "col" and 1 or op.bias == "row" and 2 or 0
+  return string.format([[
+
+/* The epilogue (the epilogue snippet): out=%s, bias=%s, scale_row=%d, scale_col=%d, act=%s,
+ * gated=%d. */
+#define EPI_OUT %d
+#define EPI_BIAS %d
+#define EPI_BIAS_F32 %d
+#define EPI_SCALE_ROW %d
+#define EPI_SCALE_COL %d
+#define EPI_ACT %d
+#define EPI_GATED %d
+#define EPI_Z %d
+]], op.out, op.bias or "none", op.scale_row and 1 or 0, op.scale_col and 1 or 0, op.act,
+      op.gated and 1 or 0, OUT[op.out], bias, op.bias_type == "f32" and 1 or 0,
+      op.scale_row and 1 or 0, op.scale_col and 1 or 0, ACT[op.act], op.gated and 1 or 0,
+      batch_z and 1 or 0) .. snippet
+end
+
+return M

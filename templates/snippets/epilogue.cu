@@ -1,0 +1,155 @@
+/* snippet epilogue (templates/snippets): what an op kernel does with its product before it
+ * stores it (gen.h, "Epilogues"; the op ABI), written once for every template that declares
+ * epilogues = true.  lib/epilogue.lua writes its #defines before it:
+ *   EPI_OUT      D's and C's type out_t: 0 f32, 1 f16, 2 bf16
+ *   EPI_BIAS     0 none, 1 bias[j] by column of the product, 2 bias[i] by row
+ *   EPI_BIAS_F32 1: the bias vector is float; 0: out_t
+ *   EPI_SCALE_ROW, EPI_SCALE_COL   1: scale_row[i], scale_col[j] multiply the product
+ *   EPI_ACT      0 none, 1 relu, 2 gelu (tanh form), 3 gelu (erf form), 4 silu
+ *   EPI_GATED    1: product columns 2j (gate) and 2j + 1 (up) make D's column j
+ *   EPI_Z        1: blockIdx.z is the problem of the batch; 0: the kernel's own (split-K)
+ * Its names (out_t, epi_*) do not meet the elem snippets' (elem_t, to_elem, to_float), so a
+ * kernel has both.  Everything is computed in fp32 and D is rounded once.
+ *
+ * A kernel calls, once, before it reads A, B or C:
+ *   EPI_BATCH(A, B, C, E)   its pointers moved to problem blockIdx.z of the batch (EPI_Z)
+ * and stores each value v = alpha * (its accumulator) of product element (r, c) (row and
+ * column in the whole product, 64-bit) with
+ *   epi_store(E, C, ldc, beta, r, c, v)                 one element (not gated)
+ *   epi_store2(E, C, ldc, beta, r, c, v0, v1, two)      elements (r, c) and (r, c + 1), c even,
+ *                                                       the second only when `two`; gated: the
+ *                                                       pair makes D[r][c / 2] (two is true)
+ * C is read only when beta != 0 (a NaN there does not propagate when beta == 0). */
+struct __align__(8) mmt_epilogue {
+  void* D;
+  long long ldd;
+  const void* bias;
+  const float* scale_row;
+  const float* scale_col;
+  long long batch_a, batch_b, batch_c, batch_d; /* elements from one problem to the next */
+};
+static_assert(sizeof(mmt_epilogue) == 72, "mmt_epilogue is the runtime's GEN_EPILOGUE_BYTES");
+
+#if EPI_OUT == 0
+typedef float out_t;
+__device__ __forceinline__ out_t epi_to_out(float x) { return x; }
+__device__ __forceinline__ float epi_from_out(out_t x) { return x; }
+#else
+typedef unsigned short out_t;
+__device__ __forceinline__ out_t epi_to_out(float x) {
+  out_t r;
+#if EPI_OUT == 1
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+#else
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+#endif
+  return r;
+}
+__device__ __forceinline__ float epi_from_out(out_t h) {
+#if EPI_OUT == 1
+  float r;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
+  return r;
+#else
+  return __uint_as_float((unsigned)h << 16);
+#endif
+}
+#endif
+
+/* The activation, NaN in NaN out (relu too: x < 0 is false for NaN). */
+__device__ __forceinline__ float epi_act(float x) {
+#if EPI_ACT == 1
+  return x < 0.0f ? 0.0f : x;
+#elif EPI_ACT == 2
+  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+#elif EPI_ACT == 3
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+#elif EPI_ACT == 4
+  return x / (1.0f + expf(-x)); /* -inf for exp's overflow: x / inf = -0, the limit */
+#else
+  return x;
+#endif
+}
+
+/* The problem of the batch this block computes: the kernel's A, B and C moved to it (D:
+ * epi_d).  A macro: the pointers may be __restrict__ parameters. */
+#if EPI_Z
+#define EPI_BATCH(A, B, C, E)                 \
+  do {                                        \
+    const long long epi_z_ = blockIdx.z;      \
+    (A) += epi_z_ * (E).batch_a;              \
+    (B) += epi_z_ * (E).batch_b;              \
+    (C) += epi_z_ * (E).batch_c;              \
+  } while (0)
+#else
+#define EPI_BATCH(A, B, C, E) \
+  do {                        \
+  } while (0)
+#endif
+__device__ __forceinline__ out_t* epi_d(const mmt_epilogue& E) {
+#if EPI_Z
+  return reinterpret_cast<out_t*>(E.D) + (long long)blockIdx.z * E.batch_d;
+#else
+  return reinterpret_cast<out_t*>(E.D);
+#endif
+}
+
+/* alpha * P[r][c] (v) scaled and biased: x of gen.h's formula. */
+__device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long r, long long c) {
+#if EPI_SCALE_ROW
+  v *= __ldg(E.scale_row + r);
+#endif
+#if EPI_SCALE_COL
+  v *= __ldg(E.scale_col + c);
+#endif
+#if EPI_BIAS
+  const long long b = EPI_BIAS == 1 ? c : r;
+#if EPI_BIAS_F32
+  v += __ldg(reinterpret_cast<const float*>(E.bias) + b);
+#else
+  v += epi_from_out(reinterpret_cast<const out_t*>(E.bias)[b]);
+#endif
+#endif
+  return v;
+}
+
+/* beta * C[r][c], or 0 without reading C. */
+__device__ __forceinline__ float epi_c(const out_t* C, int ldc, float beta, long long r,
+                                       long long c) {
+  return beta == 0.0f ? 0.0f : beta * epi_from_out(C[r * ldc + c]);
+}
+
+#if !EPI_GATED
+__device__ __forceinline__ void epi_store(const mmt_epilogue& E, const out_t* C, int ldc,
+                                          float beta, long long r, long long c, float v) {
+  epi_d(E)[r * E.ldd + c] = epi_to_out(epi_act(epi_x(E, v, r, c) + epi_c(C, ldc, beta, r, c)));
+}
+#endif
+
+__device__ __forceinline__ void epi_store2(const mmt_epilogue& E, const out_t* C, int ldc,
+                                           float beta, long long r, long long c, float v0,
+                                           float v1, bool two) {
+#if EPI_GATED
+  const long long j = c >> 1; /* D's column */
+  const float x = epi_act(epi_x(E, v0, r, c)) * epi_x(E, v1, r, c + 1);
+  epi_d(E)[r * E.ldd + j] = epi_to_out(x + epi_c(C, ldc, beta, r, j));
+#else
+  const float x0 = epi_act(epi_x(E, v0, r, c) + epi_c(C, ldc, beta, r, c));
+  out_t* const d = epi_d(E) + r * E.ldd + c;
+  if (!two) {
+    d[0] = epi_to_out(x0);
+    return;
+  }
+  const float x1 = epi_act(epi_x(E, v1, r, c + 1) + epi_c(C, ldc, beta, r, c + 1));
+  if ((reinterpret_cast<unsigned long long>(d) & (2 * sizeof(out_t) - 1)) == 0) {
+#if EPI_OUT == 0
+    *reinterpret_cast<float2*>(d) = make_float2(x0, x1);
+#else
+    *reinterpret_cast<unsigned*>(d) = (unsigned)epi_to_out(x0) | (unsigned)epi_to_out(x1) << 16;
+#endif
+  } else {
+    d[0] = epi_to_out(x0);
+    d[1] = epi_to_out(x1);
+  }
+#endif
+}

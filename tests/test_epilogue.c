@@ -1,0 +1,252 @@
+/*
+ * test_epilogue.c -- op kernels (gen.h, "Epilogues") without a GPU: ops as text, the template
+ * contract (a template without epilogues refuses every op; constraints and emit get the op),
+ * and for every template that declares epilogues, a covering set of ops -- each output type
+ * with each activation, each bias form, scales, gating, and the variants of each family
+ * (split-K, whose grid.z is not the batch; wgmma's persistent grids, clusters and swap) --
+ * emitted and compiled by NVRTC for sm_90 (sm_90a), with the plain kernel unchanged by the op
+ * machinery (gen_emit_op with no op is gen_emit, byte for byte).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gen.h"
+#include "rt_compile.h"
+
+static gen_op parse(const char *text, const char *dtype) {
+  gen_op op;
+  ut_err e = {{0}};
+  if (gen_op_parse(text, dtype, &op, &e) != MMT_OK) fail_msg("'%s': %s", text, e.msg);
+  return op;
+}
+
+static void test_op_text(void **state) {
+  (void)state;
+  char text[GEN_OP_TEXT_MAX];
+  ut_err e;
+  gen_op op = parse("act=silu,gated,bias=col", "bf16");
+  assert_string_equal(op.out, "bf16");
+  assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "out=bf16,bias=col,act=silu,gated");
+  op = parse("scale=row+col,out=f32,bias=row,bias_type=f32", "f16");
+  assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "out=f32,bias=row,scale=row+col"); /* f32 out: an f32 bias anyway */
+  op = parse("bias=col,bias_type=f32", "tf32");
+  assert_string_equal(op.out, "f32");
+  assert_int_equal(gen_op_format(NULL, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "");
+  assert_int_equal(gen_op_format(&op, text, 8, &e), MMT_ERR_INVALID_ARG);
+  const char *bad[] = {"out=f8",     "act=tanh",      "bias=both", "gated=1",
+                       "scale=rows", "bias_type=f32", "nonsense"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(gen_op_parse(bad[i], "f16", &op, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_op_parse("act=relu", "f16", &op, &e), MMT_OK);
+  assert_int_equal(gen_op_parse("", "f64", &op, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "no out="));
+  assert_string_equal(gen_act_name(GEN_ACT_GELU_ERF), "gelu_erf");
+  assert_int_equal(gen_act_index("gelu_tanh"), GEN_ACT_GELU_TANH);
+  assert_null(gen_act_name(GEN_ACTS));
+}
+
+static gen_template *load(const char *name) {
+  gen_template *t = NULL;
+  ut_err e = {{0}};
+  if (gen_load_named(name, &t, &e) != MMT_OK) fail_msg("%s: %s", name, e.msg);
+  return t;
+}
+
+static void test_templates_without_epilogues(void **state) {
+  (void)state;
+  gen_template *t = load("naive");
+  assert_false(gen_has_epilogues(t));
+  gen_config cfg;
+  gen_config_default(t, &cfg);
+  gen_op op = parse("act=relu", "f32");
+  bool valid = true;
+  char why[128];
+  ut_err e;
+  assert_int_equal(gen_check_op_for(t, &cfg, "f32", "nn", &op, &valid, why, sizeof why, &e),
+                   MMT_OK);
+  assert_false(valid);
+  assert_string_equal(why, "template naive has no epilogues");
+  const gen_problem p = {"f32", "nn", 64, 64, 64, 64, 64, 64, 16, &op, 1};
+  valid = true;
+  assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
+  assert_false(valid);
+  gen_kernel k = {0};
+  assert_int_equal(gen_emit_op(t, &cfg, "f32", "nn", &op, &k, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "no epilogues"));
+  gen_free(t);
+}
+
+/* The ops every template with epilogues is compiled for: each output type with each
+ * activation, and the bias forms, scales and gating spread over them. */
+static const char *const k_ops[] = {
+    "out=f32",
+    "out=f16,act=relu,bias=col",
+    "out=bf16,act=gelu_tanh,bias=row,bias_type=f32",
+    "out=f32,act=gelu_erf,scale=row+col",
+    "out=f16,act=silu,gated",
+    "out=bf16,act=silu,gated,bias=col,scale=col",
+    "out=f32,act=gelu_tanh,gated,bias=row",
+    "out=f16,act=gelu_erf,scale=row,bias=col,bias_type=f32",
+    "out=bf16,act=relu",
+    "out=f32,act=silu,bias=col",
+};
+
+/* Emits and compiles cfg (params text over the default) for the ops of k_ops whose index is
+ * `phase` modulo `every` (1, 0: all of them) that the config takes, in dtype and layout; returns
+ * how many compiled. */
+static int compile_some(gen_template *t, const char *params, const char *dtype, const char *layout,
+                        int every, int phase) {
+  gen_config cfg;
+  ut_err e = {{0}};
+  gen_config_default(t, &cfg);
+  if (params && gen_config_parse(t, params, &cfg, &e) != MMT_OK)
+    fail_msg("%s %s: %s", gen_name(t), params, e.msg);
+  int compiled = 0;
+  char names[sizeof k_ops / sizeof k_ops[0]][256];
+  for (size_t i = 0; i < sizeof k_ops / sizeof k_ops[0]; i++) {
+    if ((int)i % every != phase) continue;
+    const gen_op op = parse(k_ops[i], dtype);
+    bool valid = false;
+    char why[256] = "";
+    assert_int_equal(gen_check_op_for(t, &cfg, dtype, layout, &op, &valid, why, sizeof why, &e),
+                     MMT_OK);
+    if (!valid) {
+      if (!op.gated)
+        fail_msg("%s %s %s: refuses %s: %s", gen_name(t), params, dtype, k_ops[i], why);
+      continue; /* a config may not store column pairs */
+    }
+    gen_kernel k = {0};
+    if (gen_emit_op(t, &cfg, dtype, layout, &op, &k, &e) != MMT_OK)
+      fail_msg("%s %s %s %s: %s", gen_name(t), params, dtype, k_ops[i], e.msg);
+    assert_non_null(strstr(k.source, "mmt_epilogue E"));
+    char text[GEN_OP_TEXT_MAX];
+    assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+    assert_string_equal(k.op, text);
+    snprintf(names[compiled], sizeof names[compiled], "%s", k.kernel_name);
+    for (int j = 0; j < compiled; j++) assert_string_not_equal(names[j], k.kernel_name);
+    rt_cubin cubin = {0};
+    char *log = NULL;
+    if (rt_compile(k.source, k.kernel_name, k.arch[0] ? k.arch : "sm_90", &cubin, &log, &e) !=
+        MMT_OK)
+      fail_msg("%s %s %s %s: %s\n%s", gen_name(t), params, dtype, k_ops[i], e.msg, log ? log : "");
+    free(log);
+    rt_cubin_free(&cubin);
+    gen_kernel_clear(&k);
+    compiled++;
+  }
+  return compiled;
+}
+
+static int compile_ops(gen_template *t, const char *params, const char *dtype, const char *layout) {
+  return compile_some(t, params, dtype, layout, 1, 0);
+}
+
+/* The plain kernel is the same with the op machinery as without. */
+static void plain_unchanged(gen_template *t, const char *dtype, const char *layout) {
+  gen_config cfg;
+  gen_config_default(t, &cfg);
+  gen_kernel a = {0}, b = {0};
+  ut_err e;
+  assert_int_equal(gen_emit(t, &cfg, dtype, layout, &a, &e), MMT_OK);
+  assert_int_equal(gen_emit_op(t, &cfg, dtype, layout, NULL, &b, &e), MMT_OK);
+  assert_string_equal(a.source, b.source);
+  assert_string_equal(a.op, "");
+  assert_null(strstr(a.source, "mmt_epilogue"));
+  gen_kernel_clear(&a);
+  gen_kernel_clear(&b);
+}
+
+static void test_mma_sync(void **state) {
+  (void)state;
+  gen_template *t = load("mma_sync");
+  assert_true(gen_has_epilogues(t));
+  plain_unchanged(t, "f16", "nt");
+  assert_int_equal(compile_ops(t, NULL, "f16", "nt"), 10);
+  /* each variant half the ops (k_ops 0, 2, ...; 1, 3, ...) */
+  assert_int_equal(
+      compile_some(t, "vec=0,stages=3,bm=64,bn=64,wm=32,wn=32,group=1", "bf16", "tn", 2, 0), 5);
+  assert_int_equal(compile_some(t, "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,group=1,split=4", "f16",
+                                "nn", 2, 1),
+                   5);
+  /* a split-K config takes batches of one only; a gated op, an even N only */
+  gen_config cfg;
+  ut_err e;
+  gen_config_default(t, &cfg);
+  assert_int_equal(
+      gen_config_parse(t, "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,group=1,split=4", &cfg, &e),
+      MMT_OK);
+  gen_op op = parse("out=f32,act=silu,gated", "f16");
+  gen_problem p = {"f16", "nn", 256, 256, 4096, 4096, 256, 256, 16, &op, 2};
+  bool valid = true;
+  char why[128];
+  assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
+  assert_false(valid);
+  assert_string_equal(why, "a batch needs grid.z, which this config's split-K takes");
+  p.batch = 1;
+  assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
+  assert_true(valid);
+  p.n = 255;
+  assert_int_equal(gen_check(t, &cfg, &p, &valid, why, sizeof why, &e), MMT_OK);
+  assert_false(valid);
+  assert_string_equal(why, "a gated epilogue needs an even N (gate and up columns)");
+  gen_free(t);
+}
+
+static void test_wgmma(void **state) {
+  (void)state;
+  gen_template *t = load("wgmma");
+  assert_true(gen_has_epilogues(t));
+  plain_unchanged(t, "bf16", "nt");
+  assert_int_equal(compile_ops(t, NULL, "f16", "nt"), 10);
+  /* persistent, clusters, split-K (z its own), swap (no gated op), tf32 */
+  /* each variant a third of the ops (k_ops 0, 3, 6, 9; 1, 4, 7; 2, 5, 8) */
+  assert_int_equal(compile_some(t, "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1",
+                                "bf16", "tn", 3, 0),
+                   4);
+  assert_int_equal(compile_some(t, "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,cluster=2",
+                                "f16", "nn", 3, 1),
+                   3);
+  assert_int_equal(compile_some(t, "bm=128,bn=64,stages=8,consumers=2,blocks=1,group=1,split=4",
+                                "f16", "tt", 3, 2),
+                   3);
+  /* swap: no gated op (4, 5 and 6 are) */
+  assert_int_equal(compile_some(t, "bm=64,bn=32,stages=6,consumers=1,blocks=2,group=1,swap=1",
+                                "bf16", "nt", 3, 1),
+                   2);
+  assert_int_equal(compile_some(t, "bm=128,bn=128,stages=4,consumers=2,blocks=1,group=8", "tf32",
+                                "nt", 3, 0),
+                   4);
+  /* an op kernel takes no repack */
+  gen_config cfg;
+  ut_err e;
+  gen_config_default(t, &cfg);
+  assert_int_equal(gen_config_parse(t, "repack=1", &cfg, &e), MMT_OK);
+  const gen_op op = parse("out=f16", "f16");
+  bool valid = true;
+  char why[128];
+  assert_int_equal(gen_check_op_for(t, &cfg, "f16", "nt", &op, &valid, why, sizeof why, &e),
+                   MMT_OK);
+  assert_false(valid);
+  assert_string_equal(why, "repack: not with an epilogue (the copies know C only)");
+  gen_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_op_text),
+      cmocka_unit_test(test_templates_without_epilogues),
+      cmocka_unit_test(test_mma_sync),
+      cmocka_unit_test(test_wgmma),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
