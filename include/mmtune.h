@@ -16,8 +16,8 @@
  *    of mmt_options, when one is given.
  *  - This header includes no CUDA header: device pointers are plain pointers from
  *    cudaMalloc/cuMemAlloc, and a stream is a CUstream / cudaStream_t passed as void *.
- *  - Thread safety: any number of host threads may call mmt_gemm, mmt_sgemm and mmt_explain
- *    on one context at the same time.  mmt_close must not race with any other call on the
+ *  - Thread safety: any number of host threads may call mmt_gemm, mmt_sgemm, mmt_matmul and
+ *    mmt_explain on one context at the same time.  mmt_close must not race with any other call on the
  *    context.  Launches from several threads are ordered only by their streams, as in CUDA.
  */
 #ifndef MMTUNE_H
@@ -159,6 +159,89 @@ mmt_status mmt_gemm(mmt_context *ctx, mmt_order order, mmt_transpose transA, mmt
  * ldc, MMT_F32, stream): C = A * B, fp32, row-major. */
 mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float *C, int64_t ldc, void *stream);
+
+/* ---- mmt_matmul: a whole Linear layer or batched GEMM in one call ---- */
+
+/* A bias vector added to the product (before the activation). */
+typedef enum {
+  MMT_BIAS_NONE = 0,
+  MMT_BIAS_COL = 1, /* bias[j] added to column j: a vector of N (gated: of 2N, as B's columns) */
+  MMT_BIAS_ROW = 2  /* bias[i] added to row i: a vector of M */
+} mmt_bias;
+
+/* The activation, applied in fp32 before D is rounded. */
+typedef enum {
+  MMT_ACT_NONE = 0,
+  MMT_ACT_RELU = 1,      /* max(x, 0); NaN stays NaN */
+  MMT_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's "tanh" */
+  MMT_ACT_GELU_ERF = 3,  /* 0.5 x (1 + erf(x / sqrt(2))), PyTorch's default GELU */
+  MMT_ACT_SILU = 4       /* x / (1 + exp(-x)), SiLU / swish */
+} mmt_activation;
+
+/*
+ * What mmt_matmul computes.  Zero-initialize, then set what you need; batch must be >= 1.
+ * For each problem z of the batch (0 <= z < batch), with A_z = a + z * stride_a (elements),
+ * likewise B_z, C_z, D_z, and P = op(A_z) op(B_z) (M x N, or M x 2N gated), in fp32:
+ *   x[i][j]  = alpha * scale_row[i] * scale_col[j] * P[i][j] + bias      (absent factors: 1, 0)
+ *   D[i][j]  = act(x[i][j] + beta * C[i][j])                             not gated
+ *   D[i][j]  = act(x[i][2j]) * x[i][2j + 1] + beta * C[i][j]             gated (SwiGLU, GeGLU)
+ * then D is rounded once to out_type.  Gated: op(B) has 2N columns, gate and up projection
+ * interleaved by column (column 2j of op(B) is the gate weight of output j, 2j + 1 its up
+ * weight); for PyTorch's W = [W_gate; W_up] (2N x K, used as x W^T), that is
+ * torch.stack([W_gate, W_up], 1).reshape(2N, K).  Gated needs row-major order.
+ * Storage, as mmt_gemm: every matrix in `order`; A, B of in_type; C, D of out_type; leading
+ * dimensions as mmt_gemm's (B's with 2N columns when gated), ldd as ldc.  C is read only when
+ * beta != 0 (it may be NULL otherwise) and may be D itself (c == d, ldc == ldd, stride_c ==
+ * stride_d): D is then written in place.  A stride of 0 gives every problem the same matrix
+ * (a shared weight); D's may be 0 only when batch is 1.
+ * Types: in_type f32, tf32, f16 or bf16; out_type MMT_F32, MMT_F16 or MMT_BF16, any with any
+ * (f16 in, f32 out; f32 in, bf16 out); bias of out_type or MMT_F32 (bias_type); scales fp32.
+ */
+typedef struct {
+  mmt_order order;
+  mmt_transpose trans_a, trans_b;
+  int64_t m, n, k; /* D is M x N; op(A) is M x K, op(B) K x N (gated: K x 2N) */
+  mmt_dtype in_type, out_type;
+  float alpha, beta;
+  const void *a;
+  int64_t lda;
+  const void *b;
+  int64_t ldb;
+  const void *c;
+  int64_t ldc;
+  void *d;
+  int64_t ldd;
+  int64_t batch;                                  /* problems, >= 1 */
+  int64_t stride_a, stride_b, stride_c, stride_d; /* elements from one problem to the next */
+  mmt_bias bias_mode;
+  const void *bias;       /* NULL exactly when bias_mode is MMT_BIAS_NONE */
+  mmt_dtype bias_type;    /* MMT_F32 (0, the default) or out_type */
+  const float *scale_row; /* NULL: none; else M floats */
+  const float *scale_col; /* NULL: none; else N floats (gated: 2N) */
+  mmt_activation act;
+  int gated; /* nonzero: act(gate) * up, see above */
+} mmt_matmul_desc;
+
+/*
+ * D = the epilogue of alpha * op(A) op(B) and beta * C, for every problem of a batch, as
+ * mmt_matmul_desc says: bias, scales, activation and gating fused into the GEMM's kernel (one
+ * pass over D), D apart from C, output types other than the inputs'.  Asynchronous, on
+ * `stream`, like mmt_gemm, with its special cases: M or N == 0 does nothing; alpha == 0 or
+ * K == 0 reads neither A nor B (P = 0, the epilogue still applies).  A descriptor that is a
+ * plain GEMM (out_type the inputs' (f32 for tf32), D == C, batch 1, no bias, scale,
+ * activation or gate) runs exactly what mmt_gemm runs.  Other descriptors run the op kernels of
+ * the templates that have epilogues (f16 and bf16 inputs: wgmma on sm_90, mma_sync; tf32:
+ * wgmma), chosen by the performance model among the configs measured for the plain GEMM.
+ * Errors: MMT_ERR_INVALID_ARG, the message naming the field: desc NULL, a value outside an enum,
+ * a size, leading dimension or stride below its minimum, batch < 1, stride_d 0 with batch > 1,
+ * strides that make D's problems overlap, bias and bias_mode disagreeing, a bias_type other
+ * than MMT_F32 or out_type, a NULL or misaligned pointer the call uses, D overlapping A or B,
+ * or C without being it; nothing is launched then.  MMT_ERR_UNSUPPORTED: gated in column-major
+ * order, a size above 2^31 - 1, no kernel for the types or the epilogue (f32 inputs, and tf32
+ * before sm_90, for now);
+ * then as mmt_gemm.
+ */
+mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *stream);
 
 /* A problem as mmt_gemm sees it, for mmt_explain. */
 typedef struct {

@@ -38,6 +38,7 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_gemm.h"
+#include "rt_matmul.h"
 #include "util.h"
 
 /* Everything a choice depends on besides the device and the database.  No padding: keys are
@@ -46,6 +47,8 @@ typedef struct {
   int64_t m, n, k, lda, ldb, ldc, align;
   int64_t dtype;  /* mmt_dtype */
   int64_t layout; /* gen_layout_index */
+  int64_t op;     /* rt_op_code: 0 for the plain GEMM */
+  int64_t batch;  /* op kernels: the problems of a call; 1 otherwise */
 } problem_key;
 
 /* One cached problem: the kernel it launches and how it was chosen. */
@@ -56,12 +59,12 @@ typedef struct {
   mmt_choice choice;
 } problem_slot;
 
-/* One loaded module, shared by every problem whose choice has this template, params, dtype
- * and layout (the emitted source depends on all four).  Heap-allocated once: never moves. */
+/* One loaded module, shared by every problem whose choice has this template, params, dtype,
+ * layout and op (the emitted source depends on all five).  Heap-allocated once: never moves. */
 typedef struct loaded_kernel {
   char template_name[GEN_NAME_MAX];
   char params[MMT_PARAMS_MAX];
-  int64_t dtype, layout;
+  int64_t dtype, layout, op;
   rt_kernel k;
 } loaded_kernel;
 
@@ -327,7 +330,7 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   for (int i = 0; i < ctx->kernel_count; i++) {
     loaded_kernel *lk = ctx->kernels[i];
     if (!strcmp(lk->template_name, ch->template_name) && !strcmp(lk->params, ch->params) &&
-        lk->dtype == key->dtype && lk->layout == key->layout) {
+        lk->dtype == key->dtype && lk->layout == key->layout && lk->op == key->op) {
       *out = lk;
       return MMT_OK;
     }
@@ -359,6 +362,7 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   memcpy(lk->params, ch->params, sizeof lk->params);
   lk->dtype = key->dtype;
   lk->layout = key->layout;
+  lk->op = key->op;
   ctx->kernels[ctx->kernel_count++] = lk;
   log_line(ctx, MMT_LOG_DEBUG, "loaded %s %s (%s)", ch->template_name, ch->params,
            cached ? "cubin from the cache" : "compiled by NVRTC");
@@ -366,17 +370,26 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   return MMT_OK;
 }
 
-static gen_problem problem_of(const problem_key *key) {
+/* The problem of key; op holds its op (p.op points to it, NULL for the plain GEMM). */
+static gen_problem problem_of(const problem_key *key, gen_op *op) {
   return (gen_problem){.dtype = rt_dtype((mmt_dtype)key->dtype)->name,
-                       .layout = gen_layout_name((int)key->layout), .m = key->m, .n = key->n,
-                       .k = key->k, .lda = key->lda, .ldb = key->ldb, .ldc = key->ldc,
-                       .align_bytes = (int)key->align};
+                       .layout = gen_layout_name((int)key->layout),
+                       .m = key->m,
+                       .n = key->n,
+                       .k = key->k,
+                       .lda = key->lda,
+                       .ldb = key->ldb,
+                       .ldc = key->ldc,
+                       .align_bytes = (int)key->align,
+                       .op = key->op && op && rt_op_of_code(key->op, op) ? op : NULL,
+                       .batch = key->batch};
 }
 
 /* Chooses a kernel for key into ch and describes it.  Lock held. */
 static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch,
                          mmt_choice *desc, ut_err *err) {
-  gen_problem p = problem_of(key);
+  gen_op op;
+  gen_problem p = problem_of(key, &op);
   mmt_status rc = rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
   if (!rc) rt_choice_describe(ch, &p, desc);
   return rc;
@@ -393,13 +406,24 @@ static mmt_status build(mmt_context *ctx, const problem_key *key, problem_slot *
   if (!rc) rc = slot_insert(ctx, key, kernel, &desc, out, err);
   if (!rc) {
     ctx->misses++;
-    log_line(ctx, MMT_LOG_INFO, "%lldx%lldx%lld %s %s: %s %s %s (expected %.4g ms)",
-             (long long)key->m, (long long)key->n, (long long)key->k, desc.layout,
-             problem_of(key).dtype, mmt_choice_kind_name(desc.kind), desc.template_name,
-             desc.params, desc.expected_ms);
+    gen_op op;
+    const gen_problem p = problem_of(key, &op);
+    char op_text[GEN_OP_TEXT_MAX] = "";
+    if (p.op) gen_op_format(p.op, op_text, sizeof op_text, NULL);
+    log_line(ctx, MMT_LOG_INFO, "%lldx%lldx%lld %s %s%s%s x%lld: %s %s %s (expected %.4g ms)",
+             (long long)key->m, (long long)key->n, (long long)key->k, desc.layout, p.dtype,
+             p.op ? " " : "", op_text, (long long)key->batch, mmt_choice_kind_name(desc.kind),
+             desc.template_name, desc.params, desc.expected_ms);
   }
   rt_choice_clear(&ch);
   return rc;
+}
+
+static problem_key key_make(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, int align,
+                            int64_t op, int64_t batch) {
+  return (problem_key){
+      kp->m, kp->n, kp->k, kp->lda, kp->ldb, kp->ldc, align, dtype, gen_layout_index(kp->layout),
+      op,    batch};
 }
 
 /* The key of a kernel problem with M, N > 0.  Alignment counts the matrices the kernel reads
@@ -413,15 +437,14 @@ static problem_key key_of(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, con
                          (uint64_t)kp->lda * elem,
                          (uint64_t)kp->ldb * elem,
                          (uint64_t)kp->ldc * elem};
-  return (problem_key){kp->m,  kp->n, kp->k, kp->lda, kp->ldb, kp->ldc, gen_align_bytes(v, 6),
-                       dtype, gen_layout_index(kp->layout)};
+  return key_make(kp, dtype, gen_align_bytes(v, 6), 0, 1);
 }
 
 gen_problem rt_explain_problem(const mmt_problem *p) {
   rt_gemm_kernel_problem kp;
   rt_gemm_map(p, &kp);
   problem_key key = key_of(&kp, p->dtype, NULL, NULL, NULL);
-  return problem_of(&key);
+  return problem_of(&key, NULL);
 }
 
 mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, const mmt_problem *p,
@@ -498,6 +521,82 @@ mmt_status mmt_sgemm(mmt_context *ctx, int64_t M, int64_t N, int64_t K, const fl
   ut_err *err = call_err(ctx);
   const mmt_problem p = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, M, N, K, lda, ldb, ldc, MMT_F32};
   return finish(ctx, "mmt_sgemm", gemm(ctx, &p, 1.0f, A, B, 0.0f, C, stream, err), err);
+}
+
+/* ---- matmul ---- */
+
+/* The key of an op call's kernel problem: the alignment of what the kernel loads from A and B
+ * (their bases, pitches and batch strides); C and D are read and written by the epilogue at
+ * any alignment. */
+static problem_key op_key_of(const rt_matmul_plan *pl, mmt_dtype dtype) {
+  const uint64_t elem = (uint64_t)rt_dtype(dtype)->elem_bytes;
+  const bool reads = pl->kp.k > 0;
+  const uint64_t v[6] = {reads ? (uint64_t)(uintptr_t)pl->a : 0,
+                         reads ? (uint64_t)(uintptr_t)pl->b : 0,
+                         (uint64_t)pl->kp.lda * elem,
+                         (uint64_t)pl->kp.ldb * elem,
+                         (uint64_t)pl->stride_a * elem,
+                         (uint64_t)pl->stride_b * elem};
+  return key_make(&pl->kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), pl->batch);
+}
+
+/* The launches of an op call: one per 65535 problems of the batch (grid.z's limit). */
+static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_matmul_plan *pl,
+                            const mmt_matmul_desc *d, void *stream, ut_err *err) {
+  const int64_t in = rt_dtype(d->in_type)->elem_bytes, out = rt_dtype(d->out_type)->elem_bytes;
+  mmt_status rc = MMT_OK;
+  for (int64_t z = 0; z < pl->batch && !rc; z += 65535) {
+    const rt_epilogue epi = {.d = (CUdeviceptr)(pl->d + (uint64_t)(z * pl->stride_d * out)),
+                             .ldd = pl->ldd,
+                             .bias = pl->bias,
+                             .scale_row = pl->scale_row,
+                             .scale_col = pl->scale_col,
+                             .batch_a = pl->stride_a,
+                             .batch_b = pl->stride_b,
+                             .batch_c = pl->stride_c,
+                             .batch_d = pl->stride_d};
+    const rt_gemm_args args = {
+        .m = pl->kp.m,
+        .n = pl->kp.n,
+        .k = pl->kp.k,
+        .alpha = d->alpha,
+        .beta = d->beta,
+        .a = (CUdeviceptr)((uintptr_t)pl->a + (uint64_t)(z * pl->stride_a * in)),
+        .b = (CUdeviceptr)((uintptr_t)pl->b + (uint64_t)(z * pl->stride_b * in)),
+        .c = pl->c ? (CUdeviceptr)(pl->c + (uint64_t)(z * pl->stride_c * out)) : 0,
+        .lda = pl->kp.lda,
+        .ldb = pl->kp.ldb,
+        .ldc = pl->kp.ldc,
+        .epi = &epi,
+        .batch = pl->batch - z < 65535 ? pl->batch - z : 65535};
+    rc = rt_kernel_launch(&s->kernel->k, &args, (CUstream)stream, err);
+    if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
+  }
+  return rc;
+}
+
+static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *stream, ut_err *err) {
+  mmt_status rc = rt_matmul_check(d, err);
+  if (!rc) rc = check_open(ctx, err);
+  if (rc || d->m == 0 || d->n == 0) return rc;
+  rt_matmul_plan pl;
+  rt_matmul_map(d, &pl);
+  if (pl.plain) return gemm(ctx, &pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, stream, err);
+  if (d->k == 0 || d->alpha == 0.0f) pl.kp.k = 0; /* P = 0: A and B not read */
+  const mmt_dtype in = d->in_type;
+  problem_key key = op_key_of(&pl, in);
+  problem_slot *s;
+  bool locked;
+  if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
+  rc = launch_op(ctx, s, &pl, d, stream, err);
+  if (locked) pthread_mutex_unlock(&ctx->lock);
+  return rc;
+}
+
+mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *stream) {
+  if (!ctx) return MMT_ERR_INVALID_ARG;
+  ut_err *err = call_err(ctx);
+  return finish(ctx, "mmt_matmul", matmul(ctx, desc, stream, err), err);
 }
 
 static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice,

@@ -198,7 +198,7 @@ static mmt_status kernel_for(rt_chooser *ch, gen_template *t, const gen_config *
   unsigned grid[3] = {0, 0, 0};
   *ok = false;
   char arch[16];
-  mmt_status rc = gen_emit(t, cfg, p->dtype, p->layout, spec, &e);
+  mmt_status rc = gen_emit_op(t, cfg, p->dtype, p->layout, p->op, spec, &e);
   if (rc) return gen_failed(ch, rc, &e, gen_name(t), err);
   bool current = true;
   if (row && (rc = rt_row_current(t, row, spec, &current, err))) goto refused;
@@ -722,7 +722,7 @@ static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_n
                              const gen_problem *p, rt_choice *out, ut_err *err) {
   row_walk w = {.ch = ch, .p = p, .out = out, .err = err};
   mmt_status rc = MMT_OK;
-  if (db && device_name) {
+  if (db && device_name && !p->op) { /* the database holds plain GEMMs: an op is the model's */
     if ((rc = walk_rows(&w, db, device_name, p->m, p->n, p->k))) return rc;
     if (w.found) {
       out->kind = MMT_CHOICE_EXACT;

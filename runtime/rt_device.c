@@ -258,6 +258,7 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   k.ntensor_maps = spec->ntensor_maps;
   if (spec->requires.repack) k.scratch = d->scratch;
   k.dependent_launch = spec->dependent_launch && d->info.cc_major >= 9;
+  k.epilogue = spec->op[0] != '\0';
   memcpy(k.tensor_maps, spec->tensor_maps, sizeof k.tensor_maps);
   RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
   CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
@@ -360,16 +361,28 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
                                               ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  cuuint64_t dims[2] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1)};
+  cuuint64_t dims[3] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1), 1};
   const CUdeviceptr base = is_b ? a->b : a->a;
-  cuuint64_t strides[1] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem)};
-  cuuint32_t box[2] = {tm->box[0], tm->box[1]}, element_strides[2] = {1, 1};
+  cuuint64_t strides[2] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem), 0};
+  cuuint32_t box[3] = {tm->box[0], tm->box[1], 1}, element_strides[3] = {1, 1, 1};
+  /* An op kernel's maps are 3-D, dimension 2 the batch (gen.h): one matrix where the operand
+   * is shared (stride 0) or the batch is 1, its stride a multiple of 16 anyway. */
+  const unsigned rank = k->epilogue ? 3 : 2;
+  if (k->epilogue) {
+    const int64_t stride = is_b ? a->epi->batch_b : a->epi->batch_a;
+    if (stride > 0 && a->batch > 1) {
+      dims[2] = (cuuint64_t)a->batch;
+      strides[1] = (cuuint64_t)stride * (cuuint64_t)elem;
+    } else {
+      strides[1] = (strides[0] * dims[1] + 15) / 16 * 16;
+    }
+  }
   CUtensorMapSwizzle swizzle = tm->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                : tm->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                : tm->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                    : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUresult r = cu->cuTensorMapEncodeTiled(
-      out, type, 2, (void *)(uintptr_t)base, dims, strides, box, element_strides,
+      out, type, rank, (void *)(uintptr_t)base, dims, strides, box, element_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, rt_tma_l2_promotion(base, strides[0]),
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
@@ -502,6 +515,25 @@ cleanup:
   return rc;
 }
 
+/* An op kernel's grid.z: the batch where its rule is the constant 1. */
+static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
+                             ut_err *err) {
+  const int64_t batch = args->batch > 1 ? args->batch : 1;
+  if (!k->epilogue) return MMT_OK;
+  if (!args->epi)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "an op kernel launched without its epilogue");
+  if (batch == 1) return MMT_OK;
+  if (k->grid[2].dim != 0 || k->grid[2].tile != 1)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "a batch of %lld for a kernel whose grid.z is its own (split-K)",
+                   (long long)batch);
+  if (batch > 65535)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "a batch of %lld in one launch (at most 65535)",
+                   (long long)batch);
+  if (grid[2]) grid[2] = (unsigned)batch;
+  return MMT_OK;
+}
+
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
                             ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -510,11 +542,15 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   if (!k || !k->fn || !args) return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel is not loaded");
   if ((rc = check_args(args, err))) return rc;
   if ((rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err))) return rc;
+  if ((rc = batch_grid(k, args, grid, err))) return rc;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
   if ((rc = rt_driver(&cu, err))) return rc;
   if ((rc = bind_ctx(cu, k->ctx, err))) return rc;
-  if (k->requires.repack && !aligned_enough(k, args))
+  if (k->requires.repack && !aligned_enough(k, args)) {
+    if (k->epilogue) /* the copies know C only, not D nor C of another type */
+      return ut_fail(err, MMT_ERR_UNSUPPORTED, "an op kernel that needs its operands repacked");
     return launch_repacked(cu, k, args, grid, stream, err);
+  }
   return launch_direct(cu, k, args, grid, stream, err);
 }
 
@@ -581,17 +617,23 @@ static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_ge
   int lda = (int)args->lda, ldb = (int)args->ldb, ldc = (int)args->ldc;
   float alpha = args->alpha, beta = args->beta;
   CUdeviceptr a = args->a, b = args->b, c = args->c;
-  void *params[12 + GEN_MAX_TENSOR_MAPS] = {&m,    &n, &kk, &alpha, &a, &lda,
-                                             &b,    &ldb, &beta, &c, &ldc};
+  void *params[13 + GEN_MAX_TENSOR_MAPS] = {&m, &n,   &kk,   &alpha, &a,  &lda,
+                                            &b, &ldb, &beta, &c,     &ldc};
+  int np = 11;
+  rt_epilogue epi;
+  if (k->epilogue) { /* the op ABI: the epilogue right after ldc */
+    epi = *args->epi;
+    params[np++] = &epi;
+  }
   CUtensorMap maps[GEN_MAX_TENSOR_MAPS];
   for (int i = 0; i < k->ntensor_maps; i++) {
     if ((rc = encode_map(cu, k, &k->tensor_maps[i], args, &maps[i], err))) return rc;
-    params[11 + i] = &maps[i];
+    params[np++] = &maps[i];
   }
   CUdeviceptr ws = 0;
   if (k->ws) {
     if ((rc = workspace_ready(cu, k, workspace_bytes(k, grid), stream, &ws, err))) return rc;
-    params[11 + k->ntensor_maps] = &ws;
+    params[np++] = &ws;
   }
   /* An exclusive kernel waits for its previous launch and records its own.  Inside a stream
    * capture both become the graph's external event nodes: a plain wait on an event recorded

@@ -103,6 +103,7 @@ typedef struct {
   rt_launch_trail *trail; /* exclusive kernels only, owned: where the last launch went */
   bool dependent_launch; /* the spec's, on a device of compute capability 9.0 or newer:
                             launched with programmatic stream serialization */
+  bool epilogue; /* an op kernel (the spec's op is not ""): takes an rt_epilogue after ldc */
   unsigned workspace_per_block; /* the spec's: bytes per block of the grid (0: none) */
   rt_workspace *ws;             /* owned, when workspace_per_block > 0 */
   int regs, static_shared_bytes, local_bytes, max_threads;
@@ -123,12 +124,25 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
 /* Unloads the module.  Safe on a zeroed struct. */
 void rt_kernel_unload(rt_kernel *k);
 
+/* The op ABI's epilogue argument (gen.h; the epilogue snippet's struct mmt_epilogue, the same
+ * members in the same order).  Device addresses; 0 for a vector the op does not read. */
+typedef struct {
+  CUdeviceptr d;
+  int64_t ldd;
+  CUdeviceptr bias, scale_row, scale_col;
+  int64_t batch_a, batch_b, batch_c, batch_d; /* elements from one problem to the next */
+} rt_epilogue;
+_Static_assert(sizeof(rt_epilogue) == GEN_EPILOGUE_BYTES, "rt_epilogue is the op ABI's struct");
+
 /* Arguments of the GEMM kernel ABI (gen.h).  Device addresses. */
 typedef struct {
   int64_t m, n, k;
   float alpha, beta;
   CUdeviceptr a, b, c;
   int64_t lda, ldb, ldc;
+  const rt_epilogue *epi; /* an op kernel's epilogue (required there, ignored elsewhere) */
+  int64_t batch; /* an op kernel's problems (0 read as 1): grid.z when its rule is the constant
+                    1, at most 65535; a kernel with any other grid.z takes 1 only */
 } rt_gemm_args;
 
 /* Bytes of workspace a launch of k with args needs: the blocks of its grid times

@@ -1,0 +1,324 @@
+/*
+ * test_matmul_gpu.c -- mmt_matmul end to end on the GPU (skipped without one): random
+ * descriptors -- input and output types, both orders, every transpose, padded leading
+ * dimensions, pointers off their allocations' alignment, alpha and beta, bias by row and
+ * column in fp32 or the output type, scales, every activation, gated, batches with strides of
+ * 0 (broadcast) and D's problems side by side in its rows, in place (C is D), beta == 0 over a
+ * C of NaN -- each checked element by element against matmul_ref.c's float64 definition,
+ * within a bound of the output type, and every byte of D's allocation outside D untouched.
+ * Fresh inputs for every descriptor; no database (the dispatcher's model picks each kernel).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "half16.h"
+#include "matmul_ref.h"
+#include "mmtune.h"
+#include "rt_device.h"
+#include "rt_driver.h"
+
+typedef struct {
+  char dir[64];
+  const rt_cu *cu;
+  mmt_context *ctx;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  snprintf(f->dir, sizeof f->dir, "/tmp/mmt_matmul_XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  mmt_close(f->ctx);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", f->dir);
+  free(f);
+  return 0;
+}
+
+/* The context, or skip without a GPU. */
+static void open_or_skip(fixture *f) {
+  rt_device dev;
+  ut_err e;
+  mmt_status rc = rt_device_open(0, &dev, &e);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
+  assert_int_equal(rc, MMT_OK);
+  rt_device_close(&dev);
+  assert_int_equal(rt_driver(&f->cu, &e), MMT_OK);
+  mmt_options o = {.db_path = "", .cache_dir = f->dir};
+  rc = mmt_open(&f->ctx, 0, &o);
+  if (rc) fail_msg("mmt_open: %s: %s", mmt_status_name(rc), mmt_errmsg(f->ctx));
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t next(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+static int64_t pick(int64_t lo, int64_t hi) {
+  return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1));
+}
+static double uniform(void) { return (double)(next() >> 11) / 9007199254740992.0 * 2 - 1; }
+
+static int size_of(mmt_dtype t) { return t == MMT_F16 || t == MMT_BF16 ? 2 : 4; }
+
+/* One operand: a host copy (its type's bytes) and the device allocation it sits in, `skew`
+ * elements past the allocation's start, with `guard` elements of sentinel after it. */
+typedef struct {
+  mmt_dtype type;
+  int64_t elems, skew;
+  void *host;
+  CUdeviceptr dev_base;
+  size_t bytes; /* of the allocation */
+} operand;
+
+static void operand_make(const rt_cu *cu, operand *o, mmt_dtype t, int64_t elems, int64_t skew,
+                         double lo, double hi) {
+  o->type = t;
+  o->elems = elems;
+  o->skew = skew;
+  o->bytes = (size_t)(elems + skew + 64) * (size_t)size_of(t);
+  o->host = malloc(o->bytes);
+  assert_non_null(o->host);
+  for (int64_t i = 0; i < elems + skew + 64; i++)
+    mr_store(t, o->host, i, lo + (hi - lo) * (uniform() + 1) / 2);
+  assert_int_equal(cu->cuMemAlloc(&o->dev_base, o->bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(o->dev_base, o->host, o->bytes), CUDA_SUCCESS);
+}
+
+/* The operand's device pointer and its host copy at the same element. */
+static void *dev_ptr(const operand *o) {
+  return (void *)(uintptr_t)(o->dev_base + (CUdeviceptr)(o->skew * size_of(o->type)));
+}
+static const void *host_ptr(const operand *o) {
+  return (const char *)o->host + o->skew * size_of(o->type);
+}
+
+static void operand_free(const rt_cu *cu, operand *o) {
+  if (o->dev_base) cu->cuMemFree(o->dev_base);
+  free(o->host);
+  memset(o, 0, sizeof *o);
+}
+
+/* The rounding unit of an output type. */
+static double unit_of(mmt_dtype t) {
+  return t == MMT_F16 ? 0x1p-11 : t == MMT_BF16 ? 0x1p-8 : 0x1p-24;
+}
+
+typedef struct {
+  mmt_matmul_desc d;
+  bool nan_c; /* C is NaN and beta is 0 */
+  bool in_place;
+} case_t;
+
+/* A random descriptor's shape and epilogue (pointers set by run_case). */
+static case_t random_case(int trial) {
+  case_t c = {0};
+  mmt_matmul_desc *d = &c.d;
+  d->in_type = next() % 2 ? MMT_BF16 : MMT_F16;
+  static const mmt_dtype outs[3] = {MMT_F32, MMT_F16, MMT_BF16};
+  d->out_type = outs[next() % 3];
+  d->order = next() % 4 == 0 ? MMT_COL_MAJOR : MMT_ROW_MAJOR;
+  d->trans_a = next() % 2 ? MMT_TRANS : MMT_NO_TRANS;
+  d->trans_b = next() % 2 ? MMT_TRANS : MMT_NO_TRANS;
+  d->gated = d->order == MMT_ROW_MAJOR && next() % 3 == 0;
+  d->m = next() % 4 == 0 ? pick(1, 8) : pick(1, 160);
+  d->n = pick(1, 150);
+  d->k = trial % 17 == 0 ? 0 : pick(1, 300);
+  d->alpha = trial % 23 == 0 ? 0.0f : (float)(uniform() * 2);
+  d->beta = next() % 3 == 0 ? 0.0f : (float)(uniform() * 2);
+  c.nan_c = d->beta == 0.0f && next() % 2;
+  c.in_place = d->beta != 0.0f && next() % 4 == 0;
+  d->act = (mmt_activation)pick(0, 4);
+  d->bias_mode = (mmt_bias)pick(0, 2);
+  d->bias_type = next() % 2 ? MMT_F32 : d->out_type;
+  d->batch = next() % 3 == 0 ? pick(2, 5) : 1;
+  return c;
+}
+
+/* Stored widths and runs of op(X) rows x cols in d's order (transposed: the other way). */
+static void stored(const mmt_matmul_desc *d, bool trans, int64_t rows, int64_t cols, int64_t *w,
+                   int64_t *r) {
+  const bool rc = (d->order == MMT_ROW_MAJOR) != trans;
+  *w = rc ? cols : rows;
+  *r = rc ? rows : cols;
+}
+
+/* Runs one case: allocates, calls mmt_matmul, checks D and the memory around it.  NULL when
+ * it passed, else what failed (static). */
+static const char *run_case(fixture *f, case_t *c) {
+  static char why[512];
+  mmt_matmul_desc *d = &c->d;
+  const int64_t np = d->gated ? 2 * d->n : d->n;
+  int64_t aw, ar, bw, br, cw, cr;
+  stored(d, d->trans_a == MMT_TRANS, d->m, d->k, &aw, &ar);
+  stored(d, d->trans_b == MMT_TRANS, d->k, np, &bw, &br);
+  stored(d, false, d->m, d->n, &cw, &cr);
+  d->lda = (aw > 0 ? aw : 1) + (next() % 2 ? pick(0, 9) : 0);
+  d->ldb = (bw > 0 ? bw : 1) + (next() % 2 ? pick(0, 9) : 0);
+  d->ldc = cw + (next() % 2 ? pick(0, 5) : 0);
+  const bool side = d->batch > 1 && !c->in_place && next() % 2;
+  d->ldd = c->in_place ? d->ldc : side ? d->batch * cw + pick(0, 3) : cw + pick(0, 5);
+  d->stride_d = side ? cw : cr * d->ldd + pick(0, 3);
+  d->stride_c = c->in_place ? d->stride_d : cr * d->ldc;
+  d->stride_a = d->batch > 1 && next() % 3 == 0 ? 0 : ar * d->lda + pick(0, 3);
+  d->stride_b = d->batch > 1 && next() % 3 == 0 ? 0 : br * d->ldb + pick(0, 3);
+  const int64_t na = (d->batch - 1) * d->stride_a + ar * d->lda;
+  const int64_t nb = (d->batch - 1) * d->stride_b + br * d->ldb;
+  const int64_t nc = (d->batch - 1) * d->stride_c + cr * d->ldc;
+  const int64_t nd = (d->batch - 1) * d->stride_d + cr * d->ldd;
+  /* skews: most calls aligned, some off by an element or a few */
+  const int64_t skew_ab = next() % 3 == 0 ? pick(1, 7) : 0;
+  operand A, B, C = {0}, D, bias = {0}, srow = {0}, scol = {0};
+  const rt_cu *cu = f->cu;
+  operand_make(cu, &A, d->in_type, na, skew_ab, -1, 1);
+  operand_make(cu, &B, d->in_type, nb, next() % 3 == 0 ? pick(1, 7) : 0, -1, 1);
+  operand_make(cu, &D, d->out_type, nd, next() % 3 == 0 ? pick(1, 3) : 0, -4, 4);
+  d->a = dev_ptr(&A), d->b = dev_ptr(&B), d->d = dev_ptr(&D);
+  mr_host h = {host_ptr(&A), host_ptr(&B), NULL, NULL, NULL, NULL};
+  if (c->in_place) {
+    d->c = d->d;
+    h.c = NULL; /* set below from a copy of D before the call */
+  } else if (d->beta != 0.0f || c->nan_c) {
+    operand_make(cu, &C, d->out_type, nc, pick(0, 2), -2, 2);
+    if (c->nan_c)
+      for (int64_t i = 0; i < nc + C.skew + 64; i++) mr_store(d->out_type, C.host, i, NAN);
+    assert_int_equal(cu->cuMemcpyHtoD(C.dev_base, C.host, C.bytes), CUDA_SUCCESS);
+    d->c = dev_ptr(&C);
+    h.c = host_ptr(&C);
+  }
+  if (d->bias_mode != MMT_BIAS_NONE) {
+    operand_make(cu, &bias, d->bias_type, d->bias_mode == MMT_BIAS_ROW ? d->m : np, pick(0, 1), -1,
+                 1);
+    d->bias = dev_ptr(&bias);
+    h.bias = host_ptr(&bias);
+  }
+  if (next() % 4 == 0) {
+    operand_make(cu, &srow, MMT_F32, d->m, 0, 0.5, 1.5);
+    d->scale_row = dev_ptr(&srow);
+    h.scale_row = host_ptr(&srow);
+  }
+  if (next() % 4 == 0) {
+    operand_make(cu, &scol, MMT_F32, np, 0, 0.5, 1.5);
+    d->scale_col = dev_ptr(&scol);
+    h.scale_col = host_ptr(&scol);
+  }
+  void *before = malloc(D.bytes);
+  assert_non_null(before);
+  memcpy(before, D.host, D.bytes);
+  if (c->in_place) h.c = (const char *)before + D.skew * size_of(D.type);
+  mmt_status rc = mmt_matmul(f->ctx, d, NULL);
+  const char *result = NULL;
+  if (rc) {
+    snprintf(why, sizeof why, "mmt_matmul: %s: %s", mmt_status_name(rc), mmt_errmsg(f->ctx));
+    result = why;
+  }
+  void *after = malloc(D.bytes);
+  assert_non_null(after);
+  if (!rc) {
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(after, D.dev_base, D.bytes), CUDA_SUCCESS);
+  }
+  char *in_d = calloc((size_t)(nd + D.skew + 64), 1);
+  assert_non_null(in_d);
+  const double unit = unit_of(d->out_type);
+  const void *got = (const char *)after + D.skew * size_of(D.type);
+  for (int64_t z = 0; z < d->batch && !result; z++)
+    for (int64_t i = 0; i < d->m && !result; i++)
+      for (int64_t j = 0; j < d->n && !result; j++) {
+        const int64_t at = z * d->stride_d + mr_offset(d->order, 0, i, j, d->ldd);
+        in_d[at + D.skew] = 1;
+        double mag;
+        const double want = mr_element(d, &h, z, i, j, &mag);
+        const double have = mr_load(d->out_type, got, at);
+        const double bound = 1.01 * unit * fabs(want) + (double)(d->k + 16) * 0x1p-22 * mag + 1e-30;
+        if (!(fabs(have - want) <= bound)) {
+          snprintf(why, sizeof why, "D[%lld][%lld][%lld] = %.9g, want %.9g (bound %.3g)",
+                   (long long)z, (long long)i, (long long)j, have, want, bound);
+          result = why;
+        }
+      }
+  for (int64_t i = 0; i < nd + D.skew + 64 && !result; i++)
+    if (!in_d[i] && memcmp((char *)after + i * size_of(D.type),
+                           (char *)before + i * size_of(D.type), (size_t)size_of(D.type)) != 0) {
+      snprintf(why, sizeof why, "element %lld of D's allocation (outside D) was written",
+               (long long)i);
+      result = why;
+    }
+  free(in_d);
+  free(before);
+  free(after);
+  operand *all[7] = {&A, &B, &C, &D, &bias, &srow, &scol};
+  for (int i = 0; i < 7; i++) operand_free(cu, all[i]);
+  return result;
+}
+
+static const char *act_name(mmt_activation a) {
+  static const char *const n[5] = {"none", "relu", "gelu_tanh", "gelu_erf", "silu"};
+  return n[a];
+}
+
+static void describe(int trial, const mmt_matmul_desc *d, const char *what) {
+  fail_msg("descriptor %d (%s %s%s %lldx%lldx%lld, %s -> %s, alpha %g beta %g, bias %d (%s), "
+           "scales %d%d, act %s, gated %d, batch %lld, lda %lld ldb %lld ldc %lld ldd %lld, "
+           "strides %lld %lld %lld %lld): %s",
+           trial, d->order == MMT_ROW_MAJOR ? "row" : "col", d->trans_a ? "t" : "n",
+           d->trans_b ? "t" : "n", (long long)d->m, (long long)d->n, (long long)d->k,
+           d->in_type == MMT_F16 ? "f16" : "bf16", mmt_dtype_name(d->out_type), d->alpha, d->beta,
+           (int)d->bias_mode, mmt_dtype_name(d->bias_type), d->scale_row != NULL,
+           d->scale_col != NULL, act_name(d->act), d->gated, (long long)d->batch, (long long)d->lda,
+           (long long)d->ldb, (long long)d->ldc, (long long)d->ldd, (long long)d->stride_a,
+           (long long)d->stride_b, (long long)d->stride_c, (long long)d->stride_d, what);
+}
+
+static void test_random_descriptors(void **state) {
+  fixture *f = *state;
+  open_or_skip(f);
+  for (int trial = 0; trial < 300; trial++) {
+    case_t c = random_case(trial);
+    const char *why = run_case(f, &c);
+    if (why) describe(trial, &c.d, why);
+  }
+}
+
+/* A batch past grid.z's limit (65535 problems a launch) and a shared weight. */
+static void test_large_batch(void **state) {
+  fixture *f = *state;
+  open_or_skip(f);
+  case_t c = {.d = {.order = MMT_ROW_MAJOR,
+                    .trans_b = MMT_TRANS,
+                    .m = 2,
+                    .n = 3,
+                    .k = 8,
+                    .in_type = MMT_F16,
+                    .out_type = MMT_F32,
+                    .alpha = 1,
+                    .bias_mode = MMT_BIAS_COL,
+                    .act = MMT_ACT_SILU,
+                    .batch = 70001}};
+  const char *why = run_case(f, &c);
+  if (why) describe(0, &c.d, why);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_random_descriptors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_large_batch, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
