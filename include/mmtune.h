@@ -230,15 +230,15 @@ typedef struct {
  * K == 0 reads neither A nor B (P = 0, the epilogue still applies).  A descriptor that is a
  * plain GEMM (out_type the inputs' (f32 for tf32), D == C, batch 1, no bias, scale,
  * activation or gate) runs exactly what mmt_gemm runs.  Other descriptors run the op kernels of
- * the templates that have epilogues (f16 and bf16 inputs: wgmma on sm_90, mma_sync; tf32:
- * wgmma), chosen by the performance model among the configs measured for the plain GEMM.
+ * the templates that have epilogues (wgmma, mma_sync, reg_tiled, skinny, skinny_mma), chosen
+ * by the performance model among the configs measured for the plain GEMM.
  * Errors: MMT_ERR_INVALID_ARG, the message naming the field: desc NULL, a value outside an enum,
  * a size, leading dimension or stride below its minimum, batch < 1, stride_d 0 with batch > 1,
  * strides that make D's problems overlap, bias and bias_mode disagreeing, a bias_type other
  * than MMT_F32 or out_type, a NULL or misaligned pointer the call uses, D overlapping A or B,
  * or C without being it; nothing is launched then.  MMT_ERR_UNSUPPORTED: gated in column-major
- * order, a size above 2^31 - 1, no kernel for the types or the epilogue (f32 inputs, and tf32
- * before sm_90, for now);
+ * order, a size above 2^31 - 1, no kernel for the problem (tf32 inputs before sm_90 but for
+ * GEMVs, for now);
  * then as mmt_gemm.
  */
 mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *stream);

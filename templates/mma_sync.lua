@@ -894,8 +894,6 @@ return {
       tile_order = tile_order, split_a = "Ag", split_b = "Bg", dependent_launch = dependent_launch,
       epilogue = epilogue.source(op, p.split == 1),
       epilogue_loop = op and op_epilogue or plain_epilogue,
-      batch = op and "  EPI_BATCH(A, B, C, E); /* this block's problem of the batch */\n" or "",
-      c_global = op and "" or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n",
     })
     epilogue.vars(vars, op)
     gemm.param_vars(vars, p, params)

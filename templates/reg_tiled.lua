@@ -25,6 +25,7 @@
 -- served by a vec=1 config (tuned) or by another template, as the dispatcher decides.
 
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
+local epilogue = mmt.lib("epilogue")
 
 -- Global -> registers -> shared memory (stages 1 and 2).  A is transposed on the way in.
 local loaders_regs = [[
@@ -181,6 +182,52 @@ local store_scalar = [[
         *p = beta == 0.0f ? v[j] : v[j] + beta * *p;
       }]]
 
+-- The plain GEMM's epilogue.
+local plain_epilogue = [[
+  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C. */
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = warp_m * WM + i / VA * (WY * VA) + ly * VA + i % VA; /* row in the tile */
+    if (r >= m_left) continue;
+    ${ctype}* const c_row = C + (row0 + r) * (long long)ldc + col0;
+#pragma unroll
+    for (int cb = 0; cb < TN / VB; ++cb) {
+      const int c = warp_n * WN + cb * (WX * VB) + lx * VB; /* column in the tile */
+      float v[VB];
+#pragma unroll
+      for (int j = 0; j < VB; ++j) v[j] = alpha * acc[i][cb * VB + j];
+#if VEC == 4
+]] .. store_vec4 .. [[
+
+#else
+]] .. store_scalar .. [[
+
+#endif
+    }
+  }
+]]
+
+-- An op kernel's (lib/epilogue.lua): the same walk, each VB-wide piece (VB = 4: TN is 4 or 8)
+-- stored as pairs of neighbouring columns by epi_store2, C and D at any alignment.
+local op_epilogue = [[
+  /* Epilogue (the epilogue snippet): D = the op of alpha * acc and beta * C, masked at the
+   * edges; a piece's columns c + j, c + j + 1 (c a multiple of VB, VB even) are a pair. */
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = warp_m * WM + i / VA * (WY * VA) + ly * VA + i % VA; /* row in the tile */
+    if (r >= m_left) continue;
+#pragma unroll
+    for (int cb = 0; cb < TN / VB; ++cb) {
+      const int c = warp_n * WN + cb * (WX * VB) + lx * VB; /* column in the tile */
+#pragma unroll
+      for (int j = 0; j < VB; j += 2)
+        if (c + j < n_left)
+          epi_store2(E, C, ldc, beta, row0 + r, col0 + c + j, alpha * acc[i][cb * VB + j],
+                     alpha * acc[i][cb * VB + j + 1], c + j + 1 < n_left);
+    }
+  }
+]]
+
 local tile_order = mmt.snippet("tile_order")
 
 -- The kernel.  Its variants are chosen by its own #defines (#if), as in every template: the
@@ -287,11 +334,11 @@ template <int W> __device__ __forceinline__ void store_vec(float* p, const float
   }
 }
 ]] .. "#if STAGES == 3" .. async_helpers .. "#endif" .. split_k.helpers .. [[
-${tile_order}
+${tile_order}${epilogue}
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ]] .. gemm.abi .. split_k.param .. [[)
 {
-  extern __shared__ float4 mmt_smem[];                  /* 16-byte aligned */
+${batch}  extern __shared__ float4 mmt_smem[];                  /* 16-byte aligned */
   float* const As = reinterpret_cast<float*>(mmt_smem); /* [STAGES][BK][AS_LD], A transposed */
   float* const Bs = As + STAGES * AS_SIZE;              /* [STAGES][BK][BS_LD] */
 
@@ -352,28 +399,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ]] .. main_loops[3] .. [[
 #endif
 ]] .. split_k.reduce .. [[
-  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C. */
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const int r = warp_m * WM + i / VA * (WY * VA) + ly * VA + i % VA; /* row in the tile */
-    if (r >= m_left) continue;
-    ${ctype}* const c_row = C + (row0 + r) * (long long)ldc + col0;
-#pragma unroll
-    for (int cb = 0; cb < TN / VB; ++cb) {
-      const int c = warp_n * WN + cb * (WX * VB) + lx * VB; /* column in the tile */
-      float v[VB];
-#pragma unroll
-      for (int j = 0; j < VB; ++j) v[j] = alpha * acc[i][cb * VB + j];
-#if VEC == 4
-]] .. store_vec4 .. [[
-
-#else
-]] .. store_scalar .. [[
-
-#endif
-    }
-  }
-}
+${epilogue_loop}}
 ]]
 
 local MAX_REGS = 200 -- cap of the register estimate (255 is the hardware limit)
@@ -448,12 +474,14 @@ local params = {
 return {
   name = "reg_tiled",
   description = "SIMT register-blocked GEMM: TM x TN per thread, float4, pipelined, split-K",
-  dtypes = {"f32"}, layouts = gemm.LAYOUTS,
+  dtypes = {"f32"}, layouts = gemm.LAYOUTS, epilogues = true,
   params = params,
   default = {bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, vec = 4, stages = 2, pad = 4, group = 8,
              split = 1},
 
-  constraints = function(p, prob, dtype, layout)
+  constraints = function(p, prob, dtype, layout, op)
+    local ok, why = epilogue.fits(op, prob, true, p.split == 1)
+    if not ok then return false, why end
     if p.tm > p.bm or p.tn > p.bn then
       return false, "the thread tile is larger than the block tile"
     end
@@ -476,15 +504,18 @@ return {
                            "stages 2 or 3, pad=4, group=1")
   end,
 
-  emit = function(p, dtype, layout)
-    local name = kernel_name(p, layout)
+  emit = function(p, dtype, layout, op)
+    local name = epilogue.name(kernel_name(p, layout), op)
     local d = derive(p, layout)
     local vars = gemm.vars(name, dtype, layout, {
       threads = d.threads, wx = d.wx, wy = d.wy, wm = d.wy * p.tm, wn = d.wx * p.tn,
       alv = d.alv, blv = d.blv, min_blocks = d.min_blocks, shared_bytes = d.shared_bytes,
       tile_order = tile_order, split_a = "A", split_b = "B",
+      epilogue = epilogue.source(op, p.split == 1),
+      epilogue_loop = op and op_epilogue or mmt.subst(plain_epilogue, {ctype = "float"}),
     })
     gemm.param_vars(vars, p, params)
+    epilogue.vars(vars, op)
     local req
     if p.vec == 4 then -- whole float4 along each contiguous dimension: A's, B's and C's (N)
       req = {m_multiple = d.a_t and 4 or 1, n_multiple = 4,

@@ -42,6 +42,22 @@ local elem = mmt.lib("elem")
 local dependent_launch, load_stream = mmt.snippet("dependent_launch"), mmt.snippet("load_stream")
 local gemm, limits, split_k = mmt.lib("gemm"), mmt.lib("limits"), mmt.lib("split_k")
 local skinny = mmt.lib("skinny")
+local epilogue = mmt.lib("epilogue")
+
+-- The store of C(s, l), s and l the expressions of its row of S and of L, v its sum: the plain
+-- GEMM's, or an op kernel's (lib/epilogue.lua: the product's element (s, l), SIDE 1 (l, s);
+-- one element at a time, so no gated op), at `indent`.
+local function store_c(op, indent, s, l, v)
+  if op then
+    return string.format("%sepi_store(E, C, ldc, beta, SIDE ? %s : %s, SIDE ? %s : %s, alpha * %s);\n",
+                         indent, l, s, s, l, v)
+  end
+  return mmt.subst([[
+${i}elem_t* const c = Cg + ${s} * C_S + ${l} * C_L;
+${i}const float v = alpha * ${v};
+${i}*c = to_elem(beta == 0.0f ? v : v + beta * to_float(*c));
+]], {i = indent, s = s, l = l, v = v})
+end
 
 -- dot: W(k, l) at W[l * w_ld + k].
 local dot_body = [[
@@ -191,10 +207,7 @@ local dot_body = [[
 #pragma unroll
     for (int r = 0; r < RL; r++)
       if (lane == s * RL + r && s0 + s < S && l0 + r < L) {
-        elem_t* const c = Cg + (s0 + s) * C_S + (l0 + r) * C_L;
-        const float v = alpha * acc[s][r];
-        *c = to_elem(beta == 0.0f ? v : v + beta * to_float(*c));
-      }
+${store_dot}      }
 ]]
 
 -- axpy: W(k, l) at W[k * w_ld + l].
@@ -292,10 +305,7 @@ local axpy_body = [[
 #pragma unroll
       for (int e = 0; e < V; e++)
         if (col[j] + e < L) {
-          elem_t* const c = Cg + (s0 + s) * C_S + (col[j] + e) * C_L;
-          const float v = alpha * acc[s][j][e];
-          *c = to_elem(beta == 0.0f ? v : v + beta * to_float(*c));
-        }
+${store_axpy}        }
   }
 ]]
 
@@ -353,7 +363,7 @@ local source = [[
 #define XS_LD ${xs_ld}
 #define XS_OFFSET ${xs_offset}
 #define XS_PER ${xs_per} /* elements of the staged X a thread loads a step (at least 1) */
-${elem}${dependent_launch}]] .. split_k.helpers .. [[${load_stream}
+${elem}${dependent_launch}${epilogue}]] .. split_k.helpers .. [[${load_stream}
 /* 16 bytes (V elements) as floats. */
 __device__ __forceinline__ void unpack(const uint4 v, float* f) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
@@ -486,6 +496,7 @@ return {
   description = "skinny GEMM (M or N <= 64): streams the large operand at the memory roofline",
   dtypes = {"f32", "tf32", "f16", "bf16"},
   layouts = gemm.LAYOUTS,
+  epilogues = true,
   params = {
     {name = "side", values = {0, 1}},
     {name = "bs", values = {1, 2, 4, 8, 16}},
@@ -499,7 +510,9 @@ return {
   },
   default = {side = 0, bs = 1, rl = 2, lanes = 32, warps = 4, kw = 1, unroll = 2, vec = 1,
              split = 1},
-  constraints = function(p, prob, dtype, layout)
+  constraints = function(p, prob, dtype, layout, op)
+    local ok, why = epilogue.fits(op, prob, false, p.split == 1)
+    if not ok then return false, why end
     if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
     -- dot: a lane stores sum s * rl + r, and the registers: at most 32 sums
     if p.bs * p.rl > 32 then return false, "bs * rl > 32 partial sums" end
@@ -526,7 +539,7 @@ return {
     local lb = (p.warps // p.kw) * p.rl * (dot and 1 or p.lanes * v)
     return skinny.fits(p, prob, lb, 1, slice_step(dot, v), acc * 32 * p.warps * 4)
   end,
-  emit = function(p, dtype, layout)
+  emit = function(p, dtype, layout, op)
     local dot = w_kmajor(p.side, layout)
     local v = vec_elems(dtype)
     local staged = dot and not x_kmajor(p.side, layout)
@@ -537,7 +550,11 @@ return {
                                p.side, p.bs, p.rl, p.warps, p.kw, p.unroll, p.vec)
     if p.lanes < 32 then name = name .. "_l" .. p.lanes end
     if p.split > 1 then name = name .. "_z" .. p.split end
-    local src = mmt.subst(source, skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+    name = epilogue.name(name, op)
+    local src = mmt.subst(source, epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+      epilogue = epilogue.source(op, p.split == 1),
+      store_dot = store_c(op, "        ", "(s0 + s)", "(l0 + r)", "acc[s][r]"),
+      store_axpy = store_c(op, "          ", "(s0 + s)", "(col[j] + e)", "acc[s][j][e]"),
       small_op = p.side == 0 and "op(A)" or "op(B)^T", big_op = p.side == 0 and "op(B)" or "op(A)^T",
       w_doc = dot and "K-contiguous (each of its L rows holds K)"
                   or "L-contiguous (each of its K rows holds L)",
@@ -550,7 +567,7 @@ return {
       xs_k = xs.k, xs_ld = xs.ld, xs_offset = xs.offset, xs_per = xs.per,
       x_doc = staged and "S-contiguous: staged through shared memory, K-contiguous"
                      or (x_kmajor(p.side, layout) and "K-contiguous" or "S-contiguous"),
-    })))
+    })), op))
     return skinny.kernel(p, name, src, lb, shared, acc * 32 * p.warps * 4,
                          p.vec == 1 and {align = 16} or nil)
   end,

@@ -32,6 +32,7 @@ local elem = mmt.lib("elem")
 local dependent_launch, load_stream = mmt.snippet("dependent_launch"), mmt.snippet("load_stream")
 local mma_16816 = mmt.snippet("mma_16816")
 local gemm, split_k, skinny = mmt.lib("gemm"), mmt.lib("split_k"), mmt.lib("skinny")
+local epilogue = mmt.lib("epilogue")
 
 local source = [[
 /*
@@ -74,7 +75,7 @@ local source = [[
 #if KW > 1 /* split-K's barrier: the warps of K part 0 alone (the others have left) */
 #define SPLITK_SYNC() asm volatile("bar.sync 1, %0;\n" ::"n"(RG * 32) : "memory")
 #endif
-${elem}${dependent_launch}]] .. split_k.helpers .. [[
+${elem}${dependent_launch}${epilogue}]] .. split_k.helpers .. [[
 ${mma_16816}
 ${load_stream}
 
@@ -170,7 +171,11 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
     for (int n = 0; n < NT; n++) x[n] = load_tail(xp[n] + k, left);
     mma_chunk(acc, w, x);
   }
-]] .. skinny.meet .. [[#pragma unroll
+]] .. skinny.meet .. [[${store}}
+]]
+
+-- The plain GEMM's stores of C(s, l).
+local plain_store = [[#pragma unroll
   for (int r = 0; r < RL; r++)
 #pragma unroll
     for (int n = 0; n < NT; n++)
@@ -184,7 +189,44 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
           *p = to_elem(beta == 0.0f ? v : v + beta * to_float(*p));
         }
       }
-}
+]]
+
+-- An op kernel's (lib/epilogue.lua): C(s, l) is the product's element (s, l) (SIDE 0) or
+-- (l, s).  SIDE 1: a lane's sums i and i + 1 are neighbouring columns s, s + 1 (s even), one
+-- epi_store2.  SIDE 0: the columns are W's rows l; for a gated op the gate (l even: g even) and
+-- the up projection (l + 1) are lanes 4 apart, and the lane of the gate takes its partner's.
+local op_store = [[
+#if SIDE == 1
+#pragma unroll
+  for (int r = 0; r < RL; r++)
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i += 2) {
+        const long long l = l0 + 16 * r + g + 8 * (i / 2);
+        const int s = s0 + 8 * n + 2 * t;
+        if (l < L && s < S)
+          epi_store2(E, C, ldc, beta, l, s, alpha * acc[r][n][i], alpha * acc[r][n][i + 1],
+                     s + 1 < S);
+      }
+#else
+#pragma unroll
+  for (int r = 0; r < RL; r++)
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const long long l = l0 + 16 * r + g + 8 * (i / 2);
+        const int s = s0 + 8 * n + 2 * t + i % 2;
+        const float v = alpha * acc[r][n][i];
+#if EPI_GATED /* every lane shuffles; lanes of even g (rows l even) store */
+        const float up = __shfl_down_sync(0xffffffffu, v, 4);
+        if ((g & 1) == 0 && l < L && s < S) epi_gate(E, C, ldc, beta, s, l, v, up);
+#else
+        if (l < L && s < S) epi_store(E, C, ldc, beta, s, l, v);
+#endif
+      }
+#endif
 ]]
 
 local MAX_VECTORS = 24 -- 16-byte vectors a lane holds in flight (UNROLL x (2 RL + NT))
@@ -204,6 +246,7 @@ return {
   description = "skinny GEMM (M or N <= 64) in 16 bits, layout nt: streams W into tensor-core MMAs",
   dtypes = {"f16", "bf16"},
   layouts = {"nt"},
+  epilogues = true,
   params = {
     {name = "side", values = {0, 1}},
     {name = "bs", values = {8, 16, 32}},
@@ -214,7 +257,9 @@ return {
     {name = "split", values = {1, 2, 4, 8, 16}},
   },
   default = {side = 0, bs = 8, rl = 1, warps = 4, kw = 1, unroll = 4, split = 1},
-  constraints = function(p, prob)
+  constraints = function(p, prob, dtype, layout, op)
+    local ok, why = epilogue.fits(op, prob, true, p.split == 1)
+    if not ok then return false, why end
     if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
     if p.unroll * (2 * p.rl + p.bs // 8) > MAX_VECTORS then
       return false, "unroll * (2 rl + bs / 8) > " .. MAX_VECTORS .. " vectors in flight a lane"
@@ -223,19 +268,21 @@ return {
     local z = sizes(p)
     return skinny.fits(p, prob, z.lb, 8, 32, z.workspace)
   end,
-  emit = function(p, dtype, layout)
+  emit = function(p, dtype, layout, op)
     local z = sizes(p)
     local name = string.format("mmt_skinny_mma_%s_s%d_b%d_r%d_w%d_k%d_u%d", dtype, p.side, p.bs,
                                p.rl, p.warps, p.kw, p.unroll)
     if p.split > 1 then name = name .. "_z" .. p.split end
-    local src = mmt.subst(source, skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+    name = epilogue.name(name, op)
+    local src = mmt.subst(source, epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+      epilogue = epilogue.source(op, p.split == 1), store = op and op_store or plain_store,
       mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}), load_stream = load_stream,
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
       big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
       bs = p.bs, rl = p.rl, warps = p.warps, kw = p.kw, unroll = p.unroll,
       split = p.split, lb = z.lb, threads = 32 * p.warps, shared_bytes = z.shared,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
-    })))
+    })), op))
     return skinny.kernel(p, name, src, z.lb, z.shared, z.workspace, {align = 16})
   end,
 }

@@ -241,12 +241,46 @@ static void test_wgmma(void **state) {
   gen_free(t);
 }
 
+static void test_reg_tiled(void **state) {
+  (void)state;
+  gen_template *t = load("reg_tiled");
+  plain_unchanged(t, "f32", "nn");
+  assert_int_equal(compile_some(t, NULL, "f32", "tn", 2, 0), 5);
+  assert_int_equal(compile_some(t, "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2",
+                                "f32", "nt", 3, 1),
+                   3);
+  assert_int_equal(compile_some(t, "vec=1,stages=3", "f32", "tt", 3, 2), 3);
+  gen_free(t);
+}
+
+/* The skinny families: skinny stores one element at a time (no gated op); skinny_mma's side 0
+ * gathers a gate's pair across lanes, side 1 holds it. */
+static void test_skinny(void **state) {
+  (void)state;
+  gen_template *t = load("skinny");
+  plain_unchanged(t, "f16", "nt");
+  assert_int_equal(compile_some(t, NULL, "f16", "nt", 3, 0), 3);     /* dot; no 6 */
+  assert_int_equal(compile_some(t, NULL, "bf16", "nn", 3, 1), 2);    /* axpy; no 4, 7 */
+  assert_int_equal(compile_some(t, "side=1,vec=0", "f32", "tn", 3, 2), 2); /* no 5 */
+  assert_int_equal(compile_some(t, "bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", "tf32",
+                                "nt", 3, 0),
+                   3);
+  gen_free(t);
+  t = load("skinny_mma");
+  plain_unchanged(t, "f16", "nt");
+  assert_int_equal(compile_some(t, NULL, "f16", "nt", 2, 0), 5);
+  assert_int_equal(compile_some(t, "side=1,bs=16,rl=2,warps=8,kw=2", "bf16", "nt", 2, 1), 5);
+  gen_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_op_text),
       cmocka_unit_test(test_templates_without_epilogues),
       cmocka_unit_test(test_mma_sync),
       cmocka_unit_test(test_wgmma),
+      cmocka_unit_test(test_reg_tiled),
+      cmocka_unit_test(test_skinny),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,11 +36,15 @@ function M.name(name, op)
                        op.scale_col and 1 or 0, ACT[op.act], op.gated and "_g" or "")
 end
 
--- The placeholders of the ABI (lib/gemm.lua's abi) into vars: C's type and the epilogue's
--- argument after ldc; the plain kernel's text for nil.
+-- The placeholders of an op kernel into vars (the plain kernel's text for nil): ${c_type}, C's
+-- type, and ${epi_param}, the epilogue's argument after ldc (lib/gemm.lua's abi has both);
+-- ${c_global}, the kernel's elem_t view Cg of C (none in an op kernel, whose stores are the
+-- snippet's); ${batch}, the move of A, B and C to the block's problem of the batch, first.
 function M.vars(vars, op)
   vars.c_type = op and "const out_t" or vars.ctype
   vars.epi_param = op and ",\n        mmt_epilogue E" or ""
+  vars.c_global = op and "" or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n"
+  vars.batch = op and "  EPI_BATCH(A, B, C, E); /* this block's problem of the batch */\n" or ""
   return vars
 end
 

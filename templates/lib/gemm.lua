@@ -26,12 +26,15 @@ end
 
 -- The placeholders every kernel source shares, with `extra`'s added: name, dtype, ctype (the
 -- ABI's element type), layout, a_t and b_t (1: stored transposed, for #define A_T ${a_t}),
--- a_doc and b_doc (how each is stored, for the comment block).
+-- a_doc and b_doc (how each is stored, for the comment block), and lib/epilogue.lua's
+-- (c_type, epi_param, c_global, batch) as the plain kernel has them.
 function M.vars(name, dtype, layout, extra)
   local a_t, b_t = M.transposed(layout)
   local vars = {
     name = name, dtype = dtype, ctype = mmt.dtype(dtype).ctype, layout = layout,
-    c_type = mmt.dtype(dtype).ctype, epi_param = "",
+    -- an op kernel's (lib/epilogue.lua's vars): the plain kernel's text here
+    c_type = mmt.dtype(dtype).ctype, epi_param = "", batch = "",
+    c_global = "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n",
     a_t = a_t and 1 or 0, b_t = b_t and 1 or 0,
     a_doc = a_t and "transposed (K rows of M)" or "as is (M rows of K)",
     b_doc = b_t and "transposed (N rows of K)" or "as is (K rows of N)",

@@ -58,20 +58,20 @@ end
 
 -- The kernel's signature and first lines: the ABI, the roles (X, W and their pitches, C(s, l)
 -- at Cg + s * C_S + l * C_L), the K parts' shared sums, the warp's place, the dependent
--- launch's wait, and this block's slice of K.
+-- launch's wait, and this block's slice of K.  Its placeholders of an op kernel are
+-- lib/epilogue.lua's (vars); an op kernel has no Cg and stores C(s, l) through the snippet.
 M.head = [[
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${ctype}* __restrict__ C, int ldc
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param}
 #if SPLIT > 1
     , float* __restrict__ WS
 #endif
     )
 {
-  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
+${batch}  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
   const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
-  elem_t* const Cg = reinterpret_cast<elem_t*>(C);
-  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
+${c_global}  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
 #if SIDE == 0
   const int S = M, L = N;
   const elem_t* X = Ag;

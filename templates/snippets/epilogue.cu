@@ -19,6 +19,9 @@
  *   epi_store2(E, C, ldc, beta, r, c, v0, v1, two)      elements (r, c) and (r, c + 1), c even,
  *                                                       the second only when `two`; gated: the
  *                                                       pair makes D[r][c / 2] (two is true)
+ *   epi_gate(E, C, ldc, beta, r, c, vg, vu)             gated: D[r][c / 2] from the gate (r, c)
+ *                                                       and the up projection (r, c + 1), c even,
+ *                                                       for a kernel that gathers the pair itself
  * C is read only when beta != 0 (a NaN there does not propagate when beta == 0). */
 struct __align__(8) mmt_epilogue {
   void* D;
@@ -126,13 +129,21 @@ __device__ __forceinline__ void epi_store(const mmt_epilogue& E, const out_t* C,
 }
 #endif
 
+#if EPI_GATED
+__device__ __forceinline__ void epi_gate(const mmt_epilogue& E, const out_t* C, int ldc,
+                                         float beta, long long r, long long c, float vg,
+                                         float vu) {
+  const long long j = c >> 1; /* D's column */
+  const float x = epi_act(epi_x(E, vg, r, c)) * epi_x(E, vu, r, c + 1);
+  epi_d(E)[r * E.ldd + j] = epi_to_out(x + epi_c(C, ldc, beta, r, j));
+}
+#endif
+
 __device__ __forceinline__ void epi_store2(const mmt_epilogue& E, const out_t* C, int ldc,
                                            float beta, long long r, long long c, float v0,
                                            float v1, bool two) {
 #if EPI_GATED
-  const long long j = c >> 1; /* D's column */
-  const float x = epi_act(epi_x(E, v0, r, c)) * epi_x(E, v1, r, c + 1);
-  epi_d(E)[r * E.ldd + j] = epi_to_out(x + epi_c(C, ldc, beta, r, j));
+  epi_gate(E, C, ldc, beta, r, c, v0, v1);
 #else
   const float x0 = epi_act(epi_x(E, v0, r, c) + epi_c(C, ldc, beta, r, c));
   out_t* const d = epi_d(E) + r * E.ldd + c;
