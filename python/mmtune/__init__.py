@@ -5,6 +5,7 @@
     c = mmtune.gemm(a, b)                     # C = A B, a new tensor, torch's current stream
     mmtune.gemm(a, b, c, alpha=2, beta=1)     # C = 2 A B + C, in place
     print(mmtune.explain(a, b))               # which kernel, and on which measurement
+    y = mmtune.matmul(x, w, trans_b=True, bias=b, act="gelu")   # a Linear layer, one kernel
 
 Pure Python over ctypes: libmmtune.so is found through $MMTUNE_LIBRARY, the Python prefix's
 lib folder, or the loader (see mmtune._lib).  python/README.md has the details.
@@ -12,7 +13,8 @@ lib folder, or the loader (see mmtune._lib).  python/README.md has the details.
 
 from ._core import Choice, Context, default_context, explain, explain_shape, gemm, open
 from ._lib import Error, LibraryNotFoundError, library_path
+from ._matmul import matmul
 
 __version__ = "0.1.0"
-__all__ = ["gemm", "explain", "explain_shape", "open", "default_context", "Context", "Choice",
-           "Error", "LibraryNotFoundError", "library_path"]
+__all__ = ["gemm", "matmul", "explain", "explain_shape", "open", "default_context", "Context",
+           "Choice", "Error", "LibraryNotFoundError", "library_path"]

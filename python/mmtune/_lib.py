@@ -28,6 +28,10 @@ ROW_MAJOR, COL_MAJOR = 0, 1
 F32, TF32, F16, BF16 = 0, 1, 2, 3
 DTYPE_NAMES = {F32: "f32", TF32: "tf32", F16: "f16", BF16: "bf16"}
 CHOICE_KINDS = {0: "exact", 1: "predicted", 2: "default"}
+# mmt_bias, mmt_activation (mmtune.h).
+BIAS_NONE, BIAS_COL, BIAS_ROW = 0, 1, 2
+ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 3, "gelu_erf": 3,
+               "silu": 4, "swish": 4}
 LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 
 
@@ -101,6 +105,41 @@ class ChoiceStruct(ctypes.Structure):
     ]
 
 
+class MatmulDesc(ctypes.Structure):
+    _fields_ = [
+        ("order", ctypes.c_int),
+        ("trans_a", ctypes.c_int),
+        ("trans_b", ctypes.c_int),
+        ("m", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("in_type", ctypes.c_int),
+        ("out_type", ctypes.c_int),
+        ("alpha", ctypes.c_float),
+        ("beta", ctypes.c_float),
+        ("a", ctypes.c_void_p),
+        ("lda", ctypes.c_int64),
+        ("b", ctypes.c_void_p),
+        ("ldb", ctypes.c_int64),
+        ("c", ctypes.c_void_p),
+        ("ldc", ctypes.c_int64),
+        ("d", ctypes.c_void_p),
+        ("ldd", ctypes.c_int64),
+        ("batch", ctypes.c_int64),
+        ("stride_a", ctypes.c_int64),
+        ("stride_b", ctypes.c_int64),
+        ("stride_c", ctypes.c_int64),
+        ("stride_d", ctypes.c_int64),
+        ("bias_mode", ctypes.c_int),
+        ("bias", ctypes.c_void_p),
+        ("bias_type", ctypes.c_int),
+        ("scale_row", ctypes.c_void_p),
+        ("scale_col", ctypes.c_void_p),
+        ("act", ctypes.c_int),
+        ("gated", ctypes.c_int),
+    ]
+
+
 _c_int, _c_i64, _c_float, _vp = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 _PROTOTYPES = {
     # name: (restype, argtypes)
@@ -112,6 +151,7 @@ _PROTOTYPES = {
     "mmt_gemm": (_c_int, [_vp, _c_int, _c_int, _c_int, _c_i64, _c_i64, _c_i64, _c_float, _vp,
                           _c_i64, _vp, _c_i64, _c_float, _vp, _c_i64, _c_int, _vp]),
     "mmt_explain": (_c_int, [_vp, ctypes.POINTER(Problem), ctypes.POINTER(ChoiceStruct)]),
+    "mmt_matmul": (_c_int, [_vp, ctypes.POINTER(MatmulDesc), _vp]),
     "mmt_choice_kind_name": (ctypes.c_char_p, [_c_int]),
     "mmt_dtype_name": (ctypes.c_char_p, [_c_int]),
 }

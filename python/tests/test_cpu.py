@@ -108,7 +108,7 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "mmtune"))
                                     if f.endswith(".py")),
-                             ["__init__.py", "_arrays.py", "_core.py", "_lib.py"])
+                             ["__init__.py", "_arrays.py", "_core.py", "_lib.py", "_matmul.py"])
             r = _run_python("import mmtune; print(mmtune.__file__, mmtune.library_path())",
                             {"PYTHONPATH": d})
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -127,7 +127,7 @@ class TestLibrary(unittest.TestCase):
         if not cc or not os.path.exists(os.path.join(INCLUDE_DIR, "mmtune.h")):
             self.skipTest("needs a C compiler and include/mmtune.h")
         structs = {"mmt_options": _lib.Options, "mmt_problem": _lib.Problem,
-                   "mmt_choice": _lib.ChoiceStruct}
+                   "mmt_choice": _lib.ChoiceStruct, "mmt_matmul_desc": _lib.MatmulDesc}
         lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "mmtune.h"',
                  "int main(void) {"]
         expected = []
@@ -187,6 +187,24 @@ class TestArgumentErrors(unittest.TestCase):
 
     def test_c_none_needs_torch_or_cupy(self):
         self.check(TypeError, "c=None", self.a, self.b)
+
+    def test_matmul_takes_torch_tensors(self):
+        if mmtune._arrays.TORCH is not None:
+            self.skipTest("torch is imported: matmul reads its tensors")
+        with self.assertRaises(TypeError) as cm:
+            mmtune.matmul(self.a, self.b)
+        self.assertIn("torch tensors", str(cm.exception))
+
+    def test_activation_names_match_the_header(self):
+        import re
+        with open(os.path.join(INCLUDE_DIR, "mmtune.h")) as f:
+            header = f.read()
+        values = dict((n, int(v)) for n, v in re.findall(r"MMT_ACT_(\w+) = (\d+)", header))
+        self.assertEqual(values, {"NONE": 0, "RELU": 1, "GELU_TANH": 2, "GELU_ERF": 3, "SILU": 4})
+        for name, value in _lib.ACTIVATIONS.items():
+            want = {None: "NONE", "none": "NONE", "relu": "RELU", "gelu_tanh": "GELU_TANH",
+                    "gelu": "GELU_ERF", "gelu_erf": "GELU_ERF", "silu": "SILU", "swish": "SILU"}
+            self.assertEqual(value, values[want[name]], name)
 
     def test_strides(self):
         self.check(ValueError, "neither row-major", CAI((4, 5), strides=(8, 8)), self.b, self.c)

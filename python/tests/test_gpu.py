@@ -329,5 +329,79 @@ class TestProtocols(unittest.TestCase):
             self.assertLess(err, 5e-3, str(dtype))
 
 
+def _act(x, act):
+    f = torch.nn.functional
+    return {None: x, "relu": f.relu(x), "gelu": f.gelu(x), "gelu_tanh": f.gelu(x, approximate="tanh"),
+            "silu": f.silu(x)}[act]
+
+
+@unittest.skipIf(SKIP, SKIP)
+class TestMatmul(unittest.TestCase):
+    """mmtune.matmul against the same expression in float64 torch."""
+
+    def close(self, out, ref, what):
+        self.assertLess(rel_err(out, ref), TOL[str(out.dtype).split(".")[1]], what)
+
+    def test_linear_layers(self):
+        for dtype, out_dtype, act, m in itertools.product(
+                (torch.float16, torch.bfloat16), (None, torch.float32), (None, "relu", "gelu",
+                                                                        "gelu_tanh", "silu"),
+                (1, 16, 130)):
+            x = torch.randn(m, 96, device="cuda").to(dtype)
+            w = torch.randn(72, 96, device="cuda").to(dtype)
+            b = torch.randn(72, device="cuda")
+            y = mmtune.matmul(x, w, trans_b=True, bias=b, act=act, out_dtype=out_dtype)
+            torch.cuda.synchronize()
+            self.assertEqual(y.dtype, out_dtype or dtype)
+            ref = _act(x.double() @ w.double().T + b.double(), act)
+            self.close(y, ref, f"{dtype} -> {y.dtype} {act} m={m}")
+
+    def test_gated(self):
+        for dtype, act in itertools.product((torch.float16, torch.bfloat16), ("silu", "gelu")):
+            x = torch.randn(33, 64, device="cuda").to(dtype)
+            wg, wu = (torch.randn(40, 64, device="cuda").to(dtype) for _ in range(2))
+            w = torch.stack([wg, wu], 1).reshape(80, 64)
+            h = mmtune.matmul(x, w, trans_b=True, act=act, gated=True)
+            torch.cuda.synchronize()
+            ref = _act(x.double() @ wg.double().T, act) * (x.double() @ wu.double().T)
+            self.close(h, ref, f"{dtype} {act}")
+
+    def test_attention_batches(self):
+        q = torch.randn(6, 50, 64, device="cuda").half()
+        k = torch.randn(6, 50, 64, device="cuda").half()
+        s = mmtune.matmul(q, k, trans_b=True, alpha=0.125, out_dtype=torch.float32)
+        torch.cuda.synchronize()
+        self.close(s, 0.125 * q.double() @ k.double().mT, "q k^T")
+        p = torch.softmax(s, -1).half()
+        v = torch.randn(6, 50, 64, device="cuda").half()
+        o = mmtune.matmul(p, v)
+        torch.cuda.synchronize()
+        self.close(o, p.double() @ v.double(), "p v")
+
+    def test_shared_weight_residual_in_place(self):
+        x = torch.randn(4, 20, 48, device="cuda").bfloat16()
+        w = torch.randn(48, 24, device="cuda").bfloat16()
+        r = torch.randn(4, 20, 24, device="cuda").bfloat16()
+        ref = x.double() @ w.double() + r.double()
+        out = mmtune.matmul(x, w, c=r, out=r, beta=1.0)
+        torch.cuda.synchronize()
+        self.assertIs(out, r)
+        self.close(r, ref, "residual in place")
+
+    def test_errors(self):
+        x = torch.randn(4, 8, device="cuda").half()
+        with self.assertRaises(ValueError):
+            mmtune.matmul(x, torch.randn(7, 3, device="cuda").half())
+        with self.assertRaises(ValueError):
+            mmtune.matmul(x, torch.randn(8, 5, device="cuda").half(), gated=True)
+        with self.assertRaises(ValueError):
+            mmtune.matmul(x, torch.randn(8, 6, device="cuda").half(), bias=torch.randn(5, device="cuda"))
+        with self.assertRaises(mmtune.Error) as cm:  # D over A: the library refuses
+            buf = torch.randn(64, device="cuda").half()
+            mmtune.matmul(buf[:32].view(4, 8), torch.randn(8, 8, device="cuda").half(),
+                          out=buf[16:48].view(4, 8))
+        self.assertEqual(cm.exception.status_name, "MMT_ERR_INVALID_ARG")
+
+
 if __name__ == "__main__":
     unittest.main()
