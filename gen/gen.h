@@ -432,7 +432,8 @@ bool gen_group_twin(gen_template *t, const gen_config *cfg, const gen_kernel *k,
  * all.  1 at least. */
 int gen_align_bytes(const uint64_t *values, int count);
 /* True when the problem meets the requirements (multiples, alignment, and each ld >= the row
- * width its layout gives). */
+ * width its layout gives; ldc >= N / 2 for a gated op, whose C and D have half the product's
+ * columns). */
 bool gen_requires_met(const gen_requires *r, const gen_problem *p);
 
 /* Bytes of one element of dtype ("f32" -> 4); 0 for an unknown dtype. */

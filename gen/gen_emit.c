@@ -791,5 +791,6 @@ bool gen_requires_met(const gen_requires *r, const gen_problem *p) {
   if (p->layout && gen_layout_index(p->layout) < 0) return false;
   int64_t ld[3];
   gen_min_ld(p->layout, p->m, p->n, p->k, ld);
+  if (p->op && p->op->gated) ld[2] = p->n / 2; /* C and D have the gated half of the columns */
   return p->lda >= ld[0] && p->ldb >= ld[1] && p->ldc >= ld[2];
 }

@@ -381,10 +381,10 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
                                : tm->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                : tm->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                    : CU_TENSOR_MAP_SWIZZLE_NONE;
-  CUresult r = cu->cuTensorMapEncodeTiled(
-      out, type, rank, (void *)(uintptr_t)base, dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, rt_tma_l2_promotion(base, strides[0]),
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = cu->cuTensorMapEncodeTiled(out, type, rank, (void *)(uintptr_t)base, dims, strides,
+                                          box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          swizzle, rt_tma_l2_promotion(base, strides[0]),
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     rc = rt_cu_fail(err, "cuTensorMapEncodeTiled", r);
     ut_err_prefix(err, "tensor map of %c (%llu x %llu, pitch %llu bytes)", tm->operand,

@@ -175,9 +175,9 @@ static void test_mma_sync(void **state) {
   /* each variant half the ops (k_ops 0, 2, ...; 1, 3, ...) */
   assert_int_equal(
       compile_some(t, "vec=0,stages=3,bm=64,bn=64,wm=32,wn=32,group=1", "bf16", "tn", 2, 0), 5);
-  assert_int_equal(compile_some(t, "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,group=1,split=4", "f16",
-                                "nn", 2, 1),
-                   5);
+  assert_int_equal(
+      compile_some(t, "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,group=1,split=4", "f16", "nn", 2, 1),
+      5);
   /* a split-K config takes batches of one only; a gated op, an even N only */
   gen_config cfg;
   ut_err e;
@@ -223,9 +223,9 @@ static void test_wgmma(void **state) {
   assert_int_equal(compile_some(t, "bm=64,bn=32,stages=6,consumers=1,blocks=2,group=1,swap=1",
                                 "bf16", "nt", 3, 1),
                    2);
-  assert_int_equal(compile_some(t, "bm=128,bn=128,stages=4,consumers=2,blocks=1,group=8", "tf32",
-                                "nt", 3, 0),
-                   4);
+  assert_int_equal(
+      compile_some(t, "bm=128,bn=128,stages=4,consumers=2,blocks=1,group=8", "tf32", "nt", 3, 0),
+      4);
   /* an op kernel takes no repack */
   gen_config cfg;
   ut_err e;
@@ -246,7 +246,8 @@ static void test_reg_tiled(void **state) {
   gen_template *t = load("reg_tiled");
   plain_unchanged(t, "f32", "nn");
   assert_int_equal(compile_some(t, NULL, "f32", "tn", 2, 0), 5);
-  assert_int_equal(compile_some(t, "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2",
+  assert_int_equal(compile_some(t,
+                                "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2",
                                 "f32", "nt", 3, 1),
                    3);
   assert_int_equal(compile_some(t, "vec=1,stages=3", "f32", "tt", 3, 2), 3);
@@ -259,12 +260,11 @@ static void test_skinny(void **state) {
   (void)state;
   gen_template *t = load("skinny");
   plain_unchanged(t, "f16", "nt");
-  assert_int_equal(compile_some(t, NULL, "f16", "nt", 3, 0), 3);     /* dot; no 6 */
-  assert_int_equal(compile_some(t, NULL, "bf16", "nn", 3, 1), 2);    /* axpy; no 4, 7 */
+  assert_int_equal(compile_some(t, NULL, "f16", "nt", 3, 0), 3);           /* dot; no 6 */
+  assert_int_equal(compile_some(t, NULL, "bf16", "nn", 3, 1), 2);          /* axpy; no 4, 7 */
   assert_int_equal(compile_some(t, "side=1,vec=0", "f32", "tn", 3, 2), 2); /* no 5 */
-  assert_int_equal(compile_some(t, "bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", "tf32",
-                                "nt", 3, 0),
-                   3);
+  assert_int_equal(
+      compile_some(t, "bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", "tf32", "nt", 3, 0), 3);
   gen_free(t);
   t = load("skinny_mma");
   plain_unchanged(t, "f16", "nt");
@@ -275,12 +275,9 @@ static void test_skinny(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_op_text),
-      cmocka_unit_test(test_templates_without_epilogues),
-      cmocka_unit_test(test_mma_sync),
-      cmocka_unit_test(test_wgmma),
-      cmocka_unit_test(test_reg_tiled),
-      cmocka_unit_test(test_skinny),
+      cmocka_unit_test(test_op_text),   cmocka_unit_test(test_templates_without_epilogues),
+      cmocka_unit_test(test_mma_sync),  cmocka_unit_test(test_wgmma),
+      cmocka_unit_test(test_reg_tiled), cmocka_unit_test(test_skinny),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

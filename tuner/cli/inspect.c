@@ -24,17 +24,6 @@ mmt_status tn_each_valid(gen_template *t, const tn_space_filter *f, tn_config_fn
   return MMT_OK;
 }
 
-int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op, bool *has) {
-  const char *text = tn_opts_get(o, "epilogue");
-  *has = text != NULL;
-  if (!text) return TN_EXIT_OK;
-  ut_err e;
-  if (gen_op_parse(text, dtype, op, &e) != MMT_OK) return tn_usage_error(cmd, "%s", e.msg);
-  if (!gen_op_valid(op, dtype))
-    return tn_usage_error(cmd, "--epilogue '%s' is not one for %s inputs", text, dtype);
-  return TN_EXIT_OK;
-}
-
 int tn_load_template(const char *cmd, char *name, gen_template **t) {
   gen_template **ts = NULL;
   int n = 0;

@@ -21,10 +21,6 @@ typedef struct {
   const gen_op *op; /* with dtype: valid for this epilogue (NULL: the plain GEMM) */
 } tn_space_filter;
 
-/* The --epilogue option of a command (gen_op_parse's text, for inputs of dtype) into *op and
- * *has (false: none given, the plain GEMM); exit 2 naming the bad field. */
-int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op, bool *has);
-
 /* Calls fn for each config of t, in index order, that passes the constraints as f says.
  * Errors: the constraints' (gen_check), or fn's. */
 mmt_status tn_each_valid(gen_template *t, const tn_space_filter *f, tn_config_fn fn, void *user,

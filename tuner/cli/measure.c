@@ -27,11 +27,16 @@ static const tn_opt MEASURE_OPTS[] = {
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"lda", 0, "N", "row pitch of A in elements (default: A's row width, K or M by layout)"},
     {"ldb", 0, "N", "row pitch of B in elements (default: B's row width, N or K by layout)"},
-    {"ldc", 0, "N", "row pitch of C in elements (default N)"},
+    {"ldc", 0, "N", "row pitch of C (D) in elements (default N, or N/2 for a gated epilogue)"},
+    {"epilogue", 'e', "OP",
+     "an op kernel's epilogue, e.g. out=f32,bias=col,act=silu (mmtune emit --help lists the "
+     "fields; N counts the product's columns)"},
+    {"batch", 0, "N", "problems of one launch of an op kernel (default 1)"},
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
     {"runs", 'r', "N", "at most N timed runs (default: as tuning, up to 200 within about 100 ms)"},
-    {"cutoff", 0, "MS", "as the tuner times a candidate behind a best of MS/2: if the median of "
-                        "its first 3 timed runs is over MS milliseconds, they are all it gets"},
+    {"cutoff", 0, "MS",
+     "as the tuner times a candidate behind a best of MS/2: if the median of "
+     "its first 3 timed runs is over MS milliseconds, they are all it gets"},
     {"cache-dir", 0, "DIR", "cubin cache (default $MMTUNE_CACHE_DIR, else ~/.cache/mmtune/cubin)"},
     {"watchdog", 'w', "SECONDS", "a kernel with no result after this is killed (default 60)"},
 };
@@ -39,7 +44,8 @@ static const tn_opt MEASURE_OPTS[] = {
 static const tn_cmd_spec MEASURE_SPEC = {
     CMD,
     "TEMPLATE [NAME=VALUE ...] --shape MxNxK [--dtype DTYPE] [--layout LAYOUT]\n"
-    "       [--lda N --ldb N --ldc N] [--device N] [--runs N] [--cutoff MS]",
+    "       [--lda N --ldb N --ldc N] [--epilogue OP] [--batch N] [--device N] [--runs N]\n"
+    "       [--cutoff MS]",
     "Verifies and times one config of TEMPLATE on one problem as tuning does: the config is\n"
     "the template's default with the NAME=VALUE overrides (see mmtune templates); it must pass\n"
     "the template's constraints for the problem and meet its kernel's requirements (buffers\n"
@@ -47,7 +53,10 @@ static const tn_cmd_spec MEASURE_SPEC = {
     "through the cubin cache, then a worker process checks it against a float64 reference on\n"
     "fresh random inputs and times it with CUDA events.  Prints the device, the config, the\n"
     "problem, the status, the times, TFLOP/s, the errors and the kernel's registers and\n"
-    "memory.  Nothing is written to the database.  Exit code 0 when the config verified and\n"
+    "memory.  With --epilogue, the config's op kernel: D (in place of C, of the op's output\n"
+    "type) is checked against the whole expression in float64, with random bias and scale\n"
+    "vectors, for each of --batch problems.  Nothing is written to the database.  Exit code\n"
+    "0 when the config verified and\n"
     "was timed, 1 when it did not (verify_failed, fault, timeout, launch_error,\n"
     "compile_error, pruned) or the device cannot be used, 2 for bad arguments.",
     MEASURE_OPTS, (int)(sizeof MEASURE_OPTS / sizeof MEASURE_OPTS[0])};
@@ -57,7 +66,8 @@ typedef struct {
   gen_template *t;
   gen_config cfg;
   char params[1024]; /* canonical */
-  gen_problem p;     /* dtype and layout borrow argv or literals */
+  gen_problem p;     /* dtype and layout borrow argv or literals; op points to `op` */
+  gen_op op;
   int device;
   int runs; /* 0: the tuner's default */
   double cutoff_ms; /* --cutoff; 0: none */
@@ -109,6 +119,19 @@ static int parse_types(const tn_opts *o, measure_run *r) {
   if (!gen_supports_layout(r->t, r->p.layout))
     return tn_usage_error(CMD, "template '%s' does not support layout '%s'", gen_name(r->t),
                           r->p.layout);
+  bool has_op = false;
+  if ((ex = tn_opt_epilogue(CMD, o, r->p.dtype, &r->op, &has_op))) return ex;
+  r->p.op = has_op ? &r->op : NULL;
+  if (has_op && !gen_has_epilogues(r->t))
+    return tn_usage_error(CMD, "template '%s' has no epilogues", gen_name(r->t));
+  r->p.batch = 1;
+  const char *v = tn_opts_get(o, "batch");
+  if (v && tn_opt_i64(CMD, v, "--batch", 1, 65535, &r->p.batch)) return TN_EXIT_USAGE;
+  if (r->p.batch > 1 && !has_op)
+    return tn_usage_error(CMD,
+                          "--batch needs --epilogue (a batch runs an op kernel; "
+                          "--epilogue out=%s is the plain product)",
+                          strcmp(r->p.dtype, "tf32") ? r->p.dtype : "f32");
   return TN_EXIT_OK;
 }
 
@@ -124,6 +147,14 @@ static int parse_shape(const tn_opts *o, measure_run *r) {
   p->m = s.m, p->n = s.n, p->k = s.k;
   int64_t min[3], *ld[3] = {&p->lda, &p->ldb, &p->ldc};
   gen_min_ld(p->layout, s.m, s.n, s.k, min);
+  if (p->op && p->op->gated) {
+    if (s.n % 2)
+      return tn_usage_error(CMD,
+                            "a gated epilogue needs an even N (gate and up columns), got "
+                            "%lld",
+                            (long long)s.n);
+    min[2] = s.n / 2;
+  }
   const char width[3] = {p->layout[0] == 'n' ? 'K' : 'M', p->layout[1] == 'n' ? 'N' : 'K', 'N'};
   for (int i = 0; i < 3; i++) {
     char what[8];
@@ -141,8 +172,9 @@ static int parse_shape(const tn_opts *o, measure_run *r) {
   gen_one_row_pitches(p->layout, s.m, s.n, s.k, one_row);
   p->lda = one_row[0], p->ldb = one_row[1], p->ldc = one_row[2];
   int64_t elem = gen_dtype_size(p->dtype);
+  /* an op kernel loads A and B only (its epilogue stores D at any alignment) */
   uint64_t pitches[] = {256, (uint64_t)(p->lda * elem), (uint64_t)(p->ldb * elem),
-                        (uint64_t)(p->ldc * elem)};
+                        p->op ? 256 : (uint64_t)(p->ldc * elem)};
   p->align_bytes = gen_align_bytes(pitches, 4);
   return TN_EXIT_OK;
 }
@@ -198,7 +230,8 @@ static int check_config(measure_run *r) {
   ut_err e;
   if (gen_check(r->t, &r->cfg, p, &valid, why, sizeof why, &e)) return tn_fail(CMD, "%s", e.msg);
   if (valid) {
-    if (gen_emit(r->t, &r->cfg, p->dtype, p->layout, &r->k, &e)) return tn_fail(CMD, "%s", e.msg);
+    if (gen_emit_op(r->t, &r->cfg, p->dtype, p->layout, p->op, &r->k, &e))
+      return tn_fail(CMD, "%s", e.msg);
     valid = gen_requires_met(&r->k.requires, p);
     if (!valid) unmet_reason(&r->k.requires, p, why, sizeof why);
   }
@@ -239,6 +272,7 @@ static void print_head(const measure_run *r) {
   printf("%-11s%lldx%lldx%lld %s %s, lda %lld, ldb %lld, ldc %lld (%d-byte aligned)\n",
          "problem:", (long long)p->m, (long long)p->n, (long long)p->k, p->dtype, p->layout,
          (long long)p->lda, (long long)p->ldb, (long long)p->ldc, p->align_bytes);
+  if (p->op) printf("%-11s%s, batch %lld\n", "epilogue:", r->k.op, (long long)p->batch);
   fflush(stdout);
 }
 
@@ -301,6 +335,8 @@ static int run_measure(measure_run *r) {
                           .cutoff_ms = r->cutoff_ms};
     snprintf(mo.dtype, sizeof mo.dtype, "%s", r->p.dtype);
     snprintf(mo.layout, sizeof mo.layout, "%s", r->p.layout);
+    snprintf(mo.op, sizeof mo.op, "%s", r->k.op);
+    mo.batch = r->p.batch;
     mo.seed = (uint64_t)ut_unix_time() * 1000003u ^ (uint64_t)getpid();
     mo.max_runs = r->runs;
     mo.min_runs = r->runs == 1 ? 1 : 0; /* 0: the default, 2 */

@@ -311,3 +311,14 @@ void tn_templates_free(gen_template **ts, int count) {
   for (int i = 0; i < count; i++) gen_free(ts[i]);
   free(ts);
 }
+
+int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op, bool *has) {
+  const char *text = tn_opts_get(o, "epilogue");
+  *has = text != NULL;
+  if (!text) return TN_EXIT_OK;
+  ut_err e;
+  if (gen_op_parse(text, dtype, op, &e) != MMT_OK) return tn_usage_error(cmd, "%s", e.msg);
+  if (!gen_op_valid(op, dtype))
+    return tn_usage_error(cmd, "--epilogue '%s' is not one for %s inputs", text, dtype);
+  return TN_EXIT_OK;
+}

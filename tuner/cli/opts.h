@@ -97,4 +97,8 @@ int tn_opt_templates(const char *cmd, const char *list, gen_template ***ts, int 
 int tn_load_templates(const char *cmd, char **names, int nnames, gen_template ***ts, int *count);
 void tn_templates_free(gen_template **ts, int count);
 
+/* The --epilogue option of a command (gen_op_parse's text, for inputs of dtype) into *op and
+ * *has (false: none given, the plain GEMM); exit 2 naming the bad field. */
+int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op, bool *has);
+
 #endif /* MMT_TN_CLI_OPTS_H */

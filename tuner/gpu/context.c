@@ -30,6 +30,7 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->read_fn, g->helpers, "mmt_read_bytes"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->epi_ref_fn, g->helpers, "mmt_epilogue_f64"));
   RT_CU_CHECK(cu, cuMemAlloc(&g->stats, sizeof(check_stats)));
 cleanup:
   rt_cubin_free(&cubin);
@@ -74,8 +75,69 @@ static void free_device_buffers(tn_gpu *g) {
   if (g->a) g->cu->cuMemFree(g->a);
   if (g->ref) g->cu->cuMemFree(g->ref);
   if (g->wa) g->cu->cuMemFree(g->wa);
-  g->a = g->b = g->c = g->ref = g->wa = g->wb = g->wc = 0;
-  g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = 0;
+  if (g->vec) g->cu->cuMemFree(g->vec);
+  g->a = g->b = g->c = g->ref = g->wa = g->wb = g->wc = g->vec = 0;
+  g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = g->vec_cap = 0;
+}
+
+int64_t tn_measure_out_cols(const tn_measure_opts *o) {
+  gen_op op;
+  ut_err e;
+  if (!o->op[0] || gen_op_parse(o->op, o->dtype, &op, &e) != MMT_OK || !op.gated) return o->n;
+  return o->n / 2;
+}
+
+/* The op and batch of o's problem into g (none: the plain GEMM, batch 1). */
+static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  g->has_op = o->op[0] != '\0';
+  g->batch = o->batch > 1 ? o->batch : 1;
+  g->out_elem = g->elem;
+  g->out_bf16 = g->bf16;
+  g->n_out = o->n;
+  memset(&g->op, 0, sizeof g->op);
+  if (!g->has_op) {
+    if (g->batch > 1)
+      return ut_fail(err, MMT_ERR_INVALID_ARG,
+                     "a batch of %lld without an op: the plain GEMM "
+                     "runs one problem",
+                     (long long)g->batch);
+    return MMT_OK;
+  }
+  mmt_status rc = gen_op_parse(o->op, o->dtype, &g->op, err);
+  if (rc) return rc;
+  if (!gen_op_valid(&g->op, o->dtype))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "op '%s' is not one for %s inputs", o->op, o->dtype);
+  if (g->op.gated && o->n % 2)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
+                   (long long)o->n);
+  g->out_elem = gen_dtype_size(g->op.out);
+  g->out_bf16 = strcmp(g->op.out, "bf16") == 0;
+  g->n_out = g->op.gated ? o->n / 2 : o->n;
+  return MMT_OK;
+}
+
+/* The op's vectors (bias, scale_row, scale_col) and their float copies, allocated once for
+ * the problem (their lengths: the product's columns, or M). */
+static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  g->bias = g->scale_row = g->scale_col = g->vec_wide = 0;
+  if (!g->has_op) return MMT_OK;
+  const size_t len = (size_t)(o->m > o->n ? o->m : o->n);
+  const size_t bytes = 4 * tn_round_up(len, 64) * 6; /* three vectors and their floats */
+  if (bytes > g->vec_cap) {
+    if (g->vec) g->cu->cuMemFree(g->vec);
+    g->vec = 0;
+    g->vec_cap = 0;
+    RT_CU_CHECK(g->cu, cuMemAlloc(&g->vec, bytes));
+    g->vec_cap = bytes;
+  }
+  const size_t step = 4 * tn_round_up(len, 64);
+  g->bias = g->vec;
+  g->scale_row = g->vec + step;
+  g->scale_col = g->vec + 2 * step;
+  g->vec_wide = g->vec + 3 * step;
+cleanup:
+  return rc;
 }
 
 size_t tn_gpu_timed_copies(const tn_gpu *g, size_t set_bytes, bool cold) {
@@ -120,16 +182,26 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->bf16 = strcmp(o->dtype, "bf16") == 0;
   if (!tn_measure_supports(o->dtype))
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
+  if ((rc = set_op(g, o, err))) return rc;
+  /* D (in C's place): n_out columns of the op's type.  A batch: each operand's problems one
+   * after another within a copy, a_stride ... apart. */
+  g->c_elems = tn_round_up((size_t)rows[2] * (size_t)o->ldc, 64);
+  g->c_extent = (size_t)((rows[2] - 1) * o->ldc + g->n_out);
+  g->a_stride = g->a_elems, g->b_stride = g->b_elems, g->c_stride = g->c_elems;
+  const size_t nb = (size_t)g->batch;
+  g->a_extent += (nb - 1) * g->a_stride;
+  g->b_extent += (nb - 1) * g->b_stride;
+  g->c_extent += (nb - 1) * g->c_stride;
+  g->a_elems *= nb, g->b_elems *= nb, g->c_elems *= nb;
   /* The tuner's buffers start 256-byte aligned: the pitches decide (gen_packed_problem). */
   uint64_t pitches[] = {256, (uint64_t)(o->lda * g->elem), (uint64_t)(o->ldb * g->elem),
-                        (uint64_t)(o->ldc * g->elem)};
+                        (uint64_t)(o->ldc * g->out_elem)};
   g->align = (unsigned)gen_align_bytes(pitches, 4);
-  const size_t extents[3] = {g->a_extent, g->b_extent, g->c_extent};
+  const size_t extents[3] = {g->a_extent * (size_t)g->elem, g->b_extent * (size_t)g->elem,
+                             g->c_extent * (size_t)g->out_elem};
   for (int i = 0; g->gran && i < 3; i++)
-    if ((rc = tn_guard_reserve(cu, g->dev.dev, g->gran, &g->guard[i], extents[i] * (size_t)g->elem,
-                               err)))
-      return rc;
-  size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems + g->c_elems);
+    if ((rc = tn_guard_reserve(cu, g->dev.dev, g->gran, &g->guard[i], extents[i], err))) return rc;
+  size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems) + (size_t)g->out_elem * g->c_elems;
   /* Cold: one copy more for the untimed runs. */
   const size_t want = tn_gpu_timed_copies(g, set_bytes, o->cold) + (o->cold ? 1 : 0);
   if (o->cold && want > MAX_COLD_COPIES)
@@ -138,7 +210,9 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
                    want);
   g->copies = (int)want;
   size_t bytes = set_bytes * (size_t)g->copies;
-  size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n; /* the reference lives on the device */
+  /* the reference lives on the device: the products, then (an op) D's */
+  size_t ref_bytes =
+      8 * (size_t)g->batch * (size_t)o->m * (size_t)(o->n + (g->has_op ? g->n_out : 0));
   if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
     free_device_buffers(g);
     RT_CU_CHECK(cu, cuMemAlloc(&g->a, bytes));
@@ -149,7 +223,9 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   /* Layout: all A copies, then all B copies, then all C copies. */
   g->b = g->a + (size_t)g->elem * g->a_elems * (size_t)g->copies;
   g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
-  size_t wide_bytes = g->elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
+  if ((rc = reserve_vectors(g, o, err))) goto cleanup;
+  size_t wide_bytes =
+      g->elem == 4 && g->out_elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
   if (wide_bytes > g->wide_cap_bytes) {
     if (g->wa) g->cu->cuMemFree(g->wa);
     g->wa = 0;
@@ -175,8 +251,22 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
                     .ldc = o->ldc};
   a.a = g->a + (size_t)g->elem * g->a_elems * (size_t)copy;
   a.b = g->b + (size_t)g->elem * g->b_elems * (size_t)copy;
-  a.c = g->c + (size_t)g->elem * g->c_elems * (size_t)copy;
+  a.c = g->c + (size_t)g->out_elem * g->c_elems * (size_t)copy;
+  a.batch = g->batch;
   return a;
+}
+
+rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
+  const bool many = g->batch > 1;
+  return (rt_epilogue){.d = args->c,
+                       .ldd = args->ldc,
+                       .bias = g->op.bias ? g->bias : 0,
+                       .scale_row = g->op.scale_row ? g->scale_row : 0,
+                       .scale_col = g->op.scale_col ? g->scale_col : 0,
+                       .batch_a = many ? (int64_t)g->a_stride : 0,
+                       .batch_b = many ? (int64_t)g->b_stride : 0,
+                       .batch_c = many ? (int64_t)g->c_stride : 0,
+                       .batch_d = many ? (int64_t)g->c_stride : 0};
 }
 
 bool tn_gpu_is_sticky(CUresult r) {

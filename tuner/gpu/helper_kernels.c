@@ -93,6 +93,41 @@ static const char CHECK_SOURCE[] =
     "  atomicMin(&st[5], first_out);\n"
     "}\n";
 
+/* The reference of an op kernel's D (gen.h, "Epilogues"; alpha 1, beta 0) from the float64
+ * products P (nz problems of M x N, row stride N), the float copies of the vectors (bias by
+ * column (1) or row (2), scales when srow / scol), into D (nz x M x n_out), in float64. */
+static const char EPILOGUE_SOURCE[] =
+    "__device__ double mmt_act_f64(int act, double x) {\n"
+    "  if (act == 1) return x < 0 ? 0.0 : x;\n"
+    "  if (act == 2) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * "
+    "x)));\n"
+    "  if (act == 3) return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));\n"
+    "  if (act == 4) return x / (1.0 + exp(-x));\n"
+    "  return x;\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_epilogue_f64(long long M, long long N, long long nz,\n"
+    "    const double *P, double *D, long long n_out, int bias, const float *vb, int srow,\n"
+    "    const float *vr, int scol, const float *vc, int act, int gated) {\n"
+    "  const unsigned long long total = (unsigned long long)(nz * M * n_out);\n"
+    "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < total; i += stride) {\n"
+    "    const long long j = (long long)(i % n_out), row = (long long)(i / n_out);\n"
+    "    const long long r = row % M;\n"
+    "    const double *p = P + (unsigned long long)row * N;\n"
+    "    double x[2];\n"
+    "    for (int h = 0; h < (gated ? 2 : 1); h++) {\n"
+    "      const long long c = gated ? 2 * j + h : j;\n"
+    "      double v = p[c];\n"
+    "      if (srow) v *= vr[r];\n"
+    "      if (scol) v *= vc[c];\n"
+    "      if (bias) v += vb[bias == 1 ? c : r];\n"
+    "      x[h] = v;\n"
+    "    }\n"
+    "    D[i] = gated ? mmt_act_f64(act, x[0]) * x[1] : mmt_act_f64(act, x[0]);\n"
+    "  }\n"
+    "}\n";
+
 /* A plain read of n16 16-byte words from p: what a memory-bound kernel's time compares with.
  * Grid-stride, four independent 16-byte loads a thread in flight (a stride apart), past L1
  * (read once); what it reads folds into one word, stored only when it equals a value nothing
@@ -118,8 +153,11 @@ static const char READ_SOURCE[] =
 
 char *tn_gpu_helpers_source(void) {
   const char *ref = tn_ref_gpu_source();
-  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(READ_SOURCE) + strlen(ref) + 4;
+  size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(READ_SOURCE) +
+               strlen(EPILOGUE_SOURCE) + strlen(ref) + 5;
   char *source = malloc(len);
-  if (source) snprintf(source, len, "%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE, ref);
+  if (source)
+    snprintf(source, len, "%s\n%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE,
+             EPILOGUE_SOURCE, ref);
   return source;
 }

@@ -40,7 +40,9 @@ static void set_times(tn_measurement *out, const tn_measure_opts *o, double *tim
   out->runs = runs;
   out->ms_min = times[0];
   out->ms_max = times[runs - 1];
-  out->tflops = 2.0 * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
+  const double problems = o->batch > 1 ? (double)o->batch : 1.0;
+  out->tflops =
+      2.0 * problems * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
 }
 
 /* Timed runs with events, rotating input copies, in back-to-back batches (TIME_BATCH); fills
@@ -138,9 +140,20 @@ mmt_status tn_gpu_measure_launch(tn_gpu *g, tn_launch_fn launch, void *user,
   return rc ? rc : measure(g, launch, user, &o, out, err);
 }
 
-static mmt_status launch_kernel(void *kern, const rt_gemm_args *args, CUstream stream,
+/* A candidate kernel and the context it is measured in (its op's epilogue). */
+typedef struct {
+  rt_kernel *kern;
+  const tn_gpu *g;
+} kernel_launch;
+
+static mmt_status launch_kernel(void *user, const rt_gemm_args *args, CUstream stream,
                                 ut_err *err) {
-  return rt_kernel_launch(kern, args, stream, err);
+  const kernel_launch *kl = user;
+  if (!kl->kern->epilogue) return rt_kernel_launch(kl->kern, args, stream, err);
+  const rt_epilogue epi = tn_gpu_epilogue_of(kl->g, args); /* D in place of C */
+  rt_gemm_args with = *args;
+  with.epi = &epi;
+  return rt_kernel_launch(kl->kern, &with, stream, err);
 }
 
 mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *spec,
@@ -170,7 +183,14 @@ mmt_status tn_gpu_measure(tn_gpu *g, const rt_cubin *cubin, const gen_kernel *sp
     rt_kernel_unload(&kern);
     return MMT_OK;
   }
-  rc = measure(g, launch_kernel, &kern, &o, out, err);
+  if (kern.epilogue != (o.op[0] != '\0')) {
+    rt_kernel_unload(&kern);
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel %s is %s op kernel, the problem %s",
+                   spec->kernel_name, kern.epilogue ? "an" : "not an",
+                   o.op[0] ? "has an op" : "has none");
+  }
+  kernel_launch kl = {&kern, g};
+  rc = measure(g, launch_kernel, &kl, &o, out, err);
   if (rc != MMT_ERR_FAULT) rt_kernel_unload(&kern); /* a dead context cannot unload */
   return rc;
 }

@@ -47,6 +47,13 @@ typedef struct {
   bool cold;              /* every timed run reads operands evicted from L2: A, B and C rotate
                              over copies that add up to more than twice the L2 (else copies
                              cover 3x the L2 up to 32 of them, so small problems run warm) */
+  /* An op kernel's problem (gen.h, "Epilogues"): its op as text (gen_op_format; "": the plain
+   * GEMM) and batch (0 read as 1).  n is then the product's columns and ldc D's pitch (at
+   * least n, or n / 2 gated); D is written in place of C (beta 0, C not read), in the op's
+   * output type, each problem of the batch after the one before; the bias and scales are
+   * random vectors, and the reference is the whole expression in float64. */
+  char op[GEN_OP_TEXT_MAX];
+  int64_t batch;
 } tn_measure_opts;
 
 typedef struct {
@@ -71,6 +78,9 @@ const char *tn_gpu_guard_note(const tn_gpu *g);
  * result checked in that type.  "f32", "f16" and "bf16" (16-bit data is widened to float,
  * exactly, for the float64 reference and the check); the tuner plans nothing else. */
 bool tn_measure_supports(const char *dtype);
+
+/* The columns of D of o's problem: n, or n / 2 for a gated op. */
+int64_t tn_measure_out_cols(const tn_measure_opts *o);
 
 /* Fills opts' defaults (budget, run counts) where zero. */
 void tn_measure_defaults(tn_measure_opts *o);

@@ -36,7 +36,7 @@ struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn;
+  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn, epi_ref_fn;
   CUdeviceptr stats;    /* check_stats */
   CUdeviceptr read_buf; /* tn_gpu_read_ms's copies, read_cap bytes */
   size_t read_cap;
@@ -50,6 +50,18 @@ struct tn_gpu {
   int copies;
   int elem; /* bytes per element of the problem being measured */
   int bf16; /* 16-bit elements are bf16 (else f16) */
+  /* An op kernel's problem (tn_measure_opts.op): its op, D's element (C's buffer holds D) and
+   * columns, the problems of the batch (A, B and D each `batch` matrices a_elems / batch, ...
+   * apart within a copy), and the random vectors (bias, scale_row, scale_col: one allocation,
+   * each widened to float in vec_wide for the reference).  Without an op: has_op false,
+   * out_elem = elem, batch 1. */
+  bool has_op;
+  gen_op op;
+  int out_elem, out_bf16;
+  int64_t n_out, batch;
+  size_t a_stride, b_stride, c_stride; /* elements from one problem to the next */
+  CUdeviceptr vec, bias, scale_row, scale_col, vec_wide;
+  size_t vec_cap;
   /* Elements each operand addresses ((rows - 1) * ld + row width), and the alignment of the
    * problem's pitches: what a candidate is verified for. */
   size_t a_extent, b_extent, c_extent;
@@ -74,8 +86,11 @@ struct tn_gpu {
 size_t tn_gpu_timed_copies(const tn_gpu *g, size_t set_bytes, bool cold);
 /* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
 mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err);
-/* The GEMM arguments of input copy `copy` (0 .. g->copies - 1) of the problem of o. */
+/* The GEMM arguments of input copy `copy` (0 .. g->copies - 1) of the problem of o.  An op
+ * kernel's launch adds its epilogue (tn_gpu_epilogue_of) and batch. */
 rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int copy);
+/* The epilogue argument of an op kernel launched on args (D in place of C). */
+rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args);
 /* Errors after which the context is dead: the process must stop using the device. */
 bool tn_gpu_is_sticky(CUresult r);
 /* x rounded up to a multiple of `to`. */

@@ -39,17 +39,66 @@ cleanup:
   return rc;
 }
 
-/* n random elements of the problem's dtype at x. */
-static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
+/* The fill kernel's `bits` of a type: 32 (float), 16 (f16) or -16 (bf16). */
+static int fill_bits(int elem, int bf16) { return elem == 4 ? 32 : bf16 ? -16 : 16; }
+
+/* n random elements of a type (fill_bits) at x. */
+static mmt_status fill_typed(tn_gpu *g, CUdeviceptr x, size_t n, int bits, uint64_t seed,
+                             ut_err *err) {
   unsigned long long count = n, s = seed;
-  int bits = g->elem == 4 ? 32 : g->bf16 ? -16 : 16;
   return launch_elementwise(g, g->fill_fn, n, (void *[]){&x, &count, &s, &bits}, err);
 }
 
-/* n 16-bit elements at x as floats at y. */
-static mmt_status widen(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, ut_err *err) {
+/* n random elements of the problem's dtype at x. */
+static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
+  return fill_typed(g, x, n, fill_bits(g->elem, g->bf16), seed, err);
+}
+
+/* n 16-bit elements (bf16 or f16) at x as floats at y. */
+static mmt_status widen_typed(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, int bf16,
+                              ut_err *err) {
   unsigned long long count = n;
-  return launch_elementwise(g, g->widen_fn, n, (void *[]){&x, &y, &count, &g->bf16}, err);
+  return launch_elementwise(g, g->widen_fn, n, (void *[]){&x, &y, &count, &bf16}, err);
+}
+
+/* n 16-bit elements of the problem's dtype at x as floats at y. */
+static mmt_status widen(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, ut_err *err) {
+  return widen_typed(g, x, y, n, g->bf16, err);
+}
+
+/* D's elements (in C's buffer) as floats: wc, or C itself for an f32 D. */
+static mmt_status widen_out(tn_gpu *g, CUdeviceptr c, CUdeviceptr *out, ut_err *err) {
+  *out = c;
+  if (g->out_elem == 4) return MMT_OK;
+  *out = g->wc;
+  return widen_typed(g, c, g->wc, g->c_extent, g->out_bf16, err);
+}
+
+/* The quiet NaN pattern of D's type, twice over for 16 bits. */
+static unsigned nan_word(const tn_gpu *g) {
+  return g->out_elem == 4 ? NAN_BITS : g->out_bf16 ? 0x7fc07fc0u : 0x7e007e00u;
+}
+
+/* The op's random vectors (bias of its type, scales in float) and their float copies. */
+static mmt_status fill_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  if (!g->has_op) return MMT_OK;
+  const size_t len = (size_t)(o->m > o->n ? o->m : o->n), step = tn_round_up(len, 64);
+  const bool f32_bias = g->op.bias_f32 || g->out_elem == 4;
+  if ((rc = fill_typed(g, g->bias, len, f32_bias ? 32 : fill_bits(2, g->out_bf16), o->seed * 2 + 3,
+                       err)) ||
+      (rc = fill_typed(g, g->scale_row, len, 32, o->seed * 2 + 4, err)) ||
+      (rc = fill_typed(g, g->scale_col, len, 32, o->seed * 2 + 5, err)))
+    return rc;
+  /* float copies for the reference: the bias widened, the scales as they are */
+  if (f32_bias)
+    RT_CU_CHECK(g->cu, cuMemcpyDtoD(g->vec_wide, g->bias, 4 * len));
+  else if ((rc = widen_typed(g, g->bias, g->vec_wide, len, g->out_bf16, err)))
+    return rc;
+  RT_CU_CHECK(g->cu, cuMemcpyDtoD(g->vec_wide + 4 * step, g->scale_row, 4 * len));
+  RT_CU_CHECK(g->cu, cuMemcpyDtoD(g->vec_wide + 8 * step, g->scale_col, 4 * len));
+cleanup:
+  return rc;
 }
 
 mmt_status tn_gpu_prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
@@ -57,10 +106,10 @@ mmt_status tn_gpu_prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *er
   size_t na = g->a_elems * (size_t)g->copies, nb = g->b_elems * (size_t)g->copies;
   if ((rc = fill_random(g, g->a, na, o->seed * 2 + 1, err))) return rc;
   if ((rc = fill_random(g, g->b, nb, o->seed * 2 + 2, err))) return rc;
+  if ((rc = fill_vectors(g, o, err))) return rc;
   /* NaN in every element: two 16-bit NaNs per word (c_elems is even) for 16-bit types. */
-  unsigned nan_word = g->elem == 4 ? NAN_BITS : g->bf16 ? 0x7fc07fc0u : 0x7e007e00u;
-  RT_CU_CHECK(g->cu,
-              cuMemsetD32(g->c, nan_word, g->c_elems * (size_t)g->copies * (size_t)g->elem / 4));
+  RT_CU_CHECK(g->cu, cuMemsetD32(g->c, nan_word(g),
+                                 g->c_elems * (size_t)g->copies * (size_t)g->out_elem / 4));
 cleanup:
   return rc;
 }
@@ -73,40 +122,34 @@ static mmt_status sync_checked(tn_gpu *g, const char *what, ut_err *err) {
   return tn_gpu_is_sticky(r) ? MMT_ERR_FAULT : MMT_ERR_CUDA;
 }
 
-/* The float64 reference of the inputs at in_a, in_b (their extents: nothing past them is
- * read) into g->ref on the device (row stride n): computed on the CPU and uploaded for small
- * problems, by the float64 GPU kernel for large ones. */
-static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr in_a,
-                                    CUdeviceptr in_b, ut_err *err) {
+/* The float64 product of problem z of the (float) inputs at a, b into `ref` on the device
+ * (row stride n): computed on the CPU and uploaded for small problems, by the float64 GPU
+ * kernel for large ones.  Nothing past the problem's extents is read. */
+static mmt_status product_reference(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr a,
+                                    CUdeviceptr b, CUdeviceptr ref, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   const char *layout = o->layout[0] ? o->layout : "nn";
   size_t ref_bytes = 8 * (size_t)o->m * (size_t)o->n;
-  /* The reference reads float: 16-bit inputs are widened first, exactly. */
-  CUdeviceptr a = in_a, b = in_b;
-  if (g->elem != 4) {
-    if ((rc = widen(g, in_a, g->wa, g->a_extent, err)) ||
-        (rc = widen(g, in_b, g->wb, g->b_extent, err)))
-      return rc;
-    a = g->wa;
-    b = g->wb;
-  }
+  const size_t nb = (size_t)g->batch; /* one problem's extents */
+  const size_t a_extent = g->a_extent - (nb - 1) * g->a_stride;
+  const size_t b_extent = g->b_extent - (nb - 1) * g->b_stride;
   if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
     if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
-    if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * g->a_extent, err))) return rc;
-    if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * g->b_extent, err))) return rc;
-    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, a, 4 * g->a_extent));
-    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, b, 4 * g->b_extent));
+    if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * a_extent, err))) return rc;
+    if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * b_extent, err))) return rc;
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, a, 4 * a_extent));
+    RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, b, 4 * b_extent));
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     if ((rc = tn_ref_gemm_layout(layout, o->m, o->n, o->k, g->host_a, o->lda, g->host_b, o->ldb,
                                  g->host_ref, o->n, threads > 0 ? (int)threads : 1, err)))
       return rc;
-    RT_CU_CHECK(cu, cuMemcpyHtoD(g->ref, g->host_ref, ref_bytes));
+    RT_CU_CHECK(cu, cuMemcpyHtoD(ref, g->host_ref, ref_bytes));
     return MMT_OK;
   }
   int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
   int ta = layout[0] == 't', tb = layout[1] == 't';
-  void *args[] = {&m, &n, &k, &ta, &tb, &a, &lda, &b, &ldb, &g->ref, &ldr};
+  void *args[] = {&m, &n, &k, &ta, &tb, &a, &lda, &b, &ldb, &ref, &ldr};
   /* Launch geometry of gpu/ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
   int64_t tiles_y = (m + 63) / 64;
   RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),
@@ -117,34 +160,92 @@ cleanup:
   return rc;
 }
 
-/* Runs mmt_check_f32 over the C at in_c (its extent) and the reference; fills *cs. */
+/* The float64 reference of the inputs at in_a, in_b into g->ref: each problem's product
+ * (batch x M x N), then for an op D's whole expression after them (batch x M x n_out, by the
+ * helper kernel mmt_epilogue_f64 from the float copies of the vectors); *ref_d is where the
+ * check reads (row stride ref_ld).  The reference reads float: 16-bit inputs are widened
+ * first, exactly. */
+static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr in_a,
+                                    CUdeviceptr in_b, CUdeviceptr *ref_d, int64_t *ref_ld,
+                                    ut_err *err) {
+  mmt_status rc = MMT_OK;
+  CUdeviceptr a = in_a, b = in_b;
+  if (g->elem != 4) {
+    if ((rc = widen(g, in_a, g->wa, g->a_extent, err)) ||
+        (rc = widen(g, in_b, g->wb, g->b_extent, err)))
+      return rc;
+    a = g->wa;
+    b = g->wb;
+  }
+  const size_t plane = 8 * (size_t)o->m * (size_t)o->n;
+  for (int64_t z = 0; z < g->batch; z++)
+    if ((rc = product_reference(g, o, a + 4 * (size_t)z * g->a_stride,
+                                b + 4 * (size_t)z * g->b_stride, g->ref + (size_t)z * plane, err)))
+      return rc;
+  *ref_d = g->ref;
+  *ref_ld = o->n;
+  if (!g->has_op) return MMT_OK;
+  const size_t len = (size_t)(o->m > o->n ? o->m : o->n), step = 4 * tn_round_up(len, 64);
+  long long m = o->m, n = o->n, nz = g->batch, n_out = g->n_out;
+  int bias = g->op.bias == 'c' ? 1 : g->op.bias == 'r' ? 2 : 0, act = (int)g->op.act;
+  int gated = g->op.gated, srow = g->op.scale_row, scol = g->op.scale_col;
+  CUdeviceptr p = g->ref, d = g->ref + (size_t)g->batch * plane, vb = g->vec_wide,
+              vr = g->vec_wide + step, vc = g->vec_wide + 2 * step;
+  void *args[] = {&m, &n, &nz, &p, &d, &n_out, &bias, &vb, &srow, &vr, &scol, &vc, &act, &gated};
+  const size_t total = (size_t)(nz * m * n_out);
+  unsigned blocks = (unsigned)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
+  if (blocks)
+    RT_CU_CHECK(g->cu, cuLaunchKernel(g->epi_ref_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  if ((rc = sync_checked(g, "float64 epilogue reference kernel", err))) return rc;
+  *ref_d = d;
+  *ref_ld = n_out;
+cleanup:
+  return rc;
+}
+
+/* Runs mmt_check_f32 over the C (D) at in_c (its extent) and the reference at ref (row
+ * stride ref_ld), problem by problem of the batch; fills *cs.  A position it reports is an
+ * element's offset from the first problem's first. */
 static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr in_c,
-                                 check_stats *cs, ut_err *err) {
+                                 CUdeviceptr ref, int64_t ref_ld, check_stats *cs, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = g->cu;
   check_stats init = {{0, 0}, {0, 0, 0, ~0ull, 0, ~0ull}};
   RT_CU_CHECK(cu, cuMemcpyHtoD(g->stats, &init, sizeof init));
-  long long m = o->m, n = o->n, ldc = o->ldc, ldr = o->n;
+  long long m = o->m, n = g->n_out, ldc = o->ldc, ldr = ref_ld;
   CUdeviceptr sums = g->stats, st = g->stats + offsetof(check_stats, st), c = in_c;
-  if (g->elem != 4) { /* C widened to float: exact, NaN stays NaN */
-    if ((rc = widen(g, in_c, g->wc, g->c_extent, err))) return rc;
-    c = g->wc;
-  }
-  void *args[] = {&m, &n, &c, &ldc, &g->ref, &ldr, &sums, &st};
+  /* C widened to float: exact, NaN stays NaN */
+  if ((rc = widen_out(g, in_c, &c, err))) return rc;
   unsigned blocks = (unsigned)(m < 8192 ? m : 8192);
-  RT_CU_CHECK(cu, cuLaunchKernel(g->check_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  for (int64_t z = 0; z < g->batch; z++) {
+    CUdeviceptr cz = c + 4 * (size_t)z * g->c_stride, rz = ref + 8 * (size_t)(z * m * ldr);
+    void *args[] = {&m, &n, &cz, &ldc, &rz, &ldr, &sums, &st};
+    RT_CU_CHECK(cu, cuLaunchKernel(g->check_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  }
   if ((rc = sync_checked(g, "result check kernel", err))) return rc;
   RT_CU_CHECK(cu, cuMemcpyDtoH(cs, g->stats, sizeof *cs));
 cleanup:
   return rc;
 }
 
-/* Checks the C at c: values against the reference (tn_compare's measures and tolerances),
- * and padding columns (n..ldc) untouched. */
-static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr c,
-                               tn_measurement *out, ut_err *err) {
+/* The tolerance of o's problem: its dtype's, or for an op the looser of the inputs' and the
+ * output type's (f32 in, f16 out: f16's; f16 in, f32 out: f32's, the products being exact). */
+static void problem_tolerance(const tn_gpu *g, const tn_measure_opts *o, double *rel_tol,
+                              double *max_tol) {
+  tn_tolerance(o->dtype, rel_tol, max_tol);
+  double rel = 0, max = 0;
+  if (!g->has_op || !tn_tolerance(g->op.out, &rel, &max)) return;
+  if (g->elem != 4) tn_tolerance("f32", rel_tol, max_tol); /* 16-bit inputs: exact products */
+  if (rel > *rel_tol) *rel_tol = rel;
+  if (max > *max_tol) *max_tol = max;
+}
+
+/* Checks the C (D) at c: values against the reference at ref (row stride ref_ld; tn_compare's
+ * measures), and padding columns (n..ldc) untouched. */
+static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr c, CUdeviceptr ref,
+                               int64_t ref_ld, tn_measurement *out, ut_err *err) {
   check_stats cs;
-  mmt_status rc = device_compare(g, o, c, &cs, err);
+  mmt_status rc = device_compare(g, o, c, ref, ref_ld, &cs, err);
   if (rc) return rc;
   double dmax, rmax, rel_tol = 0, max_tol = 0;
   memcpy(&dmax, &cs.st[0], sizeof dmax);
@@ -152,7 +253,7 @@ static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr 
   /* An all-zero reference makes both measures absolute, as in tn_compare. */
   out->rel_err = cs.sums[1] > 0 ? sqrt(cs.sums[0] / cs.sums[1]) : sqrt(cs.sums[0]);
   out->max_err = rmax > 0 ? dmax / rmax : dmax;
-  tn_tolerance(o->dtype, &rel_tol, &max_tol);
+  problem_tolerance(g, o, &rel_tol, &max_tol);
   unsigned long long ldc = (unsigned long long)o->ldc;
   if (cs.st[2] > 0) {
     out->status = DB_VERIFY_FAILED;
@@ -190,13 +291,13 @@ static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
   const size_t e = (size_t)g->elem;
   args->a = tn_guard_place(&g->guard[0], g->a_extent * e, g->align, side);
   args->b = tn_guard_place(&g->guard[1], g->b_extent * e, g->align, side);
-  args->c = tn_guard_place(&g->guard[2], g->c_extent * e, g->align, side);
+  args->c = tn_guard_place(&g->guard[2], g->c_extent * (size_t)g->out_elem, g->align, side);
   if ((rc = fill_random(g, args->a, g->a_extent, o->seed * 2 + 1, err))) return rc;
   if ((rc = fill_random(g, args->b, g->b_extent, o->seed * 2 + 2, err))) return rc;
-  if (e == 4)
+  if (g->out_elem == 4)
     RT_CU_CHECK(g->cu, cuMemsetD32(args->c, NAN_BITS, g->c_extent));
   else
-    RT_CU_CHECK(g->cu, cuMemsetD16(args->c, g->bf16 ? 0x7fc0 : 0x7e00, g->c_extent));
+    RT_CU_CHECK(g->cu, cuMemsetD16(args->c, g->out_bf16 ? 0x7fc0 : 0x7e00, g->c_extent));
 cleanup:
   return rc;
 }
@@ -204,6 +305,8 @@ cleanup:
 mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
                          tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
+  CUdeviceptr ref = 0;
+  int64_t ref_ld = 0;
   for (int i = 0; i < (g->gran ? 2 : 1); i++) {
     rt_gemm_args args;
     if ((rc = place_operands(g, o, i, &args, err))) return rc;
@@ -216,8 +319,8 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     snprintf(what, sizeof what, "candidate kernel%s%s", g->gran ? ", " : "",
              g->gran ? k_placements[i] : "");
     if ((rc = sync_checked(g, what, err))) return rc;
-    if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, err))) return rc;
-    if ((rc = check_result(g, o, args.c, out, err))) return rc;
+    if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, &ref, &ref_ld, err))) return rc;
+    if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
     if (out->status != DB_OK) {
       if (g->gran) {
         size_t used = strlen(out->error);
