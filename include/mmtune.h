@@ -295,6 +295,12 @@ typedef struct {
   char nvrtc_version[16];
   char template_hash[17];
   char kernel_hash[17];
+  /* mmt_explain_matmul: the op kernel's epilogue as the kernel computes it (canonical text,
+   * e.g. "out=f32,bias=col,act=silu"; the row-major kernel problem's rows and columns, so a
+   * column-major call's column bias reads "bias=row") and the problems of one launch; "" and 1
+   * for a plain GEMM. */
+  char epilogue[96];
+  int64_t batch;
 } mmt_choice;
 
 /*
@@ -306,6 +312,15 @@ typedef struct {
  * choice: OUT.  Errors: as mmt_gemm's argument checks, and MMT_ERR_UNSUPPORTED.
  */
 mmt_status mmt_explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice);
+
+/*
+ * mmt_explain for an mmt_matmul call: which kernel desc would get -- for a plain descriptor
+ * mmt_gemm's, else the op kernel -- without launching or compiling.  The pointers may be NULL
+ * (alignment is then what the leading dimensions and strides allow, as for mmt_explain); the
+ * other fields are checked as mmt_matmul checks them.  choice: OUT.
+ * Errors: as mmt_matmul's checks of the fields, and MMT_ERR_UNSUPPORTED.
+ */
+mmt_status mmt_explain_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, mmt_choice *choice);
 
 /* Name of a choice kind: "exact", "predicted", "default". */
 const char *mmt_choice_kind_name(mmt_choice_kind kind);

@@ -621,6 +621,71 @@ static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *ch
   return rc;
 }
 
+/* The key of an explained op descriptor (rt_matmul_map's plan, not plain): its pointers, which
+ * may be NULL, count as aligned. */
+static problem_key explained_op_key(const mmt_matmul_desc *d, rt_matmul_plan *pl) {
+  if (d->k == 0 || d->alpha == 0.0f) pl->kp.k = 0; /* as mmt_matmul launches it */
+  pl->a = pl->b = NULL;
+  return op_key_of(pl, d->in_type);
+}
+
+mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_name,
+                             const mmt_matmul_desc *d, mmt_choice *out, ut_err *err) {
+  memset(out, 0, sizeof *out);
+  mmt_status rc = rt_matmul_check_fields(d, err);
+  if (rc) return rc;
+  out->kind = MMT_CHOICE_DEFAULT;
+  out->batch = 1;
+  if (d->m == 0 || d->n == 0) return MMT_OK; /* launches nothing */
+  rt_matmul_plan pl;
+  rt_matmul_map(d, &pl);
+  if (pl.plain) {
+    rc = rt_explain(ch, db, device_name, &pl.gemm, out, err);
+    out->batch = 1;
+    return rc;
+  }
+  const problem_key key = explained_op_key(d, &pl);
+  gen_op op;
+  const gen_problem gp = problem_of(&key, &op);
+  rt_choice c = {0};
+  rc = rt_choose(ch, db, device_name, &gp, &c, err);
+  if (!rc) rt_choice_describe(&c, &gp, out);
+  rt_choice_clear(&c);
+  return rc;
+}
+
+static mmt_status explain_matmul(mmt_context *ctx, const mmt_matmul_desc *d, mmt_choice *choice,
+                                 ut_err *err) {
+  if (!choice) return ut_fail(err, MMT_ERR_INVALID_ARG, "choice is NULL");
+  memset(choice, 0, sizeof *choice);
+  mmt_status rc = rt_matmul_check_fields(d, err);
+  if (!rc) rc = check_open(ctx, err);
+  if (rc) return rc;
+  rt_matmul_plan pl;
+  rt_matmul_map(d, &pl);
+  if (pl.plain || d->m == 0 || d->n == 0) {
+    pthread_mutex_lock(&ctx->lock);
+    rc = rt_explain_matmul(ctx->chooser, ctx->db, ctx->dev.info.name, d, choice, err);
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+  }
+  const problem_key key = explained_op_key(d, &pl);
+  pthread_mutex_lock(&ctx->lock);
+  const problem_slot *s = slot_find(ctx, &key);
+  if (s)
+    *choice = s->choice; /* what calls of this problem launch */
+  else
+    rc = rt_explain_matmul(ctx->chooser, ctx->db, ctx->dev.info.name, d, choice, err);
+  pthread_mutex_unlock(&ctx->lock);
+  return rc;
+}
+
+mmt_status mmt_explain_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, mmt_choice *choice) {
+  if (!ctx) return MMT_ERR_INVALID_ARG;
+  ut_err *err = call_err(ctx);
+  return finish(ctx, "mmt_explain_matmul", explain_matmul(ctx, desc, choice, err), err);
+}
+
 mmt_status mmt_explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice) {
   if (!ctx) return MMT_ERR_INVALID_ARG;
   ut_err *err = call_err(ctx);

@@ -800,6 +800,8 @@ void rt_choice_describe(const rt_choice *c, const gen_problem *p, mmt_choice *ou
   out->kernel_k = p->k;
   out->expected_ms = expected_ms(c);
   out->model_rows = c->model_rows;
+  out->batch = p->batch > 1 ? p->batch : 1;
+  if (p->op) gen_op_format(p->op, out->epilogue, sizeof out->epilogue, NULL);
   if (!c->has_record) return;
   const db_result *r = &c->record;
   out->record_id = r->id;

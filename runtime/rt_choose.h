@@ -302,6 +302,11 @@ mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, co
  * layout from the transposes, pointers as from cudaMalloc), for rt_rank.  p must have passed
  * rt_gemm_check and have M and N > 0. */
 gen_problem rt_explain_problem(const mmt_problem *p);
+/* rt_explain for an mmt_matmul descriptor (mmt_explain_matmul's choice, for a GPU model from
+ * the database alone): its pointers may be NULL.  Errors: rt_matmul_check_fields's, and
+ * rt_choose's. */
+mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_name,
+                             const mmt_matmul_desc *d, mmt_choice *out, ut_err *err);
 
 /* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's
  * starting points: *count entries. */

@@ -10,6 +10,9 @@ _Static_assert(MMT_ACT_NONE == (int)GEN_ACT_NONE && MMT_ACT_RELU == (int)GEN_ACT
                    MMT_ACT_GELU_ERF == (int)GEN_ACT_GELU_ERF && MMT_ACT_SILU == (int)GEN_ACT_SILU,
                "mmt_activation and gen_act agree");
 
+_Static_assert(sizeof(((mmt_choice *)0)->epilogue) == GEN_OP_TEXT_MAX,
+               "mmt_choice.epilogue holds an op's text");
+
 /* Whether t is a type D (and C) may have. */
 static bool out_type(mmt_dtype t) { return t == MMT_F32 || t == MMT_F16 || t == MMT_BF16; }
 
@@ -230,13 +233,18 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   return MMT_OK;
 }
 
-mmt_status rt_matmul_check(const mmt_matmul_desc *d, ut_err *err) {
+mmt_status rt_matmul_check_fields(const mmt_matmul_desc *d, ut_err *err) {
   if (!d) return ut_fail(err, MMT_ERR_INVALID_ARG, "desc is NULL");
   mmt_status rc = check_enums(d, err);
   if (!rc) rc = check_sizes(d, err);
   if (!rc) rc = check_lds(d, err);
   if (!rc) rc = check_epilogue(d, err);
   if (!rc) rc = check_int_sizes(d, err);
+  return rc;
+}
+
+mmt_status rt_matmul_check(const mmt_matmul_desc *d, ut_err *err) {
+  mmt_status rc = rt_matmul_check_fields(d, err);
   if (!rc && d->m > 0 && d->n > 0) rc = check_memory(d, err);
   return rc;
 }

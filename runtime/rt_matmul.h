@@ -32,6 +32,8 @@
  * MMT_ERR_INVALID_ARG, the message naming the field.
  */
 mmt_status rt_matmul_check(const mmt_matmul_desc *d, ut_err *err);
+/* rt_matmul_check but the pointers and the memory they cover (mmt_explain_matmul). */
+mmt_status rt_matmul_check_fields(const mmt_matmul_desc *d, ut_err *err);
 
 /* A checked descriptor in kernel terms. */
 typedef struct {

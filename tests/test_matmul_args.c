@@ -19,6 +19,7 @@
 
 #include "gen.h"
 #include "matmul_ref.h"
+#include "rt_choose.h"
 #include "rt_matmul.h"
 
 #define ADDR(x) ((void *)(uintptr_t)(x))
@@ -391,12 +392,87 @@ static void test_mapping_computes_the_call(void **state) {
   assert_true(plain > 0 && ops > 2000);
 }
 
+/* What the dispatcher's choice is for descriptors, without a GPU or a database: an op kernel
+ * of a template with epilogues, named by its epilogue as the kernel computes it. */
+static void test_explain(void **state) {
+  (void)state;
+  rt_chooser *ch = NULL;
+  ut_err e = {{0}};
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
+                       .trans_b = MMT_TRANS,
+                       .m = 512,
+                       .n = 1024,
+                       .k = 768,
+                       .in_type = MMT_F16,
+                       .out_type = MMT_F16,
+                       .alpha = 1,
+                       .lda = 768,
+                       .ldb = 768,
+                       .ldd = 1024,
+                       .batch = 1,
+                       .bias_mode = MMT_BIAS_COL,
+                       .bias = ADDR(0x1000),
+                       .act = MMT_ACT_GELU_TANH};
+  mmt_choice c;
+  assert_int_equal(rt_explain_matmul(ch, NULL, "NVIDIA H200", &d, &c, &e), MMT_OK);
+  assert_string_equal(c.epilogue, "out=f16,bias=col,bias_type=f32,act=gelu_tanh"); /* fp32: 0 */
+  assert_int_equal(c.batch, 1);
+  assert_string_equal(c.layout, "nt");
+  assert_true(!strcmp(c.template_name, "wgmma") || !strcmp(c.template_name, "mma_sync"));
+  /* column-major: D^T, the bias over the kernel's rows */
+  d.order = MMT_COL_MAJOR, d.trans_b = MMT_NO_TRANS, d.lda = 512, d.ldb = 768, d.ldd = 512;
+  assert_int_equal(rt_explain_matmul(ch, NULL, "NVIDIA H200", &d, &c, &e), MMT_OK);
+  assert_string_equal(c.epilogue, "out=f16,bias=row,bias_type=f32,act=gelu_tanh");
+  assert_int_equal(c.kernel_m, 1024);
+  /* f32 inputs: the CUDA-core families; a batch: a config whose grid.z is free */
+  mmt_matmul_desc f = {.order = MMT_ROW_MAJOR,
+                       .m = 300,
+                       .n = 200,
+                       .k = 100,
+                       .in_type = MMT_F32,
+                       .out_type = MMT_BF16,
+                       .alpha = 1,
+                       .lda = 100,
+                       .ldb = 200,
+                       .ldd = 200,
+                       .batch = 40,
+                       .stride_a = 30000,
+                       .stride_b = 20000,
+                       .stride_d = 60000,
+                       .act = MMT_ACT_SILU};
+  assert_int_equal(rt_explain_matmul(ch, NULL, "NVIDIA H200", &f, &c, &e), MMT_OK);
+  assert_string_equal(c.epilogue, "out=bf16,act=silu");
+  assert_int_equal(c.batch, 40);
+  assert_string_equal(c.template_name, "reg_tiled");
+  assert_null(strstr(c.params, "split=2")); /* split-K configs take batches of one */
+  /* a plain descriptor is mmt_gemm's problem */
+  mmt_matmul_desc p = {.order = MMT_ROW_MAJOR,
+                       .m = 64,
+                       .n = 64,
+                       .k = 64,
+                       .in_type = MMT_F32,
+                       .out_type = MMT_F32,
+                       .alpha = 1,
+                       .lda = 64,
+                       .ldb = 64,
+                       .ldd = 64,
+                       .batch = 1};
+  assert_int_equal(rt_explain_matmul(ch, NULL, "NVIDIA H200", &p, &c, &e), MMT_OK);
+  assert_string_equal(c.epilogue, "");
+  assert_int_equal(c.batch, 1);
+  p.gated = 1, p.order = MMT_COL_MAJOR;
+  assert_int_equal(rt_explain_matmul(ch, NULL, "NVIDIA H200", &p, &c, &e), MMT_ERR_UNSUPPORTED);
+  rt_chooser_free(ch);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enums_and_sizes), cmocka_unit_test(test_leading_dimensions),
       cmocka_unit_test(test_epilogue_fields), cmocka_unit_test(test_pointers_and_overlaps),
       cmocka_unit_test(test_batch_strides),   cmocka_unit_test(test_plain),
       cmocka_unit_test(test_op_codes),        cmocka_unit_test(test_mapping_computes_the_call),
+      cmocka_unit_test(test_explain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

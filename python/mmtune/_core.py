@@ -46,6 +46,8 @@ class Choice:
     nvrtc_version: str
     template_hash: str
     kernel_hash: str
+    epilogue: str  # mmt_matmul's op kernel ("" for gemm)
+    batch: int
 
     def as_dict(self):
         return dataclasses.asdict(self)

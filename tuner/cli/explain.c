@@ -4,6 +4,8 @@
  * context (mmt_explain); with --device-name it makes the same choice for that GPU model from
  * the database alone, without a GPU (rt_explain).
  */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +23,9 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"device-name", 0, "NAME", "GPU model to explain for, from the database alone (no GPU needed)"},
     {"arch", 0, "sm_XY", "with --device-name: its architecture (default: its rows', else any)"},
     {"db", 0, "PATH", "results database (default as for tune); it must exist unless --defaults"},
-    {"defaults", 0, NULL, "answer without a database: the built-in defaults and the model's "
-                          "analytic ranking (what an untuned GPU gets)"},
+    {"defaults", 0, NULL,
+     "answer without a database: the built-in defaults and the model's "
+     "analytic ranking (what an untuned GPU gets)"},
     {"dtype", 0, "DTYPE", "f32 (default), tf32, f16 or bf16"},
     {"order", 0, "row|col", "storage order of A, B and C (default row)"},
     {"trans-a", 0, NULL, "op(A) = A^T"},
@@ -30,6 +33,11 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"lda", 0, "N", "leading dimension of A (default: the smallest allowed)"},
     {"ldb", 0, "N", "leading dimension of B (default: the smallest allowed)"},
     {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
+    {"epilogue", 'e', "OP",
+     "mmt_matmul's call with this epilogue (out=f32|f16|bf16, bias=col|row, bias_type=f32, "
+     "scale=row|col|row+col, act=..., gated: as mmtune emit --help says; bias=col is a vector "
+     "over D's columns); N is D's"},
+    {"batch", 0, "N", "with --epilogue: problems of the call (packed one after another)"},
     {"top", 0, "N",
      "with --device-name: also the first N candidates as the model ranks them (predicted and "
      "analytic ms, rows used), and why any of them is not usable"},
@@ -43,8 +51,69 @@ static const tn_cmd_spec EXPLAIN_SPEC = {
     "built-in config never measured on this GPU model (default); the template and parameters;\n"
     "the expected time (measured, or the model's prediction and how many rows it used); and\n"
     "the measurement it relies on (shape, time, errors against the float64 reference, date,\n"
-    "NVRTC and template source hash).",
+    "NVRTC and template source hash).  With --epilogue (and --batch), the same for an\n"
+    "mmt_matmul call: the op kernel it would launch.",
     EXPLAIN_OPTS, (int)(sizeof EXPLAIN_OPTS / sizeof EXPLAIN_OPTS[0])};
+
+/* --epilogue and --batch: an mmt_matmul descriptor for p (*has false without --epilogue).  Its
+ * pointers are placeholders (explain reads none), its batches packed. */
+static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc *d, bool *has) {
+  gen_op op;
+  int ex = tn_opt_epilogue("explain", o, mmt_dtype_name(p->dtype), &op, has);
+  int64_t batch = 1;
+  const char *v = tn_opts_get(o, "batch");
+  if (!ex && v) ex = tn_opt_i64("explain", v, "--batch", 1, INT32_MAX, &batch);
+  if (ex) return ex;
+  if (!*has) return v ? tn_usage_error("explain", "--batch goes with --epilogue") : TN_EXIT_OK;
+  static const char *const outs[3] = {"f32", "f16", "bf16"};
+  static const mmt_dtype types[3] = {MMT_F32, MMT_F16, MMT_BF16};
+  mmt_dtype out = MMT_F32;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(op.out, outs[i])) out = types[i];
+  const void *some = (const void *)(uintptr_t)0x100000; /* aligned for every type */
+  const int64_t np = op.gated ? 2 * p->n : p->n;
+  const bool row = p->order == MMT_ROW_MAJOR;
+  *d = (mmt_matmul_desc){.order = p->order,
+                         .trans_a = p->trans_a,
+                         .trans_b = p->trans_b,
+                         .m = p->m,
+                         .n = p->n,
+                         .k = p->k,
+                         .in_type = p->dtype,
+                         .out_type = out,
+                         .alpha = 1,
+                         .a = some,
+                         .lda = p->lda,
+                         .b = some,
+                         .ldb = p->ldb,
+                         .d = (void *)(uintptr_t)some,
+                         .ldd = p->ldc,
+                         .batch = batch,
+                         .bias_mode = op.bias == 'c'   ? MMT_BIAS_COL
+                                      : op.bias == 'r' ? MMT_BIAS_ROW
+                                                       : MMT_BIAS_NONE,
+                         .bias = op.bias ? some : NULL,
+                         .bias_type = op.bias_f32 ? MMT_F32 : out,
+                         .scale_row = op.scale_row ? some : NULL,
+                         .scale_col = op.scale_col ? some : NULL,
+                         .act = (mmt_activation)op.act,
+                         .gated = op.gated};
+  if (batch > 1) { /* packed: each matrix after the one before */
+    const bool a_rows = row != (p->trans_a == MMT_TRANS), b_rows = row != (p->trans_b == MMT_TRANS);
+    d->stride_a = (a_rows ? p->m : p->k) * p->lda;
+    d->stride_b = (b_rows ? p->k : np) * p->ldb;
+    d->stride_d = (row ? p->m : p->n) * p->ldc;
+  }
+  if (op.gated && !tn_opts_get(o, "ldb")) { /* the default B of a gated call: 2N columns */
+    mmt_problem q = *p;
+    q.n = np;
+    int64_t min[3];
+    const char *what[3];
+    rt_gemm_min_ld(&q, min, what);
+    d->ldb = min[1] > 1 ? min[1] : 1;
+  }
+  return TN_EXIT_OK;
+}
 
 /* The problem from the command line.  Exit code. */
 static int parse_problem(const tn_opts *o, mmt_problem *p) {
@@ -91,6 +160,9 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
     printf("  nothing to launch (M or N is 0)\n");
     return;
   }
+  if (c->epilogue[0])
+    printf("  epilogue:  %s, batch %lld (mmt_matmul's op kernel)\n", c->epilogue,
+           (long long)c->batch);
   printf("  choice:    %s\n", mmt_choice_kind_name(c->kind));
   printf("  kernel:    %s %s\n", c->template_name, c->params);
   rt_gemm_kernel_problem kp;
@@ -159,7 +231,8 @@ static int first_arch(const db_result *r, void *user) {
 
 /* --device-name: the choice from the database alone (kernels for the architecture its rows
  * were measured on; any architecture for a device name without rows). */
-static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *device) {
+static int explain_offline(const tn_opts *o, const mmt_problem *p, const mmt_matmul_desc *d,
+                           const char *device) {
   char path[4096];
   int64_t top = 0;
   const char *t = tn_opts_get(o, "top");
@@ -190,7 +263,9 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const char *d
   ut_err no_cache; /* no cache folder (no HOME): the model is fitted, as without one */
   if (!rc && !ut_default_cubin_dir(fits, sizeof fits, &no_cache))
     rc = rt_chooser_set_fit_cache(ch, fits, &err);
-  if (!rc) rc = rt_explain(ch, db, device, p, &c, &err);
+  if (!rc)
+    rc = d ? rt_explain_matmul(ch, db, device, d, &c, &err)
+           : rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
   if (!rc && top > 0) rc = print_ranking(ch, db, device, p, top, &err);
   rt_chooser_free(ch);
@@ -205,6 +280,13 @@ int tn_cmd_explain(int argc, char **argv) {
   int ex = tn_opts_parse(&EXPLAIN_SPEC, argc, argv, &o);
   if (ex || o.help) goto done;
   if ((ex = parse_problem(&o, &p))) goto done;
+  mmt_matmul_desc d;
+  bool has_op = false;
+  if ((ex = parse_matmul(&o, &p, &d, &has_op))) goto done;
+  if (has_op && tn_opts_has(&o, "top")) {
+    ex = tn_usage_error("explain", "--top ranks plain GEMMs only (not with --epilogue)");
+    goto done;
+  }
   const char *name = tn_opts_get(&o, "device-name");
   if (name && !*name) {
     ex = tn_usage_error("explain", "--device-name is empty");
@@ -215,7 +297,7 @@ int tn_cmd_explain(int argc, char **argv) {
       ex = tn_usage_error("explain", "--device and --device-name exclude each other");
       goto done;
     }
-    ex = explain_offline(&o, &p, name);
+    ex = explain_offline(&o, &p, has_op ? &d : NULL, name);
     goto done;
   }
   if (tn_opts_has(&o, "arch")) {
@@ -246,7 +328,7 @@ int tn_cmd_explain(int argc, char **argv) {
   mmt_context *ctx = NULL;
   mmt_choice c;
   mmt_status rc = mmt_open(&ctx, device, &mo);
-  if (!rc) rc = mmt_explain(ctx, &p, &c);
+  if (!rc) rc = has_op ? mmt_explain_matmul(ctx, &d, &c) : mmt_explain(ctx, &p, &c);
   if (!rc) {
     char dev[160];
     snprintf(dev, sizeof dev, "device %d", device);
