@@ -101,12 +101,19 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
   int64_t slices = l && l->slices > 1 ? l->slices : 1;
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
+  /* An op kernel (gen.h, "Epilogues"): `batch` problems, each its own work units and bytes;
+   * D of the op's type, half the product's columns when gated.  The epilogue's arithmetic is
+   * left out: a few operations an element of D against 2K of the product's. */
+  const double batch = p->batch > 1 ? (double)p->batch : 1.0;
+  const double out_elem =
+      p->op && gen_dtype_size(p->op->out) > 0 ? gen_dtype_size(p->op->out) : elem;
+  const double d_cols = p->op && p->op->gated ? (double)n / 2 : (double)n;
   /* a cluster's blocks: tile rows that share B, the grid rounded up to whole clusters */
   int64_t cluster = l && l->cluster > 1 ? l->cluster : 1;
   /* counted in double: any int64 sizes (a database's row) without overflow, and exact below
    * 2^53, so ceil(units / sms) is the integer division rounded up */
   double units = (double)ceil_div(ceil_div(m, tm), cluster) * (double)cluster *
-                 (double)ceil_div(n, tn) * (double)slices;
+                 (double)ceil_div(n, tn) * (double)slices * batch;
   double rounds = ceil(units / sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
   /* The tensor cores' rate needs MMA tiles: mmtune's tensor-core families have tiles of 16 or
@@ -124,12 +131,14 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
    * clusters of two, 0.1157 with the pitches padded to 3008, 0.1335 neither). */
   double waste[2] = {1, 1};
   if (cluster == 1) sector_waste(p, elem, waste);
-  double unit_bytes =
-      (((double)tm * waste[0] + (double)tn * waste[1]) * kslice + (double)tm * (double)tn) * elem;
+  double unit_bytes = ((double)tm * waste[0] + (double)tn * waste[1]) * kslice * elem +
+                      (double)tm * (double)tn * (d_cols / (double)n) * out_elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
-  double compulsory = ((double)m * (double)k + (double)k * (double)n + 2.0 * (double)m * (double)n) *
-                      elem / (dram * dram_share(l, units, sms, tm, tn, m, n));
+  double compulsory = batch *
+                      (((double)m * (double)k + (double)k * (double)n) * elem +
+                       2.0 * (double)m * d_cols * out_elem) /
+                      (dram * dram_share(l, units, sms, tm, tn, m, n));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */
   double fill = RT_MODEL_FILL_MS * 1e-3 * (l && l->per_sm > 0 ? 1 : rounds);

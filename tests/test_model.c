@@ -804,9 +804,36 @@ static void test_leave_one_shape_out(void **state) {
   db_close(db);
 }
 
+/* An op kernel's problem: a batch is that many problems' work units and bytes, D of the op's
+ * type (half the columns gated); the plain GEMM is as before. */
+static void test_analytic_ops(void **state) {
+  (void)state;
+  rt_model_device dev = {.sm_count = 132, .cc_major = 9};
+  db_launch l = {.tile_m = 128, .tile_n = 128, .slices = 1, .threads = 256};
+  gen_problem one = packed("f16", "nt", 1024, 1024, 1024); /* 64 tiles: half a wave */
+  gen_op plain = {.out = "f16"};
+  gen_problem op = one;
+  op.op = &plain;
+  const double a = rt_model_analytic_ms(&dev, &l, &one) - RT_MODEL_LAUNCH_MS;
+  assert_true(fabs(rt_model_analytic_ms(&dev, &l, &op) - RT_MODEL_LAUNCH_MS - a) < 1e-9);
+  op.batch = 8; /* 512 units: 4 rounds where one problem took 1 */
+  const double b = rt_model_analytic_ms(&dev, &l, &op) - RT_MODEL_LAUNCH_MS;
+  assert_true(b > 3.5 * a && b < 8.5 * a);
+  /* memory-bound: a decode batch writing f32 D costs more than f16 D, a gated D less */
+  gen_problem dec = packed("bf16", "nt", 4096, 8192, 64);
+  gen_op f32 = {.out = "f32"}, gated = {.out = "bf16", .gated = true};
+  gen_problem wide = dec, half = dec;
+  wide.op = &f32;
+  half.op = &gated;
+  const double base = rt_model_analytic_ms(&dev, &l, &dec);
+  assert_true(rt_model_analytic_ms(&dev, &l, &wide) > base);
+  assert_true(rt_model_analytic_ms(&dev, &l, &half) < base);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic),
+      cmocka_unit_test(test_analytic_ops),
       cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),
       cmocka_unit_test(test_predict_measured),
