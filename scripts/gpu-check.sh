@@ -151,7 +151,15 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
         grep -E "^========= (Invalid|Race|Barrier|Error)" "$out/$tool.log" | sort | uniq -c |
           head -n 5
         grep -vE "^=========|^run " "$out/$tool.log" | tail -n 9
-      done 2>&1 | tee "$out/sanitize.log" ;;
+      done 2>&1 | tee "$out/sanitize.log"
+      # mmt_matmul's op kernels (every epilogue, output type, batch form, order and
+      # transpose, misaligned pointers; the kernels the dispatcher picks) under memcheck:
+      # MATMUL_CASES random descriptors of tests/test_matmul_gpu.c (default 60).
+      start=$SECONDS
+      MMT_MATMUL_CASES=${MATMUL_CASES:-60} timeout "${SWEEP_LIMIT:-540}" compute-sanitizer \
+        --tool memcheck --error-exitcode 9 build/tests/test_matmul_gpu > "$out/matmul-memcheck.log" 2>&1
+      echo "matmul memcheck exit $? after $((SECONDS - start)) s" | tee -a "$out/sanitize.log"
+      grep -E "^========= .*SUMMARY|PASSED|FAILED" "$out/matmul-memcheck.log" | tee -a "$out/sanitize.log" ;;
     compare)
       # One template's configs timed before and after a change, alternated (mmtune measure):
       # OLD, a folder holding the template file as it was (git show REV:templates/T.lua >

@@ -286,10 +286,18 @@ static void describe(int trial, const mmt_matmul_desc *d, const char *what) {
            (long long)d->stride_b, (long long)d->stride_c, (long long)d->stride_d, what);
 }
 
+/* Descriptors a run checks: 300, or $MMT_MATMUL_CASES (scripts/gpu-check.sh memcheck runs
+ * fewer under compute-sanitizer). */
+static int case_count(void) {
+  const char *v = getenv("MMT_MATMUL_CASES");
+  const int n = v ? atoi(v) : 0;
+  return n > 0 ? n : 300;
+}
+
 static void test_random_descriptors(void **state) {
   fixture *f = *state;
   open_or_skip(f);
-  for (int trial = 0; trial < 300; trial++) {
+  for (int trial = 0; trial < case_count(); trial++) {
     case_t c = random_case(trial);
     const char *why = run_case(f, &c);
     if (why) describe(trial, &c.d, why);
