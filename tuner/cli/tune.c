@@ -78,6 +78,29 @@ static const tn_shape LINEAR_NT_SHAPES[] = {
     {1, 4096, 4096},  {16, 14336, 4096}, {8, 5120, 5120}, {128, 5120, 5120}, {384, 5120, 5120},
     {4, 12288, 4096}, {32, 8192, 8192},  {1, 4095, 8193}, {4, 4096, 14336},  {16, 4096, 14336}};
 
+/* The main job's third part: a few fused and batched problems of mmt_matmul (gen.h,
+ * "Epilogues"), each a pass of its own with a short budget, so that the op kernels have rows
+ * of their own where an epilogue or a batch changes what is fastest: a Linear layer's bias and
+ * GELU at prefill size (the epilogue's share of a short main loop), the gated up projection of
+ * a Llama-class MLP at prefill and at decode size (N is the product's: gate and up), an f32
+ * output from 16-bit inputs (twice D's bytes), and attention's two batched GEMMs, Q K^T (nt)
+ * and P V (nn), 32 batch x heads of 1024 tokens and head dimension 128.  N counts the
+ * product's columns, as the kernels see it. */
+typedef struct {
+  tn_shape shape;
+  const char *layout, *dtype, *op;
+  int64_t batch;
+} op_problem;
+static const op_problem MAIN_OP_PROBLEMS[] = {
+    {{2048, 4096, 4096}, "nt", "f16", "out=f16,bias=col,act=gelu_tanh", 1},
+    {{2048, 28672, 4096}, "nt", "bf16", "out=bf16,act=silu,gated", 1},
+    {{16, 28672, 4096}, "nt", "bf16", "out=bf16,act=silu,gated", 1},
+    {{2048, 4096, 4096}, "nt", "f16", "out=f32", 1},
+    {{1024, 1024, 128}, "nt", "f16", "out=f16", 32},
+    {{1024, 128, 1024}, "nn", "f16", "out=f16", 32},
+};
+#define MAIN_OP_BUDGET_S 3
+
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
      "CUDA device ordinal (default 0); all or a list: one worker per GPU, the plan split among "
@@ -89,6 +112,11 @@ static const tn_opt TUNE_OPTS[] = {
     {"templates", 't', "A,B", "templates to tune (default: all on the search path)"},
     {"dtype", 0, "DTYPE", "element type (default: every dtype each template supports)"},
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
+    {"epilogue", 'e', "OP",
+     "tune mmt_matmul's op kernels of this epilogue (out=..., bias=col|row, bias_type=f32, "
+     "scale=..., act=..., gated: see mmtune emit --help); N is the product's columns; needs "
+     "--shapes"},
+    {"batch", 0, "N", "with --epilogue: problems of one call (default 1)"},
     {"strategy", 0, "NAME", "model (default), anneal, random or exhaustive: see above"},
     {"budget", 'b', "SECONDS",
      "search time per shape and dtype, counted across runs, or 'none' (default: model 5, "
@@ -123,7 +151,11 @@ static const tn_cmd_spec TUNE_SPEC = {
     "(Ctrl-C) resumes where it stopped: configs in the database are not measured again, and\n"
     "the budget counts the time earlier runs spent on the problem, so running the same\n"
     "command again measures nothing once every problem has had its budget (a larger\n"
-    "--budget searches further; --force starts again from nothing).",
+    "--budget searches further; --force starts again from nothing).  With --epilogue (and\n"
+    "--batch) the problems are mmt_matmul's: the op kernels of the templates that have\n"
+    "epilogues, verified against the whole expression, stored as rows of that op and batch.\n"
+    "The main job ends with a few such problems (fused Linear layers, a gated MLP, f32\n"
+    "output, attention's batched GEMMs).",
     TUNE_OPTS, (int)(sizeof TUNE_OPTS / sizeof TUNE_OPTS[0])};
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -170,6 +202,33 @@ static int parse_numbers(tune_run *r, const tn_opts *o) {
   return parse_search(r, o);
 }
 
+/* --epilogue and --batch: the op must be one for every dtype of the run. */
+static int parse_epilogue(tune_run *r, const tn_opts *o) {
+  const char *v = tn_opts_get(o, "batch");
+  r->batch = 1;
+  if (v && tn_opt_i64("tune", v, "--batch", 1, 65535, &r->batch)) return TN_EXIT_USAGE;
+  r->epilogue = tn_opts_get(o, "epilogue");
+  if (!r->epilogue) {
+    if (v) return tn_usage_error("tune", "--batch goes with --epilogue (a batch runs op kernels)");
+    return TN_EXIT_OK;
+  }
+  if (!tn_opts_has(o, "shapes"))
+    return tn_usage_error("tune", "--epilogue needs --shapes (the main job tunes its own op "
+                                  "problems)");
+  static const char *const all[] = {"f32", "tf32", "f16", "bf16"};
+  for (int i = 0; i < 4; i++) {
+    if (r->dtype ? strcmp(r->dtype, all[i]) != 0 : !strcmp(all[i], "tf32")) continue;
+    gen_op op;
+    ut_err err;
+    if (gen_op_parse(r->epilogue, all[i], &op, &err) != MMT_OK)
+      return tn_usage_error("tune", "--epilogue: %s", err.msg);
+    if (!gen_op_valid(&op, all[i]))
+      return tn_usage_error("tune", "--epilogue '%s' is not one for %s inputs", r->epilogue,
+                            all[i]);
+  }
+  return TN_EXIT_OK;
+}
+
 static int parse_options(tune_run *r, const tn_opts *o) {
   int ex;
   if (o->npos > 0) return tn_usage_error("tune", "unexpected argument '%s'", o->pos[0]);
@@ -188,6 +247,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
     return tn_usage_error("tune", "dtype %s cannot be measured yet (f32, tf32, f16 and bf16 can)",
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
+  if ((ex = parse_epilogue(r, o))) return ex;
   if ((ex = tn_opt_shard("tune", tn_opts_get(o, "shard"), &r->shard))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
   if ((ex = tn_opt_db_path("tune", tn_opts_get(o, "db"), r->db_path, sizeof r->db_path))) return ex;
@@ -259,6 +319,32 @@ static int tune_canonical(tune_run *r, const tn_opts *o, const tn_shape *shapes,
   return ex;
 }
 
+/* The main job's op problems (MAIN_OP_PROBLEMS), a pass each.  The exit code. */
+static int tune_op_problems(tune_run *r, const tn_opts *o) {
+  const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
+  int ex = TN_EXIT_OK;
+  for (int i = 0; i < n && !ex; i++) {
+    const op_problem *q = &MAIN_OP_PROBLEMS[i];
+    if (r->dtype && strcmp(r->dtype, q->dtype)) continue; /* --dtype: its problems alone */
+    tn_tune_free(r);
+    memset(r, 0, sizeof *r);
+    if ((ex = parse_options(r, o))) break;
+    free(r->shapes);
+    r->shapes = malloc(sizeof *r->shapes);
+    if (!r->shapes) return TN_EXIT_FAIL;
+    r->shapes[0] = q->shape;
+    r->nshapes = 1;
+    r->later_shapes = n - 1 - i;
+    r->layout = q->layout;
+    r->dtype = q->dtype;
+    r->epilogue = q->op;
+    r->batch = q->batch;
+    if (!tn_opts_get(o, "budget")) r->budget_s = MAIN_OP_BUDGET_S;
+    ex = tn_tune_pass(r);
+  }
+  return ex;
+}
+
 int tn_cmd_tune(int argc, char **argv) {
   tn_opts o;
   tune_run r;
@@ -281,11 +367,18 @@ int tn_cmd_tune(int argc, char **argv) {
     ex = TN_EXIT_FAIL;
   else
     memcpy(shapes, r.shapes, (size_t)r.nshapes * sizeof *shapes);
-  if (!ex) ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0);
+  if (!ex && r.epilogue)
+    ex = tn_tune_pass(&r); /* an op's problem has no canonical form: launched as it is */
+  else if (!ex)
+    ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0);
   free(shapes);
   if (!ex && main_job) {
     printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
     ex = tune_canonical(&r, &o, LINEAR_NT_SHAPES, nlinear, "nt", 0);
+  }
+  if (!ex && main_job) {
+    printf("\nmain job, third part: fused and batched problems of mmt_matmul\n");
+    ex = tune_op_problems(&r, &o);
   }
   sigaction(SIGINT, &old_sa, NULL);
 done:

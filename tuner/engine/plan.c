@@ -26,8 +26,26 @@ typedef struct {
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const char *layout) {
-  return gen_packed_problem(dtype, layout, s->m, s->n, s->k);
+bool tn_tune_op(const tune_run *r, const char *dtype, gen_op *op) {
+  ut_err ignored; /* cli/tune.c parsed it for every dtype of the run */
+  return r->epilogue && gen_op_parse(r->epilogue, dtype, op, &ignored) == MMT_OK;
+}
+
+gen_problem tn_tune_shape_problem(const tune_run *r, const tn_shape *s, const char *dtype,
+                                  gen_op *op) {
+  gen_problem p = gen_packed_problem(dtype, r->layout, s->m, s->n, s->k);
+  if (!tn_tune_op(r, dtype, op)) return p;
+  p.op = op;
+  p.batch = r->batch > 1 ? r->batch : 1;
+  if (op->gated) p.ldc = s->n / 2 > 0 ? s->n / 2 : 1;
+  int64_t rows[3];
+  gen_stored_rows(r->layout, s->m, s->n, s->k, rows);
+  const uint64_t elem = (uint64_t)gen_dtype_size(dtype);
+  const uint64_t v[5] = {256, (uint64_t)p.lda * elem, (uint64_t)p.ldb * elem,
+                         p.batch > 1 ? (uint64_t)(rows[0] * p.lda) * elem : 0,
+                         p.batch > 1 ? (uint64_t)(rows[1] * p.ldb) * elem : 0};
+  p.align_bytes = gen_align_bytes(v, 5);
+  return p;
 }
 
 static size_t kernel_slot(const tune_run *r, int tmpl, const char *dtype, uint64_t index) {
@@ -84,7 +102,9 @@ static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_conf
   k->index = index;
   snprintf(k->dtype, sizeof k->dtype, "%s", dtype);
   mmt_status rc = gen_config_format(r->ts[ti], cfg, k->params, sizeof k->params, err);
-  if (!rc) rc = gen_emit(r->ts[ti], cfg, dtype, r->layout, &k->spec, err);
+  gen_op op;
+  const gen_op *opp = tn_tune_op(r, dtype, &op) ? &op : NULL;
+  if (!rc) rc = gen_emit_op(r->ts[ti], cfg, dtype, r->layout, opp, &k->spec, err);
   if (rc) return rc;
   rt_kernel_hash(&k->spec, k->kernel_hash);
   ut_err no_tile; /* a template whose grid names no tile: its rows go without a launch shape */
@@ -102,7 +122,9 @@ mmt_status tn_tune_submit(tune_run *r, int kid, ut_err *err) {
   gen_config cfg;
   gen_kernel spec;
   gen_config_at(r->ts[k->tmpl], k->index, &cfg);
-  mmt_status rc = gen_emit(r->ts[k->tmpl], &cfg, k->dtype, r->layout, &spec, err);
+  gen_op op;
+  const gen_op *opp = tn_tune_op(r, k->dtype, &op) ? &op : NULL;
+  mmt_status rc = gen_emit_op(r->ts[k->tmpl], &cfg, k->dtype, r->layout, opp, &spec, err);
   if (rc) return rc;
   rc = tn_pool_submit(r->pool, spec.source, spec.kernel_name, spec.arch, (void *)(intptr_t)kid,
                       err);
@@ -146,7 +168,8 @@ static void name_candidates(const tune_run *r, tune_problem *pb) {
   uint64_t h = ut_hash64(r->nvrtc, strlen(r->nvrtc));
   int n = 0;
   for (int t = 0; t < r->nts; t++) {
-    if (!gen_supports_dtype(r->ts[t], pb->dtype) || !gen_supports_layout(r->ts[t], r->layout))
+    if (!gen_supports_dtype(r->ts[t], pb->dtype) || !gen_supports_layout(r->ts[t], r->layout) ||
+        (r->epilogue && !gen_has_epilogues(r->ts[t])))
       continue;
     h = ut_hash64_more(h, gen_name(r->ts[t]), strlen(gen_name(r->ts[t])) + 1);
     h = ut_hash64_more(h, gen_source_hash(r->ts[t]), strlen(gen_source_hash(r->ts[t])) + 1);
@@ -192,7 +215,8 @@ mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err) {
     }
   }
   if ((rc = rt_chooser_model(r->chooser, r->db, r->dev.name, &m, err))) return rc;
-  gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
+  gen_op op;
+  gen_problem p = tn_tune_shape_problem(r, &r->shapes[pb->shape], pb->dtype, &op);
   rt_model_focus(m, &p, NULL);
   for (int i = 0; i < pb->count; i++) {
     const tune_kernel *k = &r->kernels[pb->kernel[i]];
@@ -348,7 +372,8 @@ static int builtin_configs(const gen_template *t, int cc_major, const gen_proble
 static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const known_set *ks,
                                 ut_err *err) {
   gen_template *t = r->ts[ti];
-  gen_problem p = tn_tune_shape_problem(&r->shapes[pb->shape], pb->dtype, r->layout);
+  gen_op op;
+  gen_problem p = tn_tune_shape_problem(r, &r->shapes[pb->shape], pb->dtype, &op);
   gen_config starts[32];
   gen_config_default(t, &starts[0]);
   const int nstarts = 1 + builtin_configs(t, r->dev.cc_major, &p, starts + 1, 31);
@@ -392,6 +417,7 @@ static mmt_status plan_problem(tune_run *r, int sid, const char *dtype, ut_err *
   mmt_status rc = known_rows(r, pb, &ks, err);
   for (int t = 0; t < r->nts && !rc; t++) {
     if (!gen_supports_dtype(r->ts[t], dtype)) continue;
+    if (r->epilogue && !gen_has_epilogues(r->ts[t])) continue;
     if ((rc = plan_template(r, pb, t, &ks, err)))
       ut_err_prefix(err, "template '%s'", gen_name(r->ts[t]));
   }

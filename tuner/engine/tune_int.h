@@ -23,8 +23,8 @@ struct tune_kernel {
   char dtype[8];
   uint64_t index; /* the config's index in the template's space */
   char params[MMT_PARAMS_MAX];
-  gen_kernel spec; /* launch description; its source is emitted again when submitted */
-  db_launch launch; /* its launch shape (rt_launch_of), stored with its rows; 0s: unknown */
+  gen_kernel spec;      /* launch description; its source is emitted again when submitted */
+  db_launch launch;     /* its launch shape (rt_launch_of), stored with its rows; 0s: unknown */
   char kernel_hash[17]; /* rt_kernel_hash: what its rows say they measured */
   bool submitted, compiled;
   mmt_status compile_rc;
@@ -40,12 +40,18 @@ struct tune_problem {
   int *kernel;   /* per candidate: its kernel */
   double *known; /* per candidate: cost stored in the database; NAN: not measured yet */
   int count, cap, nknown;
-  int measured; /* this run */
+  int measured;         /* this run */
   char candidates[128]; /* what its search time is counted against (db_search_seconds) */
 };
 
-/* The problem a kernel sees for shape s: packed rows of cudaMalloc'd buffers. */
-gen_problem tn_tune_shape_problem(const tn_shape *s, const char *dtype, const char *layout);
+/* The run's op for inputs of dtype into *op (false: the run is of plain GEMMs). */
+bool tn_tune_op(const tune_run *r, const char *dtype, gen_op *op);
+/* The problem a kernel sees for shape s: packed rows of cudaMalloc'd buffers (an op's: D of
+ * the op's columns, a batch's problems packed one after another; its alignment is what A's
+ * and B's pitches and batch strides allow, its epilogue storing D at any).  op: where the
+ * problem's op is kept (p.op points to it; NULL for a plain run). */
+gen_problem tn_tune_shape_problem(const tune_run *r, const tn_shape *s, const char *dtype,
+                                  gen_op *op);
 /* Queues kernel kid's compile (once). */
 mmt_status tn_tune_submit(tune_run *r, int kid, ut_err *err);
 /* Waits until kernel kid's compile result is back (the pool returns in submission order). */

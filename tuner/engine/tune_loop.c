@@ -123,8 +123,9 @@ static mmt_status measure_one(tune_run *r, int sid, int kid, double cutoff_ms, d
     snprintf(row->error, sizeof row->error, "%s", k->compile_error);
     return MMT_OK;
   }
-  gen_problem p = tn_tune_shape_problem(&(tn_shape){row->problem.m, row->problem.n, row->problem.k},
-                                        k->dtype, r->layout);
+  gen_op op;
+  gen_problem p = tn_tune_shape_problem(
+      r, &(tn_shape){row->problem.m, row->problem.n, row->problem.k}, k->dtype, &op);
   tn_measure_opts o = {.m = p.m,
                        .n = p.n,
                        .k = p.k,
@@ -134,6 +135,10 @@ static mmt_status measure_one(tune_run *r, int sid, int kid, double cutoff_ms, d
                        .cutoff_ms = cutoff_ms};
   snprintf(o.dtype, sizeof o.dtype, "%s", k->dtype);
   snprintf(o.layout, sizeof o.layout, "%s", r->layout);
+  if (p.op) {
+    gen_op_format(p.op, o.op, sizeof o.op, NULL);
+    o.batch = p.batch;
+  }
   o.seed = (uint64_t)ut_unix_time() * 1000003u + (uint64_t)r->done;
   tn_measurement m;
   if ((rc = tn_worker_measure(r->worker, &k->cubin, &k->spec, &o, &m, err))) return rc;

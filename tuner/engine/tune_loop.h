@@ -2,7 +2,8 @@
  * engine/tune_loop.h -- the tune loop: one pass of `mmtune tune`.  Prefix tn_.
  *
  * Each shape and dtype is a problem; its candidates are the valid configs of every template
- * offering the dtype (engine/plan.c).  A search (engine/search.h) picks the candidates to
+ * offering the dtype (engine/plan.c), and with an epilogue the op kernels of the templates
+ * that have epilogues, stored as rows of that op and batch.  A search (engine/search.h) picks the candidates to
  * measure, one problem at a time: the compile pool (gpu/pool.h) builds the proposed kernels
  * ahead of the GPU, the worker process (gpu/worker.h) verifies and times them, each result is
  * stored with its provenance and reported back to the search, until the search has proposed
@@ -39,9 +40,13 @@ typedef struct {
   int later_shapes; /* shapes of the main job's part still to come, counted in the ETA */
   gen_template **ts;
   int nts;
-  const char *dtype;  /* NULL: all */
-  const char *layout; /* one per run: every kernel of the run is emitted for it */
-  tn_shard shard;     /* this process's problems: its block of the plan (tn_shard_owns_block) */
+  const char *dtype;    /* NULL: all */
+  const char *layout;   /* one per run: every kernel of the run is emitted for it */
+  const char *epilogue; /* NULL: the plain GEMM; else every problem is an op kernel's, this op
+                           (gen_op_parse's text; out= absent: each dtype's own), of `batch`
+                           problems (gen.h, "Epilogues"); one per run, as the layout */
+  int64_t batch;        /* with epilogue: 1 or more */
+  tn_shard shard;       /* this process's problems: its block of the plan (tn_shard_owns_block) */
   char db_path[4096], cache_dir[4096];
   int jobs;
   double budget_s, watchdog_s; /* budget 0: none */
