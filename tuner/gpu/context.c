@@ -31,6 +31,7 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->read_fn, g->helpers, "mmt_read_bytes"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->epi_ref_fn, g->helpers, "mmt_epilogue_f64"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->swiglu_fn, g->helpers, "mmt_swiglu_16"));
   RT_CU_CHECK(cu, cuMemAlloc(&g->stats, sizeof(check_stats)));
 cleanup:
   rt_cubin_free(&cubin);

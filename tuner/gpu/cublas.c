@@ -22,23 +22,28 @@ typedef unsigned cb_status;              /* cublasStatus_t */
 #define CB_R_16F 2u            /* cudaDataType CUDA_R_16F */
 #define CB_R_16BF 14u          /* CUDA_R_16BF */
 #define CB_COMPUTE_32F 68u     /* cublasComputeType_t CUBLAS_COMPUTE_32F */
+#define CB_COMPUTE_32F_PEDANTIC 69u /* CUBLAS_COMPUTE_32F_PEDANTIC */
 #define CB_COMPUTE_32F_FAST_TF32 77u /* CUBLAS_COMPUTE_32F_FAST_TF32 */
 #define CB_R_32F 0u            /* CUDA_R_32F */
 #define CB_GEMM_DEFAULT (-1)   /* cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT */
 
 /* X(symbol, return type, parameter list): the entry points, all required. */
-#define CB_FUNCS(X)                                                                    \
-  X(cublasCreate_v2, cb_status, (cb_handle *))                                         \
-  X(cublasDestroy_v2, cb_status, (cb_handle))                                          \
-  X(cublasGetVersion_v2, cb_status, (cb_handle, int *))                                \
-  X(cublasSetStream_v2, cb_status, (cb_handle, struct CUstream_st *))                  \
-  X(cublasSetMathMode, cb_status, (cb_handle, unsigned))                               \
-  X(cublasSgemm_v2, cb_status,                                                         \
-    (cb_handle, unsigned, unsigned, int, int, int, const float *, const float *, int, \
-     const float *, int, const float *, float *, int))                                 \
-  X(cublasGemmEx, cb_status,                                                           \
-    (cb_handle, unsigned, unsigned, int, int, int, const void *, const void *, unsigned, \
-     int, const void *, unsigned, int, const void *, void *, unsigned, int, unsigned, int))
+#define CB_FUNCS(X)                                                                                \
+  X(cublasCreate_v2, cb_status, (cb_handle *))                                                     \
+  X(cublasDestroy_v2, cb_status, (cb_handle))                                                      \
+  X(cublasGetVersion_v2, cb_status, (cb_handle, int *))                                            \
+  X(cublasSetStream_v2, cb_status, (cb_handle, struct CUstream_st *))                              \
+  X(cublasSetMathMode, cb_status, (cb_handle, unsigned))                                           \
+  X(cublasSgemm_v2, cb_status,                                                                     \
+    (cb_handle, unsigned, unsigned, int, int, int, const float *, const float *, int,              \
+     const float *, int, const float *, float *, int))                                             \
+  X(cublasGemmEx, cb_status,                                                                       \
+    (cb_handle, unsigned, unsigned, int, int, int, const void *, const void *, unsigned, int,      \
+     const void *, unsigned, int, const void *, void *, unsigned, int, unsigned, int))             \
+  X(cublasGemmStridedBatchedEx, cb_status,                                                         \
+    (cb_handle, unsigned, unsigned, int, int, int, const void *, const void *, unsigned, int,      \
+     long long, const void *, unsigned, int, long long, const void *, void *, unsigned, int,       \
+     long long, int, unsigned, int))
 /* Optional: cuBLAS 11.4.2 and later. */
 #define CB_OPTIONAL_FUNCS(X)                          \
   X(cublasGetStatusName, const char *, (cb_status)) \
@@ -59,7 +64,8 @@ _Static_assert(CUBLAS_STATUS_SUCCESS == CB_STATUS_SUCCESS && CUBLAS_OP_N == CB_O
                    CUBLAS_DEFAULT_MATH == CB_DEFAULT_MATH && CUDA_R_16F == CB_R_16F &&
                    CUDA_R_16BF == CB_R_16BF && CUBLAS_COMPUTE_32F == CB_COMPUTE_32F &&
                    CUBLAS_GEMM_DEFAULT == CB_GEMM_DEFAULT && CUDA_R_32F == CB_R_32F &&
-                   CUBLAS_COMPUTE_32F_FAST_TF32 == CB_COMPUTE_32F_FAST_TF32,
+                   CUBLAS_COMPUTE_32F_FAST_TF32 == CB_COMPUTE_32F_FAST_TF32 &&
+                   CUBLAS_COMPUTE_32F_PEDANTIC == CB_COMPUTE_32F_PEDANTIC,
                "cublas_api.h constants");
 #endif
 #endif
@@ -205,6 +211,27 @@ void tn_cublas_close(tn_cublas *cb) {
 
 const char *tn_cublas_version(const tn_cublas *cb) { return cb->version; }
 
+/* Points the handle at `stream` and the math mode of the call (each set only when it changes):
+ * fp32 pedantic (no TF32); tf32 and 16-bit inputs the default mode, tensor cores included (tf32
+ * asked for through the compute type). */
+static mmt_status set_stream_and_math(tn_cublas *cb, struct CUstream_st *stream, bool f32,
+                                      ut_err *err) {
+  const cb_table *fn = &g_lib.fn;
+  cb_status s;
+  if (stream != cb->stream) {
+    if ((s = fn->cublasSetStream_v2(cb->h, stream)) != CB_STATUS_SUCCESS)
+      return cb_fail(err, "cublasSetStream_v2", s);
+    cb->stream = stream;
+  }
+  unsigned math = f32 ? CB_PEDANTIC_MATH : CB_DEFAULT_MATH;
+  if (math != cb->math) {
+    if ((s = fn->cublasSetMathMode(cb->h, math)) != CB_STATUS_SUCCESS)
+      return cb_fail(err, "cublasSetMathMode", s);
+    cb->math = math;
+  }
+  return MMT_OK;
+}
+
 mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char *dtype,
                           const char *layout, int64_t m, int64_t n, int64_t k, float alpha,
                           uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
@@ -222,19 +249,8 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
                      (long long)ldc);
   const cb_table *fn = &g_lib.fn;
   cb_status s;
-  if (stream != cb->stream) {
-    if ((s = fn->cublasSetStream_v2(cb->h, stream)) != CB_STATUS_SUCCESS)
-      return cb_fail(err, "cublasSetStream_v2", s);
-    cb->stream = stream;
-  }
-  /* fp32: pedantic (no TF32); tf32 and 16-bit inputs: the default mode, tensor cores
-   * included (tf32 asked for through the compute type). */
-  unsigned math = f32 ? CB_PEDANTIC_MATH : CB_DEFAULT_MATH;
-  if (math != cb->math) {
-    if ((s = fn->cublasSetMathMode(cb->h, math)) != CB_STATUS_SUCCESS)
-      return cb_fail(err, "cublasSetMathMode", s);
-    cb->math = math;
-  }
+  mmt_status rc = set_stream_and_math(cb, stream, f32, err);
+  if (rc) return rc;
   /* Row-major C = op(A) * op(B) is column-major C^T = op(B)^T * op(A)^T: swap the operands
    * and M, N.  Read column-major, a row-major operand stored as is is its own transpose, so
    * cuBLAS transposes exactly the operands the layout stores transposed. */
@@ -252,4 +268,65 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
                          (const float *)(uintptr_t)b, (int)ldb, (const float *)(uintptr_t)a,
                          (int)lda, &beta, (float *)(uintptr_t)c, (int)ldc);
   return s == CB_STATUS_SUCCESS ? MMT_OK : cb_fail(err, "cublasSgemm_v2", s);
+}
+
+/* cudaDataType of a dtype ("tf32": f32 data); false for one cuBLAS has no GEMM of here. */
+static bool data_type(const char *dtype, unsigned *type) {
+  static const struct {
+    const char *name;
+    unsigned type;
+  } types[] = {{"f32", CB_R_32F}, {"tf32", CB_R_32F}, {"f16", CB_R_16F}, {"bf16", CB_R_16BF}};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (!strcmp(dtype, types[i].name)) {
+      *type = types[i].type;
+      return true;
+    }
+  return false;
+}
+
+mmt_status tn_cublas_gemm_strided_batched(tn_cublas *cb, struct CUstream_st *stream,
+                                          const char *dtype, const char *out_dtype,
+                                          const char *layout, int64_t m, int64_t n, int64_t k,
+                                          float alpha, uint64_t a, int64_t lda, int64_t stride_a,
+                                          uint64_t b, int64_t ldb, int64_t stride_b, float beta,
+                                          uint64_t c, int64_t ldc, int64_t stride_c, int64_t batch,
+                                          ut_err *err) {
+  if (!dtype) dtype = "f32";
+  const bool tf32 = !strcmp(dtype, "tf32"), f32 = !strcmp(dtype, "f32");
+  if (!out_dtype || !*out_dtype) out_dtype = tf32 ? "f32" : dtype;
+  unsigned in_type = 0, out_type = 0;
+  if (!data_type(dtype, &in_type) || !data_type(out_dtype, &out_type) ||
+      !strcmp(out_dtype, "tf32") || (out_type != in_type && out_type != CB_R_32F) ||
+      (in_type == CB_R_32F && out_type != CB_R_32F))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "no cublasGemmStridedBatchedEx for %s -> %s (f32, tf32 -> f32; f16, bf16 -> "
+                   "the same or f32)",
+                   dtype, out_dtype);
+  const int64_t dims[] = {m, n, k, lda, ldb, ldc, batch};
+  for (int i = 0; i < 7; i++)
+    if (dims[i] < 0 || dims[i] > INT_MAX)
+      return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                     "cuBLAS takes int sizes: M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld "
+                     "batch=%lld",
+                     (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
+                     (long long)ldc, (long long)batch);
+  if (batch < 1 || stride_a < 0 || stride_b < 0 || stride_c < 0 || (batch > 1 && stride_c == 0))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "batch=%lld (at least 1), stride_a=%lld stride_b=%lld stride_c=%lld (not "
+                   "negative; C's not 0 when batch > 1)",
+                   (long long)batch, (long long)stride_a, (long long)stride_b, (long long)stride_c);
+  mmt_status rc = set_stream_and_math(cb, stream, f32, err);
+  if (rc) return rc;
+  const unsigned compute = f32    ? CB_COMPUTE_32F_PEDANTIC
+                           : tf32 ? CB_COMPUTE_32F_FAST_TF32
+                                  : CB_COMPUTE_32F;
+  /* As tn_cublas_gemm: C^T = op(B)^T op(A)^T, each problem at its stride. */
+  bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
+  cb_status s = g_lib.fn.cublasGemmStridedBatchedEx(
+      cb->h, tb ? CB_OP_T : CB_OP_N, ta ? CB_OP_T : CB_OP_N, (int)n, (int)m, (int)k, &alpha,
+      (const void *)(uintptr_t)b, in_type, (int)ldb, (long long)stride_b,
+      (const void *)(uintptr_t)a, in_type, (int)lda, (long long)stride_a, &beta,
+      (void *)(uintptr_t)c, out_type, (int)ldc, (long long)stride_c, (int)batch, compute,
+      CB_GEMM_DEFAULT);
+  return s == CB_STATUS_SUCCESS ? MMT_OK : cb_fail(err, "cublasGemmStridedBatchedEx", s);
 }

@@ -62,4 +62,28 @@ mmt_status tn_cublas_gemm(tn_cublas *cb, struct CUstream_st *stream, const char 
                           uint64_t a, int64_t lda, uint64_t b, int64_t ldb, float beta, uint64_t c,
                           int64_t ldc, ut_err *err);
 
+/*
+ * `batch` GEMMs C_z = alpha * op(A_z) * op(B_z) + beta * C_z, z = 0 .. batch - 1, each as
+ * tn_cublas_gemm computes it (ROW-major, A and B stored as `layout`; NULL means "nn"), with
+ * A_z = a + z * stride_a elements, likewise B_z and C_z, in one asynchronous call on `stream`:
+ * cublasGemmStridedBatchedEx(opB, opA, n, m, k, alpha, B, ldb, stride_b, A, lda, stride_a,
+ * beta, C, ldc, stride_c, batch) -- the operands swapped as in tn_cublas_gemm, the strides
+ * staying with their matrices.  A stride of 0 gives every problem the same A or B (a shared
+ * weight); C's must keep the problems apart (not checked beyond 0).  Types, fp32 compute:
+ * dtype of A and B "f16" or "bf16" (default math, tensor cores) with out_dtype (C) the same or
+ * "f32"; "f32" (or NULL: CUBLAS_COMPUTE_32F_PEDANTIC, pedantic math) and "tf32"
+ * (CUBLAS_COMPUTE_32F_FAST_TF32) with an f32 C.  out_dtype NULL or "": the inputs' type (f32
+ * for tf32).  Attention's batched GEMMs (Q K^T: layout "nt"; P V: "nn") are its use.
+ * Errors: MMT_ERR_UNSUPPORTED (another type pair; a size, leading dimension or batch above
+ * 2^31 - 1), MMT_ERR_INVALID_ARG (batch < 1, a negative stride, stride_c 0 with batch > 1),
+ * MMT_ERR_CUDA (cuBLAS refused or failed: its status name and text).
+ */
+mmt_status tn_cublas_gemm_strided_batched(tn_cublas *cb, struct CUstream_st *stream,
+                                          const char *dtype, const char *out_dtype,
+                                          const char *layout, int64_t m, int64_t n, int64_t k,
+                                          float alpha, uint64_t a, int64_t lda, int64_t stride_a,
+                                          uint64_t b, int64_t ldb, int64_t stride_b, float beta,
+                                          uint64_t c, int64_t ldc, int64_t stride_c, int64_t batch,
+                                          ut_err *err);
+
 #endif /* MMT_TN_GPU_CUBLAS_H */

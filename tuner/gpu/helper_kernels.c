@@ -1,10 +1,13 @@
 /* gpu/helper_kernels.c -- see gpu/helper_kernels.h. */
 #include "gpu/helper_kernels.h"
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/measure_int.h"
 #include "gpu/ref.h"
 
 /* Random fill on the device: splitmix64 of (seed, index) -> an odd multiple of 2^-24 in
@@ -151,13 +154,119 @@ static const char READ_SOURCE[] =
     "  if (acc == 0x9E3779B9u) *sink = acc;\n"
     "}\n";
 
+/* SwiGLU's elementwise half, for the baseline that runs it after one GEMM on [W_gate; W_up]:
+ * X is M x 2N (row pitch ldx) holding the gate projection in columns 0 .. N-1 and the up
+ * projection in N .. 2N-1; H (M x N, pitch ldh) = silu(gate) * up, in fp32 from the widened
+ * 16-bit values (exact), rounded once to nearest even (bf16 by hand, as the fill does: sm_75
+ * has no cvt.rn.bf16.f32; NaN stays a quiet NaN).  silu(g) = g / (1 + e^-g): e^-g overflowing
+ * gives g / inf = -0, the limit.  Memory-bound: each thread moves `lanes` elements (8: 16-byte
+ * loads and stores) of one row, for every row its y index strides to.  Columns N .. ldh-1 of
+ * H are never written.  Launch (tn_gpu_swiglu): block (bx, 256 / bx) with bx covering a row's
+ * N / lanes vectors up to 256; grid (ceil(N / lanes / bx), min(ceil(M / by), 65535)). */
+static const char SWIGLU_SOURCE[] =
+    "template <int V> struct mmt_lanes;\n"
+    "template <> struct mmt_lanes<8> { typedef uint4 type; };\n"
+    "template <> struct mmt_lanes<4> { typedef uint2 type; };\n"
+    "template <> struct mmt_lanes<2> { typedef unsigned type; };\n"
+    "template <> struct mmt_lanes<1> { typedef unsigned short type; };\n"
+    "__device__ __forceinline__ float mmt_widen(unsigned short h, int bf16) {\n"
+    "  if (bf16) return __uint_as_float((unsigned)h << 16);\n"
+    "  float f;\n"
+    "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "  return f;\n"
+    "}\n"
+    "__device__ __forceinline__ unsigned short mmt_narrow(float v, int bf16) {\n"
+    "  if (bf16) {\n"
+    "    unsigned u = __float_as_uint(v);\n"
+    "    if (v != v) return (unsigned short)((u >> 16) | 0x40u);\n"
+    "    return (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);\n"
+    "  }\n"
+    "  unsigned short h;\n"
+    "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(v));\n"
+    "  return h;\n"
+    "}\n"
+    "template <int V>\n"
+    "__device__ __forceinline__ void mmt_swiglu_rows(const unsigned short *__restrict__ x,\n"
+    "    long long ldx, unsigned short *__restrict__ h, long long ldh, long long M, long long N,\n"
+    "    int bf16) {\n"
+    "  typedef typename mmt_lanes<V>::type lanes_t;\n"
+    "  const long long j = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * V;\n"
+    "  if (j >= N) return;\n"
+    "  for (long long i = (long long)blockIdx.y * blockDim.y + threadIdx.y; i < M;\n"
+    "       i += (long long)gridDim.y * blockDim.y) {\n"
+    "    union { lanes_t v; unsigned short s[V]; } gate, up, out;\n"
+    "    gate.v = *(const lanes_t *)(x + i * ldx + j);\n"
+    "    up.v = *(const lanes_t *)(x + i * ldx + N + j);\n"
+    "#pragma unroll\n"
+    "    for (int e = 0; e < V; ++e) {\n"
+    "      float g = mmt_widen(gate.s[e], bf16), u = mmt_widen(up.s[e], bf16);\n"
+    "      out.s[e] = mmt_narrow(g / (1.0f + expf(-g)) * u, bf16);\n"
+    "    }\n"
+    "    *(lanes_t *)(h + i * ldh + j) = out.v;\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_swiglu_16(const unsigned short *__restrict__ x,\n"
+    "    long long ldx, unsigned short *__restrict__ h, long long ldh, long long M, long long N,\n"
+    "    int bf16, int lanes) {\n"
+    "  switch (lanes) {\n"
+    "    case 8: mmt_swiglu_rows<8>(x, ldx, h, ldh, M, N, bf16); break;\n"
+    "    case 4: mmt_swiglu_rows<4>(x, ldx, h, ldh, M, N, bf16); break;\n"
+    "    case 2: mmt_swiglu_rows<2>(x, ldx, h, ldh, M, N, bf16); break;\n"
+    "    default: mmt_swiglu_rows<1>(x, ldx, h, ldh, M, N, bf16); break;\n"
+    "  }\n"
+    "}\n";
+
 char *tn_gpu_helpers_source(void) {
   const char *ref = tn_ref_gpu_source();
   size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(READ_SOURCE) +
-               strlen(EPILOGUE_SOURCE) + strlen(ref) + 5;
+               strlen(EPILOGUE_SOURCE) + strlen(SWIGLU_SOURCE) + strlen(ref) + 6;
   char *source = malloc(len);
   if (source)
-    snprintf(source, len, "%s\n%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE,
-             EPILOGUE_SOURCE, ref);
+    snprintf(source, len, "%s\n%s\n%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE,
+             EPILOGUE_SOURCE, SWIGLU_SOURCE, ref);
   return source;
+}
+
+/* The widest lanes (16-bit elements a thread moves at once) that every row start and both
+ * halves of X meet: a power of two dividing N, both pitches and both addresses' elements. */
+static int swiglu_lanes(int64_t n, int64_t ldx, int64_t ldh, CUdeviceptr x, CUdeviceptr h) {
+  int lanes = 8;
+  while (lanes > 1 && (n % lanes || ldx % lanes || ldh % lanes || x % (2u * (unsigned)lanes) ||
+                       h % (2u * (unsigned)lanes)))
+    lanes /= 2;
+  return lanes;
+}
+
+mmt_status tn_gpu_swiglu(tn_gpu *g, CUstream stream, const char *dtype, int64_t m, int64_t n,
+                         CUdeviceptr x, int64_t ldx, CUdeviceptr h, int64_t ldh, ut_err *err) {
+  const bool f16 = dtype && !strcmp(dtype, "f16"), bf16 = dtype && !strcmp(dtype, "bf16");
+  if (!f16 && !bf16)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "the SwiGLU kernel takes f16 or bf16, not %s",
+                   dtype ? dtype : "NULL");
+  if (m < 0 || n < 0 || ldx < 2 * n || ldh < n)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "SwiGLU: M=%lld N=%lld ldx=%lld (at least 2N) ldh=%lld (at least N)",
+                   (long long)m, (long long)n, (long long)ldx, (long long)ldh);
+  if (m == 0 || n == 0) return MMT_OK;
+  if (!x || !h || x % 2 || h % 2)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "SwiGLU: x = 0x%llx, h = 0x%llx (2-byte aligned)",
+                   (unsigned long long)x, (unsigned long long)h);
+  mmt_status rc = rt_device_bind(&g->dev, err);
+  if (rc) return rc;
+  const int lanes = swiglu_lanes(n, ldx, ldh, x, h);
+  const int64_t vectors = n / lanes; /* a row's, one a thread */
+  unsigned bx = 1;
+  while (bx < 256 && (int64_t)bx < vectors) bx *= 2;
+  const unsigned by = 256 / bx;
+  const int64_t gx = (vectors + bx - 1) / bx, gy_all = (m + by - 1) / by;
+  if (gx > INT_MAX)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "SwiGLU: N=%lld is too wide", (long long)n);
+  const unsigned gy = gy_all > 65535 ? 65535u : (unsigned)gy_all;
+  long long ldx_arg = ldx, ldh_arg = ldh, m_arg = m, n_arg = n;
+  int bf16_arg = bf16, lanes_arg = lanes;
+  void *params[] = {&x, &ldx_arg, &h, &ldh_arg, &m_arg, &n_arg, &bf16_arg, &lanes_arg};
+  RT_CU_CHECK(
+      g->cu, cuLaunchKernel(g->swiglu_fn, (unsigned)gx, gy, 1, bx, by, 1, 0, stream, params, NULL));
+cleanup:
+  return rc;
 }

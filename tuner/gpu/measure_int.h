@@ -36,7 +36,7 @@ struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn, epi_ref_fn;
+  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn, epi_ref_fn, swiglu_fn;
   CUdeviceptr stats;    /* check_stats */
   CUdeviceptr read_buf; /* tn_gpu_read_ms's copies, read_cap bytes */
   size_t read_cap;
