@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# test_bench_programs.sh DISPATCH_BENCH CALLS_BENCH: runs mmtune-dispatch-bench and
-# mmtune-calls-bench with a fresh cache folder (no database: template defaults).  Without a
+# test_bench_programs.sh DISPATCH_BENCH CALLS_BENCH MATMUL_BENCH: runs mmtune-dispatch-bench,
+# mmtune-calls-bench and mmtune-matmul-bench with a fresh cache folder (no database: template defaults).  Without a
 # GPU each must exit 1 with exactly one line "<program>: mmt_open: MMT_ERR_...: <reason>";
 # with one, exit 0 having printed its figures.  Bad arguments must exit 2 with one line
 # naming the program.  Prints "N passed, N failed".
 set -u
 bench=$1
 calls=$2
+matmul=$3
 tmp=$(mktemp -d /tmp/mmt_bench_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export XDG_CACHE_HOME=$tmp
@@ -43,6 +44,16 @@ calls_runs() {
   fi
   no_gpu_line mmtune-calls-bench "$out" $rc
 }
+matmul_runs() { # the host family alone: quick, and what a machine without a GPU refuses
+  local out rc
+  out=$("$matmul" --family host 2>&1); rc=$?
+  echo "$out"
+  if [ $rc -eq 0 ]; then
+    echo "$out" | grep -qE "^host +256x256x256 f16: mmt_gemm [0-9]+ ns a call"
+    return
+  fi
+  no_gpu_line mmtune-matmul-bench "$out" $rc
+}
 usage_error() { # program, arguments...: exit 2 and one line naming the program
   local prog=$1 out rc
   shift
@@ -64,5 +75,12 @@ check calls_bad_dtype usage_error "$calls" --dtype f8
 check calls_bad_layout usage_error "$calls" --layout nx
 check calls_too_many usage_error "$calls" --calls 5000
 check calls_help "$calls" --help
+check matmul_runs matmul_runs
+check matmul_bad_family usage_error "$matmul" --family linear,gemv
+check matmul_bad_dtype usage_error "$matmul" --dtype f32
+check matmul_bad_batches usage_error "$matmul" --batches 16,0
+check matmul_bad_runs usage_error "$matmul" --runs 1
+check matmul_no_weights usage_error "$matmul" --weights /nonexistent.txt
+check matmul_help "$matmul" --help
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
-# kernels|memcheck|compare ...]; logs to $OUT.
+# kernels|memcheck|compare|matmul ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -74,6 +74,14 @@ for step in "$@"; do
         ./build/bench/mmtune-calls-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
           --dtype "${DTYPE:-f16}" --layout "${LAYOUT:-nn}" ${sh//x/ } 2>&1
       done | tee -a "$out/calls.log" ;;
+    matmul)
+      # mmt_matmul against its peers (bench/matmul.c): cuBLASLt's epilogues (linear: bias +
+      # GELU; residual: D apart from C; f32out), cuBLAS + an elementwise SwiGLU (swiglu),
+      # cublasGemmStridedBatchedEx (attention), host time a call (host); DTYPE (f16), DB,
+      # MATMUL_ARGS (e.g. --family linear --batches 16,2048 --cold).  CSV in $OUT/matmul.csv.
+      ./build/bench/mmtune-matmul-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
+        --dtype "${DTYPE:-f16}" --csv "$out/matmul-${DTYPE:-f16}.csv" ${MATMUL_ARGS:-} 2>&1 |
+        tee -a "$out/matmul.log" ;;
     layouts)
       # The dispatcher's choice vs cuBLAS at 4096^3 in every layout (tune first).
       for l in nn nt tn tt; do
