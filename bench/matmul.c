@@ -58,8 +58,8 @@
 #define HOST_CALLS 2000
 
 enum { F_LINEAR, F_SWIGLU, F_RESIDUAL, F_F32OUT, F_ATTENTION, F_HOST, FAMILIES };
-static const char *const k_family[FAMILIES] = {"linear",   "swiglu",    "residual",
-                                               "f32out",   "attention", "host"};
+static const char *const k_family[FAMILIES] = {"linear", "swiglu",    "residual",
+                                               "f32out", "attention", "host"};
 
 typedef struct {
   int device;
@@ -106,7 +106,8 @@ static int parse_families(const char *text, bench_opts *o) {
     while (f < FAMILIES && strcmp(t, k_family[f])) f++;
     if (f == FAMILIES)
       return bench_usage_error("--family '%s' is not one of linear, swiglu, residual, f32out, "
-                               "attention, host", t);
+                               "attention, host",
+                               t);
     o->family[f] = true;
   }
   return 0;
@@ -114,32 +115,39 @@ static int parse_families(const char *text, bench_opts *o) {
 
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_opts *o) {
-  static const struct option longs[] = {
-      {"device", required_argument, NULL, 'd'}, {"db", required_argument, NULL, 'b'},
-      {"dtype", required_argument, NULL, 't'},  {"family", required_argument, NULL, 'f'},
-      {"weights", required_argument, NULL, 'w'}, {"batches", required_argument, NULL, 'm'},
-      {"cold", no_argument, NULL, 'c'},         {"runs", required_argument, NULL, 'r'},
-      {"csv", required_argument, NULL, 'o'},    {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  *o = (bench_opts){.dtype = "f16", .weights = MMT_BENCH_DIR "/llm_layers.txt", .runs = 30,
-                    .batches = {1, 16, 128, 2048, 8192}, .nbatches = 5};
+  static const struct option longs[] = {{"device", required_argument, NULL, 'd'},
+                                        {"db", required_argument, NULL, 'b'},
+                                        {"dtype", required_argument, NULL, 't'},
+                                        {"family", required_argument, NULL, 'f'},
+                                        {"weights", required_argument, NULL, 'w'},
+                                        {"batches", required_argument, NULL, 'm'},
+                                        {"cold", no_argument, NULL, 'c'},
+                                        {"runs", required_argument, NULL, 'r'},
+                                        {"csv", required_argument, NULL, 'o'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+  *o = (bench_opts){.dtype = "f16",
+                    .weights = MMT_BENCH_DIR "/llm_layers.txt",
+                    .runs = 30,
+                    .batches = {1, 16, 128, 2048, 8192},
+                    .nbatches = 5};
   for (int f = 0; f < FAMILIES; f++) o->family[f] = true;
   int64_t device = 0, runs = 30;
   int c, bad = 0;
   opterr = 0;
   while (!bad && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
     switch (c) {
-      case 'd': bad = bench_parse_number(optarg, "--device", 0, INT_MAX, &device); break;
-      case 'b': o->db = optarg; break;
-      case 't': o->dtype = optarg; break;
-      case 'f': bad = parse_families(optarg, o); break;
-      case 'w': o->weights = optarg; break;
-      case 'm': bad = parse_list(optarg, o); break;
-      case 'c': o->cold = true; break;
-      case 'r': bad = bench_parse_number(optarg, "--runs", 3, MAX_RUNS, &runs); break;
-      case 'o': o->csv = optarg; break;
-      case 'h': print_usage(); return 0;
-      default: return bench_option_error(c, argv);
+    case 'd': bad = bench_parse_number(optarg, "--device", 0, INT_MAX, &device); break;
+    case 'b': o->db = optarg; break;
+    case 't': o->dtype = optarg; break;
+    case 'f': bad = parse_families(optarg, o); break;
+    case 'w': o->weights = optarg; break;
+    case 'm': bad = parse_list(optarg, o); break;
+    case 'c': o->cold = true; break;
+    case 'r': bad = bench_parse_number(optarg, "--runs", 3, MAX_RUNS, &runs); break;
+    case 'o': o->csv = optarg; break;
+    case 'h': print_usage(); return 0;
+    default: return bench_option_error(c, argv);
     }
   }
   if (bad) return bad;
@@ -202,8 +210,8 @@ static mmt_status fill(bench *b, CUdeviceptr x, size_t n, mmt_dtype t, ut_err *e
   void *args[] = {&x, &count, &seed, &type};
   unsigned blocks = (unsigned)((n + 255) / 256 < 8192 ? (n + 255) / 256 : 8192);
   if (blocks)
-    RT_CU_CHECK(b->cu, cuLaunchKernel(b->fill_fn, blocks, 1, 1, 256, 1, 1, 0, b->stream, args,
-                                      NULL));
+    RT_CU_CHECK(b->cu,
+                cuLaunchKernel(b->fill_fn, blocks, 1, 1, 256, 1, 1, 0, b->stream, args, NULL));
 cleanup:
   return rc;
 }
@@ -225,8 +233,8 @@ static mmt_status open_bench(bench *b, const bench_opts *o, ut_err *err) {
   const rt_cu *cu = b->cu;
   RT_CU_CHECK(cu, cuStreamCreate(&b->stream, CU_STREAM_NON_BLOCKING));
   for (int i = 0; i <= MAX_RUNS; i++) RT_CU_CHECK(cu, cuEventCreate(&b->ev[i], CU_EVENT_DEFAULT));
-  RT_CU_CHECK(cu, cuDeviceGetAttribute(&b->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
-                                       b->dev.dev));
+  RT_CU_CHECK(cu,
+              cuDeviceGetAttribute(&b->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, b->dev.dev));
   rt_cubin cubin = {0};
   if ((rc = rt_compile(FILL_SOURCE, "bench_fill", b->dev.arch, &cubin, NULL, err))) return rc;
   CUresult r = cu->cuModuleLoadData(&b->fill_mod, cubin.data);
@@ -266,8 +274,7 @@ typedef struct {
 typedef mmt_status (*launch_fn)(bench *b, void *user, int copy, ut_err *err);
 
 /* The median of `runs` timed launches, each on the next copy, after warm-up. */
-static mmt_status time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms,
-                          ut_err *err) {
+static mmt_status time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = b->cu;
   const int runs = b->o->runs, timed = b->o->cold && copies > 1 ? copies - 1 : copies;
@@ -354,8 +361,8 @@ static void report(bench *b, tally *tl, const char *family, const char *what, do
                    double peer_ms, double rel, double tol, const char *kernel) {
   const bool ok = rel <= tol;
   const double ratio = peer_ms / mm_ms;
-  printf("%-9s %-34s %10.4f %10.4f %6.3fx  %s%s\n", family, what, mm_ms, peer_ms, ratio,
-         kernel, ok ? "" : "  MISMATCH (left out)");
+  printf("%-9s %-34s %10.4f %10.4f %6.3fx  %s%s\n", family, what, mm_ms, peer_ms, ratio, kernel,
+         ok ? "" : "  MISMATCH (left out)");
   if (b->csv)
     fprintf(b->csv, "%s,%s,%s,%.6f,%.6f,%.4f,%.3g,%s,%s\n", family, b->o->dtype, what, mm_ms,
             peer_ms, ratio, rel, ok ? "ok" : "mismatch", kernel);
@@ -412,11 +419,28 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
   mmt_status rc = MMT_OK;
   const mmt_dtype in = b->o->type, out = family == F_F32OUT ? MMT_F32 : in;
   linear_case lc = {0};
-  lc.d = (mmt_matmul_desc){.order = MMT_ROW_MAJOR, .trans_b = MMT_TRANS, .m = m, .n = n, .k = k,
-                           .in_type = in, .out_type = out, .alpha = 1, .lda = k, .ldb = k,
-                           .ldd = n, .batch = 1};
-  tn_lt_problem lp = {.layout = "nt", .m = m, .n = n, .k = k, .lda = k, .ldb = k, .ldc = n,
-                      .ldd = n, .batch = 1, .alpha = 1};
+  lc.d = (mmt_matmul_desc){.order = MMT_ROW_MAJOR,
+                           .trans_b = MMT_TRANS,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .in_type = in,
+                           .out_type = out,
+                           .alpha = 1,
+                           .lda = k,
+                           .ldb = k,
+                           .ldd = n,
+                           .batch = 1};
+  tn_lt_problem lp = {.layout = "nt",
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .lda = k,
+                      .ldb = k,
+                      .ldc = n,
+                      .ldd = n,
+                      .batch = 1,
+                      .alpha = 1};
   snprintf(lp.in_dtype, sizeof lp.in_dtype, "%s", b->o->dtype);
   snprintf(lp.out_dtype, sizeof lp.out_dtype, "%s", out == MMT_F32 ? "f32" : b->o->dtype);
   if (family == F_LINEAR) {
@@ -440,8 +464,7 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
   const int copies = copies_for(b, lc.set_bytes);
   CUdeviceptr base = 0, bias = 0;
   char what[96], kernel[400] = "";
-  snprintf(what, sizeof what, "%lldx%lldx%lld %s", (long long)m, (long long)n, (long long)k,
-           name);
+  snprintf(what, sizeof what, "%lldx%lldx%lld %s", (long long)m, (long long)n, (long long)k, name);
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, lc.set_bytes * (size_t)copies));
   RT_CU_CHECK(b->cu, cuMemAlloc(&bias, (size_t)n * oe + 256));
   lc.a = base, lc.b = base + sa, lc.c = base + sa + sb, lc.d_mm = lc.c + sc, lc.d_lt = lc.d_mm + sd;
@@ -503,9 +526,9 @@ static mmt_status swiglu_mm(bench *b, void *user, int copy, ut_err *err) {
 static mmt_status swiglu_peer(bench *b, void *user, int copy, ut_err *err) {
   swiglu_case *sc = user;
   const size_t off = (size_t)copy * sc->set_bytes;
-  mmt_status rc = tn_cublas_gemm(b->cb, b->stream, b->o->dtype, "nt", sc->m, sc->n2, sc->k, 1.0f,
-                                 sc->a + off, sc->k, sc->w + off, sc->k, 0.0f, sc->tmp + off,
-                                 sc->n2, err);
+  mmt_status rc =
+      tn_cublas_gemm(b->cb, b->stream, b->o->dtype, "nt", sc->m, sc->n2, sc->k, 1.0f, sc->a + off,
+                     sc->k, sc->w + off, sc->k, 0.0f, sc->tmp + off, sc->n2, err);
   if (!rc)
     rc = tn_gpu_swiglu(b->g, b->stream, b->o->dtype, sc->m, sc->n2 / 2, sc->tmp + off, sc->n2,
                        sc->h_peer + off, sc->n2 / 2, err);
@@ -518,9 +541,20 @@ static mmt_status swiglu_one(bench *b, int64_t m, int64_t n2, int64_t k, const c
   const mmt_dtype t = b->o->type;
   const size_t e = 2, al = 256;
   swiglu_case sc = {.m = m, .n2 = n2, .k = k};
-  sc.d = (mmt_matmul_desc){.order = MMT_ROW_MAJOR, .trans_b = MMT_TRANS, .m = m, .n = n2 / 2,
-                           .k = k, .in_type = t, .out_type = t, .alpha = 1, .lda = k, .ldb = k,
-                           .ldd = n2 / 2, .batch = 1, .act = MMT_ACT_SILU, .gated = 1};
+  sc.d = (mmt_matmul_desc){.order = MMT_ROW_MAJOR,
+                           .trans_b = MMT_TRANS,
+                           .m = m,
+                           .n = n2 / 2,
+                           .k = k,
+                           .in_type = t,
+                           .out_type = t,
+                           .alpha = 1,
+                           .lda = k,
+                           .ldb = k,
+                           .ldd = n2 / 2,
+                           .batch = 1,
+                           .act = MMT_ACT_SILU,
+                           .gated = 1};
   const size_t sa = ((size_t)(m * k) * e + al - 1) / al * al;
   const size_t sw = ((size_t)(n2 * k) * e + al - 1) / al * al;
   const size_t sh = ((size_t)(m * n2 / 2) * e + al - 1) / al * al;
@@ -529,8 +563,7 @@ static mmt_status swiglu_one(bench *b, int64_t m, int64_t n2, int64_t k, const c
   const int copies = copies_for(b, sc.set_bytes);
   CUdeviceptr base = 0;
   char what[96], kernel[400];
-  snprintf(what, sizeof what, "%lldx%lldx%lld %s", (long long)m, (long long)n2, (long long)k,
-           name);
+  snprintf(what, sizeof what, "%lldx%lldx%lld %s", (long long)m, (long long)n2, (long long)k, name);
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, sc.set_bytes * (size_t)copies));
   sc.a = base, sc.w = base + sa, sc.h_mm = sc.w + sw, sc.h_peer = sc.h_mm + sh;
   sc.tmp = sc.h_peer + sh;
@@ -589,11 +622,21 @@ static mmt_status attn_one(bench *b, bool qk, int64_t heads, int64_t s, int64_t 
   const mmt_dtype t = b->o->type;
   const int64_t m = s, n = qk ? s : hd, k = qk ? hd : s;
   attn_case ac = {.layout = qk ? "nt" : "nn"};
-  ac.d = (mmt_matmul_desc){.order = MMT_ROW_MAJOR, .trans_b = qk ? MMT_TRANS : MMT_NO_TRANS,
-                           .m = m, .n = n, .k = k, .in_type = t, .out_type = t,
-                           .alpha = qk ? 1.0f / sqrtf((float)hd) : 1.0f, .lda = k,
-                           .ldb = qk ? k : n, .ldd = n, .batch = heads, .stride_a = m * k,
-                           .stride_b = n * k, .stride_d = m * n};
+  ac.d = (mmt_matmul_desc){.order = MMT_ROW_MAJOR,
+                           .trans_b = qk ? MMT_TRANS : MMT_NO_TRANS,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .in_type = t,
+                           .out_type = t,
+                           .alpha = qk ? 1.0f / sqrtf((float)hd) : 1.0f,
+                           .lda = k,
+                           .ldb = qk ? k : n,
+                           .ldd = n,
+                           .batch = heads,
+                           .stride_a = m * k,
+                           .stride_b = n * k,
+                           .stride_d = m * n};
   const size_t e = 2, al = 256;
   const size_t sa = ((size_t)(heads * m * k) * e + al - 1) / al * al;
   const size_t sb = ((size_t)(heads * n * k) * e + al - 1) / al * al;
@@ -630,8 +673,7 @@ cleanup:
 /* ---- host ---- */
 
 /* Nanoseconds of host time a warm call costs: HOST_CALLS calls, synchronized every 100. */
-static mmt_status host_ns(bench *b, const mmt_matmul_desc *d, bool gemm, double *ns,
-                          ut_err *err) {
+static mmt_status host_ns(bench *b, const mmt_matmul_desc *d, bool gemm, double *ns, ut_err *err) {
   mmt_status rc = MMT_OK;
   uint64_t spent = 0;
   for (int i = 0; i < HOST_CALLS / 100 + 1 && !rc; i++) {
@@ -654,9 +696,18 @@ static mmt_status host_family(bench *b, ut_err *err) {
   const int64_t n = 256;
   CUdeviceptr base = 0;
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, (size_t)(4 * n * n) * 2 + 1024));
-  mmt_matmul_desc d = {.order = MMT_ROW_MAJOR, .trans_b = MMT_TRANS, .m = n, .n = n, .k = n,
-                       .in_type = b->o->type, .out_type = b->o->type, .alpha = 1, .lda = n,
-                       .ldb = n, .ldd = n, .batch = 1};
+  mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
+                       .trans_b = MMT_TRANS,
+                       .m = n,
+                       .n = n,
+                       .k = n,
+                       .in_type = b->o->type,
+                       .out_type = b->o->type,
+                       .alpha = 1,
+                       .lda = n,
+                       .ldb = n,
+                       .ldd = n,
+                       .batch = 1};
   d.a = (const void *)(uintptr_t)base;
   d.b = (const void *)(uintptr_t)(base + (size_t)(n * n) * 2);
   d.d = (void *)(uintptr_t)(base + (size_t)(2 * n * n) * 2);
@@ -723,9 +774,9 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
       const bool gate_up = strstr(w[i].name, "gate_up") != NULL;
       if (gate_up != (f == F_SWIGLU)) continue;
       for (int j = 0; j < o->nbatches && !rc; j++)
-        rc = f == F_SWIGLU ? swiglu_one(b, o->batches[j], w[i].n, w[i].k, w[i].name, &tl[f], err)
-                           : linear_one(b, f, o->batches[j], w[i].n, w[i].k, w[i].name, &tl[f],
-                                        err);
+        rc = f == F_SWIGLU
+                 ? swiglu_one(b, o->batches[j], w[i].n, w[i].k, w[i].name, &tl[f], err)
+                 : linear_one(b, f, o->batches[j], w[i].n, w[i].k, w[i].name, &tl[f], err);
     }
   }
   static const int64_t heads[3] = {32, 128, 512}, seqs[4] = {128, 512, 1024, 4096},

@@ -239,6 +239,53 @@ static void test_shapes_file_good(void **state) {
   free(s);
 }
 
+/* tune's shapes files: a line may name its epilogue and batch; other commands refuse them. */
+static void test_shapes_file_extras(void **state) {
+  const char *dir = *state;
+  char path[256];
+  ut_err e;
+  tn_shape *s = NULL;
+  tn_shape_extra *x = NULL;
+  int n = 0;
+  /* more lines than the first growth of the arrays (16) */
+  char text[4096] = "1024 1024 1024\n";
+  for (int i = 0; i < 20; i++) {
+    size_t used = strlen(text);
+    snprintf(text + used, sizeof text - used, "%dx64x64 epilogue=out=f32,act=silu batch=%d\n",
+             i + 1, i + 2);
+  }
+  strcat(text, "  batch=3   8 8 8  epilogue=act=relu # fields in any order\n");
+  write_file(dir, "ops.txt", text, path, sizeof path);
+  assert_int_equal(tn_parse_shapes_extra(path, &s, &x, &n, &e), MMT_OK);
+  assert_int_equal(n, 22);
+  assert_string_equal(x[0].op, "");
+  assert_int_equal(x[0].batch, 0);
+  assert_int_equal(s[20].m, 20);
+  assert_string_equal(x[20].op, "out=f32,act=silu");
+  assert_int_equal(x[20].batch, 21);
+  assert_true(s[21].m == 8 && s[21].k == 8);
+  assert_string_equal(x[21].op, "act=relu");
+  assert_int_equal(x[21].batch, 3);
+  free(s);
+  free(x);
+  /* a list: no extras, all empty */
+  assert_int_equal(tn_parse_shapes_extra("1x2x3,4x5x6", &s, &x, &n, &e), MMT_OK);
+  assert_true(n == 2 && x[1].op[0] == '\0' && x[1].batch == 0);
+  free(s);
+  free(x);
+  /* commands without ops refuse the fields; bad values are named */
+  assert_int_equal(tn_parse_shapes(path, &s, &n, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "line 2: 'epilogue' is for mmtune tune's shapes files only"));
+  write_file(dir, "bad.txt", "1 2 3 batch=0\n", path, sizeof path);
+  assert_int_equal(tn_parse_shapes_extra(path, &s, &x, &n, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "batch must be an integer in [1, 65535]"));
+  write_file(dir, "bad.txt", "epilogue=act=relu\n", path, sizeof path);
+  assert_int_equal(tn_parse_shapes_extra(path, &s, &x, &n, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "without a shape"));
+  assert_null(s);
+  assert_null(x);
+}
+
 static void test_shapes_file_bad(void **state) {
   const char *dir = *state;
   char path[256], want[512];
@@ -425,6 +472,7 @@ int main(void) {
       cmocka_unit_test(test_shapes_list),
       cmocka_unit_test_setup_teardown(test_shapes_file_good, tmpdir_setup, tmpdir_teardown),
       cmocka_unit_test_setup_teardown(test_shapes_file_bad, tmpdir_setup, tmpdir_teardown),
+      cmocka_unit_test_setup_teardown(test_shapes_file_extras, tmpdir_setup, tmpdir_teardown),
       cmocka_unit_test_setup_teardown(test_shapes_file_missing, tmpdir_setup, tmpdir_teardown),
       cmocka_unit_test(test_bench_shapes_file),
       cmocka_unit_test(test_split_list),

@@ -153,9 +153,10 @@ static mmt_status push_shape(tn_shape **shapes, int *count, int *cap, tn_shape s
   return MMT_OK;
 }
 
-/* One line of a shapes file, its comment already cut off: blank, "M N K" or "MxNxK".
- * *found says whether it held a shape. */
-static mmt_status parse_shape_line(char *line, tn_shape *out, bool *found, ut_err *err) {
+/* One line of a shapes file, its comment already cut off: blank, "M N K" or "MxNxK", then
+ * (extra non-NULL) "epilogue=OP" and "batch=N".  *found says whether it held a shape. */
+static mmt_status parse_shape_line(char *line, tn_shape *out, tn_shape_extra *extra, bool *found,
+                                   ut_err *err) {
   static const char *const space = " \t\r\v\f";
   char shown[QUOTE_MAX + 8];
   line += strspn(line, space);
@@ -164,11 +165,32 @@ static mmt_status parse_shape_line(char *line, tn_shape *out, bool *found, ut_er
   int nfields = 0;
   char *save = NULL;
   *found = false;
+  if (extra) memset(extra, 0, sizeof *extra);
   for (char *tok = strtok_r(line, space, &save); tok; tok = strtok_r(NULL, space, &save)) {
+    if (!strncmp(tok, "epilogue=", 9) || !strncmp(tok, "batch=", 6)) {
+      if (!extra)
+        return ut_fail(err, MMT_ERR_INVALID_ARG, "'%.*s' is for mmtune tune's shapes files only",
+                       (int)strcspn(tok, "="), tok);
+      if (tok[0] == 'e' && (strlen(tok + 9) == 0 || strlen(tok + 9) >= TN_SHAPE_OP_MAX))
+        return ut_fail(err, MMT_ERR_INVALID_ARG, "epilogue= must be an op of 1 to %d characters",
+                       TN_SHAPE_OP_MAX - 1);
+      if (tok[0] == 'e') {
+        snprintf(extra->op, sizeof extra->op, "%s", tok + 9);
+      } else {
+        mmt_status rc = tn_parse_i64(tok + 6, "batch", 1, 65535, &extra->batch, err);
+        if (rc) return rc;
+      }
+      continue;
+    }
     if (nfields < 3) fields[nfields] = tok;
     nfields++;
   }
-  if (nfields == 0) return MMT_OK;
+  if (nfields == 0) {
+    if (extra && (extra->op[0] || extra->batch))
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "epilogue= or batch= without a shape in '%s'",
+                     shown);
+    return MMT_OK;
+  }
   *found = true;
   if (nfields == 1 && strchr(fields[0], 'x')) return tn_parse_shape(fields[0], out, err);
   if (nfields == 3) return parse_dims(fields, out, err);
@@ -176,8 +198,8 @@ static mmt_status parse_shape_line(char *line, tn_shape *out, bool *found, ut_er
 }
 
 /* Parses the text of a shapes file (modified in place). */
-static mmt_status parse_shapes_text(const char *path, char *data, tn_shape **shapes, int *count,
-                                    ut_err *err) {
+static mmt_status parse_shapes_text(const char *path, char *data, tn_shape **shapes,
+                                    tn_shape_extra **extra, int *count, ut_err *err) {
   char q[QUOTE_MAX + 8];
   int cap = 0;
   int lineno = 0;
@@ -189,9 +211,21 @@ static mmt_status parse_shapes_text(const char *path, char *data, tn_shape **sha
     char *hash = strchr(line, '#');
     if (hash) *hash = '\0';
     tn_shape s;
+    tn_shape_extra x;
     bool found = false;
-    mmt_status rc = parse_shape_line(line, &s, &found, err);
+    const int before = cap;
+    mmt_status rc = parse_shape_line(line, &s, extra ? &x : NULL, &found, err);
     if (rc == MMT_OK && found) rc = push_shape(shapes, count, &cap, s, err);
+    if (rc == MMT_OK && found && extra) {
+      if (cap != before || !*extra) { /* keep the extras' capacity with the shapes' */
+        tn_shape_extra *p = realloc(*extra, (size_t)cap * sizeof *p);
+        if (!p)
+          rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading shapes");
+        else
+          *extra = p;
+      }
+      if (rc == MMT_OK) (*extra)[*count - 1] = x;
+    }
     if (rc != MMT_OK) {
       ut_err_prefix(err, "shapes file '%s' line %d", quote(path, q, sizeof q), lineno);
       return rc;
@@ -204,7 +238,8 @@ static mmt_status parse_shapes_text(const char *path, char *data, tn_shape **sha
   return MMT_OK;
 }
 
-static mmt_status parse_shapes_file(const char *path, tn_shape **shapes, int *count, ut_err *err) {
+static mmt_status parse_shapes_file(const char *path, tn_shape **shapes, tn_shape_extra **extra,
+                                    int *count, ut_err *err) {
   char q[QUOTE_MAX + 8];
   char *data = NULL;
   size_t len = 0;
@@ -215,7 +250,7 @@ static mmt_status parse_shapes_file(const char *path, tn_shape **shapes, int *co
                  quote(path, q, sizeof q));
     goto cleanup;
   }
-  rc = parse_shapes_text(path, data, shapes, count, err);
+  rc = parse_shapes_text(path, data, shapes, extra, count, err);
 cleanup:
   free(data);
   return rc;
@@ -241,10 +276,16 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 mmt_status tn_parse_shapes(const char *arg, tn_shape **shapes, int *count, ut_err *err) {
+  return tn_parse_shapes_extra(arg, shapes, NULL, count, err);
+}
+
+mmt_status tn_parse_shapes_extra(const char *arg, tn_shape **shapes, tn_shape_extra **extra,
+                                 int *count, ut_err *err) {
   char q[QUOTE_MAX + 8];
   struct stat st;
   mmt_status rc;
   *shapes = NULL;
+  if (extra) *extra = NULL;
   *count = 0;
   if (!arg || !arg[0])
     return ut_fail(err, MMT_ERR_INVALID_ARG,
@@ -252,7 +293,7 @@ mmt_status tn_parse_shapes(const char *arg, tn_shape **shapes, int *count, ut_er
   int stat_errno = stat(arg, &st) == 0 ? 0 : errno;
   if (stat_errno == 0) {
     if (S_ISREG(st.st_mode))
-      rc = parse_shapes_file(arg, shapes, count, err);
+      rc = parse_shapes_file(arg, shapes, extra, count, err);
     else
       rc = ut_fail(err, MMT_ERR_IO, "shapes file '%s' is not a regular file",
                    quote(arg, q, sizeof q));
@@ -264,10 +305,16 @@ mmt_status tn_parse_shapes(const char *arg, tn_shape **shapes, int *count, ut_er
                    strerror(stat_errno));
   } else {
     rc = parse_shapes_list(arg, shapes, count, err);
+    if (rc == MMT_OK && extra && !(*extra = calloc((size_t)*count, sizeof **extra)))
+      rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading shapes");
   }
   if (rc != MMT_OK) {
     free(*shapes);
     *shapes = NULL;
+    if (extra) {
+      free(*extra);
+      *extra = NULL;
+    }
     *count = 0;
   }
   return rc;

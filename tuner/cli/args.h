@@ -73,6 +73,19 @@ mmt_status tn_parse_shape(const char *text, tn_shape *out, ut_err *err);
  * is NULL and *count 0.  At least one shape, else an error. */
 mmt_status tn_parse_shapes(const char *arg, tn_shape **shapes, int *count, ut_err *err);
 
+/* What a line of a shapes file may add after its shape, for `mmtune tune`: "epilogue=OP" (an
+ * mmt_matmul op, gen_op_parse's text, checked by the caller) and "batch=N" (1..65535), in any
+ * order.  op "" and batch 0: not given. */
+#define TN_SHAPE_OP_MAX 96
+typedef struct {
+  char op[TN_SHAPE_OP_MAX];
+  int64_t batch;
+} tn_shape_extra;
+/* tn_parse_shapes with each shape's extras into *extra (owned, as *shapes; a list's shapes
+ * have none).  tn_parse_shapes refuses a line with extras, naming the field. */
+mmt_status tn_parse_shapes_extra(const char *arg, tn_shape **shapes, tn_shape_extra **extra,
+                                 int *count, ut_err *err);
+
 /* Splits "a,b,c" into owned strings (free with tn_list_free); items are kept verbatim
  * (no trimming).  An empty argument or item ("a,,b", ",a", "a,") is an error naming `what`.
  * On error *items is NULL and *count 0. */

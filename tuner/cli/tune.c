@@ -153,7 +153,9 @@ static const tn_cmd_spec TUNE_SPEC = {
     "command again measures nothing once every problem has had its budget (a larger\n"
     "--budget searches further; --force starts again from nothing).  With --epilogue (and\n"
     "--batch) the problems are mmt_matmul's: the op kernels of the templates that have\n"
-    "epilogues, verified against the whole expression, stored as rows of that op and batch.\n"
+    "epilogues, verified against the whole expression, stored as rows of that op and batch;\n"
+    "a line of a --shapes file may name its own (M N K epilogue=OP batch=N), each epilogue\n"
+    "and batch then a pass of its own.\n"
     "The main job ends with a few such problems (fused Linear layers, a gated MLP, f32\n"
     "output, attention's batched GEMMs).",
     TUNE_OPTS, (int)(sizeof TUNE_OPTS / sizeof TUNE_OPTS[0])};
@@ -202,6 +204,21 @@ static int parse_numbers(tune_run *r, const tn_opts *o) {
   return parse_search(r, o);
 }
 
+/* An op must be one for every dtype of the run.  The exit code. */
+static int check_op(const tune_run *r, const char *text, const char *what) {
+  static const char *const all[] = {"f32", "tf32", "f16", "bf16"};
+  for (int i = 0; i < 4; i++) {
+    if (r->dtype ? strcmp(r->dtype, all[i]) != 0 : !strcmp(all[i], "tf32")) continue;
+    gen_op op;
+    ut_err err;
+    if (gen_op_parse(text, all[i], &op, &err) != MMT_OK)
+      return tn_usage_error("tune", "%s: %s", what, err.msg);
+    if (!gen_op_valid(&op, all[i]))
+      return tn_usage_error("tune", "%s '%s' is not one for %s inputs", what, text, all[i]);
+  }
+  return TN_EXIT_OK;
+}
+
 /* --epilogue and --batch: the op must be one for every dtype of the run. */
 static int parse_epilogue(tune_run *r, const tn_opts *o) {
   const char *v = tn_opts_get(o, "batch");
@@ -215,18 +232,7 @@ static int parse_epilogue(tune_run *r, const tn_opts *o) {
   if (!tn_opts_has(o, "shapes"))
     return tn_usage_error("tune", "--epilogue needs --shapes (the main job tunes its own op "
                                   "problems)");
-  static const char *const all[] = {"f32", "tf32", "f16", "bf16"};
-  for (int i = 0; i < 4; i++) {
-    if (r->dtype ? strcmp(r->dtype, all[i]) != 0 : !strcmp(all[i], "tf32")) continue;
-    gen_op op;
-    ut_err err;
-    if (gen_op_parse(r->epilogue, all[i], &op, &err) != MMT_OK)
-      return tn_usage_error("tune", "--epilogue: %s", err.msg);
-    if (!gen_op_valid(&op, all[i]))
-      return tn_usage_error("tune", "--epilogue '%s' is not one for %s inputs", r->epilogue,
-                            all[i]);
-  }
-  return TN_EXIT_OK;
+  return check_op(r, r->epilogue, "--epilogue");
 }
 
 static int parse_options(tune_run *r, const tn_opts *o) {
@@ -234,8 +240,12 @@ static int parse_options(tune_run *r, const tn_opts *o) {
   if (o->npos > 0) return tn_usage_error("tune", "unexpected argument '%s'", o->pos[0]);
   if ((ex = parse_numbers(r, o))) return ex;
   const char *v = tn_opts_get(o, "shapes");
-  if (v) {
-    if ((ex = tn_opt_shapes("tune", v, &r->shapes, &r->nshapes))) return ex;
+  if (v) { /* a file's lines may name their own epilogue and batch: tune_grouped's */
+    tn_shape_extra *extra = NULL;
+    ut_err e;
+    if (tn_parse_shapes_extra(v, &r->shapes, &extra, &r->nshapes, &e) != MMT_OK)
+      return tn_usage_error("tune", "--shapes: %s", e.msg);
+    free(extra);
   } else {
     r->nshapes = (int)(sizeof DEFAULT_SHAPES / sizeof DEFAULT_SHAPES[0]);
     r->shapes = malloc(sizeof DEFAULT_SHAPES);
@@ -319,6 +329,59 @@ static int tune_canonical(tune_run *r, const tn_opts *o, const tn_shape *shapes,
   return ex;
 }
 
+/* --shapes whose lines name epilogues or batches of their own: a pass for each (epilogue,
+ * batch) in their order of first appearance, a line without either taking --epilogue and
+ * --batch (the plain GEMM's lines: canonical forms, as without any).  The exit code. */
+static int tune_grouped(tune_run *r, const tn_opts *o, const tn_shape *shapes,
+                        const tn_shape_extra *extra, int n) {
+  const char *cli_op = tn_opts_get(o, "epilogue");
+  const int64_t cli_batch = r->batch > 1 ? r->batch : 1;
+  tn_shape *group = malloc((size_t)n * sizeof *group);
+  bool *done = calloc((size_t)n, sizeof *done);
+  int ex = group && done ? TN_EXIT_OK : TN_EXIT_FAIL;
+  for (int i = 0; !ex && i < n; i++) {
+    if (done[i]) continue;
+    const char *op = extra[i].op[0] ? extra[i].op : cli_op;
+    const int64_t batch = extra[i].batch ? extra[i].batch : cli_batch;
+    int count = 0, later = 0;
+    for (int j = i; j < n; j++) {
+      const char *oj = extra[j].op[0] ? extra[j].op : cli_op;
+      const int64_t bj = extra[j].batch ? extra[j].batch : cli_batch;
+      if (done[j] || bj != batch || (op ? !oj || strcmp(op, oj) : oj != NULL)) continue;
+      done[j] = true;
+      group[count++] = shapes[j];
+    }
+    for (int j = i + 1; j < n; j++) later += !done[j];
+    if (!op && batch > 1) {
+      ex = tn_usage_error("tune", "batch=%lld without an epilogue (a batch runs op kernels)",
+                          (long long)batch);
+      break;
+    }
+    tn_tune_free(r);
+    memset(r, 0, sizeof *r);
+    if ((ex = parse_options(r, o))) break;
+    if (op && (ex = check_op(r, op, "epilogue="))) break;
+    if (!op) {
+      ex = tune_canonical(r, o, group, count, r->layout, later);
+      continue;
+    }
+    free(r->shapes);
+    if (!(r->shapes = malloc((size_t)count * sizeof *r->shapes))) {
+      ex = TN_EXIT_FAIL;
+      break;
+    }
+    memcpy(r->shapes, group, (size_t)count * sizeof *group);
+    r->nshapes = count;
+    r->later_shapes = later;
+    r->epilogue = op;
+    r->batch = batch;
+    ex = tn_tune_pass(r);
+  }
+  free(group);
+  free(done);
+  return ex;
+}
+
 /* The main job's op problems (MAIN_OP_PROBLEMS), a pass each.  The exit code. */
 static int tune_op_problems(tune_run *r, const tn_opts *o) {
   const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
@@ -367,10 +430,23 @@ int tn_cmd_tune(int argc, char **argv) {
     ex = TN_EXIT_FAIL;
   else
     memcpy(shapes, r.shapes, (size_t)r.nshapes * sizeof *shapes);
-  if (!ex && r.epilogue)
+  tn_shape_extra *extra = NULL;
+  int nextra = 0;
+  tn_shape *again = NULL; /* the shapes once more, with their lines' extras */
+  ut_err e;
+  if (!ex && tn_opts_has(&o, "shapes") &&
+      tn_parse_shapes_extra(tn_opts_get(&o, "shapes"), &again, &extra, &nextra, &e) != MMT_OK)
+    ex = tn_usage_error("tune", "--shapes: %s", e.msg);
+  bool own = false; /* lines with an epilogue or batch of their own */
+  for (int i = 0; !ex && i < nextra; i++) own = own || extra[i].op[0] || extra[i].batch;
+  if (!ex && own)
+    ex = tune_grouped(&r, &o, again, extra, nextra);
+  else if (!ex && r.epilogue)
     ex = tn_tune_pass(&r); /* an op's problem has no canonical form: launched as it is */
   else if (!ex)
     ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0);
+  free(again);
+  free(extra);
   free(shapes);
   if (!ex && main_job) {
     printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
