@@ -493,7 +493,7 @@ mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_ro
                       .template_name = col_text(st, 1),
                       .template_hash = col_text(st, 2),
                       .params = col_text(st, 3),
-                      .kernel_hash = col_text(st, 19),
+                      .kernel_hash = col_text(st, 18),
                       .problem = {.m = sqlite3_column_int64(st, 6),
                                   .n = sqlite3_column_int64(st, 7),
                                   .k = sqlite3_column_int64(st, 8)},

@@ -346,6 +346,47 @@ static void test_each_best(void **state) {
   db_close(db);
 }
 
+/* The rows db_each_model_row gives: every ok row of one device name, its columns as stored. */
+typedef struct {
+  int count;
+  db_model_row first; /* strings copied below: borrowed ones die with the callback */
+  char kernel_hash[17], params[64];
+} model_rows;
+
+static int model_row_fn(const db_model_row *r, void *user) {
+  model_rows *m = user;
+  if (m->count++ == 0) {
+    m->first = *r;
+    snprintf(m->kernel_hash, sizeof m->kernel_hash, "%s", r->kernel_hash);
+    snprintf(m->params, sizeof m->params, "%s", r->params);
+  }
+  return 0;
+}
+
+static void test_each_model_row(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  db_result r = result("GPU A", 64, 32, 16, DB_OK, 0.5, "x=1");
+  snprintf(r.kernel_hash, sizeof r.kernel_hash, "00112233445566ff");
+  r.launch = (db_launch){.tile_m = 64, .tile_n = 32, .slices = 2, .threads = 128, .per_sm = 1};
+  insert(db, r, NULL);
+  insert(db, result("GPU A", 64, 32, 16, DB_FAULT, 0.1, "x=2"), NULL); /* not ok */
+  insert(db, result("GPU B", 64, 32, 16, DB_OK, 0.5, "x=3"), NULL);    /* other device */
+  ut_err e;
+  model_rows m = {0};
+  assert_int_equal(db_each_model_row(db, "GPU A", model_row_fn, &m, &e), MMT_OK);
+  assert_int_equal(m.count, 1);
+  assert_string_equal(m.params, "x=1");
+  assert_string_equal(m.kernel_hash, "00112233445566ff");
+  assert_string_equal(m.first.problem.dtype, "f32");
+  assert_int_equal(m.first.problem.n, 32);
+  assert_true(m.first.ms_median == 0.5);
+  assert_int_equal(m.first.sm_count, 132);
+  assert_int_equal(m.first.launch.slices, 2);
+  assert_int_equal(m.first.launch.shared_bytes, 16384);
+  db_close(db);
+}
+
 typedef struct {
   db_problem shapes[16];
   int count;
@@ -1513,6 +1554,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_each_ok, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_best, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_shape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_each_model_row, setup, teardown),
       cmocka_unit_test_setup_teardown(test_has_result, setup, teardown),
       cmocka_unit_test_setup_teardown(test_persistence_and_two_handles, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reentry, setup, teardown),
