@@ -16,6 +16,8 @@ typedef struct {
   char device_name[128];
   char dtype[8], layout[8];
   int64_t m, n, k;
+  char op[DB_OP_MAX]; /* as db_problem's */
+  int64_t batch;
   char candidates[DB_CANDIDATES_MAX];
   double seconds;
   int64_t updated_at;
@@ -105,8 +107,8 @@ const db_json *db_json_get(const db_json *obj, const char *key);
 
 /* ---- rows from outside (db_row.c) ------------------------------------------------------- */
 
-#define DB_NCOLS 34        /* columns of `results` but id */
-#define DB_SEARCH_NCOLS 10 /* columns of `searches` */
+#define DB_NCOLS 36        /* columns of `results` but id */
+#define DB_SEARCH_NCOLS 12 /* columns of `searches` */
 
 /* Names of the columns in the order every statement of db_merge.c and db_export.c uses: the
  * order of DB_COLS_NOID in db_query.c, then of the searches table (its key first). */

@@ -288,7 +288,7 @@ static void put_row_of(db_handle *db, const char *dtype, const char *params, int
   snprintf(r.template_name, sizeof r.template_name, "tpl");
   snprintf(r.template_hash, sizeof r.template_hash, "0123456789abcdef");
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"", "nt", m, n, k};
+  r.problem = (db_problem){.layout = "nt", .m = m, .n = n, .k = k};
   snprintf(r.problem.dtype, sizeof r.problem.dtype, "%s", dtype);
   r.status = DB_OK;
   r.ms_min = r.ms_median = r.ms_max = factor * rt_model_analytic_ms(&h100, &l, &p);
