@@ -535,6 +535,15 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
   return rc;
 }
 
+mmt_status db_drop_read_views(db_handle *h, ut_err *err) {
+  if (h->schema_version >= DB_SCHEMA_VERSION) return MMT_OK;
+  int s = sqlite3_exec(h->sq,
+                       "DROP VIEW IF EXISTS temp.results; DROP VIEW IF EXISTS temp.best;"
+                       " DROP VIEW IF EXISTS temp.searches;",
+                       NULL, NULL, NULL);
+  return s == SQLITE_OK ? MMT_OK : db_sql_fail(h, s, "cannot drop the read views of", err);
+}
+
 /* WAL (writable handles; a read-only one reads a WAL file as it is) and foreign keys.  Run
  * only once the file is known to be mmtune's: a foreign file is left untouched. */
 static mmt_status configure(db_handle *h, ut_err *err) {

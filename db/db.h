@@ -328,7 +328,8 @@ mmt_status db_check(const char *path, const db_row_policy *pol, db_check_report 
  * beside it, then a rename): every row, compacted, in rollback-journal mode, so it needs no
  * -wal or -shm file and reads from a read-only folder or image as it is.  What to ship with
  * an application.  The source is checked first as db_check checks it (its errors); out_path
- * must not be path (MMT_ERR_INVALID_ARG). */
+ * must not be path (MMT_ERR_INVALID_ARG).  The copy has the current schema: a file of an
+ * older one is upgraded in the copy, and left as it is. */
 mmt_status db_pack(const char *path, const char *out_path, ut_err *err);
 
 #endif /* MMT_DB_H */

@@ -59,6 +59,12 @@ struct db_handle {
   bool busy[DB_ST_COUNT_]; /* an iterator is stepping this statement (re-entry guard) */
 };
 
+/* Drops the temporary views a read-only handle on an older file reads through (db.c), so
+ * that main's own tables show again: what VACUUM INTO needs (it makes main's indexes again
+ * in the copy, and would take the view named results for the table: "views may not be
+ * indexed").  The handle's queries then see the older schema's columns: close it after.  A
+ * no-op on a current file. */
+mmt_status db_drop_read_views(db_handle *h, ut_err *err);
 /* Fills err with "op 'path': sqlite message" and returns the status for the SQLite result
  * code (NOTADB/CORRUPT -> MMT_ERR_DB_CORRUPT, NOMEM -> MMT_ERR_NOMEM, CANTOPEN -> MMT_ERR_IO,
  * else MMT_ERR_DB). */

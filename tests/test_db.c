@@ -1642,6 +1642,39 @@ static void test_read_only_place(void **state) {
   }
 }
 
+/* A file of an older schema (1, 6) packed: the copy is of the current schema with every row
+ * and search time, the source left as it was. */
+static void test_pack_older(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  static const struct {
+    const char *sql;
+    int version, rows, searches;
+  } olds[] = {{"schema_v1.sql", 1, 1, 0}, {"schema_v6.sql", 6, 2, 1}};
+  for (size_t i = 0; i < sizeof olds / sizeof olds[0]; i++) {
+    char old[256], packed[256], cmd[1024], out[256], want[64];
+    snprintf(old, sizeof old, "%s/old%zu.db", f->dir, i);
+    snprintf(packed, sizeof packed, "%s/packed%zu.db", f->dir, i);
+    snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/%s'", old, MMT_TEST_DIR, olds[i].sql);
+    assert_int_equal(system(cmd), 0);
+    ut_err e;
+    mmt_status rc = db_pack(old, packed, &e);
+    if (rc) fail_msg("db_pack %s: %s", olds[i].sql, e.msg);
+    assert_int_equal(cli(packed,
+                         "PRAGMA user_version; SELECT count(*) FROM results WHERE op = '' AND "
+                         "batch = 1; SELECT count(*) FROM searches",
+                         out, sizeof out),
+                     0);
+    snprintf(want, sizeof want, "%d\n%d\n%d", DB_SCHEMA_VERSION, olds[i].rows, olds[i].searches);
+    assert_string_equal(out, want);
+    assert_int_equal(cli(old, "PRAGMA user_version", out, sizeof out), 0);
+    assert_int_equal(atoi(out), olds[i].version);
+    db_check_report rep;
+    assert_int_equal(db_check(packed, NULL, &rep, &e), MMT_OK);
+    assert_int_equal(rep.rows, olds[i].rows);
+  }
+}
+
 /* A schema-4 file's search times, upgraded to schema 5: the same sums, now the file's own
  * origin's. */
 static void test_upgrade_v4_searches(void **state) {
@@ -1947,6 +1980,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_row_policy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_place, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pack_older, setup, teardown),
       cmocka_unit_test_setup_teardown(test_upgrade_v4_searches, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
