@@ -87,7 +87,8 @@
  * random at creation), and summed over origins.  Merging takes the larger of two copies of
  * one origin's time, so merging a file again, or a file that started as a copy of the
  * destination, adds nothing twice. */
-#define SEARCHES_DDL \
+/* clang-format off */
+#define SEARCHES_V5_DDL \
     "CREATE TABLE searches(\n"\
     "  device_name TEXT NOT NULL,\n"\
     "  dtype TEXT NOT NULL,\n"\
@@ -101,6 +102,7 @@
     "  updated_at INTEGER NOT NULL,\n"\
     "  PRIMARY KEY (device_name, dtype, layout, m, n, k, candidates, origin)\n"\
     ");\n"
+/* clang-format on */
 #define ORIGIN_DML \
     "INSERT OR IGNORE INTO meta(key, value) VALUES ('origin', lower(hex(randomblob(8))));\n"
 
@@ -116,16 +118,65 @@
 /* Version 6: the kernel each row measured (rt_provenance.h); "" for rows measured before. */
 #define KERNEL_DDL "ALTER TABLE results ADD COLUMN kernel_hash TEXT NOT NULL DEFAULT '';\n"
 
-/* A read-only handle on a file older than version 6 reads its rows through these temporary
- * views (the temp schema shadows main's names), so every statement sees the same columns. */
+/* Version 7: a problem is also its op (the epilogue's canonical text, gen_op_format; "" for
+ * the plain GEMM) and its batch (problems of one call; 1 for the plain GEMM), in every row
+ * and search time: rows of before are plain GEMMs.  The indexes and `best` are made again
+ * with them, and the searches table takes them into its key. */
+/* clang-format off */
+#define OP_DDL \
+    "ALTER TABLE results ADD COLUMN op TEXT NOT NULL DEFAULT '';\n"\
+    "ALTER TABLE results ADD COLUMN batch INTEGER NOT NULL DEFAULT 1;\n"\
+    "DROP VIEW best;\n"\
+    "DROP INDEX results_best;\n"\
+    "DROP INDEX results_resume;\n"\
+    "CREATE INDEX results_best ON results(device_name, dtype, layout, m, n, k, op, batch,\n"\
+    "                                     status, ms_median);\n"\
+    "CREATE INDEX results_resume ON results(device_name, template_name, template_hash, params,\n"\
+    "                                       nvrtc_version, dtype, layout, m, n, k, op, batch);\n"\
+    "CREATE VIEW best AS\n"\
+    "  SELECT r.* FROM results AS r\n"\
+    "  WHERE r.status = 'ok' AND r.id = (\n"\
+    "    SELECT b.id FROM results AS b\n"\
+    "    WHERE b.device_name = r.device_name AND b.dtype = r.dtype AND b.layout = r.layout\n"\
+    "      AND b.m = r.m AND b.n = r.n AND b.k = r.k AND b.op = r.op AND b.batch = r.batch\n"\
+    "      AND b.status = 'ok'\n"\
+    "    ORDER BY b.ms_median, b.id LIMIT 1);\n"
+#define SEARCHES_DDL \
+    "CREATE TABLE searches(\n"\
+    "  device_name TEXT NOT NULL,\n"\
+    "  dtype TEXT NOT NULL,\n"\
+    "  layout TEXT NOT NULL,\n"\
+    "  m INTEGER NOT NULL,\n"\
+    "  n INTEGER NOT NULL,\n"\
+    "  k INTEGER NOT NULL,\n"\
+    "  op TEXT NOT NULL DEFAULT '',\n"\
+    "  batch INTEGER NOT NULL DEFAULT 1,\n"\
+    "  candidates TEXT NOT NULL,\n"\
+    "  origin TEXT NOT NULL,\n"\
+    "  seconds REAL NOT NULL CHECK (seconds >= 0),\n"\
+    "  updated_at INTEGER NOT NULL,\n"\
+    "  PRIMARY KEY (device_name, dtype, layout, m, n, k, op, batch, candidates, origin)\n"\
+    ");\n"
+/* clang-format on */
+
+/* A read-only handle on a file older than version 7 reads its rows through these temporary
+ * views (the temp schema shadows main's names), so every statement sees the same columns.
+ * Every row of such a file is a plain GEMM's, so its `best` is the plain problems' best. */
 static const char k_read_v1[] =
     "CREATE TEMP VIEW results AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
-    "  0 AS threads, 0 AS per_sm, '' AS kernel_hash FROM main.results;\n"
+    "  0 AS threads, 0 AS per_sm, '' AS kernel_hash, '' AS op, 1 AS batch FROM main.results;\n"
     "CREATE TEMP VIEW best AS SELECT *, 0 AS tile_m, 0 AS tile_n, 0 AS slices,\n"
-    "  0 AS threads, 0 AS per_sm, '' AS kernel_hash FROM main.best;\n";
+    "  0 AS threads, 0 AS per_sm, '' AS kernel_hash, '' AS op, 1 AS batch FROM main.best;\n";
 static const char k_read_v4[] =
-    "CREATE TEMP VIEW results AS SELECT *, '' AS kernel_hash FROM main.results;\n"
-    "CREATE TEMP VIEW best AS SELECT *, '' AS kernel_hash FROM main.best;\n";
+    "CREATE TEMP VIEW results AS SELECT *, '' AS kernel_hash, '' AS op, 1 AS batch\n"
+    "  FROM main.results;\n"
+    "CREATE TEMP VIEW best AS SELECT *, '' AS kernel_hash, '' AS op, 1 AS batch FROM main.best;\n";
+static const char k_read_v6[] =
+    "CREATE TEMP VIEW results AS SELECT *, '' AS op, 1 AS batch FROM main.results;\n"
+    "CREATE TEMP VIEW best AS SELECT *, '' AS op, 1 AS batch FROM main.best;\n";
+/* ... and its search times (versions 3 to 6; none before 3) through this one. */
+static const char k_read_searches_v3[] =
+    "CREATE TEMP VIEW searches AS SELECT *, '' AS op, 1 AS batch FROM main.searches;\n";
 
 /* One part of the schema a line. */
 /* clang-format off */
@@ -137,6 +188,7 @@ static const char k_schema[] =
     SEARCHES_DDL
     LAUNCH_DDL
     KERNEL_DDL
+    OP_DDL
     "PRAGMA user_version = " DB_STR(DB_SCHEMA_VERSION) ";\n";
 /* clang-format on */
 
@@ -157,11 +209,12 @@ static const char k_migrate_v1[] =
 static const char k_migrate_v2[] = SEARCHES_V3_DDL "PRAGMA user_version = 3;\n";
 /* Version 3 -> 4: the launch columns. */
 static const char k_migrate_v3[] = LAUNCH_DDL "PRAGMA user_version = 4;\n";
+/* clang-format off */
 /* Version 4 -> 5: the file gets its origin, and the times it has are its own. */
 static const char k_migrate_v4[] =
     ORIGIN_DML
     "ALTER TABLE searches RENAME TO searches_v4;\n"
-    SEARCHES_DDL
+    SEARCHES_V5_DDL
     "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, origin, seconds,\n"
     "                     updated_at)\n"
     "  SELECT device_name, dtype, layout, m, n, k, candidates,\n"
@@ -171,6 +224,19 @@ static const char k_migrate_v4[] =
     "PRAGMA user_version = 5;\n";
 /* Version 5 -> 6: the kernel hash column; rows kept, their kernels unknown (""). */
 static const char k_migrate_v5[] = KERNEL_DDL "PRAGMA user_version = 6;\n";
+/* Version 6 -> 7: op and batch; rows and search times kept, each a plain GEMM's ('' and 1).
+ * The searches table is rebuilt: its primary key takes them. */
+static const char k_migrate_v6[] =
+    OP_DDL
+    "ALTER TABLE searches RENAME TO searches_v6;\n"
+    SEARCHES_DDL
+    "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, origin, seconds,\n"
+    "                     updated_at)\n"
+    "  SELECT device_name, dtype, layout, m, n, k, candidates, origin, seconds, updated_at\n"
+    "  FROM searches_v6;\n"
+    "DROP TABLE searches_v6;\n"
+    "PRAGMA user_version = 7;\n";
+/* clang-format on */
 
 /* What a first look at an open file found. */
 typedef struct {
@@ -379,7 +445,7 @@ static mmt_status create_schema(db_handle *h, ut_err *err) {
   return rc;
 }
 
-/* Brings a version-1 to -4 file to the current schema in one transaction (rows kept). */
+/* Brings a version-1 to -6 file to the current schema in one transaction (rows kept). */
 static mmt_status migrate_schema(db_handle *h, ut_err *err) {
   int64_t version = 0;
   int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -401,7 +467,11 @@ static mmt_status migrate_schema(db_handle *h, ut_err *err) {
     s = sqlite3_exec(h->sq, k_migrate_v4, NULL, NULL, NULL);
     version = 5;
   }
-  if (s == SQLITE_OK && version == 5) s = sqlite3_exec(h->sq, k_migrate_v5, NULL, NULL, NULL);
+  if (s == SQLITE_OK && version == 5) {
+    s = sqlite3_exec(h->sq, k_migrate_v5, NULL, NULL, NULL);
+    version = 6;
+  }
+  if (s == SQLITE_OK && version == 6) s = sqlite3_exec(h->sq, k_migrate_v6, NULL, NULL, NULL);
   if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
   if (s == SQLITE_OK) return MMT_OK;
   mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
@@ -446,7 +516,10 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
   }
   rc = check_probe(h, &p, err);
   if (!rc && p.user_version < DB_SCHEMA_VERSION) {
-    int s = sqlite3_exec(h->sq, p.user_version < 4 ? k_read_v1 : k_read_v4, NULL, NULL, NULL);
+    const char *views = p.user_version < 4 ? k_read_v1 : p.user_version < 6 ? k_read_v4 : k_read_v6;
+    int s = sqlite3_exec(h->sq, views, NULL, NULL, NULL);
+    if (s == SQLITE_OK && p.user_version >= 3)
+      s = sqlite3_exec(h->sq, k_read_searches_v3, NULL, NULL, NULL);
     if (s != SQLITE_OK) rc = db_sql_fail(h, s, "cannot read the older schema of", err);
   }
   h->schema_version = (int)p.user_version;
@@ -460,6 +533,15 @@ static mmt_status check_or_create(db_handle *h, ut_err *err) {
                    h->path);
   }
   return rc;
+}
+
+mmt_status db_drop_read_views(db_handle *h, ut_err *err) {
+  if (h->schema_version >= DB_SCHEMA_VERSION) return MMT_OK;
+  int s = sqlite3_exec(h->sq,
+                       "DROP VIEW IF EXISTS temp.results; DROP VIEW IF EXISTS temp.best;"
+                       " DROP VIEW IF EXISTS temp.searches;",
+                       NULL, NULL, NULL);
+  return s == SQLITE_OK ? MMT_OK : db_sql_fail(h, s, "cannot drop the read views of", err);
 }
 
 /* WAL (writable handles; a read-only one reads a WAL file as it is) and foreign keys.  Run

@@ -26,8 +26,8 @@
  *
  * The file also holds meta(key, value) with ('application', 'mmtune') and, for people using
  * the sqlite3 CLI, a view `best`: the fastest ok row of each (device_name, dtype, layout, m,
- * n, k), e.g. `sqlite3 mmtune.db 'SELECT device_name, m, n, k, template_name, params,
- * ms_median FROM best'`.
+ * n, k, op, batch), e.g. `sqlite3 mmtune.db "SELECT device_name, m, n, k, template_name,
+ * params, ms_median FROM best WHERE op = '' AND batch = 1"` (the plain GEMMs).
  */
 #ifndef MMT_DB_H
 #define MMT_DB_H
@@ -41,14 +41,18 @@
 /* 2: status 'pruned'.  3: table searches (db_search_seconds).  4: each row's launch shape
  * (db_launch).  5: search times per origin (the file that searched), so merging the same
  * file twice adds nothing.  6: each row's kernel_hash, what was compiled and launched
- * (rt_provenance.h).  An older file is upgraded in place when opened for writing and read as
- * it is when opened read-only (its launch shapes read as 0, unknown; its kernel hashes as
- * ""). */
-#define DB_SCHEMA_VERSION 6
+ * (rt_provenance.h).  7: each row's and search time's op and batch (db_problem), so fused
+ * and batched problems are problems of their own.  An older file is upgraded in place when
+ * opened for writing and read as it is when opened read-only (its launch shapes read as 0,
+ * unknown; its kernel hashes as ""; its ops as "" and batches as 1, the plain GEMM). */
+#define DB_SCHEMA_VERSION 7
 
 typedef struct db_handle db_handle;
 
 #define DB_PARAMS_MAX 256 /* bytes of a config's canonical text, its NUL included */
+/* Bytes of an op's canonical text, its NUL included: gen.h's GEN_OP_TEXT_MAX (db/ does not
+ * include gen.h; the two must stay equal). */
+#define DB_OP_MAX 96
 
 /* Result status of one candidate. */
 typedef enum {
@@ -75,10 +79,15 @@ typedef struct {
   int driver_version; /* cuDriverGetVersion, e.g. 13000 */
 } db_device;
 
+/* A problem as results are keyed by.  A zeroed one with dtype, layout, m, n and k set is the
+ * plain GEMM: an op of "" and a batch of 0, which every function reads as 1. */
 typedef struct {
   char dtype[8];  /* "f32" */
   char layout[8]; /* "nn" */
   int64_t m, n, k;
+  char op[DB_OP_MAX]; /* the epilogue's canonical text (gen_op_format), e.g.
+                         "out=f32,bias=col,act=silu"; "": the plain GEMM */
+  int64_t batch;      /* problems of one call (>= 1; 0 reads as 1): 1 for the plain GEMM */
 } db_problem;
 
 /* How a kernel covers a problem, whatever its size: what the performance model
@@ -142,15 +151,17 @@ void db_close(db_handle *db);
 
 /* Inserts one result in its own transaction (BEGIN IMMEDIATE ... COMMIT; rolled back on any
  * failure, so no partial row is ever left).  Fills r->created_at when 0 and r->id (only on
- * success).  r->status outside the enum -> MMT_ERR_INVALID_ARG. */
+ * success); a problem.batch of 0 is stored as 1.  r->status outside the enum or a negative
+ * batch -> MMT_ERR_INVALID_ARG. */
 mmt_status db_insert(db_handle *db, db_result *r, ut_err *err);
 
 /* Whether a result exists with the same device name, NVRTC version, template name and hash,
- * params and problem (any status): resume skips those. */
+ * params and problem, op and batch included (any status): resume skips those. */
 mmt_status db_has_result(db_handle *db, const db_result *key, bool *found, ut_err *err);
 
 /* The fastest ok row for (device name, problem) (ties: lowest id) into *out;
- * MMT_ERR_NOT_FOUND when none. */
+ * MMT_ERR_NOT_FOUND when none.  Here and below, a problem is all of db_problem: a row of
+ * another op or batch is another problem's. */
 mmt_status db_best(db_handle *db, const char *device_name, const db_problem *p, db_result *out,
                    ut_err *err);
 
@@ -161,12 +172,12 @@ typedef int (*db_result_fn)(const db_result *r, void *user);
 mmt_status db_each_ok(db_handle *db, const char *device_name, const db_problem *p, db_result_fn fn,
                       void *user, ut_err *err);
 
-/* One ok row as the performance model reads it (the columns it needs, nothing copied): strings
- * borrowed, valid during the callback only. */
+/* One ok row as the performance model reads it (the columns it needs): strings borrowed, valid
+ * during the callback only; the problem copied, its op and batch included. */
 typedef struct {
   int64_t id;
   const char *template_name, *template_hash, *params, *kernel_hash;
-  db_problem problem;
+  db_problem problem; /* of any op and batch: the caller tells them apart */
   double ms_median;
   int sm_count, cc_major;
   db_launch launch;
@@ -197,7 +208,7 @@ const char *db_path(const db_handle *db);
 mmt_status db_get(db_handle *db, int64_t id, db_result *out, ut_err *err);
 
 /* Calls fn for the best ok row of every tuned problem of a device name (and dtype/layout
- * when not NULL), ordered by dtype, layout, m, n, k, until fn returns non-zero.
+ * when not NULL), ordered by dtype, layout, m, n, k, op, batch, until fn returns non-zero.
  * device_name NULL: every device, the best row of each (device name, problem), ordered by
  * device name first. */
 mmt_status db_each_best(db_handle *db, const char *device_name, const char *dtype,
@@ -212,7 +223,8 @@ mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, 
 mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_err *err);
 
 /* Calls fn for each distinct problem that has at least one ok row for a device name (NULL:
- * any device), with dtype/layout filters when not NULL, ordered by dtype, layout, m, n, k.
+ * any device), with dtype/layout filters when not NULL, ordered by dtype, layout, m, n, k,
+ * op, batch (a shape tuned plain and with an op is two problems).
  * The dispatcher's "nearest tuned shape" lists these, ranks them by distance to the asked
  * problem, then walks each one's rows with db_each_ok (db_each_best alone would give only the
  * fastest row of a shape, which may not be usable for the asked problem).  p is valid during
@@ -221,10 +233,11 @@ typedef void (*db_problem_fn)(const db_problem *p, void *user);
 mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
                          const char *layout, db_problem_fn fn, void *user, ut_err *err);
 
-/* Search time: how many seconds the tuner has searched a problem of a device name over a set
- * of candidates (`candidates`: text naming them, e.g. NVRTC version and template hashes;
- * another set starts from 0).  A single statement each (atomic); writable handles only
- * (MMT_ERR_INVALID_ARG on a read-only one).  *seconds is 0 for a problem never searched. */
+/* Search time: how many seconds the tuner has searched a problem (op and batch included) of
+ * a device name over a set of candidates (`candidates`: text naming them, e.g. NVRTC version
+ * and template hashes; another set starts from 0).  A single statement each (atomic);
+ * writable handles only (MMT_ERR_INVALID_ARG on a read-only one).  *seconds is 0 for a
+ * problem never searched. */
 mmt_status db_search_seconds(db_handle *db, const char *device_name, const db_problem *p,
                              const char *candidates, double *seconds, ut_err *err);
 /* Adds seconds (>= 0) to the problem's search time, or sets it with replace. */
@@ -276,12 +289,13 @@ typedef mmt_status (*db_rekey_fn)(const db_result *r, char hash[17], void *user,
 mmt_status db_rekey(db_handle *db, db_rekey_fn fn, void *user, int64_t *count, ut_err *err);
 
 /* Rows as text, to share them without sharing files (mmtune db export / import).  The
- * document: {"format": "mmtune-results", "version": 3, "results": [...], "searches": [...]},
+ * document: {"format": "mmtune-results", "version": 4, "results": [...], "searches": [...]},
  * each result an object of every column of `results` but id (db_result's fields by their
  * column names; REAL columns null where NaN, 1e999 for an infinity), each search time an
- * object of the searches table's columns; one row a line.  Versions 1 (no search origins)
- * and 2 (no kernel_hash: read as "") are read too. */
-#define DB_EXPORT_VERSION 3
+ * object of the searches table's columns; one row a line.  Versions 1 (no search origins),
+ * 2 (no kernel_hash: read as "") and 3 (no op or batch: read as "" and 1, the plain GEMM) are
+ * read too. */
+#define DB_EXPORT_VERSION 4
 /* The largest export db_import_json reads (a tuned database of 10^6 rows is about 0.6 GiB). */
 #define DB_IMPORT_MAX_BYTES ((size_t)1 << 31)
 /* Writes every row of db (device_name NULL: every GPU model) and its search times to out;
@@ -314,7 +328,8 @@ mmt_status db_check(const char *path, const db_row_policy *pol, db_check_report 
  * beside it, then a rename): every row, compacted, in rollback-journal mode, so it needs no
  * -wal or -shm file and reads from a read-only folder or image as it is.  What to ship with
  * an application.  The source is checked first as db_check checks it (its errors); out_path
- * must not be path (MMT_ERR_INVALID_ARG). */
+ * must not be path (MMT_ERR_INVALID_ARG).  The copy has the current schema: a file of an
+ * older one is upgraded in the copy, and left as it is. */
 mmt_status db_pack(const char *path, const char *out_path, ut_err *err);
 
 #endif /* MMT_DB_H */

@@ -132,6 +132,8 @@ mmt_status db_pack(const char *path, const char *out_path, ut_err *err) {
   /* what is shipped is checked as merge checks a file from elsewhere */
   mmt_status rc = db_check(path, NULL, &rep, err);
   if (!rc) rc = db_open(path, true, &db, err);
+  /* an older file is copied as it is, then upgraded below as the copy is opened for writing */
+  if (!rc) rc = db_drop_read_views(db, err);
   /* VACUUM INTO writes a compacted copy in one read transaction; its file is then switched to
    * a rollback journal, which a reader of a read-only folder needs no side file for. */
   int s = rc ? SQLITE_OK : sqlite3_prepare_v2(db->sq, "VACUUM main INTO ?1", -1, &st, NULL);

@@ -16,6 +16,8 @@ typedef struct {
   char device_name[128];
   char dtype[8], layout[8];
   int64_t m, n, k;
+  char op[DB_OP_MAX]; /* as db_problem's */
+  int64_t batch;
   char candidates[DB_CANDIDATES_MAX];
   double seconds;
   int64_t updated_at;
@@ -57,6 +59,12 @@ struct db_handle {
   bool busy[DB_ST_COUNT_]; /* an iterator is stepping this statement (re-entry guard) */
 };
 
+/* Drops the temporary views a read-only handle on an older file reads through (db.c), so
+ * that main's own tables show again: what VACUUM INTO needs (it makes main's indexes again
+ * in the copy, and would take the view named results for the table: "views may not be
+ * indexed").  The handle's queries then see the older schema's columns: close it after.  A
+ * no-op on a current file. */
+mmt_status db_drop_read_views(db_handle *h, ut_err *err);
 /* Fills err with "op 'path': sqlite message" and returns the status for the SQLite result
  * code (NOTADB/CORRUPT -> MMT_ERR_DB_CORRUPT, NOMEM -> MMT_ERR_NOMEM, CANTOPEN -> MMT_ERR_IO,
  * else MMT_ERR_DB). */
@@ -105,8 +113,8 @@ const db_json *db_json_get(const db_json *obj, const char *key);
 
 /* ---- rows from outside (db_row.c) ------------------------------------------------------- */
 
-#define DB_NCOLS 34        /* columns of `results` but id */
-#define DB_SEARCH_NCOLS 10 /* columns of `searches` */
+#define DB_NCOLS 36        /* columns of `results` but id */
+#define DB_SEARCH_NCOLS 12 /* columns of `searches` */
 
 /* Names of the columns in the order every statement of db_merge.c and db_export.c uses: the
  * order of DB_COLS_NOID in db_query.c, then of the searches table (its key first). */

@@ -38,10 +38,11 @@ typedef struct {
 /* The search-time upsert: one origin's time is the larger of two copies of it, so the same
  * rows merged twice change nothing (and count as nothing: the WHERE skips equal ones). */
 static const char k_search_upsert[] =
-    "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, seconds, updated_at,"
-    " origin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-    " ON CONFLICT (device_name, dtype, layout, m, n, k, candidates, origin) DO UPDATE SET"
-    " seconds = max(seconds, excluded.seconds), updated_at = max(updated_at, excluded.updated_at)"
+    "INSERT INTO searches(device_name, dtype, layout, m, n, k, op, batch, candidates, seconds,"
+    " updated_at, origin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    " ON CONFLICT (device_name, dtype, layout, m, n, k, op, batch, candidates, origin)"
+    " DO UPDATE SET seconds = max(seconds, excluded.seconds),"
+    " updated_at = max(updated_at, excluded.updated_at)"
     " WHERE excluded.seconds > seconds OR excluded.updated_at > updated_at";
 
 /* "INSERT INTO results(c1, ...) SELECT ?1, ... WHERE NOT EXISTS (a row with c1 IS ?1 AND
@@ -85,7 +86,8 @@ static mmt_status take_result(sink *k, const db_cell cells[DB_NCOLS], const char
 }
 
 /* An origin for a search time that came without one (schema 3 and 4 files, version 1
- * exports): named by its content, so the same entry merged twice is one origin's. */
+ * exports): named by its content, so the same entry merged twice is one origin's.  Such a
+ * time is a plain GEMM's, so op and batch stay out of the name (as before schema 7). */
 static void content_origin(db_search_row *r) {
   uint64_t h = 0xcbf29ce484222325ULL;
   char text[DB_CANDIDATES_MAX + 256];
@@ -113,10 +115,12 @@ static mmt_status take_search(sink *k, db_cell cells[DB_SEARCH_NCOLS], const cha
   if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 4, r.m);
   if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 5, r.n);
   if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 6, r.k);
-  if (s == SQLITE_OK) s = sqlite3_bind_text(st, 7, r.candidates, -1, SQLITE_STATIC);
-  if (s == SQLITE_OK) s = sqlite3_bind_double(st, 8, r.seconds);
-  if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 9, r.updated_at);
-  if (s == SQLITE_OK) s = sqlite3_bind_text(st, 10, r.origin, -1, SQLITE_STATIC);
+  if (s == SQLITE_OK) s = sqlite3_bind_text(st, 7, r.op, -1, SQLITE_STATIC);
+  if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 8, r.batch);
+  if (s == SQLITE_OK) s = sqlite3_bind_text(st, 9, r.candidates, -1, SQLITE_STATIC);
+  if (s == SQLITE_OK) s = sqlite3_bind_double(st, 10, r.seconds);
+  if (s == SQLITE_OK) s = sqlite3_bind_int64(st, 11, r.updated_at);
+  if (s == SQLITE_OK) s = sqlite3_bind_text(st, 12, r.origin, -1, SQLITE_STATIC);
   if (s == SQLITE_OK) s = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);

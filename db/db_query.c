@@ -11,11 +11,13 @@
 /* Columns of a results row in the order bind_result() and read_result() use. */
 #define DB_COLS_NOID                                                                               \
   "device_name, device_uuid, cc_major, cc_minor, sm_count, driver_version, nvrtc_version, "        \
-  "template_name, template_hash, params, dtype, layout, m, n, k, status, error, ms_min, "          \
-  "ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "           \
+  "template_name, template_hash, params, dtype, layout, m, n, k, op, batch, status, error, "       \
+  "ms_min, ms_median, ms_max, runs, tflops, rel_err, max_err, regs, shared_bytes, local_bytes, "   \
   "created_at, tile_m, tile_n, slices, threads, per_sm, kernel_hash"
 #define DB_COLS "id, " DB_COLS_NOID
-#define DB_PROBLEM_MATCH "dtype = ?2 AND layout = ?3 AND m = ?4 AND n = ?5 AND k = ?6"
+/* A problem, bound by b_problem after the device name: ?2 .. ?8. */
+#define DB_PROBLEM_MATCH                                                                           \
+  "dtype = ?2 AND layout = ?3 AND m = ?4 AND n = ?5 AND k = ?6 AND op = ?7 AND batch = ?8"
 
 const char *const db_stmt_sql[DB_ST_COUNT_] = {
     [DB_ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -24,11 +26,11 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
         "INSERT INTO results(" DB_COLS_NOID ") VALUES ("
         "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
         "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, "
-        "?34)",
+        "?34, ?35, ?36)",
     [DB_ST_HAS] =
         "SELECT 1 FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
-        " AND nvrtc_version = ?7 AND template_name = ?8 AND params = ?10"
-        " AND ((?11 <> '' AND kernel_hash = ?11) OR (kernel_hash = '' AND template_hash = ?9))"
+        " AND nvrtc_version = ?9 AND template_name = ?10 AND params = ?12"
+        " AND ((?13 <> '' AND kernel_hash = ?13) OR (kernel_hash = '' AND template_hash = ?11))"
         " LIMIT 1",
     [DB_ST_BEST] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 AND " DB_PROBLEM_MATCH
                    " AND status = 'ok' ORDER BY ms_median, id LIMIT 1",
@@ -36,15 +38,15 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
                       " AND status = 'ok' ORDER BY ms_median, id",
     [DB_ST_EACH_BEST] = "SELECT " DB_COLS " FROM best WHERE (?1 IS NULL OR device_name = ?1)"
                         " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
-                        " ORDER BY device_name, dtype, layout, m, n, k",
-    [DB_ST_EACH_SHAPE] = "SELECT DISTINCT dtype, layout, m, n, k FROM results"
+                        " ORDER BY device_name, dtype, layout, m, n, k, op, batch",
+    [DB_ST_EACH_SHAPE] = "SELECT DISTINCT dtype, layout, m, n, k, op, batch FROM results"
                          " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
                          " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
-                         " ORDER BY dtype, layout, m, n, k",
-    [DB_ST_EACH_ROW] =
-        "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
-        " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm,"
-        " max(shared_bytes, 0), kernel_hash FROM results WHERE +device_name = ?1 AND status = 'ok'",
+                         " ORDER BY dtype, layout, m, n, k, op, batch",
+    [DB_ST_EACH_ROW] = "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
+                       " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm,"
+                       " max(shared_bytes, 0), kernel_hash, op, batch FROM results"
+                       " WHERE +device_name = ?1 AND status = 'ok'",
     /* the unary + keeps SQLite from walking an index and seeking each row: one table scan */
     [DB_ST_DATA_VERSION] = "PRAGMA data_version",
     [DB_ST_STAMP] = "SELECT coalesce(max(id), 0) FROM results", /* the b-tree's last key */
@@ -52,14 +54,14 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
     [DB_ST_NROWS] = "SELECT count(*) FROM results WHERE ?1 IS NULL OR device_name = ?1",
     /* a search's time is the sum of its origins' (schema 5) */
     [DB_ST_SEARCH_GET] = "SELECT coalesce(sum(seconds), 0) FROM searches WHERE device_name = ?1"
-                         " AND " DB_PROBLEM_MATCH " AND candidates = ?7",
+                         " AND " DB_PROBLEM_MATCH " AND candidates = ?9",
     [DB_ST_SEARCH_ADD] =
-        "INSERT INTO searches(device_name, dtype, layout, m, n, k, candidates, origin, seconds,"
-        " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-        " ON CONFLICT(device_name, dtype, layout, m, n, k, candidates, origin) DO UPDATE SET"
-        " seconds = seconds + excluded.seconds, updated_at = excluded.updated_at",
+        "INSERT INTO searches(device_name, dtype, layout, m, n, k, op, batch, candidates, origin,"
+        " seconds, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        " ON CONFLICT(device_name, dtype, layout, m, n, k, op, batch, candidates, origin)"
+        " DO UPDATE SET seconds = seconds + excluded.seconds, updated_at = excluded.updated_at",
     [DB_ST_SEARCH_CLEAR] =
-        "DELETE FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH " AND candidates = ?7",
+        "DELETE FROM searches WHERE device_name = ?1 AND " DB_PROBLEM_MATCH " AND candidates = ?9",
     [DB_ST_EACH_DEVICE_ROW] = "SELECT " DB_COLS " FROM results WHERE device_name = ?1 ORDER BY id",
 };
 
@@ -120,13 +122,18 @@ static void b_real(binder *b, double v) {
   if (b->rc == SQLITE_OK) b->rc = sqlite3_bind_double(b->st, b->idx, v);
 }
 
-/* ?(idx+1) .. ?(idx+5): dtype, layout, m, n, k. */
+/* A batch as stored and matched: 0 (a zeroed db_problem) is 1. */
+static int64_t batch_of(const db_problem *p) { return p->batch ? p->batch : 1; }
+
+/* ?(idx+1) .. ?(idx+7): dtype, layout, m, n, k, op, batch. */
 static void b_problem(binder *b, const db_problem *p) {
   b_field(b, p->dtype, sizeof p->dtype);
   b_field(b, p->layout, sizeof p->layout);
   b_int(b, p->m);
   b_int(b, p->n);
   b_int(b, p->k);
+  b_field(b, p->op, sizeof p->op);
+  b_int(b, batch_of(p));
 }
 
 static void bind_result(binder *b, const db_result *r, int64_t created_at) {
@@ -204,6 +211,8 @@ static void r_problem(reader *rd, db_problem *p) {
   p->m = r_int(rd);
   p->n = r_int(rd);
   p->k = r_int(rd);
+  r_field(rd, p->op, sizeof p->op);
+  p->batch = r_int(rd);
 }
 
 /* One row of DB_COLS into *r. */
@@ -280,6 +289,9 @@ mmt_status db_insert(db_handle *db, db_result *r, ut_err *err) {
   if (!db || !r) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: NULL argument");
   if ((int)r->status < 0 || r->status >= DB_STATUS_COUNT_)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: invalid status %d", (int)r->status);
+  if (r->problem.batch < 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_insert: invalid batch %lld",
+                   (long long)r->problem.batch);
   if (db->read_only)
     return ut_fail(err, MMT_ERR_DB, "cannot insert a result into '%s': opened readonly", db->path);
   int64_t created_at = r->created_at ? r->created_at : ut_unix_time();
@@ -440,11 +452,16 @@ mmt_status db_best(db_handle *db, const char *device_name, const db_problem *p, 
   b_problem(&b, p);
   int s = b.rc == SQLITE_OK ? sqlite3_step(st) : b.rc;
   mmt_status rc = MMT_OK;
+  char what[DB_OP_MAX + 128]; /* the problem, for the message: op and batch unless plain */
+  int n = snprintf(what, sizeof what, "%.8s %.8s %lldx%lldx%lld", p->dtype, p->layout,
+                   (long long)p->m, (long long)p->n, (long long)p->k);
+  if (p->op[0] || batch_of(p) != 1)
+    snprintf(what + n, sizeof what - (size_t)n, " (op '%.*s', batch %lld)",
+             (int)strnlen(p->op, sizeof p->op), p->op, (long long)batch_of(p));
   if (s == SQLITE_ROW)
     rc = read_result(db, st, out, err);
   else if (s == SQLITE_DONE)
-    rc = ut_fail(err, MMT_ERR_NOT_FOUND, "no ok result for %s %s %lldx%lldx%lld on '%s'", p->dtype,
-                 p->layout, (long long)p->m, (long long)p->n, (long long)p->k, device_name);
+    rc = ut_fail(err, MMT_ERR_NOT_FOUND, "no ok result for %s on '%s'", what, device_name);
   else
     rc = db_sql_fail(db, s, "cannot read the best result from", err);
   stmt_done(st);
@@ -493,10 +510,11 @@ mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_ro
                       .template_name = col_text(st, 1),
                       .template_hash = col_text(st, 2),
                       .params = col_text(st, 3),
-                      .kernel_hash = col_text(st, 19),
+                      .kernel_hash = col_text(st, 18),
                       .problem = {.m = sqlite3_column_int64(st, 6),
                                   .n = sqlite3_column_int64(st, 7),
-                                  .k = sqlite3_column_int64(st, 8)},
+                                  .k = sqlite3_column_int64(st, 8),
+                                  .batch = sqlite3_column_int64(st, 20)},
                       .ms_median = sqlite3_column_double(st, 9),
                       .sm_count = sqlite3_column_int(st, 10),
                       .cc_major = sqlite3_column_int(st, 11),
@@ -507,6 +525,8 @@ mmt_status db_each_model_row(db_handle *db, const char *device_name, db_model_ro
                  sqlite3_column_bytes(st, 4));
     db_copy_text(r.problem.layout, sizeof r.problem.layout, sqlite3_column_text(st, 5),
                  sqlite3_column_bytes(st, 5));
+    db_copy_text(r.problem.op, sizeof r.problem.op, sqlite3_column_text(st, 19),
+                 sqlite3_column_bytes(st, 19));
     if (fn(&r, user)) break;
   }
   stmt_done(st);

@@ -7,8 +7,8 @@
  * The ranges are what the rest of mmtune can compute with: sizes as the dispatcher accepts
  * them (0 .. 2^31 - 1), launch figures a kernel can have, times that are finite.  Text is
  * valid UTF-8 without control characters (a newline or tab is allowed in an error message
- * only), short enough for db_result's arrays, and keys (template, dtype, params) use only the
- * characters mmtune itself writes there.
+ * only), short enough for db_result's arrays, and keys (template, dtype, params, op) use only
+ * the characters mmtune itself writes there.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +30,7 @@ typedef enum {
   TX_LAYOUT,  /* nn, nt, tn or tt */
   TX_STATUS,  /* a db_status name */
   TX_ORIGIN,  /* [0-9a-z-], not empty: a search time's origin */
+  TX_OP,      /* [a-z0-9_=,+.] (or empty): an op's canonical text (gen_op_format) */
 } text_class;
 
 typedef enum { K_TEXT, K_INT, K_REAL } col_kind;
@@ -40,8 +41,10 @@ typedef struct {
   text_class text;  /* K_TEXT */
   size_t cap;       /* K_TEXT: bytes including the NUL (the db_result array's size) */
   bool required;    /* K_TEXT: not empty */
-  bool absent_ok;   /* K_TEXT: a missing member reads as "" (a column newer than the export) */
+  bool absent_ok;   /* a missing member reads as "" (K_TEXT) or absent_int (K_INT): a column
+                       newer than the export */
   int64_t min, max; /* K_INT */
+  int64_t absent_int; /* K_INT with absent_ok */
   bool nullable;    /* K_REAL: NULL (NaN) allowed; a real is always >= 0 */
   bool inf_ok;      /* K_REAL: +inf allowed (a zero-time row's TFLOP/s, a failed one's error) */
   size_t offset;    /* into db_result (results) or db_search_row (searches) */
@@ -79,6 +82,21 @@ static const col_spec k_result_cols[DB_NCOLS] = {
     INT_("m", problem.m, 0, SIZE_MAX_),
     INT_("n", problem.n, 0, SIZE_MAX_),
     INT_("k", problem.k, 0, SIZE_MAX_),
+    /* absent from exports before version 4: the plain GEMM ("", 1) */
+    {.name = "op",
+     .kind = K_TEXT,
+     .text = TX_OP,
+     .cap = DB_OP_MAX,
+     .absent_ok = true,
+     .offset = R_(problem.op)},
+    {.name = "batch",
+     .kind = K_INT,
+     .min = 1,
+     .max = SIZE_MAX_,
+     .absent_ok = true,
+     .absent_int = 1,
+     .offset = R_(problem.batch),
+     .size = sizeof(int64_t)},
     {.name = "status",
      .kind = K_TEXT,
      .text = TX_STATUS,
@@ -118,21 +136,59 @@ static const col_spec k_result_cols[DB_NCOLS] = {
 
 #define S_(f) offsetof(db_search_row, f)
 static const col_spec k_search_cols[DB_SEARCH_NCOLS] = {
-    {.name = "device_name", .kind = K_TEXT, .text = TX_LABEL, .cap = 128, .required = true,
+    {.name = "device_name",
+     .kind = K_TEXT,
+     .text = TX_LABEL,
+     .cap = 128,
+     .required = true,
      .offset = S_(device_name)},
-    {.name = "dtype", .kind = K_TEXT, .text = TX_NAME, .cap = 8, .required = true,
+    {.name = "dtype",
+     .kind = K_TEXT,
+     .text = TX_NAME,
+     .cap = 8,
+     .required = true,
      .offset = S_(dtype)},
-    {.name = "layout", .kind = K_TEXT, .text = TX_LAYOUT, .cap = 8, .required = true,
+    {.name = "layout",
+     .kind = K_TEXT,
+     .text = TX_LAYOUT,
+     .cap = 8,
+     .required = true,
      .offset = S_(layout)},
     {.name = "m", .kind = K_INT, .min = 0, .max = SIZE_MAX_, .offset = S_(m), .size = 8},
     {.name = "n", .kind = K_INT, .min = 0, .max = SIZE_MAX_, .offset = S_(n), .size = 8},
     {.name = "k", .kind = K_INT, .min = 0, .max = SIZE_MAX_, .offset = S_(k), .size = 8},
-    {.name = "candidates", .kind = K_TEXT, .text = TX_LABEL, .cap = DB_CANDIDATES_MAX,
-     .required = true, .offset = S_(candidates)},
-    {.name = "seconds", .kind = K_REAL, .offset = S_(seconds)},
-    {.name = "updated_at", .kind = K_INT, .min = 0, .max = TIME_MAX_, .offset = S_(updated_at),
+    {.name = "op",
+     .kind = K_TEXT,
+     .text = TX_OP,
+     .cap = DB_OP_MAX,
+     .absent_ok = true,
+     .offset = S_(op)},
+    {.name = "batch",
+     .kind = K_INT,
+     .min = 1,
+     .max = SIZE_MAX_,
+     .absent_ok = true,
+     .absent_int = 1,
+     .offset = S_(batch),
      .size = 8},
-    {.name = "origin", .kind = K_TEXT, .text = TX_ORIGIN, .cap = DB_ORIGIN_MAX, .required = true,
+    {.name = "candidates",
+     .kind = K_TEXT,
+     .text = TX_LABEL,
+     .cap = DB_CANDIDATES_MAX,
+     .required = true,
+     .offset = S_(candidates)},
+    {.name = "seconds", .kind = K_REAL, .offset = S_(seconds)},
+    {.name = "updated_at",
+     .kind = K_INT,
+     .min = 0,
+     .max = TIME_MAX_,
+     .offset = S_(updated_at),
+     .size = 8},
+    {.name = "origin",
+     .kind = K_TEXT,
+     .text = TX_ORIGIN,
+     .cap = DB_ORIGIN_MAX,
+     .required = true,
      .offset = S_(origin)},
 };
 #undef S_
@@ -193,6 +249,12 @@ static const char *text_refusal(text_class cls, const char *s, size_t n) {
       if (!((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'z') || u[i] == '-'))
         return "holds a character other than 0-9, a-z and -";
     return NULL;
+  case TX_OP:
+    for (size_t i = 0; i < n; i++)
+      if (!((u[i] >= 'a' && u[i] <= 'z') || (u[i] >= '0' && u[i] <= '9') ||
+            (u[i] && strchr("_=,+.", u[i]))))
+        return "holds a character other than a-z, 0-9 and _=,+.";
+    return NULL;
   case TX_PARAMS: return params_syntax(s, n) ? NULL : "is not of the form name=integer,...";
   case TX_LAYOUT:
     return n == 2 && (s[0] == 'n' || s[0] == 't') && (s[1] == 'n' || s[1] == 't')
@@ -219,11 +281,22 @@ static const char *kind_refusal(const col_spec *c, const db_cell *v) {
   return "has an unknown kind";
 }
 
+/* Stores integer x into field, a K_INT column's int or int64_t. */
+static void store_int(const col_spec *c, char *field, int64_t x) {
+  if (c->size == sizeof(int))
+    *(int *)(void *)field = (int)x;
+  else
+    *(int64_t *)(void *)field = x;
+}
+
 /* Checks value v of column c and stores it into the struct at base; false with a message. */
 static bool take_cell(const col_spec *c, const db_cell *v, void *base, char *why, size_t whylen) {
   char *field = (char *)base + c->offset;
   if (v->type == DB_CELL_MISSING && c->absent_ok) {
-    field[0] = '\0';
+    if (c->kind == K_INT)
+      store_int(c, field, c->absent_int);
+    else
+      field[0] = '\0';
     return true;
   }
   const char *no = kind_refusal(c, v);
@@ -251,8 +324,7 @@ static bool take_cell(const col_spec *c, const db_cell *v, void *base, char *why
                v->i, c->min, c->max);
       return false;
     }
-    if (c->size == sizeof(int)) *(int *)(void *)field = (int)v->i;
-    else *(int64_t *)(void *)field = v->i;
+    store_int(c, field, v->i);
   } else if (!no) {
     double x = v->type == DB_CELL_NULL ? NAN : v->type == DB_CELL_INT ? (double)v->i : v->r;
     if (!isnan(x) && (x < 0 || (isinf(x) && !c->inf_ok))) {

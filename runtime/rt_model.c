@@ -359,6 +359,8 @@ static int on_fit_row(const db_model_row *row, void *user) {
   rt_model *m = f->m;
   const signed char dt = (signed char)gen_dtype_index(row->problem.dtype);
   if (!(row->ms_median > 0) || gen_layout_index(row->problem.layout) < 0 || dt < 0) return 0;
+  /* the model predicts plain GEMMs: a fused or batched row times something else */
+  if (row->problem.op[0] || row->problem.batch != 1) return 0;
   db_model_row known = *row; /* by the hash its config is known by */
   const db_model_row *r = &known;
   if (f->hooks.hash) {

@@ -43,9 +43,9 @@
  * Fit (rt_model_fit): one pass over the rows (db_each_model_row), about 100 ms for 10^5 rows;
  * the caller caches the model and fits again when the rows change (db_data_version), and the
  * chooser keeps fits on disk for the next process (rt_chooser_set_fit_cache: rt_model_pack's
- * bytes, read back in about 5 ms at 10^5 rows).  Rows written
- * before schema 4 have no launch shape: the caller's resolver gives it (an emit), or they are
- * left out.
+ * bytes, read back in about 5 ms at 10^5 rows).  Only plain GEMMs' rows count (op "", batch
+ * 1): a fused or batched problem's time is not a plain one's.  Rows written before schema 4
+ * have no launch shape: the caller's resolver gives it (an emit), or they are left out.
  *
  * Thread-safety: a model is used by one thread at a time (rt_model_focus keeps per-problem
  * sums in it).

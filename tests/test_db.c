@@ -73,7 +73,7 @@ static void write_bytes(const char *path, const void *data, size_t len) {
 }
 
 static db_problem problem(int64_t m, int64_t n, int64_t k) {
-  db_problem p = {"f32", "nn", m, n, k};
+  db_problem p = {.dtype = "f32", .layout = "nn", .m = m, .n = n, .k = k};
   return p;
 }
 
@@ -346,6 +346,52 @@ static void test_each_best(void **state) {
   db_close(db);
 }
 
+/* The rows db_each_model_row gives: every ok row of one device name, its columns as stored. */
+typedef struct {
+  int count;
+  db_model_row first; /* strings copied below: borrowed ones die with the callback */
+  char kernel_hash[17], params[64];
+  char ops[4][DB_OP_MAX]; /* of the first four rows */
+  int64_t last_batch;
+} model_rows;
+
+static int model_row_fn(const db_model_row *r, void *user) {
+  model_rows *m = user;
+  if (m->count == 0) {
+    m->first = *r;
+    snprintf(m->kernel_hash, sizeof m->kernel_hash, "%s", r->kernel_hash);
+    snprintf(m->params, sizeof m->params, "%s", r->params);
+  }
+  if (m->count < 4) snprintf(m->ops[m->count], sizeof m->ops[0], "%s", r->problem.op);
+  m->last_batch = r->problem.batch;
+  m->count++;
+  return 0;
+}
+
+static void test_each_model_row(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  db_result r = result("GPU A", 64, 32, 16, DB_OK, 0.5, "x=1");
+  snprintf(r.kernel_hash, sizeof r.kernel_hash, "00112233445566ff");
+  r.launch = (db_launch){.tile_m = 64, .tile_n = 32, .slices = 2, .threads = 128, .per_sm = 1};
+  insert(db, r, NULL);
+  insert(db, result("GPU A", 64, 32, 16, DB_FAULT, 0.1, "x=2"), NULL); /* not ok */
+  insert(db, result("GPU B", 64, 32, 16, DB_OK, 0.5, "x=3"), NULL);    /* other device */
+  ut_err e;
+  model_rows m = {0};
+  assert_int_equal(db_each_model_row(db, "GPU A", model_row_fn, &m, &e), MMT_OK);
+  assert_int_equal(m.count, 1);
+  assert_string_equal(m.params, "x=1");
+  assert_string_equal(m.kernel_hash, "00112233445566ff");
+  assert_string_equal(m.first.problem.dtype, "f32");
+  assert_int_equal(m.first.problem.n, 32);
+  assert_true(m.first.ms_median == 0.5);
+  assert_int_equal(m.first.sm_count, 132);
+  assert_int_equal(m.first.launch.slices, 2);
+  assert_int_equal(m.first.launch.shared_bytes, 16384);
+  db_close(db);
+}
+
 typedef struct {
   db_problem shapes[16];
   int count;
@@ -413,6 +459,110 @@ static void test_has_result(void **state) {
     if (found) fail_msg("key field %d differs but a result was found", field);
   }
   db_close(db);
+}
+
+#define OP_SILU "out=f32,bias=col,act=silu" /* a fused problem's op */
+
+/* r as a row of the problem with this op and batch. */
+static db_result with_op(db_result r, const char *op, int64_t batch) {
+  snprintf(r.problem.op, sizeof r.problem.op, "%s", op);
+  r.problem.batch = batch;
+  return r;
+}
+
+static db_problem op_problem(int64_t m, int64_t n, int64_t k, const char *op, int64_t batch) {
+  db_problem p = problem(m, n, k);
+  snprintf(p.op, sizeof p.op, "%s", op);
+  p.batch = batch;
+  return p;
+}
+
+/* Rows of one shape that differ only in op or batch are three problems: each query finds
+ * the rows of its own, a zeroed batch is 1, and each has its own search time. */
+static void test_op_batch(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  int64_t plain = 0, fused = 0, batched = 0;
+  insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"), &plain); /* batch 0: stored 1 */
+  insert(db, with_op(result("GPU A", 64, 64, 64, DB_OK, 0.25, "x=1"), OP_SILU, 1), &fused);
+  insert(db, with_op(result("GPU A", 64, 64, 64, DB_OK, 0.125, "x=1"), "", 4), &batched);
+  ut_err e;
+  db_result got;
+  assert_int_equal(db_get(db, fused, &got, &e), MMT_OK);
+  assert_string_equal(got.problem.op, OP_SILU);
+  assert_int_equal(got.problem.batch, 1);
+  assert_int_equal(db_get(db, plain, &got, &e), MMT_OK);
+  assert_string_equal(got.problem.op, "");
+  assert_int_equal(got.problem.batch, 1);
+  /* each problem's ok rows and best are its own */
+  const db_problem probs[] = {problem(64, 64, 64), op_problem(64, 64, 64, "", 1),
+                              op_problem(64, 64, 64, OP_SILU, 0), op_problem(64, 64, 64, "", 4)};
+  const int64_t want[] = {plain, plain, fused, batched};
+  for (int i = 0; i < 4; i++) {
+    collect c = {0};
+    assert_int_equal(db_each_ok(db, "GPU A", &probs[i], collect_fn, &c, &e), MMT_OK);
+    assert_int_equal(c.count, 1);
+    assert_int_equal(c.ids[0], want[i]);
+    assert_int_equal(db_best(db, "GPU A", &probs[i], &got, &e), MMT_OK);
+    assert_int_equal(got.id, want[i]);
+  }
+  db_problem other = op_problem(64, 64, 64, "out=f16", 1);
+  assert_int_equal(db_best(db, "GPU A", &other, &got, &e), MMT_ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "64x64x64 (op 'out=f16', batch 1)"));
+  other = op_problem(64, 64, 64, "", 2);
+  assert_int_equal(db_best(db, "GPU A", &other, &got, &e), MMT_ERR_NOT_FOUND);
+  /* resume: a key that differs only in op or batch was not measured */
+  bool found = false;
+  db_result key = result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1");
+  assert_int_equal(db_has_result(db, &key, &found, &e), MMT_OK);
+  assert_true(found);
+  key = with_op(key, "out=f16", 1);
+  assert_int_equal(db_has_result(db, &key, &found, &e), MMT_OK);
+  assert_false(found);
+  key = with_op(key, "", 2);
+  assert_int_equal(db_has_result(db, &key, &found, &e), MMT_OK);
+  assert_false(found);
+  /* three best rows, three shapes: by op, then batch */
+  collect best = {0};
+  assert_int_equal(db_each_best(db, "GPU A", NULL, NULL, collect_fn, &best, &e), MMT_OK);
+  assert_int_equal(best.count, 3);
+  assert_int_equal(best.ids[0], plain);
+  assert_int_equal(best.ids[1], batched);
+  assert_int_equal(best.ids[2], fused);
+  shapes sh = {0};
+  assert_int_equal(db_each_shape(db, "GPU A", NULL, NULL, shape_fn, &sh, &e), MMT_OK);
+  assert_int_equal(sh.count, 3);
+  assert_string_equal(sh.shapes[0].op, "");
+  assert_int_equal(sh.shapes[0].batch, 1);
+  assert_int_equal(sh.shapes[1].batch, 4);
+  assert_string_equal(sh.shapes[2].op, OP_SILU);
+  /* the model's rows tell them apart */
+  model_rows mr = {0};
+  assert_int_equal(db_each_model_row(db, "GPU A", model_row_fn, &mr, &e), MMT_OK);
+  assert_int_equal(mr.count, 3);
+  assert_int_equal(mr.first.problem.batch, 1);
+  assert_string_equal(mr.first.problem.op, "");
+  assert_int_equal(mr.last_batch, 4);
+  assert_string_equal(mr.ops[1], OP_SILU);
+  /* search times per problem */
+  double sec = -1;
+  assert_int_equal(db_search_add(db, "GPU A", &probs[2], "c", 3.0, false, &e), MMT_OK);
+  assert_int_equal(db_search_add(db, "GPU A", &probs[0], "c", 1.0, false, &e), MMT_OK);
+  assert_int_equal(db_search_seconds(db, "GPU A", &probs[1], "c", &sec, &e), MMT_OK);
+  assert_true(sec == 1.0);
+  assert_int_equal(db_search_seconds(db, "GPU A", &probs[2], "c", &sec, &e), MMT_OK);
+  assert_true(sec == 3.0);
+  assert_int_equal(db_search_seconds(db, "GPU A", &probs[3], "c", &sec, &e), MMT_OK);
+  assert_true(sec == 0);
+  /* a negative batch is not a problem */
+  db_result bad = with_op(result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=2"), "", -1);
+  assert_int_equal(db_insert(db, &bad, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "batch -1"));
+  db_close(db);
+  if (!have_cli()) return;
+  char out[64];
+  assert_int_equal(cli(f->path, "SELECT count(*) FROM best", out, sizeof out), 0);
+  assert_string_equal(out, "3");
 }
 
 static void test_persistence_and_two_handles(void **state) {
@@ -583,14 +733,16 @@ static void test_newer_schema(void **state) {
   db_handle *db = open_ok(f->path, false);
   insert(db, result("GPU A", 8, 8, 8, DB_OK, 0.5, "x=1"), NULL);
   db_close(db);
-  assert_int_equal(cli(f->path, "PRAGMA user_version=7", NULL, 0), 0);
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA user_version=%d", DB_SCHEMA_VERSION + 1);
+  assert_int_equal(cli(f->path, sql, NULL, 0), 0);
   ut_err e;
   db = (db_handle *)1;
   assert_int_equal(db_open(f->path, false, &db, &e), MMT_ERR_DB_VERSION);
   assert_null(db);
   char want[96];
-  snprintf(want, sizeof want, "schema version 7 is newer than this mmtune supports (%d)",
-           DB_SCHEMA_VERSION);
+  snprintf(want, sizeof want, "schema version %d is newer than this mmtune supports (%d)",
+           DB_SCHEMA_VERSION + 1, DB_SCHEMA_VERSION);
   assert_non_null(strstr(e.msg, want));
   assert_non_null(strstr(e.msg, f->path));
   assert_int_equal(db_open(f->path, true, &db, &e), MMT_ERR_DB_VERSION);
@@ -876,7 +1028,8 @@ static void test_merge_refusals(void **state) {
   if (have_cli()) {
     char newer[256], v1[256], cmd[1024];
     make_source(f, "newer.db", a, 1, 0, newer, sizeof newer);
-    assert_int_equal(cli(newer, "PRAGMA user_version=7", NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "PRAGMA user_version=%d", DB_SCHEMA_VERSION + 1);
+    assert_int_equal(cli(newer, cmd, NULL, 0), 0);
     const char *with_newer[] = {good, newer};
     assert_int_equal(db_merge(dst, with_newer, 2, NULL, &st, &e), MMT_ERR_DB_VERSION);
     assert_int_equal(db_check(newer, NULL, &rep, &e), MMT_ERR_DB_VERSION);
@@ -938,6 +1091,14 @@ static void test_merge_bad_rows(void **state) {
       {"ms_min = -1", "'ms_min' = -1 is not a finite number >= 0"},
       {"threads = 100000", "'threads' = 100000 is outside 0 .. 4096"},
       {"created_at = -5", "'created_at' = -5 is outside"},
+      {"op = 'out=F32'", "'op' holds a character other than a-z, 0-9 and _=,+."},
+      {"op = 'act=silu;gated'", "'op' holds a character other than a-z, 0-9 and _=,+."},
+      {"op = 'act=silu' || char(10)", "'op' holds a control character"},
+      {"op = printf('%.*c', 96, 'a')", "'op' is longer than 95 bytes"},
+      {"op = x'6f70'", "'op' is not a string"}, /* a BLOB */
+      {"batch = 0", "'batch' = 0 is outside 1 .. 2147483647"},
+      {"batch = -2", "'batch' = -2 is outside 1 .. 2147483647"},
+      {"batch = 1.5", "'batch' is not an integer"},
   };
   ut_err e;
   db_check_report rep;
@@ -1105,6 +1266,32 @@ static void test_export_import(void **state) {
   free(text);
 }
 
+/* Makes an export's "version" v (one digit), as an older mmtune wrote it. */
+static void set_version(char *text, int v) {
+  char want[32];
+  snprintf(want, sizeof want, "\"version\": %d", DB_EXPORT_VERSION);
+  char *at = strstr(text, want);
+  assert_non_null(at);
+  at[11] = (char)('0' + v);
+}
+
+/* Removes every `, "name": VALUE` (a string without escapes, or a number) from an export's
+ * text, as a version without that member wrote it. */
+static void drop_member(char *text, const char *name) {
+  char key[64];
+  snprintf(key, sizeof key, ", \"%s\": ", name);
+  int n = 0;
+  for (char *at; (at = strstr(text, key)); n++) {
+    char *end = at + strlen(key);
+    if (*end == '"')
+      end = strchr(end + 1, '"') + 1;
+    else
+      end += strspn(end, "-0123456789.e");
+    memmove(at, end, strlen(end) + 1);
+  }
+  assert_true(n > 0);
+}
+
 /* A version-1 export (no origins) imported twice: its search time is counted once. */
 static void test_import_version_1(void **state) {
   fixture *f = *state;
@@ -1112,25 +1299,136 @@ static void test_import_version_1(void **state) {
   char src[256], dst[256];
   make_source(f, "src.db", rows, 1, 4.0, src, sizeof src);
   char *text = export_text(src, NULL);
-  /* as version 1 wrote it: the version, no kernel hash in a row and no origin in a search
-   * time */
-  char *v = strstr(text, "\"version\": 3");
-  assert_non_null(v);
-  v[11] = '1';
-  char *kh = strstr(text, ", \"kernel_hash\": \"");
-  assert_non_null(kh);
-  char *khend = strchr(kh + 18, '"');
-  memmove(kh, khend + 1, strlen(khend + 1) + 1);
-  char *origin = strstr(text, ", \"origin\": \"");
-  assert_non_null(origin);
-  char *end = strchr(origin + 13, '"');
-  memmove(origin, end + 1, strlen(end + 1) + 1);
+  /* as version 1 wrote it: the version, no kernel hash, op or batch in a row and no origin,
+   * op or batch in a search time */
+  set_version(text, 1);
+  drop_member(text, "kernel_hash");
+  drop_member(text, "origin");
+  drop_member(text, "op");
+  drop_member(text, "batch");
   snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
   ut_err e;
   mmt_status rc = import_text(dst, text, NULL, &e);
   if (rc) fail_msg("version 1: %s", e.msg);
   assert_int_equal(import_text(dst, text, NULL, &e), MMT_OK);
   assert_true(search_time(dst, "GPU A", 64) == 4.0);
+  free(text);
+}
+
+/* A file's rows of a fused and a batched problem, each equal to a plain row but for its op
+ * or batch, and their search times: through export and import, and through merge, every one
+ * arrives as itself (none is a duplicate of another), twice changes nothing, and each query
+ * finds its own. */
+static void test_op_batch_travel(void **state) {
+  fixture *f = *state;
+  const db_result rows[] = {
+      result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"),
+      with_op(result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"), OP_SILU, 1),
+      with_op(result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1"), "", 8),
+  };
+  char src[256], imported[256], merged[256];
+  make_source(f, "src.db", rows, 3, 2.0, src, sizeof src);
+  db_handle *db = open_ok(src, false);
+  ut_err e;
+  const db_problem fused = op_problem(64, 64, 64, OP_SILU, 1);
+  const db_problem batched = op_problem(64, 64, 64, "", 8);
+  assert_int_equal(db_search_add(db, "GPU A", &fused, "c", 5.0, false, &e), MMT_OK);
+  db_close(db);
+  char *text = export_text(src, NULL);
+  char want[64];
+  snprintf(want, sizeof want, "\"version\": %d", DB_EXPORT_VERSION);
+  assert_non_null(strstr(text, want));
+  assert_non_null(strstr(text, "\"op\": \"" OP_SILU "\", \"batch\": 1"));
+  assert_non_null(strstr(text, "\"op\": \"\", \"batch\": 8"));
+  snprintf(imported, sizeof imported, "%s/imported.db", f->dir);
+  snprintf(merged, sizeof merged, "%s/merged.db", f->dir);
+  db_merge_stats st;
+  mmt_status rc = import_text(imported, text, &st, &e);
+  if (rc) fail_msg("db_import_json: %s", e.msg);
+  assert_int_equal(st.rows_added, 3);
+  assert_int_equal(st.searches, 2);
+  assert_int_equal(import_text(imported, text, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 0);
+  assert_int_equal(st.duplicates, 3);
+  char *back = export_text(imported, NULL);
+  assert_string_equal(text, back);
+  free(back);
+  const char *srcs[] = {src};
+  assert_int_equal(db_merge(merged, srcs, 1, NULL, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 3);
+  assert_int_equal(st.duplicates, 0);
+  assert_int_equal(st.searches, 2);
+  assert_int_equal(db_merge(merged, srcs, 1, NULL, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 0);
+  assert_int_equal(st.duplicates, 3);
+  assert_int_equal(st.searches, 0);
+  char packed[256];
+  snprintf(packed, sizeof packed, "%s/packed.db", f->dir);
+  assert_int_equal(db_pack(src, packed, &e), MMT_OK);
+  const char *dsts[] = {imported, merged, packed};
+  for (int i = 0; i < 3; i++) {
+    db_check_report rep;
+    assert_int_equal(db_check(dsts[i], NULL, &rep, &e), MMT_OK);
+    assert_int_equal(rep.rows, 3);
+    db = open_ok(dsts[i], false);
+    db_result got;
+    assert_int_equal(db_best(db, "GPU A", &fused, &got, &e), MMT_OK);
+    assert_string_equal(got.problem.op, OP_SILU);
+    assert_int_equal(got.problem.batch, 1);
+    assert_int_equal(db_best(db, "GPU A", &batched, &got, &e), MMT_OK);
+    assert_string_equal(got.problem.op, "");
+    assert_int_equal(got.problem.batch, 8);
+    collect c = {0};
+    db_problem p = problem(64, 64, 64);
+    assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &c, &e), MMT_OK);
+    assert_int_equal(c.count, 1);
+    assert_int_equal(c.rows[0].problem.batch, 1);
+    double sec = -1;
+    assert_int_equal(db_search_seconds(db, "GPU A", &fused, "c", &sec, &e), MMT_OK);
+    assert_true(sec == 5.0);
+    assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &sec, &e), MMT_OK);
+    assert_true(sec == 2.0);
+    db_close(db);
+  }
+  /* an export from before op and batch (version 3): its rows and times are plain GEMMs', the
+   * same as this version's plain ones */
+  char plain_src[256], old[256];
+  make_source(f, "plain.db", rows, 1, 2.0, plain_src, sizeof plain_src);
+  char *now = export_text(plain_src, NULL), *v3 = export_text(plain_src, NULL);
+  set_version(v3, 3);
+  drop_member(v3, "op");
+  drop_member(v3, "batch");
+  snprintf(old, sizeof old, "%s/old.db", f->dir);
+  rc = import_text(old, v3, &st, &e);
+  if (rc) fail_msg("version 3: %s", e.msg);
+  assert_int_equal(st.rows_added, 1);
+  assert_int_equal(st.searches, 1);
+  assert_int_equal(import_text(old, now, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 0);
+  assert_int_equal(st.duplicates, 1);
+  assert_int_equal(st.searches, 0);
+  db = open_ok(old, false);
+  double sec = -1;
+  db_problem p = problem(64, 64, 64);
+  db_result got;
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_OK);
+  assert_string_equal(got.problem.op, "");
+  assert_int_equal(got.problem.batch, 1);
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, "c", &sec, &e), MMT_OK);
+  assert_true(sec == 2.0);
+  db_close(db);
+  free(now);
+  if (have_cli()) { /* a search time's op and batch are checked as a row's */
+    db_check_report rep;
+    assert_int_equal(cli(src, "UPDATE searches SET batch = 0 WHERE op <> ''", NULL, 0), 0);
+    assert_int_equal(db_check(src, NULL, &rep, &e), MMT_ERR_DB_CORRUPT);
+    if (!strstr(e.msg, "searches row 2: 'batch' = 0 is outside")) fail_msg("%s", e.msg);
+    assert_int_equal(
+        cli(src, "UPDATE searches SET batch = 1, op = 'act=SiLU' WHERE op <> ''", NULL, 0), 0);
+    assert_int_equal(db_check(src, NULL, &rep, &e), MMT_ERR_DB_CORRUPT);
+    if (!strstr(e.msg, "searches row 2: 'op' holds a character other than")) fail_msg("%s", e.msg);
+  }
+  free(v3);
   free(text);
 }
 
@@ -1159,17 +1457,22 @@ static void test_import_refusals(void **state) {
   static const struct {
     const char *from, *to, *why;
   } row_cases[] = {
-      {"\"status\": \"ok\"", "\"status\": \"ko\"", "results[1]: 'status' is not a status mmtune knows"},
+      {"\"status\": \"ok\"", "\"status\": \"ko\"",
+       "results[1]: 'status' is not a status mmtune knows"},
       {"\"k\": 32,", "\"k\": 99999999999999999999999,", "results[1]: 'k' is out of range"},
       {"\"k\": 32,", "\"k\": 4611686018427387904,", "'k' = 4611686018427387904 is outside"},
       {"\"k\": 32,", "\"k\": -32,", "'k' = -32 is outside 0 .. 2147483647"},
       {"\"k\": 32,", "\"k\": 32.5,", "'k' is not an integer"},
-      {"\"device_name\": \"GPU A\"", "\"device_name\": \"GPU\\u0000A\"", "'device_name' holds a NUL"},
-      {"\"device_name\": \"GPU A\"", "\"device_name\": \"GPU\\u001b[31mA\"", "'device_name' holds a control character"},
+      {"\"device_name\": \"GPU A\"", "\"device_name\": \"GPU\\u0000A\"",
+       "'device_name' holds a NUL"},
+      {"\"device_name\": \"GPU A\"", "\"device_name\": \"GPU\\u001b[31mA\"",
+       "'device_name' holds a control character"},
       {"\"device_name\": \"GPU A\"", "\"device_name\": 7", "'device_name' is not a string"},
       {"\"params\": \"x=1\"", "\"params\": \"x=1;rm\"", "'params' is not of the form"},
       {"\"ms_median\": 0.2", "\"ms_median\": 1e999", "'ms_median' = inf is not a finite"},
       {"\"dtype\": \"f32\"", "\"dtype\": \"f32\\\"\"", "'dtype' holds a character other than"},
+      {"\"op\": \"\"", "\"op\": \"Out=f32\"", "results[1]: 'op' holds a character other than"},
+      {"\"batch\": 1,", "\"batch\": 0,", "results[1]: 'batch' = 0 is outside 1 .. 2147483647"},
   };
   ut_err e;
   for (size_t i = 0; i < sizeof row_cases / sizeof row_cases[0]; i++) {
@@ -1339,6 +1642,39 @@ static void test_read_only_place(void **state) {
   }
 }
 
+/* A file of an older schema (1, 6) packed: the copy is of the current schema with every row
+ * and search time, the source left as it was. */
+static void test_pack_older(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  static const struct {
+    const char *sql;
+    int version, rows, searches;
+  } olds[] = {{"schema_v1.sql", 1, 1, 0}, {"schema_v6.sql", 6, 2, 1}};
+  for (size_t i = 0; i < sizeof olds / sizeof olds[0]; i++) {
+    char old[256], packed[256], cmd[1024], out[256], want[64];
+    snprintf(old, sizeof old, "%s/old%zu.db", f->dir, i);
+    snprintf(packed, sizeof packed, "%s/packed%zu.db", f->dir, i);
+    snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/%s'", old, MMT_TEST_DIR, olds[i].sql);
+    assert_int_equal(system(cmd), 0);
+    ut_err e;
+    mmt_status rc = db_pack(old, packed, &e);
+    if (rc) fail_msg("db_pack %s: %s", olds[i].sql, e.msg);
+    assert_int_equal(cli(packed,
+                         "PRAGMA user_version; SELECT count(*) FROM results WHERE op = '' AND "
+                         "batch = 1; SELECT count(*) FROM searches",
+                         out, sizeof out),
+                     0);
+    snprintf(want, sizeof want, "%d\n%d\n%d", DB_SCHEMA_VERSION, olds[i].rows, olds[i].searches);
+    assert_string_equal(out, want);
+    assert_int_equal(cli(old, "PRAGMA user_version", out, sizeof out), 0);
+    assert_int_equal(atoi(out), olds[i].version);
+    db_check_report rep;
+    assert_int_equal(db_check(packed, NULL, &rep, &e), MMT_OK);
+    assert_int_equal(rep.rows, olds[i].rows);
+  }
+}
+
 /* A schema-4 file's search times, upgraded to schema 5: the same sums, now the file's own
  * origin's. */
 static void test_upgrade_v4_searches(void **state) {
@@ -1347,8 +1683,19 @@ static void test_upgrade_v4_searches(void **state) {
   const db_result rows[] = {result("GPU A", 64, 64, 64, DB_OK, 0.5, "x=1")};
   char src[256];
   make_source(f, "old.db", rows, 1, 7.5, src, sizeof src);
-  /* back to schema 4 as it was: searches without origins, meta without one */
+  /* back to schema 4 as it was: results without op and batch (schema 7) and their indexes
+   * and view as before, searches without origins, meta without one */
   assert_int_equal(cli(src,
+                       "DROP VIEW best; DROP INDEX results_best; DROP INDEX results_resume; "
+                       "ALTER TABLE results DROP COLUMN op; ALTER TABLE results DROP COLUMN "
+                       "batch; CREATE INDEX results_best ON results(device_name, dtype, layout, "
+                       "m, n, k, status, ms_median); CREATE INDEX results_resume ON "
+                       "results(device_name, template_name, template_hash, params, "
+                       "nvrtc_version, dtype, layout, m, n, k); CREATE VIEW best AS SELECT r.* "
+                       "FROM results AS r WHERE r.status = 'ok' AND r.id = (SELECT b.id FROM "
+                       "results AS b WHERE b.device_name = r.device_name AND b.dtype = r.dtype "
+                       "AND b.layout = r.layout AND b.m = r.m AND b.n = r.n AND b.k = r.k AND "
+                       "b.status = 'ok' ORDER BY b.ms_median, b.id LIMIT 1); "
                        "CREATE TABLE s4 AS SELECT device_name, dtype, layout, m, n, k, "
                        "candidates, seconds, updated_at FROM searches; DROP TABLE searches; "
                        "ALTER TABLE s4 RENAME TO searches; DELETE FROM meta WHERE key = "
@@ -1369,11 +1716,105 @@ static void test_upgrade_v4_searches(void **state) {
   assert_true(search_time(src, "GPU A", 64) == 7.5); /* opened for writing: upgraded */
   char out[64];
   assert_int_equal(cli(src, "PRAGMA user_version", out, sizeof out), 0);
-  assert_string_equal(out, "6");
+  assert_int_equal(atoi(out), DB_SCHEMA_VERSION);
   assert_int_equal(cli(src, "SELECT count(*) FROM searches WHERE origin = (SELECT value FROM "
                             "meta WHERE key = 'origin')", out, sizeof out),
                    0);
   assert_string_equal(out, "1");
+}
+
+/* A schema-6 file (tests/data/schema_v6.sql, as the release before op and batch wrote it):
+ * read as it is when opened read-only, every row and search time a plain GEMM's (op "",
+ * batch 1), exported and merged as such; opened for writing, upgraded in place to 7 with its
+ * rows and search times kept, then holding rows of other ops and batches apart. */
+static void test_upgrade_v6(void **state) {
+  fixture *f = *state;
+  if (!have_cli()) skip();
+  char v6[256], cmd[1024], out[256];
+  snprintf(v6, sizeof v6, "%s/v6.db", f->dir);
+  snprintf(cmd, sizeof cmd, SQLITE_CLI " '%s' < '%s/data/schema_v6.sql'", v6, MMT_TEST_DIR);
+  assert_int_equal(system(cmd), 0);
+  const char *cand = "nvrtc 13.0; naive:0123456789abcdef"; /* the fixture's search */
+  ut_err e;
+  db_problem p = problem(64, 64, 64);
+  db_handle *db = open_ok(v6, true);
+  collect c = {0};
+  assert_int_equal(db_each_ok(db, "GPU A", &p, collect_fn, &c, &e), MMT_OK);
+  assert_int_equal(c.count, 1);
+  assert_string_equal(c.rows[0].params, "bx=16,by=16");
+  assert_string_equal(c.rows[0].kernel_hash, "fedcba9876543210");
+  assert_string_equal(c.rows[0].problem.op, "");
+  assert_int_equal(c.rows[0].problem.batch, 1);
+  db_result got;
+  assert_int_equal(db_get(db, 2, &got, &e), MMT_OK);
+  assert_int_equal(got.status, DB_LAUNCH_ERROR);
+  assert_int_equal(got.problem.batch, 1);
+  db_problem fused = op_problem(64, 64, 64, OP_SILU, 1);
+  assert_int_equal(db_best(db, "GPU A", &fused, &got, &e), MMT_ERR_NOT_FOUND);
+  model_rows mr = {0};
+  assert_int_equal(db_each_model_row(db, "GPU A", model_row_fn, &mr, &e), MMT_OK);
+  assert_int_equal(mr.count, 1);
+  assert_int_equal(mr.first.problem.batch, 1);
+  shapes sh = {0};
+  assert_int_equal(db_each_shape(db, NULL, NULL, NULL, shape_fn, &sh, &e), MMT_OK);
+  assert_int_equal(sh.count, 1);
+  assert_int_equal(sh.shapes[0].batch, 1);
+  collect best = {0};
+  assert_int_equal(db_each_best(db, NULL, NULL, NULL, collect_fn, &best, &e), MMT_OK);
+  assert_int_equal(best.count, 1);
+  assert_int_equal(best.rows[0].problem.batch, 1);
+  db_close(db);
+  char *text = export_text(v6, NULL);
+  assert_non_null(strstr(text, "\"k\": 64, \"op\": \"\", \"batch\": 1, \"status\": \"ok\""));
+  assert_non_null(strstr(text, "\"k\": 64, \"op\": \"\", \"batch\": 1, \"candidates\""));
+  free(text);
+  db_check_report rep;
+  assert_int_equal(db_check(v6, NULL, &rep, &e), MMT_OK);
+  assert_int_equal(rep.schema_version, 6);
+  assert_int_equal(rep.rows, 2);
+  char dst[256];
+  snprintf(dst, sizeof dst, "%s/dst.db", f->dir);
+  const char *srcs[] = {v6};
+  db_merge_stats st;
+  assert_int_equal(db_merge(dst, srcs, 1, NULL, &st, &e), MMT_OK);
+  assert_int_equal(st.rows_added, 2);
+  assert_int_equal(st.searches, 1);
+  assert_int_equal(cli(v6, "PRAGMA user_version", out, sizeof out), 0);
+  assert_string_equal(out, "6"); /* readers change nothing */
+  /* opened for writing: upgraded, rows and search time kept */
+  db = open_ok(v6, false);
+  assert_int_equal(cli(v6, "PRAGMA user_version", out, sizeof out), 0);
+  assert_int_equal(atoi(out), DB_SCHEMA_VERSION);
+  int64_t n = 0;
+  assert_int_equal(db_count(db, NULL, &n, &e), MMT_OK);
+  assert_int_equal(n, 2);
+  double sec = -1;
+  assert_int_equal(db_search_seconds(db, "GPU A", &p, cand, &sec, &e), MMT_OK);
+  assert_true(sec == 2.5);
+  assert_int_equal(db_search_seconds(db, "GPU A", &fused, cand, &sec, &e), MMT_OK);
+  assert_true(sec == 0);
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_OK);
+  assert_int_equal(got.id, 1);
+  assert_string_equal(got.kernel_hash, "fedcba9876543210");
+  insert(db, with_op(result("GPU A", 64, 64, 64, DB_OK, 0.01, "bx=16,by=16"), OP_SILU, 1), NULL);
+  assert_int_equal(db_best(db, "GPU A", &p, &got, &e), MMT_OK);
+  assert_int_equal(got.id, 1); /* the faster fused row is another problem's */
+  assert_int_equal(db_best(db, "GPU A", &fused, &got, &e), MMT_OK);
+  assert_string_equal(got.problem.op, OP_SILU);
+  db_close(db);
+  assert_int_equal(cli(v6, "SELECT count(*) FROM best", out, sizeof out), 0);
+  assert_string_equal(out, "2");
+  assert_int_equal(cli(v6,
+                       "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%k, op, batch%' AND "
+                       "name IN ('results_best', 'results_resume', 'searches')",
+                       out, sizeof out),
+                   0);
+  assert_string_equal(out, "3");
+  assert_int_equal(cli(v6, "SELECT origin, seconds, op, batch FROM searches", out, sizeof out), 0);
+  assert_string_equal(out, "00112233aabbccdd|2.5||1");
+  assert_int_equal(db_check(v6, NULL, &rep, &e), MMT_OK);
+  assert_int_equal(rep.schema_version, DB_SCHEMA_VERSION);
+  assert_int_equal(rep.rows, 3);
 }
 
 /* Search time per (device name, problem, candidates): 0 when never searched, added up across
@@ -1513,7 +1954,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_each_ok, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_best, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_shape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_each_model_row, setup, teardown),
       cmocka_unit_test_setup_teardown(test_has_result, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_op_batch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_persistence_and_two_handles, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reentry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only, setup, teardown),
@@ -1522,6 +1965,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(test_search_seconds, setup, teardown),
       cmocka_unit_test_setup_teardown(test_upgrade_v1, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_upgrade_v6, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
@@ -1532,9 +1976,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_merge_copies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
       cmocka_unit_test_setup_teardown(test_import_version_1, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_op_batch_travel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_row_policy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_place, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pack_older, setup, teardown),
       cmocka_unit_test_setup_teardown(test_upgrade_v4_searches, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

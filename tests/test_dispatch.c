@@ -94,7 +94,7 @@ static void insert_in(db_handle *db, const char *layout, const char *device, con
   snprintf(r.template_name, sizeof r.template_name, "%s", tname);
   snprintf(r.template_hash, sizeof r.template_hash, "%s", hash);
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"f32", "", m, n, k};
+  r.problem = (db_problem){.dtype = "f32", .m = m, .n = n, .k = k};
   snprintf(r.problem.layout, sizeof r.problem.layout, "%s", layout);
   r.status = status;
   r.ms_min = r.ms_median = r.ms_max = ms;

@@ -315,7 +315,8 @@ static void insert_row(const fixture *f, const char *tname, const char *params, 
   snprintf(r.template_name, sizeof r.template_name, "%s", tname);
   snprintf(r.template_hash, sizeof r.template_hash, "%s", gen_source_hash(t));
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"f32", {kp.layout[0], kp.layout[1], '\0'}, kp.m, kp.n, kp.k};
+  r.problem = (db_problem){.dtype = "f32", .m = kp.m, .n = kp.n, .k = kp.k};
+  snprintf(r.problem.layout, sizeof r.problem.layout, "%.2s", kp.layout);
   r.status = DB_OK;
   r.ms_min = r.ms_median = r.ms_max = 0.01;
   r.runs = 10;

@@ -270,10 +270,10 @@ static void test_predict_other_layout(void **state) {
   db_close(db);
 }
 
-/* A row of config `params` of template "tpl" (dtype, nt, tiles of 64 x 64) taking `factor`
- * times the analytic time. */
-static void put_row_of(db_handle *db, const char *dtype, const char *params, int64_t m,
-                       int64_t n, int64_t k, double factor) {
+/* A row of config `params` of template "tpl" (dtype, nt, tiles of 64 x 64, op and batch)
+ * taking `factor` times the analytic time. */
+static void put_op_row(db_handle *db, const char *dtype, const char *params, int64_t m, int64_t n,
+                       int64_t k, double factor, const char *op, int64_t batch) {
   const db_launch l = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128};
   const rt_model_device h100 = {132, 9};
   gen_problem p = packed(dtype, "nt", m, n, k);
@@ -288,8 +288,9 @@ static void put_row_of(db_handle *db, const char *dtype, const char *params, int
   snprintf(r.template_name, sizeof r.template_name, "tpl");
   snprintf(r.template_hash, sizeof r.template_hash, "0123456789abcdef");
   snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){"", "nt", m, n, k};
+  r.problem = (db_problem){.layout = "nt", .m = m, .n = n, .k = k, .batch = batch};
   snprintf(r.problem.dtype, sizeof r.problem.dtype, "%s", dtype);
+  snprintf(r.problem.op, sizeof r.problem.op, "%s", op);
   r.status = DB_OK;
   r.ms_min = r.ms_median = r.ms_max = factor * rt_model_analytic_ms(&h100, &l, &p);
   r.runs = 10;
@@ -297,6 +298,12 @@ static void put_row_of(db_handle *db, const char *dtype, const char *params, int
   r.regs = r.shared_bytes = r.local_bytes = -1;
   r.launch = l;
   assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+}
+
+/* The same as a plain GEMM's row. */
+static void put_row_of(db_handle *db, const char *dtype, const char *params, int64_t m, int64_t n,
+                       int64_t k, double factor) {
+  put_op_row(db, dtype, params, m, n, k, factor, "", 1);
 }
 
 static void put_row(db_handle *db, const char *params, int64_t m, int64_t n, int64_t k,
@@ -357,6 +364,27 @@ static void test_predict_other_16bit(void **state) {
   const double own_b = ratio_for(m, "x=3", &b8), own_f = ratio_for(m, "x=3", &f8);
   assert_true(own_b > 1.0 && own_b < 2.0);
   assert_true(own_f > 2.0 && own_f < 4.0);
+  rt_model_free(m);
+  db_close(db);
+}
+
+/* Rows of a fused or batched problem time more than the GEMM: the model, which predicts
+ * plain GEMMs, fits on the plain rows only. */
+static void test_fit_plain_only(void **state) {
+  (void)state;
+  db_handle *db = fresh_db("plain.db");
+  ut_err e;
+  put_row(db, "x=1", 8, 5120, 5120, 1.0);
+  put_op_row(db, "f16", "x=1", 8, 5120, 5120, 10.0, "out=f16,bias=col,act=silu", 1);
+  put_op_row(db, "f16", "x=1", 8, 5120, 5120, 10.0, "", 4);
+  put_op_row(db, "f16", "x=2", 8, 5120, 5120, 10.0, "out=f16,gated", 1); /* its only rows */
+  rt_model *m = NULL;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
+  assert_int_equal(rt_model_row_count(m), 1);
+  assert_int_equal(rt_model_find(m, "tpl", "0123456789abcdef", "x=2", "f16"), -1);
+  gen_problem p = packed("f16", "nt", 8, 5120, 5120);
+  const double r = ratio_for(m, "x=1", &p);
+  assert_true(r > 0.9 && r < 1.1);
   rt_model_free(m);
   db_close(db);
 }
@@ -841,6 +869,7 @@ int main(void) {
       cmocka_unit_test(test_predict_far_own_rows),
       cmocka_unit_test(test_fit_cluster),
       cmocka_unit_test(test_predict_other_16bit),
+      cmocka_unit_test(test_fit_plain_only),
       cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),
       cmocka_unit_test(test_fit_cache),

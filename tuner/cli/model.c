@@ -34,7 +34,7 @@ static const tn_cmd_spec MODEL_SPEC = {
     "GPU.",
     MODEL_OPTS, (int)(sizeof MODEL_OPTS / sizeof MODEL_OPTS[0])};
 
-/* The problems of one GPU model. */
+/* The plain GEMMs of one GPU model. */
 typedef struct {
   db_problem *v;
   int count, cap;
@@ -43,6 +43,7 @@ typedef struct {
 
 static void on_problem(const db_problem *p, void *user) {
   problem_list *l = user;
+  if (p->op[0] || p->batch != 1) return; /* the model ranks plain GEMMs only */
   db_problem *v = l->rc ? NULL : ut_grow(l->v, &l->cap, l->count + 1, sizeof *v);
   if (!v) {
     l->rc = MMT_ERR_NOMEM;

@@ -80,12 +80,15 @@ static int on_row(const db_result *row, void *user) {
 
 static int cmp_i64(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
 
+/* By dtype, layout, m, n, k, op, batch: the order of db_each_best. */
 static int problem_cmp(const db_problem *x, const db_problem *y) {
   int c = strcmp(x->dtype, y->dtype);
   if (!c) c = strcmp(x->layout, y->layout);
   if (!c) c = cmp_i64(x->m, y->m);
   if (!c) c = cmp_i64(x->n, y->n);
-  return c ? c : cmp_i64(x->k, y->k);
+  if (!c) c = cmp_i64(x->k, y->k);
+  if (!c) c = strcmp(x->op, y->op);
+  return c ? c : cmp_i64(x->batch, y->batch);
 }
 
 static int by_problem_id(const void *a, const void *b) {
