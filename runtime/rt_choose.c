@@ -302,9 +302,10 @@ static int on_row(const db_result *r, void *user) {
 /* The first usable ok row of the tuned problem (m, n, k) with the problem's dtype/layout. */
 static mmt_status walk_rows(row_walk *w, db_handle *db, const char *device_name, int64_t m,
                             int64_t n, int64_t k) {
-  db_problem dp = {.m = m, .n = n, .k = k};
+  db_problem dp = {.m = m, .n = n, .k = k, .batch = w->p->batch > 1 ? w->p->batch : 1};
   mmt_status rc = ut_snprintf(dp.dtype, sizeof dp.dtype, w->err, "%s", w->p->dtype);
   if (!rc) rc = ut_snprintf(dp.layout, sizeof dp.layout, w->err, "%s", w->p->layout);
+  if (!rc && w->p->op) rc = gen_op_format(w->p->op, dp.op, sizeof dp.op, w->err);
   if (rc) return rc;
   w->rc = MMT_OK;
   rc = db_each_ok(db, device_name, &dp, on_row, w, w->err);
@@ -722,7 +723,7 @@ static mmt_status choose_for(rt_chooser *ch, db_handle *db, const char *device_n
                              const gen_problem *p, rt_choice *out, ut_err *err) {
   row_walk w = {.ch = ch, .p = p, .out = out, .err = err};
   mmt_status rc = MMT_OK;
-  if (db && device_name && !p->op) { /* the database holds plain GEMMs: an op is the model's */
+  if (db && device_name) { /* rows of exactly this problem: an op's, of its batch, too */
     if ((rc = walk_rows(&w, db, device_name, p->m, p->n, p->k))) return rc;
     if (w.found) {
       out->kind = MMT_CHOICE_EXACT;

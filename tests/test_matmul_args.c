@@ -17,10 +17,14 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
+#include "db.h"
 #include "gen.h"
 #include "matmul_ref.h"
 #include "rt_choose.h"
 #include "rt_matmul.h"
+#include "rt_provenance.h"
 
 #define ADDR(x) ((void *)(uintptr_t)(x))
 
@@ -466,13 +470,100 @@ static void test_explain(void **state) {
   rt_chooser_free(ch);
 }
 
+/* A row of an op problem, as the tuner stores it: its op kernel's hash and the op's text. */
+static void insert_op_row(db_handle *db, const char *tname, const char *params, const gen_op *op,
+                          const db_problem *p, double ms) {
+  gen_template *t = NULL;
+  gen_config cfg;
+  gen_kernel k = {0};
+  ut_err e = {{0}};
+  assert_int_equal(gen_load_named(tname, &t, &e), MMT_OK);
+  assert_int_equal(gen_config_parse(t, params, &cfg, &e), MMT_OK);
+  assert_int_equal(gen_emit_op(t, &cfg, p->dtype, p->layout, op, &k, &e), MMT_OK);
+  db_result r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.device.name, sizeof r.device.name, "NVIDIA H200");
+  snprintf(r.device.uuid, sizeof r.device.uuid, "GPU-test");
+  r.device.cc_major = 9;
+  snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
+  snprintf(r.template_name, sizeof r.template_name, "%s", tname);
+  snprintf(r.template_hash, sizeof r.template_hash, "%s", gen_source_hash(t));
+  assert_int_equal(gen_config_format(t, &cfg, r.params, sizeof r.params, &e), MMT_OK);
+  rt_kernel_hash(&k, r.kernel_hash);
+  r.problem = *p;
+  r.status = DB_OK;
+  r.ms_min = r.ms_median = r.ms_max = ms;
+  r.runs = 10;
+  r.tflops = 1;
+  r.regs = r.shared_bytes = r.local_bytes = -1;
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
+/* A tuned op problem is served its own row (EXACT), and only for its op and batch: the plain
+ * GEMM of the same shape, and the op at another batch, are not. */
+static void test_op_rows(void **state) {
+  (void)state;
+  char dir[] = "/tmp/mmt_matmul_db_XXXXXX", path[128];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/mmtune.db", dir);
+  db_handle *db = NULL;
+  ut_err e = {{0}};
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  const char *params = "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=1";
+  gen_op op;
+  assert_int_equal(gen_op_parse("out=f16,bias=col,act=relu", "f16", &op, &e), MMT_OK);
+  db_problem p = {.dtype = "f16", .layout = "nt", .m = 512, .n = 1024, .k = 768, .batch = 1};
+  gen_op_format(&op, p.op, sizeof p.op, NULL);
+  insert_op_row(db, "mma_sync", params, &op, &p, 0.02);
+  rt_chooser *ch = NULL;
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
+                       .trans_b = MMT_TRANS,
+                       .m = 512,
+                       .n = 1024,
+                       .k = 768,
+                       .in_type = MMT_F16,
+                       .out_type = MMT_F16,
+                       .alpha = 1,
+                       .lda = 768,
+                       .ldb = 768,
+                       .ldd = 1024,
+                       .batch = 1,
+                       .bias_mode = MMT_BIAS_COL,
+                       .bias = ADDR(0x1000),
+                       .bias_type = MMT_F16,
+                       .act = MMT_ACT_RELU};
+  mmt_choice c;
+  assert_int_equal(rt_explain_matmul(ch, db, "NVIDIA H200", &d, &c, &e), MMT_OK);
+  assert_int_equal(c.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(c.template_name, "mma_sync");
+  assert_string_equal(c.params, params);
+  assert_true(fabs(c.expected_ms - 0.02) < 1e-12);
+  /* the plain GEMM of the shape: no exact row (the op's is not its) */
+  const mmt_problem plain = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_TRANS, 512,  1024,
+                             768,           768,          768,       1024, MMT_F16};
+  assert_int_equal(rt_explain(ch, db, "NVIDIA H200", &plain, &c, &e), MMT_OK);
+  assert_int_not_equal(c.kind, MMT_CHOICE_EXACT);
+  /* the op at a batch of 4: not the batch-1 row */
+  d.batch = 4, d.stride_a = 512 * 768, d.stride_b = 0, d.stride_d = 512 * 1024;
+  assert_int_equal(rt_explain_matmul(ch, db, "NVIDIA H200", &d, &c, &e), MMT_OK);
+  assert_int_not_equal(c.kind, MMT_CHOICE_EXACT);
+  rt_chooser_free(ch);
+  db_close(db);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enums_and_sizes), cmocka_unit_test(test_leading_dimensions),
       cmocka_unit_test(test_epilogue_fields), cmocka_unit_test(test_pointers_and_overlaps),
       cmocka_unit_test(test_batch_strides),   cmocka_unit_test(test_plain),
       cmocka_unit_test(test_op_codes),        cmocka_unit_test(test_mapping_computes_the_call),
-      cmocka_unit_test(test_explain),
+      cmocka_unit_test(test_explain),         cmocka_unit_test(test_op_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,12 +153,26 @@ mmt_status tn_tune_await_compile(tune_run *r, int kid, ut_err *err) {
 
 /* ---- planning ----------------------------------------------------------------------------- */
 
+_Static_assert(DB_OP_MAX == GEN_OP_TEXT_MAX, "a row's op is an op's canonical text");
+
+/* The op and batch of the run's problems of dtype into a database problem (the plain GEMM's
+ * "" and 1 for a run without an epilogue). */
+static void set_op_key(const tune_run *r, const char *dtype, db_problem *p) {
+  gen_op op;
+  p->op[0] = '\0';
+  p->batch = 1;
+  if (!tn_tune_op(r, dtype, &op)) return;
+  gen_op_format(&op, p->op, sizeof p->op, NULL);
+  p->batch = r->batch > 1 ? r->batch : 1;
+}
+
 /* The database's name for problem pb. */
 db_problem tn_tune_problem_key(const tune_run *r, const tune_problem *pb) {
   const tn_shape *s = &r->shapes[pb->shape];
-  db_problem p = {.m = s->m, .n = s->n, .k = s->k};
+  db_problem p = {.m = s->m, .n = s->n, .k = s->k, .batch = 1};
   snprintf(p.dtype, sizeof p.dtype, "%s", pb->dtype);
   snprintf(p.layout, sizeof p.layout, "%s", r->layout);
+  set_op_key(r, pb->dtype, &p);
   return p;
 }
 
@@ -196,6 +210,7 @@ void tn_tune_result_key(const tune_run *r, int sid, int kid, db_result *row) {
   row->problem.m = r->shapes[sid].m;
   row->problem.n = r->shapes[sid].n;
   row->problem.k = r->shapes[sid].k;
+  set_op_key(r, kern->dtype, &row->problem);
   row->regs = row->shared_bytes = row->local_bytes = -1;
   row->launch = kern->launch;
 }
