@@ -20,8 +20,9 @@ static const tn_opt show_opts[] = {
 };
 static const tn_cmd_spec show_spec = {
     "show", "[--db PATH] [--device NAME] [--all]",
-    "Prints the best kernel recorded for each (GPU model, dtype, layout, M, N, K): its template,\n"
-    "parameters, median time, TFLOP/s and relative error against the reference.",
+    "Prints the best kernel recorded for each (GPU model, dtype, layout, M, N, K, epilogue,\n"
+    "batch): its template, parameters, median time, TFLOP/s and relative error against the\n"
+    "reference, and for mmt_matmul's fused or batched problems their epilogue and batch.",
     show_opts, 3};
 
 typedef struct {
@@ -63,10 +64,15 @@ static void show_table(const db_result *rows, int n) {
          "rel err");
   for (int i = 0; i < n; i++) {
     const db_result *r = &rows[i];
-    printf("%-*s  %-5s  %-6s  %*lld  %*lld  %*lld  %-*s  %-*s  %10.4f  %8.2f  %8.1e\n", wd,
+    printf("%-*s  %-5s  %-6s  %*lld  %*lld  %*lld  %-*s  %-*s  %10.4f  %8.2f  %8.1e", wd,
            r->device.name, r->problem.dtype, r->problem.layout, wm, (long long)r->problem.m, wn,
            (long long)r->problem.n, wk, (long long)r->problem.k, wt, r->template_name, wp,
            r->params, r->ms_median, r->tflops, r->rel_err);
+    /* an op kernel's problem (mmt_matmul): its epilogue and batch after the figures */
+    if (r->problem.op[0] || r->problem.batch > 1)
+      printf("  %s%s batch %lld", r->problem.op[0] ? "epilogue " : "", r->problem.op,
+             (long long)(r->problem.batch > 1 ? r->problem.batch : 1));
+    printf("\n");
   }
 }
 
