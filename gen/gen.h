@@ -202,7 +202,6 @@ typedef struct {
 typedef struct {
   char dtype[8];     /* what it was emitted for: "f16" */
   char layout[4];    /* "nn" .. "tt" */
-  char op[GEN_OP_TEXT_MAX]; /* the op it was emitted for (gen_op_format); "": the plain GEMM */
   char *source;      /* complete CUDA C translation unit, compiles on its own */
   char *kernel_name; /* extern "C" __global__ entry point */
   unsigned block[3];
@@ -223,6 +222,9 @@ typedef struct {
                     (e.g. "sm_90a", whose cubins run only on compute capability 9.0) */
   int ntensor_maps;
   gen_tensor_map tensor_maps[GEN_MAX_TENSOR_MAPS]; /* appended to the arguments in this order */
+  /* New fields go last: scripts/lineage.sh describes an earlier tree's kernels through this
+   * struct's first fields (gen_launch.c), which must stay where they were. */
+  char op[GEN_OP_TEXT_MAX]; /* the op it was emitted for (gen_op_format); "": the plain GEMM */
 } gen_kernel;
 
 /*

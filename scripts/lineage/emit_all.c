@@ -14,8 +14,9 @@
  *    (the driver compiles with -DEMIT_ALL_CHECK_FOR=1), else, as an earlier tree's tuner did,
  *    the config alone (gen_check without a problem) and whatever emit then accepts;
  *  - gen_kernel_launch_text: an earlier gen.h lacks it, so the driver compiles this tree's
- *    gen/gen_launch.c in (it reads only gen_kernel's fields, the same in both trees; the
- *    driver checks that the struct text matches).
+ *    gen/gen_launch.c in, against this tree's gen.h (a quoted include looks beside the file
+ *    first): it reads only the fields both trees' gen_kernel have, at the same offsets, which
+ *    compare.py checks (the structs' text the same, or this tree's with fields appended).
  * Templates are emitted with gen's default device (GEN_DEFAULT_ARCH's limits where the tree has
  * them: 132 SMs, 227 KiB shared memory a block, an H100's and an H200's).
  *
