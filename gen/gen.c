@@ -172,6 +172,23 @@ gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m,
                        .ldb = ld[1], .ldc = ld[2], .align_bytes = gen_align_bytes(pitches, 4)};
 }
 
+gen_problem gen_packed_op_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
+                                  int64_t k, const gen_op *op, int64_t batch) {
+  gen_problem p = gen_packed_problem(dtype, layout, m, n, k);
+  if (!op) return p;
+  p.op = op;
+  p.batch = batch > 1 ? batch : 1;
+  if (op->gated) p.ldc = n / 2 > 0 ? n / 2 : 1;
+  int64_t rows[3];
+  gen_stored_rows(layout, m, n, k, rows);
+  const uint64_t elem = (uint64_t)gen_dtype_size(dtype);
+  const uint64_t v[5] = {256, (uint64_t)p.lda * elem, (uint64_t)p.ldb * elem,
+                         p.batch > 1 ? (uint64_t)(rows[0] * p.lda) * elem : 0,
+                         p.batch > 1 ? (uint64_t)(rows[1] * p.ldb) * elem : 0};
+  p.align_bytes = gen_align_bytes(v, 5);
+  return p;
+}
+
 void gen_stored_rows(const char *layout, int64_t m, int64_t n, int64_t k, int64_t rows[3]) {
   bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
   rows[0] = ta ? k : m;

@@ -153,6 +153,12 @@ typedef struct {
  * the row pitches decide its align_bytes.  dtype and layout are borrowed. */
 gen_problem gen_packed_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
                                int64_t k);
+/* The packed problem of an op kernel (op NULL: gen_packed_problem's): `batch` problems one
+ * after another, D of the op's columns (n / 2 gated) at a packed pitch; its alignment is what
+ * A's and B's pitches and batch strides allow (the epilogue stores D at any), as mmt_matmul's
+ * key has it.  op is borrowed (p.op points to it). */
+gen_problem gen_packed_op_problem(const char *dtype, const char *layout, int64_t m, int64_t n,
+                                  int64_t k, const gen_op *op, int64_t batch);
 
 /* One grid dimension: ceil(dim / tile), `tile` alone when dim is 0, or `tile` blocks per SM of
  * the device when dim is 'S' (a persistent kernel that loops over its tiles); rounded up to a

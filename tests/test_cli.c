@@ -693,10 +693,10 @@ static void test_layout_options(void **state) {
   run_free(&r);
 }
 
-/* A row for reg_tiled's default config on (device, layout, m, n, k), 0.01 ms. */
-/* An ok reg_tiled row measured on `device`, of compute capability cc (90: 9.0). */
-static void insert_row(const char *db_path, const char *device, int cc, const char *layout,
-                       int64_t m, int64_t n, int64_t k) {
+/* An ok row of reg_tiled's default config on (device, layout, m, n, k), 0.01 ms, measured on
+ * a device of compute capability cc (90: 9.0); op: an op problem's epilogue ("": plain). */
+static void insert_op_row(const char *db_path, const char *device, int cc, const char *layout,
+                          int64_t m, int64_t n, int64_t k, const char *op) {
   db_handle *db = NULL;
   gen_template *t = NULL;
   gen_config cfg;
@@ -715,6 +715,7 @@ static void insert_row(const char *db_path, const char *device, int cc, const ch
   snprintf(r.problem.dtype, sizeof r.problem.dtype, "f32");
   snprintf(r.problem.layout, sizeof r.problem.layout, "%s", layout);
   r.problem.m = m, r.problem.n = n, r.problem.k = k;
+  snprintf(r.problem.op, sizeof r.problem.op, "%s", op);
   r.status = DB_OK;
   r.ms_min = r.ms_median = r.ms_max = 0.01;
   r.tflops = 2.0 * (double)m * (double)n * (double)k / 1e-5 / 1e12;
@@ -723,6 +724,11 @@ static void insert_row(const char *db_path, const char *device, int cc, const ch
   assert_int_equal(db_insert(db, &r, &e), MMT_OK);
   gen_free(t);
   db_close(db);
+}
+
+static void insert_row(const char *db_path, const char *device, int cc, const char *layout,
+                       int64_t m, int64_t n, int64_t k) {
+  insert_op_row(db_path, device, cc, layout, m, n, k, "");
 }
 
 static void test_explain(void **state) {
@@ -861,6 +867,13 @@ static void test_model_evaluate(void **state) {
   r = RUN("model", "evaluate", "--db", db, "--json", "--dtype", "f32");
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "\"dtype\": \"f32\", \"problems\": 2, \"geomean\": 1.0000"));
+  run_free(&r);
+  /* an op problem of mmt_matmul: scored apart, its op kernels ranked by the plain rows' model */
+  insert_op_row(db, "GPU M", 90, "nn", 768, 768, 768, "out=f32,act=relu");
+  r = RUN("model", "evaluate", "--db", db, "--json");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "\"dtype\": \"f32\", \"problems\": 2,"));
+  assert_non_null(strstr(r.out, "\"dtype\": \"f32+op\", \"problems\": 1, \"geomean\": 1.0000"));
   run_free(&r);
   assert_usage_error(RUN("model"), "expected a subcommand: evaluate");
   assert_usage_error(RUN("model", "fit"), "unknown subcommand 'fit' (expected evaluate)");

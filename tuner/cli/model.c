@@ -30,11 +30,12 @@ static const tn_cmd_spec MODEL_SPEC = {
     "hidden, the performance model ranks every candidate the dispatcher would consider, and\n"
     "the first ranked config measured on the problem is scored: the problem's best time over\n"
     "that config's time (1 = the fastest).  Prints the geometric mean and the worst per GPU\n"
-    "model and dtype, and how often the ranking's first config was a measured one.  Needs no\n"
-    "GPU.",
+    "model and dtype, and how often the ranking's first config was a measured one; the\n"
+    "problems of mmt_matmul's epilogues and batches apart (\"f16+op\": the model, fitted on\n"
+    "plain GEMMs, ranks their op kernels).  Needs no GPU.",
     MODEL_OPTS, (int)(sizeof MODEL_OPTS / sizeof MODEL_OPTS[0])};
 
-/* The plain GEMMs of one GPU model. */
+/* The problems of one GPU model: plain GEMMs, and mmt_matmul's fused or batched ones. */
 typedef struct {
   db_problem *v;
   int count, cap;
@@ -43,7 +44,6 @@ typedef struct {
 
 static void on_problem(const db_problem *p, void *user) {
   problem_list *l = user;
-  if (p->op[0] || p->batch != 1) return; /* the model ranks plain GEMMs only */
   db_problem *v = l->rc ? NULL : ut_grow(l->v, &l->cap, l->count + 1, sizeof *v);
   if (!v) {
     l->rc = MMT_ERR_NOMEM;
@@ -89,7 +89,7 @@ static double measured_ms(const measured_list *l, const rt_candidate *c) {
 
 /* Scores per dtype. */
 typedef struct {
-  char dtype[8];
+  char dtype[16]; /* "f16", or "f16+op" for mmt_matmul's problems */
   int problems, top_measured;
   double log_sum, worst;
   db_problem worst_at;
@@ -123,7 +123,13 @@ static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *devic
   *top = false;
   mmt_status rc = db_each_ok(db, device, q, on_measured, &ml, err);
   if (!rc && ml.nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading rows");
-  gen_problem p = gen_packed_problem(q->dtype, q->layout, q->m, q->n, q->k); /* as measured */
+  /* as measured: an op problem's rows are its op kernels' (the model, fitted on plain rows,
+   * ranks them with its analytic time of the batch and D's type) */
+  gen_op op;
+  const bool has_op = q->op[0] && gen_op_parse(q->op, q->dtype, &op, NULL) == MMT_OK;
+  if (q->op[0] && !has_op) return MMT_OK; /* an op this mmtune does not know: not scored */
+  gen_problem p =
+      gen_packed_op_problem(q->dtype, q->layout, q->m, q->n, q->k, has_op ? &op : NULL, q->batch);
   int64_t hide[3] = {q->m, q->n, q->k};
   double t0 = ut_now_seconds();
   if (!rc && ml.count > 0) rc = rt_rank(ch, db, device, &p, hide, &cands, &n, err);
@@ -180,7 +186,10 @@ static mmt_status evaluate_device(db_handle *db, const char *device, const char 
                             sizeof why, err)) ||
         isnan(ratio))
       continue;
-    dtype_score *d = score_of(sc, q->dtype);
+    /* mmt_matmul's problems apart: "f16+op" */
+    char label[16];
+    snprintf(label, sizeof label, "%s%s", q->dtype, q->op[0] || q->batch > 1 ? "+op" : "");
+    dtype_score *d = score_of(sc, label);
     if (!d) continue;
     d->problems++;
     d->top_measured += top;
@@ -190,8 +199,9 @@ static mmt_status evaluate_device(db_handle *db, const char *device, const char 
       d->worst_at = *q;
     }
     if (verbose)
-      printf("%s %s %s %lldx%lldx%lld: %.3f%s%s\n", device, q->dtype, q->layout, (long long)q->m,
-             (long long)q->n, (long long)q->k, ratio, top ? "" : " (first pick unmeasured)",
+      printf("%s %s %s %lldx%lldx%lld%s%s%s: %.3f%s%s\n", device, q->dtype, q->layout,
+             (long long)q->m, (long long)q->n, (long long)q->k, q->op[0] ? " " : "", q->op,
+             q->batch > 1 ? " batched" : "", ratio, top ? "" : " (first pick unmeasured)",
              ratio < 0.95 ? why : "");
   }
   if (!rc && verbose && pl.count)

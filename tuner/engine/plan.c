@@ -33,19 +33,9 @@ bool tn_tune_op(const tune_run *r, const char *dtype, gen_op *op) {
 
 gen_problem tn_tune_shape_problem(const tune_run *r, const tn_shape *s, const char *dtype,
                                   gen_op *op) {
-  gen_problem p = gen_packed_problem(dtype, r->layout, s->m, s->n, s->k);
-  if (!tn_tune_op(r, dtype, op)) return p;
-  p.op = op;
-  p.batch = r->batch > 1 ? r->batch : 1;
-  if (op->gated) p.ldc = s->n / 2 > 0 ? s->n / 2 : 1;
-  int64_t rows[3];
-  gen_stored_rows(r->layout, s->m, s->n, s->k, rows);
-  const uint64_t elem = (uint64_t)gen_dtype_size(dtype);
-  const uint64_t v[5] = {256, (uint64_t)p.lda * elem, (uint64_t)p.ldb * elem,
-                         p.batch > 1 ? (uint64_t)(rows[0] * p.lda) * elem : 0,
-                         p.batch > 1 ? (uint64_t)(rows[1] * p.ldb) * elem : 0};
-  p.align_bytes = gen_align_bytes(v, 5);
-  return p;
+  const int64_t batch = r->batch > 1 ? r->batch : 1;
+  return gen_packed_op_problem(dtype, r->layout, s->m, s->n, s->k,
+                               tn_tune_op(r, dtype, op) ? op : NULL, batch);
 }
 
 static size_t kernel_slot(const tune_run *r, int tmpl, const char *dtype, uint64_t index) {
