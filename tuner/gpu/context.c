@@ -137,6 +137,14 @@ static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->scale_row = g->vec + step;
   g->scale_col = g->vec + 2 * step;
   g->vec_wide = g->vec + 3 * step;
+  g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
+  /* verification's copies flush against unmapped memory: the vectors' exact lengths */
+  const size_t bias_bytes = (size_t)(g->op.bias == 'r' ? o->m : o->n) *
+                            (size_t)(g->op.bias_f32 || g->out_elem == 4 ? 4 : 2);
+  const size_t bytes_of[3] = {bias_bytes, 4 * (size_t)o->m, 4 * (size_t)o->n};
+  for (int i = 0; g->gran && i < 3; i++)
+    if ((rc = tn_guard_reserve(g->cu, g->dev.dev, g->gran, &g->guard[3 + i], bytes_of[i], err)))
+      return rc;
 cleanup:
   return rc;
 }
@@ -152,7 +160,7 @@ void tn_gpu_close(tn_gpu *g) {
   if (g->cu && g->dev.ctx) {
     g->cu->cuCtxSetCurrent(g->dev.ctx);
     free_device_buffers(g);
-    for (int i = 0; i < 3; i++) tn_guard_free(g->cu, &g->guard[i]);
+    for (int i = 0; i < 6; i++) tn_guard_free(g->cu, &g->guard[i]);
     for (int i = 0; i <= TIME_BATCH; i++)
       if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
     if (g->helpers) g->cu->cuModuleUnload(g->helpers);
@@ -261,9 +269,9 @@ rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
   const bool many = g->batch > 1;
   return (rt_epilogue){.d = args->c,
                        .ldd = args->ldc,
-                       .bias = g->op.bias ? g->bias : 0,
-                       .scale_row = g->op.scale_row ? g->scale_row : 0,
-                       .scale_col = g->op.scale_col ? g->scale_col : 0,
+                       .bias = g->op.bias ? g->use_bias : 0,
+                       .scale_row = g->op.scale_row ? g->use_scale_row : 0,
+                       .scale_col = g->op.scale_col ? g->use_scale_col : 0,
                        .batch_a = many ? (int64_t)g->a_stride : 0,
                        .batch_b = many ? (int64_t)g->b_stride : 0,
                        .batch_c = many ? (int64_t)g->c_stride : 0,

@@ -62,6 +62,9 @@ struct tn_gpu {
   size_t a_stride, b_stride, c_stride; /* elements from one problem to the next */
   CUdeviceptr vec, bias, scale_row, scale_col, vec_wide;
   size_t vec_cap;
+  /* The vectors the launches read: the ones above, or during verification their copies flush
+   * against unmapped memory (place_operands). */
+  CUdeviceptr use_bias, use_scale_row, use_scale_col;
   /* Elements each operand addresses ((rows - 1) * ld + row width), and the alignment of the
    * problem's pitches: what a candidate is verified for. */
   size_t a_extent, b_extent, c_extent;
@@ -70,7 +73,7 @@ struct tn_gpu {
    * once at the end of a mapped range and once at its start; gran == 0 when the device cannot
    * (guard_note says why, and copy 0 is verified as it is). */
   size_t gran;
-  tn_guard guard[3];
+  tn_guard guard[6]; /* A, B, C; an op's bias, scale_row, scale_col */
   char guard_note[256];
   /* Host buffers for the check. */
   float *host_a, *host_b;

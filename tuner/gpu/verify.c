@@ -274,6 +274,26 @@ static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr 
   return MMT_OK;
 }
 
+/* An op's vectors for a verification launch, flush against unmapped memory as A, B and C are
+ * (their own guards), with the values fill_vectors gave them (the fill is a function of the
+ * seed and the index): what the launches read until tn_gpu_verify puts the others back. */
+static mmt_status place_vectors(tn_gpu *g, const tn_measure_opts *o, tn_guard_side side,
+                                ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const bool f32_bias = g->op.bias_f32 || g->out_elem == 4;
+  const size_t n_bias = (size_t)(g->op.bias == 'r' ? o->m : o->n);
+  const size_t lens[3] = {n_bias, (size_t)o->m, (size_t)o->n};
+  const size_t elems[3] = {f32_bias ? 4 : 2, 4, 4};
+  const int bits[3] = {f32_bias ? 32 : fill_bits(2, g->out_bf16), 32, 32};
+  CUdeviceptr *use[3] = {&g->use_bias, &g->use_scale_row, &g->use_scale_col};
+  for (int i = 0; i < 3; i++) {
+    *use[i] = tn_guard_place(&g->guard[3 + i], lens[i] * elems[i], (unsigned)elems[i], side);
+    if ((rc = fill_typed(g, *use[i], lens[i], bits[i], o->seed * 2 + 3 + (uint64_t)i, err)))
+      return rc;
+  }
+  return rc;
+}
+
 /* What each verification launch is, with guard pages: its operands' placement. */
 static const char *const k_placements[] = {"operands flush against unmapped memory after them",
                                            "operands flush against unmapped memory before them"};
@@ -298,6 +318,7 @@ static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
     RT_CU_CHECK(g->cu, cuMemsetD32(args->c, NAN_BITS, g->c_extent));
   else
     RT_CU_CHECK(g->cu, cuMemsetD16(args->c, g->out_bf16 ? 0x7fc0 : 0x7e00, g->c_extent));
+  if (g->has_op && (rc = place_vectors(g, o, side, err))) return rc;
 cleanup:
   return rc;
 }
@@ -321,6 +342,7 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     if ((rc = sync_checked(g, what, err))) return rc;
     if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, &ref, &ref_ld, err))) return rc;
     if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
+    g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
     if (out->status != DB_OK) {
       if (g->gran) {
         size_t used = strlen(out->error);
