@@ -109,6 +109,13 @@ static void test_usage_errors(void **state) {
   assert_error(RUN("bench", "--shapes", "64x64"), 2, "MxNxK");
   assert_error(RUN("bench", "--shapes", "64x64x64", "--threads", "2"), 2, "--threads");
   assert_error(RUN("bench"), 2, "expected M N K (or --shapes)");
+  /* mmt_matmul's op problems: with --shapes, a known epilogue, a batch only with one */
+  assert_error(RUN("bench", "64", "64", "64", "--epilogue", "act=relu"), 2,
+               "--epilogue goes with --shapes");
+  assert_error(RUN("bench", "--shapes", "64x64x64", "--batch", "2"), 2,
+               "--batch goes with --epilogue");
+  assert_error(RUN("bench", "--shapes", "64x64x64", "--epilogue", "act=tanh"), 2,
+               "bad epilogue field 'act=tanh'");
   assert_false(exists(csv));
 }
 

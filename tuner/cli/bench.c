@@ -16,6 +16,11 @@
  * tuned TFLOP/s over cuBLAS's (> 1: mmtune is faster), both measured in this run with the
  * same inputs, copies and timing.
  *
+ * --epilogue OP [--batch N] (--shapes): mmt_matmul's op problems, the tuned op kernel against
+ * cuBLASLt with the same epilogue (bias by column, ReLU, GELU's tanh form, an output type of
+ * its own, batches), or cublasGemmStridedBatchedEx for a batch of plain products; an op they
+ * cannot compute (SiLU, the erf GELU, the gate, scales, a bias by row) has no peer row.
+ *
  * --csv PATH writes the same rows as CSV, replacing PATH atomically once the table is
  * complete: a run that stops early (no device, a fault) leaves no CSV and PATH untouched.
  * Rows that fail verification are written (status column) and make the exit status 1.
@@ -32,6 +37,7 @@
 #include "cli/opts.h"
 #include "gpu/bandwidth.h"
 #include "gpu/cublas.h"
+#include "gpu/cublaslt.h"
 #include "gpu/measure.h"
 #include "gpu/ref.h"
 #include "report/csv.h"
@@ -44,13 +50,19 @@ static const tn_opt BENCH_OPTS[] = {
     {"layout", 'l', "LAYOUT", "nn (default), nt, tn or tt: how A and B are stored (t: transposed)"},
     {"dtype", 0, "DTYPE", "f32 (default), f16 or bf16 (16-bit inputs and output, fp32 accumulate)"},
     {"csv", 0, "PATH", "also write the rows as CSV (once the table is complete)"},
-    {"cold", 0, NULL, "every timed run reads A, B and C out of L2 (rotated over copies adding "
-                      "up to more than twice the L2), as applications see their weights"},
+    {"cold", 0, NULL,
+     "every timed run reads A, B and C out of L2 (rotated over copies adding "
+     "up to more than twice the L2), as applications see their weights"},
     {"db", 0, "PATH", "results database for the tuned kernel (default as for tune)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
     {"threads", 0, "N", "threads of the multithreaded CPU row (default: CPU count)"},
-    {"cpu-max-gflop", 0, "G", "serial CPU row: above G GFLOP, time a slice of rows and scale it "
-                              "(default 20); CPU rows skipped above 10x G"},
+    {"cpu-max-gflop", 0, "G",
+     "serial CPU row: above G GFLOP, time a slice of rows and scale it "
+     "(default 20); CPU rows skipped above 10x G"},
+    {"epilogue", 'e', "OP",
+     "with --shapes: mmt_matmul's op problems (as mmtune tune --epilogue), against cuBLASLt's "
+     "epilogue where it has one"},
+    {"batch", 0, "N", "with --epilogue: problems of one call (default 1)"},
 };
 
 static const tn_cmd_spec BENCH_SPEC = {
@@ -90,6 +102,11 @@ typedef struct {
   uint64_t seed;    /* inputs of the next measurement */
   tn_gpu *g;
   tn_cublas *cb; /* NULL: cuBLAS not available, cublas_why says why */
+  const char *epilogue; /* --epilogue (NULL: plain GEMMs); op its parse for dtype */
+  gen_op op;
+  int64_t batch;
+  tn_cublaslt *lt;     /* op problems' peer; NULL: not loaded */
+  tn_lt_plan *lt_plan; /* of the shape being measured (made at its first launch) */
   char cublas_why[1024];
   db_handle *db; /* NULL: no database file (the dispatcher's defaults) */
   rt_chooser *ch;
@@ -158,12 +175,17 @@ static const char *num(char buf[32], double v, bool have) {
 
 static tn_measure_opts measure_opts(bench_run *b, const tn_shape *s, const char *layout) {
   /* packed rows, as measurements and the dispatcher's choice see them */
-  gen_problem p = gen_packed_problem(b->dtype, layout, s->m, s->n, s->k);
+  gen_problem p = gen_packed_op_problem(b->dtype, layout, s->m, s->n, s->k,
+                                        b->epilogue ? &b->op : NULL, b->batch);
   tn_measure_opts o = {.m = s->m, .n = s->n, .k = s->k, .lda = p.lda, .ldb = p.ldb,
                        .ldc = p.ldc, .seed = b->seed++, .budget_ms = 500, .max_runs = 50,
                        .warmup_ms = 200, .cold = b->cold};
   snprintf(o.layout, sizeof o.layout, "%s", layout);
   snprintf(o.dtype, sizeof o.dtype, "%s", b->dtype);
+  if (b->epilogue) {
+    gen_op_format(&b->op, o.op, sizeof o.op, NULL);
+    o.batch = b->batch;
+  }
   return o;
 }
 
@@ -198,6 +220,17 @@ static mmt_status measure_spec(bench_run *b, const tn_shape *s, const char *layo
  * bytes).  Nothing usable is the row's outcome (launch_error). */
 static mmt_status measure_tuned(bench_run *b, const tn_shape *s, rt_choice *choice,
                                 tn_measurement *m, ut_err *err) {
+  if (b->epilogue) { /* an op's problem is launched as it is (no canonical form) */
+    gen_problem p = gen_packed_op_problem(b->dtype, b->layout, s->m, s->n, s->k, &b->op, b->batch);
+    ut_err cerr = {{0}};
+    mmt_status rc = rt_choose(b->ch, b->db, device_name(b), &p, choice, &cerr);
+    if (rc == MMT_ERR_UNSUPPORTED) {
+      not_measured(m, DB_LAUNCH_ERROR, cerr.msg);
+      return MMT_OK;
+    }
+    if (rc) return ut_fail(err, rc, "%s", cerr.msg);
+    return measure_spec(b, s, b->layout, &choice->spec, m, err);
+  }
   rt_gemm_kernel_problem kp;
   rt_gemm_canonical_packed(b->layout, s->m, s->n, s->k, &kp);
   const tn_shape form = {kp.m, kp.n, kp.k};
@@ -218,10 +251,73 @@ static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stre
                          a->beta, a->c, a->ldc, err);
 }
 
+/* Why cuBLAS and cuBLASLt cannot compute the op (NULL: they can). */
+static const char *no_peer(const bench_run *b) {
+  const gen_op *op = &b->op;
+  if (op->gated) return "no library has the gate (SwiGLU, GeGLU)";
+  if (op->scale_row || op->scale_col) return "cuBLASLt has no row or column scale vectors";
+  if (op->bias == 'r') return "cuBLASLt's bias is by column only";
+  if (op->bias && op->bias_f32 && strcmp(op->out, "f32"))
+    return "cuBLASLt's bias has D's type (an fp32 bias needs an fp32 D)";
+  if (op->act == GEN_ACT_SILU || op->act == GEN_ACT_GELU_ERF)
+    return "cuBLASLt has no SiLU and no erf GELU";
+  return NULL;
+}
+
+/* An op problem's peer, launched on the measurement's buffers and vectors: a batch of plain
+ * products by cublasGemmStridedBatchedEx, anything else by cuBLASLt (planned at the shape's
+ * first launch: the strides are the measurement's). */
+static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream stream, ut_err *err) {
+  bench_run *b = user;
+  const rt_epilogue e = tn_gpu_epilogue(b->g, a);
+  const gen_op *op = &b->op;
+  const bool plain = !op->bias && !op->act && !strcmp(op->out, b->dtype);
+  if (plain && b->batch > 1)
+    return tn_cublas_gemm_strided_batched(
+        b->cb, stream, b->dtype, op->out, b->layout, a->m, a->n, a->k, a->alpha, a->a, a->lda,
+        e.batch_a, a->b, a->ldb, e.batch_b, a->beta, a->c, a->ldc, e.batch_d, b->batch, err);
+  if (!b->lt_plan) {
+    tn_lt_problem p = {.m = a->m,
+                       .n = a->n,
+                       .k = a->k,
+                       .lda = a->lda,
+                       .ldb = a->ldb,
+                       .ldc = a->ldc,
+                       .ldd = e.ldd,
+                       .batch = b->batch,
+                       .stride_a = e.batch_a,
+                       .stride_b = e.batch_b,
+                       .stride_c = e.batch_c,
+                       .stride_d = e.batch_d,
+                       .alpha = a->alpha,
+                       .beta = a->beta,
+                       .bias_mode = op->bias ? MMT_BIAS_COL : MMT_BIAS_NONE,
+                       .act = (mmt_activation)op->act};
+    snprintf(p.layout, sizeof p.layout, "%s", b->layout);
+    snprintf(p.in_dtype, sizeof p.in_dtype, "%s", b->dtype);
+    snprintf(p.out_dtype, sizeof p.out_dtype, "%s", op->out);
+    mmt_status rc = tn_cublaslt_plan(b->lt, &p, &b->lt_plan, err);
+    if (rc) return rc;
+  }
+  return tn_cublaslt_run(b->lt, b->lt_plan, stream, a->a, a->b, a->c, e.d, e.bias, err);
+}
+
 static mmt_status measure_cublas(bench_run *b, const tn_shape *s, tn_measurement *m,
                                  ut_err *err) {
   tn_measure_opts o = measure_opts(b, s, b->layout);
-  return tn_gpu_measure_launch(b->g, cublas_launch, b, &o, m, err);
+  if (!b->epilogue) return tn_gpu_measure_launch(b->g, cublas_launch, b, &o, m, err);
+  const char *why = no_peer(b);
+  if (!why && !b->lt) {
+    ut_err lerr = {{0}};
+    if (tn_cublaslt_open(&b->lt, &lerr)) why = "cuBLASLt not available";
+  }
+  if (why) {
+    not_measured(m, DB_LAUNCH_ERROR, why);
+    return MMT_OK;
+  }
+  tn_lt_plan_free(b->lt_plan);
+  b->lt_plan = NULL; /* this shape's, made at its first launch */
+  return tn_gpu_measure_launch(b->g, op_peer_launch, b, &o, m, err);
 }
 
 /* Opens the device, cuBLAS (its absence is not an error), the database and the chooser. */
@@ -246,7 +342,9 @@ static mmt_status open_gpu(bench_run *b, ut_err *err) {
 static void close_gpu(bench_run *b) {
   rt_chooser_free(b->ch);
   db_close(b->db);
-  tn_cublas_close(b->cb); /* before the context goes */
+  tn_lt_plan_free(b->lt_plan);
+  tn_cublaslt_close(b->lt); /* before the context goes */
+  tn_cublas_close(b->cb);
   tn_gpu_close(b->g);
 }
 
@@ -654,6 +752,13 @@ static int bench_shapes(bench_run *b) {
   printf("C = op(A)*op(B), %s, row-major, layout %s, %d shape%s%s\n", b->dtype, b->layout,
          b->nshapes, b->nshapes > 1 ? "s" : "",
          b->cold ? ", cold (operands rotated over more than twice the L2)" : "");
+  if (b->epilogue) {
+    char text[GEN_OP_TEXT_MAX];
+    gen_op_format(&b->op, text, sizeof text, NULL);
+    printf("mmt_matmul's op problems: epilogue %s, batch %lld (N: the product's columns); the "
+           "cuBLAS column is cuBLASLt with the same epilogue%s\n",
+           text, (long long)b->batch, b->batch > 1 ? " (or cublasGemmStridedBatchedEx)" : "");
+  }
   print_setup(b);
   rc = tn_gpu_copy_bandwidth(b->g, &b->copy_bps, &err);
   if (rc) {
@@ -742,6 +847,16 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   if (!tn_measure_supports(b->dtype))
     return tn_usage_error("bench", "dtype %s cannot be measured (f32, f16 or bf16)", b->dtype);
   if ((b->csv_path = tn_opts_get(o, "csv")) && check_csv_path(b->csv_path)) return TN_EXIT_USAGE;
+  b->batch = 1;
+  if ((v = tn_opts_get(o, "batch")) && tn_opt_i64("bench", v, "--batch", 1, 65535, &b->batch))
+    return TN_EXIT_USAGE;
+  bool has_op = false;
+  if ((ex = tn_opt_epilogue("bench", o, b->dtype, &b->op, &has_op))) return ex;
+  b->epilogue = has_op ? tn_opts_get(o, "epilogue") : NULL;
+  if (b->batch > 1 && !has_op)
+    return tn_usage_error("bench", "--batch goes with --epilogue (a batch runs op kernels)");
+  if (has_op && !b->shapes)
+    return tn_usage_error("bench", "--epilogue goes with --shapes (one row per shape)");
   b->cold = tn_opts_has(o, "cold");
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   b->threads = cpus > 0 ? (int)cpus : 1;

@@ -265,6 +265,10 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
   return a;
 }
 
+rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args) {
+  return tn_gpu_epilogue_of(g, args);
+}
+
 rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
   const bool many = g->batch > 1;
   return (rt_epilogue){.d = args->c,

@@ -82,6 +82,11 @@ bool tn_measure_supports(const char *dtype);
 /* The columns of D of o's problem: n, or n / 2 for a gated op. */
 int64_t tn_measure_out_cols(const tn_measure_opts *o);
 
+/* The epilogue argument an op kernel's launch on args gets in a measurement of g's current
+ * problem (D in place of C; the random bias and scales; the batch strides): for a launcher
+ * that runs an op problem another way (bench's cuBLASLt), the same vectors and strides. */
+rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args);
+
 /* Fills opts' defaults (budget, run counts) where zero. */
 void tn_measure_defaults(tn_measure_opts *o);
 
