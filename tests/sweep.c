@@ -2,7 +2,7 @@
  * sweep.c -- mmtune-sweep: the standing out-of-bounds sweep.  Runs every planned case
  * (sweep_plan.h: each template family, dtype, layout, the default and random configs and every
  * value of vec/split/repack/persist, on small ragged problems with padded pitches and
- * misaligned bases) once, each operand in its own exact-size allocation, so that
+ * misaligned bases; and each op twin's epilogue and batch forms, sweep_op.h) once, each operand in its own exact-size allocation, so that
  * compute-sanitizer's memcheck sees any access past [ptr, ptr + extent) of A, B or C.  Each
  * result is checked against a float64 CPU reference, and C's row padding and the bytes before
  * its base against a sentinel.  scripts/gpu-check.sh's memcheck step runs it under the
@@ -23,6 +23,7 @@
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_driver.h"
+#include "sweep_op.h"
 #include "sweep_plan.h"
 #include "cli/args.h"
 #include "gpu/pool.h"
@@ -385,6 +386,11 @@ static verdict run_case(sweep *s, const rt_kernel *k, int i, char *why, size_t w
   ut_err err = {{0}};
   verdict v = CASE_FAIL;
   memset(&d, 0, sizeof d);
+  if (s->plan->kernels[c->kernel].has_op) { /* an op twin: its own buffers and reference */
+    bool pass = false;
+    if (sw_run_op_case(s->cu, k, s->plan, i, &pass, &s->dead, why, whylen)) return CASE_FAIL;
+    return pass ? CASE_PASS : CASE_FAIL;
+  }
   if (fill_host(s->plan, c, &d, &err) || reference(s->plan, c, &d, &err)) {
     snprintf(why, whylen, "host: %s", err.msg);
     goto cleanup;

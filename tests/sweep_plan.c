@@ -13,6 +13,7 @@ static const char *const k_swept[] = SW_SWEPT_PARAMS;
 /* alpha and non-zero beta: exact in every dtype, signs and magnitudes mixed */
 static const float k_alphas[] = {1.0f, -1.5f, 0.75f, 2.0f, -0.5f};
 static const float k_betas[] = {0.5f, -1.0f, 1.5f, 2.0f};
+static const char *const k_ops[] = SW_OPS;
 
 #define UNITS 5          /* alignment units of 1, 2, 4, 8, 16 elements */
 #define ATTEMPTS 48      /* problem draws per case before a config is given up */
@@ -50,6 +51,7 @@ typedef struct {
   uint64_t rng;
   deck decks[3][UNITS]; /* per operand and unit */
   int beta_turn;        /* alternates beta == 0 and beta != 0 from config to config */
+  int op_turn;          /* the next op of SW_OPS an op twin tries first */
   ut_err *err;
 } builder;
 
@@ -120,26 +122,52 @@ static mmt_status add_skip(builder *b, const char *dtype, const char *layout, co
 gen_problem sw_gen_problem(const sw_plan *plan, const sw_case *c) {
   const sw_kernel *k = &plan->kernels[c->kernel];
   const uint64_t elem = (uint64_t)gen_dtype_size(k->dtype);
-  const uint64_t v[6] = {(uint64_t)c->offset[0] * elem, (uint64_t)c->offset[1] * elem,
-                         (uint64_t)c->offset[2] * elem, (uint64_t)c->ld[0] * elem,
-                         (uint64_t)c->ld[1] * elem, (uint64_t)c->ld[2] * elem};
-  return (gen_problem){
-      k->dtype, k->layout, c->m, c->n, c->k, c->ld[0], c->ld[1], c->ld[2], gen_align_bytes(v, 6),
-      NULL,     1};
+  /* an op kernel's epilogue stores D (C's place) at any alignment: only A and B count, as in
+   * the dispatcher's key */
+  const uint64_t elem_c = k->has_op ? 0 : elem;
+  int64_t rows[3], width[3], extent[3];
+  sw_operand_shape(plan, c, rows, width, extent);
+  /* an op kernel's batch: A's and B's problems one extent apart (their alignment counts) */
+  const bool many = c->batch > 1;
+  const uint64_t v[8] = {(uint64_t)c->offset[0] * elem,
+                         (uint64_t)c->offset[1] * elem,
+                         (uint64_t)c->offset[2] * elem_c,
+                         (uint64_t)c->ld[0] * elem,
+                         (uint64_t)c->ld[1] * elem,
+                         (uint64_t)c->ld[2] * elem_c,
+                         many ? (uint64_t)extent[0] * elem : 0,
+                         many ? (uint64_t)extent[1] * elem : 0};
+  return (gen_problem){k->dtype,
+                       k->layout,
+                       c->m,
+                       c->n,
+                       c->k,
+                       c->ld[0],
+                       c->ld[1],
+                       c->ld[2],
+                       gen_align_bytes(v, 8),
+                       k->has_op ? &k->op : NULL,
+                       c->batch > 1 ? c->batch : 1};
 }
 
 void sw_operand_shape(const sw_plan *plan, const sw_case *c, int64_t rows[3], int64_t width[3],
                       int64_t extent[3]) {
-  const char *layout = plan->kernels[c->kernel].layout;
+  const sw_kernel *k = &plan->kernels[c->kernel];
+  const char *layout = k->layout;
   gen_stored_rows(layout, c->m, c->n, c->k, rows);
   gen_min_ld(layout, c->m, c->n, c->k, width);
+  if (k->has_op && k->op.gated) width[2] = c->n / 2; /* D: the gated half of the columns */
   for (int i = 0; i < 3; i++)
     extent[i] = rows[i] > 0 && width[i] > 0 ? (rows[i] - 1) * c->ld[i] + width[i] : 0;
 }
 
 void sw_origin_format(gen_template *const *templates, const sw_kernel *k, char *out,
                       size_t outlen) {
-  if (k->origin == SW_PARAM)
+  if (k->origin == SW_OP) {
+    char text[GEN_OP_TEXT_MAX];
+    gen_op_format(&k->op, text, sizeof text, NULL);
+    snprintf(out, outlen, "op %s", text);
+  } else if (k->origin == SW_PARAM)
     snprintf(out, outlen, "%s=%lld", gen_param_name(templates[k->tmpl], k->param),
              (long long)k->cfg.v[k->param]);
   else
@@ -155,11 +183,12 @@ void sw_case_format(const sw_plan *plan, gen_template *const *templates, int i, 
   sw_origin_format(templates, k, origin, sizeof origin);
   snprintf(out, outlen,
            "#%d %s %s %s %s [%s] %lldx%lldx%lld lda=%lld ldb=%lld ldc=%lld off=%lld,%lld,%lld "
-           "alpha=%g beta=%g",
+           "alpha=%g beta=%g batch=%lld",
            i, gen_name(templates[k->tmpl]), k->dtype, k->layout, cfg, origin, (long long)c->m,
            (long long)c->n, (long long)c->k, (long long)c->ld[0], (long long)c->ld[1],
            (long long)c->ld[2], (long long)c->offset[0], (long long)c->offset[1],
-           (long long)c->offset[2], (double)c->alpha, (double)c->beta);
+           (long long)c->offset[2], (double)c->alpha, (double)c->beta,
+           (long long)(c->batch > 1 ? c->batch : 1));
 }
 
 void sw_plan_free(sw_plan *plan) {
@@ -202,13 +231,13 @@ static void unalign_for_repack(const builder *b, sw_case *c) {
  * first: sizes are rounded up to the multiples and pads and offsets to the alignment unit by
  * construction; then K about doubles (split-K needs K >= split * bk or more); after half the
  * attempts, M and N come from the tails only (configs limited in tiles of C). */
-static mmt_status draw_case(builder *b, int kidx, bool *found, sw_case *out) {
+static mmt_status draw_case(builder *b, int kidx, int64_t batch, bool *found, sw_case *out) {
   mmt_status rc = MMT_OK;
   const sw_kernel *k = &b->plan->kernels[kidx];
   const gen_requires *r = &k->spec.requires;
   const int64_t elem = gen_dtype_size(k->dtype);
   const int64_t unit = r->repack || r->align_bytes <= elem ? 1 : r->align_bytes / elem;
-  sw_case c = {.kernel = kidx};
+  sw_case c = {.kernel = kidx, .batch = batch};
   *found = false;
   for (int i = 0; i < 3; i++) c.offset[i] = deck_peek(b, i, unit);
   for (int attempt = 0; attempt < ATTEMPTS && !*found; attempt++) {
@@ -240,8 +269,11 @@ static mmt_status plan_cases(builder *b, int kidx, int *count) {
   const int turn = b->beta_turn++;
   for (int j = 0; j < b->opts->problems; j++) {
     sw_case c;
-    bool found;
-    if ((rc = draw_case(b, kidx, &found, &c))) return rc;
+    bool found = false;
+    /* an op kernel: every second case a batch of 2, where the config takes one */
+    if (p->kernels[kidx].has_op && j % 2 == 1 && (rc = draw_case(b, kidx, 2, &found, &c)))
+      return rc;
+    if (!found && (rc = draw_case(b, kidx, 1, &found, &c))) return rc;
     if (!found) break; /* 48 draws failed: the next would too */
     c.alpha = k_alphas[below(&b->rng, COUNT(k_alphas))];
     c.beta = (turn + j) % 2 == 0 ? 0.0f : k_betas[below(&b->rng, COUNT(k_betas))];
@@ -314,6 +346,53 @@ static mmt_status fixed_configs(builder *b, const gen_problem *plain, cfg_item *
   return MMT_OK;
 }
 
+/* The plan's next kernel slot (not yet counted), zeroed but for the config's identity. */
+static mmt_status new_kernel(builder *b, const cfg_item *item, const char *dtype,
+                             const char *layout, sw_kernel **out) {
+  sw_plan *p = b->plan;
+  mmt_status rc =
+      grow((void **)&p->kernels, &b->kernel_cap, p->nkernels + 1, sizeof *p->kernels, b->err);
+  if (rc) return rc;
+  sw_kernel *k = *out = &p->kernels[p->nkernels];
+  memset(k, 0, sizeof *k);
+  k->tmpl = b->tmpl;
+  ut_copy(k->dtype, sizeof k->dtype, dtype);
+  ut_copy(k->layout, sizeof k->layout, layout);
+  k->cfg = item->cfg;
+  return MMT_OK;
+}
+
+/* The op twin of a planned config: the config emitted for the first op of SW_OPS from
+ * b->op_turn on that it takes (a gated op needs stores of column pairs), with problems of its
+ * own; nothing when it takes none or has no problem. */
+static mmt_status plan_op_twin(builder *b, const cfg_item *item, const char *dtype,
+                               const char *layout) {
+  mmt_status rc = MMT_OK;
+  sw_plan *p = b->plan;
+  for (int tries = 0; tries < COUNT(k_ops); tries++) {
+    gen_op op;
+    bool valid = false;
+    const char *text = k_ops[b->op_turn++ % COUNT(k_ops)];
+    if (gen_op_parse(text, dtype, &op, b->err) != MMT_OK || !gen_op_valid(&op, dtype)) continue;
+    if ((rc = gen_check_op_for(b->t, &item->cfg, dtype, layout, &op, &valid, NULL, 0, b->err)))
+      return rc;
+    if (!valid) continue;
+    sw_kernel *k;
+    if ((rc = new_kernel(b, item, dtype, layout, &k))) return rc;
+    k->origin = SW_OP;
+    k->param = -1;
+    k->has_op = true;
+    k->op = op;
+    if ((rc = gen_emit_op(b->t, &k->cfg, dtype, layout, &k->op, &k->spec, b->err))) return rc;
+    p->nkernels++;
+    int count = 0;
+    if ((rc = plan_cases(b, p->nkernels - 1, &count))) return rc;
+    if (count == 0) gen_kernel_clear(&p->kernels[--p->nkernels].spec);
+    return MMT_OK;
+  }
+  return MMT_OK;
+}
+
 /* Adds the kernel (emitted) and its problems.  A config with no problem at all in this dtype
  * and layout is taken out again; *planned says whether it stayed.  One whose emit the
  * template refuses in this layout (skinny's lanes < 32 where W is K-contiguous; the test
@@ -324,15 +403,8 @@ static mmt_status plan_config(builder *b, const cfg_item *item, const char *dtyp
   mmt_status rc = MMT_OK;
   sw_plan *p = b->plan;
   *planned = *refused = false;
-  if ((rc = grow((void **)&p->kernels, &b->kernel_cap, p->nkernels + 1, sizeof *p->kernels,
-                 b->err)))
-    return rc;
-  sw_kernel *k = &p->kernels[p->nkernels];
-  memset(k, 0, sizeof *k);
-  k->tmpl = b->tmpl;
-  ut_copy(k->dtype, sizeof k->dtype, dtype);
-  ut_copy(k->layout, sizeof k->layout, layout);
-  k->cfg = item->cfg;
+  sw_kernel *k;
+  if ((rc = new_kernel(b, item, dtype, layout, &k))) return rc;
   k->origin = item->origin;
   k->param = item->param;
   ut_err emit_err = {{0}};
@@ -351,6 +423,7 @@ static mmt_status plan_config(builder *b, const cfg_item *item, const char *dtyp
   if ((rc = plan_cases(b, p->nkernels - 1, &count))) return rc;
   *planned = count > 0;
   if (!*planned) gen_kernel_clear(&p->kernels[--p->nkernels].spec);
+  if (*planned && gen_has_epilogues(b->t)) return plan_op_twin(b, item, dtype, layout);
   return MMT_OK;
 }
 
@@ -432,6 +505,7 @@ mmt_status sw_plan_build(gen_template *const *templates, int count, const sw_opt
     b.tmpl = ti;
     b.rng = opts->seed ^ ut_hash64(name, strlen(name)); /* a stream of its own */
     b.beta_turn = 0;
+    b.op_turn = 0;
     memset(b.decks, 0, sizeof b.decks);
     for (int d = 0; d < gen_dtype_count(b.t); d++)
       for (int l = 0; l < GEN_LAYOUTS; l++) {

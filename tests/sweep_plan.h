@@ -12,6 +12,11 @@
  * draw it rejects is adapted (sizes rounded up to the multiples, offsets and pads to the
  * alignment, K grown for split-K) rather than dropped.
  *
+ * A template with epilogues (gen.h, "Epilogues") gets, for each config planned, its op twin:
+ * the config emitted for the next op of SW_OPS it takes (a rotation: every output type,
+ * activation, bias form, scales and the gate turn up), with cases of its own, every second one
+ * a batch of 2 where the config's grid.z is free; D replaces C (its type, its columns).
+ *
  * Deterministic: the same templates, options and seed give the same plan on every machine;
  * each template draws from its own stream (seed and name), so a template's cases do not
  * depend on which other templates are planned (--templates X reproduces X's part).
@@ -34,7 +39,15 @@
 #define SW_OFFSET_MAX 7 /* base pointers are base + 0..SW_OFFSET_MAX elements */
 #define SW_K_MAX 4096   /* how far K is grown for a config that needs deep K (split-K) */
 
-typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM } sw_origin;
+typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM, SW_OP } sw_origin;
+
+/* The ops op twins rotate through (gen_op_parse's text; out= absent: the inputs' type). */
+#define SW_OPS                                                                                     \
+  {                                                                                                \
+    "out=f32,bias=col,act=gelu_tanh", "act=silu,gated", "out=bf16,bias=row,scale=row+col",         \
+        "out=f16,act=relu,bias=col,bias_type=f32", "act=gelu_erf,scale=col",                       \
+        "out=f32,act=silu,gated,bias=col"                                                          \
+  }
 
 /* One distinct kernel: a template's config emitted for a dtype and layout. */
 typedef struct {
@@ -44,6 +57,8 @@ typedef struct {
   sw_origin origin;
   int param;       /* SW_PARAM: the index of the parameter this config varies; else -1 */
   gen_kernel spec; /* the emitted kernel (owned by the plan): source, launch, requires */
+  bool has_op;     /* SW_OP: an op kernel, of `op` */
+  gen_op op;
 } sw_kernel;
 
 /* One launch: a kernel on a problem.  Operands are row-major as stored (gen.h Layouts). */
@@ -53,6 +68,7 @@ typedef struct {
   int64_t ld[3];     /* lda, ldb, ldc in elements */
   int64_t offset[3]; /* A, B, C base pointers: this many elements past a 256-aligned allocation */
   float alpha, beta; /* beta == 0: C starts as NaN and must not be read */
+  int64_t batch;     /* an op kernel's problems (each operand's one after another); else 1 */
 } sw_case;
 
 /* A (template, dtype, layout) or config the plan leaves out, and why (the template's reason). */
@@ -91,7 +107,8 @@ void sw_plan_free(sw_plan *plan);
  * pitches. */
 gen_problem sw_gen_problem(const sw_plan *plan, const sw_case *c);
 /* Per operand (A, B, C): the rows as stored, the row width, and the extent: the elements the
- * problem addresses from the base, (rows - 1) * ld + width (0 for an empty operand). */
+ * problem addresses from the base, (rows - 1) * ld + width (0 for an empty operand); for an
+ * op kernel, one problem of its batch, and C's width D's (N / 2 gated). */
 void sw_operand_shape(const sw_plan *plan, const sw_case *c, int64_t rows[3], int64_t width[3],
                       int64_t extent[3]);
 /* One line naming case i: "#12 mma_sync f16 tn bm=...,split=1 [default] 33x65x17 lda=..

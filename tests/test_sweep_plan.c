@@ -245,7 +245,11 @@ static void test_problems_valid(void **state) {
     gen_kernel k;
     char why[256] = "", line[1024];
     bool valid = false;
-    assert_int_equal(gen_emit(t, &sk->cfg, sk->dtype, sk->layout, &k, NULL), MMT_OK);
+    assert_int_equal(
+        gen_emit_op(t, &sk->cfg, sk->dtype, sk->layout, sk->has_op ? &sk->op : NULL, &k, NULL),
+        MMT_OK);
+    assert_int_equal(sk->has_op, sk->origin == SW_OP);
+    assert_true(c->batch == 1 || (sk->has_op && c->batch == 2));
     const gen_problem p = sw_gen_problem(&f->plan, c);
     assert_int_equal(gen_check(t, &sk->cfg, &p, &valid, why, sizeof why, NULL), MMT_OK);
     const bool met = gen_requires_met(&k.requires, &p);
@@ -374,7 +378,8 @@ static void test_deterministic(void **state) {
 }
 
 /* The default sweep must get through memcheck in minutes on an H100: a few hundred kernels
- * and launches of small problems.  Grows only by a deliberate change of these bounds. */
+ * and launches of small problems.  Grows only by a deliberate change of these bounds (the op
+ * twins of the templates with epilogues about doubled them). */
 static void test_size(void **state) {
   fixture *f = *state;
   double macs = 0;
@@ -384,18 +389,52 @@ static void test_size(void **state) {
   }
   print_message("default sweep: %d cases, %d kernels, %.3g multiply-adds\n", f->plan.ncases,
                 f->plan.nkernels, macs);
-  assert_in_range(f->plan.nkernels, 150, 300);
-  assert_in_range(f->plan.ncases, 300, 600);
-  assert_true(macs < 3e9);
+  assert_in_range(f->plan.nkernels, 300, 550);
+  assert_in_range(f->plan.ncases, 600, 1100);
+  assert_true(macs < 4e9);
+}
+
+/* Templates with epilogues get op twins: in every planned pair, every op of SW_OPS that the
+ * family can carry turns up (the rotation), gated ones included, and batches of 2 where the
+ * config's grid.z is free; templates without epilogues get none. */
+static void test_op_twins(void **state) {
+  fixture *f = *state;
+  static const char *const ops[] = SW_OPS;
+  for (int t = 0; t < NT; t++) {
+    int twins = 0, batched = 0, gated = 0, seen[COUNT(ops)] = {0};
+    for (int k = 0; k < f->plan.nkernels; k++) {
+      const sw_kernel *sk = &f->plan.kernels[k];
+      if (sk->tmpl != t || !sk->has_op) continue;
+      twins++;
+      gated += sk->op.gated;
+      for (int o = 0; o < COUNT(ops); o++) {
+        gen_op op;
+        seen[o] += gen_op_parse(ops[o], sk->dtype, &op, NULL) == MMT_OK &&
+                   !memcmp(&op, &sk->op, sizeof op);
+      }
+      for (int i = 0; i < f->plan.ncases; i++)
+        batched += f->plan.cases[i].kernel == k && f->plan.cases[i].batch == 2;
+    }
+    if (!gen_has_epilogues(f->t[t])) {
+      assert_int_equal(twins, 0);
+      continue;
+    }
+    int kinds = 0;
+    for (int o = 0; o < COUNT(ops); o++) kinds += seen[o] > 0;
+    print_message("%s: %d op twins, %d kinds of op, %d gated, %d batched cases\n", k_names[t],
+                  twins, kinds, gated, batched);
+    assert_true(twins > 0 && batched > 0 && gated > 0);
+    assert_true(kinds >= COUNT(ops) - 1);
+  }
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_pair),     cmocka_unit_test(test_refused_config),
-      cmocka_unit_test(test_default_and_random),
-      cmocka_unit_test(test_swept_values),   cmocka_unit_test(test_problems_valid),
-      cmocka_unit_test(test_grouping),       cmocka_unit_test(test_mma_offsets),
-      cmocka_unit_test(test_extent),         cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_every_pair),   cmocka_unit_test(test_refused_config),
+      cmocka_unit_test(test_op_twins),     cmocka_unit_test(test_default_and_random),
+      cmocka_unit_test(test_swept_values), cmocka_unit_test(test_problems_valid),
+      cmocka_unit_test(test_grouping),     cmocka_unit_test(test_mma_offsets),
+      cmocka_unit_test(test_extent),       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_size),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
