@@ -122,19 +122,29 @@ typedef struct {
   bool scale_col; /* s_col, of N, column j */
   gen_act act;
   bool gated;
+  /* Per-tensor scales (FP8's dequantization): s_row and s_col hold one float each, A's and
+   * B's, multiplying every element (s_row[i] = s_row[0], s_col[j] = s_col[0] in x's formula).
+   * Not with scale_row or scale_col. */
+  bool scale_tensor;
+  /* FP8 inputs only: the caller allows "fast accumulation", wgmma's own FP8 accumulator over
+   * the whole of K (its partial sums are not promoted into fp32 at an interval), and the
+   * looser error bound that comes with it.  The kernel's code is the template's concern (a
+   * parameter); the op only says which kernels may serve. */
+  bool fast_accum;
 } gen_op;
 
 /* The most bytes of gen_op_format's text, NUL included. */
 #define GEN_OP_TEXT_MAX 96
 /* An op as text, its canonical form, the database's key: "out=f16" then those of
- * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col",
- * ",act=NAME", ",gated" that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
+ * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col" / "=tensor",
+ * ",act=NAME", ",gated", ",fast_accum" that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
  * MMT_ERR_INVALID_ARG (a field out of range, outlen too short). */
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err);
 /* The inverse, accepting the fields in any order and out= absent (then in_dtype's output:
- * f32 for tf32).  Errors: MMT_ERR_INVALID_ARG naming the bad field. */
+ * f32 for tf32, bf16 for FP8).  Errors: MMT_ERR_INVALID_ARG naming the bad field. */
 mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_err *err);
-/* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input. */
+/* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input;
+ * fast_accum for FP8 inputs only; scale_tensor without scale_row and scale_col. */
 bool gen_op_valid(const gen_op *op, const char *in_dtype);
 
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
@@ -446,9 +456,12 @@ bool gen_requires_met(const gen_requires *r, const gen_problem *p);
 
 /* Bytes of one element of dtype ("f32" -> 4); 0 for an unknown dtype. */
 int gen_dtype_size(const char *dtype);
+/* Whether dtype is an FP8 type ("e4m3", "e5m2"): the input of op kernels only (gen_op_valid:
+ * D is f32, f16 or bf16), never of a plain GEMM, whose C has the inputs' type. */
+bool gen_dtype_fp8(const char *dtype);
 /* The element types mmtune knows: dtype's index in them (0 .. GEN_DTYPES - 1), -1 for an
  * unknown one; and the name of index i (NULL out of range). */
-#define GEN_DTYPES 5
+#define GEN_DTYPES 7
 int gen_dtype_index(const char *dtype);
 const char *gen_dtype_name(int i);
 

@@ -25,9 +25,14 @@ typedef struct {
 } gen_dtype_info;
 
 static const gen_dtype_info gen_dtypes[] = {
-    {"f32", "float", 4},          {"f64", "double", 8},
-    {"f16", "__half", 2},         {"bf16", "__nv_bfloat16", 2},
+    {"f32", "float", 4},
+    {"f64", "double", 8},
+    {"f16", "__half", 2},
+    {"bf16", "__nv_bfloat16", 2},
     {"tf32", "float", 4}, /* f32 data, tf32 tensor-core math: chosen only when asked for */
+    /* FP8 (OCP 8-bit floats): inputs of op kernels only, whose D has a wider type */
+    {"e4m3", "__nv_fp8_e4m3", 1},
+    {"e5m2", "__nv_fp8_e5m2", 1},
     {NULL, NULL, 0},
 };
 _Static_assert(sizeof gen_dtypes / sizeof gen_dtypes[0] == GEN_DTYPES + 1, "GEN_DTYPES");
@@ -42,6 +47,10 @@ static const gen_dtype_info *dtype_find(const char *dtype) {
 int gen_dtype_size(const char *dtype) {
   const gen_dtype_info *d = dtype_find(dtype);
   return d ? d->bytes : 0;
+}
+
+bool gen_dtype_fp8(const char *dtype) {
+  return dtype && (!strcmp(dtype, "e4m3") || !strcmp(dtype, "e5m2"));
 }
 
 int gen_dtype_index(const char *dtype) {

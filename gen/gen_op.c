@@ -27,7 +27,9 @@ static bool out_type(const char *dtype) {
 bool gen_op_valid(const gen_op *op, const char *in_dtype) {
   return op && in_dtype && gen_dtype_index(in_dtype) >= 0 && strcmp(in_dtype, "f64") != 0 &&
          out_type(op->out) && (op->bias == 0 || op->bias == 'c' || op->bias == 'r') &&
-         (op->bias || !op->bias_f32) && op->act >= 0 && op->act < GEN_ACTS;
+         (op->bias || !op->bias_f32) && op->act >= 0 && op->act < GEN_ACTS &&
+         !(op->scale_tensor && (op->scale_row || op->scale_col)) &&
+         (!op->fast_accum || gen_dtype_fp8(in_dtype));
 }
 
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err) {
@@ -35,19 +37,21 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
   out[0] = '\0';
   if (!op) return MMT_OK;
   if (!out_type(op->out) || (op->bias && op->bias != 'c' && op->bias != 'r') ||
-      (!op->bias && op->bias_f32) || !gen_act_name(op->act))
+      (!op->bias && op->bias_f32) || !gen_act_name(op->act) ||
+      (op->scale_tensor && (op->scale_row || op->scale_col)))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: an op with a field out of range");
-  const char *scale = op->scale_row && op->scale_col ? ",scale=row+col"
-                      : op->scale_row                ? ",scale=row"
-                      : op->scale_col                ? ",scale=col"
-                                                     : "";
-  int n = snprintf(out, outlen, "out=%s%s%s%s%s%s%s", op->out,
+  const char *scale = op->scale_tensor                 ? ",scale=tensor"
+                      : op->scale_row && op->scale_col ? ",scale=row+col"
+                      : op->scale_row                  ? ",scale=row"
+                      : op->scale_col                  ? ",scale=col"
+                                                       : "";
+  int n = snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s", op->out,
                    op->bias == 'c'   ? ",bias=col"
                    : op->bias == 'r' ? ",bias=row"
                                      : "",
                    op->bias_f32 && strcmp(op->out, "f32") ? ",bias_type=f32" : "", scale,
                    op->act ? ",act=" : "", op->act ? act_names[op->act] : "",
-                   op->gated ? ",gated" : "");
+                   op->gated ? ",gated" : "", op->fast_accum ? ",fast_accum" : "");
   if (n < 0 || (size_t)n >= outlen) {
     out[0] = '\0';
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: buffer of %zu bytes too short",
@@ -66,10 +70,14 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     op->bias = value[0];
   } else if (!strcmp(name, "bias_type") && value && !strcmp(value, "f32")) {
     op->bias_f32 = true;
+  } else if (!strcmp(name, "scale") && value && !strcmp(value, "tensor")) {
+    op->scale_tensor = true;
   } else if (!strcmp(name, "scale") && value &&
              (!strcmp(value, "row") || !strcmp(value, "col") || !strcmp(value, "row+col"))) {
     op->scale_row = strstr(value, "row") != NULL;
     op->scale_col = strstr(value, "col") != NULL;
+  } else if (!strcmp(name, "fast_accum") && !value) {
+    op->fast_accum = true;
   } else if (!strcmp(name, "act") && value && gen_act_index(value) >= 0) {
     op->act = (gen_act)gen_act_index(value);
   } else if (!strcmp(name, "gated") && !value) {
@@ -77,8 +85,8 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
   } else {
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16, bias=col|row, "
-                   "bias_type=f32, scale=row|col|row+col, act=none|relu|gelu_tanh|gelu_erf|silu, "
-                   "gated)",
+                   "bias_type=f32, scale=row|col|row+col|tensor, "
+                   "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum)",
                    name, value ? "=" : "", value ? value : "");
   }
   return MMT_OK;
@@ -100,8 +108,13 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
   }
   if (o.bias_f32 && !o.bias)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "epilogue '%s': bias_type without bias", text);
+  if (o.scale_tensor && (o.scale_row || o.scale_col))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "epilogue '%s': scale=tensor is not with scale=row or scale=col", text);
   if (!out_seen) {
-    const char *in = in_dtype && !strcmp(in_dtype, "tf32") ? "f32" : in_dtype;
+    const char *in = in_dtype && !strcmp(in_dtype, "tf32") ? "f32"
+                     : gen_dtype_fp8(in_dtype)             ? "bf16"
+                                                           : in_dtype;
     if (!in || !out_type(in))
       return ut_fail(err, MMT_ERR_INVALID_ARG,
                      "epilogue '%s': no out= and no input dtype to "
@@ -119,7 +132,7 @@ void gen_push_op(lua_State *L, const gen_op *op) {
     lua_pushnil(L);
     return;
   }
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 9);
   lua_pushstring(L, op->out);
   lua_setfield(L, -2, "out");
   if (op->bias) {
@@ -132,6 +145,10 @@ void gen_push_op(lua_State *L, const gen_op *op) {
   lua_setfield(L, -2, "scale_row");
   lua_pushboolean(L, op->scale_col);
   lua_setfield(L, -2, "scale_col");
+  lua_pushboolean(L, op->scale_tensor);
+  lua_setfield(L, -2, "scale_tensor");
+  lua_pushboolean(L, op->fast_accum);
+  lua_setfield(L, -2, "fast_accum");
   lua_pushstring(L, act_names[op->act]);
   lua_setfield(L, -2, "act");
   lua_pushboolean(L, op->gated);

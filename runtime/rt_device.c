@@ -357,10 +357,12 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   gen_stored_rows(k->layout, a->m, a->n, a->k, rows);
   int64_t dim0 = width[is_b], dim1 = rows[is_b];
   int elem = gen_dtype_size(k->dtype);
-  CUtensorMapDataType type = elem == 2 ? (strcmp(k->dtype, "bf16") == 0
-                                              ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
-                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  /* FP8: raw bytes (TMA copies them; only wgmma reads them as e4m3 or e5m2) */
+  CUtensorMapDataType type = elem == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                             : elem == 2
+                                 ? (strcmp(k->dtype, "bf16") == 0 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
+                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   cuuint64_t dims[3] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1), 1};
   const CUdeviceptr base = is_b ? a->b : a->a;
   cuuint64_t strides[2] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem), 0};

@@ -313,13 +313,14 @@ int64_t rt_op_code(const gen_op *op) {
   while (out < 2 && strcmp(op->out, code_out[out]) != 0) out++;
   const int64_t bias = op->bias == 'c' ? 1 : op->bias == 'r' ? 2 : 0;
   return 1 | out << 1 | bias << 3 | (int64_t)op->bias_f32 << 5 | (int64_t)op->scale_row << 6 |
-         (int64_t)op->scale_col << 7 | (int64_t)op->act << 8 | (int64_t)op->gated << 12;
+         (int64_t)op->scale_col << 7 | (int64_t)op->act << 8 | (int64_t)op->gated << 12 |
+         (int64_t)op->scale_tensor << 13 | (int64_t)op->fast_accum << 14;
 }
 
 bool rt_op_of_code(int64_t code, gen_op *op) {
   memset(op, 0, sizeof *op);
   const int64_t out = code >> 1 & 3, bias = code >> 3 & 3, act = code >> 8 & 15;
-  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 13) return false;
+  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 15) return false;
   snprintf(op->out, sizeof op->out, "%s", code_out[out]);
   op->bias = bias == 1 ? 'c' : bias == 2 ? 'r' : 0;
   op->bias_f32 = code >> 5 & 1;
@@ -327,5 +328,7 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->scale_col = code >> 7 & 1;
   op->act = (gen_act)act;
   op->gated = code >> 12 & 1;
-  return true;
+  op->scale_tensor = code >> 13 & 1;
+  op->fast_accum = code >> 14 & 1;
+  return !(op->scale_tensor && (op->scale_row || op->scale_col));
 }

@@ -443,7 +443,69 @@ local dtype_info = {
                " * (their low 13 mantissa bits dropped), fp32 accumulation",
     wgmma_type = "tf32.tf32",
   },
+  e4m3 = {
+    doc_type = "FP8 e4m3 A and B (both K-major), fp32 accumulation (promoted: see\n" ..
+               " * PROMOTE), D of the op's type",
+    wgmma_type = "e4m3.e4m3",
+  },
+  e5m2 = {
+    doc_type = "FP8 e5m2 A and B (both K-major), fp32 accumulation (promoted: see\n" ..
+               " * PROMOTE), D of the op's type",
+    wgmma_type = "e5m2.e5m2",
+  },
 }
+
+-- Whether dtype is one of the FP8 types.
+local function fp8(dtype)
+  return dtype == "e4m3" or dtype == "e5m2"
+end
+
+-- FP8 (e4m3, e5m2): wgmma's FP8 accumulation is not fp32's over a long K (its partial sums
+-- keep fewer bits), so the kernel promotes them: each interval of PROMOTE K tiles (128
+-- elements each) accumulates into partial sums that start at zero, and at its end the
+-- consumers wait for their wgmma and add them into the fp32 accumulators.  PROMOTE = 0 (fast
+-- accumulation) is the 16-bit types' code: one accumulator over all of K.
+local promote_doc = [[
+ *   PROMOTE   = ${d_promote} FP8: K tiles (128 elements each) per interval of wgmma's own FP8
+ *                    accumulation; at each interval's end its partial sums are added into the
+ *                    fp32 accumulators (see "Promotion").  0: none, wgmma accumulates over all
+ *                    of K ("fast accumulation": an op that allows it, fast_accum)
+ * Promotion (PROMOTE > 0): the wgmma of an interval write part[][] (the first k-step of the
+ * interval with scale-d 0: it starts at zero); at the interval's end (and the slice's) the
+ * consumers wait for every wgmma in flight, release both stages they still hold and add part
+ * into acc in fp32.  Inside an interval one group stays in flight, as without.
+]]
+
+-- The consumers' wait after a K tile's wgmma (#if !RS): without promotion (every dtype but
+-- FP8's promoting kernels), one group stays in flight and the stage before is released.
+local wait_plain = [[
+      /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
+      wgmma_wait<1>();
+      if (kt > kt0 && lane == 0) release_stage(empty + 8 * prev);
+      prev = s;
+]]
+local wait_promote = [[
+      if ((kt + 1 - kt0) % PROMOTE == 0 || kt + 1 == kt1) {
+        /* The interval ends: every wgmma done, both stages free, part added into acc. */
+        wgmma_wait<0>();
+        acc_fence(part);
+        if (lane == 0) {
+          if (held) release_stage(empty + 8 * prev);
+          release_stage(empty + 8 * s);
+        }
+        held = false;
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int r = 0; r < ACC; ++r) acc[i][r] += part[i][r];
+      } else {
+        /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
+        wgmma_wait<1>();
+        if (held && lane == 0) release_stage(empty + 8 * prev);
+        prev = s;
+        held = true;
+      }
+]]
 
 -- Split-K: the slices of a tile meet through the split_k snippet, whose barrier is the consumer
 -- warpgroups' alone (the producer warpgroup may still be issuing copies, or gone).
@@ -520,7 +582,7 @@ local source = [[
  *                    The grid's y is rounded up to whole clusters: a block whose tile row
  *                    lies past M still loads its part of B and runs its wgmma, but loads no
  *                    A and stores nothing
- * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
+${promote_doc} * Derived: BK = ${bk} (128 bytes of K per stage), THREADS = 128 * (CONSUMERS + 1) = ${threads},
  * WG_M = ${wg_m}, ${acc} fp32 accumulators per consumer thread.
  * Launch: block (THREADS, 1, 1), grid (ceil(N / BN), ceil(M / BM) rounded up to CLUSTER, SPLIT),
  * clusters (1, CLUSTER, 1) (PERSIST: BLOCKS times the device's SMs, 1, 1: the runtime's per-SM
@@ -740,13 +802,13 @@ static __device__ __forceinline__ void acc_fence(float (&d)[MI][ACC]) {
 /* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
  * ${trans_doc}. */
 static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
-                                             unsigned long long db) {
+                                             unsigned long long db${scale_d_param}) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${scale_arg}, 0;\n"
                "${wgmma_op}\n"
 ${wgmma_regs}
                " %${da_arg}, %${db_arg}, p, 1, 1${trans_imm};\n}\n"
 ${wgmma_outs}
-               : "l"(da), "l"(db), "r"(1));
+               : "l"(da), "l"(db), "r"(${scale_d_value}));
 }
 #else
 /* RS: A's fragments of one wgmma through registers.  Element v of thread t of the consumer
@@ -942,7 +1004,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
 #if !RS
     int prev = 0; /* the stage the wgmma still in flight read */
 #endif
-    for (int kt = kt0; kt < kt1; ++kt) {
+${promote_decl}    for (int kt = kt0; kt < kt1; ++kt) {
       mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
 #if !RS
       const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
@@ -957,7 +1019,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
           load_a_frag(af[kk][i], a_smem + s * A_STAGE_BYTES + (cw * MI + i) * A_MBLOCK_BYTES, kk,
                       tid % 128);
 #endif
-      acc_fence(acc);
+      acc_fence(${wgmma_acc});
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk)
@@ -966,29 +1028,25 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
 #if RS
           wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));
 #else
-          wgmma(acc[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
-                db + ((kk * B_KSTEP_BYTES) >> 4));
+          wgmma(${wgmma_acc}[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
+                db + ((kk * B_KSTEP_BYTES) >> 4)${wgmma_scale_d});
 #endif
       wgmma_commit();
-      acc_fence(acc);
+      acc_fence(${wgmma_acc});
 #if RS
       /* None stays in flight: the next stage's fragments may take these registers (a wgmma
        * reads its A registers until it is waited for), and the stage is free at once. */
       wgmma_wait<0>();
       if (lane == 0) release_stage(empty + 8 * s);
 #else
-      /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
-      wgmma_wait<1>();
-      if (kt > kt0 && lane == 0) release_stage(empty + 8 * prev);
-      prev = s;
-#endif
+${ss_wait}#endif
       if (++s == STAGES) s = 0, phase ^= 1;
     }
     wgmma_wait<0>();
     acc_fence(acc);
 #if !RS
     /* The last stage is free too: the producer may fill it with the next tile's first. */
-    if (kt1 > kt0 && lane == 0) release_stage(empty + 8 * prev);
+    if (${last_held} && lane == 0) release_stage(empty + 8 * prev);
 #endif
 #if CLUSTER > 1
     if (m_left <= 0) continue; /* a block of the last cluster past M: it loaded only B */
@@ -1085,6 +1143,25 @@ local function tf32_refusal(dtype, layout, swap)
          (swap and 0 or 1)
 end
 
+-- Why FP8 has no kernel for this op, layout and promotion, or nil: wgmma reads FP8 operands
+-- K-major only (from shared memory: no transpose immediates, and no RS path here), and D has
+-- a wider type than the inputs (an op kernel only).
+local function fp8_refusal(dtype, layout, swap, op, promote)
+  if not fp8(dtype) then
+    if promote ~= 1 then return "promote: FP8 only (the other types accumulate in fp32)" end
+    return nil
+  end
+  if not op then return dtype .. ": an op kernel only (D of type f32, f16 or bf16)" end
+  local ka_t, kb_t = kernel_majors(layout, swap)
+  if ka_t or not kb_t then
+    return "FP8 wgmma reads both operands K-major: layout nt only (A stored M x K, B N x K)"
+  end
+  if promote == 0 and not op.fast_accum then
+    return "promote = 0 (fast accumulation) only for an op that allows it (fast_accum)"
+  end
+  return nil
+end
+
 -- Whether the kernel's A reaches wgmma through registers (RS): tf32 with that A MN-major.
 local function takes_rs(dtype, layout, swap)
   return dtype == "tf32" and (kernel_majors(layout, swap))
@@ -1094,7 +1171,8 @@ local function kernel_name(p, dtype, layout)
   return string.format("mmt_wgmma_%s_%s_m%d_n%d_s%d_c%d_b%d_g%d_r%d_k%d_p%d", dtype, layout,
                        p.bm, p.bn, p.stages, p.consumers, p.blocks, p.group, p.repack, p.split,
                        p.persist) .. (p.swap == 1 and "_w1" or "") ..
-         (p.cluster > 1 and "_q" .. p.cluster or "")
+         (p.cluster > 1 and "_q" .. p.cluster or "") ..
+         (fp8(dtype) and "_f" .. p.promote or "")
 end
 
 -- The wgmma instruction for n columns: the register list of its n / 2 accumulators (8 a line)
@@ -1132,17 +1210,22 @@ local params = {
   {name = "persist", values = {0, 1}},
   {name = "swap", values = {0, 1}},
   {name = "cluster", values = {1, 2}},
+  {name = "promote", values = {0, 1, 2, 4}},
 }
+-- The kernels of the types without promotion define the parameters before it only (their
+-- sources as they were before FP8).
+local params_plain = {table.unpack(params, 1, #params - 1)}
 
 return {
   name = "wgmma",
-  description = "Hopper GEMM (f16, bf16, tf32): wgmma + TMA ring, warp-specialized, sm_90a",
-  dtypes = {"f16", "bf16", "tf32"},
+  description = "Hopper GEMM (f16, bf16, tf32; e4m3, e5m2 with an epilogue): wgmma + TMA ring, " ..
+                "warp-specialized, sm_90a",
+  dtypes = {"f16", "bf16", "tf32", "e4m3", "e5m2"},
   layouts = gemm.LAYOUTS,
   epilogues = true,
   params = params,
   default = {bm = 128, bn = 256, stages = 4, consumers = 2, blocks = 1, group = 8, repack = 0,
-             split = 1, persist = 0, swap = 0, cluster = 1},
+             split = 1, persist = 0, swap = 0, cluster = 1, promote = 1},
 
   constraints = function(p, prob, dtype, layout, op)
     local d = derive(p, dtype)
@@ -1182,7 +1265,7 @@ return {
       end
       if p.bn < 64 then return false, "cluster: bn >= 64 (a shared B tile worth halving)" end
     end
-    why = tf32_refusal(dtype, layout, swap)
+    why = tf32_refusal(dtype, layout, swap) or fp8_refusal(dtype, layout, swap, op, p.promote)
     if why then return false, why end
     if op and p.repack == 1 then
       return false, "repack: not with an epilogue (the copies know C only)"
@@ -1192,6 +1275,9 @@ return {
     if not ok then return false, why end
     -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
     local regs, what = d.acc + CONSUMER_OVERHEAD, ""
+    if fp8(dtype) and p.promote > 0 then
+      regs, what = regs + d.acc, " with the partial sums of promotion"
+    end
     if takes_rs(dtype, layout, swap) then
       regs, what = regs + 16 * (d.wg_m // 64), " with A's fragments"
     end
@@ -1270,13 +1356,23 @@ return {
       rs_db_arg = count + 4, rs_scale_arg = count + 5,
       -- the transpose immediates (16-bit types only): the kernel's A MN-major (A stored
       -- transposed; swap: B stored as is), its B MN-major (B stored as is; swap: A transposed)
-      trans_imm = dtype == "tf32" and "" or
+      trans_imm = (dtype == "tf32" or fp8(dtype)) and "" or
                   string.format(", %d, %d", ka_t and 1 or 0, kb_t and 0 or 1),
-      trans_doc = dtype == "tf32" and "both K-major" or
+      trans_doc = (dtype == "tf32" or fp8(dtype)) and "both K-major" or
                   string.format("A %s, B %s (the transpose immediates)",
                                 ka_t and "MN-major" or "K-major", kb_t and "K-major" or "MN-major"),
     })
-    gemm.param_vars(vars, p, params)
+    gemm.param_vars(vars, p, fp8(dtype) and params or params_plain)
+    local promote = fp8(dtype) and p.promote > 0
+    vars.promote_doc = fp8(dtype) and mmt.subst(promote_doc, vars) or ""
+    vars.scale_d_param = promote and ", int scale_d" or ""
+    vars.scale_d_value = promote and "scale_d" or "1"
+    vars.promote_decl = promote and "    float part[MI][ACC]; /* an interval's partial sums */\n" ..
+                        "    bool held = false; /* stage prev is not released yet */\n" or ""
+    vars.wgmma_acc = promote and "part" or "acc"
+    vars.wgmma_scale_d = promote and ",\n                kk > 0 || (kt - kt0) % PROMOTE != 0" or ""
+    vars.ss_wait = promote and wait_promote or wait_plain
+    vars.last_held = promote and "held" or "kt1 > kt0"
     epilogue.vars(vars, op)
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
     vars.epilogue = epilogue.source(op, p.split == 1)

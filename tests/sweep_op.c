@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
 #include "gpu/ref.h"
 #include "matmul_ref.h"
 
@@ -20,6 +21,7 @@ typedef struct {
   float *val[2]; /* A and B as floats, from their allocations' starts */
   void *got;     /* D's allocation downloaded */
   int64_t rows[3], width[3], extent[3];
+  int64_t stride[3]; /* of the batch (sw_batch_strides): A, B and D */
 } op_data;
 
 static mmt_dtype type_of(const char *name) {
@@ -27,6 +29,22 @@ static mmt_dtype type_of(const char *name) {
 }
 
 static size_t size_of(mmt_dtype t) { return t == MMT_F16 || t == MMT_BF16 ? 2 : 4; }
+
+/* A and B of an FP8 kernel are bytes of its format (the public types have none yet): stored
+ * from a float (rounded as the GPU's cvt.rn.satfinite) and read back. */
+static void store_in(const char *dtype, mmt_dtype t, void *p, size_t e, float v) {
+  if (!strcmp(dtype, "e4m3"))
+    ((uint8_t *)p)[e] = fp8_e4m3_from_f32(v);
+  else if (!strcmp(dtype, "e5m2"))
+    ((uint8_t *)p)[e] = fp8_e5m2_from_f32(v);
+  else
+    mr_store(t, p, (int64_t)e, v);
+}
+static double load_in(const char *dtype, mmt_dtype t, const void *p, size_t e) {
+  if (!strcmp(dtype, "e4m3")) return fp8_e4m3_to_f32(((const uint8_t *)p)[e]);
+  if (!strcmp(dtype, "e5m2")) return fp8_e5m2_to_f32(((const uint8_t *)p)[e]);
+  return mr_load(t, p, (int64_t)e);
+}
 
 /* The sentinel of D's allocation outside D: bytes 0xa5 (a pattern no kernel computes). */
 static bool is_sentinel(const void *p, size_t i, size_t elem) {
@@ -62,18 +80,20 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
   const int64_t nb = c->batch > 1 ? c->batch : 1;
   uint64_t seed = 0x0b5eedull * (uint64_t)(c - plan->cases + 1);
   sw_operand_shape(plan, c, d->rows, d->width, d->extent);
+  sw_batch_strides(plan, c, d->stride);
   const mmt_dtype in = type_of(k->dtype), out = type_of(k->op.out);
   d->type[OP_A] = d->type[OP_B] = in;
   d->type[OP_D] = out;
   d->type[OP_BIAS] = k->op.bias_f32 ? MMT_F32 : out;
   d->type[OP_SROW] = d->type[OP_SCOL] = MMT_F32;
   for (int i = 0; i < 3; i++)
-    d->count[i] = (size_t)(c->offset[i] + (nb - 1) * d->extent[i] + d->extent[i]);
+    d->count[i] = (size_t)(c->offset[i] + (nb - 1) * d->stride[i] + d->extent[i]);
   d->count[OP_BIAS] = k->op.bias ? (size_t)(k->op.bias == 'r' ? c->m : c->n) : 0;
-  d->count[OP_SROW] = k->op.scale_row ? (size_t)c->m : 0;
-  d->count[OP_SCOL] = k->op.scale_col ? (size_t)c->n : 0;
+  d->count[OP_SROW] = k->op.scale_tensor ? 1 : k->op.scale_row ? (size_t)c->m : 0;
+  d->count[OP_SCOL] = k->op.scale_tensor ? 1 : k->op.scale_col ? (size_t)c->n : 0;
+  const size_t in_size = (size_t)gen_dtype_size(k->dtype); /* 1 for FP8 */
   for (int i = 0; i < OP_BUFS; i++) {
-    const size_t bytes = d->count[i] * size_of(d->type[i]);
+    const size_t bytes = d->count[i] * (i < OP_D ? in_size : size_of(d->type[i]));
     if (!bytes) continue;
     float *v = malloc(d->count[i] * sizeof *v);
     if (!(d->host[i] = malloc(bytes)) || !v) {
@@ -87,7 +107,10 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
         memset((char *)d->host[i] + e * size_of(out), 0xa5, size_of(out));
         continue;
       }
-      mr_store(d->type[i], d->host[i], (int64_t)e, i == OP_D && c->beta == 0.0f ? NAN : v[e]);
+      if (i < OP_D)
+        store_in(k->dtype, in, d->host[i], e, v[e]);
+      else
+        mr_store(d->type[i], d->host[i], (int64_t)e, i == OP_D && c->beta == 0.0f ? NAN : v[e]);
     }
     free(v);
   }
@@ -97,7 +120,7 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
       return false;
     }
     for (size_t e = 0; e < d->count[i]; e++)
-      d->val[i][e] = (float)mr_load(in, d->host[i], (int64_t)e);
+      d->val[i][e] = (float)load_in(k->dtype, in, d->host[i], e);
   }
   if (!(d->got = malloc(d->count[OP_D] * size_of(out)))) {
     snprintf(why, whylen, "host: out of memory");
@@ -110,8 +133,10 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
 static double x_of(const sw_kernel *k, const sw_case *c, const op_data *d, double p, int64_t i,
                    int64_t j) {
   double v = (double)c->alpha * p;
-  if (k->op.scale_row) v *= mr_load(MMT_F32, d->host[OP_SROW], i);
-  if (k->op.scale_col) v *= mr_load(MMT_F32, d->host[OP_SCOL], j);
+  if (k->op.scale_row || k->op.scale_tensor)
+    v *= mr_load(MMT_F32, d->host[OP_SROW], k->op.scale_tensor ? 0 : i);
+  if (k->op.scale_col || k->op.scale_tensor)
+    v *= mr_load(MMT_F32, d->host[OP_SCOL], k->op.scale_tensor ? 0 : j);
   if (k->op.bias) v += mr_load(d->type[OP_BIAS], d->host[OP_BIAS], k->op.bias == 'r' ? i : j);
   return v;
 }
@@ -131,12 +156,15 @@ static bool check(const sw_plan *plan, const sw_case *c, op_data *d, char *why, 
   float *have = malloc((size_t)(c->m * n_out) * sizeof *have);
   bool ok = prod && want && have;
   if (!ok) snprintf(why, whylen, "host: out of memory");
-  /* the looser tolerance of the inputs' and D's types (products of 16-bit inputs are exact) */
-  const char *tol = !strcmp(k->op.out, "f32") && !strcmp(k->dtype, "tf32") ? "tf32" : k->op.out;
+  /* the looser tolerance of the inputs' and D's types (products of 16-bit and FP8 inputs are
+   * exact; an f32 D of tf32 math, or of FP8 sums, wgmma's own accumulation between
+   * promotions, is held to tf32's) */
+  const bool loose = !strcmp(k->dtype, "tf32") || gen_dtype_fp8(k->dtype);
+  const char *tol = !strcmp(k->op.out, "f32") && loose ? "tf32" : k->op.out;
   for (int64_t z = 0; z < nb && ok; z++) {
     ut_err err;
-    const float *a = d->val[0] + c->offset[0] + z * d->extent[0];
-    const float *b = d->val[1] + c->offset[1] + z * d->extent[1];
+    const float *a = d->val[0] + c->offset[0] + z * d->stride[0];
+    const float *b = d->val[1] + c->offset[1] + z * d->stride[1];
     if (tn_ref_gemm_layout(k->layout, c->m, c->n, c->k, a, c->ld[0], b, c->ld[1], prod, c->n, 1,
                            &err)) {
       snprintf(why, whylen, "host: %s", err.msg);
@@ -187,8 +215,9 @@ mmt_status sw_run_op_case(const rt_cu *cu, const rt_kernel *k, const sw_plan *pl
     op_data_free(cu, &d, false);
     return MMT_OK;
   }
+  const size_t in_size = (size_t)gen_dtype_size(plan->kernels[c->kernel].dtype);
   for (int b = 0; b < OP_BUFS; b++) {
-    const size_t bytes = d.count[b] * size_of(d.type[b]);
+    const size_t bytes = d.count[b] * (b < OP_D ? in_size : size_of(d.type[b]));
     if (!bytes) continue;
     RT_CU_CHECK(cu, cuMemAlloc(&d.dev[b], bytes));
     RT_CU_CHECK(cu, cuMemcpyHtoD(d.dev[b], d.host[b], bytes));
@@ -201,11 +230,11 @@ mmt_status sw_run_op_case(const rt_cu *cu, const rt_kernel *k, const sw_plan *pl
                            .bias = d.dev[OP_BIAS],
                            .scale_row = d.dev[OP_SROW],
                            .scale_col = d.dev[OP_SCOL],
-                           .batch_a = many ? d.extent[0] : 0,
-                           .batch_b = many ? d.extent[1] : 0,
+                           .batch_a = many ? d.stride[0] : 0,
+                           .batch_b = many ? d.stride[1] : 0,
                            .batch_c = many ? d.extent[2] : 0,
                            .batch_d = many ? d.extent[2] : 0};
-  const int64_t ie = (int64_t)size_of(d.type[OP_A]);
+  const int64_t ie = gen_dtype_size(plan->kernels[c->kernel].dtype);
   const rt_gemm_args args = {.m = c->m,
                              .n = c->n,
                              .k = c->k,

@@ -14,6 +14,7 @@ static const char *const k_swept[] = SW_SWEPT_PARAMS;
 static const float k_alphas[] = {1.0f, -1.5f, 0.75f, 2.0f, -0.5f};
 static const float k_betas[] = {0.5f, -1.0f, 1.5f, 2.0f};
 static const char *const k_ops[] = SW_OPS;
+static const char *const k_ops_fp8[] = SW_OPS_FP8;
 
 #define UNITS 5          /* alignment units of 1, 2, 4, 8, 16 elements */
 #define ATTEMPTS 48      /* problem draws per case before a config is given up */
@@ -51,7 +52,7 @@ typedef struct {
   uint64_t rng;
   deck decks[3][UNITS]; /* per operand and unit */
   int beta_turn;        /* alternates beta == 0 and beta != 0 from config to config */
-  int op_turn;          /* the next op of SW_OPS an op twin tries first */
+  int op_turn;          /* the next op of SW_OPS (SW_OPS_FP8) an op kernel tries first */
   ut_err *err;
 } builder;
 
@@ -125,9 +126,9 @@ gen_problem sw_gen_problem(const sw_plan *plan, const sw_case *c) {
   /* an op kernel's epilogue stores D (C's place) at any alignment: only A and B count, as in
    * the dispatcher's key */
   const uint64_t elem_c = k->has_op ? 0 : elem;
-  int64_t rows[3], width[3], extent[3];
-  sw_operand_shape(plan, c, rows, width, extent);
-  /* an op kernel's batch: A's and B's problems one extent apart (their alignment counts) */
+  int64_t stride[3];
+  sw_batch_strides(plan, c, stride);
+  /* an op kernel's batch: A's and B's problems one stride apart (their alignment counts) */
   const bool many = c->batch > 1;
   const uint64_t v[8] = {(uint64_t)c->offset[0] * elem,
                          (uint64_t)c->offset[1] * elem,
@@ -135,8 +136,8 @@ gen_problem sw_gen_problem(const sw_plan *plan, const sw_case *c) {
                          (uint64_t)c->ld[0] * elem,
                          (uint64_t)c->ld[1] * elem,
                          (uint64_t)c->ld[2] * elem_c,
-                         many ? (uint64_t)extent[0] * elem : 0,
-                         many ? (uint64_t)extent[1] * elem : 0};
+                         many ? (uint64_t)stride[0] * elem : 0,
+                         many ? (uint64_t)stride[1] * elem : 0};
   return (gen_problem){k->dtype,
                        k->layout,
                        c->m,
@@ -159,6 +160,15 @@ void sw_operand_shape(const sw_plan *plan, const sw_case *c, int64_t rows[3], in
   if (k->has_op && k->op.gated) width[2] = c->n / 2; /* D: the gated half of the columns */
   for (int i = 0; i < 3; i++)
     extent[i] = rows[i] > 0 && width[i] > 0 ? (rows[i] - 1) * c->ld[i] + width[i] : 0;
+}
+
+void sw_batch_strides(const sw_plan *plan, const sw_case *c, int64_t stride[3]) {
+  const sw_kernel *k = &plan->kernels[c->kernel];
+  int64_t rows[3], width[3], extent[3];
+  sw_operand_shape(plan, c, rows, width, extent);
+  const int64_t elem = gen_dtype_size(k->dtype), align = k->spec.requires.align_bytes;
+  const int64_t unit = align > elem ? align / elem : 1; /* A's and B's, in elements */
+  for (int i = 0; i < 3; i++) stride[i] = i < 2 ? (extent[i] + unit - 1) / unit * unit : extent[i];
 }
 
 void sw_origin_format(gen_template *const *templates, const sw_kernel *k, char *out,
@@ -362,19 +372,21 @@ static mmt_status new_kernel(builder *b, const cfg_item *item, const char *dtype
   return MMT_OK;
 }
 
-/* The op twin of a planned config: the config emitted for the first op of SW_OPS from
- * b->op_turn on that it takes (a gated op needs stores of column pairs), with problems of its
- * own; nothing when it takes none or has no problem. */
-static mmt_status plan_op_twin(builder *b, const cfg_item *item, const char *dtype,
-                               const char *layout) {
+/* The op kernel of a config: the config emitted for the first of `ops` from b->op_turn on
+ * that it takes (a gated op needs stores of column pairs), with problems of its own; *planned
+ * false when it takes none (*why: the last reason) or has no problem. */
+static mmt_status plan_op_kernel(builder *b, const cfg_item *item, const char *dtype,
+                                 const char *layout, const char *const *ops, int nops,
+                                 bool *planned, char *why, size_t whylen) {
   mmt_status rc = MMT_OK;
   sw_plan *p = b->plan;
-  for (int tries = 0; tries < COUNT(k_ops); tries++) {
+  *planned = false;
+  for (int tries = 0; tries < nops; tries++) {
     gen_op op;
     bool valid = false;
-    const char *text = k_ops[b->op_turn++ % COUNT(k_ops)];
+    const char *text = ops[b->op_turn++ % nops];
     if (gen_op_parse(text, dtype, &op, b->err) != MMT_OK || !gen_op_valid(&op, dtype)) continue;
-    if ((rc = gen_check_op_for(b->t, &item->cfg, dtype, layout, &op, &valid, NULL, 0, b->err)))
+    if ((rc = gen_check_op_for(b->t, &item->cfg, dtype, layout, &op, &valid, why, whylen, b->err)))
       return rc;
     if (!valid) continue;
     sw_kernel *k;
@@ -387,10 +399,55 @@ static mmt_status plan_op_twin(builder *b, const cfg_item *item, const char *dty
     p->nkernels++;
     int count = 0;
     if ((rc = plan_cases(b, p->nkernels - 1, &count))) return rc;
-    if (count == 0) gen_kernel_clear(&p->kernels[--p->nkernels].spec);
+    *planned = count > 0;
+    if (!*planned) gen_kernel_clear(&p->kernels[--p->nkernels].spec);
     return MMT_OK;
   }
   return MMT_OK;
+}
+
+/* The op twin of a planned config: its op kernel for the next op of SW_OPS it takes. */
+static mmt_status plan_op_twin(builder *b, const cfg_item *item, const char *dtype,
+                               const char *layout) {
+  bool planned;
+  char why[256];
+  return plan_op_kernel(b, item, dtype, layout, k_ops, COUNT(k_ops), &planned, why, sizeof why);
+}
+
+/* FP8 (the input of op kernels only): each bf16 nt config planned so far, emitted for the next
+ * op of SW_OPS_FP8 it takes, promoting (PROMOTE 1, 2, 4 in turn) where the partial sums fit,
+ * else with half its columns (BN / 2) promoting, else (and every fourth first) with fast
+ * accumulation (PROMOTE 0: an op that allows it).  So FP8 gets the spread of configs the 16-bit types got, without a scan of
+ * the space (every check of an op runs Lua).  A layout that none takes is skipped with the
+ * template's reason. */
+static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layout) {
+  static const int64_t promotes[] = {1, 2, 4};
+  mmt_status rc = MMT_OK;
+  const int promote = gen_param_index(b->t, "promote"), bn = gen_param_index(b->t, "bn");
+  const int nk = b->plan->nkernels;
+  int turn = 0, planned_any = 0;
+  char why[256] = "no bf16 nt config to take";
+  for (int i = 0; i < nk; i++) {
+    const sw_kernel *src = &b->plan->kernels[i];
+    if (src->tmpl != b->tmpl || src->has_op || strcmp(src->dtype, "bf16") ||
+        strcmp(src->layout, "nt"))
+      continue;
+    const gen_config base = src->cfg; /* a copy: planning may move the kernels */
+    bool planned = false;
+    for (int j = 0; j < 3 && !planned && promote >= 0; j++) {
+      const int v = turn % 4 == 3 ? (j + 2) % 3 : j; /* as is, BN / 2, fast; every 4th fast */
+      cfg_item item = {base, SW_OP, -1};
+      if (v == 1 && (bn < 0 || base.v[bn] < 64)) continue;
+      if (v == 1) item.cfg.v[bn] = base.v[bn] / 2;
+      item.cfg.v[promote] = v == 2 ? 0 : promotes[turn % COUNT(promotes)];
+      if ((rc = plan_op_kernel(b, &item, dtype, layout, k_ops_fp8, COUNT(k_ops_fp8), &planned, why,
+                               sizeof why)))
+        return rc;
+    }
+    turn++;
+    planned_any += planned;
+  }
+  return planned_any ? MMT_OK : add_skip(b, dtype, layout, "all configs", why);
 }
 
 /* Adds the kernel (emitted) and its problems.  A config with no problem at all in this dtype
@@ -511,7 +568,10 @@ mmt_status sw_plan_build(gen_template *const *templates, int count, const sw_opt
       for (int l = 0; l < GEN_LAYOUTS; l++) {
         const char *layout = gen_layout_name(l);
         if (!gen_supports_layout(b.t, layout)) continue;
-        if ((rc = plan_pair(&b, gen_dtype(b.t, d), layout, fixed))) goto cleanup;
+        const char *dtype = gen_dtype(b.t, d);
+        rc = gen_dtype_fp8(dtype) ? plan_fp8_pair(&b, dtype, layout)
+                                  : plan_pair(&b, dtype, layout, fixed);
+        if (rc) goto cleanup;
       }
   }
 cleanup:

@@ -16,6 +16,8 @@
  * the config emitted for the next op of SW_OPS it takes (a rotation: every output type,
  * activation, bias form, scales and the gate turn up), with cases of its own, every second one
  * a batch of 2 where the config's grid.z is free; D replaces C (its type, its columns).
+ * FP8 dtypes, whose kernels are op kernels only, get the bf16 nt configs planned before them,
+ * each with a promotion interval in turn, emitted for the ops of SW_OPS_FP8.
  *
  * Deterministic: the same templates, options and seed give the same plan on every machine;
  * each template draws from its own stream (seed and name), so a template's cases do not
@@ -47,6 +49,14 @@ typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM, SW_OP } sw_origin;
     "out=f32,bias=col,act=gelu_tanh", "act=silu,gated", "out=bf16,bias=row,scale=row+col",         \
         "out=f16,act=relu,bias=col,bias_type=f32", "act=gelu_erf,scale=col",                       \
         "out=f32,act=silu,gated,bias=col"                                                          \
+  }
+/* The ops FP8 kernels rotate through (out= absent: bf16): per-tensor and per-channel scales,
+ * fast accumulation allowed or not. */
+#define SW_OPS_FP8                                                                                 \
+  {                                                                                                \
+    "scale=tensor", "out=f16,bias=col,act=gelu_tanh,scale=tensor,fast_accum",                      \
+        "out=f32,scale=row+col,fast_accum", "act=silu,gated,scale=tensor",                         \
+        "out=bf16,bias=row,bias_type=f32,scale=col,fast_accum", "out=f32,act=relu,scale=tensor"    \
   }
 
 /* One distinct kernel: a template's config emitted for a dtype and layout. */
@@ -111,6 +121,10 @@ gen_problem sw_gen_problem(const sw_plan *plan, const sw_case *c);
  * op kernel, one problem of its batch, and C's width D's (N / 2 gated). */
 void sw_operand_shape(const sw_plan *plan, const sw_case *c, int64_t rows[3], int64_t width[3],
                       int64_t extent[3]);
+/* An op case's batch strides (elements from one problem to the next) of A, B and D: each
+ * extent, A's and B's rounded up to the kernel's alignment (a TMA kernel's batch of 16-byte
+ * aligned problems; a kernel of any alignment keeps them packed). */
+void sw_batch_strides(const sw_plan *plan, const sw_case *c, int64_t stride[3]);
 /* One line naming case i: "#12 mma_sync f16 tn bm=...,split=1 [default] 33x65x17 lda=..
  * ldb=.. ldc=.. off=1,5,3 alpha=1 beta=0".  Truncated to fit. */
 void sw_case_format(const sw_plan *plan, gen_template *const *templates, int i, char *out,

@@ -3,7 +3,8 @@
  * contract (a template without epilogues refuses every op; constraints and emit get the op),
  * and for every template that declares epilogues, a covering set of ops -- each output type
  * with each activation, each bias form, scales, gating, and the variants of each family
- * (split-K, whose grid.z is not the batch; wgmma's persistent grids, clusters and swap) --
+ * (split-K, whose grid.z is not the batch; wgmma's persistent grids, clusters and swap; its
+ * FP8 kernels, op kernels only) --
  * emitted and compiled by NVRTC for sm_90 (sm_90a), with the plain kernel unchanged by the op
  * machinery (gen_emit_op with no op is gen_emit, byte for byte).
  */
@@ -50,6 +51,20 @@ static void test_op_text(void **state) {
   assert_int_equal(gen_op_parse("act=relu", "f16", &op, &e), MMT_OK);
   assert_int_equal(gen_op_parse("", "f64", &op, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "no out="));
+  /* FP8 inputs: D bf16 unless said; per-tensor scales; fast accumulation theirs alone */
+  op = parse("fast_accum,scale=tensor", "e4m3");
+  assert_string_equal(op.out, "bf16");
+  assert_true(op.scale_tensor && op.fast_accum && gen_op_valid(&op, "e4m3"));
+  assert_false(gen_op_valid(&op, "f16"));
+  assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "out=bf16,scale=tensor,fast_accum");
+  op = parse("out=f16,scale=tensor,act=silu", "f16"); /* a per-tensor scale for any input */
+  assert_true(gen_op_valid(&op, "f16"));
+  assert_int_equal(gen_op_parse("scale=tensor,scale=row", "e5m2", &op, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "scale=tensor is not with"));
+  assert_int_equal(gen_op_parse("out=e4m3", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
+  assert_true(gen_dtype_fp8("e5m2") && !gen_dtype_fp8("bf16") && !gen_dtype_fp8(NULL));
+  assert_int_equal(gen_dtype_size("e4m3"), 1);
   assert_string_equal(gen_act_name(GEN_ACT_GELU_ERF), "gelu_erf");
   assert_int_equal(gen_act_index("gelu_tanh"), GEN_ACT_GELU_TANH);
   assert_null(gen_act_name(GEN_ACTS));
@@ -241,6 +256,78 @@ static void test_wgmma(void **state) {
   gen_free(t);
 }
 
+/* FP8 wgmma: op kernels only, both operands K-major (nt, with or without swap), promotion
+ * at each interval of PROMOTE K tiles (0 only for an op that allows fast accumulation); each
+ * variant compiled by NVRTC for sm_90a, the FP8 wgmma in its PTX. */
+static void test_wgmma_fp8(void **state) {
+  (void)state;
+  gen_template *t = load("wgmma");
+  static const struct {
+    const char *dtype, *params, *op;
+  } ok[] = {
+      {"e4m3", "bn=128", "scale=tensor"},
+      {"e5m2", "bn=128,promote=2", "out=f16,bias=col,act=gelu_tanh,scale=tensor"},
+      {"e4m3", "bn=256,promote=0", "out=f32,scale=row+col,fast_accum"},
+      {"e4m3", "bn=128,promote=1", "out=bf16,act=silu,gated,scale=tensor,fast_accum"},
+      {"e4m3", "bm=128,bn=128,persist=1,promote=4", "out=bf16,bias=row,scale=row"},
+      {"e5m2", "bm=128,bn=128,cluster=2,stages=5", "out=f32,scale=col"},
+      {"e4m3", "bm=128,bn=64,stages=8,group=1,split=4,promote=2", "scale=tensor"},
+      {"e4m3", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=tensor"},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    gen_config cfg;
+    ut_err e = {{0}};
+    gen_config_default(t, &cfg);
+    assert_int_equal(gen_config_parse(t, ok[i].params, &cfg, &e), MMT_OK);
+    const gen_op op = parse(ok[i].op, ok[i].dtype);
+    gen_kernel k = {0};
+    if (gen_emit_op(t, &cfg, ok[i].dtype, "nt", &op, &k, &e) != MMT_OK)
+      fail_msg("%s %s %s: %s", ok[i].dtype, ok[i].params, ok[i].op, e.msg);
+    char want[64];
+    snprintf(want, sizeof want, "k32.f32.%s.%s", ok[i].dtype, ok[i].dtype);
+    assert_non_null(strstr(k.source, want));
+    const bool promote = cfg.v[gen_param_index(t, "promote")] > 0;
+    assert_int_equal(strstr(k.source, "acc[i][r] += part[i][r]") != NULL, promote);
+    assert_int_equal(k.tensor_maps[0].box[0], 128); /* K: 128 one-byte elements a stage */
+    rt_cubin cubin = {0};
+    char *log = NULL;
+    if (rt_compile(k.source, k.kernel_name, k.arch, &cubin, &log, &e) != MMT_OK)
+      fail_msg("%s %s %s: %s\n%s", ok[i].dtype, ok[i].params, ok[i].op, e.msg, log ? log : "");
+    free(log);
+    rt_cubin_free(&cubin);
+    gen_kernel_clear(&k);
+  }
+  /* the refusals, each with its reason */
+  static const struct {
+    const char *dtype, *layout, *params, *op, *why;
+  } bad[] = {
+      {"e4m3", "nt", "bn=128", NULL, "e4m3: an op kernel only"},
+      {"e5m2", "nn", "bn=128", "scale=tensor", "layout nt only"},
+      {"e4m3", "tn", "bn=64,swap=1", "scale=tensor", "layout nt only"},
+      {"e4m3", "nt", "bn=128,promote=0", "scale=tensor", "only for an op that allows it"},
+      {"e4m3", "nt", "bn=256", "scale=tensor", "with the partial sums of promotion"},
+      {"f16", "nt", "promote=2", "out=f32", "promote: FP8 only"},
+      {"e4m3", "nt", "bn=128,repack=1", "scale=tensor", "repack: not with an epilogue"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    gen_config cfg;
+    ut_err e = {{0}};
+    gen_config_default(t, &cfg);
+    assert_int_equal(gen_config_parse(t, bad[i].params, &cfg, &e), MMT_OK);
+    gen_op op;
+    if (bad[i].op) op = parse(bad[i].op, bad[i].dtype);
+    bool valid = true;
+    char why[256] = "";
+    assert_int_equal(gen_check_op_for(t, &cfg, bad[i].dtype, bad[i].layout, bad[i].op ? &op : NULL,
+                                      &valid, why, sizeof why, &e),
+                     MMT_OK);
+    assert_false(valid);
+    if (!strstr(why, bad[i].why))
+      fail_msg("%s %s: '%s' lacks '%s'", bad[i].dtype, bad[i].params, why, bad[i].why);
+  }
+  gen_free(t);
+}
+
 static void test_reg_tiled(void **state) {
   (void)state;
   gen_template *t = load("reg_tiled");
@@ -277,7 +364,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_op_text),   cmocka_unit_test(test_templates_without_epilogues),
       cmocka_unit_test(test_mma_sync),  cmocka_unit_test(test_wgmma),
-      cmocka_unit_test(test_reg_tiled), cmocka_unit_test(test_skinny),
+      cmocka_unit_test(test_wgmma_fp8), cmocka_unit_test(test_reg_tiled),
+      cmocka_unit_test(test_skinny),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,15 +30,26 @@
 /* ---- the space, written out again ---------------------------------------------------------- */
 
 enum {
-  P_BM, P_BN, P_STAGES, P_CONSUMERS, P_BLOCKS, P_GROUP, P_REPACK, P_SPLIT, P_PERSIST, P_SWAP,
-  P_CLUSTER, P_COUNT
+  P_BM,
+  P_BN,
+  P_STAGES,
+  P_CONSUMERS,
+  P_BLOCKS,
+  P_GROUP,
+  P_REPACK,
+  P_SPLIT,
+  P_PERSIST,
+  P_SWAP,
+  P_CLUSTER,
+  P_PROMOTE,
+  P_COUNT
 };
-static const char *const k_names[P_COUNT] = {"bm",     "bn",    "stages", "consumers", "blocks",
-                                             "group",  "repack", "split", "persist",   "swap",
-                                             "cluster"};
-static const char *const k_macros[P_COUNT] = {"BM",     "BN",    "STAGES", "CONSUMERS", "BLOCKS",
-                                              "GROUP",  "REPACK", "SPLIT", "PERSIST",   "SWAP",
-                                              "CLUSTER"};
+static const char *const k_names[P_COUNT] = {"bm",      "bn",    "stages",  "consumers",
+                                             "blocks",  "group", "repack",  "split",
+                                             "persist", "swap",  "cluster", "promote"};
+static const char *const k_macros[P_COUNT] = {"BM",      "BN",    "STAGES",  "CONSUMERS",
+                                              "BLOCKS",  "GROUP", "REPACK",  "SPLIT",
+                                              "PERSIST", "SWAP",  "CLUSTER", "PROMOTE"};
 static const int64_t v_bm[] = {64, 128, 256};
 static const int64_t v_bn[] = {16, 32, 64, 128, 192, 256};
 static const int64_t v_stages[] = {2, 3, 4, 5, 6, 8, 12, 16};
@@ -50,13 +61,14 @@ static const int64_t v_split[] = {1, 2, 4, 8};
 static const int64_t v_persist[] = {0, 1};
 static const int64_t v_swap[] = {0, 1};
 static const int64_t v_cluster[] = {1, 2};
-static const int64_t *const k_lists[P_COUNT] = {v_bm,    v_bn,     v_stages, v_consumers, v_blocks,
-                                                v_group, v_repack, v_split,  v_persist,   v_swap,
-                                                v_cluster};
-static const int k_counts[P_COUNT] = {COUNT(v_bm),     COUNT(v_bn),     COUNT(v_stages),
-                                      COUNT(v_consumers), COUNT(v_blocks), COUNT(v_group),
-                                      COUNT(v_repack), COUNT(v_split),  COUNT(v_persist),
-                                      COUNT(v_swap),   COUNT(v_cluster)};
+static const int64_t v_promote[] = {0, 1, 2, 4};
+static const int64_t *const k_lists[P_COUNT] = {v_bm,      v_bn,    v_stages,  v_consumers,
+                                                v_blocks,  v_group, v_repack,  v_split,
+                                                v_persist, v_swap,  v_cluster, v_promote};
+static const int k_counts[P_COUNT] = {COUNT(v_bm),        COUNT(v_bn),      COUNT(v_stages),
+                                      COUNT(v_consumers), COUNT(v_blocks),  COUNT(v_group),
+                                      COUNT(v_repack),    COUNT(v_split),   COUNT(v_persist),
+                                      COUNT(v_swap),      COUNT(v_cluster), COUNT(v_promote)};
 static const char *const k_layouts[] = {"nn", "nt", "tn", "tt"};
 /* The (dtype, layout) pairs every config serves: every layout for the 16-bit types, nt for
  * tf32 (its wgmma reads a K-major B only from shared memory; an MN-major A it takes through
@@ -74,13 +86,13 @@ static const struct {
 #define SPLIT_MAX_TILES 264
 
 typedef struct {
-  int64_t bm, bn, stages, consumers, blocks, group, repack, split, persist, swap, cluster;
+  int64_t bm, bn, stages, consumers, blocks, group, repack, split, persist, swap, cluster, promote;
 } cfg;
 
 static cfg cfg_of(const gen_config *c) {
-  return (cfg){c->v[P_BM],     c->v[P_BN],    c->v[P_STAGES], c->v[P_CONSUMERS], c->v[P_BLOCKS],
-               c->v[P_GROUP], c->v[P_REPACK], c->v[P_SPLIT],  c->v[P_PERSIST],   c->v[P_SWAP],
-               c->v[P_CLUSTER]};
+  return (cfg){c->v[P_BM],      c->v[P_BN],    c->v[P_STAGES],  c->v[P_CONSUMERS],
+               c->v[P_BLOCKS],  c->v[P_GROUP], c->v[P_REPACK],  c->v[P_SPLIT],
+               c->v[P_PERSIST], c->v[P_SWAP],  c->v[P_CLUSTER], c->v[P_PROMOTE]};
 }
 
 /* With swap the kernel computes C^T: its A is op(B)^T, its B op(A)^T.  Whether its A is
@@ -145,6 +157,7 @@ static bool rules_valid_for(const cfg *p, const char *dtype, const char *layout)
   if (p->swap && !(tf32 && strcmp(layout, "nn") == 0) && (p->bn > 64 || p->persist || p->repack))
     return false;
   if (tf32 && !kernel_b_t(p, layout)) return false;
+  if (p->promote != 1) return false; /* FP8's alone, whose kernels are op kernels only */
   return !(tf32 && kernel_a_t(p, layout)) || rs_fits(p);
 }
 
@@ -207,14 +220,16 @@ static void test_declaration(void **state) {
   gen_template *t = load_wgmma();
   assert_string_equal(gen_name(t), "wgmma");
   assert_true(strlen(gen_description(t)) > 0);
-  assert_int_equal(gen_dtype_count(t), 3);
+  assert_int_equal(gen_dtype_count(t), 5);
   assert_string_equal(gen_dtype(t, 0), "f16");
   assert_string_equal(gen_dtype(t, 1), "bf16");
   assert_string_equal(gen_dtype(t, 2), "tf32");
+  assert_string_equal(gen_dtype(t, 3), "e4m3");
+  assert_string_equal(gen_dtype(t, 4), "e5m2");
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
   const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
-  assert_int_equal(size, 110592);
+  assert_int_equal(size, 442368);
   gen_free(t);
 }
 
@@ -253,9 +268,8 @@ static void test_default(void **state) {
   char text[256];
   gen_config_default(t, &c);
   assert_int_equal(gen_config_format(t, &c, text, sizeof text, NULL), MMT_OK);
-  assert_string_equal(text,
-                      "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1,"
-                      "persist=0,swap=0,cluster=1");
+  assert_string_equal(text, "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,repack=0,split=1,"
+                            "persist=0,swap=0,cluster=1,promote=1");
   assert_true(tc_check(t, &c, NULL, NULL, 0));
   const gen_problem big = {"f16", "nn", 8192, 8192, 8192, 8192, 8192, 8192, 16, NULL, 1};
   assert_true(tc_check(t, &c, &big, NULL, 0));
@@ -577,7 +591,9 @@ static void test_emit_all(void **state) {
     assert_non_null(strstr(k.source, "Parameters:"));
     assert_null(strstr(k.source, "#include"));
     assert_null(strstr(k.source, "${"));
-    for (int i = 0; i < P_COUNT; i++) { /* each parameter is defined and documented */
+    /* each parameter is defined and documented; PROMOTE in FP8 kernels only */
+    assert_null(strstr(k.source, "PROMOTE"));
+    for (int i = 0; i < P_PROMOTE; i++) {
       snprintf(line, sizeof line, "#define %s %lld\n", k_macros[i], (long long)c.v[i]);
       assert_non_null(strstr(k.source, line));
       snprintf(line, sizeof line, " *   %-9s = %lld", k_macros[i], (long long)c.v[i]);

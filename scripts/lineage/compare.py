@@ -55,30 +55,46 @@ def launch_structs(tree):
 
 def read_emitted(path):
     """{template: hash}, {template: path}, {template: count line}, {(t, dtype, layout, params):
-    (source hash, launch hash)}."""
-    hashes, paths, counts, kernels = {}, {}, {}, {}
+    (source hash, launch hash)}, {template: default params text}."""
+    hashes, paths, counts, kernels, defaults = {}, {}, {}, {}, {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             field = line.split()
             if line.startswith("# template "):
                 hashes[field[2]], paths[field[2]] = field[3], field[4]
+            elif line.startswith("# default "):
+                defaults[field[2]] = field[3]
             elif line.startswith("# count "):
                 counts[field[2]] = " ".join(field[3:])
             elif field and not line.startswith("#"):
                 kernels[tuple(field[:4])] = (field[4], field[5])
-    return hashes, paths, counts, kernels
+    return hashes, paths, counts, kernels, defaults
 
 
-def compare_template(name, old, new):
+def as_now(params, default):
+    """An earlier config's text as this tree names that config: gen_config_parse keeps the
+    default of a parameter the text does not name, so a parameter added since takes its default
+    (in this tree's order).  Unchanged when a name is no longer a parameter, or without a
+    default line (an earlier emit_all)."""
+    if not default:
+        return params
+    was = dict(f.split("=", 1) for f in params.split(","))
+    now = [f.split("=", 1) for f in default.split(",")]
+    if any(name not in dict(now) for name in was):
+        return params
+    return ",".join(f"{name}={was.get(name, value)}" for name, value in now)
+
+
+def compare_template(name, old, new, default=None):
     """Kernels of the earlier version, by kind: 'same', 'source', 'launch', 'both', 'gone';
-    and the exception keys, sorted."""
+    and the exception keys, sorted.  default: this tree's default config text of the template."""
     kinds = collections.Counter()
     examples = collections.defaultdict(list)
     exceptions = []
     for key, (src, launch) in old.items():
         if key[0] != name:
             continue
-        now = new.get(key)
+        now = new.get(key[:3] + (as_now(key[3], default),))
         if now is None:
             kind = "gone"
         elif now == (src, launch):
@@ -104,8 +120,8 @@ def kinds_text(kinds):
 
 def section(args, old_emitted, new_emitted, old_opts, new_opts):
     """The commit's section, and the report printed for it."""
-    old_hashes, _, old_counts, old_kernels = old_emitted
-    new_hashes, _, new_counts, new_kernels = new_emitted
+    old_hashes, _, old_counts, old_kernels, _ = old_emitted
+    new_hashes, _, new_counts, new_kernels, new_defaults = new_emitted
     lines = [f"# begin {args.commit}"]
     report = []
     options_same = old_opts == new_opts
@@ -115,7 +131,8 @@ def section(args, old_emitted, new_emitted, old_opts, new_opts):
         report.append(msg)
     for name in sorted(old_hashes):
         old_hash = old_hashes[name]
-        kinds, examples, exceptions = compare_template(name, old_kernels, new_kernels)
+        kinds, examples, exceptions = compare_template(name, old_kernels, new_kernels,
+                                                       new_defaults.get(name))
         total = sum(kinds.values())
         head = f"{name} {old_hash} -> {new_hashes.get(name, 'none')}: {total} kernels ({kinds_text(kinds)})"
         report.append(head)

@@ -4,11 +4,12 @@
  * (the line of tests/data/emit_golden.txt: the hash of the source and of
  * gen_kernel_launch_text), for every valid config of every template, each dtype it declares
  * and each layout it supports.  Before a template's lines, "# template NAME HASH PATH" (its
- * gen_source_hash and file); after them, "# count NAME ..." (configs, kernels, seconds).
+ * gen_source_hash and file) and "# default NAME PARAMS" (its default config); after them, "# count NAME ..." (configs, kernels, seconds).
  *
  * scripts/lineage.sh builds this file twice, against this tree's gen and an earlier commit's,
  * and compares the two outputs.  So it uses only what both gen.h have: gen_list,
- * gen_load_named, gen_space_size, gen_config_at, gen_config_format, gen_check, gen_emit,
+ * gen_load_named, gen_space_size, gen_config_at, gen_config_default, gen_config_format,
+ * gen_check, gen_emit,
  * gen_source_hash, gen_supports_layout, gen_dtype_count, gen_dtype.  Two things differ:
  *  - whether a config is valid for a dtype and layout: gen_check_for where the tree has it
  *    (the driver compiles with -DEMIT_ALL_CHECK_FOR=1), else, as an earlier tree's tuner did,
@@ -146,6 +147,18 @@ static int emit_template(const char *name, uint64_t every, bool hashes_only) {
   if (hashes_only) {
     gen_free(t);
     return 0;
+  }
+  { /* what a config text that does not name a parameter means (compare.py: a later tree's
+       added parameters) */
+    gen_config c;
+    char params[PARAMS_MAX];
+    gen_config_default(t, &c);
+    if (gen_config_format(t, &c, params, sizeof params, &e) != MMT_OK) {
+      fprintf(stderr, "emit_all: %s: %s\n", name, e.msg);
+      gen_free(t);
+      return 1;
+    }
+    printf("# default %s %s\n", gen_name(t), params);
   }
   for (uint64_t idx = 0; idx < gen_space_size(t); idx++) {
     gen_config c;

@@ -32,8 +32,10 @@ end
 function M.name(name, op)
   if not op then return name end
   local bias = op.bias and (op.bias:sub(1, 1) .. (op.bias_type == "f32" and "32" or "")) or "0"
-  return string.format("%s_o%s_b%s_s%d%d_a%d%s", name, op.out, bias, op.scale_row and 1 or 0,
-                       op.scale_col and 1 or 0, ACT[op.act], op.gated and "_g" or "")
+  local scale = op.scale_tensor and "t" or
+                string.format("%d%d", op.scale_row and 1 or 0, op.scale_col and 1 or 0)
+  return string.format("%s_o%s_b%s_s%s_a%d%s", name, op.out, bias, scale, ACT[op.act],
+                       op.gated and "_g" or "")
 end
 
 -- The placeholders of an op kernel into vars (the plain kernel's text for nil): ${c_type}, C's
@@ -55,20 +57,22 @@ function M.source(op, batch_z)
   local bias = op.bias == "col" and 1 or op.bias == "row" and 2 or 0
   return string.format([[
 
-/* The epilogue (the epilogue snippet): out=%s, bias=%s, scale_row=%d, scale_col=%d, act=%s,
- * gated=%d. */
+/* The epilogue (the epilogue snippet): out=%s, bias=%s, scale_row=%d, scale_col=%d,
+ * scale_tensor=%d, act=%s, gated=%d. */
 #define EPI_OUT %d
 #define EPI_BIAS %d
 #define EPI_BIAS_F32 %d
 #define EPI_SCALE_ROW %d
 #define EPI_SCALE_COL %d
+#define EPI_SCALE_TENSOR %d
 #define EPI_ACT %d
 #define EPI_GATED %d
 #define EPI_Z %d
-]], op.out, op.bias or "none", op.scale_row and 1 or 0, op.scale_col and 1 or 0, op.act,
-      op.gated and 1 or 0, OUT[op.out], bias, op.bias_type == "f32" and 1 or 0,
-      op.scale_row and 1 or 0, op.scale_col and 1 or 0, ACT[op.act], op.gated and 1 or 0,
-      batch_z and 1 or 0) .. snippet
+]], op.out, op.bias or "none", op.scale_row and 1 or 0, op.scale_col and 1 or 0,
+      op.scale_tensor and 1 or 0, op.act, op.gated and 1 or 0, OUT[op.out], bias,
+      op.bias_type == "f32" and 1 or 0, op.scale_row and 1 or 0, op.scale_col and 1 or 0,
+      op.scale_tensor and 1 or 0, ACT[op.act], op.gated and 1 or 0, batch_z and 1 or 0) ..
+      snippet
 end
 
 return M

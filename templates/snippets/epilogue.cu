@@ -5,6 +5,8 @@
  *   EPI_BIAS     0 none, 1 bias[j] by column of the product, 2 bias[i] by row
  *   EPI_BIAS_F32 1: the bias vector is float; 0: out_t
  *   EPI_SCALE_ROW, EPI_SCALE_COL   1: scale_row[i], scale_col[j] multiply the product
+ *   EPI_SCALE_TENSOR                1: scale_row[0] * scale_col[0] (A's and B's per-tensor
+ *                                   scales) multiply every element
  *   EPI_ACT      0 none, 1 relu, 2 gelu (tanh form), 3 gelu (erf form), 4 silu
  *   EPI_GATED    1: product columns 2j (gate) and 2j + 1 (up) make D's column j
  *   EPI_Z        1: blockIdx.z is the problem of the batch; 0: the kernel's own (split-K)
@@ -107,6 +109,9 @@ __device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long
 #endif
 #if EPI_SCALE_COL
   v *= __ldg(E.scale_col + c);
+#endif
+#if EPI_SCALE_TENSOR /* the same two floats for every element: L1 hits after the first */
+  v *= __ldg(E.scale_row) * __ldg(E.scale_col);
 #endif
 #if EPI_BIAS
   const long long b = EPI_BIAS == 1 ? c : r;

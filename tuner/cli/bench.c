@@ -256,6 +256,7 @@ static const char *no_peer(const bench_run *b) {
   const gen_op *op = &b->op;
   if (op->gated) return "no library has the gate (SwiGLU, GeGLU)";
   if (op->scale_row || op->scale_col) return "cuBLASLt has no row or column scale vectors";
+  if (op->scale_tensor) return "cuBLASLt scales A and B per tensor in its FP8 GEMMs only";
   if (op->bias == 'r') return "cuBLASLt's bias is by column only";
   if (op->bias && op->bias_f32 && strcmp(op->out, "f32"))
     return "cuBLASLt's bias has D's type (an fp32 bias needs an fp32 D)";

@@ -25,8 +25,10 @@ static const tn_cmd_spec emit_spec = {
     "template's default with the NAME=VALUE overrides (see mmtune templates for the\n"
     "parameters).  --info appends the kernel name, block, grid rule, shared memory and\n"
     "requirements as a comment block after the source.  --epilogue emits the op kernel of an\n"
-    "epilogue (fields: out=f32|f16|bf16, bias=col|row, bias_type=f32, scale=row|col|row+col,\n"
-    "act=relu|gelu_tanh|gelu_erf|silu, gated) for a template that has epilogues.",
+    "epilogue (fields: out=f32|f16|bf16, bias=col|row, bias_type=f32,\n"
+    "scale=row|col|row+col|tensor, act=relu|gelu_tanh|gelu_erf|silu, gated, fast_accum) for a\n"
+    "template that has epilogues; the FP8 dtypes (e4m3, e5m2: wgmma, layout nt) have op\n"
+    "kernels only.",
     emit_opts, 4};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {

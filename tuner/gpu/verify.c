@@ -188,7 +188,9 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   const size_t len = (size_t)(o->m > o->n ? o->m : o->n), step = 4 * tn_round_up(len, 64);
   long long m = o->m, n = o->n, nz = g->batch, n_out = g->n_out;
   int bias = g->op.bias == 'c' ? 1 : g->op.bias == 'r' ? 2 : 0, act = (int)g->op.act;
-  int gated = g->op.gated, srow = g->op.scale_row, scol = g->op.scale_col;
+  /* the scales: 1 a vector, 2 one float (per-tensor: element 0 of the vector) */
+  const int tensor = g->op.scale_tensor ? 2 : 0;
+  int gated = g->op.gated, srow = tensor | g->op.scale_row, scol = tensor | g->op.scale_col;
   CUdeviceptr p = g->ref, d = g->ref + (size_t)g->batch * plane, vb = g->vec_wide,
               vr = g->vec_wide + step, vc = g->vec_wide + 2 * step;
   void *args[] = {&m, &n, &nz, &p, &d, &n_out, &bias, &vb, &srow, &vr, &scol, &vc, &act, &gated};
@@ -282,7 +284,9 @@ static mmt_status place_vectors(tn_gpu *g, const tn_measure_opts *o, tn_guard_si
   mmt_status rc = MMT_OK;
   const bool f32_bias = g->op.bias_f32 || g->out_elem == 4;
   const size_t n_bias = (size_t)(g->op.bias == 'r' ? o->m : o->n);
-  const size_t lens[3] = {n_bias, (size_t)o->m, (size_t)o->n};
+  /* per-tensor scales: one float each, so a read past it faults too */
+  const bool one = g->op.scale_tensor;
+  const size_t lens[3] = {n_bias, one ? 1 : (size_t)o->m, one ? 1 : (size_t)o->n};
   const size_t elems[3] = {f32_bias ? 4 : 2, 4, 4};
   const int bits[3] = {f32_bias ? 32 : fill_bits(2, g->out_bf16), 32, 32};
   CUdeviceptr *use[3] = {&g->use_bias, &g->use_scale_row, &g->use_scale_col};
