@@ -669,6 +669,27 @@ static void test_layout_options(void **state) {
   assert_usage_error(RUN("tune", "--dtype", "f64"), "dtype f64 cannot be measured yet");
   assert_usage_error(RUN("bench", "8", "8", "8", "--dtype", "f64"), "dtype f64 cannot be measured");
   assert_usage_error(RUN("bench", "8", "8", "8", "--dtype", "f17"), "unknown dtype 'f17'");
+  /* FP8: op kernels only, of wgmma, in layout nt */
+  assert_usage_error(RUN("tune", "--dtype", "e4m3"), "e4m3 inputs need --epilogue");
+  assert_usage_error(RUN("bench", "8", "8", "8", "--dtype", "e5m2"), "e5m2 inputs need --epilogue");
+  assert_usage_error(
+      RUN("measure", "wgmma", "bn=128", "--shape", "64x64x64", "--dtype", "e4m3", "--layout", "nt"),
+      "e4m3 inputs need --epilogue");
+  assert_usage_error(RUN("emit", "wgmma", "bn=128", "--dtype", "e4m3", "--layout", "nn",
+                         "--epilogue", "scale=tensor"),
+                     "layout nt only");
+  assert_usage_error(
+      RUN("emit", "wgmma", "--dtype", "e4m3", "--layout", "nt", "--epilogue", "scale=tensor"),
+      "with the partial sums of promotion"); /* 128 x 256: fast only */
+  assert_usage_error(
+      RUN("emit", "wgmma", "--dtype", "f16", "--layout", "nt", "--epilogue", "fast_accum"),
+      "is not one for f16 inputs");
+  run_result f = RUN("emit", "wgmma", "bn=128", "promote=2", "--dtype", "e5m2", "--layout", "nt",
+                     "--epilogue", "out=f32,scale=tensor");
+  assert_int_equal(f.code, 0);
+  assert_non_null(strstr(f.out, "#define PROMOTE 2"));
+  assert_non_null(strstr(f.out, "m64n128k32.f32.e5m2.e5m2"));
+  run_free(&f);
   assert_usage_error(RUN("bench", "8", "8", "8", "--layout", "TT"), "unknown layout 'TT'");
   assert_usage_error(RUN("emit", "naive", "--layout", "n"), "unknown layout 'n'");
   assert_usage_error(RUN("space", "naive", "--layout", "tn"), "--layout needs --problem");

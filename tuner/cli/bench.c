@@ -254,6 +254,7 @@ static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stre
 /* Why cuBLAS and cuBLASLt cannot compute the op (NULL: they can). */
 static const char *no_peer(const bench_run *b) {
   const gen_op *op = &b->op;
+  if (gen_dtype_fp8(b->dtype)) return "cuBLASLt's FP8 GEMM is not in bench yet";
   if (op->gated) return "no library has the gate (SwiGLU, GeGLU)";
   if (op->scale_row || op->scale_col) return "cuBLASLt has no row or column scale vectors";
   if (op->scale_tensor) return "cuBLASLt scales A and B per tensor in its FP8 GEMMs only";
@@ -856,6 +857,8 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   b->epilogue = has_op ? tn_opts_get(o, "epilogue") : NULL;
   if (b->batch > 1 && !has_op)
     return tn_usage_error("bench", "--batch goes with --epilogue (a batch runs op kernels)");
+  if (!has_op && gen_dtype_fp8(b->dtype))
+    return tn_usage_error("bench", "%s inputs need --epilogue (D is f32, f16 or bf16)", b->dtype);
   if (has_op && !b->shapes)
     return tn_usage_error("bench", "--epilogue goes with --shapes (one row per shape)");
   b->cold = tn_opts_has(o, "cold");

@@ -113,7 +113,9 @@ static int parse_types(const tn_opts *o, measure_run *r) {
     return tn_usage_error(CMD, "template '%s' does not support dtype '%s'", gen_name(r->t),
                           r->p.dtype);
   if (!tn_measure_supports(r->p.dtype))
-    return tn_usage_error(CMD, "dtype %s cannot be measured yet (f32, tf32, f16 and bf16 can)",
+    return tn_usage_error(CMD,
+                          "dtype %s cannot be measured yet (f32, tf32, f16, bf16, e4m3 "
+                          "and e5m2 can)",
                           r->p.dtype);
   if ((ex = tn_opt_layout(CMD, tn_opts_get(o, "layout"), &r->p.layout))) return ex;
   if (!gen_supports_layout(r->t, r->p.layout))
@@ -122,6 +124,8 @@ static int parse_types(const tn_opts *o, measure_run *r) {
   bool has_op = false;
   if ((ex = tn_opt_epilogue(CMD, o, r->p.dtype, &r->op, &has_op))) return ex;
   r->p.op = has_op ? &r->op : NULL;
+  if (!has_op && gen_dtype_fp8(r->p.dtype))
+    return tn_usage_error(CMD, "%s inputs need --epilogue (D is f32, f16 or bf16)", r->p.dtype);
   if (has_op && !gen_has_epilogues(r->t))
     return tn_usage_error(CMD, "template '%s' has no epilogues", gen_name(r->t));
   r->p.batch = 1;

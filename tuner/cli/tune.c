@@ -206,9 +206,10 @@ static int parse_numbers(tune_run *r, const tn_opts *o) {
 
 /* An op must be one for every dtype of the run.  The exit code. */
 static int check_op(const tune_run *r, const char *text, const char *what) {
-  static const char *const all[] = {"f32", "tf32", "f16", "bf16"};
-  for (int i = 0; i < 4; i++) {
-    if (r->dtype ? strcmp(r->dtype, all[i]) != 0 : !strcmp(all[i], "tf32")) continue;
+  static const char *const all[] = {"f32", "tf32", "f16", "bf16", "e4m3", "e5m2"};
+  for (int i = 0; i < 6; i++) {
+    if (r->dtype ? strcmp(r->dtype, all[i]) != 0 : !strcmp(all[i], "tf32") || gen_dtype_fp8(all[i]))
+      continue;
     gen_op op;
     ut_err err;
     if (gen_op_parse(text, all[i], &op, &err) != MMT_OK)
@@ -254,10 +255,14 @@ static int parse_options(tune_run *r, const tn_opts *o) {
   }
   if ((v = tn_opts_get(o, "dtype")) && (ex = tn_opt_dtype("tune", v, &r->dtype))) return ex;
   if (r->dtype && !tn_measure_supports(r->dtype))
-    return tn_usage_error("tune", "dtype %s cannot be measured yet (f32, tf32, f16 and bf16 can)",
+    return tn_usage_error("tune",
+                          "dtype %s cannot be measured yet (f32, tf32, f16, bf16, e4m3 "
+                          "and e5m2 can)",
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = parse_epilogue(r, o))) return ex;
+  if (r->dtype && gen_dtype_fp8(r->dtype) && !r->epilogue)
+    return tn_usage_error("tune", "%s inputs need --epilogue (D is f32, f16 or bf16)", r->dtype);
   if ((ex = tn_opt_shard("tune", tn_opts_get(o, "shard"), &r->shard))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
   if ((ex = tn_opt_db_path("tune", tn_opts_get(o, "db"), r->db_path, sizeof r->db_path))) return ex;

@@ -433,9 +433,11 @@ static mmt_status plan_problem(tune_run *r, int sid, const char *dtype, ut_err *
 }
 
 /* Whether dtype is the one to tune and no earlier template offers it (each dtype once).  tf32
- * changes the result (10-bit mantissa products), so it is tuned only when asked for. */
+ * changes the result (10-bit mantissa products), and FP8 the inputs themselves, so they are
+ * tuned only when asked for. */
 static bool first_with(const tune_run *r, int t, const char *dtype) {
-  if (r->dtype ? strcmp(r->dtype, dtype) != 0 : strcmp(dtype, "tf32") == 0) return false;
+  if (r->dtype ? strcmp(r->dtype, dtype) != 0 : strcmp(dtype, "tf32") == 0 || gen_dtype_fp8(dtype))
+    return false;
   if (!tn_measure_supports(dtype)) return false;
   for (int u = 0; u < t; u++)
     if (gen_supports_dtype(r->ts[u], dtype)) return false;

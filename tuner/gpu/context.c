@@ -27,6 +27,7 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   RT_CU_CHECK(cu, cuModuleLoadData(&g->helpers, cubin.data));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen_fn, g->helpers, "mmt_widen_16"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen8_fn, g->helpers, "mmt_widen_8"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->read_fn, g->helpers, "mmt_read_bytes"));
@@ -96,6 +97,10 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   g->out_bf16 = g->bf16;
   g->n_out = o->n;
   memset(&g->op, 0, sizeof g->op);
+  if (!g->has_op && gen_dtype_fp8(o->dtype))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "%s inputs need an op (D is f32, f16 or bf16: there is no plain FP8 GEMM)",
+                   o->dtype);
   if (!g->has_op) {
     if (g->batch > 1)
       return ut_fail(err, MMT_ERR_INVALID_ARG,
@@ -189,6 +194,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->c_extent = (size_t)((rows[2] - 1) * o->ldc + width[2]);
   g->elem = gen_dtype_size(o->dtype);
   g->bf16 = strcmp(o->dtype, "bf16") == 0;
+  g->e5m2 = strcmp(o->dtype, "e5m2") == 0;
   if (!tn_measure_supports(o->dtype))
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
   if ((rc = set_op(g, o, err))) return rc;

@@ -13,9 +13,11 @@
 /* Random fill on the device: splitmix64 of (seed, index) -> an odd multiple of 2^-24 in
  * (-1, 1), so no element is ever zero (like tn_fill_random, with its own stream), stored as
  * float (bits 32), or rounded to nearest even as f16 (16) or bf16 (-16; by hand:
- * cvt.rn.bf16.f32 needs sm_80; the values are never NaN).  And the widening of 16-bit data to
- * float (exact; NaN stays NaN), which lets the float64 reference and the check below read what
- * a 16-bit kernel read and wrote. */
+ * cvt.rn.bf16.f32 needs sm_80; the values are never NaN).  FP8 (8: e4m3, -8: e5m2) draws the
+ * code itself: a sign, one of the four binades [2^-3, 2^1) and a mantissa, so no element is
+ * zero, subnormal or NaN.  And the widening of 16-bit and FP8 data to float (exact; NaN stays
+ * NaN), which lets the float64 reference and the check below read what a kernel read and
+ * wrote. */
 static const char FILL_SOURCE[] =
     "extern \"C\" __global__ void mmt_fill_uniform(void *x, unsigned long long n,\n"
     "                                              unsigned long long seed, int bits) {\n"
@@ -29,6 +31,11 @@ static const char FILL_SOURCE[] =
     "    float v = (float)(2.0 * (double)(z >> 40) + 1.0 - 16777216.0) * (1.0f / 16777216.0f);\n"
     "    if (bits == 32) {\n"
     "      ((float *)x)[i] = v;\n"
+    "    } else if (bits == 8 || bits == -8) {\n"
+    "      const unsigned sign = (unsigned)(z >> 63) << 7, binade = (unsigned)(z >> 61) & 3u;\n"
+    "      ((unsigned char *)x)[i] = (unsigned char)(\n"
+    "          bits == 8 ? sign | (4u + binade) << 3 | ((unsigned)(z >> 58) & 7u)\n"
+    "                    : sign | (12u + binade) << 2 | ((unsigned)(z >> 59) & 3u));\n"
     "    } else if (bits == -16) {\n"
     "      unsigned u = __float_as_uint(v);\n"
     "      ((unsigned short *)x)[i] = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);\n"
@@ -49,6 +56,24 @@ static const char FILL_SOURCE[] =
     "    if (bf16) f = __uint_as_float((unsigned)h << 16);\n"
     "    else asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
     "    y[i] = f;\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void mmt_widen_8(const unsigned char *x, float *y,\n"
+    "                                       unsigned long long n, int e5m2) {\n"
+    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += stride) {\n"
+    "    const unsigned v = x[i], mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;\n"
+    "    const unsigned top = e5m2 ? 31 : 15, e = (v & 0x7f) >> mbits, m = v & ((1u << mbits) - "
+    "1);\n"
+    "    float f;\n"
+    "    if (e == top && (e5m2 || m == 7))\n"
+    "      f = e5m2 && m == 0 ? __int_as_float(0x7f800000) : __int_as_float(0x7fc00000);\n"
+    "    else if (e == 0)\n"
+    "      f = scalbnf((float)m, 1 - (int)bias - (int)mbits);\n"
+    "    else\n"
+    "      f = scalbnf((float)((1u << mbits) + m), (int)e - (int)bias - (int)mbits);\n"
+    "    y[i] = v & 0x80 ? -f : f;\n"
     "  }\n"
     "}\n";
 

@@ -11,9 +11,10 @@
 #define PROBE_RUNS 3
 
 bool tn_measure_supports(const char *dtype) {
-  /* tf32 data is f32: only the kernel's arithmetic (and the tolerance) differ. */
+  /* tf32 data is f32: only the kernel's arithmetic (and the tolerance) differ.  FP8: op
+   * problems only (tn_measure_opts' op; the tuner's commands check it). */
   return dtype && (!strcmp(dtype, "f32") || !strcmp(dtype, "tf32") || !strcmp(dtype, "f16") ||
-                   !strcmp(dtype, "bf16"));
+                   !strcmp(dtype, "bf16") || gen_dtype_fp8(dtype));
 }
 
 void tn_measure_defaults(tn_measure_opts *o) {

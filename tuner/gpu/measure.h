@@ -75,8 +75,9 @@ const rt_device *tn_gpu_device(const tn_gpu *g);
 const char *tn_gpu_guard_note(const tn_gpu *g);
 
 /* Whether candidates of dtype can be measured: inputs filled, a reference computed and the
- * result checked in that type.  "f32", "f16" and "bf16" (16-bit data is widened to float,
- * exactly, for the float64 reference and the check); the tuner plans nothing else. */
+ * result checked in that type.  "f32", "tf32", "f16" and "bf16", and "e4m3" and "e5m2" for op
+ * problems only (16-bit and FP8 data is widened to float, exactly, for the float64 reference
+ * and the check); the tuner plans nothing else. */
 bool tn_measure_supports(const char *dtype);
 
 /* The columns of D of o's problem: n, or n / 2 for a gated op. */

@@ -36,7 +36,7 @@ struct tn_gpu {
   rt_device dev;
   const rt_cu *cu;
   CUmodule helpers;
-  CUfunction fill_fn, widen_fn, ref_fn, check_fn, read_fn, epi_ref_fn, swiglu_fn;
+  CUfunction fill_fn, widen_fn, widen8_fn, ref_fn, check_fn, read_fn, epi_ref_fn, swiglu_fn;
   CUdeviceptr stats;    /* check_stats */
   CUdeviceptr read_buf; /* tn_gpu_read_ms's copies, read_cap bytes */
   size_t read_cap;
@@ -50,6 +50,7 @@ struct tn_gpu {
   int copies;
   int elem; /* bytes per element of the problem being measured */
   int bf16; /* 16-bit elements are bf16 (else f16) */
+  int e5m2; /* 8-bit elements are e5m2 (else e4m3) */
   /* An op kernel's problem (tn_measure_opts.op): its op, D's element (C's buffer holds D) and
    * columns, the problems of the batch (A, B and D each `batch` matrices a_elems / batch, ...
    * apart within a copy), and the random vectors (bias, scale_row, scale_col: one allocation,

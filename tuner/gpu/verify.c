@@ -39,8 +39,12 @@ cleanup:
   return rc;
 }
 
-/* The fill kernel's `bits` of a type: 32 (float), 16 (f16) or -16 (bf16). */
+/* The fill kernel's `bits` of a type: 32 (float), 16 (f16), -16 (bf16); for the problem's
+ * inputs also 8 (e4m3) and -8 (e5m2). */
 static int fill_bits(int elem, int bf16) { return elem == 4 ? 32 : bf16 ? -16 : 16; }
+static int input_bits(const tn_gpu *g) {
+  return g->elem == 1 ? (g->e5m2 ? -8 : 8) : fill_bits(g->elem, g->bf16);
+}
 
 /* n random elements of a type (fill_bits) at x. */
 static mmt_status fill_typed(tn_gpu *g, CUdeviceptr x, size_t n, int bits, uint64_t seed,
@@ -51,7 +55,7 @@ static mmt_status fill_typed(tn_gpu *g, CUdeviceptr x, size_t n, int bits, uint6
 
 /* n random elements of the problem's dtype at x. */
 static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
-  return fill_typed(g, x, n, fill_bits(g->elem, g->bf16), seed, err);
+  return fill_typed(g, x, n, input_bits(g), seed, err);
 }
 
 /* n 16-bit elements (bf16 or f16) at x as floats at y. */
@@ -61,8 +65,13 @@ static mmt_status widen_typed(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n,
   return launch_elementwise(g, g->widen_fn, n, (void *[]){&x, &y, &count, &bf16}, err);
 }
 
-/* n 16-bit elements of the problem's dtype at x as floats at y. */
+/* n 16-bit or FP8 elements of the problem's dtype at x as floats at y. */
 static mmt_status widen(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, ut_err *err) {
+  if (g->elem == 1) {
+    unsigned long long count = n;
+    int e5m2 = g->e5m2;
+    return launch_elementwise(g, g->widen8_fn, n, (void *[]){&x, &y, &count, &e5m2}, err);
+  }
   return widen_typed(g, x, y, n, g->bf16, err);
 }
 
@@ -234,10 +243,11 @@ cleanup:
  * output type's (f32 in, f16 out: f16's; f16 in, f32 out: f32's, the products being exact). */
 static void problem_tolerance(const tn_gpu *g, const tn_measure_opts *o, double *rel_tol,
                               double *max_tol) {
-  tn_tolerance(o->dtype, rel_tol, max_tol);
+  /* FP8: the bound of the accumulation the caller asked for (fast_accum: the looser) */
+  tn_tolerance(g->has_op && g->op.fast_accum ? "fp8_fast" : o->dtype, rel_tol, max_tol);
   double rel = 0, max = 0;
   if (!g->has_op || !tn_tolerance(g->op.out, &rel, &max)) return;
-  if (g->elem != 4) tn_tolerance("f32", rel_tol, max_tol); /* 16-bit inputs: exact products */
+  if (g->elem == 2) tn_tolerance("f32", rel_tol, max_tol); /* 16-bit inputs: exact products */
   if (rel > *rel_tol) *rel_tol = rel;
   if (max > *max_tol) *max_tol = max;
 }
