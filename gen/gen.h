@@ -126,6 +126,12 @@ typedef struct {
    * B's, multiplying every element (s_row[i] = s_row[0], s_col[j] = s_col[0] in x's formula).
    * Not with scale_row or scale_col. */
   bool scale_tensor;
+  /* Block scales (FP8 inputs only; DeepSeek-V3's recipe): A's 1 x 128 blocks along K and B's
+   * 128 x 128 blocks, applied to each K block's partial product inside the main loop:
+   *   P[i][j] = sum over kb of s_a[kb][i] * s_b[j / 128][kb] * sum_{k in block kb} A[i][k] B[k][j]
+   * with KB = ceil(K / 128) blocks, s_a = scale_row as float[KB][M] (M contiguous) and s_b =
+   * scale_col as float[ceil(N / 128)][KB].  Not with the other scales. */
+  bool scale_block;
   /* FP8 inputs only: the caller allows "fast accumulation", wgmma's own FP8 accumulator over
    * the whole of K (its partial sums are not promoted into fp32 at an interval), and the
    * looser error bound that comes with it.  The kernel's code is the template's concern (a
@@ -136,7 +142,8 @@ typedef struct {
 /* The most bytes of gen_op_format's text, NUL included. */
 #define GEN_OP_TEXT_MAX 96
 /* An op as text, its canonical form, the database's key: "out=f16" then those of
- * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col" / "=tensor",
+ * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col" / "=tensor"
+ * / "=block",
  * ",act=NAME", ",gated", ",fast_accum" that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
  * MMT_ERR_INVALID_ARG (a field out of range, outlen too short). */
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err);
@@ -144,7 +151,8 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
  * f32 for tf32, bf16 for FP8).  Errors: MMT_ERR_INVALID_ARG naming the bad field. */
 mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_err *err);
 /* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input;
- * fast_accum for FP8 inputs only; scale_tensor without scale_row and scale_col. */
+ * fast_accum and scale_block for FP8 inputs only; at most one of scale_tensor, scale_block
+ * and the vectors (scale_row, scale_col). */
 bool gen_op_valid(const gen_op *op, const char *in_dtype);
 
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */

@@ -28,8 +28,9 @@ bool gen_op_valid(const gen_op *op, const char *in_dtype) {
   return op && in_dtype && gen_dtype_index(in_dtype) >= 0 && strcmp(in_dtype, "f64") != 0 &&
          out_type(op->out) && (op->bias == 0 || op->bias == 'c' || op->bias == 'r') &&
          (op->bias || !op->bias_f32) && op->act >= 0 && op->act < GEN_ACTS &&
-         !(op->scale_tensor && (op->scale_row || op->scale_col)) &&
-         (!op->fast_accum || gen_dtype_fp8(in_dtype));
+         (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
+         (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
+         (!op->scale_block || gen_dtype_fp8(in_dtype));
 }
 
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err) {
@@ -38,9 +39,10 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
   if (!op) return MMT_OK;
   if (!out_type(op->out) || (op->bias && op->bias != 'c' && op->bias != 'r') ||
       (!op->bias && op->bias_f32) || !gen_act_name(op->act) ||
-      (op->scale_tensor && (op->scale_row || op->scale_col)))
+      (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block > 1)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: an op with a field out of range");
-  const char *scale = op->scale_tensor                 ? ",scale=tensor"
+  const char *scale = op->scale_block                  ? ",scale=block"
+                      : op->scale_tensor               ? ",scale=tensor"
                       : op->scale_row && op->scale_col ? ",scale=row+col"
                       : op->scale_row                  ? ",scale=row"
                       : op->scale_col                  ? ",scale=col"
@@ -72,6 +74,8 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     op->bias_f32 = true;
   } else if (!strcmp(name, "scale") && value && !strcmp(value, "tensor")) {
     op->scale_tensor = true;
+  } else if (!strcmp(name, "scale") && value && !strcmp(value, "block")) {
+    op->scale_block = true;
   } else if (!strcmp(name, "scale") && value &&
              (!strcmp(value, "row") || !strcmp(value, "col") || !strcmp(value, "row+col"))) {
     op->scale_row = strstr(value, "row") != NULL;
@@ -85,7 +89,7 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
   } else {
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16, bias=col|row, "
-                   "bias_type=f32, scale=row|col|row+col|tensor, "
+                   "bias_type=f32, scale=row|col|row+col|tensor|block, "
                    "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum)",
                    name, value ? "=" : "", value ? value : "");
   }
@@ -108,9 +112,9 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
   }
   if (o.bias_f32 && !o.bias)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "epilogue '%s': bias_type without bias", text);
-  if (o.scale_tensor && (o.scale_row || o.scale_col))
+  if ((o.scale_row || o.scale_col) + o.scale_tensor + o.scale_block > 1)
     return ut_fail(err, MMT_ERR_INVALID_ARG,
-                   "epilogue '%s': scale=tensor is not with scale=row or scale=col", text);
+                   "epilogue '%s': one scale= only (row, col and row+col, tensor, or block)", text);
   if (!out_seen) {
     const char *in = in_dtype && !strcmp(in_dtype, "tf32") ? "f32"
                      : gen_dtype_fp8(in_dtype)             ? "bf16"
@@ -132,7 +136,7 @@ void gen_push_op(lua_State *L, const gen_op *op) {
     lua_pushnil(L);
     return;
   }
-  lua_createtable(L, 0, 9);
+  lua_createtable(L, 0, 10);
   lua_pushstring(L, op->out);
   lua_setfield(L, -2, "out");
   if (op->bias) {
@@ -147,6 +151,8 @@ void gen_push_op(lua_State *L, const gen_op *op) {
   lua_setfield(L, -2, "scale_col");
   lua_pushboolean(L, op->scale_tensor);
   lua_setfield(L, -2, "scale_tensor");
+  lua_pushboolean(L, op->scale_block);
+  lua_setfield(L, -2, "scale_block");
   lua_pushboolean(L, op->fast_accum);
   lua_setfield(L, -2, "fast_accum");
   lua_pushstring(L, act_names[op->act]);

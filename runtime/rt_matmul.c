@@ -314,13 +314,14 @@ int64_t rt_op_code(const gen_op *op) {
   const int64_t bias = op->bias == 'c' ? 1 : op->bias == 'r' ? 2 : 0;
   return 1 | out << 1 | bias << 3 | (int64_t)op->bias_f32 << 5 | (int64_t)op->scale_row << 6 |
          (int64_t)op->scale_col << 7 | (int64_t)op->act << 8 | (int64_t)op->gated << 12 |
-         (int64_t)op->scale_tensor << 13 | (int64_t)op->fast_accum << 14;
+         (int64_t)op->scale_tensor << 13 | (int64_t)op->fast_accum << 14 |
+         (int64_t)op->scale_block << 15;
 }
 
 bool rt_op_of_code(int64_t code, gen_op *op) {
   memset(op, 0, sizeof *op);
   const int64_t out = code >> 1 & 3, bias = code >> 3 & 3, act = code >> 8 & 15;
-  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 15) return false;
+  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 16) return false;
   snprintf(op->out, sizeof op->out, "%s", code_out[out]);
   op->bias = bias == 1 ? 'c' : bias == 2 ? 'r' : 0;
   op->bias_f32 = code >> 5 & 1;
@@ -330,5 +331,6 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->gated = code >> 12 & 1;
   op->scale_tensor = code >> 13 & 1;
   op->fast_accum = code >> 14 & 1;
-  return !(op->scale_tensor && (op->scale_row || op->scale_col));
+  op->scale_block = code >> 15 & 1;
+  return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1;
 }

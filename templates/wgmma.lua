@@ -476,6 +476,34 @@ local promote_doc = [[
  * into acc in fp32.  Inside an interval one group stays in flight, as without.
 ]]
 
+-- The interval's partial sums into the accumulators: as they are, or (block scales, an
+-- interval of one K tile: K block kt) times A's scale of the element's row and B's of the
+-- tile's 128 columns (bn <= 128 divides 128: one B block a tile).  Register r of 64-row block
+-- i holds row 16 * warp + lane / 4 + 8 * (r / 2 % 2) of the block (see "Accumulators").
+local promote_add_plain = [[
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int r = 0; r < ACC; ++r) acc[i][r] += part[i][r];
+]]
+local promote_add_block = [[
+        /* Block scales of K block kt: s_a[kt][row] (float[KB][M]), s_b[col0 / 128][kt]
+         * (float[ceil(N / 128)][KB]); a row past M adds its zeros times 0. */
+        const float sb = __ldg(E.scale_col + (col0 / 128) * k_tiles + kt);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const long long row = row0 + cw * WG_M + i * 64 + 16 * warp + lane / 4 + 8 * h;
+            const float s = (row < MK ? __ldg(E.scale_row + (long long)kt * MK + row) : 0.f) * sb;
+#pragma unroll
+            for (int r = 2 * h; r < ACC; r += 4) {
+              acc[i][r] += part[i][r] * s;
+              acc[i][r + 1] += part[i][r + 1] * s;
+            }
+          }
+]]
+
 -- The consumers' wait after a K tile's wgmma (#if !RS): without promotion (every dtype but
 -- FP8's promoting kernels), one group stays in flight and the stage before is released.
 local wait_plain = [[
@@ -494,11 +522,7 @@ local wait_promote = [[
           release_stage(empty + 8 * s);
         }
         held = false;
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-          for (int r = 0; r < ACC; ++r) acc[i][r] += part[i][r];
-      } else {
+${promote_add}      } else {
         /* One group stays in flight: the previous tile's wgmma are done, its stage is free. */
         wgmma_wait<1>();
         if (held && lane == 0) release_stage(empty + 8 * prev);
@@ -1151,6 +1175,9 @@ local function fp8_refusal(dtype, layout, swap, op, promote)
     if promote ~= 1 then return "promote: FP8 only (the other types accumulate in fp32)" end
     return nil
   end
+  if op and op.scale_block and promote ~= 1 then
+    return "block scales: promote = 1 (one K block of 128 an interval)"
+  end
   if not op then return dtype .. ": an op kernel only (D of type f32, f16 or bf16)" end
   local ka_t, kb_t = kernel_majors(layout, swap)
   if ka_t or not kb_t then
@@ -1270,9 +1297,15 @@ return {
     if op and p.repack == 1 then
       return false, "repack: not with an epilogue (the copies know C only)"
     end
-    -- with swap a thread's pairs lie along C's columns: no gated op
-    ok, why = epilogue.fits(op, prob, not swap, p.split == 1)
+    -- with swap a thread's pairs lie along C's columns: no gated op.  Block scales: FP8 with
+    -- promote = 1 (checked above), one 128-column block of B a tile, rows as named (no swap),
+    -- one problem (the scales have no batch stride)
+    ok, why = epilogue.fits(op, prob, not swap, p.split == 1,
+                            fp8(dtype) and not swap and 128 % p.bn == 0)
     if not ok then return false, why end
+    if op and op.scale_block and prob and prob.batch > 1 then
+      return false, "block scales: one problem a call (no batch)"
+    end
     -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
     local regs, what = d.acc + CONSUMER_OVERHEAD, ""
     if fp8(dtype) and p.promote > 0 then
@@ -1371,7 +1404,9 @@ return {
                         "    bool held = false; /* stage prev is not released yet */\n" or ""
     vars.wgmma_acc = promote and "part" or "acc"
     vars.wgmma_scale_d = promote and ",\n                kk > 0 || (kt - kt0) % PROMOTE != 0" or ""
-    vars.ss_wait = promote and wait_promote or wait_plain
+    vars.ss_wait = promote and mmt.subst(wait_promote, {
+      promote_add = op and op.scale_block and promote_add_block or promote_add_plain}) or
+      wait_plain
     vars.last_held = promote and "held" or "kt1 > kt0"
     epilogue.vars(vars, op)
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch

@@ -30,6 +30,9 @@ static mmt_dtype type_of(const char *name) {
 
 static size_t size_of(mmt_dtype t) { return t == MMT_F16 || t == MMT_BF16 ? 2 : 4; }
 
+/* Blocks of 128 covering n (block scales' KB and NB). */
+static int64_t block_count(int64_t n) { return (n + 127) / 128; }
+
 /* A and B of an FP8 kernel are bytes of its format (the public types have none yet): stored
  * from a float (rounded as the GPU's cvt.rn.satfinite) and read back. */
 static void store_in(const char *dtype, mmt_dtype t, void *p, size_t e, float v) {
@@ -91,6 +94,10 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
   d->count[OP_BIAS] = k->op.bias ? (size_t)(k->op.bias == 'r' ? c->m : c->n) : 0;
   d->count[OP_SROW] = k->op.scale_tensor ? 1 : k->op.scale_row ? (size_t)c->m : 0;
   d->count[OP_SCOL] = k->op.scale_tensor ? 1 : k->op.scale_col ? (size_t)c->n : 0;
+  if (k->op.scale_block) { /* gen.h: float[KB][M] and float[ceil(N / 128)][KB] */
+    d->count[OP_SROW] = (size_t)(block_count(c->k) * c->m);
+    d->count[OP_SCOL] = (size_t)(block_count(c->n) * block_count(c->k));
+  }
   const size_t in_size = (size_t)gen_dtype_size(k->dtype); /* 1 for FP8 */
   for (int i = 0; i < OP_BUFS; i++) {
     const size_t bytes = d->count[i] * (i < OP_D ? in_size : size_of(d->type[i]));
@@ -129,6 +136,20 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
   return true;
 }
 
+/* A and B of an nt problem (A M x K, B N x K, as stored at a and b) times their block scales
+ * (gen.h, scale_block) into a2 and b2: the product of those is P. */
+static void apply_block_scales(const sw_case *c, const op_data *d, const float *a, const float *b,
+                               float *a2, float *b2) {
+  const int64_t kb = block_count(c->k);
+  const float *sa = d->host[OP_SROW], *sb = d->host[OP_SCOL];
+  for (int64_t i = 0; i < c->m; i++)
+    for (int64_t k = 0; k < c->k; k++)
+      a2[i * c->ld[0] + k] = a[i * c->ld[0] + k] * sa[k / 128 * c->m + i];
+  for (int64_t j = 0; j < c->n; j++)
+    for (int64_t k = 0; k < c->k; k++)
+      b2[j * c->ld[1] + k] = b[j * c->ld[1] + k] * sb[j / 128 * kb + k / 128];
+}
+
 /* x of gen.h's formula for product element (i, j) of problem z, P its product. */
 static double x_of(const sw_kernel *k, const sw_case *c, const op_data *d, double p, int64_t i,
                    int64_t j) {
@@ -152,9 +173,12 @@ static bool check(const sw_plan *plan, const sw_case *c, op_data *d, char *why, 
     }
   const int64_t nb = c->batch > 1 ? c->batch : 1, n_out = d->width[2];
   double *prod = malloc((size_t)(c->m * c->n) * sizeof *prod);
+  /* block scales (one problem, layout nt): A and B scaled first */
+  float *a2 = k->op.scale_block ? malloc((size_t)d->extent[0] * sizeof *a2) : NULL;
+  float *b2 = k->op.scale_block ? malloc((size_t)d->extent[1] * sizeof *b2) : NULL;
   double *want = malloc((size_t)(c->m * n_out) * sizeof *want);
   float *have = malloc((size_t)(c->m * n_out) * sizeof *have);
-  bool ok = prod && want && have;
+  bool ok = prod && want && have && (!k->op.scale_block || (a2 && b2));
   if (!ok) snprintf(why, whylen, "host: out of memory");
   /* the looser tolerance of the inputs' and D's types (products of 16-bit and FP8 inputs are
    * exact; an f32 D of tf32 math, or of FP8 sums, wgmma's own accumulation between
@@ -165,6 +189,10 @@ static bool check(const sw_plan *plan, const sw_case *c, op_data *d, char *why, 
     ut_err err;
     const float *a = d->val[0] + c->offset[0] + z * d->stride[0];
     const float *b = d->val[1] + c->offset[1] + z * d->stride[1];
+    if (k->op.scale_block) {
+      apply_block_scales(c, d, a, b, a2, b2);
+      a = a2, b = b2;
+    }
     if (tn_ref_gemm_layout(k->layout, c->m, c->n, c->k, a, c->ld[0], b, c->ld[1], prod, c->n, 1,
                            &err)) {
       snprintf(why, whylen, "host: %s", err.msg);
@@ -200,6 +228,8 @@ static bool check(const sw_plan *plan, const sw_case *c, op_data *d, char *why, 
   free(prod);
   free(want);
   free(have);
+  free(a2);
+  free(b2);
   return ok;
 }
 

@@ -15,6 +15,7 @@ static const float k_alphas[] = {1.0f, -1.5f, 0.75f, 2.0f, -0.5f};
 static const float k_betas[] = {0.5f, -1.0f, 1.5f, 2.0f};
 static const char *const k_ops[] = SW_OPS;
 static const char *const k_ops_fp8[] = SW_OPS_FP8;
+static const char *const k_ops_fp8_block[] = SW_OPS_FP8_BLOCK;
 
 #define UNITS 5          /* alignment units of 1, 2, 4, 8, 16 elements */
 #define ATTEMPTS 48      /* problem draws per case before a config is given up */
@@ -446,6 +447,16 @@ static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layou
     }
     turn++;
     planned_any += planned;
+    if (!planned || bn < 0) continue;
+    /* its block-scaled twin: promote 1, at most 128 columns a tile */
+    cfg_item item = {base, SW_OP, -1};
+    item.cfg.v[promote] = 1;
+    while (item.cfg.v[bn] > 128) item.cfg.v[bn] /= 2;
+    bool twin = false;
+    char twin_why[256];
+    if ((rc = plan_op_kernel(b, &item, dtype, layout, k_ops_fp8_block, COUNT(k_ops_fp8_block),
+                             &twin, twin_why, sizeof twin_why)))
+      return rc;
   }
   return planned_any ? MMT_OK : add_skip(b, dtype, layout, "all configs", why);
 }

@@ -61,7 +61,12 @@ static void test_op_text(void **state) {
   op = parse("out=f16,scale=tensor,act=silu", "f16"); /* a per-tensor scale for any input */
   assert_true(gen_op_valid(&op, "f16"));
   assert_int_equal(gen_op_parse("scale=tensor,scale=row", "e5m2", &op, &e), MMT_ERR_INVALID_ARG);
-  assert_non_null(strstr(e.msg, "scale=tensor is not with"));
+  assert_non_null(strstr(e.msg, "one scale= only"));
+  op = parse("scale=block,out=f32", "e5m2");
+  assert_true(op.scale_block && gen_op_valid(&op, "e5m2") && !gen_op_valid(&op, "bf16"));
+  assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "out=f32,scale=block");
+  assert_int_equal(gen_op_parse("scale=block,scale=tensor", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
   assert_int_equal(gen_op_parse("out=e4m3", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
   assert_true(gen_dtype_fp8("e5m2") && !gen_dtype_fp8("bf16") && !gen_dtype_fp8(NULL));
   assert_int_equal(gen_dtype_size("e4m3"), 1);
@@ -273,6 +278,8 @@ static void test_wgmma_fp8(void **state) {
       {"e5m2", "bm=128,bn=128,cluster=2,stages=5", "out=f32,scale=col"},
       {"e4m3", "bm=128,bn=64,stages=8,group=1,split=4,promote=2", "scale=tensor"},
       {"e4m3", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=tensor"},
+      {"e4m3", "bn=128", "scale=block"},
+      {"e5m2", "bm=128,bn=64,stages=8,group=1,split=4", "out=f32,bias=col,act=silu,scale=block"},
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     gen_config cfg;
@@ -287,7 +294,9 @@ static void test_wgmma_fp8(void **state) {
     snprintf(want, sizeof want, "k32.f32.%s.%s", ok[i].dtype, ok[i].dtype);
     assert_non_null(strstr(k.source, want));
     const bool promote = cfg.v[gen_param_index(t, "promote")] > 0;
-    assert_int_equal(strstr(k.source, "acc[i][r] += part[i][r]") != NULL, promote);
+    assert_int_equal(strstr(k.source, "acc[i][r] += part[i][r];") != NULL,
+                     promote && !op.scale_block);
+    assert_int_equal(strstr(k.source, "Block scales of K block kt") != NULL, op.scale_block);
     assert_int_equal(k.tensor_maps[0].box[0], 128); /* K: 128 one-byte elements a stage */
     rt_cubin cubin = {0};
     char *log = NULL;
@@ -308,6 +317,10 @@ static void test_wgmma_fp8(void **state) {
       {"e4m3", "nt", "bn=256", "scale=tensor", "with the partial sums of promotion"},
       {"f16", "nt", "promote=2", "out=f32", "promote: FP8 only"},
       {"e4m3", "nt", "bn=128,repack=1", "scale=tensor", "repack: not with an epilogue"},
+      {"e4m3", "nt", "bn=128,promote=2", "scale=block", "block scales: promote = 1"},
+      {"e4m3", "nt", "bn=256,promote=0", "scale=block,fast_accum", "block scales: promote = 1"},
+      {"e5m2", "nt", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=block",
+       "block scales: not applied by this config"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     gen_config cfg;

@@ -12,9 +12,14 @@ local ACT = {none = 0, relu = 1, gelu_tanh = 2, gelu_erf = 3, silu = 4}
 
 -- Whether a config can carry op on prob (nil: any problem): `pairs`, its stores hand
 -- epi_store2 neighbouring column pairs (c even), which a gated op needs; `batch_z`, grid.z is
--- free for the batch (false for a split-K config, whose slices it is).
-function M.fits(op, prob, pairs, batch_z)
+-- free for the batch (false for a split-K config, whose slices it is); `block_scales`, its main
+-- loop applies block scales (scale_block: they are not the epilogue's).
+function M.fits(op, prob, pairs, batch_z, block_scales)
   if not op then return true end
+  if op.scale_block and not block_scales then
+    return false, "block scales: not applied by this config (wgmma FP8 with promote = 1, " ..
+                  "bn <= 128 and no swap apply them)"
+  end
   if op.gated and not pairs then
     return false, "a gated epilogue needs stores of column pairs"
   end
@@ -32,7 +37,7 @@ end
 function M.name(name, op)
   if not op then return name end
   local bias = op.bias and (op.bias:sub(1, 1) .. (op.bias_type == "f32" and "32" or "")) or "0"
-  local scale = op.scale_tensor and "t" or
+  local scale = op.scale_block and "b" or op.scale_tensor and "t" or
                 string.format("%d%d", op.scale_row and 1 or 0, op.scale_col and 1 or 0)
   return string.format("%s_o%s_b%s_s%s_a%d%s", name, op.out, bias, scale, ACT[op.act],
                        op.gated and "_g" or "")

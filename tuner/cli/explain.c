@@ -65,9 +65,9 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
   if (!ex && v) ex = tn_opt_i64("explain", v, "--batch", 1, INT32_MAX, &batch);
   if (ex) return ex;
   if (!*has) return v ? tn_usage_error("explain", "--batch goes with --epilogue") : TN_EXIT_OK;
-  if (op.scale_tensor)
-    return tn_usage_error("explain", "scale=tensor has no mmt_matmul form yet (tune and measure "
-                                     "take it)");
+  if (op.scale_tensor || op.scale_block)
+    return tn_usage_error("explain", "scale=tensor and scale=block have no mmt_matmul form yet "
+                                     "(tune and measure take them)");
   static const char *const outs[3] = {"f32", "f16", "bf16"};
   static const mmt_dtype types[3] = {MMT_F32, MMT_F16, MMT_BF16};
   mmt_dtype out = MMT_F32;

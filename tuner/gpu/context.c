@@ -28,6 +28,7 @@ static mmt_status load_helpers(tn_gpu *g, const char *cache_dir, ut_err *err) {
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->fill_fn, g->helpers, "mmt_fill_uniform"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen_fn, g->helpers, "mmt_widen_16"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->widen8_fn, g->helpers, "mmt_widen_8"));
+  RT_CU_CHECK(cu, cuModuleGetFunction(&g->block_scale_fn, g->helpers, "mmt_block_scale"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->ref_fn, g->helpers, TN_REF_GPU_KERNEL));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->check_fn, g->helpers, "mmt_check_f32"));
   RT_CU_CHECK(cu, cuModuleGetFunction(&g->read_fn, g->helpers, "mmt_read_bytes"));
@@ -122,13 +123,26 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   return MMT_OK;
 }
 
+size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side) {
+  const size_t kb = (size_t)(o->k + 127) / 128, nb = (size_t)(o->n + 127) / 128;
+  if (g->op.scale_block) return side ? nb * kb : kb * (size_t)o->m;
+  return g->op.scale_tensor ? 1 : side ? (size_t)o->n : (size_t)o->m;
+}
+
+size_t tn_gpu_vector_len(const tn_gpu *g, const tn_measure_opts *o) {
+  size_t len = (size_t)(o->m > o->n ? o->m : o->n);
+  for (int side = 0; side < 2; side++)
+    if (tn_gpu_scale_len(g, o, side) > len) len = tn_gpu_scale_len(g, o, side);
+  return len;
+}
+
 /* The op's vectors (bias, scale_row, scale_col) and their float copies, allocated once for
- * the problem (their lengths: the product's columns, or M). */
+ * the problem (each as long as the longest: tn_gpu_vector_len). */
 static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   g->bias = g->scale_row = g->scale_col = g->vec_wide = 0;
   if (!g->has_op) return MMT_OK;
-  const size_t len = (size_t)(o->m > o->n ? o->m : o->n);
+  const size_t len = tn_gpu_vector_len(g, o);
   const size_t bytes = 4 * tn_round_up(len, 64) * 6; /* three vectors and their floats */
   if (bytes > g->vec_cap) {
     if (g->vec) g->cu->cuMemFree(g->vec);
@@ -146,7 +160,8 @@ static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   /* verification's copies flush against unmapped memory: the vectors' exact lengths */
   const size_t bias_bytes = (size_t)(g->op.bias == 'r' ? o->m : o->n) *
                             (size_t)(g->op.bias_f32 || g->out_elem == 4 ? 4 : 2);
-  const size_t bytes_of[3] = {bias_bytes, 4 * (size_t)o->m, 4 * (size_t)o->n};
+  const size_t bytes_of[3] = {bias_bytes, 4 * tn_gpu_scale_len(g, o, 0),
+                              4 * tn_gpu_scale_len(g, o, 1)};
   for (int i = 0; g->gran && i < 3; i++)
     if ((rc = tn_guard_reserve(g->cu, g->dev.dev, g->gran, &g->guard[3 + i], bytes_of[i], err)))
       return rc;
@@ -275,13 +290,21 @@ rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args) {
   return tn_gpu_epilogue_of(g, args);
 }
 
+/* Whether the op reads scale_row (scale_col): a vector, a per-tensor scale or block scales. */
+static bool scales_a(const gen_op *op) {
+  return op->scale_row || op->scale_tensor || op->scale_block;
+}
+static bool scales_b(const gen_op *op) {
+  return op->scale_col || op->scale_tensor || op->scale_block;
+}
+
 rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
   const bool many = g->batch > 1;
   return (rt_epilogue){.d = args->c,
                        .ldd = args->ldc,
                        .bias = g->op.bias ? g->use_bias : 0,
-                       .scale_row = g->op.scale_row || g->op.scale_tensor ? g->use_scale_row : 0,
-                       .scale_col = g->op.scale_col || g->op.scale_tensor ? g->use_scale_col : 0,
+                       .scale_row = scales_a(&g->op) ? g->use_scale_row : 0,
+                       .scale_col = scales_b(&g->op) ? g->use_scale_col : 0,
                        .batch_a = many ? (int64_t)g->a_stride : 0,
                        .batch_b = many ? (int64_t)g->b_stride : 0,
                        .batch_c = many ? (int64_t)g->c_stride : 0,

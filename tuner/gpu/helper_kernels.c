@@ -124,6 +124,22 @@ static const char CHECK_SOURCE[] =
 /* The reference of an op kernel's D (gen.h, "Epilogues"; alpha 1, beta 0) from the float64
  * products P (nz problems of M x N, row stride N), the float copies of the vectors (bias by
  * column (1) or row (2), scales when srow / scol), into D (nz x M x n_out), in float64. */
+/* Block scales (gen.h, scale_block) on the widened inputs of an nt problem, in place, before
+ * the float64 reference multiplies them: A's row r (M x K) times s[k / 128][r] (float[KB][M]),
+ * or with b_side B's row r (N x K) times s[r / 128][k / 128] (float[ceil(N / 128)][KB]).  The
+ * products of FP8 values and fp32 scales are rounded to float once. */
+static const char BLOCK_SCALE_SOURCE[] =
+    "extern \"C\" __global__ void mmt_block_scale(float *x, long long rows, long long cols,\n"
+    "    long long ld, const float *s, int b_side, long long m, long long kb) {\n"
+    "  const unsigned long long total = (unsigned long long)(rows * cols);\n"
+    "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < total; i += stride) {\n"
+    "    const long long r = (long long)(i / cols), k = (long long)(i % cols);\n"
+    "    x[r * ld + k] *= b_side ? s[r / 128 * kb + k / 128] : s[k / 128 * m + r];\n"
+    "  }\n"
+    "}\n";
+
 static const char EPILOGUE_SOURCE[] =
     "__device__ double mmt_act_f64(int act, double x) {\n"
     "  if (act == 1) return x < 0 ? 0.0 : x;\n"
@@ -244,11 +260,12 @@ static const char SWIGLU_SOURCE[] =
 char *tn_gpu_helpers_source(void) {
   const char *ref = tn_ref_gpu_source();
   size_t len = strlen(FILL_SOURCE) + strlen(CHECK_SOURCE) + strlen(READ_SOURCE) +
-               strlen(EPILOGUE_SOURCE) + strlen(SWIGLU_SOURCE) + strlen(ref) + 6;
+               strlen(BLOCK_SCALE_SOURCE) + strlen(EPILOGUE_SOURCE) + strlen(SWIGLU_SOURCE) +
+               strlen(ref) + 7;
   char *source = malloc(len);
   if (source)
-    snprintf(source, len, "%s\n%s\n%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE,
-             EPILOGUE_SOURCE, SWIGLU_SOURCE, ref);
+    snprintf(source, len, "%s\n%s\n%s\n%s\n%s\n%s\n%s", FILL_SOURCE, CHECK_SOURCE, READ_SOURCE,
+             BLOCK_SCALE_SOURCE, EPILOGUE_SOURCE, SWIGLU_SOURCE, ref);
   return source;
 }
 

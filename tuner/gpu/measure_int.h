@@ -37,6 +37,7 @@ struct tn_gpu {
   const rt_cu *cu;
   CUmodule helpers;
   CUfunction fill_fn, widen_fn, widen8_fn, ref_fn, check_fn, read_fn, epi_ref_fn, swiglu_fn;
+  CUfunction block_scale_fn;
   CUdeviceptr stats;    /* check_stats */
   CUdeviceptr read_buf; /* tn_gpu_read_ms's copies, read_cap bytes */
   size_t read_cap;
@@ -116,5 +117,11 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
 double tn_gpu_sorted_median(double *times, int n);
 /* The kernel could not be loaded or launched: a property of the config, not of the GPU. */
 void tn_gpu_launch_error(tn_measurement *out, const char *msg);
+
+/* The floats of an op's scale vector `side` (0 scale_row, 1 scale_col): M or N, 1 for
+ * per-tensor scales, KB * M or ceil(N / 128) * KB for block scales (gen.h). */
+size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side);
+/* The length every op vector is allocated with (the longest of the bias and the scales). */
+size_t tn_gpu_vector_len(const tn_gpu *g, const tn_measure_opts *o);
 
 #endif /* MMT_TN_GPU_MEASURE_INT_H */

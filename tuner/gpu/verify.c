@@ -92,7 +92,7 @@ static unsigned nan_word(const tn_gpu *g) {
 static mmt_status fill_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   if (!g->has_op) return MMT_OK;
-  const size_t len = (size_t)(o->m > o->n ? o->m : o->n), step = tn_round_up(len, 64);
+  const size_t len = tn_gpu_vector_len(g, o), step = tn_round_up(len, 64);
   const bool f32_bias = g->op.bias_f32 || g->out_elem == 4;
   if ((rc = fill_typed(g, g->bias, len, f32_bias ? 32 : fill_bits(2, g->out_bf16), o->seed * 2 + 3,
                        err)) ||
@@ -169,6 +169,30 @@ cleanup:
   return rc;
 }
 
+/* Block scales on the widened A and B (an nt problem of one: the constraints say so), in
+ * place, from the float copies of the scales. */
+static mmt_status apply_block_scales(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  if (g->elem != 1 || strcmp(o->layout, "nt") != 0 || g->batch != 1)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "block scales: FP8, layout nt, one problem");
+  const size_t step = 4 * tn_round_up(tn_gpu_vector_len(g, o), 64);
+  long long kb = (o->k + 127) / 128, m = o->m, cols = o->k;
+  for (int side = 0; side < 2; side++) {
+    CUdeviceptr x = side ? g->wb : g->wa, s = g->vec_wide + (size_t)(side + 1) * step;
+    long long rows = side ? o->n : o->m, ld = side ? o->ldb : o->lda;
+    int b_side = side;
+    void *args[] = {&x, &rows, &cols, &ld, &s, &b_side, &m, &kb};
+    const size_t total = (size_t)(rows * cols);
+    const unsigned blocks = (unsigned)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
+    if (blocks)
+      RT_CU_CHECK(g->cu,
+                  cuLaunchKernel(g->block_scale_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  }
+  rc = sync_checked(g, "block scale kernel", err);
+cleanup:
+  return rc;
+}
+
 /* The float64 reference of the inputs at in_a, in_b into g->ref: each problem's product
  * (batch x M x N), then for an op D's whole expression after them (batch x M x n_out, by the
  * helper kernel mmt_epilogue_f64 from the float copies of the vectors); *ref_d is where the
@@ -186,6 +210,7 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
     a = g->wa;
     b = g->wb;
   }
+  if (g->has_op && g->op.scale_block && (rc = apply_block_scales(g, o, err))) return rc;
   const size_t plane = 8 * (size_t)o->m * (size_t)o->n;
   for (int64_t z = 0; z < g->batch; z++)
     if ((rc = product_reference(g, o, a + 4 * (size_t)z * g->a_stride,
@@ -294,9 +319,9 @@ static mmt_status place_vectors(tn_gpu *g, const tn_measure_opts *o, tn_guard_si
   mmt_status rc = MMT_OK;
   const bool f32_bias = g->op.bias_f32 || g->out_elem == 4;
   const size_t n_bias = (size_t)(g->op.bias == 'r' ? o->m : o->n);
-  /* per-tensor scales: one float each, so a read past it faults too */
-  const bool one = g->op.scale_tensor;
-  const size_t lens[3] = {n_bias, one ? 1 : (size_t)o->m, one ? 1 : (size_t)o->n};
+  /* each scale vector as long as the op reads (one float each per tensor; the block
+   * scales' arrays), so a read past it faults too */
+  const size_t lens[3] = {n_bias, tn_gpu_scale_len(g, o, 0), tn_gpu_scale_len(g, o, 1)};
   const size_t elems[3] = {f32_bias ? 4 : 2, 4, 4};
   const int bits[3] = {f32_bias ? 32 : fill_bits(2, g->out_bf16), 32, 32};
   CUdeviceptr *use[3] = {&g->use_bias, &g->use_scale_row, &g->use_scale_col};
