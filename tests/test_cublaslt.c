@@ -217,7 +217,32 @@ static void test_problem_errors(void **state) {
   BAD(c.p.align_bytes = 3, MMT_ERR_INVALID_ARG, "align_bytes = 3");
   BAD(c.p.align_bytes = 512, MMT_ERR_INVALID_ARG, "align_bytes = 512");
   BAD(c.p.align_bytes = 2, MMT_ERR_INVALID_ARG, "from 4"); /* D is f32 */
+  /* FP8: layout nt, a wider D, scales and fast accumulation theirs alone */
+  BAD((snprintf(c.p.in_dtype, 8, "e4m3"), snprintf(c.p.layout, 4, "nn")), MMT_ERR_UNSUPPORTED,
+      "FP8 GEMM takes layout nt only");
+  BAD((snprintf(c.p.in_dtype, 8, "e5m2"), snprintf(c.p.out_dtype, 8, "e5m2")), MMT_ERR_INVALID_ARG,
+      "out_dtype e5m2");
+  BAD(c.p.scale = TN_LT_SCALE_TENSOR, MMT_ERR_UNSUPPORTED, "in FP8 GEMMs only");
+  BAD(c.p.fast_accum = true, MMT_ERR_UNSUPPORTED, "in FP8 GEMMs only");
+  BAD((snprintf(c.p.in_dtype, 8, "e4m3"), snprintf(c.p.layout, 4, "nt"), c.p.ldb = 32,
+       c.p.scale = (tn_lt_scale)9),
+      MMT_ERR_INVALID_ARG, "scale 9");
+  BAD((snprintf(c.p.in_dtype, 8, "e4m3"), snprintf(c.p.layout, 4, "nt"), c.p.ldb = 32,
+       c.p.scale = TN_LT_SCALE_BLOCK, c.p.batch = 2, c.p.stride_d = 64 * 48),
+      MMT_ERR_UNSUPPORTED, "block scales: one problem");
 #undef BAD
+  /* FP8 in layout nt, each scale mode, fast or not, D of each wider type */
+  static const char *const outs[] = {"f32", "f16", "bf16"};
+  for (int s = TN_LT_SCALE_NONE; s <= TN_LT_SCALE_BLOCK; s++)
+    for (int o = 0; o < 3; o++) {
+      tn_lt_problem q = good_problem();
+      snprintf(q.in_dtype, sizeof q.in_dtype, "%s", o % 2 ? "e5m2" : "e4m3");
+      snprintf(q.out_dtype, sizeof q.out_dtype, "%s", outs[o]);
+      snprintf(q.layout, sizeof q.layout, "nt");
+      q.ldb = 32, q.scale = (tn_lt_scale)s, q.fast_accum = o == 1;
+      ut_err e = {{0}};
+      if (tn_lt_problem_check(&q, &e) != MMT_OK) fail_msg("FP8 scale %d %s: %s", s, outs[o], e.msg);
+    }
   /* Batch 1 uses no stride (stride_d 1 overlaps nothing); 4 bytes suit an f32 D. */
   tn_lt_problem p = good_problem();
   p.stride_d = 1;

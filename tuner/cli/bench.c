@@ -254,10 +254,13 @@ static mmt_status cublas_launch(void *user, const rt_gemm_args *a, CUstream stre
 /* Why cuBLAS and cuBLASLt cannot compute the op (NULL: they can). */
 static const char *no_peer(const bench_run *b) {
   const gen_op *op = &b->op;
-  if (gen_dtype_fp8(b->dtype)) return "cuBLASLt's FP8 GEMM is not in bench yet";
+  const bool fp8 = gen_dtype_fp8(b->dtype);
   if (op->gated) return "no library has the gate (SwiGLU, GeGLU)";
-  if (op->scale_row || op->scale_col) return "cuBLASLt has no row or column scale vectors";
-  if (op->scale_tensor) return "cuBLASLt scales A and B per tensor in its FP8 GEMMs only";
+  if (fp8 && op->scale_row != op->scale_col)
+    return "cuBLASLt's FP8 outer-vector scales are A's and B's together (scale=row+col)";
+  if (!fp8 && (op->scale_row || op->scale_col))
+    return "cuBLASLt has no row or column scale vectors";
+  if (!fp8 && op->scale_tensor) return "cuBLASLt scales A and B per tensor in its FP8 GEMMs only";
   if (op->bias == 'r') return "cuBLASLt's bias is by column only";
   if (op->bias && op->bias_f32 && strcmp(op->out, "f32"))
     return "cuBLASLt's bias has D's type (an fp32 bias needs an fp32 D)";
@@ -294,13 +297,23 @@ static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream str
                        .alpha = a->alpha,
                        .beta = a->beta,
                        .bias_mode = op->bias ? MMT_BIAS_COL : MMT_BIAS_NONE,
-                       .act = (mmt_activation)op->act};
+                       .act = (mmt_activation)op->act,
+                       .scale = op->scale_block    ? TN_LT_SCALE_BLOCK
+                                : op->scale_tensor ? TN_LT_SCALE_TENSOR
+                                : op->scale_row    ? TN_LT_SCALE_OUTER
+                                                   : TN_LT_SCALE_NONE,
+                       .fast_accum = op->fast_accum};
     snprintf(p.layout, sizeof p.layout, "%s", b->layout);
     snprintf(p.in_dtype, sizeof p.in_dtype, "%s", b->dtype);
     snprintf(p.out_dtype, sizeof p.out_dtype, "%s", op->out);
     mmt_status rc = tn_cublaslt_plan(b->lt, &p, &b->lt_plan, err);
     if (rc) return rc;
   }
+  /* FP8's scales: the measurement's vectors, where they are now */
+  mmt_status rc;
+  if (gen_dtype_fp8(b->dtype) && (op->scale_tensor || op->scale_row || op->scale_block) &&
+      (rc = tn_cublaslt_set_scales(b->lt_plan, e.scale_row, e.scale_col, err)))
+    return rc;
   return tn_cublaslt_run(b->lt, b->lt_plan, stream, a->a, a->b, a->c, e.d, e.bias, err);
 }
 

@@ -33,19 +33,30 @@ typedef struct {
 } lt_heuristic; /* cublasLtMatmulHeuristicResult_t */
 
 #define LT_STATUS_SUCCESS 0u
-#define LT_STATUS_NOT_SUPPORTED 15u       /* CUBLAS_STATUS_NOT_SUPPORTED */
-#define LT_OP_N 0                         /* cublasOperation_t CUBLAS_OP_N (int32_t attribute) */
-#define LT_OP_T 1                         /* CUBLAS_OP_T */
-#define LT_R_32F 0u                       /* cudaDataType CUDA_R_32F */
-#define LT_R_16F 2u                       /* CUDA_R_16F */
-#define LT_R_16BF 14u                     /* CUDA_R_16BF */
-#define LT_COMPUTE_32F 68u                /* cublasComputeType_t CUBLAS_COMPUTE_32F */
-#define LT_COMPUTE_32F_PEDANTIC 69u       /* CUBLAS_COMPUTE_32F_PEDANTIC */
-#define LT_COMPUTE_32F_FAST_TF32 77u      /* CUBLAS_COMPUTE_32F_FAST_TF32 */
-#define LT_DESC_TRANSA 3u                 /* cublasLtMatmulDescAttributes_t, int32_t */
-#define LT_DESC_TRANSB 4u                 /* int32_t */
-#define LT_DESC_EPILOGUE 7u               /* uint32_t */
-#define LT_DESC_BIAS_POINTER 8u           /* const void * */
+#define LT_STATUS_NOT_SUPPORTED 15u  /* CUBLAS_STATUS_NOT_SUPPORTED */
+#define LT_OP_N 0                    /* cublasOperation_t CUBLAS_OP_N (int32_t attribute) */
+#define LT_OP_T 1                    /* CUBLAS_OP_T */
+#define LT_R_32F 0u                  /* cudaDataType CUDA_R_32F */
+#define LT_R_16F 2u                  /* CUDA_R_16F */
+#define LT_R_16BF 14u                /* CUDA_R_16BF */
+#define LT_R_8F_E4M3 28u             /* CUDA_R_8F_E4M3 */
+#define LT_R_8F_E5M2 29u             /* CUDA_R_8F_E5M2 */
+#define LT_COMPUTE_32F 68u           /* cublasComputeType_t CUBLAS_COMPUTE_32F */
+#define LT_COMPUTE_32F_PEDANTIC 69u  /* CUBLAS_COMPUTE_32F_PEDANTIC */
+#define LT_COMPUTE_32F_FAST_TF32 77u /* CUBLAS_COMPUTE_32F_FAST_TF32 */
+#define LT_DESC_TRANSA 3u            /* cublasLtMatmulDescAttributes_t, int32_t */
+#define LT_DESC_TRANSB 4u            /* int32_t */
+#define LT_DESC_EPILOGUE 7u          /* uint32_t */
+#define LT_DESC_BIAS_POINTER 8u      /* const void * */
+#define LT_DESC_A_SCALE_POINTER 17u  /* const void * (float) */
+#define LT_DESC_B_SCALE_POINTER 18u
+#define LT_DESC_FAST_ACCUM 25u   /* int8_t */
+#define LT_DESC_A_SCALE_MODE 31u /* int32_t, cublasLtMatmulMatrixScale_t */
+#define LT_DESC_B_SCALE_MODE 32u
+#define LT_SCALE_SCALAR_32F 0 /* cublasLtMatmulMatrixScale_t */
+#define LT_SCALE_OUTER_VEC_32F 3
+#define LT_SCALE_VEC128_32F 4
+#define LT_SCALE_BLK128x128_32F 5
 #define LT_LAYOUT_BATCH_COUNT 5u          /* cublasLtMatrixLayoutAttribute_t, int32_t */
 #define LT_LAYOUT_STRIDED_BATCH_OFFSET 6u /* int64_t */
 #define LT_PREF_MAX_WORKSPACE_BYTES 1u    /* cublasLtMatmulPreferenceAttributes_t, uint64_t */
@@ -119,6 +130,7 @@ _Static_assert(CUBLAS_STATUS_SUCCESS == LT_STATUS_SUCCESS &&
                    CUBLAS_STATUS_NOT_SUPPORTED == LT_STATUS_NOT_SUPPORTED &&
                    CUBLAS_OP_N == LT_OP_N && CUBLAS_OP_T == LT_OP_T && CUDA_R_32F == LT_R_32F &&
                    CUDA_R_16F == LT_R_16F && CUDA_R_16BF == LT_R_16BF &&
+                   CUDA_R_8F_E4M3 == LT_R_8F_E4M3 && CUDA_R_8F_E5M2 == LT_R_8F_E5M2 &&
                    CUBLAS_COMPUTE_32F == LT_COMPUTE_32F &&
                    CUBLAS_COMPUTE_32F_PEDANTIC == LT_COMPUTE_32F_PEDANTIC &&
                    CUBLAS_COMPUTE_32F_FAST_TF32 == LT_COMPUTE_32F_FAST_TF32,
@@ -127,6 +139,15 @@ _Static_assert(CUBLASLT_MATMUL_DESC_TRANSA == LT_DESC_TRANSA &&
                    CUBLASLT_MATMUL_DESC_TRANSB == LT_DESC_TRANSB &&
                    CUBLASLT_MATMUL_DESC_EPILOGUE == LT_DESC_EPILOGUE &&
                    CUBLASLT_MATMUL_DESC_BIAS_POINTER == LT_DESC_BIAS_POINTER &&
+                   CUBLASLT_MATMUL_DESC_A_SCALE_POINTER == LT_DESC_A_SCALE_POINTER &&
+                   CUBLASLT_MATMUL_DESC_B_SCALE_POINTER == LT_DESC_B_SCALE_POINTER &&
+                   CUBLASLT_MATMUL_DESC_FAST_ACCUM == LT_DESC_FAST_ACCUM &&
+                   CUBLASLT_MATMUL_DESC_A_SCALE_MODE == LT_DESC_A_SCALE_MODE &&
+                   CUBLASLT_MATMUL_DESC_B_SCALE_MODE == LT_DESC_B_SCALE_MODE &&
+                   CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F == LT_SCALE_SCALAR_32F &&
+                   CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F == LT_SCALE_OUTER_VEC_32F &&
+                   CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F == LT_SCALE_VEC128_32F &&
+                   CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F == LT_SCALE_BLK128x128_32F &&
                    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT == LT_LAYOUT_BATCH_COUNT &&
                    CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET == LT_LAYOUT_STRIDED_BATCH_OFFSET &&
                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES == LT_PREF_MAX_WORKSPACE_BYTES &&
@@ -180,7 +201,10 @@ struct tn_lt_plan {
   float alpha, beta;
   bool has_bias;
   const void *desc_bias; /* the bias address the descriptor holds */
-  unsigned align;        /* bytes */
+  tn_lt_scale scale;     /* FP8: A's and B's scales, set by tn_cublaslt_set_scales */
+  bool scales_set, fast_accum;
+  const void *desc_scale[2]; /* the scale addresses the descriptor holds (cuBLASLt's A, B) */
+  unsigned align;            /* bytes */
   int64_t batch, ldc, ldd, stride_c, stride_d;
   char config[128];
 };
@@ -333,8 +357,8 @@ static mmt_status map_dtype(const char *field, const char *dtype, unsigned *type
     const char *name;
     unsigned type;
     int size;
-  } types[] = {
-      {"f32", LT_R_32F, 4}, {"tf32", LT_R_32F, 4}, {"f16", LT_R_16F, 2}, {"bf16", LT_R_16BF, 2}};
+  } types[] = {{"f32", LT_R_32F, 4},   {"tf32", LT_R_32F, 4},     {"f16", LT_R_16F, 2},
+               {"bf16", LT_R_16BF, 2}, {"e4m3", LT_R_8F_E4M3, 1}, {"e5m2", LT_R_8F_E5M2, 1}};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (!strcmp(dtype, types[i].name)) {
       *type = types[i].type;
@@ -342,9 +366,25 @@ static mmt_status map_dtype(const char *field, const char *dtype, unsigned *type
       return MMT_OK;
     }
   if (gen_dtype_index(dtype) >= 0)
-    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s %s: no cuBLASLt baseline (f32, tf32, f16, bf16)",
-                   field, dtype);
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "%s %s: no cuBLASLt baseline (f32, tf32, f16, bf16, e4m3, e5m2)", field, dtype);
   return ut_fail(err, MMT_ERR_INVALID_ARG, "%s '%s' is not a dtype", field, dtype);
+}
+
+/* FP8 inputs: any of the outputs, fp32 compute, layout nt (cuBLASLt's FP8 GEMMs are "TN": its
+ * A transposed, its B not, which is mmtune's B stored N x K and A stored M x K), and the
+ * scale modes of gpu/cublaslt.h. */
+static mmt_status map_fp8(const tn_lt_problem *p, lt_mapping *m, ut_err *err) {
+  if (strcmp(p->layout[0] ? p->layout : "nn", "nt") != 0)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s inputs: cuBLASLt's FP8 GEMM takes layout nt only",
+                   m->in);
+  if (p->scale < TN_LT_SCALE_NONE || p->scale > TN_LT_SCALE_BLOCK)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "scale %d is not a tn_lt_scale", (int)p->scale);
+  if (p->scale == TN_LT_SCALE_BLOCK && p->batch > 1)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "block scales: one problem (batch 1)");
+  m->compute = LT_COMPUTE_32F;
+  m->compute_name = "CUBLAS_COMPUTE_32F";
+  return MMT_OK;
 }
 
 /* The types: which output each input allows, and the compute type. */
@@ -355,8 +395,13 @@ static mmt_status map_types(const tn_lt_problem *p, lt_mapping *m, ut_err *err) 
   const bool tf32 = !strcmp(m->in, "tf32");
   m->out = p->out_dtype[0] ? p->out_dtype : tf32 ? "f32" : m->in;
   if ((rc = map_dtype("out_dtype", m->out, &m->out_type, &m->out_size, err))) return rc;
-  if (!strcmp(m->out, "tf32"))
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "out_dtype tf32: an output is f32, f16 or bf16");
+  if (!strcmp(m->out, "tf32") || m->out_size == 1)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "out_dtype %s: an output is f32, f16 or bf16", m->out);
+  if (m->in_size == 1) return map_fp8(p, m, err);
+  if (p->scale != TN_LT_SCALE_NONE || p->fast_accum)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "%s inputs: cuBLASLt scales A and B and accumulates fast in FP8 GEMMs only",
+                   m->in);
   /* cuBLASLt's GEMMs with fp32 compute: D of the inputs' type, or f32 from 16-bit inputs. */
   if (m->out_type != m->in_type && m->out_type != LT_R_32F)
     return ut_fail(err, MMT_ERR_UNSUPPORTED,
@@ -544,6 +589,45 @@ static mmt_status make_preference(lt_pref *out, unsigned align, ut_err *err) {
   return MMT_OK;
 }
 
+/* FP8: fast accumulation and the scale modes, cuBLASLt's A being mmtune's B: mmtune A's 1 x 128
+ * blocks are cuBLASLt B's VEC128, B's 128 x 128 blocks its A's BLK128x128; outer vectors and
+ * per-tensor scalars the same on both sides. */
+static mmt_status set_scale_modes(tn_lt_plan *plan, ut_err *err) {
+  mmt_status rc;
+  if (plan->fast_accum) {
+    const int8_t on = 1;
+    if ((rc = desc_set(plan->desc, LT_DESC_FAST_ACCUM, "FAST_ACCUM", &on, sizeof on, err)))
+      return rc;
+  }
+  if (plan->scale == TN_LT_SCALE_NONE || plan->scale == TN_LT_SCALE_TENSOR) return MMT_OK;
+  const int32_t lt_a =
+      plan->scale == TN_LT_SCALE_OUTER ? LT_SCALE_OUTER_VEC_32F : LT_SCALE_BLK128x128_32F;
+  const int32_t lt_b =
+      plan->scale == TN_LT_SCALE_OUTER ? LT_SCALE_OUTER_VEC_32F : LT_SCALE_VEC128_32F;
+  if ((rc = desc_set(plan->desc, LT_DESC_A_SCALE_MODE, "A_SCALE_MODE", &lt_a, sizeof lt_a, err)))
+    return rc;
+  return desc_set(plan->desc, LT_DESC_B_SCALE_MODE, "B_SCALE_MODE", &lt_b, sizeof lt_b, err);
+}
+
+mmt_status tn_cublaslt_set_scales(tn_lt_plan *plan, uint64_t scale_a, uint64_t scale_b,
+                                  ut_err *err) {
+  if (plan->scale == TN_LT_SCALE_NONE)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "the plan has no scales");
+  if (!scale_a || !scale_b || scale_a % 4 || scale_b % 4)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "scales 0x%llx, 0x%llx: both needed, 4-byte aligned",
+                   (unsigned long long)scale_a, (unsigned long long)scale_b);
+  /* swapped: cuBLASLt's A is mmtune's B */
+  const void *a = (const void *)(uintptr_t)scale_b, *b = (const void *)(uintptr_t)scale_a;
+  if (plan->scales_set && a == plan->desc_scale[0] && b == plan->desc_scale[1]) return MMT_OK;
+  plan->desc_scale[0] = a, plan->desc_scale[1] = b;
+  mmt_status rc;
+  if ((rc = desc_set(plan->desc, LT_DESC_A_SCALE_POINTER, "A_SCALE_POINTER", &a, sizeof a, err)) ||
+      (rc = desc_set(plan->desc, LT_DESC_B_SCALE_POINTER, "B_SCALE_POINTER", &b, sizeof b, err)))
+    return rc;
+  plan->scales_set = true;
+  return MMT_OK;
+}
+
 /* The descriptor: compute and scale type, transposes, epilogue, and for a bias a placeholder
  * address at the problem's alignment (the heuristic reads the alignment off it; each run
  * writes the real one). */
@@ -562,6 +646,7 @@ static mmt_status make_desc(tn_lt_plan *plan, const lt_mapping *m, ut_err *err) 
       (rc = desc_set(plan->desc, LT_DESC_TRANSB, "TRANSB", &op_b, sizeof op_b, err)) ||
       (rc = desc_set(plan->desc, LT_DESC_EPILOGUE, "EPILOGUE", &epilogue, sizeof epilogue, err)))
     return rc;
+  if ((rc = set_scale_modes(plan, err))) return rc;
   if (!plan->has_bias) return MMT_OK;
   plan->desc_bias = (const void *)(uintptr_t)m->align;
   return desc_set(plan->desc, LT_DESC_BIAS_POINTER, "BIAS_POINTER", &plan->desc_bias,
@@ -599,6 +684,8 @@ mmt_status tn_cublaslt_plan(tn_cublaslt *lt, const tn_lt_problem *p, tn_lt_plan 
   *plan = (tn_lt_plan){.alpha = p->alpha,
                        .beta = p->beta,
                        .has_bias = p->bias_mode == MMT_BIAS_COL,
+                       .scale = p->scale,
+                       .fast_accum = p->fast_accum,
                        .align = m.align,
                        .batch = p->batch,
                        .ldc = p->ldc,
@@ -666,6 +753,9 @@ mmt_status tn_cublaslt_run(tn_cublaslt *lt, tn_lt_plan *plan, struct CUstream_st
   }
   if (!plan->has_bias && bias != 0)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "bias given, but the plan has no bias epilogue");
+  if (plan->scale != TN_LT_SCALE_NONE && !plan->scales_set)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "the plan's scales are not set (tn_cublaslt_set_scales)");
   if (reads_c && c == d &&
       (plan->ldc != plan->ldd || (plan->batch > 1 && plan->stride_c != plan->stride_d)))
     return ut_fail(err, MMT_ERR_INVALID_ARG,

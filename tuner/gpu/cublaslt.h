@@ -46,7 +46,9 @@
  * host) for f16 and bf16 inputs (tensor cores); CUBLAS_COMPUTE_32F_PEDANTIC for f32 inputs
  * (plain fp32 multiply-adds, no TF32, no BF16x9 emulation: gpu/cublas.h's pedantic math, so
  * like for like with mmtune's fp32 kernels); CUBLAS_COMPUTE_32F_FAST_TF32 for "tf32" (f32 data,
- * TF32 tensor cores).  Whether cuBLASLt has an algorithm for a combination (an epilogue in
+ * TF32 tensor cores); CUBLAS_COMPUTE_32F for FP8 ("e4m3", "e5m2": layout nt only, cuBLASLt's
+ * "TN"; D f32, f16 or bf16; the scales of tn_lt_scale, CUBLASLT_MATMUL_DESC_FAST_ACCUM when
+ * asked).  Whether cuBLASLt has an algorithm for a combination (an epilogue in
  * pedantic fp32, say) is its heuristic's answer: tn_cublaslt_plan says MMT_ERR_UNSUPPORTED.
  *
  * Thread-safety: loading is thread-safe.  A handle, and the plans made with it, are used by
@@ -56,11 +58,22 @@
 #ifndef MMT_TN_GPU_CUBLASLT_H
 #define MMT_TN_GPU_CUBLASLT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util.h"
 
 typedef struct tn_cublaslt tn_cublaslt;
+/* FP8's scales of A and B (device floats, tn_cublaslt_set_scales), in mmtune's terms: none
+ * (1), one float each (per tensor), outer vectors (A's over M, B's over N: gen.h's scale_row
+ * and scale_col), or blocks (A's 1 x 128 along K, B's 128 x 128: cuBLASLt's VEC128_32F and
+ * BLK128x128_32F, in cuBLASLt's own scale layouts, which the cuBLAS documentation gives). */
+typedef enum {
+  TN_LT_SCALE_NONE = 0,
+  TN_LT_SCALE_TENSOR,
+  TN_LT_SCALE_OUTER,
+  TN_LT_SCALE_BLOCK
+} tn_lt_scale;
 typedef struct tn_lt_plan tn_lt_plan;
 /* A CUDA stream (the same type as CUstream and cudaStream_t); NULL: the default stream. */
 struct CUstream_st;
@@ -93,7 +106,8 @@ const char *tn_cublaslt_version(const tn_cublaslt *lt);
  */
 typedef struct {
   char layout[4];    /* how A and B are stored: "nn", "nt", "tn", "tt" (gen.h); "" means "nn" */
-  char in_dtype[8];  /* A and B: "f32", "tf32" (f32 data), "f16", "bf16" */
+  char in_dtype[8];  /* A and B: "f32", "tf32" (f32 data), "f16", "bf16"; "e4m3", "e5m2"
+                        (layout nt only, D f32, f16 or bf16) */
   char out_dtype[8]; /* C, D and the bias: "" means the inputs' (f32 for tf32); "f32" also
                         with f16 or bf16 inputs.  No other pair (cuBLASLt has none) */
   int64_t m, n, k;   /* D is M x N; op(A) M x K, op(B) K x N; each 1 .. 2^31 - 1 */
@@ -107,6 +121,8 @@ typedef struct {
   float alpha, beta;  /* beta == 0: C is never read (tn_cublaslt_run's c may be 0) */
   mmt_bias bias_mode; /* MMT_BIAS_NONE, or MMT_BIAS_COL: a vector of N, D's type */
   mmt_activation act; /* MMT_ACT_NONE, MMT_ACT_RELU or MMT_ACT_GELU_TANH */
+  tn_lt_scale scale;  /* FP8 only: how A and B are scaled (set them before running) */
+  bool fast_accum;    /* FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (no promotion) */
   int align_bytes;    /* what every pointer given to tn_cublaslt_run is aligned to: a
                          power of two from the element size to 256; 0 means 256 (what
                          cuMemAlloc gives).  The heuristic picks only algorithms that work at
@@ -151,6 +167,13 @@ mmt_status tn_cublaslt_plan(tn_cublaslt *lt, const tn_lt_problem *p, tn_lt_plan 
 mmt_status tn_cublaslt_run(tn_cublaslt *lt, tn_lt_plan *plan, struct CUstream_st *stream,
                            uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t bias,
                            ut_err *err);
+
+/* FP8: the device addresses of A's and B's scales (mmtune's; see tn_lt_scale), written into
+ * the plan's descriptor; a plan with scales runs only once they are set.  Errors:
+ * MMT_ERR_INVALID_ARG (a plan without scales, an address 0 or not 4-byte aligned),
+ * MMT_ERR_CUDA. */
+mmt_status tn_cublaslt_set_scales(tn_lt_plan *plan, uint64_t scale_a, uint64_t scale_b,
+                                  ut_err *err);
 
 /* What the plan runs, for a report's config column: "cublasLtMatmul CUBLAS_COMPUTE_32F,
  * CUBLASLT_EPILOGUE_GELU_BIAS, workspace 0 B".  Borrowed; lives as long as the plan. */
