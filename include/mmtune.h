@@ -117,8 +117,16 @@ typedef enum { MMT_ROW_MAJOR = 0, MMT_COL_MAJOR = 1 } mmt_order;
 typedef enum { MMT_NO_TRANS = 0, MMT_TRANS = 1 } mmt_transpose;
 /* Element types.  Inputs and output are of the type; products accumulate in fp32.
  * MMT_TF32: fp32 matrices multiplied on tensor cores in TF32 (10-bit mantissa) -- a
- * different, less precise result, so never used unless asked for. */
-typedef enum { MMT_F32 = 0, MMT_TF32 = 1, MMT_F16 = 2, MMT_BF16 = 3 } mmt_dtype;
+ * different, less precise result, so never used unless asked for.  MMT_E4M3, MMT_E5M2: the
+ * OCP 8-bit floats (FP8), inputs of mmt_matmul only (its D is wider; mmt_gemm refuses them). */
+typedef enum {
+  MMT_F32 = 0,
+  MMT_TF32 = 1,
+  MMT_F16 = 2,
+  MMT_BF16 = 3,
+  MMT_E4M3 = 4,
+  MMT_E5M2 = 5
+} mmt_dtype;
 
 /*
  * C = alpha * op(A) * op(B) + beta * C, as BLAS GEMM defines it, on device pointers:
@@ -178,6 +186,20 @@ typedef enum {
   MMT_ACT_SILU = 4       /* x / (1 + exp(-x)), SiLU / swish */
 } mmt_activation;
 
+/* What mmt_matmul_desc's scale_row and scale_col hold (device floats, read when the kernel
+ * runs, so a CUDA graph replays with new values). */
+typedef enum {
+  MMT_SCALE_VECTORS = 0, /* scale_row: M floats, scale_col: N (gated: 2N); each may be NULL */
+  MMT_SCALE_TENSOR = 1,  /* per tensor: scale_row A's, scale_col B's, one float each (both set) */
+  /* FP8 inputs, row-major, batch 1: DeepSeek-V3's block scales, A's over 1 x 128 blocks along
+   * K and B's over 128 x 128 blocks of op(B)^T (N x K), both set, with KB = ceil(K / 128):
+   * scale_row = float[KB][M] (element (kb, i) at kb * M + i), scale_col = float[ceil(N' /
+   * 128)][KB] (element (nb, kb) at nb * KB + kb; N' the product's columns, 2N gated), and
+   *   P[i][j] = sum over kb of scale_row[kb][i] * scale_col[j / 128][kb] * (the products of
+   *             K block kb) */
+  MMT_SCALE_BLOCK = 2
+} mmt_scale_mode;
+
 /*
  * What mmt_matmul computes.  Zero-initialize, then set what you need; batch must be >= 1.
  * For each problem z of the batch (0 <= z < batch), with A_z = a + z * stride_a (elements),
@@ -195,7 +217,16 @@ typedef enum {
  * stride_d): D is then written in place.  A stride of 0 gives every problem the same matrix
  * (a shared weight); D's may be 0 only when batch is 1.
  * Types: in_type f32, tf32, f16 or bf16; out_type MMT_F32, MMT_F16 or MMT_BF16, any with any
- * (f16 in, f32 out; f32 in, bf16 out); bias of out_type or MMT_F32 (bias_type); scales fp32.
+ * (f16 in, f32 out; f32 in, bf16 out); bias of out_type or MMT_F32 (bias_type); scales fp32
+ * (scale_mode says what they are: for MMT_SCALE_TENSOR, scale_row[i] and scale_col[j] in x's
+ * formula are the one float each holds; for MMT_SCALE_BLOCK the scales are inside P).
+ * FP8 (in_type MMT_E4M3 or MMT_E5M2, on an sm_90 GPU): out_type MMT_F32, MMT_F16 or MMT_BF16;
+ * both operands K-major, the layout Hopper's FP8 tensor cores read: row-major with trans_a
+ * MMT_NO_TRANS and trans_b MMT_TRANS (A is M x K, B is stored N x K as PyTorch's Linear
+ * weight), or column-major with trans_a MMT_TRANS and trans_b MMT_NO_TRANS; any other layout
+ * is MMT_ERR_UNSUPPORTED (no transposing copy is made).  The kernels promote wgmma's FP8 sums
+ * into fp32 every few K blocks; fast_accum lets kernels that do not (faster, less accurate
+ * over a long K) serve as well.
  */
 typedef struct {
   mmt_order order;
@@ -216,10 +247,12 @@ typedef struct {
   mmt_bias bias_mode;
   const void *bias;       /* NULL exactly when bias_mode is MMT_BIAS_NONE */
   mmt_dtype bias_type;    /* MMT_F32 (0, the default) or out_type */
-  const float *scale_row; /* NULL: none; else M floats */
-  const float *scale_col; /* NULL: none; else N floats (gated: 2N) */
+  const float *scale_row; /* NULL: none; else M floats (scale_mode: or A's scales) */
+  const float *scale_col; /* NULL: none; else N floats, gated 2N (scale_mode: or B's) */
   mmt_activation act;
-  int gated; /* nonzero: act(gate) * up, see above */
+  int gated;                 /* nonzero: act(gate) * up, see above */
+  mmt_scale_mode scale_mode; /* MMT_SCALE_VECTORS (0, the default) */
+  int fast_accum;            /* FP8 only: nonzero allows FP8 sums without promotion */
 } mmt_matmul_desc;
 
 /*
@@ -236,8 +269,10 @@ typedef struct {
  * a size, leading dimension or stride below its minimum, batch < 1, stride_d 0 with batch > 1,
  * strides that make D's problems overlap, bias and bias_mode disagreeing, a bias_type other
  * than MMT_F32 or out_type, a NULL or misaligned pointer the call uses, D overlapping A or B,
- * or C without being it; nothing is launched then.  MMT_ERR_UNSUPPORTED: gated in column-major
- * order, a size above 2^31 - 1, no kernel for the problem (tf32 inputs before sm_90 but for
+ * or C without being it, a scale_mode the inputs cannot have or its scales missing, fast_accum
+ * without FP8 inputs; nothing is launched then.  MMT_ERR_UNSUPPORTED: gated in column-major
+ * order, a size above 2^31 - 1, FP8 in another layout, before sm_90 or (block scales) in
+ * column-major order or a batch, no kernel for the problem (tf32 inputs before sm_90 but for
  * GEMVs, for now);
  * then as mmt_gemm.
  */

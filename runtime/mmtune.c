@@ -575,9 +575,21 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
   return rc;
 }
 
+/* FP8 runs on wgmma's kernels (sm_90a: compute capability 9.x only); another GPU has no
+ * kernel for it, and says so by name. */
+static mmt_status check_fp8_device(const mmt_context *ctx, const mmt_matmul_desc *d, ut_err *err) {
+  if (d->in_type != MMT_E4M3 && d->in_type != MMT_E5M2) return MMT_OK;
+  const int cc = atoi(ctx->dev.arch + (strncmp(ctx->dev.arch, "sm_", 3) ? 0 : 3));
+  if (cc >= 90 && cc < 100) return MMT_OK;
+  return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                 "FP8 inputs (%s) need a Hopper GPU (sm_90: wgmma); %s is %s",
+                 rt_dtype(d->in_type)->name, ctx->dev.info.name, ctx->dev.arch);
+}
+
 static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *stream, ut_err *err) {
   mmt_status rc = rt_matmul_check(d, err);
   if (!rc) rc = check_open(ctx, err);
+  if (!rc) rc = check_fp8_device(ctx, d, err);
   if (rc || d->m == 0 || d->n == 0) return rc;
   rt_matmul_plan pl;
   rt_matmul_map(d, &pl);

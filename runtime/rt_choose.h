@@ -92,85 +92,90 @@
  * end; and the 4-byte twin of the split-16 entry above); for batch 1 on a weight whose rows
  * are odd, skinny's element loads in the blocks an anneal search found fastest (H100, f16: the
  * axpy body at 1x8193x4095 nn, 16 warps, 0.0331 ms; the dot body at 1x4095x8193 nt, 4 rows a
- * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there).  min_cc: the compute
- * capability they are for (and newer). */
-#define RT_BUILTIN                                                                          \
-  {{9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},       \
-   {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                  \
-   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1", 0},        \
-   {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=8", 0},                   \
-   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=1", 0},                    \
-   {9, "wgmma", "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,repack=1,persist=1", 0},\
-   {9, "wgmma", "bm=128,bn=64,stages=8,consumers=2,blocks=1,group=1,split=4", 0},           \
-   {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2", 0},            \
-   {9, "wgmma", "bm=64,bn=32,stages=6,consumers=1,blocks=2,group=1,split=2,swap=1", 0},     \
-   {9, "wgmma", "bm=128,bn=32,stages=6,consumers=2,blocks=1,group=1,swap=1", 0},            \
-   {9, "wgmma", "bm=64,bn=32,stages=12,consumers=1,blocks=1,group=1,swap=1", 0},            \
-   {9, "wgmma", "bm=64,bn=16,stages=16,consumers=1,blocks=1,group=1,swap=1", 0},            \
-   {9, "wgmma", "bm=128,bn=192,stages=4,consumers=2,blocks=1,group=8,persist=1,swap=1", 0}, \
-   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,swap=1", 0},           \
-   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},   \
-   {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,repack=1,swap=1", 0},  \
-   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},        \
-   {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},      \
-   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0},\
-   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4", 1},      \
-   {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16", 1},     \
-   {8, "mma_sync", "bm=128,bn=128,bk=64,wm=64,wn=32,stages=3,vec=2,swz=1,group=1", 1},      \
-   {8, "mma_sync", "bm=64,bn=128,bk=32,wm=64,wn=32,stages=4,vec=2,swz=0,group=1", 1},       \
-   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=2,vec=2,swz=1,group=1,split=4", 1},\
-   {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=2,swz=1,group=1,split=16", 1},\
-   {8, "mma_sync", "bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},\
-   {8, "mma_sync", "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4,vec=8,swz=1,group=1", 0},       \
-   {8, "mma_sync", "bm=32,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},\
-   {8, "mma_sync", "bm=32,bn=128,bk=64,wm=32,wn=32,stages=4,vec=8,swz=1,group=1", 0},       \
-   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8", 0},       \
-   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4", 0},                 \
-   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2", 0}, \
-   {0, "reg_tiled", "bm=32,bn=128,bk=32,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=4", 0},\
-   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16", 0},\
-   {0, "reg_tiled", "bm=64,bn=32,bk=16,tm=4,tn=4,vec=4,stages=3,pad=4,group=1,split=4", 0}, \
-   {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4", 1},                \
-   {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8", 1},       \
-   {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1", 1},         \
-   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1", 1},         \
-   {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2", 1}, \
-   {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4", 1},\
-   {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16", 1},\
-   {0, "skinny", "side=0,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=0,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=0,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=0,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=0,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                       \
-   {0, "skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
-   {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=2,vec=0", 1},              \
-   {0, "skinny", "side=0,bs=1,rl=4,warps=8,kw=4,unroll=2,vec=0", 1},                        \
-   {0, "skinny", "side=1,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=1,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=1,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                        \
-   {0, "skinny", "side=1,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                       \
-   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", 0},               \
-   {0, "skinny", "side=0,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                \
-   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", 0},               \
-   {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                \
-   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
-   {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},               \
-   {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=8,vec=1", 0},              \
-   {0, "skinny", "side=1,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},              \
-   {0, "skinny", "side=0,bs=1,rl=1,warps=8,kw=8,unroll=8,vec=1", 0},                        \
-   {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=4,unroll=4,vec=1", 0},                        \
-   {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                        \
-   {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                        \
-   {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
-   {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                         \
-   {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", 0},                         \
-   {8, "skinny_mma", "side=0,bs=8,rl=2,warps=8,kw=8,unroll=4", 0},                          \
-   {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4", 0},                 \
-   {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                          \
-   {8, "skinny_mma", "side=1,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                         \
-   {8, "skinny_mma", "side=1,bs=32,rl=1,warps=8,kw=8,unroll=4", 0}}
-
+ * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there); and for FP8 ops that
+ * allow fast accumulation, wgmma's 128 x 256 without promotion (the promoting FP8 kernels take
+ * the 128 x 128 and smaller tiles above: their partial sums do not fit 128 x 256).  min_cc: the
+ * compute capability they are for (and newer). */
+#define RT_BUILTIN                                                                                 \
+  {                                                                                                \
+    {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},             \
+        {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                    \
+        {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1", 0},          \
+        {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=8", 0},                     \
+        {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=1", 0},                      \
+        {9, "wgmma", "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,repack=1,persist=1", 0},  \
+        {9, "wgmma", "bm=128,bn=64,stages=8,consumers=2,blocks=1,group=1,split=4", 0},             \
+        {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2", 0},              \
+        {9, "wgmma", "bm=64,bn=32,stages=6,consumers=1,blocks=2,group=1,split=2,swap=1", 0},       \
+        {9, "wgmma", "bm=128,bn=32,stages=6,consumers=2,blocks=1,group=1,swap=1", 0},              \
+        {9, "wgmma", "bm=64,bn=32,stages=12,consumers=1,blocks=1,group=1,swap=1", 0},              \
+        {9, "wgmma", "bm=64,bn=16,stages=16,consumers=1,blocks=1,group=1,swap=1", 0},              \
+        {9, "wgmma", "bm=128,bn=192,stages=4,consumers=2,blocks=1,group=8,persist=1,swap=1", 0},   \
+        {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,swap=1", 0},             \
+        {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},     \
+        {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,repack=1,swap=1", 0},    \
+        {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,promote=0", 0},          \
+        {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},          \
+        {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},        \
+        {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0}, \
+        {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=4", 1},        \
+        {8, "mma_sync", "bm=64,bn=64,wm=32,wn=32,stages=3,vec=0,swz=1,group=1,split=16", 1},       \
+        {8, "mma_sync", "bm=128,bn=128,bk=64,wm=64,wn=32,stages=3,vec=2,swz=1,group=1", 1},        \
+        {8, "mma_sync", "bm=64,bn=128,bk=32,wm=64,wn=32,stages=4,vec=2,swz=0,group=1", 1},         \
+        {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=2,vec=2,swz=1,group=1,split=4", 1},  \
+        {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=2,swz=1,group=1,split=16", 1}, \
+        {8, "mma_sync", "bm=16,bn=64,bk=64,wm=16,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},  \
+        {8, "mma_sync", "bm=16,bn=128,bk=64,wm=16,wn=32,stages=4,vec=8,swz=1,group=1", 0},         \
+        {8, "mma_sync", "bm=32,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=4", 0},  \
+        {8, "mma_sync", "bm=32,bn=128,bk=64,wm=32,wn=32,stages=4,vec=8,swz=1,group=1", 0},         \
+        {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=4,stages=2,pad=4,group=8", 0},         \
+        {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4", 0},                   \
+        {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=4,stages=2,pad=4,group=1,split=2", 0},   \
+        {0, "reg_tiled", "bm=32,bn=128,bk=32,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=4", 0},  \
+        {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=4,stages=3,pad=4,group=1,split=16", 0}, \
+        {0, "reg_tiled", "bm=64,bn=32,bk=16,tm=4,tn=4,vec=4,stages=3,pad=4,group=1,split=4", 0},   \
+        {0, "reg_tiled", "bm=128,bn=32,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4", 1},                  \
+        {0, "reg_tiled", "bm=128,bn=128,bk=8,tm=16,tn=8,vec=1,stages=2,pad=4,group=8", 1},         \
+        {0, "reg_tiled", "bm=64,bn=128,bk=8,tm=8,tn=8,vec=1,stages=2,pad=4,group=1", 1},           \
+        {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=8,vec=1,stages=2,pad=4,group=1", 1},           \
+        {0, "reg_tiled", "bm=64,bn=64,bk=16,tm=4,tn=4,vec=1,stages=2,pad=4,group=1,split=2", 1},   \
+        {0, "reg_tiled", "bm=32,bn=128,bk=16,tm=8,tn=4,vec=1,stages=3,pad=4,group=1,split=4", 1},  \
+        {0, "reg_tiled", "bm=32,bn=64,bk=16,tm=4,tn=4,vec=1,stages=3,pad=4,group=1,split=16", 1},  \
+        {0, "skinny", "side=0,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=0,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=0,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=0,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=0,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                         \
+        {0, "skinny", "side=0,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                          \
+        {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=2,vec=0", 1},                \
+        {0, "skinny", "side=0,bs=1,rl=4,warps=8,kw=4,unroll=2,vec=0", 1},                          \
+        {0, "skinny", "side=1,bs=1,rl=2,warps=4,kw=1,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=1,bs=2,rl=2,warps=8,kw=2,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=1,bs=4,rl=2,warps=8,kw=1,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=1,bs=8,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                          \
+        {0, "skinny", "side=1,bs=16,rl=1,warps=4,kw=1,unroll=2,vec=1", 0},                         \
+        {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", 0},                 \
+        {0, "skinny", "side=0,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                  \
+        {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=16", 0},                 \
+        {0, "skinny", "side=1,bs=4,rl=1,warps=4,kw=1,unroll=2,vec=1,split=4", 0},                  \
+        {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},                 \
+        {0, "skinny", "side=1,bs=1,rl=1,warps=4,kw=1,unroll=4,vec=1,split=64", 0},                 \
+        {0, "skinny", "side=0,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=8,vec=1", 0},                \
+        {0, "skinny", "side=1,bs=1,rl=1,lanes=8,warps=16,kw=16,unroll=4,vec=1", 0},                \
+        {0, "skinny", "side=0,bs=1,rl=1,warps=8,kw=8,unroll=8,vec=1", 0},                          \
+        {0, "skinny", "side=0,bs=1,rl=1,warps=4,kw=4,unroll=4,vec=1", 0},                          \
+        {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                          \
+        {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                          \
+        {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
+        {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                           \
+        {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", 0},                           \
+        {8, "skinny_mma", "side=0,bs=8,rl=2,warps=8,kw=8,unroll=4", 0},                            \
+        {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4", 0},                   \
+        {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
+        {8, "skinny_mma", "side=1,bs=16,rl=1,warps=8,kw=8,unroll=4", 0}, {                         \
+      8, "skinny_mma", "side=1,bs=32,rl=1,warps=8,kw=8,unroll=4", 0                                \
+    }                                                                                              \
+  }
 
 /* The model's correction (rt_model.h) for a template with no rows on the GPU model: ln of
  * how much slower than the analytic part its configs ran, the median over the rows of an

@@ -7,7 +7,8 @@
 
 const rt_dtype_info *rt_dtype(mmt_dtype dtype) {
   static const rt_dtype_info table[] = {
-      [MMT_F32] = {"f32", 4}, [MMT_TF32] = {"tf32", 4}, [MMT_F16] = {"f16", 2}, [MMT_BF16] = {"bf16", 2}};
+      [MMT_F32] = {"f32", 4},   [MMT_TF32] = {"tf32", 4}, [MMT_F16] = {"f16", 2},
+      [MMT_BF16] = {"bf16", 2}, [MMT_E4M3] = {"e4m3", 1}, [MMT_E5M2] = {"e5m2", 1}};
   if ((int)dtype < 0 || (size_t)dtype >= sizeof table / sizeof table[0]) return NULL;
   return &table[dtype];
 }
@@ -47,6 +48,11 @@ mmt_status rt_gemm_check(const mmt_problem *p, ut_err *err) {
                    (int)p->trans_b);
   if (!rt_dtype(p->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "dtype %d is not an mmt_dtype", (int)p->dtype);
+  if (p->dtype == MMT_E4M3 || p->dtype == MMT_E5M2)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "dtype %s: FP8 has no plain GEMM (C would be FP8); use mmt_matmul with "
+                   "out_type MMT_BF16, MMT_F16 or MMT_F32",
+                   rt_dtype(p->dtype)->name);
   static const char *const names[6] = {"M", "N", "K", "lda", "ldb", "ldc"};
   const int64_t v[6] = {p->m, p->n, p->k, p->lda, p->ldb, p->ldc};
   for (int i = 0; i < 3; i++)

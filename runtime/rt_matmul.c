@@ -16,6 +16,8 @@ _Static_assert(sizeof(((mmt_choice *)0)->epilogue) == GEN_OP_TEXT_MAX,
 /* Whether t is a type D (and C) may have. */
 static bool out_type(mmt_dtype t) { return t == MMT_F32 || t == MMT_F16 || t == MMT_BF16; }
 
+static bool fp8(mmt_dtype t) { return t == MMT_E4M3 || t == MMT_E5M2; }
+
 /* The inputs' own output type: f32 for tf32. */
 static mmt_dtype natural_out(mmt_dtype in) { return in == MMT_TF32 ? MMT_F32 : in; }
 
@@ -45,6 +47,39 @@ static mmt_status check_enums(const mmt_matmul_desc *d, ut_err *err) {
                    (int)d->bias_mode);
   if (d->act < MMT_ACT_NONE || d->act > MMT_ACT_SILU)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "act %d is not an mmt_activation", (int)d->act);
+  if (d->scale_mode < MMT_SCALE_VECTORS || d->scale_mode > MMT_SCALE_BLOCK)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "scale_mode %d is not an mmt_scale_mode",
+                   (int)d->scale_mode);
+  return MMT_OK;
+}
+
+/* FP8: its layout (both operands K-major), block scales' limits, fast_accum's inputs; and
+ * the scales a mode needs. */
+static mmt_status check_scales(const mmt_matmul_desc *d, ut_err *err) {
+  if (d->fast_accum && !fp8(d->in_type))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "fast_accum is for FP8 inputs (in_type %s)",
+                   rt_dtype(d->in_type)->name);
+  if (d->scale_mode == MMT_SCALE_BLOCK && !fp8(d->in_type))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "scale_mode MMT_SCALE_BLOCK is for FP8 inputs "
+                   "(in_type %s)",
+                   rt_dtype(d->in_type)->name);
+  if (d->scale_mode != MMT_SCALE_VECTORS && (!d->scale_row || !d->scale_col))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "scale_mode %s needs both scale_row (A's) and "
+                   "scale_col (B's)",
+                   d->scale_mode == MMT_SCALE_TENSOR ? "MMT_SCALE_TENSOR" : "MMT_SCALE_BLOCK");
+  if (!fp8(d->in_type)) return MMT_OK;
+  const bool row = d->order == MMT_ROW_MAJOR;
+  if (d->trans_a != (row ? MMT_NO_TRANS : MMT_TRANS) ||
+      d->trans_b != (row ? MMT_TRANS : MMT_NO_TRANS))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "FP8 needs both operands K-major: row-major trans_a MMT_NO_TRANS and trans_b "
+                   "MMT_TRANS (column-major: MMT_TRANS and MMT_NO_TRANS)");
+  if (d->scale_mode == MMT_SCALE_BLOCK && (!row || d->batch > 1))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "MMT_SCALE_BLOCK: row-major order and batch 1 only (got %s, batch %lld)",
+                   row ? "row-major" : "column-major", (long long)d->batch);
   return MMT_OK;
 }
 
@@ -186,6 +221,16 @@ static mmt_status check_pointer(const char *name, const void *p, int elem, ut_er
   return MMT_OK;
 }
 
+/* The floats of scale_row (side 0) or scale_col (1) as scale_mode says (mmtune.h). */
+static int64_t scale_len(const mmt_matmul_desc *d, int side) {
+  const int64_t kb = (d->k + 127) / 128, np = product_n(d);
+  switch (d->scale_mode) {
+  case MMT_SCALE_TENSOR: return 1;
+  case MMT_SCALE_BLOCK: return side ? (np + 127) / 128 * kb : kb * d->m;
+  default: return side ? np : d->m;
+  }
+}
+
 static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   const int in = rt_dtype(d->in_type)->elem_bytes;
   const bool reads_ab = d->k > 0 && d->alpha != 0.0f, reads_c = d->beta != 0.0f;
@@ -222,8 +267,8 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   } vecs[3] = {
       {"bias", d->bias, d->bias_mode == MMT_BIAS_ROW ? d->m : np,
        d->bias ? rt_dtype(d->bias_type)->elem_bytes : 4},
-      {"scale_row", d->scale_row, d->m, 4},
-      {"scale_col", d->scale_col, np, 4},
+      {"scale_row", d->scale_row, scale_len(d, 0), 4},
+      {"scale_col", d->scale_col, scale_len(d, 1), 4},
   };
   for (int i = 0; i < 3; i++) {
     if (!vecs[i].p) continue;
@@ -239,6 +284,7 @@ mmt_status rt_matmul_check_fields(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc) rc = check_sizes(d, err);
   if (!rc) rc = check_lds(d, err);
   if (!rc) rc = check_epilogue(d, err);
+  if (!rc) rc = check_scales(d, err);
   if (!rc) rc = check_int_sizes(d, err);
   return rc;
 }
@@ -283,8 +329,12 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
       d->bias_mode != MMT_BIAS_NONE && (d->bias_type == MMT_F32 || d->out_type == MMT_F32);
   const float *s_row = col ? d->scale_col : d->scale_row,
               *s_col = col ? d->scale_row : d->scale_col;
-  op->scale_row = s_row != NULL;
-  op->scale_col = s_col != NULL;
+  /* the scale vectors, or per tensor (one float each) or block scales */
+  op->scale_tensor = d->scale_mode == MMT_SCALE_TENSOR;
+  op->scale_block = d->scale_mode == MMT_SCALE_BLOCK;
+  op->scale_row = d->scale_mode == MMT_SCALE_VECTORS && s_row != NULL;
+  op->scale_col = d->scale_mode == MMT_SCALE_VECTORS && s_col != NULL;
+  op->fast_accum = d->fast_accum != 0;
   op->act = (gen_act)d->act; /* the enums agree: mmtune.h's order is gen.h's */
   op->gated = d->gated != 0;
   out->batch = d->batch;

@@ -479,7 +479,8 @@ static void test_builtin_offered(void **state) {
   assert_true(rt_builtin_offered(&aligned, 9, &p));
 }
 
-/* Every built-in and default config names a template on the path and parses there. */
+/* Every built-in and default config names a template on the path and parses there, valid as
+ * a config or (FP8's fast-accumulation tile) for an FP8 op that allows it. */
 static void test_builtin_lists_parse(void **state) {
   (void)state;
   static const rt_builtin builtin[] = RT_BUILTIN;
@@ -491,6 +492,11 @@ static void test_builtin_lists_parse(void **state) {
     assert_int_equal(gen_load_named(builtin[i].name, &t, &e), MMT_OK);
     if (gen_config_parse(t, builtin[i].params, &cfg, &e) != MMT_OK) fail_msg("%s", e.msg);
     assert_int_equal(gen_check(t, &cfg, NULL, &valid, NULL, 0, &e), MMT_OK);
+    if (!valid && gen_supports_dtype(t, "e4m3")) {
+      gen_op fast;
+      assert_int_equal(gen_op_parse("out=bf16,fast_accum", "e4m3", &fast, &e), MMT_OK);
+      assert_int_equal(gen_check_op_for(t, &cfg, "e4m3", "nt", &fast, &valid, NULL, 0, &e), MMT_OK);
+    }
     if (!valid) fail_msg("built-in %s %s is not a valid config", builtin[i].name, builtin[i].params);
     assert_false(isnan(rt_template_prior(builtin[i].name)));
     gen_free(t);

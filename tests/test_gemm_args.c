@@ -49,8 +49,12 @@ static void test_enums(void **state) {
   p = prob(R, N, (mmt_transpose)2, 4, 5, 6, 6, 5, 5);
   expect(p, 1, P, P, P, MMT_ERR_INVALID_ARG, "transB must be MMT_NO_TRANS or MMT_TRANS, got 2");
   p = prob(R, N, N, 4, 5, 6, 6, 5, 5);
-  p.dtype = (mmt_dtype)4;
-  expect(p, 1, P, P, P, MMT_ERR_INVALID_ARG, "dtype 4 is not an mmt_dtype");
+  p.dtype = (mmt_dtype)6;
+  expect(p, 1, P, P, P, MMT_ERR_INVALID_ARG, "dtype 6 is not an mmt_dtype");
+  p.dtype = MMT_E4M3; /* FP8 is mmt_matmul's alone */
+  expect(p, 1, P, P, P, MMT_ERR_INVALID_ARG,
+         "dtype e4m3: FP8 has no plain GEMM (C would be FP8); use mmt_matmul with out_type "
+         "MMT_BF16, MMT_F16 or MMT_F32");
   assert_null(rt_dtype((mmt_dtype)-1));
   assert_string_equal(rt_dtype(MMT_TF32)->name, "tf32");
   assert_int_equal(rt_dtype(MMT_TF32)->elem_bytes, 4);

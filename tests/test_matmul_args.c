@@ -131,6 +131,74 @@ static void test_epilogue_fields(void **state) {
   expect(&d, MMT_ERR_INVALID_ARG, "scale_col (0x600002) is not 4-byte aligned");
 }
 
+/* FP8 and the scale modes: FP8 has no plain GEMM, its operands are K-major, its block scales
+ * row-major and single; a mode's scales are both there and as long as it reads; and the op
+ * the kernel gets says the mode (column-major: A's and B's scales swapped). */
+static void test_fp8_and_scale_modes(void **state) {
+  (void)state;
+  ut_err e;
+  const mmt_problem plain = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_TRANS, 4, 5, 6, 6, 6, 5, MMT_E4M3};
+  assert_int_equal(rt_gemm_check(&plain, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "FP8 has no plain GEMM"));
+  assert_string_equal(mmt_dtype_name(MMT_E5M2), "e5m2");
+  /* row-major A M x K, B stored N x K */
+  mmt_matmul_desc d = base();
+  d.in_type = MMT_E4M3, d.out_type = MMT_BF16, d.trans_b = MMT_TRANS, d.ldb = 6;
+  expect(&d, MMT_OK, NULL);
+  d.trans_b = MMT_NO_TRANS, d.ldb = 5;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "FP8 needs both operands K-major: row-major trans_a MMT_NO_TRANS and trans_b MMT_TRANS "
+         "(column-major: MMT_TRANS and MMT_NO_TRANS)");
+  d.trans_b = MMT_TRANS, d.ldb = 6, d.out_type = MMT_E5M2;
+  expect(&d, MMT_ERR_INVALID_ARG, "out_type must be MMT_F32, MMT_F16 or MMT_BF16, got 5");
+  d.out_type = MMT_F32, d.fast_accum = 1;
+  expect(&d, MMT_OK, NULL);
+  mmt_matmul_desc h = base();
+  h.fast_accum = 1;
+  expect(&h, MMT_ERR_INVALID_ARG, "fast_accum is for FP8 inputs (in_type f16)");
+  h = base(), h.scale_mode = MMT_SCALE_BLOCK, h.scale_row = ADDR(0x600000);
+  h.scale_col = ADDR(0x700000);
+  expect(&h, MMT_ERR_INVALID_ARG, "scale_mode MMT_SCALE_BLOCK is for FP8 inputs (in_type f16)");
+  h.scale_mode = MMT_SCALE_TENSOR; /* per-tensor scales for any input */
+  expect(&h, MMT_OK, NULL);
+  h.scale_col = NULL;
+  expect(&h, MMT_ERR_INVALID_ARG,
+         "scale_mode MMT_SCALE_TENSOR needs both scale_row (A's) and scale_col (B's)");
+  h.scale_mode = (mmt_scale_mode)3;
+  expect(&h, MMT_ERR_INVALID_ARG, "scale_mode 3 is not an mmt_scale_mode");
+  /* block scales: row-major, batch 1; their arrays' lengths count against D */
+  d.scale_mode = MMT_SCALE_BLOCK, d.scale_row = ADDR(0x600000), d.scale_col = ADDR(0x700000);
+  expect(&d, MMT_OK, NULL);
+  d.scale_row = ADDR(0x400000 + 4 * 4 * 5); /* D is 4 x 5 floats from 0x400000: just after */
+  expect(&d, MMT_OK, NULL);
+  d.scale_row = ADDR(0x400000 + 4 * 4 * 5 - 4);
+  expect(&d, MMT_ERR_INVALID_ARG, "d overlaps scale_row");
+  d.scale_row = ADDR(0x600000), d.batch = 2, d.stride_d = 20;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "MMT_SCALE_BLOCK: row-major order and batch 1 only (got row-major, batch 2)");
+  /* the kernel's op */
+  d.batch = 1, d.stride_d = 0;
+  rt_matmul_plan pl;
+  rt_matmul_map(&d, &pl);
+  assert_false(pl.plain);
+  assert_true(pl.op.scale_block && pl.op.fast_accum && !pl.op.scale_row && !pl.op.scale_tensor);
+  assert_string_equal(pl.kp.layout, "nt");
+  /* column-major: the kernel's A is the call's B, and its scale the call's scale_col */
+  mmt_matmul_desc c = base();
+  c.order = MMT_COL_MAJOR, c.in_type = MMT_E5M2, c.out_type = MMT_F16, c.trans_a = MMT_TRANS;
+  c.lda = 6, c.ldb = 6, c.ldc = 4, c.ldd = 4;
+  c.scale_mode = MMT_SCALE_TENSOR, c.scale_row = ADDR(0x600000), c.scale_col = ADDR(0x700000);
+  expect(&c, MMT_OK, NULL);
+  rt_matmul_map(&c, &pl);
+  assert_string_equal(pl.kp.layout, "nt");
+  assert_true(pl.op.scale_tensor && !pl.op.scale_row && !pl.op.scale_col);
+  assert_int_equal(pl.scale_row, 0x700000);
+  assert_int_equal(pl.scale_col, 0x600000);
+  c.scale_mode = MMT_SCALE_BLOCK;
+  expect(&c, MMT_ERR_UNSUPPORTED,
+         "MMT_SCALE_BLOCK: row-major order and batch 1 only (got column-major, batch 1)");
+}
+
 static void test_pointers_and_overlaps(void **state) {
   (void)state;
   mmt_matmul_desc d = base();
@@ -559,11 +627,17 @@ static void test_op_rows(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_enums_and_sizes), cmocka_unit_test(test_leading_dimensions),
-      cmocka_unit_test(test_epilogue_fields), cmocka_unit_test(test_pointers_and_overlaps),
-      cmocka_unit_test(test_batch_strides),   cmocka_unit_test(test_plain),
-      cmocka_unit_test(test_op_codes),        cmocka_unit_test(test_mapping_computes_the_call),
-      cmocka_unit_test(test_explain),         cmocka_unit_test(test_op_rows),
+      cmocka_unit_test(test_enums_and_sizes),
+      cmocka_unit_test(test_leading_dimensions),
+      cmocka_unit_test(test_epilogue_fields),
+      cmocka_unit_test(test_fp8_and_scale_modes),
+      cmocka_unit_test(test_pointers_and_overlaps),
+      cmocka_unit_test(test_batch_strides),
+      cmocka_unit_test(test_plain),
+      cmocka_unit_test(test_op_codes),
+      cmocka_unit_test(test_mapping_computes_the_call),
+      cmocka_unit_test(test_explain),
+      cmocka_unit_test(test_op_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

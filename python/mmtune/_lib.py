@@ -139,6 +139,8 @@ class MatmulDesc(ctypes.Structure):
         ("scale_col", ctypes.c_void_p),
         ("act", ctypes.c_int),
         ("gated", ctypes.c_int),
+        ("scale_mode", ctypes.c_int),
+        ("fast_accum", ctypes.c_int),
     ]
 
 
