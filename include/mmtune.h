@@ -224,7 +224,9 @@ typedef enum {
  * both operands K-major, the layout Hopper's FP8 tensor cores read: row-major with trans_a
  * MMT_NO_TRANS and trans_b MMT_TRANS (A is M x K, B is stored N x K as PyTorch's Linear
  * weight), or column-major with trans_a MMT_TRANS and trans_b MMT_NO_TRANS; any other layout
- * is MMT_ERR_UNSUPPORTED (no transposing copy is made).  The kernels promote wgmma's FP8 sums
+ * is MMT_ERR_UNSUPPORTED (no transposing copy is made), and so are A and B whose addresses,
+ * leading dimensions or batch strides are not multiples of 16 (TMA loads them).  The kernels
+ * promote wgmma's FP8 sums
  * into fp32 every few K blocks; fast_accum lets kernels that do not (faster, less accurate
  * over a long K) serve as well.
  */

@@ -221,6 +221,27 @@ static mmt_status check_pointer(const char *name, const void *p, int elem, ut_er
   return MMT_OK;
 }
 
+/* FP8's kernels read A and B with TMA: 16-byte aligned bases, row pitches and batch strides
+ * (a byte an element), or there is no kernel for the call. */
+static mmt_status check_fp8_alignment(const mmt_matmul_desc *d, ut_err *err) {
+  const struct {
+    const char *name;
+    uint64_t v;
+  } need[] = {{"a", (uint64_t)(uintptr_t)d->a},
+              {"b", (uint64_t)(uintptr_t)d->b},
+              {"lda", (uint64_t)d->lda},
+              {"ldb", (uint64_t)d->ldb},
+              {"stride_a", d->batch > 1 ? (uint64_t)d->stride_a : 0},
+              {"stride_b", d->batch > 1 ? (uint64_t)d->stride_b : 0}};
+  for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+    if (need[i].v % 16)
+      return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                     "FP8: %s = 0x%llx is not a multiple of 16 (bytes, elements): the FP8 "
+                     "kernels load A and B with TMA",
+                     need[i].name, (unsigned long long)need[i].v);
+  return MMT_OK;
+}
+
 /* The floats of scale_row (side 0) or scale_col (1) as scale_mode says (mmtune.h). */
 static int64_t scale_len(const mmt_matmul_desc *d, int side) {
   const int64_t kb = (d->k + 127) / 128, np = product_n(d);
@@ -247,6 +268,7 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc && d->scale_row) rc = check_pointer("scale_row", d->scale_row, 4, err);
   if (!rc && d->scale_col) rc = check_pointer("scale_col", d->scale_col, 4, err);
   if (rc) return rc;
+  if (fp8(d->in_type) && reads_ab && (rc = check_fp8_alignment(d, err))) return rc;
   if (!one_to_one(&D))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "stride_d %lld with ldd %lld makes the batch's problems overlap in D (each is "

@@ -2,13 +2,17 @@
 #include "matmul_ref.h"
 
 #include <math.h>
+#include <stdbool.h>
 
+#include "fp8.h"
 #include "half16.h"
 
 double mr_load(mmt_dtype t, const void *base, int64_t idx) {
   switch (t) {
   case MMT_F16: return th_f16_to_f32(((const uint16_t *)base)[idx]);
   case MMT_BF16: return th_bf16_to_f32(((const uint16_t *)base)[idx]);
+  case MMT_E4M3: return fp8_e4m3_to_f32(((const uint8_t *)base)[idx]);
+  case MMT_E5M2: return fp8_e5m2_to_f32(((const uint8_t *)base)[idx]);
   default: return ((const float *)base)[idx];
   }
 }
@@ -17,6 +21,8 @@ void mr_store(mmt_dtype t, void *base, int64_t idx, double x) {
   switch (t) {
   case MMT_F16: ((uint16_t *)base)[idx] = th_f32_to_f16((float)x); break;
   case MMT_BF16: ((uint16_t *)base)[idx] = th_f32_to_bf16((float)x); break;
+  case MMT_E4M3: ((uint8_t *)base)[idx] = fp8_e4m3_from_f32((float)x); break;
+  case MMT_E5M2: ((uint8_t *)base)[idx] = fp8_e5m2_from_f32((float)x); break;
   default: ((float *)base)[idx] = (float)x; break;
   }
 }
@@ -44,18 +50,29 @@ double mr_act(mmt_activation act, double x) {
 static double x_of(const mmt_matmul_desc *d, const mr_host *h, int64_t z, int64_t i, int64_t jp,
                    double *mag) {
   double p = 0, pa = 0;
+  const bool block = d->scale_mode == MMT_SCALE_BLOCK;
+  const int64_t kb = (d->k + 127) / 128;
   if (d->alpha != 0.0f)
     for (int64_t l = 0; l < d->k; l++) {
       double a = mr_load(d->in_type, h->a,
                          z * d->stride_a + mr_offset(d->order, d->trans_a, i, l, d->lda));
       double b = mr_load(d->in_type, h->b,
                          z * d->stride_b + mr_offset(d->order, d->trans_b, l, jp, d->ldb));
-      p += a * b;
-      pa += fabs(a * b);
+      /* block scales: each K block's products times A's scale of (block, i), B's of
+       * (jp / 128, block) */
+      const double s =
+          block ? (double)h->scale_row[l / 128 * d->m + i] * h->scale_col[jp / 128 * kb + l / 128]
+                : 1.0;
+      p += s * a * b;
+      pa += fabs(s * a * b);
     }
   double f = d->alpha;
-  if (h->scale_row) f *= h->scale_row[i];
-  if (h->scale_col) f *= h->scale_col[jp];
+  if (d->scale_mode == MMT_SCALE_TENSOR) {
+    f *= (double)h->scale_row[0] * h->scale_col[0];
+  } else if (!block) {
+    if (h->scale_row) f *= h->scale_row[i];
+    if (h->scale_col) f *= h->scale_col[jp];
+  }
   double x = f * p, m = fabs(f) * pa;
   if (d->bias_mode != MMT_BIAS_NONE) {
     double b = mr_load(d->bias_type, h->bias, d->bias_mode == MMT_BIAS_COL ? jp : i);

@@ -26,7 +26,8 @@ void mr_store(mmt_dtype t, void *base, int64_t idx, double x);
 int64_t mr_offset(mmt_order order, int trans, int64_t i, int64_t j, int64_t ld);
 /* The activation in double. */
 double mr_act(mmt_activation act, double x);
-/* D[i][j] of problem z, in double: the whole expression, before D's rounding.  *scale gets a
+/* D[i][j] of problem z, in double: the whole expression (scale_mode's scales too), before D's
+ * rounding.  *scale gets a
  * magnitude of its terms (the sum of |products| times the factors, plus |bias| and |beta C|),
  * against which a rounding error is measured; may be NULL. */
 double mr_element(const mmt_matmul_desc *d, const mr_host *h, int64_t z, int64_t i, int64_t j,

@@ -141,15 +141,23 @@ static void test_fp8_and_scale_modes(void **state) {
   assert_int_equal(rt_gemm_check(&plain, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "FP8 has no plain GEMM"));
   assert_string_equal(mmt_dtype_name(MMT_E5M2), "e5m2");
-  /* row-major A M x K, B stored N x K */
+  /* row-major A M x K, B stored N x K, 16-byte aligned for TMA */
   mmt_matmul_desc d = base();
-  d.in_type = MMT_E4M3, d.out_type = MMT_BF16, d.trans_b = MMT_TRANS, d.ldb = 6;
+  d.in_type = MMT_E4M3, d.out_type = MMT_BF16, d.trans_b = MMT_TRANS, d.lda = 16, d.ldb = 6;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "FP8: ldb = 0x6 is not a multiple of 16 (bytes, elements): the FP8 kernels load A and B "
+         "with TMA");
+  d.ldb = 16, d.a = ADDR(0x100008);
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "FP8: a = 0x100008 is not a multiple of 16 (bytes, elements): the FP8 kernels load A and "
+         "B with TMA");
+  d.a = ADDR(0x100000);
   expect(&d, MMT_OK, NULL);
   d.trans_b = MMT_NO_TRANS, d.ldb = 5;
   expect(&d, MMT_ERR_UNSUPPORTED,
          "FP8 needs both operands K-major: row-major trans_a MMT_NO_TRANS and trans_b MMT_TRANS "
          "(column-major: MMT_TRANS and MMT_NO_TRANS)");
-  d.trans_b = MMT_TRANS, d.ldb = 6, d.out_type = MMT_E5M2;
+  d.trans_b = MMT_TRANS, d.ldb = 16, d.out_type = MMT_E5M2;
   expect(&d, MMT_ERR_INVALID_ARG, "out_type must be MMT_F32, MMT_F16 or MMT_BF16, got 5");
   d.out_type = MMT_F32, d.fast_accum = 1;
   expect(&d, MMT_OK, NULL);
@@ -173,11 +181,11 @@ static void test_fp8_and_scale_modes(void **state) {
   expect(&d, MMT_OK, NULL);
   d.scale_row = ADDR(0x400000 + 4 * 4 * 5 - 4);
   expect(&d, MMT_ERR_INVALID_ARG, "d overlaps scale_row");
-  d.scale_row = ADDR(0x600000), d.batch = 2, d.stride_d = 20;
+  d.scale_row = ADDR(0x600000), d.batch = 2, d.stride_d = 20, d.stride_a = 64, d.stride_b = 80;
   expect(&d, MMT_ERR_UNSUPPORTED,
          "MMT_SCALE_BLOCK: row-major order and batch 1 only (got row-major, batch 2)");
   /* the kernel's op */
-  d.batch = 1, d.stride_d = 0;
+  d.batch = 1, d.stride_d = d.stride_a = d.stride_b = 0;
   rt_matmul_plan pl;
   rt_matmul_map(&d, &pl);
   assert_false(pl.plain);
@@ -186,7 +194,7 @@ static void test_fp8_and_scale_modes(void **state) {
   /* column-major: the kernel's A is the call's B, and its scale the call's scale_col */
   mmt_matmul_desc c = base();
   c.order = MMT_COL_MAJOR, c.in_type = MMT_E5M2, c.out_type = MMT_F16, c.trans_a = MMT_TRANS;
-  c.lda = 6, c.ldb = 6, c.ldc = 4, c.ldd = 4;
+  c.lda = 16, c.ldb = 16, c.ldc = 4, c.ldd = 4;
   c.scale_mode = MMT_SCALE_TENSOR, c.scale_row = ADDR(0x600000), c.scale_col = ADDR(0x700000);
   expect(&c, MMT_OK, NULL);
   rt_matmul_map(&c, &pl);

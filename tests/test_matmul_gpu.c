@@ -4,7 +4,8 @@
  * dimensions, pointers off their allocations' alignment, alpha and beta, bias by row and
  * column in fp32 or the output type, scales, every activation, gated, batches with strides of
  * 0 (broadcast) and D's problems side by side in its rows, in place (C is D), beta == 0 over a
- * C of NaN -- each checked element by element against matmul_ref.c's float64 definition,
+ * C of NaN; every fourth FP8 (e4m3, e5m2: K-major, per-tensor, vector or block scales, fast
+ * accumulation or not) -- each checked element by element against matmul_ref.c's float64 definition,
  * within a bound of the output type, and every byte of D's allocation outside D untouched.
  * Fresh inputs for every descriptor; no database (the dispatcher's model picks each kernel).
  */
@@ -75,7 +76,11 @@ static int64_t pick(int64_t lo, int64_t hi) {
 }
 static double uniform(void) { return (double)(next() >> 11) / 9007199254740992.0 * 2 - 1; }
 
-static int size_of(mmt_dtype t) { return t == MMT_F16 || t == MMT_BF16 ? 2 : 4; }
+static int size_of(mmt_dtype t) {
+  return t == MMT_E4M3 || t == MMT_E5M2 ? 1 : t == MMT_F16 || t == MMT_BF16 ? 2 : 4;
+}
+static bool is_fp8(mmt_dtype t) { return t == MMT_E4M3 || t == MMT_E5M2; }
+static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
 /* One operand: a host copy (its type's bytes) and the device allocation it sits in, `skew`
  * elements past the allocation's start, with `guard` elements of sentinel after it. */
@@ -148,6 +153,17 @@ static case_t random_case(int trial) {
   d->bias_mode = (mmt_bias)pick(0, 2);
   d->bias_type = next() % 2 ? MMT_F32 : d->out_type;
   d->batch = next() % 3 == 0 ? pick(2, 5) : 1;
+  if (trial % 4 == 3) { /* FP8: K-major operands, a scale mode, fast accumulation or not */
+    d->in_type = next() % 2 ? MMT_E4M3 : MMT_E5M2;
+    d->trans_a = d->order == MMT_ROW_MAJOR ? MMT_NO_TRANS : MMT_TRANS;
+    d->trans_b = d->order == MMT_ROW_MAJOR ? MMT_TRANS : MMT_NO_TRANS;
+    d->scale_mode = (mmt_scale_mode)pick(0, 2);
+    if (d->scale_mode == MMT_SCALE_BLOCK && d->order == MMT_ROW_MAJOR)
+      d->batch = 1, d->k = pick(100, 700); /* several K blocks */
+    else if (d->scale_mode == MMT_SCALE_BLOCK)
+      d->scale_mode = MMT_SCALE_TENSOR;
+    d->fast_accum = (int)(next() % 2);
+  }
   return c;
 }
 
@@ -171,6 +187,8 @@ static const char *run_case(fixture *f, case_t *c) {
   stored(d, false, d->m, d->n, &cw, &cr);
   d->lda = (aw > 0 ? aw : 1) + (next() % 2 ? pick(0, 9) : 0);
   d->ldb = (bw > 0 ? bw : 1) + (next() % 2 ? pick(0, 9) : 0);
+  const bool fp8 = is_fp8(d->in_type); /* TMA: 16-byte pitches, strides and bases */
+  if (fp8) d->lda = round16(d->lda), d->ldb = round16(d->ldb);
   d->ldc = cw + (next() % 2 ? pick(0, 5) : 0);
   const bool side = d->batch > 1 && !c->in_place && next() % 2;
   d->ldd = c->in_place ? d->ldc : side ? d->batch * cw + pick(0, 3) : cw + pick(0, 5);
@@ -178,16 +196,17 @@ static const char *run_case(fixture *f, case_t *c) {
   d->stride_c = c->in_place ? d->stride_d : cr * d->ldc;
   d->stride_a = d->batch > 1 && next() % 3 == 0 ? 0 : ar * d->lda + pick(0, 3);
   d->stride_b = d->batch > 1 && next() % 3 == 0 ? 0 : br * d->ldb + pick(0, 3);
+  if (fp8) d->stride_a = round16(d->stride_a), d->stride_b = round16(d->stride_b);
   const int64_t na = (d->batch - 1) * d->stride_a + ar * d->lda;
   const int64_t nb = (d->batch - 1) * d->stride_b + br * d->ldb;
   const int64_t nc = (d->batch - 1) * d->stride_c + cr * d->ldc;
   const int64_t nd = (d->batch - 1) * d->stride_d + cr * d->ldd;
   /* skews: most calls aligned, some off by an element or a few */
-  const int64_t skew_ab = next() % 3 == 0 ? pick(1, 7) : 0;
+  const int64_t skew_ab = next() % 3 == 0 && !fp8 ? pick(1, 7) : 0;
   operand A, B, C = {0}, D, bias = {0}, srow = {0}, scol = {0};
   const rt_cu *cu = f->cu;
   operand_make(cu, &A, d->in_type, na, skew_ab, -1, 1);
-  operand_make(cu, &B, d->in_type, nb, next() % 3 == 0 ? pick(1, 7) : 0, -1, 1);
+  operand_make(cu, &B, d->in_type, nb, next() % 3 == 0 && !fp8 ? pick(1, 7) : 0, -1, 1);
   operand_make(cu, &D, d->out_type, nd, next() % 3 == 0 ? pick(1, 3) : 0, -4, 4);
   d->a = dev_ptr(&A), d->b = dev_ptr(&B), d->d = dev_ptr(&D);
   mr_host h = {host_ptr(&A), host_ptr(&B), NULL, NULL, NULL, NULL};
@@ -208,13 +227,22 @@ static const char *run_case(fixture *f, case_t *c) {
     d->bias = dev_ptr(&bias);
     h.bias = host_ptr(&bias);
   }
-  if (next() % 4 == 0) {
-    operand_make(cu, &srow, MMT_F32, d->m, 0, 0.5, 1.5);
+  /* the scales: vectors (each now and then), one float each, or the block scales' arrays */
+  const int64_t kb = (d->k + 127) / 128;
+  const bool modes = d->scale_mode != MMT_SCALE_VECTORS;
+  const int64_t len[2] = {d->scale_mode == MMT_SCALE_TENSOR  ? 1
+                          : d->scale_mode == MMT_SCALE_BLOCK ? kb * d->m
+                                                             : d->m,
+                          d->scale_mode == MMT_SCALE_TENSOR  ? 1
+                          : d->scale_mode == MMT_SCALE_BLOCK ? (np + 127) / 128 * kb
+                                                             : np};
+  if (modes || next() % 4 == 0) {
+    operand_make(cu, &srow, MMT_F32, len[0] > 0 ? len[0] : 1, 0, 0.5, 1.5);
     d->scale_row = dev_ptr(&srow);
     h.scale_row = host_ptr(&srow);
   }
-  if (next() % 4 == 0) {
-    operand_make(cu, &scol, MMT_F32, np, 0, 0.5, 1.5);
+  if (modes || next() % 4 == 0) {
+    operand_make(cu, &scol, MMT_F32, len[1] > 0 ? len[1] : 1, 0, 0.5, 1.5);
     d->scale_col = dev_ptr(&scol);
     h.scale_col = host_ptr(&scol);
   }
@@ -246,7 +274,10 @@ static const char *run_case(fixture *f, case_t *c) {
         double mag;
         const double want = mr_element(d, &h, z, i, j, &mag);
         const double have = mr_load(d->out_type, got, at);
-        const double bound = 1.01 * unit * fabs(want) + (double)(d->k + 16) * 0x1p-22 * mag + 1e-30;
+        /* FP8: wgmma's own sums keep fewer bits than fp32 between promotions (all of K with
+         * fast accumulation): provisional bounds, to be set from the GPU's errors */
+        const double acc = !fp8 ? (double)(d->k + 16) * 0x1p-22 : d->fast_accum ? 0x1p-7 : 0x1p-10;
+        const double bound = 1.01 * unit * fabs(want) + acc * mag + 1e-30;
         if (!(fabs(have - want) <= bound)) {
           snprintf(why, sizeof why, "D[%lld][%lld][%lld] = %.9g, want %.9g (bound %.3g)",
                    (long long)z, (long long)i, (long long)j, have, want, bound);
@@ -275,15 +306,17 @@ static const char *act_name(mmt_activation a) {
 
 static void describe(int trial, const mmt_matmul_desc *d, const char *what) {
   fail_msg("descriptor %d (%s %s%s %lldx%lldx%lld, %s -> %s, alpha %g beta %g, bias %d (%s), "
-           "scales %d%d, act %s, gated %d, batch %lld, lda %lld ldb %lld ldc %lld ldd %lld, "
+           "scales %d%d (mode %d, fast %d), act %s, gated %d, batch %lld, lda %lld ldb %lld "
+           "ldc %lld ldd %lld, "
            "strides %lld %lld %lld %lld): %s",
            trial, d->order == MMT_ROW_MAJOR ? "row" : "col", d->trans_a ? "t" : "n",
            d->trans_b ? "t" : "n", (long long)d->m, (long long)d->n, (long long)d->k,
-           d->in_type == MMT_F16 ? "f16" : "bf16", mmt_dtype_name(d->out_type), d->alpha, d->beta,
+           mmt_dtype_name(d->in_type), mmt_dtype_name(d->out_type), d->alpha, d->beta,
            (int)d->bias_mode, mmt_dtype_name(d->bias_type), d->scale_row != NULL,
-           d->scale_col != NULL, act_name(d->act), d->gated, (long long)d->batch, (long long)d->lda,
-           (long long)d->ldb, (long long)d->ldc, (long long)d->ldd, (long long)d->stride_a,
-           (long long)d->stride_b, (long long)d->stride_c, (long long)d->stride_d, what);
+           d->scale_col != NULL, (int)d->scale_mode, d->fast_accum, act_name(d->act), d->gated,
+           (long long)d->batch, (long long)d->lda, (long long)d->ldb, (long long)d->ldc,
+           (long long)d->ldd, (long long)d->stride_a, (long long)d->stride_b,
+           (long long)d->stride_c, (long long)d->stride_d, what);
 }
 
 /* Descriptors a run checks: 300, or $MMT_MATMUL_CASES (scripts/gpu-check.sh memcheck runs
