@@ -684,6 +684,18 @@ static void test_layout_options(void **state) {
   assert_usage_error(
       RUN("emit", "wgmma", "--dtype", "f16", "--layout", "nt", "--epilogue", "fast_accum"),
       "is not one for f16 inputs");
+  /* explain: an untuned FP8 call gets a config that promotes (the defaults' 128 x 256 cannot) */
+  run_result x = RUN("explain", "4096", "4096", "4096", "--dtype", "e4m3", "--trans-b",
+                     "--epilogue", "scale=tensor", "--device-name", "NVIDIA H200", "--defaults");
+  assert_int_equal(x.code, 0);
+  assert_non_null(strstr(x.out, "epilogue:  out=bf16,scale=tensor"));
+  assert_non_null(strstr(x.out, "promote=1"));
+  run_free(&x);
+  x = RUN("explain", "64", "64", "64", "--dtype", "e4m3", "--epilogue", "scale=tensor",
+          "--device-name", "NVIDIA H200", "--defaults");
+  assert_int_equal(x.code, 1);
+  assert_non_null(strstr(x.err, "FP8 needs both operands K-major"));
+  run_free(&x);
   run_result f = RUN("emit", "wgmma", "bn=128", "promote=2", "--dtype", "e5m2", "--layout", "nt",
                      "--epilogue", "out=f32,scale=tensor");
   assert_int_equal(f.code, 0);
@@ -902,7 +914,7 @@ static void test_model_evaluate(void **state) {
   /* the dtypes the library serves; a missing database is a bad argument, and a failed
    * evaluation prints no half document */
   assert_usage_error(RUN("model", "evaluate", "--db", db, "--dtype", "f64"),
-                     "unknown dtype 'f64' (f32, tf32, f16 or bf16)");
+                     "unknown dtype 'f64' (f32, tf32, f16, bf16, e4m3 or e5m2)");
   char missing[256];
   snprintf(missing, sizeof missing, "%s/no-such.db", tmp_dir);
   assert_usage_error(RUN("model", "evaluate", "--db", missing, "--json"), "does not exist");

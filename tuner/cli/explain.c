@@ -26,7 +26,7 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"defaults", 0, NULL,
      "answer without a database: the built-in defaults and the model's "
      "analytic ranking (what an untuned GPU gets)"},
-    {"dtype", 0, "DTYPE", "f32 (default), tf32, f16 or bf16"},
+    {"dtype", 0, "DTYPE", "f32 (default), tf32, f16, bf16; e4m3 or e5m2 (FP8: with --epilogue)"},
     {"order", 0, "row|col", "storage order of A, B and C (default row)"},
     {"trans-a", 0, NULL, "op(A) = A^T"},
     {"trans-b", 0, NULL, "op(B) = B^T"},
@@ -35,7 +35,8 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
     {"epilogue", 'e', "OP",
      "mmt_matmul's call with this epilogue (out=f32|f16|bf16, bias=col|row, bias_type=f32, "
-     "scale=row|col|row+col, act=..., gated: as mmtune emit --help says; bias=col is a vector "
+     "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum: as mmtune emit --help says; "
+     "bias=col is a vector "
      "over D's columns); N is D's"},
     {"batch", 0, "N", "with --epilogue: problems of the call (packed one after another)"},
     {"top", 0, "N",
@@ -65,9 +66,6 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
   if (!ex && v) ex = tn_opt_i64("explain", v, "--batch", 1, INT32_MAX, &batch);
   if (ex) return ex;
   if (!*has) return v ? tn_usage_error("explain", "--batch goes with --epilogue") : TN_EXIT_OK;
-  if (op.scale_tensor || op.scale_block)
-    return tn_usage_error("explain", "scale=tensor and scale=block have no mmt_matmul form yet "
-                                     "(tune and measure take them)");
   static const char *const outs[3] = {"f32", "f16", "bf16"};
   static const mmt_dtype types[3] = {MMT_F32, MMT_F16, MMT_BF16};
   mmt_dtype out = MMT_F32;
@@ -76,31 +74,36 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
   const void *some = (const void *)(uintptr_t)0x100000; /* aligned for every type */
   const int64_t np = op.gated ? 2 * p->n : p->n;
   const bool row = p->order == MMT_ROW_MAJOR;
-  *d = (mmt_matmul_desc){.order = p->order,
-                         .trans_a = p->trans_a,
-                         .trans_b = p->trans_b,
-                         .m = p->m,
-                         .n = p->n,
-                         .k = p->k,
-                         .in_type = p->dtype,
-                         .out_type = out,
-                         .alpha = 1,
-                         .a = some,
-                         .lda = p->lda,
-                         .b = some,
-                         .ldb = p->ldb,
-                         .d = (void *)(uintptr_t)some,
-                         .ldd = p->ldc,
-                         .batch = batch,
-                         .bias_mode = op.bias == 'c'   ? MMT_BIAS_COL
-                                      : op.bias == 'r' ? MMT_BIAS_ROW
-                                                       : MMT_BIAS_NONE,
-                         .bias = op.bias ? some : NULL,
-                         .bias_type = op.bias_f32 ? MMT_F32 : out,
-                         .scale_row = op.scale_row ? some : NULL,
-                         .scale_col = op.scale_col ? some : NULL,
-                         .act = (mmt_activation)op.act,
-                         .gated = op.gated};
+  *d = (mmt_matmul_desc){
+      .order = p->order,
+      .trans_a = p->trans_a,
+      .trans_b = p->trans_b,
+      .m = p->m,
+      .n = p->n,
+      .k = p->k,
+      .in_type = p->dtype,
+      .out_type = out,
+      .alpha = 1,
+      .a = some,
+      .lda = p->lda,
+      .b = some,
+      .ldb = p->ldb,
+      .d = (void *)(uintptr_t)some,
+      .ldd = p->ldc,
+      .batch = batch,
+      .bias_mode = op.bias == 'c'   ? MMT_BIAS_COL
+                   : op.bias == 'r' ? MMT_BIAS_ROW
+                                    : MMT_BIAS_NONE,
+      .bias = op.bias ? some : NULL,
+      .bias_type = op.bias_f32 ? MMT_F32 : out,
+      .scale_mode = op.scale_block    ? MMT_SCALE_BLOCK
+                    : op.scale_tensor ? MMT_SCALE_TENSOR
+                                      : MMT_SCALE_VECTORS,
+      .fast_accum = op.fast_accum,
+      .scale_row = op.scale_row || op.scale_tensor || op.scale_block ? some : NULL,
+      .scale_col = op.scale_col || op.scale_tensor || op.scale_block ? some : NULL,
+      .act = (mmt_activation)op.act,
+      .gated = op.gated};
   if (batch > 1) { /* packed: each matrix after the one before */
     const bool a_rows = row != (p->trans_a == MMT_TRANS), b_rows = row != (p->trans_b == MMT_TRANS);
     d->stride_a = (a_rows ? p->m : p->k) * p->lda;

@@ -235,7 +235,7 @@ int tn_opt_served_dtype(const char *cmd, const char *text, mmt_dtype *out) {
   int d = 0;
   while (mmt_dtype_name((mmt_dtype)d) && strcmp(mmt_dtype_name((mmt_dtype)d), text)) d++;
   if (!mmt_dtype_name((mmt_dtype)d))
-    return tn_usage_error(cmd, "unknown dtype '%s' (f32, tf32, f16 or bf16)", text);
+    return tn_usage_error(cmd, "unknown dtype '%s' (f32, tf32, f16, bf16, e4m3 or e5m2)", text);
   *out = (mmt_dtype)d;
   return TN_EXIT_OK;
 }
