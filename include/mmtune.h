@@ -280,6 +280,63 @@ typedef struct {
  */
 mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *stream);
 
+/* ---- mmt_quantize: FP8 operands for mmt_matmul ---- */
+
+/* Which elements of a row-major rows x cols matrix share a scale, and where it goes in the
+ * scale array (RB = ceil(rows / 128), CB = ceil(cols / 128)).  Each is the layout mmt_matmul
+ * reads: for A (M x K) MMT_QUANT_TENSOR and MMT_QUANT_ROW give scale_row for
+ * MMT_SCALE_TENSOR and MMT_SCALE_VECTORS, MMT_QUANT_1X128 gives it for MMT_SCALE_BLOCK; for B
+ * stored N x K (PyTorch's weight, trans_b) the same modes and MMT_QUANT_128X128 give
+ * scale_col. */
+typedef enum {
+  MMT_QUANT_TENSOR = 0, /* one scale: scale[0] */
+  MMT_QUANT_ROW = 1,    /* one a row: scale[i], rows floats */
+  MMT_QUANT_1X128 = 2,  /* one a row and 128 columns: scale[cb * rows + i], cb = j / 128
+                           (CB * rows floats) */
+  MMT_QUANT_128X128 = 3 /* one a 128 x 128 tile: scale[rb * CB + cb], rb = i / 128 (RB * CB) */
+} mmt_quant_mode;
+
+/* What mmt_quantize does.  Zero-initialize, then set every field but pow2_scales. */
+typedef struct {
+  int64_t rows, cols;
+  mmt_dtype in_type;  /* MMT_F32, MMT_F16 or MMT_BF16 */
+  mmt_dtype out_type; /* MMT_E4M3 or MMT_E5M2 */
+  const void *x;      /* rows x cols of in_type, row-major */
+  int64_t ldx;        /* >= max(1, cols) */
+  void *q;            /* OUT: rows x cols of out_type, row-major (other bytes left alone) */
+  int64_t ldq;        /* >= max(1, cols) */
+  float *scale;       /* OUT: mmt_quantize_scales(mode, rows, cols) floats */
+  mmt_quant_mode mode;
+  int pow2_scales; /* nonzero: each scale rounded up to a power of two (as recipes with
+                      8-bit exponent scales want) */
+} mmt_quantize_desc;
+
+/* Floats of mmt_quantize's scale array for a mode and size; -1 for a mode outside the enum
+ * or a negative size. */
+int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols);
+
+/*
+ * FP8 operands for mmt_matmul: x cast to out_type with one scale per group of elements (mode),
+ * on `stream`, asynchronously.  For each group, with amax its largest finite |x| and FP8_MAX
+ * the type's largest finite value (448 for e4m3, 57344 for e5m2), in fp32:
+ *   scale = max(amax / FP8_MAX, FLT_MIN)   (then rounded up to a power of two if asked)
+ *   q     = x * (1 / scale), rounded to nearest even, saturating to +-FP8_MAX
+ * so x ~ q * scale; an infinity saturates, NaN stays NaN (neither counts towards amax), and a
+ * group of zeros gets scale FLT_MIN.  Each group's amax, scale and cast are one pass over its
+ * elements (a warp or a block holds them), except MMT_QUANT_TENSOR: an amax pass, then the cast
+ * (x read twice), four operations on the stream (a memset and three kernels), no host sync.
+ * rows or cols == 0 writes nothing.  Needs an FP8-capable GPU (compute capability 8.9 or
+ * newer).  The first call compiles the kernels (NVRTC, through the cubin cache).
+ * A column-major matrix is the row-major cols x rows one: swap rows and cols (its groups are
+ * then along its columns).
+ * Errors: MMT_ERR_INVALID_ARG, the message naming the field: desc NULL, a type or mode outside
+ * what is listed, a negative size, ldx or ldq below cols, a NULL or misaligned pointer (x to
+ * its element, scale to 4 bytes) when something is written, x, q and scale overlapping;
+ * MMT_ERR_UNSUPPORTED: rows or cols above 2^31 - 1, a GPU before sm_89; then MMT_ERR_COMPILE,
+ * MMT_ERR_CUDA.
+ */
+mmt_status mmt_quantize(mmt_context *ctx, const mmt_quantize_desc *desc, void *stream);
+
 /* A problem as mmt_gemm sees it, for mmt_explain. */
 typedef struct {
   mmt_order order;
@@ -361,7 +418,7 @@ mmt_status mmt_explain_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, mmt
 
 /* Name of a choice kind: "exact", "predicted", "default". */
 const char *mmt_choice_kind_name(mmt_choice_kind kind);
-/* "f32", "tf32", "f16", "bf16"; NULL for a value outside the enum. */
+/* "f32", "tf32", "f16", "bf16", "e4m3", "e5m2"; NULL for a value outside the enum. */
 const char *mmt_dtype_name(mmt_dtype dtype);
 
 #ifdef __cplusplus

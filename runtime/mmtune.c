@@ -1,5 +1,6 @@
 /*
- * mmtune.c -- the public API (include/mmtune.h): contexts, the dispatch cache, mmt_gemm.
+ * mmtune.c -- the public API (include/mmtune.h): contexts, the dispatch cache, mmt_gemm,
+ * mmt_matmul, mmt_quantize.
  *
  * A context caches, per problem key (the kernel problem of rt_gemm.h: M, N, K, leading
  * dimensions, layout, dtype, alignment), the loaded kernel and the description of its
@@ -39,6 +40,7 @@
 #include "rt_device.h"
 #include "rt_gemm.h"
 #include "rt_matmul.h"
+#include "rt_quantize.h"
 #include "util.h"
 
 /* Everything a choice depends on besides the device and the database.  No padding: keys are
@@ -88,6 +90,7 @@ struct mmt_context {
   int kernel_cap, kernel_count;
   uint64_t hits, misses;
   _Atomic uint64_t launches; /* counted outside the lock */
+  rt_quantizer quant; /* mmt_quantize's kernels, loaded at its first call, then never changed */
 };
 
 /* ---- errors and logging ---- */
@@ -179,6 +182,7 @@ static void release(mmt_context *ctx) {
   rt_chooser_free(ctx->chooser);
   db_close(ctx->db);
   free(ctx->cache_dir);
+  rt_quantizer_unload(&ctx->quant);
   if (ctx->dev_open) rt_device_close(&ctx->dev);
   ctx->kernels = NULL;
   ctx->slots = NULL;
@@ -609,6 +613,27 @@ mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *strea
   if (!ctx) return MMT_ERR_INVALID_ARG;
   ut_err *err = call_err(ctx);
   return finish(ctx, "mmt_matmul", matmul(ctx, desc, stream, err), err);
+}
+
+/* ---- mmt_quantize ---- */
+
+static mmt_status quantize(mmt_context *ctx, const mmt_quantize_desc *d, void *stream,
+                           ut_err *err) {
+  mmt_status rc = rt_quantize_check(d, err);
+  if (!rc) rc = check_open(ctx, err);
+  if (rc || d->rows == 0 || d->cols == 0) return rc;
+  pthread_mutex_lock(&ctx->lock);
+  if (!ctx->quant.module) rc = rt_quantizer_load(&ctx->dev, ctx->cache_dir, &ctx->quant, err);
+  pthread_mutex_unlock(&ctx->lock);
+  if (!rc) rc = rt_quantize_launch(&ctx->quant, d, (CUstream)stream, err);
+  if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
+  return rc;
+}
+
+mmt_status mmt_quantize(mmt_context *ctx, const mmt_quantize_desc *desc, void *stream) {
+  if (!ctx) return MMT_ERR_INVALID_ARG;
+  ut_err *err = call_err(ctx);
+  return finish(ctx, "mmt_quantize", quantize(ctx, desc, stream, err), err);
 }
 
 static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *choice,

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,47 +25,7 @@
 #include "half16.h"
 #include "matmul_ref.h"
 #include "mmtune.h"
-#include "rt_device.h"
-#include "rt_driver.h"
-
-typedef struct {
-  char dir[64];
-  const rt_cu *cu;
-  mmt_context *ctx;
-} fixture;
-
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  assert_non_null(f);
-  snprintf(f->dir, sizeof f->dir, "/tmp/mmt_matmul_XXXXXX");
-  assert_non_null(mkdtemp(f->dir));
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture *f = *state;
-  mmt_close(f->ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", f->dir);
-  free(f);
-  return 0;
-}
-
-/* The context, or skip without a GPU. */
-static void open_or_skip(fixture *f) {
-  rt_device dev;
-  ut_err e;
-  mmt_status rc = rt_device_open(0, &dev, &e);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) skip();
-  assert_int_equal(rc, MMT_OK);
-  rt_device_close(&dev);
-  assert_int_equal(rt_driver(&f->cu, &e), MMT_OK);
-  mmt_options o = {.db_path = "", .cache_dir = f->dir};
-  rc = mmt_open(&f->ctx, 0, &o);
-  if (rc) fail_msg("mmt_open: %s: %s", mmt_status_name(rc), mmt_errmsg(f->ctx));
-}
+#include "gpu_context.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t next(void) {
@@ -177,7 +138,7 @@ static void stored(const mmt_matmul_desc *d, bool trans, int64_t rows, int64_t c
 
 /* Runs one case: allocates, calls mmt_matmul, checks D and the memory around it.  NULL when
  * it passed, else what failed (static). */
-static const char *run_case(fixture *f, case_t *c) {
+static const char *run_case(gc_fixture *f, case_t *c) {
   static char why[512];
   mmt_matmul_desc *d = &c->d;
   const int64_t np = d->gated ? 2 * d->n : d->n;
@@ -328,8 +289,8 @@ static int case_count(void) {
 }
 
 static void test_random_descriptors(void **state) {
-  fixture *f = *state;
-  open_or_skip(f);
+  gc_fixture *f = *state;
+  gc_open_or_skip(f, 0);
   for (int trial = 0; trial < case_count(); trial++) {
     case_t c = random_case(trial);
     const char *why = run_case(f, &c);
@@ -339,8 +300,8 @@ static void test_random_descriptors(void **state) {
 
 /* A batch past grid.z's limit (65535 problems a launch) and a shared weight. */
 static void test_large_batch(void **state) {
-  fixture *f = *state;
-  open_or_skip(f);
+  gc_fixture *f = *state;
+  gc_open_or_skip(f, 0);
   case_t c = {.d = {.order = MMT_ROW_MAJOR,
                     .trans_b = MMT_TRANS,
                     .m = 2,
@@ -358,8 +319,8 @@ static void test_large_batch(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_random_descriptors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_large_batch, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_random_descriptors, gc_setup, gc_teardown),
+      cmocka_unit_test_setup_teardown(test_large_batch, gc_setup, gc_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

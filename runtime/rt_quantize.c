@@ -1,0 +1,199 @@
+/* rt_quantize.c -- see rt_quantize.h. */
+#include "rt_quantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_gemm.h"
+
+/* runtime/kernels/quantize.cu, embedded by the build (cmake/embed.cmake). */
+extern const char rt_quantize_cu[];
+
+#define INT_MAX_ 2147483647LL
+#define THREADS 256
+#define GROUPS_PER_BLOCK 8 /* row and 1x128 groups: a warp each */
+#define TENSOR_MAX_BLOCKS 1024
+
+const char *rt_quantize_source(void) { return rt_quantize_cu; }
+
+int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0) return -1;
+  const int64_t rb = rows / 128 + (rows % 128 != 0), cb = cols / 128 + (cols % 128 != 0);
+  switch (mode) {
+  case MMT_QUANT_TENSOR: return 1;
+  case MMT_QUANT_ROW: return rows;
+  case MMT_QUANT_1X128: return cb * rows;
+  case MMT_QUANT_128X128: return rb * cb;
+  }
+  return -1;
+}
+
+static bool fp8(mmt_dtype t) { return t == MMT_E4M3 || t == MMT_E5M2; }
+
+/* Bytes [lo, hi) a row-major matrix covers. */
+static void matrix_bytes(const void *p, int64_t rows, int64_t cols, int64_t ld, int64_t elem,
+                         uintptr_t *lo, uintptr_t *hi) {
+  *lo = (uintptr_t)p;
+  *hi = *lo + (uintptr_t)(((rows - 1) * ld + cols) * elem);
+}
+
+static bool disjoint(uintptr_t alo, uintptr_t ahi, uintptr_t blo, uintptr_t bhi) {
+  return ahi <= blo || bhi <= alo;
+}
+
+static mmt_status check_pointers(const mmt_quantize_desc *d, int64_t elem, ut_err *err) {
+  if (!d->x) return ut_fail(err, MMT_ERR_INVALID_ARG, "x is NULL");
+  if (!d->q) return ut_fail(err, MMT_ERR_INVALID_ARG, "q is NULL");
+  if (!d->scale) return ut_fail(err, MMT_ERR_INVALID_ARG, "scale is NULL");
+  if ((uintptr_t)d->x % (uintptr_t)elem)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "x %p is not aligned to its %lld-byte element", d->x,
+                   (long long)elem);
+  if ((uintptr_t)d->scale % 4)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "scale %p is not aligned to 4 bytes",
+                   (void *)d->scale);
+  uintptr_t x0, x1, q0, q1;
+  matrix_bytes(d->x, d->rows, d->cols, d->ldx, elem, &x0, &x1);
+  matrix_bytes(d->q, d->rows, d->cols, d->ldq, 1, &q0, &q1);
+  const uintptr_t s0 = (uintptr_t)d->scale,
+                  s1 = s0 + 4 * (uintptr_t)mmt_quantize_scales(d->mode, d->rows, d->cols);
+  if (!disjoint(x0, x1, q0, q1)) return ut_fail(err, MMT_ERR_INVALID_ARG, "q overlaps x");
+  if (!disjoint(s0, s1, x0, x1)) return ut_fail(err, MMT_ERR_INVALID_ARG, "scale overlaps x");
+  if (!disjoint(s0, s1, q0, q1)) return ut_fail(err, MMT_ERR_INVALID_ARG, "scale overlaps q");
+  return MMT_OK;
+}
+
+mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
+  if (!d) return ut_fail(err, MMT_ERR_INVALID_ARG, "desc is NULL");
+  if (d->in_type != MMT_F32 && d->in_type != MMT_F16 && d->in_type != MMT_BF16)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "in_type must be MMT_F32, MMT_F16 or MMT_BF16, got %d",
+                   (int)d->in_type);
+  if (!fp8(d->out_type))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "out_type must be MMT_E4M3 or MMT_E5M2, got %d",
+                   (int)d->out_type);
+  if (mmt_quantize_scales(d->mode, 0, 0) < 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "mode %d is not an mmt_quant_mode", (int)d->mode);
+  if (d->rows < 0) return ut_fail(err, MMT_ERR_INVALID_ARG, "rows %lld < 0", (long long)d->rows);
+  if (d->cols < 0) return ut_fail(err, MMT_ERR_INVALID_ARG, "cols %lld < 0", (long long)d->cols);
+  const int64_t min_ld = d->cols < 1 ? 1 : d->cols;
+  if (d->ldx < min_ld)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "ldx %lld < %lld (cols)", (long long)d->ldx,
+                   (long long)min_ld);
+  if (d->ldq < min_ld)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "ldq %lld < %lld (cols)", (long long)d->ldq,
+                   (long long)min_ld);
+  if (d->rows > INT_MAX_ || d->cols > INT_MAX_)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "rows %lld x cols %lld: each must be <= 2^31 - 1",
+                   (long long)d->rows, (long long)d->cols);
+  /* ld * rows in bytes must not wrap, and the grid must fit grid.x. */
+  if (d->rows > 0 && (d->ldx > INT64_MAX / 4 / d->rows || d->ldq > INT64_MAX / d->rows))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "rows %lld x ldx %lld overflows the address space",
+                   (long long)d->rows, (long long)(d->ldx > d->ldq ? d->ldx : d->ldq));
+  const int64_t groups = mmt_quantize_scales(d->mode, d->rows, d->cols);
+  if (d->mode != MMT_QUANT_TENSOR && groups / GROUPS_PER_BLOCK >= INT_MAX_)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%lld scale groups: too many for one launch",
+                   (long long)groups);
+  if (d->rows == 0 || d->cols == 0) return MMT_OK;
+  return check_pointers(d, rt_dtype(d->in_type)->elem_bytes, err);
+}
+
+void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
+  memset(out, 0, sizeof *out);
+  const char *in = rt_dtype(d->in_type)->name, *o = rt_dtype(d->out_type)->name;
+  const int64_t elem = rt_dtype(d->in_type)->elem_bytes;
+  const bool v4 = d->cols % 4 == 0 && d->ldx % 4 == 0 && d->ldq % 4 == 0 &&
+                  (uintptr_t)d->x % (uintptr_t)(4 * elem) == 0 && (uintptr_t)d->q % 4 == 0;
+  out->vec = v4 ? 4 : 1;
+  static const char *const kinds[] = {[MMT_QUANT_TENSOR] = "cast",
+                                      [MMT_QUANT_ROW] = "row",
+                                      [MMT_QUANT_1X128] = "1x128",
+                                      [MMT_QUANT_128X128] = "128x128"};
+  snprintf(out->kernel, sizeof out->kernel, "mmt_quant_%s_%s_%s_v%d", kinds[d->mode], in, o,
+           out->vec);
+  const int64_t groups = mmt_quantize_scales(d->mode, d->rows, d->cols);
+  int64_t grid;
+  if (d->mode == MMT_QUANT_TENSOR) {
+    snprintf(out->amax, sizeof out->amax, "mmt_quant_amax_%s_v%d", in, out->vec);
+    snprintf(out->finish, sizeof out->finish, "mmt_quant_scale_%s", o);
+    const int64_t chunks = d->rows * (d->cols / out->vec);
+    grid = (chunks + THREADS - 1) / THREADS;
+    if (grid > TENSOR_MAX_BLOCKS) grid = TENSOR_MAX_BLOCKS;
+  } else if (d->mode == MMT_QUANT_128X128) {
+    grid = groups;
+  } else {
+    grid = (groups + GROUPS_PER_BLOCK - 1) / GROUPS_PER_BLOCK;
+  }
+  out->grid = (unsigned)grid;
+}
+
+mmt_status rt_quantizer_load(const rt_device *d, const char *cache_dir, rt_quantizer *out,
+                             ut_err *err) {
+  memset(out, 0, sizeof *out);
+  const rt_cu *cu;
+  mmt_status rc = rt_driver(&cu, err);
+  if (rc) return rc;
+  const int cc = atoi(d->arch + (strncmp(d->arch, "sm_", 3) ? 0 : 3));
+  if (cc < 89)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "FP8 conversions need sm_89 or newer; %s is %s",
+                   d->info.name, d->arch);
+  rt_cubin cubin = {0};
+  if ((rc = rt_compile_cached(cache_dir, rt_quantize_cu, "mmt_quantize", d->arch, &cubin, NULL,
+                              NULL, err)))
+    return rc;
+  if ((rc = rt_device_bind(d, err))) goto cleanup;
+  RT_CU_CHECK(cu, cuModuleLoadData(&out->module, cubin.data));
+  out->ctx = d->ctx;
+cleanup:
+  rt_cubin_free(&cubin);
+  return rc;
+}
+
+void rt_quantizer_unload(rt_quantizer *q) {
+  const rt_cu *cu;
+  ut_err err;
+  if (q->module && !rt_driver(&cu, &err)) {
+    cu->cuCtxSetCurrent(q->ctx);
+    cu->cuModuleUnload(q->module);
+  }
+  memset(q, 0, sizeof *q);
+}
+
+static mmt_status launch(const rt_cu *cu, const rt_quantizer *q, const char *name, unsigned grid,
+                         unsigned threads, void **args, CUstream stream, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  CUfunction fn;
+  CUresult r = cu->cuModuleGetFunction(&fn, q->module, name);
+  if (r != CUDA_SUCCESS) return rt_cu_fail(err, name, r);
+  RT_CU_CHECK(cu, cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, stream, args, NULL));
+cleanup:
+  return rc;
+}
+
+mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d, CUstream stream,
+                              ut_err *err) {
+  if (d->rows == 0 || d->cols == 0) return MMT_OK;
+  const rt_cu *cu;
+  mmt_status rc = rt_driver(&cu, err);
+  if (rc) return rc;
+  RT_CU_CHECK(cu, cuCtxSetCurrent(q->ctx));
+  rt_quantize_plan plan;
+  rt_quantize_plan_of(d, &plan);
+  CUdeviceptr x = (CUdeviceptr)(uintptr_t)d->x, qq = (CUdeviceptr)(uintptr_t)d->q,
+              scale = (CUdeviceptr)(uintptr_t)d->scale;
+  long long ldx = d->ldx, ldq = d->ldq;
+  int rows = (int)d->rows, cols = (int)d->cols, pow2 = d->pow2_scales != 0;
+  void *cast_args[] = {&x, &ldx, &qq, &ldq, &rows, &cols, &scale, &pow2};
+  if (d->mode == MMT_QUANT_TENSOR) {
+    /* scale[0] holds the amax until the last kernel turns it into the scale. */
+    RT_CU_CHECK(cu, cuMemsetD32Async(scale, 0, 1, stream));
+    void *amax_args[] = {&x, &ldx, &rows, &cols, &scale};
+    if ((rc = launch(cu, q, plan.amax, plan.grid, THREADS, amax_args, stream, err))) goto cleanup;
+  }
+  if ((rc = launch(cu, q, plan.kernel, plan.grid, THREADS, cast_args, stream, err))) goto cleanup;
+  if (d->mode == MMT_QUANT_TENSOR) {
+    void *scale_args[] = {&scale, &pow2};
+    rc = launch(cu, q, plan.finish, 1, 1, scale_args, stream, err);
+  }
+cleanup:
+  return rc;
+}

@@ -1,0 +1,53 @@
+/*
+ * rt_quantize.h -- mmt_quantize (mmtune.h): its checks, its plan of launches, and the module
+ * of its kernels (runtime/kernels/quantize.cu, compiled into the library as text and by NVRTC
+ * at the first call).  Prefix rt_.  The checks, the plan and the source need no GPU (CI tests
+ * them); rt_quantizer_* need the driver.
+ */
+#ifndef MMT_RT_QUANTIZE_H
+#define MMT_RT_QUANTIZE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mmtune.h"
+#include "rt_device.h"
+#include "util.h"
+
+/* mmtune.h's mmt_quantize checks, in its order; MMT_ERR_INVALID_ARG naming the field, or
+ * MMT_ERR_UNSUPPORTED for sizes beyond the kernels' int. */
+mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err);
+
+/* The kernels' CUDA C (NUL-terminated, static). */
+const char *rt_quantize_source(void);
+
+/* The launches of a checked call that writes something (rows, cols > 0). */
+typedef struct {
+  char kernel[48]; /* the cast (per-tensor: after the amax), e.g. "mmt_quant_1x128_bf16_e4m3_v4" */
+  char amax[32];   /* per-tensor only: "mmt_quant_amax_bf16_v4", else "" */
+  char finish[24]; /* per-tensor only: "mmt_quant_scale_e4m3", else "" */
+  unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's) */
+  int vec;         /* elements a load: 4 when rows start 4-element aligned in x and q, else 1 */
+} rt_quantize_plan;
+void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out);
+
+/* The compiled module on a device. */
+typedef struct {
+  CUcontext ctx; /* the device's (borrowed) */
+  CUmodule module;
+} rt_quantizer;
+
+/* Compiles (through the cubin cache in cache_dir; NULL: none) and loads the kernels for d.
+ * Errors: MMT_ERR_UNSUPPORTED (before sm_89: "FP8 conversions need sm_89 or newer; the device
+ * is sm_80"), rt_compile_cached's, MMT_ERR_CUDA. */
+mmt_status rt_quantizer_load(const rt_device *d, const char *cache_dir, rt_quantizer *out,
+                             ut_err *err);
+/* Safe on a zeroed struct. */
+void rt_quantizer_unload(rt_quantizer *q);
+
+/* Enqueues a checked call's launches on stream (nothing when rows or cols is 0). */
+mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d, CUstream stream,
+                              ut_err *err);
+
+#endif /* MMT_RT_QUANTIZE_H */

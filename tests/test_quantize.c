@@ -1,0 +1,216 @@
+/*
+ * test_quantize.c -- mmt_quantize without a GPU: the scale counts of every mode, each argument
+ * check (its status and the field its message names), the plan of launches (kernel, vector
+ * width, grid), the kernels' source compiled by NVRTC for sm_89 and sm_90 with every kernel a
+ * plan can name in the cubin, and the checks coming before the context's own failure.  The
+ * kernels' results are test_quantize_gpu's.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mmtune.h"
+#include "rt_compile.h"
+#include "rt_quantize.h"
+
+static void test_scale_counts(void **state) {
+  (void)state;
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_TENSOR, 300, 700), 1);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_ROW, 300, 700), 300);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_1X128, 300, 700), 6 * 300);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_128X128, 300, 700), 3 * 6);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_1X128, 5, 128), 5);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_128X128, 128, 129), 2);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_ROW, 0, 7), 0);
+  assert_int_equal(mmt_quantize_scales((mmt_quant_mode)4, 1, 1), -1);
+  assert_int_equal(mmt_quantize_scales(MMT_QUANT_ROW, -1, 1), -1);
+}
+
+/* A valid call on fake, disjoint, aligned addresses. */
+static mmt_quantize_desc valid(void) {
+  return (mmt_quantize_desc){.rows = 100,
+                             .cols = 256,
+                             .in_type = MMT_BF16,
+                             .out_type = MMT_E4M3,
+                             .x = (const void *)(uintptr_t)0x100000,
+                             .ldx = 256,
+                             .q = (void *)(uintptr_t)0x200000,
+                             .ldq = 256,
+                             .scale = (float *)(uintptr_t)0x300000,
+                             .mode = MMT_QUANT_1X128};
+}
+
+static void expect(const mmt_quantize_desc *d, mmt_status want, const char *text) {
+  ut_err err = {0};
+  mmt_status rc = rt_quantize_check(d, &err);
+  if (rc != want)
+    fail_msg("want %s, got %s (%s) for \"%s\"", mmt_status_name(want), mmt_status_name(rc), err.msg,
+             text);
+  if (text && !strstr(err.msg, text)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, text);
+}
+
+static void test_checks(void **state) {
+  (void)state;
+  mmt_quantize_desc d = valid();
+  expect(&d, MMT_OK, NULL);
+  expect(NULL, MMT_ERR_INVALID_ARG, "desc is NULL");
+  d = valid(), d.in_type = MMT_TF32;
+  expect(&d, MMT_ERR_INVALID_ARG, "in_type");
+  d = valid(), d.in_type = MMT_E4M3;
+  expect(&d, MMT_ERR_INVALID_ARG, "in_type");
+  d = valid(), d.out_type = MMT_BF16;
+  expect(&d, MMT_ERR_INVALID_ARG, "out_type");
+  d = valid(), d.mode = (mmt_quant_mode)9;
+  expect(&d, MMT_ERR_INVALID_ARG, "mode 9");
+  d = valid(), d.rows = -1;
+  expect(&d, MMT_ERR_INVALID_ARG, "rows -1");
+  d = valid(), d.cols = -2;
+  expect(&d, MMT_ERR_INVALID_ARG, "cols -2");
+  d = valid(), d.ldx = 255;
+  expect(&d, MMT_ERR_INVALID_ARG, "ldx 255 < 256");
+  d = valid(), d.ldq = 10;
+  expect(&d, MMT_ERR_INVALID_ARG, "ldq 10 < 256");
+  d = valid(), d.cols = 0, d.ldx = 0;
+  expect(&d, MMT_ERR_INVALID_ARG, "ldx 0 < 1");
+  d = valid(), d.rows = (int64_t)1 << 31;
+  expect(&d, MMT_ERR_UNSUPPORTED, "2^31 - 1");
+  d = valid(), d.x = NULL;
+  expect(&d, MMT_ERR_INVALID_ARG, "x is NULL");
+  d = valid(), d.q = NULL;
+  expect(&d, MMT_ERR_INVALID_ARG, "q is NULL");
+  d = valid(), d.scale = NULL;
+  expect(&d, MMT_ERR_INVALID_ARG, "scale is NULL");
+  d = valid(), d.x = (const void *)(uintptr_t)0x100001;
+  expect(&d, MMT_ERR_INVALID_ARG, "not aligned to its 2-byte element");
+  d = valid(), d.scale = (float *)(uintptr_t)0x300002;
+  expect(&d, MMT_ERR_INVALID_ARG, "scale");
+  /* x covers 100 rows of 512 bytes from 0x100000: q inside it, or one byte past its end. */
+  d = valid(), d.q = (void *)(uintptr_t)(0x100000 + 99 * 512 + 511);
+  expect(&d, MMT_ERR_INVALID_ARG, "q overlaps x");
+  d = valid(), d.q = (void *)(uintptr_t)(0x100000 + 100 * 512);
+  expect(&d, MMT_OK, NULL);
+  /* 1x128: 2 * 100 scales (800 bytes) from 0x300000. */
+  d = valid(), d.q = (void *)(uintptr_t)(0x300000 + 796);
+  expect(&d, MMT_ERR_INVALID_ARG, "scale overlaps q");
+  d = valid(), d.q = (void *)(uintptr_t)(0x300000 + 800);
+  expect(&d, MMT_OK, NULL);
+  d = valid(), d.scale = (float *)(uintptr_t)(0x100000 + 4096);
+  expect(&d, MMT_ERR_INVALID_ARG, "scale overlaps x");
+  /* Nothing written: the pointers are not needed. */
+  d = valid(), d.rows = 0, d.x = NULL, d.q = NULL, d.scale = NULL;
+  expect(&d, MMT_OK, NULL);
+}
+
+static void test_plan(void **state) {
+  (void)state;
+  rt_quantize_plan p;
+  mmt_quantize_desc d = valid();
+  rt_quantize_plan_of(&d, &p);
+  assert_string_equal(p.kernel, "mmt_quant_1x128_bf16_e4m3_v4");
+  assert_string_equal(p.amax, "");
+  assert_int_equal(p.vec, 4);
+  assert_int_equal(p.grid, (2 * 100 + 7) / 8);
+  d.x = (const void *)(uintptr_t)0x100002; /* 2-byte aligned only: no 8-byte loads */
+  rt_quantize_plan_of(&d, &p);
+  assert_int_equal(p.vec, 1);
+  assert_string_equal(p.kernel, "mmt_quant_1x128_bf16_e4m3_v1");
+  d = valid(), d.ldq = 257;
+  rt_quantize_plan_of(&d, &p);
+  assert_int_equal(p.vec, 1);
+  d = valid(), d.mode = MMT_QUANT_128X128, d.out_type = MMT_E5M2, d.in_type = MMT_F32;
+  rt_quantize_plan_of(&d, &p);
+  assert_string_equal(p.kernel, "mmt_quant_128x128_f32_e5m2_v4");
+  assert_int_equal(p.grid, 1 * 2);
+  d = valid(), d.mode = MMT_QUANT_ROW, d.in_type = MMT_F16;
+  rt_quantize_plan_of(&d, &p);
+  assert_string_equal(p.kernel, "mmt_quant_row_f16_e4m3_v4");
+  assert_int_equal(p.grid, (100 + 7) / 8);
+  d = valid(), d.mode = MMT_QUANT_TENSOR, d.rows = 5000, d.ldx = d.ldq = 4096, d.cols = 4096;
+  rt_quantize_plan_of(&d, &p);
+  assert_string_equal(p.kernel, "mmt_quant_cast_bf16_e4m3_v4");
+  assert_string_equal(p.amax, "mmt_quant_amax_bf16_v4");
+  assert_string_equal(p.finish, "mmt_quant_scale_e4m3");
+  assert_int_equal(p.grid, 1024);
+  d.rows = 3, d.cols = 5; /* 15 elements, one at a time: one block */
+  rt_quantize_plan_of(&d, &p);
+  assert_int_equal(p.vec, 1);
+  assert_int_equal(p.grid, 1);
+}
+
+/* Whether the cubin names a kernel (its symbol table holds the name). */
+static bool has_symbol(const rt_cubin *c, const char *name) {
+  const size_t n = strlen(name) + 1; /* with the NUL: not a prefix of a longer name */
+  for (size_t i = 0; i + n <= c->size; i++)
+    if (!memcmp((const char *)c->data + i, name, n)) return true;
+  return false;
+}
+
+static void test_source_compiles(void **state) {
+  (void)state;
+  const char *archs[] = {"sm_89", "sm_90"};
+  const mmt_dtype ins[] = {MMT_F32, MMT_F16, MMT_BF16}, outs[] = {MMT_E4M3, MMT_E5M2};
+  for (int a = 0; a < 2; a++) {
+    rt_cubin c = {0};
+    char *log = NULL;
+    ut_err err = {0};
+    mmt_status rc = rt_compile(rt_quantize_source(), "quantize", archs[a], &c, &log, &err);
+    if (rc) fail_msg("%s: %s\n%s", archs[a], err.msg, log ? log : "");
+    free(log);
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+      for (int o = 0; o < 2; o++)
+        for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128; mode++)
+          for (int64_t cols = 127; cols <= 128; cols++) {
+            mmt_quantize_desc d = valid();
+            d.in_type = ins[i], d.out_type = outs[o], d.mode = (mmt_quant_mode)mode;
+            d.cols = d.ldx = d.ldq = cols;
+            rt_quantize_plan p;
+            rt_quantize_plan_of(&d, &p);
+            const char *names[] = {p.kernel, p.amax, p.finish};
+            for (int k = 0; k < 3; k++)
+              if (names[k][0]) {
+                if (!has_symbol(&c, names[k])) fail_msg("%s lacks %s", archs[a], names[k]);
+                n++;
+              }
+          }
+    assert_true(n >= 3 * 2 * 4 * 2);
+    rt_cubin_free(&c);
+  }
+}
+
+/* Without a GPU the context did not open: argument errors still come first, then its status. */
+static void test_checks_before_context(void **state) {
+  (void)state;
+  mmt_context *ctx = NULL;
+  mmt_options o = {.db_path = "", .cache_dir = ""};
+  mmt_status open_rc = mmt_open(&ctx, 0, &o);
+  assert_non_null(ctx);
+  mmt_quantize_desc d = valid();
+  d.ldx = 1;
+  assert_int_equal(mmt_quantize(ctx, &d, NULL), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(mmt_errmsg(ctx), "ldx 1 < 256"));
+  assert_int_equal(mmt_quantize(ctx, NULL, NULL), MMT_ERR_INVALID_ARG);
+  assert_int_equal(mmt_quantize(NULL, &d, NULL), MMT_ERR_INVALID_ARG);
+  if (open_rc != MMT_OK) {
+    d = valid();
+    assert_int_equal(mmt_quantize(ctx, &d, NULL), open_rc);
+  }
+  mmt_close(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_scale_counts),
+      cmocka_unit_test(test_checks),
+      cmocka_unit_test(test_plan),
+      cmocka_unit_test(test_source_compiles),
+      cmocka_unit_test(test_checks_before_context),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
