@@ -19,6 +19,9 @@
  *              cublasGemmStridedBatchedEx
  *   host       host time a warm call costs: mmt_gemm, mmt_matmul of the same plain problem, and
  *              mmt_matmul with a bias (an op kernel), 256 x 256 x 256
+ *   quantize   mmt_quantize of each weight (N x K, --dtype to e4m3) in every scale mode; the
+ *              peer: a plain read of the same bytes (x, q and the scales; gpu/bandwidth.h), so
+ *              the ratio is the share of that read's speed the cast reaches
  * Method (the workplace's METHOD.md): random inputs drawn on the device (never zeros), D of both
  * libraries compared first (relative Frobenius difference, the output type's tolerance: a
  * mismatch is reported and left out of the figures), warm-up runs, then --runs timed runs
@@ -40,6 +43,7 @@
 #include "bench_cli.h"
 #include "gen.h"
 #include "gpu/cublas.h"
+#include "gpu/bandwidth.h"
 #include "gpu/cublaslt.h"
 #include "gpu/helper_kernels.h"
 #include "gpu/measure.h"
@@ -57,9 +61,9 @@
 #define OPERANDS_MAX_BYTES ((size_t)6 << 30)
 #define HOST_CALLS 2000
 
-enum { F_LINEAR, F_SWIGLU, F_RESIDUAL, F_F32OUT, F_ATTENTION, F_HOST, FAMILIES };
-static const char *const k_family[FAMILIES] = {"linear", "swiglu",    "residual",
-                                               "f32out", "attention", "host"};
+enum { F_LINEAR, F_SWIGLU, F_RESIDUAL, F_F32OUT, F_ATTENTION, F_HOST, F_QUANTIZE, FAMILIES };
+static const char *const k_family[FAMILIES] = {"linear",    "swiglu", "residual", "f32out",
+                                               "attention", "host",   "quantize"};
 
 typedef struct {
   int device;
@@ -76,7 +80,8 @@ static void print_usage(void) {
          "       [--weights FILE] [--batches M,...] [--cold] [--runs N] [--csv FILE]\n"
          "mmt_matmul against cuBLASLt's epilogues, cuBLAS + an elementwise SwiGLU and\n"
          "cublasGemmStridedBatchedEx, side by side (bench/matmul.c says how it measures).\n"
-         "  --family F,...   linear, swiglu, residual, f32out, attention, host (default all)\n"
+         "  --family F,...   linear, swiglu, residual, f32out, attention, host, quantize\n"
+         "                   (default all)\n"
          "  --weights FILE   N K name per line (default bench/llm_layers.txt)\n"
          "  --batches M,...  batch sizes of the Linear families (default 1,16,128,2048,8192)\n"
          "  --cold           every timed run reads its operands from DRAM\n"
@@ -106,7 +111,7 @@ static int parse_families(const char *text, bench_opts *o) {
     while (f < FAMILIES && strcmp(t, k_family[f])) f++;
     if (f == FAMILIES)
       return bench_usage_error("--family '%s' is not one of linear, swiglu, residual, f32out, "
-                               "attention, host",
+                               "attention, host, quantize",
                                t);
     o->family[f] = true;
   }
@@ -727,6 +732,63 @@ cleanup:
   return rc;
 }
 
+/* ---- quantize: mmt_quantize against a plain read of its bytes ---- */
+
+typedef struct {
+  mmt_quantize_desc d;
+  CUdeviceptr base;
+  size_t set_bytes, x_bytes, q_bytes;
+} quant_case;
+
+static mmt_status quant_mm(bench *b, void *user, int copy, ut_err *err) {
+  quant_case *qc = user;
+  mmt_quantize_desc d = qc->d;
+  const CUdeviceptr set = qc->base + (CUdeviceptr)copy * qc->set_bytes;
+  d.x = (const void *)(uintptr_t)set;
+  d.q = (void *)(uintptr_t)(set + qc->x_bytes);
+  d.scale = (float *)(uintptr_t)(set + qc->x_bytes + qc->q_bytes);
+  mmt_status rc = mmt_quantize(b->ctx, &d, b->stream);
+  return rc ? ut_fail(err, rc, "mmt_quantize: %s", mmt_errmsg(b->ctx)) : MMT_OK;
+}
+
+static mmt_status quant_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
+                            const char *name, tally *tl, ut_err *err) {
+  static const char *const modes[] = {"tensor", "row", "1x128", "128x128"};
+  mmt_status rc = MMT_OK;
+  quant_case qc = {.d = {.rows = rows,
+                         .cols = cols,
+                         .in_type = b->o->type,
+                         .out_type = MMT_E4M3,
+                         .ldx = cols,
+                         .ldq = cols,
+                         .mode = mode}};
+  const size_t n = (size_t)(rows * cols), align = 256;
+  const size_t s_bytes = (size_t)mmt_quantize_scales(mode, rows, cols) * 4;
+  qc.x_bytes = (n * (size_t)size_of(b->o->type) + align - 1) / align * align;
+  qc.q_bytes = (n + align - 1) / align * align;
+  qc.set_bytes = qc.x_bytes + qc.q_bytes + (s_bytes + align - 1) / align * align;
+  const int copies = copies_for(b, qc.set_bytes);
+  double mm_ms = 0, read_ms = 0;
+  RT_CU_CHECK(b->cu, cuMemAlloc(&qc.base, qc.set_bytes * (size_t)copies));
+  for (int c = 0; c < copies && !rc; c++)
+    rc = fill(b, qc.base + (CUdeviceptr)c * qc.set_bytes, n, b->o->type, err);
+  if (!rc) rc = time_ms(b, quant_mm, &qc, copies, &mm_ms, err);
+  if (!rc) rc = rt_device_bind(&b->dev, err);
+  if (!rc)
+    rc = tn_gpu_read_ms(b->g, (double)(n * (size_t)size_of(b->o->type) + n + s_bytes), b->o->cold,
+                        &read_ms, err);
+  if (!rc) rc = rt_device_bind(&b->dev, err);
+  if (!rc) {
+    char what[96];
+    snprintf(what, sizeof what, "%s %lldx%lld %s", name, (long long)rows, (long long)cols,
+             modes[mode]);
+    report(b, tl, k_family[F_QUANTIZE], what, mm_ms, read_ms, 0, 1, "e4m3");
+  }
+cleanup:
+  if (qc.base) b->cu->cuMemFree(qc.base);
+  return rc;
+}
+
 /* ---- the run ---- */
 
 typedef struct {
@@ -787,6 +849,9 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
         for (int qk = 1; qk >= 0 && !rc; qk--)
           rc = attn_one(b, qk, heads[h], seqs[s], dims[d], &tl[F_ATTENTION], err);
   if (!rc && o->family[F_HOST]) rc = host_family(b, err);
+  for (int i = 0; i < nw && o->family[F_QUANTIZE] && !rc; i++)
+    for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
+      rc = quant_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
   printf("\n");
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
   return rc;
