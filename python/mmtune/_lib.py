@@ -25,14 +25,17 @@ SONAME = "libmmtune.so.0.1"  # the ABI may change with any minor version before 
 
 # mmt_order, mmt_transpose, mmt_dtype, mmt_choice_kind (mmtune.h).
 ROW_MAJOR, COL_MAJOR = 0, 1
-F32, TF32, F16, BF16 = 0, 1, 2, 3
-DTYPE_NAMES = {F32: "f32", TF32: "tf32", F16: "f16", BF16: "bf16"}
+F32, TF32, F16, BF16, E4M3, E5M2 = 0, 1, 2, 3, 4, 5
+DTYPE_NAMES = {F32: "f32", TF32: "tf32", F16: "f16", BF16: "bf16", E4M3: "e4m3", E5M2: "e5m2"}
 CHOICE_KINDS = {0: "exact", 1: "predicted", 2: "default"}
 # mmt_bias, mmt_activation (mmtune.h).
 BIAS_NONE, BIAS_COL, BIAS_ROW = 0, 1, 2
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 3, "gelu_erf": 3,
                "silu": 4, "swish": 4}
 LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
+# mmt_scale_mode, mmt_quant_mode (mmtune.h).
+SCALE_MODES = {"vectors": 0, "tensor": 1, "block": 2}
+QUANT_MODES = {"tensor": 0, "row": 1, "1x128": 2, "128x128": 3}
 
 
 class Error(RuntimeError):
@@ -144,6 +147,22 @@ class MatmulDesc(ctypes.Structure):
     ]
 
 
+class QuantizeDesc(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("cols", ctypes.c_int64),
+        ("in_type", ctypes.c_int),
+        ("out_type", ctypes.c_int),
+        ("x", ctypes.c_void_p),
+        ("ldx", ctypes.c_int64),
+        ("q", ctypes.c_void_p),
+        ("ldq", ctypes.c_int64),
+        ("scale", ctypes.c_void_p),
+        ("mode", ctypes.c_int),
+        ("pow2_scales", ctypes.c_int),
+    ]
+
+
 _c_int, _c_i64, _c_float, _vp = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 _PROTOTYPES = {
     # name: (restype, argtypes)
@@ -156,6 +175,8 @@ _PROTOTYPES = {
                           _c_i64, _vp, _c_i64, _c_float, _vp, _c_i64, _c_int, _vp]),
     "mmt_explain": (_c_int, [_vp, ctypes.POINTER(Problem), ctypes.POINTER(ChoiceStruct)]),
     "mmt_matmul": (_c_int, [_vp, ctypes.POINTER(MatmulDesc), _vp]),
+    "mmt_quantize": (_c_int, [_vp, ctypes.POINTER(QuantizeDesc), _vp]),
+    "mmt_quantize_scales": (_c_i64, [_c_int, _c_i64, _c_i64]),
     "mmt_choice_kind_name": (ctypes.c_char_p, [_c_int]),
     "mmt_dtype_name": (ctypes.c_char_p, [_c_int]),
 }

@@ -37,11 +37,33 @@ def _matrix(th, t, name):
                      f"{tuple(t.shape)}")
 
 
-def _mmt_dtype(th, dtype, name):
+def _mmt_dtype(th, dtype, name, fp8=False):
     dt = th.dtypes.get(dtype)
+    if dt is None and fp8:
+        dt = _fp8_types(th).get(dtype)
     if dt is None:
-        raise TypeError(f"{name} has dtype {dtype}; mmtune takes float32, float16 or bfloat16")
+        raise TypeError(f"{name} has dtype {dtype}; mmtune takes float32, float16 or bfloat16"
+                        + (" (or float8_e4m3fn, float8_e5m2)" if fp8 else ""))
     return dt
+
+
+def _fp8_types(th):
+    """torch's FP8 dtypes that mmtune reads (those the installed torch has)."""
+    t = th.torch
+    return {getattr(t, n): v for n, v in (("float8_e4m3fn", _lib.E4M3), ("float8_e5m2", _lib.E5M2))
+            if hasattr(t, n)}
+
+
+def _scales(th, v, name, count, device):
+    """The device pointer of a contiguous float32 tensor of `count` elements (any shape)."""
+    if type(v) is not th.tensor and not isinstance(v, th.tensor):
+        raise TypeError(f"{name} must be a torch tensor, got {type(v).__name__}")
+    if v.numel() != count or v.dtype != th.torch.float32 or not v.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous float32 tensor of {count} elements, got "
+                         f"{v.dtype} of shape {tuple(v.shape)}")
+    if v.get_device() != device:
+        raise ValueError(f"{name} is on {v.device}, the operands on cuda:{device}")
+    return v.data_ptr()
 
 
 def _vector(th, v, name, length, dtypes, device):
@@ -63,7 +85,8 @@ def _vector(th, v, name, length, dtypes, device):
 
 def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row=None,
            scale_col=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None,
-           trans_a=False, trans_b=False, allow_tf32=False, stream=None, context=None):
+           trans_a=False, trans_b=False, allow_tf32=False, scale_mode="vectors", fast_accum=False,
+           stream=None, context=None):
     """D = act(alpha * scale_row[i] * scale_col[j] * (op(a) op(b))[i, j] + bias + beta * c),
     computed in fp32 in one kernel and rounded once to D's dtype; returns D.
 
@@ -77,7 +100,13 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
                column (2j the gate of output j, 2j + 1 its up); D = act(gate) * up + beta * c.
                For a Linear weight [W_gate; W_up] (2N x K) that is
                torch.stack([W_gate, W_up], 1).reshape(2 * N, K) with trans_b=True.
-    scale_row, scale_col: float32 vectors of M and of op(b)'s columns.
+    scale_row, scale_col: float32 vectors of M and of op(b)'s columns (scale_mode "vectors").
+    FP8:       a and b of one FP8 dtype, torch.float8_e4m3fn or float8_e5m2, a M x K row-major and b N x K with trans_b=True (Hopper's FP8
+               layout), with scale_mode "tensor" (scale_row, scale_col: one float each, a's and
+               b's) or "block" (a's 1 x 128 scales, float[ceil(K/128)][M], and b's 128 x 128,
+               float[ceil(N'/128)][ceil(K/128)]: what mmtune.quantize gives with "1x128" and
+               "128x128"), or "vectors" (per row of a, per column of op(b));
+               fast_accum=True lets kernels skip the promotion of FP8 sums into fp32.
     c:         read when beta != 0; may be out itself (in place).
     out:       D, or None: a new row-major tensor ((batch,) M x N) of out_dtype (None: a's).
     allow_tf32, stream, context: as for gemm().
@@ -89,7 +118,7 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
     dev = a.get_device()
     if b.get_device() != dev:
         raise ValueError(f"a is on {a.device} but b on {b.device}")
-    in_type = _mmt_dtype(th, a.dtype, "a")
+    in_type = _mmt_dtype(th, a.dtype, "a", fp8=True)
     if b.dtype is not a.dtype:
         raise TypeError(f"a and b must have one dtype, got {a.dtype} and {b.dtype}")
     if allow_tf32 and in_type == F32:
@@ -141,10 +170,24 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
         d.bias_type = F32 if bias.dtype == th.torch.float32 else out_type
     else:
         d.bias_mode = BIAS_NONE
-    if scale_row is not None:
-        d.scale_row = _vector(th, scale_row, "scale_row", m, (th.torch.float32,), dev)
-    if scale_col is not None:
-        d.scale_col = _vector(th, scale_col, "scale_col", nb, (th.torch.float32,), dev)
+    if scale_mode not in _lib.SCALE_MODES:
+        raise ValueError(f"scale_mode must be one of {', '.join(_lib.SCALE_MODES)}, got "
+                         f"{scale_mode!r}")
+    d.scale_mode = _lib.SCALE_MODES[scale_mode]
+    d.fast_accum = 1 if fast_accum else 0
+    if scale_mode == "vectors":
+        if scale_row is not None:
+            d.scale_row = _vector(th, scale_row, "scale_row", m, (th.torch.float32,), dev)
+        if scale_col is not None:
+            d.scale_col = _vector(th, scale_col, "scale_col", nb, (th.torch.float32,), dev)
+    else:
+        if scale_row is None or scale_col is None:
+            raise ValueError(f"scale_mode {scale_mode!r} needs scale_row (a's scales) and "
+                             "scale_col (b's)")
+        kb = -(-k // 128)
+        rows, cols = (1, 1) if scale_mode == "tensor" else (kb * m, -(-nb // 128) * kb)
+        d.scale_row = _scales(th, scale_row, "scale_row", rows, dev)
+        d.scale_col = _scales(th, scale_col, "scale_col", cols, dev)
     if act not in _lib.ACTIVATIONS:
         raise ValueError(f"act must be one of {', '.join(str(x) for x in _lib.ACTIVATIONS)}, "
                          f"got {act!r}")

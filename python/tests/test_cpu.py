@@ -108,7 +108,8 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "mmtune"))
                                     if f.endswith(".py")),
-                             ["__init__.py", "_arrays.py", "_core.py", "_lib.py", "_matmul.py"])
+                             ["__init__.py", "_arrays.py", "_core.py", "_lib.py", "_matmul.py",
+                              "_quantize.py"])
             r = _run_python("import mmtune; print(mmtune.__file__, mmtune.library_path())",
                             {"PYTHONPATH": d})
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -127,7 +128,8 @@ class TestLibrary(unittest.TestCase):
         if not cc or not os.path.exists(os.path.join(INCLUDE_DIR, "mmtune.h")):
             self.skipTest("needs a C compiler and include/mmtune.h")
         structs = {"mmt_options": _lib.Options, "mmt_problem": _lib.Problem,
-                   "mmt_choice": _lib.ChoiceStruct, "mmt_matmul_desc": _lib.MatmulDesc}
+                   "mmt_choice": _lib.ChoiceStruct, "mmt_matmul_desc": _lib.MatmulDesc,
+                   "mmt_quantize_desc": _lib.QuantizeDesc}
         lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "mmtune.h"',
                  "int main(void) {"]
         expected = []

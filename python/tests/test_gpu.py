@@ -40,10 +40,13 @@ def _skip_reason():
 
 
 SKIP = _skip_reason()
+FP8_SKIP = SKIP
 if SKIP:
     print(f"mmtune-gpu-tests: skipped: {SKIP}", flush=True)
 else:
     import torch
+    if not hasattr(torch, "float8_e4m3fn"):
+        FP8_SKIP = "torch without float8 dtypes"
 
 # Relative to the largest |reference| element: the output's rounding and fp32 accumulation.
 TOL = {"float32": 1e-4, "tf32": 1e-2, "float16": 5e-3, "bfloat16": 3e-2}
@@ -401,6 +404,79 @@ class TestMatmul(unittest.TestCase):
             mmtune.matmul(buf[:32].view(4, 8), torch.randn(8, 8, device="cuda").half(),
                           out=buf[16:48].view(4, 8))
         self.assertEqual(cm.exception.status_name, "MMT_ERR_INVALID_ARG")
+
+
+def _groups(x, mode):
+    """Each group's largest |x| (x float32, finite), in mmtune.quantize's scale shape."""
+    r, c = x.shape
+    a = x.abs()
+    if mode == "tensor":
+        return a.max()
+    if mode == "row":
+        return a.amax(1)
+    cb, rb = -(-c // 128), -(-r // 128)
+    if mode == "1x128":
+        a = torch.nn.functional.pad(a, (0, cb * 128 - c))
+        return a.reshape(r, cb, 128).amax(2).T.contiguous()
+    a = torch.nn.functional.pad(a, (0, cb * 128 - c, 0, rb * 128 - r))
+    return a.reshape(rb, 128, cb, 128).amax((1, 3))
+
+
+def _expand(s, mode, r, c):
+    """A scale tensor spread over the r x c elements it scales."""
+    if mode == "tensor":
+        return s.expand(r, c)
+    if mode == "row":
+        return s[:, None].expand(r, c)
+    if mode == "1x128":
+        return s.T.repeat_interleave(128, 1)[:, :c]
+    return s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:r, :c]
+
+
+@unittest.skipIf(FP8_SKIP, FP8_SKIP)
+class TestFP8(unittest.TestCase):
+    """mmtune.quantize against its definition in torch; FP8 matmul of what it makes."""
+
+    def test_quantize_matches_definition(self):
+        for dtype, fp8, mode in itertools.product(
+                (torch.float32, torch.float16, torch.bfloat16),
+                (torch.float8_e4m3fn, torch.float8_e5m2), ("tensor", "row", "1x128", "128x128")):
+            x = (torch.randn(130, 300, device="cuda") * 4).to(dtype)
+            q, s = mmtune.quantize(x, fp8, mode)
+            torch.cuda.synchronize()
+            top = torch.finfo(fp8).max
+            want_s = (_groups(x.float(), mode) / top).clamp(min=torch.finfo(torch.float32).tiny)
+            self.assertTrue(torch.equal(s, want_s), f"{dtype} {fp8} {mode} scales")
+            v = x.float() * (1 / _expand(want_s, mode, *x.shape))
+            want_q = v.clamp(-top, top).to(fp8)
+            self.assertTrue(torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)),
+                            f"{dtype} {fp8} {mode} codes")
+
+    def test_fp8_linear(self):
+        for m, scale_mode in itertools.product((1, 64, 300), ("tensor", "block")):
+            x = torch.randn(m, 512, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(384, 512, device="cuda", dtype=torch.bfloat16)
+            xm, wm = ("tensor", "tensor") if scale_mode == "tensor" else ("1x128", "128x128")
+            qx, sx = mmtune.quantize(x, mode=xm)
+            qw, sw = mmtune.quantize(w, mode=wm)
+            y = mmtune.matmul(qx, qw, trans_b=True, scale_mode=scale_mode, scale_row=sx,
+                              scale_col=sw, out_dtype=torch.bfloat16)
+            torch.cuda.synchronize()
+            dx = qx.double() * _expand(sx, xm, m, 512).double()
+            dw = qw.double() * _expand(sw, wm, 384, 512).double()
+            self.assertLess(rel_err(y, dx @ dw.T), TOL["bfloat16"], f"m={m} {scale_mode}")
+
+    def test_errors(self):
+        x = torch.randn(8, 8, device="cuda")
+        with self.assertRaises(TypeError):
+            mmtune.quantize(x, torch.float16)
+        with self.assertRaises(ValueError):
+            mmtune.quantize(x, mode="2x2")
+        with self.assertRaises(ValueError):
+            mmtune.quantize(x.T.contiguous().T)
+        q, s = mmtune.quantize(x)
+        with self.assertRaises(ValueError):  # block scales of the wrong size
+            mmtune.matmul(q, q, trans_b=True, scale_mode="block", scale_row=s, scale_col=s)
 
 
 if __name__ == "__main__":
