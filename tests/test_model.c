@@ -96,6 +96,10 @@ static void test_analytic(void **state) {
   gen_problem decode = packed("f16", "nt", 16, 14336, 4096);
   double flops_per_s, bytes_per_s;
   rt_model_peaks(&dev, "f16", &flops_per_s, &bytes_per_s);
+  /* FP8's tensor-core rate is twice 16-bit's on Hopper; its compute-bound time half */
+  double fp8_flops, fp8_bytes;
+  rt_model_peaks(&dev, "e4m3", &fp8_flops, &fp8_bytes);
+  assert_true(fp8_flops == 2 * flops_per_s && fp8_bytes == bytes_per_s);
   const double weights_ms = 14336.0 * 4096 * 2 / bytes_per_s * 1e3;
   db_launch mma16 = {.tile_m = 16, .tile_n = 128, .slices = 1, .threads = 64};
   db_launch fma8 = {.tile_m = 8, .tile_n = 128, .slices = 1, .threads = 64};
