@@ -137,6 +137,9 @@ typedef struct {
    * looser error bound that comes with it.  The kernel's code is the template's concern (a
    * parameter); the op only says which kernels may serve. */
   bool fast_accum;
+  /* FP8 inputs only: B is of the other FP8 type than A (the problem's dtype): e4m3 A with
+   * e5m2 B, or e5m2 A with e4m3 B (wgmma reads the pair as it is). */
+  bool mixed_fp8;
 } gen_op;
 
 /* The most bytes of gen_op_format's text, NUL included. */
@@ -144,14 +147,14 @@ typedef struct {
 /* An op as text, its canonical form, the database's key: "out=f16" then those of
  * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col" / "=tensor"
  * / "=block",
- * ",act=NAME", ",gated", ",fast_accum" that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
+ * ",act=NAME", ",gated", ",fast_accum", ",mixed" (mixed_fp8) that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
  * MMT_ERR_INVALID_ARG (a field out of range, outlen too short). */
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err);
 /* The inverse, accepting the fields in any order and out= absent (then in_dtype's output:
  * f32 for tf32, bf16 for FP8).  Errors: MMT_ERR_INVALID_ARG naming the bad field. */
 mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_err *err);
 /* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input;
- * fast_accum and scale_block for FP8 inputs only; at most one of scale_tensor, scale_block
+ * fast_accum, scale_block and mixed_fp8 for FP8 inputs only; at most one of scale_tensor, scale_block
  * and the vectors (scale_row, scale_col). */
 bool gen_op_valid(const gen_op *op, const char *in_dtype);
 

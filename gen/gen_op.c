@@ -30,7 +30,8 @@ bool gen_op_valid(const gen_op *op, const char *in_dtype) {
          (op->bias || !op->bias_f32) && op->act >= 0 && op->act < GEN_ACTS &&
          (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
          (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
-         (!op->scale_block || gen_dtype_fp8(in_dtype));
+         (!op->scale_block || gen_dtype_fp8(in_dtype)) &&
+         (!op->mixed_fp8 || gen_dtype_fp8(in_dtype));
 }
 
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err) {
@@ -47,13 +48,14 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
                       : op->scale_row                  ? ",scale=row"
                       : op->scale_col                  ? ",scale=col"
                                                        : "";
-  int n = snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s", op->out,
-                   op->bias == 'c'   ? ",bias=col"
-                   : op->bias == 'r' ? ",bias=row"
-                                     : "",
-                   op->bias_f32 && strcmp(op->out, "f32") ? ",bias_type=f32" : "", scale,
-                   op->act ? ",act=" : "", op->act ? act_names[op->act] : "",
-                   op->gated ? ",gated" : "", op->fast_accum ? ",fast_accum" : "");
+  int n =
+      snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s%s", op->out,
+               op->bias == 'c'   ? ",bias=col"
+               : op->bias == 'r' ? ",bias=row"
+                                 : "",
+               op->bias_f32 && strcmp(op->out, "f32") ? ",bias_type=f32" : "", scale,
+               op->act ? ",act=" : "", op->act ? act_names[op->act] : "", op->gated ? ",gated" : "",
+               op->fast_accum ? ",fast_accum" : "", op->mixed_fp8 ? ",mixed" : "");
   if (n < 0 || (size_t)n >= outlen) {
     out[0] = '\0';
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: buffer of %zu bytes too short",
@@ -82,6 +84,8 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     op->scale_col = strstr(value, "col") != NULL;
   } else if (!strcmp(name, "fast_accum") && !value) {
     op->fast_accum = true;
+  } else if (!strcmp(name, "mixed") && !value) {
+    op->mixed_fp8 = true;
   } else if (!strcmp(name, "act") && value && gen_act_index(value) >= 0) {
     op->act = (gen_act)gen_act_index(value);
   } else if (!strcmp(name, "gated") && !value) {
@@ -90,7 +94,7 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16, bias=col|row, "
                    "bias_type=f32, scale=row|col|row+col|tensor|block, "
-                   "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum)",
+                   "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum, mixed)",
                    name, value ? "=" : "", value ? value : "");
   }
   return MMT_OK;
@@ -136,7 +140,7 @@ void gen_push_op(lua_State *L, const gen_op *op) {
     lua_pushnil(L);
     return;
   }
-  lua_createtable(L, 0, 10);
+  lua_createtable(L, 0, 11);
   lua_pushstring(L, op->out);
   lua_setfield(L, -2, "out");
   if (op->bias) {
@@ -155,6 +159,8 @@ void gen_push_op(lua_State *L, const gen_op *op) {
   lua_setfield(L, -2, "scale_block");
   lua_pushboolean(L, op->fast_accum);
   lua_setfield(L, -2, "fast_accum");
+  lua_pushboolean(L, op->mixed_fp8);
+  lua_setfield(L, -2, "mixed_fp8");
   lua_pushstring(L, act_names[op->act]);
   lua_setfield(L, -2, "act");
   lua_pushboolean(L, op->gated);

@@ -599,8 +599,7 @@ static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *strea
   rt_matmul_map(d, &pl);
   if (pl.plain) return gemm(ctx, &pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, stream, err);
   if (d->k == 0 || d->alpha == 0.0f) pl.kp.k = 0; /* P = 0: A and B not read */
-  const mmt_dtype in = d->in_type;
-  problem_key key = op_key_of(&pl, in);
+  problem_key key = op_key_of(&pl, pl.dtype);
   problem_slot *s;
   bool locked;
   if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
@@ -663,7 +662,7 @@ static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *ch
 static problem_key explained_op_key(const mmt_matmul_desc *d, rt_matmul_plan *pl) {
   if (d->k == 0 || d->alpha == 0.0f) pl->kp.k = 0; /* as mmt_matmul launches it */
   pl->a = pl->b = NULL;
-  return op_key_of(pl, d->in_type);
+  return op_key_of(pl, pl->dtype);
 }
 
 mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_name,

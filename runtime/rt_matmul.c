@@ -56,6 +56,10 @@ static mmt_status check_enums(const mmt_matmul_desc *d, ut_err *err) {
 /* FP8: its layout (both operands K-major), block scales' limits, fast_accum's inputs; and
  * the scales a mode needs. */
 static mmt_status check_scales(const mmt_matmul_desc *d, ut_err *err) {
+  if (d->b_type != MMT_F32 && d->b_type != d->in_type && !(fp8(d->in_type) && fp8(d->b_type)))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "b_type %d: B may differ from A (in_type %s) only as the other FP8 type",
+                   (int)d->b_type, rt_dtype(d->in_type)->name);
   if (d->fast_accum && !fp8(d->in_type))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "fast_accum is for FP8 inputs (in_type %s)",
                    rt_dtype(d->in_type)->name);
@@ -357,6 +361,9 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
   op->scale_row = d->scale_mode == MMT_SCALE_VECTORS && s_row != NULL;
   op->scale_col = d->scale_mode == MMT_SCALE_VECTORS && s_col != NULL;
   op->fast_accum = d->fast_accum != 0;
+  /* B of the other FP8 type: the kernel's A is the caller's B when swapped */
+  op->mixed_fp8 = fp8(d->in_type) && fp8(d->b_type) && d->b_type != d->in_type;
+  out->dtype = op->mixed_fp8 && col ? d->b_type : d->in_type;
   op->act = (gen_act)d->act; /* the enums agree: mmtune.h's order is gen.h's */
   op->gated = d->gated != 0;
   out->batch = d->batch;
@@ -387,13 +394,13 @@ int64_t rt_op_code(const gen_op *op) {
   return 1 | out << 1 | bias << 3 | (int64_t)op->bias_f32 << 5 | (int64_t)op->scale_row << 6 |
          (int64_t)op->scale_col << 7 | (int64_t)op->act << 8 | (int64_t)op->gated << 12 |
          (int64_t)op->scale_tensor << 13 | (int64_t)op->fast_accum << 14 |
-         (int64_t)op->scale_block << 15;
+         (int64_t)op->scale_block << 15 | (int64_t)op->mixed_fp8 << 16;
 }
 
 bool rt_op_of_code(int64_t code, gen_op *op) {
   memset(op, 0, sizeof *op);
   const int64_t out = code >> 1 & 3, bias = code >> 3 & 3, act = code >> 8 & 15;
-  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 16) return false;
+  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 17) return false;
   snprintf(op->out, sizeof op->out, "%s", code_out[out]);
   op->bias = bias == 1 ? 'c' : bias == 2 ? 'r' : 0;
   op->bias_f32 = code >> 5 & 1;
@@ -404,5 +411,6 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->scale_tensor = code >> 13 & 1;
   op->fast_accum = code >> 14 & 1;
   op->scale_block = code >> 15 & 1;
+  op->mixed_fp8 = code >> 16 & 1;
   return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1;
 }

@@ -41,6 +41,7 @@ typedef struct {
   mmt_problem gemm; /* plain: the problem, C = D */
   rt_gemm_kernel_problem kp; /* the kernel's problem (n: the product's columns) and layout */
   gen_op op;
+  mmt_dtype dtype; /* the kernel's A's, the problem's dtype (the caller's B's when swapped) */
   int64_t batch;
   const void *a, *b; /* the kernel's A and B (swapped for column-major) */
   /* The op ABI's argument (gen.h): device addresses; C for the kernel's C argument. */

@@ -460,6 +460,16 @@ local function fp8(dtype)
   return dtype == "e4m3" or dtype == "e5m2"
 end
 
+-- wgmma's A and B types: the dtype's, or for a mixed op the problem's A's (the dtype) and
+-- B's (the other FP8 type), in the order wgmma reads them (swap: B's rows are its A).
+local function wgmma_types(dtype, op, swap)
+  if op and op.mixed_fp8 then
+    local other = dtype == "e4m3" and "e5m2" or "e4m3"
+    return swap and other .. "." .. dtype or dtype .. "." .. other
+  end
+  return dtype_info[dtype].wgmma_type
+end
+
 -- FP8 (e4m3, e5m2): wgmma's FP8 accumulation is not fp32's over a long K (its partial sums
 -- keep fewer bits), so the kernel promotes them: each interval of PROMOTE K tiles (128
 -- elements each) accumulates into partial sums that start at zero, and at its end the
@@ -1371,7 +1381,10 @@ return {
     table.insert(kb_t and k_major or mn_major, "B: ROWS = BN")
     -- a_t, b_t: the kernel's A MN-major, its B K-major (the layout's with swap's roles)
     local vars = gemm.vars(name, dtype, layout, {
-      doc_type = info.doc_type,
+      doc_type = op and op.mixed_fp8 and
+                 string.format("FP8 %s A and %s B (both K-major), fp32 accumulation (promoted: " ..
+                               "see\n * PROMOTE), D of the op's type",
+                               dtype, dtype == "e4m3" and "e5m2" or "e4m3") or info.doc_type,
       k_major_doc = #k_major > 0 and table.concat(k_major, "; ") or "none in this layout",
       mn_major_doc = #mn_major > 0 and table.concat(mn_major, "; ") or "none in this layout",
       a_t = ka_t and 1 or 0, b_t = kb_t and 1 or 0, elem_bytes = dt.bytes,
@@ -1382,7 +1395,7 @@ return {
       tile_order = tile_order, dependent_launch = dependent_launch,
       elem_decl = "\n" .. elem[dtype],
       wgmma_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn,
-                               32 // dt.bytes, info.wgmma_type),
+                               32 // dt.bytes, wgmma_types(dtype, op, swap)),
       wgmma_regs = regs, wgmma_outs = outs,
       da_arg = count, db_arg = count + 1, scale_arg = count + 2,
       rs = rs and 1 or 0, ra0 = count, ra1 = count + 1, ra2 = count + 2, ra3 = count + 3,

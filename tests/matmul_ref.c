@@ -56,7 +56,7 @@ static double x_of(const mmt_matmul_desc *d, const mr_host *h, int64_t z, int64_
     for (int64_t l = 0; l < d->k; l++) {
       double a = mr_load(d->in_type, h->a,
                          z * d->stride_a + mr_offset(d->order, d->trans_a, i, l, d->lda));
-      double b = mr_load(d->in_type, h->b,
+      double b = mr_load(d->b_type != MMT_F32 ? d->b_type : d->in_type, h->b,
                          z * d->stride_b + mr_offset(d->order, d->trans_b, l, jp, d->ldb));
       /* block scales: each K block's products times A's scale of (block, i), B's of
        * (jp / 128, block) */

@@ -85,7 +85,11 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
   sw_operand_shape(plan, c, d->rows, d->width, d->extent);
   sw_batch_strides(plan, c, d->stride);
   const mmt_dtype in = type_of(k->dtype), out = type_of(k->op.out);
-  d->type[OP_A] = d->type[OP_B] = in;
+  /* a mixed op's B is of the other FP8 type */
+  const char *b_dtype = !k->op.mixed_fp8 ? k->dtype : strcmp(k->dtype, "e4m3") ? "e4m3" : "e5m2";
+  const char *in_name[2] = {k->dtype, b_dtype};
+  d->type[OP_A] = in;
+  d->type[OP_B] = type_of(b_dtype);
   d->type[OP_D] = out;
   d->type[OP_BIAS] = k->op.bias_f32 ? MMT_F32 : out;
   d->type[OP_SROW] = d->type[OP_SCOL] = MMT_F32;
@@ -115,7 +119,7 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
         continue;
       }
       if (i < OP_D)
-        store_in(k->dtype, in, d->host[i], e, v[e]);
+        store_in(in_name[i], d->type[i], d->host[i], e, v[e]);
       else
         mr_store(d->type[i], d->host[i], (int64_t)e, i == OP_D && c->beta == 0.0f ? NAN : v[e]);
     }
@@ -127,7 +131,7 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
       return false;
     }
     for (size_t e = 0; e < d->count[i]; e++)
-      d->val[i][e] = (float)load_in(k->dtype, in, d->host[i], e);
+      d->val[i][e] = (float)load_in(in_name[i], d->type[i], d->host[i], e);
   }
   if (!(d->got = malloc(d->count[OP_D] * size_of(out)))) {
     snprintf(why, whylen, "host: out of memory");

@@ -56,12 +56,13 @@ typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM, SW_OP } sw_origin;
   {                                                                                                \
     "scale=tensor", "out=f16,bias=col,act=gelu_tanh,scale=tensor,fast_accum",                      \
         "out=f32,scale=row+col,fast_accum", "act=silu,gated,scale=tensor",                         \
-        "out=bf16,bias=row,bias_type=f32,scale=col,fast_accum", "out=f32,act=relu,scale=tensor"    \
+        "out=bf16,bias=row,bias_type=f32,scale=col,fast_accum",                                    \
+        "out=f32,act=relu,scale=tensor,mixed"                                                      \
   }
 /* And block scales, which fewer configs apply (promote 1, bn <= 128, no swap): each FP8 config
  * planned gets a block-scaled twin where its tile (bn halved to 128 at most) takes one. */
 #define SW_OPS_FP8_BLOCK                                                                           \
-  { "scale=block", "out=f16,bias=col,act=silu,scale=block" }
+  { "scale=block", "out=f16,bias=col,act=silu,scale=block,mixed" }
 
 /* One distinct kernel: a template's config emitted for a dtype and layout. */
 typedef struct {

@@ -280,6 +280,10 @@ static void test_wgmma_fp8(void **state) {
       {"e4m3", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=tensor"},
       {"e4m3", "bn=128", "scale=block"},
       {"e5m2", "bm=128,bn=64,stages=8,group=1,split=4", "out=f32,bias=col,act=silu,scale=block"},
+      /* B of the other type: wgmma reads the pair, in its operands' order (swap: B first) */
+      {"e4m3", "bn=128", "scale=tensor,mixed"},
+      {"e5m2", "bn=128", "out=f16,scale=block,mixed"},
+      {"e4m3", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=tensor,mixed"},
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     gen_config cfg;
@@ -291,8 +295,14 @@ static void test_wgmma_fp8(void **state) {
     if (gen_emit_op(t, &cfg, ok[i].dtype, "nt", &op, &k, &e) != MMT_OK)
       fail_msg("%s %s %s: %s", ok[i].dtype, ok[i].params, ok[i].op, e.msg);
     char want[64];
-    snprintf(want, sizeof want, "k32.f32.%s.%s", ok[i].dtype, ok[i].dtype);
-    assert_non_null(strstr(k.source, want));
+    const char *other = strcmp(ok[i].dtype, "e4m3") ? "e4m3" : "e5m2";
+    const bool swap = cfg.v[gen_param_index(t, "swap")] == 1;
+    snprintf(want, sizeof want, "k32.f32.%s.%s", op.mixed_fp8 && swap ? other : ok[i].dtype,
+             !op.mixed_fp8 ? ok[i].dtype
+             : swap        ? ok[i].dtype
+                           : other);
+    if (!strstr(k.source, want))
+      fail_msg("%s %s %s: no %s", ok[i].dtype, ok[i].params, ok[i].op, want);
     const bool promote = cfg.v[gen_param_index(t, "promote")] > 0;
     assert_int_equal(strstr(k.source, "acc[i][r] += part[i][r];") != NULL,
                      promote && !op.scale_block);

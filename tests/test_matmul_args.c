@@ -205,6 +205,28 @@ static void test_fp8_and_scale_modes(void **state) {
   c.scale_mode = MMT_SCALE_BLOCK;
   expect(&c, MMT_ERR_UNSUPPORTED,
          "MMT_SCALE_BLOCK: row-major order and batch 1 only (got column-major, batch 1)");
+  /* mixed FP8: B of the other type; swapped, the kernel's A is the call's B and its dtype B's */
+  c.scale_mode = MMT_SCALE_TENSOR, c.b_type = MMT_E4M3;
+  expect(&c, MMT_OK, NULL);
+  rt_matmul_map(&c, &pl);
+  assert_true(pl.op.mixed_fp8);
+  assert_int_equal(pl.dtype, MMT_E4M3);
+  c.order = MMT_ROW_MAJOR, c.trans_a = MMT_NO_TRANS, c.trans_b = MMT_TRANS, c.ldc = c.ldd = 5;
+  expect(&c, MMT_OK, NULL);
+  rt_matmul_map(&c, &pl);
+  assert_true(pl.op.mixed_fp8);
+  assert_int_equal(pl.dtype, MMT_E5M2);
+  c.b_type = MMT_E5M2; /* B's type named, the same as A's: not mixed */
+  rt_matmul_map(&c, &pl);
+  assert_false(pl.op.mixed_fp8);
+  c.b_type = MMT_BF16;
+  expect(&c, MMT_ERR_INVALID_ARG,
+         "b_type 3: B may differ from A (in_type e5m2) only as the other FP8 type");
+  h = base(), h.b_type = MMT_BF16;
+  expect(&h, MMT_ERR_INVALID_ARG,
+         "b_type 3: B may differ from A (in_type f16) only as the other FP8 type");
+  h.b_type = MMT_F16;
+  expect(&h, MMT_OK, NULL);
 }
 
 static void test_pointers_and_overlaps(void **state) {
@@ -333,6 +355,25 @@ static void test_op_codes(void **state) {
               assert_string_equal(text, again);
             }
   assert_false(rt_op_of_code(1 | 3 << 1, &back)); /* no fourth output type */
+  /* FP8's fields: per-tensor or block scales, fast accumulation, B of the other type */
+  for (int v = 0; v < 16; v++) {
+    gen_op op = {.scale_tensor = v & 1,
+                 .scale_block = (v & 3) == 2,
+                 .fast_accum = v >> 2 & 1,
+                 .mixed_fp8 = v >> 3 & 1};
+    snprintf(op.out, sizeof op.out, "bf16");
+    assert_true(rt_op_of_code(rt_op_code(&op), &back));
+    assert_memory_equal(&back, &op, sizeof op);
+    char text[GEN_OP_TEXT_MAX];
+    ut_err e;
+    gen_op parsed;
+    assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+    assert_int_equal(gen_op_parse(text, "e4m3", &parsed, &e), MMT_OK);
+    assert_memory_equal(&parsed, &op, sizeof op);
+    assert_true(gen_op_valid(&op, "e5m2"));
+    assert_true(gen_op_valid(&op, "f16") == !(op.scale_block || op.fast_accum || op.mixed_fp8));
+  }
+  assert_false(rt_op_of_code(1 | (int64_t)1 << 17, &back)); /* no bit past mixed_fp8 */
 }
 
 /* ---- the mapping, run ---- */

@@ -116,6 +116,7 @@ static case_t random_case(int trial) {
   d->batch = next() % 3 == 0 ? pick(2, 5) : 1;
   if (trial % 4 == 3) { /* FP8: K-major operands, a scale mode, fast accumulation or not */
     d->in_type = next() % 2 ? MMT_E4M3 : MMT_E5M2;
+    d->b_type = next() % 2 ? MMT_E4M3 : MMT_E5M2; /* all four pairs */
     d->trans_a = d->order == MMT_ROW_MAJOR ? MMT_NO_TRANS : MMT_TRANS;
     d->trans_b = d->order == MMT_ROW_MAJOR ? MMT_TRANS : MMT_NO_TRANS;
     d->scale_mode = (mmt_scale_mode)pick(0, 2);
@@ -167,7 +168,8 @@ static const char *run_case(gc_fixture *f, case_t *c) {
   operand A, B, C = {0}, D, bias = {0}, srow = {0}, scol = {0};
   const rt_cu *cu = f->cu;
   operand_make(cu, &A, d->in_type, na, skew_ab, -1, 1);
-  operand_make(cu, &B, d->in_type, nb, next() % 3 == 0 && !fp8 ? pick(1, 7) : 0, -1, 1);
+  operand_make(cu, &B, d->b_type != MMT_F32 ? d->b_type : d->in_type, nb,
+               next() % 3 == 0 && !fp8 ? pick(1, 7) : 0, -1, 1);
   operand_make(cu, &D, d->out_type, nd, next() % 3 == 0 ? pick(1, 3) : 0, -4, 4);
   d->a = dev_ptr(&A), d->b = dev_ptr(&B), d->d = dev_ptr(&D);
   mr_host h = {host_ptr(&A), host_ptr(&B), NULL, NULL, NULL, NULL};

@@ -144,6 +144,7 @@ class MatmulDesc(ctypes.Structure):
         ("gated", ctypes.c_int),
         ("scale_mode", ctypes.c_int),
         ("fast_accum", ctypes.c_int),
+        ("b_type", ctypes.c_int),
     ]
 
 

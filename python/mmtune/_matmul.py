@@ -101,7 +101,7 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
                For a Linear weight [W_gate; W_up] (2N x K) that is
                torch.stack([W_gate, W_up], 1).reshape(2 * N, K) with trans_b=True.
     scale_row, scale_col: float32 vectors of M and of op(b)'s columns (scale_mode "vectors").
-    FP8:       a and b of one FP8 dtype, torch.float8_e4m3fn or float8_e5m2, a M x K row-major and b N x K with trans_b=True (Hopper's FP8
+    FP8:       a and b of torch.float8_e4m3fn or float8_e5m2 (any pair), a M x K row-major and b N x K with trans_b=True (Hopper's FP8
                layout), with scale_mode "tensor" (scale_row, scale_col: one float each, a's and
                b's) or "block" (a's 1 x 128 scales, float[ceil(K/128)][M], and b's 128 x 128,
                float[ceil(N'/128)][ceil(K/128)]: what mmtune.quantize gives with "1x128" and
@@ -119,8 +119,13 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
     if b.get_device() != dev:
         raise ValueError(f"a is on {a.device} but b on {b.device}")
     in_type = _mmt_dtype(th, a.dtype, "a", fp8=True)
+    b_type = 0
     if b.dtype is not a.dtype:
-        raise TypeError(f"a and b must have one dtype, got {a.dtype} and {b.dtype}")
+        fp8 = _fp8_types(th)
+        if a.dtype not in fp8 or b.dtype not in fp8:
+            raise TypeError(f"a and b must have one dtype (or two FP8 dtypes), got {a.dtype} "
+                            f"and {b.dtype}")
+        b_type = fp8[b.dtype]
     if allow_tf32 and in_type == F32:
         in_type = TF32
     m, k = (ca, ra) if trans_a else (ra, ca)
@@ -149,7 +154,7 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
                         out_type=out_type, alpha=alpha, beta=beta, a=a.data_ptr(), lda=lda,
                         b=b.data_ptr(), ldb=ldb, d=out.data_ptr(), ldd=ldd, batch=batch,
                         stride_a=sba if ba > 1 else 0, stride_b=sbb if bb > 1 else 0,
-                        stride_d=sbd if batch > 1 else 0)
+                        stride_d=sbd if batch > 1 else 0, b_type=b_type)
     if c is not None:
         bc, rc_, cc, sbc, sc0, sc1 = _matrix(th, c, "c")
         if (rc_, cc) != (m, n) or bc not in (1, batch) or c.dtype is not out.dtype:

@@ -466,6 +466,18 @@ class TestFP8(unittest.TestCase):
             dw = qw.double() * _expand(sw, wm, 384, 512).double()
             self.assertLess(rel_err(y, dx @ dw.T), TOL["bfloat16"], f"m={m} {scale_mode}")
 
+    def test_mixed_fp8_types(self):
+        x = torch.randn(64, 256, device="cuda")
+        w = torch.randn(96, 256, device="cuda")
+        for ta, tb in itertools.product((torch.float8_e4m3fn, torch.float8_e5m2), repeat=2):
+            qx, sx = mmtune.quantize(x, ta)
+            qw, sw = mmtune.quantize(w, tb)
+            y = mmtune.matmul(qx, qw, trans_b=True, scale_mode="tensor", scale_row=sx,
+                              scale_col=sw, out_dtype=torch.float32)
+            torch.cuda.synchronize()
+            ref = (qx.double() * sx.double()) @ (qw.double() * sw.double()).T
+            self.assertLess(rel_err(y, ref), TOL["tf32"], f"{ta} x {tb}")
+
     def test_errors(self):
         x = torch.randn(8, 8, device="cuda")
         with self.assertRaises(TypeError):

@@ -39,8 +39,8 @@ function M.name(name, op)
   local bias = op.bias and (op.bias:sub(1, 1) .. (op.bias_type == "f32" and "32" or "")) or "0"
   local scale = op.scale_block and "b" or op.scale_tensor and "t" or
                 string.format("%d%d", op.scale_row and 1 or 0, op.scale_col and 1 or 0)
-  return string.format("%s_o%s_b%s_s%s_a%d%s", name, op.out, bias, scale, ACT[op.act],
-                       op.gated and "_g" or "")
+  return string.format("%s_o%s_b%s_s%s_a%d%s%s", name, op.out, bias, scale, ACT[op.act],
+                       op.gated and "_g" or "", op.mixed_fp8 and "_x" or "")
 end
 
 -- The placeholders of an op kernel into vars (the plain kernel's text for nil): ${c_type}, C's

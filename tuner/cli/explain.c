@@ -35,9 +35,8 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
     {"epilogue", 'e', "OP",
      "mmt_matmul's call with this epilogue (out=f32|f16|bf16, bias=col|row, bias_type=f32, "
-     "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum: as mmtune emit --help says; "
-     "bias=col is a vector "
-     "over D's columns); N is D's"},
+     "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum, mixed: as mmtune emit "
+     "--help says; bias=col is a vector over D's columns); N is D's"},
     {"batch", 0, "N", "with --epilogue: problems of the call (packed one after another)"},
     {"top", 0, "N",
      "with --device-name: also the first N candidates as the model ranks them (predicted and "
@@ -100,6 +99,10 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
                     : op.scale_tensor ? MMT_SCALE_TENSOR
                                       : MMT_SCALE_VECTORS,
       .fast_accum = op.fast_accum,
+      /* mixed: --dtype is A's, B the other FP8 type */
+      .b_type = !op.mixed_fp8          ? MMT_F32
+                : p->dtype == MMT_E4M3 ? MMT_E5M2
+                                       : MMT_E4M3,
       .scale_row = op.scale_row || op.scale_tensor || op.scale_block ? some : NULL,
       .scale_col = op.scale_col || op.scale_tensor || op.scale_block ? some : NULL,
       .act = (mmt_activation)op.act,

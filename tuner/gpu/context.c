@@ -213,6 +213,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   if (!tn_measure_supports(o->dtype))
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "measuring dtype %s is not supported", o->dtype);
   if ((rc = set_op(g, o, err))) return rc;
+  g->b_e5m2 = g->e5m2 ^ (g->has_op && g->op.mixed_fp8);
   /* D (in C's place): n_out columns of the op's type.  A batch: each operand's problems one
    * after another within a copy, a_stride ... apart. */
   g->c_elems = tn_round_up((size_t)rows[2] * (size_t)o->ldc, 64);

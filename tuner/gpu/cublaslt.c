@@ -340,8 +340,8 @@ const char *tn_cublaslt_version(const tn_cublaslt *lt) { return lt->version; }
 
 /* What a checked problem maps to in cuBLASLt's terms. */
 typedef struct {
-  const char *layout, *in, *out; /* the names, defaults filled in */
-  unsigned in_type, out_type, compute;
+  const char *layout, *in, *out;               /* the names, defaults filled in */
+  unsigned in_type, b_type, out_type, compute; /* b_type: B's, in_type unless FP8 mixes */
   const char *compute_name;
   unsigned epilogue;
   const char *epilogue_name;
@@ -392,6 +392,15 @@ static mmt_status map_types(const tn_lt_problem *p, lt_mapping *m, ut_err *err) 
   mmt_status rc;
   m->in = p->in_dtype;
   if ((rc = map_dtype("in_dtype", m->in, &m->in_type, &m->in_size, err))) return rc;
+  m->b_type = m->in_type;
+  if (p->b_dtype[0] && strcmp(p->b_dtype, m->in)) {
+    int b_size = 0;
+    if ((rc = map_dtype("b_dtype", p->b_dtype, &m->b_type, &b_size, err))) return rc;
+    if (b_size != 1 || m->in_size != 1)
+      return ut_fail(err, MMT_ERR_INVALID_ARG,
+                     "b_dtype %s: B differs from A (%s) only as the other FP8 type", p->b_dtype,
+                     m->in);
+  }
   const bool tf32 = !strcmp(m->in, "tf32");
   m->out = p->out_dtype[0] ? p->out_dtype : tf32 ? "f32" : m->in;
   if ((rc = map_dtype("out_dtype", m->out, &m->out_type, &m->out_size, err))) return rc;
@@ -658,7 +667,7 @@ static mmt_status make_layouts(tn_lt_plan *plan, const tn_lt_problem *p, const l
                                ut_err *err) {
   mmt_status rc;
   const bool ta = m->layout[0] == 't', tb = m->layout[1] == 't';
-  if ((rc = make_layout(&plan->layout[LT_A], m->in_type, tb ? p->k : p->n, tb ? p->n : p->k, p->ldb,
+  if ((rc = make_layout(&plan->layout[LT_A], m->b_type, tb ? p->k : p->n, tb ? p->n : p->k, p->ldb,
                         p->batch, p->stride_b, "A: mmtune's B", err)) ||
       (rc = make_layout(&plan->layout[LT_B], m->in_type, ta ? p->m : p->k, ta ? p->k : p->m, p->lda,
                         p->batch, p->stride_a, "B: mmtune's A", err)) ||

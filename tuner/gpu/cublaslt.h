@@ -108,6 +108,7 @@ typedef struct {
   char layout[4];    /* how A and B are stored: "nn", "nt", "tn", "tt" (gen.h); "" means "nn" */
   char in_dtype[8];  /* A and B: "f32", "tf32" (f32 data), "f16", "bf16"; "e4m3", "e5m2"
                         (layout nt only, D f32, f16 or bf16) */
+  char b_dtype[8];   /* FP8: B's where it differs from A's, the other FP8 type ("": in_dtype) */
   char out_dtype[8]; /* C, D and the bias: "" means the inputs' (f32 for tf32); "f32" also
                         with f16 or bf16 inputs.  No other pair (cuBLASLt has none) */
   int64_t m, n, k;   /* D is M x N; op(A) M x K, op(B) K x N; each 1 .. 2^31 - 1 */

@@ -49,9 +49,10 @@ struct tn_gpu {
   CUdeviceptr a, b, c, ref, wa, wb, wc;
   size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes, wide_cap_bytes;
   int copies;
-  int elem; /* bytes per element of the problem being measured */
-  int bf16; /* 16-bit elements are bf16 (else f16) */
-  int e5m2; /* 8-bit elements are e5m2 (else e4m3) */
+  int elem;   /* bytes per element of the problem being measured */
+  int bf16;   /* 16-bit elements are bf16 (else f16) */
+  int e5m2;   /* 8-bit elements are e5m2 (else e4m3) */
+  int b_e5m2; /* B's: the other FP8 type than A's for a mixed op (gen_op.mixed_fp8) */
   /* An op kernel's problem (tn_measure_opts.op): its op, D's element (C's buffer holds D) and
    * columns, the problems of the batch (A, B and D each `batch` matrices a_elems / batch, ...
    * apart within a copy), and the random vectors (bias, scale_row, scale_col: one allocation,

@@ -42,8 +42,8 @@ cleanup:
 /* The fill kernel's `bits` of a type: 32 (float), 16 (f16), -16 (bf16); for the problem's
  * inputs also 8 (e4m3) and -8 (e5m2). */
 static int fill_bits(int elem, int bf16) { return elem == 4 ? 32 : bf16 ? -16 : 16; }
-static int input_bits(const tn_gpu *g) {
-  return g->elem == 1 ? (g->e5m2 ? -8 : 8) : fill_bits(g->elem, g->bf16);
+static int input_bits(const tn_gpu *g, bool b) {
+  return g->elem == 1 ? ((b ? g->b_e5m2 : g->e5m2) ? -8 : 8) : fill_bits(g->elem, g->bf16);
 }
 
 /* n random elements of a type (fill_bits) at x. */
@@ -53,9 +53,10 @@ static mmt_status fill_typed(tn_gpu *g, CUdeviceptr x, size_t n, int bits, uint6
   return launch_elementwise(g, g->fill_fn, n, (void *[]){&x, &count, &s, &bits}, err);
 }
 
-/* n random elements of the problem's dtype at x. */
-static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, ut_err *err) {
-  return fill_typed(g, x, n, input_bits(g), seed, err);
+/* n random elements of A's type (b: B's) at x. */
+static mmt_status fill_random(tn_gpu *g, CUdeviceptr x, size_t n, uint64_t seed, bool b,
+                              ut_err *err) {
+  return fill_typed(g, x, n, input_bits(g, b), seed, err);
 }
 
 /* n 16-bit elements (bf16 or f16) at x as floats at y. */
@@ -65,11 +66,11 @@ static mmt_status widen_typed(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n,
   return launch_elementwise(g, g->widen_fn, n, (void *[]){&x, &y, &count, &bf16}, err);
 }
 
-/* n 16-bit or FP8 elements of the problem's dtype at x as floats at y. */
-static mmt_status widen(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, ut_err *err) {
+/* n 16-bit or FP8 elements of A's type (b: B's) at x as floats at y. */
+static mmt_status widen(tn_gpu *g, CUdeviceptr x, CUdeviceptr y, size_t n, bool b, ut_err *err) {
   if (g->elem == 1) {
     unsigned long long count = n;
-    int e5m2 = g->e5m2;
+    int e5m2 = b ? g->b_e5m2 : g->e5m2;
     return launch_elementwise(g, g->widen8_fn, n, (void *[]){&x, &y, &count, &e5m2}, err);
   }
   return widen_typed(g, x, y, n, g->bf16, err);
@@ -113,8 +114,8 @@ cleanup:
 mmt_status tn_gpu_prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   size_t na = g->a_elems * (size_t)g->copies, nb = g->b_elems * (size_t)g->copies;
-  if ((rc = fill_random(g, g->a, na, o->seed * 2 + 1, err))) return rc;
-  if ((rc = fill_random(g, g->b, nb, o->seed * 2 + 2, err))) return rc;
+  if ((rc = fill_random(g, g->a, na, o->seed * 2 + 1, false, err))) return rc;
+  if ((rc = fill_random(g, g->b, nb, o->seed * 2 + 2, true, err))) return rc;
   if ((rc = fill_vectors(g, o, err))) return rc;
   /* NaN in every element: two 16-bit NaNs per word (c_elems is even) for 16-bit types. */
   RT_CU_CHECK(g->cu, cuMemsetD32(g->c, nan_word(g),
@@ -204,8 +205,8 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   mmt_status rc = MMT_OK;
   CUdeviceptr a = in_a, b = in_b;
   if (g->elem != 4) {
-    if ((rc = widen(g, in_a, g->wa, g->a_extent, err)) ||
-        (rc = widen(g, in_b, g->wb, g->b_extent, err)))
+    if ((rc = widen(g, in_a, g->wa, g->a_extent, false, err)) ||
+        (rc = widen(g, in_b, g->wb, g->b_extent, true, err)))
       return rc;
     a = g->wa;
     b = g->wb;
@@ -351,8 +352,8 @@ static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
   args->a = tn_guard_place(&g->guard[0], g->a_extent * e, g->align, side);
   args->b = tn_guard_place(&g->guard[1], g->b_extent * e, g->align, side);
   args->c = tn_guard_place(&g->guard[2], g->c_extent * (size_t)g->out_elem, g->align, side);
-  if ((rc = fill_random(g, args->a, g->a_extent, o->seed * 2 + 1, err))) return rc;
-  if ((rc = fill_random(g, args->b, g->b_extent, o->seed * 2 + 2, err))) return rc;
+  if ((rc = fill_random(g, args->a, g->a_extent, o->seed * 2 + 1, false, err))) return rc;
+  if ((rc = fill_random(g, args->b, g->b_extent, o->seed * 2 + 2, true, err))) return rc;
   if (g->out_elem == 4)
     RT_CU_CHECK(g->cu, cuMemsetD32(args->c, NAN_BITS, g->c_extent));
   else
