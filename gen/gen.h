@@ -115,7 +115,9 @@ const char *gen_act_name(gen_act act);
 int gen_act_index(const char *name);
 
 typedef struct {
-  char out[8];    /* D's and C's dtype: "f32", "f16" or "bf16" */
+  char out[8];    /* D's and C's dtype: "f32", "f16" or "bf16"; after FP8 inputs also "e4m3"
+                     or "e5m2": D times the epilogue's scale_d, saturated, and the largest
+                     |D| before that scale into its amax (a bias is then f32) */
   char bias;      /* 0: none; 'c': a vector of N, bias[j] added to column j; 'r': of M, by row */
   bool bias_f32;  /* the bias vector is fp32 (else of the output type) */
   bool scale_row; /* s_row, a float vector of M, multiplies row i of the product */
@@ -153,7 +155,8 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
 /* The inverse, accepting the fields in any order and out= absent (then in_dtype's output:
  * f32 for tf32, bf16 for FP8).  Errors: MMT_ERR_INVALID_ARG naming the bad field. */
 mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_err *err);
-/* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input;
+/* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input,
+ * e4m3 and e5m2 (with an f32 bias if any) for FP8 inputs;
  * fast_accum, scale_block and mixed_fp8 for FP8 inputs only; at most one of scale_tensor, scale_block
  * and the vectors (scale_row, scale_col). */
 bool gen_op_valid(const gen_op *op, const char *in_dtype);
@@ -271,9 +274,12 @@ typedef struct {
  *   const TO *C, int ldc, mmt_epilogue E
  * the struct of the epilogue snippet (templates/snippets/epilogue.cu; GEN_EPILOGUE_BYTES):
  *   { void *D; long long ldd; const void *bias; const float *scale_row, *scale_col;
- *     long long batch_a, batch_b, batch_c, batch_d; }
+ *     long long batch_a, batch_b, batch_c, batch_d; const float *scale_d; float *amax; }
  * D (ldd, TO; gated: M x N/2) is written; bias, scale_row, scale_col are read as the op says
- * (NULL where it has none).  The problems of a batch are blockIdx.z: problem z's A, B, C and D
+ * (NULL where it has none).  scale_d and amax are an FP8 D's (its scale, NULL for 1; where
+ * the largest |D| before it goes by atomic max, NULL for nowhere); a kernel of another output
+ * type declares the struct without them (its first 72 bytes: the launch copies what the
+ * kernel's parameter holds).  The problems of a batch are blockIdx.z: problem z's A, B, C and D
  * start batch_a * z, ... elements past the pointers (0: the same matrix for every z).  The
  * runtime launches grid.z = the batch when the kernel's grid.z is the constant 1; a kernel
  * whose grid.z is anything else (split-K's slices) runs batches of 1 only (its constraints say
@@ -281,7 +287,7 @@ typedef struct {
  * stride the operand's batch stride (problem z's box at z), or of size 1 where the operand is
  * shared (stride 0) or the batch is 1 (z 0).
  */
-#define GEN_EPILOGUE_BYTES 72
+#define GEN_EPILOGUE_BYTES 88
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,
  * searched first), then <exe dir>/../share/mmtune/templates, then the installed folder

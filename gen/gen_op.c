@@ -19,9 +19,11 @@ int gen_act_index(const char *name) {
   return -1;
 }
 
-/* The output types an op may have (the inputs' need not be one of them: tf32 writes f32). */
+/* The output types an op may have (the inputs' need not be one of them: tf32 writes f32);
+ * the FP8 ones after FP8 inputs only (gen_op_valid). */
 static bool out_type(const char *dtype) {
-  return !strcmp(dtype, "f32") || !strcmp(dtype, "f16") || !strcmp(dtype, "bf16");
+  return !strcmp(dtype, "f32") || !strcmp(dtype, "f16") || !strcmp(dtype, "bf16") ||
+         gen_dtype_fp8(dtype);
 }
 
 bool gen_op_valid(const gen_op *op, const char *in_dtype) {
@@ -31,7 +33,8 @@ bool gen_op_valid(const gen_op *op, const char *in_dtype) {
          (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
          (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
          (!op->scale_block || gen_dtype_fp8(in_dtype)) &&
-         (!op->mixed_fp8 || gen_dtype_fp8(in_dtype));
+         (!op->mixed_fp8 || gen_dtype_fp8(in_dtype)) &&
+         (!gen_dtype_fp8(op->out) || (gen_dtype_fp8(in_dtype) && (!op->bias || op->bias_f32)));
 }
 
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err) {
@@ -92,7 +95,7 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     op->gated = true;
   } else {
     return ut_fail(err, MMT_ERR_INVALID_ARG,
-                   "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16, bias=col|row, "
+                   "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16|e4m3|e5m2, bias=col|row, "
                    "bias_type=f32, scale=row|col|row+col|tensor|block, "
                    "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum, mixed)",
                    name, value ? "=" : "", value ? value : "");
@@ -130,7 +133,8 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
                      text);
     snprintf(o.out, sizeof o.out, "%s", in);
   }
-  o.bias_f32 = o.bias_f32 || (o.bias && !strcmp(o.out, "f32")); /* an f32 bias either way */
+  /* an f32 bias either way (an FP8 D's bias is f32: FP8 has no bias of its own type) */
+  o.bias_f32 = o.bias_f32 || (o.bias && (!strcmp(o.out, "f32") || gen_dtype_fp8(o.out)));
   *op = o;
   return MMT_OK;
 }

@@ -221,7 +221,9 @@ typedef enum {
  * (scale_mode says what they are: for MMT_SCALE_TENSOR, scale_row[i] and scale_col[j] in x's
  * formula are the one float each holds; for MMT_SCALE_BLOCK the scales are inside P).
  * FP8 (in_type MMT_E4M3 or MMT_E5M2, on an sm_90 GPU; B may be of the other FP8 type,
- * b_type, all four pairs): out_type MMT_F32, MMT_F16 or MMT_BF16;
+ * b_type, all four pairs): out_type MMT_F32, MMT_F16, MMT_BF16, or FP8 itself (MMT_E4M3,
+ * MMT_E5M2: D = sat(value * *scale_d), the value's largest finite-or-infinite magnitude, NaN
+ * aside, into *amax; then beta must be 0 and a bias is MMT_F32);
  * both operands K-major, the layout Hopper's FP8 tensor cores read: row-major with trans_a
  * MMT_NO_TRANS and trans_b MMT_TRANS (A is M x K, B is stored N x K as PyTorch's Linear
  * weight), or column-major with trans_a MMT_TRANS and trans_b MMT_NO_TRANS; any other layout
@@ -256,9 +258,12 @@ typedef struct {
   int gated;                 /* nonzero: act(gate) * up, see above */
   mmt_scale_mode scale_mode; /* MMT_SCALE_VECTORS (0, the default) */
   int fast_accum;            /* FP8 only: nonzero allows FP8 sums without promotion */
-  mmt_dtype b_type; /* B's type where it differs from in_type (A's): FP8 only, the other FP8
+  mmt_dtype b_type;     /* B's type where it differs from in_type (A's): FP8 only, the other FP8
                        type (e4m3 A by e5m2 B or the reverse); MMT_F32 (0, the default) or
                        in_type: B is of in_type */
+  const float *scale_d; /* an FP8 D only: D = the value times *scale_d, saturated (NULL: 1) */
+  float *amax;          /* an FP8 D only: OUT, the largest |value| before scale_d (NULL: not
+                           wanted); zeroed on the stream first, then an atomic max */
 } mmt_matmul_desc;
 
 /*
@@ -276,9 +281,10 @@ typedef struct {
  * strides that make D's problems overlap, bias and bias_mode disagreeing, a bias_type other
  * than MMT_F32 or out_type, a NULL or misaligned pointer the call uses, D overlapping A or B,
  * or C without being it, a scale_mode the inputs cannot have or its scales missing, fast_accum
- * without FP8 inputs, a b_type other than 0, in_type or (FP8) the other FP8 type; nothing is
- * launched then.  MMT_ERR_UNSUPPORTED: gated in column-major
- * order, a size above 2^31 - 1, FP8 in another layout, before sm_90 or (block scales) in
+ * without FP8 inputs, a b_type other than 0, in_type or (FP8) the other FP8 type, an FP8
+ * out_type after other inputs, scale_d or amax without an FP8 D, amax overlapping what the call
+ * reads; nothing is launched then.  MMT_ERR_UNSUPPORTED: gated in column-major
+ * order, a size above 2^31 - 1, an FP8 D with beta != 0, FP8 in another layout, before sm_90 or (block scales) in
  * column-major order or a batch, no kernel for the problem (tf32 inputs before sm_90 but for
  * GEMVs, for now);
  * then as mmt_gemm.

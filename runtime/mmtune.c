@@ -549,6 +549,12 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
                             const mmt_matmul_desc *d, void *stream, ut_err *err) {
   const int64_t in = rt_dtype(d->in_type)->elem_bytes, out = rt_dtype(d->out_type)->elem_bytes;
   mmt_status rc = MMT_OK;
+  if (pl->amax) { /* an FP8 D's amax: an atomic max over every launch, from 0 */
+    const rt_cu *cu;
+    if ((rc = rt_driver(&cu, err)) || (rc = rt_device_bind(&ctx->dev, err))) return rc;
+    CUresult r = cu->cuMemsetD32Async((CUdeviceptr)pl->amax, 0, 1, (CUstream)stream);
+    if (r != CUDA_SUCCESS) return rt_cu_fail(err, "cuMemsetD32Async (amax)", r);
+  }
   for (int64_t z = 0; z < pl->batch && !rc; z += 65535) {
     const rt_epilogue epi = {.d = (CUdeviceptr)(pl->d + (uint64_t)(z * pl->stride_d * out)),
                              .ldd = pl->ldd,
@@ -558,7 +564,9 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
                              .batch_a = pl->stride_a,
                              .batch_b = pl->stride_b,
                              .batch_c = pl->stride_c,
-                             .batch_d = pl->stride_d};
+                             .batch_d = pl->stride_d,
+                             .scale_d = pl->scale_d,
+                             .amax = pl->amax};
     const rt_gemm_args args = {
         .m = pl->kp.m,
         .n = pl->kp.n,

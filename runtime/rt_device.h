@@ -131,6 +131,8 @@ typedef struct {
   int64_t ldd;
   CUdeviceptr bias, scale_row, scale_col;
   int64_t batch_a, batch_b, batch_c, batch_d; /* elements from one problem to the next */
+  CUdeviceptr scale_d, amax; /* an FP8 D's scale and amax (0: none); other kernels' structs
+                                end before them */
 } rt_epilogue;
 _Static_assert(sizeof(rt_epilogue) == GEN_EPILOGUE_BYTES, "rt_epilogue is the op ABI's struct");
 

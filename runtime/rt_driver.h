@@ -53,6 +53,7 @@
   X(cuMemPoolSetAttribute)                                                                         \
   X(cuMemAllocFromPoolAsync)                                                                       \
   X(cuMemFreeAsync)                                                                                \
+  X(cuMemsetD8)                                                                                    \
   X(cuMemsetD16)                                                                                   \
   X(cuMemsetD32)                                                                                   \
   X(cuMemsetD32Async)                                                                              \

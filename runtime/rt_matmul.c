@@ -13,10 +13,12 @@ _Static_assert(MMT_ACT_NONE == (int)GEN_ACT_NONE && MMT_ACT_RELU == (int)GEN_ACT
 _Static_assert(sizeof(((mmt_choice *)0)->epilogue) == GEN_OP_TEXT_MAX,
                "mmt_choice.epilogue holds an op's text");
 
-/* Whether t is a type D (and C) may have. */
-static bool out_type(mmt_dtype t) { return t == MMT_F32 || t == MMT_F16 || t == MMT_BF16; }
-
 static bool fp8(mmt_dtype t) { return t == MMT_E4M3 || t == MMT_E5M2; }
+
+/* Whether t is a type D (and C) may have (FP8: after FP8 inputs only, check_fp8_out). */
+static bool out_type(mmt_dtype t) {
+  return t == MMT_F32 || t == MMT_F16 || t == MMT_BF16 || fp8(t);
+}
 
 /* The inputs' own output type: f32 for tf32. */
 static mmt_dtype natural_out(mmt_dtype in) { return in == MMT_TF32 ? MMT_F32 : in; }
@@ -40,7 +42,8 @@ static mmt_status check_enums(const mmt_matmul_desc *d, ut_err *err) {
     return ut_fail(err, MMT_ERR_INVALID_ARG, "in_type %d is not an mmt_dtype", (int)d->in_type);
   if (!out_type(d->out_type))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
-                   "out_type must be MMT_F32, MMT_F16 or MMT_BF16, got %d", (int)d->out_type);
+                   "out_type must be MMT_F32, MMT_F16, MMT_BF16, MMT_E4M3 or MMT_E5M2, got %d",
+                   (int)d->out_type);
   if (d->bias_mode != MMT_BIAS_NONE && d->bias_mode != MMT_BIAS_COL && d->bias_mode != MMT_BIAS_ROW)
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "bias_mode must be MMT_BIAS_NONE, MMT_BIAS_COL or MMT_BIAS_ROW, got %d",
@@ -132,6 +135,28 @@ static mmt_status check_lds(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc && d->beta != 0.0f) rc = check_ld("ldc", d->ldc, what[2], min[2], err);
   if (!rc) rc = check_ld("ldd", d->ldd, what[2], min[2], err);
   return rc;
+}
+
+/* An FP8 D: after FP8 inputs, no C (its scale would be one more), an f32 bias; scale_d and
+ * amax only with it. */
+static mmt_status check_fp8_out(const mmt_matmul_desc *d, ut_err *err) {
+  if (!fp8(d->out_type)) {
+    if (d->scale_d || d->amax)
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "%s is for an FP8 D (out_type %s)",
+                     d->scale_d ? "scale_d" : "amax", rt_dtype(d->out_type)->name);
+    return MMT_OK;
+  }
+  if (!fp8(d->in_type))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "out_type %s needs FP8 inputs (in_type %s)",
+                   rt_dtype(d->out_type)->name, rt_dtype(d->in_type)->name);
+  if (d->beta != 0.0f)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "an FP8 D (out_type %s) is written without C: beta must be 0, got %g",
+                   rt_dtype(d->out_type)->name, (double)d->beta);
+  if (d->bias_mode != MMT_BIAS_NONE && d->bias_type != MMT_F32)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "an FP8 D's bias is MMT_F32 (bias_type %d)",
+                   (int)d->bias_type);
+  return MMT_OK;
 }
 
 static mmt_status check_epilogue(const mmt_matmul_desc *d, ut_err *err) {
@@ -271,6 +296,8 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc && d->bias) rc = check_pointer("bias", d->bias, rt_dtype(d->bias_type)->elem_bytes, err);
   if (!rc && d->scale_row) rc = check_pointer("scale_row", d->scale_row, 4, err);
   if (!rc && d->scale_col) rc = check_pointer("scale_col", d->scale_col, 4, err);
+  if (!rc && d->scale_d) rc = check_pointer("scale_d", d->scale_d, 4, err);
+  if (!rc && d->amax) rc = check_pointer("amax", d->amax, 4, err);
   if (rc) return rc;
   if (fp8(d->in_type) && reads_ab && (rc = check_fp8_alignment(d, err))) return rc;
   if (!one_to_one(&D))
@@ -290,17 +317,29 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
     const void *p;
     int64_t len;
     int elem;
-  } vecs[3] = {
+  } vecs[5] = {
       {"bias", d->bias, d->bias_mode == MMT_BIAS_ROW ? d->m : np,
        d->bias ? rt_dtype(d->bias_type)->elem_bytes : 4},
       {"scale_row", d->scale_row, scale_len(d, 0), 4},
       {"scale_col", d->scale_col, scale_len(d, 1), 4},
+      {"scale_d", d->scale_d, 1, 4},
+      {"amax", d->amax, 1, 4},
   };
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 5; i++) {
     if (!vecs[i].p) continue;
     const span v = {vecs[i].name, (uintptr_t)vecs[i].p, vecs[i].len, 1, 0, 0, 1, vecs[i].elem};
     if (overlap(&D, &v)) return ut_fail(err, MMT_ERR_INVALID_ARG, "d overlaps %s", vecs[i].name);
   }
+  /* amax is written too: apart from everything the kernel reads */
+  const span amax = {"amax", (uintptr_t)d->amax, 1, 1, 0, 0, 1, 4};
+  for (int i = 0; d->amax && i < 4; i++) {
+    if (!vecs[i].p) continue;
+    const span v = {vecs[i].name, (uintptr_t)vecs[i].p, vecs[i].len, 1, 0, 0, 1, vecs[i].elem};
+    if (overlap(&amax, &v))
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "amax overlaps %s", vecs[i].name);
+  }
+  if (d->amax && reads_ab && (overlap(&amax, &A) || overlap(&amax, &B)))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "amax overlaps %s", overlap(&amax, &A) ? "a" : "b");
   return MMT_OK;
 }
 
@@ -310,6 +349,7 @@ mmt_status rt_matmul_check_fields(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc) rc = check_sizes(d, err);
   if (!rc) rc = check_lds(d, err);
   if (!rc) rc = check_epilogue(d, err);
+  if (!rc) rc = check_fp8_out(d, err);
   if (!rc) rc = check_scales(d, err);
   if (!rc) rc = check_int_sizes(d, err);
   return rc;
@@ -324,7 +364,7 @@ mmt_status rt_matmul_check(const mmt_matmul_desc *d, ut_err *err) {
 /* ---- mapping ---- */
 
 static bool is_plain(const mmt_matmul_desc *d) {
-  return d->out_type == natural_out(d->in_type) && d->batch == 1 &&
+  return !fp8(d->in_type) && d->out_type == natural_out(d->in_type) && d->batch == 1 &&
          (d->beta == 0.0f || (d->c == d->d && d->ldc == d->ldd)) && d->bias_mode == MMT_BIAS_NONE &&
          !d->scale_row && !d->scale_col && d->act == MMT_ACT_NONE && !d->gated;
 }
@@ -379,29 +419,39 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
   out->bias = (uint64_t)(uintptr_t)d->bias;
   out->scale_row = (uint64_t)(uintptr_t)s_row;
   out->scale_col = (uint64_t)(uintptr_t)s_col;
+  out->scale_d = (uint64_t)(uintptr_t)d->scale_d;
+  out->amax = (uint64_t)(uintptr_t)d->amax;
   if (d->batch == 1) out->stride_a = out->stride_b = out->stride_c = out->stride_d = 0;
 }
 
 /* ---- op codes ---- */
 
+/* D's type: bits 1-2, and bit 17 for the FP8 ones (then bits 1-2 say which). */
 static const char *const code_out[3] = {"f32", "f16", "bf16"};
+static const char *const code_out_fp8[2] = {"e4m3", "e5m2"};
 
 int64_t rt_op_code(const gen_op *op) {
   if (!op) return 0;
   int64_t out = 0;
-  while (out < 2 && strcmp(op->out, code_out[out]) != 0) out++;
+  const bool out8 = gen_dtype_fp8(op->out);
+  if (out8)
+    out = strcmp(op->out, "e4m3") != 0;
+  else
+    while (out < 2 && strcmp(op->out, code_out[out]) != 0) out++;
   const int64_t bias = op->bias == 'c' ? 1 : op->bias == 'r' ? 2 : 0;
   return 1 | out << 1 | bias << 3 | (int64_t)op->bias_f32 << 5 | (int64_t)op->scale_row << 6 |
          (int64_t)op->scale_col << 7 | (int64_t)op->act << 8 | (int64_t)op->gated << 12 |
          (int64_t)op->scale_tensor << 13 | (int64_t)op->fast_accum << 14 |
-         (int64_t)op->scale_block << 15 | (int64_t)op->mixed_fp8 << 16;
+         (int64_t)op->scale_block << 15 | (int64_t)op->mixed_fp8 << 16 | (int64_t)out8 << 17;
 }
 
 bool rt_op_of_code(int64_t code, gen_op *op) {
   memset(op, 0, sizeof *op);
   const int64_t out = code >> 1 & 3, bias = code >> 3 & 3, act = code >> 8 & 15;
-  if (!(code & 1) || out > 2 || bias > 2 || act >= GEN_ACTS || code >> 17) return false;
-  snprintf(op->out, sizeof op->out, "%s", code_out[out]);
+  const bool out8 = code >> 17 & 1;
+  if (!(code & 1) || out > (out8 ? 1 : 2) || bias > 2 || act >= GEN_ACTS || code >> 18)
+    return false;
+  snprintf(op->out, sizeof op->out, "%s", out8 ? code_out_fp8[out] : code_out[out]);
   op->bias = bias == 1 ? 'c' : bias == 2 ? 'r' : 0;
   op->bias_f32 = code >> 5 & 1;
   op->scale_row = code >> 6 & 1;

@@ -45,7 +45,7 @@ typedef struct {
   int64_t batch;
   const void *a, *b; /* the kernel's A and B (swapped for column-major) */
   /* The op ABI's argument (gen.h): device addresses; C for the kernel's C argument. */
-  uint64_t c, d, bias, scale_row, scale_col;
+  uint64_t c, d, bias, scale_row, scale_col, scale_d, amax;
   int64_t ldd;
   int64_t stride_a, stride_b, stride_c, stride_d; /* the kernel's A's and B's */
 } rt_matmul_plan;

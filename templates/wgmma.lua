@@ -393,6 +393,7 @@ local op_epilogue = [[
      * edges; accumulators 4j + 2h + e: row r0 + 64i + 8h, column 8j + 2 * (lane % 4) + e of
      * the kernel's tile (SWAP: C's element (col0 + column, row0 + row)). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
+    EPI_AMAX_DECL /* FP8 D: this thread's largest |D| (empty for the other types) */
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -405,13 +406,14 @@ local op_epilogue = [[
           if (c >= n_left) continue;
           const float v0 = alpha * acc[i][4 * j + 2 * h], v1 = alpha * acc[i][4 * j + 2 * h + 1];
 #if SWAP
-          epi_store(E, C, ldc, beta, col0 + c, row0 + r, v0);
-          if (c + 1 < n_left) epi_store(E, C, ldc, beta, col0 + c + 1, row0 + r, v1);
+          epi_store(E, C, ldc, beta, col0 + c, row0 + r, v0 EPI_AMAX_ARG);
+          if (c + 1 < n_left) epi_store(E, C, ldc, beta, col0 + c + 1, row0 + r, v1 EPI_AMAX_ARG);
 #else
-          epi_store2(E, C, ldc, beta, row0 + r, col0 + c, v0, v1, c + 1 < n_left);
+          epi_store2(E, C, ldc, beta, row0 + r, col0 + c, v0, v1, c + 1 < n_left EPI_AMAX_ARG);
 #endif
         }
       }
+    EPI_AMAX_FLUSH(E); /* the warp's amax (every lane here) */
 ]]
 
 -- An op kernel's start: C moved to the block's problem of the batch, and the z of the boxes

@@ -51,13 +51,14 @@ typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM, SW_OP } sw_origin;
         "out=f32,act=silu,gated,bias=col"                                                          \
   }
 /* The ops FP8 kernels rotate through (out= absent: bf16): per-tensor and per-channel scales,
- * fast accumulation allowed or not. */
+ * fast accumulation allowed or not, B of the other FP8 type (mixed), an FP8 D. */
 #define SW_OPS_FP8                                                                                 \
   {                                                                                                \
     "scale=tensor", "out=f16,bias=col,act=gelu_tanh,scale=tensor,fast_accum",                      \
         "out=f32,scale=row+col,fast_accum", "act=silu,gated,scale=tensor",                         \
         "out=bf16,bias=row,bias_type=f32,scale=col,fast_accum",                                    \
-        "out=f32,act=relu,scale=tensor,mixed"                                                      \
+        "out=f32,act=relu,scale=tensor,mixed", "out=e4m3,bias=col,bias_type=f32,scale=tensor",     \
+        "out=e5m2,act=silu,gated,scale=tensor,mixed"                                               \
   }
 /* And block scales, which fewer configs apply (promote 1, bn <= 128, no swap): each FP8 config
  * planned gets a block-scaled twin where its tile (bn halved to 128 at most) takes one. */

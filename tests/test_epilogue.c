@@ -67,7 +67,12 @@ static void test_op_text(void **state) {
   assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
   assert_string_equal(text, "out=f32,scale=block");
   assert_int_equal(gen_op_parse("scale=block,scale=tensor", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
-  assert_int_equal(gen_op_parse("out=e4m3", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
+  /* an FP8 D: after FP8 inputs, its bias f32 */
+  op = parse("out=e4m3,bias=col", "e5m2");
+  assert_true(op.bias_f32 && gen_op_valid(&op, "e5m2") && !gen_op_valid(&op, "f16"));
+  assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "out=e4m3,bias=col,bias_type=f32");
+  assert_int_equal(gen_op_parse("out=e3m4", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
   assert_true(gen_dtype_fp8("e5m2") && !gen_dtype_fp8("bf16") && !gen_dtype_fp8(NULL));
   assert_int_equal(gen_dtype_size("e4m3"), 1);
   assert_string_equal(gen_act_name(GEN_ACT_GELU_ERF), "gelu_erf");
@@ -284,6 +289,10 @@ static void test_wgmma_fp8(void **state) {
       {"e4m3", "bn=128", "scale=tensor,mixed"},
       {"e5m2", "bn=128", "out=f16,scale=block,mixed"},
       {"e4m3", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=tensor,mixed"},
+      /* an FP8 D: saturating pairs (swap: one at a time), the amax by an atomic max */
+      {"e4m3", "bn=128", "out=e4m3,bias=col,scale=tensor"},
+      {"e5m2", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "out=e5m2,scale=row"},
+      {"e4m3", "bm=128,bn=128,persist=1", "out=e5m2,act=silu,gated,scale=tensor,mixed"},
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     gen_config cfg;
@@ -308,6 +317,8 @@ static void test_wgmma_fp8(void **state) {
                      promote && !op.scale_block);
     assert_int_equal(strstr(k.source, "Block scales of K block kt") != NULL, op.scale_block);
     assert_int_equal(k.tensor_maps[0].box[0], 128); /* K: 128 one-byte elements a stage */
+    assert_int_equal(strstr(k.source, "#define EPI_OUT 3") || strstr(k.source, "#define EPI_OUT 4"),
+                     gen_dtype_fp8(op.out));
     rt_cubin cubin = {0};
     char *log = NULL;
     if (rt_compile(k.source, k.kernel_name, k.arch, &cubin, &log, &e) != MMT_OK)

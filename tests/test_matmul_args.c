@@ -67,7 +67,8 @@ static void test_enums_and_sizes(void **state) {
   d = base(), d.in_type = (mmt_dtype)9;
   expect(&d, MMT_ERR_INVALID_ARG, "in_type 9 is not an mmt_dtype");
   d = base(), d.out_type = MMT_TF32;
-  expect(&d, MMT_ERR_INVALID_ARG, "out_type must be MMT_F32, MMT_F16 or MMT_BF16, got 1");
+  expect(&d, MMT_ERR_INVALID_ARG,
+         "out_type must be MMT_F32, MMT_F16, MMT_BF16, MMT_E4M3 or MMT_E5M2, got 1");
   d = base(), d.bias_mode = (mmt_bias)3;
   expect(&d, MMT_ERR_INVALID_ARG,
          "bias_mode must be MMT_BIAS_NONE, MMT_BIAS_COL or MMT_BIAS_ROW, got 3");
@@ -157,9 +158,37 @@ static void test_fp8_and_scale_modes(void **state) {
   expect(&d, MMT_ERR_UNSUPPORTED,
          "FP8 needs both operands K-major: row-major trans_a MMT_NO_TRANS and trans_b MMT_TRANS "
          "(column-major: MMT_TRANS and MMT_NO_TRANS)");
-  d.trans_b = MMT_TRANS, d.ldb = 16, d.out_type = MMT_E5M2;
-  expect(&d, MMT_ERR_INVALID_ARG, "out_type must be MMT_F32, MMT_F16 or MMT_BF16, got 5");
-  d.out_type = MMT_F32, d.fast_accum = 1;
+  /* an FP8 D: after FP8 inputs, beta 0, an f32 bias; scale_d and amax with it only */
+  d.trans_b = MMT_TRANS, d.ldb = 16, d.out_type = MMT_E5M2, d.ldd = 16, d.beta = 0, d.c = NULL;
+  d.scale_d = ADDR(0x800000), d.amax = (float *)ADDR(0x800010);
+  expect(&d, MMT_OK, NULL);
+  d.beta = 0.5f, d.c = ADDR(0x900000), d.ldc = 16;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "an FP8 D (out_type e5m2) is written without C: beta must be 0, got 0.5");
+  d.beta = 0, d.c = NULL, d.bias_mode = MMT_BIAS_COL, d.bias = ADDR(0x900000);
+  d.bias_type = MMT_E5M2;
+  expect(&d, MMT_ERR_INVALID_ARG, "an FP8 D's bias is MMT_F32 (bias_type 5)");
+  d.bias_type = MMT_F32;
+  expect(&d, MMT_OK, NULL);
+  d.amax = (float *)ADDR(0x900004); /* inside the bias (5 floats) */
+  expect(&d, MMT_ERR_INVALID_ARG, "amax overlaps bias");
+  d.amax = (float *)ADDR(0x400000 + 20); /* in D (4 x 5 bytes at pitch 16) */
+  expect(&d, MMT_ERR_INVALID_ARG, "d overlaps amax");
+  d.amax = (float *)ADDR(0x800012);
+  expect(&d, MMT_ERR_INVALID_ARG, "amax (0x800012) is not 4-byte aligned");
+  d.amax = (float *)ADDR(0x800010), d.bias_mode = MMT_BIAS_NONE, d.bias = NULL;
+  rt_matmul_plan pl8;
+  rt_matmul_map(&d, &pl8);
+  assert_false(pl8.plain);
+  assert_string_equal(pl8.op.out, "e5m2");
+  assert_int_equal(pl8.scale_d, 0x800000);
+  assert_int_equal(pl8.amax, 0x800010);
+  d.out_type = MMT_E4M3, d.scale_d = NULL, d.amax = NULL; /* e4m3 in and out, a bare GEMM */
+  rt_matmul_map(&d, &pl8);
+  assert_false(pl8.plain);
+  d.out_type = MMT_F32, d.ldd = 5, d.amax = (float *)ADDR(0x800010);
+  expect(&d, MMT_ERR_INVALID_ARG, "amax is for an FP8 D (out_type f32)");
+  d.amax = NULL, d.fast_accum = 1;
   expect(&d, MMT_OK, NULL);
   mmt_matmul_desc h = base();
   h.fast_accum = 1;
@@ -373,7 +402,18 @@ static void test_op_codes(void **state) {
     assert_true(gen_op_valid(&op, "e5m2"));
     assert_true(gen_op_valid(&op, "f16") == !(op.scale_block || op.fast_accum || op.mixed_fp8));
   }
-  assert_false(rt_op_of_code(1 | (int64_t)1 << 17, &back)); /* no bit past mixed_fp8 */
+  /* an FP8 D: bit 17, then bits 1-2 say which */
+  for (int o = 0; o < 2; o++) {
+    gen_op op = {.scale_tensor = true, .bias = 'c', .bias_f32 = true};
+    snprintf(op.out, sizeof op.out, "%s", o ? "e5m2" : "e4m3");
+    assert_true(rt_op_of_code(rt_op_code(&op), &back));
+    assert_memory_equal(&back, &op, sizeof op);
+    assert_true(gen_op_valid(&op, "e4m3") && !gen_op_valid(&op, "bf16"));
+    op.bias_f32 = false; /* no FP8 bias */
+    assert_false(gen_op_valid(&op, "e4m3"));
+  }
+  assert_false(rt_op_of_code(1 | 2 << 1 | (int64_t)1 << 17, &back)); /* two FP8 types only */
+  assert_false(rt_op_of_code(1 | (int64_t)1 << 18, &back));          /* no bit past them */
 }
 
 /* ---- the mapping, run ---- */

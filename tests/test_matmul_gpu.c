@@ -81,9 +81,17 @@ static void operand_free(const rt_cu *cu, operand *o) {
   memset(o, 0, sizeof *o);
 }
 
-/* The rounding unit of an output type. */
+/* The rounding unit of an output type (half an ulp, relative), and half its smallest
+ * subnormal (FP8's: what the unit misses near zero). */
 static double unit_of(mmt_dtype t) {
-  return t == MMT_F16 ? 0x1p-11 : t == MMT_BF16 ? 0x1p-8 : 0x1p-24;
+  return t == MMT_F16    ? 0x1p-11
+         : t == MMT_BF16 ? 0x1p-8
+         : t == MMT_E4M3 ? 0x1p-4
+         : t == MMT_E5M2 ? 0x1p-3
+                         : 0x1p-24;
+}
+static double tiny_of(mmt_dtype t) {
+  return t == MMT_E4M3 ? 0x1p-10 : t == MMT_E5M2 ? 0x1p-17 : 1e-30;
 }
 
 typedef struct {
@@ -125,6 +133,11 @@ static case_t random_case(int trial) {
     else if (d->scale_mode == MMT_SCALE_BLOCK)
       d->scale_mode = MMT_SCALE_TENSOR;
     d->fast_accum = (int)(next() % 2);
+    if (next() % 3 == 0) { /* an FP8 D: no C, an f32 bias, its scale and amax (run_case) */
+      d->out_type = next() % 2 ? MMT_E4M3 : MMT_E5M2;
+      d->beta = 0.0f, c.nan_c = false, c.in_place = false;
+      d->bias_type = MMT_F32;
+    }
   }
   return c;
 }
@@ -209,6 +222,21 @@ static const char *run_case(gc_fixture *f, case_t *c) {
     d->scale_col = dev_ptr(&scol);
     h.scale_col = host_ptr(&scol);
   }
+  /* an FP8 D's scale (a power of two or three quarters of one; NULL now and then: 1) and its
+   * amax (the call zeroes it first: it starts as garbage) */
+  operand sd = {0}, am = {0};
+  const bool out8 = is_fp8(d->out_type);
+  double s_d = 1;
+  if (out8) {
+    s_d = ldexp(next() % 2 ? 1.0 : 0.75, (int)pick(-3, 3));
+    operand_make(cu, &sd, MMT_F32, 1, 0, s_d, s_d);
+    operand_make(cu, &am, MMT_F32, 1, 0, -7, -7);
+    if (next() % 4 == 0)
+      s_d = 1;
+    else
+      d->scale_d = dev_ptr(&sd);
+    d->amax = next() % 4 ? dev_ptr(&am) : NULL;
+  }
   void *before = malloc(D.bytes);
   assert_non_null(before);
   memcpy(before, D.host, D.bytes);
@@ -227,7 +255,9 @@ static const char *run_case(gc_fixture *f, case_t *c) {
   }
   char *in_d = calloc((size_t)(nd + D.skew + 64), 1);
   assert_non_null(in_d);
-  const double unit = unit_of(d->out_type);
+  const double unit = unit_of(d->out_type), tiny = tiny_of(d->out_type);
+  const double top = d->out_type == MMT_E4M3 ? 448 : 57344; /* an FP8 D saturates */
+  double amax_want = 0;
   const void *got = (const char *)after + D.skew * size_of(D.type);
   for (int64_t z = 0; z < d->batch && !result; z++)
     for (int64_t i = 0; i < d->m && !result; i++)
@@ -235,18 +265,31 @@ static const char *run_case(gc_fixture *f, case_t *c) {
         const int64_t at = z * d->stride_d + mr_offset(d->order, 0, i, j, d->ldd);
         in_d[at + D.skew] = 1;
         double mag;
-        const double want = mr_element(d, &h, z, i, j, &mag);
+        double want = mr_element(d, &h, z, i, j, &mag);
         const double have = mr_load(d->out_type, got, at);
+        if (out8) {
+          amax_want = fmax(amax_want, fabs(want));
+          want = fmax(-top, fmin(top, want * s_d));
+          mag *= s_d;
+        }
         /* FP8: wgmma's own sums keep fewer bits than fp32 between promotions (all of K with
          * fast accumulation): provisional bounds, to be set from the GPU's errors */
         const double acc = !fp8 ? (double)(d->k + 16) * 0x1p-22 : d->fast_accum ? 0x1p-7 : 0x1p-10;
-        const double bound = 1.01 * unit * fabs(want) + acc * mag + 1e-30;
+        const double bound = 1.01 * unit * fabs(want) + acc * mag + tiny;
         if (!(fabs(have - want) <= bound)) {
           snprintf(why, sizeof why, "D[%lld][%lld][%lld] = %.9g, want %.9g (bound %.3g)",
                    (long long)z, (long long)i, (long long)j, have, want, bound);
           result = why;
         }
       }
+  if (!result && !rc && d->amax) { /* of the values before the scale, fp32's own */
+    float amax_got;
+    assert_int_equal(cu->cuMemcpyDtoH(&amax_got, am.dev_base, 4), CUDA_SUCCESS);
+    if (!(fabs(amax_got - amax_want) <= 1e-2 * amax_want + 1e-30)) {
+      snprintf(why, sizeof why, "amax %.9g, want %.9g", (double)amax_got, amax_want);
+      result = why;
+    }
+  }
   for (int64_t i = 0; i < nd + D.skew + 64 && !result; i++)
     if (!in_d[i] && memcmp((char *)after + i * size_of(D.type),
                            (char *)before + i * size_of(D.type), (size_t)size_of(D.type)) != 0) {
@@ -257,8 +300,8 @@ static const char *run_case(gc_fixture *f, case_t *c) {
   free(in_d);
   free(before);
   free(after);
-  operand *all[7] = {&A, &B, &C, &D, &bias, &srow, &scol};
-  for (int i = 0; i < 7; i++) operand_free(cu, all[i]);
+  operand *all[9] = {&A, &B, &C, &D, &bias, &srow, &scol, &sd, &am};
+  for (int i = 0; i < 9; i++) operand_free(cu, all[i]);
   return result;
 }
 

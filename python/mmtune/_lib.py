@@ -145,6 +145,8 @@ class MatmulDesc(ctypes.Structure):
         ("scale_mode", ctypes.c_int),
         ("fast_accum", ctypes.c_int),
         ("b_type", ctypes.c_int),
+        ("scale_d", ctypes.c_void_p),
+        ("amax", ctypes.c_void_p),
     ]
 
 

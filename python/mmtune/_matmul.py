@@ -86,7 +86,7 @@ def _vector(th, v, name, length, dtypes, device):
 def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row=None,
            scale_col=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None,
            trans_a=False, trans_b=False, allow_tf32=False, scale_mode="vectors", fast_accum=False,
-           stream=None, context=None):
+           scale_d=None, amax=None, stream=None, context=None):
     """D = act(alpha * scale_row[i] * scale_col[j] * (op(a) op(b))[i, j] + bias + beta * c),
     computed in fp32 in one kernel and rounded once to D's dtype; returns D.
 
@@ -107,6 +107,9 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
                float[ceil(N'/128)][ceil(K/128)]: what mmtune.quantize gives with "1x128" and
                "128x128"), or "vectors" (per row of a, per column of op(b));
                fast_accum=True lets kernels skip the promotion of FP8 sums into fp32.
+               D may be FP8 too (out_dtype float8_*): D = value * scale_d (a float32 tensor
+               of one element, None: 1), saturated, and amax (one float32, or None) receives
+               the largest |value| before the scale; then beta is 0 and a bias float32.
     c:         read when beta != 0; may be out itself (in place).
     out:       D, or None: a new row-major tensor ((batch,) M x N) of out_dtype (None: a's).
     allow_tf32, stream, context: as for gemm().
@@ -147,7 +150,7 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
     if (rd, cd) != (m, n) or bd != batch or out.get_device() != dev:
         raise ValueError(f"out is {tuple(out.shape)} on {out.device}; the result is "
                          f"{(batch, m, n) if batched else (m, n)} on cuda:{dev}")
-    out_type = _mmt_dtype(th, out.dtype, "out")
+    out_type = _mmt_dtype(th, out.dtype, "out", fp8=in_type in (_lib.E4M3, _lib.E5M2))
     order, ta, tb, lda, ldb, ldd = _plan(trans_a, trans_b, ra, ca, sa0, sa1, rb, cb, sb0, sb1,
                                          m, n, sd0, sd1)
     d = _lib.MatmulDesc(order=order, trans_a=ta, trans_b=tb, m=m, n=n, k=k, in_type=in_type,
@@ -197,6 +200,10 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
         raise ValueError(f"act must be one of {', '.join(str(x) for x in _lib.ACTIVATIONS)}, "
                          f"got {act!r}")
     d.act = _lib.ACTIVATIONS[act]
+    if scale_d is not None:
+        d.scale_d = _scales(th, scale_d, "scale_d", 1, dev)
+    if amax is not None:
+        d.amax = _scales(th, amax, "amax", 1, dev)
     d.gated = 1 if gated else 0
     ctx = _context_for(context, dev)
     s = th.raw_stream(dev) if stream is None else _arrays.stream_handle(stream)

@@ -478,6 +478,20 @@ class TestFP8(unittest.TestCase):
             ref = (qx.double() * sx.double()) @ (qw.double() * sw.double()).T
             self.assertLess(rel_err(y, ref), TOL["tf32"], f"{ta} x {tb}")
 
+    def test_fp8_output(self):
+        x = torch.randn(100, 256, device="cuda")
+        w = torch.randn(80, 256, device="cuda")
+        qx, sx = mmtune.quantize(x)
+        qw, sw = mmtune.quantize(w)
+        sd = torch.tensor([0.25], device="cuda")
+        amax = torch.full((1,), -1.0, device="cuda")
+        y = mmtune.matmul(qx, qw, trans_b=True, scale_mode="tensor", scale_row=sx, scale_col=sw,
+                          out_dtype=torch.float8_e4m3fn, scale_d=sd, amax=amax)
+        torch.cuda.synchronize()
+        ref = (qx.double() * sx.double()) @ (qw.double() * sw.double()).T
+        self.assertLess(rel_err(y.double() / 0.25, ref), 7e-2)
+        self.assertLess(abs(amax.item() - ref.abs().max().item()) / ref.abs().max().item(), 1e-2)
+
     def test_errors(self):
         x = torch.randn(8, 8, device="cuda")
         with self.assertRaises(TypeError):

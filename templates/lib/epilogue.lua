@@ -7,7 +7,7 @@ local snippet = mmt.snippet("epilogue")
 
 local M = {}
 
-local OUT = {f32 = 0, f16 = 1, bf16 = 2}
+local OUT = {f32 = 0, f16 = 1, bf16 = 2, e4m3 = 3, e5m2 = 4}
 local ACT = {none = 0, relu = 1, gelu_tanh = 2, gelu_erf = 3, silu = 4}
 
 -- Whether a config can carry op on prob (nil: any problem): `pairs`, its stores hand

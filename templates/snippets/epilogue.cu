@@ -1,7 +1,9 @@
 /* snippet epilogue (templates/snippets): what an op kernel does with its product before it
  * stores it (gen.h, "Epilogues"; the op ABI), written once for every template that declares
  * epilogues = true.  lib/epilogue.lua writes its #defines before it:
- *   EPI_OUT      D's and C's type out_t: 0 f32, 1 f16, 2 bf16
+ *   EPI_OUT      D's and C's type out_t: 0 f32, 1 f16, 2 bf16, 3 e4m3, 4 e5m2 (FP8: D =
+ *                its value times *E.scale_d (1 when NULL), saturated; *E.amax collects the
+ *                largest |value| before that scale, NaN aside)
  *   EPI_BIAS     0 none, 1 bias[j] by column of the product, 2 bias[i] by row
  *   EPI_BIAS_F32 1: the bias vector is float; 0: out_t
  *   EPI_SCALE_ROW, EPI_SCALE_COL   1: scale_row[i], scale_col[j] multiply the product
@@ -24,7 +26,12 @@
  *   epi_gate(E, C, ldc, beta, r, c, vg, vu)             gated: D[r][c / 2] from the gate (r, c)
  *                                                       and the up projection (r, c + 1), c even,
  *                                                       for a kernel that gathers the pair itself
- * C is read only when beta != 0 (a NaN there does not propagate when beta == 0). */
+ * C is read only when beta != 0 (a NaN there does not propagate when beta == 0).
+ * An FP8 D also needs, in the code that stores a tile (the same warps, converged, at its end):
+ *   EPI_AMAX_DECL   before the stores: the thread's running amax
+ *   EPI_AMAX_ARG    after the last argument of each epi_store, epi_store2, epi_gate
+ *   EPI_AMAX_FLUSH  after the stores: the warp's amax into *E.amax (an atomic max)
+ * which are empty for the other types. */
 struct __align__(8) mmt_epilogue {
   void* D;
   long long ldd;
@@ -32,13 +39,41 @@ struct __align__(8) mmt_epilogue {
   const float* scale_row;
   const float* scale_col;
   long long batch_a, batch_b, batch_c, batch_d; /* elements from one problem to the next */
+#if EPI_OUT >= 3
+  const float* scale_d; /* FP8 D: its scale (NULL: 1) */
+  float* amax;          /* FP8 D: the largest |D| before the scale, by atomic max (NULL: none) */
+#endif
 };
-static_assert(sizeof(mmt_epilogue) == 72, "mmt_epilogue is the runtime's GEN_EPILOGUE_BYTES");
+static_assert(sizeof(mmt_epilogue) == (EPI_OUT >= 3 ? 88 : 72),
+              "mmt_epilogue is the runtime's GEN_EPILOGUE_BYTES (a prefix of it but for FP8)");
 
 #if EPI_OUT == 0
 typedef float out_t;
 __device__ __forceinline__ out_t epi_to_out(float x) { return x; }
 __device__ __forceinline__ float epi_from_out(out_t x) { return x; }
+#elif EPI_OUT >= 3
+typedef unsigned char out_t;
+/* Two codes, lo in the low byte (cvt puts its first source in the upper half), saturating. */
+__device__ __forceinline__ unsigned short epi_fp8x2(float lo, float hi) {
+  unsigned short r;
+#if EPI_OUT == 3
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+__device__ __forceinline__ float epi_from_out(out_t x) {
+  unsigned h; /* the code widened to f16 (exact), then to float */
+#if EPI_OUT == 3
+  asm("{.reg .b16 t; mov.b16 t, %1; cvt.rn.f16x2.e4m3x2 %0, t;}\n" : "=r"(h) : "h"((unsigned short)x));
+#else
+  asm("{.reg .b16 t; mov.b16 t, %1; cvt.rn.f16x2.e5m2x2 %0, t;}\n" : "=r"(h) : "h"((unsigned short)x));
+#endif
+  float r;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"((unsigned short)h));
+  return r;
+}
 #else
 typedef unsigned short out_t;
 __device__ __forceinline__ out_t epi_to_out(float x) {
@@ -59,6 +94,42 @@ __device__ __forceinline__ float epi_from_out(out_t h) {
   return __uint_as_float((unsigned)h << 16);
 #endif
 }
+#endif
+
+/* FP8 D: the value x stored as out_t after *E.scale_d, its |x| into the thread's amax.  The
+ * other types: rounded once. */
+#if EPI_OUT >= 3
+#define EPI_AMAX_DECL float epi_amax = 0.0f;
+#define EPI_AMAX_ARG , epi_amax
+#define EPI_AMAX_PARAM , float& epi_amax
+#define EPI_AMAX_FLUSH(E) epi_amax_flush(E, epi_amax)
+__device__ __forceinline__ float epi_scale_d(const mmt_epilogue& E) {
+  return E.scale_d ? __ldg(E.scale_d) : 1.0f;
+}
+__device__ __forceinline__ out_t epi_out(const mmt_epilogue& E, float x, float& epi_amax) {
+  epi_amax = fmaxf(epi_amax, fabsf(x));
+  return (out_t)epi_fp8x2(x * epi_scale_d(E), 0.0f);
+}
+__device__ __forceinline__ unsigned short epi_out2(const mmt_epilogue& E, float x0, float x1,
+                                                   float& epi_amax) {
+  epi_amax = fmaxf(epi_amax, fmaxf(fabsf(x0), fabsf(x1)));
+  const float s = epi_scale_d(E);
+  return epi_fp8x2(x0 * s, x1 * s);
+}
+/* The warp's largest into *E.amax: non-negative floats order as their bits. */
+__device__ __forceinline__ void epi_amax_flush(const mmt_epilogue& E, float m) {
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (E.amax && (threadIdx.x & 31) == 0)
+    atomicMax(reinterpret_cast<unsigned*>(E.amax), __float_as_uint(m));
+}
+#else
+#define EPI_AMAX_DECL
+#define EPI_AMAX_ARG
+#define EPI_AMAX_PARAM
+#define EPI_AMAX_FLUSH(E) \
+  do {                    \
+  } while (0)
+#define epi_out(E, x) epi_to_out(x)
 #endif
 
 /* The activation, NaN in NaN out (relu too: x < 0 is false for NaN).  Divisions are
@@ -132,43 +203,47 @@ __device__ __forceinline__ float epi_c(const out_t* C, int ldc, float beta, long
 
 #if !EPI_GATED
 __device__ __forceinline__ void epi_store(const mmt_epilogue& E, const out_t* C, int ldc,
-                                          float beta, long long r, long long c, float v) {
-  epi_d(E)[r * E.ldd + c] = epi_to_out(epi_act(epi_x(E, v, r, c) + epi_c(C, ldc, beta, r, c)));
+                                          float beta, long long r, long long c,
+                                          float v EPI_AMAX_PARAM) {
+  epi_d(E)[r * E.ldd + c] =
+      epi_out(E, epi_act(epi_x(E, v, r, c) + epi_c(C, ldc, beta, r, c)) EPI_AMAX_ARG);
 }
 #endif
 
 #if EPI_GATED
 __device__ __forceinline__ void epi_gate(const mmt_epilogue& E, const out_t* C, int ldc,
                                          float beta, long long r, long long c, float vg,
-                                         float vu) {
+                                         float vu EPI_AMAX_PARAM) {
   const long long j = c >> 1; /* D's column */
   const float x = epi_act(epi_x(E, vg, r, c)) * epi_x(E, vu, r, c + 1);
-  epi_d(E)[r * E.ldd + j] = epi_to_out(x + epi_c(C, ldc, beta, r, j));
+  epi_d(E)[r * E.ldd + j] = epi_out(E, x + epi_c(C, ldc, beta, r, j) EPI_AMAX_ARG);
 }
 #endif
 
 __device__ __forceinline__ void epi_store2(const mmt_epilogue& E, const out_t* C, int ldc,
                                            float beta, long long r, long long c, float v0,
-                                           float v1, bool two) {
+                                           float v1, bool two EPI_AMAX_PARAM) {
 #if EPI_GATED
-  epi_gate(E, C, ldc, beta, r, c, v0, v1);
+  epi_gate(E, C, ldc, beta, r, c, v0, v1 EPI_AMAX_ARG);
 #else
   const float x0 = epi_act(epi_x(E, v0, r, c) + epi_c(C, ldc, beta, r, c));
   out_t* const d = epi_d(E) + r * E.ldd + c;
   if (!two) {
-    d[0] = epi_to_out(x0);
+    d[0] = epi_out(E, x0 EPI_AMAX_ARG);
     return;
   }
   const float x1 = epi_act(epi_x(E, v1, r, c + 1) + epi_c(C, ldc, beta, r, c + 1));
   if ((reinterpret_cast<unsigned long long>(d) & (2 * sizeof(out_t) - 1)) == 0) {
 #if EPI_OUT == 0
     *reinterpret_cast<float2*>(d) = make_float2(x0, x1);
+#elif EPI_OUT >= 3
+    *reinterpret_cast<unsigned short*>(d) = epi_out2(E, x0, x1 EPI_AMAX_ARG);
 #else
     *reinterpret_cast<unsigned*>(d) = (unsigned)epi_to_out(x0) | (unsigned)epi_to_out(x1) << 16;
 #endif
   } else {
-    d[0] = epi_to_out(x0);
-    d[1] = epi_to_out(x1);
+    d[0] = epi_out(E, x0 EPI_AMAX_ARG);
+    d[1] = epi_out(E, x1 EPI_AMAX_ARG);
   }
 #endif
 }

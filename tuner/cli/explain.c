@@ -34,7 +34,8 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"ldb", 0, "N", "leading dimension of B (default: the smallest allowed)"},
     {"ldc", 0, "N", "leading dimension of C (default: the smallest allowed)"},
     {"epilogue", 'e', "OP",
-     "mmt_matmul's call with this epilogue (out=f32|f16|bf16, bias=col|row, bias_type=f32, "
+     "mmt_matmul's call with this epilogue (out=f32|f16|bf16|e4m3|e5m2, bias=col|row, "
+     "bias_type=f32, "
      "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum, mixed: as mmtune emit "
      "--help says; bias=col is a vector over D's columns); N is D's"},
     {"batch", 0, "N", "with --epilogue: problems of the call (packed one after another)"},
@@ -65,10 +66,10 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
   if (!ex && v) ex = tn_opt_i64("explain", v, "--batch", 1, INT32_MAX, &batch);
   if (ex) return ex;
   if (!*has) return v ? tn_usage_error("explain", "--batch goes with --epilogue") : TN_EXIT_OK;
-  static const char *const outs[3] = {"f32", "f16", "bf16"};
-  static const mmt_dtype types[3] = {MMT_F32, MMT_F16, MMT_BF16};
+  static const char *const outs[5] = {"f32", "f16", "bf16", "e4m3", "e5m2"};
+  static const mmt_dtype types[5] = {MMT_F32, MMT_F16, MMT_BF16, MMT_E4M3, MMT_E5M2};
   mmt_dtype out = MMT_F32;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 5; i++)
     if (!strcmp(op.out, outs[i])) out = types[i];
   const void *some = (const void *)(uintptr_t)0x100000; /* aligned for every type */
   const int64_t np = op.gated ? 2 * p->n : p->n;

@@ -96,6 +96,7 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   g->batch = o->batch > 1 ? o->batch : 1;
   g->out_elem = g->elem;
   g->out_bf16 = g->bf16;
+  g->out_e5m2 = 0;
   g->n_out = o->n;
   memset(&g->op, 0, sizeof g->op);
   if (!g->has_op && gen_dtype_fp8(o->dtype))
@@ -119,6 +120,7 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
                    (long long)o->n);
   g->out_elem = gen_dtype_size(g->op.out);
   g->out_bf16 = strcmp(g->op.out, "bf16") == 0;
+  g->out_e5m2 = strcmp(g->op.out, "e5m2") == 0;
   g->n_out = g->op.gated ? o->n / 2 : o->n;
   return MMT_OK;
 }
@@ -143,7 +145,8 @@ static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->bias = g->scale_row = g->scale_col = g->vec_wide = 0;
   if (!g->has_op) return MMT_OK;
   const size_t len = tn_gpu_vector_len(g, o);
-  const size_t bytes = 4 * tn_round_up(len, 64) * 6; /* three vectors and their floats */
+  /* three vectors and their floats, then an FP8 D's scale and amax */
+  const size_t bytes = 4 * tn_round_up(len, 64) * 6 + 256;
   if (bytes > g->vec_cap) {
     if (g->vec) g->cu->cuMemFree(g->vec);
     g->vec = 0;
@@ -156,6 +159,13 @@ static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->scale_row = g->vec + step;
   g->scale_col = g->vec + 2 * step;
   g->vec_wide = g->vec + 3 * step;
+  g->d_scale = g->d_amax = 0;
+  if (gen_dtype_fp8(g->op.out)) { /* D stored as is (scale 1): the check reads its values */
+    const float one = 1.0f;
+    g->d_scale = g->vec + 6 * step;
+    g->d_amax = g->d_scale + 128;
+    RT_CU_CHECK(g->cu, cuMemcpyHtoD(g->d_scale, &one, sizeof one));
+  }
   g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
   /* verification's copies flush against unmapped memory: the vectors' exact lengths */
   const size_t bias_bytes = (size_t)(g->op.bias == 'r' ? o->m : o->n) *
@@ -309,7 +319,9 @@ rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
                        .batch_a = many ? (int64_t)g->a_stride : 0,
                        .batch_b = many ? (int64_t)g->b_stride : 0,
                        .batch_c = many ? (int64_t)g->c_stride : 0,
-                       .batch_d = many ? (int64_t)g->c_stride : 0};
+                       .batch_d = many ? (int64_t)g->c_stride : 0,
+                       .scale_d = g->d_scale,
+                       .amax = g->d_amax};
 }
 
 bool tn_gpu_is_sticky(CUresult r) {

@@ -60,10 +60,12 @@ struct tn_gpu {
    * out_elem = elem, batch 1. */
   bool has_op;
   gen_op op;
-  int out_elem, out_bf16;
+  int out_elem, out_bf16, out_e5m2;
   int64_t n_out, batch;
   size_t a_stride, b_stride, c_stride; /* elements from one problem to the next */
   CUdeviceptr vec, bias, scale_row, scale_col, vec_wide;
+  CUdeviceptr d_scale, d_amax; /* an FP8 D's: 1.0f, and its amax (after the vectors) */
+  double ref_max;              /* the last check's largest |reference| */
   size_t vec_cap;
   /* The vectors the launches read: the ones above, or during verification their copies flush
    * against unmapped memory (place_operands). */

@@ -81,12 +81,22 @@ static mmt_status widen_out(tn_gpu *g, CUdeviceptr c, CUdeviceptr *out, ut_err *
   *out = c;
   if (g->out_elem == 4) return MMT_OK;
   *out = g->wc;
+  if (g->out_elem == 1) { /* an FP8 D (its scale is 1) */
+    unsigned long long count = g->c_extent;
+    int e5m2 = g->out_e5m2;
+    return launch_elementwise(g, g->widen8_fn, g->c_extent, (void *[]){&c, &g->wc, &count, &e5m2},
+                              err);
+  }
   return widen_typed(g, c, g->wc, g->c_extent, g->out_bf16, err);
 }
 
-/* The quiet NaN pattern of D's type, twice over for 16 bits. */
+/* The quiet NaN pattern of D's type, twice over for 16 bits, four times for FP8 (0x7f is NaN
+ * in e4m3 and e5m2). */
 static unsigned nan_word(const tn_gpu *g) {
-  return g->out_elem == 4 ? NAN_BITS : g->out_bf16 ? 0x7fc07fc0u : 0x7e007e00u;
+  return g->out_elem == 4   ? NAN_BITS
+         : g->out_elem == 1 ? 0x7f7f7f7fu
+         : g->out_bf16      ? 0x7fc07fc0u
+                            : 0x7e007e00u;
 }
 
 /* The op's random vectors (bias of its type, scales in float) and their float copies. */
@@ -272,7 +282,12 @@ static void problem_tolerance(const tn_gpu *g, const tn_measure_opts *o, double 
   /* FP8: the bound of the accumulation the caller asked for (fast_accum: the looser) */
   tn_tolerance(g->has_op && g->op.fast_accum ? "fp8_fast" : o->dtype, rel_tol, max_tol);
   double rel = 0, max = 0;
-  if (!g->has_op || !tn_tolerance(g->op.out, &rel, &max)) return;
+  /* an FP8 D: its rounding (up to half an ulp, 2^-4 of e4m3's, 2^-3 of e5m2's) dominates */
+  const char *out = !g->has_op                   ? NULL
+                    : !strcmp(g->op.out, "e4m3") ? "e4m3_d"
+                    : !strcmp(g->op.out, "e5m2") ? "e5m2_d"
+                                                 : g->op.out;
+  if (!g->has_op || !tn_tolerance(out, &rel, &max)) return;
   if (g->elem == 2) tn_tolerance("f32", rel_tol, max_tol); /* 16-bit inputs: exact products */
   if (rel > *rel_tol) *rel_tol = rel;
   if (max > *max_tol) *max_tol = max;
@@ -288,6 +303,7 @@ static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr 
   double dmax, rmax, rel_tol = 0, max_tol = 0;
   memcpy(&dmax, &cs.st[0], sizeof dmax);
   memcpy(&rmax, &cs.st[1], sizeof rmax);
+  g->ref_max = rmax;
   /* An all-zero reference makes both measures absolute, as in tn_compare. */
   out->rel_err = cs.sums[1] > 0 ? sqrt(cs.sums[0] / cs.sums[1]) : sqrt(cs.sums[0]);
   out->max_err = rmax > 0 ? dmax / rmax : dmax;
@@ -356,9 +372,26 @@ static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
   if ((rc = fill_random(g, args->b, g->b_extent, o->seed * 2 + 2, true, err))) return rc;
   if (g->out_elem == 4)
     RT_CU_CHECK(g->cu, cuMemsetD32(args->c, NAN_BITS, g->c_extent));
+  else if (g->out_elem == 1)
+    RT_CU_CHECK(g->cu, cuMemsetD8(args->c, 0x7f, g->c_extent));
   else
     RT_CU_CHECK(g->cu, cuMemsetD16(args->c, g->out_bf16 ? 0x7fc0 : 0x7e00, g->c_extent));
   if (g->has_op && (rc = place_vectors(g, o, side, err))) return rc;
+cleanup:
+  return rc;
+}
+
+/* An FP8 D's amax against the reference's largest magnitude (check_result's, in g->ref_max):
+ * the kernel's is of its fp32 values before rounding, so within the accumulation's error. */
+static mmt_status check_amax(tn_gpu *g, tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  float amax = 0;
+  RT_CU_CHECK(g->cu, cuMemcpyDtoH(&amax, g->d_amax, sizeof amax));
+  if (!(fabs(amax - g->ref_max) <= 1e-2 * g->ref_max)) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error, "amax %.6g, the reference's largest |D| %.6g",
+             (double)amax, g->ref_max);
+  }
 cleanup:
   return rc;
 }
@@ -371,6 +404,8 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
   for (int i = 0; i < (g->gran ? 2 : 1); i++) {
     rt_gemm_args args;
     if ((rc = place_operands(g, o, i, &args, err))) return rc;
+    CUresult r = g->d_amax ? g->cu->cuMemsetD32(g->d_amax, 0, 1) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) return rt_cu_fail(err, "cuMemsetD32 (amax)", r);
     ut_err launch_err = {{0}};
     if (launch(user, &args, 0, &launch_err) != MMT_OK) {
       tn_gpu_launch_error(out, launch_err.msg);
@@ -382,6 +417,7 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     if ((rc = sync_checked(g, what, err))) return rc;
     if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, &ref, &ref_ld, err))) return rc;
     if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
+    if (out->status == DB_OK && g->d_amax && (rc = check_amax(g, out, err))) return rc;
     g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
     if (out->status != DB_OK) {
       if (g->gran) {
