@@ -5,6 +5,7 @@
  * plan can name in the cubin, and the checks coming before the context's own failure.  The
  * kernels' results are test_quantize_gpu's.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,9 @@
 
 #include <cmocka.h>
 
+#include "matmul_ref.h"
 #include "mmtune.h"
+#include "quant_ref.h"
 #include "rt_compile.h"
 #include "rt_quantize.h"
 
@@ -184,6 +187,74 @@ static void test_source_compiles(void **state) {
   }
 }
 
+/* The scale layouts of mmt_quantize are those mmt_matmul reads: x (M x K) by 1 x 128 groups
+ * and w (N x K) by 128 x 128 tiles, quantized on the host (quant_ref.c: the GPU's bits), then
+ * mmt_matmul's block-scaled product of the codes (matmul_ref.c) is x w^T within the
+ * quantization's error; the per-tensor and per-row (per-channel) pairings likewise. */
+static void test_layouts_feed_matmul(void **state) {
+  (void)state;
+  enum { M = 70, N = 200, K = 300 };
+  static float x[M * K], w[N * K];
+  static uint8_t qx[M * K], qw[N * K];
+  static float sx[3 * M], sw[N]; /* the most of each mode: 1x128 and row */
+  uint64_t r = 0x1234567;
+  for (int i = 0; i < M * K + N * K; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    const float v = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+    if (i < M * K)
+      x[i] = v * (float)(1 + i / K % 7); /* rows of different magnitudes */
+    else
+      w[i - M * K] = v;
+  }
+  const struct {
+    mmt_quant_mode mx, mw;
+    mmt_scale_mode mode;
+  } pairs[] = {{MMT_QUANT_1X128, MMT_QUANT_128X128, MMT_SCALE_BLOCK},
+               {MMT_QUANT_TENSOR, MMT_QUANT_TENSOR, MMT_SCALE_TENSOR},
+               {MMT_QUANT_ROW, MMT_QUANT_ROW, MMT_SCALE_VECTORS}};
+  for (int p = 0; p < 3; p++) {
+    mmt_quantize_desc dx = {.rows = M,
+                            .cols = K,
+                            .in_type = MMT_F32,
+                            .out_type = MMT_E4M3,
+                            .ldx = K,
+                            .ldq = K,
+                            .mode = pairs[p].mx};
+    mmt_quantize_desc dw = dx;
+    dw.rows = N, dw.mode = pairs[p].mw;
+    qr_quantize(&dx, x, qx, sx);
+    qr_quantize(&dw, w, qw, sw);
+    const mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
+                               .trans_b = MMT_TRANS,
+                               .m = M,
+                               .n = N,
+                               .k = K,
+                               .in_type = MMT_E4M3,
+                               .out_type = MMT_F32,
+                               .alpha = 1,
+                               .lda = K,
+                               .ldb = K,
+                               .ldd = N,
+                               .batch = 1,
+                               .scale_mode = pairs[p].mode,
+                               .scale_row = sx,
+                               .scale_col = sw};
+    const mr_host h = {qx, qw, NULL, NULL, sx, sw};
+    double err2 = 0, ref2 = 0;
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double want = 0;
+        for (int l = 0; l < K; l++) want += (double)x[i * K + l] * w[j * K + l];
+        const double got = mr_element(&d, &h, 0, i, j, NULL);
+        err2 += (got - want) * (got - want), ref2 += want * want;
+      }
+    /* e4m3 keeps 3 mantissa bits: about 2^-5 relative error an operand; a wrong layout
+     * (scales of other rows or blocks) is off by the rows' magnitudes, 2 and more */
+    const double rel = sqrt(err2 / ref2);
+    if (!(rel < 0.05)) fail_msg("pairing %d: relative error %.3g", p, rel);
+  }
+}
+
 /* Without a GPU the context did not open: argument errors still come first, then its status. */
 static void test_checks_before_context(void **state) {
   (void)state;
@@ -211,6 +282,7 @@ int main(void) {
       cmocka_unit_test(test_plan),
       cmocka_unit_test(test_source_compiles),
       cmocka_unit_test(test_checks_before_context),
+      cmocka_unit_test(test_layouts_feed_matmul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
