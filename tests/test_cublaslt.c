@@ -220,8 +220,12 @@ static void test_problem_errors(void **state) {
   /* FP8: layout nt, a wider D, scales and fast accumulation theirs alone */
   BAD((snprintf(c.p.in_dtype, 8, "e4m3"), snprintf(c.p.layout, 4, "nn")), MMT_ERR_UNSUPPORTED,
       "FP8 GEMM takes layout nt only");
-  BAD((snprintf(c.p.in_dtype, 8, "e5m2"), snprintf(c.p.out_dtype, 8, "e5m2")), MMT_ERR_INVALID_ARG,
-      "out_dtype e5m2");
+  /* an FP8 D: after FP8 inputs, without C or bias */
+  BAD((snprintf(c.p.in_dtype, 8, "f16"), snprintf(c.p.out_dtype, 8, "e5m2")), MMT_ERR_INVALID_ARG,
+      "out_dtype e5m2: an output is f32, f16 or bf16 (FP8 after FP8 inputs)");
+  BAD((snprintf(c.p.in_dtype, 8, "e4m3"), snprintf(c.p.out_dtype, 8, "e5m2"),
+       c.p.bias_mode = MMT_BIAS_COL),
+      MMT_ERR_UNSUPPORTED, "an FP8 D (e5m2): no C and no bias");
   BAD(c.p.scale = TN_LT_SCALE_TENSOR, MMT_ERR_UNSUPPORTED, "in FP8 GEMMs only");
   BAD(c.p.fast_accum = true, MMT_ERR_UNSUPPORTED, "in FP8 GEMMs only");
   BAD((snprintf(c.p.in_dtype, 8, "e4m3"), snprintf(c.p.layout, 4, "nt"), c.p.ldb = 32,

@@ -306,7 +306,8 @@ static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream str
     snprintf(p.layout, sizeof p.layout, "%s", b->layout);
     snprintf(p.in_dtype, sizeof p.in_dtype, "%s", b->dtype);
     snprintf(p.out_dtype, sizeof p.out_dtype, "%s", op->out);
-    if (op->mixed_fp8) /* B of the other FP8 type */
+    p.scale_d = e.scale_d, p.amax = e.amax; /* an FP8 D's: the measurement's (scale 1) */
+    if (op->mixed_fp8)                      /* B of the other FP8 type */
       snprintf(p.b_dtype, sizeof p.b_dtype, "%s", strcmp(b->dtype, "e4m3") ? "e4m3" : "e5m2");
     mmt_status rc = tn_cublaslt_plan(b->lt, &p, &b->lt_plan, err);
     if (rc) return rc;

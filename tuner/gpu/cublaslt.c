@@ -50,8 +50,10 @@ typedef struct {
 #define LT_DESC_BIAS_POINTER 8u      /* const void * */
 #define LT_DESC_A_SCALE_POINTER 17u  /* const void * (float) */
 #define LT_DESC_B_SCALE_POINTER 18u
-#define LT_DESC_FAST_ACCUM 25u   /* int8_t */
-#define LT_DESC_A_SCALE_MODE 31u /* int32_t, cublasLtMatmulMatrixScale_t */
+#define LT_DESC_D_SCALE_POINTER 20u /* const void * (float): an FP8 D's scale */
+#define LT_DESC_AMAX_D_POINTER 21u  /* void * (float): an FP8 D's amax */
+#define LT_DESC_FAST_ACCUM 25u      /* int8_t */
+#define LT_DESC_A_SCALE_MODE 31u    /* int32_t, cublasLtMatmulMatrixScale_t */
 #define LT_DESC_B_SCALE_MODE 32u
 #define LT_SCALE_SCALAR_32F 0 /* cublasLtMatmulMatrixScale_t */
 #define LT_SCALE_OUTER_VEC_32F 3
@@ -342,6 +344,7 @@ const char *tn_cublaslt_version(const tn_cublaslt *lt) { return lt->version; }
 typedef struct {
   const char *layout, *in, *out;               /* the names, defaults filled in */
   unsigned in_type, b_type, out_type, compute; /* b_type: B's, in_type unless FP8 mixes */
+  unsigned c_type; /* C's: D's, but bf16 for an FP8 D (cuBLASLt's FP8 D has a 16-bit C) */
   const char *compute_name;
   unsigned epilogue;
   const char *epilogue_name;
@@ -404,8 +407,13 @@ static mmt_status map_types(const tn_lt_problem *p, lt_mapping *m, ut_err *err) 
   const bool tf32 = !strcmp(m->in, "tf32");
   m->out = p->out_dtype[0] ? p->out_dtype : tf32 ? "f32" : m->in;
   if ((rc = map_dtype("out_dtype", m->out, &m->out_type, &m->out_size, err))) return rc;
-  if (!strcmp(m->out, "tf32") || m->out_size == 1)
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "out_dtype %s: an output is f32, f16 or bf16", m->out);
+  if (!strcmp(m->out, "tf32") || (m->out_size == 1 && m->in_size != 1))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "out_dtype %s: an output is f32, f16 or bf16 (FP8 after FP8 inputs)", m->out);
+  m->c_type = m->out_size == 1 ? LT_R_16BF : m->out_type;
+  if (m->out_size == 1 && (p->beta != 0.0f || p->bias_mode != MMT_BIAS_NONE))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "an FP8 D (%s): no C and no bias in this baseline",
+                   m->out);
   if (m->in_size == 1) return map_fp8(p, m, err);
   if (p->scale != TN_LT_SCALE_NONE || p->fast_accum)
     return ut_fail(err, MMT_ERR_UNSUPPORTED,
@@ -637,6 +645,17 @@ mmt_status tn_cublaslt_set_scales(tn_lt_plan *plan, uint64_t scale_a, uint64_t s
   return MMT_OK;
 }
 
+/* An FP8 D's scale and amax pointers (before the heuristic: an algorithm must write amax). */
+static mmt_status set_d_scale(tn_lt_plan *plan, const tn_lt_problem *p, ut_err *err) {
+  const void *s = (const void *)(uintptr_t)p->scale_d;
+  void *a = (void *)(uintptr_t)p->amax;
+  mmt_status rc = MMT_OK;
+  if (s) rc = desc_set(plan->desc, LT_DESC_D_SCALE_POINTER, "D_SCALE_POINTER", &s, sizeof s, err);
+  if (!rc && a)
+    rc = desc_set(plan->desc, LT_DESC_AMAX_D_POINTER, "AMAX_D_POINTER", &a, sizeof a, err);
+  return rc;
+}
+
 /* The descriptor: compute and scale type, transposes, epilogue, and for a bias a placeholder
  * address at the problem's alignment (the heuristic reads the alignment off it; each run
  * writes the real one). */
@@ -674,10 +693,13 @@ static mmt_status make_layouts(tn_lt_plan *plan, const tn_lt_problem *p, const l
       (rc = make_layout(&plan->layout[LT_D], m->out_type, p->n, p->m, p->ldd, p->batch, p->stride_d,
                         "D", err)))
     return rc;
-  if (p->beta == 0.0f) {
+  if (p->beta == 0.0f && m->c_type == m->out_type) {
     plan->layout[LT_C] = plan->layout[LT_D]; /* C is not read: D stands in */
     return MMT_OK;
   }
+  if (p->beta == 0.0f) /* an FP8 D: C of its own type, not read (D's address stands in) */
+    return make_layout(&plan->layout[LT_C], m->c_type, p->n, p->m, p->ldd, p->batch, p->stride_d,
+                       "C", err);
   return make_layout(&plan->layout[LT_C], m->out_type, p->n, p->m, p->ldc, p->batch, p->stride_c,
                      "C", err);
 }
@@ -705,8 +727,8 @@ mmt_status tn_cublaslt_plan(tn_cublaslt *lt, const tn_lt_problem *p, tn_lt_plan 
   lt_heuristic best;
   memset(&best, 0, sizeof best);
   int count = 0;
-  if ((rc = make_desc(plan, &m, err)) || (rc = make_layouts(plan, p, &m, err)) ||
-      (rc = make_preference(&pref, m.align, err)))
+  if ((rc = make_desc(plan, &m, err)) || (rc = set_d_scale(plan, p, err)) ||
+      (rc = make_layouts(plan, p, &m, err)) || (rc = make_preference(&pref, m.align, err)))
     goto cleanup;
   lt_status s = g_lib.fn.cublasLtMatmulAlgoGetHeuristic(lt->h, plan->desc, plan->layout[LT_A],
                                                         plan->layout[LT_B], plan->layout[LT_C],

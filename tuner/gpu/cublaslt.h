@@ -124,7 +124,11 @@ typedef struct {
   mmt_activation act; /* MMT_ACT_NONE, MMT_ACT_RELU or MMT_ACT_GELU_TANH */
   tn_lt_scale scale;  /* FP8 only: how A and B are scaled (set them before running) */
   bool fast_accum;    /* FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (no promotion) */
-  int align_bytes;    /* what every pointer given to tn_cublaslt_run is aligned to: a
+  /* An FP8 D (out_dtype e4m3 or e5m2, after FP8 inputs; beta 0, no bias): the device float
+   * that scales it (0: 1) and the one its amax goes to (0: none), cuBLASLt's
+   * D_SCALE_POINTER and AMAX_D_POINTER; its C is bf16 (not read) */
+  uint64_t scale_d, amax;
+  int align_bytes; /* what every pointer given to tn_cublaslt_run is aligned to: a
                          power of two from the element size to 256; 0 means 256 (what
                          cuMemAlloc gives).  The heuristic picks only algorithms that work at
                          it; tn_cublaslt_run checks it */
