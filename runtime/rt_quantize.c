@@ -90,7 +90,8 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "rows %lld x ldx %lld overflows the address space",
                    (long long)d->rows, (long long)(d->ldx > d->ldq ? d->ldx : d->ldq));
   const int64_t groups = mmt_quantize_scales(d->mode, d->rows, d->cols);
-  if (d->mode != MMT_QUANT_TENSOR && groups / GROUPS_PER_BLOCK >= INT_MAX_)
+  const int64_t per_block = d->mode == MMT_QUANT_128X128 ? 1 : GROUPS_PER_BLOCK;
+  if (d->mode != MMT_QUANT_TENSOR && groups / per_block >= INT_MAX_)
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "%lld scale groups: too many for one launch",
                    (long long)groups);
   if (d->rows == 0 || d->cols == 0) return MMT_OK;
