@@ -478,21 +478,30 @@ local store_scalar = [[
         if (c + 1 < n_left)
           p[1] = to_elem(beta == 0.0f ? v1 : v1 + beta * to_float(p[1]));]]
 
--- The epilogue of the plain GEMM: C = alpha * acc + beta * C, C of the inputs' type.
-local plain_epilogue = [[
-  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
-   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
-   * tile: each lane stores pairs of neighbouring columns. */
+-- Both epilogues walk the accumulators alike: a lane's rows of the warp's tile (those past
+-- the edge skipped), then its pairs of columns.
+local walk_rows = [[
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
       if (r >= m_left) continue;
-      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+]]
+local walk_cols = [[
 #pragma unroll
       for (int j = 0; j < NI; ++j) {
         const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
+]]
+
+-- The epilogue of the plain GEMM: C = alpha * acc + beta * C, C of the inputs' type.
+local plain_epilogue = [[
+  /* Epilogue: C = alpha * acc + beta * C, masked at the edges of C.  Accumulator e of mma
+   * tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 + 2*(lane%4) + e%2 of the warp's
+   * tile: each lane stores pairs of neighbouring columns. */
+]] .. walk_rows .. [[
+      elem_t* const c_row = Cg + (row0 + r) * (long long)ldc + col0;
+]] .. walk_cols .. [[
         float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
 #if VEC <= 1
 ]] .. store_scalar .. [[
@@ -512,15 +521,7 @@ local op_epilogue = [[
    * edges.  Accumulator e of mma tile (i, j) is row i*16 + lane/4 + 8*(e/2), column j*8 +
    * 2*(lane%4) + e%2 of the warp's tile: each lane holds pairs of neighbouring columns, the
    * first even (N is even when the op is gated). */
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm0 + i * 16 + (lane >> 2) + h * 8; /* row in the block tile */
-      if (r >= m_left) continue;
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const int c = wn0 + j * 8 + (lane & 3) * 2; /* column in the block tile */
+]] .. walk_rows .. walk_cols .. [[
         if (c < n_left)
           epi_store2(E, C, ldc, beta, row0 + r, col0 + c, alpha * acc[i][j][2 * h],
                      alpha * acc[i][j][2 * h + 1], c + 1 < n_left);

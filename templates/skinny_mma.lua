@@ -174,8 +174,8 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
 ]] .. skinny.meet .. [[${store}}
 ]]
 
--- The plain GEMM's stores of C(s, l).
-local plain_store = [[#pragma unroll
+-- A lane's sums one by one: sum i of mma tile (r, n) is C(s, l) (both stores below walk so).
+local walk_sums = [[#pragma unroll
   for (int r = 0; r < RL; r++)
 #pragma unroll
     for (int n = 0; n < NT; n++)
@@ -183,6 +183,10 @@ local plain_store = [[#pragma unroll
       for (int i = 0; i < 4; i++) {
         const long long l = l0 + 16 * r + g + 8 * (i / 2);
         const int s = s0 + 8 * n + 2 * t + i % 2;
+]]
+
+-- The plain GEMM's stores of C(s, l).
+local plain_store = walk_sums .. [[
         if (l < L && s < S) {
           elem_t* const p = Cg + s * C_S + l * C_L;
           const float v = alpha * acc[r][n][i];
@@ -210,14 +214,7 @@ local op_store = [[
                      s + 1 < S);
       }
 #else
-#pragma unroll
-  for (int r = 0; r < RL; r++)
-#pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const long long l = l0 + 16 * r + g + 8 * (i / 2);
-        const int s = s0 + 8 * n + 2 * t + i % 2;
+]] .. walk_sums .. [[
         const float v = alpha * acc[r][n][i];
 #if EPI_GATED /* every lane shuffles; lanes of even g (rows l even) store */
         const float up = __shfl_down_sync(0xffffffffu, v, 4);
