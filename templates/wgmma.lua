@@ -937,8 +937,8 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
   /* This block's K tiles [kt0, kt1): all of them (K / BK rounded up, without overflow), or
    * slice blockIdx.z of SPLIT (see "Split-K"; the products stay below 2^31). */
   const int k_tiles = K / BK + (K % BK != 0);
-  const int kt0 = k_tiles * (int)blockIdx.z / SPLIT;
-  const int kt1 = k_tiles * ((int)blockIdx.z + 1) / SPLIT;
+  const int kt0 = k_tiles * ${k_slice} / SPLIT;
+  const int kt1 = k_tiles * (${k_slice} + 1) / SPLIT;
 
   if (tid == 0) {
 #pragma unroll
@@ -1427,6 +1427,8 @@ return {
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
     vars.epilogue = epilogue.source(op, p.split == 1)
     vars.epilogue_code = op and op_epilogue or plain_epilogue
+    -- the K slice: blockIdx.z, which an op kernel's batch takes unless it splits K
+    vars.k_slice = op and "(SPLIT > 1 ? (int)blockIdx.z : 0)" or "(int)blockIdx.z"
     vars.c_global = op and mmt.subst(op_start, {ma = swap and "b" or "a", mb = swap and "a" or "b"})
                     or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n"
     vars.tma_rank = op and 3 or 2

@@ -317,6 +317,9 @@ static void test_wgmma_fp8(void **state) {
                      promote && !op.scale_block);
     assert_int_equal(strstr(k.source, "Block scales of K block kt") != NULL, op.scale_block);
     assert_int_equal(k.tensor_maps[0].box[0], 128); /* K: 128 one-byte elements a stage */
+    /* blockIdx.z is the batch's problem in an op kernel: the K slice only with split-K (a
+     * batch read as slices loaded K tiles past the end for every problem but the first) */
+    assert_non_null(strstr(k.source, "k_tiles * (SPLIT > 1 ? (int)blockIdx.z : 0) / SPLIT"));
     assert_int_equal(strstr(k.source, "#define EPI_OUT 3") || strstr(k.source, "#define EPI_OUT 4"),
                      gen_dtype_fp8(op.out));
     rt_cubin cubin = {0};

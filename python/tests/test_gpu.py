@@ -445,7 +445,8 @@ class TestFP8(unittest.TestCase):
             q, s = mmtune.quantize(x, fp8, mode)
             torch.cuda.synchronize()
             top = torch.finfo(fp8).max
-            want_s = (_groups(x.float(), mode) / top).clamp(min=torch.finfo(torch.float32).tiny)
+            g = _groups(x.float(), mode)  # a tensor divisor: torch multiplies by a scalar's inverse
+            want_s = (g / torch.full_like(g, top)).clamp(min=torch.finfo(torch.float32).tiny)
             self.assertTrue(torch.equal(s, want_s), f"{dtype} {fp8} {mode} scales")
             v = x.float() * (1 / _expand(want_s, mode, *x.shape))
             want_q = v.clamp(-top, top).to(fp8)
