@@ -474,8 +474,10 @@ bool gen_requires_met(const gen_requires *r, const gen_problem *p);
 /* Bytes of one element of dtype ("f32" -> 4); 0 for an unknown dtype. */
 int gen_dtype_size(const char *dtype);
 /* Whether dtype is an FP8 type ("e4m3", "e5m2"): the input of op kernels only (gen_op_valid:
- * D is f32, f16 or bf16), never of a plain GEMM, whose C has the inputs' type. */
+ * D is f32, f16, bf16 or FP8 with its scale), never of a plain GEMM. */
 bool gen_dtype_fp8(const char *dtype);
+/* The other FP8 type ("e4m3" <-> "e5m2": B's of a mixed op); NULL for any other dtype. */
+const char *gen_dtype_fp8_other(const char *dtype);
 /* The element types mmtune knows: dtype's index in them (0 .. GEN_DTYPES - 1), -1 for an
  * unknown one; and the name of index i (NULL out of range). */
 #define GEN_DTYPES 7

@@ -53,6 +53,10 @@ bool gen_dtype_fp8(const char *dtype) {
   return dtype && (!strcmp(dtype, "e4m3") || !strcmp(dtype, "e5m2"));
 }
 
+const char *gen_dtype_fp8_other(const char *dtype) {
+  return !gen_dtype_fp8(dtype) ? NULL : !strcmp(dtype, "e4m3") ? "e5m2" : "e4m3";
+}
+
 int gen_dtype_index(const char *dtype) {
   const gen_dtype_info *d = dtype_find(dtype);
   return d ? (int)(d - gen_dtypes) : -1;

@@ -587,15 +587,14 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
   return rc;
 }
 
-/* FP8 runs on wgmma's kernels (sm_90a: compute capability 9.x only); another GPU has no
- * kernel for it, and says so by name. */
+/* FP8 runs on wgmma's kernels (sm_90a); another GPU has no kernel for it, and says so
+ * (rt_kernel_arch's message, prefixed). */
 static mmt_status check_fp8_device(const mmt_context *ctx, const mmt_matmul_desc *d, ut_err *err) {
-  if (d->in_type != MMT_E4M3 && d->in_type != MMT_E5M2) return MMT_OK;
-  const int cc = atoi(ctx->dev.arch + (strncmp(ctx->dev.arch, "sm_", 3) ? 0 : 3));
-  if (cc >= 90 && cc < 100) return MMT_OK;
-  return ut_fail(err, MMT_ERR_UNSUPPORTED,
-                 "FP8 inputs (%s) need a Hopper GPU (sm_90: wgmma); %s is %s",
-                 rt_dtype(d->in_type)->name, ctx->dev.info.name, ctx->dev.arch);
+  if (!rt_dtype_fp8(d->in_type)) return MMT_OK;
+  char arch[16];
+  mmt_status rc = rt_kernel_arch(ctx->dev.arch, "sm_90a", arch, err);
+  if (rc) ut_err_prefix(err, "FP8 inputs (%s) run on wgmma kernels", rt_dtype(d->in_type)->name);
+  return rc;
 }
 
 static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *stream, ut_err *err) {

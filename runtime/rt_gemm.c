@@ -13,6 +13,8 @@ const rt_dtype_info *rt_dtype(mmt_dtype dtype) {
   return &table[dtype];
 }
 
+bool rt_dtype_fp8(mmt_dtype dtype) { return dtype == MMT_E4M3 || dtype == MMT_E5M2; }
+
 static int64_t at_least_1(int64_t x) { return x < 1 ? 1 : x; }
 
 void rt_gemm_min_ld(const mmt_problem *p, int64_t ld[3], const char *what[3]) {
@@ -48,7 +50,7 @@ mmt_status rt_gemm_check(const mmt_problem *p, ut_err *err) {
                    (int)p->trans_b);
   if (!rt_dtype(p->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "dtype %d is not an mmt_dtype", (int)p->dtype);
-  if (p->dtype == MMT_E4M3 || p->dtype == MMT_E5M2)
+  if (rt_dtype_fp8(p->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "dtype %s: FP8 has no plain GEMM (C would be FP8); use mmt_matmul with "
                    "out_type MMT_BF16, MMT_F16 or MMT_F32",

@@ -43,6 +43,8 @@ typedef struct {
 } rt_dtype_info;
 /* NULL for a value outside mmt_dtype. */
 const rt_dtype_info *rt_dtype(mmt_dtype dtype);
+/* Whether dtype is one of the FP8 types (MMT_E4M3, MMT_E5M2). */
+bool rt_dtype_fp8(mmt_dtype dtype);
 
 /* The smallest leading dimensions mmt_gemm accepts for p's order and transposes (mmtune.h),
  * and, in what[], the size each one is the width of ("M", "N" or "K"); max(1, ...) is not

@@ -13,11 +13,9 @@ _Static_assert(MMT_ACT_NONE == (int)GEN_ACT_NONE && MMT_ACT_RELU == (int)GEN_ACT
 _Static_assert(sizeof(((mmt_choice *)0)->epilogue) == GEN_OP_TEXT_MAX,
                "mmt_choice.epilogue holds an op's text");
 
-static bool fp8(mmt_dtype t) { return t == MMT_E4M3 || t == MMT_E5M2; }
-
 /* Whether t is a type D (and C) may have (FP8: after FP8 inputs only, check_fp8_out). */
 static bool out_type(mmt_dtype t) {
-  return t == MMT_F32 || t == MMT_F16 || t == MMT_BF16 || fp8(t);
+  return t == MMT_F32 || t == MMT_F16 || t == MMT_BF16 || rt_dtype_fp8(t);
 }
 
 /* The inputs' own output type: f32 for tf32. */
@@ -59,14 +57,15 @@ static mmt_status check_enums(const mmt_matmul_desc *d, ut_err *err) {
 /* FP8: its layout (both operands K-major), block scales' limits, fast_accum's inputs; and
  * the scales a mode needs. */
 static mmt_status check_scales(const mmt_matmul_desc *d, ut_err *err) {
-  if (d->b_type != MMT_F32 && d->b_type != d->in_type && !(fp8(d->in_type) && fp8(d->b_type)))
+  if (d->b_type != MMT_F32 && d->b_type != d->in_type &&
+      !(rt_dtype_fp8(d->in_type) && rt_dtype_fp8(d->b_type)))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "b_type %d: B may differ from A (in_type %s) only as the other FP8 type",
                    (int)d->b_type, rt_dtype(d->in_type)->name);
-  if (d->fast_accum && !fp8(d->in_type))
+  if (d->fast_accum && !rt_dtype_fp8(d->in_type))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "fast_accum is for FP8 inputs (in_type %s)",
                    rt_dtype(d->in_type)->name);
-  if (d->scale_mode == MMT_SCALE_BLOCK && !fp8(d->in_type))
+  if (d->scale_mode == MMT_SCALE_BLOCK && !rt_dtype_fp8(d->in_type))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "scale_mode MMT_SCALE_BLOCK is for FP8 inputs "
                    "(in_type %s)",
@@ -76,7 +75,7 @@ static mmt_status check_scales(const mmt_matmul_desc *d, ut_err *err) {
                    "scale_mode %s needs both scale_row (A's) and "
                    "scale_col (B's)",
                    d->scale_mode == MMT_SCALE_TENSOR ? "MMT_SCALE_TENSOR" : "MMT_SCALE_BLOCK");
-  if (!fp8(d->in_type)) return MMT_OK;
+  if (!rt_dtype_fp8(d->in_type)) return MMT_OK;
   const bool row = d->order == MMT_ROW_MAJOR;
   if (d->trans_a != (row ? MMT_NO_TRANS : MMT_TRANS) ||
       d->trans_b != (row ? MMT_TRANS : MMT_NO_TRANS))
@@ -140,13 +139,13 @@ static mmt_status check_lds(const mmt_matmul_desc *d, ut_err *err) {
 /* An FP8 D: after FP8 inputs, no C (its scale would be one more), an f32 bias; scale_d and
  * amax only with it. */
 static mmt_status check_fp8_out(const mmt_matmul_desc *d, ut_err *err) {
-  if (!fp8(d->out_type)) {
+  if (!rt_dtype_fp8(d->out_type)) {
     if (d->scale_d || d->amax)
       return ut_fail(err, MMT_ERR_INVALID_ARG, "%s is for an FP8 D (out_type %s)",
                      d->scale_d ? "scale_d" : "amax", rt_dtype(d->out_type)->name);
     return MMT_OK;
   }
-  if (!fp8(d->in_type))
+  if (!rt_dtype_fp8(d->in_type))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "out_type %s needs FP8 inputs (in_type %s)",
                    rt_dtype(d->out_type)->name, rt_dtype(d->in_type)->name);
   if (d->beta != 0.0f)
@@ -299,7 +298,7 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc && d->scale_d) rc = check_pointer("scale_d", d->scale_d, 4, err);
   if (!rc && d->amax) rc = check_pointer("amax", d->amax, 4, err);
   if (rc) return rc;
-  if (fp8(d->in_type) && reads_ab && (rc = check_fp8_alignment(d, err))) return rc;
+  if (rt_dtype_fp8(d->in_type) && reads_ab && (rc = check_fp8_alignment(d, err))) return rc;
   if (!one_to_one(&D))
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "stride_d %lld with ldd %lld makes the batch's problems overlap in D (each is "
@@ -364,7 +363,7 @@ mmt_status rt_matmul_check(const mmt_matmul_desc *d, ut_err *err) {
 /* ---- mapping ---- */
 
 static bool is_plain(const mmt_matmul_desc *d) {
-  return !fp8(d->in_type) && d->out_type == natural_out(d->in_type) && d->batch == 1 &&
+  return !rt_dtype_fp8(d->in_type) && d->out_type == natural_out(d->in_type) && d->batch == 1 &&
          (d->beta == 0.0f || (d->c == d->d && d->ldc == d->ldd)) && d->bias_mode == MMT_BIAS_NONE &&
          !d->scale_row && !d->scale_col && d->act == MMT_ACT_NONE && !d->gated;
 }
@@ -402,7 +401,7 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
   op->scale_col = d->scale_mode == MMT_SCALE_VECTORS && s_col != NULL;
   op->fast_accum = d->fast_accum != 0;
   /* B of the other FP8 type: the kernel's A is the caller's B when swapped */
-  op->mixed_fp8 = fp8(d->in_type) && fp8(d->b_type) && d->b_type != d->in_type;
+  op->mixed_fp8 = rt_dtype_fp8(d->in_type) && rt_dtype_fp8(d->b_type) && d->b_type != d->in_type;
   out->dtype = op->mixed_fp8 && col ? d->b_type : d->in_type;
   op->act = (gen_act)d->act; /* the enums agree: mmtune.h's order is gen.h's */
   op->gated = d->gated != 0;

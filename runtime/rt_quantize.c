@@ -29,8 +29,6 @@ int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols) {
   return -1;
 }
 
-static bool fp8(mmt_dtype t) { return t == MMT_E4M3 || t == MMT_E5M2; }
-
 /* Bytes [lo, hi) a row-major matrix covers. */
 static void matrix_bytes(const void *p, int64_t rows, int64_t cols, int64_t ld, int64_t elem,
                          uintptr_t *lo, uintptr_t *hi) {
@@ -68,7 +66,7 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
   if (d->in_type != MMT_F32 && d->in_type != MMT_F16 && d->in_type != MMT_BF16)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "in_type must be MMT_F32, MMT_F16 or MMT_BF16, got %d",
                    (int)d->in_type);
-  if (!fp8(d->out_type))
+  if (!rt_dtype_fp8(d->out_type))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "out_type must be MMT_E4M3 or MMT_E5M2, got %d",
                    (int)d->out_type);
   if (mmt_quantize_scales(d->mode, 0, 0) < 0)
@@ -98,24 +96,44 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
   return check_pointers(d, rt_dtype(d->in_type)->elem_bytes, err);
 }
 
+/* The kernels' numbering (rt_quantize.h): the name parts of each index. */
+#define N_CASTS (4 * 3 * 2 * 2)
+#define N_AMAX (3 * 2)
+static const char *const k_kinds[4] = {[MMT_QUANT_TENSOR] = "cast",
+                                       [MMT_QUANT_ROW] = "row",
+                                       [MMT_QUANT_1X128] = "1x128",
+                                       [MMT_QUANT_128X128] = "128x128"};
+static const char *const k_ins[3] = {"f32", "f16", "bf16"}, *const k_outs[2] = {"e4m3", "e5m2"};
+static int in_index(mmt_dtype t) { return t == MMT_F32 ? 0 : t == MMT_F16 ? 1 : 2; }
+static int out_index(mmt_dtype t) { return t == MMT_E5M2; }
+
+void rt_quantize_kernel_name(int index, char out[48]) {
+  const int v = index % 2 ? 4 : 1;
+  if (index >= 0 && index < N_CASTS)
+    snprintf(out, 48, "mmt_quant_%s_%s_%s_v%d", k_kinds[index / 12], k_ins[index / 4 % 3],
+             k_outs[index / 2 % 2], v);
+  else if (index >= N_CASTS && index < N_CASTS + N_AMAX)
+    snprintf(out, 48, "mmt_quant_amax_%s_v%d", k_ins[(index - N_CASTS) / 2], v);
+  else if (index >= N_CASTS + N_AMAX && index < RT_QUANT_KERNELS)
+    snprintf(out, 48, "mmt_quant_scale_%s", k_outs[index - N_CASTS - N_AMAX]);
+  else
+    out[0] = '\0';
+}
+
 void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
   memset(out, 0, sizeof *out);
-  const char *in = rt_dtype(d->in_type)->name, *o = rt_dtype(d->out_type)->name;
   const int64_t elem = rt_dtype(d->in_type)->elem_bytes;
   const bool v4 = d->cols % 4 == 0 && d->ldx % 4 == 0 && d->ldq % 4 == 0 &&
                   (uintptr_t)d->x % (uintptr_t)(4 * elem) == 0 && (uintptr_t)d->q % 4 == 0;
   out->vec = v4 ? 4 : 1;
-  static const char *const kinds[] = {[MMT_QUANT_TENSOR] = "cast",
-                                      [MMT_QUANT_ROW] = "row",
-                                      [MMT_QUANT_1X128] = "1x128",
-                                      [MMT_QUANT_128X128] = "128x128"};
-  snprintf(out->kernel, sizeof out->kernel, "mmt_quant_%s_%s_%s_v%d", kinds[d->mode], in, o,
-           out->vec);
+  const int in = in_index(d->in_type), o = out_index(d->out_type);
+  out->kernel = ((int)d->mode * 3 + in) * 4 + o * 2 + v4;
+  out->amax = out->finish = -1;
   const int64_t groups = mmt_quantize_scales(d->mode, d->rows, d->cols);
   int64_t grid;
   if (d->mode == MMT_QUANT_TENSOR) {
-    snprintf(out->amax, sizeof out->amax, "mmt_quant_amax_%s_v%d", in, out->vec);
-    snprintf(out->finish, sizeof out->finish, "mmt_quant_scale_%s", o);
+    out->amax = N_CASTS + in * 2 + v4;
+    out->finish = N_CASTS + N_AMAX + o;
     const int64_t chunks = d->rows * (d->cols / out->vec);
     grid = (chunks + THREADS - 1) / THREADS;
     if (grid > TENSOR_MAX_BLOCKS) grid = TENSOR_MAX_BLOCKS;
@@ -133,17 +151,29 @@ mmt_status rt_quantizer_load(const rt_device *d, const char *cache_dir, rt_quant
   const rt_cu *cu;
   mmt_status rc = rt_driver(&cu, err);
   if (rc) return rc;
-  const int cc = atoi(d->arch + (strncmp(d->arch, "sm_", 3) ? 0 : 3));
-  if (cc < 89)
-    return ut_fail(err, MMT_ERR_UNSUPPORTED, "FP8 conversions need sm_89 or newer; %s is %s",
-                   d->info.name, d->arch);
+  char arch[16]; /* the device's own, from sm_89 on (cvt to FP8) */
+  if ((rc = rt_kernel_arch(d->arch, "sm_89", arch, err))) {
+    ut_err_prefix(err, "FP8 conversions");
+    return rc;
+  }
   rt_cubin cubin = {0};
-  if ((rc = rt_compile_cached(cache_dir, rt_quantize_cu, "mmt_quantize", d->arch, &cubin, NULL,
-                              NULL, err)))
+  if ((rc = rt_compile_cached(cache_dir, rt_quantize_cu, "mmt_quantize", arch, &cubin, NULL, NULL,
+                              err)))
     return rc;
   if ((rc = rt_device_bind(d, err))) goto cleanup;
   RT_CU_CHECK(cu, cuModuleLoadData(&out->module, cubin.data));
   out->ctx = d->ctx;
+  for (int i = 0; i < RT_QUANT_KERNELS; i++) {
+    char name[48];
+    rt_quantize_kernel_name(i, name);
+    CUresult r = cu->cuModuleGetFunction(&out->fn[i], out->module, name);
+    if (r != CUDA_SUCCESS) {
+      rc = rt_cu_fail(err, name, r);
+      cu->cuModuleUnload(out->module);
+      out->module = NULL;
+      goto cleanup;
+    }
+  }
 cleanup:
   rt_cubin_free(&cubin);
   return rc;
@@ -159,13 +189,10 @@ void rt_quantizer_unload(rt_quantizer *q) {
   memset(q, 0, sizeof *q);
 }
 
-static mmt_status launch(const rt_cu *cu, const rt_quantizer *q, const char *name, unsigned grid,
+static mmt_status launch(const rt_cu *cu, const rt_quantizer *q, int kernel, unsigned grid,
                          unsigned threads, void **args, CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;
-  CUfunction fn;
-  CUresult r = cu->cuModuleGetFunction(&fn, q->module, name);
-  if (r != CUDA_SUCCESS) return rt_cu_fail(err, name, r);
-  RT_CU_CHECK(cu, cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, stream, args, NULL));
+  RT_CU_CHECK(cu, cuLaunchKernel(q->fn[kernel], grid, 1, 1, threads, 1, 1, 0, stream, args, NULL));
 cleanup:
   return rc;
 }

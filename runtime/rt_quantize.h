@@ -22,25 +22,34 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err);
 /* The kernels' CUDA C (NUL-terminated, static). */
 const char *rt_quantize_source(void);
 
-/* The launches of a checked call that writes something (rows, cols > 0). */
+/* The module's kernels, numbered: the casts (mode, input type, output type, vector width),
+ * then the amax passes (input type, width), then the scale kernels (output type). */
+#define RT_QUANT_KERNELS (4 * 3 * 2 * 2 + 3 * 2 + 2)
+
+/* Kernel `index`'s name in the module, e.g. "mmt_quant_1x128_bf16_e4m3_v4",
+ * "mmt_quant_amax_bf16_v4", "mmt_quant_scale_e4m3"; "" out of range. */
+void rt_quantize_kernel_name(int index, char out[48]);
+
+/* The launches of a checked call that writes something (rows, cols > 0): kernel numbers. */
 typedef struct {
-  char kernel[48]; /* the cast (per-tensor: after the amax), e.g. "mmt_quant_1x128_bf16_e4m3_v4" */
-  char amax[32];   /* per-tensor only: "mmt_quant_amax_bf16_v4", else "" */
-  char finish[24]; /* per-tensor only: "mmt_quant_scale_e4m3", else "" */
-  unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's) */
-  int vec;         /* elements a load: 4 when rows start 4-element aligned in x and q, else 1 */
+  int kernel;    /* the cast (per tensor: after the amax) */
+  int amax;      /* per tensor only: the amax pass, else -1 */
+  int finish;    /* per tensor only: the scale kernel, else -1 */
+  unsigned grid; /* blocks of 256 threads, the cast's (and the amax's) */
+  int vec;       /* elements a load: 4 when rows start 4-element aligned in x and q, else 1 */
 } rt_quantize_plan;
 void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out);
 
-/* The compiled module on a device. */
+/* The compiled module on a device, its kernels looked up once (a call looks up nothing). */
 typedef struct {
   CUcontext ctx; /* the device's (borrowed) */
   CUmodule module;
+  CUfunction fn[RT_QUANT_KERNELS];
 } rt_quantizer;
 
 /* Compiles (through the cubin cache in cache_dir; NULL: none) and loads the kernels for d.
- * Errors: MMT_ERR_UNSUPPORTED (before sm_89: "FP8 conversions need sm_89 or newer; the device
- * is sm_80"), rt_compile_cached's, MMT_ERR_CUDA. */
+ * Errors: MMT_ERR_UNSUPPORTED (before sm_89: rt_kernel_arch's message after "FP8
+ * conversions"), rt_compile_cached's, MMT_ERR_CUDA. */
 mmt_status rt_quantizer_load(const rt_device *d, const char *cache_dir, rt_quantizer *out,
                              ut_err *err);
 /* Safe on a zeroed struct. */

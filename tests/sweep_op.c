@@ -86,7 +86,7 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
   sw_batch_strides(plan, c, d->stride);
   const mmt_dtype in = type_of(k->dtype), out = type_of(k->op.out);
   /* a mixed op's B is of the other FP8 type */
-  const char *b_dtype = !k->op.mixed_fp8 ? k->dtype : strcmp(k->dtype, "e4m3") ? "e4m3" : "e5m2";
+  const char *b_dtype = k->op.mixed_fp8 ? gen_dtype_fp8_other(k->dtype) : k->dtype;
   const char *in_name[2] = {k->dtype, b_dtype};
   d->type[OP_A] = in;
   d->type[OP_B] = type_of(b_dtype);

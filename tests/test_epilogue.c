@@ -74,6 +74,9 @@ static void test_op_text(void **state) {
   assert_string_equal(text, "out=e4m3,bias=col,bias_type=f32");
   assert_int_equal(gen_op_parse("out=e3m4", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
   assert_true(gen_dtype_fp8("e5m2") && !gen_dtype_fp8("bf16") && !gen_dtype_fp8(NULL));
+  assert_string_equal(gen_dtype_fp8_other("e4m3"), "e5m2");
+  assert_string_equal(gen_dtype_fp8_other("e5m2"), "e4m3");
+  assert_null(gen_dtype_fp8_other("bf16"));
   assert_int_equal(gen_dtype_size("e4m3"), 1);
   assert_string_equal(gen_act_name(GEN_ACT_GELU_ERF), "gelu_erf");
   assert_int_equal(gen_act_index("gelu_tanh"), GEN_ACT_GELU_TANH);
@@ -304,7 +307,7 @@ static void test_wgmma_fp8(void **state) {
     if (gen_emit_op(t, &cfg, ok[i].dtype, "nt", &op, &k, &e) != MMT_OK)
       fail_msg("%s %s %s: %s", ok[i].dtype, ok[i].params, ok[i].op, e.msg);
     char want[64];
-    const char *other = strcmp(ok[i].dtype, "e4m3") ? "e4m3" : "e5m2";
+    const char *other = gen_dtype_fp8_other(ok[i].dtype);
     const bool swap = cfg.v[gen_param_index(t, "swap")] == 1;
     snprintf(want, sizeof want, "k32.f32.%s.%s", op.mixed_fp8 && swap ? other : ok[i].dtype,
              !op.mixed_fp8 ? ok[i].dtype

@@ -110,35 +110,42 @@ static void test_checks(void **state) {
   expect(&d, MMT_OK, NULL);
 }
 
+/* A planned kernel's name ("" for -1, none). */
+static const char *name_of(int index) {
+  static char name[48];
+  rt_quantize_kernel_name(index, name);
+  return name;
+}
+
 static void test_plan(void **state) {
   (void)state;
   rt_quantize_plan p;
   mmt_quantize_desc d = valid();
   rt_quantize_plan_of(&d, &p);
-  assert_string_equal(p.kernel, "mmt_quant_1x128_bf16_e4m3_v4");
-  assert_string_equal(p.amax, "");
+  assert_string_equal(name_of(p.kernel), "mmt_quant_1x128_bf16_e4m3_v4");
+  assert_string_equal(name_of(p.amax), "");
   assert_int_equal(p.vec, 4);
   assert_int_equal(p.grid, (2 * 100 + 7) / 8);
   d.x = (const void *)(uintptr_t)0x100002; /* 2-byte aligned only: no 8-byte loads */
   rt_quantize_plan_of(&d, &p);
   assert_int_equal(p.vec, 1);
-  assert_string_equal(p.kernel, "mmt_quant_1x128_bf16_e4m3_v1");
+  assert_string_equal(name_of(p.kernel), "mmt_quant_1x128_bf16_e4m3_v1");
   d = valid(), d.ldq = 257;
   rt_quantize_plan_of(&d, &p);
   assert_int_equal(p.vec, 1);
   d = valid(), d.mode = MMT_QUANT_128X128, d.out_type = MMT_E5M2, d.in_type = MMT_F32;
   rt_quantize_plan_of(&d, &p);
-  assert_string_equal(p.kernel, "mmt_quant_128x128_f32_e5m2_v4");
+  assert_string_equal(name_of(p.kernel), "mmt_quant_128x128_f32_e5m2_v4");
   assert_int_equal(p.grid, 1 * 2);
   d = valid(), d.mode = MMT_QUANT_ROW, d.in_type = MMT_F16;
   rt_quantize_plan_of(&d, &p);
-  assert_string_equal(p.kernel, "mmt_quant_row_f16_e4m3_v4");
+  assert_string_equal(name_of(p.kernel), "mmt_quant_row_f16_e4m3_v4");
   assert_int_equal(p.grid, (100 + 7) / 8);
   d = valid(), d.mode = MMT_QUANT_TENSOR, d.rows = 5000, d.ldx = d.ldq = 4096, d.cols = 4096;
   rt_quantize_plan_of(&d, &p);
-  assert_string_equal(p.kernel, "mmt_quant_cast_bf16_e4m3_v4");
-  assert_string_equal(p.amax, "mmt_quant_amax_bf16_v4");
-  assert_string_equal(p.finish, "mmt_quant_scale_e4m3");
+  assert_string_equal(name_of(p.kernel), "mmt_quant_cast_bf16_e4m3_v4");
+  assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v4");
+  assert_string_equal(name_of(p.finish), "mmt_quant_scale_e4m3");
   assert_int_equal(p.grid, 1024);
   d.rows = 3, d.cols = 5; /* 15 elements, one at a time: one block */
   rt_quantize_plan_of(&d, &p);
@@ -175,14 +182,20 @@ static void test_source_compiles(void **state) {
             d.cols = d.ldx = d.ldq = cols;
             rt_quantize_plan p;
             rt_quantize_plan_of(&d, &p);
-            const char *names[] = {p.kernel, p.amax, p.finish};
+            const int kernels[] = {p.kernel, p.amax, p.finish};
             for (int k = 0; k < 3; k++)
-              if (names[k][0]) {
-                if (!has_symbol(&c, names[k])) fail_msg("%s lacks %s", archs[a], names[k]);
+              if (kernels[k] >= 0) {
+                const char *name = name_of(kernels[k]);
+                if (!has_symbol(&c, name)) fail_msg("%s lacks %s", archs[a], name);
                 n++;
               }
           }
     assert_true(n >= 3 * 2 * 4 * 2);
+    /* every numbered kernel (what rt_quantizer_load looks up) is in the module, no more */
+    for (int i = 0; i < RT_QUANT_KERNELS; i++)
+      if (!has_symbol(&c, name_of(i))) fail_msg("%s lacks kernel %d, %s", archs[a], i, name_of(i));
+    assert_string_equal(name_of(RT_QUANT_KERNELS), "");
+    assert_string_equal(name_of(-1), "");
     rt_cubin_free(&c);
   }
 }

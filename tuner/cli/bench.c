@@ -308,7 +308,7 @@ static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream str
     snprintf(p.out_dtype, sizeof p.out_dtype, "%s", op->out);
     p.scale_d = e.scale_d, p.amax = e.amax; /* an FP8 D's: the measurement's (scale 1) */
     if (op->mixed_fp8)                      /* B of the other FP8 type */
-      snprintf(p.b_dtype, sizeof p.b_dtype, "%s", strcmp(b->dtype, "e4m3") ? "e4m3" : "e5m2");
+      snprintf(p.b_dtype, sizeof p.b_dtype, "%s", gen_dtype_fp8_other(b->dtype));
     mmt_status rc = tn_cublaslt_plan(b->lt, &p, &b->lt_plan, err);
     if (rc) return rc;
   }
