@@ -90,8 +90,14 @@ static double unit_of(mmt_dtype t) {
          : t == MMT_E5M2 ? 0x1p-3
                          : 0x1p-24;
 }
+/* The spacing of the output type's subnormals: a result that small is rounded to it, whatever
+ * its relative error (f16's 2^-24 is 5e-8, large enough to matter). */
 static double tiny_of(mmt_dtype t) {
-  return t == MMT_E4M3 ? 0x1p-10 : t == MMT_E5M2 ? 0x1p-17 : 1e-30;
+  return t == MMT_F16    ? 0x1p-24
+         : t == MMT_BF16 ? 0x1p-133
+         : t == MMT_E4M3 ? 0x1p-9
+         : t == MMT_E5M2 ? 0x1p-16
+                         : 0x1p-149;
 }
 
 typedef struct {
