@@ -517,7 +517,11 @@ cleanup:
   return rc;
 }
 
-/* An op kernel's grid.z: the batch where its rule is the constant 1. */
+/* An op kernel's grid.z: the batch where its rule is the constant 1.  A persistent kernel's
+ * per-SM grid.x is then shared among the batch's problems (each walks its own problem's tiles
+ * with gridDim.x blocks), so that the launch stays about one resident wave: a full per-SM
+ * grid for every problem queued a batch's worth of blocks that mostly had no tile to do.
+ * Rounded down, so a problem never gets a block that would wait for a second wave. */
 static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
                              ut_err *err) {
   const int64_t batch = args->batch > 1 ? args->batch : 1;
@@ -533,6 +537,10 @@ static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsig
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a batch of %lld in one launch (at most 65535)",
                    (long long)batch);
   if (grid[2]) grid[2] = (unsigned)batch;
+  if (k->grid[0].dim == 'S' && grid[0] > 1) {
+    const int64_t share = grid[0] / batch;
+    grid[0] = share > 1 ? (unsigned)share : 1u;
+  }
   return MMT_OK;
 }
 
