@@ -621,9 +621,18 @@ static mmt_status set_scale_modes(tn_lt_plan *plan, ut_err *err) {
       plan->scale == TN_LT_SCALE_OUTER ? LT_SCALE_OUTER_VEC_32F : LT_SCALE_BLK128x128_32F;
   const int32_t lt_b =
       plan->scale == TN_LT_SCALE_OUTER ? LT_SCALE_OUTER_VEC_32F : LT_SCALE_VEC128_32F;
-  if ((rc = desc_set(plan->desc, LT_DESC_A_SCALE_MODE, "A_SCALE_MODE", &lt_a, sizeof lt_a, err)))
+  if ((rc = desc_set(plan->desc, LT_DESC_A_SCALE_MODE, "A_SCALE_MODE", &lt_a, sizeof lt_a, err)) ||
+      (rc = desc_set(plan->desc, LT_DESC_B_SCALE_MODE, "B_SCALE_MODE", &lt_b, sizeof lt_b, err)))
     return rc;
-  return desc_set(plan->desc, LT_DESC_B_SCALE_MODE, "B_SCALE_MODE", &lt_b, sizeof lt_b, err);
+  /* The heuristic refuses vector and block scale modes without scale pointers
+   * (CUBLAS_STATUS_INVALID_VALUE): placeholders until tn_cublaslt_set_scales sets the real ones,
+   * as the bias pointer's. */
+  const void *placeholder = (const void *)(uintptr_t)256;
+  if ((rc = desc_set(plan->desc, LT_DESC_A_SCALE_POINTER, "A_SCALE_POINTER", &placeholder,
+                     sizeof placeholder, err)))
+    return rc;
+  return desc_set(plan->desc, LT_DESC_B_SCALE_POINTER, "B_SCALE_POINTER", &placeholder,
+                  sizeof placeholder, err);
 }
 
 mmt_status tn_cublaslt_set_scales(tn_lt_plan *plan, uint64_t scale_a, uint64_t scale_b,
