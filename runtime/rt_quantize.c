@@ -12,8 +12,9 @@ extern const char rt_quantize_cu[];
 
 #define INT_MAX_ 2147483647LL
 #define THREADS 256
-#define GROUPS_PER_BLOCK 8 /* row and 1x128 groups: a warp each */
-#define TENSOR_MAX_BLOCKS 1024
+#define GROUPS_PER_BLOCK 8 /* 1x128: a warp per segment of a row, eight a block */
+#define LOADS 4            /* quantize.cu's: vectors a thread loads at once */
+#define TENSOR_BLOCKS 2048 /* per tensor: about as many blocks as 132 SMs keep resident */
 
 const char *rt_quantize_source(void) { return rt_quantize_cu; }
 
@@ -107,40 +108,57 @@ static const char *const k_ins[3] = {"f32", "f16", "bf16"}, *const k_outs[2] = {
 static int in_index(mmt_dtype t) { return t == MMT_F32 ? 0 : t == MMT_F16 ? 1 : 2; }
 static int out_index(mmt_dtype t) { return t == MMT_E5M2; }
 
+/* The wide vector of each input type: 16 bytes. */
+static int wide_of(int in) { return in == 0 ? 4 : 8; }
+
 void rt_quantize_kernel_name(int index, char out[48]) {
-  const int v = index % 2 ? 4 : 1;
-  if (index >= 0 && index < N_CASTS)
-    snprintf(out, 48, "mmt_quant_%s_%s_%s_v%d", k_kinds[index / 12], k_ins[index / 4 % 3],
-             k_outs[index / 2 % 2], v);
-  else if (index >= N_CASTS && index < N_CASTS + N_AMAX)
-    snprintf(out, 48, "mmt_quant_amax_%s_v%d", k_ins[(index - N_CASTS) / 2], v);
-  else if (index >= N_CASTS + N_AMAX && index < RT_QUANT_KERNELS)
+  if (index >= 0 && index < N_CASTS) {
+    const int in = index / 4 % 3;
+    snprintf(out, 48, "mmt_quant_%s_%s_%s_v%d", k_kinds[index / 12], k_ins[in],
+             k_outs[index / 2 % 2], index % 2 ? wide_of(in) : 1);
+  } else if (index >= N_CASTS && index < N_CASTS + N_AMAX) {
+    const int in = (index - N_CASTS) / 2;
+    snprintf(out, 48, "mmt_quant_amax_%s_v%d", k_ins[in], index % 2 ? wide_of(in) : 1);
+  } else if (index >= N_CASTS + N_AMAX && index < RT_QUANT_KERNELS) {
     snprintf(out, 48, "mmt_quant_scale_%s", k_outs[index - N_CASTS - N_AMAX]);
-  else
+  } else {
     out[0] = '\0';
+  }
 }
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
   memset(out, 0, sizeof *out);
+  const int in = in_index(d->in_type), o = out_index(d->out_type), w = wide_of(in);
   const int64_t elem = rt_dtype(d->in_type)->elem_bytes;
-  const bool v4 = d->cols % 4 == 0 && d->ldx % 4 == 0 && d->ldq % 4 == 0 &&
-                  (uintptr_t)d->x % (uintptr_t)(4 * elem) == 0 && (uintptr_t)d->q % 4 == 0;
-  out->vec = v4 ? 4 : 1;
-  const int in = in_index(d->in_type), o = out_index(d->out_type);
-  out->kernel = ((int)d->mode * 3 + in) * 4 + o * 2 + v4;
+  /* 16-byte loads of x, w-byte stores of q, from every row's start */
+  const bool wide = d->cols % w == 0 && d->ldx % w == 0 && d->ldq % w == 0 &&
+                    (uintptr_t)d->x % (uintptr_t)(w * elem) == 0 && (uintptr_t)d->q % w == 0;
+  out->vec = wide ? w : 1;
+  out->kernel = ((int)d->mode * 3 + in) * 4 + o * 2 + wide;
   out->amax = out->finish = -1;
-  const int64_t groups = mmt_quantize_scales(d->mode, d->rows, d->cols);
+  out->rows = d->rows, out->cols = d->cols, out->grid_y = 1;
   int64_t grid;
-  if (d->mode == MMT_QUANT_TENSOR) {
-    out->amax = N_CASTS + in * 2 + v4;
+  switch (d->mode) {
+  case MMT_QUANT_TENSOR: {
+    out->amax = N_CASTS + in * 2 + wide;
     out->finish = N_CASTS + N_AMAX + o;
-    const int64_t chunks = d->rows * (d->cols / out->vec);
-    grid = (chunks + THREADS - 1) / THREADS;
-    if (grid > TENSOR_MAX_BLOCKS) grid = TENSOR_MAX_BLOCKS;
-  } else if (d->mode == MMT_QUANT_128X128) {
-    grid = groups;
-  } else {
-    grid = (groups + GROUPS_PER_BLOCK - 1) / GROUPS_PER_BLOCK;
+    /* a contiguous matrix as one row: no row loop, every block busy */
+    if (d->ldx == d->cols && d->ldq == d->cols && d->rows * d->cols <= INT_MAX_ - 1)
+      out->rows = 1, out->cols = d->rows * d->cols;
+    grid = ceil_div(out->cols / out->vec, THREADS * LOADS);
+    if (grid > TENSOR_BLOCKS) grid = TENSOR_BLOCKS;
+    const int64_t y = TENSOR_BLOCKS / grid;
+    out->grid_y = (unsigned)(y < out->rows ? y : out->rows);
+    if (out->grid_y > 65535) out->grid_y = 65535;
+    break;
+  }
+  case MMT_QUANT_ROW: grid = d->rows; break;
+  case MMT_QUANT_1X128:
+    grid = ceil_div(d->rows * ceil_div(d->cols, LOADS * 32 * out->vec), GROUPS_PER_BLOCK);
+    break;
+  default: grid = mmt_quantize_scales(d->mode, d->rows, d->cols); break;
   }
   out->grid = (unsigned)grid;
 }
@@ -190,9 +208,11 @@ void rt_quantizer_unload(rt_quantizer *q) {
 }
 
 static mmt_status launch(const rt_cu *cu, const rt_quantizer *q, int kernel, unsigned grid,
-                         unsigned threads, void **args, CUstream stream, ut_err *err) {
+                         unsigned grid_y, unsigned threads, void **args, CUstream stream,
+                         ut_err *err) {
   mmt_status rc = MMT_OK;
-  RT_CU_CHECK(cu, cuLaunchKernel(q->fn[kernel], grid, 1, 1, threads, 1, 1, 0, stream, args, NULL));
+  RT_CU_CHECK(cu,
+              cuLaunchKernel(q->fn[kernel], grid, grid_y, 1, threads, 1, 1, 0, stream, args, NULL));
 cleanup:
   return rc;
 }
@@ -209,18 +229,20 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
   CUdeviceptr x = (CUdeviceptr)(uintptr_t)d->x, qq = (CUdeviceptr)(uintptr_t)d->q,
               scale = (CUdeviceptr)(uintptr_t)d->scale;
   long long ldx = d->ldx, ldq = d->ldq;
-  int rows = (int)d->rows, cols = (int)d->cols, pow2 = d->pow2_scales != 0;
+  int rows = (int)plan.rows, cols = (int)plan.cols, pow2 = d->pow2_scales != 0;
   void *cast_args[] = {&x, &ldx, &qq, &ldq, &rows, &cols, &scale, &pow2};
   if (d->mode == MMT_QUANT_TENSOR) {
     /* scale[0] holds the amax until the last kernel turns it into the scale. */
     RT_CU_CHECK(cu, cuMemsetD32Async(scale, 0, 1, stream));
     void *amax_args[] = {&x, &ldx, &rows, &cols, &scale};
-    if ((rc = launch(cu, q, plan.amax, plan.grid, THREADS, amax_args, stream, err))) goto cleanup;
+    if ((rc = launch(cu, q, plan.amax, plan.grid, plan.grid_y, THREADS, amax_args, stream, err)))
+      goto cleanup;
   }
-  if ((rc = launch(cu, q, plan.kernel, plan.grid, THREADS, cast_args, stream, err))) goto cleanup;
+  if ((rc = launch(cu, q, plan.kernel, plan.grid, plan.grid_y, THREADS, cast_args, stream, err)))
+    goto cleanup;
   if (d->mode == MMT_QUANT_TENSOR) {
     void *scale_args[] = {&scale, &pow2};
-    rc = launch(cu, q, plan.finish, 1, 1, scale_args, stream, err);
+    rc = launch(cu, q, plan.finish, 1, 1, 1, scale_args, stream, err);
   }
 cleanup:
   return rc;

@@ -26,17 +26,23 @@ const char *rt_quantize_source(void);
  * then the amax passes (input type, width), then the scale kernels (output type). */
 #define RT_QUANT_KERNELS (4 * 3 * 2 * 2 + 3 * 2 + 2)
 
-/* Kernel `index`'s name in the module, e.g. "mmt_quant_1x128_bf16_e4m3_v4",
- * "mmt_quant_amax_bf16_v4", "mmt_quant_scale_e4m3"; "" out of range. */
+/* Kernel `index`'s name in the module, e.g. "mmt_quant_1x128_bf16_e4m3_v8",
+ * "mmt_quant_amax_f32_v4", "mmt_quant_scale_e4m3"; "" out of range. */
 void rt_quantize_kernel_name(int index, char out[48]);
 
 /* The launches of a checked call that writes something (rows, cols > 0): kernel numbers. */
 typedef struct {
-  int kernel;    /* the cast (per tensor: after the amax) */
-  int amax;      /* per tensor only: the amax pass, else -1 */
-  int finish;    /* per tensor only: the scale kernel, else -1 */
-  unsigned grid; /* blocks of 256 threads, the cast's (and the amax's) */
-  int vec;       /* elements a load: 4 when rows start 4-element aligned in x and q, else 1 */
+  int kernel;      /* the cast (per tensor: after the amax) */
+  int amax;        /* per tensor only: the amax pass, else -1 */
+  int finish;      /* per tensor only: the scale kernel, else -1 */
+  unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's) */
+  unsigned grid_y; /* per tensor: the grid's rows; else 1 */
+  /* Elements a load: 16 bytes (4 f32, 8 16-bit) when every row starts 16-byte aligned in x
+   * and vec-byte aligned in q, else 1. */
+  int vec;
+  /* The matrix as the kernels see it: per tensor, a contiguous one is one row of rows * cols
+   * elements (below 2^31); else the call's. */
+  int64_t rows, cols;
 } rt_quantize_plan;
 void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out);
 

@@ -126,11 +126,13 @@ static void one_case(gc_fixture *f, mmt_dtype in, mmt_dtype out, mmt_quant_mode 
                      bool aligned) {
   const rt_cu *cu = f->cu;
   mmt_quantize_desc d = {.in_type = in, .out_type = out, .mode = mode, .pow2_scales = pow2};
-  d.rows = pick(1, 300);
-  d.cols = aligned ? 4 * pick(1, 160) : pick(1, 640);
-  d.ldx = d.cols + (aligned ? 4 * pick(0, 3) : pick(0, 9));
-  d.ldq = d.cols + (aligned ? 4 * pick(0, 3) : pick(0, 9));
-  const int64_t x_skew = aligned ? 4 * pick(0, 2) : pick(0, 3), q_skew = aligned ? 0 : pick(0, 3);
+  /* Aligned: rows that start on 16 bytes of x and q (the kernels' vector loads).  Up to 9600
+   * columns: past a row's 8192-element chunk, and a 1024-element one of single loads. */
+  d.cols = aligned ? 8 * pick(1, 1200) : pick(1, 2500);
+  d.rows = pick(1, 200000 / d.cols + 1);
+  d.ldx = d.cols + (aligned ? 8 * pick(0, 3) : pick(0, 9));
+  d.ldq = d.cols + (aligned ? 16 * pick(0, 3) : pick(0, 9));
+  const int64_t x_skew = aligned ? 8 * pick(0, 2) : pick(0, 3), q_skew = aligned ? 0 : pick(0, 3);
   const int64_t s_skew = pick(0, 3), n_scales = mmt_quantize_scales(mode, d.rows, d.cols);
   const int es = size_of(in);
   const size_t x_elems = (size_t)(x_skew + (d.rows - 1) * d.ldx + d.cols + 16);

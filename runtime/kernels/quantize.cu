@@ -10,9 +10,14 @@
  * types are read as their bits.  Row-major matrices, rows x cols, pitch in elements.
  *
  * The kernels come in one instance per input type (IN: 0 f32, 1 f16, 2 bf16), output type
- * (E5M2: 0 e4m3, 1 e5m2) and vector width (V: 4 elements a load when every row start is
- * aligned to it, else 1), named mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128,
- * cast; and mmt_quant_amax_<in>_v<V>, mmt_quant_scale_<out>). */
+ * (E5M2: 0 e4m3, 1 e5m2) and vector width (V: 16 bytes of x a load, 4 f32 or 8 16-bit
+ * elements, when every row start is aligned to it, else 1), named
+ * mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128, cast; and
+ * mmt_quant_amax_<in>_v<V>, mmt_quant_scale_<out>).
+ *
+ * Memory-bound: each kernel issues all of a thread's loads before it uses any (four to eight
+ * 16-byte loads in flight a thread), holds what it read in registers between the amax and the
+ * cast wherever a group fits, and indexes without 64-bit division in its loops. */
 
 #define FLT_MIN_NORMAL 1.17549435e-38f
 #define FLT_MAX_FINITE 3.40282347e+38f
@@ -50,11 +55,13 @@ template <> struct vec_t<0, 4> {
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
   }
 };
-template <int IN> struct vec_t<IN, 4> {
+template <int IN> struct vec_t<IN, 8> {
   static __device__ void load(const u16 *p, float *v) {
-    const uint2 w = *(const uint2 *)p;
-    v[0] = elem<IN>::get((u16)w.x), v[1] = elem<IN>::get((u16)(w.x >> 16));
-    v[2] = elem<IN>::get((u16)w.y), v[3] = elem<IN>::get((u16)(w.y >> 16));
+    const uint4 w = *(const uint4 *)p;
+    const u32 u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      v[2 * i] = elem<IN>::get((u16)u[i]), v[2 * i + 1] = elem<IN>::get((u16)(u[i] >> 16));
   }
 };
 
@@ -68,12 +75,17 @@ template <int E5M2> __device__ u16 fp8x2(float lo, float hi) {
   return r;
 }
 
+/* Four codes of v[0..3] * inv in a u32. */
+template <int E5M2> __device__ u32 fp8x4(const float *v, float inv) {
+  return fp8x2<E5M2>(v[0] * inv, v[1] * inv) | (u32)fp8x2<E5M2>(v[2] * inv, v[3] * inv) << 16;
+}
+
 /* V codes of v[] * inv stored at q. */
 template <int E5M2, int V> __device__ void store(u8 *q, const float *v, float inv) {
-  if (V == 4) {
-    const u32 w = fp8x2<E5M2>(v[0] * inv, v[1] * inv) | (u32)fp8x2<E5M2>(v[2] * inv, v[3] * inv)
-                                                            << 16;
-    *(u32 *)q = w;
+  if (V == 8) {
+    *(uint2 *)q = make_uint2(fp8x4<E5M2>(v, inv), fp8x4<E5M2>(v + 4, inv));
+  } else if (V == 4) {
+    *(u32 *)q = fp8x4<E5M2>(v, inv);
   } else {
     *q = (u8)fp8x2<E5M2>(v[0] * inv, 0.0f);
   }
@@ -83,6 +95,12 @@ template <int E5M2, int V> __device__ void store(u8 *q, const float *v, float in
 __device__ float finite_abs(float v) {
   const float a = fabsf(v);
   return a <= FLT_MAX_FINITE ? a : 0.0f;
+}
+
+template <int V> __device__ float vec_amax(const float *v, float m) {
+#pragma unroll
+  for (int e = 0; e < V; e++) m = fmaxf(m, finite_abs(v[e]));
+  return m;
 }
 
 /* The scale of a group of largest finite magnitude amax. */
@@ -97,6 +115,7 @@ template <int E5M2> __device__ float scale_of(float amax, int pow2) {
   return s;
 }
 
+/* The largest m over aligned groups of `width` lanes (a power of two up to 32), in each. */
 __device__ float warp_max(float m, int width) {
   for (int o = width / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   return m;
@@ -114,105 +133,170 @@ __device__ float block_max(float m) {
   return m;
 }
 
-/* Groups of one row by 128 columns (scale[cb * rows + r], cb = c / 128): a warp per group,
- * its elements held in registers between the amax and the cast.  Eight warps a block. */
+/* Loads per lane: four 16-byte loads in flight (V = 1: four elements, a group of 128 per
+ * warp). */
+#define LOADS 4
+
+/* Groups of one row by 128 columns (scale[cb * rows + r], cb = c / 128): a warp per segment
+ * of a row, LOADS * 32 * V columns (8 groups of 16-bit, 4 of f32, 1 of single elements), its
+ * loads all issued before the amax, held in registers for the cast.  Eight warps a block. */
 template <int IN, int E5M2, int V>
 __device__ void group_1x128(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
                             int rows, int cols, float *scale, int pow2) {
-  const int lane = threadIdx.x % 32, cbs = (cols + 127) / 128;
-  const long long g = (long long)blockIdx.x * 8 + threadIdx.x / 32;
-  if (g >= (long long)rows * cbs) return;
-  const int r = (int)(g / cbs), cb = (int)(g % cbs);
-  const int held = 128 / (32 * V);
-  float v[128 / 32];
-  float m = 0.0f;
+  const int SEG = LOADS * 32 * V, lane = threadIdx.x % 32;
+  const int segs = (cols + SEG - 1) / SEG;
+  const long long w = (long long)blockIdx.x * 8 + threadIdx.x / 32;
+  if (w >= (long long)rows * segs) return;
+  const int r = (int)(w / segs), c0 = (int)(w % segs) * SEG;
+  const typename elem<IN>::t *xr = x + r * ldx;
+  float v[LOADS * V];
 #pragma unroll
-  for (int h = 0; h < held; h++) {
-    const int c = cb * 128 + (h * 32 + lane) * V;
+  for (int u = 0; u < LOADS; u++) {
+    const int c = c0 + (u * 32 + lane) * V;
     if (c < cols)
-      vec_t<IN, V>::load(x + r * ldx + c, v + h * V);
+      vec_t<IN, V>::load(xr + c, v + u * V);
     else
-      for (int e = 0; e < V; e++) v[h * V + e] = 0.0f;
-    for (int e = 0; e < V; e++) m = fmaxf(m, finite_abs(v[h * V + e]));
-  }
-  const float s = scale_of<E5M2>(warp_max(m, 32), pow2), inv = 1.0f / s;
 #pragma unroll
-  for (int h = 0; h < held; h++) {
-    const int c = cb * 128 + (h * 32 + lane) * V;
-    if (c < cols) store<E5M2, V>(q + r * ldq + c, v + h * V, inv);
+      for (int e = 0; e < V; e++) v[u * V + e] = 0.0f;
   }
-  if (lane == 0) scale[(long long)cb * rows + r] = s;
+  u8 *qr = q + r * ldq;
+  if (V == 1) { /* the segment is one group */
+    float m = 0.0f;
+#pragma unroll
+    for (int u = 0; u < LOADS; u++) m = vec_amax<1>(v + u, m);
+    const float s = scale_of<E5M2>(warp_max(m, 32), pow2), inv = 1.0f / s;
+#pragma unroll
+    for (int u = 0; u < LOADS; u++) {
+      const int c = c0 + u * 32 + lane;
+      if (c < cols) store<E5M2, 1>(qr + c, v + u, inv);
+    }
+    if (lane == 0 && c0 < cols) scale[(long long)(c0 / 128) * rows + r] = s;
+    return;
+  }
+  /* each load covers 32 * V / 128 groups of 128 / V lanes */
+  const int width = 128 / V;
+#pragma unroll
+  for (int u = 0; u < LOADS; u++) {
+    const int c = c0 + (u * 32 + lane) * V;
+    const float s = scale_of<E5M2>(warp_max(vec_amax<V>(v + u * V, 0.0f), width), pow2);
+    if (c < cols) {
+      store<E5M2, V>(qr + c, v + u * V, 1.0f / s);
+      if (lane % width == 0) scale[(long long)(c / 128) * rows + r] = s;
+    }
+  }
 }
 
 /* Groups of 128 x 128 (scale[rb * CB + cb], CB = ceil(cols / 128)): a block of 256 threads
- * per group, each holding 64 elements: a warp's lanes cover 32 * V columns, the 8 warps
- * every 8th row. */
+ * per group, each holding 64 elements, its loads all issued first.  A row of the group is
+ * 128 / V lanes wide (at most 32; V = 1: four loads a lane), a warp covers RPW of its rows
+ * at a time, the 8 warps 8 * RPW. */
 template <int IN, int E5M2, int V>
 __device__ void group_128x128(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
                               int rows, int cols, float *scale, int pow2) {
+  const int LPR = 128 / V < 32 ? 128 / V : 32; /* lanes a row */
+  const int RPW = 32 / LPR;                     /* rows of a warp's load */
+  const int PER_ROW = 128 / (LPR * V);          /* loads a lane makes of one row */
+  const int STEPS = 128 / (8 * RPW);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, cbs = (cols + 127) / 128;
   const int rb = blockIdx.x / cbs, cb = blockIdx.x % cbs;
-  const int chunks = 128 / (32 * V); /* column chunks of a row per lane */
+  const int r0 = rb * 128 + warp * RPW + lane / LPR, cl = cb * 128 + (lane % LPR) * V;
   float v[64];
-  float m = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 16; i++) {
-    const int r = rb * 128 + warp + 8 * i;
-    for (int h = 0; h < chunks; h++) {
-      const int c = cb * 128 + (h * 32 + lane) * V;
-      float *t = v + (i * chunks + h) * V;
+  for (int i = 0; i < STEPS; i++)
+#pragma unroll
+    for (int h = 0; h < PER_ROW; h++) {
+      const int r = r0 + i * 8 * RPW, c = cl + h * LPR * V;
+      float *t = v + (i * PER_ROW + h) * V;
       if (r < rows && c < cols)
         vec_t<IN, V>::load(x + r * ldx + c, t);
       else
+#pragma unroll
         for (int e = 0; e < V; e++) t[e] = 0.0f;
-      for (int e = 0; e < V; e++) m = fmaxf(m, finite_abs(t[e]));
     }
-  }
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; i++) m = fmaxf(m, finite_abs(v[i]));
   const float s = scale_of<E5M2>(block_max(m), pow2), inv = 1.0f / s;
 #pragma unroll
-  for (int i = 0; i < 16; i++) {
-    const int r = rb * 128 + warp + 8 * i;
-    for (int h = 0; h < chunks; h++) {
-      const int c = cb * 128 + (h * 32 + lane) * V;
-      if (r < rows && c < cols) store<E5M2, V>(q + r * ldq + c, v + (i * chunks + h) * V, inv);
+  for (int i = 0; i < STEPS; i++)
+#pragma unroll
+    for (int h = 0; h < PER_ROW; h++) {
+      const int r = r0 + i * 8 * RPW, c = cl + h * LPR * V;
+      if (r < rows && c < cols) store<E5M2, V>(q + r * ldq + c, v + (i * PER_ROW + h) * V, inv);
     }
-  }
   if (threadIdx.x == 0) scale[(long long)rb * cbs + cb] = s;
 }
 
-/* Groups of one whole row (scale[r]): a warp per row, reading it twice (the second time
- * mostly from L1), eight rows a block. */
+/* Groups of one whole row (scale[r]): a block of 256 threads per row, in chunks of
+ * 256 * LOADS * V columns.  The amax pass holds the last chunk in registers; the cast pass
+ * stores it first, then reads the others again, last to first (the most recently read, most
+ * likely still in L1 or L2).  A row of one chunk (2048 f32 or 8192 16-bit elements at V) is
+ * read once. */
 template <int IN, int E5M2, int V>
 __device__ void group_row(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
                           int rows, int cols, float *scale, int pow2) {
-  const int lane = threadIdx.x % 32;
-  const long long r = (long long)blockIdx.x * 8 + threadIdx.x / 32;
-  if (r >= rows) return;
-  float v[V], m = 0.0f;
-  for (int c = lane * V; c < cols; c += 32 * V) {
-    vec_t<IN, V>::load(x + r * ldx + c, v);
-    for (int e = 0; e < V; e++) m = fmaxf(m, finite_abs(v[e]));
+  const int CHUNK = 256 * LOADS * V;
+  const int r = blockIdx.x, chunks = (cols + CHUNK - 1) / CHUNK;
+  const typename elem<IN>::t *xr = x + r * ldx;
+  u8 *qr = q + r * ldq;
+  float v[LOADS * V], m = 0.0f;
+  for (int k = 0; k < chunks; k++) {
+#pragma unroll
+    for (int u = 0; u < LOADS; u++) {
+      const int c = k * CHUNK + (u * 256 + threadIdx.x) * V;
+      if (c < cols)
+        vec_t<IN, V>::load(xr + c, v + u * V);
+      else
+#pragma unroll
+        for (int e = 0; e < V; e++) v[u * V + e] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < LOADS; u++) m = vec_amax<V>(v + u * V, m);
   }
-  const float s = scale_of<E5M2>(warp_max(m, 32), pow2), inv = 1.0f / s;
-  for (int c = lane * V; c < cols; c += 32 * V) {
-    vec_t<IN, V>::load(x + r * ldx + c, v);
-    store<E5M2, V>(q + r * ldq + c, v, inv);
+  const float s = scale_of<E5M2>(block_max(m), pow2), inv = 1.0f / s;
+  for (int k = chunks - 1; k >= 0; k--) {
+    if (k < chunks - 1)
+#pragma unroll
+      for (int u = 0; u < LOADS; u++) {
+        const int c = k * CHUNK + (u * 256 + threadIdx.x) * V;
+        if (c < cols) vec_t<IN, V>::load(xr + c, v + u * V);
+      }
+#pragma unroll
+    for (int u = 0; u < LOADS; u++) {
+      const int c = k * CHUNK + (u * 256 + threadIdx.x) * V;
+      if (c < cols) store<E5M2, V>(qr + c, v + u * V, inv);
+    }
   }
-  if (lane == 0) scale[r] = s;
+  if (threadIdx.x == 0) scale[r] = s;
 }
 
 /* One scale for the matrix, in three launches after *amax = 0: the amax, by an atomic max of
  * each block's (non-negative floats order as their bits); the cast, every block deriving the
- * scale from it; then scale[0] = the scale, over the amax. */
+ * scale from it; then scale[0] = the scale, over the amax.  Both passes walk the matrix as
+ * rows (a contiguous matrix comes as one row of rows * cols elements, rt_quantize.c) of
+ * cols / V vectors on a 2-D grid: rows r = blockIdx.y, + gridDim.y, ...; in a row, LOADS
+ * vectors a thread, 256 apart.  The cast walks rows and vectors last to first: what the amax
+ * pass read last is what L2 still holds. */
 template <int IN, int V>
 __device__ void tensor_amax(const typename elem<IN>::t *x, long long ldx, int rows, int cols,
                             float *amax) {
-  const long long per_row = cols / V, n = (long long)rows * per_row;
-  float v[V], m = 0.0f;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    vec_t<IN, V>::load(x + (i / per_row) * ldx + (i % per_row) * V, v);
-    for (int e = 0; e < V; e++) m = fmaxf(m, finite_abs(v[e]));
+  const int per_row = cols / V, step = gridDim.x * 256 * LOADS;
+  float v[LOADS * V], m = 0.0f;
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    const typename elem<IN>::t *xr = x + r * ldx;
+    for (int j0 = blockIdx.x * 256 * LOADS + threadIdx.x; j0 < per_row; j0 += step) {
+#pragma unroll
+      for (int u = 0; u < LOADS; u++) {
+        const int j = j0 + u * 256;
+        if (j < per_row)
+          vec_t<IN, V>::load(xr + (long long)j * V, v + u * V);
+        else
+#pragma unroll
+          for (int e = 0; e < V; e++) v[u * V + e] = 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < LOADS; u++) m = vec_amax<V>(v + u * V, m);
+    }
   }
   m = block_max(m);
   if (threadIdx.x == 0) atomicMax((u32 *)amax, __float_as_uint(m));
@@ -221,14 +305,25 @@ __device__ void tensor_amax(const typename elem<IN>::t *x, long long ldx, int ro
 template <int IN, int E5M2, int V>
 __device__ void tensor_cast(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
                             int rows, int cols, const float *amax, int pow2) {
-  const long long per_row = cols / V, n = (long long)rows * per_row;
+  const int per_row = cols / V, step = gridDim.x * 256 * LOADS;
   const float inv = 1.0f / scale_of<E5M2>(*amax, pow2);
-  float v[V];
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const long long r = i / per_row, c = (i % per_row) * V;
-    vec_t<IN, V>::load(x + r * ldx + c, v);
-    store<E5M2, V>(q + r * ldq + c, v, inv);
+  float v[LOADS * V];
+  for (int rr = blockIdx.y; rr < rows; rr += gridDim.y) {
+    const int r = rows - 1 - rr;
+    const typename elem<IN>::t *xr = x + r * ldx;
+    u8 *qr = q + r * ldq;
+    for (int j0 = blockIdx.x * 256 * LOADS + threadIdx.x; j0 < per_row; j0 += step) {
+#pragma unroll
+      for (int u = 0; u < LOADS; u++) {
+        const int j = per_row - 1 - (j0 + u * 256);
+        if (j >= 0) vec_t<IN, V>::load(xr + (long long)j * V, v + u * V);
+      }
+#pragma unroll
+      for (int u = 0; u < LOADS; u++) {
+        const int j = per_row - 1 - (j0 + u * 256);
+        if (j >= 0) store<E5M2, V>(qr + (long long)j * V, v + u * V, inv);
+      }
+    }
   }
 }
 
@@ -268,8 +363,13 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   MMT_QUANT_IN(1, f16, V)                                                                          \
   MMT_QUANT_IN(2, bf16, V)
 
+#define MMT_QUANT_WIDE                                                                             \
+  MMT_QUANT_IN(0, f32, 4)                                                                          \
+  MMT_QUANT_IN(1, f16, 8)                                                                          \
+  MMT_QUANT_IN(2, bf16, 8)
+
 MMT_QUANT_ALL(1)
-MMT_QUANT_ALL(4)
+MMT_QUANT_WIDE
 
 extern "C" __global__ void mmt_quant_scale_e4m3(float *scale, int pow2) {
   tensor_scale<0>(scale, pow2);
