@@ -142,6 +142,11 @@ typedef struct {
   /* FP8 inputs only: B is of the other FP8 type than A (the problem's dtype): e4m3 A with
    * e5m2 B, or e5m2 A with e4m3 B (wgmma reads the pair as it is). */
   bool mixed_fp8;
+  /* Grouped GEMMs (mmtune.h's mmt_group_mode): 0 none, 'c' contiguous (the experts' rows of
+   * one A and D, G + 1 row offsets), 'm' masked (a batch whose problems use their first rows,
+   * G row counts).  The counts come in the epilogue (gen.h's op ABI); problem z's per-column
+   * vectors are the z-th of G.  Row-major A ('n'), not gated, no block scales. */
+  char group;
 } gen_op;
 
 /* The most bytes of gen_op_format's text, NUL included. */
@@ -274,12 +279,16 @@ typedef struct {
  *   const TO *C, int ldc, mmt_epilogue E
  * the struct of the epilogue snippet (templates/snippets/epilogue.cu; GEN_EPILOGUE_BYTES):
  *   { void *D; long long ldd; const void *bias; const float *scale_row, *scale_col;
- *     long long batch_a, batch_b, batch_c, batch_d; const float *scale_d; float *amax; }
+ *     long long batch_a, batch_b, batch_c, batch_d; const float *scale_d; float *amax;
+ *     const int *group_rows; int *group_error; long long groups; }
  * D (ldd, TO; gated: M x N/2) is written; bias, scale_row, scale_col are read as the op says
  * (NULL where it has none).  scale_d and amax are an FP8 D's (its scale, NULL for 1; where
  * the largest |D| before it goes by atomic max, NULL for nowhere); a kernel of another output
  * type declares the struct without them (its first 72 bytes: the launch copies what the
- * kernel's parameter holds).  The problems of a batch are blockIdx.z: problem z's A, B, C and D
+ * kernel's parameter holds); group_rows, group_error and groups are a grouped op's (gen_op's
+ * group), whose struct has all of them (112 bytes) and whose tile rows are its experts' (the
+ * epilogue snippet's EPI_GROUP): contiguous, grid.z 1 and G tile rows more than M's; masked,
+ * grid.z the G experts as a batch's.  The problems of a batch are blockIdx.z: problem z's A, B, C and D
  * start batch_a * z, ... elements past the pointers (0: the same matrix for every z).  The
  * runtime launches grid.z = the batch when the kernel's grid.z is the constant 1; a kernel
  * whose grid.z is anything else (split-K's slices) runs batches of 1 only (its constraints say
@@ -287,7 +296,7 @@ typedef struct {
  * stride the operand's batch stride (problem z's box at z), or of size 1 where the operand is
  * shared (stride 0) or the batch is 1 (z 0).
  */
-#define GEN_EPILOGUE_BYTES 88
+#define GEN_EPILOGUE_BYTES 112
 
 /* Template discovery.  The search path is $MMTUNE_TEMPLATE_PATH (colon-separated folders,
  * searched first), then <exe dir>/../share/mmtune/templates, then the installed folder

@@ -34,6 +34,8 @@ bool gen_op_valid(const gen_op *op, const char *in_dtype) {
          (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
          (!op->scale_block || gen_dtype_fp8(in_dtype)) &&
          (!op->mixed_fp8 || gen_dtype_fp8(in_dtype)) &&
+         (op->group == 0 ||
+          ((op->group == 'c' || op->group == 'm') && !op->gated && !op->scale_block)) &&
          (!gen_dtype_fp8(op->out) || (gen_dtype_fp8(in_dtype) && (!op->bias || op->bias_f32)));
 }
 
@@ -43,7 +45,8 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
   if (!op) return MMT_OK;
   if (!out_type(op->out) || (op->bias && op->bias != 'c' && op->bias != 'r') ||
       (!op->bias && op->bias_f32) || !gen_act_name(op->act) ||
-      (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block > 1)
+      (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block > 1 ||
+      (op->group && op->group != 'c' && op->group != 'm'))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: an op with a field out of range");
   const char *scale = op->scale_block                  ? ",scale=block"
                       : op->scale_tensor               ? ",scale=tensor"
@@ -51,14 +54,17 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
                       : op->scale_row                  ? ",scale=row"
                       : op->scale_col                  ? ",scale=col"
                                                        : "";
+  const char *group = op->group == 'c'   ? ",group=contiguous"
+                      : op->group == 'm' ? ",group=masked"
+                                         : "";
   int n =
-      snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s%s", op->out,
+      snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s%s%s", op->out,
                op->bias == 'c'   ? ",bias=col"
                : op->bias == 'r' ? ",bias=row"
                                  : "",
                op->bias_f32 && strcmp(op->out, "f32") ? ",bias_type=f32" : "", scale,
                op->act ? ",act=" : "", op->act ? act_names[op->act] : "", op->gated ? ",gated" : "",
-               op->fast_accum ? ",fast_accum" : "", op->mixed_fp8 ? ",mixed" : "");
+               op->fast_accum ? ",fast_accum" : "", op->mixed_fp8 ? ",mixed" : "", group);
   if (n < 0 || (size_t)n >= outlen) {
     out[0] = '\0';
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: buffer of %zu bytes too short",
@@ -93,11 +99,15 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     op->act = (gen_act)gen_act_index(value);
   } else if (!strcmp(name, "gated") && !value) {
     op->gated = true;
+  } else if (!strcmp(name, "group") && value &&
+             (!strcmp(value, "contiguous") || !strcmp(value, "masked"))) {
+    op->group = value[0];
   } else {
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16|e4m3|e5m2, bias=col|row, "
                    "bias_type=f32, scale=row|col|row+col|tensor|block, "
-                   "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum, mixed)",
+                   "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum, mixed, "
+                   "group=contiguous|masked)",
                    name, value ? "=" : "", value ? value : "");
   }
   return MMT_OK;
@@ -122,6 +132,9 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
   if ((o.scale_row || o.scale_col) + o.scale_tensor + o.scale_block > 1)
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "epilogue '%s': one scale= only (row, col and row+col, tensor, or block)", text);
+  if (o.group && (o.gated || o.scale_block))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "epilogue '%s': group= is not gated nor block-scaled",
+                   text);
   if (!out_seen) {
     const char *in = in_dtype && !strcmp(in_dtype, "tf32") ? "f32"
                      : gen_dtype_fp8(in_dtype)             ? "bf16"
@@ -144,7 +157,7 @@ void gen_push_op(lua_State *L, const gen_op *op) {
     lua_pushnil(L);
     return;
   }
-  lua_createtable(L, 0, 11);
+  lua_createtable(L, 0, 12);
   lua_pushstring(L, op->out);
   lua_setfield(L, -2, "out");
   if (op->bias) {
@@ -169,4 +182,8 @@ void gen_push_op(lua_State *L, const gen_op *op) {
   lua_setfield(L, -2, "act");
   lua_pushboolean(L, op->gated);
   lua_setfield(L, -2, "gated");
+  if (op->group) {
+    lua_pushstring(L, op->group == 'c' ? "contiguous" : "masked");
+    lua_setfield(L, -2, "group");
+  }
 }

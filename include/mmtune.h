@@ -200,6 +200,16 @@ typedef enum {
   MMT_SCALE_BLOCK = 2
 } mmt_scale_mode;
 
+/* How the problems of a call share A's and D's rows (mixture-of-experts layers: one problem an
+ * expert, the tokens routed to it its rows).  The row counts live in device memory, read when
+ * the kernel runs: the host never waits for routing, and a CUDA graph replays with new
+ * routings.  See mmt_matmul_desc, "Grouped". */
+typedef enum {
+  MMT_GROUP_NONE = 0,       /* a batch: problem z is A_z, B_z, C_z, D_z, each of M rows */
+  MMT_GROUP_CONTIGUOUS = 1, /* the experts' rows one after another in one A and one D */
+  MMT_GROUP_MASKED = 2      /* a batch of M-row blocks, expert z using its first rows */
+} mmt_group_mode;
+
 /*
  * What mmt_matmul computes.  Zero-initialize, then set what you need; batch must be >= 1.
  * For each problem z of the batch (0 <= z < batch), with A_z = a + z * stride_a (elements),
@@ -232,6 +242,23 @@ typedef enum {
  * promote wgmma's FP8 sums
  * into fp32 every few K blocks; fast_accum lets kernels that do not (faster, less accurate
  * over a long K) serve as well.
+ * Grouped (group_mode not MMT_GROUP_NONE; row-major, trans_a MMT_NO_TRANS, not gated yet):
+ * batch is G, the experts; expert z multiplies its rows of A by B_z = b + z * stride_b (its
+ * weight; stride_b 0 shares one), and the per-column vectors are the expert's own: bias (by
+ * column) from bias + z * N, scale_col from scale_col + z * N (MMT_SCALE_TENSOR: B's scale
+ * scale_col[z]).  Per-row vectors (bias by row, scale_row) index the rows of A as stored.
+ *   MMT_GROUP_CONTIGUOUS: A is M x K and D (and C) M x N, the rows of all experts;
+ *     group_rows holds G + 1 ints, expert z's rows [group_rows[z], group_rows[z + 1]), so
+ *     0 <= group_rows[0] <= ... <= group_rows[G] <= M; stride_a, stride_c and stride_d are 0.
+ *   MMT_GROUP_MASKED: expert z's A, C and D are M-row blocks at stride_a, stride_c, stride_d
+ *     as a batch's, of which it uses the first group_rows[z] (0 <= group_rows[z] <= M).
+ * Rows outside every expert's range are not written.  An expert may have no rows.
+ * group_tokens is the caller's count of the rows all experts have together (0: not known,
+ * taken as M for CONTIGUOUS, G * M for MASKED): the kernel is chosen for it, it is never
+ * read as a bound.  group_rows that break the rules above are not an out-of-bounds access:
+ * the kernels compute the experts whose rows are valid, skip the others, and record it on
+ * the context; the next mmt_matmul call on the context (one that starts after this call's
+ * kernel has finished) returns MMT_ERR_INVALID_ARG saying so, before doing anything else.
  */
 typedef struct {
   mmt_order order;
@@ -264,6 +291,9 @@ typedef struct {
   const float *scale_d; /* an FP8 D only: D = the value times *scale_d, saturated (NULL: 1) */
   float *amax;          /* an FP8 D only: OUT, the largest |value| before scale_d (NULL: not
                            wanted); zeroed on the stream first, then an atomic max */
+  mmt_group_mode group_mode; /* MMT_GROUP_NONE (0, the default): see "Grouped" above */
+  const int32_t *group_rows; /* grouped: device ints, G + 1 offsets or G counts */
+  int64_t group_tokens;      /* grouped: the rows of all experts, a hint (0: unknown) */
 } mmt_matmul_desc;
 
 /*
@@ -334,8 +364,10 @@ int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols);
  *   q     = x * (1 / scale), rounded to nearest even, saturating to +-FP8_MAX
  * so x ~ q * scale; an infinity saturates, NaN stays NaN (neither counts towards amax), and a
  * group of zeros gets scale FLT_MIN.  Each group's amax, scale and cast are one pass over its
- * elements (a warp or a block holds them), except MMT_QUANT_TENSOR: an amax pass, then the cast
- * (x read twice), four operations on the stream (a memset and three kernels), no host sync.
+ * elements (a warp or a block holds them; MMT_QUANT_ROW reads a row longer than 8192 16-bit or
+ * 4096 f32 elements twice), except MMT_QUANT_TENSOR: an amax pass, then the cast (x read twice,
+ * the second pass starting on what L2 still holds), four operations on the stream (a memset and
+ * three kernels), no host sync.
  * rows or cols == 0 writes nothing.  Needs an FP8-capable GPU (compute capability 8.9 or
  * newer).  The first call compiles the kernels (NVRTC, through the cubin cache).
  * A column-major matrix is the row-major cols x rows one: swap rows and cols (its groups are

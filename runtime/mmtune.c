@@ -91,7 +91,14 @@ struct mmt_context {
   uint64_t hits, misses;
   _Atomic uint64_t launches; /* counted outside the lock */
   rt_quantizer quant; /* mmt_quantize's kernels, loaded at its first call, then never changed */
+  /* Grouped calls' error word (mmtune.h, "Grouped"): pinned host memory the kernels write
+   * through its device address, so a call reads it without a sync; made at the first grouped
+   * call, then never changed. */
+  int *group_error;
+  CUdeviceptr group_error_dev;
 };
+
+static void group_error_free(mmt_context *ctx);
 
 /* ---- errors and logging ---- */
 
@@ -183,6 +190,7 @@ static void release(mmt_context *ctx) {
   db_close(ctx->db);
   free(ctx->cache_dir);
   rt_quantizer_unload(&ctx->quant);
+  group_error_free(ctx);
   if (ctx->dev_open) rt_device_close(&ctx->dev);
   ctx->kernels = NULL;
   ctx->slots = NULL;
@@ -541,12 +549,75 @@ static problem_key op_key_of(const rt_matmul_plan *pl, mmt_dtype dtype) {
                          (uint64_t)pl->kp.ldb * elem,
                          (uint64_t)pl->stride_a * elem,
                          (uint64_t)pl->stride_b * elem};
-  return key_make(&pl->kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), pl->batch);
+  /* A grouped call is keyed, and its kernel chosen, by the rows its experts have in all (the
+   * caller's hint; M without it): contiguous, one problem of those rows; masked, G problems of
+   * their mean. */
+  rt_gemm_kernel_problem kp = pl->kp;
+  int64_t batch = pl->batch;
+  const int64_t tokens = pl->group_tokens;
+  if (pl->op.group == 'c') {
+    batch = 1;
+    if (tokens > 0 && tokens < kp.m) kp.m = tokens;
+  } else if (pl->op.group == 'm' && tokens > 0) {
+    const int64_t mean = (tokens + batch - 1) / batch;
+    if (mean < kp.m) kp.m = mean;
+  }
+  return key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), batch);
 }
 
-/* The launches of an op call: one per 65535 problems of the batch (grid.z's limit). */
+/* The grouped calls' error word of ctx, made at the first (under the lock). */
+static mmt_status group_error_word(mmt_context *ctx, CUdeviceptr *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const rt_cu *cu;
+  pthread_mutex_lock(&ctx->lock);
+  if (!ctx->group_error) {
+    void *host = NULL;
+    if ((rc = rt_driver(&cu, err)) || (rc = rt_device_bind(&ctx->dev, err))) goto cleanup;
+    CUresult r = cu->cuMemHostAlloc(&host, sizeof(int), CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r != CUDA_SUCCESS) {
+      rc = rt_cu_fail(err, "cuMemHostAlloc (grouped calls' error word)", r);
+      goto cleanup;
+    }
+    CUdeviceptr dev = 0;
+    if ((r = cu->cuMemHostGetDevicePointer(&dev, host, 0)) != CUDA_SUCCESS) {
+      cu->cuMemFreeHost(host);
+      rc = rt_cu_fail(err, "cuMemHostGetDevicePointer (grouped calls' error word)", r);
+      goto cleanup;
+    }
+    *(volatile int *)host = 0;
+    ctx->group_error_dev = dev;
+    ctx->group_error = host;
+  }
+  *out = ctx->group_error_dev;
+cleanup:
+  pthread_mutex_unlock(&ctx->lock);
+  return rc;
+}
+
+static void group_error_free(mmt_context *ctx) {
+  const rt_cu *cu;
+  ut_err err;
+  if (ctx->group_error && !rt_driver(&cu, &err) && !rt_device_bind(&ctx->dev, &err))
+    cu->cuMemFreeHost(ctx->group_error);
+  ctx->group_error = NULL;
+}
+
+/* A grouped kernel that found bad group_rows since the last call set the word: this call
+ * says so (once) and does nothing else. */
+static mmt_status check_group_error(mmt_context *ctx, ut_err *err) {
+  if (!ctx->group_error || !__atomic_exchange_n(ctx->group_error, 0, __ATOMIC_ACQ_REL))
+    return MMT_OK;
+  return ut_fail(err, MMT_ERR_INVALID_ARG,
+                 "an earlier grouped mmt_matmul call on this context had group_rows that break "
+                 "their rules (an offset below 0, past M or below the one before it; a count "
+                 "below 0 or past M): its experts with bad rows were skipped");
+}
+
+/* The launches of an op call: one per 65535 problems of the batch (grid.z's limit; a grouped
+ * call has at most 65535 experts, rt_matmul_check). */
 static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_matmul_plan *pl,
-                            const mmt_matmul_desc *d, void *stream, ut_err *err) {
+                            const mmt_matmul_desc *d, CUdeviceptr group_error, void *stream,
+                            ut_err *err) {
   const int64_t in = rt_dtype(d->in_type)->elem_bytes, out = rt_dtype(d->out_type)->elem_bytes;
   mmt_status rc = MMT_OK;
   if (pl->amax) { /* an FP8 D's amax: an atomic max over every launch, from 0 */
@@ -566,7 +637,10 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
                              .batch_c = pl->stride_c,
                              .batch_d = pl->stride_d,
                              .scale_d = pl->scale_d,
-                             .amax = pl->amax};
+                             .amax = pl->amax,
+                             .group_rows = pl->group_rows,
+                             .group_error = group_error,
+                             .groups = pl->op.group ? pl->batch : 0};
     const rt_gemm_args args = {
         .m = pl->kp.m,
         .n = pl->kp.n,
@@ -580,7 +654,8 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
         .ldb = pl->kp.ldb,
         .ldc = pl->kp.ldc,
         .epi = &epi,
-        .batch = pl->batch - z < 65535 ? pl->batch - z : 65535};
+        .batch = pl->batch - z < 65535 ? pl->batch - z : 65535,
+        .group = pl->op.group};
     rc = rt_kernel_launch(&s->kernel->k, &args, (CUstream)stream, err);
     if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
   }
@@ -598,7 +673,8 @@ static mmt_status check_fp8_device(const mmt_context *ctx, const mmt_matmul_desc
 }
 
 static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *stream, ut_err *err) {
-  mmt_status rc = rt_matmul_check(d, err);
+  mmt_status rc = check_group_error(ctx, err);
+  if (!rc) rc = rt_matmul_check(d, err);
   if (!rc) rc = check_open(ctx, err);
   if (!rc) rc = check_fp8_device(ctx, d, err);
   if (rc || d->m == 0 || d->n == 0) return rc;
@@ -606,11 +682,13 @@ static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *strea
   rt_matmul_map(d, &pl);
   if (pl.plain) return gemm(ctx, &pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, stream, err);
   if (d->k == 0 || d->alpha == 0.0f) pl.kp.k = 0; /* P = 0: A and B not read */
+  CUdeviceptr group_error = 0; /* made before the lookup, which may keep the lock */
+  if (pl.op.group && (rc = group_error_word(ctx, &group_error, err))) return rc;
   problem_key key = op_key_of(&pl, pl.dtype);
   problem_slot *s;
   bool locked;
   if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
-  rc = launch_op(ctx, s, &pl, d, stream, err);
+  rc = launch_op(ctx, s, &pl, d, group_error, stream, err);
   if (locked) pthread_mutex_unlock(&ctx->lock);
   return rc;
 }

@@ -536,6 +536,18 @@ static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsig
   if (batch > 65535)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a batch of %lld in one launch (at most 65535)",
                    (long long)batch);
+  if (args->group == 'c') { /* G more tile rows: every expert's last, partial tile */
+    for (int i = 0; i < 3; i++)
+      if (k->grid[i].dim == 'M') {
+        const int64_t rows = (int64_t)grid[i] + batch;
+        if (rows > (i ? 65535 : INT32_MAX))
+          return ut_fail(err, MMT_ERR_UNSUPPORTED, "%lld tile rows of a grouped call in one launch",
+                         (long long)rows);
+        grid[i] = (unsigned)rows;
+        return MMT_OK;
+      }
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "a grouped kernel whose grid has no M dimension");
+  }
   if (grid[2]) grid[2] = (unsigned)batch;
   if (k->grid[0].dim == 'S' && grid[0] > 1) {
     const int64_t share = grid[0] / batch;

@@ -132,7 +132,10 @@ typedef struct {
   CUdeviceptr bias, scale_row, scale_col;
   int64_t batch_a, batch_b, batch_c, batch_d; /* elements from one problem to the next */
   CUdeviceptr scale_d, amax; /* an FP8 D's scale and amax (0: none); other kernels' structs
-                                end before them */
+                                end before them (but grouped ones') */
+  CUdeviceptr group_rows;    /* grouped: G + 1 row offsets (contiguous) or G counts (masked) */
+  CUdeviceptr group_error;   /* grouped: an int the kernels set to 1 on bad group_rows */
+  int64_t groups;            /* grouped: G; only grouped kernels' structs hold these three */
 } rt_epilogue;
 _Static_assert(sizeof(rt_epilogue) == GEN_EPILOGUE_BYTES, "rt_epilogue is the op ABI's struct");
 
@@ -145,6 +148,8 @@ typedef struct {
   const rt_epilogue *epi; /* an op kernel's epilogue (required there, ignored elsewhere) */
   int64_t batch; /* an op kernel's problems (0 read as 1): grid.z when its rule is the constant
                     1, at most 65535; a kernel with any other grid.z takes 1 only */
+  char group;    /* an op kernel's grouping (gen_op's): 'c' contiguous launches grid.z 1 and G
+                    more tile rows (batch is G), 'm' masked grid.z = G; 0 none */
 } rt_gemm_args;
 
 /* Bytes of workspace a launch of k with args needs: the blocks of its grid times

@@ -44,6 +44,7 @@
   X(cuMemFree)                                                                                     \
   X(cuMemHostAlloc)                                                                                \
   X(cuMemFreeHost)                                                                                 \
+  X(cuMemHostGetDevicePointer)                                                                     \
   X(cuMemcpyHtoD)                                                                                  \
   X(cuMemcpyDtoH)                                                                                  \
   X(cuMemcpyDtoD)                                                                                  \

@@ -51,6 +51,50 @@ static mmt_status check_enums(const mmt_matmul_desc *d, ut_err *err) {
   if (d->scale_mode < MMT_SCALE_VECTORS || d->scale_mode > MMT_SCALE_BLOCK)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "scale_mode %d is not an mmt_scale_mode",
                    (int)d->scale_mode);
+  if (d->group_mode < MMT_GROUP_NONE || d->group_mode > MMT_GROUP_MASKED)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "group_mode %d is not an mmt_group_mode",
+                   (int)d->group_mode);
+  return MMT_OK;
+}
+
+/* Grouped calls: their fields together, the layout they need, the strides their rows take
+ * over (mmtune.h, "Grouped"). */
+static mmt_status check_group(const mmt_matmul_desc *d, ut_err *err) {
+  if (d->group_mode == MMT_GROUP_NONE) {
+    if (d->group_rows || d->group_tokens)
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "%s is set but group_mode is MMT_GROUP_NONE",
+                     d->group_rows ? "group_rows" : "group_tokens");
+    return MMT_OK;
+  }
+  const char *mode =
+      d->group_mode == MMT_GROUP_CONTIGUOUS ? "MMT_GROUP_CONTIGUOUS" : "MMT_GROUP_MASKED";
+  if (d->group_tokens < 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "group_tokens must be >= 0, got %lld",
+                   (long long)d->group_tokens);
+  if (d->order != MMT_ROW_MAJOR || d->trans_a != MMT_NO_TRANS)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "%s needs row-major order and trans_a MMT_NO_TRANS (the experts' rows are "
+                   "A's rows)",
+                   mode);
+  if (d->gated)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: a gated epilogue is not grouped yet", mode);
+  if (rt_dtype_fp8(d->in_type))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: FP8 inputs are not grouped yet", mode);
+  if (d->scale_mode == MMT_SCALE_BLOCK)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: block scales are not grouped yet", mode);
+  if (d->batch > 65535)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: batch (the experts) %lld is above 65535", mode,
+                   (long long)d->batch);
+  if (d->group_mode == MMT_GROUP_CONTIGUOUS) {
+    static const char *const names[3] = {"stride_a", "stride_c", "stride_d"};
+    const int64_t v[3] = {d->stride_a, d->beta != 0.0f ? d->stride_c : 0, d->stride_d};
+    for (int i = 0; i < 3; i++)
+      if (v[i] != 0)
+        return ut_fail(err, MMT_ERR_INVALID_ARG,
+                       "%s must be 0 with MMT_GROUP_CONTIGUOUS (group_rows place the experts' "
+                       "rows), got %lld",
+                       names[i], (long long)v[i]);
+  }
   return MMT_OK;
 }
 
@@ -99,7 +143,8 @@ static mmt_status check_sizes(const mmt_matmul_desc *d, ut_err *err) {
                      (long long)v[i]);
   if (d->batch < 1)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "batch must be >= 1, got %lld", (long long)d->batch);
-  if (d->batch > 1 && d->stride_d == 0 && d->m > 0 && d->n > 0)
+  if (d->batch > 1 && d->stride_d == 0 && d->m > 0 && d->n > 0 &&
+      d->group_mode != MMT_GROUP_CONTIGUOUS)
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "stride_d is 0 with batch %lld: every problem would write the same D",
                    (long long)d->batch);
@@ -270,13 +315,24 @@ static mmt_status check_fp8_alignment(const mmt_matmul_desc *d, ut_err *err) {
   return MMT_OK;
 }
 
+/* The rows a per-row vector covers: A's rows as stored (a masked call's G blocks of M). */
+static int64_t vector_rows(const mmt_matmul_desc *d) {
+  return d->group_mode == MMT_GROUP_MASKED ? d->batch * d->m : d->m;
+}
+
+/* How many copies of a per-column vector (bias by column, scale_col) there are: a grouped
+ * call's experts have one each. */
+static int64_t column_copies(const mmt_matmul_desc *d) {
+  return d->group_mode != MMT_GROUP_NONE ? d->batch : 1;
+}
+
 /* The floats of scale_row (side 0) or scale_col (1) as scale_mode says (mmtune.h). */
 static int64_t scale_len(const mmt_matmul_desc *d, int side) {
   const int64_t kb = (d->k + 127) / 128, np = product_n(d);
   switch (d->scale_mode) {
-  case MMT_SCALE_TENSOR: return 1;
+  case MMT_SCALE_TENSOR: return side ? column_copies(d) : 1;
   case MMT_SCALE_BLOCK: return side ? (np + 127) / 128 * kb : kb * d->m;
-  default: return side ? np : d->m;
+  default: return side ? np * column_copies(d) : vector_rows(d);
   }
 }
 
@@ -284,11 +340,15 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
   const int in = rt_dtype(d->in_type)->elem_bytes;
   const bool reads_ab = d->k > 0 && d->alpha != 0.0f, reads_c = d->beta != 0.0f;
   const int64_t np = product_n(d);
-  const span A = matrix("A", d, d->a, d->trans_a, d->m, d->k, d->lda, d->stride_a, d->in_type);
+  span A = matrix("A", d, d->a, d->trans_a, d->m, d->k, d->lda, d->stride_a, d->in_type);
   const span B = matrix("B", d, d->b, d->trans_b, d->k, np, d->ldb, d->stride_b, d->in_type);
-  const span C = matrix("C", d, d->c, false, d->m, d->n, d->ldc, d->stride_c, d->out_type);
-  const span D = matrix("D", d, d->d, false, d->m, d->n, d->ldd, d->stride_d, d->out_type);
+  span C = matrix("C", d, d->c, false, d->m, d->n, d->ldc, d->stride_c, d->out_type);
+  span D = matrix("D", d, d->d, false, d->m, d->n, d->ldd, d->stride_d, d->out_type);
+  if (d->group_mode == MMT_GROUP_CONTIGUOUS) /* one A, C and D: the experts' rows */
+    A.batch = C.batch = D.batch = 1;
   mmt_status rc = check_pointer("d", d->d, D.elem, err);
+  if (!rc && d->group_mode != MMT_GROUP_NONE)
+    rc = check_pointer("group_rows", d->group_rows, 4, err);
   if (!rc && reads_ab) rc = check_pointer("a", d->a, in, err);
   if (!rc && reads_ab) rc = check_pointer("b", d->b, in, err);
   if (!rc && reads_c) rc = check_pointer("c", d->c, C.elem, err);
@@ -316,22 +376,24 @@ static mmt_status check_memory(const mmt_matmul_desc *d, ut_err *err) {
     const void *p;
     int64_t len;
     int elem;
-  } vecs[5] = {
-      {"bias", d->bias, d->bias_mode == MMT_BIAS_ROW ? d->m : np,
+  } vecs[6] = {
+      {"bias", d->bias, d->bias_mode == MMT_BIAS_ROW ? vector_rows(d) : np * column_copies(d),
        d->bias ? rt_dtype(d->bias_type)->elem_bytes : 4},
       {"scale_row", d->scale_row, scale_len(d, 0), 4},
       {"scale_col", d->scale_col, scale_len(d, 1), 4},
       {"scale_d", d->scale_d, 1, 4},
+      {"group_rows", d->group_rows, d->group_mode == MMT_GROUP_CONTIGUOUS ? d->batch + 1 : d->batch,
+       4},
       {"amax", d->amax, 1, 4},
   };
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     if (!vecs[i].p) continue;
     const span v = {vecs[i].name, (uintptr_t)vecs[i].p, vecs[i].len, 1, 0, 0, 1, vecs[i].elem};
     if (overlap(&D, &v)) return ut_fail(err, MMT_ERR_INVALID_ARG, "d overlaps %s", vecs[i].name);
   }
   /* amax is written too: apart from everything the kernel reads */
   const span amax = {"amax", (uintptr_t)d->amax, 1, 1, 0, 0, 1, 4};
-  for (int i = 0; d->amax && i < 4; i++) {
+  for (int i = 0; d->amax && i < 5; i++) {
     if (!vecs[i].p) continue;
     const span v = {vecs[i].name, (uintptr_t)vecs[i].p, vecs[i].len, 1, 0, 0, 1, vecs[i].elem};
     if (overlap(&amax, &v))
@@ -350,6 +412,7 @@ mmt_status rt_matmul_check_fields(const mmt_matmul_desc *d, ut_err *err) {
   if (!rc) rc = check_epilogue(d, err);
   if (!rc) rc = check_fp8_out(d, err);
   if (!rc) rc = check_scales(d, err);
+  if (!rc) rc = check_group(d, err);
   if (!rc) rc = check_int_sizes(d, err);
   return rc;
 }
@@ -363,7 +426,8 @@ mmt_status rt_matmul_check(const mmt_matmul_desc *d, ut_err *err) {
 /* ---- mapping ---- */
 
 static bool is_plain(const mmt_matmul_desc *d) {
-  return !rt_dtype_fp8(d->in_type) && d->out_type == natural_out(d->in_type) && d->batch == 1 &&
+  return !rt_dtype_fp8(d->in_type) && d->group_mode == MMT_GROUP_NONE &&
+         d->out_type == natural_out(d->in_type) && d->batch == 1 &&
          (d->beta == 0.0f || (d->c == d->d && d->ldc == d->ldd)) && d->bias_mode == MMT_BIAS_NONE &&
          !d->scale_row && !d->scale_col && d->act == MMT_ACT_NONE && !d->gated;
 }
@@ -405,6 +469,11 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
   out->dtype = op->mixed_fp8 && col ? d->b_type : d->in_type;
   op->act = (gen_act)d->act; /* the enums agree: mmtune.h's order is gen.h's */
   op->gated = d->gated != 0;
+  op->group = d->group_mode == MMT_GROUP_CONTIGUOUS ? 'c'
+              : d->group_mode == MMT_GROUP_MASKED   ? 'm'
+                                                    : 0;
+  out->group_rows = (uint64_t)(uintptr_t)d->group_rows;
+  out->group_tokens = d->group_tokens;
   out->batch = d->batch;
   out->a = col ? d->b : d->a;
   out->b = col ? d->a : d->b;
@@ -425,7 +494,8 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
 
 /* ---- op codes ---- */
 
-/* D's type: bits 1-2, and bit 17 for the FP8 ones (then bits 1-2 say which). */
+/* D's type: bits 1-2, and bit 17 for the FP8 ones (then bits 1-2 say which); bits 18-19 the
+ * group mode (1 contiguous, 2 masked). */
 static const char *const code_out[3] = {"f32", "f16", "bf16"};
 static const char *const code_out_fp8[2] = {"e4m3", "e5m2"};
 
@@ -441,14 +511,19 @@ int64_t rt_op_code(const gen_op *op) {
   return 1 | out << 1 | bias << 3 | (int64_t)op->bias_f32 << 5 | (int64_t)op->scale_row << 6 |
          (int64_t)op->scale_col << 7 | (int64_t)op->act << 8 | (int64_t)op->gated << 12 |
          (int64_t)op->scale_tensor << 13 | (int64_t)op->fast_accum << 14 |
-         (int64_t)op->scale_block << 15 | (int64_t)op->mixed_fp8 << 16 | (int64_t)out8 << 17;
+         (int64_t)op->scale_block << 15 | (int64_t)op->mixed_fp8 << 16 | (int64_t)out8 << 17 |
+         (int64_t)(op->group == 'c'   ? 1
+                   : op->group == 'm' ? 2
+                                      : 0)
+             << 18;
 }
 
 bool rt_op_of_code(int64_t code, gen_op *op) {
   memset(op, 0, sizeof *op);
   const int64_t out = code >> 1 & 3, bias = code >> 3 & 3, act = code >> 8 & 15;
   const bool out8 = code >> 17 & 1;
-  if (!(code & 1) || out > (out8 ? 1 : 2) || bias > 2 || act >= GEN_ACTS || code >> 18)
+  const int64_t group = code >> 18 & 3;
+  if (!(code & 1) || out > (out8 ? 1 : 2) || bias > 2 || act >= GEN_ACTS || group > 2 || code >> 20)
     return false;
   snprintf(op->out, sizeof op->out, "%s", out8 ? code_out_fp8[out] : code_out[out]);
   op->bias = bias == 1 ? 'c' : bias == 2 ? 'r' : 0;
@@ -461,5 +536,7 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->fast_accum = code >> 14 & 1;
   op->scale_block = code >> 15 & 1;
   op->mixed_fp8 = code >> 16 & 1;
-  return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1;
+  op->group = group == 1 ? 'c' : group == 2 ? 'm' : 0;
+  return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
+         (!op->group || (!op->gated && !op->scale_block));
 }

@@ -46,6 +46,8 @@ typedef struct {
   const void *a, *b; /* the kernel's A and B (swapped for column-major) */
   /* The op ABI's argument (gen.h): device addresses; C for the kernel's C argument. */
   uint64_t c, d, bias, scale_row, scale_col, scale_d, amax;
+  uint64_t group_rows;  /* grouped (op.group): the offsets or counts */
+  int64_t group_tokens; /* grouped: the caller's hint of the rows of all experts (0: none) */
   int64_t ldd;
   int64_t stride_a, stride_b, stride_c, stride_d; /* the kernel's A's and B's */
 } rt_matmul_plan;

@@ -875,7 +875,7 @@ return {
     if p.vec == 0 and p.swz ~= 1 then
       return false, "vec=0 realigns into swizzled tiles: swz=1 (padding only costs memory)"
     end
-    local ok, why = epilogue.fits(op, prob, true, p.split == 1)
+    local ok, why = epilogue.fits(op, prob, true, p.split == 1, false, true)
     if not ok then return false, why end
     -- split-K: one pipeline per block shape and width (block order matters little then)
     return gemm.tiled_fits(p, prob, d, d.shared_max,

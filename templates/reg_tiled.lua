@@ -480,7 +480,7 @@ return {
              split = 1},
 
   constraints = function(p, prob, dtype, layout, op)
-    local ok, why = epilogue.fits(op, prob, true, p.split == 1)
+    local ok, why = epilogue.fits(op, prob, true, p.split == 1, false, true)
     if not ok then return false, why end
     if p.tm > p.bm or p.tn > p.bn then
       return false, "the thread tile is larger than the block tile"

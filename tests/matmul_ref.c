@@ -66,16 +66,21 @@ static double x_of(const mmt_matmul_desc *d, const mr_host *h, int64_t z, int64_
       p += s * a * b;
       pa += fabs(s * a * b);
     }
+  /* grouped: by column, expert z's vectors (the z-th of G); by row, the rows as stored (a
+   * masked call's z-th block of M) */
+  const int64_t cz = d->group_mode != MMT_GROUP_NONE ? z : 0;
+  const int64_t rz = d->group_mode == MMT_GROUP_MASKED ? z * d->m : 0;
+  const int64_t np = d->gated ? 2 * d->n : d->n;
   double f = d->alpha;
   if (d->scale_mode == MMT_SCALE_TENSOR) {
-    f *= (double)h->scale_row[0] * h->scale_col[0];
+    f *= (double)h->scale_row[0] * h->scale_col[cz];
   } else if (!block) {
-    if (h->scale_row) f *= h->scale_row[i];
-    if (h->scale_col) f *= h->scale_col[jp];
+    if (h->scale_row) f *= h->scale_row[rz + i];
+    if (h->scale_col) f *= h->scale_col[cz * np + jp];
   }
   double x = f * p, m = fabs(f) * pa;
   if (d->bias_mode != MMT_BIAS_NONE) {
-    double b = mr_load(d->bias_type, h->bias, d->bias_mode == MMT_BIAS_COL ? jp : i);
+    double b = mr_load(d->bias_type, h->bias, d->bias_mode == MMT_BIAS_COL ? cz * np + jp : rz + i);
     x += b;
     m += fabs(b);
   }

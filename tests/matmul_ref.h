@@ -27,7 +27,8 @@ int64_t mr_offset(mmt_order order, int trans, int64_t i, int64_t j, int64_t ld);
 /* The activation in double. */
 double mr_act(mmt_activation act, double x);
 /* D[i][j] of problem z, in double: the whole expression (scale_mode's scales too), before D's
- * rounding.  *scale gets a
+ * rounding.  Grouped: z is the expert and i a row of A and D as stored (contiguous: any of
+ * the expert's rows; masked: a row of its block).  Neither reads group_rows.  *scale gets a
  * magnitude of its terms (the sum of |products| times the factors, plus |bias| and |beta C|),
  * against which a rounding error is measured; may be NULL. */
 double mr_element(const mmt_matmul_desc *d, const mr_host *h, int64_t z, int64_t i, int64_t j,

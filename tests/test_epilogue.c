@@ -400,12 +400,80 @@ static void test_skinny(void **state) {
   gen_free(t);
 }
 
+/* Grouped ops (mixture of experts): mma_sync and reg_tiled emit and compile them, the move to
+ * the block's expert (EPI_GROUP) in their tile, a name of their own; the others refuse them. */
+static void test_grouped(void **state) {
+  (void)state;
+  static const struct {
+    const char *tmpl, *dtype, *layout, *arch;
+  } ok[] = {{"mma_sync", "f16", "nt", "sm_90"},
+            {"mma_sync", "bf16", "nn", "sm_80"},
+            {"reg_tiled", "f32", "nt", "sm_80"}};
+  static const char *const ops[] = {
+      "out=f16,bias=col,act=silu,group=contiguous", "out=f32,scale=row+col,group=contiguous",
+      "out=bf16,bias=row,bias_type=f32,scale=tensor,group=masked", "out=f32,group=masked"};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    gen_template *t = load(ok[i].tmpl);
+    gen_config cfg;
+    gen_config_default(t, &cfg);
+    for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++) {
+      gen_op op = parse(ops[j], ok[i].dtype);
+      if (!strcmp(ok[i].dtype, "f32")) snprintf(op.out, sizeof op.out, "f32");
+      ut_err e = {{0}};
+      bool valid = false;
+      char why[256] = "";
+      assert_int_equal(
+          gen_check_op_for(t, &cfg, ok[i].dtype, ok[i].layout, &op, &valid, why, sizeof why, &e),
+          MMT_OK);
+      if (!valid) fail_msg("%s refuses %s: %s", ok[i].tmpl, ops[j], why);
+      gen_kernel k = {0};
+      if (gen_emit_op(t, &cfg, ok[i].dtype, ok[i].layout, &op, &k, &e) != MMT_OK)
+        fail_msg("%s %s: %s", ok[i].tmpl, ops[j], e.msg);
+      assert_non_null(strstr(k.source, "  EPI_GROUP("));
+      assert_non_null(
+          strstr(k.source, op.group == 'c' ? "#define EPI_GROUPED 1" : "#define EPI_GROUPED 2"));
+      assert_non_null(strstr(k.kernel_name, op.group == 'c' ? "_gc" : "_gm"));
+      rt_cubin cubin = {0};
+      char *log = NULL;
+      if (rt_compile(k.source, k.kernel_name, ok[i].arch, &cubin, &log, &e) != MMT_OK)
+        fail_msg("%s %s: %s\n%s", ok[i].tmpl, ops[j], e.msg, log ? log : "");
+      free(log);
+      rt_cubin_free(&cubin);
+      gen_kernel_clear(&k);
+      /* split-K's slices take grid.z: no grouped op there */
+      gen_config split = cfg;
+      if (gen_config_parse(t, "split=2", &split, &e) == MMT_OK) {
+        assert_int_equal(gen_check_op_for(t, &split, ok[i].dtype, ok[i].layout, &op, &valid, why,
+                                          sizeof why, &e),
+                         MMT_OK);
+        assert_false(valid);
+      }
+    }
+    gen_free(t);
+  }
+  static const char *const refuse[] = {"wgmma", "skinny", "skinny_mma"};
+  for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
+    gen_template *t = load(refuse[i]);
+    gen_config cfg;
+    gen_config_default(t, &cfg);
+    const gen_op op = parse("out=f16,group=contiguous", "f16");
+    ut_err e = {{0}};
+    bool valid = true;
+    char why[256] = "";
+    assert_int_equal(gen_check_op_for(t, &cfg, "f16", "nt", &op, &valid, why, sizeof why, &e),
+                     MMT_OK);
+    assert_false(valid);
+    assert_non_null(strstr(why, "grouped"));
+    gen_free(t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_op_text),   cmocka_unit_test(test_templates_without_epilogues),
       cmocka_unit_test(test_mma_sync),  cmocka_unit_test(test_wgmma),
       cmocka_unit_test(test_wgmma_fp8), cmocka_unit_test(test_reg_tiled),
-      cmocka_unit_test(test_skinny),
+      cmocka_unit_test(test_skinny),    cmocka_unit_test(test_grouped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -318,6 +318,72 @@ static void test_batch_strides(void **state) {
   expect(&d, MMT_OK, NULL);
 }
 
+/* Grouped calls: their fields, layout, strides and the vectors' lengths (G copies by column). */
+static void test_grouped(void **state) {
+  (void)state;
+  mmt_matmul_desc d = base();
+  d.group_rows = ADDR(0x900000);
+  expect(&d, MMT_ERR_INVALID_ARG, "group_rows is set but group_mode is MMT_GROUP_NONE");
+  d.group_mode = (mmt_group_mode)3;
+  expect(&d, MMT_ERR_INVALID_ARG, "group_mode 3 is not an mmt_group_mode");
+  /* 8 experts over one A (4 x 6) and D (4 x 5), their weights 30 apart */
+  d.group_mode = MMT_GROUP_CONTIGUOUS, d.batch = 8, d.stride_b = 30;
+  expect(&d, MMT_OK, NULL);
+  rt_matmul_plan pl;
+  rt_matmul_map(&d, &pl);
+  assert_false(pl.plain);
+  assert_int_equal(pl.op.group, 'c');
+  assert_int_equal(pl.batch, 8);
+  assert_int_equal(pl.stride_b, 30);
+  assert_int_equal(pl.stride_a, 0);
+  assert_int_equal(pl.group_rows, 0x900000);
+  d.group_tokens = -1;
+  expect(&d, MMT_ERR_INVALID_ARG, "group_tokens must be >= 0, got -1");
+  d.group_tokens = 3, d.stride_d = 20;
+  expect(&d, MMT_ERR_INVALID_ARG,
+         "stride_d must be 0 with MMT_GROUP_CONTIGUOUS (group_rows place the experts' rows), "
+         "got 20");
+  d.stride_d = 0, d.trans_a = MMT_TRANS, d.lda = 4;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "MMT_GROUP_CONTIGUOUS needs row-major order and trans_a MMT_NO_TRANS (the experts' "
+         "rows are A's rows)");
+  d.trans_a = MMT_NO_TRANS, d.lda = 6, d.gated = 1, d.ldb = 10;
+  expect(&d, MMT_ERR_UNSUPPORTED, "MMT_GROUP_CONTIGUOUS: a gated epilogue is not grouped yet");
+  d.gated = 0, d.ldb = 5, d.group_rows = NULL;
+  expect(&d, MMT_ERR_INVALID_ARG, "group_rows is NULL but the call uses it");
+  d.group_rows = ADDR(0x900002);
+  expect(&d, MMT_ERR_INVALID_ARG, "group_rows (0x900002) is not 4-byte aligned");
+  /* G + 1 offsets: 36 bytes; D (80 bytes) just after them, then on them */
+  d.group_rows = ADDR(0x400000 - 36);
+  expect(&d, MMT_OK, NULL);
+  d.group_rows = ADDR(0x400000 - 32);
+  expect(&d, MMT_ERR_INVALID_ARG, "d overlaps group_rows");
+  /* a bias by column: one of N for each expert (8 x 5 floats), by row: M */
+  d = base(), d.group_mode = MMT_GROUP_CONTIGUOUS, d.batch = 8, d.group_rows = ADDR(0x900000);
+  d.bias_mode = MMT_BIAS_COL, d.bias = ADDR(0x400000 - 8 * 5 * 4);
+  expect(&d, MMT_OK, NULL);
+  d.bias = ADDR(0x400000 - 8 * 5 * 4 + 4);
+  expect(&d, MMT_ERR_INVALID_ARG, "d overlaps bias");
+  d.bias_mode = MMT_BIAS_ROW;
+  expect(&d, MMT_OK, NULL);
+  /* masked: 8 blocks of 4 rows at a batch's strides; per-row vectors cover all 32 rows */
+  d = base(), d.group_mode = MMT_GROUP_MASKED, d.batch = 8, d.group_rows = ADDR(0x900000);
+  d.stride_a = 24, d.stride_c = 20, d.stride_d = 20;
+  d.scale_row = ADDR(0x400000 - 32 * 4);
+  expect(&d, MMT_OK, NULL);
+  d.scale_row = ADDR(0x400000 - 31 * 4);
+  expect(&d, MMT_ERR_INVALID_ARG, "d overlaps scale_row");
+  d.scale_row = NULL;
+  rt_matmul_map(&d, &pl);
+  assert_int_equal(pl.op.group, 'm');
+  assert_int_equal(pl.stride_a, 24);
+  d.stride_d = 0;
+  expect(&d, MMT_ERR_INVALID_ARG,
+         "stride_d is 0 with batch 8: every problem would write the same D");
+  d.stride_d = 20, d.batch = 70000, d.stride_a = 0, d.stride_c = 0;
+  expect(&d, MMT_ERR_UNSUPPORTED, "MMT_GROUP_MASKED: batch (the experts) 70000 is above 65535");
+}
+
 static void test_plain(void **state) {
   (void)state;
   mmt_matmul_desc d = base();
@@ -343,6 +409,17 @@ static void test_plain(void **state) {
   d.act = MMT_ACT_NONE, d.batch = 2, d.stride_d = d.stride_c = 20;
   rt_matmul_map(&d, &pl);
   assert_false(pl.plain);
+}
+
+/* op goes to its code and back, and to its text (into text) and back, unchanged. */
+static void round_trip(const gen_op *op, const char *in_dtype, char text[GEN_OP_TEXT_MAX]) {
+  gen_op back, parsed;
+  ut_err e;
+  assert_true(rt_op_of_code(rt_op_code(op), &back));
+  assert_memory_equal(&back, op, sizeof *op);
+  assert_int_equal(gen_op_format(op, text, GEN_OP_TEXT_MAX, &e), MMT_OK);
+  assert_int_equal(gen_op_parse(text, in_dtype, &parsed, &e), MMT_OK);
+  assert_memory_equal(&parsed, op, sizeof *op);
 }
 
 static void test_op_codes(void **state) {
@@ -391,14 +468,8 @@ static void test_op_codes(void **state) {
                  .fast_accum = v >> 2 & 1,
                  .mixed_fp8 = v >> 3 & 1};
     snprintf(op.out, sizeof op.out, "bf16");
-    assert_true(rt_op_of_code(rt_op_code(&op), &back));
-    assert_memory_equal(&back, &op, sizeof op);
     char text[GEN_OP_TEXT_MAX];
-    ut_err e;
-    gen_op parsed;
-    assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
-    assert_int_equal(gen_op_parse(text, "e4m3", &parsed, &e), MMT_OK);
-    assert_memory_equal(&parsed, &op, sizeof op);
+    round_trip(&op, "e4m3", text);
     assert_true(gen_op_valid(&op, "e5m2"));
     assert_true(gen_op_valid(&op, "f16") == !(op.scale_block || op.fast_accum || op.mixed_fp8));
   }
@@ -413,7 +484,26 @@ static void test_op_codes(void **state) {
     assert_false(gen_op_valid(&op, "e4m3"));
   }
   assert_false(rt_op_of_code(1 | 2 << 1 | (int64_t)1 << 17, &back)); /* two FP8 types only */
-  assert_false(rt_op_of_code(1 | (int64_t)1 << 18, &back));          /* no bit past them */
+  /* grouped: bits 18-19, contiguous or masked, not gated nor block-scaled */
+  for (int g = 0; g < 2; g++) {
+    gen_op op = {.group = g ? 'm' : 'c', .bias = 'c', .scale_tensor = true};
+    snprintf(op.out, sizeof op.out, "f16");
+    char text[GEN_OP_TEXT_MAX];
+    round_trip(&op, "f16", text);
+    assert_string_equal(text, g ? "out=f16,bias=col,scale=tensor,group=masked"
+                                : "out=f16,bias=col,scale=tensor,group=contiguous");
+    assert_true(gen_op_valid(&op, "f16"));
+    op.gated = true;
+    assert_false(gen_op_valid(&op, "f16"));
+    assert_false(rt_op_of_code(rt_op_code(&op), &back));
+  }
+  ut_err e;
+  gen_op parsed;
+  assert_int_equal(gen_op_parse("out=f16,gated,group=masked", "f16", &parsed, &e),
+                   MMT_ERR_INVALID_ARG);
+  assert_int_equal(gen_op_parse("out=f16,group=ragged", "f16", &parsed, &e), MMT_ERR_INVALID_ARG);
+  assert_false(rt_op_of_code(1 | (int64_t)3 << 18, &back)); /* two group modes only */
+  assert_false(rt_op_of_code(1 | (int64_t)1 << 20, &back)); /* no bit past them */
 }
 
 /* ---- the mapping, run ---- */
@@ -722,6 +812,7 @@ int main(void) {
       cmocka_unit_test(test_fp8_and_scale_modes),
       cmocka_unit_test(test_pointers_and_overlaps),
       cmocka_unit_test(test_batch_strides),
+      cmocka_unit_test(test_grouped),
       cmocka_unit_test(test_plain),
       cmocka_unit_test(test_op_codes),
       cmocka_unit_test(test_mapping_computes_the_call),

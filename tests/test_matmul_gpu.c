@@ -368,8 +368,168 @@ static void test_large_batch(void **state) {
   if (why) describe(0, &c.d, why);
 }
 
+/* Routing of `total` rows to g experts: uniform, skewed (most to the first), or with empty
+ * experts, as G + 1 offsets (contiguous) from `first`. */
+static void routing(int64_t g, int64_t total, int64_t first, int kind, int32_t *off) {
+  int64_t left = total;
+  off[0] = (int32_t)first;
+  for (int64_t e = 0; e < g; e++) {
+    int64_t rows = e == g - 1        ? left
+                   : kind == 0       ? pick(0, 2 * total / g + 1)
+                   : kind == 1       ? (e == 0 ? left * 3 / 4 : pick(0, 2))
+                   : next() % 3 == 0 ? 0
+                                     : pick(0, total / g + 1);
+    if (rows > left) rows = left;
+    left -= rows;
+    off[e + 1] = (int32_t)(off[e] + rows);
+  }
+}
+
+/* One grouped call: G experts, f16 or bf16, B stored N x K (nt) or K x N (nn), an epilogue with
+ * each expert's own bias or B scales; every expert's rows of D against the reference, every
+ * other row untouched.  bad: the offsets go down once (the call after says so). */
+static const char *grouped_case(gc_fixture *f, mmt_group_mode mode, bool bad) {
+  static char why[256];
+  const rt_cu *cu = f->cu;
+  const int64_t g = pick(1, 12), n = pick(1, 140), k = pick(1, 200);
+  const int64_t m = mode == MMT_GROUP_CONTIGUOUS ? pick(1, 400) : pick(1, 90);
+  mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
+                       .trans_b = next() % 2 ? MMT_TRANS : MMT_NO_TRANS,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .in_type = next() % 2 ? MMT_F16 : MMT_BF16,
+                       .alpha = (float)(uniform() + 1.5),
+                       .beta = next() % 2 ? 0.0f : 0.5f,
+                       .batch = g,
+                       .group_mode = mode,
+                       .act = (mmt_activation)pick(0, 4),
+                       .bias_mode = (mmt_bias)pick(0, 2)};
+  static const mmt_dtype outs[3] = {MMT_F32, MMT_F16, MMT_BF16};
+  d.out_type = outs[next() % 3];
+  d.bias_type = MMT_F32;
+  d.lda = k + pick(0, 5);
+  d.ldb = (d.trans_b ? k : n) + pick(0, 5);
+  d.ldd = d.ldc = n + pick(0, 5);
+  const int64_t brows = d.trans_b ? n : k;
+  d.stride_b = next() % 4 == 0 ? 0 : brows * d.ldb + pick(0, 3);
+  const bool masked = mode == MMT_GROUP_MASKED;
+  if (masked) d.stride_a = m * d.lda, d.stride_d = d.stride_c = m * d.ldd;
+  const int64_t blocks = masked ? g : 1; /* A, C and D: G blocks of M rows, or one */
+  operand A, B, D, bias = {0}, scol = {0}, rows;
+  operand_make(cu, &A, d.in_type, blocks * m * d.lda, pick(0, 3), -1, 1);
+  operand_make(cu, &B, d.in_type, (g - 1) * d.stride_b + brows * d.ldb, pick(0, 3), -1, 1);
+  operand_make(cu, &D, d.out_type, blocks * m * d.ldd, pick(0, 3), -4, 4);
+  d.a = dev_ptr(&A), d.b = dev_ptr(&B), d.d = dev_ptr(&D), d.c = d.beta != 0.0f ? d.d : NULL;
+  mr_host h = {host_ptr(&A), host_ptr(&B), host_ptr(&D), NULL, NULL, NULL};
+  if (d.bias_mode != MMT_BIAS_NONE) {
+    operand_make(cu, &bias, MMT_F32, d.bias_mode == MMT_BIAS_COL ? g * n : blocks * m, 0, -1, 1);
+    d.bias = dev_ptr(&bias), h.bias = host_ptr(&bias);
+  }
+  if (next() % 2) { /* B's scales: per tensor (one an expert) or by column (N an expert) */
+    d.scale_mode = next() % 2 ? MMT_SCALE_TENSOR : MMT_SCALE_VECTORS;
+    operand_make(cu, &scol, MMT_F32, d.scale_mode == MMT_SCALE_TENSOR ? g : g * n, 0, 0.5, 1.5);
+    d.scale_col = dev_ptr(&scol), h.scale_col = host_ptr(&scol);
+    if (d.scale_mode == MMT_SCALE_TENSOR) d.scale_row = d.scale_col; /* A's: one float */
+    h.scale_row = d.scale_mode == MMT_SCALE_TENSOR ? host_ptr(&scol) : NULL;
+  }
+  /* the rows: offsets from anywhere in A (rows misaligned for 16-byte loads), or counts */
+  int32_t *r = calloc((size_t)g + 1, sizeof *r);
+  assert_non_null(r);
+  if (masked) {
+    for (int64_t e = 0; e < g; e++)
+      r[e] = (int32_t)(next() % 4 == 0 ? (e % 2 ? m : 0) : pick(0, m));
+  } else {
+    const int64_t first = pick(0, m / 4);
+    routing(g, pick(0, m - first), first, (int)(next() % 3), r);
+  }
+  int64_t bad_at = -1;
+  if (bad) { /* a count past M, or the last offset past it (the last expert's rows) */
+    bad_at = masked ? pick(0, g - 1) : g - 1;
+    r[masked ? bad_at : g] = (int32_t)(m + 1);
+  }
+  operand_make(cu, &rows, MMT_F32, g + 1, 0, 0, 0); /* 4-byte elements, overwritten */
+  assert_int_equal(cu->cuMemcpyHtoD(rows.dev_base, r, (size_t)(g + 1) * 4), CUDA_SUCCESS);
+  d.group_rows = (const int32_t *)dev_ptr(&rows);
+  d.group_tokens = masked ? 0 : r[g] - r[0];
+  void *before = malloc(D.bytes), *after = malloc(D.bytes);
+  assert_non_null(before), assert_non_null(after);
+  memcpy(before, D.host, D.bytes);
+  h.c = (const char *)before + D.skew * size_of(D.type);
+  mmt_status rc = mmt_matmul(f->ctx, &d, NULL);
+  const char *result = NULL;
+  if (rc) snprintf(why, sizeof why, "mmt_matmul: %s", mmt_errmsg(f->ctx)), result = why;
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(after, D.dev_base, D.bytes), CUDA_SUCCESS);
+  const void *got = (const char *)after + D.skew * size_of(D.type);
+  const double unit = unit_of(d.out_type), tiny = tiny_of(d.out_type);
+  /* each row: its expert's (or none: untouched) */
+  for (int64_t b = 0; b < blocks && !result; b++)
+    for (int64_t i = 0; i < m && !result; i++) {
+      int64_t z = -1;
+      for (int64_t e = 0; e < g && z < 0; e++) {
+        const bool valid =
+            masked ? r[e] >= 0 && r[e] <= m : 0 <= r[e] && r[e] <= r[e + 1] && r[e + 1] <= m;
+        if (valid && (masked ? e == b && i < r[e] : i >= r[e] && i < r[e + 1])) z = e;
+      }
+      for (int64_t j = 0; j < n && !result; j++) {
+        const int64_t at = b * d.stride_d + i * d.ldd + j;
+        const double have = mr_load(d.out_type, got, at);
+        if (z < 0) {
+          if (have != mr_load(d.out_type, h.c, at)) {
+            snprintf(why, sizeof why, "row %lld of block %lld (no expert's) was written",
+                     (long long)i, (long long)b);
+            result = why;
+          }
+          continue;
+        }
+        double mag;
+        const double want = mr_element(&d, &h, z, i, j, &mag);
+        const double bound = 1.01 * unit * fabs(want) + (double)(k + 16) * 0x1p-22 * mag + tiny;
+        if (!(fabs(have - want) <= bound)) {
+          snprintf(why, sizeof why, "expert %lld D[%lld][%lld] = %.9g, want %.9g", (long long)z,
+                   (long long)i, (long long)j, have, want);
+          result = why;
+        }
+      }
+    }
+  /* bad rows: the next call on the context says so, once */
+  if (!result && bad_at >= 0) {
+    mmt_matmul_desc again = d;
+    again.group_rows = NULL, again.group_mode = MMT_GROUP_NONE, again.batch = 1;
+    again.stride_a = again.stride_b = again.stride_c = again.stride_d = 0;
+    again.scale_mode = MMT_SCALE_VECTORS, again.scale_row = again.scale_col = NULL;
+    again.bias_mode = MMT_BIAS_NONE, again.bias = NULL;
+    if (mmt_matmul(f->ctx, &again, NULL) != MMT_ERR_INVALID_ARG ||
+        !strstr(mmt_errmsg(f->ctx), "group_rows")) {
+      snprintf(why, sizeof why, "bad group_rows not reported: %s", mmt_errmsg(f->ctx));
+      result = why;
+    } else if (mmt_matmul(f->ctx, &again, NULL) != MMT_OK) {
+      snprintf(why, sizeof why, "reported twice: %s", mmt_errmsg(f->ctx));
+      result = why;
+    }
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  }
+  free(r), free(before), free(after);
+  operand *all[6] = {&A, &B, &D, &bias, &scol, &rows};
+  for (int i = 0; i < 6; i++) operand_free(cu, all[i]);
+  return result;
+}
+
+/* Grouped calls (mixture of experts), both layouts, random routings; some with bad rows. */
+static void test_grouped(void **state) {
+  gc_fixture *f = *state;
+  gc_open_or_skip(f, 0);
+  for (int trial = 0; trial < 120; trial++) {
+    const mmt_group_mode mode = trial % 2 ? MMT_GROUP_MASKED : MMT_GROUP_CONTIGUOUS;
+    const char *why = grouped_case(f, mode, trial % 5 == 4);
+    if (why) fail_msg("grouped case %d (%s): %s", trial, trial % 2 ? "masked" : "contiguous", why);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_grouped, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_random_descriptors, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_large_batch, gc_setup, gc_teardown),
   };

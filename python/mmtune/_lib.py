@@ -147,6 +147,9 @@ class MatmulDesc(ctypes.Structure):
         ("b_type", ctypes.c_int),
         ("scale_d", ctypes.c_void_p),
         ("amax", ctypes.c_void_p),
+        ("group_mode", ctypes.c_int),
+        ("group_rows", ctypes.c_void_p),
+        ("group_tokens", ctypes.c_int64),
     ]
 
 

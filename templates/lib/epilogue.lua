@@ -13,9 +13,13 @@ local ACT = {none = 0, relu = 1, gelu_tanh = 2, gelu_erf = 3, silu = 4}
 -- Whether a config can carry op on prob (nil: any problem): `pairs`, its stores hand
 -- epi_store2 neighbouring column pairs (c even), which a gated op needs; `batch_z`, grid.z is
 -- free for the batch (false for a split-K config, whose slices it is); `block_scales`, its main
--- loop applies block scales (scale_block: they are not the epilogue's).
-function M.fits(op, prob, pairs, batch_z, block_scales)
+-- loop applies block scales (scale_block: they are not the epilogue's); `groups`, its tile row
+-- comes from lib/gemm.lua's tile, where EPI_GROUP makes it an expert's (grouped ops).
+function M.fits(op, prob, pairs, batch_z, block_scales, groups)
   if not op then return true end
+  if op.group and not (groups and batch_z) then
+    return false, "grouped: not by this config (mma_sync and reg_tiled without split-K are)"
+  end
   if op.scale_block and not block_scales then
     return false, "block scales: not applied by this config (wgmma FP8 with promote = 1, " ..
                   "bn <= 128 and no swap apply them)"
@@ -39,19 +43,25 @@ function M.name(name, op)
   local bias = op.bias and (op.bias:sub(1, 1) .. (op.bias_type == "f32" and "32" or "")) or "0"
   local scale = op.scale_block and "b" or op.scale_tensor and "t" or
                 string.format("%d%d", op.scale_row and 1 or 0, op.scale_col and 1 or 0)
-  return string.format("%s_o%s_b%s_s%s_a%d%s%s", name, op.out, bias, scale, ACT[op.act],
-                       op.gated and "_g" or "", op.mixed_fp8 and "_x" or "")
+  return string.format("%s_o%s_b%s_s%s_a%d%s%s%s", name, op.out, bias, scale, ACT[op.act],
+                       op.gated and "_g" or "", op.mixed_fp8 and "_x" or "",
+                       op.group and ("_g" .. op.group:sub(1, 1)) or "")
 end
 
 -- The placeholders of an op kernel into vars (the plain kernel's text for nil): ${c_type}, C's
 -- type, and ${epi_param}, the epilogue's argument after ldc (lib/gemm.lua's abi has both);
 -- ${c_global}, the kernel's elem_t view Cg of C (none in an op kernel, whose stores are the
--- snippet's); ${batch}, the move of A, B and C to the block's problem of the batch, first.
+-- snippet's); ${batch}, the move of A, B and C to the block's problem of the batch, first;
+-- ${group}, in lib/gemm.lua's tile, a grouped op's move to the block's expert (EPI_GROUP, of
+-- the pointers vars.split_a and vars.split_b name: the kernel's loads start from them).
 function M.vars(vars, op)
   vars.c_type = op and "const out_t" or vars.ctype
   vars.epi_param = op and ",\n        mmt_epilogue E" or ""
   vars.c_global = op and "" or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n"
   vars.batch = op and "  EPI_BATCH(A, B, C, E); /* this block's problem of the batch */\n" or ""
+  vars.group = op and op.group and
+               string.format("  EPI_GROUP(%s, %s, C, E, M, tile_row, BM); /* the block's expert */\n",
+                             vars.split_a or "A", vars.split_b or "B") or ""
   return vars
 end
 
@@ -77,6 +87,8 @@ function M.source(op, batch_z)
       op.scale_tensor and 1 or 0, op.act, op.gated and 1 or 0, OUT[op.out], bias,
       op.bias_type == "f32" and 1 or 0, op.scale_row and 1 or 0, op.scale_col and 1 or 0,
       op.scale_tensor and 1 or 0, ACT[op.act], op.gated and 1 or 0, batch_z and 1 or 0) ..
+      (op.group and string.format("#define EPI_GROUPED %d /* %s */\n",
+                                  op.group == "contiguous" and 1 or 2, op.group) or "") ..
       snippet
 end
 

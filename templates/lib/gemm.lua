@@ -106,7 +106,7 @@ M.tile = [[
   const long long pid = (long long)blockIdx.y * grid_n + blockIdx.x;
   long long tile_row, tile_col;
   mmt_tile_of(pid, grid_m, grid_n, GROUP, &tile_row, &tile_col);
-  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
+${group}  const long long row0 = tile_row * BM, col0 = tile_col * BN; /* first row, column of the tile */
   const int m_left = (int)(M - row0), n_left = (int)(N - col0);  /* >= 1: rows, columns left */
 ]]
 

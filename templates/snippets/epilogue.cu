@@ -12,6 +12,7 @@
  *   EPI_ACT      0 none, 1 relu, 2 gelu (tanh form), 3 gelu (erf form), 4 silu
  *   EPI_GATED    1: product columns 2j (gate) and 2j + 1 (up) make D's column j
  *   EPI_Z        1: blockIdx.z is the problem of the batch; 0: the kernel's own (split-K)
+ *   EPI_GROUPED  (grouped ops only) 1 contiguous, 2 masked: see EPI_GROUP below
  * Its names (out_t, epi_*) do not meet the elem snippets' (elem_t, to_elem, to_float), so a
  * kernel has both.  Everything is computed in fp32 and D is rounded once.
  *
@@ -27,11 +28,17 @@
  *                                                       and the up projection (r, c + 1), c even,
  *                                                       for a kernel that gathers the pair itself
  * C is read only when beta != 0 (a NaN there does not propagate when beta == 0).
+ * A grouped op's kernel also calls, once its tile row is known and before it uses it:
+ *   EPI_GROUP(A, B, C, E, M, TILE_ROW, BM)   the block's expert: pointers, M and the tile row
+ *                                            made the expert's (returns when it has none)
  * An FP8 D also needs, in the code that stores a tile (the same warps, converged, at its end):
  *   EPI_AMAX_DECL   before the stores: the thread's running amax
  *   EPI_AMAX_ARG    after the last argument of each epi_store, epi_store2, epi_gate
  *   EPI_AMAX_FLUSH  after the stores: the warp's amax into *E.amax (an atomic max)
  * which are empty for the other types. */
+#ifndef EPI_GROUPED
+#define EPI_GROUPED 0
+#endif
 struct __align__(8) mmt_epilogue {
   void* D;
   long long ldd;
@@ -39,13 +46,19 @@ struct __align__(8) mmt_epilogue {
   const float* scale_row;
   const float* scale_col;
   long long batch_a, batch_b, batch_c, batch_d; /* elements from one problem to the next */
-#if EPI_OUT >= 3
+#if EPI_OUT >= 3 || EPI_GROUPED
   const float* scale_d; /* FP8 D: its scale (NULL: 1) */
   float* amax;          /* FP8 D: the largest |D| before the scale, by atomic max (NULL: none) */
 #endif
+#if EPI_GROUPED
+  const int* group_rows; /* contiguous: G + 1 row offsets; masked: G row counts */
+  int* group_error;      /* set to 1 when group_rows break their rules (mmtune.h) */
+  long long groups;      /* G */
+#endif
 };
-static_assert(sizeof(mmt_epilogue) == (EPI_OUT >= 3 ? 88 : 72),
-              "mmt_epilogue is the runtime's GEN_EPILOGUE_BYTES (a prefix of it but for FP8)");
+static_assert(sizeof(mmt_epilogue) == (EPI_GROUPED ? 112 : EPI_OUT >= 3 ? 88 : 72),
+              "mmt_epilogue is the runtime's GEN_EPILOGUE_BYTES (a prefix of it but for FP8 "
+              "and grouped ops)");
 
 #if EPI_OUT == 0
 typedef float out_t;
@@ -172,6 +185,102 @@ __device__ __forceinline__ out_t* epi_d(const mmt_epilogue& E) {
   return reinterpret_cast<out_t*>(E.D);
 #endif
 }
+
+#if EPI_GROUPED
+/* Grouped (mmtune.h's mmt_group_mode): which expert the block's tile row t is, its first
+ * row (in A's and D's rows as launched) and its rows; false when the tile has no rows.
+ * Contiguous: the launch's tile rows are the experts' in turn, each expert's rows in whole
+ * tiles of bm (ceil(rows / bm) of them, so ceil(M / bm) + G tile rows cover any routing);
+ * t becomes the tile row within the expert.  The warp reads the G + 1 offsets 32 at a time
+ * (every lane active: this runs first), scans the experts' tile counts and finds t's.
+ * Masked: blockIdx.z is the expert, its rows the first group_rows[z] of its M.  An expert
+ * whose rows break the rules (an offset below 0, past M or below the one before; a count
+ * below 0 or past M) has no tiles, and group_error is set. */
+__device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int bm,
+                                               long long& t, long long& z, long long& first,
+                                               int& rows) {
+#if EPI_GROUPED == 1
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x & 31, G = (int)E.groups;
+  long long before = 0; /* tiles of the experts before this chunk of 32 */
+  for (int g0 = 0; g0 < G; g0 += 32) {
+    const int g = g0 + lane;
+    int lo = 0, hi = 0;
+    if (g < G) lo = __ldg(E.group_rows + g), hi = __ldg(E.group_rows + g + 1);
+    const bool ok = 0 <= lo && lo <= hi && hi <= M;
+    const long long tiles = g < G && ok ? (hi - lo + bm - 1) / bm : 0;
+    long long incl = tiles; /* the warp's inclusive scan */
+    for (int o = 1; o < 32; o <<= 1) {
+      const long long v = __shfl_up_sync(full, incl, o);
+      if (lane >= o) incl += v;
+    }
+    if (__ballot_sync(full, g < G && !ok) && lane == 0) *E.group_error = 1;
+    const long long start = before + incl - tiles;
+    const unsigned hit = __ballot_sync(full, tiles > 0 && t >= start && t < start + tiles);
+    if (hit) {
+      const int src = __ffs(hit) - 1;
+      z = g0 + src;
+      first = __shfl_sync(full, lo, src);
+      rows = __shfl_sync(full, hi - lo, src);
+      t -= __shfl_sync(full, start, src);
+      return true;
+    }
+    before += __shfl_sync(full, incl, 31);
+  }
+  return false;
+#else
+  z = blockIdx.z;
+  first = 0;
+  rows = __ldg(E.group_rows + z);
+  if (rows < 0 || rows > M) {
+    if (threadIdx.x == 0) *E.group_error = 1;
+    return false;
+  }
+  return t * bm < rows;
+#endif
+}
+
+/* The block's expert (epi_group_find): A, C and D moved to its first row (contiguous; a masked
+ * expert's block is the batch's, EPI_BATCH), B to its weight, M to its rows, the per-column
+ * vectors to its own (the z-th of G) and the per-row ones to its rows; TILE_ROW within it.
+ * Returns from the kernel when the tile has no rows.  A is row-major (lda apart), C ldc. */
+#define EPI_GROUP(A, B, C, E, M, TILE_ROW, BM)                                               \
+  do {                                                                                       \
+    long long epi_z_, epi_first_;                                                            \
+    int epi_rows_;                                                                           \
+    if (!epi_group_find((E), (M), (BM), (TILE_ROW), epi_z_, epi_first_, epi_rows_)) return;  \
+    const long long epi_row_base_ = EPI_GROUPED == 1 ? epi_first_ : epi_z_ * (long long)(M);   \
+    (A) += epi_first_ * lda;                                                                 \
+    (C) += epi_first_ * ldc;                                                                 \
+    (E).D = reinterpret_cast<out_t*>((E).D) + epi_first_ * (E).ldd;                          \
+    if (EPI_GROUPED == 1) (B) += epi_z_ * (E).batch_b;                                         \
+    epi_group_vectors((E), epi_z_, epi_row_base_, N);                                        \
+    (M) = epi_rows_;                                                                         \
+  } while (0)
+
+/* The expert's vectors: by column the z-th of G (N each; one a tensor scale), by row from
+ * its first row. */
+__device__ __forceinline__ void epi_group_vectors(mmt_epilogue& E, long long z, long long row0,
+                                                  int N) {
+#if EPI_BIAS
+  const long long b = EPI_BIAS == 1 ? z * N : row0;
+#if EPI_BIAS_F32
+  E.bias = reinterpret_cast<const float*>(E.bias) + b;
+#else
+  E.bias = reinterpret_cast<const out_t*>(E.bias) + b;
+#endif
+#endif
+#if EPI_SCALE_ROW
+  E.scale_row += row0;
+#endif
+#if EPI_SCALE_COL
+  E.scale_col += z * N;
+#endif
+#if EPI_SCALE_TENSOR
+  E.scale_col += z;
+#endif
+}
+#endif
 
 /* alpha * P[r][c] (v) scaled and biased: x of gen.h's formula. */
 __device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long r, long long c) {

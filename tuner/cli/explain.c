@@ -107,12 +107,18 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
       .scale_row = op.scale_row || op.scale_tensor || op.scale_block ? some : NULL,
       .scale_col = op.scale_col || op.scale_tensor || op.scale_block ? some : NULL,
       .act = (mmt_activation)op.act,
-      .gated = op.gated};
+      .gated = op.gated,
+      /* grouped: the batch is the experts (contiguous: one A and D; masked: blocks of M) */
+      .group_mode = op.group == 'c'   ? MMT_GROUP_CONTIGUOUS
+                    : op.group == 'm' ? MMT_GROUP_MASKED
+                                      : MMT_GROUP_NONE,
+      .group_rows = op.group ? some : NULL};
   if (batch > 1) { /* packed: each matrix after the one before */
     const bool a_rows = row != (p->trans_a == MMT_TRANS), b_rows = row != (p->trans_b == MMT_TRANS);
     d->stride_a = (a_rows ? p->m : p->k) * p->lda;
     d->stride_b = (b_rows ? p->k : np) * p->ldb;
     d->stride_d = (row ? p->m : p->n) * p->ldc;
+    if (op.group == 'c') d->stride_a = d->stride_d = 0;
   }
   if (op.gated && !tn_opts_get(o, "ldb")) { /* the default B of a gated call: 2N columns */
     mmt_problem q = *p;

@@ -216,6 +216,8 @@ static int check_op(const tune_run *r, const char *text, const char *what) {
       return tn_usage_error("tune", "%s: %s", what, err.msg);
     if (!gen_op_valid(&op, all[i]))
       return tn_usage_error("tune", "%s '%s' is not one for %s inputs", what, text, all[i]);
+    if (op.group)
+      return tn_usage_error("tune", "%s '%s': grouped ops are not tuned yet", what, text);
   }
   return TN_EXIT_OK;
 }

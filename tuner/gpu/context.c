@@ -115,6 +115,11 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   if (rc) return rc;
   if (!gen_op_valid(&g->op, o->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "op '%s' is not one for %s inputs", o->op, o->dtype);
+  if (g->op.group)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "op '%s': grouped kernels are not measured here yet (no routings drawn); "
+                   "mmt_matmul runs them",
+                   o->op);
   if (g->op.gated && o->n % 2)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
                    (long long)o->n);
