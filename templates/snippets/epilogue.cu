@@ -199,6 +199,11 @@ __device__ __forceinline__ out_t* epi_d(const mmt_epilogue& E) {
 __device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int bm,
                                                long long& t, long long& z, long long& first,
                                                int& rows) {
+  /* group_rows is often the kernel before's output (the router's): under programmatic
+   * dependent launch (the dependent_launch snippet), wait for it first; a no-op otherwise */
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 #if EPI_GROUPED == 1
   const unsigned full = 0xffffffffu;
   const int lane = threadIdx.x & 31, G = (int)E.groups;
@@ -208,7 +213,7 @@ __device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int
     int lo = 0, hi = 0;
     if (g < G) lo = __ldg(E.group_rows + g), hi = __ldg(E.group_rows + g + 1);
     const bool ok = 0 <= lo && lo <= hi && hi <= M;
-    const long long tiles = g < G && ok ? (hi - lo + bm - 1) / bm : 0;
+    const long long tiles = g < G && ok ? ((long long)hi - lo + bm - 1) / bm : 0;
     long long incl = tiles; /* the warp's inclusive scan */
     for (int o = 1; o < 32; o <<= 1) {
       const long long v = __shfl_up_sync(full, incl, o);
