@@ -367,7 +367,7 @@ int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols);
  * elements (a warp or a block holds them; MMT_QUANT_ROW reads a row longer than 8192 16-bit or
  * 4096 f32 elements twice), except MMT_QUANT_TENSOR: an amax pass, then the cast (x read twice,
  * the second pass starting on what L2 still holds), four operations on the stream (a memset and
- * three kernels), no host sync.
+ * three kernels; one kernel for at most 32768 elements), no host sync.
  * rows or cols == 0 writes nothing.  Needs an FP8-capable GPU (compute capability 8.9 or
  * newer).  The first call compiles the kernels (NVRTC, through the cubin cache).
  * A column-major matrix is the row-major cols x rows one: swap rows and cols (its groups are

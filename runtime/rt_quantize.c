@@ -98,12 +98,14 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
 }
 
 /* The kernels' numbering (rt_quantize.h): the name parts of each index. */
-#define N_CASTS (4 * 3 * 2 * 2)
+#define N_CASTS (5 * 3 * 2 * 2)
+#define KIND_SMALL 4 /* the casts' kind after the four modes: a small matrix, one block */
 #define N_AMAX (3 * 2)
-static const char *const k_kinds[4] = {[MMT_QUANT_TENSOR] = "cast",
+static const char *const k_kinds[5] = {[MMT_QUANT_TENSOR] = "cast",
                                        [MMT_QUANT_ROW] = "row",
                                        [MMT_QUANT_1X128] = "1x128",
-                                       [MMT_QUANT_128X128] = "128x128"};
+                                       [MMT_QUANT_128X128] = "128x128",
+                                       [KIND_SMALL] = "small"};
 static const char *const k_ins[3] = {"f32", "f16", "bf16"}, *const k_outs[2] = {"e4m3", "e5m2"};
 static int in_index(mmt_dtype t) { return t == MMT_F32 ? 0 : t == MMT_F16 ? 1 : 2; }
 static int out_index(mmt_dtype t) { return t == MMT_E5M2; }
@@ -140,7 +142,10 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
   out->amax = out->finish = -1;
   out->rows = d->rows, out->cols = d->cols, out->grid_y = 1;
   int64_t grid;
-  switch (d->mode) {
+  const bool small = d->mode == MMT_QUANT_TENSOR && d->rows * d->cols <= RT_QUANT_SMALL;
+  if (small) out->kernel = ((KIND_SMALL * 3 + in) * 4) + o * 2 + wide;
+  switch (small ? KIND_SMALL : (int)d->mode) {
+  case KIND_SMALL: grid = 1; break;
   case MMT_QUANT_TENSOR: {
     out->amax = N_CASTS + in * 2 + wide;
     out->finish = N_CASTS + N_AMAX + o;
@@ -231,7 +236,7 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
   long long ldx = d->ldx, ldq = d->ldq;
   int rows = (int)plan.rows, cols = (int)plan.cols, pow2 = d->pow2_scales != 0;
   void *cast_args[] = {&x, &ldx, &qq, &ldq, &rows, &cols, &scale, &pow2};
-  if (d->mode == MMT_QUANT_TENSOR) {
+  if (plan.amax >= 0) {
     /* scale[0] holds the amax until the last kernel turns it into the scale. */
     RT_CU_CHECK(cu, cuMemsetD32Async(scale, 0, 1, stream));
     void *amax_args[] = {&x, &ldx, &rows, &cols, &scale};
@@ -240,7 +245,7 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
   }
   if ((rc = launch(cu, q, plan.kernel, plan.grid, plan.grid_y, THREADS, cast_args, stream, err)))
     goto cleanup;
-  if (d->mode == MMT_QUANT_TENSOR) {
+  if (plan.finish >= 0) {
     void *scale_args[] = {&scale, &pow2};
     rc = launch(cu, q, plan.finish, 1, 1, 1, scale_args, stream, err);
   }

@@ -22,9 +22,13 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err);
 /* The kernels' CUDA C (NUL-terminated, static). */
 const char *rt_quantize_source(void);
 
-/* The module's kernels, numbered: the casts (mode, input type, output type, vector width),
- * then the amax passes (input type, width), then the scale kernels (output type). */
-#define RT_QUANT_KERNELS (4 * 3 * 2 * 2 + 3 * 2 + 2)
+/* The module's kernels, numbered: the casts (mode, then the one-block kind for a small matrix
+ * with one scale; input type, output type, vector width), then the amax passes (input type,
+ * width), then the scale kernels (output type). */
+#define RT_QUANT_KERNELS (5 * 3 * 2 * 2 + 3 * 2 + 2)
+/* Per tensor, a matrix of at most this many elements is one launch of one block (a decode
+ * step's activations: the three passes' launches would cost more than its bytes). */
+#define RT_QUANT_SMALL 32768
 
 /* Kernel `index`'s name in the module, e.g. "mmt_quant_1x128_bf16_e4m3_v8",
  * "mmt_quant_amax_f32_v4", "mmt_quant_scale_e4m3"; "" out of range. */
@@ -33,8 +37,8 @@ void rt_quantize_kernel_name(int index, char out[48]);
 /* The launches of a checked call that writes something (rows, cols > 0): kernel numbers. */
 typedef struct {
   int kernel;      /* the cast (per tensor: after the amax) */
-  int amax;        /* per tensor only: the amax pass, else -1 */
-  int finish;      /* per tensor only: the scale kernel, else -1 */
+  int amax;        /* per tensor, unless small: the amax pass, else -1 */
+  int finish;      /* per tensor, unless small: the scale kernel, else -1 */
   unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's) */
   unsigned grid_y; /* per tensor: the grid's rows; else 1 */
   /* Elements a load: 16 bytes (4 f32, 8 16-bit) when every row starts 16-byte aligned in x

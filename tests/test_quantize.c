@@ -166,6 +166,17 @@ static void test_plan(void **state) {
   assert_int_equal(p.cols, 4096);
   assert_int_equal(p.grid, 1);
   assert_int_equal(p.grid_y, 2048);
+  /* a decode step's activations: one block, one launch (no amax pass, no scale kernel) */
+  d.rows = 8, d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8;
+  rt_quantize_plan_of(&d, &p);
+  assert_string_equal(name_of(p.kernel), "mmt_quant_small_bf16_e4m3_v8");
+  assert_int_equal(p.amax, -1);
+  assert_int_equal(p.finish, -1);
+  assert_int_equal(p.grid, 1);
+  d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8 + 8; /* past it: the three passes */
+  rt_quantize_plan_of(&d, &p);
+  assert_string_equal(name_of(p.kernel), "mmt_quant_cast_bf16_e4m3_v8");
+  assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v8");
   d.rows = 3, d.cols = 5, d.ldx = d.ldq = 5; /* 15 elements, one at a time: one block */
   rt_quantize_plan_of(&d, &p);
   assert_int_equal(p.vec, 1);

@@ -190,12 +190,12 @@ static void test_large_tensor(void **state) {
   buffers_free(f->cu, &b);
 }
 
-/* A graph of one per-tensor call, replayed after x changed: the scale follows the new data. */
-static void test_graph_replay(void **state) {
-  gc_fixture *f = *state;
-  gc_open_or_skip(f, 89);
+/* A graph of one per-tensor call, replayed after x changed: the scale follows the new data.
+ * Both ways a per-tensor call runs: one block (64 x 512, RT_QUANT_SMALL's elements), and a
+ * memset and three kernels (72 x 512). */
+static void graph_replay(gc_fixture *f, int64_t rows) {
   const rt_cu *cu = f->cu;
-  mmt_quantize_desc d = {.rows = 64,
+  mmt_quantize_desc d = {.rows = rows,
                          .cols = 512,
                          .ldx = 512,
                          .ldq = 512,
@@ -238,6 +238,13 @@ static void test_graph_replay(void **state) {
   cu->cuGraphDestroy(g);
   cu->cuStreamDestroy(s);
   buffers_free(cu, &b);
+}
+
+static void test_graph_replay(void **state) {
+  gc_fixture *f = *state;
+  gc_open_or_skip(f, 89);
+  graph_replay(f, 64);
+  graph_replay(f, 72);
 }
 
 int main(void) {

@@ -12,7 +12,7 @@
  * The kernels come in one instance per input type (IN: 0 f32, 1 f16, 2 bf16), output type
  * (E5M2: 0 e4m3, 1 e5m2) and vector width (V: 16 bytes of x a load, 4 f32 or 8 16-bit
  * elements, when every row start is aligned to it, else 1), named
- * mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128, cast; and
+ * mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128, cast, small; and
  * mmt_quant_amax_<in>_v<V>, mmt_quant_scale_<out>).
  *
  * Memory-bound: each kernel issues all of a thread's loads before it uses any (four to eight
@@ -327,6 +327,28 @@ __device__ void tensor_cast(const typename elem<IN>::t *x, long long ldx, u8 *q,
   }
 }
 
+/* A small matrix with one scale (at most RT_QUANT_SMALL elements, rt_quantize.h: a decode
+ * step's activations): one block does the amax, the cast (x again, from L1) and the scale, in
+ * one launch instead of a memset and three.  The same arithmetic as the three kernels', so the
+ * same bits. */
+template <int IN, int E5M2, int V>
+__device__ void group_small(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
+                            int rows, int cols, float *scale, int pow2) {
+  const int per_row = cols / V, n = rows * per_row;
+  float v[V], m = 0.0f;
+  for (int i = threadIdx.x; i < n; i += 256) {
+    vec_t<IN, V>::load(x + (long long)(i / per_row) * ldx + (i % per_row) * V, v);
+    m = vec_amax<V>(v, m);
+  }
+  const float s = scale_of<E5M2>(block_max(m), pow2), inv = 1.0f / s;
+  for (int i = threadIdx.x; i < n; i += 256) {
+    const long long r = i / per_row, c = (long long)(i % per_row) * V;
+    vec_t<IN, V>::load(x + r * ldx + c, v);
+    store<E5M2, V>(q + r * ldq + c, v, inv);
+  }
+  if (threadIdx.x == 0) scale[0] = s;
+}
+
 template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   scale[0] = scale_of<E5M2>(scale[0], pow2);
 }
@@ -353,6 +375,7 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   MMT_QUANT_GROUPS(row, IN, INAME, E5M2, ONAME, V)                                                 \
   MMT_QUANT_GROUPS(1x128, IN, INAME, E5M2, ONAME, V)                                               \
   MMT_QUANT_GROUPS(128x128, IN, INAME, E5M2, ONAME, V)                                             \
+  MMT_QUANT_GROUPS(small, IN, INAME, E5M2, ONAME, V)                                               \
   MMT_QUANT_TENSOR(IN, INAME, E5M2, ONAME, V)
 #define MMT_QUANT_IN(IN, INAME, V)                                                                 \
   MMT_QUANT_AMAX(IN, INAME, V)                                                                     \
