@@ -92,8 +92,8 @@ struct mmt_context {
   _Atomic uint64_t launches; /* counted outside the lock */
   rt_quantizer quant; /* mmt_quantize's kernels, loaded at its first call, then never changed */
   /* Grouped calls' error word (mmtune.h, "Grouped"): pinned host memory the kernels write
-   * through its device address, so a call reads it without a sync; made at the first grouped
-   * call, then never changed. */
+   * through its device address, so a call reads it without a sync; made under the lock at
+   * the first grouped call, then published (atomic stores) and never changed. */
   int *group_error;
   CUdeviceptr group_error_dev;
 };
@@ -565,8 +565,10 @@ static problem_key op_key_of(const rt_matmul_plan *pl, mmt_dtype dtype) {
   return key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), batch);
 }
 
-/* The grouped calls' error word of ctx, made at the first (under the lock). */
+/* The grouped calls' error word of ctx, made at the first (under the lock); the calls after
+ * it read its published address without the lock. */
 static mmt_status group_error_word(mmt_context *ctx, CUdeviceptr *out, ut_err *err) {
+  if ((*out = __atomic_load_n(&ctx->group_error_dev, __ATOMIC_ACQUIRE))) return MMT_OK;
   mmt_status rc = MMT_OK;
   const rt_cu *cu;
   pthread_mutex_lock(&ctx->lock);
@@ -585,8 +587,8 @@ static mmt_status group_error_word(mmt_context *ctx, CUdeviceptr *out, ut_err *e
       goto cleanup;
     }
     *(volatile int *)host = 0;
-    ctx->group_error_dev = dev;
-    ctx->group_error = host;
+    __atomic_store_n(&ctx->group_error, (int *)host, __ATOMIC_RELEASE);
+    __atomic_store_n(&ctx->group_error_dev, dev, __ATOMIC_RELEASE);
   }
   *out = ctx->group_error_dev;
 cleanup:
@@ -600,13 +602,14 @@ static void group_error_free(mmt_context *ctx) {
   if (ctx->group_error && !rt_driver(&cu, &err) && !rt_device_bind(&ctx->dev, &err))
     cu->cuMemFreeHost(ctx->group_error);
   ctx->group_error = NULL;
+  ctx->group_error_dev = 0;
 }
 
 /* A grouped kernel that found bad group_rows since the last call set the word: this call
  * says so (once) and does nothing else. */
 static mmt_status check_group_error(mmt_context *ctx, ut_err *err) {
-  if (!ctx->group_error || !__atomic_exchange_n(ctx->group_error, 0, __ATOMIC_ACQ_REL))
-    return MMT_OK;
+  int *word = __atomic_load_n(&ctx->group_error, __ATOMIC_ACQUIRE);
+  if (!word || !__atomic_exchange_n(word, 0, __ATOMIC_ACQ_REL)) return MMT_OK;
   return ut_fail(err, MMT_ERR_INVALID_ARG,
                  "an earlier grouped mmt_matmul call on this context had group_rows that break "
                  "their rules (an offset below 0, past M or below the one before it; a count "

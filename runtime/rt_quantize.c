@@ -138,13 +138,15 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
   const bool wide = d->cols % w == 0 && d->ldx % w == 0 && d->ldq % w == 0 &&
                     (uintptr_t)d->x % (uintptr_t)(w * elem) == 0 && (uintptr_t)d->q % w == 0;
   out->vec = wide ? w : 1;
-  out->kernel = ((int)d->mode * 3 + in) * 4 + o * 2 + wide;
+  /* the cast's kind: the mode's, or one block for a small matrix with one scale */
+  const int kind = d->mode == MMT_QUANT_TENSOR && d->rows * d->cols <= RT_QUANT_SMALL
+                       ? KIND_SMALL
+                       : (int)d->mode;
+  out->kernel = (kind * 3 + in) * 4 + o * 2 + wide;
   out->amax = out->finish = -1;
   out->rows = d->rows, out->cols = d->cols, out->grid_y = 1;
   int64_t grid;
-  const bool small = d->mode == MMT_QUANT_TENSOR && d->rows * d->cols <= RT_QUANT_SMALL;
-  if (small) out->kernel = ((KIND_SMALL * 3 + in) * 4) + o * 2 + wide;
-  switch (small ? KIND_SMALL : (int)d->mode) {
+  switch (kind) {
   case KIND_SMALL: grid = 1; break;
   case MMT_QUANT_TENSOR: {
     out->amax = N_CASTS + in * 2 + wide;
