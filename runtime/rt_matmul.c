@@ -78,10 +78,8 @@ static mmt_status check_group(const mmt_matmul_desc *d, ut_err *err) {
                    mode);
   if (d->gated)
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: a gated epilogue is not grouped yet", mode);
-  if (rt_dtype_fp8(d->in_type))
+  if (rt_dtype_fp8(d->in_type)) /* and with them block scales */
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: FP8 inputs are not grouped yet", mode);
-  if (d->scale_mode == MMT_SCALE_BLOCK)
-    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: block scales are not grouped yet", mode);
   if (d->batch > 65535)
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: batch (the experts) %lld is above 65535", mode,
                    (long long)d->batch);

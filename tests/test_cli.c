@@ -703,6 +703,19 @@ static void test_layout_options(void **state) {
   assert_non_null(strstr(f.out, "m64n128k32.f32.e5m2.e5m2"));
   run_free(&f);
   assert_usage_error(RUN("bench", "8", "8", "8", "--layout", "TT"), "unknown layout 'TT'");
+  /* grouped ops: emitted and run by mmt_matmul, not tuned or measured yet */
+  assert_usage_error(
+      RUN("tune", "--dtype", "f16", "--shapes", "64x64x64", "--epilogue", "out=f16,group=masked"),
+      "grouped ops are not tuned yet");
+  assert_usage_error(
+      RUN("bench", "8", "8", "8", "--dtype", "f16", "--epilogue", "out=f16,group=contiguous"),
+      "grouped ops are not measured yet");
+  assert_usage_error(RUN("measure", "mma_sync", "--shape", "64x64x64", "--dtype", "f16",
+                         "--epilogue", "out=f16,group=masked"),
+                     "grouped ops are not measured yet");
+  assert_usage_error(RUN("emit", "wgmma", "--dtype", "f16", "--layout", "nt", "--epilogue",
+                         "out=f16,group=masked"),
+                     "grouped: not by this config");
   assert_usage_error(RUN("emit", "naive", "--layout", "n"), "unknown layout 'n'");
   assert_usage_error(RUN("space", "naive", "--layout", "tn"), "--layout needs --problem");
   run_result r = RUN("emit", "naive", "--layout", "tn");

@@ -349,7 +349,14 @@ static void test_grouped(void **state) {
          "rows are A's rows)");
   d.trans_a = MMT_NO_TRANS, d.lda = 6, d.gated = 1, d.ldb = 10;
   expect(&d, MMT_ERR_UNSUPPORTED, "MMT_GROUP_CONTIGUOUS: a gated epilogue is not grouped yet");
-  d.gated = 0, d.ldb = 5, d.group_rows = NULL;
+  d.gated = 0, d.ldb = 5, d.in_type = MMT_E4M3, d.out_type = MMT_BF16, d.trans_b = MMT_TRANS;
+  d.lda = d.ldb = 16, d.beta = 0, d.c = NULL;
+  expect(&d, MMT_ERR_UNSUPPORTED, "MMT_GROUP_CONTIGUOUS: FP8 inputs are not grouped yet");
+  d.scale_mode = MMT_SCALE_BLOCK, d.scale_row = ADDR(0x800000), d.scale_col = ADDR(0x810000);
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "MMT_SCALE_BLOCK: row-major order and batch 1 only (got row-major, batch 8)");
+  d = base(), d.group_mode = MMT_GROUP_CONTIGUOUS, d.batch = 8, d.stride_b = 30;
+  d.group_rows = NULL;
   expect(&d, MMT_ERR_INVALID_ARG, "group_rows is NULL but the call uses it");
   d.group_rows = ADDR(0x900002);
   expect(&d, MMT_ERR_INVALID_ARG, "group_rows (0x900002) is not 4-byte aligned");
@@ -501,7 +508,9 @@ static void test_op_codes(void **state) {
   gen_op parsed;
   assert_int_equal(gen_op_parse("out=f16,gated,group=masked", "f16", &parsed, &e),
                    MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "group= is not gated nor block-scaled"));
   assert_int_equal(gen_op_parse("out=f16,group=ragged", "f16", &parsed, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "bad epilogue field 'group=ragged'"));
   assert_false(rt_op_of_code(1 | (int64_t)3 << 18, &back)); /* two group modes only */
   assert_false(rt_op_of_code(1 | (int64_t)1 << 20, &back)); /* no bit past them */
 }

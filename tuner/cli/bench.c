@@ -869,7 +869,7 @@ static int parse_bench(bench_run *b, const tn_opts *o) {
   if ((v = tn_opts_get(o, "batch")) && tn_opt_i64("bench", v, "--batch", 1, 65535, &b->batch))
     return TN_EXIT_USAGE;
   bool has_op = false;
-  if ((ex = tn_opt_epilogue("bench", o, b->dtype, &b->op, &has_op))) return ex;
+  if ((ex = tn_opt_measured_epilogue("bench", o, b->dtype, &b->op, &has_op))) return ex;
   b->epilogue = has_op ? tn_opts_get(o, "epilogue") : NULL;
   if (b->batch > 1 && !has_op)
     return tn_usage_error("bench", "--batch goes with --epilogue (a batch runs op kernels)");

@@ -122,7 +122,7 @@ static int parse_types(const tn_opts *o, measure_run *r) {
     return tn_usage_error(CMD, "template '%s' does not support layout '%s'", gen_name(r->t),
                           r->p.layout);
   bool has_op = false;
-  if ((ex = tn_opt_epilogue(CMD, o, r->p.dtype, &r->op, &has_op))) return ex;
+  if ((ex = tn_opt_measured_epilogue(CMD, o, r->p.dtype, &r->op, &has_op))) return ex;
   r->p.op = has_op ? &r->op : NULL;
   if (!has_op && gen_dtype_fp8(r->p.dtype))
     return tn_usage_error(CMD, "%s inputs need --epilogue (D is f32, f16 or bf16)", r->p.dtype);

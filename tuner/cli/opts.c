@@ -322,3 +322,12 @@ int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op
     return tn_usage_error(cmd, "--epilogue '%s' is not one for %s inputs", text, dtype);
   return TN_EXIT_OK;
 }
+
+int tn_opt_measured_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op,
+                             bool *has) {
+  const int ex = tn_opt_epilogue(cmd, o, dtype, op, has);
+  if (ex || !op->group) return ex;
+  return tn_usage_error(cmd,
+                        "--epilogue '%s': grouped ops are not measured yet (mmt_matmul runs them)",
+                        tn_opts_get(o, "epilogue"));
+}

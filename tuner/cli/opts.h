@@ -100,5 +100,9 @@ void tn_templates_free(gen_template **ts, int count);
 /* The --epilogue option of a command (gen_op_parse's text, for inputs of dtype) into *op and
  * *has (false: none given, the plain GEMM); exit 2 naming the bad field. */
 int tn_opt_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op, bool *has);
+/* tn_opt_epilogue for a command that measures the op's kernels (bench, measure): a grouped op
+ * is refused too (no routings are drawn to measure it on yet). */
+int tn_opt_measured_epilogue(const char *cmd, const tn_opts *o, const char *dtype, gen_op *op,
+                             bool *has);
 
 #endif /* MMT_TN_CLI_OPTS_H */
