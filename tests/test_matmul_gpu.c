@@ -496,7 +496,8 @@ static const char *grouped_case(gc_fixture *f, mmt_group_mode mode, bool bad) {
   /* bad rows: the next call on the context says so, once */
   if (!result && bad_at >= 0) {
     mmt_matmul_desc again = d;
-    again.group_rows = NULL, again.group_mode = MMT_GROUP_NONE, again.batch = 1;
+    again.group_rows = NULL, again.group_mode = MMT_GROUP_NONE, again.group_tokens = 0;
+    again.batch = 1;
     again.stride_a = again.stride_b = again.stride_c = again.stride_d = 0;
     again.scale_mode = MMT_SCALE_VECTORS, again.scale_row = again.scale_col = NULL;
     again.bias_mode = MMT_BIAS_NONE, again.bias = NULL;
