@@ -152,6 +152,9 @@ static __device__ __forceinline__ uint4 quad_transpose(const unsigned (&p)[4], i
   out.w = pick4(got[0], got[1], got[2], got[3], (3 - q) & 3);
   return out;
 }
+]]
+local epilogue16_pair_bits = [[
+
 static __device__ __forceinline__ unsigned pair_bits(float lo, float hi, unsigned old,
                                                      float beta) {
   if (beta != 0.0f) {
@@ -394,6 +397,68 @@ local op_epilogue = [[
      * the kernel's tile (SWAP: C's element (col0 + column, row0 + row)). */
     const int r0 = cw * WG_M + warp * 16 + lane / 4; /* first row of this thread in the tile */
     EPI_AMAX_DECL /* FP8 D: this thread's largest |D| (empty for the other types) */
+#if !SWAP && !EPI_GATED && (EPI_OUT == 1 || EPI_OUT == 2)
+    /* A 16-bit D: a pair is 4 bytes, so pair stores would write half sectors (the op kernels
+     * ran at 0.35x a strided-batched cuBLAS on attention's Q K^T, K = 64, where the epilogue is
+     * the kernel).  A tile wholly inside D with D 16-byte aligned: the values as the pairs
+     * make them, then the quad exchange of the plain epilogue and one 16-byte store a lane. */
+    out_t* const d_tile = epi_d(E) + row0 * E.ldd + col0;
+    const bool d_vec =
+        ((reinterpret_cast<unsigned long long>(d_tile) | (unsigned long long)E.ldd * 2) & 15) == 0;
+    if (m_left >= BM && n_left >= BN && d_vec) {
+      const int q = lane & 3;
+]] .. each_row([[
+          const int r = r0 + i * 64 + h * 8; /* row in the tile */
+          out_t* const d_row = d_tile + r * E.ldd;
+#pragma unroll
+          for (int g = 0; g < BN / 32; ++g) {
+            unsigned p[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              const int j = 4 * g + jj, c = j * 8 + 2 * q;
+              p[jj] = epi_pack2(
+                  epi_value(E, C, ldc, beta, row0 + r, col0 + c, alpha * acc[i][4 * j + 2 * h]),
+                  epi_value(E, C, ldc, beta, row0 + r, col0 + c + 1,
+                            alpha * acc[i][4 * j + 2 * h + 1]));
+            }
+            *reinterpret_cast<uint4*>(d_row + g * 32 + q * 8) = quad_transpose(p, lane);
+          }
+]]) .. [[
+    } else
+#elif !SWAP && EPI_GATED && (EPI_OUT == 1 || EPI_OUT == 2)
+    /* Gated, the same for D's columns: a lane's pair makes one element (column 4j + q of
+     * strip j), 2 bytes.  Lane q packs strips 8g + 2jj and + 1 into p[jj]; after the exchange
+     * it holds columns 32g + 8q + t (low halves) and 32g + 8q + 4 + t (high halves) from lane
+     * t, which two byte permutations put in order: 8 columns, one 16-byte store. */
+    out_t* const d_tile = epi_d(E) + row0 * E.ldd + col0 / 2;
+    const bool d_vec =
+        ((reinterpret_cast<unsigned long long>(d_tile) | (unsigned long long)E.ldd * 2) & 15) == 0;
+    if (BN % 64 == 0 && m_left >= BM && n_left >= BN && d_vec) {
+      const int q = lane & 3;
+]] .. each_row([[
+          const int r = r0 + i * 64 + h * 8; /* row in the tile */
+          out_t* const d_row = d_tile + r * E.ldd;
+#pragma unroll
+          for (int g = 0; g < BN / 64; ++g) {
+            unsigned p[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+              const int j = 8 * g + 2 * jj, c = j * 8 + 2 * q;
+              p[jj] = epi_pack2(epi_gate_value(E, C, ldc, beta, row0 + r, col0 + c,
+                                               alpha * acc[i][4 * j + 2 * h],
+                                               alpha * acc[i][4 * j + 2 * h + 1]),
+                                epi_gate_value(E, C, ldc, beta, row0 + r, col0 + c + 8,
+                                               alpha * acc[i][4 * j + 4 + 2 * h],
+                                               alpha * acc[i][4 * j + 4 + 2 * h + 1]));
+            }
+            const uint4 t = quad_transpose(p, lane);
+            *reinterpret_cast<uint4*>(d_row + g * 32 + q * 8) =
+                make_uint4(__byte_perm(t.x, t.y, 0x5410), __byte_perm(t.z, t.w, 0x5410),
+                           __byte_perm(t.x, t.y, 0x7632), __byte_perm(t.z, t.w, 0x7632));
+          }
+]]) .. [[
+    } else
+#endif
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -715,7 +780,8 @@ struct __align__(64) mmt_tensor_map { unsigned long long opaque[16]; };
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-#if !SWAP && ELEM_BYTES == 2]] .. epilogue16_helpers .. [[#endif
+#if !SWAP && ${quad_helpers}]] .. epilogue16_helpers .. [[#endif
+#if !SWAP && ELEM_BYTES == 2]] .. epilogue16_pair_bits .. [[#endif
 /* ---- mbarriers and TMA ---- */
 static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -1427,6 +1493,9 @@ return {
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
     vars.epilogue = epilogue.source(op, p.split == 1)
     vars.epilogue_code = op and op_epilogue or plain_epilogue
+    -- quad_transpose: the plain 16-bit epilogue's, and an op's with a 16-bit D
+    local out16 = op and (op.out == "f16" or op.out == "bf16")
+    vars.quad_helpers = (out16 or (not op and dt.bytes == 2)) and "1" or "0"
     -- the K slice: blockIdx.z, which an op kernel's batch takes unless it splits K
     vars.k_slice = op and "(SPLIT > 1 ? (int)blockIdx.z : 0)" or "(int)blockIdx.z"
     vars.c_global = op and mmt.subst(op_start, {ma = swap and "b" or "a", mb = swap and "a" or "b"})

@@ -315,22 +315,40 @@ __device__ __forceinline__ float epi_c(const out_t* C, int ldc, float beta, long
   return beta == 0.0f ? 0.0f : beta * epi_from_out(C[r * ldc + c]);
 }
 
+/* D[r][c]'s value before it is rounded (not gated): act(x + beta * C[r][c]). */
+__device__ __forceinline__ float epi_value(const mmt_epilogue& E, const out_t* C, int ldc,
+                                           float beta, long long r, long long c, float v) {
+  return epi_act(epi_x(E, v, r, c) + epi_c(C, ldc, beta, r, c));
+}
+
+#if EPI_OUT == 1 || EPI_OUT == 2
+/* Two values of a 16-bit D as one 32-bit pair, lo at the lower address. */
+__device__ __forceinline__ unsigned epi_pack2(float lo, float hi) {
+  return (unsigned)epi_to_out(lo) | (unsigned)epi_to_out(hi) << 16;
+}
+#endif
+
 #if !EPI_GATED
 __device__ __forceinline__ void epi_store(const mmt_epilogue& E, const out_t* C, int ldc,
                                           float beta, long long r, long long c,
                                           float v EPI_AMAX_PARAM) {
-  epi_d(E)[r * E.ldd + c] =
-      epi_out(E, epi_act(epi_x(E, v, r, c) + epi_c(C, ldc, beta, r, c)) EPI_AMAX_ARG);
+  epi_d(E)[r * E.ldd + c] = epi_out(E, epi_value(E, C, ldc, beta, r, c, v) EPI_AMAX_ARG);
 }
 #endif
 
 #if EPI_GATED
+/* D[r][c / 2]'s value before it is rounded: act(gate) * up + beta * C[r][c / 2]. */
+__device__ __forceinline__ float epi_gate_value(const mmt_epilogue& E, const out_t* C, int ldc,
+                                                float beta, long long r, long long c, float vg,
+                                                float vu) {
+  return epi_act(epi_x(E, vg, r, c)) * epi_x(E, vu, r, c + 1) + epi_c(C, ldc, beta, r, c >> 1);
+}
+
 __device__ __forceinline__ void epi_gate(const mmt_epilogue& E, const out_t* C, int ldc,
                                          float beta, long long r, long long c, float vg,
                                          float vu EPI_AMAX_PARAM) {
-  const long long j = c >> 1; /* D's column */
-  const float x = epi_act(epi_x(E, vg, r, c)) * epi_x(E, vu, r, c + 1);
-  epi_d(E)[r * E.ldd + j] = epi_out(E, x + epi_c(C, ldc, beta, r, j) EPI_AMAX_ARG);
+  epi_d(E)[r * E.ldd + (c >> 1)] =
+      epi_out(E, epi_gate_value(E, C, ldc, beta, r, c, vg, vu) EPI_AMAX_ARG);
 }
 #endif
 
@@ -340,20 +358,20 @@ __device__ __forceinline__ void epi_store2(const mmt_epilogue& E, const out_t* C
 #if EPI_GATED
   epi_gate(E, C, ldc, beta, r, c, v0, v1 EPI_AMAX_ARG);
 #else
-  const float x0 = epi_act(epi_x(E, v0, r, c) + epi_c(C, ldc, beta, r, c));
+  const float x0 = epi_value(E, C, ldc, beta, r, c, v0);
   out_t* const d = epi_d(E) + r * E.ldd + c;
   if (!two) {
     d[0] = epi_out(E, x0 EPI_AMAX_ARG);
     return;
   }
-  const float x1 = epi_act(epi_x(E, v1, r, c + 1) + epi_c(C, ldc, beta, r, c + 1));
+  const float x1 = epi_value(E, C, ldc, beta, r, c + 1, v1);
   if ((reinterpret_cast<unsigned long long>(d) & (2 * sizeof(out_t) - 1)) == 0) {
 #if EPI_OUT == 0
     *reinterpret_cast<float2*>(d) = make_float2(x0, x1);
 #elif EPI_OUT >= 3
     *reinterpret_cast<unsigned short*>(d) = epi_out2(E, x0, x1 EPI_AMAX_ARG);
 #else
-    *reinterpret_cast<unsigned*>(d) = (unsigned)epi_to_out(x0) | (unsigned)epi_to_out(x1) << 16;
+    *reinterpret_cast<unsigned*>(d) = epi_pack2(x0, x1);
 #endif
   } else {
     d[0] = epi_out(E, x0 EPI_AMAX_ARG);
