@@ -312,10 +312,13 @@ static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream str
     mmt_status rc = tn_cublaslt_plan(b->lt, &p, &b->lt_plan, err);
     if (rc) return rc;
   }
-  /* FP8's scales: the measurement's vectors, where they are now */
+  /* FP8's scales: the measurement's values, at the addresses the timed runs read (cuBLASLt
+   * refuses a per-tensor scale 4 bytes from a guard page: NOT_SUPPORTED at the launch) */
   mmt_status rc;
+  uint64_t scale_a, scale_b;
+  tn_gpu_aligned_scales(b->g, &scale_a, &scale_b);
   if (gen_dtype_fp8(b->dtype) && (op->scale_tensor || op->scale_row || op->scale_block) &&
-      (rc = tn_cublaslt_set_scales(b->lt_plan, e.scale_row, e.scale_col, err)))
+      (rc = tn_cublaslt_set_scales(b->lt_plan, scale_a, scale_b, err)))
     return rc;
   return tn_cublaslt_run(b->lt, b->lt_plan, stream, a->a, a->b, a->c, e.d, e.bias, err);
 }

@@ -306,6 +306,10 @@ rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args) {
   return tn_gpu_epilogue_of(g, args);
 }
 
+void tn_gpu_aligned_scales(const tn_gpu *g, uint64_t *scale_row, uint64_t *scale_col) {
+  *scale_row = g->scale_row, *scale_col = g->scale_col;
+}
+
 /* Whether the op reads scale_row (scale_col): a vector, a per-tensor scale or block scales. */
 static bool scales_a(const gen_op *op) {
   return op->scale_row || op->scale_tensor || op->scale_block;

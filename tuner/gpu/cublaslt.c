@@ -639,8 +639,8 @@ mmt_status tn_cublaslt_set_scales(tn_lt_plan *plan, uint64_t scale_a, uint64_t s
                                   ut_err *err) {
   if (plan->scale == TN_LT_SCALE_NONE)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "the plan has no scales");
-  if (!scale_a || !scale_b || scale_a % 4 || scale_b % 4)
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "scales 0x%llx, 0x%llx: both needed, 4-byte aligned",
+  if (!scale_a || !scale_b || scale_a % 16 || scale_b % 16)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "scales 0x%llx, 0x%llx: both needed, 16-byte aligned",
                    (unsigned long long)scale_a, (unsigned long long)scale_b);
   /* swapped: cuBLASLt's A is mmtune's B */
   const void *a = (const void *)(uintptr_t)scale_b, *b = (const void *)(uintptr_t)scale_a;

@@ -175,7 +175,8 @@ mmt_status tn_cublaslt_run(tn_cublaslt *lt, tn_lt_plan *plan, struct CUstream_st
 
 /* FP8: the device addresses of A's and B's scales (mmtune's; see tn_lt_scale), written into
  * the plan's descriptor; a plan with scales runs only once they are set.  Errors:
- * MMT_ERR_INVALID_ARG (a plan without scales, an address 0 or not 4-byte aligned),
+ * MMT_ERR_INVALID_ARG (a plan without scales, an address 0 or not 16-byte aligned: cuBLASLt
+ * 13.1 refuses a 4-byte aligned per-tensor scale at the launch, CUBLAS_STATUS_NOT_SUPPORTED),
  * MMT_ERR_CUDA. */
 mmt_status tn_cublaslt_set_scales(tn_lt_plan *plan, uint64_t scale_a, uint64_t scale_b,
                                   ut_err *err);

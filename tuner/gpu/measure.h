@@ -88,6 +88,11 @@ int64_t tn_measure_out_cols(const tn_measure_opts *o);
  * that runs an op problem another way (bench's cuBLASLt), the same vectors and strides. */
 rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args);
 
+/* The op's scale vectors as the timed runs read them, 256-byte aligned; verification reads
+ * copies of the same values flush against guard pages (a per-tensor scale 4 bytes from one).
+ * For a peer that needs more than 4-byte alignment (cuBLASLt: 16 bytes). */
+void tn_gpu_aligned_scales(const tn_gpu *g, uint64_t *scale_row, uint64_t *scale_col);
+
 /* Fills opts' defaults (budget, run counts) where zero. */
 void tn_measure_defaults(tn_measure_opts *o);
 
