@@ -48,6 +48,13 @@ typedef unsigned cb_status;              /* cublasStatus_t */
 #define CB_OPTIONAL_FUNCS(X)                          \
   X(cublasGetStatusName, const char *, (cb_status)) \
   X(cublasGetStatusString, const char *, (cb_status))
+/* Optional, 12.5 and later.  Not checked against the header: C's _Generic does not take an
+ * array of cublasOperation_t for one of unsigned (the enum's type), though they are alike. */
+#define CB_GROUPED_FUNCS(X)                                                                        \
+  X(cublasGemmGroupedBatchedEx, cb_status,                                                         \
+    (cb_handle, const unsigned *, const unsigned *, const int *, const int *, const int *,         \
+     const void *, const void *const *, unsigned, const int *, const void *const *, unsigned,      \
+     const int *, const void *, void *const *, unsigned, const int *, int, const int *, unsigned))
 
 /* Where the build can see the toolkit header (the mmtune build), each declaration above is
  * checked against it at compile time: a mismatch fails the build. */
@@ -74,6 +81,7 @@ typedef struct {
 #define CB_FIELD_(sym, ret, params) ret(*sym) params;
   CB_FUNCS(CB_FIELD_)
   CB_OPTIONAL_FUNCS(CB_FIELD_)
+  CB_GROUPED_FUNCS(CB_FIELD_)
 #undef CB_FIELD_
 } cb_table;
 /* dlsym's void * is copied into each field. */
@@ -162,6 +170,7 @@ static mmt_status load_library(ut_err *err) {
 #define CB_OPTIONAL_(sym, ret, params) resolve_one(lib, #sym, false, &g_lib.fn.sym, NULL);
   CB_FUNCS(CB_REQUIRED_)
   CB_OPTIONAL_FUNCS(CB_OPTIONAL_)
+  CB_GROUPED_FUNCS(CB_OPTIONAL_)
 #undef CB_REQUIRED_
 #undef CB_OPTIONAL_
   return MMT_OK;
@@ -329,4 +338,62 @@ mmt_status tn_cublas_gemm_strided_batched(tn_cublas *cb, struct CUstream_st *str
       (void *)(uintptr_t)c, out_type, (int)ldc, (long long)stride_c, (int)batch, compute,
       CB_GEMM_DEFAULT);
   return s == CB_STATUS_SUCCESS ? MMT_OK : cb_fail(err, "cublasGemmStridedBatchedEx", s);
+}
+
+mmt_status tn_cublas_gemm_grouped(tn_cublas *cb, struct CUstream_st *stream, const char *dtype,
+                                  const char *layout, int64_t count, const int *m, int64_t n,
+                                  int64_t k, float alpha, int64_t lda, int64_t ldb, float beta,
+                                  int64_t ldc, uint64_t ptrs, ut_err *err) {
+  if (!g_lib.fn.cublasGemmGroupedBatchedEx)
+    return ut_fail(err, MMT_ERR_NOT_FOUND,
+                   "cublasGemmGroupedBatchedEx: not in this cuBLAS "
+                   "(12.5 and later have it)");
+  unsigned type = 0;
+  if (!dtype || (strcmp(dtype, "f16") && strcmp(dtype, "bf16")) || !data_type(dtype, &type))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED, "no grouped cuBLAS GEMM for %s (f16, bf16)",
+                   dtype ? dtype : "(null)");
+  const int64_t dims[] = {count, n, k, lda, ldb, ldc};
+  for (int i = 0; i < 6; i++)
+    if (dims[i] < 1 || dims[i] > INT_MAX)
+      return ut_fail(err, MMT_ERR_INVALID_ARG,
+                     "count=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld: each 1 to 2^31 - 1",
+                     (long long)count, (long long)n, (long long)k, (long long)lda, (long long)ldb,
+                     (long long)ldc);
+  if (!m || !ptrs) return ut_fail(err, MMT_ERR_INVALID_ARG, "m and ptrs are needed");
+  for (int64_t g = 0; g < count; g++)
+    if (m[g] < 1)
+      return ut_fail(err, MMT_ERR_INVALID_ARG, "m[%lld] = %d: each problem at least one row",
+                     (long long)g, m[g]);
+  mmt_status rc = set_stream_and_math(cb, stream, false, err);
+  if (rc) return rc;
+  /* cuBLAS takes an array of each argument, one per group: G groups of one problem. */
+  const size_t c = (size_t)count;
+  unsigned *ops = malloc(2 * c * sizeof *ops);
+  int *ints = malloc(7 * c * sizeof *ints);
+  float *scalars = malloc(2 * c * sizeof *scalars);
+  if (!ops || !ints || !scalars) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory (%lld problems)", (long long)count);
+    goto cleanup;
+  }
+  /* As tn_cublas_gemm: C^T = op(B)^T op(A)^T, so cuBLAS's A is B and its m is N. */
+  const bool ta = layout && layout[0] == 't', tb = layout && layout[0] && layout[1] == 't';
+  int *cm = ints, *cn = ints + c, *ck = ints + 2 * c, *l_a = ints + 3 * c, *l_b = ints + 4 * c,
+      *l_c = ints + 5 * c, *sizes = ints + 6 * c;
+  for (size_t g = 0; g < c; g++) {
+    ops[g] = tb ? CB_OP_T : CB_OP_N, ops[c + g] = ta ? CB_OP_T : CB_OP_N;
+    cm[g] = (int)n, cn[g] = m[g], ck[g] = (int)k;
+    l_a[g] = (int)ldb, l_b[g] = (int)lda, l_c[g] = (int)ldc;
+    sizes[g] = 1;
+    scalars[g] = alpha, scalars[c + g] = beta;
+  }
+  const void *const *p = (const void *const *)(uintptr_t)ptrs;
+  cb_status s = g_lib.fn.cublasGemmGroupedBatchedEx(
+      cb->h, ops, ops + c, cm, cn, ck, scalars, p + c, type, l_a, p, type, l_b, scalars + c,
+      (void *const *)(uintptr_t)(ptrs + 16 * c), type, l_c, (int)count, sizes, CB_COMPUTE_32F);
+  if (s != CB_STATUS_SUCCESS) rc = cb_fail(err, "cublasGemmGroupedBatchedEx", s);
+cleanup:
+  free(ops);
+  free(ints);
+  free(scalars);
+  return rc;
 }

@@ -86,4 +86,20 @@ mmt_status tn_cublas_gemm_strided_batched(tn_cublas *cb, struct CUstream_st *str
                                           uint64_t c, int64_t ldc, int64_t stride_c, int64_t batch,
                                           ut_err *err);
 
+/*
+ * `count` problems C_g = alpha * op(A_g) * op(B_g) + beta * C_g, each as tn_cublas_gemm
+ * computes it (ROW-major, layout as there), problem g with m[g] rows (a host array, each at
+ * least 1: leave empty ones out) and N, K, lda, ldb, ldc shared, in one asynchronous
+ * cublasGemmGroupedBatchedEx call of `count` groups of one problem each: a mixture of experts'
+ * layer as cuBLAS runs it.  ptrs is a DEVICE array of 3 * count addresses, A_g at [g], B_g at
+ * [count + g], C_g at [2 * count + g], which the caller uploads.  dtype "f16" or "bf16" for A,
+ * B and C, fp32 compute.  Errors: MMT_ERR_NOT_FOUND (a cuBLAS before 12.5), MMT_ERR_UNSUPPORTED
+ * (another type), MMT_ERR_INVALID_ARG (a size below 1 or above 2^31 - 1), MMT_ERR_NOMEM,
+ * MMT_ERR_CUDA (cuBLAS refused or failed: its status name and text).
+ */
+mmt_status tn_cublas_gemm_grouped(tn_cublas *cb, struct CUstream_st *stream, const char *dtype,
+                                  const char *layout, int64_t count, const int *m, int64_t n,
+                                  int64_t k, float alpha, int64_t lda, int64_t ldb, float beta,
+                                  int64_t ldc, uint64_t ptrs, ut_err *err);
+
 #endif /* MMT_TN_GPU_CUBLAS_H */
