@@ -537,6 +537,7 @@ static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsig
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a batch of %lld in one launch (at most 65535)",
                    (long long)batch);
   if (args->group == 'c') { /* G more tile rows: every expert's last, partial tile */
+    if (k->grid[0].dim == 'S') return MMT_OK; /* persistent: its blocks walk them all */
     for (int i = 0; i < 3; i++)
       if (k->grid[i].dim == 'M') {
         const int64_t rows = (int64_t)grid[i] + batch;

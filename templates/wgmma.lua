@@ -154,7 +154,6 @@ static __device__ __forceinline__ uint4 quad_transpose(const unsigned (&p)[4], i
 }
 ]]
 local epilogue16_pair_bits = [[
-
 static __device__ __forceinline__ unsigned pair_bits(float lo, float hi, unsigned old,
                                                      float beta) {
   if (beta != 0.0f) {
@@ -481,6 +480,67 @@ local op_epilogue = [[
     EPI_AMAX_FLUSH(E); /* the warp's amax (every lane here) */
 ]]
 
+-- A grouped op's tile (lib/epilogue.lua; the epilogue snippet), in the producer's and the
+-- consumers' walks alike: row0 made the expert's row in A and D (contiguous) or the tile
+-- skipped past the expert's rows (masked); m_end, where its rows end; gz, the expert (B's z).
+-- Not grouped: m_end is M.
+local group_lookup = [[
+    long long gt = row0 / BM, gz, gfirst;
+    int grows;
+    if (!epi_group_lookup(E, group_table, MK, BM, GROUP_TABLE, gt, gz, gfirst, grows)) continue;
+    row0 = gfirst + gt * BM; /* the tile's first row in A and D */
+]]
+local group_count = [[
+    const int grows = __ldg(E.group_rows + blockIdx.z); /* A, C and D are moved to problem z */
+    if (grows < 0 || grows > MK) { /* bad counts: no tiles, the error word set */
+      *E.group_error = 1;
+      continue;
+    }
+    if (row0 >= grows) continue;
+]]
+local group_tile = {
+  producer = {none = "", c = group_lookup .. "    (void)grows;\n", m = group_count},
+  consumer = {
+    none = "",
+    c = group_lookup .. "    const long long m_end = gfirst + grows;\n",
+    m = group_count .. "    const long long m_end = grows;\n",
+  },
+}
+-- A contiguous grouped op's tile table (epi_group_table): at most this many steps of experts
+-- in shared memory (4 bytes each), one expert a step up to this many.
+local GROUP_TABLE = 1024
+-- An op kernel's persistent tile rows: a contiguous grouped op's G more (every expert's last,
+-- partial tile: epi_group_table); its table of the experts' tile rows, built once a block.
+local grid_m_plain =
+  "  const long long grid_n = NK / BN + (NK % BN != 0), grid_m = MK / BM + (MK % BM != 0);"
+local grid_m_op = [[
+  const long long grid_n = NK / BN + (NK % BN != 0);
+#if EPI_GROUPED == 1
+  const long long grid_m = MK / BM + (MK % BM != 0) + E.groups;
+#else
+  const long long grid_m = MK / BM + (MK % BM != 0);
+#endif]]
+local group_table_define = [[
+/* A contiguous grouped op's table of the experts' tile rows: at most this many steps (after
+ * the barriers in shared memory; epi_group_table). */
+#define GROUP_TABLE ]] .. GROUP_TABLE .. "\n"
+local group_table_build = [[
+#if EPI_GROUPED == 1
+  /* the experts' tile rows, read once a block: each tile finds its expert in shared memory */
+  int* const group_table = reinterpret_cast<int*>(
+      mmt_smem + (((empty + 8 * STAGES + 15u) & ~15u) - smem_u32(mmt_smem)));
+  if (tid < 32) epi_group_table(E, MK, BM, GROUP_TABLE, group_table);
+  __syncthreads();
+#endif
+]]
+
+-- A contiguous grouped op's vectors by column: the tile's expert's (a copy of E, the
+-- kernel's E_all, moved); by row: rows as stored.  (Masked: op_start moves E once.)
+local group_vectors = [[
+    mmt_epilogue E = E_all;
+    epi_group_vectors(E, gz, 0, N);
+]]
+
 -- An op kernel's start: C moved to the block's problem of the batch, and the z of the boxes
 -- its tensor maps load (3-D maps: gen.h, "Epilogues"), 0 for a matrix every problem shares.
 -- ${ma}, ${mb}: the problem's operands the maps tmA and tmB cover.
@@ -488,6 +548,12 @@ local op_start = [[
   EPI_BATCH(A, B, C, E); /* this block's problem of the batch: C; A and B by the maps' z */
   const int za = E.batch_${ma} != 0 && EPI_Z ? (int)blockIdx.z : 0;
   const int zb = E.batch_${mb} != 0 && EPI_Z ? (int)blockIdx.z : 0;
+#if EPI_GROUPED == 1
+  const mmt_epilogue E_all = E; /* each tile's copy moves its vectors to its expert's */
+  (void)zb;                     /* B's z is each tile's expert */
+#elif EPI_GROUPED == 2
+  epi_group_vectors(E, blockIdx.z, (long long)blockIdx.z * M, N); /* the block's expert's */
+#endif
 ]]
 
 -- The storage type declaration and its conversions, per dtype (lib/elem: pack2(lo, hi) rounds
@@ -770,7 +836,7 @@ ${defines}
 #define CONSUMER_REGS ${consumer_regs}
 /* Named barrier of the consumer warpgroups alone (0 is __syncthreads'): split-K's meeting. */
 #define CONSUMER_BAR 1
-
+${group_table_define}
 /* The element type of the ABI.  NVRTC has no cuda.h or fp16 headers and mmtune passes no
  * include path, so the kernel declares what it needs itself. */${elem_decl}
 /* CUtensorMap's size and alignment (the runtime fills it with cuTensorMapEncodeTiled). */
@@ -780,8 +846,7 @@ struct __align__(64) mmt_tensor_map { unsigned long long opaque[16]; };
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-#if !SWAP && ${quad_helpers}]] .. epilogue16_helpers .. [[#endif
-#if !SWAP && ELEM_BYTES == 2]] .. epilogue16_pair_bits .. [[#endif
+${epilogue16_block}
 /* ---- mbarriers and TMA ---- */
 static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -986,7 +1051,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
    * (a grid of BLOCKS blocks per SM that stays resident and walks all the tiles).  64-bit:
    * grid_n * grid_m may pass 2^32. */
 #if PERSIST
-  const long long grid_n = NK / BN + (NK % BN != 0), grid_m = MK / BM + (MK % BM != 0);
+${grid_m_persist}
   const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
 #else
   const long long grid_n = gridDim.x, grid_m = gridDim.y / CLUSTER;
@@ -1024,7 +1089,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
   /* Programmatic dependent launch (the kernel table's dependent_launch; the dependent_launch
    * snippet): nothing above reads or writes global memory. */
   pdl_wait(tid == 0);
-
+${group_table_build}
   if (wg == 0) {
     /* ---- producer: one thread issues the TMA copies of every K tile of every tile ---- */
 #if PRODUCER_REGS
@@ -1040,7 +1105,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
       for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
         long long row0, col0;
         tile_origin(pid, grid_m, grid_n, rank, row0, col0);
-        for (int kt = kt0; kt < kt1; ++kt) {
+${group_tile_producer}        for (int kt = kt0; kt < kt1; ++kt) {
           /* Stage s was last read by K tile kt - STAGES (of this tile or the one before):
            * wait until the consumers released it (on the first round, the parity before the
            * first phase: passes at once). */
@@ -1097,7 +1162,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
     for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
     long long row0, col0;
     tile_origin(pid, grid_m, grid_n, rank, row0, col0);
-    const int m_left = (int)(MK - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
+${group_tile_consumer}${group_vectors}    const int m_left = (int)(${m_end} - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
     float acc[MI][ACC];
 #pragma unroll
     for (int i = 0; i < MI; ++i)
@@ -1193,7 +1258,7 @@ local function rs_swap(dtype, layout)
 end
 
 -- Everything derived from a config (shared by constraints and emit).
-local function derive(p, dtype)
+local function derive(p, dtype, op)
   local d = {}
   d.threads = 128 * (p.consumers + 1)
   d.wg_m = p.bm // p.consumers
@@ -1204,7 +1269,11 @@ local function derive(p, dtype)
   -- barriers
   d.stage = (p.repack == 1 and dtype ~= "tf32") and
             p.consumers * 4 * 16 * (math.min(p.bn, 32) + 4) * 4 + 16 or 0
-  d.shared_bytes = d.tiles + 16 * p.stages + 1024 + d.stage
+  -- a contiguous grouped op: the experts' tile table (epi_group_table), GROUP_TABLE + 1 ints
+  -- after the barriers, 16-byte aligned
+  d.group_table = op and op.group and op.group:sub(1, 1) == "c" and 4 * (GROUP_TABLE + 1) + 16
+                  or 0
+  d.shared_bytes = d.tiles + 16 * p.stages + 1024 + d.stage + d.group_table
   -- split-K: the split_k snippet's flag, a little static shared memory
   d.static_bytes = p.split > 1 and 16 or 0
   -- Registers: ptxas compiles the whole kernel within the launch budget, min(255, 65536 /
@@ -1333,7 +1402,7 @@ return {
              split = 1, persist = 0, swap = 0, cluster = 1, promote = 1},
 
   constraints = function(p, prob, dtype, layout, op)
-    local d = derive(p, dtype)
+    local d = derive(p, dtype, op)
     local swap = p.swap == 1
     if d.wg_m < 64 then
       return false, string.format("bm/consumers = %d rows per consumer: wgmma needs 64", d.wg_m)
@@ -1379,8 +1448,11 @@ return {
     -- promote = 1 (checked above), one 128-column block of B a tile, rows as named (no swap),
     -- one problem (the scales have no batch stride)
     ok, why = epilogue.fits(op, prob, not swap, p.split == 1,
-                            fp8(dtype) and not swap and 128 % p.bn == 0)
+                            fp8(dtype) and not swap and 128 % p.bn == 0, not swap)
     if not ok then return false, why end
+    if op and op.group and p.cluster > 1 then
+      return false, "grouped: no cluster (its blocks' tile rows may be two experts')"
+    end
     if op and op.scale_block and prob and prob.batch > 1 then
       return false, "block scales: one problem a call (no batch)"
     end
@@ -1435,7 +1507,7 @@ return {
     local name = epilogue.name(kernel_name(p, dtype, layout), op)
     local dt = mmt.dtype(dtype)
     local info = dtype_info[dtype]
-    local d = derive(p, dtype)
+    local d = derive(p, dtype, op)
     local swap = p.swap == 1
     local ka_t, kb_t = kernel_majors(layout, swap)
     local rs = takes_rs(dtype, layout, swap)
@@ -1493,9 +1565,14 @@ return {
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
     vars.epilogue = epilogue.source(op, p.split == 1)
     vars.epilogue_code = op and op_epilogue or plain_epilogue
-    -- quad_transpose: the plain 16-bit epilogue's, and an op's with a 16-bit D
+    -- the 16-byte stores' helpers: all of them for the plain 16-bit epilogue (its text as it
+    -- has been: a plain kernel's source stays the same, so its rows stay current), the quad
+    -- exchange alone for an op with a 16-bit D
     local out16 = op and (op.out == "f16" or op.out == "bf16")
-    vars.quad_helpers = (out16 or (not op and dt.bytes == 2)) and "1" or "0"
+    vars.epilogue16_block = op and ("#if !SWAP && " .. (out16 and "1" or "0") ..
+                                    epilogue16_helpers .. "#endif") or
+                            ("#if !SWAP && ELEM_BYTES == 2" .. epilogue16_helpers ..
+                             epilogue16_pair_bits .. "#endif")
     -- the K slice: blockIdx.z, which an op kernel's batch takes unless it splits K
     vars.k_slice = op and "(SPLIT > 1 ? (int)blockIdx.z : 0)" or "(int)blockIdx.z"
     vars.c_global = op and mmt.subst(op_start, {ma = swap and "b" or "a", mb = swap and "a" or "b"})
@@ -1507,7 +1584,16 @@ return {
     vars.z_operand_mc = op and ", %6" or ""
     vars.z_input = op and ', "r"(c2)' or ""
     vars.za = op and ", za" or ""
-    vars.zb = op and ", zb" or ""
+    local grouped = op and op.group and op.group:sub(1, 1)
+    vars.zb = grouped == "c" and ", (int)gz" or op and ", zb" or ""
+    vars.group_tile_producer = group_tile.producer[grouped or "none"]
+    vars.group_tile_consumer = group_tile.consumer[grouped or "none"]
+    vars.group_vectors = grouped == "c" and group_vectors or ""
+    vars.m_end = grouped and "m_end" or "MK"
+    -- an op kernel's grouped parts (a plain kernel's text stays as it has been)
+    vars.group_table_define = op and group_table_define or ""
+    vars.group_table_build = op and group_table_build or ""
+    vars.grid_m_persist = op and grid_m_op or grid_m_plain
     -- TMA boxes, as stored: a K-major operand in one box of {BK, rows}, an MN-major one in
     -- boxes of {row_bytes (128, or B's narrower rows), BK}; B's cut in `parts` (cluster: each
     -- block of the cluster loads one part and multicasts it) along its rows.

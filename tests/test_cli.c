@@ -713,7 +713,10 @@ static void test_layout_options(void **state) {
   assert_usage_error(RUN("measure", "mma_sync", "--shape", "64x64x64", "--dtype", "f16",
                          "--epilogue", "out=f16,group=masked"),
                      "grouped ops are not measured yet");
-  assert_usage_error(RUN("emit", "wgmma", "--dtype", "f16", "--layout", "nt", "--epilogue",
+  assert_usage_error(RUN("emit", "wgmma", "cluster=2", "--dtype", "f16", "--layout", "nt",
+                         "--epilogue", "out=f16,group=masked"),
+                     "grouped: no cluster");
+  assert_usage_error(RUN("emit", "skinny", "--dtype", "f16", "--layout", "nt", "--epilogue",
                          "out=f16,group=masked"),
                      "grouped: not by this config");
   assert_usage_error(RUN("emit", "naive", "--layout", "n"), "unknown layout 'n'");

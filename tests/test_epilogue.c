@@ -401,14 +401,20 @@ static void test_skinny(void **state) {
 }
 
 /* Grouped ops (mixture of experts): mma_sync and reg_tiled emit and compile them, the move to
- * the block's expert (EPI_GROUP) in their tile, a name of their own; the others refuse them. */
+ * the block's expert (EPI_GROUP) in their tile, and wgmma, its tiles finding their experts in
+ * a table (contiguous) or their problem's count (masked), persistent or not; a name of their
+ * own; wgmma refuses them with swap or a cluster, the skinny templates always. */
 static void test_grouped(void **state) {
   (void)state;
   static const struct {
     const char *tmpl, *dtype, *layout, *arch;
-  } ok[] = {{"mma_sync", "f16", "nt", "sm_90"},
-            {"mma_sync", "bf16", "nn", "sm_80"},
-            {"reg_tiled", "f32", "nt", "sm_80"}};
+    const char *params;
+  } ok[] = {{"mma_sync", "f16", "nt", "sm_90", ""},
+            {"mma_sync", "bf16", "nn", "sm_80", ""},
+            {"reg_tiled", "f32", "nt", "sm_80", ""},
+            {"wgmma", "bf16", "nt", "sm_90a", ""},
+            {"wgmma", "f16", "nn", "sm_90a", "persist=1"},
+            {"wgmma", "tf32", "nt", "sm_90a", "persist=1"}};
   static const char *const ops[] = {
       "out=f16,bias=col,act=silu,group=contiguous", "out=f32,scale=row+col,group=contiguous",
       "out=bf16,bias=row,bias_type=f32,scale=tensor,group=masked", "out=f32,group=masked"};
@@ -416,10 +422,13 @@ static void test_grouped(void **state) {
     gen_template *t = load(ok[i].tmpl);
     gen_config cfg;
     gen_config_default(t, &cfg);
+    ut_err e = {{0}};
+    if (*ok[i].params) assert_int_equal(gen_config_parse(t, ok[i].params, &cfg, &e), MMT_OK);
+    const bool wgmma = !strcmp(ok[i].tmpl, "wgmma");
     for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++) {
       gen_op op = parse(ops[j], ok[i].dtype);
-      if (!strcmp(ok[i].dtype, "f32")) snprintf(op.out, sizeof op.out, "f32");
-      ut_err e = {{0}};
+      if (!strcmp(ok[i].dtype, "f32") || !strcmp(ok[i].dtype, "tf32"))
+        snprintf(op.out, sizeof op.out, "f32");
       bool valid = false;
       char why[256] = "";
       assert_int_equal(
@@ -429,7 +438,9 @@ static void test_grouped(void **state) {
       gen_kernel k = {0};
       if (gen_emit_op(t, &cfg, ok[i].dtype, ok[i].layout, &op, &k, &e) != MMT_OK)
         fail_msg("%s %s: %s", ok[i].tmpl, ops[j], e.msg);
-      assert_non_null(strstr(k.source, "  EPI_GROUP("));
+      assert_non_null(strstr(k.source, !wgmma            ? "  EPI_GROUP("
+                                       : op.group == 'c' ? "epi_group_lookup(E, group_table"
+                                                         : "__ldg(E.group_rows + blockIdx.z)"));
       assert_non_null(
           strstr(k.source, op.group == 'c' ? "#define EPI_GROUPED 1" : "#define EPI_GROUPED 2"));
       assert_non_null(strstr(k.kernel_name, op.group == 'c' ? "_gc" : "_gm"));
@@ -437,6 +448,7 @@ static void test_grouped(void **state) {
       char *log = NULL;
       if (rt_compile(k.source, k.kernel_name, ok[i].arch, &cubin, &log, &e) != MMT_OK)
         fail_msg("%s %s: %s\n%s", ok[i].tmpl, ops[j], e.msg, log ? log : "");
+      if (log && *log) fail_msg("%s %s: not even a warning:\n%s", ok[i].tmpl, ops[j], log);
       free(log);
       rt_cubin_free(&cubin);
       gen_kernel_clear(&k);
@@ -451,19 +463,26 @@ static void test_grouped(void **state) {
     }
     gen_free(t);
   }
-  static const char *const refuse[] = {"wgmma", "skinny", "skinny_mma"};
+  static const struct {
+    const char *tmpl, *params;
+  } refuse[] = {{"wgmma", "swap=1,bm=64,bn=64,consumers=1"},
+                {"wgmma", "cluster=2"},
+                {"skinny", ""},
+                {"skinny_mma", ""}};
   for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
-    gen_template *t = load(refuse[i]);
+    gen_template *t = load(refuse[i].tmpl);
     gen_config cfg;
     gen_config_default(t, &cfg);
     const gen_op op = parse("out=f16,group=contiguous", "f16");
     ut_err e = {{0}};
+    if (*refuse[i].params)
+      assert_int_equal(gen_config_parse(t, refuse[i].params, &cfg, &e), MMT_OK);
     bool valid = true;
     char why[256] = "";
     assert_int_equal(gen_check_op_for(t, &cfg, "f16", "nt", &op, &valid, why, sizeof why, &e),
                      MMT_OK);
     assert_false(valid);
-    assert_non_null(strstr(why, "grouped"));
+    if (!strstr(why, "grouped")) fail_msg("%s %s: %s", refuse[i].tmpl, refuse[i].params, why);
     gen_free(t);
   }
 }

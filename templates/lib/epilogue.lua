@@ -14,11 +14,13 @@ local ACT = {none = 0, relu = 1, gelu_tanh = 2, gelu_erf = 3, silu = 4}
 -- epi_store2 neighbouring column pairs (c even), which a gated op needs; `batch_z`, grid.z is
 -- free for the batch (false for a split-K config, whose slices it is); `block_scales`, its main
 -- loop applies block scales (scale_block: they are not the epilogue's); `groups`, its tile row
--- comes from lib/gemm.lua's tile, where EPI_GROUP makes it an expert's (grouped ops).
+-- comes from lib/gemm.lua's tile, where EPI_GROUP makes it an expert's, or from a walk of its
+-- own that finds each tile's expert (wgmma: epi_group_table, epi_group_lookup) (grouped ops).
 function M.fits(op, prob, pairs, batch_z, block_scales, groups)
   if not op then return true end
   if op.group and not (groups and batch_z) then
-    return false, "grouped: not by this config (mma_sync and reg_tiled without split-K are)"
+    return false, "grouped: not by this config (mma_sync, reg_tiled and wgmma without " ..
+                  "split-K, swap or cluster are)"
   end
   if op.scale_block and not block_scales then
     return false, "block scales: not applied by this config (wgmma FP8 with promote = 1, " ..

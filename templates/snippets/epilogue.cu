@@ -31,6 +31,9 @@
  * A grouped op's kernel also calls, once its tile row is known and before it uses it:
  *   EPI_GROUP(A, B, C, E, M, TILE_ROW, BM)   the block's expert: pointers, M and the tile row
  *                                            made the expert's (returns when it has none)
+ * or, a kernel that walks many tiles a block (wgmma's persistent loop; contiguous only), once
+ * in one whole warp epi_group_table into shared memory, then for each tile epi_group_lookup
+ * and epi_group_vectors on a copy of E.
  * An FP8 D also needs, in the code that stores a tile (the same warps, converged, at its end):
  *   EPI_AMAX_DECL   before the stores: the thread's running amax
  *   EPI_AMAX_ARG    after the last argument of each epi_store, epi_store2, epi_gate
@@ -244,6 +247,75 @@ __device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int
   return t * bm < rows;
 #endif
 }
+
+#if EPI_GROUPED == 1
+/* Contiguous, for a kernel that walks tiles itself: a table of where the experts' tile rows
+ * start (bm rows a tile, each expert's last partial), in shared memory, read by each tile's
+ * epi_group_lookup.  With S = ceil(G / cap) experts a step (1 up to cap experts), table[j] is
+ * the tile rows of experts [0, jS), for j = 0 .. ceil(G / S), the last entry all of them;
+ * cap + 1 ints hold it for any G.  One whole warp builds it, scanning the offsets as
+ * epi_group_find does; an expert whose rows break the rules has no tiles, and group_error is
+ * set.  The caller syncs the block after it. */
+__device__ __forceinline__ int epi_group_step(const mmt_epilogue& E, int cap) {
+  return (int)((E.groups + cap - 1) / cap);
+}
+__device__ __forceinline__ int epi_group_tiles(const mmt_epilogue& E, int g, int M, int bm,
+                                               int& lo, int& hi) {
+  lo = __ldg(E.group_rows + g), hi = __ldg(E.group_rows + g + 1);
+  return 0 <= lo && lo <= hi && hi <= M ? (int)(((long long)hi - lo + bm - 1) / bm) : -1;
+}
+__device__ __forceinline__ void epi_group_table(const mmt_epilogue& E, int M, int bm, int cap,
+                                                int* table) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* group_rows: see epi_group_find */
+#endif
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x & 31, G = (int)E.groups, S = epi_group_step(E, cap);
+  int before = 0;
+  if (lane == 0) table[0] = 0;
+  for (int g0 = 0; g0 < G; g0 += 32) {
+    const int g = g0 + lane;
+    int lo, hi, tiles = 0;
+    if (g < G) tiles = epi_group_tiles(E, g, M, bm, lo, hi);
+    if (__ballot_sync(full, tiles < 0) && lane == 0) *E.group_error = 1;
+    if (tiles < 0) tiles = 0;
+    int incl = tiles;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(full, incl, o);
+      if (lane >= o) incl += v;
+    }
+    if (g < G && ((g + 1) % S == 0 || g + 1 == G)) table[(g + S) / S] = before + incl;
+    before += __shfl_sync(full, incl, 31);
+  }
+}
+
+/* Tile row t's expert z, its first row and rows, t made the row within it; false for a tile
+ * row past every expert's.  The table's last entry at or below t, then its step's experts in
+ * turn (one with S = 1): empty ones and those that break the rules have no tiles. */
+__device__ __forceinline__ bool epi_group_lookup(const mmt_epilogue& E, const int* table,
+                                                 int M, int bm, int cap, long long& t,
+                                                 long long& z, long long& first, int& rows) {
+  const int G = (int)E.groups, S = epi_group_step(E, cap), J = (G + S - 1) / S;
+  if (t >= table[J]) return false;
+  int lo = 0, hi = J - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (table[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  long long before = table[lo];
+  for (int g = lo * S; g < G; ++g) {
+    int r0, r1;
+    const int tiles = epi_group_tiles(E, g, M, bm, r0, r1);
+    if (tiles > 0 && t < before + tiles) {
+      z = g, first = r0, rows = r1 - r0, t -= before;
+      return true;
+    }
+    if (tiles > 0) before += tiles;
+  }
+  return false; /* not reached: the table's last entry counts every tile */
+}
+#endif
 
 /* The block's expert (epi_group_find): A, C and D moved to its first row (contiguous; a masked
  * expert's block is the batch's, EPI_BATCH), B to its weight, M to its rows, the per-column

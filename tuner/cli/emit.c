@@ -31,7 +31,7 @@ static const tn_cmd_spec emit_spec = {
     "e5m2: wgmma, layout nt) have op kernels only, mixed makes B the other FP8 type than the\n"
     "dtype, A's, an FP8 out= (after FP8 inputs) stores D scaled and saturated, with its amax,\n"
     "and group= emits a grouped (mixture-of-experts) kernel, whose tile rows are its experts'\n"
-    "(mma_sync and reg_tiled for now).",
+    "(mma_sync, reg_tiled and wgmma).",
     emit_opts, 4};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {
