@@ -495,8 +495,8 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, lc.set_bytes * (size_t)copies));
   RT_CU_CHECK(b->cu, cuMemAlloc(&bias, (size_t)n * oe + 256));
   lc.a = base, lc.b = base + sa, lc.c = base + sa + sb, lc.d_mm = lc.c + sc, lc.d_lt = lc.d_mm + sd;
-  lc.bias = bias;
-  if (family == F_LINEAR) lc.d.bias = (const void *)(uintptr_t)bias;
+  if (family == F_LINEAR) /* the other families' plans have no bias: cuBLASLt gets none */
+    lc.bias = bias, lc.d.bias = (const void *)(uintptr_t)bias;
   for (int i = 0; i < copies && !rc; i++) {
     const size_t off = (size_t)i * lc.set_bytes;
     if (!(rc = fill(b, lc.a + off, lc.a_bytes / ie, in, err)) &&
