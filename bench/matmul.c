@@ -1,6 +1,8 @@
 /*
  * matmul.c -- mmtune-matmul-bench: mmt_matmul against its peers, side by side in one run, on the
  * forms a transformer calls (include/mmtune.h, mmt_matmul; docs/performance.md quotes it).
+ * Its families live here but for grouped (matmul_grouped.c) and quantize (matmul_quantize.c);
+ * matmul_bench.h is what they share.
  *
  * Usage:
  *   mmtune-matmul-bench [--device N] [--db PATH] [--dtype f16|bf16] [--family F,...]
@@ -47,48 +49,17 @@
 
 #include "bench_cli.h"
 #include "gen.h"
-#include "gpu/cublas.h"
-#include "gpu/bandwidth.h"
-#include "gpu/cublaslt.h"
 #include "gpu/helper_kernels.h"
-#include "gpu/measure.h"
 #include "gpu/ref.h"
 #include "half16.h"
-#include "mmtune.h"
+#include "matmul_bench.h"
 #include "rt_compile.h"
-#include "rt_device.h"
-#include "rt_driver.h"
-#include "util.h"
 
 #define PROG "mmtune-matmul-bench"
-#define MAX_RUNS 200
-#define MAX_COPIES 64
-#define OPERANDS_MAX_BYTES ((size_t)6 << 30)
 #define HOST_CALLS 2000
 
-enum {
-  F_LINEAR,
-  F_SWIGLU,
-  F_RESIDUAL,
-  F_F32OUT,
-  F_ATTENTION,
-  F_HOST,
-  F_QUANTIZE,
-  F_GROUPED,
-  FAMILIES
-};
 static const char *const k_family[FAMILIES] = {"linear",    "swiglu", "residual", "f32out",
                                                "attention", "host",   "quantize", "grouped"};
-
-typedef struct {
-  int device;
-  const char *db, *dtype, *weights, *csv;
-  mmt_dtype type;
-  bool family[FAMILIES], cold;
-  int64_t batches[16];
-  int nbatches;
-  int runs;
-} bench_opts;
 
 static void print_usage(void) {
   printf("usage: " PROG " [--device N] [--db PATH] [--dtype f16|bf16] [--family F,...]\n"
@@ -206,26 +177,9 @@ static const char FILL_SOURCE[] =
     "  }\n"
     "}\n";
 
-typedef struct {
-  const bench_opts *o;
-  const rt_cu *cu;
-  rt_device dev;
-  mmt_context *ctx;
-  tn_gpu *g; /* the SwiGLU baseline's elementwise kernel */
-  tn_cublas *cb;
-  tn_cublaslt *lt;
-  CUstream stream;
-  CUmodule fill_mod;
-  CUfunction fill_fn;
-  CUevent ev[MAX_RUNS + 1];
-  int l2_bytes;
-  uint64_t seed;
-  FILE *csv;
-} bench;
+int mb_size_of(mmt_dtype t) { return t == MMT_F32 ? 4 : 2; }
 
-static int size_of(mmt_dtype t) { return t == MMT_F32 ? 4 : 2; }
-
-static mmt_status fill(bench *b, CUdeviceptr x, size_t n, mmt_dtype t, ut_err *err) {
+mmt_status mb_fill(bench *b, CUdeviceptr x, size_t n, mmt_dtype t, ut_err *err) {
   mmt_status rc = MMT_OK;
   unsigned long long count = n, seed = b->seed++ * 0x100000001b3ull;
   int type = (int)t;
@@ -285,18 +239,8 @@ static void close_bench(bench *b) {
 
 /* ---- one case ---- */
 
-/* A case's operands: `copies` sets, each `bytes` long, carved into its buffers in order. */
-typedef struct {
-  CUdeviceptr base;
-  size_t set_bytes;
-  int copies;
-} buffers;
-
-/* One launch of a library on input copy `copy`. */
-typedef mmt_status (*launch_fn)(bench *b, void *user, int copy, ut_err *err);
-
 /* The median of `runs` timed launches, each on the next copy, after warm-up. */
-static mmt_status time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err) {
+mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err) {
   mmt_status rc = MMT_OK;
   const rt_cu *cu = b->cu;
   const int runs = b->o->runs, timed = b->o->cold && copies > 1 ? copies - 1 : copies;
@@ -330,7 +274,7 @@ cleanup:
 }
 
 /* Copies of a set: 3x the L2 (warm), or cold enough, within MAX_COPIES and the memory cap. */
-static int copies_for(const bench *b, size_t set_bytes) {
+int mb_copies_for(const bench *b, size_t set_bytes) {
   size_t want = b->o->cold ? (2 * (size_t)b->l2_bytes + set_bytes - 1) / set_bytes + 2
                            : (3 * (size_t)b->l2_bytes + set_bytes - 1) / set_bytes;
   if (want < 1) want = 1;
@@ -340,10 +284,10 @@ static int copies_for(const bench *b, size_t set_bytes) {
 }
 
 /* The relative Frobenius difference of two device matrices of `n` elements of type t. */
-static mmt_status compare(bench *b, CUdeviceptr x, CUdeviceptr y, size_t n, mmt_dtype t,
-                          double *rel, ut_err *err) {
+mmt_status mb_compare(bench *b, CUdeviceptr x, CUdeviceptr y, size_t n, mmt_dtype t, double *rel,
+                      ut_err *err) {
   mmt_status rc = MMT_OK;
-  const size_t bytes = n * (size_t)size_of(t);
+  const size_t bytes = n * (size_t)mb_size_of(t);
   unsigned char *hx = malloc(bytes), *hy = malloc(bytes);
   if (!hx || !hy) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory (%zu bytes)", 2 * bytes);
@@ -373,14 +317,8 @@ cleanup:
   return rc;
 }
 
-/* What a family's cases add up to. */
-typedef struct {
-  double log_sum, min;
-  int count, mismatched, failed;
-} tally;
-
-static void report(bench *b, tally *tl, const char *family, const char *what, double mm_ms,
-                   double peer_ms, double rel, double tol, const char *kernel) {
+void mb_report(bench *b, tally *tl, const char *family, const char *what, double mm_ms,
+               double peer_ms, double rel, double tol, const char *kernel) {
   const bool ok = rel <= tol;
   const double ratio = peer_ms / mm_ms;
   printf("%-9s %-34s %10.4f %10.4f %6.3fx  %s%s\n", family, what, mm_ms, peer_ms, ratio, kernel,
@@ -397,7 +335,7 @@ static void report(bench *b, tally *tl, const char *family, const char *what, do
   tl->count++;
 }
 
-static void kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len) {
+void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len) {
   mmt_choice c;
   if (mmt_explain_matmul(b->ctx, d, &c) != MMT_OK) {
     snprintf(out, len, "?");
@@ -409,7 +347,7 @@ static void kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len)
 /* ---- the Linear families: linear, residual, f32out ---- */
 
 /* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
-static mmt_matmul_desc linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out) {
+mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out) {
   return (mmt_matmul_desc){.order = MMT_ROW_MAJOR,
                            .trans_b = MMT_TRANS,
                            .m = m,
@@ -457,7 +395,7 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
   mmt_status rc = MMT_OK;
   const mmt_dtype in = b->o->type, out = family == F_F32OUT ? MMT_F32 : in;
   linear_case lc = {0};
-  lc.d = linear_desc(m, n, k, in, out);
+  lc.d = mb_linear_desc(m, n, k, in, out);
   tn_lt_problem lp = {.layout = "nt",
                       .m = m,
                       .n = n,
@@ -480,7 +418,7 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
     lc.d.ldc = n;
     lc.d.c = (const void *)(uintptr_t)1; /* set per copy */
   }
-  const size_t ie = (size_t)size_of(in), oe = (size_t)size_of(out);
+  const size_t ie = (size_t)mb_size_of(in), oe = (size_t)mb_size_of(out);
   lc.a_bytes = (size_t)(m * k) * ie, lc.b_bytes = (size_t)(n * k) * ie;
   lc.c_bytes = family == F_RESIDUAL ? (size_t)(m * n) * oe : 0;
   lc.d_bytes = (size_t)(m * n) * oe;
@@ -488,7 +426,7 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
   const size_t al = 256, sa = (lc.a_bytes + al - 1) / al * al, sb = (lc.b_bytes + al - 1) / al * al;
   const size_t sc = (lc.c_bytes + al - 1) / al * al, sd = (lc.d_bytes + al - 1) / al * al;
   lc.set_bytes = sa + sb + sc + 2 * sd;
-  const int copies = copies_for(b, lc.set_bytes);
+  const int copies = mb_copies_for(b, lc.set_bytes);
   CUdeviceptr base = 0, bias = 0;
   char what[96], kernel[400] = "";
   snprintf(what, sizeof what, "%lldx%lldx%lld %s", (long long)m, (long long)n, (long long)k, name);
@@ -499,11 +437,11 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
     lc.bias = bias, lc.d.bias = (const void *)(uintptr_t)bias;
   for (int i = 0; i < copies && !rc; i++) {
     const size_t off = (size_t)i * lc.set_bytes;
-    if (!(rc = fill(b, lc.a + off, lc.a_bytes / ie, in, err)) &&
-        !(rc = fill(b, lc.b + off, lc.b_bytes / ie, in, err)) && lc.c_bytes)
-      rc = fill(b, lc.c + off, lc.c_bytes / oe, out, err);
+    if (!(rc = mb_fill(b, lc.a + off, lc.a_bytes / ie, in, err)) &&
+        !(rc = mb_fill(b, lc.b + off, lc.b_bytes / ie, in, err)) && lc.c_bytes)
+      rc = mb_fill(b, lc.c + off, lc.c_bytes / oe, out, err);
   }
-  if (!rc) rc = fill(b, bias, (size_t)n, out, err);
+  if (!rc) rc = mb_fill(b, bias, (size_t)n, out, err);
   if (!rc) rc = tn_cublaslt_plan(b->lt, &lp, &lc.plan, err);
   if (rc == MMT_ERR_UNSUPPORTED) { /* no cuBLASLt algorithm: nothing to compare with */
     printf("%-9s %-34s cuBLASLt has no algorithm: %s\n", k_family[family], what, err->msg);
@@ -514,14 +452,14 @@ static mmt_status linear_one(bench *b, int family, int64_t m, int64_t n, int64_t
   double rel = INFINITY, mm_ms = 0, lt_ms = 0, rel_tol, max_tol;
   if (!rc) rc = run_mm(b, &lc, 0, err);
   if (!rc) rc = run_lt(b, &lc, 0, err);
-  if (!rc) rc = compare(b, lc.d_mm, lc.d_lt, lc.d_bytes / oe, out, &rel, err);
-  if (!rc) rc = time_ms(b, run_mm, &lc, copies, &mm_ms, err);
-  if (!rc) rc = time_ms(b, run_lt, &lc, copies, &lt_ms, err);
+  if (!rc) rc = mb_compare(b, lc.d_mm, lc.d_lt, lc.d_bytes / oe, out, &rel, err);
+  if (!rc) rc = mb_time_ms(b, run_mm, &lc, copies, &mm_ms, err);
+  if (!rc) rc = mb_time_ms(b, run_lt, &lc, copies, &lt_ms, err);
   if (rc) goto cleanup;
-  kernel_of(b, &lc.d, kernel, sizeof kernel);
+  mb_kernel_of(b, &lc.d, kernel, sizeof kernel);
   tn_tolerance(out == MMT_F32 ? "f32" : b->o->dtype, &rel_tol, &max_tol);
   if (in != out && out == MMT_F32) rel_tol = 1e-3; /* two libraries' fp32 sums of 16-bit products */
-  report(b, tl, k_family[family], what, mm_ms, lt_ms, rel, rel_tol, kernel);
+  mb_report(b, tl, k_family[family], what, mm_ms, lt_ms, rel, rel_tol, kernel);
 cleanup:
   tn_lt_plan_free(lc.plan);
   if (base) b->cu->cuMemFree(base);
@@ -568,14 +506,14 @@ static mmt_status swiglu_one(bench *b, int64_t m, int64_t n2, int64_t k, const c
   const mmt_dtype t = b->o->type;
   const size_t e = 2, al = 256;
   swiglu_case sc = {.m = m, .n2 = n2, .k = k};
-  sc.d = linear_desc(m, n2 / 2, k, t, t);
+  sc.d = mb_linear_desc(m, n2 / 2, k, t, t);
   sc.d.act = MMT_ACT_SILU, sc.d.gated = 1;
   const size_t sa = ((size_t)(m * k) * e + al - 1) / al * al;
   const size_t sw = ((size_t)(n2 * k) * e + al - 1) / al * al;
   const size_t sh = ((size_t)(m * n2 / 2) * e + al - 1) / al * al;
   const size_t st = ((size_t)(m * n2) * e + al - 1) / al * al;
   sc.set_bytes = sa + sw + 2 * sh + st;
-  const int copies = copies_for(b, sc.set_bytes);
+  const int copies = mb_copies_for(b, sc.set_bytes);
   CUdeviceptr base = 0;
   char what[96], kernel[400];
   snprintf(what, sizeof what, "%lldx%lldx%lld %s", (long long)m, (long long)n2, (long long)k, name);
@@ -584,17 +522,17 @@ static mmt_status swiglu_one(bench *b, int64_t m, int64_t n2, int64_t k, const c
   sc.tmp = sc.h_peer + sh;
   for (int i = 0; i < copies && !rc; i++) {
     const size_t off = (size_t)i * sc.set_bytes;
-    if (!(rc = fill(b, sc.a + off, (size_t)(m * k), t, err)))
-      rc = fill(b, sc.w + off, (size_t)(n2 * k), t, err);
+    if (!(rc = mb_fill(b, sc.a + off, (size_t)(m * k), t, err)))
+      rc = mb_fill(b, sc.w + off, (size_t)(n2 * k), t, err);
   }
   double mm_ms = 0, peer_ms = 0;
   if (!rc) rc = swiglu_mm(b, &sc, 0, err);
-  if (!rc) rc = time_ms(b, swiglu_mm, &sc, copies, &mm_ms, err);
-  if (!rc) rc = time_ms(b, swiglu_peer, &sc, copies, &peer_ms, err);
+  if (!rc) rc = mb_time_ms(b, swiglu_mm, &sc, copies, &mm_ms, err);
+  if (!rc) rc = mb_time_ms(b, swiglu_peer, &sc, copies, &peer_ms, err);
   if (rc) goto cleanup;
   /* the same random weight read two ways: the outputs differ by arrangement, not compared */
-  kernel_of(b, &sc.d, kernel, sizeof kernel);
-  report(b, tl, "swiglu", what, mm_ms, peer_ms, 0, 1, kernel);
+  mb_kernel_of(b, &sc.d, kernel, sizeof kernel);
+  mb_report(b, tl, "swiglu", what, mm_ms, peer_ms, 0, 1, kernel);
 cleanup:
   if (base) b->cu->cuMemFree(base);
   return rc;
@@ -658,7 +596,7 @@ static mmt_status attn_one(bench *b, bool qk, int64_t heads, int64_t s, int64_t 
   const size_t sd = ((size_t)(heads * m * n) * e + al - 1) / al * al;
   ac.set_bytes = sa + sb + 2 * sd;
   if (ac.set_bytes > OPERANDS_MAX_BYTES) return MMT_OK; /* left out: see the top */
-  const int copies = copies_for(b, ac.set_bytes);
+  const int copies = mb_copies_for(b, ac.set_bytes);
   CUdeviceptr base = 0;
   char what[96], kernel[400];
   snprintf(what, sizeof what, "%s x%lld seq %lld d %lld", qk ? "QK^T" : "PV", (long long)heads,
@@ -667,19 +605,19 @@ static mmt_status attn_one(bench *b, bool qk, int64_t heads, int64_t s, int64_t 
   ac.a = base, ac.bm = base + sa, ac.d_mm = ac.bm + sb, ac.d_peer = ac.d_mm + sd;
   for (int i = 0; i < copies && !rc; i++) {
     const size_t off = (size_t)i * ac.set_bytes;
-    if (!(rc = fill(b, ac.a + off, (size_t)(heads * m * k), t, err)))
-      rc = fill(b, ac.bm + off, (size_t)(heads * n * k), t, err);
+    if (!(rc = mb_fill(b, ac.a + off, (size_t)(heads * m * k), t, err)))
+      rc = mb_fill(b, ac.bm + off, (size_t)(heads * n * k), t, err);
   }
   double rel = INFINITY, mm_ms = 0, peer_ms = 0, rel_tol, max_tol;
   if (!rc) rc = attn_mm(b, &ac, 0, err);
   if (!rc) rc = attn_peer(b, &ac, 0, err);
-  if (!rc) rc = compare(b, ac.d_mm, ac.d_peer, (size_t)(heads * m * n), t, &rel, err);
-  if (!rc) rc = time_ms(b, attn_mm, &ac, copies, &mm_ms, err);
-  if (!rc) rc = time_ms(b, attn_peer, &ac, copies, &peer_ms, err);
+  if (!rc) rc = mb_compare(b, ac.d_mm, ac.d_peer, (size_t)(heads * m * n), t, &rel, err);
+  if (!rc) rc = mb_time_ms(b, attn_mm, &ac, copies, &mm_ms, err);
+  if (!rc) rc = mb_time_ms(b, attn_peer, &ac, copies, &peer_ms, err);
   if (rc) goto cleanup;
-  kernel_of(b, &ac.d, kernel, sizeof kernel);
+  mb_kernel_of(b, &ac.d, kernel, sizeof kernel);
   tn_tolerance(b->o->dtype, &rel_tol, &max_tol);
-  report(b, tl, "attention", what, mm_ms, peer_ms, rel, rel_tol, kernel);
+  mb_report(b, tl, "attention", what, mm_ms, peer_ms, rel, rel_tol, kernel);
 cleanup:
   if (base) b->cu->cuMemFree(base);
   return rc;
@@ -711,12 +649,12 @@ static mmt_status host_family(bench *b, ut_err *err) {
   const int64_t n = 256;
   CUdeviceptr base = 0;
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, (size_t)(4 * n * n) * 2 + 1024));
-  mmt_matmul_desc d = linear_desc(n, n, n, b->o->type, b->o->type);
+  mmt_matmul_desc d = mb_linear_desc(n, n, n, b->o->type, b->o->type);
   d.a = (const void *)(uintptr_t)base;
   d.b = (const void *)(uintptr_t)(base + (size_t)(n * n) * 2);
   d.d = (void *)(uintptr_t)(base + (size_t)(2 * n * n) * 2);
   double g = 0, p = 0, o = 0;
-  if (!(rc = fill(b, base, (size_t)(2 * n * n), b->o->type, err)) &&
+  if (!(rc = mb_fill(b, base, (size_t)(2 * n * n), b->o->type, err)) &&
       !(rc = host_ns(b, &d, true, &g, err)) && !(rc = host_ns(b, &d, false, &p, err))) {
     d.bias_mode = MMT_BIAS_COL;
     d.bias = (const void *)(uintptr_t)(base + (size_t)(3 * n * n) * 2);
@@ -728,248 +666,6 @@ static mmt_status host_family(bench *b, ut_err *err) {
            (long long)n, (long long)n, (long long)n, b->o->dtype, g, p, o, p - g, o - g);
 cleanup:
   if (base) b->cu->cuMemFree(base);
-  return rc;
-}
-
-/* ---- grouped: a mixture of experts' layer ---- */
-
-typedef struct {
-  mmt_matmul_desc d;      /* the grouped call (contiguous) */
-  CUdeviceptr base, ptrs; /* the copies; cuBLAS's pointer arrays, a set a copy */
-  size_t set_bytes, a_bytes, b_bytes, d_bytes;
-  int64_t g, used, *first; /* experts; those with rows; each one's first row */
-  int *rows;               /* each expert's rows (host) */
-  int *used_rows;          /* the rows of those with rows, in order (cuBLAS's m) */
-} grouped_case;
-
-static mmt_status grouped_mm(bench *b, void *user, int copy, ut_err *err) {
-  grouped_case *gc = user;
-  mmt_matmul_desc d = gc->d;
-  const CUdeviceptr set = gc->base + (CUdeviceptr)copy * gc->set_bytes;
-  d.a = (const void *)(uintptr_t)set;
-  d.b = (const void *)(uintptr_t)(set + gc->a_bytes);
-  d.d = (void *)(uintptr_t)(set + gc->a_bytes + gc->b_bytes);
-  mmt_status rc = mmt_matmul(b->ctx, &d, b->stream);
-  return rc ? ut_fail(err, rc, "mmt_matmul: %s", mmt_errmsg(b->ctx)) : MMT_OK;
-}
-
-static mmt_status grouped_peer(bench *b, void *user, int copy, ut_err *err) {
-  grouped_case *gc = user;
-  const mmt_matmul_desc *d = &gc->d;
-  return tn_cublas_gemm_grouped(b->cb, b->stream, b->o->dtype, "nt", gc->used, gc->used_rows, d->n,
-                                d->k, 1.0f, d->lda, d->ldb, 0.0f, d->ldd,
-                                gc->ptrs + (CUdeviceptr)copy * 24 * (size_t)gc->used, err);
-}
-
-/* The loop a caller without a grouped call writes: a plain mmt_matmul an expert with rows. */
-static mmt_status grouped_loop(bench *b, void *user, int copy, ut_err *err) {
-  grouped_case *gc = user;
-  const CUdeviceptr set = gc->base + (CUdeviceptr)copy * gc->set_bytes;
-  const size_t e = (size_t)size_of(b->o->type);
-  mmt_matmul_desc d = gc->d;
-  d.batch = 1, d.stride_b = 0;
-  d.group_mode = MMT_GROUP_NONE, d.group_rows = NULL, d.group_tokens = 0;
-  for (int64_t z = 0; z < gc->g; z++) {
-    if (!gc->rows[z]) continue;
-    d.m = gc->rows[z];
-    d.a = (const void *)(uintptr_t)(set + (size_t)(gc->first[z] * d.k) * e);
-    d.b = (const void *)(uintptr_t)(set + gc->a_bytes + (size_t)(z * d.n * d.k) * e);
-    d.d = (void *)(uintptr_t)(set + gc->a_bytes + gc->b_bytes + 2 * gc->d_bytes +
-                              (size_t)(gc->first[z] * d.n) * e);
-    mmt_status rc = mmt_matmul(b->ctx, &d, b->stream);
-    if (rc)
-      return ut_fail(err, rc, "mmt_matmul (expert %lld): %s", (long long)z, mmt_errmsg(b->ctx));
-  }
-  return MMT_OK;
-}
-
-/* Routes r rows to g experts: each row's expert drawn uniformly or Zipf-skewed (expert z with
- * weight 1 / (z + 1)^1.2), by a fixed generator; rows[z] the counts.  cdf: g doubles. */
-static void route(int64_t g, int64_t r, bool zipf, uint64_t seed, double *cdf, int *rows) {
-  double total = 0;
-  for (int64_t z = 0; z < g; z++) cdf[z] = total += zipf ? pow((double)(z + 1), -1.2) : 1.0;
-  memset(rows, 0, (size_t)g * sizeof *rows);
-  uint64_t x = seed | 1;
-  for (int64_t i = 0; i < r; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    const double u = (double)(x >> 11) / 9007199254740992.0 * total;
-    int64_t lo = 0, hi = g - 1; /* the first z with u < cdf[z] */
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (u < cdf[mid])
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    rows[lo]++;
-  }
-}
-
-static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, int64_t k,
-                              int64_t r, bool zipf, tally *tl, tally *loop, ut_err *err) {
-  mmt_status rc = MMT_OK;
-  const mmt_dtype t = b->o->type;
-  const size_t e = (size_t)size_of(t), al = 256;
-  grouped_case gc = {.g = g};
-  gc.rows = calloc((size_t)g, sizeof *gc.rows);
-  gc.used_rows = calloc((size_t)g, sizeof *gc.used_rows);
-  gc.first = calloc((size_t)g, sizeof *gc.first);
-  int32_t *offsets = calloc((size_t)g + 1, sizeof *offsets);
-  double *cdf = calloc((size_t)g, sizeof *cdf);
-  uint64_t *ptrs = NULL;
-  CUdeviceptr rows_dev = 0;
-  if (!gc.rows || !gc.used_rows || !gc.first || !offsets || !cdf) {
-    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
-    goto cleanup;
-  }
-  route(g, r, zipf, (uint64_t)(g * 131 + r * 7 + zipf), cdf, gc.rows);
-  for (int64_t z = 0; z < g; z++) {
-    offsets[z + 1] = offsets[z] + gc.rows[z];
-    gc.first[z] = offsets[z];
-    if (gc.rows[z]) gc.used_rows[gc.used++] = gc.rows[z];
-  }
-  gc.a_bytes = ((size_t)(r * k) * e + al - 1) / al * al;
-  gc.b_bytes = ((size_t)(g * n * k) * e + al - 1) / al * al;
-  gc.d_bytes = ((size_t)(r * n) * e + al - 1) / al * al;
-  gc.set_bytes = gc.a_bytes + gc.b_bytes + 3 * gc.d_bytes; /* D: mmtune's, cuBLAS's, the loop's */
-  if (gc.set_bytes > OPERANDS_MAX_BYTES) goto cleanup;     /* left out: see the top */
-  const int copies = copies_for(b, gc.set_bytes);
-  RT_CU_CHECK(b->cu, cuMemAlloc(&gc.base, gc.set_bytes * (size_t)copies));
-  RT_CU_CHECK(b->cu, cuMemAlloc(&gc.ptrs, 24 * (size_t)gc.used * (size_t)copies));
-  RT_CU_CHECK(b->cu, cuMemAlloc(&rows_dev, 4 * (size_t)(g + 1)));
-  RT_CU_CHECK(b->cu, cuMemcpyHtoD(rows_dev, offsets, 4 * (size_t)(g + 1)));
-  if (!(ptrs = malloc(24 * (size_t)gc.used * (size_t)copies))) {
-    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
-    goto cleanup;
-  }
-  for (int c = 0; c < copies && !rc; c++) {
-    const CUdeviceptr set = gc.base + (CUdeviceptr)c * gc.set_bytes;
-    uint64_t *p = ptrs + 3 * (size_t)gc.used * (size_t)c;
-    int64_t u = 0;
-    for (int64_t z = 0; z < g; z++) {
-      if (!gc.rows[z]) continue;
-      p[u] = set + (size_t)(gc.first[z] * k) * e;                       /* A */
-      p[gc.used + u] = set + gc.a_bytes + (size_t)(z * n * k) * e;      /* B */
-      p[2 * gc.used + u] = set + gc.a_bytes + gc.b_bytes + gc.d_bytes + /* D */
-                           (size_t)(gc.first[z] * n) * e;
-      u++;
-    }
-    if (!(rc = fill(b, set, (size_t)(r * k), t, err)))
-      rc = fill(b, set + gc.a_bytes, (size_t)(g * n * k), t, err);
-  }
-  if (rc) goto cleanup;
-  RT_CU_CHECK(b->cu, cuMemcpyHtoD(gc.ptrs, ptrs, 24 * (size_t)gc.used * (size_t)copies));
-  gc.d = linear_desc(r, n, k, t, t); /* with the experts: */
-  gc.d.batch = g, gc.d.stride_b = n * k, gc.d.group_mode = MMT_GROUP_CONTIGUOUS;
-  gc.d.group_rows = (const int32_t *)(uintptr_t)rows_dev, gc.d.group_tokens = r;
-  double rel = INFINITY, rel_loop = INFINITY, mm_ms = 0, peer_ms = 0, loop_ms = 0, tol, max_tol;
-  const CUdeviceptr d0 = gc.base + gc.a_bytes + gc.b_bytes;
-  if (!(rc = grouped_mm(b, &gc, 0, err)) && !(rc = grouped_peer(b, &gc, 0, err)) &&
-      !(rc = grouped_loop(b, &gc, 0, err)) &&
-      !(rc = compare(b, d0, d0 + gc.d_bytes, (size_t)(r * n), t, &rel, err)) &&
-      !(rc =
-            compare(b, d0 + 2 * gc.d_bytes, d0 + gc.d_bytes, (size_t)(r * n), t, &rel_loop, err)) &&
-      !(rc = time_ms(b, grouped_mm, &gc, copies, &mm_ms, err)) &&
-      !(rc = time_ms(b, grouped_peer, &gc, copies, &peer_ms, err)))
-    rc = time_ms(b, grouped_loop, &gc, copies, &loop_ms, err);
-  if (rc) goto cleanup;
-  char what[96], kernel[400];
-  int most = 0;
-  for (int64_t z = 0; z < g; z++) most = gc.rows[z] > most ? gc.rows[z] : most;
-  snprintf(what, sizeof what, "%s R=%lld %s (%lld used, max %d)", name, (long long)r,
-           zipf ? "zipf" : "unif", (long long)gc.used, most);
-  kernel_of(b, &gc.d, kernel, sizeof kernel);
-  tn_tolerance(b->o->dtype, &tol, &max_tol);
-  report(b, tl, "grouped", what, mm_ms, peer_ms, rel, tol, kernel);
-  report(b, loop, "grp-loop", what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
-cleanup:
-  if (gc.base) b->cu->cuMemFree(gc.base);
-  if (gc.ptrs) b->cu->cuMemFree(gc.ptrs);
-  if (rows_dev) b->cu->cuMemFree(rows_dev);
-  free(ptrs);
-  free(offsets);
-  free(cdf);
-  free(gc.rows);
-  free(gc.used_rows);
-  free(gc.first);
-  return rc;
-}
-
-/* Mixture-of-experts layers: Mixtral's (8 experts, its up and down projections) and
- * fine-grained ones (64 to 160 experts), each at 16 to 16384 routed rows, both routings. */
-static mmt_status grouped_family(bench *b, tally *tl, tally *loop, ut_err *err) {
-  static const struct {
-    const char *name;
-    int64_t g, n, k;
-  } layers[] = {{"8x14336x4096", 8, 14336, 4096},
-                {"8x4096x14336", 8, 4096, 14336},
-                {"64x1408x2048", 64, 1408, 2048},
-                {"128x768x2048", 128, 768, 2048},
-                {"160x1536x5120", 160, 1536, 5120}};
-  static const int64_t routed[] = {16, 256, 2048, 16384};
-  mmt_status rc = MMT_OK;
-  for (size_t l = 0; l < sizeof layers / sizeof layers[0] && !rc; l++)
-    for (size_t i = 0; i < sizeof routed / sizeof routed[0] && !rc; i++)
-      for (int zipf = 0; zipf < 2 && !rc; zipf++)
-        rc = grouped_one(b, layers[l].name, layers[l].g, layers[l].n, layers[l].k, routed[i], zipf,
-                         tl, loop, err);
-  return rc;
-}
-
-/* ---- quantize: mmt_quantize against a plain read of its bytes ---- */
-
-typedef struct {
-  mmt_quantize_desc d;
-  CUdeviceptr base;
-  size_t set_bytes, x_bytes, q_bytes;
-} quant_case;
-
-static mmt_status quant_mm(bench *b, void *user, int copy, ut_err *err) {
-  quant_case *qc = user;
-  mmt_quantize_desc d = qc->d;
-  const CUdeviceptr set = qc->base + (CUdeviceptr)copy * qc->set_bytes;
-  d.x = (const void *)(uintptr_t)set;
-  d.q = (void *)(uintptr_t)(set + qc->x_bytes);
-  d.scale = (float *)(uintptr_t)(set + qc->x_bytes + qc->q_bytes);
-  mmt_status rc = mmt_quantize(b->ctx, &d, b->stream);
-  return rc ? ut_fail(err, rc, "mmt_quantize: %s", mmt_errmsg(b->ctx)) : MMT_OK;
-}
-
-static mmt_status quant_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
-                            const char *name, tally *tl, ut_err *err) {
-  static const char *const modes[] = {"tensor", "row", "1x128", "128x128"};
-  mmt_status rc = MMT_OK;
-  quant_case qc = {.d = {.rows = rows,
-                         .cols = cols,
-                         .in_type = b->o->type,
-                         .out_type = MMT_E4M3,
-                         .ldx = cols,
-                         .ldq = cols,
-                         .mode = mode}};
-  const size_t n = (size_t)(rows * cols), align = 256;
-  const size_t s_bytes = (size_t)mmt_quantize_scales(mode, rows, cols) * 4;
-  qc.x_bytes = (n * (size_t)size_of(b->o->type) + align - 1) / align * align;
-  qc.q_bytes = (n + align - 1) / align * align;
-  qc.set_bytes = qc.x_bytes + qc.q_bytes + (s_bytes + align - 1) / align * align;
-  const int copies = copies_for(b, qc.set_bytes);
-  double mm_ms = 0, read_ms = 0;
-  RT_CU_CHECK(b->cu, cuMemAlloc(&qc.base, qc.set_bytes * (size_t)copies));
-  for (int c = 0; c < copies && !rc; c++)
-    rc = fill(b, qc.base + (CUdeviceptr)c * qc.set_bytes, n, b->o->type, err);
-  if (!rc) rc = time_ms(b, quant_mm, &qc, copies, &mm_ms, err);
-  if (!rc) rc = rt_device_bind(&b->dev, err);
-  if (!rc)
-    rc = tn_gpu_read_ms(b->g, (double)(n * (size_t)size_of(b->o->type) + n + s_bytes), b->o->cold,
-                        &read_ms, err);
-  if (!rc) rc = rt_device_bind(&b->dev, err);
-  if (!rc) {
-    char what[96];
-    snprintf(what, sizeof what, "%s %lldx%lld %s", name, (long long)rows, (long long)cols,
-             modes[mode]);
-    report(b, tl, k_family[F_QUANTIZE], what, mm_ms, read_ms, 0, 1, "e4m3");
-  }
-cleanup:
-  if (qc.base) b->cu->cuMemFree(qc.base);
   return rc;
 }
 
@@ -1035,9 +731,10 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
   if (!rc && o->family[F_HOST]) rc = host_family(b, err);
   for (int i = 0; i < nw && o->family[F_QUANTIZE] && !rc; i++)
     for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
-      rc = quant_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
+      rc =
+          mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
   tally loop = {0};
-  if (!rc && o->family[F_GROUPED]) rc = grouped_family(b, &tl[F_GROUPED], &loop, err);
+  if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &tl[F_GROUPED], &loop, err);
   printf("\n");
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
   summary("grp-loop", &loop);

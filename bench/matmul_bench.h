@@ -1,0 +1,100 @@
+/*
+ * matmul_bench.h -- what the files of mmtune-matmul-bench share (bench/matmul.c: the options,
+ * the device, the timing and reporting, the Linear, SwiGLU, attention and host families;
+ * matmul_grouped.c and matmul_quantize.c: a family each).  Internal to the bench; prefix mb_.
+ */
+#ifndef MMT_BENCH_MATMUL_BENCH_H
+#define MMT_BENCH_MATMUL_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpu/cublas.h"
+#include "gpu/cublaslt.h"
+#include "gpu/measure.h"
+#include "mmtune.h"
+#include "rt_device.h"
+#include "rt_driver.h"
+#include "util.h"
+
+#define MAX_RUNS 200
+#define MAX_COPIES 64
+#define OPERANDS_MAX_BYTES ((size_t)6 << 30) /* a case whose operands would pass it is left out */
+
+enum {
+  F_LINEAR,
+  F_SWIGLU,
+  F_RESIDUAL,
+  F_F32OUT,
+  F_ATTENTION,
+  F_HOST,
+  F_QUANTIZE,
+  F_GROUPED,
+  FAMILIES
+};
+
+typedef struct {
+  int device;
+  const char *db, *dtype, *weights, *csv;
+  mmt_dtype type;
+  bool family[FAMILIES], cold;
+  int64_t batches[16];
+  int nbatches;
+  int runs;
+} bench_opts;
+
+typedef struct {
+  const bench_opts *o;
+  const rt_cu *cu;
+  rt_device dev;
+  mmt_context *ctx;
+  tn_gpu *g; /* the SwiGLU baseline's elementwise kernel */
+  tn_cublas *cb;
+  tn_cublaslt *lt;
+  CUstream stream;
+  CUmodule fill_mod;
+  CUfunction fill_fn;
+  CUevent ev[MAX_RUNS + 1];
+  int l2_bytes;
+  uint64_t seed;
+  FILE *csv;
+} bench;
+
+/* What a family's cases add up to. */
+typedef struct {
+  double log_sum, min;
+  int count, mismatched, failed;
+} tally;
+
+/* One launch of a library on input copy `copy`. */
+typedef mmt_status (*launch_fn)(bench *b, void *user, int copy, ut_err *err);
+
+/* Bytes of an element of t (f32 4, the 16-bit types 2). */
+int mb_size_of(mmt_dtype t);
+/* Random elements of type t on the device (never zero), on the bench's stream. */
+mmt_status mb_fill(bench *b, CUdeviceptr x, size_t n, mmt_dtype t, ut_err *err);
+/* The median of --runs timed launches of fn, each on the next of `copies` input copies, after
+ * a warm-up. */
+mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err);
+/* Copies of a set of set_bytes: 3x the L2 (warm) or cold enough, within the caps. */
+int mb_copies_for(const bench *b, size_t set_bytes);
+/* The relative Frobenius difference of two device matrices of n elements of type t. */
+mmt_status mb_compare(bench *b, CUdeviceptr x, CUdeviceptr y, size_t n, mmt_dtype t, double *rel,
+                      ut_err *err);
+/* One case's line (and CSV row); into tl unless rel is past tol (a mismatch, left out). */
+void mb_report(bench *b, tally *tl, const char *family, const char *what, double mm_ms,
+               double peer_ms, double rel, double tol, const char *kernel);
+/* The kernel mmt_matmul would launch for d, in words ("?" when explain fails). */
+void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len);
+/* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
+mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out);
+
+/* The grouped family (matmul_grouped.c): against cuBLAS's grouped GEMM into tl, against a loop
+ * of mmt_matmul calls into loop. */
+mmt_status mb_grouped_family(bench *b, tally *tl, tally *loop, ut_err *err);
+/* One quantize case (matmul_quantize.c): weight `name` (rows x cols) in `mode`. */
+mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
+                           const char *name, tally *tl, ut_err *err);
+
+#endif /* MMT_BENCH_MATMUL_BENCH_H */

@@ -1,0 +1,196 @@
+/*
+ * matmul_grouped.c -- mmtune-matmul-bench's grouped family (bench/matmul.c's header comment
+ * says what it measures and how): mixture-of-experts layers, one grouped mmt_matmul against
+ * cublasGemmGroupedBatchedEx and against a loop of plain calls.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul_bench.h"
+#include "gpu/ref.h"
+
+/* ---- grouped: a mixture of experts' layer ---- */
+
+typedef struct {
+  mmt_matmul_desc d;      /* the grouped call (contiguous) */
+  CUdeviceptr base, ptrs; /* the copies; cuBLAS's pointer arrays, a set a copy */
+  size_t set_bytes, a_bytes, b_bytes, d_bytes;
+  int64_t g, used, *first; /* experts; those with rows; each one's first row */
+  int *rows;               /* each expert's rows (host) */
+  int *used_rows;          /* the rows of those with rows, in order (cuBLAS's m) */
+} grouped_case;
+
+static mmt_status grouped_mm(bench *b, void *user, int copy, ut_err *err) {
+  grouped_case *gc = user;
+  mmt_matmul_desc d = gc->d;
+  const CUdeviceptr set = gc->base + (CUdeviceptr)copy * gc->set_bytes;
+  d.a = (const void *)(uintptr_t)set;
+  d.b = (const void *)(uintptr_t)(set + gc->a_bytes);
+  d.d = (void *)(uintptr_t)(set + gc->a_bytes + gc->b_bytes);
+  mmt_status rc = mmt_matmul(b->ctx, &d, b->stream);
+  return rc ? ut_fail(err, rc, "mmt_matmul: %s", mmt_errmsg(b->ctx)) : MMT_OK;
+}
+
+static mmt_status grouped_peer(bench *b, void *user, int copy, ut_err *err) {
+  grouped_case *gc = user;
+  const mmt_matmul_desc *d = &gc->d;
+  return tn_cublas_gemm_grouped(b->cb, b->stream, b->o->dtype, "nt", gc->used, gc->used_rows, d->n,
+                                d->k, 1.0f, d->lda, d->ldb, 0.0f, d->ldd,
+                                gc->ptrs + (CUdeviceptr)copy * 24 * (size_t)gc->used, err);
+}
+
+/* The loop a caller without a grouped call writes: a plain mmt_matmul an expert with rows. */
+static mmt_status grouped_loop(bench *b, void *user, int copy, ut_err *err) {
+  grouped_case *gc = user;
+  const CUdeviceptr set = gc->base + (CUdeviceptr)copy * gc->set_bytes;
+  const size_t e = (size_t)mb_size_of(b->o->type);
+  mmt_matmul_desc d = gc->d;
+  d.batch = 1, d.stride_b = 0;
+  d.group_mode = MMT_GROUP_NONE, d.group_rows = NULL, d.group_tokens = 0;
+  for (int64_t z = 0; z < gc->g; z++) {
+    if (!gc->rows[z]) continue;
+    d.m = gc->rows[z];
+    d.a = (const void *)(uintptr_t)(set + (size_t)(gc->first[z] * d.k) * e);
+    d.b = (const void *)(uintptr_t)(set + gc->a_bytes + (size_t)(z * d.n * d.k) * e);
+    d.d = (void *)(uintptr_t)(set + gc->a_bytes + gc->b_bytes + 2 * gc->d_bytes +
+                              (size_t)(gc->first[z] * d.n) * e);
+    mmt_status rc = mmt_matmul(b->ctx, &d, b->stream);
+    if (rc)
+      return ut_fail(err, rc, "mmt_matmul (expert %lld): %s", (long long)z, mmt_errmsg(b->ctx));
+  }
+  return MMT_OK;
+}
+
+/* Routes r rows to g experts: each row's expert drawn uniformly or Zipf-skewed (expert z with
+ * weight 1 / (z + 1)^1.2), by a fixed generator; rows[z] the counts.  cdf: g doubles. */
+static void route(int64_t g, int64_t r, bool zipf, uint64_t seed, double *cdf, int *rows) {
+  double total = 0;
+  for (int64_t z = 0; z < g; z++) cdf[z] = total += zipf ? pow((double)(z + 1), -1.2) : 1.0;
+  memset(rows, 0, (size_t)g * sizeof *rows);
+  uint64_t x = seed | 1;
+  for (int64_t i = 0; i < r; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const double u = (double)(x >> 11) / 9007199254740992.0 * total;
+    int64_t lo = 0, hi = g - 1; /* the first z with u < cdf[z] */
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (u < cdf[mid])
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    rows[lo]++;
+  }
+}
+
+static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, int64_t k,
+                              int64_t r, bool zipf, tally *tl, tally *loop, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const mmt_dtype t = b->o->type;
+  const size_t e = (size_t)mb_size_of(t), al = 256;
+  grouped_case gc = {.g = g};
+  gc.rows = calloc((size_t)g, sizeof *gc.rows);
+  gc.used_rows = calloc((size_t)g, sizeof *gc.used_rows);
+  gc.first = calloc((size_t)g, sizeof *gc.first);
+  int32_t *offsets = calloc((size_t)g + 1, sizeof *offsets);
+  double *cdf = calloc((size_t)g, sizeof *cdf);
+  uint64_t *ptrs = NULL;
+  CUdeviceptr rows_dev = 0;
+  if (!gc.rows || !gc.used_rows || !gc.first || !offsets || !cdf) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
+    goto cleanup;
+  }
+  route(g, r, zipf, (uint64_t)(g * 131 + r * 7 + zipf), cdf, gc.rows);
+  for (int64_t z = 0; z < g; z++) {
+    offsets[z + 1] = offsets[z] + gc.rows[z];
+    gc.first[z] = offsets[z];
+    if (gc.rows[z]) gc.used_rows[gc.used++] = gc.rows[z];
+  }
+  gc.a_bytes = ((size_t)(r * k) * e + al - 1) / al * al;
+  gc.b_bytes = ((size_t)(g * n * k) * e + al - 1) / al * al;
+  gc.d_bytes = ((size_t)(r * n) * e + al - 1) / al * al;
+  gc.set_bytes = gc.a_bytes + gc.b_bytes + 3 * gc.d_bytes; /* D: mmtune's, cuBLAS's, the loop's */
+  if (gc.set_bytes > OPERANDS_MAX_BYTES) goto cleanup;     /* left out: see the top */
+  const int copies = mb_copies_for(b, gc.set_bytes);
+  RT_CU_CHECK(b->cu, cuMemAlloc(&gc.base, gc.set_bytes * (size_t)copies));
+  RT_CU_CHECK(b->cu, cuMemAlloc(&gc.ptrs, 24 * (size_t)gc.used * (size_t)copies));
+  RT_CU_CHECK(b->cu, cuMemAlloc(&rows_dev, 4 * (size_t)(g + 1)));
+  RT_CU_CHECK(b->cu, cuMemcpyHtoD(rows_dev, offsets, 4 * (size_t)(g + 1)));
+  if (!(ptrs = malloc(24 * (size_t)gc.used * (size_t)copies))) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
+    goto cleanup;
+  }
+  for (int c = 0; c < copies && !rc; c++) {
+    const CUdeviceptr set = gc.base + (CUdeviceptr)c * gc.set_bytes;
+    uint64_t *p = ptrs + 3 * (size_t)gc.used * (size_t)c;
+    int64_t u = 0;
+    for (int64_t z = 0; z < g; z++) {
+      if (!gc.rows[z]) continue;
+      p[u] = set + (size_t)(gc.first[z] * k) * e;                       /* A */
+      p[gc.used + u] = set + gc.a_bytes + (size_t)(z * n * k) * e;      /* B */
+      p[2 * gc.used + u] = set + gc.a_bytes + gc.b_bytes + gc.d_bytes + /* D */
+                           (size_t)(gc.first[z] * n) * e;
+      u++;
+    }
+    if (!(rc = mb_fill(b, set, (size_t)(r * k), t, err)))
+      rc = mb_fill(b, set + gc.a_bytes, (size_t)(g * n * k), t, err);
+  }
+  if (rc) goto cleanup;
+  RT_CU_CHECK(b->cu, cuMemcpyHtoD(gc.ptrs, ptrs, 24 * (size_t)gc.used * (size_t)copies));
+  gc.d = mb_linear_desc(r, n, k, t, t); /* with the experts: */
+  gc.d.batch = g, gc.d.stride_b = n * k, gc.d.group_mode = MMT_GROUP_CONTIGUOUS;
+  gc.d.group_rows = (const int32_t *)(uintptr_t)rows_dev, gc.d.group_tokens = r;
+  double rel = INFINITY, rel_loop = INFINITY, mm_ms = 0, peer_ms = 0, loop_ms = 0, tol, max_tol;
+  const CUdeviceptr d0 = gc.base + gc.a_bytes + gc.b_bytes;
+  if (!(rc = grouped_mm(b, &gc, 0, err)) && !(rc = grouped_peer(b, &gc, 0, err)) &&
+      !(rc = grouped_loop(b, &gc, 0, err)) &&
+      !(rc = mb_compare(b, d0, d0 + gc.d_bytes, (size_t)(r * n), t, &rel, err)) &&
+      !(rc =
+            mb_compare(b, d0 + 2 * gc.d_bytes, d0 + gc.d_bytes, (size_t)(r * n), t, &rel_loop, err)) &&
+      !(rc = mb_time_ms(b, grouped_mm, &gc, copies, &mm_ms, err)) &&
+      !(rc = mb_time_ms(b, grouped_peer, &gc, copies, &peer_ms, err)))
+    rc = mb_time_ms(b, grouped_loop, &gc, copies, &loop_ms, err);
+  if (rc) goto cleanup;
+  char what[96], kernel[400];
+  int most = 0;
+  for (int64_t z = 0; z < g; z++) most = gc.rows[z] > most ? gc.rows[z] : most;
+  snprintf(what, sizeof what, "%s R=%lld %s (%lld used, max %d)", name, (long long)r,
+           zipf ? "zipf" : "unif", (long long)gc.used, most);
+  mb_kernel_of(b, &gc.d, kernel, sizeof kernel);
+  tn_tolerance(b->o->dtype, &tol, &max_tol);
+  mb_report(b, tl, "grouped", what, mm_ms, peer_ms, rel, tol, kernel);
+  mb_report(b, loop, "grp-loop", what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
+cleanup:
+  if (gc.base) b->cu->cuMemFree(gc.base);
+  if (gc.ptrs) b->cu->cuMemFree(gc.ptrs);
+  if (rows_dev) b->cu->cuMemFree(rows_dev);
+  free(ptrs);
+  free(offsets);
+  free(cdf);
+  free(gc.rows);
+  free(gc.used_rows);
+  free(gc.first);
+  return rc;
+}
+
+/* Mixture-of-experts layers: Mixtral's (8 experts, its up and down projections) and
+ * fine-grained ones (64 to 160 experts), each at 16 to 16384 routed rows, both routings. */
+mmt_status mb_grouped_family(bench *b, tally *tl, tally *loop, ut_err *err) {
+  static const struct {
+    const char *name;
+    int64_t g, n, k;
+  } layers[] = {{"8x14336x4096", 8, 14336, 4096},
+                {"8x4096x14336", 8, 4096, 14336},
+                {"64x1408x2048", 64, 1408, 2048},
+                {"128x768x2048", 128, 768, 2048},
+                {"160x1536x5120", 160, 1536, 5120}};
+  static const int64_t routed[] = {16, 256, 2048, 16384};
+  mmt_status rc = MMT_OK;
+  for (size_t l = 0; l < sizeof layers / sizeof layers[0] && !rc; l++)
+    for (size_t i = 0; i < sizeof routed / sizeof routed[0] && !rc; i++)
+      for (int zipf = 0; zipf < 2 && !rc; zipf++)
+        rc = grouped_one(b, layers[l].name, layers[l].g, layers[l].n, layers[l].k, routed[i], zipf,
+                         tl, loop, err);
+  return rc;
+}
