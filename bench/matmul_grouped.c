@@ -146,8 +146,8 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
   if (!(rc = grouped_mm(b, &gc, 0, err)) && !(rc = grouped_peer(b, &gc, 0, err)) &&
       !(rc = grouped_loop(b, &gc, 0, err)) &&
       !(rc = mb_compare(b, d0, d0 + gc.d_bytes, (size_t)(r * n), t, &rel, err)) &&
-      !(rc =
-            mb_compare(b, d0 + 2 * gc.d_bytes, d0 + gc.d_bytes, (size_t)(r * n), t, &rel_loop, err)) &&
+      !(rc = mb_compare(b, d0 + 2 * gc.d_bytes, d0 + gc.d_bytes, (size_t)(r * n), t, &rel_loop,
+                        err)) &&
       !(rc = mb_time_ms(b, grouped_mm, &gc, copies, &mm_ms, err)) &&
       !(rc = mb_time_ms(b, grouped_peer, &gc, copies, &peer_ms, err)))
     rc = mb_time_ms(b, grouped_loop, &gc, copies, &loop_ms, err);

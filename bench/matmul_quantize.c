@@ -25,7 +25,7 @@ static mmt_status quant_mm(bench *b, void *user, int copy, ut_err *err) {
 }
 
 mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
-                            const char *name, tally *tl, ut_err *err) {
+                           const char *name, tally *tl, ut_err *err) {
   static const char *const modes[] = {"tensor", "row", "1x128", "128x128"};
   mmt_status rc = MMT_OK;
   quant_case qc = {.d = {.rows = rows,
@@ -48,8 +48,8 @@ mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode 
   if (!rc) rc = mb_time_ms(b, quant_mm, &qc, copies, &mm_ms, err);
   if (!rc) rc = rt_device_bind(&b->dev, err);
   if (!rc)
-    rc = tn_gpu_read_ms(b->g, (double)(n * (size_t)mb_size_of(b->o->type) + n + s_bytes), b->o->cold,
-                        &read_ms, err);
+    rc = tn_gpu_read_ms(b->g, (double)(n * (size_t)mb_size_of(b->o->type) + n + s_bytes),
+                        b->o->cold, &read_ms, err);
   if (!rc) rc = rt_device_bind(&b->dev, err);
   if (!rc) {
     char what[96];
