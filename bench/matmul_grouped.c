@@ -84,6 +84,65 @@ static void route(int64_t g, int64_t r, bool zipf, uint64_t seed, double *cdf, i
   }
 }
 
+/* Each of `copies` sets' A and B filled, and cuBLAS's pointer arrays of the experts with rows
+ * (A, B and cuBLAS's D of each, a set a copy) uploaded to gc->ptrs. */
+static mmt_status grouped_operands(bench *b, grouped_case *gc, int copies, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const mmt_dtype t = b->o->type;
+  const size_t e = (size_t)mb_size_of(t), per_copy = 3 * (size_t)gc->used;
+  const int64_t r = gc->d.m, n = gc->d.n, k = gc->d.k;
+  uint64_t *ptrs = malloc(8 * per_copy * (size_t)copies);
+  if (!ptrs) return ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
+  for (int c = 0; c < copies && !rc; c++) {
+    const CUdeviceptr set = gc->base + (CUdeviceptr)c * gc->set_bytes;
+    uint64_t *p = ptrs + per_copy * (size_t)c;
+    int64_t u = 0;
+    for (int64_t z = 0; z < gc->g; z++) {
+      if (!gc->rows[z]) continue;
+      p[u] = set + (size_t)(gc->first[z] * k) * e;                          /* A */
+      p[gc->used + u] = set + gc->a_bytes + (size_t)(z * n * k) * e;        /* B */
+      p[2 * gc->used + u] = set + gc->a_bytes + gc->b_bytes + gc->d_bytes + /* D */
+                            (size_t)(gc->first[z] * n) * e;
+      u++;
+    }
+    if (!(rc = mb_fill(b, set, (size_t)(r * k), t, err)))
+      rc = mb_fill(b, set + gc->a_bytes, (size_t)(gc->g * n * k), t, err);
+  }
+  if (!rc) RT_CU_CHECK(b->cu, cuMemcpyHtoD(gc->ptrs, ptrs, 8 * per_copy * (size_t)copies));
+cleanup:
+  free(ptrs);
+  return rc;
+}
+
+/* The three D's compared (mmtune's and the loop's with cuBLAS's), the three timed, the two
+ * ratios reported. */
+static mmt_status grouped_measure(bench *b, grouped_case *gc, int copies, const char *name,
+                                  bool zipf, tally *tl, tally *loop, ut_err *err) {
+  const mmt_dtype t = b->o->type;
+  const size_t elems = (size_t)(gc->d.m * gc->d.n);
+  const CUdeviceptr d0 = gc->base + gc->a_bytes + gc->b_bytes;
+  double rel = INFINITY, rel_loop = INFINITY, mm_ms = 0, peer_ms = 0, loop_ms = 0, tol, max_tol;
+  mmt_status rc;
+  if ((rc = grouped_mm(b, gc, 0, err)) || (rc = grouped_peer(b, gc, 0, err)) ||
+      (rc = grouped_loop(b, gc, 0, err)) ||
+      (rc = mb_compare(b, d0, d0 + gc->d_bytes, elems, t, &rel, err)) ||
+      (rc = mb_compare(b, d0 + 2 * gc->d_bytes, d0 + gc->d_bytes, elems, t, &rel_loop, err)) ||
+      (rc = mb_time_ms(b, grouped_mm, gc, copies, &mm_ms, err)) ||
+      (rc = mb_time_ms(b, grouped_peer, gc, copies, &peer_ms, err)) ||
+      (rc = mb_time_ms(b, grouped_loop, gc, copies, &loop_ms, err)))
+    return rc;
+  char what[96], kernel[400];
+  int most = 0;
+  for (int64_t z = 0; z < gc->g; z++) most = gc->rows[z] > most ? gc->rows[z] : most;
+  snprintf(what, sizeof what, "%s R=%lld %s (%lld used, max %d)", name, (long long)gc->d.m,
+           zipf ? "zipf" : "unif", (long long)gc->used, most);
+  mb_kernel_of(b, &gc->d, kernel, sizeof kernel);
+  tn_tolerance(b->o->dtype, &tol, &max_tol);
+  mb_report(b, tl, "grouped", what, mm_ms, peer_ms, rel, tol, kernel);
+  mb_report(b, loop, "grp-loop", what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
+  return MMT_OK;
+}
+
 static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, int64_t k,
                               int64_t r, bool zipf, tally *tl, tally *loop, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -95,7 +154,6 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
   gc.first = calloc((size_t)g, sizeof *gc.first);
   int32_t *offsets = calloc((size_t)g + 1, sizeof *offsets);
   double *cdf = calloc((size_t)g, sizeof *cdf);
-  uint64_t *ptrs = NULL;
   CUdeviceptr rows_dev = 0;
   if (!gc.rows || !gc.used_rows || !gc.first || !offsets || !cdf) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
@@ -111,61 +169,21 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
   gc.b_bytes = ((size_t)(g * n * k) * e + al - 1) / al * al;
   gc.d_bytes = ((size_t)(r * n) * e + al - 1) / al * al;
   gc.set_bytes = gc.a_bytes + gc.b_bytes + 3 * gc.d_bytes; /* D: mmtune's, cuBLAS's, the loop's */
-  if (gc.set_bytes > OPERANDS_MAX_BYTES) goto cleanup;     /* left out: see the top */
+  if (gc.set_bytes > OPERANDS_MAX_BYTES) goto cleanup;     /* left out: OPERANDS_MAX_BYTES */
   const int copies = mb_copies_for(b, gc.set_bytes);
   RT_CU_CHECK(b->cu, cuMemAlloc(&gc.base, gc.set_bytes * (size_t)copies));
   RT_CU_CHECK(b->cu, cuMemAlloc(&gc.ptrs, 24 * (size_t)gc.used * (size_t)copies));
   RT_CU_CHECK(b->cu, cuMemAlloc(&rows_dev, 4 * (size_t)(g + 1)));
   RT_CU_CHECK(b->cu, cuMemcpyHtoD(rows_dev, offsets, 4 * (size_t)(g + 1)));
-  if (!(ptrs = malloc(24 * (size_t)gc.used * (size_t)copies))) {
-    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
-    goto cleanup;
-  }
-  for (int c = 0; c < copies && !rc; c++) {
-    const CUdeviceptr set = gc.base + (CUdeviceptr)c * gc.set_bytes;
-    uint64_t *p = ptrs + 3 * (size_t)gc.used * (size_t)c;
-    int64_t u = 0;
-    for (int64_t z = 0; z < g; z++) {
-      if (!gc.rows[z]) continue;
-      p[u] = set + (size_t)(gc.first[z] * k) * e;                       /* A */
-      p[gc.used + u] = set + gc.a_bytes + (size_t)(z * n * k) * e;      /* B */
-      p[2 * gc.used + u] = set + gc.a_bytes + gc.b_bytes + gc.d_bytes + /* D */
-                           (size_t)(gc.first[z] * n) * e;
-      u++;
-    }
-    if (!(rc = mb_fill(b, set, (size_t)(r * k), t, err)))
-      rc = mb_fill(b, set + gc.a_bytes, (size_t)(g * n * k), t, err);
-  }
-  if (rc) goto cleanup;
-  RT_CU_CHECK(b->cu, cuMemcpyHtoD(gc.ptrs, ptrs, 24 * (size_t)gc.used * (size_t)copies));
   gc.d = mb_linear_desc(r, n, k, t, t); /* with the experts: */
   gc.d.batch = g, gc.d.stride_b = n * k, gc.d.group_mode = MMT_GROUP_CONTIGUOUS;
   gc.d.group_rows = (const int32_t *)(uintptr_t)rows_dev, gc.d.group_tokens = r;
-  double rel = INFINITY, rel_loop = INFINITY, mm_ms = 0, peer_ms = 0, loop_ms = 0, tol, max_tol;
-  const CUdeviceptr d0 = gc.base + gc.a_bytes + gc.b_bytes;
-  if (!(rc = grouped_mm(b, &gc, 0, err)) && !(rc = grouped_peer(b, &gc, 0, err)) &&
-      !(rc = grouped_loop(b, &gc, 0, err)) &&
-      !(rc = mb_compare(b, d0, d0 + gc.d_bytes, (size_t)(r * n), t, &rel, err)) &&
-      !(rc = mb_compare(b, d0 + 2 * gc.d_bytes, d0 + gc.d_bytes, (size_t)(r * n), t, &rel_loop,
-                        err)) &&
-      !(rc = mb_time_ms(b, grouped_mm, &gc, copies, &mm_ms, err)) &&
-      !(rc = mb_time_ms(b, grouped_peer, &gc, copies, &peer_ms, err)))
-    rc = mb_time_ms(b, grouped_loop, &gc, copies, &loop_ms, err);
-  if (rc) goto cleanup;
-  char what[96], kernel[400];
-  int most = 0;
-  for (int64_t z = 0; z < g; z++) most = gc.rows[z] > most ? gc.rows[z] : most;
-  snprintf(what, sizeof what, "%s R=%lld %s (%lld used, max %d)", name, (long long)r,
-           zipf ? "zipf" : "unif", (long long)gc.used, most);
-  mb_kernel_of(b, &gc.d, kernel, sizeof kernel);
-  tn_tolerance(b->o->dtype, &tol, &max_tol);
-  mb_report(b, tl, "grouped", what, mm_ms, peer_ms, rel, tol, kernel);
-  mb_report(b, loop, "grp-loop", what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
+  if (!(rc = grouped_operands(b, &gc, copies, err)))
+    rc = grouped_measure(b, &gc, copies, name, zipf, tl, loop, err);
 cleanup:
   if (gc.base) b->cu->cuMemFree(gc.base);
   if (gc.ptrs) b->cu->cuMemFree(gc.ptrs);
   if (rows_dev) b->cu->cuMemFree(rows_dev);
-  free(ptrs);
   free(offsets);
   free(cdf);
   free(gc.rows);
