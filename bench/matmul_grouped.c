@@ -16,9 +16,10 @@ typedef struct {
   mmt_matmul_desc d;      /* the grouped call (contiguous) */
   CUdeviceptr base, ptrs; /* the copies; cuBLAS's pointer arrays, a set a copy */
   size_t set_bytes, a_bytes, b_bytes, d_bytes;
-  int64_t g, used, *first; /* experts; those with rows; each one's first row */
-  int *rows;               /* each expert's rows (host) */
-  int *used_rows;          /* the rows of those with rows, in order (cuBLAS's m) */
+  int64_t g, used;  /* experts; those with rows */
+  int *rows;        /* each expert's rows (host) */
+  int32_t *offsets; /* G + 1: expert z's rows start at offsets[z] (what mmtune reads) */
+  int *used_rows;   /* the rows of those with rows, in order (cuBLAS's m) */
 } grouped_case;
 
 static mmt_status grouped_mm(bench *b, void *user, int copy, ut_err *err) {
@@ -51,10 +52,10 @@ static mmt_status grouped_loop(bench *b, void *user, int copy, ut_err *err) {
   for (int64_t z = 0; z < gc->g; z++) {
     if (!gc->rows[z]) continue;
     d.m = gc->rows[z];
-    d.a = (const void *)(uintptr_t)(set + (size_t)(gc->first[z] * d.k) * e);
+    d.a = (const void *)(uintptr_t)(set + (size_t)((int64_t)gc->offsets[z] * d.k) * e);
     d.b = (const void *)(uintptr_t)(set + gc->a_bytes + (size_t)(z * d.n * d.k) * e);
     d.d = (void *)(uintptr_t)(set + gc->a_bytes + gc->b_bytes + 2 * gc->d_bytes +
-                              (size_t)(gc->first[z] * d.n) * e);
+                              (size_t)((int64_t)gc->offsets[z] * d.n) * e);
     mmt_status rc = mmt_matmul(b->ctx, &d, b->stream);
     if (rc)
       return ut_fail(err, rc, "mmt_matmul (expert %lld): %s", (long long)z, mmt_errmsg(b->ctx));
@@ -99,10 +100,10 @@ static mmt_status grouped_operands(bench *b, grouped_case *gc, int copies, ut_er
     int64_t u = 0;
     for (int64_t z = 0; z < gc->g; z++) {
       if (!gc->rows[z]) continue;
-      p[u] = set + (size_t)(gc->first[z] * k) * e;                          /* A */
+      p[u] = set + (size_t)((int64_t)gc->offsets[z] * k) * e;               /* A */
       p[gc->used + u] = set + gc->a_bytes + (size_t)(z * n * k) * e;        /* B */
       p[2 * gc->used + u] = set + gc->a_bytes + gc->b_bytes + gc->d_bytes + /* D */
-                            (size_t)(gc->first[z] * n) * e;
+                            (size_t)((int64_t)gc->offsets[z] * n) * e;
       u++;
     }
     if (!(rc = mb_fill(b, set, (size_t)(r * k), t, err)))
@@ -151,18 +152,16 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
   grouped_case gc = {.g = g};
   gc.rows = calloc((size_t)g, sizeof *gc.rows);
   gc.used_rows = calloc((size_t)g, sizeof *gc.used_rows);
-  gc.first = calloc((size_t)g, sizeof *gc.first);
-  int32_t *offsets = calloc((size_t)g + 1, sizeof *offsets);
+  gc.offsets = calloc((size_t)g + 1, sizeof *gc.offsets);
   double *cdf = calloc((size_t)g, sizeof *cdf);
   CUdeviceptr rows_dev = 0;
-  if (!gc.rows || !gc.used_rows || !gc.first || !offsets || !cdf) {
+  if (!gc.rows || !gc.used_rows || !gc.offsets || !cdf) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
     goto cleanup;
   }
   route(g, r, zipf, (uint64_t)(g * 131 + r * 7 + zipf), cdf, gc.rows);
   for (int64_t z = 0; z < g; z++) {
-    offsets[z + 1] = offsets[z] + gc.rows[z];
-    gc.first[z] = offsets[z];
+    gc.offsets[z + 1] = gc.offsets[z] + gc.rows[z];
     if (gc.rows[z]) gc.used_rows[gc.used++] = gc.rows[z];
   }
   gc.a_bytes = ((size_t)(r * k) * e + al - 1) / al * al;
@@ -174,7 +173,7 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
   RT_CU_CHECK(b->cu, cuMemAlloc(&gc.base, gc.set_bytes * (size_t)copies));
   RT_CU_CHECK(b->cu, cuMemAlloc(&gc.ptrs, 24 * (size_t)gc.used * (size_t)copies));
   RT_CU_CHECK(b->cu, cuMemAlloc(&rows_dev, 4 * (size_t)(g + 1)));
-  RT_CU_CHECK(b->cu, cuMemcpyHtoD(rows_dev, offsets, 4 * (size_t)(g + 1)));
+  RT_CU_CHECK(b->cu, cuMemcpyHtoD(rows_dev, gc.offsets, 4 * (size_t)(g + 1)));
   gc.d = mb_linear_desc(r, n, k, t, t); /* with the experts: */
   gc.d.batch = g, gc.d.stride_b = n * k, gc.d.group_mode = MMT_GROUP_CONTIGUOUS;
   gc.d.group_rows = (const int32_t *)(uintptr_t)rows_dev, gc.d.group_tokens = r;
@@ -184,11 +183,10 @@ cleanup:
   if (gc.base) b->cu->cuMemFree(gc.base);
   if (gc.ptrs) b->cu->cuMemFree(gc.ptrs);
   if (rows_dev) b->cu->cuMemFree(rows_dev);
-  free(offsets);
   free(cdf);
   free(gc.rows);
   free(gc.used_rows);
-  free(gc.first);
+  free(gc.offsets);
   return rc;
 }
 
