@@ -77,6 +77,10 @@ check calls_too_many usage_error "$calls" --calls 5000
 check calls_help "$calls" --help
 check matmul_runs matmul_runs
 check matmul_bad_family usage_error "$matmul" --family linear,gemv
+family_list() { # the bad family's line names every family, grouped the last
+  usage_error "$matmul" --family moe | grep -q "quantize, grouped (try --help)"
+}
+check matmul_family_list family_list
 check matmul_bad_dtype usage_error "$matmul" --dtype f32
 check matmul_bad_batches usage_error "$matmul" --batches 16,0
 check matmul_bad_runs usage_error "$matmul" --runs 1

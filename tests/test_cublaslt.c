@@ -788,6 +788,69 @@ static void test_strided_batched(void **state) {
   rt_device_close(&dev);
 }
 
+/* Refusals that launch nothing: FP8 scales cuBLASLt would refuse at the launch (not 16-byte
+ * aligned, 0) or a plan without scales; cublasGemmGroupedBatchedEx's arguments out of range
+ * (no problems, an empty one, no pointer array, a type it has no grouped GEMM for). */
+static void test_scale_and_grouped_refusals(void **state) {
+  (void)state;
+  rt_device dev;
+  const rt_cu *cu;
+  tn_cublaslt *lt = lt_or_skip(&dev, &cu);
+  ut_err e;
+  tn_lt_problem p = good_problem();
+  tn_lt_plan *plain = NULL, *fp8 = NULL;
+  assert_int_equal(tn_cublaslt_plan(lt, &p, &plain, &e), MMT_OK);
+  assert_int_equal(tn_cublaslt_set_scales(plain, 0x2000, 0x2000, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "the plan has no scales"));
+  snprintf(p.in_dtype, sizeof p.in_dtype, "e4m3");
+  snprintf(p.out_dtype, sizeof p.out_dtype, "bf16");
+  p.scale = TN_LT_SCALE_TENSOR;
+  mmt_status rc = tn_cublaslt_plan(lt, &p, &fp8, &e);
+  if (rc == MMT_ERR_UNSUPPORTED) {
+    printf("no FP8 cuBLASLt plan on this GPU: %s\n", e.msg);
+  } else {
+    assert_int_equal(rc, MMT_OK);
+    static const uint64_t bad[][2] = {{0x1004, 0x2000}, {0x2000, 0x2008}, {0, 0x2000}};
+    for (int i = 0; i < COUNT(bad); i++) {
+      assert_int_equal(tn_cublaslt_set_scales(fp8, bad[i][0], bad[i][1], &e), MMT_ERR_INVALID_ARG);
+      assert_non_null(strstr(e.msg, "both needed, 16-byte aligned"));
+    }
+    assert_int_equal(tn_cublaslt_set_scales(fp8, 0x2000, 0x2010, &e), MMT_OK);
+  }
+  tn_lt_plan_free(fp8);
+  tn_lt_plan_free(plain);
+  tn_cublaslt_close(lt);
+
+  tn_cublas *cb = NULL;
+  if ((rc = tn_cublas_open(&cb, &e))) fail_msg("tn_cublas_open: %s", e.msg);
+  const int rows[2] = {4, 0}, one[1] = {4};
+  rc = tn_cublas_gemm_grouped(cb, NULL, "f16", "nt", 0, one, 8, 8, 1.0f, 8, 8, 0.0f, 8, 256, &e);
+  if (rc == MMT_ERR_NOT_FOUND) {
+    printf("no grouped cuBLAS GEMM: %s\n", e.msg);
+  } else {
+    /* each refused before anything reaches cuBLAS (256 is no device array) */
+    static const struct {
+      const char *dtype;
+      int64_t count;
+      uint64_t ptrs;
+      mmt_status rc;
+      const char *msg;
+    } cases[] = {{"f16", 0, 256, MMT_ERR_INVALID_ARG, "each 1 to 2^31 - 1"},
+                 {"f16", 2, 256, MMT_ERR_INVALID_ARG, "m[1] = 0: each problem at least one row"},
+                 {"f16", 1, 0, MMT_ERR_INVALID_ARG, "m and ptrs are needed"},
+                 {"f32", 1, 256, MMT_ERR_UNSUPPORTED, "(f16, bf16)"}};
+    for (int i = 0; i < COUNT(cases); i++) {
+      rc = tn_cublas_gemm_grouped(cb, NULL, cases[i].dtype, "nt", cases[i].count,
+                                  cases[i].count == 2 ? rows : one, 8, 8, 1.0f, 8, 8, 0.0f, 8,
+                                  cases[i].ptrs, &e);
+      assert_int_equal(rc, cases[i].rc);
+      if (!strstr(e.msg, cases[i].msg)) fail_msg("case %d: %s", i, e.msg);
+    }
+  }
+  tn_cublas_close(cb);
+  rt_device_close(&dev);
+}
+
 /* ---- GPU: the SwiGLU kernel ---- */
 
 static double silu_times(double g, double u) { return g / (1.0 + exp(-g)) * u; }
@@ -884,7 +947,7 @@ int main(void) {
       cmocka_unit_test(test_problem_checks),  cmocka_unit_test(test_problem_errors),
       cmocka_unit_test(test_lt_epilogues),    cmocka_unit_test(test_lt_batches),
       cmocka_unit_test(test_lt_run_checks),   cmocka_unit_test(test_strided_batched),
-      cmocka_unit_test(test_swiglu),
+      cmocka_unit_test(test_swiglu),          cmocka_unit_test(test_scale_and_grouped_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
