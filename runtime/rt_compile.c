@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <elf.h>
 #include <nvrtc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,4 +271,41 @@ mmt_status rt_compile_for_device(const char *cache_dir, const char *device_arch,
   if (!rc) rc = rt_compile_cached(cache_dir, source, name, arch, cubin, hit, NULL, err);
   if (!rc && arch_out) memcpy(arch_out, arch, sizeof arch);
   return rc;
+}
+
+/* ---- many compiles at once ---- */
+
+typedef struct {
+  const char *cache_dir;
+  rt_compile_job *jobs;
+  int count;
+  atomic_int next; /* the next job to take */
+} compile_queue;
+
+static void *compile_worker(void *arg) {
+  compile_queue *q = arg;
+  for (int i; (i = atomic_fetch_add(&q->next, 1)) < q->count;) {
+    rt_compile_job *j = &q->jobs[i];
+    j->rc = rt_compile_cached(q->cache_dir, j->source, j->name, j->arch, &j->cubin, NULL, &j->log,
+                              &j->err);
+  }
+  return NULL;
+}
+
+void rt_compile_batch(const char *cache_dir, rt_compile_job *jobs, int count, int threads) {
+  enum { max_threads = 64 };
+  compile_queue q = {.cache_dir = cache_dir, .jobs = jobs, .count = count};
+  atomic_init(&q.next, 0);
+  if (threads <= 0) {
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = cpus < 1 ? 1 : cpus > max_threads ? max_threads : (int)cpus;
+  }
+  if (threads > max_threads) threads = max_threads;
+  if (threads > count) threads = count;
+  pthread_t ids[max_threads];
+  int started = 0;
+  while (started < threads - 1 && pthread_create(&ids[started], NULL, compile_worker, &q) == 0)
+    started++;
+  compile_worker(&q); /* the calling thread takes jobs too (all of them if none started) */
+  for (int i = 0; i < started; i++) pthread_join(ids[i], NULL);
 }

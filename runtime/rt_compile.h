@@ -71,4 +71,23 @@ mmt_status rt_compile_for_device(const char *cache_dir, const char *device_arch,
                                  const char *kernel_arch, const char *source, const char *name,
                                  rt_cubin *cubin, bool *hit, char arch_out[16], ut_err *err);
 
+/* One kernel of rt_compile_batch: what to compile (borrowed) and what came of it. */
+typedef struct {
+  const char *source, *name; /* IN: as rt_compile_cached's */
+  const char *arch;          /* IN: "sm_90a" (rt_kernel_arch's answer) */
+  rt_cubin cubin;            /* OUT: on success; the caller frees it (rt_cubin_free) */
+  char *log;                 /* OUT: the NVRTC log, as rt_compile_cached's (free) */
+  mmt_status rc;             /* OUT */
+  ut_err err;                /* OUT: the message when rc != MMT_OK */
+} rt_compile_job;
+
+/*
+ * rt_compile_cached of each of count jobs, up to `threads` at once (0: one per online CPU,
+ * at most 64), on threads of its own (the calling thread alone when none can start); returns
+ * when all are done.  Each job's outcome is in the job: a failed compile does not stop the
+ * others.  What a cold start (mmt_matmul_prepare) and the template tests use, where compiles
+ * are independent and NVRTC's single-threaded front end is the bottleneck.
+ */
+void rt_compile_batch(const char *cache_dir, rt_compile_job *jobs, int count, int threads);
+
 #endif /* MMT_RT_COMPILE_H */

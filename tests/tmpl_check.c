@@ -1,7 +1,6 @@
 /* tmpl_check.c -- see tmpl_check.h. */
 #include "tmpl_check.h"
 
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -109,64 +108,26 @@ void tc_compile_ok(const gen_kernel *k, const char *arch) {
   rt_cubin_free(&cubin);
 }
 
-/* One kernel's compile, filled by a worker thread and checked on the test's thread (cmocka's
- * assertions are not thread-safe). */
-typedef struct {
-  const gen_kernel *kernel;
-  const char *arch;
-  rt_cubin cubin;
-  char *log;
-  mmt_status rc;
-  ut_err err;
-} compile_job;
-
-typedef struct {
-  compile_job *jobs;
-  int count;
-  int next; /* the next job to take, under lock */
-  pthread_mutex_t lock;
-} compile_queue;
-
-static void *compile_worker(void *arg) {
-  compile_queue *q = arg;
-  for (;;) {
-    pthread_mutex_lock(&q->lock);
-    const int i = q->next++;
-    pthread_mutex_unlock(&q->lock);
-    if (i >= q->count) return NULL;
-    compile_job *j = &q->jobs[i];
-    j->rc = rt_compile(j->kernel->source, j->kernel->kernel_name, j->arch, &j->cubin, &j->log,
-                       &j->err);
-  }
-}
-
+/* Compiled on rt_compile_batch's threads, checked here: cmocka's assertions are not
+ * thread-safe. */
 void tc_compile_all(const gen_kernel *kernels, const char *const *archs, int count,
                     rt_cubin *cubins) {
-  compile_queue q = {calloc((size_t)(count > 0 ? count : 1), sizeof(compile_job)), count, 0,
-                     PTHREAD_MUTEX_INITIALIZER};
-  assert_non_null(q.jobs);
+  rt_compile_job *jobs = calloc((size_t)(count > 0 ? count : 1), sizeof *jobs);
+  assert_non_null(jobs);
+  for (int i = 0; i < count; i++)
+    jobs[i] = (rt_compile_job){.source = kernels[i].source,
+                               .name = kernels[i].kernel_name,
+                               .arch = archs                ? archs[i]
+                                       : kernels[i].arch[0] ? kernels[i].arch
+                                                            : "sm_90"};
+  rt_compile_batch(NULL, jobs, count, 0);
   for (int i = 0; i < count; i++) {
-    q.jobs[i].kernel = &kernels[i];
-    q.jobs[i].arch = archs                 ? archs[i]
-                     : kernels[i].arch[0] ? kernels[i].arch
-                                          : "sm_90";
-  }
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = cpus < 1 ? 1 : cpus > 32 ? 32 : (int)cpus;
-  if (threads > count) threads = count;
-  pthread_t ids[32];
-  int started = 0;
-  for (; started < threads; started++)
-    if (pthread_create(&ids[started], NULL, compile_worker, &q) != 0) break;
-  if (started == 0) compile_worker(&q); /* no thread could start: compile here */
-  for (int i = 0; i < started; i++) assert_int_equal(pthread_join(ids[i], NULL), 0);
-  for (int i = 0; i < count; i++) {
-    compile_job *j = &q.jobs[i];
-    const char *name = j->kernel->kernel_name;
-    if (j->rc) fprintf(stderr, "%s (%s): %s\n%s\n", name, j->arch, j->err.msg, j->log ? j->log : "");
+    rt_compile_job *j = &jobs[i];
+    if (j->rc)
+      fprintf(stderr, "%s (%s): %s\n%s\n", j->name, j->arch, j->err.msg, j->log ? j->log : "");
     assert_int_equal(j->rc, MMT_OK);
     assert_true(j->cubin.size > 4 && memcmp(j->cubin.data, "\177ELF", 4) == 0);
-    if (j->log && *j->log) fprintf(stderr, "%s (%s): %s\n", name, j->arch, j->log);
+    if (j->log && *j->log) fprintf(stderr, "%s (%s): %s\n", j->name, j->arch, j->log);
     assert_true(!j->log || !*j->log); /* not even a warning */
     free(j->log);
     if (cubins)
@@ -174,7 +135,7 @@ void tc_compile_all(const gen_kernel *kernels, const char *const *archs, int cou
     else
       rt_cubin_free(&j->cubin);
   }
-  free(q.jobs);
+  free(jobs);
 }
 
 const rt_cu *tc_open_gpu_or_skip(rt_device *d) {
