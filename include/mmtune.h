@@ -321,6 +321,27 @@ typedef struct {
  */
 mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *stream);
 
+/*
+ * Readies the calls of `count` descriptors (descs[0..count-1]) so that the first mmt_matmul of
+ * each costs what a later one does: chooses each call's kernel as mmt_matmul would, compiles
+ * the modules not loaded yet on up to `threads` threads at once (0: one per online CPU; the
+ * cubin cache serves those compiled before), and loads them.  Launches nothing, reads no
+ * operand and no group_rows: a pointer counts only by its alignment, which picks the kernel,
+ * so pass the pointers the calls will have (or pointers of the same alignment).  For a model's
+ * start-up (its layers' first calls compile on one thread each otherwise, one after another)
+ * and before capturing calls into a CUDA graph (a first call loads a module and may allocate a
+ * split-K kernel's workspace; a prepared one only launches).  Other threads' calls go on while
+ * it compiles.  A plain descriptor readies
+ * what mmt_gemm would run.
+ * Errors: MMT_ERR_INVALID_ARG: count below 0 or above 2^31 - 1, descs NULL with count > 0,
+ * threads below 0; a descriptor mmt_matmul would refuse gets its status and message, which
+ * starts "descs[i]: "; nothing is compiled then.  A failed choice, compile or load (MMT_ERR_UNSUPPORTED,
+ * MMT_ERR_COMPILE, MMT_ERR_CUDA, ...) names its descriptor too; the problems readied before it
+ * stay ready.
+ */
+mmt_status mmt_matmul_prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_t count,
+                              int threads);
+
 /* ---- mmt_quantize: FP8 operands for mmt_matmul ---- */
 
 /* Which elements of a row-major rows x cols matrix share a scale, and where it goes in the

@@ -7,7 +7,8 @@
  * choice, in an open-addressing table with linear probing (load at most 1/2, doubled when
  * full).  Loaded modules are shared: every problem whose choice has the same template,
  * params, dtype and layout launches the same module; each is allocated once and never moves,
- * so a launch can use it outside the lock.  A warm mmt_gemm checks its arguments, probes the
+ * so a launch can use it outside the lock.  mmt_matmul_prepare fills the cache ahead of the
+ * calls, compiling on threads of its own with the lock released.  A warm mmt_gemm checks its arguments, probes the
  * table under the context's mutex, and launches: no SQL, no Lua, no NVRTC and no
  * allocation.  A problem's choice is made once per context, at its first call; rows the
  * tuner adds to the database afterwards do not change it.
@@ -335,18 +336,24 @@ static mmt_status slot_insert(mmt_context *ctx, const problem_key *key, loaded_k
   return MMT_OK;
 }
 
-/* The loaded module for a choice: one already loaded with the same template, params, dtype
- * and layout, else compiled (through the cubin cache) and loaded now. */
-static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const problem_key *key,
-                             loaded_kernel **out, ut_err *err) {
+/* The loaded module with choice ch's template and params for key's dtype, layout and op;
+ * NULL when there is none. */
+static loaded_kernel *kernel_find(const mmt_context *ctx, const rt_choice *ch,
+                                  const problem_key *key) {
   for (int i = 0; i < ctx->kernel_count; i++) {
     loaded_kernel *lk = ctx->kernels[i];
     if (!strcmp(lk->template_name, ch->template_name) && !strcmp(lk->params, ch->params) &&
-        lk->dtype == key->dtype && lk->layout == key->layout && lk->op == key->op) {
-      *out = lk;
-      return MMT_OK;
-    }
+        lk->dtype == key->dtype && lk->layout == key->layout && lk->op == key->op)
+      return lk;
   }
+  return NULL;
+}
+
+/* The loaded module for a choice: kernel_find's, else loaded now from `compiled` (its cubin,
+ * when the caller compiled it; NULL: compiled here, through the cubin cache). */
+static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const problem_key *key,
+                             const rt_cubin *compiled, loaded_kernel **out, ut_err *err) {
+  if ((*out = kernel_find(ctx, ch, key))) return MMT_OK;
   if (ctx->kernel_count == ctx->kernel_cap) {
     int cap = ctx->kernel_cap ? 2 * ctx->kernel_cap : 8;
     loaded_kernel **v = realloc(ctx->kernels, (size_t)cap * sizeof *v);
@@ -359,11 +366,11 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   rt_cubin cubin = {0};
   bool cached = false;
   char arch[16];
-  mmt_status rc = rt_kernel_arch(ctx->dev.arch, ch->spec.arch, arch, err);
-  if (!rc)
+  mmt_status rc = MMT_OK;
+  if (!compiled && !(rc = rt_kernel_arch(ctx->dev.arch, ch->spec.arch, arch, err)))
     rc = rt_compile_cached(ctx->cache_dir, ch->spec.source, ch->spec.kernel_name, arch, &cubin,
                            &cached, NULL, err);
-  if (!rc) rc = rt_kernel_load(&ctx->dev, &cubin, &ch->spec, &lk->k, err);
+  if (!rc) rc = rt_kernel_load(&ctx->dev, compiled ? compiled : &cubin, &ch->spec, &lk->k, err);
   rt_cubin_free(&cubin);
   if (rc) {
     free(lk);
@@ -377,7 +384,9 @@ static mmt_status kernel_get(mmt_context *ctx, const rt_choice *ch, const proble
   lk->op = key->op;
   ctx->kernels[ctx->kernel_count++] = lk;
   log_line(ctx, MMT_LOG_DEBUG, "loaded %s %s (%s)", ch->template_name, ch->params,
-           cached ? "cubin from the cache" : "compiled by NVRTC");
+           compiled ? "compiled ahead"
+           : cached ? "cubin from the cache"
+                    : "compiled by NVRTC");
   *out = lk;
   return MMT_OK;
 }
@@ -397,29 +406,26 @@ static gen_problem problem_of(const problem_key *key, gen_op *op) {
                        .batch = key->batch};
 }
 
-/* Chooses a kernel for key into ch and describes it.  Lock held. */
-static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch,
-                         mmt_choice *desc, ut_err *err) {
+/* Chooses a kernel for key into ch.  Lock held. */
+static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch, ut_err *err) {
   gen_op op;
   gen_problem p = problem_of(key, &op);
-  mmt_status rc = rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
-  if (!rc) rt_choice_describe(ch, &p, desc);
-  return rc;
+  return rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
 }
 
-/* A cache miss: choose, compile, load, remember.  Lock held. */
-static mmt_status build(mmt_context *ctx, const problem_key *key, problem_slot **out,
-                        ut_err *err) {
-  rt_choice ch = {0};
+/* Remembers key's choice ch: its module (kernel_get's, `compiled` as there) and its slot.
+ * Lock held. */
+static mmt_status install(mmt_context *ctx, const problem_key *key, const rt_choice *ch,
+                          const rt_cubin *compiled, problem_slot **out, ut_err *err) {
+  gen_op op;
+  const gen_problem p = problem_of(key, &op);
   mmt_choice desc;
+  rt_choice_describe(ch, &p, &desc);
   loaded_kernel *kernel = NULL;
-  mmt_status rc = choose(ctx, key, &ch, &desc, err);
-  if (!rc) rc = kernel_get(ctx, &ch, key, &kernel, err);
+  mmt_status rc = kernel_get(ctx, ch, key, compiled, &kernel, err);
   if (!rc) rc = slot_insert(ctx, key, kernel, &desc, out, err);
   if (!rc) {
     ctx->misses++;
-    gen_op op;
-    const gen_problem p = problem_of(key, &op);
     char op_text[GEN_OP_TEXT_MAX] = "";
     if (p.op) gen_op_format(p.op, op_text, sizeof op_text, NULL);
     log_line(ctx, MMT_LOG_INFO, "%lldx%lldx%lld %s %s%s%s x%lld: %s %s %s (expected %.4g ms)",
@@ -427,6 +433,14 @@ static mmt_status build(mmt_context *ctx, const problem_key *key, problem_slot *
              p.op ? " " : "", op_text, (long long)key->batch, mmt_choice_kind_name(desc.kind),
              desc.template_name, desc.params, desc.expected_ms);
   }
+  return rc;
+}
+
+/* A cache miss: choose, compile, load, remember.  Lock held. */
+static mmt_status build(mmt_context *ctx, const problem_key *key, problem_slot **out, ut_err *err) {
+  rt_choice ch = {0};
+  mmt_status rc = choose(ctx, key, &ch, err);
+  if (!rc) rc = install(ctx, key, &ch, NULL, out, err);
   rt_choice_clear(&ch);
   return rc;
 }
@@ -492,18 +506,27 @@ static mmt_status lookup(mmt_context *ctx, const problem_key *key, problem_slot 
   return rc;
 }
 
+/* The kernel problem of a checked GEMM call (*kp) and its key; false when the call launches
+ * nothing. */
+static bool gemm_call_key(const mmt_problem *p, float alpha, const void *A, const void *B,
+                          float beta, const void *C, rt_gemm_kernel_problem *kp, problem_key *key) {
+  if (p->m == 0 || p->n == 0) return false;
+  const bool no_product = p->k == 0 || alpha == 0.0f;
+  if (no_product && beta == 1.0f) return false; /* C = C */
+  rt_gemm_map(p, kp);
+  if (no_product) kp->k = 0; /* C = beta * C, A and B not read */
+  *key = key_of(kp, p->dtype, kp->swapped ? B : A, kp->swapped ? A : B, C);
+  return true;
+}
+
 static mmt_status gemm(mmt_context *ctx, const mmt_problem *p, float alpha, const void *A,
                        const void *B, float beta, void *C, void *stream, ut_err *err) {
   mmt_status rc = rt_gemm_check_call(p, alpha, A, B, C, err);
   if (!rc) rc = check_open(ctx, err);
-  if (rc || p->m == 0 || p->n == 0) return rc;
-  bool no_product = p->k == 0 || alpha == 0.0f;
-  if (no_product && beta == 1.0f) return MMT_OK; /* C = C */
   rt_gemm_kernel_problem kp;
-  rt_gemm_map(p, &kp);
-  if (no_product) kp.k = 0; /* C = beta * C, A and B not read */
+  problem_key key;
+  if (rc || !gemm_call_key(p, alpha, A, B, beta, C, &kp, &key)) return rc;
   const void *ka = kp.swapped ? B : A, *kb = kp.swapped ? A : B;
-  problem_key key = key_of(&kp, p->dtype, ka, kb, C);
   problem_slot *s;
   bool locked;
   if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
@@ -675,6 +698,13 @@ static mmt_status check_fp8_device(const mmt_context *ctx, const mmt_matmul_desc
   return rc;
 }
 
+/* rt_matmul_map's plan of d, an op call's with K = 0 where its product is 0 (A and B are not
+ * read then). */
+static void matmul_plan(const mmt_matmul_desc *d, rt_matmul_plan *pl) {
+  rt_matmul_map(d, pl);
+  if (!pl->plain && (d->k == 0 || d->alpha == 0.0f)) pl->kp.k = 0;
+}
+
 static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *stream, ut_err *err) {
   mmt_status rc = check_group_error(ctx, err);
   if (!rc) rc = rt_matmul_check(d, err);
@@ -682,9 +712,8 @@ static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *strea
   if (!rc) rc = check_fp8_device(ctx, d, err);
   if (rc || d->m == 0 || d->n == 0) return rc;
   rt_matmul_plan pl;
-  rt_matmul_map(d, &pl);
+  matmul_plan(d, &pl);
   if (pl.plain) return gemm(ctx, &pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, stream, err);
-  if (d->k == 0 || d->alpha == 0.0f) pl.kp.k = 0; /* P = 0: A and B not read */
   CUdeviceptr group_error = 0; /* made before the lookup, which may keep the lock */
   if (pl.op.group && (rc = group_error_word(ctx, &group_error, err))) return rc;
   problem_key key = op_key_of(&pl, pl.dtype);
@@ -700,6 +729,163 @@ mmt_status mmt_matmul(mmt_context *ctx, const mmt_matmul_desc *desc, void *strea
   if (!ctx) return MMT_ERR_INVALID_ARG;
   ut_err *err = call_err(ctx);
   return finish(ctx, "mmt_matmul", matmul(ctx, desc, stream, err), err);
+}
+
+/* ---- mmt_matmul_prepare ---- */
+
+/* The key of a checked descriptor's kernel problem; false when its call launches nothing. */
+static bool matmul_call_key(const mmt_matmul_desc *d, problem_key *key) {
+  if (d->m == 0 || d->n == 0) return false;
+  rt_matmul_plan pl;
+  matmul_plan(d, &pl);
+  rt_gemm_kernel_problem kp;
+  if (pl.plain) return gemm_call_key(&pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, &kp, key);
+  *key = op_key_of(&pl, pl.dtype);
+  return true;
+}
+
+/* Grows the workspace of a split-K kernel to what d's call needs, so that the call allocates
+ * nothing (a CUDA graph capture may refuse to).  Lock held. */
+static mmt_status reserve_workspace(const problem_slot *s, const mmt_matmul_desc *d, ut_err *err) {
+  if (!s->kernel->k.ws) return MMT_OK;
+  rt_matmul_plan pl;
+  matmul_plan(d, &pl);
+  rt_gemm_kernel_problem kp = pl.kp;
+  problem_key key;
+  if (pl.plain && !gemm_call_key(&pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, &kp, &key))
+    return MMT_OK;
+  const rt_gemm_args args = {.m = kp.m, .n = kp.n, .k = kp.k, .batch = 1};
+  return rt_workspace_reserve(&s->kernel->k, &args, err);
+}
+
+/* A kernel problem a prepare call adds to the cache: its choice and, for the first problem of
+ * a module not loaded yet, that module's compile (job >= 0). */
+typedef struct {
+  problem_key key;
+  int64_t desc; /* the first descriptor of the key */
+  rt_choice ch;
+  int job;
+} prepared;
+
+/* The arguments of a prepare call, each descriptor's as mmt_matmul checks them. */
+static mmt_status prepare_check(const mmt_matmul_desc *descs, int64_t count, int threads,
+                                ut_err *err) {
+  if (count < 0)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "count is %lld: below 0", (long long)count);
+  if (count > INT32_MAX)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "count is %lld: above 2^31 - 1", (long long)count);
+  if (count > 0 && !descs) return ut_fail(err, MMT_ERR_INVALID_ARG, "descs is NULL");
+  if (threads < 0) return ut_fail(err, MMT_ERR_INVALID_ARG, "threads is %d: below 0", threads);
+  mmt_status rc = MMT_OK;
+  for (int64_t i = 0; i < count && !rc; i++)
+    if ((rc = rt_matmul_check(&descs[i], err))) ut_err_prefix(err, "descs[%lld]", (long long)i);
+  return rc;
+}
+
+/* The keys of count checked descriptors; *used says which launch a kernel.  Grouped ones get
+ * the context's error word now: their calls never allocate. */
+static mmt_status prepare_keys(mmt_context *ctx, const mmt_matmul_desc *descs, int64_t count,
+                               problem_key *keys, bool *used, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  for (int64_t i = 0; i < count && !rc; i++) {
+    const mmt_matmul_desc *d = &descs[i];
+    rc = check_fp8_device(ctx, d, err);
+    CUdeviceptr word;
+    if (!rc && d->group_mode != MMT_GROUP_NONE) rc = group_error_word(ctx, &word, err);
+    if (rc) ut_err_prefix(err, "descs[%lld]", (long long)i);
+    if (!rc) used[i] = matmul_call_key(d, &keys[i]);
+  }
+  return rc;
+}
+
+/* Chooses the kernel of each new key (not cached, not an earlier descriptor's) into pr and
+ * names the modules to compile in jobs (source and name borrowed from pr).  Lock held. */
+static mmt_status prepare_choose(mmt_context *ctx, const problem_key *keys, const bool *used,
+                                 int64_t count, prepared *pr, int *n_pr, rt_compile_job *jobs,
+                                 int *n_jobs, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  for (int64_t i = 0; i < count && !rc; i++) {
+    bool known = !used[i] || slot_find(ctx, &keys[i]);
+    for (int j = 0; j < *n_pr && !known; j++) known = !memcmp(&pr[j].key, &keys[i], sizeof keys[i]);
+    if (known) continue;
+    prepared *p = &pr[*n_pr];
+    *p = (prepared){.key = keys[i], .desc = i, .job = -1};
+    if ((rc = choose(ctx, &p->key, &p->ch, err))) {
+      ut_err_prefix(err, "descs[%lld]", (long long)i);
+      break;
+    }
+    ++*n_pr;
+    bool loaded = kernel_find(ctx, &p->ch, &p->key) != NULL;
+    for (int j = 0; j < *n_pr - 1 && !loaded; j++) /* another problem's module: compiled once */
+      loaded = pr[j].job >= 0 && !strcmp(pr[j].ch.template_name, p->ch.template_name) &&
+               !strcmp(pr[j].ch.params, p->ch.params) && pr[j].key.dtype == p->key.dtype &&
+               pr[j].key.layout == p->key.layout && pr[j].key.op == p->key.op;
+    if (loaded) continue;
+    rt_compile_job *job = &jobs[*n_jobs];
+    *job = (rt_compile_job){.source = p->ch.spec.source, .name = p->ch.spec.kernel_name};
+    p->job = (*n_jobs)++;
+  }
+  return rc;
+}
+
+/* The batch's compiles first (threads), then every problem's load and slot (lock held). */
+static mmt_status prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_t count,
+                          int threads, ut_err *err) {
+  mmt_status rc = prepare_check(descs, count, threads, err);
+  if (!rc) rc = check_open(ctx, err);
+  if (rc || count == 0) return rc;
+  problem_key *keys = calloc((size_t)count, sizeof *keys);
+  bool *used = calloc((size_t)count, sizeof *used);
+  prepared *pr = calloc((size_t)count, sizeof *pr);
+  rt_compile_job *jobs = calloc((size_t)count, sizeof *jobs);
+  char(*archs)[16] = calloc((size_t)count, sizeof *archs);
+  int n_pr = 0, n_jobs = 0;
+  if (!keys || !used || !pr || !jobs || !archs) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory preparing %lld descriptors", (long long)count);
+    goto cleanup;
+  }
+  if ((rc = prepare_keys(ctx, descs, count, keys, used, err))) goto cleanup;
+  pthread_mutex_lock(&ctx->lock);
+  rc = prepare_choose(ctx, keys, used, count, pr, &n_pr, jobs, &n_jobs, err);
+  pthread_mutex_unlock(&ctx->lock);
+  for (int j = 0; j < n_pr && !rc; j++)
+    if (pr[j].job >= 0) {
+      rc = rt_kernel_arch(ctx->dev.arch, pr[j].ch.spec.arch, archs[pr[j].job], err);
+      jobs[pr[j].job].arch = archs[pr[j].job];
+    }
+  if (rc) goto cleanup;
+  rt_compile_batch(ctx->cache_dir, jobs, n_jobs, threads); /* the lock free: calls go on */
+  pthread_mutex_lock(&ctx->lock);
+  for (int j = 0; j < n_pr && !rc; j++) {
+    const prepared *p = &pr[j];
+    const rt_compile_job *job = p->job >= 0 ? &jobs[p->job] : NULL;
+    problem_slot *s = slot_find(ctx, &p->key); /* a call on another thread made it meanwhile */
+    if (!s && job && job->rc) {
+      rc = job->rc;
+      *err = job->err;
+      ut_err_prefix(err, "kernel %s %s", p->ch.template_name, p->ch.params);
+    } else if (!s) {
+      rc = install(ctx, &p->key, &p->ch, job ? &job->cubin : NULL, &s, err);
+    }
+    if (!rc) rc = reserve_workspace(s, &descs[p->desc], err);
+    if (rc) ut_err_prefix(err, "descs[%lld]", (long long)p->desc);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  if (!rc)
+    log_line(ctx, MMT_LOG_INFO, "prepared %lld descriptors: %d new problems, %d modules compiled",
+             (long long)count, n_pr, n_jobs);
+cleanup:
+  for (int j = 0; pr && j < n_pr; j++) rt_choice_clear(&pr[j].ch);
+  for (int j = 0; jobs && j < n_jobs; j++) rt_cubin_free(&jobs[j].cubin), free(jobs[j].log);
+  free(keys), free(used), free(pr), free(jobs), free(archs);
+  return rc;
+}
+
+mmt_status mmt_matmul_prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_t count,
+                              int threads) {
+  if (!ctx) return MMT_ERR_INVALID_ARG;
+  ut_err *err = call_err(ctx);
+  return finish(ctx, "mmt_matmul_prepare", prepare(ctx, descs, count, threads, err), err);
 }
 
 /* ---- mmt_quantize ---- */
@@ -745,10 +931,9 @@ static mmt_status explain(mmt_context *ctx, const mmt_problem *p, mmt_choice *ch
   return rc;
 }
 
-/* The key of an explained op descriptor (rt_matmul_map's plan, not plain): its pointers, which
+/* The key of an explained op descriptor (matmul_plan's plan, not plain): its pointers, which
  * may be NULL, count as aligned. */
-static problem_key explained_op_key(const mmt_matmul_desc *d, rt_matmul_plan *pl) {
-  if (d->k == 0 || d->alpha == 0.0f) pl->kp.k = 0; /* as mmt_matmul launches it */
+static problem_key explained_op_key(rt_matmul_plan *pl) {
   pl->a = pl->b = NULL;
   return op_key_of(pl, pl->dtype);
 }
@@ -762,13 +947,13 @@ mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_n
   out->batch = 1;
   if (d->m == 0 || d->n == 0) return MMT_OK; /* launches nothing */
   rt_matmul_plan pl;
-  rt_matmul_map(d, &pl);
+  matmul_plan(d, &pl);
   if (pl.plain) {
     rc = rt_explain(ch, db, device_name, &pl.gemm, out, err);
     out->batch = 1;
     return rc;
   }
-  const problem_key key = explained_op_key(d, &pl);
+  const problem_key key = explained_op_key(&pl);
   gen_op op;
   const gen_problem gp = problem_of(&key, &op);
   rt_choice c = {0};
@@ -786,14 +971,14 @@ static mmt_status explain_matmul(mmt_context *ctx, const mmt_matmul_desc *d, mmt
   if (!rc) rc = check_open(ctx, err);
   if (rc) return rc;
   rt_matmul_plan pl;
-  rt_matmul_map(d, &pl);
+  matmul_plan(d, &pl);
   if (pl.plain || d->m == 0 || d->n == 0) {
     pthread_mutex_lock(&ctx->lock);
     rc = rt_explain_matmul(ctx->chooser, ctx->db, ctx->dev.info.name, d, choice, err);
     pthread_mutex_unlock(&ctx->lock);
     return rc;
   }
-  const problem_key key = explained_op_key(d, &pl);
+  const problem_key key = explained_op_key(&pl);
   pthread_mutex_lock(&ctx->lock);
   const problem_slot *s = slot_find(ctx, &key);
   if (s)

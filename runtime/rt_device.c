@@ -632,6 +632,17 @@ static mmt_status workspace_ready(const rt_cu *cu, const rt_kernel *k, size_t ne
   return rc;
 }
 
+mmt_status rt_workspace_reserve(const rt_kernel *k, const rt_gemm_args *args, ut_err *err) {
+  size_t need = 0;
+  const rt_cu *cu = NULL;
+  CUdeviceptr ws;
+  mmt_status rc = k->ws ? rt_workspace_need(k, args, &need, err) : MMT_OK;
+  if (rc || !need) return rc;
+  if (!(rc = rt_driver(&cu, err)) && !(rc = bind_ctx(cu, k->ctx, err)))
+    rc = workspace_ready(cu, k, need, NULL, &ws, err);
+  return rc;
+}
+
 static mmt_status launch_direct(const rt_cu *cu, const rt_kernel *k, const rt_gemm_args *args,
                                 const unsigned grid[3], CUstream stream, ut_err *err) {
   mmt_status rc = MMT_OK;

@@ -157,6 +157,12 @@ typedef struct {
 mmt_status rt_workspace_need(const rt_kernel *k, const rt_gemm_args *args, size_t *bytes,
                              ut_err *err);
 
+/* Grows k's workspace (a kernel without one: nothing) to what a launch with args needs, as
+ * that launch would, so that the launch allocates nothing -- inside a stream capture too.
+ * Launches of k must not race it (the dispatcher holds its lock).  Makes the kernel's context
+ * current.  Errors: gen_grid_eval's, MMT_ERR_CUDA (cuMemAlloc), MMT_ERR_NOMEM. */
+mmt_status rt_workspace_reserve(const rt_kernel *k, const rt_gemm_args *args, ut_err *err);
+
 /* Launches the kernel on stream (0: default) with the grid from gen_grid_eval.  Checks sizes
  * and leading dimensions are >= 0 and fit the kernel's int ABI, and the grid limits.  A grid
  * with a zero dimension (e.g. M == 0) launches nothing and returns MMT_OK.  Makes the

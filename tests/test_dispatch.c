@@ -731,6 +731,40 @@ static void test_open_without_gpu(void **state) {
   assert_int_equal(mmt_gemm(ctx, MMT_COL_MAJOR, MMT_TRANS, MMT_NO_TRANS, 3, 2, 5, 1, &x, 5, &x, 5,
                             0, &x, 3, MMT_F32, NULL),
                    rc);
+  /* mmt_matmul_prepare: its own arguments, then each descriptor's, before the open check */
+  mmt_matmul_desc md[2] = {{.order = MMT_ROW_MAJOR,
+                            .m = 2,
+                            .n = 3,
+                            .k = 4,
+                            .in_type = MMT_F16,
+                            .out_type = MMT_F32,
+                            .alpha = 1,
+                            .a = (void *)0x10000,
+                            .lda = 4,
+                            .b = (void *)0x20000,
+                            .ldb = 3,
+                            .d = (void *)0x30000,
+                            .ldd = 3,
+                            .batch = 1}};
+  md[1] = md[0];
+  md[1].batch = 0;
+  const struct {
+    const mmt_matmul_desc *descs;
+    int64_t count;
+    int threads;
+    const char *msg;
+  } bad[] = {{md, -1, 0, "count is -1: below 0"},
+             {md, (int64_t)1 << 31, 0, "count is 2147483648: above 2^31 - 1"},
+             {NULL, 1, 0, "descs is NULL"},
+             {md, 1, -2, "threads is -2: below 0"},
+             {md, 2, 0, "descs[1]: batch must be >= 1, got 0"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(mmt_matmul_prepare(ctx, bad[i].descs, bad[i].count, bad[i].threads),
+                     MMT_ERR_INVALID_ARG);
+    assert_string_equal(mmt_errmsg(ctx), bad[i].msg);
+  }
+  assert_int_equal(mmt_matmul_prepare(ctx, md, 1, 0), rc);
+  assert_non_null(strstr(mmt_errmsg(ctx), "did not open"));
   mmt_close(ctx);
   assert_int_equal(access(missing, F_OK), -1); /* read-only open created nothing */
 }
@@ -831,6 +865,65 @@ static mmt_context *open_or_skip(fixture *f, const char *db_path) {
   }
   if (rc) fail_msg("mmt_open: %s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
   return ctx;
+}
+
+/* mmt_matmul_prepare fills the cache: each new problem once (a repeated descriptor and one
+ * that launches nothing add none), no launch; the calls after it are hits, and preparing
+ * again changes nothing. */
+static void test_gpu_prepare(void **state) {
+  fixture *f = *state;
+  char path[160];
+  snprintf(path, sizeof path, "%s/empty.db", f->dir);
+  mmt_context *ctx = open_or_skip(f, path);
+  const rt_cu *cu = NULL;
+  ut_err e;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  CUdeviceptr buf[3];
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cu->cuMemAlloc(&buf[i], 1 << 20), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemsetD32(buf[i], 0x3c003c00, (1 << 20) / 4), CUDA_SUCCESS);
+  }
+  const mmt_matmul_desc op = {.order = MMT_ROW_MAJOR,
+                              .m = 64,
+                              .n = 48,
+                              .k = 32,
+                              .in_type = MMT_F16,
+                              .out_type = MMT_F32,
+                              .alpha = 1,
+                              .a = (void *)(uintptr_t)buf[0],
+                              .lda = 32,
+                              .b = (void *)(uintptr_t)buf[1],
+                              .ldb = 48,
+                              .d = (void *)(uintptr_t)buf[2],
+                              .ldd = 48,
+                              .batch = 1,
+                              .act = MMT_ACT_RELU};
+  mmt_matmul_desc plain = op, none = op;
+  plain.out_type = MMT_F16, plain.act = MMT_ACT_NONE, plain.c = plain.d, plain.ldc = 48;
+  none.m = 0;
+  const mmt_matmul_desc descs[4] = {op, plain, op, none};
+  rt_dispatch_stats before, st;
+  rt_dispatch_get_stats(ctx, &before);
+  if (mmt_matmul_prepare(ctx, descs, 4, 2)) fail_msg("prepare: %s", mmt_errmsg(ctx));
+  rt_dispatch_get_stats(ctx, &st);
+  assert_int_equal(st.problems, before.problems + 2);
+  assert_int_equal(st.misses, before.misses + 2);
+  assert_int_equal(st.launches, before.launches);
+  for (int i = 0; i < 4; i++) assert_int_equal(mmt_matmul(ctx, &descs[i], NULL), MMT_OK);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  rt_dispatch_get_stats(ctx, &st);
+  assert_int_equal(st.misses, before.misses + 2);
+  assert_int_equal(st.hits, before.hits + 3);
+  assert_int_equal(st.launches, before.launches + 3);
+  float got;
+  assert_int_equal(cu->cuMemcpyDtoH(&got, buf[2], 4), CUDA_SUCCESS);
+  assert_true(got == 32.0f); /* the last call's (op) D: K products of ones */
+  assert_int_equal(mmt_matmul_prepare(ctx, descs, 4, 0), MMT_OK);
+  rt_dispatch_get_stats(ctx, &before);
+  assert_int_equal(before.problems, st.problems);
+  assert_int_equal(before.misses, st.misses);
+  for (int i = 0; i < 3; i++) cu->cuMemFree(buf[i]);
+  mmt_close(ctx);
 }
 
 static void test_gpu_sgemm(void **state) {
@@ -1112,6 +1205,52 @@ static void test_gpu_exclusive_graph(void **state) {
   exclusive_check_close(&x);
 }
 
+/* mmt_matmul_prepare loads a split-K kernel and sizes its workspace without a launch, so
+ * that the problem's first call can be captured into a graph. */
+static void test_gpu_prepare_graph(void **state) {
+  exclusive_setup x;
+  exclusive_open(*state, &x);
+  const rt_cu *cu = x.cu;
+  const gemm_case *g = &x.g;
+  void *c = (void *)(uintptr_t)x.dc[0];
+  const mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
+                             .m = g->m,
+                             .n = g->n,
+                             .k = g->k,
+                             .in_type = MMT_F32,
+                             .out_type = MMT_F32,
+                             .alpha = 1,
+                             .a = (void *)(uintptr_t)x.da[0],
+                             .lda = g->lda,
+                             .b = (void *)(uintptr_t)x.db[0],
+                             .ldb = g->ldb,
+                             .c = c,
+                             .ldc = g->ldc,
+                             .d = c,
+                             .ldd = g->ldc,
+                             .batch = 1};
+  if (mmt_matmul_prepare(x.ctx, &d, 1, 0)) fail_msg("prepare: %s", mmt_errmsg(x.ctx));
+  rt_dispatch_stats st;
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.workspace_allocs, 1);
+  assert_int_equal(st.launches, 0);
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  assert_int_equal(cu->cuStreamBeginCapture(x.st[0], CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  exclusive_call(&x, 0, x.st[0]); /* the problem's first call */
+  assert_int_equal(cu->cuStreamEndCapture(x.st[0], &graph), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphLaunch(exec, x.st[0]), CUDA_SUCCESS);
+  for (int s = 1; s < EXCL_SETS; s++) exclusive_call(&x, s, x.st[s]);
+  assert_int_equal(cu->cuStreamSynchronize(x.st[0]), CUDA_SUCCESS);
+  rt_dispatch_get_stats(x.ctx, &st);
+  assert_int_equal(st.workspace_allocs, 1);
+  assert_int_equal(st.misses, 1);
+  assert_int_equal(cu->cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphDestroy(graph), CUDA_SUCCESS);
+  exclusive_check_close(&x);
+}
+
 int main(void) {
   /* Test templates first, then the source tree's. */
   if (setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1) != 0) return 1;
@@ -1134,11 +1273,13 @@ int main(void) {
       cmocka_unit_test(test_open_without_gpu),
       cmocka_unit_test(test_open_corrupt_db),
       cmocka_unit_test(test_gpu_sgemm),
+      cmocka_unit_test(test_gpu_prepare),
       cmocka_unit_test(test_gpu_exact_and_bad_device),
       cmocka_unit_test(test_gpu_families_unaligned_ld),
       cmocka_unit_test(test_gpu_exclusive_two_streams),
       cmocka_unit_test(test_gpu_exclusive_same_stream_runs),
       cmocka_unit_test(test_gpu_exclusive_graph),
+      cmocka_unit_test(test_gpu_prepare_graph),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
