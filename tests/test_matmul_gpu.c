@@ -148,6 +148,14 @@ static case_t random_case(int trial) {
   return c;
 }
 
+/* A case's operands (device buffers and host copies), from case_make to case_check. */
+typedef struct {
+  operand A, B, C, D, bias, srow, scol, sd, am;
+  mr_host h;
+  int64_t nd; /* D's elements */
+  double s_d; /* an FP8 D's scale (1 without one) */
+} case_bufs;
+
 /* Stored widths and runs of op(X) rows x cols in d's order (transposed: the other way). */
 static void stored(const mmt_matmul_desc *d, bool trans, int64_t rows, int64_t cols, int64_t *w,
                    int64_t *r) {
@@ -156,10 +164,9 @@ static void stored(const mmt_matmul_desc *d, bool trans, int64_t rows, int64_t c
   *r = rc ? rows : cols;
 }
 
-/* Runs one case: allocates, calls mmt_matmul, checks D and the memory around it.  NULL when
- * it passed, else what failed (static). */
-static const char *run_case(gc_fixture *f, case_t *c) {
-  static char why[512];
+/* Draws a case's leading dimensions, strides and skews, makes its operands with fresh random
+ * values and points c->d at them. */
+static void case_make(gc_fixture *f, case_t *c, case_bufs *cb) {
   mmt_matmul_desc *d = &c->d;
   const int64_t np = d->gated ? 2 * d->n : d->n;
   int64_t aw, ar, bw, br, cw, cr;
@@ -243,6 +250,20 @@ static const char *run_case(gc_fixture *f, case_t *c) {
       d->scale_d = dev_ptr(&sd);
     d->amax = next() % 4 ? dev_ptr(&am) : NULL;
   }
+  *cb = (case_bufs){A, B, C, D, bias, srow, scol, sd, am, h, nd, s_d};
+}
+
+/* Calls mmt_matmul on a made case, checks D and the memory around it, frees the operands.
+ * NULL when it passed, else what failed (static). */
+static const char *case_check(gc_fixture *f, case_t *c, case_bufs *cb) {
+  static char why[512];
+  const mmt_matmul_desc *d = &c->d;
+  const rt_cu *cu = f->cu;
+  const operand D = cb->D, am = cb->am;
+  mr_host h = cb->h;
+  const int64_t nd = cb->nd;
+  const double s_d = cb->s_d;
+  const bool fp8 = is_fp8(d->in_type), out8 = is_fp8(d->out_type);
   void *before = malloc(D.bytes);
   assert_non_null(before);
   memcpy(before, D.host, D.bytes);
@@ -306,7 +327,8 @@ static const char *run_case(gc_fixture *f, case_t *c) {
   free(in_d);
   free(before);
   free(after);
-  operand *all[9] = {&A, &B, &C, &D, &bias, &srow, &scol, &sd, &am};
+  operand *all[9] = {&cb->A,    &cb->B,    &cb->C,  &cb->D, &cb->bias,
+                     &cb->srow, &cb->scol, &cb->sd, &cb->am};
   for (int i = 0; i < 9; i++) operand_free(cu, all[i]);
   return result;
 }
@@ -339,13 +361,30 @@ static int case_count(void) {
   return n > 0 ? n : 300;
 }
 
+/* Cases in chunks: each chunk's operands made, its descriptors readied at once
+ * (mmt_matmul_prepare compiles their kernels on every core), then each called and checked. */
 static void test_random_descriptors(void **state) {
+  enum { chunk = 48 };
   gc_fixture *f = *state;
   gc_open_or_skip(f, 0);
-  for (int trial = 0; trial < case_count(); trial++) {
-    case_t c = random_case(trial);
-    const char *why = run_case(f, &c);
-    if (why) describe(trial, &c.d, why);
+  const int n = case_count();
+  for (int first = 0; first < n; first += chunk) {
+    const int count = n - first < chunk ? n - first : chunk;
+    case_t c[chunk];
+    case_bufs cb[chunk];
+    mmt_matmul_desc descs[chunk];
+    for (int i = 0; i < count; i++) {
+      c[i] = random_case(first + i);
+      case_make(f, &c[i], &cb[i]);
+      descs[i] = c[i].d;
+    }
+    if (mmt_matmul_prepare(f->ctx, descs, count, 0))
+      fail_msg("mmt_matmul_prepare of cases %d..%d: %s", first, first + count - 1,
+               mmt_errmsg(f->ctx));
+    for (int i = 0; i < count; i++) {
+      const char *why = case_check(f, &c[i], &cb[i]);
+      if (why) describe(first + i, &c[i].d, why);
+    }
   }
 }
 
@@ -364,7 +403,9 @@ static void test_large_batch(void **state) {
                     .bias_mode = MMT_BIAS_COL,
                     .act = MMT_ACT_SILU,
                     .batch = 70001}};
-  const char *why = run_case(f, &c);
+  case_bufs cb;
+  case_make(f, &c, &cb);
+  const char *why = case_check(f, &c, &cb);
   if (why) describe(0, &c.d, why);
 }
 
@@ -385,11 +426,20 @@ static void routing(int64_t g, int64_t total, int64_t first, int kind, int32_t *
   }
 }
 
+/* One grouped call, from grouped_make to grouped_check. */
+typedef struct {
+  mmt_matmul_desc d;
+  operand A, B, D, bias, scol, rows;
+  mr_host h;
+  int32_t *r; /* the host's copy of group_rows */
+  int64_t m, n, k, g, blocks, bad_at;
+  bool masked;
+} grouped_t;
+
 /* One grouped call: G experts, f16 or bf16, B stored N x K (nt) or K x N (nn), an epilogue with
- * each expert's own bias or B scales; every expert's rows of D against the reference, every
- * other row untouched.  bad: the offsets go down once (the call after says so). */
-static const char *grouped_case(gc_fixture *f, mmt_group_mode mode, bool bad) {
-  static char why[256];
+ * each expert's own bias or B scales, its operands made with fresh random values.  bad: the
+ * offsets go down once (the call after says so). */
+static void grouped_make(gc_fixture *f, mmt_group_mode mode, bool bad, grouped_t *gt) {
   const rt_cu *cu = f->cu;
   const int64_t g = pick(1, 12), n = pick(1, 140), k = pick(1, 200);
   const int64_t m = mode == MMT_GROUP_CONTIGUOUS ? pick(1, 400) : pick(1, 90);
@@ -452,6 +502,21 @@ static const char *grouped_case(gc_fixture *f, mmt_group_mode mode, bool bad) {
   assert_int_equal(cu->cuMemcpyHtoD(rows.dev_base, r, (size_t)(g + 1) * 4), CUDA_SUCCESS);
   d.group_rows = (const int32_t *)dev_ptr(&rows);
   d.group_tokens = masked ? 0 : r[g] - r[0];
+  *gt = (grouped_t){d, A, B, D, bias, scol, rows, h, r, m, n, k, g, blocks, bad_at, masked};
+}
+
+/* Calls a made grouped case, checks every expert's rows of D against the reference and every
+ * other row untouched, and (bad rows) that the next call says so; frees the operands.  NULL
+ * when it passed, else what failed (static). */
+static const char *grouped_check(gc_fixture *f, grouped_t *gt) {
+  static char why[256];
+  const rt_cu *cu = f->cu;
+  const mmt_matmul_desc d = gt->d;
+  const operand D = gt->D;
+  mr_host h = gt->h;
+  const int32_t *r = gt->r;
+  const int64_t m = gt->m, n = gt->n, k = gt->k, g = gt->g, blocks = gt->blocks;
+  const bool masked = gt->masked;
   void *before = malloc(D.bytes), *after = malloc(D.bytes);
   assert_non_null(before), assert_non_null(after);
   memcpy(before, D.host, D.bytes);
@@ -494,7 +559,7 @@ static const char *grouped_case(gc_fixture *f, mmt_group_mode mode, bool bad) {
       }
     }
   /* bad rows: the next call on the context says so, once */
-  if (!result && bad_at >= 0) {
+  if (!result && gt->bad_at >= 0) {
     mmt_matmul_desc again = d;
     again.group_rows = NULL, again.group_mode = MMT_GROUP_NONE, again.group_tokens = 0;
     again.batch = 1;
@@ -511,20 +576,35 @@ static const char *grouped_case(gc_fixture *f, mmt_group_mode mode, bool bad) {
     }
     assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
   }
-  free(r), free(before), free(after);
-  operand *all[6] = {&A, &B, &D, &bias, &scol, &rows};
+  free(gt->r), free(before), free(after);
+  operand *all[6] = {&gt->A, &gt->B, &gt->D, &gt->bias, &gt->scol, &gt->rows};
   for (int i = 0; i < 6; i++) operand_free(cu, all[i]);
   return result;
 }
 
-/* Grouped calls (mixture of experts), both layouts, random routings; some with bad rows. */
+/* Grouped calls (mixture of experts), both layouts, random routings, some with bad rows; in
+ * chunks readied at once, as test_random_descriptors. */
 static void test_grouped(void **state) {
+  enum { cases = 120, chunk = 40 };
   gc_fixture *f = *state;
   gc_open_or_skip(f, 0);
-  for (int trial = 0; trial < 120; trial++) {
-    const mmt_group_mode mode = trial % 2 ? MMT_GROUP_MASKED : MMT_GROUP_CONTIGUOUS;
-    const char *why = grouped_case(f, mode, trial % 5 == 4);
-    if (why) fail_msg("grouped case %d (%s): %s", trial, trial % 2 ? "masked" : "contiguous", why);
+  for (int first = 0; first < cases; first += chunk) {
+    grouped_t gt[chunk];
+    mmt_matmul_desc descs[chunk];
+    for (int i = 0; i < chunk; i++) {
+      const int trial = first + i;
+      grouped_make(f, trial % 2 ? MMT_GROUP_MASKED : MMT_GROUP_CONTIGUOUS, trial % 5 == 4, &gt[i]);
+      descs[i] = gt[i].d;
+    }
+    if (mmt_matmul_prepare(f->ctx, descs, chunk, 0))
+      fail_msg("mmt_matmul_prepare of grouped cases %d..%d: %s", first, first + chunk - 1,
+               mmt_errmsg(f->ctx));
+    for (int i = 0; i < chunk; i++) {
+      const char *why = grouped_check(f, &gt[i]);
+      if (why)
+        fail_msg("grouped case %d (%s): %s", first + i, gt[i].masked ? "masked" : "contiguous",
+                 why);
+    }
   }
 }
 
