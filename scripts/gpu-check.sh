@@ -21,17 +21,25 @@ for step in "$@"; do
   case "$step" in
     tests)
       # Every program's whole output in $OUT/tests-full.log (one file: the device tool
-      # returns few), the summary lines in tests.log.  TESTS="a b" picks programs.
-      for t in ${TESTS:-$(cd build/tests && ls test_*)}; do
-        [ -x "build/tests/$t" ] || continue
-        echo "== $t" >> "$out/tests-full.log"
-        start=$SECONDS
-        "build/tests/$t" > /tmp/t.log 2>&1
-        rc=$?
-        cat /tmp/t.log >> "$out/tests-full.log"
-        echo "== $t exit $rc ($((SECONDS - start)) s)"
-        grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  ERROR|^\[   LINE" /tmp/t.log
-      done 2>&1 | tee "$out/tests.log" ;;
+      # returns few), the summary lines in tests.log.  The GPU suite (CTest label gpu) unless
+      # TESTS="a b" picks programs (TESTS=all: every one); JOBS (default 4) run at once --
+      # most of their time is NVRTC on the CPU, not the GPU.
+      rm -rf /tmp/tlogs && mkdir -p /tmp/tlogs
+      start=$SECONDS
+      gpu_suite=$(sed -nE 's/^set_tests_properties\(\[=\[(test_[a-z0-9_]+)\]=\].* LABELS "[^"]*gpu.*/\1/p' \
+        build/tests/CTestTestfile.cmake)
+      [ "${TESTS:-}" = all ] && TESTS=$(cd build/tests && ls test_*)
+      for t in ${TESTS:-$gpu_suite}; do
+        [ -x "build/tests/$t" ] && echo "$t"
+      done | xargs -P "${JOBS:-4}" -I{} bash -c \
+        's=$SECONDS; build/tests/{} > /tmp/tlogs/{}.log 2>&1; echo "== {} exit $? ($((SECONDS - s)) s)" > /tmp/tlogs/{}.rc'
+      for f in /tmp/tlogs/*.rc; do
+        t=$(basename "$f" .rc)
+        { echo "== $t"; cat "/tmp/tlogs/$t.log"; } >> "$out/tests-full.log"
+        cat "$f"
+        grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  ERROR|^\[   LINE" "/tmp/tlogs/$t.log"
+      done 2>&1 | tee "$out/tests.log"
+      echo "tests wall $((SECONDS - start)) s" | tee -a "$out/tests.log" ;;
     tune)
       # The database comes and goes with $OUT/mmtune.db (carry it back in .gpu/ to resume).
       /usr/bin/time -f "tune wall %e s" timeout -s INT "${TUNE_LIMIT:-400}" \
