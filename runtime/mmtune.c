@@ -938,6 +938,14 @@ static problem_key explained_op_key(rt_matmul_plan *pl) {
   return op_key_of(pl, pl->dtype);
 }
 
+gen_problem rt_explain_matmul_problem(const mmt_matmul_desc *d, gen_op *op) {
+  rt_matmul_plan pl;
+  matmul_plan(d, &pl);
+  if (pl.plain) return rt_explain_problem(&pl.gemm);
+  const problem_key key = explained_op_key(&pl);
+  return problem_of(&key, op);
+}
+
 mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_name,
                              const mmt_matmul_desc *d, mmt_choice *out, ut_err *err) {
   memset(out, 0, sizeof *out);

@@ -313,6 +313,10 @@ gen_problem rt_explain_problem(const mmt_problem *p);
  * rt_choose's. */
 mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_name,
                              const mmt_matmul_desc *d, mmt_choice *out, ut_err *err);
+/* The kernel problem rt_explain_matmul chooses for, for rt_rank: an op descriptor's (op
+ * points to its op) or a plain one's (rt_explain_problem's).  d must have passed
+ * rt_matmul_check_fields and have M and N > 0. */
+gen_problem rt_explain_matmul_problem(const mmt_matmul_desc *d, gen_op *op);
 
 /* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's
  * starting points: *count entries. */

@@ -829,6 +829,17 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "\n     3 "));
   assert_null(strstr(r.out, "\n     4 "));
   run_free(&r);
+  /* ... and of an op call's: ranked for its epilogue, the choice among the candidates */
+  r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db, "--epilogue",
+          "bias=col,act=relu", "--top", "40");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "ranking:   "));
+  const char *kernel = strstr(r.out, "kernel:    ");
+  assert_non_null(kernel);
+  char chosen[160];
+  assert_int_equal(sscanf(kernel + 11, "%159[^\n]", chosen), 1);
+  assert_non_null(strstr(strstr(r.out, "ranking:   "), chosen));
+  run_free(&r);
   assert_usage_error(RUN("explain", "4", "4", "4", "--device-name", "X", "--top", "0"), "--top");
   assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--top", "5"),
                      "--top goes with --device-name");

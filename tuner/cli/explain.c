@@ -212,11 +212,14 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
          c->kernel_hash[0] ? c->kernel_hash : "not recorded");
 }
 
-/* The first `top` candidates of p's ranking: what the choice was made from. */
+/* The first `top` candidates of the ranking of p's call (d's with an epilogue): what the
+ * choice was made from. */
 static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *device,
-                                const mmt_problem *p, int64_t top, ut_err *err) {
+                                const mmt_problem *p, const mmt_matmul_desc *d, int64_t top,
+                                ut_err *err) {
   if (p->m == 0 || p->n == 0) return MMT_OK;
-  gen_problem gp = rt_explain_problem(p);
+  gen_op op;
+  gen_problem gp = d ? rt_explain_matmul_problem(d, &op) : rt_explain_problem(p);
   rt_candidate *cands = NULL;
   int n = 0;
   mmt_status rc = rt_rank(ch, db, device, &gp, NULL, &cands, &n, err);
@@ -283,7 +286,7 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const mmt_mat
     rc = d ? rt_explain_matmul(ch, db, device, d, &c, &err)
            : rt_explain(ch, db, device, p, &c, &err);
   if (!rc) print_choice(p, device, &c);
-  if (!rc && top > 0) rc = print_ranking(ch, db, device, p, top, &err);
+  if (!rc && top > 0) rc = print_ranking(ch, db, device, p, d, top, &err);
   rt_chooser_free(ch);
   db_close(db);
   if (rc == MMT_ERR_INVALID_ARG) return tn_usage_error("explain", "%s", err.msg);
@@ -299,10 +302,6 @@ int tn_cmd_explain(int argc, char **argv) {
   mmt_matmul_desc d;
   bool has_op = false;
   if ((ex = parse_matmul(&o, &p, &d, &has_op))) goto done;
-  if (has_op && tn_opts_has(&o, "top")) {
-    ex = tn_usage_error("explain", "--top ranks plain GEMMs only (not with --epilogue)");
-    goto done;
-  }
   const char *name = tn_opts_get(&o, "device-name");
   if (name && !*name) {
     ex = tn_usage_error("explain", "--device-name is empty");
