@@ -29,6 +29,8 @@
  *              routings drawn on the host, some experts empty) against one
  *              cublasGemmGroupedBatchedEx call over the experts that got rows; a second line
  *              ("grp-loop") against a loop of plain mmt_matmul calls, one an expert
+ *   coldstart  (only when named) the first calls of the linear family's layers on a fresh
+ *              context and an empty cubin cache, one by one and after mmt_matmul_prepare
  * Method (the workplace's METHOD.md): random inputs drawn on the device (never zeros), D of both
  * libraries compared first (relative Frobenius difference, the output type's tolerance: a
  * mismatch is reported and left out of the figures), warm-up runs, then --runs timed runs
@@ -58,8 +60,9 @@
 #define PROG "mmtune-matmul-bench"
 #define HOST_CALLS 2000
 
-static const char *const k_family[FAMILIES] = {"linear",    "swiglu", "residual", "f32out",
-                                               "attention", "host",   "quantize", "grouped"};
+static const char *const k_family[FAMILIES] = {"linear",   "swiglu",    "residual",
+                                               "f32out",   "attention", "host",
+                                               "quantize", "grouped",   "coldstart"};
 
 static void print_usage(void) {
   printf("usage: " PROG " [--device N] [--db PATH] [--dtype f16|bf16] [--family F,...]\n"
@@ -68,8 +71,8 @@ static void print_usage(void) {
          "cublasGemmStridedBatchedEx and cublasGemmGroupedBatchedEx, side by side\n"
          "(bench/matmul.c says how it measures).\n"
          "  --family F,...   linear, swiglu, residual, f32out, attention, host, quantize,\n"
-         "                   grouped\n"
-         "                   (default all)\n"
+         "                   grouped, coldstart\n"
+         "                   (default all but coldstart)\n"
          "  --weights FILE   N K name per line (default bench/llm_layers.txt)\n"
          "  --batches M,...  batch sizes of the Linear families (default 1,16,128,2048,8192)\n"
          "  --cold           every timed run reads its operands from DRAM\n"
@@ -99,7 +102,7 @@ static int parse_families(const char *text, bench_opts *o) {
     while (f < FAMILIES && strcmp(t, k_family[f])) f++;
     if (f == FAMILIES)
       return bench_usage_error("--family '%s' is not one of linear, swiglu, residual, f32out, "
-                               "attention, host, quantize, grouped",
+                               "attention, host, quantize, grouped, coldstart",
                                t);
     o->family[f] = true;
   }
@@ -124,7 +127,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                     .runs = 30,
                     .batches = {1, 16, 128, 2048, 8192},
                     .nbatches = 5};
-  for (int f = 0; f < FAMILIES; f++) o->family[f] = true;
+  for (int f = 0; f < FAMILIES; f++) o->family[f] = f != F_COLDSTART;
   int64_t device = 0, runs = 30;
   int c, bad = 0;
   opterr = 0;
@@ -735,6 +738,11 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
           mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
   tally loop = {0};
   if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &tl[F_GROUPED], &loop, err);
+  if (!rc && o->family[F_COLDSTART]) {
+    int64_t shapes[64][2];
+    for (int i = 0; i < nw; i++) shapes[i][0] = w[i].n, shapes[i][1] = w[i].k;
+    rc = mb_coldstart_family(b, shapes, nw, err);
+  }
   printf("\n");
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
   summary("grp-loop", &loop);

@@ -31,6 +31,7 @@ enum {
   F_HOST,
   F_QUANTIZE,
   F_GROUPED,
+  F_COLDSTART, /* only when named */
   FAMILIES
 };
 
@@ -89,6 +90,10 @@ void mb_report(bench *b, tally *tl, const char *family, const char *what, double
 void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len);
 /* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
 mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out);
+
+/* The coldstart family (matmul_coldstart.c): first calls of the Linear layers of nshapes
+ * weights (N, K) at every batch, one by one and after mmt_matmul_prepare. */
+mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes, ut_err *err);
 
 /* The grouped family (matmul_grouped.c): against cuBLAS's grouped GEMM into tl, against a loop
  * of mmt_matmul calls into loop. */

@@ -78,7 +78,7 @@ check calls_help "$calls" --help
 check matmul_runs matmul_runs
 check matmul_bad_family usage_error "$matmul" --family linear,gemv
 family_list() { # the bad family's line names every family, grouped the last
-  usage_error "$matmul" --family moe | grep -q "quantize, grouped (try --help)"
+  usage_error "$matmul" --family moe | grep -q "quantize, grouped, coldstart (try --help)"
 }
 check matmul_family_list family_list
 check matmul_bad_dtype usage_error "$matmul" --dtype f32

@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
-# kernels|memcheck|compare|matmul ...]; logs to $OUT.
+# kernels|memcheck|compare|matmul|coldstart ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -82,6 +82,12 @@ for step in "$@"; do
         ./build/bench/mmtune-calls-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
           --dtype "${DTYPE:-f16}" --layout "${LAYOUT:-nn}" ${sh//x/ } 2>&1
       done | tee -a "$out/calls.log" ;;
+    coldstart)
+      # A model's start-up: the first calls of the Linear family's 80 layers on an empty cubin
+      # cache, one by one and after mmt_matmul_prepare (bench/matmul_coldstart.c); NVRTC's and
+      # the driver's own cache off, or every pass after the first compiles nothing.
+      CUDA_CACHE_DISABLE=1 ./build/bench/mmtune-matmul-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
+        --dtype "${DTYPE:-f16}" --family coldstart 2>&1 | tee -a "$out/coldstart.log" ;;
     matmul)
       # mmt_matmul against its peers (bench/matmul.c): cuBLASLt's epilogues (linear: bias +
       # GELU; residual: D apart from C; f32out), cuBLAS + an elementwise SwiGLU (swiglu),
