@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
-# kernels|memcheck|compare|matmul|coldstart ...]; logs to $OUT.
+# kernels|memcheck|compare|matmul|coldstart|tuned-linear ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -82,6 +82,23 @@ for step in "$@"; do
         ./build/bench/mmtune-calls-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
           --dtype "${DTYPE:-f16}" --layout "${LAYOUT:-nn}" ${sh//x/ } 2>&1
       done | tee -a "$out/calls.log" ;;
+    tuned-linear)
+      # Linear + bias + GELU tuned for exactly its op (the 8B-class weights of
+      # bench/llm_layers.txt but gate_up at M 1, 16, 128, 2048, 8192, model strategy, BUDGET
+      # seconds a problem, database $OUT/linear.db), then the linear bench on that database and
+      # on none (untuned), each against cuBLASLt in its own run.
+      awk '/^# 8B/{on=1; next} /^#/{on=0} on && $3 != "gate_up_proj"' bench/llm_layers.txt > /tmp/w8b.txt
+      for m in 1 16 128 2048 8192; do awk -v m=$m '{print m, $1, $2}' /tmp/w8b.txt; done |
+        sort -u > /tmp/linear-shapes.txt
+      rm -f /tmp/linear.db*
+      /usr/bin/time -f "tune wall %e s" ./build/tuner/mmtune tune --device 0 --db /tmp/linear.db \
+        --dtype "${DTYPE:-f16}" --layout nt --epilogue bias=col,act=gelu_tanh \
+        --shapes /tmp/linear-shapes.txt --budget "${BUDGET:-4}" > "$out/tuned-linear.log" 2>&1
+      tail -n 3 "$out/tuned-linear.log"; cp /tmp/linear.db "$out/linear.db"
+      for db in /tmp/linear.db /tmp/none.db; do
+        ./build/bench/mmtune-matmul-bench --device 0 --db "$db" --dtype "${DTYPE:-f16}" \
+          --family linear --weights /tmp/w8b.txt --cold 2>&1 | tee -a "$out/tuned-linear.log"
+      done ;;
     coldstart)
       # A model's start-up: the first calls of the Linear family's 80 layers on an empty cubin
       # cache, one by one and after mmt_matmul_prepare (bench/matmul_coldstart.c); NVRTC's and
