@@ -100,6 +100,13 @@ static void sector_waste(const gen_problem *p, double elem, double waste[2]) {
     waste[i] = (uint64_t)pitch[i] * (uint64_t)elem % 32 ? RT_MODEL_SECTOR_WASTE : 1.0;
 }
 
+double rt_model_tile_area(const db_launch *l, const gen_problem *p) {
+  int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
+  int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1;
+  return (double)(ceil_div(m, tm) * tm) * (double)(ceil_div(n, tn) * tn) *
+         (p->batch > 1 ? (double)p->batch : 1.0);
+}
+
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
   int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
@@ -651,6 +658,7 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                          : launch                              ? launch
                                                                : &c->launch;
   out->analytic_ms = rt_model_analytic_ms(&m->dev, use, p);
+  out->tile_area = rt_model_tile_area(use, p);
   out->ms = out->analytic_ms * exp(y);
   out->rows = c ? c->used : 0;
   out->template_rows = tm ? tm->used : 0;

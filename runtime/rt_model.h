@@ -194,6 +194,7 @@ typedef struct {
   int rows;            /* rows of the config that weighed in (weight >= 1e-3) */
   int template_rows;   /* rows of its template that weighed in */
   int64_t basis_id;    /* the config's heaviest row (0: none): what the prediction relies on */
+  double tile_area;    /* C's elements its tiles cover (rt_model_tile_area): ranks equal times */
 } rt_prediction;
 
 /*
@@ -212,6 +213,14 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
 /* The analytic part alone (see the top of this file), in ms. */
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *launch,
                             const gen_problem *p);
+
+/* The elements of C a launch's tiles cover, every problem of the batch padded to whole tiles
+ * (slices of K not counted).  Where the compulsory DRAM traffic bounds every config of a
+ * template alike (decode-size M, FP8 decode), their predictions are equal; the one whose
+ * tiles overhang the problem least loads and computes least for nothing (a 128-row tile over
+ * 16 rows: 8 times the rows; wgmma's swapped 64 x 16 tile: none).  Configs that cover the
+ * same area stay in name order. */
+double rt_model_tile_area(const db_launch *launch, const gen_problem *p);
 
 /* The peaks the analytic part assumes for a GPU of dev (unknowns: the defaults above) and
  * dtype: *flops_per_s, the whole GPU's math rate (tensor cores for 16-bit inputs and tf32,

@@ -460,6 +460,26 @@ static void test_default(void **state) {
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
+  /* Decode sizes that only wgmma serves (16 rows in nn, FP8 at 1 row): every tile is bound by
+   * the weight's DRAM traffic, its candidates predict alike, and the one whose tiles overhang
+   * the rows least wins (the swapped 64 x 16 tile, not name order's 128 x 128) */
+  static const struct {
+    const char *dtype, *layout;
+    int64_t m;
+  } decode[] = {{"f16", "nn", 16}, {"e4m3", "nt", 1}};
+  for (size_t i = 0; i < sizeof decode / sizeof decode[0]; i++) {
+    rt_chooser *ch = NULL;
+    assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
+    gen_problem q = gen_packed_problem(decode[i].dtype, decode[i].layout, decode[i].m, 14336, 4096);
+    gen_op op = {.out = "bf16", .scale_tensor = true};
+    if (!strcmp(decode[i].dtype, "e4m3")) q.op = &op;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    assert_string_equal(c.template_name, "wgmma");
+    if (!strstr(c.params, "swap=1")) fail_msg("%s: %s", decode[i].dtype, c.params);
+    rt_choice_clear(&c);
+    rt_chooser_free(ch);
+  }
   db_close(empty);
 }
 

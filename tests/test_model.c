@@ -838,6 +838,18 @@ static void test_leave_one_shape_out(void **state) {
 
 /* An op kernel's problem: a batch is that many problems' work units and bytes, D of the op's
  * type (half the columns gated); the plain GEMM is as before. */
+/* The area a launch's tiles cover: each problem padded to whole tiles, slices not counted. */
+static void test_tile_area(void **state) {
+  (void)state;
+  const db_launch big = {.tile_m = 128, .tile_n = 128, .slices = 4, .threads = 256};
+  const db_launch swapped = {.tile_m = 16, .tile_n = 64, .slices = 1, .threads = 128};
+  gen_problem p = packed("f16", "nn", 16, 14336, 4096);
+  assert_true(rt_model_tile_area(&big, &p) == 128.0 * 14336);
+  assert_true(rt_model_tile_area(&swapped, &p) == 16.0 * 14336);
+  p.n = 14337, p.batch = 3; /* a partial tile column, three problems */
+  assert_true(rt_model_tile_area(&swapped, &p) == 3 * 16.0 * 14400);
+}
+
 static void test_analytic_ops(void **state) {
   (void)state;
   rt_model_device dev = {.sm_count = 132, .cc_major = 9};
@@ -865,6 +877,7 @@ static void test_analytic_ops(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic),
+      cmocka_unit_test(test_tile_area),
       cmocka_unit_test(test_analytic_ops),
       cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),
