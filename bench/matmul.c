@@ -20,7 +20,8 @@
  *              and 128 (a case whose operands would pass 6 GiB is left out); the peer:
  *              cublasGemmStridedBatchedEx
  *   host       host time a warm call costs: mmt_gemm, mmt_matmul of the same plain problem, and
- *              mmt_matmul with a bias (an op kernel), 256 x 256 x 256
+ *              mmt_matmul with a bias (an op kernel), 256 x 256 x 256; the three in turn, 7
+ *              times, each the median of its 7
  *   quantize   mmt_quantize of each weight (N x K, --dtype to e4m3) in every scale mode; the
  *              peer: a plain read of the same bytes (x, q and the scales; gpu/bandwidth.h), so
  *              the ratio is the share of that read's speed the cast reaches
@@ -59,6 +60,7 @@
 
 #define PROG "mmtune-matmul-bench"
 #define HOST_CALLS 2000
+#define HOST_ROUNDS 7
 
 static const char *const k_family[FAMILIES] = {"linear",   "swiglu",    "residual",
                                                "f32out",   "attention", "host",
@@ -242,6 +244,17 @@ static void close_bench(bench *b) {
 
 /* ---- one case ---- */
 
+/* The median of n values (sorted in place; an insertion sort:
+ * n <= MAX_RUNS). */
+static double median_of(double *v, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+      const double t = v[j];
+      v[j] = v[j - 1], v[j - 1] = t;
+    }
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* The median of `runs` timed launches, each on the next copy, after warm-up. */
 mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -266,12 +279,7 @@ mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms
     RT_CU_CHECK(cu, cuEventElapsedTime(&e, b->ev[i], b->ev[i + 1]));
     t[i] = e;
   }
-  for (int i = 1; i < runs; i++) /* insertion sort: runs <= 200 */
-    for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
-      double x = t[j];
-      t[j] = t[j - 1], t[j - 1] = x;
-    }
-  *ms = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+  *ms = median_of(t, runs);
 cleanup:
   return rc;
 }
@@ -656,13 +664,18 @@ static mmt_status host_family(bench *b, ut_err *err) {
   d.a = (const void *)(uintptr_t)base;
   d.b = (const void *)(uintptr_t)(base + (size_t)(n * n) * 2);
   d.d = (void *)(uintptr_t)(base + (size_t)(2 * n * n) * 2);
-  double g = 0, p = 0, o = 0;
-  if (!(rc = mb_fill(b, base, (size_t)(2 * n * n), b->o->type, err)) &&
-      !(rc = host_ns(b, &d, true, &g, err)) && !(rc = host_ns(b, &d, false, &p, err))) {
-    d.bias_mode = MMT_BIAS_COL;
-    d.bias = (const void *)(uintptr_t)(base + (size_t)(3 * n * n) * 2);
-    rc = host_ns(b, &d, false, &o, err);
-  }
+  /* the three in turn, HOST_ROUNDS times: each figure the median of its rounds, so that a
+   * slow stretch of the host (or of the GPU behind the calls) lands on all three alike */
+  double gs[HOST_ROUNDS], ps[HOST_ROUNDS], os[HOST_ROUNDS];
+  mmt_matmul_desc op = d;
+  op.bias_mode = MMT_BIAS_COL;
+  op.bias = (const void *)(uintptr_t)(base + (size_t)(3 * n * n) * 2);
+  rc = mb_fill(b, base, (size_t)(2 * n * n), b->o->type, err);
+  for (int r = 0; r < HOST_ROUNDS && !rc; r++)
+    if (!(rc = host_ns(b, &d, true, &gs[r], err)) && !(rc = host_ns(b, &d, false, &ps[r], err)))
+      rc = host_ns(b, &op, false, &os[r], err);
+  const double g = rc ? 0 : median_of(gs, HOST_ROUNDS), p = rc ? 0 : median_of(ps, HOST_ROUNDS),
+               o = rc ? 0 : median_of(os, HOST_ROUNDS);
   if (!rc)
     printf("host      %lldx%lldx%lld %s: mmt_gemm %.0f ns a call, mmt_matmul %.0f ns (plain), "
            "%.0f ns (bias: an op kernel); over mmt_gemm: %+.0f ns, %+.0f ns\n",
