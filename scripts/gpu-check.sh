@@ -193,9 +193,10 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       done 2>&1 | tee "$out/sanitize.log"
       # mmt_matmul's op kernels (every epilogue, output type, batch form, order and
       # transpose, misaligned pointers; the kernels the dispatcher picks) under memcheck:
-      # MATMUL_CASES random descriptors of tests/test_matmul_gpu.c (default 60).
+      # MATMUL_CASES random descriptors of tests/test_matmul_gpu.c (default 60) and
+      # GROUPED_CASES grouped ones (default 40).
       start=$SECONDS
-      MMT_MATMUL_CASES=${MATMUL_CASES:-60} timeout "${SWEEP_LIMIT:-540}" compute-sanitizer \
+      MMT_MATMUL_CASES=${MATMUL_CASES:-60} MMT_GROUPED_CASES=${GROUPED_CASES:-40} timeout "${SWEEP_LIMIT:-540}" compute-sanitizer \
         --tool memcheck --error-exitcode 9 build/tests/test_matmul_gpu > "$out/matmul-memcheck.log" 2>&1
       echo "matmul memcheck exit $? after $((SECONDS - start)) s" | tee -a "$out/sanitize.log"
       grep -E "^========= .*SUMMARY|PASSED|FAILED" "$out/matmul-memcheck.log" | tee -a "$out/sanitize.log" ;;
