@@ -840,6 +840,15 @@ static void test_explain(void **state) {
   assert_int_equal(sscanf(kernel + 11, "%159[^\n]", chosen), 1);
   assert_non_null(strstr(strstr(r.out, "ranking:   "), chosen));
   run_free(&r);
+  /* a grouped call's kernel is chosen for the caller's hint of the rows all experts have */
+  r = RUN("explain", "2048", "1024", "512", "--device-name", "GPU X", "--db", db, "--dtype", "f16",
+          "--trans-b", "--epilogue", "group=contiguous", "--batch", "8", "--group-tokens", "16");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "computes:  row-major 16x1024x512"));
+  run_free(&r);
+  assert_usage_error(RUN("explain", "4", "4", "4", "--device-name", "X", "--epilogue", "out=f32",
+                         "--group-tokens", "3"),
+                     "--group-tokens goes with a grouped --epilogue");
   assert_usage_error(RUN("explain", "4", "4", "4", "--device-name", "X", "--top", "0"), "--top");
   assert_usage_error(RUN("explain", "4", "4", "4", "--device", "0", "--top", "5"),
                      "--top goes with --device-name");

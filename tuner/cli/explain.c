@@ -39,6 +39,9 @@ static const tn_opt EXPLAIN_OPTS[] = {
      "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum, mixed: as mmtune emit "
      "--help says; bias=col is a vector over D's columns); N is D's"},
     {"batch", 0, "N", "with --epilogue: problems of the call (packed one after another)"},
+    {"group-tokens", 0, "N",
+     "with --epilogue group=...: the rows all experts have together, the call's group_tokens "
+     "hint the kernel is chosen for (default 0: not known)"},
     {"top", 0, "N",
      "with --device-name: also the first N candidates as the model ranks them (predicted and "
      "analytic ms, rows used), and why any of them is not usable"},
@@ -64,8 +67,13 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
   int64_t batch = 1;
   const char *v = tn_opts_get(o, "batch");
   if (!ex && v) ex = tn_opt_i64("explain", v, "--batch", 1, INT32_MAX, &batch);
+  int64_t tokens = 0;
+  const char *t = tn_opts_get(o, "group-tokens");
+  if (!ex && t) ex = tn_opt_i64("explain", t, "--group-tokens", 0, INT64_MAX, &tokens);
   if (ex) return ex;
   if (!*has) return v ? tn_usage_error("explain", "--batch goes with --epilogue") : TN_EXIT_OK;
+  if (t && !op.group)
+    return tn_usage_error("explain", "--group-tokens goes with a grouped --epilogue (group=...)");
   static const char *const outs[5] = {"f32", "f16", "bf16", "e4m3", "e5m2"};
   static const mmt_dtype types[5] = {MMT_F32, MMT_F16, MMT_BF16, MMT_E4M3, MMT_E5M2};
   mmt_dtype out = MMT_F32;
@@ -112,7 +120,8 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
       .group_mode = op.group == 'c'   ? MMT_GROUP_CONTIGUOUS
                     : op.group == 'm' ? MMT_GROUP_MASKED
                                       : MMT_GROUP_NONE,
-      .group_rows = op.group ? some : NULL};
+      .group_rows = op.group ? some : NULL,
+      .group_tokens = tokens};
   if (batch > 1) { /* packed: each matrix after the one before */
     const bool a_rows = row != (p->trans_a == MMT_TRANS), b_rows = row != (p->trans_b == MMT_TRANS);
     d->stride_a = (a_rows ? p->m : p->k) * p->lda;
