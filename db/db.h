@@ -271,6 +271,28 @@ typedef struct {
   int64_t searches;   /* search times added or grown */
 } db_merge_stats;
 
+/* ---- recorded problems (mmt_options.record) ----
+ * The problems an application's calls met without a row of their own, for `mmtune tune
+ * --recorded`: one row a device name and problem, with how many contexts met it so and when
+ * first and last (Unix seconds).  They live in a table of their own that the first db_record
+ * makes: a reader of any version ignores it, so the schema version stays. */
+typedef struct {
+  db_problem problem;
+  int64_t calls, first_at, last_at;
+} db_recorded;
+
+/* Adds one meeting of p (on GPU model device_name) to the queue: a new row with calls 1, or
+ * calls + 1 and a new last_at.  The handle must be writable.
+ * Errors: MMT_ERR_INVALID_ARG (NULL, read-only, negative sizes), MMT_ERR_DB (busy, I/O). */
+mmt_status db_record(db_handle *db, const char *device_name, const db_problem *p, ut_err *err);
+
+/* fn(device_name, r, user) for each recorded problem of device_name (NULL: every device), by
+ * device, dtype, layout, op, batch and size; a non-zero return stops.  None recorded (no
+ * table yet): no call, MMT_OK. */
+typedef int (*db_recorded_fn)(const char *device_name, const db_recorded *r, void *user);
+mmt_status db_each_recorded(db_handle *db, const char *device_name, db_recorded_fn fn, void *user,
+                            ut_err *err);
+
 /* Adds every row and search time of each source file to the database at dst_path (created,
  * with its folders, when missing).  Each source is opened read-only and checked as db_check
  * checks a file (missing: MMT_ERR_NOT_FOUND; not mmtune's or damaged, or a row that fails

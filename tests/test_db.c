@@ -1945,6 +1945,75 @@ static void test_read_only_folder(void **state) {
   assert_int_equal(db_open(path, false, &db, &e), MMT_ERR_IO); /* folder cannot be created */
 }
 
+/* The recorded problems: none before the first record (no table, no error), then one row a
+ * device and problem with its count, per device or all; the schema version stays; a
+ * read-only handle reads them and refuses to add. */
+typedef struct {
+  int count, stop_after; /* 0: never */
+  char devices[4][32];
+  db_recorded rows[4];
+} recorded_list;
+
+static int recorded_fn(const char *device_name, const db_recorded *r, void *user) {
+  recorded_list *l = user;
+  if (l->count < 4) {
+    snprintf(l->devices[l->count], sizeof l->devices[0], "%s", device_name);
+    l->rows[l->count] = *r;
+  }
+  return ++l->count == l->stop_after;
+}
+
+static void test_recorded(void **state) {
+  fixture *f = *state;
+  ut_err e;
+  db_handle *db = NULL;
+  assert_int_equal(db_open(f->path, false, &db, &e), MMT_OK);
+  recorded_list l = {0};
+  assert_int_equal(db_each_recorded(db, NULL, recorded_fn, &l, &e), MMT_OK);
+  assert_int_equal(l.count, 0);
+  db_problem plain = {.dtype = "f16", .layout = "nt", .m = 16, .n = 4096, .k = 4096};
+  db_problem op = plain;
+  snprintf(op.op, sizeof op.op, "%s", "bias=col,act=gelu_tanh");
+  op.batch = 8;
+  assert_int_equal(db_record(db, "GPU A", &plain, &e), MMT_OK);
+  assert_int_equal(db_record(db, "GPU A", &op, &e), MMT_OK);
+  assert_int_equal(db_record(db, "GPU A", &plain, &e), MMT_OK);
+  assert_int_equal(db_record(db, "GPU B", &plain, &e), MMT_OK);
+  assert_int_equal(db_each_recorded(db, "GPU A", recorded_fn, &l, &e), MMT_OK);
+  assert_int_equal(l.count, 2); /* plain ('' op) first, then the op */
+  assert_string_equal(l.rows[0].problem.op, "");
+  assert_int_equal(l.rows[0].calls, 2);
+  assert_int_equal(l.rows[0].problem.batch, 1);
+  assert_true(l.rows[0].first_at > 0 && l.rows[0].last_at >= l.rows[0].first_at);
+  assert_string_equal(l.rows[1].problem.op, "bias=col,act=gelu_tanh");
+  assert_int_equal(l.rows[1].problem.batch, 8);
+  assert_int_equal(l.rows[1].calls, 1);
+  assert_int_equal(l.rows[1].problem.m, 16);
+  memset(&l, 0, sizeof l);
+  assert_int_equal(db_each_recorded(db, NULL, recorded_fn, &l, &e), MMT_OK);
+  assert_int_equal(l.count, 3);
+  assert_string_equal(l.devices[2], "GPU B");
+  memset(&l, 0, sizeof l);
+  l.stop_after = 1; /* the callback stops the walk */
+  assert_int_equal(db_each_recorded(db, NULL, recorded_fn, &l, &e), MMT_OK);
+  assert_int_equal(l.count, 1);
+  db_problem bad = plain;
+  bad.m = -1;
+  assert_int_equal(db_record(db, "GPU A", &bad, &e), MMT_ERR_INVALID_ARG);
+  db_close(db);
+  char out[64], expect[16];
+  snprintf(expect, sizeof expect, "%d", DB_SCHEMA_VERSION);
+  assert_int_equal(cli(f->path, "PRAGMA user_version", out, sizeof out), 0);
+  assert_non_null(strstr(out, expect));
+  assert_int_equal(db_open(f->path, true, &db, &e), MMT_OK);
+  memset(&l, 0, sizeof l);
+  assert_int_equal(db_each_recorded(db, "GPU B", recorded_fn, &l, &e), MMT_OK);
+  assert_int_equal(l.count, 1);
+  assert_int_equal(db_record(db, "GPU A", &plain, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "read-only"));
+  db_close(db);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_names),
@@ -1982,6 +2051,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_read_only_place, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pack_older, setup, teardown),
       cmocka_unit_test_setup_teardown(test_upgrade_v4_searches, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_recorded, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
