@@ -86,6 +86,12 @@ typedef struct {
   mmt_log_fn log;        /* NULL: no logging */
   void *log_user;        /* passed to log */
   mmt_log_level log_level; /* lines up to this level are passed (0, the default: errors) */
+  int record; /* non-zero: each problem this context serves without a row measured for exactly
+                 it on this GPU model (a choice other than MMT_CHOICE_EXACT) is added to the
+                 database's queue of recorded problems at its first call (a miss, which
+                 compiles anyway: warm calls pay nothing), for `mmtune tune --recorded`.  The
+                 database is then opened for writing and made if missing; a failed record is
+                 logged (MMT_LOG_WARN), never the call's error.  Needs a database (not "") */
 } mmt_options;
 
 /*

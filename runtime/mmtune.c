@@ -81,6 +81,7 @@ struct mmt_context {
   pthread_mutex_t lock;
   /* Guarded by lock from here on. */
   bool dev_open;
+  bool record; /* mmt_options.record: the database is open for writing */
   rt_device dev;
   db_handle *db;   /* NULL: no database file (every choice is a DEFAULT) */
   char *cache_dir; /* NULL: no cubin cache */
@@ -140,6 +141,9 @@ static mmt_status open_db(mmt_context *ctx, const char *path, ut_err *err) {
   char buf[4096];
   mmt_status rc;
   if (path && !*path) { /* asked for no database */
+    if (ctx->record)
+      return ut_fail(err, MMT_ERR_INVALID_ARG,
+                     "options->record needs a database to record into, but db_path is \"\"");
     log_line(ctx, MMT_LOG_INFO, "no database (db_path \"\"): template defaults");
     return MMT_OK;
   }
@@ -153,7 +157,7 @@ static mmt_status open_db(mmt_context *ctx, const char *path, ut_err *err) {
     if (rc) return rc;
     path = buf;
   }
-  rc = db_open(path, true, &ctx->db, err);
+  rc = db_open(path, !ctx->record, &ctx->db, err); /* recording makes it if missing */
   if (rc == MMT_ERR_NOT_FOUND) { /* never tuned: template defaults */
     ctx->db = NULL;
     ut_err_clear(err);
@@ -212,6 +216,7 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
     ctx->log = options->log;
     ctx->log_user = options->log_user;
     ctx->log_level = options->log_level;
+    ctx->record = options->record != 0;
   }
   mmt_status rc = MMT_OK;
   if (pthread_mutex_init(&ctx->lock, NULL) != 0)
@@ -413,6 +418,19 @@ static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch
   return rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
 }
 
+/* Adds problem p to the database's queue of recorded problems (mmt_options.record); a
+ * failure is logged, not returned.  Lock held. */
+static void record_problem(mmt_context *ctx, const gen_problem *p) {
+  db_problem dp = {.m = p->m, .n = p->n, .k = p->k, .batch = p->batch > 1 ? p->batch : 1};
+  ut_copy(dp.dtype, sizeof dp.dtype, p->dtype);
+  ut_copy(dp.layout, sizeof dp.layout, p->layout);
+  if (p->op) gen_op_format(p->op, dp.op, sizeof dp.op, NULL);
+  ut_err e;
+  if (db_record(ctx->db, ctx->dev.info.name, &dp, &e))
+    log_line(ctx, MMT_LOG_WARN, "could not record %lldx%lldx%lld %s %s: %s", (long long)p->m,
+             (long long)p->n, (long long)p->k, p->layout, p->dtype, e.msg);
+}
+
 /* Remembers key's choice ch: its module (kernel_get's, `compiled` as there) and its slot.
  * Lock held. */
 static mmt_status install(mmt_context *ctx, const problem_key *key, const rt_choice *ch,
@@ -424,6 +442,7 @@ static mmt_status install(mmt_context *ctx, const problem_key *key, const rt_cho
   loaded_kernel *kernel = NULL;
   mmt_status rc = kernel_get(ctx, ch, key, compiled, &kernel, err);
   if (!rc) rc = slot_insert(ctx, key, kernel, &desc, out, err);
+  if (!rc && ctx->record && ctx->db && desc.kind != MMT_CHOICE_EXACT) record_problem(ctx, &p);
   if (!rc) {
     ctx->misses++;
     char op_text[GEN_OP_TEXT_MAX] = "";

@@ -789,6 +789,16 @@ static void test_open_without_gpu(void **state) {
   assert_int_equal(access(missing, F_OK), -1); /* read-only open created nothing */
 }
 
+/* Recording needs a database: refused before the device is opened (no GPU needed). */
+static void test_record_needs_a_database(void **state) {
+  (void)state;
+  mmt_options o = {.db_path = "", .record = 1};
+  mmt_context *ctx = NULL;
+  assert_int_equal(mmt_open(&ctx, 0, &o), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(mmt_errmsg(ctx), "record needs a database"));
+  mmt_close(ctx);
+}
+
 static void test_open_corrupt_db(void **state) {
   fixture *f = *state;
   char path[160];
@@ -1225,6 +1235,61 @@ static void test_gpu_exclusive_graph(void **state) {
   exclusive_check_close(&x);
 }
 
+/* options.record: a context's first call of a problem without an exact row adds it to the
+ * database's queue (made with the file), a second call of it adds nothing; the rows are the
+ * kernel problems, as tune keys them. */
+typedef struct {
+  int count;
+  db_recorded first;
+} recorded_seen;
+
+static int seen_fn(const char *device_name, const db_recorded *r, void *user) {
+  (void)device_name;
+  recorded_seen *s = user;
+  if (!s->count++) s->first = *r;
+  return 0;
+}
+
+static void test_gpu_record(void **state) {
+  fixture *f = *state;
+  char path[160];
+  snprintf(path, sizeof path, "%s/recorded.db", f->dir);
+  mmt_options o = {.db_path = path, .cache_dir = f->dir, .record = 1};
+  mmt_context *ctx = NULL;
+  mmt_status rc = mmt_open(&ctx, 0, &o);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) {
+    mmt_close(ctx);
+    skip();
+  }
+  if (rc) fail_msg("mmt_open: %s", mmt_errmsg(ctx));
+  const rt_cu *cu = NULL;
+  ut_err e;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  CUdeviceptr buf;
+  assert_int_equal(cu->cuMemAlloc(&buf, 3 * 64 * 64 * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemsetD32(buf, 0, 3 * 64 * 64), CUDA_SUCCESS);
+  const float *a = (const float *)(uintptr_t)buf, *b = a + 64 * 64;
+  float *c = (float *)(uintptr_t)(buf + 2 * 64 * 64 * 4);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(mmt_sgemm(ctx, 48, 40, 64, a, 64, b, 64, c, 64, NULL), MMT_OK);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  mmt_close(ctx);
+  cu->cuMemFree(buf);
+  db_handle *db = NULL;
+  assert_int_equal(db_open(path, true, &db, &e), MMT_OK);
+  recorded_seen seen = {0};
+  assert_int_equal(db_each_recorded(db, NULL, seen_fn, &seen, &e), MMT_OK);
+  db_close(db);
+  assert_int_equal(seen.count, 1);
+  assert_int_equal(seen.first.calls, 1);
+  assert_int_equal(seen.first.problem.m, 48);
+  assert_int_equal(seen.first.problem.n, 40);
+  assert_int_equal(seen.first.problem.k, 64);
+  assert_string_equal(seen.first.problem.dtype, "f32");
+  assert_string_equal(seen.first.problem.layout, "nn");
+  assert_string_equal(seen.first.problem.op, "");
+}
+
 /* mmt_matmul_prepare loads a split-K kernel and sizes its workspace without a launch, so
  * that the problem's first call can be captured into a graph. */
 static void test_gpu_prepare_graph(void **state) {
@@ -1292,6 +1357,7 @@ int main(void) {
       cmocka_unit_test(test_public_basics),
       cmocka_unit_test(test_open_without_gpu),
       cmocka_unit_test(test_open_corrupt_db),
+      cmocka_unit_test(test_record_needs_a_database),
       cmocka_unit_test(test_gpu_sgemm),
       cmocka_unit_test(test_gpu_prepare),
       cmocka_unit_test(test_gpu_exact_and_bad_device),
@@ -1300,6 +1366,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_exclusive_same_stream_runs),
       cmocka_unit_test(test_gpu_exclusive_graph),
       cmocka_unit_test(test_gpu_prepare_graph),
+      cmocka_unit_test(test_gpu_record),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }

@@ -135,7 +135,8 @@ class Context:
         return Choice._from_struct(st)
 
 
-def open(device=0, db_path=None, cache_dir=None, log=None, log_level="info"):  # noqa: A001
+def open(device=0, db_path=None, cache_dir=None, log=None, log_level="info",  # noqa: A001
+         record=False):
     """Opens a context on CUDA device `device` (mmt_open), owned by the caller (close() it, or
     use it in a with-block).
     db_path:   the database; None: $MMTUNE_DB, else $XDG_CACHE_HOME/mmtune/mmtune.db, as the C
@@ -144,11 +145,14 @@ def open(device=0, db_path=None, cache_dir=None, log=None, log_level="info"):  #
     log:       None, or a callable(level, message) with level "error", "warn", "info" or
                "debug"; it may be called from any thread that uses the context.
     log_level: the most detailed level passed to log.
+    record:    add each problem served without a row of its own to the database's queue
+               (`mmtune tune --recorded` tunes them); the database is made if missing.
     Raises Error (MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE, MMT_ERR_DB_CORRUPT, ...)."""
     lib = _lib.load()
     opt = _lib.Options()
     opt.db_path = None if db_path is None else str(db_path).encode()
     opt.cache_dir = None if cache_dir is None else str(cache_dir).encode()
+    opt.record = 1 if record else 0
     log_fn = None
     if log is not None:
         names = {v: k for k, v in _lib.LOG_LEVELS.items()}

@@ -63,6 +63,7 @@ class Options(ctypes.Structure):
         ("log", LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
+        ("record", ctypes.c_int),
     ]
 
 
