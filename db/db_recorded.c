@@ -22,7 +22,8 @@ static const char k_record_sql[] =
     "  ON CONFLICT DO UPDATE SET calls = calls + 1, last_at = excluded.last_at";
 
 mmt_status db_record(db_handle *db, const char *device_name, const db_problem *p, ut_err *err) {
-  if (!db || !device_name || !p) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_record: NULL argument");
+  if (!db || !device_name || !p)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_record: NULL argument");
   if (db->read_only)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "db_record: '%s' is open read-only", db->path);
   if (p->m < 0 || p->n < 0 || p->k < 0 || p->batch < 0)
@@ -51,8 +52,8 @@ static bool column_text(sqlite3_stmt *st, int i, char *out, size_t cap) {
   return true;
 }
 
-mmt_status db_each_recorded(db_handle *db, const char *device_name, db_recorded_fn fn,
-                            void *user, ut_err *err) {
+mmt_status db_each_recorded(db_handle *db, const char *device_name, db_recorded_fn fn, void *user,
+                            ut_err *err) {
   if (!db || !fn) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_recorded: NULL argument");
   sqlite3_stmt *st = NULL;
   int s = sqlite3_prepare_v2(db->sq,
@@ -86,8 +87,8 @@ mmt_status db_each_recorded(db_handle *db, const char *device_name, db_recorded_
         !column_text(st, 1, r.problem.dtype, sizeof r.problem.dtype) ||
         !column_text(st, 2, r.problem.layout, sizeof r.problem.layout) ||
         !column_text(st, 6, r.problem.op, sizeof r.problem.op)) {
-      rc = ut_fail(err, MMT_ERR_DB_CORRUPT, "'%s': a recorded problem's text is too long",
-                   db->path);
+      rc =
+          ut_fail(err, MMT_ERR_DB_CORRUPT, "'%s': a recorded problem's text is too long", db->path);
       break;
     }
     r.problem.m = sqlite3_column_int64(st, 3);

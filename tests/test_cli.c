@@ -663,6 +663,37 @@ static void test_tune_bad_arguments(void **state) {
                      "--cpu-max-gflop must be a positive number, got 'abc'");
 }
 
+/* tune --recorded: with nothing recorded it says so and needs no GPU; it excludes the
+ * options that name problems; a queue with problems goes to the GPU (here: no driver, one
+ * line). */
+static void test_tune_recorded(void **state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof path, "%s/recorded.db", tmp_dir);
+  run_result r = RUN("tune", "--recorded", "--db", path);
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "nothing recorded in"));
+  run_free(&r);
+  assert_usage_error(RUN("tune", "--recorded", "--shapes", "8x8x8", "--db", path),
+                     "not with --shapes, --epilogue or --batch");
+  ut_err e;
+  db_handle *db = NULL;
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  const db_problem p = {.dtype = "f16", .layout = "nt", .m = 16, .n = 4096, .k = 4096};
+  assert_int_equal(db_record(db, "Some GPU", &p, &e), MMT_OK);
+  db_close(db);
+  r = RUN("tune", "--recorded", "--db", path);
+  if (r.code == 0) { /* a GPU here: its model has nothing recorded */
+    assert_non_null(strstr(r.out, "0 recorded problems of"));
+  } else {
+    assert_int_equal(r.code, 1);
+    const char *nl = strchr(r.err, '\n');
+    assert_true(nl && nl[1] == '\0'); /* one line */
+    assert_non_null(strstr(r.err, "mmtune tune: "));
+  }
+  run_free(&r);
+}
+
 static void test_layout_options(void **state) {
   (void)state;
   assert_usage_error(RUN("tune", "--layout", "nx"), "unknown layout 'nx'");
@@ -1092,7 +1123,9 @@ int main(void) {
       cmocka_unit_test(test_measure_device),
       /* the lead's commands */
       cmocka_unit_test(test_bench_bad_numbers),
-      cmocka_unit_test(test_tune_bad_arguments), cmocka_unit_test(test_tune_canonical_forms),
+      cmocka_unit_test(test_tune_bad_arguments),
+      cmocka_unit_test(test_tune_recorded),
+      cmocka_unit_test(test_tune_canonical_forms),
       cmocka_unit_test(test_layout_options),
       cmocka_unit_test(test_explain),
   };

@@ -16,6 +16,7 @@
 #include "engine/multi.h"
 #include "engine/tune_loop.h"
 #include "gpu/measure.h"
+#include "rt_driver.h"
 #include "rt_gemm.h"
 
 /* Per problem (shape and dtype), for the strategies that sample.  The model strategy mostly
@@ -117,6 +118,10 @@ static const tn_opt TUNE_OPTS[] = {
      "scale=..., act=..., gated: see mmtune emit --help); N is the product's columns; needs "
      "--shapes"},
     {"batch", 0, "N", "with --epilogue: problems of one call (default 1)"},
+    {"recorded", 0, NULL,
+     "tune the problems applications recorded in --db for this GPU model (mmt_options.record) "
+     "instead of shapes: a pass for each dtype, layout, epilogue and batch among them; --dtype "
+     "and --layout narrow them"},
     {"strategy", 0, "NAME", "model (default), anneal, random or exhaustive: see above"},
     {"budget", 'b', "SECONDS",
      "search time per shape and dtype, counted across runs, or 'none' (default: model 5, "
@@ -263,7 +268,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = parse_epilogue(r, o))) return ex;
-  if (r->dtype && gen_dtype_fp8(r->dtype) && !r->epilogue)
+  if (r->dtype && gen_dtype_fp8(r->dtype) && !r->epilogue && !tn_opts_has(o, "recorded"))
     return tn_usage_error("tune", "%s inputs need --epilogue (D is f32, f16 or bf16)", r->dtype);
   if ((ex = tn_opt_shard("tune", tn_opts_get(o, "shard"), &r->shard))) return ex;
   if ((ex = tn_opt_templates("tune", tn_opts_get(o, "templates"), &r->ts, &r->nts))) return ex;
@@ -389,6 +394,111 @@ static int tune_grouped(tune_run *r, const tn_opts *o, const tn_shape *shapes,
   return ex;
 }
 
+/* ---- --recorded ---- */
+
+typedef struct {
+  db_recorded *v;
+  int n, cap;
+  const char *dtype, *layout; /* NULL: any */
+  bool any;                   /* a recorded problem of any device */
+  bool oom;
+} recorded_queue;
+
+static int queue_push(const char *device_name, const db_recorded *r, void *user) {
+  recorded_queue *q = user;
+  (void)device_name;
+  q->any = true;
+  if ((q->dtype && strcmp(q->dtype, r->problem.dtype)) ||
+      (q->layout && strcmp(q->layout, r->problem.layout)))
+    return 0;
+  if (q->n == q->cap) {
+    int cap = q->cap ? 2 * q->cap : 64;
+    db_recorded *v = realloc(q->v, (size_t)cap * sizeof *v);
+    if (!v) return q->oom = true;
+    q->v = v, q->cap = cap;
+  }
+  q->v[q->n++] = *r;
+  return 0;
+}
+
+/* The recorded problems of device_name (NULL: whether there are any) in r's database into q.
+ * The exit code. */
+static int read_queue(const tune_run *r, const char *device_name, recorded_queue *q) {
+  ut_err e;
+  db_handle *db = NULL;
+  mmt_status rc = db_open(r->db_path, true, &db, &e);
+  if (rc == MMT_ERR_NOT_FOUND) return TN_EXIT_OK; /* no database: nothing recorded */
+  if (!rc) rc = db_each_recorded(db, device_name, queue_push, q, &e);
+  db_close(db);
+  if (!rc && q->oom) return tn_fail("tune", "--recorded: out of memory");
+  return rc ? tn_fail("tune", "--recorded: %s", e.msg) : TN_EXIT_OK;
+}
+
+static bool same_pass(const db_problem *a, const db_problem *b) {
+  return !strcmp(a->dtype, b->dtype) && !strcmp(a->layout, b->layout) && !strcmp(a->op, b->op) &&
+         a->batch == b->batch;
+}
+
+/* --recorded: the queue of r's GPU model, narrowed by --dtype and --layout, a pass for each
+ * (dtype, layout, op, batch) in its order (db_each_recorded's).  Each is the kernel problem
+ * a call was served as, so it is tuned as it is (no canonical form).  The exit code. */
+static int tune_recorded(tune_run *r, const tn_opts *o) {
+  if (tn_opts_has(o, "shapes") || tn_opts_has(o, "epilogue") || tn_opts_has(o, "batch"))
+    return tn_usage_error("tune", "--recorded tunes the recorded problems: not with --shapes, "
+                                  "--epilogue or --batch");
+  recorded_queue q = {.dtype = r->dtype, .layout = tn_opts_has(o, "layout") ? r->layout : NULL};
+  int ex = read_queue(r, NULL, &q); /* none at all: no GPU needed to say so */
+  if (!ex && !q.any) printf("mmtune: nothing recorded in %s\n", r->db_path);
+  if (ex || !q.any) return ex;
+  q.n = 0;
+  const rt_cu *cu = NULL;
+  CUdevice dev;
+  char model[128];
+  ut_err e;
+  if (rt_driver(&cu, &e)) return tn_fail("tune", "%s", e.msg);
+  if (cu->cuDeviceGet(&dev, r->device) != CUDA_SUCCESS ||
+      cu->cuDeviceGetName(model, sizeof model, dev) != CUDA_SUCCESS)
+    return tn_fail("tune", "cannot query device %d", r->device);
+  if ((ex = read_queue(r, model, &q))) goto done;
+  printf("mmtune: %d recorded problems of %s in %s%s%s%s%s\n", q.n, model, r->db_path,
+         q.dtype ? ", dtype " : "", q.dtype ? q.dtype : "", q.layout ? ", layout " : "",
+         q.layout ? q.layout : "");
+  for (int i = 0, j; i < q.n && !ex; i = j) {
+    for (j = i; j < q.n && same_pass(&q.v[i].problem, &q.v[j].problem); j++) continue;
+    gen_op op;
+    ut_err why;
+    if (q.v[i].problem.op[0] &&
+        gen_op_parse(q.v[i].problem.op, q.v[i].problem.dtype, &op, &why) == MMT_OK && op.group) {
+      printf("mmtune: %d recorded grouped problems (%s %s, %s) left: grouped ops are not tuned "
+             "yet\n",
+             j - i, q.v[i].problem.dtype, q.v[i].problem.layout, q.v[i].problem.op);
+      continue;
+    }
+    tn_tune_free(r);
+    memset(r, 0, sizeof *r);
+    if ((ex = parse_options(r, o))) break;
+    const db_problem *p = &q.v[i].problem;
+    free(r->shapes);
+    if (!(r->shapes = malloc((size_t)(j - i) * sizeof *r->shapes))) {
+      ex = TN_EXIT_FAIL;
+      break;
+    }
+    for (int k = i; k < j; k++)
+      r->shapes[k - i] = (tn_shape){q.v[k].problem.m, q.v[k].problem.n, q.v[k].problem.k};
+    r->nshapes = j - i;
+    r->later_shapes = q.n - j;
+    r->dtype = p->dtype;
+    r->layout = p->layout;
+    r->epilogue = p->op[0] ? p->op : NULL;
+    r->batch = p->batch > 1 ? p->batch : 1;
+    if (r->epilogue && (ex = check_op(r, r->epilogue, "recorded epilogue"))) break;
+    ex = tn_tune_pass(r);
+  }
+done:
+  free(q.v);
+  return ex;
+}
+
 /* The main job's op problems (MAIN_OP_PROBLEMS), a pass each.  The exit code. */
 static int tune_op_problems(tune_run *r, const tn_opts *o) {
   const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
@@ -429,6 +539,11 @@ int tn_cmd_tune(int argc, char **argv) {
   }
   struct sigaction sa = {.sa_handler = tn_tune_on_sigint}, old_sa;
   sigaction(SIGINT, &sa, &old_sa);
+  if (tn_opts_has(&o, "recorded")) {
+    ex = tune_recorded(&r, &o);
+    sigaction(SIGINT, &old_sa, NULL);
+    goto done;
+  }
   const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
   const int nlinear = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
   /* r's own shapes go with its first pass */
