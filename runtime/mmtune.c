@@ -8,9 +8,9 @@
  * full).  Loaded modules are shared: every problem whose choice has the same template,
  * params, dtype and layout launches the same module; each is allocated once and never moves,
  * so a launch can use it outside the lock.  mmt_matmul_prepare fills the cache ahead of the
- * calls, compiling on threads of its own with the lock released.  A warm mmt_gemm checks its arguments, probes the
- * table under the context's mutex, and launches: no SQL, no Lua, no NVRTC and no
- * allocation.  A problem's choice is made once per context, at its first call; rows the
+ * calls, compiling on threads of its own with the lock released.  A warm mmt_gemm checks its
+ * arguments, probes the table under the context's mutex, and launches: no SQL, no Lua, no
+ * NVRTC and no allocation.  A problem's choice is made once per context, at its first call; rows the
  * tuner adds to the database afterwards do not change it.
  *
  * Threads: the mutex guards the table, the modules list, the chooser (Lua states) and the
@@ -341,14 +341,20 @@ static mmt_status slot_insert(mmt_context *ctx, const problem_key *key, loaded_k
   return MMT_OK;
 }
 
-/* The loaded module with choice ch's template and params for key's dtype, layout and op;
- * NULL when there is none. */
+/* Whether the module of template tname and params for (dtype, layout, op) is the one choice
+ * ch needs for key: the emitted source depends on all five. */
+static bool module_serves(const char *tname, const char *params, int64_t dtype, int64_t layout,
+                          int64_t op, const rt_choice *ch, const problem_key *key) {
+  return !strcmp(tname, ch->template_name) && !strcmp(params, ch->params) && dtype == key->dtype &&
+         layout == key->layout && op == key->op;
+}
+
+/* The loaded module choice ch needs for key; NULL when there is none. */
 static loaded_kernel *kernel_find(const mmt_context *ctx, const rt_choice *ch,
                                   const problem_key *key) {
   for (int i = 0; i < ctx->kernel_count; i++) {
     loaded_kernel *lk = ctx->kernels[i];
-    if (!strcmp(lk->template_name, ch->template_name) && !strcmp(lk->params, ch->params) &&
-        lk->dtype == key->dtype && lk->layout == key->layout && lk->op == key->op)
+    if (module_serves(lk->template_name, lk->params, lk->dtype, lk->layout, lk->op, ch, key))
       return lk;
   }
   return NULL;
@@ -763,17 +769,12 @@ static bool matmul_call_key(const mmt_matmul_desc *d, problem_key *key) {
   return true;
 }
 
-/* Grows the workspace of a split-K kernel to what d's call needs, so that the call allocates
- * nothing (a CUDA graph capture may refuse to).  Lock held. */
-static mmt_status reserve_workspace(const problem_slot *s, const mmt_matmul_desc *d, ut_err *err) {
-  if (!s->kernel->k.ws) return MMT_OK;
-  rt_matmul_plan pl;
-  matmul_plan(d, &pl);
-  rt_gemm_kernel_problem kp = pl.kp;
-  problem_key key;
-  if (pl.plain && !gemm_call_key(&pl.gemm, d->alpha, d->a, d->b, d->beta, d->d, &kp, &key))
-    return MMT_OK;
-  const rt_gemm_args args = {.m = kp.m, .n = kp.n, .k = kp.k, .batch = 1};
+/* Grows the workspace of slot s's kernel (a split-K one's; others have none) to what a call
+ * of its key needs, so that the call allocates nothing (a CUDA graph capture may refuse to).
+ * The key's sizes are the launch's: split-K kernels serve neither batches nor grouped calls,
+ * the only keys whose M is not.  Lock held. */
+static mmt_status reserve_workspace(const problem_slot *s, ut_err *err) {
+  const rt_gemm_args args = {.m = s->key.m, .n = s->key.n, .k = s->key.k, .batch = 1};
   return rt_workspace_reserve(&s->kernel->k, &args, err);
 }
 
@@ -836,12 +837,16 @@ static mmt_status prepare_choose(mmt_context *ctx, const problem_key *keys, cons
     ++*n_pr;
     bool loaded = kernel_find(ctx, &p->ch, &p->key) != NULL;
     for (int j = 0; j < *n_pr - 1 && !loaded; j++) /* another problem's module: compiled once */
-      loaded = pr[j].job >= 0 && !strcmp(pr[j].ch.template_name, p->ch.template_name) &&
-               !strcmp(pr[j].ch.params, p->ch.params) && pr[j].key.dtype == p->key.dtype &&
-               pr[j].key.layout == p->key.layout && pr[j].key.op == p->key.op;
+      loaded =
+          pr[j].job >= 0 && module_serves(pr[j].ch.template_name, pr[j].ch.params, pr[j].key.dtype,
+                                          pr[j].key.layout, pr[j].key.op, &p->ch, &p->key);
     if (loaded) continue;
     rt_compile_job *job = &jobs[*n_jobs];
     *job = (rt_compile_job){.source = p->ch.spec.source, .name = p->ch.spec.kernel_name};
+    if ((rc = rt_kernel_arch(ctx->dev.arch, p->ch.spec.arch, job->arch, err))) {
+      ut_err_prefix(err, "descs[%lld]", (long long)i);
+      break;
+    }
     p->job = (*n_jobs)++;
   }
   return rc;
@@ -857,9 +862,8 @@ static mmt_status prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_
   bool *used = calloc((size_t)count, sizeof *used);
   prepared *pr = calloc((size_t)count, sizeof *pr);
   rt_compile_job *jobs = calloc((size_t)count, sizeof *jobs);
-  char(*archs)[16] = calloc((size_t)count, sizeof *archs);
   int n_pr = 0, n_jobs = 0;
-  if (!keys || !used || !pr || !jobs || !archs) {
+  if (!keys || !used || !pr || !jobs) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory preparing %lld descriptors", (long long)count);
     goto cleanup;
   }
@@ -867,11 +871,6 @@ static mmt_status prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_
   pthread_mutex_lock(&ctx->lock);
   rc = prepare_choose(ctx, keys, used, count, pr, &n_pr, jobs, &n_jobs, err);
   pthread_mutex_unlock(&ctx->lock);
-  for (int j = 0; j < n_pr && !rc; j++)
-    if (pr[j].job >= 0) {
-      rc = rt_kernel_arch(ctx->dev.arch, pr[j].ch.spec.arch, archs[pr[j].job], err);
-      jobs[pr[j].job].arch = archs[pr[j].job];
-    }
   if (rc) goto cleanup;
   rt_compile_batch(ctx->cache_dir, jobs, n_jobs, threads); /* the lock free: calls go on */
   pthread_mutex_lock(&ctx->lock);
@@ -886,7 +885,7 @@ static mmt_status prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_
     } else if (!s) {
       rc = install(ctx, &p->key, &p->ch, job ? &job->cubin : NULL, &s, err);
     }
-    if (!rc) rc = reserve_workspace(s, &descs[p->desc], err);
+    if (!rc) rc = reserve_workspace(s, err);
     if (rc) ut_err_prefix(err, "descs[%lld]", (long long)p->desc);
   }
   pthread_mutex_unlock(&ctx->lock);
@@ -896,7 +895,7 @@ static mmt_status prepare(mmt_context *ctx, const mmt_matmul_desc *descs, int64_
 cleanup:
   for (int j = 0; pr && j < n_pr; j++) rt_choice_clear(&pr[j].ch);
   for (int j = 0; jobs && j < n_jobs; j++) rt_cubin_free(&jobs[j].cubin), free(jobs[j].log);
-  free(keys), free(used), free(pr), free(jobs), free(archs);
+  free(keys), free(used), free(pr), free(jobs);
   return rc;
 }
 
@@ -980,9 +979,8 @@ mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_n
     out->batch = 1;
     return rc;
   }
-  const problem_key key = explained_op_key(&pl);
   gen_op op;
-  const gen_problem gp = problem_of(&key, &op);
+  const gen_problem gp = rt_explain_matmul_problem(d, &op);
   rt_choice c = {0};
   rc = rt_choose(ch, db, device_name, &gp, &c, err);
   if (!rc) rt_choice_describe(&c, &gp, out);

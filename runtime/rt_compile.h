@@ -74,7 +74,7 @@ mmt_status rt_compile_for_device(const char *cache_dir, const char *device_arch,
 /* One kernel of rt_compile_batch: what to compile (borrowed) and what came of it. */
 typedef struct {
   const char *source, *name; /* IN: as rt_compile_cached's */
-  const char *arch;          /* IN: "sm_90a" (rt_kernel_arch's answer) */
+  char arch[16];             /* IN: "sm_90a" (rt_kernel_arch's answer) */
   rt_cubin cubin;            /* OUT: on success; the caller frees it (rt_cubin_free) */
   char *log;                 /* OUT: the NVRTC log, as rt_compile_cached's (free) */
   mmt_status rc;             /* OUT */

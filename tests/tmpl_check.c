@@ -114,12 +114,13 @@ void tc_compile_all(const gen_kernel *kernels, const char *const *archs, int cou
                     rt_cubin *cubins) {
   rt_compile_job *jobs = calloc((size_t)(count > 0 ? count : 1), sizeof *jobs);
   assert_non_null(jobs);
-  for (int i = 0; i < count; i++)
-    jobs[i] = (rt_compile_job){.source = kernels[i].source,
-                               .name = kernels[i].kernel_name,
-                               .arch = archs                ? archs[i]
-                                       : kernels[i].arch[0] ? kernels[i].arch
-                                                            : "sm_90"};
+  for (int i = 0; i < count; i++) {
+    jobs[i] = (rt_compile_job){.source = kernels[i].source, .name = kernels[i].kernel_name};
+    ut_copy(jobs[i].arch, sizeof jobs[i].arch,
+            archs                ? archs[i]
+            : kernels[i].arch[0] ? kernels[i].arch
+                                 : "sm_90");
+  }
   rt_compile_batch(NULL, jobs, count, 0);
   for (int i = 0; i < count; i++) {
     rt_compile_job *j = &jobs[i];

@@ -400,14 +400,12 @@ typedef struct {
   db_recorded *v;
   int n, cap;
   const char *dtype, *layout; /* NULL: any */
-  bool any;                   /* a recorded problem of any device */
   bool oom;
 } recorded_queue;
 
 static int queue_push(const char *device_name, const db_recorded *r, void *user) {
   recorded_queue *q = user;
   (void)device_name;
-  q->any = true;
   if ((q->dtype && strcmp(q->dtype, r->problem.dtype)) ||
       (q->layout && strcmp(q->layout, r->problem.layout)))
     return 0;
@@ -421,16 +419,22 @@ static int queue_push(const char *device_name, const db_recorded *r, void *user)
   return 0;
 }
 
-/* The recorded problems of device_name (NULL: whether there are any) in r's database into q.
- * The exit code. */
-static int read_queue(const tune_run *r, const char *device_name, recorded_queue *q) {
+/* Sets *user (a bool) and stops at the first recorded problem. */
+static int note_any(const char *device_name, const db_recorded *r, void *user) {
+  (void)device_name, (void)r;
+  return *(bool *)user = true;
+}
+
+/* fn over the recorded problems of device_name (NULL: every device) in r's database (none
+ * there: no call).  The exit code. */
+static int read_recorded(const tune_run *r, const char *device_name, db_recorded_fn fn,
+                         void *user) {
   ut_err e;
   db_handle *db = NULL;
   mmt_status rc = db_open(r->db_path, true, &db, &e);
   if (rc == MMT_ERR_NOT_FOUND) return TN_EXIT_OK; /* no database: nothing recorded */
-  if (!rc) rc = db_each_recorded(db, device_name, queue_push, q, &e);
+  if (!rc) rc = db_each_recorded(db, device_name, fn, user, &e);
   db_close(db);
-  if (!rc && q->oom) return tn_fail("tune", "--recorded: out of memory");
   return rc ? tn_fail("tune", "--recorded: %s", e.msg) : TN_EXIT_OK;
 }
 
@@ -446,11 +450,10 @@ static int tune_recorded(tune_run *r, const tn_opts *o) {
   if (tn_opts_has(o, "shapes") || tn_opts_has(o, "epilogue") || tn_opts_has(o, "batch"))
     return tn_usage_error("tune", "--recorded tunes the recorded problems: not with --shapes, "
                                   "--epilogue or --batch");
-  recorded_queue q = {.dtype = r->dtype, .layout = tn_opts_has(o, "layout") ? r->layout : NULL};
-  int ex = read_queue(r, NULL, &q); /* none at all: no GPU needed to say so */
-  if (!ex && !q.any) printf("mmtune: nothing recorded in %s\n", r->db_path);
-  if (ex || !q.any) return ex;
-  q.n = 0;
+  bool any = false;
+  int ex = read_recorded(r, NULL, note_any, &any); /* none at all: no GPU needed to say so */
+  if (!ex && !any) printf("mmtune: nothing recorded in %s\n", r->db_path);
+  if (ex || !any) return ex;
   const rt_cu *cu = NULL;
   CUdevice dev;
   char model[128];
@@ -459,7 +462,10 @@ static int tune_recorded(tune_run *r, const tn_opts *o) {
   if (cu->cuDeviceGet(&dev, r->device) != CUDA_SUCCESS ||
       cu->cuDeviceGetName(model, sizeof model, dev) != CUDA_SUCCESS)
     return tn_fail("tune", "cannot query device %d", r->device);
-  if ((ex = read_queue(r, model, &q))) goto done;
+  recorded_queue q = {.dtype = r->dtype, .layout = tn_opts_has(o, "layout") ? r->layout : NULL};
+  if (!(ex = read_recorded(r, model, queue_push, &q)) && q.oom)
+    ex = tn_fail("tune", "--recorded: out of memory");
+  if (ex) goto done;
   printf("mmtune: %d recorded problems of %s in %s%s%s%s%s\n", q.n, model, r->db_path,
          q.dtype ? ", dtype " : "", q.dtype ? q.dtype : "", q.layout ? ", layout " : "",
          q.layout ? q.layout : "");
