@@ -150,17 +150,20 @@ __device__ __forceinline__ void epi_amax_flush(const mmt_epilogue& E, float m) {
 
 /* The activation, NaN in NaN out (relu too: x < 0 is false for NaN).  Divisions are
  * __fdividef (2 ulp; no IEEE division's slow-path call per element of D): a denominator past
- * 2^126 gives 0, the limit of x * sigmoid at x -> -inf. */
+ * 2^126 gives 0, the limit of x * sigmoid at x -> -inf.  Exponentials are __expf (ex2.approx:
+ * 2 instructions where expf's range reduction takes about 8, and the activation is most of an
+ * epilogue's arithmetic; its error, a few ulp for the |u| where sigmoid is not yet 0 or 1, is
+ * far below any output type's bound). */
 __device__ __forceinline__ float epi_act(float x) {
 #if EPI_ACT == 1
   return x < 0.0f ? 0.0f : x;
 #elif EPI_ACT == 2 /* 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no tanhf (a call, a stack frame) */
   const float u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x); /* 2 sqrt(2/pi) (...) */
-  return __fdividef(x, 1.0f + expf(-u2));
+  return __fdividef(x, 1.0f + __expf(-u2));
 #elif EPI_ACT == 3
   return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
 #elif EPI_ACT == 4
-  return __fdividef(x, 1.0f + expf(-x)); /* exp's overflow: x * (1 / inf) = -0, the limit */
+  return __fdividef(x, 1.0f + __expf(-x)); /* exp's overflow: x * (1 / inf) = -0, the limit */
 #else
   return x;
 #endif
