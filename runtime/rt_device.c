@@ -518,10 +518,11 @@ cleanup:
 }
 
 /* An op kernel's grid.z: the batch where its rule is the constant 1.  A persistent kernel's
- * per-SM grid.x is then shared among the batch's problems (each walks its own problem's tiles
- * with gridDim.x blocks), so that the launch stays about one resident wave: a full per-SM
- * grid for every problem queued a batch's worth of blocks that mostly had no tile to do.
- * Rounded down, so a problem never gets a block that would wait for a second wave. */
+ * per-SM grid.x is then shared among the batch's problems, so that the launch stays about one
+ * resident wave (a full per-SM grid for every problem queued a batch's worth of blocks that
+ * mostly had no tile to do): its gridDim.x * gridDim.z blocks walk the tiles of every problem
+ * in turn (wgmma's batch walk; a masked grouped kernel's gridDim.x blocks walk their expert's
+ * tiles).  Rounded down, so that no block waits for a second wave while the batch fits one. */
 static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
                              ut_err *err) {
   const int64_t batch = args->batch > 1 ? args->batch : 1;

@@ -26,6 +26,11 @@
 -- tiles, which meet in an fp32 workspace (the split_k snippet, as in reg_tiled and mma_sync:
 -- C rounded once, the same bits from run to run).
 --
+-- persist = 1 walks the tiles on a per-SM grid (the producer loads the next tile's K tiles
+-- while the consumers store this one); persist = 2 (ping-pong) gives each consumer whole
+-- tiles in turn, so that one's epilogue overlaps the other's wgmma.  A persistent op kernel
+-- walks its whole batch's tiles.
+--
 -- cluster = 2 launches the blocks in thread-block clusters of two tile rows that share their
 -- tile of B: each block loads half of each B stage and TMA multicasts it into both blocks'
 -- rings, so the SMs pull a third (128 x 256 tiles) to a half (square tiles) less of B's
@@ -556,6 +561,88 @@ local op_start = [[
 #endif
 ]]
 
+-- A persistent op kernel that is not grouped walks the tiles of the whole batch, problem after
+-- problem, rather than one problem a block: so a batch of many small problems (attention's
+-- heads) keeps its running blocks on neighbouring tiles of a few problems, whose operands L2
+-- then holds (one problem a block had each SM stream its own head: 0.54x cuBLAS at 128 heads
+-- of P V, seq 4096, d 128), and no problem waits for the one block it was dealt.  EPI_Z is 0
+-- here: each tile moves C and D itself (blockIdx.z is the block's place, not a problem).
+local batch_walk = {
+  -- the runtime's grid: gridDim.z = the batch, gridDim.x blocks each (its per-SM grid shared)
+  walk = [[
+  const long long tiles = grid_n * grid_m; /* of one problem of the batch */
+  const long long first_tile = (long long)blockIdx.z * gridDim.x + blockIdx.x;
+  const long long tile_step = (long long)gridDim.x * gridDim.z, tile_end = tiles * gridDim.z;]],
+  start = [[
+  const mmt_epilogue E_all = E; /* each tile's copy moves D to the tile's problem */
+  const out_t* const C_all = C;
+]],
+  producer = [[
+        const long long bz = pid / tiles; /* the tile's problem: the z of its boxes */
+        const int za = E.batch_${ma} != 0 ? (int)bz : 0, zb = E.batch_${mb} != 0 ? (int)bz : 0;
+]],
+  consumer = [[
+    const long long bz = pid / tiles; /* the tile's problem: its C and D */
+    mmt_epilogue E = E_all;
+    E.D = reinterpret_cast<out_t*>(E_all.D) + bz * E_all.batch_d;
+    const out_t* const C = C_all + bz * E_all.batch_c;
+]],
+}
+
+-- persist = 2, ping-pong (CUTLASS's name for it): the two consumers take the block's tiles in
+-- turn, each a whole tile, so that one's epilogue runs while the other's wgmma keep the tensor
+-- cores busy; with both on one tile (persist = 1) the tensor cores wait out every epilogue, and
+-- an op's (a bias, GELU) cost 0.82x cuBLASLt at 8192 x 4096 x 4096 where the plain GEMM was
+-- even.  The producer is unchanged: it fills the ring with every tile's K tiles in order, and a
+-- consumer steps its ring position over the other's.  The mainloops take turns through two
+-- named barriers (2 + pp: consumer pp's turn): a consumer waits on a full barrier by its phase's
+-- parity, which tells apart only the phase it waits for and the one before, so it must not wait
+-- on a stage before the other consumer has seen the stage's earlier fills; and the tensor cores
+-- are then one consumer's at a time.
+local ping_pong = {
+  wg_m_define = "BM /* rows of C per consumer warpgroup: PERSIST 2, whole tiles in turn */",
+  empty_arrivals = "4 * CLUSTER /* PERSIST 2: one consumer reads a stage */",
+  consumer_ids = [[
+    /* PERSIST 2: consumer pp computes every other tile of the block's walk, all its rows (cw,
+     * the consumer's place among the tile's rows, is 0) */
+    const int pp = wg - 1, cw = 0, warp = tid % 128 / 32, lane = tid % 32;]],
+  consumer_tiles = [[
+    /* PERSIST 2: the other consumer's tiles pass this one's ring position by their K tiles
+     * (kt1 - kt0 a tile: no split, no tile skipped) */
+    auto pass_tile = [&]() {
+      s += kt1 - kt0;
+      phase ^= (unsigned)(s / STAGES) & 1u;
+      s %= STAGES;
+    };
+    if (pp) pass_tile();
+    for (long long pid = first_tile + pp * tile_step; pid < tile_end;
+         pid += 2 * tile_step, pass_tile()) {
+    /* this consumer's turn: the other has waited for all of its tile's stages (the block's
+     * first tile goes first) */
+    if (pid != first_tile) {
+      if (pp) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+      else asm volatile("bar.sync 2, 256;\n" ::: "memory");
+    }
+]],
+  mainloop_done = [[
+    /* the other consumer's turn, if it has a tile after this one */
+    if (pid + tile_step < tile_end) {
+      if (pp) asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+      else asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+    }
+]],
+  persist_doc = "\n *                    2: persistent, the two consumers taking whole tiles in turn\n" ..
+                " *                    (ping-pong: one stores C while the other's wgmma run)",
+}
+local ping_pong_off = {
+  wg_m_define = "(BM / CONSUMERS) /* rows of C per consumer warpgroup */",
+  empty_arrivals = "4 * CONSUMERS * CLUSTER",
+  consumer_ids = "    const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;",
+  consumer_tiles = "    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {\n",
+  mainloop_done = "",
+  persist_doc = "",
+}
+
 -- The storage type declaration and its conversions, per dtype (lib/elem: pack2(lo, hi) rounds
 -- two floats to one 32-bit pair, lo at the lower address; to_elem rounds one; to_float widens
 -- one).
@@ -731,7 +818,7 @@ local source = [[
  *                    pid = blockIdx.x, + gridDim.x, ...: the producer runs on into the next
  *                    tile's K tiles while the consumers store this one's C, so a problem of
  *                    many short tiles (small K) does not wait for each tile's loads and stores
- *                    in turn.  0: one tile a block
+ *                    in turn.  0: one tile a block${persist_doc}
  *   SWAP      = ${d_swap} 1: the kernel computes C^T = op(B)^T op(A)^T (CUTLASS's "swap AB"), for a
  *                    small M (decode batches): the large op(B) is wgmma's 64-row side, streamed
  *                    by TMA in tiles of BM of its N, and op(A)'s M rows are the wgmma's BN
@@ -805,7 +892,7 @@ ${defines}
 #define BK (128 / ELEM_BYTES)   /* K per stage: one 128-byte swizzle row */
 #define KSTEP (32 / ELEM_BYTES) /* K of one wgmma: ${kstep} (32 bytes) */
 #define THREADS (128 * (CONSUMERS + 1))
-#define WG_M (BM / CONSUMERS) /* rows of C per consumer warpgroup */
+#define WG_M ${wg_m_define}
 #define MI (WG_M / 64)        /* wgmma per consumer per k-step (64 rows each) */
 #define ACC (BN / 2)          /* fp32 accumulators per thread per 64-row block */
 #if REPACK && ELEM_BYTES == 2
@@ -1052,7 +1139,7 @@ ${c_global}  /* The kernel's rows and columns: M and N, or with SWAP N and M (it
    * grid_n * grid_m may pass 2^32. */
 #if PERSIST
 ${grid_m_persist}
-  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;
+${persist_walk}
 #else
   const long long grid_n = gridDim.x, grid_m = gridDim.y / CLUSTER;
   const long long first_tile = (long long)(blockIdx.y / CLUSTER) * grid_n + blockIdx.x;
@@ -1075,7 +1162,7 @@ ${grid_m_persist}
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4 * CONSUMERS * CLUSTER);
+      mbar_init(empty + 8 * s, ${empty_arrivals});
     }
     /* the initialized barriers are visible to the async proxy (TMA's complete_tx) */
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -1104,8 +1191,8 @@ ${group_table_build}
       unsigned phase = 0; /* of the ring: flips each time s wraps; runs on from tile to tile */
       for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
         long long row0, col0;
-        tile_origin(pid, grid_m, grid_n, rank, row0, col0);
-${group_tile_producer}        for (int kt = kt0; kt < kt1; ++kt) {
+        tile_origin(${tile_pid}, grid_m, grid_n, rank, row0, col0);
+${batch_tile_producer}${group_tile_producer}        for (int kt = kt0; kt < kt1; ++kt) {
           /* Stage s was last read by K tile kt - STAGES (of this tile or the one before):
            * wait until the consumers released it (on the first round, the parity before the
            * first phase: passes at once). */
@@ -1145,7 +1232,7 @@ ${group_tile_producer}        for (int kt = kt0; kt < kt1; ++kt) {
 #if CONSUMER_REGS
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
 #endif
-    const int cw = wg - 1, warp = tid % 128 / 32, lane = tid % 32;
+${consumer_ids}
     /* Descriptors of stage 0, k-step 0: this consumer's first 64-row block of A (RS: none),
      * and B.  LBO, SBO: see "Shared memory" above. */
 #if !RS
@@ -1159,10 +1246,9 @@ ${group_tile_producer}        for (int kt = kt0; kt < kt1; ++kt) {
     unsigned phase = 0;
     /* The tiles (one unless PERSIST); the body is the whole pass over one tile, left at the
      * loop's own indentation. */
-    for (long long pid = first_tile; pid < tile_end; pid += tile_step) {
-    long long row0, col0;
-    tile_origin(pid, grid_m, grid_n, rank, row0, col0);
-${group_tile_consumer}${group_vectors}    const int m_left = (int)(${m_end} - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
+${consumer_tiles}    long long row0, col0;
+    tile_origin(${tile_pid}, grid_m, grid_n, rank, row0, col0);
+${batch_tile_consumer}${group_tile_consumer}${group_vectors}    const int m_left = (int)(${m_end} - row0), n_left = (int)(NK - col0); /* >= 1: rows, columns left */
     float acc[MI][ACC];
 #pragma unroll
     for (int i = 0; i < MI; ++i)
@@ -1209,7 +1295,7 @@ ${promote_decl}    for (int kt = kt0; kt < kt1; ++kt) {
 ${ss_wait}#endif
       if (++s == STAGES) s = 0, phase ^= 1;
     }
-    wgmma_wait<0>();
+${mainloop_done}    wgmma_wait<0>();
     acc_fence(acc);
 #if !RS
     /* The last stage is free too: the producer may fill it with the next tile's first. */
@@ -1261,7 +1347,7 @@ end
 local function derive(p, dtype, op)
   local d = {}
   d.threads = 128 * (p.consumers + 1)
-  d.wg_m = p.bm // p.consumers
+  d.wg_m = p.persist == 2 and p.bm or p.bm // p.consumers -- ping-pong: whole tiles each
   d.acc = d.wg_m * p.bn // 128
   d.tiles = p.stages * (p.bm + p.bn) * 128
   -- repack in 16 bits: the epilogue's stage for a misaligned C, 16 rows of SC + 4 floats a
@@ -1381,7 +1467,7 @@ local params = {
   {name = "group", values = {1, 8, 16}},
   {name = "repack", values = {0, 1}},
   {name = "split", values = {1, 2, 4, 8}},
-  {name = "persist", values = {0, 1}},
+  {name = "persist", values = {0, 1, 2}},
   {name = "swap", values = {0, 1}},
   {name = "cluster", values = {1, 2}},
   {name = "promote", values = {0, 1, 2, 4}},
@@ -1417,8 +1503,15 @@ return {
       return false, string.format("%d blocks of %d bytes of shared memory do not fit an SM",
                                   p.blocks, d.shared_bytes)
     end
-    if p.persist == 1 and p.split > 1 then
+    if p.persist >= 1 and p.split > 1 then
       return false, "persist: a grid per SM, no split-K slices"
+    end
+    if p.persist == 2 then
+      -- ping-pong: two consumers taking whole tiles in turn; their rows of the ring are
+      -- counted per tile, so every tile has the same K tiles and none is skipped
+      if p.consumers ~= 2 then return false, "persist = 2: two consumers (ping-pong)" end
+      if swap or p.repack == 1 then return false, "persist = 2: not with swap or repack" end
+      if op and op.group then return false, "persist = 2: not with a grouped op" end
     end
     if swap then
       -- a small M's limits, but for tf32 nn (which swaps at every size and alignment)
@@ -1427,14 +1520,14 @@ return {
           return false, "swap: for a small M, at most 64 of it a tile (bn <= 64; tf32 nn: any)"
         end
         if p.repack == 1 then return false, "swap: not with repack (tf32 nn: with it)" end
-        if p.persist == 1 then return false, "swap: not with persist (tf32 nn: with it)" end
+        if p.persist >= 1 then return false, "swap: not with persist (tf32 nn: with it)" end
       end
     elseif p.bn < 32 then
       return false, "bn = 16 only with swap (the epilogues store 32 columns at a time)"
     end
     if p.cluster > 1 then
       -- the large tiles that L2 feeds (the few-tile and mid-size problems)
-      if p.persist == 1 or swap or p.repack == 1 then
+      if p.persist >= 1 or swap or p.repack == 1 then
         return false, "cluster: not with persist, swap or repack"
       end
       if p.bn < 64 then return false, "cluster: bn >= 64 (a shared B tile worth halving)" end
@@ -1563,7 +1656,8 @@ return {
     vars.last_held = promote and "held" or "kt1 > kt0"
     epilogue.vars(vars, op)
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
-    vars.epilogue = epilogue.source(op, p.split == 1)
+    local walk = op and not op.group and p.persist >= 1
+    vars.epilogue = epilogue.source(op, p.split == 1 and not walk)
     vars.epilogue_code = op and op_epilogue or plain_epilogue
     -- the 16-byte stores' helpers: all of them for the plain 16-bit epilogue (its text as it
     -- has been: a plain kernel's source stays the same, so its rows stay current), the quad
@@ -1575,8 +1669,19 @@ return {
                              epilogue16_pair_bits .. "#endif")
     -- the K slice: blockIdx.z, which an op kernel's batch takes unless it splits K
     vars.k_slice = op and "(SPLIT > 1 ? (int)blockIdx.z : 0)" or "(int)blockIdx.z"
-    vars.c_global = op and mmt.subst(op_start, {ma = swap and "b" or "a", mb = swap and "a" or "b"})
+    local operands = {ma = swap and "b" or "a", mb = swap and "a" or "b"}
+    vars.c_global = walk and batch_walk.start or op and mmt.subst(op_start, operands)
                     or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n"
+    vars.persist_walk = walk and batch_walk.walk or
+      "  const long long first_tile = blockIdx.x, tile_step = gridDim.x, tile_end = grid_n * grid_m;"
+    vars.tile_pid = walk and "pid % tiles" or "pid"
+    vars.batch_tile_producer = walk and mmt.subst(batch_walk.producer, operands) or ""
+    vars.batch_tile_consumer = walk and batch_walk.consumer or ""
+    local pp = p.persist == 2 and ping_pong or ping_pong_off
+    for _, k in ipairs({"wg_m_define", "empty_arrivals", "consumer_ids", "consumer_tiles",
+                        "mainloop_done", "persist_doc"}) do
+      vars[k] = pp[k]
+    end
     vars.tma_rank = op and 3 or 2
     vars.z_param = op and ", int c2" or ""
     vars.z_arg = op and ", c2" or ""
@@ -1607,7 +1712,7 @@ return {
       block = {x = d.threads, y = 1, z = 1},
       -- persist: BLOCKS blocks per SM, resident, walking the tiles
       -- swap: the kernel's columns are M, its rows N
-      grid = p.persist == 1 and {x = {"SM", p.blocks}} or
+      grid = p.persist >= 1 and {x = {"SM", p.blocks}} or
              swap and {x = {"M", p.bn}, y = {"N", p.bm}, z = p.split} or
              {x = {"N", p.bn}, y = {"M", p.bm}, z = p.split},
       cluster = p.cluster > 1 and {y = p.cluster} or nil,

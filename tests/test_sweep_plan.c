@@ -222,9 +222,9 @@ static void test_swept_values(void **state) {
         checked++;
       }
     }
-  /* reg_tiled vec 2 + split 5; mma_sync vec 4 + split 3; wgmma repack 2 + split 4 + persist 2
+  /* reg_tiled vec 2 + split 5; mma_sync vec 4 + split 3; wgmma repack 2 + split 4 + persist 3
    * + swap 2 */
-  assert_int_equal(checked, 7 + 7 + 10);
+  assert_int_equal(checked, 7 + 7 + 11);
   /* split == 1 and split > 1 both, per template with split */
   for (int t = 0; t < NT; t++) {
     const int p = param_index(f->t[t], "split");
@@ -385,7 +385,8 @@ static void test_deterministic(void **state) {
 
 /* The default sweep must get through memcheck in minutes on an H100: a few hundred kernels
  * and launches of small problems.  Grows only by a deliberate change of these bounds (the op
- * twins of the templates with epilogues about doubled them). */
+ * twins of the templates with epilogues about doubled them; wgmma's ping-pong configs added
+ * 2%). */
 static void test_size(void **state) {
   fixture *f = *state;
   double macs = 0;
@@ -397,7 +398,7 @@ static void test_size(void **state) {
                 f->plan.nkernels, macs);
   assert_in_range(f->plan.nkernels, 300, 550);
   assert_in_range(f->plan.ncases, 600, 1100);
-  assert_true(macs < 4e9);
+  assert_true(macs < 4.5e9);
 }
 
 /* Templates with epilogues get op twins: in every planned pair, every op of SW_OPS that the

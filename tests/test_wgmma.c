@@ -58,7 +58,7 @@ static const int64_t v_blocks[] = {1, 2};
 static const int64_t v_group[] = {1, 8, 16};
 static const int64_t v_repack[] = {0, 1};
 static const int64_t v_split[] = {1, 2, 4, 8};
-static const int64_t v_persist[] = {0, 1};
+static const int64_t v_persist[] = {0, 1, 2};
 static const int64_t v_swap[] = {0, 1};
 static const int64_t v_cluster[] = {1, 2};
 static const int64_t v_promote[] = {0, 1, 2, 4};
@@ -80,8 +80,9 @@ static const struct {
 /* Configs valid for at least one dtype and layout; pinned so that a change of the rules is a
  * visible change of this number (swap with bn > 64, persist or repack is tf32 nn's alone).
  * split is checked against problems only: a config counts once per split value with persist
- * = 0, once (split = 1) with persist = 1.  Deep rings (8 to 16 stages) fit small tiles only. */
-#define VALID_COUNT 9480
+ * = 0, once (split = 1) with persist = 1 or 2 (ping-pong: two consumers, each a whole tile).
+ * Deep rings (8 to 16 stages) fit small tiles only. */
+#define VALID_COUNT 9693
 /* split > 1 only for problems with fewer tiles of C than this (two waves of 132 SMs) */
 #define SPLIT_MAX_TILES 264
 
@@ -111,8 +112,10 @@ static unsigned b_row_bytes(const cfg *p, const char *dtype, const char *layout)
 }
 
 static int64_t threads_of(const cfg *p) { return 128 * (p->consumers + 1); }
-/* fp32 accumulators per consumer thread: its BM / CONSUMERS rows times BN over 128 threads. */
-static int64_t acc_of(const cfg *p) { return p->bm / p->consumers * p->bn / 128; }
+/* Rows of the tile a consumer computes: BM / CONSUMERS, or with ping-pong (persist 2) BM. */
+static int64_t wg_m_of(const cfg *p) { return p->persist == 2 ? p->bm : p->bm / p->consumers; }
+/* fp32 accumulators per consumer thread: its rows times BN over 128 threads. */
+static int64_t acc_of(const cfg *p) { return wg_m_of(p) * p->bn / 128; }
 /* Stages of 128-byte rows of A and B, their mbarriers, and 1024 bytes of alignment slack;
  * with repack in 16 bits (dtype NULL: as if), the epilogue's stage for a misaligned C: 16
  * rows of min(bn, 32) + 4 floats a consumer warp, and 16 bytes to align it. */
@@ -138,7 +141,7 @@ static int64_t consumer_regs_of(const cfg *p) {
 /* tf32 with the kernel's A MN-major takes A through registers (RS): a stage's fragments, 16
  * registers a 64-row block, on top of the accumulators. */
 static bool rs_fits(const cfg *p) {
-  return acc_of(p) + 40 + 16 * (p->bm / p->consumers / 64) <= launch_regs_of(p);
+  return acc_of(p) + 40 + 16 * (wg_m_of(p) / 64) <= launch_regs_of(p);
 }
 
 /* rules_valid for one dtype and layout: the shared memory of the dtype; swap's small-M limits
@@ -152,8 +155,8 @@ static bool rules_valid_for(const cfg *p, const char *dtype, const char *layout)
   if (p->persist && p->split > 1) return false;
   if (!p->swap && p->bn < 32) return false;
   if (p->cluster > 1 && (p->persist || p->swap || p->repack || p->bn < 64)) return false;
-  if (p->bm / p->consumers < 64 || acc_of(p) > 128 || acc_of(p) + 40 > launch_regs_of(p))
-    return false;
+  if (wg_m_of(p) < 64 || acc_of(p) > 128 || acc_of(p) + 40 > launch_regs_of(p)) return false;
+  if (p->persist == 2 && (p->consumers != 2 || p->swap || p->repack)) return false;
   if (p->swap && !(tf32 && strcmp(layout, "nn") == 0) && (p->bn > 64 || p->persist || p->repack))
     return false;
   if (tf32 && !kernel_b_t(p, layout)) return false;
@@ -229,7 +232,7 @@ static void test_declaration(void **state) {
   assert_false(gen_supports_dtype(t, "f32"));
   for (int l = 0; l < COUNT(k_layouts); l++) assert_true(gen_supports_layout(t, k_layouts[l]));
   const uint64_t size = tc_params_are(t, k_names, k_lists, k_counts, P_COUNT);
-  assert_int_equal(size, 442368);
+  assert_int_equal(size, 663552);
   gen_free(t);
 }
 
@@ -908,6 +911,9 @@ static const char *const k_gpu_configs[] = {
     /* persistent: blocks walking several tiles each (edges, K = 0 and 1, repack included) */
     "bm=128,bn=128,stages=3,consumers=2,persist=1",
     "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,persist=1,repack=1",
+    /* ping-pong: the two consumers taking tiles in turn (one tile: the second has none) */
+    "bm=128,bn=128,stages=4,consumers=2,persist=2",
+    "bm=64,bn=256,stages=3,consumers=2,group=1,persist=2",
     /* swap (C^T): op(B) as wgmma's 64-row side, M in tiles of 16 to 64, split-K too */
     "bm=128,bn=32,stages=6,consumers=2,group=1,split=4,swap=1",
     "bm=64,bn=16,stages=6,consumers=1,blocks=2,swap=1",
