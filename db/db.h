@@ -104,6 +104,9 @@ typedef struct {
                          reads 1 / cluster of it from L2, multicast to the others); 0 or 1:
                          none.  No column: the performance model takes it from a row's
                          `cluster` parameter, rt_launch_of from the kernel's grid */
+  int overlap;        /* 1: a work unit's epilogue overlaps the next one's main loop
+                         (gen_kernel.epilogue_overlap).  No column: rt_launch_of sets it; 0
+                         for a row's launch */
 } db_launch;
 
 typedef struct {

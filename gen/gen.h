@@ -260,6 +260,9 @@ typedef struct {
   /* New fields go last: scripts/lineage.sh describes an earlier tree's kernels through this
    * struct's first fields (gen_launch.c), which must stay where they were. */
   char op[GEN_OP_TEXT_MAX]; /* the op it was emitted for (gen_op_format); "": the plain GEMM */
+  bool epilogue_overlap;    /* a work unit's epilogue runs while the SM's tensor cores or FMA
+                            pipes compute the next unit (wgmma's ping-pong): what the
+                            performance model charges an op's epilogue (rt_model.h) */
 } gen_kernel;
 
 /*

@@ -443,7 +443,7 @@ static mmt_status read_flag(lua_State *L, int res, emit_ctx *c, const char *name
 }
 
 /* exclusive and dependent_launch: optional booleans, not both (an exclusive kernel's launch
- * waits for the one before it to finish). */
+ * waits for the one before it to finish); epilogue_overlap, an optional boolean. */
 static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
   mmt_status rc;
   if ((rc = read_flag(L, res, c, "exclusive", &c->out->exclusive)) ||
@@ -452,7 +452,7 @@ static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
   if (c->out->exclusive && c->out->dependent_launch)
     return emit_fail(c, "both exclusive and dependent_launch (an exclusive launch waits for "
                         "the previous one to finish)");
-  return MMT_OK;
+  return read_flag(L, res, c, "epilogue_overlap", &c->out->epilogue_overlap);
 }
 
 /* workspace: optional fp32 bytes per block of the grid, a multiple of 16 up to
@@ -606,10 +606,12 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-static const char *const emit_fields[] = {
-    "source", "kernel", "block", "grid", "shared_bytes", "requires", "exclusive",
-    "dependent_launch", "arch", "tensor_maps", "repack", "store_any_align", "workspace",
-    "cluster", NULL};
+static const char *const emit_fields[] = {"source",      "kernel",           "block",
+                                          "grid",        "shared_bytes",     "requires",
+                                          "exclusive",   "dependent_launch", "arch",
+                                          "tensor_maps", "repack",           "store_any_align",
+                                          "workspace",   "cluster",          "epilogue_overlap",
+                                          NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
   lua_pushnil(L);
@@ -624,7 +626,8 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
       mmt_status rc = emit_fail(c,
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
-                                "tensor_maps, repack, store_any_align, workspace, cluster)",
+                                "tensor_maps, repack, store_any_align, workspace, cluster, "
+                                "epilogue_overlap)",
                                 key);
       lua_pop(L, 1);
       return rc;

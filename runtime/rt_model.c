@@ -107,6 +107,32 @@ double rt_model_tile_area(const db_launch *l, const gen_problem *p) {
          (p->batch > 1 ? (double)p->batch : 1.0);
 }
 
+/* The weight of an op's epilogue work an element of its tile (see rt_model_epilogue_ms). */
+static double epilogue_weight(const gen_op *op) {
+  static const double act[GEN_ACTS] = {[GEN_ACT_RELU] = 0.2,
+                                       [GEN_ACT_GELU_TANH] = 1.2,
+                                       [GEN_ACT_GELU_ERF] = 2.0,
+                                       [GEN_ACT_SILU] = 1.0};
+  double w = op->act > GEN_ACT_NONE && op->act < GEN_ACTS ? act[op->act] : 0;
+  if (op->gated) w = w / 2 + 0.5; /* the activation on the gate's half, times the up's */
+  if (op->bias) w += 1;
+  w += 0.5 * (op->scale_row + op->scale_col);
+  if (gen_dtype_fp8(op->out)) w += 0.5; /* D's scale and amax */
+  return w;
+}
+
+double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
+  if (!p->op || (l && l->overlap)) return 0;
+  const double w = epilogue_weight(p->op);
+  if (w == 0) return 0;
+  int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
+  int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
+  /* the units one SM runs in turn: the tiles of every problem (split-K's slices but the
+   * last run no epilogue) */
+  double units = rt_model_tile_area(l, p) / ((double)tm * (double)tn);
+  return ceil(units / sms) * (double)tm * (double)tn * RT_MODEL_EPILOGUE_NS * w * 1e-6;
+}
+
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
   int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
@@ -116,7 +142,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
   /* An op kernel (gen.h, "Epilogues"): `batch` problems, each its own work units and bytes;
    * D of the op's type, half the product's columns when gated.  The epilogue's arithmetic is
-   * left out: a few operations an element of D against 2K of the product's. */
+   * not the analytic part's: rt_model_epilogue_ms adds it to a prediction, outside the fit. */
   const double batch = p->batch > 1 ? (double)p->batch : 1.0;
   const double out_elem =
       p->op && gen_dtype_size(p->op->out) > 0 ? gen_dtype_size(p->op->out) : elem;
@@ -196,6 +222,7 @@ mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_
   }
   out->shared_bytes = (int)k->shared_bytes;
   out->cluster = gen_kernel_cluster_blocks(k);
+  out->overlap = k->epilogue_overlap;
   return MMT_OK;
 }
 
@@ -659,7 +686,11 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                                                                : &c->launch;
   out->analytic_ms = rt_model_analytic_ms(&m->dev, use, p);
   out->tile_area = rt_model_tile_area(use, p);
-  out->ms = out->analytic_ms * exp(y);
+  /* the overlap is the kernel's (its emitted launch), which a row's launch does not keep */
+  db_launch with = use ? *use : (db_launch){0};
+  with.overlap = with.overlap || (launch && launch->overlap);
+  out->epilogue_ms = rt_model_epilogue_ms(&m->dev, use ? &with : NULL, p);
+  out->ms = out->analytic_ms * exp(y) + out->epilogue_ms;
   out->rows = c ? c->used : 0;
   out->template_rows = tm ? tm->used : 0;
   out->basis_id = c ? c->basis : 0;

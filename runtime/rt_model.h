@@ -5,7 +5,10 @@
  * ranks its candidates with it, the tuner's `model` strategy orders its search by it, and
  * `mmtune model evaluate` measures it.
  *
- *   predicted ms = analytic(launch, problem, device) * exp(correction)
+ *   predicted ms = analytic(launch, problem, device) * exp(correction) + epilogue
+ *
+ * (epilogue: an op's work after each unit's main loop, rt_model_epilogue_ms; 0 for the plain
+ * GEMM, whose rows the correction is fitted on)
  *
  * Analytic (rt_model_analytic_ms), from the config's launch shape (db_launch): the work units
  * are the tiles of C times the split-K slices; each SM runs ceil(units / SMs) of them one after
@@ -96,6 +99,11 @@
  * f16), where multicasting B saved nothing; on rows off them they save about the sectors'
  * cost (the analytic time counts no RT_MODEL_SECTOR_WASTE for them). */
 #define RT_MODEL_CLUSTER_WAIT 1.04
+/* An op epilogue's work beyond a plain store, in ns an element of a work unit's tile on one SM
+ * for each unit of rt_model_epilogue_ms's weights (a bias is 1; tanh GELU through __expf 1.2):
+ * wgmma's 128 x 256 tiles at 8192 x 4096 x 4096 f16 on an H100 ran 3.3 us a tile longer with a
+ * column bias, 7.2 us with a bias and tanh GELU, where the tensor cores wait for it. */
+#define RT_MODEL_EPILOGUE_NS 0.1
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */
@@ -191,6 +199,7 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide);
 typedef struct {
   double ms;           /* predicted time */
   double analytic_ms;  /* the analytic part alone */
+  double epilogue_ms;  /* an op epilogue's part of ms (rt_model_epilogue_ms) */
   int rows;            /* rows of the config that weighed in (weight >= 1e-3) */
   int template_rows;   /* rows of its template that weighed in */
   int64_t basis_id;    /* the config's heaviest row (0: none): what the prediction relies on */
@@ -209,6 +218,15 @@ typedef struct {
 void rt_model_predict(const rt_model *m, int config, const char *template_name,
                       const char *params, const db_launch *launch, double prior,
                       const gen_problem *p, rt_prediction *out);
+
+/* The time an op's epilogue adds to a launch whose units run it after their main loop (0 for
+ * the plain GEMM, an op of plain stores, and a launch with `overlap`): each SM's units in turn
+ * times their tile's elements times RT_MODEL_EPILOGUE_NS times the op's weight (a bias 1, a
+ * scale vector 0.5, an FP8 D 0.5, the activation: relu 0.2, silu 1, tanh GELU 1.2, erf GELU 2;
+ * gated: half of it and a product).  Added to rt_model_predict's time, outside the fitted part:
+ * the rows it fits are plain GEMMs'. */
+double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *launch,
+                            const gen_problem *p);
 
 /* The analytic part alone (see the top of this file), in ms. */
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *launch,

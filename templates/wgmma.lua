@@ -1722,6 +1722,8 @@ return {
       -- The epilogue tests C's alignment (c_vec): a repack launch copies only A and B (C's
       -- stores: 16 bits under 8-byte alignment through shared memory, see the epilogue).
       store_any_align = p.repack == 1,
+      -- ping-pong: one consumer's epilogue under the other's wgmma
+      epilogue_overlap = p.persist == 2,
       arch = "sm_90a",
       -- the kernel's A and B, in its argument order (tmA, tmB)
       tensor_maps = {

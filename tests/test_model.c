@@ -163,11 +163,12 @@ static void test_launch_of(void **state) {
     db_launch want;
   } cases[] = {
       /* shared_bytes: the kernel's (checked below) */
-      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0, 0, 1}},
-      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2, 0, 1}},
-      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0, 0, 1}},
-      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0, 0, 1}},
-      {"bm=128,bn=128,consumers=2,split=2,cluster=2", {128, 128, 2, 384, 0, 0, 2}},
+      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0, 0, 1, 0}},
+      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2, 0, 1, 0}},
+      {"bm=128,bn=128,consumers=2,persist=2", {128, 128, 1, 384, 1, 0, 1, 1}}, /* ping-pong */
+      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0, 0, 1, 0}},
+      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0, 0, 1, 0}},
+      {"bm=128,bn=128,consumers=2,split=2,cluster=2", {128, 128, 2, 384, 0, 0, 2, 0}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);
@@ -178,6 +179,7 @@ static void test_launch_of(void **state) {
     assert_int_equal(l.slices, cases[i].want.slices);
     assert_int_equal(l.per_sm, cases[i].want.per_sm);
     assert_int_equal(l.cluster, cases[i].want.cluster);
+    assert_int_equal(l.overlap, cases[i].want.overlap);
     assert_true(l.threads > 0);
     assert_int_equal(l.shared_bytes, (int)k.shared_bytes); /* the ring: its loads in flight */
     assert_true(l.shared_bytes > 0);
@@ -850,6 +852,30 @@ static void test_tile_area(void **state) {
   assert_true(rt_model_tile_area(&swapped, &p) == 3 * 16.0 * 14400);
 }
 
+/* An op's epilogue work is charged after each unit's main loop, but not to a launch whose
+ * epilogue overlaps the next unit (ping-pong), the plain GEMM, or an op of plain stores. */
+static void test_epilogue_term(void **state) {
+  (void)state;
+  const rt_model_device dev = {.sm_count = 132, .cc_major = 9};
+  db_launch coop = {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384, .per_sm = 1};
+  db_launch pingpong = coop;
+  pingpong.overlap = 1;
+  gen_problem p = packed("f16", "nt", 8192, 4096, 4096); /* 1024 tiles: 8 an SM in turn */
+  assert_true(rt_model_epilogue_ms(&dev, &coop, &p) == 0);
+  gen_op stores = {.out = "f32"}, gelu = {.out = "f16", .bias = 'c', .act = GEN_ACT_GELU_TANH};
+  p.op = &stores;
+  assert_true(rt_model_epilogue_ms(&dev, &coop, &p) == 0);
+  p.op = &gelu; /* weight 1 (bias) + 1.2 (tanh GELU) */
+  const double one = 8 * 128 * 256 * RT_MODEL_EPILOGUE_NS * 2.2 * 1e-6;
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - one) < 1e-12);
+  assert_true(rt_model_epilogue_ms(&dev, &pingpong, &p) == 0);
+  p.batch = 3; /* 3072 tiles: 24 an SM */
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - 3 * one) < 1e-12);
+  gen_op gated = {.out = "bf16", .act = GEN_ACT_SILU, .gated = true}; /* 1 / 2 + 0.5 */
+  p.op = &gated, p.batch = 1;
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - one / 2.2) < 1e-12);
+}
+
 static void test_analytic_ops(void **state) {
   (void)state;
   rt_model_device dev = {.sm_count = 132, .cc_major = 9};
@@ -878,6 +904,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic),
       cmocka_unit_test(test_tile_area),
+      cmocka_unit_test(test_epilogue_term),
       cmocka_unit_test(test_analytic_ops),
       cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),

@@ -234,8 +234,9 @@ static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *devic
   mmt_status rc = rt_rank(ch, db, device, &gp, NULL, &cands, &n, err);
   if (rc) return rc;
   printf("  ranking:   %d candidates, the first %d (predicted ms, the analytic part, rows of the "
-         "config / of its template that weighed in)\n",
-         n, top < n ? (int)top : n);
+         "config / of its template that weighed in%s)\n",
+         n, top < n ? (int)top : n,
+         gp.op ? "; +E: of the prediction, the op's epilogue after each tile's main loop" : "");
   for (int i = 0; i < n && i < top && !rc; i++) {
     const rt_candidate *c = &cands[i];
     rt_choice use = {0};
@@ -243,8 +244,10 @@ static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *devic
     mmt_status u = rt_choose_candidate(ch, c, &gp, &use, &why);
     rt_choice_clear(&use);
     if (u == MMT_ERR_NOMEM) rc = ut_fail(err, u, "%s", why.msg);
-    printf("  %4d  %9.4f %9.4f %4d/%-4d %s %s%s%s\n", i + 1, c->pred.ms, c->pred.analytic_ms,
-           c->pred.rows, c->pred.template_rows, c->template_name, c->params,
+    char epi[32] = "";
+    if (c->pred.epilogue_ms > 0) snprintf(epi, sizeof epi, "  +E %.4f", c->pred.epilogue_ms);
+    printf("  %4d  %9.4f %9.4f %4d/%-4d %s %s%s%s%s\n", i + 1, c->pred.ms, c->pred.analytic_ms,
+           c->pred.rows, c->pred.template_rows, c->template_name, c->params, epi,
            u ? "  -- not usable: " : "", u ? why.msg : "");
   }
   free(cands);
