@@ -73,7 +73,10 @@
 
 /* The built-in list: configs that measured well across shapes on an architecture (sm_90: the
  * H100 databases of docs/history/performance-model.md), candidates for it even on an empty
- * database: large and small tiles, split-K for few tiles and long K (wgmma's 128 x 64 split 4 with 8 stages: 2-9%
+ * database: large and small tiles, wgmma's 128 x 128 ping-pong (persist=2: an op's epilogue
+ * under the other consumer's main loop, where each SM has two tiles or more; untuned, only
+ * gated ops at 3-4 tiles an SM pick it, but it starts every search), split-K for few tiles and
+ * long K (wgmma's 128 x 64 split 4 with 8 stages: 2-9%
  * faster than 6 on 11 of 12 few-tile problems from 384x640x12288 to 640x256x20000, H100),
  * blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
@@ -101,6 +104,7 @@
     {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},             \
         {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8", 0},                    \
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=1", 0},          \
+        {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,persist=2", 0},          \
         {9, "wgmma", "bm=128,bn=64,stages=6,consumers=2,blocks=1,group=8", 0},                     \
         {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=1", 0},                      \
         {9, "wgmma", "bm=64,bn=128,stages=4,consumers=1,blocks=2,group=8,repack=1,persist=1", 0},  \

@@ -122,7 +122,7 @@ static double epilogue_weight(const gen_op *op) {
 }
 
 double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
-  if (!p->op || (l && l->overlap)) return 0;
+  if (!p->op) return 0;
   const double w = epilogue_weight(p->op);
   if (w == 0) return 0;
   int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
@@ -130,7 +130,9 @@ double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *l, cons
   /* the units one SM runs in turn: the tiles of every problem (split-K's slices but the
    * last run no epilogue) */
   double units = rt_model_tile_area(l, p) / ((double)tm * (double)tn);
-  return ceil(units / sms) * (double)tm * (double)tn * RT_MODEL_EPILOGUE_NS * w * 1e-6;
+  /* overlapped: only the SM's last unit's shows, run by half the threads (one consumer) */
+  double in_turn = l && l->overlap ? fmin(2, 2 * ceil(units / sms)) : ceil(units / sms);
+  return in_turn * (double)tm * (double)tn * RT_MODEL_EPILOGUE_NS * w * 1e-6;
 }
 
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {

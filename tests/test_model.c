@@ -852,8 +852,9 @@ static void test_tile_area(void **state) {
   assert_true(rt_model_tile_area(&swapped, &p) == 3 * 16.0 * 14400);
 }
 
-/* An op's epilogue work is charged after each unit's main loop, but not to a launch whose
- * epilogue overlaps the next unit (ping-pong), the plain GEMM, or an op of plain stores. */
+/* An op's epilogue work is charged after each unit's main loop, to a launch whose epilogue
+ * overlaps the next unit (ping-pong) the last unit's alone at twice the cost, and nothing to the
+ * plain GEMM or an op of plain stores. */
 static void test_epilogue_term(void **state) {
   (void)state;
   const rt_model_device dev = {.sm_count = 132, .cc_major = 9};
@@ -868,11 +869,17 @@ static void test_epilogue_term(void **state) {
   p.op = &gelu; /* weight 1 (bias) + 1.2 (tanh GELU) */
   const double one = 8 * 128 * 256 * RT_MODEL_EPILOGUE_NS * 2.2 * 1e-6;
   assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - one) < 1e-12);
-  assert_true(rt_model_epilogue_ms(&dev, &pingpong, &p) == 0);
+  /* ping-pong: the last tile's alone, one consumer's: two tiles' worth where each SM had 8 */
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &pingpong, &p) - one / 4) < 1e-12);
   p.batch = 3; /* 3072 tiles: 24 an SM */
   assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - 3 * one) < 1e-12);
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &pingpong, &p) - one / 4) < 1e-12);
+  p.batch = 1, p.m = 128; /* 16 tiles, one an SM: ping-pong's one consumer takes twice as long */
+  const double single = 128 * 256 * RT_MODEL_EPILOGUE_NS * 2.2 * 1e-6;
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - single) < 1e-12);
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &pingpong, &p) - 2 * single) < 1e-12);
   gen_op gated = {.out = "bf16", .act = GEN_ACT_SILU, .gated = true}; /* 1 / 2 + 0.5 */
-  p.op = &gated, p.batch = 1;
+  p.op = &gated, p.m = 8192;
   assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - one / 2.2) < 1e-12);
 }
 
