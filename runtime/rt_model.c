@@ -44,9 +44,20 @@ static double sm_flops(int cc, const char *dtype) {
 
 static double dram_bytes_per_s(int cc) { return cc >= 9 ? 3.0e12 : cc == 8 ? 1.8e12 : 0.9e12; }
 
+/* The device's SMs (unknown: RT_MODEL_DEFAULT_SMS). */
+static int model_sms(const rt_model_device *dev) {
+  return dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
+}
+
+/* A launch's tile of C (unknown sides: 64). */
+static void launch_tile(const db_launch *l, int64_t *tm, int64_t *tn) {
+  *tm = l && l->tile_m > 0 ? l->tile_m : 64;
+  *tn = l && l->tile_n > 0 ? l->tile_n : 64;
+}
+
 void rt_model_peaks(const rt_model_device *dev, const char *dtype, double *flops_per_s,
                     double *bytes_per_s) {
-  int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
+  int sms = model_sms(dev);
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
   *flops_per_s = sms * sm_flops(cc, dtype);
   *bytes_per_s = dram_bytes_per_s(cc);
@@ -100,11 +111,19 @@ static void sector_waste(const gen_problem *p, double elem, double waste[2]) {
     waste[i] = (uint64_t)pitch[i] * (uint64_t)elem % 32 ? RT_MODEL_SECTOR_WASTE : 1.0;
 }
 
-double rt_model_tile_area(const db_launch *l, const gen_problem *p) {
-  int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
+/* The tiles of C a launch computes, every problem of the batch's (split-K's slices not
+ * counted); its tile in *tm, *tn. */
+static double tile_count(const db_launch *l, const gen_problem *p, int64_t *tm, int64_t *tn) {
+  launch_tile(l, tm, tn);
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1;
-  return (double)(ceil_div(m, tm) * tm) * (double)(ceil_div(n, tn) * tn) *
+  return (double)ceil_div(m, *tm) * (double)ceil_div(n, *tn) *
          (p->batch > 1 ? (double)p->batch : 1.0);
+}
+
+double rt_model_tile_area(const db_launch *l, const gen_problem *p) {
+  int64_t tm, tn;
+  const double tiles = tile_count(l, p, &tm, &tn);
+  return tiles * (double)tm * (double)tn;
 }
 
 /* The weight of an op's epilogue work an element of its tile (see rt_model_epilogue_ms). */
@@ -125,21 +144,21 @@ double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *l, cons
   if (!p->op) return 0;
   const double w = epilogue_weight(p->op);
   if (w == 0) return 0;
-  int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
-  int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
   /* the units one SM runs in turn: the tiles of every problem (split-K's slices but the
    * last run no epilogue) */
-  double units = rt_model_tile_area(l, p) / ((double)tm * (double)tn);
+  int64_t tm, tn;
+  const double rounds = ceil(tile_count(l, p, &tm, &tn) / model_sms(dev));
   /* overlapped: only the SM's last unit's shows, run by half the threads (one consumer) */
-  double in_turn = l && l->overlap ? fmin(2, 2 * ceil(units / sms)) : ceil(units / sms);
+  const double in_turn = l && l->overlap ? fmin(2, 2 * rounds) : rounds;
   return in_turn * (double)tm * (double)tn * RT_MODEL_EPILOGUE_NS * w * 1e-6;
 }
 
 double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, const gen_problem *p) {
-  int sms = dev && dev->sm_count > 0 ? dev->sm_count : RT_MODEL_DEFAULT_SMS;
+  int sms = model_sms(dev);
   int cc = dev && dev->cc_major > 0 ? dev->cc_major : RT_MODEL_DEFAULT_CC;
   double elem = gen_dtype_size(p->dtype) > 0 ? gen_dtype_size(p->dtype) : 4;
-  int64_t tm = l && l->tile_m > 0 ? l->tile_m : 64, tn = l && l->tile_n > 0 ? l->tile_n : 64;
+  int64_t tm, tn;
+  launch_tile(l, &tm, &tn);
   int64_t slices = l && l->slices > 1 ? l->slices : 1;
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1, k = p->k > 1 ? p->k : 1;
   /* An op kernel (gen.h, "Epilogues"): `batch` problems, each its own work units and bytes;
