@@ -706,6 +706,9 @@ static void test_layout_options(void **state) {
   assert_usage_error(
       RUN("measure", "wgmma", "bn=128", "--shape", "64x64x64", "--dtype", "e4m3", "--layout", "nt"),
       "e4m3 inputs need --epilogue");
+  assert_usage_error(RUN("emit", "wgmma", "bn=128", "persist=2", "--dtype", "f16", "--layout", "nt",
+                         "--epilogue", "group=contiguous"),
+                     "persist = 2: not with a grouped op");
   assert_usage_error(RUN("emit", "wgmma", "bn=128", "--dtype", "e4m3", "--layout", "nn",
                          "--epilogue", "scale=tensor"),
                      "layout nt only");

@@ -975,6 +975,14 @@ static void test_malformed_emit(void **state) {
   assert_int_equal(g[1], 4); /* 3 rows of 1, in clusters of 2 */
   assert_int_equal(gen_grid_eval(k.grid, 4, 40, 1, 132, g, &e), MMT_OK);
   assert_int_equal(g[1], 4);
+  assert_false(k.epilogue_overlap);
+  gen_kernel_clear(&k);
+  cfg.v[0]++;
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "epilogue_overlap that is not a boolean"));
+  cfg.v[0]++;
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
+  assert_true(k.epilogue_overlap);
   gen_kernel_clear(&k);
   gen_free(t);
   assert_good_still_works();

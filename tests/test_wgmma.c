@@ -315,6 +315,18 @@ static void test_default(void **state) {
   gen_kernel_clear(&kr);
   /* persist: a per-SM grid; not with split-K */
   tc_rejects(t, "persist=1,split=2", NULL, "no split-K");
+  tc_rejects(t, "bn=128,persist=2,split=2", NULL, "no split-K");
+  /* ping-pong: two consumers taking whole tiles, not with swap or repack */
+  tc_rejects(t, "bm=64,bn=128,consumers=1,persist=2", NULL, "two consumers (ping-pong)");
+  tc_rejects(t, "bm=128,bn=64,consumers=2,persist=2,repack=1", NULL, "not with swap or repack");
+  tc_parse_ok(t, "bm=64,bn=256,consumers=2,persist=2", &r); /* 64 x 256 a consumer */
+  assert_true(tc_check(t, &r, NULL, NULL, 0));
+  tc_parse_ok(t, "bm=128,bn=128,consumers=2,persist=2", &r);
+  tc_emit_ok(t, &r, "f16", "nn", &kr);
+  assert_true(kr.epilogue_overlap);
+  assert_int_equal(kr.grid[0].dim, 'S');
+  assert_non_null(strstr(kr.source, "#define WG_M BM "));
+  gen_kernel_clear(&kr);
   tc_parse_ok(t, "persist=1,blocks=1", &r);
   tc_emit_ok(t, &r, "f16", "nn", &kr);
   assert_int_equal(kr.grid[0].dim, 'S');

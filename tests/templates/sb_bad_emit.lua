@@ -71,13 +71,17 @@ local broken = {
   [37] = function(r) r.arch = "sm_80"; r.cluster = {y = 2} end, -- an arch without clusters
   -- well formed: clusters of two along y
   [38] = function(r) r.arch = "sm_90a"; r.cluster = {y = 2} end,
+  [39] = function(r) r.epilogue_overlap = 1 end, -- not a boolean
+  -- well formed: a unit's epilogue under the next unit's main loop
+  [40] = function(r) r.epilogue_overlap = true end,
 }
 
 return {
   name = "sb_bad_emit",
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38}}},
+                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38,
+                                   39, 40}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end
