@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fp8.h"
 #include "gpu/ref.h"
 #include "matmul_ref.h"
+#include "rt_gemm.h"
 
 /* The buffers of a case: A, B, D and the three vectors. */
 enum { OP_A, OP_B, OP_D, OP_BIAS, OP_SROW, OP_SCOL, OP_BUFS };
@@ -24,30 +24,18 @@ typedef struct {
   int64_t stride[3]; /* of the batch (sw_batch_strides): A, B and D */
 } op_data;
 
+/* A kernel's type name ("f16", "e5m2", ...) as the public type (rt_dtype's table), and its
+ * size; A and B of tf32 are f32 in memory. */
 static mmt_dtype type_of(const char *name) {
-  return !strcmp(name, "f16") ? MMT_F16 : !strcmp(name, "bf16") ? MMT_BF16 : MMT_F32;
+  for (int t = MMT_F32; t <= MMT_E5M2; t++)
+    if (t != MMT_TF32 && !strcmp(rt_dtype((mmt_dtype)t)->name, name)) return (mmt_dtype)t;
+  return MMT_F32;
 }
 
-static size_t size_of(mmt_dtype t) { return t == MMT_F16 || t == MMT_BF16 ? 2 : 4; }
+static size_t size_of(mmt_dtype t) { return (size_t)rt_dtype(t)->elem_bytes; }
 
 /* Blocks of 128 covering n (block scales' KB and NB). */
 static int64_t block_count(int64_t n) { return (n + 127) / 128; }
-
-/* A and B of an FP8 kernel are bytes of its format (the public types have none yet): stored
- * from a float (rounded as the GPU's cvt.rn.satfinite) and read back. */
-static void store_in(const char *dtype, mmt_dtype t, void *p, size_t e, float v) {
-  if (!strcmp(dtype, "e4m3"))
-    ((uint8_t *)p)[e] = fp8_e4m3_from_f32(v);
-  else if (!strcmp(dtype, "e5m2"))
-    ((uint8_t *)p)[e] = fp8_e5m2_from_f32(v);
-  else
-    mr_store(t, p, (int64_t)e, v);
-}
-static double load_in(const char *dtype, mmt_dtype t, const void *p, size_t e) {
-  if (!strcmp(dtype, "e4m3")) return fp8_e4m3_to_f32(((const uint8_t *)p)[e]);
-  if (!strcmp(dtype, "e5m2")) return fp8_e5m2_to_f32(((const uint8_t *)p)[e]);
-  return mr_load(t, p, (int64_t)e);
-}
 
 /* The sentinel of D's allocation outside D: bytes 0xa5 (a pattern no kernel computes). */
 static bool is_sentinel(const void *p, size_t i, size_t elem) {
@@ -87,7 +75,6 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
   const mmt_dtype in = type_of(k->dtype), out = type_of(k->op.out);
   /* a mixed op's B is of the other FP8 type */
   const char *b_dtype = k->op.mixed_fp8 ? gen_dtype_fp8_other(k->dtype) : k->dtype;
-  const char *in_name[2] = {k->dtype, b_dtype};
   d->type[OP_A] = in;
   d->type[OP_B] = type_of(b_dtype);
   d->type[OP_D] = out;
@@ -102,9 +89,8 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
     d->count[OP_SROW] = (size_t)(block_count(c->k) * c->m);
     d->count[OP_SCOL] = (size_t)(block_count(c->n) * block_count(c->k));
   }
-  const size_t in_size = (size_t)gen_dtype_size(k->dtype); /* 1 for FP8 */
   for (int i = 0; i < OP_BUFS; i++) {
-    const size_t bytes = d->count[i] * (i < OP_D ? in_size : size_of(d->type[i]));
+    const size_t bytes = d->count[i] * size_of(d->type[i]);
     if (!bytes) continue;
     float *v = malloc(d->count[i] * sizeof *v);
     if (!(d->host[i] = malloc(bytes)) || !v) {
@@ -118,10 +104,7 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
         memset((char *)d->host[i] + e * size_of(out), 0xa5, size_of(out));
         continue;
       }
-      if (i < OP_D)
-        store_in(in_name[i], d->type[i], d->host[i], e, v[e]);
-      else
-        mr_store(d->type[i], d->host[i], (int64_t)e, i == OP_D && c->beta == 0.0f ? NAN : v[e]);
+      mr_store(d->type[i], d->host[i], (int64_t)e, i == OP_D && c->beta == 0.0f ? NAN : v[e]);
     }
     free(v);
   }
@@ -131,7 +114,7 @@ static bool fill(const sw_plan *plan, const sw_case *c, op_data *d, char *why, s
       return false;
     }
     for (size_t e = 0; e < d->count[i]; e++)
-      d->val[i][e] = (float)load_in(in_name[i], d->type[i], d->host[i], e);
+      d->val[i][e] = (float)mr_load(d->type[i], d->host[i], (int64_t)e);
   }
   if (!(d->got = malloc(d->count[OP_D] * size_of(out)))) {
     snprintf(why, whylen, "host: out of memory");
@@ -252,9 +235,8 @@ mmt_status sw_run_op_case(const rt_cu *cu, const rt_kernel *k, const sw_plan *pl
     op_data_free(cu, &d, false);
     return MMT_OK;
   }
-  const size_t in_size = (size_t)gen_dtype_size(plan->kernels[c->kernel].dtype);
   for (int b = 0; b < OP_BUFS; b++) {
-    const size_t bytes = d.count[b] * (b < OP_D ? in_size : size_of(d.type[b]));
+    const size_t bytes = d.count[b] * size_of(d.type[b]);
     if (!bytes) continue;
     RT_CU_CHECK(cu, cuMemAlloc(&d.dev[b], bytes));
     RT_CU_CHECK(cu, cuMemcpyHtoD(d.dev[b], d.host[b], bytes));
