@@ -56,6 +56,7 @@
 #include "gpu/ref.h"
 #include "half16.h"
 #include "matmul_bench.h"
+#include "report/csv.h"
 #include "rt_compile.h"
 
 #define PROG "mmtune-matmul-bench"
@@ -334,9 +335,16 @@ void mb_report(bench *b, tally *tl, const char *family, const char *what, double
   const double ratio = peer_ms / mm_ms;
   printf("%-9s %-34s %10.4f %10.4f %6.3fx  %s%s\n", family, what, mm_ms, peer_ms, ratio, kernel,
          ok ? "" : "  MISMATCH (left out)");
-  if (b->csv)
-    fprintf(b->csv, "%s,%s,%s,%.6f,%.6f,%.4f,%.3g,%s,%s\n", family, b->o->dtype, what, mm_ms,
-            peer_ms, ratio, rel, ok ? "ok" : "mismatch", kernel);
+  if (b->csv) { /* the kernel's parameters hold commas: RFC 4180 quotes them */
+    char num[4][32];
+    snprintf(num[0], sizeof num[0], "%.6f", mm_ms);
+    snprintf(num[1], sizeof num[1], "%.6f", peer_ms);
+    snprintf(num[2], sizeof num[2], "%.4f", ratio);
+    snprintf(num[3], sizeof num[3], "%.3g", rel);
+    const char *const fields[] = {
+        family, b->o->dtype, what, num[0], num[1], num[2], num[3], ok ? "ok" : "mismatch", kernel};
+    tn_csv_row(b->csv, fields, 9);
+  }
   if (!ok) {
     tl->mismatched++;
     return;
