@@ -148,20 +148,36 @@ __device__ __forceinline__ void epi_amax_flush(const mmt_epilogue& E, float m) {
 #define epi_out(E, x) epi_to_out(x)
 #endif
 
-/* The activation, NaN in NaN out (relu too: x < 0 is false for NaN).  Divisions are
- * __fdividef (2 ulp; no IEEE division's slow-path call per element of D): a denominator past
- * 2^126 gives 0, the limit of x * sigmoid at x -> -inf.  Exponentials are __expf (ex2.approx:
- * 2 instructions where expf's range reduction takes about 8, and the activation is most of an
- * epilogue's arithmetic; its error, a few ulp for the |u| where sigmoid is not yet 0 or 1, is
- * far below any output type's bound). */
+/* The activation, NaN in NaN out (relu too: x < 0 is false for NaN).
+ * Where D is 16-bit or FP8, GELU (tanh form) and SiLU are 0.5 x (1 + tanh(u)) with the
+ * hardware's tanh.approx: one MUFU operation an element, where x * sigmoid takes two (ex2
+ * and rcp), and the activation is most of an epilogue's arithmetic.  Its error, under 2^-10.9
+ * of tanh, is 2^-12 |x| of the activation at most, under half the rounding of an f16 D and
+ * far under the bounds D's type is verified to.  An f32 D is held to 1e-5: there the sigmoid
+ * form, __expf (ex2.approx: a few ulp) and __fdividef (2 ulp; no IEEE division's slow-path
+ * call per element; a denominator past 2^126 gives 0, x * sigmoid's limit at x -> -inf). */
+#if EPI_OUT != 0 && (EPI_ACT == 2 || EPI_ACT == 4)
+__device__ __forceinline__ float epi_tanh(float u) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
+  return t;
+}
+#endif
+
 __device__ __forceinline__ float epi_act(float x) {
 #if EPI_ACT == 1
   return x < 0.0f ? 0.0f : x;
+#elif EPI_ACT == 2 && EPI_OUT != 0 /* tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+  const float h = 0.5f * x;
+  return fmaf(h, epi_tanh(0.7978845608028654f * fmaf(0.044715f * x, x * x, x)), h);
 #elif EPI_ACT == 2 /* 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no tanhf (a call, a stack frame) */
   const float u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x); /* 2 sqrt(2/pi) (...) */
   return __fdividef(x, 1.0f + __expf(-u2));
 #elif EPI_ACT == 3
   return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+#elif EPI_ACT == 4 && EPI_OUT != 0 /* x sigmoid(x) = 0.5 x (1 + tanh(x / 2)) */
+  const float h = 0.5f * x;
+  return fmaf(h, epi_tanh(h), h);
 #elif EPI_ACT == 4
   return __fdividef(x, 1.0f + __expf(-x)); /* exp's overflow: x * (1 / inf) = -0, the limit */
 #else
