@@ -83,21 +83,29 @@ for step in "$@"; do
           --dtype "${DTYPE:-f16}" --layout "${LAYOUT:-nn}" ${sh//x/ } 2>&1
       done | tee -a "$out/calls.log" ;;
     tuned-linear)
-      # Linear + bias + GELU tuned for exactly its op (the 8B-class weights of
+      # The Linear-type ops tuned for exactly themselves (the 8B-class weights of
       # bench/llm_layers.txt but gate_up at M 1, 16, 128, 2048, 8192, model strategy, BUDGET
-      # seconds a problem, database $OUT/linear.db), then the linear bench on that database and
-      # on none (untuned), each against cuBLASLt in its own run.
+      # seconds a problem, database $OUT/linear.db), then their bench on that database and on
+      # none (untuned), each against its cuBLASLt peer in its own run.  EPILOGUES (default
+      # bias + tanh GELU; e.g. "out=f16 out=f32" for the residual and f32out families) are tuned
+      # in turn, FAMILIES (default linear) benched.  A .gpu/linear.db carried in is where
+      # tuning resumes (its rows kept); TUNE_LIMIT bounds each epilogue's tune (s).
       awk '/^# 8B/{on=1; next} /^#/{on=0} on && $3 != "gate_up_proj"' bench/llm_layers.txt > /tmp/w8b.txt
       for m in 1 16 128 2048 8192; do awk -v m=$m '{print m, $1, $2}' /tmp/w8b.txt; done |
         sort -u > /tmp/linear-shapes.txt
       rm -f /tmp/linear.db*
-      /usr/bin/time -f "tune wall %e s" ./build/tuner/mmtune tune --device 0 --db /tmp/linear.db \
-        --dtype "${DTYPE:-f16}" --layout nt --epilogue bias=col,act=gelu_tanh \
-        --shapes /tmp/linear-shapes.txt --budget "${BUDGET:-4}" > "$out/tuned-linear.log" 2>&1
-      tail -n 3 "$out/tuned-linear.log"; cp /tmp/linear.db "$out/linear.db"
+      [ -f .gpu/linear.db ] && cp .gpu/linear.db /tmp/linear.db
+      for epi in ${EPILOGUES:-bias=col,act=gelu_tanh}; do
+        /usr/bin/time -f "tune $epi wall %e s" timeout -s INT "${TUNE_LIMIT:-3600}" \
+          ./build/tuner/mmtune tune --device 0 --db /tmp/linear.db \
+          --dtype "${DTYPE:-f16}" --layout nt --epilogue "$epi" \
+          --shapes /tmp/linear-shapes.txt --budget "${BUDGET:-4}" >> "$out/tuned-linear.log" 2>&1
+        tail -n 2 "$out/tuned-linear.log"
+      done
+      cp /tmp/linear.db "$out/linear.db"
       for db in /tmp/linear.db /tmp/none.db; do
         ./build/bench/mmtune-matmul-bench --device 0 --db "$db" --dtype "${DTYPE:-f16}" \
-          --family linear --weights /tmp/w8b.txt --cold 2>&1 | tee -a "$out/tuned-linear.log"
+          --family "${FAMILIES:-linear}" --weights /tmp/w8b.txt --cold 2>&1 | tee -a "$out/tuned-linear.log"
       done ;;
     coldstart)
       # A model's start-up: the first calls of the Linear family's 80 layers on an empty cubin
