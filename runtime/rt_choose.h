@@ -15,8 +15,8 @@
  *   A problem with an op (gen_problem.op: mmt_matmul's epilogues) finds EXACT rows of that op
  *   and batch (the database keys rows by them, db.h); without one, the model ranks the
  *   candidates whose template has epilogues and whose constraints take the op and batch: it is
- *   fitted on plain GEMMs' rows, its analytic time counting the batch's work and D's type (an
- *   epilogue costs little beside the main loop but at small K).
+ *   fitted on the rows of plain GEMMs and of ops (any, less their epilogues' term), its
+ *   analytic time counting the batch's work and D's type, and the op's epilogue added.
  *   A tf32 problem is also chosen as f32 (tf32 only permits tensor-core rounding; fp32
  *   kernels answer it more precisely): the f32 choice serves it where no tf32 kernel does,
  *   or where that choice's template computes tf32 too (skinny: the same kernel in both) and

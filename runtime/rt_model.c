@@ -420,8 +420,19 @@ static int on_fit_row(const db_model_row *row, void *user) {
   rt_model *m = f->m;
   const signed char dt = (signed char)gen_dtype_index(row->problem.dtype);
   if (!(row->ms_median > 0) || gen_layout_index(row->problem.layout) < 0 || dt < 0) return 0;
-  /* the model predicts plain GEMMs: a fused or batched row times something else */
-  if (row->problem.op[0] || row->problem.batch != 1) return 0;
+  /* A plain GEMM's row, or an op kernel's (one problem, not grouped): fitted as the plain
+   * product once the epilogue's own term is taken off (fit_corrections), so that an op
+   * measured on some shapes, and other ops on the same configs, serve the shapes it was not.
+   * A batch's time or a grouped call's hangs on more than the shape (the batch walk, the
+   * routing): those rows are left out. */
+  gen_op op;
+  memset(&op, 0, sizeof op);
+  if (row->problem.batch != 1) return 0;
+  if (row->problem.op[0]) {
+    ut_err pe = {{0}};
+    if (gen_op_parse(row->problem.op, row->problem.dtype, &op, &pe) || op.group) return 0;
+  }
+  const bool has_op = row->problem.op[0] != 0;
   db_model_row known = *row; /* by the hash its config is known by */
   const db_model_row *r = &known;
   if (f->hooks.hash) {
@@ -437,6 +448,17 @@ static int on_fit_row(const db_model_row *row, void *user) {
   int c = config_of(f, r);
   if (c < 0) return 1;
   if (m->cfgs[c].skip) return 0;
+  if (has_op && !m->cfgs[c].overlap_known && f->hooks.launch) {
+    db_launch emitted;
+    ut_err e = {{0}};
+    mmt_status rc = f->hooks.launch(r, &emitted, f->hooks.user, &e);
+    if (rc == MMT_ERR_NOMEM) {
+      f->rc = ut_fail(f->err, rc, "%s", e.msg);
+      return 1;
+    }
+    m->cfgs[c].overlap = !rc && emitted.overlap;
+    m->cfgs[c].overlap_known = true;
+  }
   if (m->dev.sm_count <= 0 && r->sm_count > 0) m->dev.sm_count = r->sm_count;
   if (m->dev.cc_major <= 0 && r->cc_major > 0) m->dev.cc_major = r->cc_major;
   model_row *rows = ut_grow(m->rows, &m->rows_cap, m->nrows + 1, sizeof *rows);
@@ -453,13 +475,20 @@ static int on_fit_row(const db_model_row *row, void *user) {
     cfg->by_layout[layout].cluster = cfg->launch.cluster;
     cfg->layouts |= 1u << layout;
   }
-  rows[m->nrows++] = (model_row){.m = r->problem.m, .n = r->problem.n, .k = r->problem.k,
+  rows[m->nrows++] = (model_row){.m = r->problem.m,
+                                 .n = r->problem.n,
+                                 .k = r->problem.k,
                                  .lm = (float)log_size(r->problem.m),
                                  .ln = (float)log_size(r->problem.n),
                                  .lk = (float)log_size(r->problem.k),
-                                 .id = r->id, .cfg = c, .ms = r->ms_median, .dt = dt,
+                                 .id = r->id,
+                                 .cfg = c,
+                                 .ms = r->ms_median,
+                                 .dt = dt,
                                  .layout = gen_layout_index(r->problem.layout),
-                                 .aligned = packed_aligned(&r->problem)};
+                                 .aligned = packed_aligned(&r->problem),
+                                 .has_op = has_op,
+                                 .op = op};
   m->cfgs[c].count++;
   return 0;
 }
@@ -528,7 +557,10 @@ static mmt_status fit_merits(rt_model *m, ut_err *err) {
   return MMT_OK;
 }
 
-/* y = ln(measured / analytic) of every row, once the device is known. */
+/* y = ln(measured / analytic) of every row, once the device is known.  An op row's
+ * measurement less its epilogue's term (rt_model_epilogue_ms, as a prediction adds it), at
+ * least half of it: the product's time, against the analytic part of the op's problem (D's
+ * type and columns). */
 static void fit_corrections(rt_model *m) {
   if (m->dev.sm_count <= 0) m->dev.sm_count = RT_MODEL_DEFAULT_SMS;
   if (m->dev.cc_major <= 0) m->dev.cc_major = RT_MODEL_DEFAULT_CC;
@@ -536,9 +568,16 @@ static void fit_corrections(rt_model *m) {
     model_cfg *cfg = &m->cfgs[c];
     for (int i = cfg->first; i < cfg->first + cfg->count; i++) {
       model_row *r = &m->rows[i];
-      gen_problem p = {.dtype = gen_dtype_name(r->dt), .layout = gen_layout_name(r->layout),
-                       .m = r->m, .n = r->n, .k = r->k};
-      r->y = log(r->ms / rt_model_analytic_ms(&m->dev, &cfg->by_layout[r->layout], &p));
+      gen_problem p = {.dtype = gen_dtype_name(r->dt),
+                       .layout = gen_layout_name(r->layout),
+                       .m = r->m,
+                       .n = r->n,
+                       .k = r->k,
+                       .op = r->has_op ? &r->op : NULL};
+      db_launch l = cfg->by_layout[r->layout];
+      l.overlap = cfg->overlap;
+      const double ms = fmax(r->ms - rt_model_epilogue_ms(&m->dev, &l, &p), 0.5 * r->ms);
+      r->y = log(ms / rt_model_analytic_ms(&m->dev, &l, &p));
     }
   }
 }

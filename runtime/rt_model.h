@@ -46,9 +46,12 @@
  * Fit (rt_model_fit): one pass over the rows (db_each_model_row), about 100 ms for 10^5 rows;
  * the caller caches the model and fits again when the rows change (db_data_version), and the
  * chooser keeps fits on disk for the next process (rt_chooser_set_fit_cache: rt_model_pack's
- * bytes, read back in about 5 ms at 10^5 rows).  Only plain GEMMs' rows count (op "", batch
- * 1): a fused or batched problem's time is not a plain one's.  Rows written before schema 4
- * have no launch shape: the caller's resolver gives it (an emit), or they are left out.
+ * bytes, read back in about 5 ms at 10^5 rows).  Rows of one problem count: plain GEMMs' and
+ * op kernels' (mmt_matmul's epilogues), the latter as the product once the epilogue's term
+ * (rt_model_epilogue_ms, overlapped or not as the config's kernel is: the launch hook) is off;
+ * a batch's or a grouped call's rows do not (their times hang on the batch walk, the routing).
+ * Rows written before schema 4 have no launch shape: the caller's resolver gives it (an
+ * emit), or they are left out.
  *
  * Thread-safety: a model is used by one thread at a time (rt_model_focus keeps per-problem
  * sums in it).
@@ -118,7 +121,8 @@ typedef struct rt_model rt_model;
  * MMT_ERR_NOMEM just leave the row out). */
 typedef struct {
   /* The launch shape of a row measured before schema 4 (out zeroed: unknown, the row is left
-   * out). */
+   * out); asked too of a config's first op row, for its kernel's epilogue_overlap (which no
+   * column keeps). */
   mmt_status (*launch)(const db_model_row *row, db_launch *out, void *user, ut_err *err);
   /* The template hash the row's config is known by (*hash NULL: the row's own): the
    * template's as it is now where the row measured the kernel it emits now
@@ -158,7 +162,7 @@ void rt_model_free(rt_model *m);
 /* Bump when what the fit computes changes but no struct size, constant or analytic time does
  * (e.g. how merits are averaged). */
 /* 2: a config holds its dtype class; 3: a row names its dtype by gen_dtype_index */
-#define RT_MODEL_PACK_FORMAT 3
+#define RT_MODEL_PACK_FORMAT 4
 mmt_status rt_model_pack(const rt_model *m, void **data, size_t *len, ut_err *err);
 mmt_status rt_model_unpack(const void *data, size_t len, rt_model **out, ut_err *err);
 mmt_status rt_model_unpack_map(void *map, size_t map_len, size_t offset, rt_model **out,
@@ -225,8 +229,8 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
  * FP8 D 0.5, the activation: relu 0.2, silu 1, tanh GELU 1.2, erf GELU 2; gated: half of it and
  * a product).  A launch with `overlap` hides every unit's but the SM's last, which one of two
  * consumers runs alone: two units' worth (so ping-pong loses where each SM has one tile, ties
- * at two).  Added to rt_model_predict's time, outside the fitted part: the rows it fits are
- * plain GEMMs'. */
+ * at two).  Added to rt_model_predict's time, outside the fitted part (an op row is fitted
+ * with it taken off). */
 double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *launch,
                             const gen_problem *p);
 

@@ -17,7 +17,9 @@ typedef struct {
   int layout;
   bool aligned;   /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
   signed char dt; /* its dtype: gen_dtype_index */
+  bool has_op;    /* an op kernel's row (mmt_matmul's epilogue, batch 1): op says which */
   float ln, lk;
+  gen_op op;
 } model_row;
 
 typedef struct {
@@ -30,6 +32,8 @@ typedef struct {
   unsigned layouts; /* bit l: by_layout[l] is known */
   int first, count; /* its rows */
   bool skip;        /* no launch shape: its rows are left out */
+  bool overlap;     /* its kernels run an op's epilogue under the next tile's main loop */
+  bool overlap_known; /* asked of the templates (at its first op row) */
   int nbins;
   int bins[GEN_MAX_PARAMS]; /* its parameter values: indexes into its template's bins */
   /* focus sums: near rows (own y), and far-reaching ones (own merit r) */

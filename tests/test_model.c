@@ -277,14 +277,19 @@ static void test_predict_other_layout(void **state) {
 }
 
 /* A row of config `params` of template "tpl" (dtype, nt, tiles of 64 x 64, op and batch)
- * taking `factor` times the analytic time. */
+ * taking `factor` times the analytic time, and an op's epilogue term on top. */
 static void put_op_row(db_handle *db, const char *dtype, const char *params, int64_t m, int64_t n,
                        int64_t k, double factor, const char *op, int64_t batch) {
   const db_launch l = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128};
   const rt_model_device h100 = {132, 9};
   gen_problem p = packed(dtype, "nt", m, n, k);
+  gen_op parsed;
   db_result r;
   ut_err e;
+  if (op[0]) {
+    assert_int_equal(gen_op_parse(op, dtype, &parsed, &e), MMT_OK);
+    p.op = &parsed;
+  }
   memset(&r, 0, sizeof r);
   snprintf(r.device.name, sizeof r.device.name, "%s", DEV);
   snprintf(r.device.uuid, sizeof r.device.uuid, "GPU-test");
@@ -298,7 +303,8 @@ static void put_op_row(db_handle *db, const char *dtype, const char *params, int
   snprintf(r.problem.dtype, sizeof r.problem.dtype, "%s", dtype);
   snprintf(r.problem.op, sizeof r.problem.op, "%s", op);
   r.status = DB_OK;
-  r.ms_min = r.ms_median = r.ms_max = factor * rt_model_analytic_ms(&h100, &l, &p);
+  r.ms_min = r.ms_median = r.ms_max =
+      factor * rt_model_analytic_ms(&h100, &l, &p) + rt_model_epilogue_ms(&h100, &l, &p);
   r.runs = 10;
   r.tflops = 2.0 * (double)m * (double)n * (double)k / (r.ms_median * 1e9);
   r.regs = r.shared_bytes = r.local_bytes = -1;
@@ -374,24 +380,72 @@ static void test_predict_other_16bit(void **state) {
   db_close(db);
 }
 
-/* Rows of a fused or batched problem time more than the GEMM: the model, which predicts
- * plain GEMMs, fits on the plain rows only. */
-static void test_fit_plain_only(void **state) {
+/* An op kernel's row of one problem is fitted as the product, its epilogue's term taken off:
+ * a config measured only as ops serves other shapes and other ops, and plain GEMMs.  A batch's
+ * row and a grouped call's, whose times hang on more than the shape, are left out. */
+static void test_fit_op_rows(void **state) {
   (void)state;
-  db_handle *db = fresh_db("plain.db");
+  db_handle *db = fresh_db("ops.db");
   ut_err e;
   put_row(db, "x=1", 8, 5120, 5120, 1.0);
-  put_op_row(db, "f16", "x=1", 8, 5120, 5120, 10.0, "out=f16,bias=col,act=silu", 1);
   put_op_row(db, "f16", "x=1", 8, 5120, 5120, 10.0, "", 4);
-  put_op_row(db, "f16", "x=2", 8, 5120, 5120, 10.0, "out=f16,gated", 1); /* its only rows */
+  put_op_row(db, "f16", "x=1", 8, 5120, 5120, 10.0, "out=f16,group=contiguous", 1);
+  put_op_row(db, "f16", "x=2", 16, 5120, 5120, 2.0, "out=f16,bias=col,act=gelu_tanh", 1);
+  put_op_row(db, "f16", "x=2", 8, 14336, 4096, 2.0, "out=f32", 1);
   rt_model *m = NULL;
   assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
-  assert_int_equal(rt_model_row_count(m), 1);
-  assert_int_equal(rt_model_find(m, "tpl", "0123456789abcdef", "x=2", "f16"), -1);
+  assert_int_equal(rt_model_row_count(m), 3);
   gen_problem p = packed("f16", "nt", 8, 5120, 5120);
-  const double r = ratio_for(m, "x=1", &p);
-  assert_true(r > 0.9 && r < 1.1);
+  const double plain1 = ratio_for(m, "x=1", &p), plain2 = ratio_for(m, "x=2", &p);
+  assert_true(plain1 > 0.9 && plain1 < 1.1); /* the batch's 10x is not in it */
+  assert_true(plain2 > 1.8 && plain2 < 2.2);
+  /* another op, shape and type: the product's correction, and its own epilogue's term */
+  gen_op silu = {.out = "bf16", .bias = 'c', .act = GEN_ACT_SILU};
+  gen_problem q = packed("bf16", "nt", 8, 11008, 4096);
+  q.op = &silu;
+  const int c = rt_model_find(m, "tpl", "0123456789abcdef", "x=2", "bf16");
+  assert_true(c >= 0);
+  rt_model_focus(m, &q, NULL);
+  rt_prediction pred;
+  rt_model_predict(m, c, NULL, NULL, NULL, NAN, &q, &pred);
+  assert_int_equal(pred.rows, 2);
+  assert_true(pred.epilogue_ms > 0);
+  const double product = (pred.ms - pred.epilogue_ms) / pred.analytic_ms;
+  assert_true(product > 1.6 && product < 2.4);
   rt_model_free(m);
+  db_close(db);
+}
+
+/* rt_fit_hooks.launch: the emitted launch of a row's config, overlapping its epilogue when
+ * *user says so. */
+static mmt_status overlap_hook(const db_model_row *row, db_launch *out, void *user, ut_err *err) {
+  (void)err;
+  *out = row->launch;
+  out->overlap = *(const bool *)user;
+  return MMT_OK;
+}
+
+/* Which epilogue term comes off an op row is its kernel's: the fit asks the templates (the
+ * launch hook) whether the config overlaps it.  A row that took the whole term (no overlap):
+ * its product's correction is 1 where the kernel does not overlap, more where it would have
+ * hidden all but its last tiles'. */
+static void test_fit_op_overlap(void **state) {
+  (void)state;
+  db_handle *db = fresh_db("overlap.db");
+  ut_err e;
+  put_op_row(db, "f16", "x=1", 8192, 4096, 4096, 1.0, "out=f16,bias=col,act=gelu_tanh", 1);
+  gen_problem p = packed("f16", "nt", 8192, 4096, 4096);
+  double ratio[2];
+  for (int overlap = 0; overlap < 2; overlap++) {
+    bool says = overlap;
+    const rt_fit_hooks hooks = {.launch = overlap_hook, .user = &says};
+    rt_model *m = NULL;
+    assert_int_equal(rt_model_fit(db, DEV, NULL, &hooks, &m, &e), MMT_OK);
+    ratio[overlap] = ratio_for(m, "x=1", &p); /* plain p: no epilogue term */
+    rt_model_free(m);
+  }
+  assert_true(ratio[0] > 0.95 && ratio[0] < 1.05);
+  assert_true(ratio[1] > 1.05);
   db_close(db);
 }
 
@@ -920,7 +974,8 @@ int main(void) {
       cmocka_unit_test(test_predict_far_own_rows),
       cmocka_unit_test(test_fit_cluster),
       cmocka_unit_test(test_predict_other_16bit),
-      cmocka_unit_test(test_fit_plain_only),
+      cmocka_unit_test(test_fit_op_rows),
+      cmocka_unit_test(test_fit_op_overlap),
       cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),
       cmocka_unit_test(test_fit_cache),

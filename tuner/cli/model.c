@@ -31,8 +31,8 @@ static const tn_cmd_spec MODEL_SPEC = {
     "the first ranked config measured on the problem is scored: the problem's best time over\n"
     "that config's time (1 = the fastest).  Prints the geometric mean and the worst per GPU\n"
     "model and dtype, and how often the ranking's first config was a measured one; the\n"
-    "problems of mmt_matmul's epilogues and batches apart (\"f16+op\": the model, fitted on\n"
-    "plain GEMMs, ranks their op kernels).  Needs no GPU.",
+    "problems of mmt_matmul's epilogues and batches apart (\"f16+op\": the model ranks their op\n"
+    "kernels, fitted on the plain GEMMs' rows and the ops' of other shapes).  Needs no GPU.",
     MODEL_OPTS, (int)(sizeof MODEL_OPTS / sizeof MODEL_OPTS[0])};
 
 /* The problems of one GPU model: plain GEMMs, and mmt_matmul's fused or batched ones. */
@@ -123,8 +123,8 @@ static mmt_status score_problem(rt_chooser *ch, db_handle *db, const char *devic
   *top = false;
   mmt_status rc = db_each_ok(db, device, q, on_measured, &ml, err);
   if (!rc && ml.nomem) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory reading rows");
-  /* as measured: an op problem's rows are its op kernels' (the model, fitted on plain rows,
-   * ranks them with its analytic time of the batch and D's type) */
+  /* as measured: an op problem's rows are its op kernels' (the model ranks them with its
+   * analytic time of the batch and D's type, and the op's epilogue term) */
   gen_op op;
   const bool has_op = q->op[0] && gen_op_parse(q->op, q->dtype, &op, NULL) == MMT_OK;
   if (q->op[0] && !has_op) return MMT_OK; /* an op this mmtune does not know: not scored */
