@@ -515,8 +515,10 @@ mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, co
 
 /* ---- GEMM ---- */
 
-/* The slot of key (found or built) and, for an exclusive kernel, the lock still held. */
-static mmt_status lookup(mmt_context *ctx, const problem_key *key, problem_slot **out,
+/* The module of key's choice (found or built) and, for an exclusive kernel, the lock still
+ * held.  The module, not the slot: a module never moves, while another thread's miss may
+ * grow (move) the table once the lock is released. */
+static mmt_status lookup(mmt_context *ctx, const problem_key *key, loaded_kernel **out,
                          bool *locked, ut_err *err) {
   pthread_mutex_lock(&ctx->lock);
   problem_slot *s = slot_find(ctx, key);
@@ -525,9 +527,9 @@ static mmt_status lookup(mmt_context *ctx, const problem_key *key, problem_slot 
     ctx->hits++;
   else
     rc = build(ctx, key, &s, err);
+  *out = rc ? NULL : s->kernel;
   *locked = !rc && s->kernel->k.last_launch != NULL;
   if (!*locked) pthread_mutex_unlock(&ctx->lock);
-  *out = s;
   return rc;
 }
 
@@ -552,14 +554,14 @@ static mmt_status gemm(mmt_context *ctx, const mmt_problem *p, float alpha, cons
   problem_key key;
   if (rc || !gemm_call_key(p, alpha, A, B, beta, C, &kp, &key)) return rc;
   const void *ka = kp.swapped ? B : A, *kb = kp.swapped ? A : B;
-  problem_slot *s;
+  loaded_kernel *kernel;
   bool locked;
-  if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
+  if ((rc = lookup(ctx, &key, &kernel, &locked, err))) return rc;
   rt_gemm_args args = {.m = kp.m, .n = kp.n, .k = kp.k, .alpha = alpha, .beta = beta,
                        .a = (CUdeviceptr)(uintptr_t)ka, .b = (CUdeviceptr)(uintptr_t)kb,
                        .c = (CUdeviceptr)(uintptr_t)C, .lda = kp.lda, .ldb = kp.ldb,
                        .ldc = kp.ldc};
-  rc = rt_kernel_launch(&s->kernel->k, &args, (CUstream)stream, err);
+  rc = rt_kernel_launch(&kernel->k, &args, (CUstream)stream, err);
   if (locked) pthread_mutex_unlock(&ctx->lock);
   if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
   return rc;
@@ -666,7 +668,7 @@ static mmt_status check_group_error(mmt_context *ctx, ut_err *err) {
 
 /* The launches of an op call: one per 65535 problems of the batch (grid.z's limit; a grouped
  * call has at most 65535 experts, rt_matmul_check). */
-static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_matmul_plan *pl,
+static mmt_status launch_op(mmt_context *ctx, loaded_kernel *kernel, const rt_matmul_plan *pl,
                             const mmt_matmul_desc *d, CUdeviceptr group_error, void *stream,
                             ut_err *err) {
   const int64_t in = rt_dtype(d->in_type)->elem_bytes, out = rt_dtype(d->out_type)->elem_bytes;
@@ -707,7 +709,7 @@ static mmt_status launch_op(mmt_context *ctx, const problem_slot *s, const rt_ma
         .epi = &epi,
         .batch = pl->batch - z < 65535 ? pl->batch - z : 65535,
         .group = pl->op.group};
-    rc = rt_kernel_launch(&s->kernel->k, &args, (CUstream)stream, err);
+    rc = rt_kernel_launch(&kernel->k, &args, (CUstream)stream, err);
     if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
   }
   return rc;
@@ -742,10 +744,10 @@ static mmt_status matmul(mmt_context *ctx, const mmt_matmul_desc *d, void *strea
   CUdeviceptr group_error = 0; /* made before the lookup, which may keep the lock */
   if (pl.op.group && (rc = group_error_word(ctx, &group_error, err))) return rc;
   problem_key key = op_key_of(&pl, pl.dtype);
-  problem_slot *s;
+  loaded_kernel *kernel;
   bool locked;
-  if ((rc = lookup(ctx, &key, &s, &locked, err))) return rc;
-  rc = launch_op(ctx, s, &pl, d, group_error, stream, err);
+  if ((rc = lookup(ctx, &key, &kernel, &locked, err))) return rc;
+  rc = launch_op(ctx, kernel, &pl, d, group_error, stream, err);
   if (locked) pthread_mutex_unlock(&ctx->lock);
   return rc;
 }
