@@ -92,6 +92,23 @@ typedef struct {
                  compiles anyway: warm calls pay nothing), for `mmtune tune --recorded`.  The
                  database is then opened for writing and made if missing; a failed record is
                  logged (MMT_LOG_WARN), never the call's error.  Needs a database (not "") */
+  int online; /* non-zero (record implied): recorded problems are also tuned in the background,
+                 by a `mmtune tune --recorded` process (never in this one: a faulting candidate
+                 kills that worker, not the application) started on this device with the
+                 budget below and 2 compile threads, one at a time a database across threads
+                 and processes (a lock file beside it: the path + ".online.lock"); its output
+                 is appended to the cubin cache folder's online-worker.log (no cache folder:
+                 discarded).  Calls are served meanwhile as without it.  A call checks at most
+                 every 200 ms whether the database changed; then every problem whose choice
+                 was not EXACT chooses again at its next call, from the new rows (and compiles
+                 its new kernel then: prepare again to keep that out of a call).  The worker
+                 shares the GPU with the application, which it slows while it measures, and
+                 outlives the context (mmt_close leaves it to finish).  A worker that cannot
+                 be started is logged (MMT_LOG_WARN) and not tried again */
+  const char *tuner;    /* the mmtune executable online runs; NULL: $MMTUNE_TUNER, else "mmtune"
+                           looked up in PATH */
+  double online_budget; /* search seconds a recorded problem gets (counted across runs, as
+                           `mmtune tune --budget`); 0: 5 */
 } mmt_options;
 
 /*

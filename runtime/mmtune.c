@@ -41,6 +41,7 @@
 #include "rt_device.h"
 #include "rt_gemm.h"
 #include "rt_matmul.h"
+#include "rt_online.h"
 #include "rt_quantize.h"
 #include "util.h"
 
@@ -98,7 +99,20 @@ struct mmt_context {
    * the first grouped call, then published (atomic stores) and never changed. */
   int *group_error;
   CUdeviceptr group_error_dev;
+  /* Online tuning (mmt_options.online): the worker this context started and what it needs. */
+  bool online;
+  char *db_path, *tuner, *worker_log; /* the database's real path; log "/dev/null": none */
+  double online_budget;
+  int device;
+  pid_t worker;       /* 0: none running that this context started */
+  bool worker_wanted; /* problems recorded since the last worker started */
+  bool worker_failed; /* a start failed: not tried again */
+  double next_poll;   /* ut_now_seconds() of the next check */
+  int64_t results_id; /* the results table's largest id at the last check */
 };
+
+/* How often a call checks for a worker to start and for new results (online). */
+#define ONLINE_POLL_S 0.2
 
 static void group_error_free(mmt_context *ctx);
 
@@ -143,7 +157,8 @@ static mmt_status open_db(mmt_context *ctx, const char *path, ut_err *err) {
   if (path && !*path) { /* asked for no database */
     if (ctx->record)
       return ut_fail(err, MMT_ERR_INVALID_ARG,
-                     "options->record needs a database to record into, but db_path is \"\"");
+                     "options->%s needs a database to record into, but db_path is \"\"",
+                     ctx->online ? "online" : "record");
     log_line(ctx, MMT_LOG_INFO, "no database (db_path \"\"): template defaults");
     return MMT_OK;
   }
@@ -164,8 +179,16 @@ static mmt_status open_db(mmt_context *ctx, const char *path, ut_err *err) {
     log_line(ctx, MMT_LOG_INFO, "no database at %s: template defaults (run mmtune to tune)", path);
     return MMT_OK;
   }
-  if (rc) ut_err_prefix(err, "database '%s'", path);
-  return rc;
+  if (rc) {
+    ut_err_prefix(err, "database '%s'", path);
+    return rc;
+  }
+  if (ctx->online) { /* the worker's database, whatever the application's folder then */
+    ctx->db_path = realpath(path, NULL);
+    if (!ctx->db_path && !(ctx->db_path = strdup(path)))
+      return ut_fail(err, MMT_ERR_NOMEM, "out of memory opening mmtune");
+  }
+  return MMT_OK;
 }
 
 static mmt_status open_cache_dir(mmt_context *ctx, const char *dir, ut_err *err) {
@@ -196,6 +219,12 @@ static void release(mmt_context *ctx) {
   free(ctx->cache_dir);
   rt_quantizer_unload(&ctx->quant);
   group_error_free(ctx);
+  rt_online_reap(ctx->worker); /* reaped if it has ended; else it finishes on its own */
+  free(ctx->db_path);
+  free(ctx->tuner);
+  free(ctx->worker_log);
+  ctx->db_path = ctx->tuner = ctx->worker_log = NULL;
+  ctx->worker = 0;
   if (ctx->dev_open) rt_device_close(&ctx->dev);
   ctx->kernels = NULL;
   ctx->slots = NULL;
@@ -204,6 +233,36 @@ static void release(mmt_context *ctx) {
   ctx->cache_dir = NULL;
   ctx->dev_open = false;
   ctx->kernel_count = ctx->kernel_cap = ctx->slot_count = ctx->slot_cap = 0;
+}
+
+/* The online worker's tuner, budget, device and log (mmt_options.online). */
+static mmt_status online_options(mmt_context *ctx, int device, const mmt_options *o, ut_err *err) {
+  if (!(o->online_budget >= 0) || o->online_budget > 1e6)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "options->online_budget must be 0 (the default) or seconds up to 1e6, got %g",
+                   o->online_budget);
+  const char *tuner = o->tuner ? o->tuner : getenv("MMTUNE_TUNER");
+  if (!tuner || !*tuner) tuner = "mmtune";
+  ctx->online_budget = o->online_budget > 0 ? o->online_budget : RT_ONLINE_BUDGET_S;
+  ctx->device = device;
+  if (!(ctx->tuner = strdup(tuner)))
+    return ut_fail(err, MMT_ERR_NOMEM, "out of memory opening mmtune");
+  return MMT_OK;
+}
+
+/* The worker's log (in the cubin cache folder, else none) and the results it starts from. */
+static mmt_status online_start_state(mmt_context *ctx, ut_err *err) {
+  char path[4096];
+  const int n = ctx->cache_dir ? snprintf(path, sizeof path, "%s/online-worker.log", ctx->cache_dir)
+                               : snprintf(path, sizeof path, "/dev/null");
+  if (n <= 0 || (size_t)n >= sizeof path)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "cache_dir is too long for the worker's log");
+  ut_err e;
+  if (ctx->cache_dir) ut_mkdir_p(ctx->cache_dir, &e); /* the log's folder; a failure: its open's */
+  if (!(ctx->worker_log = strdup(path))) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  uint64_t files;
+  if (ctx->db && db_rows_stamp(ctx->db, &ctx->results_id, &files, &e)) ctx->results_id = 0;
+  return MMT_OK;
 }
 
 mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
@@ -216,10 +275,12 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
     ctx->log = options->log;
     ctx->log_user = options->log_user;
     ctx->log_level = options->log_level;
-    ctx->record = options->record != 0;
+    ctx->record = options->record != 0 || options->online != 0;
+    ctx->online = options->online != 0;
   }
   mmt_status rc = MMT_OK;
-  if (pthread_mutex_init(&ctx->lock, NULL) != 0)
+  if (ctx->online) rc = online_options(ctx, device, options, err);
+  if (!rc && pthread_mutex_init(&ctx->lock, NULL) != 0)
     rc = ut_fail(err, MMT_ERR_NOMEM, "cannot create the context's mutex");
   ctx->lock_ok = rc == MMT_OK;
   /* The database first: a corrupt file is reported even on a machine without a GPU. */
@@ -234,6 +295,7 @@ mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   if (!rc) rc = rt_chooser_set_fit_cache(ctx->chooser, ctx->cache_dir, err);
   /* the model and the templates now, so that a call's choice is a ranking */
   if (!rc) rc = rt_chooser_prepare(ctx->chooser, ctx->db, ctx->dev.info.name, err);
+  if (!rc && ctx->online) rc = online_start_state(ctx, err);
   ctx->open_rc = rc;
   if (rc) {
     release(ctx);
@@ -424,6 +486,72 @@ static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch
   return rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
 }
 
+/* ---- online tuning (callers hold the lock) ---- */
+
+/* Starts a worker when problems were recorded since the last one started and none that this
+ * context started is still running (another's lock: tried again at a later check). */
+static void online_kick(mmt_context *ctx) {
+  if (!ctx->worker_wanted || ctx->worker_failed || !rt_online_reap(ctx->worker)) return;
+  ctx->worker = 0;
+  const rt_online_worker w = {.tuner = ctx->tuner,
+                              .db_path = ctx->db_path,
+                              .cache_dir = ctx->cache_dir,
+                              .device = ctx->device,
+                              .budget_s = ctx->online_budget};
+  pid_t pid = 0;
+  ut_err e;
+  if (rt_online_start(&w, ctx->worker_log, &pid, &e)) {
+    ctx->worker_failed = true;
+    log_line(ctx, MMT_LOG_WARN, "online tuning stops: %s", e.msg);
+    return;
+  }
+  if (!pid) return;
+  ctx->worker = pid;
+  ctx->worker_wanted = false;
+  log_line(ctx, MMT_LOG_INFO, "online: worker %ld tunes the problems recorded in %s (log %s)",
+           (long)pid, ctx->db_path, ctx->worker_log);
+}
+
+/* Forgets the choices that were not EXACT (their next call chooses again); how many. */
+static int slots_drop_inexact(mmt_context *ctx) {
+  int kept = 0, dropped = 0;
+  for (int i = 0; i < ctx->slot_cap; i++) {
+    if (!ctx->slots[i].used) continue;
+    if (ctx->slots[i].choice.kind == MMT_CHOICE_EXACT)
+      ctx->slots[kept++] = ctx->slots[i];
+    else
+      dropped++;
+  }
+  if (!dropped) return 0;
+  /* the kept slots, packed at the front, go back to their hashed places */
+  problem_slot *keep = malloc(((size_t)kept + 1) * sizeof *keep);
+  if (!keep) return 0; /* out of memory: the old choices stay, the next check tries again */
+  memcpy(keep, ctx->slots, (size_t)kept * sizeof *keep);
+  memset(ctx->slots, 0, (size_t)ctx->slot_cap * sizeof *ctx->slots);
+  for (int i = 0; i < kept; i++) *slot_free(ctx->slots, ctx->slot_cap, &keep[i].key) = keep[i];
+  ctx->slot_count = kept;
+  free(keep);
+  return dropped;
+}
+
+/* At most every ONLINE_POLL_S: a worker to start, and new results (a larger results id)
+ * that the choices made before them did not see. */
+static void online_poll(mmt_context *ctx) {
+  const double now = ut_now_seconds();
+  if (now < ctx->next_poll) return;
+  ctx->next_poll = now + ONLINE_POLL_S;
+  online_kick(ctx);
+  int64_t id = 0;
+  uint64_t files = 0;
+  ut_err e;
+  if (!ctx->db || db_rows_stamp(ctx->db, &id, &files, &e) || id == ctx->results_id) return;
+  ctx->results_id = id;
+  const int dropped = slots_drop_inexact(ctx);
+  if (dropped)
+    log_line(ctx, MMT_LOG_INFO, "online: new results; %d problems choose again at their next call",
+             dropped);
+}
+
 /* Adds problem p to the database's queue of recorded problems (mmt_options.record); a
  * failure is logged, not returned.  Lock held. */
 static void record_problem(mmt_context *ctx, const gen_problem *p) {
@@ -432,9 +560,15 @@ static void record_problem(mmt_context *ctx, const gen_problem *p) {
   ut_copy(dp.layout, sizeof dp.layout, p->layout);
   if (p->op) gen_op_format(p->op, dp.op, sizeof dp.op, NULL);
   ut_err e;
-  if (db_record(ctx->db, ctx->dev.info.name, &dp, &e))
+  if (db_record(ctx->db, ctx->dev.info.name, &dp, &e)) {
     log_line(ctx, MMT_LOG_WARN, "could not record %lldx%lldx%lld %s %s: %s", (long long)p->m,
              (long long)p->n, (long long)p->k, p->layout, p->dtype, e.msg);
+    return;
+  }
+  if (ctx->online) {
+    ctx->worker_wanted = true;
+    online_kick(ctx);
+  }
 }
 
 /* Remembers key's choice ch: its module (kernel_get's, `compiled` as there) and its slot.
@@ -521,6 +655,7 @@ mmt_status rt_explain(rt_chooser *ch, db_handle *db, const char *device_name, co
 static mmt_status lookup(mmt_context *ctx, const problem_key *key, loaded_kernel **out,
                          bool *locked, ut_err *err) {
   pthread_mutex_lock(&ctx->lock);
+  if (ctx->online) online_poll(ctx);
   problem_slot *s = slot_find(ctx, key);
   mmt_status rc = MMT_OK;
   if (s)

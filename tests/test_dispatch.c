@@ -799,6 +799,27 @@ static void test_record_needs_a_database(void **state) {
   mmt_close(ctx);
 }
 
+/* Online tuning records, so it needs a database too; its budget is seconds (0: the default),
+ * checked before anything is opened (no GPU needed). */
+static void test_online_options(void **state) {
+  fixture *f = *state;
+  char path[160];
+  snprintf(path, sizeof path, "%s/online.db", f->dir);
+  mmt_options o = {.db_path = "", .online = 1};
+  mmt_context *ctx = NULL;
+  assert_int_equal(mmt_open(&ctx, 0, &o), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(mmt_errmsg(ctx), "online needs a database"));
+  mmt_close(ctx);
+  const double bad[] = {-1, NAN, 1e7};
+  for (int i = 0; i < 3; i++) {
+    o = (mmt_options){.db_path = path, .online = 1, .online_budget = bad[i]};
+    assert_int_equal(mmt_open(&ctx, 0, &o), MMT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mmt_errmsg(ctx), "online_budget"));
+    mmt_close(ctx);
+  }
+  assert_int_equal(access(path, F_OK), -1); /* refused before the database was made */
+}
+
 static void test_open_corrupt_db(void **state) {
   fixture *f = *state;
   char path[160];
@@ -1235,6 +1256,33 @@ static void test_gpu_exclusive_graph(void **state) {
   exclusive_check_close(&x);
 }
 
+/* A context opened with o (the test skipped without a GPU) and three zeroed 64 x 64 f32
+ * matrices a, b, c in one allocation (*buf, freed by the caller). */
+typedef struct {
+  mmt_context *ctx;
+  const rt_cu *cu;
+  CUdeviceptr buf;
+  const float *a, *b;
+  float *c;
+} sgemm_setup;
+
+static sgemm_setup open_sgemm(const mmt_options *o) {
+  sgemm_setup t = {0};
+  mmt_status rc = mmt_open(&t.ctx, 0, o);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) {
+    mmt_close(t.ctx);
+    skip();
+  }
+  if (rc) fail_msg("mmt_open: %s", mmt_errmsg(t.ctx));
+  ut_err e;
+  assert_int_equal(rt_driver(&t.cu, &e), MMT_OK);
+  assert_int_equal(t.cu->cuMemAlloc(&t.buf, 3 * 64 * 64 * 4), CUDA_SUCCESS);
+  assert_int_equal(t.cu->cuMemsetD32(t.buf, 0, 3 * 64 * 64), CUDA_SUCCESS);
+  t.a = (const float *)(uintptr_t)t.buf, t.b = t.a + 64 * 64;
+  t.c = (float *)(uintptr_t)(t.buf + 2 * 64 * 64 * 4);
+  return t;
+}
+
 /* options.record: a context's first call of a problem without an exact row adds it to the
  * database's queue (made with the file), a second call of it adds nothing; the rows are the
  * kernel problems, as tune keys them. */
@@ -1255,27 +1303,14 @@ static void test_gpu_record(void **state) {
   char path[160];
   snprintf(path, sizeof path, "%s/recorded.db", f->dir);
   mmt_options o = {.db_path = path, .cache_dir = f->dir, .record = 1};
-  mmt_context *ctx = NULL;
-  mmt_status rc = mmt_open(&ctx, 0, &o);
-  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) {
-    mmt_close(ctx);
-    skip();
-  }
-  if (rc) fail_msg("mmt_open: %s", mmt_errmsg(ctx));
-  const rt_cu *cu = NULL;
-  ut_err e;
-  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
-  CUdeviceptr buf;
-  assert_int_equal(cu->cuMemAlloc(&buf, 3 * 64 * 64 * 4), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemsetD32(buf, 0, 3 * 64 * 64), CUDA_SUCCESS);
-  const float *a = (const float *)(uintptr_t)buf, *b = a + 64 * 64;
-  float *c = (float *)(uintptr_t)(buf + 2 * 64 * 64 * 4);
+  sgemm_setup t = open_sgemm(&o);
   for (int i = 0; i < 2; i++)
-    assert_int_equal(mmt_sgemm(ctx, 48, 40, 64, a, 64, b, 64, c, 64, NULL), MMT_OK);
-  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
-  mmt_close(ctx);
-  cu->cuMemFree(buf);
+    assert_int_equal(mmt_sgemm(t.ctx, 48, 40, 64, t.a, 64, t.b, 64, t.c, 64, NULL), MMT_OK);
+  assert_int_equal(t.cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  mmt_close(t.ctx);
+  t.cu->cuMemFree(t.buf);
   db_handle *db = NULL;
+  ut_err e;
   assert_int_equal(db_open(path, true, &db, &e), MMT_OK);
   recorded_seen seen = {0};
   assert_int_equal(db_each_recorded(db, NULL, seen_fn, &seen, &e), MMT_OK);
@@ -1288,6 +1323,42 @@ static void test_gpu_record(void **state) {
   assert_string_equal(seen.first.problem.dtype, "f32");
   assert_string_equal(seen.first.problem.layout, "nn");
   assert_string_equal(seen.first.problem.op, "");
+}
+
+/* options.online: the first call records the problem and starts mmtune's worker, which tunes
+ * it (a second of search); a later call then chooses again and is served EXACT, without a
+ * restart.  The worker's output is in the cache folder. */
+static void test_gpu_online(void **state) {
+  fixture *f = *state;
+  char path[160], log[200];
+  snprintf(path, sizeof path, "%s/online-gpu.db", f->dir);
+  snprintf(log, sizeof log, "%s/online-worker.log", f->dir);
+  mmt_options o = {
+      .db_path = path, .cache_dir = f->dir, .online = 1, .tuner = MMT_CLI_PATH, .online_budget = 1};
+  sgemm_setup t = open_sgemm(&o);
+  const mmt_problem p = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 56, 40, 64, 64, 64, 64,
+                         MMT_F32};
+  mmt_choice ch;
+  assert_int_equal(mmt_sgemm(t.ctx, 56, 40, 64, t.a, 64, t.b, 64, t.c, 64, NULL), MMT_OK);
+  assert_int_equal(mmt_explain(t.ctx, &p, &ch), MMT_OK);
+  assert_int_not_equal(ch.kind, MMT_CHOICE_EXACT);
+  const double until = ut_now_seconds() + 120;
+  while (ch.kind != MMT_CHOICE_EXACT && ut_now_seconds() < until) {
+    usleep(250000);
+    assert_int_equal(mmt_sgemm(t.ctx, 56, 40, 64, t.a, 64, t.b, 64, t.c, 64, NULL), MMT_OK);
+    assert_int_equal(mmt_explain(t.ctx, &p, &ch), MMT_OK);
+  }
+  assert_int_equal(t.cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  mmt_close(t.ctx);
+  t.cu->cuMemFree(t.buf);
+  if (ch.kind != MMT_CHOICE_EXACT) {
+    FILE *lf = fopen(log, "r");
+    char line[512];
+    while (lf && fgets(line, sizeof line, lf)) fputs(line, stderr);
+    if (lf) fclose(lf);
+    fail_msg("not served exact within 120 s of online tuning (the worker's log above)");
+  }
+  assert_int_equal(access(log, F_OK), 0);
 }
 
 /* mmt_matmul_prepare loads a split-K kernel and sizes its workspace without a launch, so
@@ -1358,6 +1429,7 @@ int main(void) {
       cmocka_unit_test(test_open_without_gpu),
       cmocka_unit_test(test_open_corrupt_db),
       cmocka_unit_test(test_record_needs_a_database),
+      cmocka_unit_test(test_online_options),
       cmocka_unit_test(test_gpu_sgemm),
       cmocka_unit_test(test_gpu_prepare),
       cmocka_unit_test(test_gpu_exact_and_bad_device),
@@ -1367,6 +1439,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_exclusive_graph),
       cmocka_unit_test(test_gpu_prepare_graph),
       cmocka_unit_test(test_gpu_record),
+      cmocka_unit_test(test_gpu_online),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }

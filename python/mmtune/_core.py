@@ -136,7 +136,7 @@ class Context:
 
 
 def open(device=0, db_path=None, cache_dir=None, log=None, log_level="info",  # noqa: A001
-         record=False):
+         record=False, online=False, tuner=None, online_budget=0):
     """Opens a context on CUDA device `device` (mmt_open), owned by the caller (close() it, or
     use it in a with-block).
     db_path:   the database; None: $MMTUNE_DB, else $XDG_CACHE_HOME/mmtune/mmtune.db, as the C
@@ -147,12 +147,19 @@ def open(device=0, db_path=None, cache_dir=None, log=None, log_level="info",  # 
     log_level: the most detailed level passed to log.
     record:    add each problem served without a row of its own to the database's queue
                (`mmtune tune --recorded` tunes them); the database is made if missing.
+    online:    record, and tune the recorded problems in the background: a `mmtune tune
+               --recorded` process (tuner: its path; None: $MMTUNE_TUNER, else mmtune in PATH),
+               online_budget seconds a problem (0: 5); later calls use the new results
+               (mmtune.h, mmt_options.online).
     Raises Error (MMT_ERR_NO_DRIVER, MMT_ERR_NO_DEVICE, MMT_ERR_DB_CORRUPT, ...)."""
     lib = _lib.load()
     opt = _lib.Options()
     opt.db_path = None if db_path is None else str(db_path).encode()
     opt.cache_dir = None if cache_dir is None else str(cache_dir).encode()
     opt.record = 1 if record else 0
+    opt.online = 1 if online else 0
+    opt.tuner = None if tuner is None else str(tuner).encode()
+    opt.online_budget = float(online_budget)
     log_fn = None
     if log is not None:
         names = {v: k for k, v in _lib.LOG_LEVELS.items()}

@@ -64,6 +64,9 @@ class Options(ctypes.Structure):
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
         ("record", ctypes.c_int),
+        ("online", ctypes.c_int),
+        ("tuner", ctypes.c_char_p),
+        ("online_budget", ctypes.c_double),
     ]
 
 
