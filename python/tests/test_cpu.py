@@ -109,7 +109,7 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "mmtune"))
                                     if f.endswith(".py")),
                              ["__init__.py", "_arrays.py", "_core.py", "_lib.py", "_matmul.py",
-                              "_quantize.py"])
+                              "_quantize.py", "torch.py"])
             r = _run_python("import mmtune; print(mmtune.__file__, mmtune.library_path())",
                             {"PYTHONPATH": d})
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -339,6 +339,110 @@ class TestDLPack(unittest.TestCase):
 
 
 @NO_DRIVER_ONLY
+def _torch_or_none():
+    try:
+        import torch
+        return torch
+    except Exception:  # not installed, or its CUDA libraries missing: the tests skip
+        return None
+
+
+class TestTorchOps(unittest.TestCase):
+    """mmtune.torch without a GPU: the operators' schemas and fake implementations on meta
+    tensors (what torch.compile traces with), a traced graph, the modules' parameters."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.th = _torch_or_none()
+        if cls.th is None:
+            raise unittest.SkipTest("torch is not importable")
+        import mmtune.torch as mt
+        cls.mt = mt
+
+    def meta(self, *shape, dtype=None):
+        return self.th.empty(*shape, device="meta", dtype=dtype or self.th.float16)
+
+    def op(self, a, b, bias=None, act=None, gated=False, out_dtype=None, trans_a=False,
+           trans_b=True):
+        return self.th.ops.mmtune.matmul(a, b, bias, "col", act, gated, 1.0, 0.0, None, out_dtype,
+                                         trans_a, trans_b)
+
+    def test_schemas(self):
+        th = self.th
+        s = str(th.ops.mmtune.matmul.default._schema)
+        self.assertIn("mmtune::matmul(Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, "
+                      "bool gated, float alpha, float beta, Tensor? c, ScalarType? out_dtype, "
+                      "bool trans_a, bool trans_b) -> Tensor", s)
+        s = str(th.ops.mmtune.matmul_out.default._schema)
+        self.assertIn("Tensor(a0!) out", s)
+        self.assertTrue(s.endswith("-> ()"), s)
+
+    def test_fake_shapes(self):
+        th = self.th
+        x, w = self.meta(8, 64), self.meta(32, 64)
+        y = self.op(x, w, act="gelu_tanh")
+        self.assertEqual((tuple(y.shape), y.dtype, y.device.type), ((8, 32), th.float16, "meta"))
+        y = self.op(x, w, act="silu", gated=True, out_dtype=th.float32)
+        self.assertEqual((tuple(y.shape), y.dtype), ((8, 16), th.float32))
+        y = self.op(self.meta(5, 64, 8), self.meta(64, 24), trans_a=True, trans_b=False)
+        self.assertEqual(tuple(y.shape), (5, 8, 24))
+        y = self.op(self.meta(6, 50, 64), self.meta(6, 50, 64))
+        self.assertEqual(tuple(y.shape), (6, 50, 50))
+        y = self.op(self.meta(6, 50, 64), self.meta(1, 40, 64))
+        self.assertEqual(tuple(y.shape), (6, 50, 40))
+        for bad, msg in (((x, self.meta(32, 65)), "inner dimensions"),
+                         ((x, self.meta(31, 64)), "even number"),
+                         ((self.meta(64), w), "2-D or 3-D"),
+                         ((self.meta(2, 8, 64), self.meta(3, 32, 64)), "batches of 2 and 3")):
+            with self.assertRaises(ValueError) as cm:
+                self.op(*bad, gated=msg == "even number")
+            self.assertIn(msg, str(cm.exception))
+        out = self.meta(8, 32)
+        self.assertIsNone(self.th.ops.mmtune.matmul_out(out, x, w, None, "col", None, False, 1.0,
+                                                        0.0, None, False, True))
+        with self.assertRaises(ValueError):
+            self.th.ops.mmtune.matmul_out(self.meta(8, 31), x, w, None, "col", None, False, 1.0,
+                                          0.0, None, False, True)
+
+    def test_traced_graph(self):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def f(x, w, b):
+            return self.op(x, w, bias=b, act="relu") * 2
+
+        g = make_fx(f, tracing_mode="fake")(self.meta(8, 64), self.meta(32, 64), self.meta(32))
+        calls = [str(n.target) for n in g.graph.nodes if n.op == "call_function"]
+        self.assertEqual(calls[0], "mmtune.matmul.default")
+
+    def test_linear_module(self):
+        th, mt = self.th, self.mt
+        lin = mt.Linear(64, 32, act="relu", device="meta", dtype=th.float16)
+        self.assertIsInstance(lin, th.nn.Linear)
+        self.assertEqual(list(lin.state_dict()), ["weight", "bias"])
+        self.assertEqual(tuple(lin(self.meta(2, 4, 64)).shape), (2, 4, 32))
+        self.assertIn("act='relu'", repr(lin))
+
+    def test_swap_linear(self):
+        th, mt = self.th, self.mt
+        m = th.nn.Sequential(th.nn.Linear(64, 32), th.nn.ReLU(),
+                             th.nn.Sequential(th.nn.Linear(32, 8, bias=False)))
+        m.eval()
+        before = {k: v.clone() for k, v in m.state_dict().items()}
+        params = [id(p) for p in m.parameters()]
+        self.assertIs(mt.swap_linear(m), m)
+        self.assertIs(type(m[0]), mt.Linear)
+        self.assertIs(type(m[2][0]), mt.Linear)
+        self.assertIsNone(m[2][0].bias)
+        self.assertFalse(m[0].training)
+        self.assertEqual([id(p) for p in m.parameters()], params)  # the same parameters
+        self.assertEqual(list(m.state_dict()), list(before))
+        fresh = th.nn.Sequential(th.nn.Linear(64, 32), th.nn.ReLU(),
+                                 th.nn.Sequential(th.nn.Linear(32, 8, bias=False)))
+        mt.swap_linear(fresh).load_state_dict(before)  # a plain model's state dict loads
+        for k, v in fresh.state_dict().items():
+            self.assertTrue(th.equal(v, before[k]), k)
+
+
 class TestWithoutDriver(unittest.TestCase):
     """What reaches the library on a machine without a GPU."""
 

@@ -506,5 +506,84 @@ class TestFP8(unittest.TestCase):
             mmtune.matmul(q, q, trans_b=True, scale_mode="block", scale_row=s, scale_col=s)
 
 
+@unittest.skipIf(SKIP, SKIP)
+class TestTorchOps(unittest.TestCase):
+    """mmtune.torch on the GPU: torch.library.opcheck of both operators, their results against
+    float64 torch, torch.compile(fullgraph=True) of a model of mmtune Linear layers, and a CUDA
+    graph of one replayed with new inputs."""
+
+    @classmethod
+    def setUpClass(cls):
+        import mmtune.torch as mt
+        cls.mt = mt
+
+    def test_opcheck(self):
+        x = torch.randn(33, 64, device="cuda").half()
+        w = torch.randn(40, 64, device="cuda").half()
+        b = torch.randn(40, device="cuda")
+        for act, gated in ((None, False), ("gelu_tanh", False), ("silu", True)):
+            args = (x, w, None if gated else b, "col", act, gated, 1.0, 0.0, None, None, False,
+                    True)
+            torch.library.opcheck(torch.ops.mmtune.matmul.default, args)
+            out = torch.empty(33, 20 if gated else 40, device="cuda").half()
+            torch.library.opcheck(torch.ops.mmtune.matmul_out.default,
+                                  (out,) + args[:9] + args[10:])
+
+    def test_results(self):
+        x = torch.randn(130, 96, device="cuda").bfloat16()
+        w = torch.randn(72, 96, device="cuda").bfloat16()
+        b = torch.randn(72, device="cuda").bfloat16()
+        y = torch.ops.mmtune.matmul(x, w, b, "col", "silu", False, 1.0, 0.0, None, torch.float32,
+                                    False, True)
+        torch.cuda.synchronize()
+        ref = _act(x.double() @ w.double().T + b.double(), "silu")
+        self.assertEqual(y.dtype, torch.float32)
+        self.assertLess(rel_err(y, ref), TOL["float32"])
+        out = torch.empty(130, 72, device="cuda").bfloat16()
+        torch.ops.mmtune.matmul_out(out, x, w, b, "col", "silu", False, 1.0, 0.0, None, False,
+                                    True)
+        torch.cuda.synchronize()
+        self.assertLess(rel_err(out, ref), TOL["bfloat16"])
+
+    def model(self):
+        """A small MLP twice, the same weights: with mmtune's layers swapped in, and PyTorch's."""
+        torch.manual_seed(0)
+
+        def mlp():
+            return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.SiLU(),
+                                       torch.nn.Linear(128, 32)).cuda().half().eval()
+
+        plain, m = mlp(), mlp()
+        m.load_state_dict(plain.state_dict())
+        return self.mt.swap_linear(m), plain
+
+    def test_compile_fullgraph(self):
+        m, plain = self.model()
+        x = torch.randn(4, 9, 64, device="cuda").half()
+        with torch.no_grad():
+            eager = m(x)
+            compiled = torch.compile(m, fullgraph=True)(x)
+            want = plain(x)
+        torch.cuda.synchronize()
+        # inductor may fuse the SiLU in between: the same up to f16 rounding
+        self.assertLess(rel_err(compiled, eager.double()), 2e-2)
+        self.assertLess(rel_err(eager, want.double()), 2e-2)
+
+    def test_cuda_graph(self):
+        m, _ = self.model()
+        x = torch.randn(16, 64, device="cuda").half()
+        with torch.no_grad():
+            m(x)  # the first call compiles: outside the capture
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = m(x)
+            x.copy_(torch.randn(16, 64, device="cuda").half())
+            g.replay()
+            want = m(x)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(y, want))
+
+
 if __name__ == "__main__":
     unittest.main()

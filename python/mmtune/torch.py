@@ -1,0 +1,116 @@
+"""mmtune.torch: mmtune's calls as PyTorch operators, and modules that use them.
+
+    import torch, mmtune.torch
+    y = torch.ops.mmtune.matmul(x, w, bias, "col", "gelu_tanh", False, 1.0, 0.0, None, None,
+                                False, True)          # act(x w^T + bias), one kernel
+    layer = mmtune.torch.Linear(4096, 14336, act="silu", device="cuda", dtype=torch.bfloat16)
+    mmtune.torch.swap_linear(model)                   # every nn.Linear of model, in place
+
+The operators have fixed schemas, fake (meta) implementations and declared mutation, so
+torch.compile(fullgraph=True) traces through them without a graph break and CUDA graphs
+capture them (they launch on torch's current stream):
+
+    mmtune::matmul(Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, bool gated,
+                   float alpha, float beta, Tensor? c, ScalarType? out_dtype, bool trans_a,
+                   bool trans_b) -> Tensor
+    mmtune::matmul_out(Tensor(a!) out, <the same>) -> ()
+
+Their arguments are mmtune.matmul's (its docstring says what each means): a and b 2-D or 3-D
+CUDA tensors, D a new row-major tensor of out_dtype (None: a's dtype), or `out`.  Importing this
+module registers them; it needs torch, which mmtune itself does not.
+"""
+
+from typing import Optional
+
+import torch
+
+from . import _matmul
+
+__all__ = ["matmul", "matmul_out", "Linear", "swap_linear"]
+
+
+@torch.library.custom_op("mmtune::matmul", mutates_args=())
+def matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], bias_mode: str,
+           act: Optional[str], gated: bool, alpha: float, beta: float, c: Optional[torch.Tensor],
+           out_dtype: Optional[torch.dtype], trans_a: bool, trans_b: bool) -> torch.Tensor:
+    """mmtune.matmul as an operator: D, a new tensor."""
+    return _matmul.matmul(a, b, bias=bias, bias_mode=bias_mode, act=act, gated=gated,
+                          alpha=alpha, beta=beta, c=c, out_dtype=out_dtype, trans_a=trans_a,
+                          trans_b=trans_b)
+
+
+@torch.library.custom_op("mmtune::matmul_out", mutates_args=("out",))
+def matmul_out(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor],
+               bias_mode: str, act: Optional[str], gated: bool, alpha: float, beta: float,
+               c: Optional[torch.Tensor], trans_a: bool, trans_b: bool) -> None:
+    """mmtune.matmul into `out` (D; c may be out itself)."""
+    _matmul.matmul(a, b, bias=bias, bias_mode=bias_mode, act=act, gated=gated, alpha=alpha,
+                   beta=beta, c=c, out=out, trans_a=trans_a, trans_b=trans_b)
+
+
+def _d_shape(a, b, gated, trans_a, trans_b):
+    """D's shape as mmtune.matmul makes it: (batch,) M x N, N halved when gated."""
+    for name, t in (("a", a), ("b", b)):
+        if t.dim() not in (2, 3):
+            raise ValueError(f"{name} must be 2-D or 3-D (a batch of matrices), got shape "
+                             f"{tuple(t.shape)}")
+    m, k = (a.shape[-1], a.shape[-2]) if trans_a else (a.shape[-2], a.shape[-1])
+    kb, nb = (b.shape[-1], b.shape[-2]) if trans_b else (b.shape[-2], b.shape[-1])
+    if k != kb:
+        raise ValueError(f"inner dimensions differ: op(a) is {m}x{k} but op(b) is {kb}x{nb}")
+    if gated and nb % 2:
+        raise ValueError(f"gated needs an even number of columns of op(b) (gate, up), got {nb}")
+    n = nb // 2 if gated else nb
+    batches = [t.shape[0] for t in (a, b) if t.dim() == 3]
+    if len(batches) == 2 and batches[0] != batches[1] and 1 not in batches:
+        raise ValueError(f"a and b have batches of {batches[0]} and {batches[1]}")
+    return (max(batches), m, n) if batches else (m, n)
+
+
+@matmul.register_fake
+def _matmul_fake(a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a, trans_b):
+    return a.new_empty(_d_shape(a, b, gated, trans_a, trans_b),
+                       dtype=out_dtype if out_dtype is not None else a.dtype)
+
+
+@matmul_out.register_fake
+def _matmul_out_fake(out, a, b, bias, bias_mode, act, gated, alpha, beta, c, trans_a, trans_b):
+    shape = _d_shape(a, b, gated, trans_a, trans_b)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, D is {tuple(shape)}")
+
+
+class Linear(torch.nn.Linear):
+    """torch.nn.Linear computed by mmtune: act(x W^T + bias) in one kernel.  The same
+    parameters (weight out_features x in_features, bias), so state dicts load unchanged; act:
+    None, "relu", "gelu" (erf), "gelu_tanh" or "silu".  Inputs of any leading shape, on a CUDA
+    device, of the weight's dtype."""
+
+    def __init__(self, in_features, out_features, bias=True, act=None, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device, dtype)
+        self.act = act
+
+    def forward(self, x):
+        y = torch.ops.mmtune.matmul(x.reshape(-1, self.in_features), self.weight, self.bias,
+                                    "col", self.act, False, 1.0, 0.0, None, None, False, True)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self):
+        return super().extra_repr() + (f", act={self.act!r}" if self.act else "")
+
+
+def swap_linear(module):
+    """Replaces every torch.nn.Linear inside module (not module itself; subclasses are left
+    alone) by an mmtune Linear holding the same parameters, in place; returns module.  Weights,
+    dtypes, devices and training state stay as they were."""
+    for name, child in list(module.named_children()):
+        if type(child) is torch.nn.Linear:
+            new = Linear.__new__(Linear)
+            torch.nn.Module.__init__(new)
+            new.in_features, new.out_features, new.act = child.in_features, child.out_features, None
+            new.weight, new.bias = child.weight, child.bias
+            new.train(child.training)
+            setattr(module, name, new)
+        else:
+            swap_linear(child)
+    return module
