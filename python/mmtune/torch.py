@@ -4,7 +4,8 @@
     y = torch.ops.mmtune.matmul(x, w, bias, "col", "gelu_tanh", False, 1.0, 0.0, None, None,
                                 False, True)          # act(x w^T + bias), one kernel
     layer = mmtune.torch.Linear(4096, 14336, act="silu", device="cuda", dtype=torch.bfloat16)
-    mmtune.torch.swap_linear(model)                   # every nn.Linear of model, in place
+    mmtune.torch.swap_linear(model)                   # every nn.Linear of model, in place,
+                                                      # and Llama-style gated MLPs
 
 The operators have fixed schemas, fake (meta) implementations and declared mutation, so
 torch.compile(fullgraph=True) traces through them without a graph break and CUDA graphs
@@ -26,7 +27,7 @@ import torch
 
 from . import _matmul
 
-__all__ = ["matmul", "matmul_out", "Linear", "swap_linear"]
+__all__ = ["matmul", "matmul_out", "Linear", "GatedMLP", "swap_linear"]
 
 
 @torch.library.custom_op("mmtune::matmul", mutates_args=())
@@ -99,18 +100,86 @@ class Linear(torch.nn.Linear):
         return super().extra_repr() + (f", act={self.act!r}" if self.act else "")
 
 
+def _gated_act(act_fn):
+    """mmtune's name of a gated MLP's activation module, or None where it has none."""
+    if type(act_fn) is torch.nn.SiLU:
+        return "silu"
+    if type(act_fn) is torch.nn.GELU:
+        return "gelu_tanh" if act_fn.approximate == "tanh" else "gelu"
+    return None
+
+
+class GatedMLP(torch.nn.Module):
+    """A Llama-style gated MLP, down(act(gate(x)) * up(x)), as two mmtune calls: the gate and
+    up projections in one gated kernel, then down.  Its parameters are gate_proj.weight,
+    up_proj.weight and down_proj.weight (and down_proj.bias) as in the module it replaces, so
+    state dicts load unchanged: gate_proj.weight and up_proj.weight are the even and odd rows
+    of one interleaved weight (gate_up), which the gated kernel reads, and loading either
+    writes it.  Make it (swap_linear) once the model is on its device and dtype: .to() copies
+    the views apart from gate_up."""
+
+    def __init__(self, gate_proj, up_proj, down_proj, act):
+        super().__init__()
+        n, k = gate_proj.weight.shape
+        w = torch.empty(2 * n, k, device=gate_proj.weight.device, dtype=gate_proj.weight.dtype)
+        with torch.no_grad():
+            w[0::2].copy_(gate_proj.weight)
+            w[1::2].copy_(up_proj.weight)
+        self.register_buffer("gate_up", w, persistent=False)
+        self.gate_proj, self.up_proj = (torch.nn.Module(), torch.nn.Module())
+        self.gate_proj.weight = torch.nn.Parameter(w[0::2], gate_proj.weight.requires_grad)
+        self.up_proj.weight = torch.nn.Parameter(w[1::2], up_proj.weight.requires_grad)
+        self.down_proj = down_proj if isinstance(down_proj, Linear) else _as_linear(down_proj)
+        self.act = act
+
+    def forward(self, x):
+        h = torch.ops.mmtune.matmul(x.reshape(-1, self.gate_up.shape[1]), self.gate_up, None,
+                                    "col", self.act, True, 1.0, 0.0, None, None, False, True)
+        return self.down_proj(h).reshape(*x.shape[:-1], -1)
+
+    def extra_repr(self):
+        return f"act={self.act!r}"
+
+
+def _as_linear(child):
+    """An mmtune Linear holding child's parameters (child: a torch.nn.Linear)."""
+    new = Linear.__new__(Linear)
+    torch.nn.Module.__init__(new)
+    new.in_features, new.out_features, new.act = child.in_features, child.out_features, None
+    new.weight, new.bias = child.weight, child.bias
+    new.train(child.training)
+    return new
+
+
+def _gated_parts(m):
+    """(gate_proj, up_proj, down_proj, act) of a Llama-style MLP module mmtune can run (its
+    projections torch.nn.Linear, gate and up of one shape and without bias, its act_fn SiLU or
+    GELU), else None."""
+    parts = [getattr(m, a, None) for a in ("gate_proj", "up_proj", "down_proj")]
+    if not all(type(p) is torch.nn.Linear for p in parts):
+        return None
+    gate, up, _ = parts
+    act = _gated_act(getattr(m, "act_fn", None))
+    if act is None or gate.bias is not None or up.bias is not None or \
+            gate.weight.shape != up.weight.shape or gate.weight.dtype != up.weight.dtype:
+        return None
+    return parts + [act]
+
+
 def swap_linear(module):
-    """Replaces every torch.nn.Linear inside module (not module itself; subclasses are left
-    alone) by an mmtune Linear holding the same parameters, in place; returns module.  Weights,
-    dtypes, devices and training state stay as they were."""
+    """Replaces, inside module (not module itself), every Llama-style gated MLP (a module with
+    gate_proj, up_proj and down_proj torch.nn.Linear layers and an act_fn of SiLU or GELU) by a
+    GatedMLP and every other torch.nn.Linear (subclasses are left alone) by an mmtune Linear,
+    in place; returns module.  Parameters keep their values, dtypes and devices (a gated MLP's
+    gate and up weights move into its interleaved weight); training state stays."""
     for name, child in list(module.named_children()):
-        if type(child) is torch.nn.Linear:
-            new = Linear.__new__(Linear)
-            torch.nn.Module.__init__(new)
-            new.in_features, new.out_features, new.act = child.in_features, child.out_features, None
-            new.weight, new.bias = child.weight, child.bias
+        parts = _gated_parts(child)
+        if parts:
+            new = GatedMLP(*parts)
             new.train(child.training)
             setattr(module, name, new)
+        elif type(child) is torch.nn.Linear:
+            setattr(module, name, _as_linear(child))
         else:
             swap_linear(child)
     return module

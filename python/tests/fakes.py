@@ -5,6 +5,7 @@ known without asking a driver).  DLPackArray: an object with only __dlpack__ /
 __dlpack_device__, whose capsule holds a real DLTensor.  Memory: a flat list of numbers that
 fake pointers index into (pointer = BASE + 4 * index), so a recorded mmt_gemm call can be
 carried out in Python (reference_gemm) and its result compared with the maths.
+llama_mlp: a module shaped as a Llama MLP, for mmtune.torch's tests (CPU and GPU).
 """
 
 import ctypes
@@ -134,3 +135,19 @@ def matmul(x, y):
 
 def transpose(x):
     return [list(r) for r in zip(*x)]
+
+
+def llama_mlp(th, hidden=64, inter=96, act=None):
+    """A module shaped as transformers' LlamaMLP, down(act(gate(x)) * up(x)); th: torch."""
+    class MLP(th.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_proj = th.nn.Linear(hidden, inter, bias=False)
+            self.up_proj = th.nn.Linear(hidden, inter, bias=False)
+            self.down_proj = th.nn.Linear(inter, hidden, bias=False)
+            self.act_fn = act or th.nn.SiLU()
+
+        def forward(self, x):
+            return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+    return MLP()

@@ -19,7 +19,7 @@ import unittest
 import mmtune
 from mmtune import _core, _lib
 
-from fakes import CAI, DLPackArray, Memory, RecordingContext, matmul, transpose
+from fakes import CAI, DLPackArray, Memory, RecordingContext, llama_mlp, matmul, transpose
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE_DIR = os.path.dirname(HERE)
@@ -441,6 +441,47 @@ class TestTorchOps(unittest.TestCase):
         mt.swap_linear(fresh).load_state_dict(before)  # a plain model's state dict loads
         for k, v in fresh.state_dict().items():
             self.assertTrue(th.equal(v, before[k]), k)
+
+
+class TestTorchGatedMLP(unittest.TestCase):
+    """swap_linear on a Llama-style MLP: one GatedMLP with the same state dict, whose gate and
+    up weights are views of the interleaved weight the gated kernel reads."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.th = _torch_or_none()
+        if cls.th is None:
+            raise unittest.SkipTest("torch is not importable")
+        import mmtune.torch as mt
+        cls.mt = mt
+
+    def test_swap_and_state_dict(self):
+        th, mt = self.th, self.mt
+        model = th.nn.Sequential(llama_mlp(th), llama_mlp(th, act=th.nn.GELU("tanh")),
+                                 llama_mlp(th, act=th.nn.ReLU()))
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        mt.swap_linear(model)
+        self.assertIs(type(model[0]), mt.GatedMLP)
+        self.assertEqual((model[0].act, model[1].act), ("silu", "gelu_tanh"))
+        self.assertIsNot(type(model[2]), mt.GatedMLP)  # ReLU: its Linear layers swapped alone
+        self.assertIs(type(model[2].gate_proj), mt.Linear)
+        self.assertEqual(list(model.state_dict()), list(before))
+        for k, v in model.state_dict().items():
+            self.assertTrue(th.equal(v, before[k]), k)
+        g = model[0]
+        self.assertTrue(th.equal(g.gate_up[0::2], before["0.gate_proj.weight"]))
+        self.assertTrue(th.equal(g.gate_up[1::2], before["0.up_proj.weight"]))
+        new = {k: th.randn_like(v) for k, v in before.items()}
+        model.load_state_dict(new)  # writes through the views
+        self.assertTrue(th.equal(g.gate_up[0::2], new["0.gate_proj.weight"]))
+        self.assertTrue(th.equal(g.gate_up[1::2], new["0.up_proj.weight"]))
+
+    def test_forward_shape(self):
+        th, mt = self.th, self.mt
+        mlp = mt.swap_linear(th.nn.Sequential(llama_mlp(th).to("meta", th.float16)))[0]
+        self.assertIs(type(mlp), mt.GatedMLP)
+        y = mlp(th.empty(2, 5, 64, device="meta", dtype=th.float16))
+        self.assertEqual((tuple(y.shape), y.dtype), ((2, 5, 64), th.float16))
 
 
 class TestWithoutDriver(unittest.TestCase):

@@ -19,6 +19,7 @@ import threading
 import unittest
 
 import mmtune
+from fakes import llama_mlp
 
 _tmp = tempfile.TemporaryDirectory(prefix="mmtune-py-gpu-")
 os.environ.setdefault("MMTUNE_DB", os.path.join(_tmp.name, "mmtune.db"))
@@ -568,6 +569,19 @@ class TestTorchOps(unittest.TestCase):
         # inductor may fuse the SiLU in between: the same up to f16 rounding
         self.assertLess(rel_err(compiled, eager.double()), 2e-2)
         self.assertLess(rel_err(eager, want.double()), 2e-2)
+
+    def test_gated_mlp(self):
+        torch.manual_seed(0)
+        plain = llama_mlp(torch, 64, 96).cuda().half().eval()
+        m = llama_mlp(torch, 64, 96).cuda().half().eval()
+        m.load_state_dict(plain.state_dict())
+        mlp = self.mt.swap_linear(torch.nn.Sequential(m))[0]
+        self.assertIs(type(mlp), self.mt.GatedMLP)
+        x = torch.randn(3, 7, 64, device="cuda").half()
+        with torch.no_grad():
+            got, want = mlp(x), plain(x)
+        torch.cuda.synchronize()
+        self.assertLess(rel_err(got, want.double()), 2e-2)
 
     def test_cuda_graph(self):
         m, _ = self.model()
