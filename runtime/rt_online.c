@@ -37,7 +37,8 @@ static int spawn_attrs(posix_spawnattr_t *attr) {
 /* Its descriptors: stdin /dev/null, stdout and stderr the log (appended), 3 the lock. */
 static int spawn_files(posix_spawn_file_actions_t *fa, int lock_fd, const char *log_path) {
   int e = posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
-  if (!e) e = posix_spawn_file_actions_addopen(fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!e)
+    e = posix_spawn_file_actions_addopen(fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (!e) e = posix_spawn_file_actions_adddup2(fa, 1, 2);
   if (!e) e = posix_spawn_file_actions_adddup2(fa, lock_fd, 3); /* dup2 clears close-on-exec */
   return e;
@@ -62,16 +63,15 @@ mmt_status rt_online_start(const rt_online_worker *w, const char *log_path, pid_
     const int e = errno;
     close(fd);
     if (e == EWOULDBLOCK) return MMT_OK; /* a worker is at work on this database */
-    return ut_fail(err, MMT_ERR_IO, "online worker: cannot lock '%s': %s", lock_path,
-                   strerror(e));
+    return ut_fail(err, MMT_ERR_IO, "online worker: cannot lock '%s': %s", lock_path, strerror(e));
   }
   char device[16], budget[32], jobs[16];
   snprintf(device, sizeof device, "%d", w->device);
   snprintf(budget, sizeof budget, "%g", w->budget_s);
   snprintf(jobs, sizeof jobs, "%d", RT_ONLINE_JOBS);
-  char *argv[] = {(char *)w->tuner, "tune",     "--recorded", "--device", device,
-                  "--db",           (char *)w->db_path, "--budget", budget, "--jobs",
-                  jobs,             NULL,       NULL,       NULL};
+  char *argv[] = {
+      (char *)w->tuner, "tune", "--recorded", "--device", device, "--db", (char *)w->db_path,
+      "--budget",       budget, "--jobs",     jobs,       NULL,   NULL,   NULL};
   if (w->cache_dir) argv[11] = "--cache-dir", argv[12] = (char *)w->cache_dir;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_t fa;

@@ -81,8 +81,8 @@ static void test_one_worker(void **state) {
   (void)state;
   unlink(g_go);
   unlink(g_args);
-  const rt_online_worker w = {.tuner = g_tuner, .db_path = g_db, .cache_dir = "/tmp/cubins",
-                              .device = 1, .budget_s = 2.5};
+  const rt_online_worker w = {
+      .tuner = g_tuner, .db_path = g_db, .cache_dir = "/tmp/cubins", .device = 1, .budget_s = 2.5};
   ut_err e;
   pid_t first = 0, second = 0, third = 0;
   assert_int_equal(rt_online_start(&w, g_log, &first, &e), MMT_OK);
@@ -123,8 +123,8 @@ static void test_one_worker(void **state) {
  * started, the lock left free. */
 static void test_bad_worker(void **state) {
   (void)state;
-  rt_online_worker w = {.tuner = "/nonexistent/mmtune", .db_path = g_db, .device = 0,
-                        .budget_s = 5};
+  rt_online_worker w = {
+      .tuner = "/nonexistent/mmtune", .db_path = g_db, .device = 0, .budget_s = 5};
   ut_err e;
   pid_t pid = 123;
   assert_int_equal(rt_online_start(&w, g_log, &pid, &e), MMT_ERR_NOT_FOUND);
