@@ -11,7 +11,9 @@
  * calls, compiling on threads of its own with the lock released.  A warm mmt_gemm checks its
  * arguments, probes the table under the context's mutex, and launches: no SQL, no Lua, no
  * NVRTC and no allocation.  A problem's choice is made once per context, at its first call; rows the
- * tuner adds to the database afterwards do not change it.
+ * tuner adds to the database afterwards do not change it, except in online mode
+ * (mmt_options.online), where a call finding new results drops the choices that were not
+ * EXACT.
  *
  * Threads: the mutex guards the table, the modules list, the chooser (Lua states) and the
  * database handle; a miss (choose, compile, load) holds it, so concurrent first calls wait
