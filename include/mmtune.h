@@ -99,9 +99,10 @@ typedef struct {
                  and processes (a lock file beside it: the path + ".online.lock"); its output
                  is appended to the cubin cache folder's online-worker.log (no cache folder:
                  discarded).  Calls are served meanwhile as without it.  A call checks at most
-                 every 200 ms whether the database changed; then every problem whose choice
-                 was not EXACT chooses again at its next call, from the new rows (and compiles
-                 its new kernel then: prepare again to keep that out of a call).  The worker
+                 every 200 ms for new results; once they have stopped coming for a second,
+                 every problem whose choice was not EXACT chooses again at its next call, from
+                 the new rows (and compiles its new kernel then: prepare again to keep that
+                 out of a call).  The worker
                  shares the GPU with the application, which it slows while it measures, and
                  outlives the context (mmt_close leaves it to finish).  A worker that cannot
                  be started is logged (MMT_LOG_WARN) and not tried again */

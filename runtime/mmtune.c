@@ -110,11 +110,15 @@ struct mmt_context {
   bool worker_wanted; /* problems recorded since the last worker started */
   bool worker_failed; /* a start failed: not tried again */
   double next_poll;   /* ut_now_seconds() of the next check */
-  int64_t results_id; /* the results table's largest id at the last check */
+  int64_t results_id; /* the results table's largest id the choices have seen */
+  int64_t results_seen; /* its value at the last check, and when it last changed */
+  double results_changed_at;
 };
 
-/* How often a call checks for a worker to start and for new results (online). */
+/* How often a call checks for a worker to start and for new results (online), and how long
+ * new results must have stopped coming before the choices take them. */
 #define ONLINE_POLL_S 0.2
+#define ONLINE_SETTLE_S 1.0
 
 static void group_error_free(mmt_context *ctx);
 
@@ -264,6 +268,7 @@ static mmt_status online_start_state(mmt_context *ctx, ut_err *err) {
   if (!(ctx->worker_log = strdup(path))) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   uint64_t files;
   if (ctx->db && db_rows_stamp(ctx->db, &ctx->results_id, &files, &e)) ctx->results_id = 0;
+  ctx->results_seen = ctx->results_id;
   return MMT_OK;
 }
 
@@ -514,30 +519,30 @@ static void online_kick(mmt_context *ctx) {
            (long)pid, ctx->db_path, ctx->worker_log);
 }
 
-/* Forgets the choices that were not EXACT (their next call chooses again); how many. */
+/* Forgets the choices that were not EXACT (their next call chooses again); how many, -1 when
+ * out of memory (then nothing changed). */
 static int slots_drop_inexact(mmt_context *ctx) {
-  int kept = 0, dropped = 0;
-  for (int i = 0; i < ctx->slot_cap; i++) {
-    if (!ctx->slots[i].used) continue;
-    if (ctx->slots[i].choice.kind == MMT_CHOICE_EXACT)
-      ctx->slots[kept++] = ctx->slots[i];
-    else
-      dropped++;
-  }
-  if (!dropped) return 0;
-  /* the kept slots, packed at the front, go back to their hashed places */
+  int kept = 0;
+  for (int i = 0; i < ctx->slot_cap; i++)
+    kept += ctx->slots[i].used && ctx->slots[i].choice.kind == MMT_CHOICE_EXACT;
+  if (kept == ctx->slot_count) return 0;
   problem_slot *keep = malloc(((size_t)kept + 1) * sizeof *keep);
-  if (!keep) return 0; /* out of memory: the old choices stay, the next check tries again */
-  memcpy(keep, ctx->slots, (size_t)kept * sizeof *keep);
+  if (!keep) return -1;
+  for (int i = 0, j = 0; i < ctx->slot_cap; i++)
+    if (ctx->slots[i].used && ctx->slots[i].choice.kind == MMT_CHOICE_EXACT)
+      keep[j++] = ctx->slots[i];
   memset(ctx->slots, 0, (size_t)ctx->slot_cap * sizeof *ctx->slots);
   for (int i = 0; i < kept; i++) *slot_free(ctx->slots, ctx->slot_cap, &keep[i].key) = keep[i];
+  const int dropped = ctx->slot_count - kept;
   ctx->slot_count = kept;
   free(keep);
   return dropped;
 }
 
 /* At most every ONLINE_POLL_S: a worker to start, and new results (a larger results id)
- * that the choices made before them did not see. */
+ * that the choices made before them did not see.  They are taken once they settle (no new row
+ * for ONLINE_SETTLE_S): a worker writes a row a candidate, and choosing again at each would
+ * compile the model's changing picks inside the application's calls. */
 static void online_poll(mmt_context *ctx) {
   const double now = ut_now_seconds();
   if (now < ctx->next_poll) return;
@@ -546,9 +551,15 @@ static void online_poll(mmt_context *ctx) {
   int64_t id = 0;
   uint64_t files = 0;
   ut_err e;
-  if (!ctx->db || db_rows_stamp(ctx->db, &id, &files, &e) || id == ctx->results_id) return;
-  ctx->results_id = id;
+  if (!ctx->db || db_rows_stamp(ctx->db, &id, &files, &e)) return;
+  if (id != ctx->results_seen) {
+    ctx->results_seen = id, ctx->results_changed_at = now;
+    return;
+  }
+  if (id == ctx->results_id || now - ctx->results_changed_at < ONLINE_SETTLE_S) return;
   const int dropped = slots_drop_inexact(ctx);
+  if (dropped < 0) return; /* out of memory: the next check tries again */
+  ctx->results_id = id;
   if (dropped)
     log_line(ctx, MMT_LOG_INFO, "online: new results; %d problems choose again at their next call",
              dropped);
