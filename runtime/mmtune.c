@@ -106,11 +106,11 @@ struct mmt_context {
   char *db_path, *tuner, *worker_log; /* the database's real path; log "/dev/null": none */
   double online_budget;
   int device;
-  pid_t worker;       /* 0: none running that this context started */
-  bool worker_wanted; /* problems recorded since the last worker started */
-  bool worker_failed; /* a start failed: not tried again */
-  double next_poll;   /* ut_now_seconds() of the next check */
-  int64_t results_id; /* the results table's largest id the choices have seen */
+  pid_t worker;         /* 0: none running that this context started */
+  bool worker_wanted;   /* problems recorded since the last worker started */
+  bool worker_failed;   /* a start failed: not tried again */
+  double next_poll;     /* ut_now_seconds() of the next check */
+  int64_t results_id;   /* the results table's largest id the choices have seen */
   int64_t results_seen; /* its value at the last check, and when it last changed */
   double results_changed_at;
 };
