@@ -91,8 +91,9 @@ for step in "$@"; do
       # in turn, FAMILIES (default linear) benched.  A .gpu/linear.db carried in is where
       # tuning resumes (its rows kept); TUNE_LIMIT bounds each epilogue's tune (s).
       awk '/^# 8B/{on=1; next} /^#/{on=0} on && $3 != "gate_up_proj"' bench/llm_layers.txt > /tmp/w8b.txt
+      # the largest M first: a TUNE_LIMIT cut leaves the decode shapes, where the ops lose least
       for m in 1 16 128 2048 8192; do awk -v m=$m '{print m, $1, $2}' /tmp/w8b.txt; done |
-        sort -u > /tmp/linear-shapes.txt
+        sort -u | sort -s -k1,1nr > /tmp/linear-shapes.txt
       rm -f /tmp/linear.db*
       [ -f .gpu/linear.db ] && cp .gpu/linear.db /tmp/linear.db
       for epi in ${EPILOGUES:-bias=col,act=gelu_tanh}; do
