@@ -102,10 +102,10 @@ typedef struct {
                  every 200 ms for new results; once they have stopped coming for a second,
                  every problem whose choice was not EXACT chooses again at its next call, from
                  the new rows (and compiles its new kernel then: prepare again to keep that
-                 out of a call).  The worker
-                 shares the GPU with the application, which it slows while it measures, and
-                 outlives the context (mmt_close leaves it to finish).  A worker that cannot
-                 be started is logged (MMT_LOG_WARN) and not tried again */
+                 out of a call).  The worker shares the GPU with the application, which it
+                 slows while it measures, and outlives the context (mmt_close leaves it to
+                 finish).  A worker that cannot be started is logged (MMT_LOG_WARN) and not
+                 tried again */
   const char *tuner;    /* the mmtune executable online runs; NULL: $MMTUNE_TUNER, else "mmtune"
                            looked up in PATH */
   double online_budget; /* search seconds a recorded problem gets (counted across runs, as

@@ -519,23 +519,40 @@ static void online_kick(mmt_context *ctx) {
            (long)pid, ctx->db_path, ctx->worker_log);
 }
 
-/* Forgets the choices that were not EXACT (their next call chooses again); how many, -1 when
- * out of memory (then nothing changed). */
+/* Empties slot i, moving back the later slots of its run that would no longer be found
+ * (linear probing's deletion: no tombstones, no allocation). */
+static void slot_remove(mmt_context *ctx, size_t i) {
+  const size_t mask = (size_t)ctx->slot_cap - 1;
+  for (size_t j = i;;) {
+    ctx->slots[i].used = false;
+    for (;;) {
+      j = (j + 1) & mask;
+      if (!ctx->slots[j].used) return;
+      const size_t home = ut_hash64(&ctx->slots[j].key, sizeof ctx->slots[j].key) & mask;
+      /* it stays where its home lies cyclically in (i, j] */
+      if (i <= j ? i < home && home <= j : i < home || home <= j) continue;
+      break;
+    }
+    ctx->slots[i] = ctx->slots[j];
+    i = j;
+  }
+}
+
+/* Forgets the choices that were not EXACT (their next call chooses again); how many.  A
+ * removal may move a slot back past the table's end to one already passed: hence the
+ * passes until one removes nothing. */
 static int slots_drop_inexact(mmt_context *ctx) {
-  int kept = 0;
-  for (int i = 0; i < ctx->slot_cap; i++)
-    kept += ctx->slots[i].used && ctx->slots[i].choice.kind == MMT_CHOICE_EXACT;
-  if (kept == ctx->slot_count) return 0;
-  problem_slot *keep = malloc(((size_t)kept + 1) * sizeof *keep);
-  if (!keep) return -1;
-  for (int i = 0, j = 0; i < ctx->slot_cap; i++)
-    if (ctx->slots[i].used && ctx->slots[i].choice.kind == MMT_CHOICE_EXACT)
-      keep[j++] = ctx->slots[i];
-  memset(ctx->slots, 0, (size_t)ctx->slot_cap * sizeof *ctx->slots);
-  for (int i = 0; i < kept; i++) *slot_free(ctx->slots, ctx->slot_cap, &keep[i].key) = keep[i];
-  const int dropped = ctx->slot_count - kept;
-  ctx->slot_count = kept;
-  free(keep);
+  int dropped = 0, pass;
+  do {
+    pass = 0;
+    for (int i = 0; i < ctx->slot_cap; i++)
+      while (ctx->slots[i].used && ctx->slots[i].choice.kind != MMT_CHOICE_EXACT) {
+        slot_remove(ctx, (size_t)i);
+        pass++;
+      }
+    dropped += pass;
+  } while (pass);
+  ctx->slot_count -= dropped;
   return dropped;
 }
 
@@ -558,7 +575,6 @@ static void online_poll(mmt_context *ctx) {
   }
   if (id == ctx->results_id || now - ctx->results_changed_at < ONLINE_SETTLE_S) return;
   const int dropped = slots_drop_inexact(ctx);
-  if (dropped < 0) return; /* out of memory: the next check tries again */
   ctx->results_id = id;
   if (dropped)
     log_line(ctx, MMT_LOG_INFO, "online: new results; %d problems choose again at their next call",

@@ -425,14 +425,12 @@ static int on_fit_row(const db_model_row *row, void *user) {
    * measured on some shapes, and other ops on the same configs, serve the shapes it was not.
    * A batch's time or a grouped call's hangs on more than the shape (the batch walk, the
    * routing): those rows are left out. */
+  if (row->problem.batch != 1) return 0;
+  const bool has_op = row->problem.op[0] != 0;
   gen_op op;
   memset(&op, 0, sizeof op);
-  if (row->problem.batch != 1) return 0;
-  if (row->problem.op[0]) {
-    ut_err pe = {{0}};
-    if (gen_op_parse(row->problem.op, row->problem.dtype, &op, &pe) || op.group) return 0;
-  }
-  const bool has_op = row->problem.op[0] != 0;
+  ut_err pe;
+  if (has_op && (gen_op_parse(row->problem.op, row->problem.dtype, &op, &pe) || op.group)) return 0;
   db_model_row known = *row; /* by the hash its config is known by */
   const db_model_row *r = &known;
   if (f->hooks.hash) {
@@ -487,7 +485,6 @@ static int on_fit_row(const db_model_row *row, void *user) {
                                  .dt = dt,
                                  .layout = gen_layout_index(r->problem.layout),
                                  .aligned = packed_aligned(&r->problem),
-                                 .has_op = has_op,
                                  .op = op};
   m->cfgs[c].count++;
   return 0;
@@ -573,7 +570,7 @@ static void fit_corrections(rt_model *m) {
                        .m = r->m,
                        .n = r->n,
                        .k = r->k,
-                       .op = r->has_op ? &r->op : NULL};
+                       .op = r->op.out[0] ? &r->op : NULL};
       db_launch l = cfg->by_layout[r->layout];
       l.overlap = cfg->overlap;
       const double ms = fmax(r->ms - rt_model_epilogue_ms(&m->dev, &l, &p), 0.5 * r->ms);

@@ -8,7 +8,7 @@
  *   predicted ms = analytic(launch, problem, device) * exp(correction) + epilogue
  *
  * (epilogue: an op's work after each unit's main loop, rt_model_epilogue_ms; 0 for the plain
- * GEMM, whose rows the correction is fitted on)
+ * GEMM; an op row's correction is fitted on its time less this term)
  *
  * Analytic (rt_model_analytic_ms), from the config's launch shape (db_launch): the work units
  * are the tiles of C times the split-K slices; each SM runs ceil(units / SMs) of them one after

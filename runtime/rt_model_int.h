@@ -17,9 +17,8 @@ typedef struct {
   int layout;
   bool aligned;   /* packed rows of this shape are 16-byte aligned (as the tuner measures) */
   signed char dt; /* its dtype: gen_dtype_index */
-  bool has_op;    /* an op kernel's row (mmt_matmul's epilogue, batch 1): op says which */
   float ln, lk;
-  gen_op op;
+  gen_op op; /* an op kernel's row (mmt_matmul's epilogue, batch 1): its op; else op.out "" */
 } model_row;
 
 typedef struct {

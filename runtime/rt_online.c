@@ -18,8 +18,8 @@ bool rt_online_lock_path(const char *db_path, char *out, size_t len) {
   return n > 0 && (size_t)n < len;
 }
 
-/* The worker's process attributes: a session of its own (the application's terminal signals
- * are not its), no signal blocked or ignored that the application had. */
+/* The worker's process attributes: detached from the application's terminal (setsid: its
+ * terminal signals are not the worker's), no signal blocked or ignored that it had. */
 static int spawn_attrs(posix_spawnattr_t *attr) {
   sigset_t none, all;
   sigemptyset(&none);

@@ -129,7 +129,7 @@ class GatedMLP(torch.nn.Module):
         self.gate_proj, self.up_proj = (torch.nn.Module(), torch.nn.Module())
         self.gate_proj.weight = torch.nn.Parameter(w[0::2], gate_proj.weight.requires_grad)
         self.up_proj.weight = torch.nn.Parameter(w[1::2], up_proj.weight.requires_grad)
-        self.down_proj = down_proj if isinstance(down_proj, Linear) else _as_linear(down_proj)
+        self.down_proj = _as_linear(down_proj)
         self.act = act
 
     def forward(self, x):

@@ -347,9 +347,9 @@ def _torch_or_none():
         return None
 
 
-class TestTorchOps(unittest.TestCase):
-    """mmtune.torch without a GPU: the operators' schemas and fake implementations on meta
-    tensors (what torch.compile traces with), a traced graph, the modules' parameters."""
+class _WithTorch(unittest.TestCase):
+    """torch as cls.th and mmtune.torch as cls.mt; the tests skip where torch is not
+    importable."""
 
     @classmethod
     def setUpClass(cls):
@@ -358,6 +358,11 @@ class TestTorchOps(unittest.TestCase):
             raise unittest.SkipTest("torch is not importable")
         import mmtune.torch as mt
         cls.mt = mt
+
+
+class TestTorchOps(_WithTorch):
+    """mmtune.torch without a GPU: the operators' schemas and fake implementations on meta
+    tensors (what torch.compile traces with), a traced graph, the modules' parameters."""
 
     def meta(self, *shape, dtype=None):
         return self.th.empty(*shape, device="meta", dtype=dtype or self.th.float16)
@@ -443,17 +448,9 @@ class TestTorchOps(unittest.TestCase):
             self.assertTrue(th.equal(v, before[k]), k)
 
 
-class TestTorchGatedMLP(unittest.TestCase):
+class TestTorchGatedMLP(_WithTorch):
     """swap_linear on a Llama-style MLP: one GatedMLP with the same state dict, whose gate and
     up weights are views of the interleaved weight the gated kernel reads."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.th = _torch_or_none()
-        if cls.th is None:
-            raise unittest.SkipTest("torch is not importable")
-        import mmtune.torch as mt
-        cls.mt = mt
 
     def test_swap_and_state_dict(self):
         th, mt = self.th, self.mt
