@@ -405,9 +405,10 @@ class TestTorchOps(_WithTorch):
         out = self.meta(8, 32)
         self.assertIsNone(self.th.ops.mmtune.matmul_out(out, x, w, None, "col", None, False, 1.0,
                                                         0.0, None, False, True))
-        with self.assertRaises(ValueError):
+        with self.assertRaises(ValueError) as cm:
             self.th.ops.mmtune.matmul_out(self.meta(8, 31), x, w, None, "col", None, False, 1.0,
                                           0.0, None, False, True)
+        self.assertIn("out has shape (8, 31), D is (8, 32)", str(cm.exception))
 
     def test_traced_graph(self):
         from torch.fx.experimental.proxy_tensor import make_fx
