@@ -9,6 +9,7 @@ every problem (stride 0).
 """
 
 import ctypes
+import sys
 
 from . import _arrays, _lib
 from ._core import _context_for, _plan, _storage
@@ -16,9 +17,14 @@ from ._lib import BIAS_COL, BIAS_NONE, BIAS_ROW, F32, ROW_MAJOR, TF32
 
 
 def _torch():
+    """The torch handler: made here when matmul is the process's first mmtune call on a
+    tensor (gemm's fast path makes it otherwise)."""
     th = _arrays.TORCH
     if th is None:
-        raise TypeError("mmtune.matmul takes torch tensors (torch is not imported)")
+        torch = sys.modules.get("torch")
+        if torch is None:
+            raise TypeError("mmtune.matmul takes torch tensors (torch is not imported)")
+        th = _arrays.handler(torch.Tensor)
     return th
 
 
@@ -75,7 +81,7 @@ def _vector(th, v, name, length, dtypes, device):
                          f"{tuple(v.shape)}")
     if v.dtype not in dtypes:
         raise TypeError(f"{name} has dtype {v.dtype}; it must be "
-                        f"{' or '.join(str(d) for d in dtypes)}")
+                        f"{' or '.join(dict.fromkeys(str(d) for d in dtypes))}")
     if v.get_device() != device:
         raise ValueError(f"{name} is on {v.device}, the operands on cuda:{device}")
     if v.shape[0] > 1 and v.stride(0) != 1:

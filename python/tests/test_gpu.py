@@ -534,8 +534,9 @@ class TestTorchOps(unittest.TestCase):
         x = torch.randn(130, 96, device="cuda").bfloat16()
         w = torch.randn(72, 96, device="cuda").bfloat16()
         b = torch.randn(72, device="cuda").bfloat16()
-        y = torch.ops.mmtune.matmul(x, w, b, "col", "silu", False, 1.0, 0.0, None, torch.float32,
-                                    False, True)
+        # an f32 D takes an f32 bias (the header: D's type or f32)
+        y = torch.ops.mmtune.matmul(x, w, b.float(), "col", "silu", False, 1.0, 0.0, None,
+                                    torch.float32, False, True)
         torch.cuda.synchronize()
         ref = _act(x.double() @ w.double().T + b.double(), "silu")
         self.assertEqual(y.dtype, torch.float32)
