@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A Llama-style decoder served end to end: PyTorch eager (cuBLAS), torch.compile
 (mode="max-autotune": Triton) and mmtune (its Linear layers and gated MLPs swapped in by
-mmtune.torch.swap_linear, each decode step a CUDA graph), side by side in one run.
+mmtune.torch.swap_linear, each decode step a CUDA graph; "mmtune+compile": the same model
+under torch.compile(fullgraph=True), which fuses what is not a GEMM), side by side in one run.
 
 Random weights, 8B-class dimensions by default (hidden 4096, MLP 14336, 32 heads, 8 KV heads),
 a few layers, PyTorch's own attention (scaled_dot_product_attention) over a static KV cache.
@@ -131,6 +132,8 @@ def run_mode(mode, model, a, device, dtype):
     step = model
     if mode == "compile":
         step = torch.compile(model, mode="max-autotune")
+    elif mode == "mmtune+compile":  # mmtune's GEMMs, Inductor's fusion of everything else
+        step = torch.compile(model, fullgraph=True)
     gen = torch.Generator(device="cpu").manual_seed(1)
     prompt = torch.randint(0, a.vocab, (1, a.prefill), generator=gen).to(device)
     out = {"decode": {}, "logits": {}}
@@ -149,7 +152,7 @@ def run_mode(mode, model, a, device, dtype):
             tok = torch.randint(0, a.vocab, (b, 1), generator=gen).to(device)
             p = torch.full((1,), a.prefill, device=device, dtype=torch.long)
             call = lambda: step(tok, p, caches, max_len)  # noqa: E731
-            if mode == "mmtune" and device.type == "cuda":
+            if mode.startswith("mmtune") and device.type == "cuda":
                 for _ in range(2):
                     call()  # compiles each kernel outside the capture
                 sync(device)
@@ -184,7 +187,7 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
-    ap.add_argument("--modes", default="eager,compile,mmtune")
+    ap.add_argument("--modes", default="eager,compile,mmtune,mmtune+compile")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="small dimensions: a smoke test")
     a = ap.parse_args()
@@ -202,7 +205,7 @@ def main():
     results = {}
     for mode in a.modes.split(","):
         model = base
-        if mode == "mmtune":
+        if mode.startswith("mmtune"):
             import copy
 
             import mmtune.torch as mt

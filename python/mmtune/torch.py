@@ -19,31 +19,41 @@ capture them (they launch on torch's current stream):
 Their arguments are mmtune.matmul's (its docstring says what each means): a and b 2-D or 3-D
 CUDA tensors, D a new row-major tensor of out_dtype (None: a's dtype), or `out`.  Importing this
 module registers them; it needs torch, which mmtune itself does not.
+
+Their CUDA kernels are C++ (python/csrc/torch_ops.cpp, a few microseconds a call) where that
+library is built for the installed torch (scripts/build-torch-ops.sh; found through
+$MMTUNE_TORCH_OPS, else beside libmmtune.so; MMTUNE_TORCH_OPS=0 turns it off): NATIVE_OPS is
+its path, or None where the Python operators serve (mmtune.matmul under
+torch.library.custom_op, some tens of microseconds a call).  Both raise on bad arguments, the
+native ones RuntimeError, the Python ones ValueError or TypeError.
 """
 
+import ctypes
+import os
+import warnings
 from typing import Optional
 
 import torch
 
-from . import _matmul
+from . import _core, _lib, _matmul
 
-__all__ = ["matmul", "matmul_out", "Linear", "GatedMLP", "swap_linear"]
+__all__ = ["matmul", "matmul_out", "Linear", "GatedMLP", "swap_linear", "NATIVE_OPS"]
 
 
-@torch.library.custom_op("mmtune::matmul", mutates_args=())
-def matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], bias_mode: str,
-           act: Optional[str], gated: bool, alpha: float, beta: float, c: Optional[torch.Tensor],
-           out_dtype: Optional[torch.dtype], trans_a: bool, trans_b: bool) -> torch.Tensor:
+def _py_matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], bias_mode: str,
+               act: Optional[str], gated: bool, alpha: float, beta: float,
+               c: Optional[torch.Tensor], out_dtype: Optional[torch.dtype], trans_a: bool,
+               trans_b: bool) -> torch.Tensor:
     """mmtune.matmul as an operator: D, a new tensor."""
     return _matmul.matmul(a, b, bias=bias, bias_mode=bias_mode, act=act, gated=gated,
                           alpha=alpha, beta=beta, c=c, out_dtype=out_dtype, trans_a=trans_a,
                           trans_b=trans_b)
 
 
-@torch.library.custom_op("mmtune::matmul_out", mutates_args=("out",))
-def matmul_out(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor],
-               bias_mode: str, act: Optional[str], gated: bool, alpha: float, beta: float,
-               c: Optional[torch.Tensor], trans_a: bool, trans_b: bool) -> None:
+def _py_matmul_out(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                   bias: Optional[torch.Tensor], bias_mode: str, act: Optional[str], gated: bool,
+                   alpha: float, beta: float, c: Optional[torch.Tensor], trans_a: bool,
+                   trans_b: bool) -> None:
     """mmtune.matmul into `out` (D; c may be out itself)."""
     _matmul.matmul(a, b, bias=bias, bias_mode=bias_mode, act=act, gated=gated, alpha=alpha,
                    beta=beta, c=c, out=out, trans_a=trans_a, trans_b=trans_b)
@@ -68,17 +78,84 @@ def _d_shape(a, b, gated, trans_a, trans_b):
     return (max(batches), m, n) if batches else (m, n)
 
 
-@matmul.register_fake
 def _matmul_fake(a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a, trans_b):
     return a.new_empty(_d_shape(a, b, gated, trans_a, trans_b),
                        dtype=out_dtype if out_dtype is not None else a.dtype)
 
 
-@matmul_out.register_fake
 def _matmul_out_fake(out, a, b, bias, bias_mode, act, gated, alpha, beta, c, trans_a, trans_b):
     shape = _d_shape(a, b, gated, trans_a, trans_b)
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out has shape {tuple(out.shape)}, D is {tuple(shape)}")
+
+
+def _native_candidates():
+    """Where the native operators' library may be: $MMTUNE_TORCH_OPS, else beside
+    libmmtune.so (scripts/build-torch-ops.sh's default)."""
+    path = os.environ.get("MMTUNE_TORCH_OPS")
+    if path is not None:
+        return [path] if path not in ("", "0") else []
+    try:
+        lib_dir = os.path.dirname(_lib.library_path())
+    except _lib.LibraryNotFoundError:
+        return []
+    return [os.path.join(lib_dir, "libmmtune_torch.so")] if lib_dir else []
+
+
+_CONTEXT_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
+
+
+@_CONTEXT_FN
+def _context_of(device):
+    """The native operators' callback: the default context's handle on device (0: none, the
+    Python call mmtune.default_context(device) says why)."""
+    try:
+        h = _core.default_context(device)._h
+    except Exception:  # noqa: BLE001 (a C caller gets 0 and says so)
+        return 0
+    return h if isinstance(h, int) else (h.value or 0)
+
+
+def _load_native():
+    """The path of the native operators' library once loaded and bound, else None (then the
+    Python operators serve).  A library named by $MMTUNE_TORCH_OPS that fails to load warns."""
+    for path in _native_candidates():
+        if not os.path.exists(path):
+            if "MMTUNE_TORCH_OPS" in os.environ:
+                warnings.warn(f"MMTUNE_TORCH_OPS={path}: no such file; the Python operators "
+                              "serve", stacklevel=3)
+            continue
+        try:
+            torch.ops.load_library(path)
+            bind = ctypes.CDLL(path).mmt_torch_ops_bind
+        except (OSError, RuntimeError, AttributeError) as e:
+            warnings.warn(f"{path}: not loaded ({e}); the Python operators serve (rebuild it "
+                          "for this torch: scripts/build-torch-ops.sh)", stacklevel=3)
+            continue
+        lib = _lib.load()
+        bind.restype, bind.argtypes = None, [ctypes.c_void_p] * 3
+        bind(ctypes.cast(lib.mmt_matmul, ctypes.c_void_p),
+             ctypes.cast(lib.mmt_errmsg, ctypes.c_void_p),
+             ctypes.cast(_context_of, ctypes.c_void_p))
+        return path
+    return None
+
+
+# The operators: native (C++ kernels calling mmt_matmul, a few microseconds a call) where
+# their library loads, else torch.library.custom_op over mmtune.matmul (tens of microseconds);
+# one schema, one fake implementation either way.
+NATIVE_OPS = _load_native()
+if NATIVE_OPS:
+    torch.library.register_fake("mmtune::matmul")(_matmul_fake)
+    torch.library.register_fake("mmtune::matmul_out")(_matmul_out_fake)
+    matmul = torch.ops.mmtune.matmul.default
+    matmul_out = torch.ops.mmtune.matmul_out.default
+else:
+    matmul = torch.library.custom_op("mmtune::matmul", mutates_args=())(_py_matmul)
+    matmul_out = torch.library.custom_op("mmtune::matmul_out", mutates_args=("out",))(
+        _py_matmul_out)
+    matmul.register_fake(_matmul_fake)
+    matmul_out.register_fake(_matmul_out_fake)
 
 
 class Linear(torch.nn.Linear):

@@ -381,6 +381,33 @@ class TestTorchOps(_WithTorch):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("a is a torch tensor on cpu, not on a CUDA device", r.stdout)
 
+    def test_native_and_python_operators_agree(self):
+        # the native operators (where their library is built beside libmmtune.so) and the
+        # Python ones have one schema and refuse a CPU tensor alike
+        code = ("import torch, mmtune.torch as mt\n"
+                "print('native', mt.NATIVE_OPS is not None)\n"
+                "print(torch.ops.mmtune.matmul.default._schema)\n"
+                "print(torch.ops.mmtune.matmul_out.default._schema)\n"
+                "try:\n"
+                "    mt.matmul(torch.ones(2, 3), torch.ones(3, 2), None, 'col', None, False, 1.0,"
+                " 0.0, None, None, False, False)\n"
+                "except Exception as e:\n"
+                "    print('error', e)\n")
+        runs = {mode: _run_python(code, {"MMTUNE_TORCH_OPS": value})
+                for mode, value in (("python", "0"), ("default", None))}
+        for mode, r in runs.items():
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("a is a torch tensor on cpu, not on a CUDA device"
+                          if "native False" in r.stdout else "a is a tensor on cpu, not on a "
+                          "CUDA device", r.stdout)
+        self.assertIn("native False", runs["python"].stdout)
+        schemas = [r.stdout.splitlines()[1:3] for r in runs.values()]
+        self.assertEqual(schemas[0], schemas[1])
+        native = os.path.join(os.path.dirname(mmtune.library_path()), "libmmtune_torch.so")
+        if not os.path.exists(native):
+            self.skipTest("no native operators built (scripts/build-torch-ops.sh)")
+        self.assertIn("native True", runs["default"].stdout)
+
     def test_schemas(self):
         th = self.th
         s = str(th.ops.mmtune.matmul.default._schema)

@@ -1,0 +1,250 @@
+/*
+ * python/csrc/torch_ops.cpp -- mmtune::matmul and mmtune::matmul_out as native PyTorch
+ * operators: the schemas of mmtune/torch.py, their CUDA kernels in C++ calling mmt_matmul
+ * directly, so that an eager call costs the dispatcher and the library, not a Python function
+ * (mmtune/torch.py's operators, the fallback where this library is not built, run
+ * mmtune.matmul: tens of microseconds a call).
+ *
+ * Built apart from the package (scripts/build-torch-ops.sh) against the installed torch;
+ * mmtune/torch.py loads it (torch.ops.load_library), then hands it, through
+ * mmt_torch_ops_bind, the library's mmt_matmul and mmt_errmsg and a callback that returns the
+ * package's default context of a device (made on a device's first call, then kept here).  The
+ * fake (meta) implementations stay in Python.  Errors are RuntimeErrors naming the argument;
+ * mmt_matmul's own checks (overlap, alignment, unsupported problems) come with its message.
+ */
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+extern "C" {
+#include "mmtune.h"
+}
+
+namespace {
+
+using matmul_fn = mmt_status (*)(mmt_context *, const mmt_matmul_desc *, void *);
+using errmsg_fn = const char *(*)(const mmt_context *);
+using context_fn = void *(*)(int);
+
+constexpr int kMaxDevices = 64;
+
+std::atomic<matmul_fn> g_matmul{nullptr};
+std::atomic<errmsg_fn> g_errmsg{nullptr};
+std::atomic<context_fn> g_context{nullptr};
+std::atomic<mmt_context *> g_ctx[kMaxDevices];
+std::mutex g_ctx_lock;
+
+/* The package's default context of `device`: asked of the bound callback once, then kept. */
+mmt_context *context_of(int device) {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "mmtune: CUDA device ", device,
+              " is past the ", kMaxDevices, " the native operators serve");
+  mmt_context *ctx = g_ctx[device].load(std::memory_order_acquire);
+  if (ctx) return ctx;
+  std::lock_guard<std::mutex> hold(g_ctx_lock);
+  ctx = g_ctx[device].load(std::memory_order_acquire);
+  if (ctx) return ctx;
+  context_fn make = g_context.load();
+  TORCH_CHECK(make, "mmtune: the native operators are not bound (import mmtune.torch)");
+  ctx = static_cast<mmt_context *>(make(device));
+  TORCH_CHECK(ctx, "mmtune: no context on cuda:", device,
+              " (mmtune.default_context(", device, ") says why)");
+  g_ctx[device].store(ctx, std::memory_order_release);
+  return ctx;
+}
+
+mmt_dtype dtype_of(at::ScalarType t, const char *name) {
+  switch (t) {
+    case at::kFloat: return MMT_F32;
+    case at::kHalf: return MMT_F16;
+    case at::kBFloat16: return MMT_BF16;
+    case at::kFloat8_e4m3fn: return MMT_E4M3;
+    case at::kFloat8_e5m2: return MMT_E5M2;
+    default: TORCH_CHECK(false, "mmtune: ", name, " has dtype ", t, "; mmtune takes float32, "
+                         "float16, bfloat16 and (inputs, D) float8_e4m3fn, float8_e5m2");
+  }
+}
+
+/* One matrix of a 2-D or 3-D tensor: batch, rows, cols, batch stride (0 for a batch of 1),
+ * row stride, column stride (elements). */
+struct matrix {
+  int64_t batch, rows, cols, sb, s0, s1;
+};
+
+matrix matrix_of(const at::Tensor &t, const char *name) {
+  TORCH_CHECK(t.is_cuda(), "mmtune: ", name, " is a tensor on ", t.device(),
+              ", not on a CUDA device");
+  if (t.dim() == 2) return {1, t.size(0), t.size(1), 0, t.stride(0), t.stride(1)};
+  TORCH_CHECK(t.dim() == 3, "mmtune: ", name, " must be 2-D or 3-D (a batch of matrices), got ",
+              t.sizes());
+  return {t.size(0), t.size(1), t.size(2), t.size(0) > 1 ? t.stride(0) : 0, t.stride(1),
+          t.stride(2)};
+}
+
+/* Row-major (true) or column-major and the leading dimension of an r x c matrix with element
+ * strides s0, s1; prefer_row breaks the tie of a vector (mmtune/_core.py's _storage). */
+std::pair<bool, int64_t> storage(const char *name, const matrix &x, bool prefer_row) {
+  const int64_t r = x.rows, c = x.cols, s0 = x.s0, s1 = x.s1;
+  const bool row = (c <= 1 || s1 == 1) && (r <= 1 || s0 >= std::max<int64_t>(1, c));
+  const bool col = (r <= 1 || s0 == 1) && (c <= 1 || s1 >= std::max<int64_t>(1, r));
+  if (row && (prefer_row || !col)) return {true, r > 1 ? s0 : std::max<int64_t>(1, c)};
+  if (col) return {false, c > 1 ? s1 : std::max<int64_t>(1, r)};
+  TORCH_CHECK(false, "mmtune: ", name, " (", r, "x", c, ", strides ", s0, ", ", s1,
+              " elements) is neither row- nor column-major; make it contiguous first");
+}
+
+mmt_activation activation_of(const std::optional<c10::string_view> &act) {
+  if (!act) return MMT_ACT_NONE;
+  const c10::string_view a = *act;
+  if (a == "none") return MMT_ACT_NONE;
+  if (a == "relu") return MMT_ACT_RELU;
+  if (a == "gelu_tanh") return MMT_ACT_GELU_TANH;
+  if (a == "gelu" || a == "gelu_erf") return MMT_ACT_GELU_ERF;
+  if (a == "silu" || a == "swish") return MMT_ACT_SILU;
+  TORCH_CHECK(false, "mmtune: act must be None, 'relu', 'gelu', 'gelu_tanh' or 'silu', got '",
+              std::string(a), "'");
+}
+
+/* D = out (allocated when undefined) of mmtune.matmul's arguments. */
+at::Tensor run(at::Tensor out, const at::Tensor &a, const at::Tensor &b,
+               const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
+               const std::optional<c10::string_view> &act, bool gated, double alpha, double beta,
+               const std::optional<at::Tensor> &c, std::optional<at::ScalarType> out_dtype,
+               bool trans_a, bool trans_b) {
+  const matrix ma = matrix_of(a, "a"), mb = matrix_of(b, "b");
+  const int dev = a.get_device();
+  TORCH_CHECK(b.get_device() == dev, "mmtune: a is on ", a.device(), " but b on ", b.device());
+  mmt_matmul_desc d{};
+  d.in_type = dtype_of(a.scalar_type(), "a");
+  if (b.scalar_type() != a.scalar_type()) {
+    const mmt_dtype bt = dtype_of(b.scalar_type(), "b");
+    const bool fp8 = (d.in_type == MMT_E4M3 || d.in_type == MMT_E5M2) &&
+                     (bt == MMT_E4M3 || bt == MMT_E5M2);
+    TORCH_CHECK(fp8, "mmtune: a and b must have one dtype (or two FP8 dtypes), got ",
+                a.scalar_type(), " and ", b.scalar_type());
+    d.b_type = bt;
+  }
+  const int64_t m = trans_a ? ma.cols : ma.rows, k = trans_a ? ma.rows : ma.cols;
+  const int64_t kb = trans_b ? mb.cols : mb.rows, nb = trans_b ? mb.rows : mb.cols;
+  TORCH_CHECK(k == kb, "mmtune: inner dimensions differ: op(a) is ", m, "x", k, " but op(b) is ",
+              kb, "x", nb);
+  TORCH_CHECK(!gated || nb % 2 == 0,
+              "mmtune: gated needs an even number of columns of op(b) (gate, up), got ", nb);
+  const int64_t n = gated ? nb / 2 : nb, batch = std::max(ma.batch, mb.batch);
+  TORCH_CHECK(ma.batch == 1 || ma.batch == batch, "mmtune: a has a batch of ", ma.batch,
+              ", b of ", mb.batch);
+  TORCH_CHECK(mb.batch == 1 || mb.batch == batch, "mmtune: b has a batch of ", mb.batch,
+              ", a of ", ma.batch);
+  const bool batched = a.dim() == 3 || b.dim() == 3;
+  if (!out.defined()) {
+    const auto opts = a.options().dtype(out_dtype ? *out_dtype : a.scalar_type());
+    out = batched ? at::empty({batch, m, n}, opts) : at::empty({m, n}, opts);
+  }
+  const matrix md = matrix_of(out, "out");
+  TORCH_CHECK(md.rows == m && md.cols == n && md.batch == batch && out.get_device() == dev,
+              "mmtune: out is ", out.sizes(), " on ", out.device(), "; D is ", batch, " x ", m,
+              " x ", n, " on cuda:", dev);
+  d.out_type = dtype_of(out.scalar_type(), "out");
+  const auto [row_d, ldd] = storage("out", md, true);
+  const auto [row_a, lda] = storage("a", ma, row_d);
+  const auto [row_b, ldb] = storage("b", mb, row_d);
+  d.order = row_d ? MMT_ROW_MAJOR : MMT_COL_MAJOR;
+  d.trans_a = (trans_a != (row_a != row_d)) ? MMT_TRANS : MMT_NO_TRANS;
+  d.trans_b = (trans_b != (row_b != row_d)) ? MMT_TRANS : MMT_NO_TRANS;
+  d.m = m, d.n = n, d.k = k;
+  d.alpha = static_cast<float>(alpha), d.beta = static_cast<float>(beta);
+  d.a = a.data_ptr(), d.lda = lda, d.b = b.data_ptr(), d.ldb = ldb;
+  d.d = out.data_ptr(), d.ldd = ldd;
+  d.batch = batch;
+  d.stride_a = ma.batch > 1 ? ma.sb : 0;
+  d.stride_b = mb.batch > 1 ? mb.sb : 0;
+  d.stride_d = batch > 1 ? md.sb : 0;
+  if (c) {
+    const matrix mc = matrix_of(*c, "c");
+    TORCH_CHECK(mc.rows == m && mc.cols == n && (mc.batch == 1 || mc.batch == batch) &&
+                    c->scalar_type() == out.scalar_type(),
+                "mmtune: c is ", c->sizes(), " ", c->scalar_type(), "; D is ", out.sizes(), " ",
+                out.scalar_type());
+    const auto [row_c, ldc] = storage("c", mc, row_d);
+    TORCH_CHECK(row_c == row_d, "mmtune: c must be stored in out's order (both row- or "
+                "column-major)");
+    d.c = c->data_ptr(), d.ldc = ldc, d.stride_c = mc.batch > 1 ? mc.sb : 0;
+  } else {
+    TORCH_CHECK(beta == 0.0, "mmtune: beta must be 0 without c");
+  }
+  if (bias) {
+    TORCH_CHECK(bias_mode == "col" || bias_mode == "row", "mmtune: bias_mode must be 'col' or "
+                "'row', got '", std::string(bias_mode), "'");
+    const bool by_col = bias_mode == "col";
+    const int64_t len = by_col ? nb : m;
+    TORCH_CHECK(bias->is_cuda() && bias->get_device() == dev, "mmtune: bias is on ",
+                bias->device(), ", the operands on cuda:", dev);
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == len && (len <= 1 || bias->stride(0) == 1),
+                "mmtune: bias must be a contiguous vector of ", len, " elements, got ",
+                bias->sizes());
+    TORCH_CHECK(bias->scalar_type() == at::kFloat || bias->scalar_type() == out.scalar_type(),
+                "mmtune: bias has dtype ", bias->scalar_type(), "; it must be float32 or D's ",
+                out.scalar_type());
+    d.bias_mode = by_col ? MMT_BIAS_COL : MMT_BIAS_ROW;
+    d.bias = bias->data_ptr();
+    d.bias_type = bias->scalar_type() == at::kFloat ? MMT_F32 : d.out_type;
+  }
+  d.act = activation_of(act);
+  d.gated = gated ? 1 : 0;
+  mmt_context *ctx = context_of(dev);
+  void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
+  const mmt_status rc = g_matmul.load()(ctx, &d, stream);
+  TORCH_CHECK(rc == MMT_OK, "mmtune: mmt_matmul: ", g_errmsg.load()(ctx));
+  return out;
+}
+
+at::Tensor matmul(const at::Tensor &a, const at::Tensor &b, const std::optional<at::Tensor> &bias,
+                  c10::string_view bias_mode, std::optional<c10::string_view> act, bool gated,
+                  double alpha, double beta, const std::optional<at::Tensor> &c,
+                  std::optional<at::ScalarType> out_dtype, bool trans_a, bool trans_b) {
+  return run(at::Tensor(), a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a,
+             trans_b);
+}
+
+void matmul_out(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b,
+                const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
+                std::optional<c10::string_view> act, bool gated, double alpha, double beta,
+                const std::optional<at::Tensor> &c, bool trans_a, bool trans_b) {
+  run(out, a, b, bias, bias_mode, act, gated, alpha, beta, c, std::nullopt, trans_a, trans_b);
+}
+
+}  // namespace
+
+/* mmtune/torch.py, once loaded: the library's entry points and the default-context callback. */
+extern "C" __attribute__((visibility("default"))) void mmt_torch_ops_bind(void *matmul,
+                                                                          void *errmsg,
+                                                                          void *context) {
+  g_matmul.store(reinterpret_cast<matmul_fn>(matmul));
+  g_errmsg.store(reinterpret_cast<errmsg_fn>(errmsg));
+  g_context.store(reinterpret_cast<context_fn>(context));
+}
+
+TORCH_LIBRARY(mmtune, m) {
+  m.def("matmul(Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, bool gated, "
+        "float alpha, float beta, Tensor? c, ScalarType? out_dtype, bool trans_a, "
+        "bool trans_b) -> Tensor");
+  m.def("matmul_out(Tensor(a0!) out, Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, "
+        "bool gated, float alpha, float beta, Tensor? c, bool trans_a, bool trans_b) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(mmtune, CUDA, m) {
+  m.impl("matmul", &matmul);
+  m.impl("matmul_out", &matmul_out);
+}
+
+/* CPU tensors: the same kernels, whose first check says they are not on a CUDA device (rather
+ * than the dispatcher's list of backends). */
+TORCH_LIBRARY_IMPL(mmtune, CPU, m) {
+  m.impl("matmul", &matmul);
+  m.impl("matmul_out", &matmul_out);
+}
