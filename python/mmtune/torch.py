@@ -158,6 +158,74 @@ else:
     matmul_out.register_fake(_matmul_out_fake)
 
 
+def _act_and_grad(act, z):
+    """act(z) and act'(z), elementwise (z float)."""
+    if act in (None, "none"):
+        return z, torch.ones_like(z)
+    if act == "relu":
+        return z.clamp_min(0), (z > 0).to(z.dtype)
+    if act in ("gelu", "gelu_erf"):
+        cdf = 0.5 * (1 + torch.erf(z * 0.7071067811865476))
+        return z * cdf, cdf + z * torch.exp(-0.5 * z * z) * 0.3989422804014327
+    if act == "gelu_tanh":
+        k = 0.7978845608028654
+        t = torch.tanh(k * (z + 0.044715 * z ** 3))
+        return 0.5 * z * (1 + t), 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * k * (1 + 0.134145 * z * z)
+    if act in ("silu", "swish"):
+        s = torch.sigmoid(z)
+        return z * s, s * (1 + z * (1 - s))
+    raise ValueError(f"act {act!r} has no derivative here")
+
+
+def _setup_backward(ctx, inputs, output):
+    a, b, bias, bias_mode, act, gated, alpha, beta, c, _out_dtype, trans_a, trans_b = inputs
+    ctx.save_for_backward(a, b, bias, c if beta != 0 else None)
+    ctx.meta = (bias_mode, act, gated, alpha, beta, trans_a, trans_b)
+
+
+def _backward(ctx, grad):
+    """The gradients of mmtune::matmul's tensors (a, b, bias, c), as PyTorch's eager autograd
+    of the same expression computes them: the product is recomputed (in the inputs' dtype, as
+    eager saves a Linear's output) where the activation or the gate needs it, every GEMM is
+    torch's."""
+    a, b, bias, c = ctx.saved_tensors
+    bias_mode, act, gated, alpha, beta, trans_a, trans_b = ctx.meta
+    wide = torch.promote_types(grad.dtype, torch.float32)  # the epilogue's arithmetic
+    g = grad.to(wide)
+    op_a, op_b = (a.mT if trans_a else a), (b.mT if trans_b else b)
+    if gated or act not in (None, "none"):
+        x = alpha * torch.matmul(op_a, op_b).to(wide)
+        if bias is not None:
+            x = x + (bias.to(wide) if bias_mode == "col" else bias.to(wide)[:, None])
+        if gated:  # D = act(gate) * up + beta c, gate and up interleaved by column
+            y, dy = _act_and_grad(act, x[..., 0::2])
+            gx = torch.stack((g * x[..., 1::2] * dy, g * y), -1).flatten(-2)
+        else:
+            if c is not None:
+                x = x + beta * c.to(wide)
+            gx = g * _act_and_grad(act, x)[1]
+    else:
+        gx = g
+    need = ctx.needs_input_grad
+    ga = gb = gbias = gc = None
+    gp = (alpha * gx).to(a.dtype)
+    if need[0]:
+        ga = torch.matmul(gp, op_b.mT)
+        ga = (ga.mT if trans_a else ga).sum_to_size(a.shape)
+    if need[1]:
+        gb = torch.matmul(op_a.mT, gp)
+        gb = (gb.mT if trans_b else gb).sum_to_size(b.shape)
+    if need[2] and bias is not None:
+        gbias = (gx if bias_mode == "col" else gx.mT).sum_to_size(bias.shape).to(bias.dtype)
+    if need[8] and c is not None:
+        gc = (beta * (g if gated else gx)).sum_to_size(c.shape).to(c.dtype)
+    return ga, gb, gbias, None, None, None, None, None, gc, None, None, None
+
+
+# matmul's backward (matmul_out, which writes its out argument, has none: as torch's out=)
+torch.library.register_autograd("mmtune::matmul", _backward, setup_context=_setup_backward)
+
+
 class Linear(torch.nn.Linear):
     """torch.nn.Linear computed by mmtune: act(x W^T + bias) in one kernel.  The same
     parameters (weight out_features x in_features, bias), so state dicts load unchanged; act:
@@ -210,8 +278,14 @@ class GatedMLP(torch.nn.Module):
         self.act = act
 
     def forward(self, x):
-        h = torch.ops.mmtune.matmul(x.reshape(-1, self.gate_up.shape[1]), self.gate_up, None,
-                                    "col", self.act, True, 1.0, 0.0, None, None, False, True)
+        w = self.gate_up
+        if torch.is_grad_enabled() and (self.gate_proj.weight.requires_grad or
+                                        self.up_proj.weight.requires_grad):
+            # training: the interleaved weight made from the parameters, so gradients reach
+            # them (gate_up's own storage has no autograd history)
+            w = torch.stack((self.gate_proj.weight, self.up_proj.weight), 1).flatten(0, 1)
+        h = torch.ops.mmtune.matmul(x.reshape(-1, w.shape[1]), w, None, "col", self.act, True,
+                                    1.0, 0.0, None, None, False, True)
         return self.down_proj(h).reshape(*x.shape[:-1], -1)
 
     def extra_repr(self):

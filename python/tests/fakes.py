@@ -151,3 +151,19 @@ def llama_mlp(th, hidden=64, inter=96, act=None):
             return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
     return MLP()
+
+
+def matmul_reference(th, a, b, bias=None, bias_mode="col", act=None, gated=False, alpha=1.0,
+                     beta=0.0, c=None, trans_a=False, trans_b=False):
+    """mmtune.matmul's expression (mmtune.h) in torch, in the inputs' dtype: what its results
+    and gradients are checked against (th: torch)."""
+    f = th.nn.functional
+    acts = {None: lambda z: z, "relu": f.relu, "gelu": f.gelu, "silu": f.silu,
+            "gelu_tanh": lambda z: f.gelu(z, approximate="tanh")}
+    x = alpha * th.matmul(a.mT if trans_a else a, b.mT if trans_b else b)
+    if bias is not None:
+        x = x + (bias if bias_mode == "col" else bias[:, None])
+    if gated:
+        d = acts[act](x[..., 0::2]) * x[..., 1::2]
+        return d + beta * c if c is not None else d
+    return acts[act](x + beta * c if c is not None else x)

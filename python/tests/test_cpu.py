@@ -408,6 +408,48 @@ class TestTorchOps(_WithTorch):
             self.skipTest("no native operators built (scripts/build-torch-ops.sh)")
         self.assertIn("native True", runs["default"].stdout)
 
+    def test_backward_against_autograd(self):
+        # mmtune::matmul's backward formula (run here on CPU float64, called as autograd
+        # calls it) against torch's autograd of the same expression, for each activation,
+        # gated or not, bias by column and by row, c, transposes and a shared 2-D weight
+        th, mt = self.th, self.mt
+        from fakes import matmul_reference
+
+        class Ctx:
+            def save_for_backward(self, *t):
+                self.saved_tensors = t
+
+        cases = [(act, gated, bias_mode, ta, tb, batch)
+                 for act in (None, "relu", "gelu", "gelu_tanh", "silu")
+                 for gated, bias_mode in ((False, "col"), (False, "row"), (True, "col"))
+                 for ta, tb, batch in ((False, True, 0), (True, False, 3))]
+        gen = th.Generator().manual_seed(5)
+        for act, gated, bias_mode, ta, tb, batch in cases:
+            m, n, k = 7, 6, 5
+            nb = 2 * n if gated else n
+            lead = (batch,) if batch else ()
+            def leaf(*shape):  # noqa: E306
+                return th.randn(*shape, generator=gen, dtype=th.float64).requires_grad_()
+            a = leaf(*lead, *((k, m) if ta else (m, k)))
+            b = leaf(*((nb, k) if tb else (k, nb)))  # 2-D: one weight for the whole batch
+            bias = leaf(nb if bias_mode == "col" else m)
+            c = leaf(*lead, m, n)
+            args = (a, b, bias, bias_mode, act, gated, 0.75, 0.5, c, None, ta, tb)
+            ref = matmul_reference(th, a, b, bias, bias_mode, act, gated, 0.75, 0.5, c, ta, tb)
+            grad = th.randn(ref.shape, generator=gen, dtype=th.float64)
+            want = th.autograd.grad(ref, (a, b, bias, c), grad)
+            ctx = Ctx()
+            ctx.needs_input_grad = (True, True, True) + (False,) * 5 + (True, False, False,
+                                                                           False)
+            mt._setup_backward(ctx, args, ref)
+            got = mt._backward(ctx, grad)
+            for name, i, w in zip("a b bias c".split(), (0, 1, 2, 8), want):
+                self.assertEqual(got[i].shape, w.shape, name)
+                self.assertLess((got[i] - w).abs().max().item(), 1e-9,
+                                f"d{name}: act {act}, gated {gated}, bias {bias_mode}, "
+                                f"trans {ta}{tb}, batch {batch}")
+            self.assertTrue(all(got[i] is None for i in (3, 4, 5, 6, 7, 9, 10, 11)))
+
     def test_schemas(self):
         th = self.th
         s = str(th.ops.mmtune.matmul.default._schema)
