@@ -9,6 +9,7 @@
 
 #include "matmul_bench.h"
 #include "gpu/ref.h"
+#include "gpu/routing.h"
 
 /* ---- grouped: a mixture of experts' layer ---- */
 
@@ -61,28 +62,6 @@ static mmt_status grouped_loop(bench *b, void *user, int copy, ut_err *err) {
       return ut_fail(err, rc, "mmt_matmul (expert %lld): %s", (long long)z, mmt_errmsg(b->ctx));
   }
   return MMT_OK;
-}
-
-/* Routes r rows to g experts: each row's expert drawn uniformly or Zipf-skewed (expert z with
- * weight 1 / (z + 1)^1.2), by a fixed generator; rows[z] the counts.  cdf: g doubles. */
-static void route(int64_t g, int64_t r, bool zipf, uint64_t seed, double *cdf, int *rows) {
-  double total = 0;
-  for (int64_t z = 0; z < g; z++) cdf[z] = total += zipf ? pow((double)(z + 1), -1.2) : 1.0;
-  memset(rows, 0, (size_t)g * sizeof *rows);
-  uint64_t x = seed | 1;
-  for (int64_t i = 0; i < r; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    const double u = (double)(x >> 11) / 9007199254740992.0 * total;
-    int64_t lo = 0, hi = g - 1; /* the first z with u < cdf[z] */
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (u < cdf[mid])
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    rows[lo]++;
-  }
 }
 
 /* Each of `copies` sets' A and B filled, and cuBLAS's pointer arrays of the experts with rows
@@ -159,7 +138,8 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
     goto cleanup;
   }
-  route(g, r, zipf, (uint64_t)(g * 131 + r * 7 + zipf), cdf, gc.rows);
+  tn_route(zipf ? TN_ROUTE_ZIPF : TN_ROUTE_UNIFORM, g, r, (uint64_t)(g * 131 + r * 7 + zipf), cdf,
+           gc.rows);
   for (int64_t z = 0; z < g; z++) {
     gc.offsets[z + 1] = gc.offsets[z] + gc.rows[z];
     if (gc.rows[z]) gc.used_rows[gc.used++] = gc.rows[z];

@@ -763,20 +763,20 @@ static problem_key op_key_of(const rt_matmul_plan *pl, mmt_dtype dtype) {
                          (uint64_t)pl->kp.ldb * elem,
                          (uint64_t)pl->stride_a * elem,
                          (uint64_t)pl->stride_b * elem};
-  /* A grouped call is keyed, and its kernel chosen, by the rows its experts have in all (the
-   * caller's hint; M without it): contiguous, one problem of those rows; masked, G problems of
-   * their mean. */
+  /* A grouped call is keyed, and its kernel chosen, by its experts (the batch, G) and the
+   * bucket of the rows they have (rt_group_rows_bucket: the routing regime `tune` measures):
+   * contiguous, the rows of all of them (the caller's hint, M without it); masked, their mean
+   * (G * M without a hint).  Never read as a bound: the launch runs the plan's M. */
   rt_gemm_kernel_problem kp = pl->kp;
-  int64_t batch = pl->batch;
   const int64_t tokens = pl->group_tokens;
   if (pl->op.group == 'c') {
-    batch = 1;
-    if (tokens > 0 && tokens < kp.m) kp.m = tokens;
+    kp.m = rt_group_rows_bucket(tokens > 0 ? tokens : kp.m);
   } else if (pl->op.group == 'm' && tokens > 0) {
-    const int64_t mean = (tokens + batch - 1) / batch;
-    if (mean < kp.m) kp.m = mean;
+    kp.m = rt_group_rows_bucket((tokens + pl->batch - 1) / pl->batch);
+  } else if (pl->op.group == 'm') {
+    kp.m = rt_group_rows_bucket(kp.m);
   }
-  return key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), batch);
+  return key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), pl->batch);
 }
 
 /* The grouped calls' error word of ctx, made at the first (under the lock); the calls after

@@ -490,6 +490,16 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
   if (d->batch == 1) out->stride_a = out->stride_b = out->stride_c = out->stride_d = 0;
 }
 
+int64_t rt_group_rows_bucket(int64_t rows) {
+  if (rows <= 1) return 1;
+  int64_t step = 1; /* the largest power of two <= rows */
+  while (step <= rows / 2) step *= 2;
+  if (rows == step) return rows;
+  /* between step and 2 step: 1.5 step, else 2 step (past INT64_MAX: rows) */
+  if (step % 2 == 0 && rows <= step + step / 2) return step + step / 2;
+  return step > INT64_MAX / 2 ? rows : 2 * step;
+}
+
 /* ---- op codes ---- */
 
 /* D's type: bits 1-2, and bit 17 for the FP8 ones (then bits 1-2 say which); bits 18-19 the

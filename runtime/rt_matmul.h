@@ -55,6 +55,13 @@ typedef struct {
 /* The plan of a descriptor that rt_matmul_check accepted. */
 void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out);
 
+/* The rows a grouped call is keyed and tuned by: `rows` (the caller's hint of its experts'
+ * rows in all, or a masked call's mean) rounded up to the next of 1, 2, 3, 4, 6, 8, 12, 16, 24,
+ * ... (2^i and 3 * 2^i), so that every call of a routing regime -- its token count within
+ * 1.5x -- finds the rows `mmtune tune` measured for that regime, however its tokens fall on
+ * the experts from one step to the next.  rows <= 1: 1. */
+int64_t rt_group_rows_bucket(int64_t rows);
+
 /* An op as one integer, for the dispatcher's keys: 0 for NULL (the plain GEMM), else a code
  * with bit 0 set that rt_op_of_code turns back into the op (false for a code that is none). */
 int64_t rt_op_code(const gen_op *op);

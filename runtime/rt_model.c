@@ -111,13 +111,20 @@ static void sector_waste(const gen_problem *p, double elem, double waste[2]) {
     waste[i] = (uint64_t)pitch[i] * (uint64_t)elem % 32 ? RT_MODEL_SECTOR_WASTE : 1.0;
 }
 
+/* The problems p's work is counted over: its batch, but one for a contiguous grouped op,
+ * whose M holds every expert's rows and whose batch is its experts (the model sees it as one
+ * problem of those rows). */
+static double problems(const gen_problem *p) {
+  if (p->op && p->op->group == 'c') return 1.0;
+  return p->batch > 1 ? (double)p->batch : 1.0;
+}
+
 /* The tiles of C a launch computes, every problem of the batch's (split-K's slices not
  * counted); its tile in *tm, *tn. */
 static double tile_count(const db_launch *l, const gen_problem *p, int64_t *tm, int64_t *tn) {
   launch_tile(l, tm, tn);
   int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1;
-  return (double)ceil_div(m, *tm) * (double)ceil_div(n, *tn) *
-         (p->batch > 1 ? (double)p->batch : 1.0);
+  return (double)ceil_div(m, *tm) * (double)ceil_div(n, *tn) * problems(p);
 }
 
 double rt_model_tile_area(const db_launch *l, const gen_problem *p) {
@@ -164,7 +171,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   /* An op kernel (gen.h, "Epilogues"): `batch` problems, each its own work units and bytes;
    * D of the op's type, half the product's columns when gated.  The epilogue's arithmetic is
    * not the analytic part's: rt_model_epilogue_ms adds it to a prediction, outside the fit. */
-  const double batch = p->batch > 1 ? (double)p->batch : 1.0;
+  const double batch = problems(p);
   const double out_elem =
       p->op && gen_dtype_size(p->op->out) > 0 ? gen_dtype_size(p->op->out) : elem;
   const double d_cols = p->op && p->op->gated ? (double)n / 2 : (double)n;

@@ -319,6 +319,23 @@ static void test_batch_strides(void **state) {
 }
 
 /* Grouped calls: their fields, layout, strides and the vectors' lengths (G copies by column). */
+/* The routing regimes grouped calls are keyed and tuned by: 2^i and 3 * 2^i, rounded up. */
+static void test_group_rows_bucket(void **state) {
+  (void)state;
+  static const int64_t in[] = {-5, 0,  1,  2,  3,  4,    5,    6,    7,    8,    9,     12,
+                               13, 16, 17, 24, 25, 1000, 1024, 1025, 1536, 1537, 16384, 16385};
+  static const int64_t want[] = {1,  1,  1,  2,  3,  4,    6,    6,    8,    8,    12,    12,
+                                 16, 16, 24, 24, 32, 1024, 1024, 1536, 1536, 2048, 16384, 24576};
+  for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+    assert_int_equal(rt_group_rows_bucket(in[i]), want[i]);
+  /* every bucket is its own, and the next value up starts the next one */
+  for (int64_t b = 1; b < ((int64_t)1 << 40); b = rt_group_rows_bucket(b + 1)) {
+    assert_int_equal(rt_group_rows_bucket(b), b);
+    assert_true(rt_group_rows_bucket(b + 1) <= b + b);
+  }
+  assert_int_equal(rt_group_rows_bucket(INT64_MAX), INT64_MAX);
+}
+
 static void test_grouped(void **state) {
   (void)state;
   mmt_matmul_desc d = base();
@@ -822,6 +839,7 @@ int main(void) {
       cmocka_unit_test(test_pointers_and_overlaps),
       cmocka_unit_test(test_batch_strides),
       cmocka_unit_test(test_grouped),
+      cmocka_unit_test(test_group_rows_bucket),
       cmocka_unit_test(test_plain),
       cmocka_unit_test(test_op_codes),
       cmocka_unit_test(test_mapping_computes_the_call),

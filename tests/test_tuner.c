@@ -3,7 +3,7 @@
  * CPU: without a driver, tune fails cleanly with one line.  GPU (skipped without one):
  * faulting and hanging templates are contained and recorded; results land in the database;
  * a second run resumes (measures nothing); the budget counts across runs; Ctrl-C stops
- * cleanly and keeps what was measured.
+ * cleanly and keeps what was measured; a grouped op is tuned over routings and served.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "gen.h"
 #include "rt_compile.h"
 #include "rt_device.h"
 #include "rt_gemm.h"
@@ -47,6 +48,23 @@ static int run_cli(const char *args, char **out) {
       assert_non_null(buf);
     }
   }
+  buf[len] = '\0';
+  int st = pclose(f);
+  *out = buf;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs the CLI as a user would (the installed templates), output into *out (owned). */
+static int run_cli_user(const char *args, char **out) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "env -u MMTUNE_TEMPLATE_PATH XDG_CACHE_HOME=%s %s %s 2>&1", g_dir,
+           MMT_CLI_PATH, args);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t cap = 1 << 20, len = 0, n;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  while (len + 1 < cap && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) len += n;
   buf[len] = '\0';
   int st = pclose(f);
   *out = buf;
@@ -285,6 +303,49 @@ static void test_budget_across_runs(void **state) {
   free(out);
 }
 
+/* A contiguous grouped op tuned over drawn routings: rows at the experts' rows rounded up to
+ * their bucket (100 -> 128) and the experts as the batch, every row verified, and a call of
+ * that regime (another token count in the bucket) served them exactly. */
+static void test_grouped_tuned(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char db_path[160], args[1024];
+  snprintf(db_path, sizeof db_path, "%s/grouped.db", g_dir);
+  const char *op = "out=f16,bias=col,act=silu,group=contiguous";
+  snprintf(args, sizeof args,
+           "tune --device 0 --dtype f16 --layout nt --epilogue %s --batch 8 --shapes 100x256x192 "
+           "--budget 6 --db %s",
+           op, db_path);
+  char *out = NULL;
+  int ex = run_cli_user(args, &out);
+  if (ex != 0 || !strstr(out, "rounded up to its routing regime's bucket"))
+    fail_msg("exit %d\n%s", ex, out);
+  free(out);
+  char dev[128];
+  device_name(dev, sizeof dev);
+  gen_op parsed;
+  ut_err err;
+  db_problem p = {.dtype = "f16", .layout = "nt", .m = 128, .n = 256, .k = 192, .batch = 8};
+  assert_int_equal(gen_op_parse(op, "f16", &parsed, &err), MMT_OK);
+  assert_int_equal(gen_op_format(&parsed, p.op, sizeof p.op, &err), MMT_OK);
+  db_handle *db = NULL;
+  assert_int_equal(db_open(db_path, true, &db, &err), MMT_OK);
+  status_count c = {0};
+  assert_int_equal(db_each_ok(db, dev, &p, count_row, &c, &err), MMT_OK);
+  db_close(db);
+  assert_true(c.ok > 0);
+  /* 97 tokens: the same bucket, served the tuned row */
+  snprintf(args, sizeof args,
+           "explain 4096 256 192 --dtype f16 --trans-b --epilogue %s --batch 8 --group-tokens 97 "
+           "--device 0 --db %s",
+           op, db_path);
+  ex = run_cli_user(args, &out);
+  if (ex != 0 || !strstr(out, "choice:    exact") ||
+      !strstr(out, "computes:  row-major 128x256x192"))
+    fail_msg("exit %d\n%s", ex, out);
+  free(out);
+}
+
 static void test_interrupt_keeps_results(void **state) {
   (void)state;
   if (!have_gpu()) skip();
@@ -393,6 +454,7 @@ int main(void) {
       cmocka_unit_test(test_fault_and_hang_are_contained),
       cmocka_unit_test(test_guard_fallback_said_once),
       cmocka_unit_test(test_budget_across_runs),
+      cmocka_unit_test(test_grouped_tuned),
       cmocka_unit_test(test_interrupt_keeps_results),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -328,6 +328,8 @@ int tn_opt_measured_epilogue(const char *cmd, const tn_opts *o, const char *dtyp
   const int ex = tn_opt_epilogue(cmd, o, dtype, op, has);
   if (ex || !op->group) return ex;
   return tn_usage_error(cmd,
-                        "--epilogue '%s': grouped ops are not measured yet (mmt_matmul runs them)",
+                        "--epilogue '%s': grouped ops are not measured here (`tune` measures "
+                        "contiguous ones over drawn routings; mmtune-matmul-bench --family "
+                        "grouped benches them against cuBLAS)",
                         tn_opts_get(o, "epilogue"));
 }

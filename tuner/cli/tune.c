@@ -221,8 +221,10 @@ static int check_op(const tune_run *r, const char *text, const char *what) {
       return tn_usage_error("tune", "%s: %s", what, err.msg);
     if (!gen_op_valid(&op, all[i]))
       return tn_usage_error("tune", "%s '%s' is not one for %s inputs", what, text, all[i]);
-    if (op.group)
-      return tn_usage_error("tune", "%s '%s': grouped ops are not tuned yet", what, text);
+    if (op.group == 'm')
+      return tn_usage_error("tune",
+                            "%s '%s': masked grouped ops are not tuned yet (contiguous ones are)",
+                            what, text);
   }
   return TN_EXIT_OK;
 }
@@ -474,9 +476,10 @@ static int tune_recorded(tune_run *r, const tn_opts *o) {
     gen_op op;
     ut_err why;
     if (q.v[i].problem.op[0] &&
-        gen_op_parse(q.v[i].problem.op, q.v[i].problem.dtype, &op, &why) == MMT_OK && op.group) {
-      printf("mmtune: %d recorded grouped problems (%s %s, %s) left: grouped ops are not tuned "
-             "yet\n",
+        gen_op_parse(q.v[i].problem.op, q.v[i].problem.dtype, &op, &why) == MMT_OK &&
+        op.group == 'm') {
+      printf("mmtune: %d recorded masked grouped problems (%s %s, %s) left: masked grouped ops "
+             "are not tuned yet\n",
              j - i, q.v[i].problem.dtype, q.v[i].problem.layout, q.v[i].problem.op);
       continue;
     }

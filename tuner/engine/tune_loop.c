@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "engine/tune_int.h"
+#include "rt_matmul.h"
 
 _Static_assert(GEN_MAX_PARAMS <= TN_SEARCH_MAX_COORDS, "a config must fit a search candidate");
 _Static_assert(GEN_MAX_VALUES <= 256, "search coordinates are uint8_t");
@@ -365,10 +366,31 @@ static void print_plan(const tune_run *r) {
   fflush(stdout);
 }
 
+/* A contiguous grouped op's shapes at the rows their calls are keyed by (mmt_matmul's key:
+ * rt_group_rows_bucket of the experts' rows in all), so that the rows land where calls of
+ * that routing regime look; said once when any moves. */
+static void bucket_grouped_shapes(tune_run *r) {
+  gen_op op;
+  ut_err e;
+  if (!r->epilogue || gen_op_parse(r->epilogue, r->dtype ? r->dtype : "f16", &op, &e) ||
+      op.group != 'c')
+    return;
+  bool moved = false;
+  for (int i = 0; i < r->nshapes; i++) {
+    const int64_t m = rt_group_rows_bucket(r->shapes[i].m);
+    moved = moved || m != r->shapes[i].m;
+    r->shapes[i].m = m;
+  }
+  if (moved)
+    printf("grouped: each shape's M (the experts' rows in all) rounded up to its routing "
+           "regime's bucket (1, 2, 3, 4, 6, 8, 12, ...), where calls look\n");
+}
+
 int tn_tune_pass(tune_run *r) {
   ut_err err = {{0}};
   r->tty = isatty(STDOUT_FILENO);
   double t0 = ut_now_seconds();
+  bucket_grouped_shapes(r);
   mmt_status rc = tune_setup(r, &err);
   if (!rc) rc = tn_tune_plan(r, &err);
   if (!rc) {

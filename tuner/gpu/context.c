@@ -79,6 +79,9 @@ static void free_device_buffers(tn_gpu *g) {
   if (g->ref) g->cu->cuMemFree(g->ref);
   if (g->wa) g->cu->cuMemFree(g->wa);
   if (g->vec) g->cu->cuMemFree(g->vec);
+  if (g->routings) g->cu->cuMemFree(g->routings);
+  g->routings = g->group_error = 0;
+  g->routings_cap = 0;
   g->a = g->b = g->c = g->ref = g->wa = g->wb = g->wc = g->vec = 0;
   g->cap_bytes = g->ref_cap_bytes = g->wide_cap_bytes = g->vec_cap = 0;
 }
@@ -93,6 +96,7 @@ int64_t tn_measure_out_cols(const tn_measure_opts *o) {
 /* The op and batch of o's problem into g (none: the plain GEMM, batch 1). */
 static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   g->has_op = o->op[0] != '\0';
+  g->grouped = false;
   g->batch = o->batch > 1 ? o->batch : 1;
   g->out_elem = g->elem;
   g->out_bf16 = g->bf16;
@@ -115,10 +119,16 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   if (rc) return rc;
   if (!gen_op_valid(&g->op, o->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "op '%s' is not one for %s inputs", o->op, o->dtype);
-  if (g->op.group)
+  if (g->op.group == 'm')
     return ut_fail(err, MMT_ERR_UNSUPPORTED,
-                   "op '%s': grouped kernels are not measured here yet (no routings drawn); "
-                   "mmt_matmul runs them",
+                   "op '%s': masked grouped kernels are not measured here yet (contiguous ones "
+                   "are); mmt_matmul runs them",
+                   o->op);
+  g->grouped = g->op.group == 'c';
+  if (g->grouped && (o->layout[0] == 't' || g->op.gated || gen_dtype_fp8(o->dtype)))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "op '%s': a grouped problem is row-major with A not transposed (layout n?), "
+                   "neither gated nor FP8, as mmt_matmul serves it",
                    o->op);
   if (g->op.gated && o->n % 2)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
@@ -130,14 +140,25 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   return MMT_OK;
 }
 
+int64_t tn_gpu_planes(const tn_gpu *g) { return g->grouped ? 1 : g->batch; }
+
+/* The floats of a by-column vector: N, a grouped op's experts one each. */
+static size_t column_len(const tn_gpu *g, const tn_measure_opts *o) {
+  return (size_t)o->n * (size_t)(g->grouped ? g->batch : 1);
+}
+
 size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side) {
   const size_t kb = (size_t)(o->k + 127) / 128, nb = (size_t)(o->n + 127) / 128;
   if (g->op.scale_block) return side ? nb * kb : kb * (size_t)o->m;
-  return g->op.scale_tensor ? 1 : side ? (size_t)o->n : (size_t)o->m;
+  return g->op.scale_tensor ? 1 : side ? column_len(g, o) : (size_t)o->m;
+}
+
+size_t tn_gpu_bias_len(const tn_gpu *g, const tn_measure_opts *o) {
+  return g->op.bias == 'r' ? (size_t)o->m : column_len(g, o);
 }
 
 size_t tn_gpu_vector_len(const tn_gpu *g, const tn_measure_opts *o) {
-  size_t len = (size_t)(o->m > o->n ? o->m : o->n);
+  size_t len = (size_t)o->m > column_len(g, o) ? (size_t)o->m : column_len(g, o);
   for (int side = 0; side < 2; side++)
     if (tn_gpu_scale_len(g, o, side) > len) len = tn_gpu_scale_len(g, o, side);
   return len;
@@ -173,14 +194,60 @@ static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   }
   g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
   /* verification's copies flush against unmapped memory: the vectors' exact lengths */
-  const size_t bias_bytes = (size_t)(g->op.bias == 'r' ? o->m : o->n) *
-                            (size_t)(g->op.bias_f32 || g->out_elem == 4 ? 4 : 2);
+  const size_t bias_bytes =
+      tn_gpu_bias_len(g, o) * (size_t)(g->op.bias_f32 || g->out_elem == 4 ? 4 : 2);
   const size_t bytes_of[3] = {bias_bytes, 4 * tn_gpu_scale_len(g, o, 0),
                               4 * tn_gpu_scale_len(g, o, 1)};
   for (int i = 0; g->gran && i < 3; i++)
     if ((rc = tn_guard_reserve(g->cu, g->dev.dev, g->gran, &g->guard[3 + i], bytes_of[i], err)))
       return rc;
 cleanup:
+  return rc;
+}
+
+/* A grouped problem's routings of its M rows over its G experts (TN_ROUTINGS: each kind of
+ * gpu/routing.h twice), drawn from the problem's shape so that every candidate is timed over
+ * the same ones, as offsets on the host and on the device, then the error word (zero). */
+static mmt_status reserve_routings(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const size_t per = (size_t)g->batch + 1, count = TN_ROUTINGS * per;
+  const size_t bytes = tn_round_up(4 * count, 256) + 256;
+  double *cdf = malloc((size_t)g->batch * sizeof *cdf);
+  int *counts = malloc((size_t)g->batch * sizeof *counts);
+  if (!cdf || !counts) {
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory drawing routings");
+    goto cleanup;
+  }
+  if (count > g->host_offsets_cap) {
+    int32_t *v = realloc(g->host_offsets, count * sizeof *v);
+    if (!v) {
+      rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory drawing routings");
+      goto cleanup;
+    }
+    g->host_offsets = v, g->host_offsets_cap = count;
+  }
+  for (int r = 0; r < TN_ROUTINGS; r++) {
+    /* routing 0, the one verified: sparse, so that some experts are empty */
+    const tn_route_kind kind = (tn_route_kind)((r + TN_ROUTE_SPARSE) % TN_ROUTE_KINDS);
+    const uint64_t seed = (uint64_t)o->m * 1000003u + (uint64_t)o->n * 8191u +
+                          (uint64_t)o->k * 131u + (uint64_t)g->batch * 7u + (uint64_t)r;
+    tn_route(kind, g->batch, o->m, seed, cdf, counts);
+    tn_route_offsets(g->batch, counts, g->host_offsets + (size_t)r * per);
+  }
+  if (bytes > g->routings_cap) {
+    if (g->routings) g->cu->cuMemFree(g->routings);
+    g->routings = 0;
+    g->routings_cap = 0;
+    RT_CU_CHECK(g->cu, cuMemAlloc(&g->routings, bytes));
+    g->routings_cap = bytes;
+  }
+  g->group_error = g->routings + tn_round_up(4 * count, 256);
+  g->routing = 0;
+  RT_CU_CHECK(g->cu, cuMemcpyHtoD(g->routings, g->host_offsets, 4 * count));
+  RT_CU_CHECK(g->cu, cuMemsetD32(g->group_error, 0, 1));
+cleanup:
+  free(cdf);
+  free(counts);
   return rc;
 }
 
@@ -206,6 +273,7 @@ void tn_gpu_close(tn_gpu *g) {
   free(g->host_a);
   free(g->host_b);
   free(g->host_ref);
+  free(g->host_offsets);
   free(g);
 }
 
@@ -235,10 +303,15 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->c_extent = (size_t)((rows[2] - 1) * o->ldc + g->n_out);
   g->a_stride = g->a_elems, g->b_stride = g->b_elems, g->c_stride = g->c_elems;
   const size_t nb = (size_t)g->batch;
-  g->a_extent += (nb - 1) * g->a_stride;
   g->b_extent += (nb - 1) * g->b_stride;
-  g->c_extent += (nb - 1) * g->c_stride;
-  g->a_elems *= nb, g->b_elems *= nb, g->c_elems *= nb;
+  g->b_elems *= nb;
+  if (g->grouped) { /* one A and D: the experts' rows */
+    g->a_stride = g->c_stride = 0;
+  } else {
+    g->a_extent += (nb - 1) * g->a_stride;
+    g->c_extent += (nb - 1) * g->c_stride;
+    g->a_elems *= nb, g->c_elems *= nb;
+  }
   /* The tuner's buffers start 256-byte aligned: the pitches decide (gen_packed_problem). */
   uint64_t pitches[] = {256, (uint64_t)(o->lda * g->elem), (uint64_t)(o->ldb * g->elem),
                         (uint64_t)(o->ldc * g->out_elem)};
@@ -258,7 +331,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   size_t bytes = set_bytes * (size_t)g->copies;
   /* the reference lives on the device: the products, then (an op) D's */
   size_t ref_bytes =
-      8 * (size_t)g->batch * (size_t)o->m * (size_t)(o->n + (g->has_op ? g->n_out : 0));
+      8 * (size_t)tn_gpu_planes(g) * (size_t)o->m * (size_t)(o->n + (g->has_op ? g->n_out : 0));
   if (bytes > g->cap_bytes || ref_bytes > g->ref_cap_bytes) {
     free_device_buffers(g);
     RT_CU_CHECK(cu, cuMemAlloc(&g->a, bytes));
@@ -270,6 +343,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->b = g->a + (size_t)g->elem * g->a_elems * (size_t)g->copies;
   g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
   if ((rc = reserve_vectors(g, o, err))) goto cleanup;
+  if (g->grouped && (rc = reserve_routings(g, o, err))) goto cleanup;
   size_t wide_bytes =
       g->elem == 4 && g->out_elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
   if (wide_bytes > g->wide_cap_bytes) {
@@ -299,6 +373,7 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
   a.b = g->b + (size_t)g->elem * g->b_elems * (size_t)copy;
   a.c = g->c + (size_t)g->out_elem * g->c_elems * (size_t)copy;
   a.batch = g->batch;
+  a.group = g->grouped ? 'c' : 0;
   return a;
 }
 
@@ -319,18 +394,22 @@ static bool scales_b(const gen_op *op) {
 }
 
 rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
-  const bool many = g->batch > 1;
-  return (rt_epilogue){.d = args->c,
-                       .ldd = args->ldc,
-                       .bias = g->op.bias ? g->use_bias : 0,
-                       .scale_row = scales_a(&g->op) ? g->use_scale_row : 0,
-                       .scale_col = scales_b(&g->op) ? g->use_scale_col : 0,
-                       .batch_a = many ? (int64_t)g->a_stride : 0,
-                       .batch_b = many ? (int64_t)g->b_stride : 0,
-                       .batch_c = many ? (int64_t)g->c_stride : 0,
-                       .batch_d = many ? (int64_t)g->c_stride : 0,
-                       .scale_d = g->d_scale,
-                       .amax = g->d_amax};
+  const bool many = g->batch > 1; /* grouped: A's and D's strides are 0, B's the weights' */
+  return (rt_epilogue){
+      .d = args->c,
+      .ldd = args->ldc,
+      .bias = g->op.bias ? g->use_bias : 0,
+      .scale_row = scales_a(&g->op) ? g->use_scale_row : 0,
+      .scale_col = scales_b(&g->op) ? g->use_scale_col : 0,
+      .batch_a = many ? (int64_t)g->a_stride : 0,
+      .batch_b = many ? (int64_t)g->b_stride : 0,
+      .batch_c = many ? (int64_t)g->c_stride : 0,
+      .batch_d = many ? (int64_t)g->c_stride : 0,
+      .scale_d = g->d_scale,
+      .amax = g->d_amax,
+      .group_rows = g->grouped ? g->routings + 4 * (size_t)g->routing * ((size_t)g->batch + 1) : 0,
+      .group_error = g->grouped ? g->group_error : 0,
+      .groups = g->grouped ? g->batch : 0};
 }
 
 bool tn_gpu_is_sticky(CUresult r) {

@@ -36,12 +36,13 @@ double tn_gpu_sorted_median(double *times, int n) {
 }
 
 /* Min, median and max of `runs` times (sorted in place), and the TFLOP/s of the median. */
-static void set_times(tn_measurement *out, const tn_measure_opts *o, double *times, int runs) {
+static void set_times(const tn_gpu *g, tn_measurement *out, const tn_measure_opts *o, double *times,
+                      int runs) {
   out->ms_median = tn_gpu_sorted_median(times, runs);
   out->runs = runs;
   out->ms_min = times[0];
   out->ms_max = times[runs - 1];
-  const double problems = o->batch > 1 ? (double)o->batch : 1.0;
+  const double problems = (double)tn_gpu_planes(g);
   out->tflops =
       2.0 * problems * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
 }
@@ -79,7 +80,9 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
     RT_CU_CHECK(cu, cuEventRecord(g->ev[0], 0));
     for (int i = 0; i < n; i++) {
       rt_gemm_args args = tn_gpu_copy_args(g, o, (runs + i) % rotation);
+      g->routing = (runs + i) % TN_ROUTINGS; /* a grouped problem's routings in turn */
       if ((rc = launch(user, &args, 0, err))) goto cleanup;
+      g->routing = 0;
       RT_CU_CHECK(cu, cuEventRecord(g->ev[i + 1], 0));
     }
     CUresult r = cu->cuEventSynchronize(g->ev[n]);
@@ -95,7 +98,7 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
       total += ms;
     }
     if (runs == n) { /* the probe: its times, as its row would hold them */
-      set_times(out, o, times, runs);
+      set_times(g, out, o, times, runs);
       const double probe_ms = out->ms_median;
       if (o->cutoff_ms > 0 && probe_ms > o->cutoff_ms) break; /* far behind the best so far */
       const double per_batch = probe_ms > 0 ? o->budget_ms / 4 / probe_ms : TIME_BATCH;
@@ -103,8 +106,9 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
     }
     if (runs >= o->min_runs && total >= o->budget_ms) break;
   }
-  set_times(out, o, times, runs);
+  set_times(g, out, o, times, runs);
 cleanup:
+  g->routing = 0;
   free(times);
   return rc;
 }

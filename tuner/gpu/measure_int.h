@@ -12,6 +12,7 @@
 #include "gpu/guard.h"
 #include "gpu/measure.h"
 #include "gpu/prune.h"
+#include "gpu/routing.h"
 
 /* Input copies rotated while timing: enough to cover this many times the L2 size. */
 #define L2_COVER 3
@@ -25,6 +26,8 @@
  * on the device, not the host's cost of launching it onto an idle stream (which, for a 10 us
  * GEMM, was a third of the figure, for cuBLAS and mmtune alike). */
 #define TIME_BATCH 16
+/* Routings a grouped problem is timed over: each kind of gpu/routing.h twice (two draws). */
+#define TN_ROUTINGS (2 * TN_ROUTE_KINDS)
 
 /* What mmt_check_f32 accumulates (device layout: 2 doubles, then 6 unsigned 64-bit). */
 typedef struct {
@@ -67,6 +70,18 @@ struct tn_gpu {
   CUdeviceptr d_scale, d_amax; /* an FP8 D's: 1.0f, and its amax (after the vectors) */
   double ref_max;              /* the last check's largest |reference| */
   size_t vec_cap;
+  /* A contiguous grouped op (gen_op group 'c'; set_op): batch is its experts, G; A and D are
+   * one matrix of M rows (a_stride, c_stride 0), B the G weights, each by-column vector G
+   * copies.  Its rows' routings (TN_ROUTINGS, drawn once for the problem: the same for every
+   * candidate), G + 1 offsets each on the host and at `routings` on the device, then the
+   * kernels' error word: verification runs routing 0, the timed runs take them in turn
+   * (`routing`: the next launch's). */
+  bool grouped;
+  int32_t *host_offsets;
+  size_t host_offsets_cap;
+  CUdeviceptr routings, group_error;
+  size_t routings_cap;
+  int routing;
   /* The vectors the launches read: the ones above, or during verification their copies flush
    * against unmapped memory (place_operands). */
   CUdeviceptr use_bias, use_scale_row, use_scale_col;
@@ -124,6 +139,11 @@ void tn_gpu_launch_error(tn_measurement *out, const char *msg);
 /* The floats of an op's scale vector `side` (0 scale_row, 1 scale_col): M or N, 1 for
  * per-tensor scales, KB * M or ceil(N / 128) * KB for block scales (gen.h). */
 size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side);
+/* The problems of g's current problem that its work and its reference count: its batch, one
+ * for a contiguous grouped op (every expert's rows are one M). */
+int64_t tn_gpu_planes(const tn_gpu *g);
+/* The elements of an op's bias: M by row, N by column (a grouped op's experts N each). */
+size_t tn_gpu_bias_len(const tn_gpu *g, const tn_measure_opts *o);
 /* The length every op vector is allocated with (the longest of the bias and the scales). */
 size_t tn_gpu_vector_len(const tn_gpu *g, const tn_measure_opts *o);
 

@@ -142,6 +142,25 @@ static mmt_status sync_checked(tn_gpu *g, const char *what, ut_err *err) {
   return tn_gpu_is_sticky(r) ? MMT_ERR_FAULT : MMT_ERR_CUDA;
 }
 
+/* Launches the float64 GPU kernel (gpu/ref.h) on m rows of o's problem: the (float) inputs
+ * at a, b, the product into `ref` (row stride n).  Does not synchronize. */
+static mmt_status launch_product_reference(tn_gpu *g, const tn_measure_opts *o, int64_t rows,
+                                           CUdeviceptr a, CUdeviceptr b, CUdeviceptr ref,
+                                           ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const char *layout = o->layout[0] ? o->layout : "nn";
+  int m = (int)rows, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
+  int ta = layout[0] == 't', tb = layout[1] == 't';
+  void *args[] = {&m, &n, &k, &ta, &tb, &a, &lda, &b, &ldb, &ref, &ldr};
+  /* Launch geometry of gpu/ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
+  int64_t tiles_y = (m + 63) / 64;
+  RT_CU_CHECK(g->cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),
+                                    (unsigned)(tiles_y > 65535 ? 65535 : tiles_y), 1, 16, 16, 1, 0,
+                                    0, args, NULL));
+cleanup:
+  return rc;
+}
+
 /* The float64 product of problem z of the (float) inputs at a, b into `ref` on the device
  * (row stride n): computed on the CPU and uploaded for small problems, by the float64 GPU
  * kernel for large ones.  Nothing past the problem's extents is read. */
@@ -167,17 +186,25 @@ static mmt_status product_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
     RT_CU_CHECK(cu, cuMemcpyHtoD(ref, g->host_ref, ref_bytes));
     return MMT_OK;
   }
-  int m = (int)o->m, n = (int)o->n, k = (int)o->k, lda = (int)o->lda, ldb = (int)o->ldb, ldr = n;
-  int ta = layout[0] == 't', tb = layout[1] == 't';
-  void *args[] = {&m, &n, &k, &ta, &tb, &a, &lda, &b, &ldb, &ref, &ldr};
-  /* Launch geometry of gpu/ref.h: 64x64 tiles; rows stride by a grid.y capped at 65535. */
-  int64_t tiles_y = (m + 63) / 64;
-  RT_CU_CHECK(cu, cuLaunchKernel(g->ref_fn, (unsigned)((n + 63) / 64),
-                                 (unsigned)(tiles_y > 65535 ? 65535 : tiles_y), 1, 16, 16, 1, 0, 0,
-                                 args, NULL));
-  rc = sync_checked(g, "float64 reference kernel", err);
+  if ((rc = launch_product_reference(g, o, o->m, a, b, ref, err))) return rc;
+  return sync_checked(g, "float64 reference kernel", err);
 cleanup:
   return rc;
+}
+
+/* A contiguous grouped problem's float64 products into `ref` (row stride n): each expert's
+ * rows of routing 0 (the one verification launches run) by its weight, on the GPU.  The
+ * routings cover every row of A. */
+static mmt_status grouped_product_reference(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr a,
+                                            CUdeviceptr b, CUdeviceptr ref, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  const int32_t *off = g->host_offsets; /* routing 0 */
+  for (int64_t z = 0; z < g->batch && !rc; z++)
+    if (off[z + 1] > off[z])
+      rc = launch_product_reference(g, o, off[z + 1] - off[z], a + 4 * (size_t)off[z] * o->lda,
+                                    b + 4 * (size_t)z * g->b_stride,
+                                    ref + 8 * (size_t)off[z] * o->n, err);
+  return rc ? rc : sync_checked(g, "float64 reference kernel", err);
 }
 
 /* Block scales on the widened A and B (an nt problem of one: the constraints say so), in
@@ -204,6 +231,28 @@ cleanup:
   return rc;
 }
 
+/* Launches the float64 epilogue (helper kernel mmt_epilogue_f64) over nz problems of `rows`
+ * rows: the products at p (row stride n) into D at d (row stride n_out), with the float
+ * copies of the bias and scales at vb, vr, vc.  Does not synchronize. */
+static mmt_status launch_epilogue_reference(tn_gpu *g, const tn_measure_opts *o, int64_t rows,
+                                            int64_t nz, CUdeviceptr p, CUdeviceptr d,
+                                            CUdeviceptr vb, CUdeviceptr vr, CUdeviceptr vc,
+                                            ut_err *err) {
+  mmt_status rc = MMT_OK;
+  long long m = rows, n = o->n, z = nz, n_out = g->n_out;
+  int bias = g->op.bias == 'c' ? 1 : g->op.bias == 'r' ? 2 : 0, act = (int)g->op.act;
+  /* the scales: 1 a vector, 2 one float (per-tensor: element 0 of the vector) */
+  const int tensor = g->op.scale_tensor ? 2 : 0;
+  int gated = g->op.gated, srow = tensor | g->op.scale_row, scol = tensor | g->op.scale_col;
+  void *args[] = {&m, &n, &z, &p, &d, &n_out, &bias, &vb, &srow, &vr, &scol, &vc, &act, &gated};
+  const size_t total = (size_t)(z * m * n_out);
+  unsigned blocks = (unsigned)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
+  if (blocks)
+    RT_CU_CHECK(g->cu, cuLaunchKernel(g->epi_ref_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+cleanup:
+  return rc;
+}
+
 /* The float64 reference of the inputs at in_a, in_b into g->ref: each problem's product
  * (batch x M x N), then for an op D's whole expression after them (batch x M x n_out, by the
  * helper kernel mmt_epilogue_f64 from the float copies of the vectors); *ref_d is where the
@@ -223,31 +272,37 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   }
   if (g->has_op && g->op.scale_block && (rc = apply_block_scales(g, o, err))) return rc;
   const size_t plane = 8 * (size_t)o->m * (size_t)o->n;
-  for (int64_t z = 0; z < g->batch; z++)
+  const int64_t planes = tn_gpu_planes(g);
+  if (g->grouped && (rc = grouped_product_reference(g, o, a, b, g->ref, err))) return rc;
+  for (int64_t z = 0; !g->grouped && z < g->batch; z++)
     if ((rc = product_reference(g, o, a + 4 * (size_t)z * g->a_stride,
                                 b + 4 * (size_t)z * g->b_stride, g->ref + (size_t)z * plane, err)))
       return rc;
   *ref_d = g->ref;
   *ref_ld = o->n;
   if (!g->has_op) return MMT_OK;
-  const size_t len = (size_t)(o->m > o->n ? o->m : o->n), step = 4 * tn_round_up(len, 64);
-  long long m = o->m, n = o->n, nz = g->batch, n_out = g->n_out;
-  int bias = g->op.bias == 'c' ? 1 : g->op.bias == 'r' ? 2 : 0, act = (int)g->op.act;
-  /* the scales: 1 a vector, 2 one float (per-tensor: element 0 of the vector) */
-  const int tensor = g->op.scale_tensor ? 2 : 0;
-  int gated = g->op.gated, srow = tensor | g->op.scale_row, scol = tensor | g->op.scale_col;
-  CUdeviceptr p = g->ref, d = g->ref + (size_t)g->batch * plane, vb = g->vec_wide,
-              vr = g->vec_wide + step, vc = g->vec_wide + 2 * step;
-  void *args[] = {&m, &n, &nz, &p, &d, &n_out, &bias, &vb, &srow, &vr, &scol, &vc, &act, &gated};
-  const size_t total = (size_t)(nz * m * n_out);
-  unsigned blocks = (unsigned)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
-  if (blocks)
-    RT_CU_CHECK(g->cu, cuLaunchKernel(g->epi_ref_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
+  const size_t step = 4 * tn_round_up(tn_gpu_vector_len(g, o), 64);
+  const CUdeviceptr d = g->ref + (size_t)planes * plane;
+  if (!g->grouped) {
+    if ((rc = launch_epilogue_reference(g, o, o->m, g->batch, g->ref, d, g->vec_wide,
+                                        g->vec_wide + step, g->vec_wide + 2 * step, err)))
+      return rc;
+  } else { /* each expert's rows: its own by-column vectors, the rows' own by-row ones */
+    const int32_t *off = g->host_offsets;
+    for (int64_t z = 0; z < g->batch; z++) {
+      const size_t row = (size_t)off[z], col = (size_t)z * (size_t)o->n;
+      if (off[z + 1] > off[z] &&
+          (rc = launch_epilogue_reference(
+               g, o, off[z + 1] - off[z], 1, g->ref + 8 * row * (size_t)o->n,
+               d + 8 * row * (size_t)g->n_out, g->vec_wide + 4 * (g->op.bias == 'r' ? row : col),
+               g->vec_wide + step + 4 * row, g->vec_wide + 2 * step + 4 * col, err)))
+        return rc;
+    }
+  }
   if ((rc = sync_checked(g, "float64 epilogue reference kernel", err))) return rc;
   *ref_d = d;
-  *ref_ld = n_out;
-cleanup:
-  return rc;
+  *ref_ld = g->n_out;
+  return MMT_OK;
 }
 
 /* Runs mmt_check_f32 over the C (D) at in_c (its extent) and the reference at ref (row
@@ -264,7 +319,7 @@ static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, CUdevicept
   /* C widened to float: exact, NaN stays NaN */
   if ((rc = widen_out(g, in_c, &c, err))) return rc;
   unsigned blocks = (unsigned)(m < 8192 ? m : 8192);
-  for (int64_t z = 0; z < g->batch; z++) {
+  for (int64_t z = 0; z < tn_gpu_planes(g); z++) {
     CUdeviceptr cz = c + 4 * (size_t)z * g->c_stride, rz = ref + 8 * (size_t)(z * m * ldr);
     void *args[] = {&m, &n, &cz, &ldc, &rz, &ldr, &sums, &st};
     RT_CU_CHECK(cu, cuLaunchKernel(g->check_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
@@ -335,7 +390,7 @@ static mmt_status place_vectors(tn_gpu *g, const tn_measure_opts *o, tn_guard_si
                                 ut_err *err) {
   mmt_status rc = MMT_OK;
   const bool f32_bias = g->op.bias_f32 || g->out_elem == 4;
-  const size_t n_bias = (size_t)(g->op.bias == 'r' ? o->m : o->n);
+  const size_t n_bias = tn_gpu_bias_len(g, o);
   /* each scale vector as long as the op reads (one float each per tensor; the block
    * scales' arrays), so a read past it faults too */
   const size_t lens[3] = {n_bias, tn_gpu_scale_len(g, o, 0), tn_gpu_scale_len(g, o, 1)};
@@ -396,11 +451,28 @@ cleanup:
   return rc;
 }
 
+/* A grouped kernel's error word after a launch on a valid routing: set, it flagged rows that
+ * break no rule. */
+static mmt_status check_group_error(tn_gpu *g, tn_measurement *out, ut_err *err) {
+  mmt_status rc = MMT_OK;
+  int word = 0;
+  RT_CU_CHECK(g->cu, cuMemcpyDtoH(&word, g->group_error, sizeof word));
+  if (word) {
+    out->status = DB_VERIFY_FAILED;
+    snprintf(out->error, sizeof out->error,
+             "the kernel reported bad group_rows for a valid routing (error word %d)", word);
+    RT_CU_CHECK(g->cu, cuMemsetD32(g->group_error, 0, 1));
+  }
+cleanup:
+  return rc;
+}
+
 mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
                          tn_measurement *out, ut_err *err) {
   mmt_status rc = MMT_OK;
   CUdeviceptr ref = 0;
   int64_t ref_ld = 0;
+  g->routing = 0; /* a grouped problem's: the one compute_reference reads */
   for (int i = 0; i < (g->gran ? 2 : 1); i++) {
     rt_gemm_args args;
     if ((rc = place_operands(g, o, i, &args, err))) return rc;
@@ -418,6 +490,7 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, &ref, &ref_ld, err))) return rc;
     if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
     if (out->status == DB_OK && g->d_amax && (rc = check_amax(g, out, err))) return rc;
+    if (out->status == DB_OK && g->grouped && (rc = check_group_error(g, out, err))) return rc;
     g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
     if (out->status != DB_OK) {
       if (g->gran) {
