@@ -15,6 +15,8 @@ capture them (they launch on torch's current stream):
                    float alpha, float beta, Tensor? c, ScalarType? out_dtype, bool trans_a,
                    bool trans_b) -> Tensor
     mmtune::matmul_out(Tensor(a!) out, <the same>) -> ()
+    mmtune::grouped_matmul(Tensor a, Tensor b, Tensor rows, str layout, int tokens, Tensor? bias,
+                           str? act, ScalarType? out_dtype, bool trans_b) -> Tensor
 
 Their arguments are mmtune.matmul's (its docstring says what each means): a and b 2-D or 3-D
 CUDA tensors, D a new row-major tensor of out_dtype (None: a's dtype), or `out`.  Importing this
@@ -35,9 +37,10 @@ from typing import Optional
 
 import torch
 
-from . import _core, _lib, _matmul
+from . import _core, _grouped, _lib, _matmul
 
-__all__ = ["matmul", "matmul_out", "Linear", "GatedMLP", "swap_linear", "NATIVE_OPS"]
+__all__ = ["matmul", "matmul_out", "grouped_matmul", "Linear", "GatedMLP", "swap_linear",
+           "NATIVE_OPS"]
 
 
 def _py_matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], bias_mode: str,
@@ -156,6 +159,25 @@ else:
         _py_matmul_out)
     matmul.register_fake(_matmul_fake)
     matmul_out.register_fake(_matmul_out_fake)
+
+
+@torch.library.custom_op("mmtune::grouped_matmul", mutates_args=())
+def grouped_matmul(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, layout: str,
+                   tokens: int, bias: Optional[torch.Tensor], act: Optional[str],
+                   out_dtype: Optional[torch.dtype], trans_b: bool) -> torch.Tensor:
+    """mmtune.grouped_matmul as an operator (tokens 0: not known): D, a new tensor."""
+    return _grouped.grouped_matmul(a, b, rows, layout=layout, tokens=tokens or None, bias=bias,
+                                   act=act, out_dtype=out_dtype, trans_b=trans_b)
+
+
+@grouped_matmul.register_fake
+def _grouped_matmul_fake(a, b, rows, layout, tokens, bias, act, out_dtype, trans_b):
+    if b.dim() != 3 or a.dim() != (3 if layout == "masked" else 2):
+        raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)} are not a {layout} "
+                         "grouped problem (mmtune.grouped_matmul)")
+    n = b.shape[1] if trans_b else b.shape[2]
+    shape = (b.shape[0], a.shape[1], n) if layout == "masked" else (a.shape[0], n)
+    return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
 
 
 def _act_and_grad(act, z):

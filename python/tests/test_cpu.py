@@ -108,7 +108,7 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "mmtune"))
                                     if f.endswith(".py")),
-                             ["__init__.py", "_arrays.py", "_core.py", "_lib.py", "_matmul.py",
+                             ["__init__.py", "_arrays.py", "_core.py", "_grouped.py", "_lib.py", "_matmul.py",
                               "_quantize.py", "torch.py"])
             r = _run_python("import mmtune; print(mmtune.__file__, mmtune.library_path())",
                             {"PYTHONPATH": d})
@@ -449,6 +449,18 @@ class TestTorchOps(_WithTorch):
                                 f"d{name}: act {act}, gated {gated}, bias {bias_mode}, "
                                 f"trans {ta}{tb}, batch {batch}")
             self.assertTrue(all(got[i] is None for i in (3, 4, 5, 6, 7, 9, 10, 11)))
+
+    def test_grouped_fake_and_layout(self):
+        th, mt = self.th, self.mt
+        a, b = self.meta(100, 64, dtype=th.bfloat16), self.meta(8, 32, 64, dtype=th.bfloat16)
+        rows = self.meta(9, dtype=th.int32)
+        y = mt.grouped_matmul(a, b, rows, "contiguous", 0, None, "silu", th.float32, True)
+        self.assertEqual((tuple(y.shape), y.dtype), ((100, 32), th.float32))
+        y = mt.grouped_matmul(self.meta(8, 20, 64), self.meta(8, 64, 48), self.meta(8, dtype=th.int32),
+                              "masked", 0, None, None, None, False)
+        self.assertEqual(tuple(y.shape), (8, 20, 48))
+        with self.assertRaisesRegex(ValueError, "layout must be 'contiguous' or 'masked'"):
+            mmtune.grouped_matmul(a, b, rows, layout="sorted")
 
     def test_schemas(self):
         th = self.th

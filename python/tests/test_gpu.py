@@ -507,6 +507,83 @@ class TestFP8(unittest.TestCase):
             mmtune.matmul(q, q, trans_b=True, scale_mode="block", scale_row=s, scale_col=s)
 
 
+def _grouped_reference(a, b, offsets, bias, act, trans_b):
+    """Each expert's rows of a times its weight, in float64 (contiguous layout)."""
+    ref = torch.zeros(a.shape[0], b.shape[1] if trans_b else b.shape[2], dtype=torch.float64,
+                      device=a.device)
+    for z in range(b.shape[0]):
+        lo, hi = int(offsets[z]), int(offsets[z + 1])
+        w = b[z].double()
+        y = a[lo:hi].double() @ (w.T if trans_b else w)
+        if bias is not None:
+            y = y + bias[z].double()
+        ref[lo:hi] = _act(y, act)
+    return ref
+
+
+@unittest.skipIf(SKIP, SKIP)
+class TestGrouped(unittest.TestCase):
+    """mmtune.grouped_matmul (and its operator) against each expert's float64 product: empty
+    experts, a one-row expert, offsets that misalign rows for 16-byte loads, masked blocks
+    whose rows past the counts stay as they were, a CUDA graph replayed over new routings."""
+
+    def test_contiguous(self):
+        torch.manual_seed(3)
+        for dtype, trans_b, act in ((torch.bfloat16, True, "silu"), (torch.float16, False, None),
+                                    (torch.float32, True, "gelu")):
+            counts = [5, 0, 1, 13, 0, 18]  # 37 rows: offsets 5, 6, 19 misalign 16-byte rows
+            g, n, k = len(counts), 24, 40
+            offsets = torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.int32,
+                                   device="cuda")
+            a = torch.randn(37, k, device="cuda").to(dtype)
+            b = torch.randn(g, n, k, device="cuda").to(dtype) if trans_b else \
+                torch.randn(g, k, n, device="cuda").to(dtype)
+            bias = torch.randn(g, n, device="cuda")
+            y = mmtune.grouped_matmul(a, b, offsets, bias=bias, act=act, trans_b=trans_b,
+                                      tokens=37)
+            torch.cuda.synchronize()
+            ref = _grouped_reference(a, b, offsets.tolist(), bias, act, trans_b)
+            self.assertLess(rel_err(y, ref), TOL[str(dtype).split(".")[1]], f"{dtype}")
+
+    def test_masked_leaves_rows_past_counts(self):
+        torch.manual_seed(4)
+        g, m, n, k = 3, 20, 32, 48
+        a = torch.randn(g, m, k, device="cuda").half()
+        b = torch.randn(g, n, k, device="cuda").half()
+        counts = torch.tensor([0, 1, 20], dtype=torch.int32, device="cuda")
+        out = torch.full((g, m, n), 7.0, device="cuda").half()
+        mmtune.grouped_matmul(a, b, counts, layout="masked", out=out, trans_b=True)
+        torch.cuda.synchronize()
+        for z, c in enumerate(counts.tolist()):
+            ref = a[z, :c].double() @ b[z].double().T
+            if c:
+                self.assertLess(rel_err(out[z, :c], ref), TOL["float16"])
+            self.assertTrue(bool((out[z, c:] == 7.0).all()), f"expert {z}: rows past {c}")
+
+    def test_operator_and_graph(self):
+        import mmtune.torch  # noqa: F401 (registers torch.ops.mmtune)
+        torch.manual_seed(5)
+        g, t, n, k = 4, 64, 32, 64
+        a = torch.randn(t, k, device="cuda").bfloat16()
+        b = torch.randn(g, n, k, device="cuda").bfloat16()
+        offsets = torch.tensor([0, 10, 10, 40, 64], dtype=torch.int32, device="cuda")
+        torch.library.opcheck(torch.ops.mmtune.grouped_matmul.default,
+                              (a, b, offsets, "contiguous", t, None, None, None, True))
+        out = torch.ops.mmtune.grouped_matmul(a, b, offsets, "contiguous", t, None, None, None,
+                                              True)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = torch.ops.mmtune.grouped_matmul(a, b, offsets, "contiguous", t, None, None,
+                                                  None, True)
+        for routing in ([0, 64, 64, 64, 64], [0, 1, 2, 3, 64], [0, 16, 32, 48, 64]):
+            offsets.copy_(torch.tensor(routing, dtype=torch.int32))
+            graph.replay()
+            torch.cuda.synchronize()
+            ref = _grouped_reference(a, b, routing, None, None, True)
+            self.assertLess(rel_err(out, ref), TOL["bfloat16"], f"routing {routing}")
+
+
 @unittest.skipIf(SKIP, SKIP)
 class TestTorchOps(unittest.TestCase):
     """mmtune.torch on the GPU: torch.library.opcheck of both operators, their results against

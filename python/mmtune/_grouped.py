@@ -1,0 +1,115 @@
+"""grouped_matmul: include/mmtune.h's grouped mmt_matmul (a mixture-of-experts layer's GEMMs in
+one launch) on torch tensors.  Routing stays on the device: the rows of each expert are read
+by the kernel from `rows`, so the host never syncs and a CUDA graph replays with new routings.
+"""
+
+import ctypes
+
+from . import _arrays, _lib
+from ._core import _context_for, _storage
+from ._lib import BIAS_COL, BIAS_NONE, F32, ROW_MAJOR
+from ._matmul import _matrix, _mmt_dtype, _torch
+
+_LAYOUTS = {"contiguous": 1, "masked": 2}  # mmt_group_mode
+
+
+def grouped_matmul(a, b, rows, *, layout="contiguous", tokens=None, bias=None, act=None,
+                   alpha=1.0, out=None, out_dtype=None, trans_b=False, stream=None,
+                   context=None):
+    """D = act(alpha * A_z B_z + bias_z) for each expert z of G, in one kernel; returns D.
+
+    layout "contiguous": a is T x K, the rows of all experts, expert z's rows
+        [rows[z], rows[z + 1]) (rows: G + 1 int32 offsets on a's device, non-decreasing, from
+        0 to at most T); D is T x N, its rows outside every expert's range left as they were.
+    layout "masked": a is G x M x K, expert z's first rows[z] rows of block z used (rows: G
+        int32 counts); D is G x M x N, the rows past each count left as they were.
+    b:      G x K x N, or G x N x K with trans_b=True (G Linear weights, as nn.Linear keeps
+            them); each matrix row- or column-major.
+    tokens: the rows of all experts (an int, known on the host: tokens times top-k), or None
+            (T, or G * M): the kernel is chosen for it (its bucket of 1, 2, 3, 4, 6, 8, ...,
+            with G, N, K: what `mmtune tune --epilogue ...,group=contiguous` tunes), never read
+            as a bound.
+    bias:   G x N, each expert's own (float32 or D's dtype), or None.
+    act:    None, "relu", "gelu", "gelu_tanh", "silu".
+    out:    D (row-major), or None: a new tensor of out_dtype (None: a's dtype), torch.empty's
+            (uninitialized where no expert's rows fall).
+    a, b float32, float16 or bfloat16, the same.  Rows that break the layout's rules are not an
+    out-of-bounds access: their experts are skipped and the next mmtune call on the context
+    raises Error saying so.  Raises ValueError, TypeError, Error as matmul does."""
+    th = _torch()
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be 'contiguous' or 'masked', got {layout!r}")
+    masked = layout == "masked"
+    ba, ra, ca, sba, sa0, sa1 = _matrix(th, a, "a")
+    if masked != (a.dim() == 3):
+        raise ValueError(f"a must be {'G x M x K (masked)' if masked else 'T x K (contiguous)'}"
+                         f", got shape {tuple(a.shape)}")
+    if b.dim() != 3:
+        raise ValueError(f"b must be G x K x N (or G x N x K with trans_b), got shape "
+                         f"{tuple(b.shape)}")
+    g = b.shape[0]
+    bb, rb, cb, sbb, sb0, sb1 = _matrix(th, b, "b")
+    dev = a.get_device()
+    for name, t in (("b", b), ("rows", rows)):
+        if t.get_device() != dev:
+            raise ValueError(f"{name} is on {t.device}, a on {a.device}")
+    if masked and ba != g:
+        raise ValueError(f"a has {ba} blocks, b {g} experts")
+    in_type = _mmt_dtype(th, a.dtype, "a")
+    if b.dtype is not a.dtype:
+        raise TypeError(f"a and b must have one dtype, got {a.dtype} and {b.dtype}")
+    if rows.dtype is not th.torch.int32 or rows.dim() != 1 or \
+            rows.shape[0] != (g if masked else g + 1) or (rows.shape[0] > 1 and rows.stride(0) != 1):
+        raise ValueError(f"rows must be a contiguous int32 vector of {g if masked else g + 1} "
+                         f"({'counts' if masked else 'offsets'}), got {rows.dtype} of shape "
+                         f"{tuple(rows.shape)}")
+    if sa1 != 1:
+        raise ValueError("a must be row-major (unit stride along K): the experts' rows are "
+                         "its rows")
+    m, k = ra, ca
+    kb, n = (cb, rb) if trans_b else (rb, cb)
+    if k != kb:
+        raise ValueError(f"inner dimensions differ: a's rows have {k} elements but b's "
+                         f"matrices {kb}")
+    if out is None:
+        dtype = a.dtype if out_dtype is None else out_dtype
+        out = th.torch.empty((g, m, n) if masked else (m, n), dtype=dtype, device=a.device)
+    bd, rd, cd, sbd, sd0, sd1 = _matrix(th, out, "out")
+    if (rd, cd) != (m, n) or (masked and bd != g) or (not masked and out.dim() != 2) or \
+            out.get_device() != dev:
+        raise ValueError(f"out is {tuple(out.shape)} on {out.device}; D is "
+                         f"{(g, m, n) if masked else (m, n)} on cuda:{dev}")
+    if sd1 != 1:
+        raise ValueError("out must be row-major (unit stride along N)")
+    out_type = _mmt_dtype(th, out.dtype, "out")
+    row_b, ldb = _storage("b", rb, cb, sb0, sb1, True)
+    d = _lib.MatmulDesc(order=ROW_MAJOR, trans_a=0, trans_b=int(trans_b) ^ (not row_b), m=m, n=n,
+                        k=k, in_type=in_type, out_type=out_type, alpha=alpha, beta=0.0,
+                        a=a.data_ptr(), lda=sa0 if m > 1 else max(1, k), b=b.data_ptr(),
+                        ldb=ldb, d=out.data_ptr(), ldd=sd0 if m > 1 else max(1, n), batch=g,
+                        stride_a=sba if masked else 0, stride_b=sbb,
+                        stride_d=sbd if masked else 0, group_mode=_LAYOUTS[layout],
+                        group_rows=rows.data_ptr(), group_tokens=int(tokens or 0))
+    if bias is not None:
+        if bias.dim() != 2 or tuple(bias.shape) != (g, n) or not bias.is_contiguous():
+            raise ValueError(f"bias must be a contiguous G x N tensor ({g} x {n}), got shape "
+                             f"{tuple(bias.shape)}")
+        if bias.dtype not in (th.torch.float32, out.dtype):
+            raise TypeError(f"bias has dtype {bias.dtype}; it must be float32 or D's "
+                            f"{out.dtype}")
+        if bias.get_device() != dev:
+            raise ValueError(f"bias is on {bias.device}, a on {a.device}")
+        d.bias_mode, d.bias = BIAS_COL, bias.data_ptr()
+        d.bias_type = F32 if bias.dtype == th.torch.float32 else out_type
+    else:
+        d.bias_mode = BIAS_NONE
+    if act not in _lib.ACTIVATIONS:
+        raise ValueError(f"act must be one of {', '.join(str(x) for x in _lib.ACTIVATIONS)}, "
+                         f"got {act!r}")
+    d.act = _lib.ACTIVATIONS[act]
+    ctx = _context_for(context, dev)
+    s = th.raw_stream(dev) if stream is None else _arrays.stream_handle(stream)
+    rc = ctx._lib.mmt_matmul(ctx._h, ctypes.byref(d), s)
+    if rc:
+        raise ctx.error(rc)
+    return out
