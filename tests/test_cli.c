@@ -742,6 +742,9 @@ static void test_layout_options(void **state) {
   assert_usage_error(
       RUN("tune", "--dtype", "f16", "--shapes", "64x64x64", "--epilogue", "out=f16,group=masked"),
       "masked grouped ops are not tuned yet (contiguous ones are)");
+  assert_usage_error(RUN("tune", "--dtype", "f16", "--layout", "tn", "--shapes", "64x64x64",
+                         "--epilogue", "out=f16,group=contiguous", "--batch", "4"),
+                     "a grouped op's A is its experts' rows as stored");
   assert_usage_error(
       RUN("bench", "8", "8", "8", "--dtype", "f16", "--epilogue", "out=f16,group=contiguous"),
       "grouped ops are not measured here");

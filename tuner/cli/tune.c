@@ -229,6 +229,22 @@ static int check_op(const tune_run *r, const char *text, const char *what) {
   return TN_EXIT_OK;
 }
 
+/* A grouped op is served row-major with A as stored (layout n?), neither gated nor FP8, as
+ * mmt_matmul serves it: else the exit code of a usage error. */
+static int check_grouped(const char *text, const char *layout, const char *dtype) {
+  gen_op op;
+  ut_err err;
+  if (!text || gen_op_parse(text, dtype ? dtype : "f16", &op, &err) || !op.group) return TN_EXIT_OK;
+  if (layout && layout[0] == 't')
+    return tn_usage_error("tune",
+                          "epilogue '%s' in layout %s: a grouped op's A is its experts' "
+                          "rows as stored (layout nn or nt)",
+                          text, layout);
+  if (dtype && gen_dtype_fp8(dtype))
+    return tn_usage_error("tune", "epilogue '%s': FP8 inputs are not grouped yet", text);
+  return TN_EXIT_OK;
+}
+
 /* --epilogue and --batch: the op must be one for every dtype of the run. */
 static int parse_epilogue(tune_run *r, const tn_opts *o) {
   const char *v = tn_opts_get(o, "batch");
@@ -270,6 +286,7 @@ static int parse_options(tune_run *r, const tn_opts *o) {
                           r->dtype);
   if ((ex = tn_opt_layout("tune", tn_opts_get(o, "layout"), &r->layout))) return ex;
   if ((ex = parse_epilogue(r, o))) return ex;
+  if ((ex = check_grouped(r->epilogue, r->layout, r->dtype))) return ex;
   if (r->dtype && gen_dtype_fp8(r->dtype) && !r->epilogue && !tn_opts_has(o, "recorded"))
     return tn_usage_error("tune", "%s inputs need --epilogue (D is f32, f16 or bf16)", r->dtype);
   if ((ex = tn_opt_shard("tune", tn_opts_get(o, "shard"), &r->shard))) return ex;
@@ -374,7 +391,9 @@ static int tune_grouped(tune_run *r, const tn_opts *o, const tn_shape *shapes,
     tn_tune_free(r);
     memset(r, 0, sizeof *r);
     if ((ex = parse_options(r, o))) break;
-    if (op && (ex = check_op(r, op, "epilogue="))) break;
+    if (op &&
+        ((ex = check_op(r, op, "epilogue=")) || (ex = check_grouped(op, r->layout, r->dtype))))
+      break;
     if (!op) {
       ex = tune_canonical(r, o, group, count, r->layout, later);
       continue;
