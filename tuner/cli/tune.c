@@ -99,6 +99,10 @@ static const op_problem MAIN_OP_PROBLEMS[] = {
     {{2048, 4096, 4096}, "nt", "f16", "out=f32", 1},
     {{1024, 1024, 128}, "nt", "f16", "out=f16", 32},
     {{1024, 128, 1024}, "nn", "f16", "out=f16", 32},
+    /* FP8 (sm_90 on: tune_op_problems skips them elsewhere): per-tensor e4m3 -> bf16, the
+     * serving recipe, at prefill and at decode size */
+    {{2048, 4096, 4096}, "nt", "e4m3", "out=bf16,scale=tensor", 1},
+    {{16, 14336, 4096}, "nt", "e4m3", "out=bf16,scale=tensor", 1},
 };
 #define MAIN_OP_BUDGET_S 3
 
@@ -527,13 +531,30 @@ done:
   return ex;
 }
 
-/* The main job's op problems (MAIN_OP_PROBLEMS), a pass each.  The exit code. */
+/* The compute capability (major) of device `ordinal`; 0 when it cannot be read (the pass
+ * that needs the device then says why). */
+static int device_cc_major(int ordinal) {
+  const rt_cu *cu = NULL;
+  CUdevice dev;
+  int major = 0;
+  ut_err e;
+  if (rt_driver(&cu, &e) || cu->cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
+      cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
+          CUDA_SUCCESS)
+    return 0;
+  return major;
+}
+
+/* The main job's op problems (MAIN_OP_PROBLEMS), a pass each; the FP8 ones on a device with
+ * FP8 tensor cores (sm_90 on).  The exit code. */
 static int tune_op_problems(tune_run *r, const tn_opts *o) {
   const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
+  const bool fp8 = device_cc_major(r->device) >= 9;
   int ex = TN_EXIT_OK;
   for (int i = 0; i < n && !ex; i++) {
     const op_problem *q = &MAIN_OP_PROBLEMS[i];
     if (r->dtype && strcmp(r->dtype, q->dtype)) continue; /* --dtype: its problems alone */
+    if (gen_dtype_fp8(q->dtype) && !fp8) continue;
     tn_tune_free(r);
     memset(r, 0, sizeof *r);
     if ((ex = parse_options(r, o))) break;
