@@ -1,6 +1,6 @@
 /*
- * python/csrc/torch_ops.cpp -- mmtune::matmul and mmtune::matmul_out as native PyTorch
- * operators: the schemas of mmtune/torch.py, their CUDA kernels in C++ calling mmt_matmul
+ * python/csrc/torch_ops.cpp -- mmtune::matmul, mmtune::matmul_out and mmtune::grouped_matmul
+ * as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in C++ calling mmt_matmul
  * directly, so that an eager call costs the dispatcher and the library, not a Python function
  * (mmtune/torch.py's operators, the fallback where this library is not built, run
  * mmtune.matmul: tens of microseconds a call).
@@ -218,6 +218,81 @@ void matmul_out(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b,
   run(out, a, b, bias, bias_mode, act, gated, alpha, beta, c, std::nullopt, trans_a, trans_b);
 }
 
+/* mmtune.grouped_matmul (mmtune/_grouped.py): a mixture of experts' GEMMs in one call, the
+ * routing read on the device from `rows`. */
+at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Tensor &rows,
+                          c10::string_view layout, c10::SymInt tokens,
+                          const std::optional<at::Tensor> &bias,
+                          std::optional<c10::string_view> act,
+                          std::optional<at::ScalarType> out_dtype, bool trans_b) {
+  TORCH_CHECK(layout == "contiguous" || layout == "masked",
+              "mmtune: layout must be 'contiguous' or 'masked', got '", std::string(layout), "'");
+  const bool masked = layout == "masked";
+  TORCH_CHECK(a.dim() == (masked ? 3 : 2), "mmtune: a must be ",
+              masked ? "G x M x K (masked)" : "T x K (contiguous)", ", got ", a.sizes());
+  TORCH_CHECK(b.dim() == 3, "mmtune: b must be G x K x N (or G x N x K with trans_b), got ",
+              b.sizes());
+  const matrix ma = matrix_of(a, "a"), mb = matrix_of(b, "b");
+  const int dev = a.get_device();
+  const int64_t g = b.size(0);
+  TORCH_CHECK(b.get_device() == dev && rows.is_cuda() && rows.get_device() == dev,
+              "mmtune: a, b and rows must be on one CUDA device");
+  TORCH_CHECK(!masked || ma.batch == g, "mmtune: a has ", ma.batch, " blocks, b ", g,
+              " experts");
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "mmtune: a and b must have one dtype, got ",
+              a.scalar_type(), " and ", b.scalar_type());
+  const int64_t want = masked ? g : g + 1;
+  TORCH_CHECK(rows.scalar_type() == at::kInt && rows.dim() == 1 && rows.size(0) == want &&
+                  (want <= 1 || rows.stride(0) == 1),
+              "mmtune: rows must be a contiguous int32 vector of ", want, " (",
+              masked ? "counts" : "offsets", "), got ", rows.scalar_type(), " of shape ",
+              rows.sizes());
+  TORCH_CHECK(ma.s1 == 1, "mmtune: a must be row-major (unit stride along K)");
+  const int64_t m = ma.rows, k = ma.cols;
+  const int64_t kb = trans_b ? mb.cols : mb.rows, n = trans_b ? mb.rows : mb.cols;
+  TORCH_CHECK(k == kb, "mmtune: inner dimensions differ: a's rows have ", k,
+              " elements but b's matrices ", kb);
+  const auto opts = a.options().dtype(out_dtype ? *out_dtype : a.scalar_type());
+  at::Tensor out = masked ? at::empty({g, m, n}, opts) : at::empty({m, n}, opts);
+  mmt_matmul_desc d{};
+  d.order = MMT_ROW_MAJOR;
+  d.in_type = dtype_of(a.scalar_type(), "a");
+  d.out_type = dtype_of(out.scalar_type(), "out");
+  const auto [row_b, ldb] = storage("b", mb, true);
+  d.trans_a = MMT_NO_TRANS;
+  d.trans_b = (trans_b != !row_b) ? MMT_TRANS : MMT_NO_TRANS;
+  d.m = m, d.n = n, d.k = k;
+  d.alpha = 1.0f;
+  d.a = a.data_ptr(), d.lda = m > 1 ? ma.s0 : std::max<int64_t>(1, k);
+  d.b = b.data_ptr(), d.ldb = ldb;
+  d.d = out.data_ptr(), d.ldd = std::max<int64_t>(1, n);
+  d.batch = g;
+  d.stride_a = masked ? ma.sb : 0;
+  d.stride_b = mb.sb;
+  d.stride_d = masked && g > 1 ? m * std::max<int64_t>(1, n) : 0;
+  d.group_mode = masked ? MMT_GROUP_MASKED : MMT_GROUP_CONTIGUOUS;
+  d.group_rows = static_cast<const int32_t *>(rows.data_ptr());
+  d.group_tokens = tokens.expect_int();
+  if (bias) {
+    TORCH_CHECK(bias->is_cuda() && bias->get_device() == dev && bias->dim() == 2 &&
+                    bias->size(0) == g && bias->size(1) == n && bias->is_contiguous(),
+                "mmtune: bias must be a contiguous G x N tensor (", g, " x ", n,
+                ") on the operands' device, got ", bias->sizes());
+    TORCH_CHECK(bias->scalar_type() == at::kFloat || bias->scalar_type() == out.scalar_type(),
+                "mmtune: bias has dtype ", bias->scalar_type(), "; it must be float32 or D's ",
+                out.scalar_type());
+    d.bias_mode = MMT_BIAS_COL;
+    d.bias = bias->data_ptr();
+    d.bias_type = bias->scalar_type() == at::kFloat ? MMT_F32 : d.out_type;
+  }
+  d.act = activation_of(act);
+  mmt_context *ctx = context_of(dev);
+  void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
+  const mmt_status rc = g_matmul.load()(ctx, &d, stream);
+  TORCH_CHECK(rc == MMT_OK, "mmtune: mmt_matmul: ", g_errmsg.load()(ctx));
+  return out;
+}
+
 }  // namespace
 
 /* mmtune/torch.py, once loaded: the library's entry points and the default-context callback. */
@@ -235,11 +310,14 @@ TORCH_LIBRARY(mmtune, m) {
         "bool trans_b) -> Tensor");
   m.def("matmul_out(Tensor(a0!) out, Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, "
         "bool gated, float alpha, float beta, Tensor? c, bool trans_a, bool trans_b) -> ()");
+  m.def("grouped_matmul(Tensor a, Tensor b, Tensor rows, str layout, SymInt tokens, Tensor? bias, "
+        "str? act, ScalarType? out_dtype, bool trans_b) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(mmtune, CUDA, m) {
   m.impl("matmul", &matmul);
   m.impl("matmul_out", &matmul_out);
+  m.impl("grouped_matmul", &grouped_matmul);
 }
 
 /* CPU tensors: the same kernels, whose first check says they are not on a CUDA device (rather
@@ -247,4 +325,5 @@ TORCH_LIBRARY_IMPL(mmtune, CUDA, m) {
 TORCH_LIBRARY_IMPL(mmtune, CPU, m) {
   m.impl("matmul", &matmul);
   m.impl("matmul_out", &matmul_out);
+  m.impl("grouped_matmul", &grouped_matmul);
 }

@@ -92,6 +92,23 @@ def _matmul_out_fake(out, a, b, bias, bias_mode, act, gated, alpha, beta, c, tra
         raise ValueError(f"out has shape {tuple(out.shape)}, D is {tuple(shape)}")
 
 
+def _py_grouped_matmul(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, layout: str,
+                       tokens: int, bias: Optional[torch.Tensor], act: Optional[str],
+                       out_dtype: Optional[torch.dtype], trans_b: bool) -> torch.Tensor:
+    """mmtune.grouped_matmul as an operator (tokens 0: not known): D, a new tensor."""
+    return _grouped.grouped_matmul(a, b, rows, layout=layout, tokens=tokens or None, bias=bias,
+                                   act=act, out_dtype=out_dtype, trans_b=trans_b)
+
+
+def _grouped_matmul_fake(a, b, rows, layout, tokens, bias, act, out_dtype, trans_b):
+    if b.dim() != 3 or a.dim() != (3 if layout == "masked" else 2):
+        raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)} are not a {layout} "
+                         "grouped problem (mmtune.grouped_matmul)")
+    n = b.shape[1] if trans_b else b.shape[2]
+    shape = (b.shape[0], a.shape[1], n) if layout == "masked" else (a.shape[0], n)
+    return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
+
+
 def _native_candidates():
     """Where the native operators' library may be: $MMTUNE_TORCH_OPS, else beside
     libmmtune.so (scripts/build-torch-ops.sh's default)."""
@@ -151,33 +168,19 @@ NATIVE_OPS = _load_native()
 if NATIVE_OPS:
     torch.library.register_fake("mmtune::matmul")(_matmul_fake)
     torch.library.register_fake("mmtune::matmul_out")(_matmul_out_fake)
+    torch.library.register_fake("mmtune::grouped_matmul")(_grouped_matmul_fake)
     matmul = torch.ops.mmtune.matmul.default
     matmul_out = torch.ops.mmtune.matmul_out.default
+    grouped_matmul = torch.ops.mmtune.grouped_matmul.default
 else:
     matmul = torch.library.custom_op("mmtune::matmul", mutates_args=())(_py_matmul)
     matmul_out = torch.library.custom_op("mmtune::matmul_out", mutates_args=("out",))(
         _py_matmul_out)
+    grouped_matmul = torch.library.custom_op("mmtune::grouped_matmul", mutates_args=())(
+        _py_grouped_matmul)
     matmul.register_fake(_matmul_fake)
     matmul_out.register_fake(_matmul_out_fake)
-
-
-@torch.library.custom_op("mmtune::grouped_matmul", mutates_args=())
-def grouped_matmul(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, layout: str,
-                   tokens: int, bias: Optional[torch.Tensor], act: Optional[str],
-                   out_dtype: Optional[torch.dtype], trans_b: bool) -> torch.Tensor:
-    """mmtune.grouped_matmul as an operator (tokens 0: not known): D, a new tensor."""
-    return _grouped.grouped_matmul(a, b, rows, layout=layout, tokens=tokens or None, bias=bias,
-                                   act=act, out_dtype=out_dtype, trans_b=trans_b)
-
-
-@grouped_matmul.register_fake
-def _grouped_matmul_fake(a, b, rows, layout, tokens, bias, act, out_dtype, trans_b):
-    if b.dim() != 3 or a.dim() != (3 if layout == "masked" else 2):
-        raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)} are not a {layout} "
-                         "grouped problem (mmtune.grouped_matmul)")
-    n = b.shape[1] if trans_b else b.shape[2]
-    shape = (b.shape[0], a.shape[1], n) if layout == "masked" else (a.shape[0], n)
-    return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
+    grouped_matmul.register_fake(_grouped_matmul_fake)
 
 
 def _act_and_grad(act, z):
