@@ -270,13 +270,21 @@ class Linear(torch.nn.Linear):
         return super().extra_repr() + (f", act={self.act!r}" if self.act else "")
 
 
-def _gated_act(act_fn):
-    """mmtune's name of a gated MLP's activation module, or None where it has none."""
-    if type(act_fn) is torch.nn.SiLU:
+def _act_name(m):
+    """mmtune's name of an activation module (SiLU, GELU of either form, ReLU), else None."""
+    if type(m) is torch.nn.SiLU:
         return "silu"
-    if type(act_fn) is torch.nn.GELU:
-        return "gelu_tanh" if act_fn.approximate == "tanh" else "gelu"
+    if type(m) is torch.nn.GELU:
+        return "gelu_tanh" if m.approximate == "tanh" else "gelu"
+    if type(m) is torch.nn.ReLU:
+        return "relu"
     return None
+
+
+def _gated_act(act_fn):
+    """mmtune's name of a gated MLP's activation module (SiLU or GELU), or None."""
+    act = _act_name(act_fn)
+    return act if act != "relu" else None
 
 
 class GatedMLP(torch.nn.Module):
@@ -346,8 +354,11 @@ def swap_linear(module):
     """Replaces, inside module (not module itself), every Llama-style gated MLP (a module with
     gate_proj, up_proj and down_proj torch.nn.Linear layers and an act_fn of SiLU or GELU) by a
     GatedMLP and every other torch.nn.Linear (subclasses are left alone) by an mmtune Linear,
-    in place; returns module.  Parameters keep their values, dtypes and devices (a gated MLP's
-    gate and up weights move into its interleaved weight); training state stays."""
+    in place; returns module.  In a torch.nn.Sequential, a Linear followed by a ReLU, GELU or
+    SiLU module takes the activation into its kernel (the activation's place becomes a
+    torch.nn.Identity: no parameters, so state dict keys do not move).  Parameters keep their
+    values, dtypes and devices (a gated MLP's gate and up weights move into its interleaved
+    weight); training state stays."""
     for name, child in list(module.named_children()):
         parts = _gated_parts(child)
         if parts:
@@ -358,4 +369,10 @@ def swap_linear(module):
             setattr(module, name, _as_linear(child))
         else:
             swap_linear(child)
+    if type(module) is torch.nn.Sequential:  # a Linear then its activation: one kernel
+        for i in range(len(module) - 1):
+            act = _act_name(module[i + 1])
+            if type(module[i]) is Linear and module[i].act is None and act:
+                module[i].act = act
+                module[i + 1] = torch.nn.Identity()
     return module

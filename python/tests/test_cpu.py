@@ -528,11 +528,21 @@ class TestTorchOps(_WithTorch):
         params = [id(p) for p in m.parameters()]
         self.assertIs(mt.swap_linear(m), m)
         self.assertIs(type(m[0]), mt.Linear)
+        self.assertEqual(m[0].act, "relu")  # the ReLU after it: fused, its place an Identity
+        self.assertIs(type(m[1]), th.nn.Identity)
         self.assertIs(type(m[2][0]), mt.Linear)
+        self.assertIsNone(m[2][0].act)
         self.assertIsNone(m[2][0].bias)
         self.assertFalse(m[0].training)
         self.assertEqual([id(p) for p in m.parameters()], params)  # the same parameters
         self.assertEqual(list(m.state_dict()), list(before))
+        # a GELU (tanh) and a SiLU after Linears; an activation after a non-Linear stays
+        g = mt.swap_linear(th.nn.Sequential(th.nn.Linear(8, 8), th.nn.GELU(approximate="tanh"),
+                                            th.nn.LayerNorm(8), th.nn.SiLU(), th.nn.Linear(8, 4),
+                                            th.nn.SiLU()))
+        self.assertEqual([type(x).__name__ for x in g],
+                         ["Linear", "Identity", "LayerNorm", "SiLU", "Linear", "Identity"])
+        self.assertEqual((g[0].act, g[4].act), ("gelu_tanh", "silu"))
         fresh = th.nn.Sequential(th.nn.Linear(64, 32), th.nn.ReLU(),
                                  th.nn.Sequential(th.nn.Linear(32, 8, bias=False)))
         mt.swap_linear(fresh).load_state_dict(before)  # a plain model's state dict loads
