@@ -258,14 +258,14 @@ static mmt_status online_options(mmt_context *ctx, int device, const mmt_options
 
 /* The worker's log (in the cubin cache folder, else none) and the results it starts from. */
 static mmt_status online_start_state(mmt_context *ctx, ut_err *err) {
-  char path[4096];
-  const int n = ctx->cache_dir ? snprintf(path, sizeof path, "%s/online-worker.log", ctx->cache_dir)
-                               : snprintf(path, sizeof path, "/dev/null");
-  if (n <= 0 || (size_t)n >= sizeof path)
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "cache_dir is too long for the worker's log");
+  static const char name[] = "/online-worker.log";
+  const char *dir = ctx->cache_dir ? ctx->cache_dir : "";
+  const size_t len = ctx->cache_dir ? strlen(dir) + sizeof name : sizeof "/dev/null";
+  if (!(ctx->worker_log = malloc(len))) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  snprintf(ctx->worker_log, len, "%s%s", ctx->cache_dir ? dir : "/dev/null",
+           ctx->cache_dir ? name : "");
   ut_err e;
   if (ctx->cache_dir) ut_mkdir_p(ctx->cache_dir, &e); /* the log's folder; a failure: its open's */
-  if (!(ctx->worker_log = strdup(path))) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   uint64_t files;
   if (ctx->db && db_rows_stamp(ctx->db, &ctx->results_id, &files, &e)) ctx->results_id = 0;
   ctx->results_seen = ctx->results_id;
@@ -769,13 +769,10 @@ static problem_key op_key_of(const rt_matmul_plan *pl, mmt_dtype dtype) {
    * (G * M without a hint).  Never read as a bound: the launch runs the plan's M. */
   rt_gemm_kernel_problem kp = pl->kp;
   const int64_t tokens = pl->group_tokens;
-  if (pl->op.group == 'c') {
+  if (pl->op.group == 'c')
     kp.m = rt_group_rows_bucket(tokens > 0 ? tokens : kp.m);
-  } else if (pl->op.group == 'm' && tokens > 0) {
-    kp.m = rt_group_rows_bucket((tokens + pl->batch - 1) / pl->batch);
-  } else if (pl->op.group == 'm') {
-    kp.m = rt_group_rows_bucket(kp.m);
-  }
+  else if (pl->op.group == 'm')
+    kp.m = rt_group_rows_bucket(tokens > 0 ? (tokens + pl->batch - 1) / pl->batch : kp.m);
   return key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), pl->batch);
 }
 

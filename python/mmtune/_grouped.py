@@ -3,12 +3,10 @@ one launch) on torch tensors.  Routing stays on the device: the rows of each exp
 by the kernel from `rows`, so the host never syncs and a CUDA graph replays with new routings.
 """
 
-import ctypes
-
-from . import _arrays, _lib
-from ._core import _context_for, _storage
+from . import _lib
+from ._core import _storage
 from ._lib import BIAS_COL, BIAS_NONE, F32, ROW_MAJOR
-from ._matmul import _matrix, _mmt_dtype, _torch
+from ._matmul import _launch, _matrix, _mmt_dtype, _torch
 
 _LAYOUTS = {"contiguous": 1, "masked": 2}  # mmt_group_mode
 
@@ -103,13 +101,5 @@ def grouped_matmul(a, b, rows, *, layout="contiguous", tokens=None, bias=None, a
         d.bias_type = F32 if bias.dtype == th.torch.float32 else out_type
     else:
         d.bias_mode = BIAS_NONE
-    if act not in _lib.ACTIVATIONS:
-        raise ValueError(f"act must be one of {', '.join(str(x) for x in _lib.ACTIVATIONS)}, "
-                         f"got {act!r}")
-    d.act = _lib.ACTIVATIONS[act]
-    ctx = _context_for(context, dev)
-    s = th.raw_stream(dev) if stream is None else _arrays.stream_handle(stream)
-    rc = ctx._lib.mmt_matmul(ctx._h, ctypes.byref(d), s)
-    if rc:
-        raise ctx.error(rc)
+    _launch(th, d, act, dev, stream, context)
     return out

@@ -202,18 +202,24 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
         rows, cols = (1, 1) if scale_mode == "tensor" else (kb * m, -(-nb // 128) * kb)
         d.scale_row = _scales(th, scale_row, "scale_row", rows, dev)
         d.scale_col = _scales(th, scale_col, "scale_col", cols, dev)
-    if act not in _lib.ACTIVATIONS:
-        raise ValueError(f"act must be one of {', '.join(str(x) for x in _lib.ACTIVATIONS)}, "
-                         f"got {act!r}")
-    d.act = _lib.ACTIVATIONS[act]
     if scale_d is not None:
         d.scale_d = _scales(th, scale_d, "scale_d", 1, dev)
     if amax is not None:
         d.amax = _scales(th, amax, "amax", 1, dev)
     d.gated = 1 if gated else 0
+    _launch(th, d, act, dev, stream, context)
+    return out
+
+
+def _launch(th, d, act, dev, stream, context):
+    """Sets d's activation and runs mmt_matmul on d, on the stream and context given (None: the
+    device's current stream, its default context)."""
+    if act not in _lib.ACTIVATIONS:
+        raise ValueError(f"act must be one of {', '.join(str(x) for x in _lib.ACTIVATIONS)}, "
+                         f"got {act!r}")
+    d.act = _lib.ACTIVATIONS[act]
     ctx = _context_for(context, dev)
     s = th.raw_stream(dev) if stream is None else _arrays.stream_handle(stream)
     rc = ctx._lib.mmt_matmul(ctx._h, ctypes.byref(d), s)
     if rc:
         raise ctx.error(rc)
-    return out

@@ -93,6 +93,29 @@ int64_t tn_measure_out_cols(const tn_measure_opts *o) {
   return o->n / 2;
 }
 
+mmt_status tn_gpu_host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *err) {
+  if (*cap >= bytes) return MMT_OK;
+  void *p = realloc(*buf, bytes);
+  if (!p) return ut_fail(err, MMT_ERR_NOMEM, "out of host memory (%zu bytes)", bytes);
+  *buf = p;
+  *cap = bytes;
+  return MMT_OK;
+}
+
+/* Grows a device buffer to at least `bytes` (its contents not kept). */
+static mmt_status device_reserve(const tn_gpu *g, CUdeviceptr *buf, size_t *cap, size_t bytes,
+                                 ut_err *err) {
+  mmt_status rc = MMT_OK;
+  if (*cap >= bytes) return MMT_OK;
+  if (*buf) g->cu->cuMemFree(*buf);
+  *buf = 0;
+  *cap = 0;
+  RT_CU_CHECK(g->cu, cuMemAlloc(buf, bytes));
+  *cap = bytes;
+cleanup:
+  return rc;
+}
+
 /* The op and batch of o's problem into g (none: the plain GEMM, batch 1). */
 static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   g->has_op = o->op[0] != '\0';
@@ -124,12 +147,7 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
                    "op '%s': masked grouped kernels are not measured here yet (contiguous ones "
                    "are); mmt_matmul runs them",
                    o->op);
-  g->grouped = g->op.group == 'c';
-  if (g->grouped && (o->layout[0] == 't' || g->op.gated || gen_dtype_fp8(o->dtype)))
-    return ut_fail(err, MMT_ERR_INVALID_ARG,
-                   "op '%s': a grouped problem is row-major with A not transposed (layout n?), "
-                   "neither gated nor FP8, as mmt_matmul serves it",
-                   o->op);
+  g->grouped = g->op.group == 'c'; /* its layout and type: tune's check_grouped */
   if (g->op.gated && o->n % 2)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
                    (long long)o->n);
@@ -173,13 +191,7 @@ static mmt_status reserve_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   const size_t len = tn_gpu_vector_len(g, o);
   /* three vectors and their floats, then an FP8 D's scale and amax */
   const size_t bytes = 4 * tn_round_up(len, 64) * 6 + 256;
-  if (bytes > g->vec_cap) {
-    if (g->vec) g->cu->cuMemFree(g->vec);
-    g->vec = 0;
-    g->vec_cap = 0;
-    RT_CU_CHECK(g->cu, cuMemAlloc(&g->vec, bytes));
-    g->vec_cap = bytes;
-  }
+  if ((rc = device_reserve(g, &g->vec, &g->vec_cap, bytes, err))) return rc;
   const size_t step = 4 * tn_round_up(len, 64);
   g->bias = g->vec;
   g->scale_row = g->vec + step;
@@ -218,14 +230,9 @@ static mmt_status reserve_routings(tn_gpu *g, const tn_measure_opts *o, ut_err *
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory drawing routings");
     goto cleanup;
   }
-  if (count > g->host_offsets_cap) {
-    int32_t *v = realloc(g->host_offsets, count * sizeof *v);
-    if (!v) {
-      rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory drawing routings");
-      goto cleanup;
-    }
-    g->host_offsets = v, g->host_offsets_cap = count;
-  }
+  if ((rc = tn_gpu_host_reserve((void **)&g->host_offsets, &g->host_offsets_cap,
+                                count * sizeof *g->host_offsets, err)))
+    goto cleanup;
   for (int r = 0; r < TN_ROUTINGS; r++) {
     /* routing 0, the one verified: sparse, so that some experts are empty */
     const tn_route_kind kind = (tn_route_kind)((r + TN_ROUTE_SPARSE) % TN_ROUTE_KINDS);
@@ -234,13 +241,7 @@ static mmt_status reserve_routings(tn_gpu *g, const tn_measure_opts *o, ut_err *
     tn_route(kind, g->batch, o->m, seed, cdf, counts);
     tn_route_offsets(g->batch, counts, g->host_offsets + (size_t)r * per);
   }
-  if (bytes > g->routings_cap) {
-    if (g->routings) g->cu->cuMemFree(g->routings);
-    g->routings = 0;
-    g->routings_cap = 0;
-    RT_CU_CHECK(g->cu, cuMemAlloc(&g->routings, bytes));
-    g->routings_cap = bytes;
-  }
+  if ((rc = device_reserve(g, &g->routings, &g->routings_cap, bytes, err))) goto cleanup;
   g->group_error = g->routings + tn_round_up(4 * count, 256);
   g->routing = 0;
   RT_CU_CHECK(g->cu, cuMemcpyHtoD(g->routings, g->host_offsets, 4 * count));
@@ -346,13 +347,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   if (g->grouped && (rc = reserve_routings(g, o, err))) goto cleanup;
   size_t wide_bytes =
       g->elem == 4 && g->out_elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
-  if (wide_bytes > g->wide_cap_bytes) {
-    if (g->wa) g->cu->cuMemFree(g->wa);
-    g->wa = 0;
-    g->wide_cap_bytes = 0;
-    RT_CU_CHECK(cu, cuMemAlloc(&g->wa, wide_bytes));
-    g->wide_cap_bytes = wide_bytes;
-  }
+  if ((rc = device_reserve(g, &g->wa, &g->wide_cap_bytes, wide_bytes, err))) goto cleanup;
   g->wb = g->wa + 4 * g->a_elems;
   g->wc = g->wb + 4 * g->b_elems;
 cleanup:

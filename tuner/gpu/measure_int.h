@@ -78,7 +78,7 @@ struct tn_gpu {
    * (`routing`: the next launch's). */
   bool grouped;
   int32_t *host_offsets;
-  size_t host_offsets_cap;
+  size_t host_offsets_cap; /* bytes */
   CUdeviceptr routings, group_error;
   size_t routings_cap;
   int routing;
@@ -107,6 +107,8 @@ struct tn_gpu {
  * move more than COLD_L2_COVER x L2 between two runs on one copy; else L2_COVER x L2 in all,
  * between 1 and MAX_COPIES.  (Cold callers keep one copy more for the untimed runs.) */
 size_t tn_gpu_timed_copies(const tn_gpu *g, size_t set_bytes, bool cold);
+/* Grows a host buffer to at least `bytes` (its contents kept, as realloc). */
+mmt_status tn_gpu_host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *err);
 /* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
 mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err);
 /* The GEMM arguments of input copy `copy` (0 .. g->copies - 1) of the problem of o.  An op

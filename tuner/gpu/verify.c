@@ -19,16 +19,6 @@
 #define CPU_REF_MAX_MACS (1LL << 24)
 #define NAN_BITS 0x7fc00000u /* float quiet NaN: what C is poisoned with */
 
-/* Grows a host buffer to at least `bytes`. */
-static mmt_status host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *err) {
-  if (*cap >= bytes) return MMT_OK;
-  void *p = realloc(*buf, bytes);
-  if (!p) return ut_fail(err, MMT_ERR_NOMEM, "out of host memory (%zu bytes)", bytes);
-  *buf = p;
-  *cap = bytes;
-  return MMT_OK;
-}
-
 /* Launches one of the elementwise helper kernels over n elements: args[0..] as given. */
 static mmt_status launch_elementwise(tn_gpu *g, CUfunction fn, size_t n, void **args, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -174,9 +164,12 @@ static mmt_status product_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   const size_t a_extent = g->a_extent - (nb - 1) * g->a_stride;
   const size_t b_extent = g->b_extent - (nb - 1) * g->b_stride;
   if ((double)o->m * (double)o->k * (double)o->n <= (double)CPU_REF_MAX_MACS) {
-    if ((rc = host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err))) return rc;
-    if ((rc = host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * a_extent, err))) return rc;
-    if ((rc = host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * b_extent, err))) return rc;
+    if ((rc = tn_gpu_host_reserve((void **)&g->host_ref, &g->host_ref_cap, ref_bytes, err)))
+      return rc;
+    if ((rc = tn_gpu_host_reserve((void **)&g->host_a, &g->host_a_cap, 4 * a_extent, err)))
+      return rc;
+    if ((rc = tn_gpu_host_reserve((void **)&g->host_b, &g->host_b_cap, 4 * b_extent, err)))
+      return rc;
     RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_a, a, 4 * a_extent));
     RT_CU_CHECK(cu, cuMemcpyDtoH(g->host_b, b, 4 * b_extent));
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
