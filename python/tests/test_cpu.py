@@ -463,6 +463,36 @@ class TestTorchOps(_WithTorch):
         with self.assertRaisesRegex(ValueError, "layout must be 'contiguous' or 'masked'"):
             mmtune.grouped_matmul(a, b, rows, layout="sorted")
 
+    def test_native_library_that_fails_warns(self):
+        # $MMTUNE_TORCH_OPS naming no file, or a file that is not such a library: a warning
+        # naming it, and the Python operators serve
+        with tempfile.TemporaryDirectory() as d:
+            junk = os.path.join(d, "libjunk.so")
+            with open(junk, "w") as f:
+                f.write("not a shared library")
+            for path, says in ((os.path.join(d, "none.so"), "no such file"),
+                               (junk, "not loaded")):
+                r = _run_python("import mmtune.torch as mt; print('native', mt.NATIVE_OPS)",
+                                {"MMTUNE_TORCH_OPS": path})
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("native None", r.stdout)
+                self.assertIn(path, r.stderr)
+                self.assertIn(says, r.stderr)
+                self.assertIn("the Python operators serve", r.stderr)
+
+    def test_grouped_fake_refuses_bad_dims(self):
+        th, mt = self.th, self.mt
+        rows = self.meta(9, dtype=th.int32)
+        for a, b, layout in ((self.meta(8, 4, 64), self.meta(8, 32, 64), "contiguous"),
+                             (self.meta(100, 64), self.meta(8, 32, 64), "masked"),
+                             (self.meta(100, 64), self.meta(32, 64), "contiguous")):
+            with self.assertRaisesRegex(ValueError, f"are not a {layout} grouped problem"):
+                mt.grouped_matmul(a, b, rows, layout, 0, None, None, None, True)
+
+    def test_backward_refuses_unknown_activation(self):
+        with self.assertRaisesRegex(ValueError, "act 'tanh' has no derivative here"):
+            self.mt._act_and_grad("tanh", self.th.zeros(2))
+
     def test_schemas(self):
         th = self.th
         s = str(th.ops.mmtune.matmul.default._schema)

@@ -13,6 +13,7 @@ Run: MMTUNE_LIBRARY=build/runtime/libmmtune.so PYTHONPATH=python \
 """
 
 import itertools
+import re
 import os
 import tempfile
 import threading
@@ -559,6 +560,32 @@ class TestGrouped(unittest.TestCase):
             if c:
                 self.assertLess(rel_err(out[z, :c], ref), TOL["float16"])
             self.assertTrue(bool((out[z, c:] == 7.0).all()), f"expert {z}: rows past {c}")
+
+    def test_bad_arguments(self):
+        # each refusal names what is wrong; nothing is launched
+        a = torch.randn(37, 40, device="cuda").half()
+        b = torch.randn(4, 24, 40, device="cuda").half()
+        rows = torch.tensor([0, 5, 5, 20, 37], dtype=torch.int32, device="cuda")
+        cases = [
+            (dict(rows=rows.long()), ValueError, "rows must be a contiguous int32 vector of 5"),
+            (dict(rows=rows[:4]), ValueError, "rows must be a contiguous int32 vector of 5"),
+            (dict(b=b.float()), TypeError, "a and b must have one dtype"),
+            (dict(b=b[:, :, :32]), ValueError, "inner dimensions differ"),
+            (dict(a=a.T.contiguous().T), ValueError, "a must be row-major"),
+            (dict(b=b[0]), ValueError, "b must be G x K x N"),
+            (dict(layout="masked"), ValueError, "a must be G x M x K (masked)"),
+            (dict(bias=torch.randn(4, 23, device="cuda")), ValueError,
+             "bias must be a contiguous G x N tensor"),
+            (dict(bias=torch.randn(4, 24, device="cuda").double()), TypeError,
+             "bias has dtype torch.float64"),
+            (dict(out=torch.empty(37, 24, device="cuda").half().T.contiguous().T), ValueError,
+             "out must be row-major"),
+        ]
+        for change, error, says in cases:
+            args = dict(a=a, b=b, rows=rows, trans_b=True)
+            args.update(change)
+            with self.assertRaisesRegex(error, re.escape(says)):
+                mmtune.grouped_matmul(args.pop("a"), args.pop("b"), args.pop("rows"), **args)
 
     def test_operator_and_graph(self):
         import mmtune.torch  # noqa: F401 (registers torch.ops.mmtune)
