@@ -586,6 +586,15 @@ class TestGrouped(unittest.TestCase):
             args.update(change)
             with self.assertRaisesRegex(error, re.escape(says)):
                 mmtune.grouped_matmul(args.pop("a"), args.pop("b"), args.pop("rows"), **args)
+        # the operators refuse alike, native (RuntimeError) or Python
+        import mmtune.torch  # noqa: F401 (registers torch.ops.mmtune)
+        with self.assertRaisesRegex((RuntimeError, ValueError),
+                                    "rows must be a contiguous int32 vector of 5"):
+            torch.ops.mmtune.grouped_matmul(a, b, rows.long(), "contiguous", 37, None, None, None,
+                                            True)
+        with self.assertRaisesRegex((RuntimeError, TypeError), "bias has dtype"):
+            torch.ops.mmtune.matmul(a, b[0], torch.zeros(24, device="cuda").double(), "col",
+                                    None, False, 1.0, 0.0, None, None, False, True)
 
     def test_operator_and_graph(self):
         import mmtune.torch  # noqa: F401 (registers torch.ops.mmtune)
