@@ -338,19 +338,35 @@ static const char *act_name(mmt_activation a) {
   return n[a];
 }
 
-static void describe(int trial, const mmt_matmul_desc *d, const char *what) {
-  fail_msg("descriptor %d (%s %s%s %lldx%lldx%lld, %s -> %s, alpha %g beta %g, bias %d (%s), "
-           "scales %d%d (mode %d, fast %d), act %s, gated %d, batch %lld, lda %lld ldb %lld "
-           "ldc %lld ldd %lld, "
-           "strides %lld %lld %lld %lld): %s",
-           trial, d->order == MMT_ROW_MAJOR ? "row" : "col", d->trans_a ? "t" : "n",
+/* Which kernel d gets (mmt_explain_matmul), for a failure's message (static). */
+static const char *kernel_of(gc_fixture *f, const mmt_matmul_desc *d) {
+  static char text[MMT_PARAMS_MAX + 384];
+  mmt_choice ch;
+  if (mmt_explain_matmul(f->ctx, d, &ch))
+    snprintf(text, sizeof text, "explain: %s", mmt_errmsg(f->ctx));
+  else
+    snprintf(text, sizeof text, "%s %s %s (%s, computes %lldx%lldx%lld, batch %lld)",
+             mmt_choice_kind_name(ch.kind), ch.template_name, ch.params, ch.epilogue,
+             (long long)ch.kernel_m, (long long)ch.kernel_n, (long long)ch.kernel_k,
+             (long long)ch.batch);
+  return text;
+}
+
+static void describe(gc_fixture *f, const char *what_case, int trial, const mmt_matmul_desc *d,
+                     const char *what) {
+  fail_msg("%s %d (%s %s%s %lldx%lldx%lld, %s -> %s, alpha %g beta %g, bias %d (%s), "
+           "scales %d%d (mode %d, fast %d), act %s, gated %d, batch %lld, group %d "
+           "(tokens %lld), lda %lld ldb %lld ldc %lld ldd %lld, "
+           "strides %lld %lld %lld %lld; kernel %s): %s",
+           what_case, trial, d->order == MMT_ROW_MAJOR ? "row" : "col", d->trans_a ? "t" : "n",
            d->trans_b ? "t" : "n", (long long)d->m, (long long)d->n, (long long)d->k,
            mmt_dtype_name(d->in_type), mmt_dtype_name(d->out_type), d->alpha, d->beta,
            (int)d->bias_mode, mmt_dtype_name(d->bias_type), d->scale_row != NULL,
            d->scale_col != NULL, (int)d->scale_mode, d->fast_accum, act_name(d->act), d->gated,
-           (long long)d->batch, (long long)d->lda, (long long)d->ldb, (long long)d->ldc,
-           (long long)d->ldd, (long long)d->stride_a, (long long)d->stride_b,
-           (long long)d->stride_c, (long long)d->stride_d, what);
+           (long long)d->batch, (int)d->group_mode, (long long)d->group_tokens, (long long)d->lda,
+           (long long)d->ldb, (long long)d->ldc, (long long)d->ldd, (long long)d->stride_a,
+           (long long)d->stride_b, (long long)d->stride_c, (long long)d->stride_d, kernel_of(f, d),
+           what);
 }
 
 /* Descriptors a run checks: 300, or $MMT_MATMUL_CASES (scripts/gpu-check.sh memcheck runs
@@ -383,7 +399,7 @@ static void test_random_descriptors(void **state) {
                mmt_errmsg(f->ctx));
     for (int i = 0; i < count; i++) {
       const char *why = case_check(f, &c[i], &cb[i]);
-      if (why) describe(first + i, &c[i].d, why);
+      if (why) describe(f, "descriptor", first + i, &c[i].d, why);
     }
   }
 }
@@ -406,7 +422,7 @@ static void test_large_batch(void **state) {
   case_bufs cb;
   case_make(f, &c, &cb);
   const char *why = case_check(f, &c, &cb);
-  if (why) describe(0, &c.d, why);
+  if (why) describe(f, "descriptor", 0, &c.d, why);
 }
 
 /* Routing of `total` rows to g experts: uniform, skewed (most to the first), or with empty
@@ -611,15 +627,22 @@ static void test_grouped_graph(void **state) {
     CUgraph graph;
     CUgraphExec exec;
     assert_int_equal(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    const size_t bytes = gt.D.bytes;
+    void *before = malloc(bytes), *after = malloc(bytes);
+    assert_non_null(before), assert_non_null(after);
+    memcpy(before, gt.D.host, bytes);
+    /* the same call uncaptured first: a failure below is then the capture's alone */
+    if (mmt_matmul(f->ctx, &gt.d, st)) fail_msg("mmt_matmul: %s", mmt_errmsg(f->ctx));
+    assert_int_equal(cu->cuStreamSynchronize(st), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(after, gt.D.dev_base, bytes), CUDA_SUCCESS);
+    const char *direct = grouped_verify(&gt, before, after);
+    if (direct)
+      describe(f, masked ? "masked, uncaptured" : "contiguous, uncaptured", 0, &gt.d, direct);
     assert_int_equal(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     const mmt_status rc = mmt_matmul(f->ctx, &gt.d, st);
     assert_int_equal(cu->cuStreamEndCapture(st, &graph), CUDA_SUCCESS);
     if (rc) fail_msg("mmt_matmul in the capture: %s", mmt_errmsg(f->ctx));
     assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
-    const size_t bytes = gt.D.bytes;
-    void *before = malloc(bytes), *after = malloc(bytes);
-    assert_non_null(before), assert_non_null(after);
-    memcpy(before, gt.D.host, bytes);
     for (int replay = 0; replay < 4; replay++) {
       if (replay > 0) { /* a new routing, from the host to group_rows only */
         if (masked)
@@ -634,7 +657,7 @@ static void test_grouped_graph(void **state) {
       assert_int_equal(cu->cuStreamSynchronize(st), CUDA_SUCCESS);
       assert_int_equal(cu->cuMemcpyDtoH(after, gt.D.dev_base, bytes), CUDA_SUCCESS);
       const char *why = grouped_verify(&gt, before, after);
-      if (why) fail_msg("%s, replay %d: %s", masked ? "masked" : "contiguous", replay, why);
+      if (why) describe(f, masked ? "masked, replay" : "contiguous, replay", replay, &gt.d, why);
     }
     free(before), free(after);
     assert_int_equal(cu->cuGraphExecDestroy(exec), CUDA_SUCCESS);
@@ -667,8 +690,7 @@ static void test_grouped(void **state) {
     for (int i = 0; i < count; i++) {
       const char *why = grouped_check(f, &gt[i]);
       if (why)
-        fail_msg("grouped case %d (%s): %s", first + i, gt[i].masked ? "masked" : "contiguous",
-                 why);
+        describe(f, gt[i].masked ? "masked case" : "contiguous case", first + i, &descs[i], why);
     }
   }
 }
