@@ -13,6 +13,7 @@ host then waits for the GPU.
 """
 
 import argparse
+import contextlib
 import importlib
 import statistics
 import sys
@@ -68,6 +69,7 @@ def main():
         "mmtune.gemm(a, b)": lambda: gemm(a, b),
         "torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c),
     }
+    modes = {}  # a way's batches run inside this context (none: as they are)
     try:  # the PyTorch operators (torch.library.custom_op), where this torch has them
         importlib.import_module("mmtune.torch")  # registers torch.ops.mmtune
         mm, mm_out = torch.ops.mmtune.matmul, torch.ops.mmtune.matmul_out
@@ -75,20 +77,26 @@ def main():
                                                              1.0, 0.0, None, False, False)
         ways["torch.ops.mmtune.matmul"] = lambda: mm(a, b, None, "col", None, False, 1.0, 0.0,
                                                      None, None, False, False)
+        # its autograd kernel (Python, torch.library.register_autograd) runs while grad mode
+        # is on; inference mode leaves the autograd keys out
+        ways["... under torch.inference_mode"] = ways["torch.ops.mmtune.matmul"]
+        modes["... under torch.inference_mode"] = torch.inference_mode
     except (ImportError, AttributeError) as e:
         print(f"no PyTorch operators: {e}")
-    for f in ways.values():  # warm: compile, load, fill every cache
-        for _ in range(50):
-            f()
+    for name, f in ways.items():  # warm: compile, load, fill every cache
+        with modes.get(name, contextlib.nullcontext)():
+            for _ in range(50):
+                f()
     torch.cuda.synchronize()
 
     times = {name: [] for name in ways}
     for _ in range(args.reps):
         for name, f in ways.items():
-            t0 = time.perf_counter_ns()
-            for _ in range(args.calls):
-                f()
-            times[name].append((time.perf_counter_ns() - t0) / args.calls / 1000)
+            with modes.get(name, contextlib.nullcontext)():
+                t0 = time.perf_counter_ns()
+                for _ in range(args.calls):
+                    f()
+                times[name].append((time.perf_counter_ns() - t0) / args.calls / 1000)
             torch.cuda.synchronize()
 
     print(f"{torch.cuda.get_device_name()}  {m}x{n}x{k} {args.dtype}  torch {torch.__version__}  "
@@ -96,7 +104,8 @@ def main():
     print(f"kernel: {mmtune.explain(a, b, c)}")
     refs = {"mmt_gemm through ctypes": None, "torch.empty + mmt_gemm": None,
             "torch.matmul(a, b, out=c)": None, "mmtune.gemm(a, b)": "torch.empty + mmt_gemm",
-            "torch.ops.mmtune.matmul": "torch.empty + mmt_gemm"}
+            "torch.ops.mmtune.matmul": "torch.empty + mmt_gemm",
+            "... under torch.inference_mode": "torch.empty + mmt_gemm"}
     print(f"{'per call, host':34s} {'median us':>10s} {'min us':>8s} {'excess: median':>15s} "
           f"{'min':>6s}")
     for name, ts in times.items():
