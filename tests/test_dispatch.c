@@ -1154,6 +1154,8 @@ static void exclusive_open(fixture *f, exclusive_setup *x) {
     assert_int_equal(cu->cuMemcpyHtoD(x->db[s], x->b[s], nb * 4), CUDA_SUCCESS);
     assert_int_equal(cu->cuMemsetD32(x->dc[s], 0x7fc00000u, nc), CUDA_SUCCESS); /* NaN */
   }
+  /* the copies and fills landed: the sets' non-blocking streams are not ordered after them */
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
 /* C of set s = A * B of set s, on stream `stream`. */

@@ -526,6 +526,8 @@ static void test_threads(void **state) {
       distinct += !shared;
     }
   }
+  /* the uploads from pageable memory landed: the workers' streams are not ordered after them */
+  assert_int_equal(f->cu->cuCtxSynchronize(), CUDA_SUCCESS);
   pthread_t tid[THREADS];
   for (int t = 0; t < THREADS; t++)
     assert_int_equal(pthread_create(&tid[t], NULL, worker_main, &w[t]), 0);

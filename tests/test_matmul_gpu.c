@@ -627,6 +627,10 @@ static void test_grouped_graph(void **state) {
     CUgraph graph;
     CUgraphExec exec;
     assert_int_equal(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    /* A copy from pageable memory may return before its DMA lands, and st (non-blocking) is
+     * not ordered after it: without this, D's copy raced the kernel (an H200 showed D's old
+     * values in a tile the kernel had written). */
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
     const size_t bytes = gt.D.bytes;
     void *before = malloc(bytes), *after = malloc(bytes);
     assert_non_null(before), assert_non_null(after);
@@ -653,6 +657,7 @@ static void test_grouped_graph(void **state) {
                          CUDA_SUCCESS);
       }
       assert_int_equal(cu->cuMemcpyHtoD(gt.D.dev_base, before, bytes), CUDA_SUCCESS);
+      assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS); /* the copies landed: above */
       assert_int_equal(cu->cuGraphLaunch(exec, st), CUDA_SUCCESS);
       assert_int_equal(cu->cuStreamSynchronize(st), CUDA_SUCCESS);
       assert_int_equal(cu->cuMemcpyDtoH(after, gt.D.dev_base, bytes), CUDA_SUCCESS);

@@ -213,6 +213,7 @@ static void graph_replay(gc_fixture *f, int64_t rows) {
   /* The first call outside the capture: it compiles and loads the kernels. */
   for (int64_t i = 0; i < d.rows * d.ldx; i++) mr_store(MMT_F32, b.hx, i, uniform());
   assert_int_equal(cu->cuMemcpyHtoD(b.x, b.hx, b.x_bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS); /* as in the rounds below */
   assert_int_equal(mmt_quantize(f->ctx, &d, s), MMT_OK);
   assert_int_equal(cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   assert_int_equal(mmt_quantize(f->ctx, &d, s), MMT_OK);
@@ -222,6 +223,8 @@ static void graph_replay(gc_fixture *f, int64_t rows) {
     const double mag = round == 0 ? 1.0 : round == 1 ? 1e-3 : 200.0;
     for (int64_t i = 0; i < d.rows * d.ldx; i++) mr_store(MMT_F32, b.hx, i, uniform() * mag);
     assert_int_equal(cu->cuMemcpyHtoD(b.x, b.hx, b.x_bytes), CUDA_SUCCESS);
+    /* a copy from pageable memory may return before its DMA lands; s is not ordered after it */
+    assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
     assert_int_equal(cu->cuGraphLaunch(ge, s), CUDA_SUCCESS);
     assert_int_equal(cu->cuStreamSynchronize(s), CUDA_SUCCESS);
     float got, want;

@@ -1254,6 +1254,7 @@ static void test_gpu_repack_scratch_kept(void **state) {
   CUgraphExec exec = NULL;
   assert_int_equal(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   assert_int_equal(cu->cuMemsetD32(cc, 0x7e007e00u, bytes / 4), CUDA_SUCCESS); /* f16 NaN */
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS); /* st is not ordered after it */
   assert_int_equal(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                    CUDA_SUCCESS);
   assert_int_equal(rt_kernel_launch(k, &odd, st, &e), MMT_OK);
