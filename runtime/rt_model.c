@@ -113,37 +113,18 @@ static void sector_waste(const gen_problem *p, double elem, double waste[2]) {
 
 /* The problems p's work is counted over: its batch, but one for a contiguous grouped op,
  * whose M holds every expert's rows and whose batch is its experts (the model sees it as one
- * problem of those rows, group_experts of whose weights it streams). */
+ * problem of those rows). */
 static double problems(const gen_problem *p) {
   if (p->op && p->op->group == 'c') return 1.0;
   return p->batch > 1 ? (double)p->batch : 1.0;
-}
-
-/* The experts of a contiguous grouped op that have rows (1 for any other problem): at most
- * one a row.  Each streams its own weight, K x N, and starts its own tile rows: the decode
- * regime (a few rows for each of many experts) is bound by the weights of the experts hit,
- * which a model of one problem of M rows and one weight missed by up to G times (160
- * experts of 1536 x 5120 at 16 rows: wgmma's 64 x 64 tiles were chosen at 0.66x
- * cublasGemmGroupedBatchedEx). */
-static double group_experts(const gen_problem *p) {
-  if (!p->op || p->op->group != 'c') return 1.0;
-  const double g = p->batch > 1 ? (double)p->batch : 1.0, m = p->m > 1 ? (double)p->m : 1.0;
-  return fmin(g, m);
-}
-
-/* The tile rows of p in tiles of tm rows: a contiguous grouped op's experts each end in a
- * partial one (at most: group_experts - 1 more than one problem of M rows has). */
-static double tile_rows(const gen_problem *p, int64_t tm) {
-  const int64_t m = p->m > 1 ? p->m : 1;
-  return (double)ceil_div(m, tm) + group_experts(p) - 1.0;
 }
 
 /* The tiles of C a launch computes, every problem of the batch's (split-K's slices not
  * counted); its tile in *tm, *tn. */
 static double tile_count(const db_launch *l, const gen_problem *p, int64_t *tm, int64_t *tn) {
   launch_tile(l, tm, tn);
-  const int64_t n = p->n > 1 ? p->n : 1;
-  return tile_rows(p, *tm) * (double)ceil_div(n, *tn) * problems(p);
+  int64_t m = p->m > 1 ? p->m : 1, n = p->n > 1 ? p->n : 1;
+  return (double)ceil_div(m, *tm) * (double)ceil_div(n, *tn) * problems(p);
 }
 
 double rt_model_tile_area(const db_launch *l, const gen_problem *p) {
@@ -198,7 +179,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   int64_t cluster = l && l->cluster > 1 ? l->cluster : 1;
   /* counted in double: any int64 sizes (a database's row) without overflow, and exact below
    * 2^53, so ceil(units / sms) is the integer division rounded up */
-  double units = ceil(tile_rows(p, tm) / (double)cluster) * (double)cluster *
+  double units = (double)ceil_div(ceil_div(m, tm), cluster) * (double)cluster *
                  (double)ceil_div(n, tn) * (double)slices * batch;
   double rounds = ceil(units / sms); /* units one SM runs in turn */
   double kslice = (double)ceil_div(k, slices);
@@ -222,7 +203,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
   double compulsory = batch *
-                      (((double)m * (double)k + group_experts(p) * (double)k * (double)n) * elem +
+                      (((double)m * (double)k + (double)k * (double)n) * elem +
                        2.0 * (double)m * d_cols * out_elem) /
                       (dram * dram_share(l, units, sms, tm, tn, m, n));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
@@ -231,15 +212,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
   double body = rounds * fmax(unit_compute, unit_l2) / sm_busy(l, rounds, math) *
                     (cluster > 1 ? RT_MODEL_CLUSTER_WAIT : 1) +
                 fill;
-  /* a contiguous grouped grid that is not persistent: the blocks of the tile rows no expert
-   * has, in turn on every SM (a persistent one's walk skips them in shared memory) */
-  double empty_ms = 0;
-  if (p->op && p->op->group == 'c' && !(l && l->per_sm > 0)) {
-    const double g = p->batch > 1 ? (double)p->batch : 1.0;
-    empty_ms = ceil((g - group_experts(p) + 1) * (double)ceil_div(n, tn) * (double)slices / sms) *
-               RT_MODEL_EMPTY_BLOCK_MS;
-  }
-  return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory) + empty_ms;
+  return RT_MODEL_LAUNCH_MS + 1e3 * fmax(body, compulsory);
 }
 
 /* ---- launch shapes ------------------------------------------------------------------------ */

@@ -85,11 +85,6 @@
 #define RT_MODEL_UNKNOWN 1.5       /* correction of a template with no rows and no prior */
 #define RT_MODEL_LAUNCH_MS 0.003   /* a launch, and the first tile's latency */
 #define RT_MODEL_FILL_MS 0.001     /* filling a block's pipeline, once per round of work units */
-/* A block of a contiguous grouped launch that finds no rows (the grid has every expert's last
- * tile row, rt_device.c): what it costs an SM to start and leave, from NVIDIA H200 runs of 160
- * experts of 1536 x 5120 bf16 at 16 and at 256 rows (wgmma 64 x 64: 3480 such blocks took the
- * 0.053 ms the weights' stream at the 256-row bandwidth leaves unexplained). */
-#define RT_MODEL_EMPTY_BLOCK_MS 0.002
 #define RT_MODEL_SM_THREADS 2048   /* threads an SM holds at most */
 #define RT_MODEL_BUSY_WARPS 8      /* warps that keep an SM's FMA pipelines busy (sm_busy) */
 #define RT_MODEL_DRAM_SMS 0.75     /* share of the SMs whose loads in flight fill DRAM */

@@ -961,45 +961,12 @@ static void test_analytic_ops(void **state) {
   assert_true(rt_model_analytic_ms(&dev, &l, &half) < base);
 }
 
-/* A contiguous grouped op (M: every expert's rows; batch: G experts) streams the weight of
- * each expert with rows, at most one a row; a grid that is not persistent also starts a block
- * for every tile row an expert may have, and the experts without rows' blocks cost time. */
-static void test_analytic_grouped(void **state) {
-  (void)state;
-  rt_model_device dev = {.sm_count = 132, .cc_major = 9};
-  db_launch grid = {.tile_m = 64, .tile_n = 64, .slices = 1, .threads = 128};
-  db_launch walk = grid;
-  walk.per_sm = 1;
-  gen_op group = {.out = "bf16", .group = 'c'};
-  gen_problem one = packed("bf16", "nt", 16, 1536, 5120), many = one;
-  one.op = many.op = &group;
-  one.batch = 1, many.batch = 160;
-  /* 16 rows over 160 experts: at least 16 weights' bytes at the bandwidth; 8 experts: all 8 */
-  double flops, bytes_per_s;
-  rt_model_peaks(&dev, "bf16", &flops, &bytes_per_s);
-  const double weight_ms = 1536.0 * 5120 * 2 / bytes_per_s * 1e3;
-  const double t160 = rt_model_analytic_ms(&dev, &walk, &many) - RT_MODEL_LAUNCH_MS;
-  assert_true(t160 >= 16 * weight_ms && t160 < 20 * weight_ms);
-  gen_problem eight = many;
-  eight.batch = 8;
-  const double t8 = rt_model_analytic_ms(&dev, &walk, &eight) - RT_MODEL_LAUNCH_MS;
-  assert_true(t8 >= 8 * weight_ms && t8 < 0.6 * t160);
-  assert_true(rt_model_analytic_ms(&dev, &walk, &one) - RT_MODEL_LAUNCH_MS < 0.3 * t160);
-  /* 144 experts without rows, and the one more tile row the grid has: 145 x 24 blocks that find none, on a grid but not in a walk */
-  const double empty =
-      rt_model_analytic_ms(&dev, &grid, &many) - rt_model_analytic_ms(&dev, &walk, &many);
-  assert_true(fabs(empty - ceil(145.0 * 24 / 132) * RT_MODEL_EMPTY_BLOCK_MS) < 1e-9);
-  /* the tile area counts every expert's partial tile row: 16 tile rows of 64, not one */
-  assert_true(rt_model_tile_area(&walk, &many) == 16.0 * 64 * 24 * 64);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic),
       cmocka_unit_test(test_tile_area),
       cmocka_unit_test(test_epilogue_term),
       cmocka_unit_test(test_analytic_ops),
-      cmocka_unit_test(test_analytic_grouped),
       cmocka_unit_test(test_launch_of),
       cmocka_unit_test(test_fit),
       cmocka_unit_test(test_predict_measured),
