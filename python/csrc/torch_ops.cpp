@@ -1,7 +1,8 @@
 /*
  * python/csrc/torch_ops.cpp -- mmtune::matmul, mmtune::matmul_out and mmtune::grouped_matmul
- * as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in C++ calling mmt_matmul
- * directly, so that an eager call costs the dispatcher and the library, not a Python function
+ * as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in C++
+ * calling mmt_matmul directly, so that an eager call costs the dispatcher and the library,
+ * not a Python function
  * (mmtune/torch.py's operators, the fallback where this library is not built, run
  * mmtune.matmul: tens of microseconds a call).
  *

@@ -119,7 +119,6 @@ cleanup:
 /* The op and batch of o's problem into g (none: the plain GEMM, batch 1). */
 static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   g->has_op = o->op[0] != '\0';
-  g->grouped = false;
   g->batch = o->batch > 1 ? o->batch : 1;
   g->out_elem = g->elem;
   g->out_bf16 = g->bf16;
@@ -147,7 +146,6 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
                    "op '%s': masked grouped kernels are not measured here yet (contiguous ones "
                    "are); mmt_matmul runs them",
                    o->op);
-  g->grouped = g->op.group == 'c'; /* its layout and type: tune's check_grouped */
   if (g->op.gated && o->n % 2)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
                    (long long)o->n);
@@ -158,11 +156,11 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   return MMT_OK;
 }
 
-int64_t tn_gpu_planes(const tn_gpu *g) { return g->grouped ? 1 : g->batch; }
+int64_t tn_gpu_planes(const tn_gpu *g) { return tn_gpu_grouped(g) ? 1 : g->batch; }
 
 /* The floats of a by-column vector: N, a grouped op's experts one each. */
 static size_t column_len(const tn_gpu *g, const tn_measure_opts *o) {
-  return (size_t)o->n * (size_t)(g->grouped ? g->batch : 1);
+  return (size_t)o->n * (size_t)(tn_gpu_grouped(g) ? g->batch : 1);
 }
 
 size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side) {
@@ -306,7 +304,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   const size_t nb = (size_t)g->batch;
   g->b_extent += (nb - 1) * g->b_stride;
   g->b_elems *= nb;
-  if (g->grouped) { /* one A and D: the experts' rows */
+  if (tn_gpu_grouped(g)) { /* one A and D: the experts' rows */
     g->a_stride = g->c_stride = 0;
   } else {
     g->a_extent += (nb - 1) * g->a_stride;
@@ -344,7 +342,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->b = g->a + (size_t)g->elem * g->a_elems * (size_t)g->copies;
   g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
   if ((rc = reserve_vectors(g, o, err))) goto cleanup;
-  if (g->grouped && (rc = reserve_routings(g, o, err))) goto cleanup;
+  if (tn_gpu_grouped(g) && (rc = reserve_routings(g, o, err))) goto cleanup;
   size_t wide_bytes =
       g->elem == 4 && g->out_elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
   if ((rc = device_reserve(g, &g->wa, &g->wide_cap_bytes, wide_bytes, err))) goto cleanup;
@@ -368,7 +366,7 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
   a.b = g->b + (size_t)g->elem * g->b_elems * (size_t)copy;
   a.c = g->c + (size_t)g->out_elem * g->c_elems * (size_t)copy;
   a.batch = g->batch;
-  a.group = g->grouped ? 'c' : 0;
+  a.group = tn_gpu_grouped(g) ? 'c' : 0;
   return a;
 }
 
@@ -390,6 +388,7 @@ static bool scales_b(const gen_op *op) {
 
 rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
   const bool many = g->batch > 1; /* grouped: A's and D's strides are 0, B's the weights' */
+  const bool grouped = tn_gpu_grouped(g);
   return (rt_epilogue){
       .d = args->c,
       .ldd = args->ldc,
@@ -402,9 +401,9 @@ rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
       .batch_d = many ? (int64_t)g->c_stride : 0,
       .scale_d = g->d_scale,
       .amax = g->d_amax,
-      .group_rows = g->grouped ? g->routings + 4 * (size_t)g->routing * ((size_t)g->batch + 1) : 0,
-      .group_error = g->grouped ? g->group_error : 0,
-      .groups = g->grouped ? g->batch : 0};
+      .group_rows = grouped ? g->routings + 4 * (size_t)g->routing * ((size_t)g->batch + 1) : 0,
+      .group_error = grouped ? g->group_error : 0,
+      .groups = grouped ? g->batch : 0};
 }
 
 bool tn_gpu_is_sticky(CUresult r) {

@@ -82,7 +82,6 @@ static mmt_status time_runs(tn_gpu *g, tn_launch_fn launch, void *user, const tn
       rt_gemm_args args = tn_gpu_copy_args(g, o, (runs + i) % rotation);
       g->routing = (runs + i) % TN_ROUTINGS; /* a grouped problem's routings in turn */
       if ((rc = launch(user, &args, 0, err))) goto cleanup;
-      g->routing = 0;
       RT_CU_CHECK(cu, cuEventRecord(g->ev[i + 1], 0));
     }
     CUresult r = cu->cuEventSynchronize(g->ev[n]);

@@ -70,13 +70,12 @@ struct tn_gpu {
   CUdeviceptr d_scale, d_amax; /* an FP8 D's: 1.0f, and its amax (after the vectors) */
   double ref_max;              /* the last check's largest |reference| */
   size_t vec_cap;
-  /* A contiguous grouped op (gen_op group 'c'; set_op): batch is its experts, G; A and D are
+  /* A contiguous grouped op (tn_gpu_grouped): batch is its experts, G; A and D are
    * one matrix of M rows (a_stride, c_stride 0), B the G weights, each by-column vector G
    * copies.  Its rows' routings (TN_ROUTINGS, drawn once for the problem: the same for every
    * candidate), G + 1 offsets each on the host and at `routings` on the device, then the
    * kernels' error word: verification runs routing 0, the timed runs take them in turn
    * (`routing`: the next launch's). */
-  bool grouped;
   int32_t *host_offsets;
   size_t host_offsets_cap; /* bytes */
   CUdeviceptr routings, group_error;
@@ -100,6 +99,9 @@ struct tn_gpu {
   double *host_ref;
   size_t host_a_cap, host_b_cap, host_ref_cap;
 };
+
+/* Whether g's problem is a contiguous grouped op (set_op: masked ones are not measured). */
+static inline bool tn_gpu_grouped(const tn_gpu *g) { return g->has_op && g->op.group == 'c'; }
 
 /* gpu/context.c */
 

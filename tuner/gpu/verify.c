@@ -266,8 +266,8 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   if (g->has_op && g->op.scale_block && (rc = apply_block_scales(g, o, err))) return rc;
   const size_t plane = 8 * (size_t)o->m * (size_t)o->n;
   const int64_t planes = tn_gpu_planes(g);
-  if (g->grouped && (rc = grouped_product_reference(g, o, a, b, g->ref, err))) return rc;
-  for (int64_t z = 0; !g->grouped && z < g->batch; z++)
+  if (tn_gpu_grouped(g) && (rc = grouped_product_reference(g, o, a, b, g->ref, err))) return rc;
+  for (int64_t z = 0; !tn_gpu_grouped(g) && z < g->batch; z++)
     if ((rc = product_reference(g, o, a + 4 * (size_t)z * g->a_stride,
                                 b + 4 * (size_t)z * g->b_stride, g->ref + (size_t)z * plane, err)))
       return rc;
@@ -276,7 +276,7 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   if (!g->has_op) return MMT_OK;
   const size_t step = 4 * tn_round_up(tn_gpu_vector_len(g, o), 64);
   const CUdeviceptr d = g->ref + (size_t)planes * plane;
-  if (!g->grouped) {
+  if (!tn_gpu_grouped(g)) {
     if ((rc = launch_epilogue_reference(g, o, o->m, g->batch, g->ref, d, g->vec_wide,
                                         g->vec_wide + step, g->vec_wide + 2 * step, err)))
       return rc;
@@ -483,7 +483,8 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, &ref, &ref_ld, err))) return rc;
     if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
     if (out->status == DB_OK && g->d_amax && (rc = check_amax(g, out, err))) return rc;
-    if (out->status == DB_OK && g->grouped && (rc = check_group_error(g, out, err))) return rc;
+    if (out->status == DB_OK && tn_gpu_grouped(g) && (rc = check_group_error(g, out, err)))
+      return rc;
     g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
     if (out->status != DB_OK) {
       if (g->gran) {
