@@ -491,14 +491,17 @@ static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
   return MMT_OK;
 }
 
-/* Whether a default or built-in entry is for p: one for misaligned problems only
- * (unaligned_only) is not, when p is aligned. */
-static bool entry_offered(bool unaligned_only, const gen_problem *p) {
-  return !(unaligned_only && p->align_bytes >= 16);
+/* Whether a default or built-in entry of this offer is a candidate for p (rt_offer). */
+static bool entry_offered(rt_offer offer, const gen_problem *p) {
+  switch (offer) {
+  case RT_OFFER_UNALIGNED: return p->align_bytes < 16;
+  case RT_OFFER_FP8: return gen_dtype_fp8(p->dtype);
+  default: return true;
+  }
 }
 
 bool rt_builtin_offered(const rt_builtin *b, int cc_major, const gen_problem *p) {
-  return cc_major >= b->min_cc && entry_offered(b->unaligned_only, p);
+  return cc_major >= b->min_cc && entry_offered(b->offer, p);
 }
 
 /* A config without rows of this GPU model: a default or built-in one (skipped when the model
@@ -574,7 +577,7 @@ static mmt_status relaunch_first(rt_chooser *ch, rt_model *m, const gen_problem 
 /* RT_DEFAULTS: each template's default config. */
 typedef struct {
   const char *name, *params;
-  bool unaligned_only;
+  rt_offer offer;
 } default_entry;
 
 static const default_entry *default_list(int *count) {
@@ -637,7 +640,7 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (int i = 0; i < ndefaults && !rc; i++)
-    if (entry_offered(defaults[i].unaligned_only, p))
+    if (entry_offered(defaults[i].offer, p))
       rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, p, &l, err);
   int nbuiltin;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);

@@ -55,7 +55,7 @@
  * f32 (vec=1: any alignment); smem_tiled and naive serve f32 where nothing else is valid
  * (their priors rank them last).
  *
- * An entry ending in 1 (here and in RT_BUILTIN: rt_builtin.unaligned_only) is for problems
+ * An entry ending in 1 (RT_OFFER_UNALIGNED, here and in RT_BUILTIN) is for problems
  * whose rows are not 16-byte aligned only: mma_sync's realigned copy (vec=0), reg_tiled's
  * scalar loads (vec=1), skinny's element loads (vec=0).  Never measured on the GPU model,
  * such a config is no candidate for an aligned problem: the model does not see load widths,
@@ -96,9 +96,11 @@
  * are odd, skinny's element loads in the blocks an anneal search found fastest (H100, f16: the
  * axpy body at 1x8193x4095 nn, 16 warps, 0.0331 ms; the dot body at 1x4095x8193 nt, 4 rows a
  * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there); and for FP8 ops that
- * allow fast accumulation, wgmma's 128 x 256 without promotion (the promoting FP8 kernels take
- * the 128 x 128 and smaller tiles above: their partial sums do not fit 128 x 256).  min_cc: the
- * compute capability they are for (and newer). */
+ * allow fast accumulation, wgmma's 128 x 256 without promotion; for the promoting ones
+ * (RT_OFFER_FP8: the 16-bit types have 128 x 256), 128 x 192, the largest tile whose partial
+ * sums fit (H100, e4m3 -> bf16 per tensor: 8192^3 1,185-1,209 TFLOP/s against 1,007 at
+ * 128 x 128, 4096 x 7168 x 16384 1,178-1,219 against 1,051).  min_cc: the compute capability
+ * they are for (and newer). */
 #define RT_BUILTIN                                                                                 \
   {                                                                                                \
     {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},             \
@@ -119,6 +121,7 @@
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},     \
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,repack=1,swap=1", 0},    \
         {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,promote=0", 0},          \
+        {9, "wgmma", "bm=128,bn=192,stages=5,consumers=2,blocks=1,group=16", 2},                   \
         {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},          \
         {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},        \
         {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0}, \
@@ -322,17 +325,25 @@ mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_n
  * rt_matmul_check_fields and have M and N > 0. */
 gen_problem rt_explain_matmul_problem(const mmt_matmul_desc *d, gen_op *op);
 
+/* Which problems a default or built-in entry is a candidate for until it is measured (the
+ * last number of an RT_DEFAULTS or RT_BUILTIN entry). */
+typedef enum {
+  RT_OFFER_ALL = 0,       /* every problem its template takes */
+  RT_OFFER_UNALIGNED = 1, /* problems whose rows are not 16-byte aligned (RT_DEFAULTS) */
+  RT_OFFER_FP8 = 2        /* FP8 problems (a tile that fits their promotion, RT_BUILTIN) */
+} rt_offer;
+
 /* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's
  * starting points: *count entries. */
 typedef struct {
   int min_cc; /* the compute capability the entry is for, and newer */
   const char *name, *params;
-  bool unaligned_only; /* no candidate for aligned problems until measured (RT_DEFAULTS) */
+  rt_offer offer;
 } rt_builtin;
 const rt_builtin *rt_builtins(int *count);
 /* Whether built-in entry b is a candidate for problem p on a device of compute capability
- * cc_major (min_cc, and unaligned_only entries only for misaligned problems): the
- * dispatcher's rule, which the tuner's starting points follow. */
+ * cc_major (min_cc, and its offer): the dispatcher's rule, which the tuner's starting points
+ * follow. */
 bool rt_builtin_offered(const rt_builtin *b, int cc_major, const gen_problem *p);
 
 /* Dispatcher figures of a context (mmtune.c), for tests and diagnostics. */

@@ -1362,12 +1362,13 @@ local function derive(p, dtype, op)
   d.shared_bytes = d.tiles + 16 * p.stages + 1024 + d.stage + d.group_table
   -- split-K: the split_k snippet's flag, a little static shared memory
   d.static_bytes = p.split > 1 and 16 or 0
-  -- Registers: ptxas compiles the whole kernel within the launch budget, min(255, 65536 /
-  -- (THREADS * BLOCKS)) rounded down to 8 a thread, consumer code included (setmaxnreg does
-  -- not raise what ptxas may allocate), so that budget is what the accumulators must fit.
-  -- setmaxnreg still hands the producer's share to the consumers at run time: the producer
-  -- keeps 24 and the consumers take the rest (a multiple of 8, at most 240); one consumer
-  -- alone in an SM has nothing to gain (255 each already).
+  -- Registers: the launch budget is min(255, 65536 / (THREADS * BLOCKS)) rounded down to 8
+  -- a thread; setmaxnreg hands the producer's share to the consumers at run time (the
+  -- producer keeps 24, the consumers take the rest: a multiple of 8, at most 240), and ptxas
+  -- compiles the consumers' code within that count.  The accumulators are held to the launch
+  -- budget (MAX_ACC) and so are the RS fragments; only promotion's partial sums use the
+  -- consumers' count (constraints).  One consumer alone in an SM has nothing to gain (255
+  -- each already).
   d.reg_limit = math.min(255, limits.regs_per_thread(d.threads * p.blocks) // 8 * 8)
   if p.consumers == 1 and p.blocks == 1 then
     d.producer_regs, d.consumer_regs = 0, 0
@@ -1557,9 +1558,18 @@ return {
     if takes_rs(dtype, layout, swap) then
       regs, what = regs + 16 * (d.wg_m // 64), " with A's fragments"
     end
-    if regs > d.reg_limit then
+    -- ptxas allocates the consumers' code within setmaxnreg's count, not the launch budget:
+    -- a promoting 128 x 192 tile's 96 accumulators and 96 partial sums a thread compile with
+    -- no spill at 168 launch registers (SASS up to R236; 8 spare: 64 x 64 ping-pong in two
+    -- blocks spilled at its exact count).  RS's fragments keep the launch budget: tf32's
+    -- 256 x 128 spilled within 240.
+    local limit = d.reg_limit
+    if fp8(dtype) and p.promote > 0 and d.consumer_regs > 0 and not takes_rs(dtype, layout, swap) then
+      limit = math.max(limit, d.consumer_regs - 8)
+    end
+    if regs > limit then
       return false, string.format("about %d registers per consumer thread%s (limit %d): would " ..
-                                  "spill", regs, what, d.reg_limit)
+                                  "spill", regs, what, limit)
     end
     if not prob then return true end
     -- the kernel's rows and columns (swap: N and M)

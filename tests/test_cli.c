@@ -718,12 +718,19 @@ static void test_layout_options(void **state) {
   assert_usage_error(
       RUN("emit", "wgmma", "--dtype", "f16", "--layout", "nt", "--epilogue", "fast_accum"),
       "is not one for f16 inputs");
-  /* explain: an untuned FP8 call gets a config that promotes (the defaults' 128 x 256 cannot) */
-  run_result x = RUN("explain", "4096", "4096", "4096", "--dtype", "e4m3", "--trans-b",
+  /* explain: an untuned FP8 call gets a config that promotes (the defaults' 128 x 256 cannot):
+   * the built-in 128 x 192 offered to FP8 problems alone; a 16-bit one keeps 128 x 256 */
+  run_result x = RUN("explain", "8192", "8192", "8192", "--dtype", "e4m3", "--trans-b",
                      "--epilogue", "scale=tensor", "--device-name", "NVIDIA H200", "--defaults");
   assert_int_equal(x.code, 0);
   assert_non_null(strstr(x.out, "epilogue:  out=bf16,scale=tensor"));
+  assert_non_null(strstr(x.out, "bm=128,bn=192,"));
   assert_non_null(strstr(x.out, "promote=1"));
+  run_free(&x);
+  x = RUN("explain", "8192", "8192", "8192", "--dtype", "f16", "--trans-b", "--device-name",
+          "NVIDIA H200", "--defaults");
+  assert_int_equal(x.code, 0);
+  assert_null(strstr(x.out, "bn=192"));
   run_free(&x);
   x = RUN("explain", "64", "64", "64", "--dtype", "e4m3", "--epilogue", "scale=tensor",
           "--device-name", "NVIDIA H200", "--defaults");

@@ -426,7 +426,7 @@ static void test_default(void **state) {
     assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, cases[i].want);
-    /* aligned rows: not a variant for misaligned ones (unaligned_only in RT_BUILTIN) */
+    /* aligned rows: not a variant for misaligned ones (RT_OFFER_UNALIGNED in RT_BUILTIN) */
     if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
@@ -484,11 +484,12 @@ static void test_default(void **state) {
 }
 
 /* Which built-in entries the dispatcher (and a search's starts) offer: by compute capability,
- * and those for misaligned rows only to misaligned problems. */
+ * those for misaligned rows only to misaligned problems, those for FP8 only to FP8 ones. */
 static void test_builtin_offered(void **state) {
   (void)state;
-  const rt_builtin aligned = {9, "wgmma", "bm=128", false};
-  const rt_builtin misaligned = {0, "mma_sync", "vec=0", true};
+  const rt_builtin aligned = {9, "wgmma", "bm=128", RT_OFFER_ALL};
+  const rt_builtin misaligned = {0, "mma_sync", "vec=0", RT_OFFER_UNALIGNED};
+  const rt_builtin fp8 = {9, "wgmma", "bn=192", RT_OFFER_FP8};
   gen_problem p = gen_packed_problem("f16", "nn", 256, 256, 256); /* 16-byte rows */
   assert_true(rt_builtin_offered(&aligned, 9, &p));
   assert_false(rt_builtin_offered(&aligned, 8, &p));
@@ -497,6 +498,11 @@ static void test_builtin_offered(void **state) {
   assert_true(p.align_bytes < 16);
   assert_true(rt_builtin_offered(&misaligned, 8, &p));
   assert_true(rt_builtin_offered(&aligned, 9, &p));
+  assert_false(rt_builtin_offered(&fp8, 9, &p));
+  p = gen_packed_problem("e4m3", "nt", 256, 256, 256);
+  assert_true(rt_builtin_offered(&fp8, 9, &p));
+  assert_false(rt_builtin_offered(&fp8, 8, &p));
+  assert_false(rt_builtin_offered(&misaligned, 9, &p));
 }
 
 /* Every built-in and default config names a template on the path and parses there, valid as
@@ -539,7 +545,7 @@ static void test_device_arch(void **state) {
     assert_int_equal(rt_choose(ch, f->db, DEV, &p, &c, &e), MMT_OK);
     assert_int_equal(c.kind, MMT_CHOICE_EXACT);
     assert_string_equal(c.template_name, cases[i].want);
-    /* aligned rows: not a variant for misaligned ones (unaligned_only in RT_BUILTIN) */
+    /* aligned rows: not a variant for misaligned ones (RT_OFFER_UNALIGNED in RT_BUILTIN) */
     if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
     rt_chooser_free(ch);
