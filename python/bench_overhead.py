@@ -77,10 +77,14 @@ def main():
                                                              1.0, 0.0, None, False, False)
         ways["torch.ops.mmtune.matmul"] = lambda: mm(a, b, None, "col", None, False, 1.0, 0.0,
                                                      None, None, False, False)
-        # its autograd kernel (Python, torch.library.register_autograd) runs while grad mode
-        # is on; inference mode leaves the autograd keys out
+        # grad mode on, no argument requiring a gradient: the native autograd kernel's fast
+        # path (C++), the Python operators' autograd kernel (Python); inference mode leaves
+        # the autograd keys out; a weight requiring a gradient records a backward node
         ways["... under torch.inference_mode"] = ways["torch.ops.mmtune.matmul"]
         modes["... under torch.inference_mode"] = torch.inference_mode
+        bg = b.detach().requires_grad_()
+        ways["... b requiring a gradient"] = lambda: mm(a, bg, None, "col", None, False, 1.0,
+                                                        0.0, None, None, False, False)
     except (ImportError, AttributeError) as e:
         print(f"no PyTorch operators: {e}")
     for name, f in ways.items():  # warm: compile, load, fill every cache
@@ -105,7 +109,8 @@ def main():
     refs = {"mmt_gemm through ctypes": None, "torch.empty + mmt_gemm": None,
             "torch.matmul(a, b, out=c)": None, "mmtune.gemm(a, b)": "torch.empty + mmt_gemm",
             "torch.ops.mmtune.matmul": "torch.empty + mmt_gemm",
-            "... under torch.inference_mode": "torch.empty + mmt_gemm"}
+            "... under torch.inference_mode": "torch.empty + mmt_gemm",
+            "... b requiring a gradient": "torch.empty + mmt_gemm"}
     print(f"{'per call, host':34s} {'median us':>10s} {'min us':>8s} {'excess: median':>15s} "
           f"{'min':>6s}")
     for name, ts in times.items():

@@ -14,6 +14,8 @@
  * mmt_matmul's own checks (overlap, alignment, unsupported problems) come with its message.
  */
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
@@ -294,6 +296,39 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
   return out;
 }
 
+/* mmtune::matmul at the Autograd key.  No gradient asked for (grad mode off, or no tensor
+ * argument requiring one: a no_grad region, a frozen model): straight below autograd, so that
+ * the call costs what matmul_out's does.  Else mmtune::_matmul_autograd, the same kernels
+ * with mmtune/torch.py's autograd kernel (the backward is PyTorch's own ops, written once
+ * there). */
+at::Tensor matmul_autograd(const at::Tensor &a, const at::Tensor &b,
+                           const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
+                           std::optional<c10::string_view> act, bool gated, double alpha,
+                           double beta, const std::optional<at::Tensor> &c,
+                           std::optional<at::ScalarType> out_dtype, bool trans_a, bool trans_b) {
+  using schema =
+      at::Tensor(const at::Tensor &, const at::Tensor &, const std::optional<at::Tensor> &,
+                 c10::string_view, std::optional<c10::string_view>, bool, double, double,
+                 const std::optional<at::Tensor> &, std::optional<at::ScalarType>, bool, bool);
+  const bool grad =
+      at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad() ||
+                                     (bias && bias->requires_grad()) || (c && c->requires_grad()));
+  if (!grad) {
+    static const auto below =
+        c10::Dispatcher::singleton().findSchemaOrThrow("mmtune::matmul", "").typed<schema>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return below.call(a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a,
+                      trans_b);
+  }
+  /* registered by mmtune/torch.py: an error until it is imported (a static whose
+   * initialization throws is tried again on the next call) */
+  static const auto with_grad = c10::Dispatcher::singleton()
+                                    .findSchemaOrThrow("mmtune::_matmul_autograd", "")
+                                    .typed<schema>();
+  return with_grad.call(a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a,
+                        trans_b);
+}
+
 }  // namespace
 
 /* mmtune/torch.py, once loaded: the library's entry points and the default-context callback. */
@@ -313,18 +348,26 @@ TORCH_LIBRARY(mmtune, m) {
         "bool gated, float alpha, float beta, Tensor? c, bool trans_a, bool trans_b) -> ()");
   m.def("grouped_matmul(Tensor a, Tensor b, Tensor rows, str layout, SymInt tokens, Tensor? bias, "
         "str? act, ScalarType? out_dtype, bool trans_b) -> Tensor");
+  /* matmul where a gradient is asked for: its autograd kernel and fake are mmtune/torch.py's */
+  m.def("_matmul_autograd(Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, bool gated, "
+        "float alpha, float beta, Tensor? c, ScalarType? out_dtype, bool trans_a, "
+        "bool trans_b) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(mmtune, CUDA, m) {
   m.impl("matmul", &matmul);
+  m.impl("_matmul_autograd", &matmul);
   m.impl("matmul_out", &matmul_out);
   m.impl("grouped_matmul", &grouped_matmul);
 }
+
+TORCH_LIBRARY_IMPL(mmtune, Autograd, m) { m.impl("matmul", &matmul_autograd); }
 
 /* CPU tensors: the same kernels, whose first check says they are not on a CUDA device (rather
  * than the dispatcher's list of backends). */
 TORCH_LIBRARY_IMPL(mmtune, CPU, m) {
   m.impl("matmul", &matmul);
+  m.impl("_matmul_autograd", &matmul);
   m.impl("matmul_out", &matmul_out);
   m.impl("grouped_matmul", &grouped_matmul);
 }

@@ -409,6 +409,41 @@ class TestTorchOps(_WithTorch):
             self.skipTest("no native operators built (scripts/build-torch-ops.sh)")
         self.assertIn("native True", runs["default"].stdout)
 
+    def test_autograd_dispatch(self):
+        # meta tensors through both operators' autograd: a backward where an argument needs a
+        # gradient (native: the C++ autograd kernel hands the call to _matmul_autograd), none
+        # under no_grad or with no argument requiring one (native: straight below autograd);
+        # opcheck passes either way
+        code = ("import torch, mmtune.torch as mt\n"
+                "print('native', mt.NATIVE_OPS is not None)\n"
+                "def t(*s):\n"
+                "    return torch.empty(*s, device='meta', dtype=torch.float16,"
+                " requires_grad=True)\n"
+                "a, w, bias = t(4, 8), t(6, 8), t(6)\n"
+                "args = (bias, 'col', 'silu', False, 1.0, 0.0, None, None, False, True)\n"
+                "y = torch.ops.mmtune.matmul(a, w, *args)\n"
+                "print('grad_fn', type(y.grad_fn).__name__)\n"
+                "y.sum().backward()\n"
+                "print('grads', tuple(a.grad.shape), tuple(w.grad.shape), tuple(bias.grad.shape))\n"
+                "with torch.no_grad():\n"
+                "    print('no_grad', torch.ops.mmtune.matmul(a, w, *args).grad_fn)\n"
+                "x = torch.empty(4, 8, device='meta', dtype=torch.float16)\n"
+                "print('frozen', torch.ops.mmtune.matmul(x, w.detach(), bias.detach(),"
+                " *args[1:]).grad_fn)\n"
+                "print('opcheck', sorted(set(torch.library.opcheck(torch.ops.mmtune.matmul.default,"
+                " (a, w) + args).values())))\n")
+        for value in ("0", None):
+            r = _run_python(code, {"MMTUNE_TORCH_OPS": value})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            native = "native True" in r.stdout
+            self.assertIn("grad_fn GeneratedBackwardFor_mmtune_"
+                          f"{'_matmul_autograd' if native else 'matmul'}_defaultBackward",
+                          r.stdout)
+            self.assertIn("grads (4, 8) (6, 8) (6,)", r.stdout)
+            self.assertIn("no_grad None", r.stdout)
+            self.assertIn("frozen None", r.stdout)
+            self.assertIn("opcheck ['SUCCESS']", r.stdout)
+
     def test_backward_against_autograd(self):
         # mmtune::matmul's backward formula (run here on CPU float64, called as autograd
         # calls it) against torch's autograd of the same expression, for each activation,
