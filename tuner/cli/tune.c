@@ -561,10 +561,14 @@ static int device_cc_major(int ordinal) {
 static int tune_op_problems(tune_run *r, const tn_opts *o) {
   const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
   const bool fp8 = device_cc_major(r->device) >= 9;
+  /* --dtype: its problems alone.  The option, not r->dtype: each pass below sets that to its
+   * problem's, which skipped every later problem of another type (the gated bf16 and the FP8
+   * ones after the first f16 problem). */
+  const char *only = tn_opts_get(o, "dtype");
   int ex = TN_EXIT_OK;
   for (int i = 0; i < n && !ex; i++) {
     const op_problem *q = &MAIN_OP_PROBLEMS[i];
-    if (r->dtype && strcmp(r->dtype, q->dtype)) continue; /* --dtype: its problems alone */
+    if (only && strcmp(only, q->dtype)) continue;
     if (gen_dtype_fp8(q->dtype) && !fp8) continue;
     tn_tune_free(r);
     memset(r, 0, sizeof *r);
