@@ -1564,7 +1564,7 @@ return {
     -- blocks spilled at its exact count).  RS's fragments keep the launch budget: tf32's
     -- 256 x 128 spilled within 240.
     local limit = d.reg_limit
-    if fp8(dtype) and p.promote > 0 and d.consumer_regs > 0 and not takes_rs(dtype, layout, swap) then
+    if fp8(dtype) and p.promote > 0 and d.consumer_regs > 0 then
       limit = math.max(limit, d.consumer_regs - 8)
     end
     if regs > limit then
