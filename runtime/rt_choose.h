@@ -121,7 +121,7 @@
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},     \
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,repack=1,swap=1", 0},    \
         {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,promote=0", 0},          \
-        {9, "wgmma", "bm=128,bn=192,stages=5,consumers=2,blocks=1,group=16", 2},                   \
+        {9, "wgmma", "bm=128,bn=192,stages=5,consumers=2,blocks=1,group=16", RT_OFFER_FP8},        \
         {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},          \
         {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},        \
         {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=3,vec=8,swz=1,group=1,split=16", 0}, \

@@ -306,10 +306,7 @@ at::Tensor matmul_autograd(const at::Tensor &a, const at::Tensor &b,
                            std::optional<c10::string_view> act, bool gated, double alpha,
                            double beta, const std::optional<at::Tensor> &c,
                            std::optional<at::ScalarType> out_dtype, bool trans_a, bool trans_b) {
-  using schema =
-      at::Tensor(const at::Tensor &, const at::Tensor &, const std::optional<at::Tensor> &,
-                 c10::string_view, std::optional<c10::string_view>, bool, double, double,
-                 const std::optional<at::Tensor> &, std::optional<at::ScalarType>, bool, bool);
+  using schema = decltype(matmul); /* one signature: the two ops' schemas are the same */
   const bool grad =
       at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad() ||
                                      (bias && bias->requires_grad()) || (c && c->requires_grad()));
