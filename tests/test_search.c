@@ -1,6 +1,7 @@
 /*
  * test_search.c -- tuner/engine/search: the search strategies on synthetic spaces (no GPU), and
- * the tune command's --strategy/--seed/--budget parsing through the built binary.
+ * the tune command's --strategy/--seed/--budget/--limit parsing through the built binary, and
+ * a problem's budget under --limit (engine/tune_loop.h).
  *
  * The synthetic space: 4 parameters with 6, 5, 8 and 4 values (960 points), about 10% of
  * them removed as invalid, about 3% failing (cost INFINITY); the cost is a smooth bowl
@@ -20,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "engine/search.h"
+#include "engine/tune_loop.h"
 
 #define NP 4
 static const int NV[NP] = {6, 5, 8, 4};
@@ -527,11 +529,41 @@ static void test_cli_options(void **state) {
   assert_string_equal(out, "mmtune tune: --budget must be a positive number of seconds, got "
                            "'soon'\n");
   assert_int_equal(run_cli("tune --strategy exhaustive --budget 0", out, sizeof out), 2);
+  assert_int_equal(run_cli("tune --limit soon", out, sizeof out), 2);
+  assert_string_equal(out, "mmtune tune: --limit must be a positive number of seconds, got "
+                           "'soon'\n");
+  assert_int_equal(run_cli("tune --shapes 8x8x8 --limit 0", out, sizeof out), 2);
   assert_int_equal(run_cli("tune --help", out, sizeof out), 0);
   assert_non_null(strstr(out, "--strategy NAME"));
   assert_non_null(strstr(out, "model (default), anneal, random or exhaustive"));
   assert_non_null(strstr(out, "'none'"));
   assert_non_null(strstr(out, "--seed N"));
+  assert_non_null(strstr(out, "--limit SECONDS"));
+}
+
+/* --limit: each problem's budget is the lesser of --budget and an even share of the time left
+ * among the problems left (this pass's, the later passes' shapes with this pass's dtypes each,
+ * and their problems of one dtype), and never under TN_MIN_SHARE_S. */
+static void test_limit_shares(void **state) {
+  (void)state;
+  tune_run r = {.nshapes = 4, .nproblems = 12, .budget_s = 5};
+  assert_true(tn_tune_problem_budget(&r, 100) == 5); /* no limit: --budget */
+  r.deadline = 160;                                  /* 60 s left for 12 problems */
+  assert_true(tn_tune_problem_budget(&r, 100) == 5);
+  r.later_shapes = 2; /* 6 more problems (3 dtypes a shape), 18 in all: 3.33 s each */
+  assert_true(fabs(tn_tune_problem_budget(&r, 100) - 60.0 / 18) < 1e-9);
+  r.later_problems = 2; /* and 2 of one dtype: 20, 3 s */
+  assert_true(fabs(tn_tune_problem_budget(&r, 100) - 3) < 1e-9);
+  r.problems_done = 10; /* 10 left, 40 s: 4 s */
+  assert_true(fabs(tn_tune_problem_budget(&r, 120) - 4) < 1e-9);
+  r.budget_s = 0; /* no --budget: the share alone */
+  r.problems_done = 0;
+  assert_true(fabs(tn_tune_problem_budget(&r, 100) - 3) < 1e-9);
+  /* past the deadline, and with nothing left counted: the floor, never 0 or less */
+  assert_true(tn_tune_problem_budget(&r, 200) == TN_MIN_SHARE_S);
+  r.budget_s = 5;
+  r.nproblems = r.problems_done = 0, r.later_shapes = r.later_problems = 0;
+  assert_true(tn_tune_problem_budget(&r, 159.5) == TN_MIN_SHARE_S);
 }
 
 int main(void) {
@@ -552,6 +584,7 @@ int main(void) {
       cmocka_unit_test(test_neighbours),
       cmocka_unit_test(test_known_results),
       cmocka_unit_test(test_cli_options),
+      cmocka_unit_test(test_limit_shares),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

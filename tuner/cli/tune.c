@@ -105,6 +105,9 @@ static const op_problem MAIN_OP_PROBLEMS[] = {
     {{16, 14336, 4096}, "nt", "e4m3", "out=bf16,scale=tensor", 1},
 };
 #define MAIN_OP_BUDGET_S 3
+/* The main job's --limit: issue 46's five minutes on one GPU, less what the passes' setups
+ * and a last compile past a share can add. */
+#define MAIN_JOB_LIMIT_S 270
 
 static const tn_opt TUNE_OPTS[] = {
     {"device", 'd', "N|all|I,J,...",
@@ -130,6 +133,10 @@ static const tn_opt TUNE_OPTS[] = {
     {"budget", 'b', "SECONDS",
      "search time per shape and dtype, counted across runs, or 'none' (default: model 5, "
      "anneal and random 35, exhaustive none)"},
+    {"limit", 0, "SECONDS",
+     "the whole run's time, or 'none': each problem's budget is at most an even share of the "
+     "time left among the problems left, and at least 1 s (default: 270 for the main job, "
+     "none otherwise)"},
     {"seed", 0, "N", "seed of anneal and random (default: from the clock, printed)"},
     {"db", 0, "PATH", "results database (default $MMTUNE_DB or ~/.cache/mmtune/mmtune.db)"},
     {"cache-dir", 0, "DIR", "cubin cache (default ~/.cache/mmtune/cubin)"},
@@ -171,6 +178,23 @@ static const tn_cmd_spec TUNE_SPEC = {
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+/* The run's --limit as a time (tune_run.deadline; 0: none): set once by tn_cmd_tune, read by
+ * every pass's options (a pass parses them again). */
+static double g_deadline;
+
+/* --limit, or the main job's default: the run's deadline from now into g_deadline. */
+static int parse_limit(const tn_opts *o, bool main_job) {
+  const char *v = tn_opts_get(o, "limit");
+  double limit = main_job ? MAIN_JOB_LIMIT_S : 0;
+  ut_err err;
+  if (v && !strcmp(v, "none"))
+    limit = 0;
+  else if (v && tn_parse_seconds(v, "--limit", 1e7, &limit, &err))
+    return tn_usage_error("tune", "%s", err.msg);
+  g_deadline = limit > 0 ? ut_now_seconds() + limit : 0;
+  return TN_EXIT_OK;
+}
+
 static int parse_search(tune_run *r, const tn_opts *o) {
   const char *v;
   int64_t x;
@@ -187,6 +211,7 @@ static int parse_search(tune_run *r, const tn_opts *o) {
     else if (tn_parse_seconds(v, "--budget", 1e6, &r->budget_s, &err))
       return tn_usage_error("tune", "%s", err.msg);
   }
+  r->deadline = g_deadline;
   r->seed = (uint64_t)ut_unix_time() * 1000003u ^ (uint64_t)getpid();
   if ((v = tn_opts_get(o, "seed"))) {
     if (tn_opt_i64("tune", v, "--seed", 0, INT64_MAX, &x)) return TN_EXIT_USAGE;
@@ -320,9 +345,10 @@ static int parse_options(tune_run *r, const tn_opts *o) {
 /* Tunes shapes (packed, in layout) from r, parsed from o: a pass for each layout of their
  * canonical forms (rt_gemm_canonical_packed), the problems mmt_gemm serves them as, so that
  * the rows land where calls look (a GEMV Mx1xK is tuned as 1xMxK); one pass when nothing
- * changes.  later: shapes of passes after these, for the ETA.  The exit code. */
+ * changes.  later: shapes of passes after these, later_problems their problems of one dtype
+ * each, for the ETA and --limit's shares.  The exit code. */
 static int tune_canonical(tune_run *r, const tn_opts *o, const tn_shape *shapes, int n,
-                          const char *layout, int later) {
+                          const char *layout, int later, int later_problems) {
   tn_shape *forms = malloc((size_t)(n > 0 ? n : 1) * sizeof *forms);
   int *form_layout = malloc((size_t)(n > 0 ? n : 1) * sizeof *form_layout);
   int ex = forms && form_layout ? TN_EXIT_OK : TN_EXIT_FAIL;
@@ -367,6 +393,7 @@ static int tune_canonical(tune_run *r, const tn_opts *o, const tn_shape *shapes,
     r->nshapes = count;
     r->layout = gen_layout_name(li);
     r->later_shapes = left + later;
+    r->later_problems = later_problems;
     ex = tn_tune_pass(r);
   }
   free(forms);
@@ -409,7 +436,7 @@ static int tune_grouped(tune_run *r, const tn_opts *o, const tn_shape *shapes,
         ((ex = check_op(r, op, "epilogue=")) || (ex = check_grouped(op, r->layout, r->dtype))))
       break;
     if (!op) {
-      ex = tune_canonical(r, o, group, count, r->layout, later);
+      ex = tune_canonical(r, o, group, count, r->layout, later, 0);
       continue;
     }
     free(r->shapes);
@@ -556,20 +583,30 @@ static int device_cc_major(int ordinal) {
   return major;
 }
 
-/* The main job's op problems (MAIN_OP_PROBLEMS), a pass each; the FP8 ones on a device with
- * FP8 tensor cores (sm_90 on).  The exit code. */
-static int tune_op_problems(tune_run *r, const tn_opts *o) {
-  const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
-  const bool fp8 = device_cc_major(r->device) >= 9;
-  /* --dtype: its problems alone.  The option, not r->dtype: each pass below sets that to its
-   * problem's, which skipped every later problem of another type (the gated bf16 and the FP8
-   * ones after the first f16 problem). */
+/* Whether the main job tunes op problem q: of --dtype if given, FP8 on a device of FP8
+ * tensor cores (fp8) only. */
+static bool main_op_wanted(const op_problem *q, const tn_opts *o, bool fp8) {
+  /* --dtype: its problems alone.  The option, not a pass's r->dtype: each pass sets that to
+   * its problem's, which skipped every later problem of another type. */
   const char *only = tn_opts_get(o, "dtype");
+  return (!only || !strcmp(only, q->dtype)) && (fp8 || !gen_dtype_fp8(q->dtype));
+}
+
+/* The main job's op problems (MAIN_OP_PROBLEMS) it tunes, from index `from` on. */
+static int main_op_count(const tn_opts *o, bool fp8, int from) {
+  const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
+  int count = 0;
+  for (int i = from; i < n; i++) count += main_op_wanted(&MAIN_OP_PROBLEMS[i], o, fp8);
+  return count;
+}
+
+/* The main job's op problems (MAIN_OP_PROBLEMS), a pass each.  The exit code. */
+static int tune_op_problems(tune_run *r, const tn_opts *o, bool fp8) {
+  const int n = (int)(sizeof MAIN_OP_PROBLEMS / sizeof MAIN_OP_PROBLEMS[0]);
   int ex = TN_EXIT_OK;
   for (int i = 0; i < n && !ex; i++) {
     const op_problem *q = &MAIN_OP_PROBLEMS[i];
-    if (only && strcmp(only, q->dtype)) continue;
-    if (gen_dtype_fp8(q->dtype) && !fp8) continue;
+    if (!main_op_wanted(q, o, fp8)) continue;
     tn_tune_free(r);
     memset(r, 0, sizeof *r);
     if ((ex = parse_options(r, o))) break;
@@ -578,7 +615,7 @@ static int tune_op_problems(tune_run *r, const tn_opts *o) {
     if (!r->shapes) return TN_EXIT_FAIL;
     r->shapes[0] = q->shape;
     r->nshapes = 1;
-    r->later_shapes = n - 1 - i;
+    r->later_problems = main_op_count(o, fp8, i + 1);
     r->layout = q->layout;
     r->dtype = q->dtype;
     r->epilogue = q->op;
@@ -595,6 +632,8 @@ int tn_cmd_tune(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   int ex = tn_opts_parse(&TUNE_SPEC, argc, argv, &o);
   if (ex || o.help) goto done;
+  const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
+  if ((ex = parse_limit(&o, main_job && !tn_opts_has(&o, "recorded")))) goto done;
   if ((ex = parse_options(&r, &o))) goto done;
   const char *devices = tn_opts_get(&o, "device");
   if (tn_multi_wanted(devices)) {
@@ -608,7 +647,9 @@ int tn_cmd_tune(int argc, char **argv) {
     sigaction(SIGINT, &old_sa, NULL);
     goto done;
   }
-  const bool main_job = !tn_opts_has(&o, "shapes") && !tn_opts_has(&o, "layout");
+  /* the main job's op problems, FP8 ones on a device of FP8 tensor cores (sm_90 on) */
+  const bool fp8 = main_job && device_cc_major(r.device) >= 9;
+  const int nops = main_job ? main_op_count(&o, fp8, 0) : 0;
   const int nlinear = (int)(sizeof LINEAR_NT_SHAPES / sizeof LINEAR_NT_SHAPES[0]);
   /* r's own shapes go with its first pass */
   tn_shape *shapes = malloc((size_t)(r.nshapes > 0 ? r.nshapes : 1) * sizeof *shapes);
@@ -630,17 +671,17 @@ int tn_cmd_tune(int argc, char **argv) {
   else if (!ex && r.epilogue)
     ex = tn_tune_pass(&r); /* an op's problem has no canonical form: launched as it is */
   else if (!ex)
-    ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0);
+    ex = tune_canonical(&r, &o, shapes, r.nshapes, r.layout, main_job ? nlinear : 0, nops);
   free(again);
   free(extra);
   free(shapes);
   if (!ex && main_job) {
     printf("\nmain job, second part: the decode end of a Linear layer (x * W^T), layout nt\n");
-    ex = tune_canonical(&r, &o, LINEAR_NT_SHAPES, nlinear, "nt", 0);
+    ex = tune_canonical(&r, &o, LINEAR_NT_SHAPES, nlinear, "nt", 0, nops);
   }
   if (!ex && main_job) {
     printf("\nmain job, third part: fused and batched problems of mmt_matmul\n");
-    ex = tune_op_problems(&r, &o);
+    ex = tune_op_problems(&r, &o, fp8);
   }
   sigaction(SIGINT, &old_sa, NULL);
 done:

@@ -29,10 +29,25 @@ void tn_tune_on_sigint(int sig) {
 
 /* ---- measuring ---------------------------------------------------------------------------- */
 
+/* Problems of the run not done yet: this pass's, and the later passes' (their shapes with as
+ * many dtypes each as this pass's, and their problems of one dtype). */
+static int problems_left(const tune_run *r) {
+  int left = r->nproblems - r->problems_done + r->later_problems;
+  if (r->nshapes > 0) left += r->later_shapes * r->nproblems / r->nshapes; /* same dtypes */
+  return left;
+}
+
+double tn_tune_problem_budget(const tune_run *r, double now) {
+  if (r->deadline <= 0) return r->budget_s;
+  const int left = problems_left(r);
+  double share = (r->deadline - now) / (left > 0 ? left : 1);
+  if (!(share >= TN_MIN_SHARE_S)) share = TN_MIN_SHARE_S;
+  return r->budget_s > 0 && r->budget_s < share ? r->budget_s : share;
+}
+
 /* Seconds left, from the problems done so far (before any: each problem's budget). */
 static double eta_seconds(const tune_run *r) {
-  int left = r->nproblems - r->problems_done;
-  if (r->nshapes > 0) left += r->later_shapes * r->nproblems / r->nshapes; /* same dtypes */
+  const int left = problems_left(r);
   double spent = ut_now_seconds() - r->t0;
   if (r->problems_done > 0) return spent / r->problems_done * left;
   return r->budget_s > 0 ? r->budget_s * left : NAN;
@@ -229,8 +244,9 @@ static mmt_status add_start(tune_run *r, int kid, ut_err *err) {
 }
 
 /* One line when a problem is done: how much of it was measured, and its best. */
-static void report_problem(const tune_run *r, const tune_problem *pb, double seconds,
-                           double earlier_s, bool budget_spent, bool converged, double best_ms) {
+static void report_problem(const tune_run *r, const tune_problem *pb, double budget_s,
+                           double seconds, double earlier_s, bool budget_spent, bool converged,
+                           double best_ms) {
   const tn_shape *sh = &r->shapes[pb->shape];
   printf("%s[%d/%d] %lldx%lldx%lld %s: %s measured %d of %d candidates in %.1f s%s",
          r->tty ? "\r\033[K" : "", r->problems_done, r->nproblems, (long long)sh->m,
@@ -239,7 +255,8 @@ static void report_problem(const tune_run *r, const tune_problem *pb, double sec
          budget_spent ? " (budget spent)"
          : converged  ? " (the model predicts no further gain)"
                       : "");
-  if (earlier_s > 0 && r->budget_s > 0)
+  if (budget_spent && budget_s < r->budget_s) printf(" (its share of --limit, %.1f s)", budget_s);
+  if (earlier_s > 0 && budget_s > 0)
     printf(" after %.1f s in earlier runs%s", earlier_s,
            pb->measured == 0 ? " (--budget more or --force to search again)" : "");
   if (best_ms > 0) printf(", best %.4f ms", best_ms);
@@ -255,6 +272,7 @@ static mmt_status run_problem(tune_run *r, int pi, ut_err *err) {
   tune_problem *pb = &r->problems[pi];
   tn_search *s = NULL;
   tune_queue q = {.count = 0};
+  const double budget = tn_tune_problem_budget(r, ut_now_seconds());
   uint64_t seed = r->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(pi + 1));
   db_problem key = tn_tune_problem_key(r, pb);
   double earlier = 0;
@@ -270,19 +288,19 @@ static mmt_status run_problem(tune_run *r, int pi, ut_err *err) {
   if (!rc && tn_search_best(s, &best_ms) < 0) best_ms = 0;
   bool spent = false;
   while (!rc && !g_interrupted) {
-    if ((spent = r->budget_s > 0 && earlier + ut_now_seconds() - start >= r->budget_s)) break;
+    if ((spent = budget > 0 && earlier + ut_now_seconds() - start >= budget)) break;
     if ((rc = fill_queue(r, s, pb, &q, err)) || q.count == 0) break;
     rc = measure_candidate(r, s, pb, take_ready(r, pb, &q), &best_ms, err);
   }
   double seconds = ut_now_seconds() - start;
   bool converged = !rc && !spent && !g_interrupted && s && tn_search_converged(s);
   /* A search that converged counts as its whole budget: running again searches no further. */
-  double recorded = converged && r->budget_s - earlier > seconds ? r->budget_s - earlier : seconds;
+  double recorded = converged && budget - earlier > seconds ? budget - earlier : seconds;
   r->problems_done++;
   if (!rc) rc = db_search_add(r->db, r->dev.name, &key, pb->candidates, recorded, r->force, err);
   if (!rc && !g_interrupted) {
     r->untried += pb->count - pb->nknown - pb->measured;
-    report_problem(r, pb, seconds, earlier, spent, converged, best_ms);
+    report_problem(r, pb, budget, seconds, earlier, spent, converged, best_ms);
   }
   int best = s ? tn_search_best(s, NULL) : -1;
   if (!rc && best >= 0) rc = add_start(r, pb->kernel[best], err);
@@ -363,6 +381,9 @@ static void print_plan(const tune_run *r) {
   else
     printf("search: %s, no budget, seed %llu\n", tn_strategy_name(r->strategy),
            (unsigned long long)r->seed);
+  if (r->deadline > 0)
+    printf("--limit: %.0f s left for %d problems\n", r->deadline - ut_now_seconds(),
+           problems_left(r));
   fflush(stdout);
 }
 

@@ -29,6 +29,8 @@
 #include "gpu/worker.h"
 #include "rt_choose.h"
 
+#define TN_MIN_SHARE_S 1.0
+
 typedef struct tune_kernel tune_kernel;   /* engine/tune_int.h */
 typedef struct tune_problem tune_problem; /* engine/tune_int.h */
 
@@ -37,7 +39,8 @@ typedef struct {
   int device;
   tn_shape *shapes;
   int nshapes;
-  int later_shapes; /* shapes of the main job's part still to come, counted in the ETA */
+  int later_shapes;   /* shapes of the main job's part still to come, counted in the ETA */
+  int later_problems; /* and problems of one dtype each (the main job's op problems) */
   gen_template **ts;
   int nts;
   const char *dtype;    /* NULL: all */
@@ -50,6 +53,10 @@ typedef struct {
   char db_path[4096], cache_dir[4096];
   int jobs;
   double budget_s, watchdog_s; /* budget 0: none */
+  /* --limit: ut_now_seconds() by which the whole run should end (0: none).  Each problem's
+   * budget is then at most its share of the time left, the problems still to come sharing it
+   * evenly (at least TN_MIN_SHARE_S each, so that every problem measures something). */
+  double deadline;
   tn_strategy strategy;
   uint64_t seed;
   bool force;
@@ -76,6 +83,12 @@ typedef struct {
   double t0;         /* when the search of the first problem started */
   int problems_done; /* problems whose search ended this run */
 } tune_run;
+
+/* The budget of r's next problem (problems_done of this pass done) at time now
+ * (ut_now_seconds): --budget (0: none), or under --limit at most an even share of the time
+ * left among the problems left, this pass's and the later ones' (later_shapes, with this
+ * pass's dtypes each, and later_problems), and at least TN_MIN_SHARE_S. */
+double tn_tune_problem_budget(const tune_run *r, double now);
 
 /* One pass over r's options: opens the database, starts the worker and the compile pool, plans
  * every problem (shapes x dtypes, r->shard's block of them), runs each problem's search and
