@@ -52,7 +52,7 @@ typedef struct db_handle db_handle;
 #define DB_PARAMS_MAX 256 /* bytes of a config's canonical text, its NUL included */
 /* Bytes of an op's canonical text, its NUL included: gen.h's GEN_OP_TEXT_MAX (db/ does not
  * include gen.h; the two must stay equal). */
-#define DB_OP_MAX 96
+#define DB_OP_MAX 128
 
 /* Result status of one candidate. */
 typedef enum {

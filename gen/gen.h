@@ -147,14 +147,20 @@ typedef struct {
    * G row counts).  The counts come in the epilogue (gen.h's op ABI); problem z's per-column
    * vectors are the z-th of G.  Row-major A ('n'), not gated, no block scales. */
   char group;
+  /* The call adds beta * C with beta != 0 (a residual): C is read.  A kernel reads C whenever
+   * its beta is not 0, whatever this says; it keys such calls apart (their kernel reads a
+   * matrix more), the model charges the read, and the tuner measures them with beta = 1 and
+   * C apart from D.  Not with an FP8 D (written without C). */
+  bool residual;
 } gen_op;
 
 /* The most bytes of gen_op_format's text, NUL included. */
-#define GEN_OP_TEXT_MAX 96
+#define GEN_OP_TEXT_MAX 128
 /* An op as text, its canonical form, the database's key: "out=f16" then those of
  * ",bias=col" / ",bias=row", ",bias_type=f32", ",scale=row" / "=col" / "=row+col" / "=tensor"
  * / "=block",
- * ",act=NAME", ",gated", ",fast_accum", ",mixed" (mixed_fp8) that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
+ * ",act=NAME", ",gated", ",fast_accum", ",mixed" (mixed_fp8), ",group=contiguous" / "=masked",
+ * ",residual" that apply, in this order.  NULL: "" (the plain GEMM).  Errors:
  * MMT_ERR_INVALID_ARG (a field out of range, outlen too short). */
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err);
 /* The inverse, accepting the fields in any order and out= absent (then in_dtype's output:
@@ -163,7 +169,7 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
 /* Whether an op may follow inputs of in_dtype: outputs f32, f16 and bf16 for every input,
  * e4m3 and e5m2 (with an f32 bias if any) for FP8 inputs;
  * fast_accum, scale_block and mixed_fp8 for FP8 inputs only; at most one of scale_tensor, scale_block
- * and the vectors (scale_row, scale_col). */
+ * and the vectors (scale_row, scale_col); residual not with an FP8 D. */
 bool gen_op_valid(const gen_op *op, const char *in_dtype);
 
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */

@@ -36,7 +36,8 @@ bool gen_op_valid(const gen_op *op, const char *in_dtype) {
          (!op->mixed_fp8 || gen_dtype_fp8(in_dtype)) &&
          (op->group == 0 ||
           ((op->group == 'c' || op->group == 'm') && !op->gated && !op->scale_block)) &&
-         (!gen_dtype_fp8(op->out) || (gen_dtype_fp8(in_dtype) && (!op->bias || op->bias_f32)));
+         (!gen_dtype_fp8(op->out) ||
+          (gen_dtype_fp8(in_dtype) && (!op->bias || op->bias_f32) && !op->residual));
 }
 
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err) {
@@ -57,14 +58,14 @@ mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err
   const char *group = op->group == 'c'   ? ",group=contiguous"
                       : op->group == 'm' ? ",group=masked"
                                          : "";
-  int n =
-      snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s%s%s", op->out,
-               op->bias == 'c'   ? ",bias=col"
-               : op->bias == 'r' ? ",bias=row"
-                                 : "",
-               op->bias_f32 && strcmp(op->out, "f32") ? ",bias_type=f32" : "", scale,
-               op->act ? ",act=" : "", op->act ? act_names[op->act] : "", op->gated ? ",gated" : "",
-               op->fast_accum ? ",fast_accum" : "", op->mixed_fp8 ? ",mixed" : "", group);
+  int n = snprintf(out, outlen, "out=%s%s%s%s%s%s%s%s%s%s%s", op->out,
+                   op->bias == 'c'   ? ",bias=col"
+                   : op->bias == 'r' ? ",bias=row"
+                                     : "",
+                   op->bias_f32 && strcmp(op->out, "f32") ? ",bias_type=f32" : "", scale,
+                   op->act ? ",act=" : "", op->act ? act_names[op->act] : "",
+                   op->gated ? ",gated" : "", op->fast_accum ? ",fast_accum" : "",
+                   op->mixed_fp8 ? ",mixed" : "", group, op->residual ? ",residual" : "");
   if (n < 0 || (size_t)n >= outlen) {
     out[0] = '\0';
     return ut_fail(err, MMT_ERR_INVALID_ARG, "gen_op_format: buffer of %zu bytes too short",
@@ -99,6 +100,8 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
     op->act = (gen_act)gen_act_index(value);
   } else if (!strcmp(name, "gated") && !value) {
     op->gated = true;
+  } else if (!strcmp(name, "residual") && !value) {
+    op->residual = true;
   } else if (!strcmp(name, "group") && value &&
              (!strcmp(value, "contiguous") || !strcmp(value, "masked"))) {
     op->group = value[0];
@@ -107,7 +110,7 @@ static mmt_status parse_field(const char *name, const char *value, gen_op *op, b
                    "bad epilogue field '%s%s%s' (fields: out=f32|f16|bf16|e4m3|e5m2, bias=col|row, "
                    "bias_type=f32, scale=row|col|row+col|tensor|block, "
                    "act=none|relu|gelu_tanh|gelu_erf|silu, gated, fast_accum, mixed, "
-                   "group=contiguous|masked)",
+                   "group=contiguous|masked, residual)",
                    name, value ? "=" : "", value ? value : "");
   }
   return MMT_OK;
@@ -146,6 +149,9 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
                      text);
     snprintf(o.out, sizeof o.out, "%s", in);
   }
+  if (o.residual && gen_dtype_fp8(o.out))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "epilogue '%s': residual with an FP8 D (written without C: beta 0)", text);
   /* an f32 bias either way (an FP8 D's bias is f32: FP8 has no bias of its own type) */
   o.bias_f32 = o.bias_f32 || (o.bias && (!strcmp(o.out, "f32") || gen_dtype_fp8(o.out)));
   *op = o;
@@ -186,4 +192,6 @@ void gen_push_op(lua_State *L, const gen_op *op) {
     lua_pushstring(L, op->group == 'c' ? "contiguous" : "masked");
     lua_setfield(L, -2, "group");
   }
+  lua_pushboolean(L, op->residual);
+  lua_setfield(L, -2, "residual");
 }

@@ -485,7 +485,7 @@ typedef struct {
    * e.g. "out=f32,bias=col,act=silu"; the row-major kernel problem's rows and columns, so a
    * column-major call's column bias reads "bias=row") and the problems of one launch; "" and 1
    * for a plain GEMM. */
-  char epilogue[96];
+  char epilogue[128];
   int64_t batch;
 } mmt_choice;
 

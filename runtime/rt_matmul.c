@@ -470,6 +470,7 @@ void rt_matmul_map(const mmt_matmul_desc *d, rt_matmul_plan *out) {
   op->group = d->group_mode == MMT_GROUP_CONTIGUOUS ? 'c'
               : d->group_mode == MMT_GROUP_MASKED   ? 'm'
                                                     : 0;
+  op->residual = d->beta != 0.0f;
   out->group_rows = (uint64_t)(uintptr_t)d->group_rows;
   out->group_tokens = d->group_tokens;
   out->batch = d->batch;
@@ -503,7 +504,7 @@ int64_t rt_group_rows_bucket(int64_t rows) {
 /* ---- op codes ---- */
 
 /* D's type: bits 1-2, and bit 17 for the FP8 ones (then bits 1-2 say which); bits 18-19 the
- * group mode (1 contiguous, 2 masked). */
+ * group mode (1 contiguous, 2 masked); bit 20 residual. */
 static const char *const code_out[3] = {"f32", "f16", "bf16"};
 static const char *const code_out_fp8[2] = {"e4m3", "e5m2"};
 
@@ -523,7 +524,8 @@ int64_t rt_op_code(const gen_op *op) {
          (int64_t)(op->group == 'c'   ? 1
                    : op->group == 'm' ? 2
                                       : 0)
-             << 18;
+             << 18 |
+         (int64_t)op->residual << 20;
 }
 
 bool rt_op_of_code(int64_t code, gen_op *op) {
@@ -531,7 +533,7 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   const int64_t out = code >> 1 & 3, bias = code >> 3 & 3, act = code >> 8 & 15;
   const bool out8 = code >> 17 & 1;
   const int64_t group = code >> 18 & 3;
-  if (!(code & 1) || out > (out8 ? 1 : 2) || bias > 2 || act >= GEN_ACTS || group > 2 || code >> 20)
+  if (!(code & 1) || out > (out8 ? 1 : 2) || bias > 2 || act >= GEN_ACTS || group > 2 || code >> 21)
     return false;
   snprintf(op->out, sizeof op->out, "%s", out8 ? code_out_fp8[out] : code_out[out]);
   op->bias = bias == 1 ? 'c' : bias == 2 ? 'r' : 0;
@@ -545,6 +547,7 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->scale_block = code >> 15 & 1;
   op->mixed_fp8 = code >> 16 & 1;
   op->group = group == 1 ? 'c' : group == 2 ? 'm' : 0;
+  op->residual = code >> 20 & 1;
   return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
-         (!op->group || (!op->gated && !op->scale_block));
+         (!op->group || (!op->gated && !op->scale_block)) && !(op->residual && out8);
 }

@@ -144,6 +144,9 @@ static double epilogue_weight(const gen_op *op) {
   if (op->bias) w += 1;
   w += 0.5 * (op->scale_row + op->scale_col);
   if (gen_dtype_fp8(op->out)) w += 0.5; /* D's scale and amax */
+  /* a residual's C, an element of D's type a column pair's (gated: half the product's) */
+  if (op->residual)
+    w += RT_MODEL_C_READ_WEIGHT * (double)gen_dtype_size(op->out) / (op->gated ? 2 : 1);
   return w;
 }
 

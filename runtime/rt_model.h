@@ -107,6 +107,11 @@
  * wgmma's 128 x 256 tiles at 8192 x 4096 x 4096 f16 on an H100 ran 3.3 us a tile longer with a
  * column bias, 7.2 us with a bias and tanh GELU, where the tensor cores wait for it. */
 #define RT_MODEL_EPILOGUE_NS 0.1
+/* A residual's read of C in the epilogue (gen_op.residual), in those units a byte of C's
+ * element: on an H100 at 8192 x 4096 x 4096 f16 (nt) a C added cost wgmma's cooperative
+ * 128 x 256 (4 tiles an SM in turn) 0.0476 ms, 11.9 us a tile, 3.6 units of its 32768
+ * elements; ping-pong's 128 x 128 0.0150 ms (0.4360 -> 0.4836 and 0.4518 -> 0.4668 ms). */
+#define RT_MODEL_C_READ_WEIGHT 1.8
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */
@@ -227,7 +232,7 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
  * the plain GEMM and an op of plain stores): each SM's units in turn times their tile's
  * elements times RT_MODEL_EPILOGUE_NS times the op's weight (a bias 1, a scale vector 0.5, an
  * FP8 D 0.5, the activation: relu 0.2, silu 1, tanh GELU 1.2, erf GELU 2; gated: half of it and
- * a product).  A launch with `overlap` hides every unit's but the SM's last, which one of two
+ * a product; a residual's C RT_MODEL_C_READ_WEIGHT a byte of its element).  A launch with `overlap` hides every unit's but the SM's last, which one of two
  * consumers runs alone: two units' worth (so ping-pong loses where each SM has one tile, ties
  * at two).  Added to rt_model_predict's time, outside the fitted part (an op row is fitted
  * with it taken off). */

@@ -87,7 +87,7 @@ for step in "$@"; do
       # bench/llm_layers.txt but gate_up at M 1, 16, 128, 2048, 8192, model strategy, BUDGET
       # seconds a problem, database $OUT/linear.db), then their bench on that database and on
       # none (untuned), each against its cuBLASLt peer in its own run.  EPILOGUES (default
-      # bias + tanh GELU; e.g. "out=f16 out=f32" for the residual and f32out families) are tuned
+      # bias + tanh GELU; e.g. "out=f16,residual out=f32" for the residual and f32out families) are tuned
       # in turn, FAMILIES (default linear) benched.  A .gpu/linear.db carried in is where
       # tuning resumes (its rows kept); TUNE_LIMIT bounds each epilogue's tune (s).
       awk '/^# 8B/{on=1; next} /^#/{on=0} on && $3 != "gate_up_proj"' bench/llm_layers.txt > /tmp/w8b.txt

@@ -1094,7 +1094,7 @@ static void test_merge_bad_rows(void **state) {
       {"op = 'out=F32'", "'op' holds a character other than a-z, 0-9 and _=,+."},
       {"op = 'act=silu;gated'", "'op' holds a character other than a-z, 0-9 and _=,+."},
       {"op = 'act=silu' || char(10)", "'op' holds a control character"},
-      {"op = printf('%.*c', 96, 'a')", "'op' is longer than 95 bytes"},
+      {"op = printf('%.*c', 128, 'a')", "'op' is longer than 127 bytes"},
       {"op = x'6f70'", "'op' is not a string"}, /* a BLOB */
       {"batch = 0", "'batch' = 0 is outside 1 .. 2147483647"},
       {"batch = -2", "'batch' = -2 is outside 1 .. 2147483647"},

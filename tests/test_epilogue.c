@@ -73,6 +73,11 @@ static void test_op_text(void **state) {
   assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
   assert_string_equal(text, "out=e4m3,bias=col,bias_type=f32");
   assert_int_equal(gen_op_parse("out=e3m4", "e4m3", &op, &e), MMT_ERR_INVALID_ARG);
+  /* a residual: C read (beta != 0), last in the text */
+  op = parse("residual,out=f16,bias=col", "f16");
+  assert_true(op.residual && gen_op_valid(&op, "f16"));
+  assert_int_equal(gen_op_format(&op, text, sizeof text, &e), MMT_OK);
+  assert_string_equal(text, "out=f16,bias=col,residual");
   assert_true(gen_dtype_fp8("e5m2") && !gen_dtype_fp8("bf16") && !gen_dtype_fp8(NULL));
   assert_string_equal(gen_dtype_fp8_other("e4m3"), "e5m2");
   assert_string_equal(gen_dtype_fp8_other("e5m2"), "e4m3");

@@ -420,10 +420,15 @@ static void test_plain(void **state) {
   d.beta = 0, d.c = NULL; /* C not read: C = D */
   rt_matmul_map(&d, &pl);
   assert_true(pl.plain);
-  d.beta = 1, d.c = ADDR(0x300000); /* D apart from a C that is read */
+  assert_false(pl.op.residual);
+  d.beta = 1, d.c = ADDR(0x300000); /* D apart from a C that is read: a residual op */
   rt_matmul_map(&d, &pl);
   assert_false(pl.plain);
   assert_string_equal(pl.op.out, "f16");
+  assert_true(pl.op.residual);
+  d.beta = 0; /* C not read: the same op but its key's */
+  rt_matmul_map(&d, &pl);
+  assert_false(pl.op.residual);
   d = base(), d.in_type = MMT_TF32, d.c = d.d;
   rt_matmul_map(&d, &pl);
   assert_true(pl.plain);
@@ -529,7 +534,29 @@ static void test_op_codes(void **state) {
   assert_int_equal(gen_op_parse("out=f16,group=ragged", "f16", &parsed, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "bad epilogue field 'group=ragged'"));
   assert_false(rt_op_of_code(1 | (int64_t)3 << 18, &back)); /* two group modes only */
-  assert_false(rt_op_of_code(1 | (int64_t)1 << 20, &back)); /* no bit past them */
+  /* residual: bit 20, with any op of a 16-bit or f32 D, gated or grouped too; not an FP8 D */
+  for (int v = 0; v < 3; v++) {
+    gen_op op = {.residual = true, .gated = v == 1, .group = v == 2 ? 'c' : 0, .act = GEN_ACT_SILU};
+    snprintf(op.out, sizeof op.out, "%s", v & 1 ? "bf16" : "f32");
+    char text[GEN_OP_TEXT_MAX];
+    round_trip(&op, "bf16", text);
+    assert_non_null(strstr(text, ",residual"));
+    assert_true(rt_op_code(&op) >> 20 == 1 && gen_op_valid(&op, "bf16"));
+  }
+  gen_op res8 = {.residual = true, .scale_tensor = true};
+  snprintf(res8.out, sizeof res8.out, "e4m3");
+  assert_false(gen_op_valid(&res8, "e4m3"));
+  assert_false(rt_op_of_code(rt_op_code(&res8), &back));
+  assert_int_equal(gen_op_parse("out=e5m2,residual", "e4m3", &parsed, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "residual with an FP8 D"));
+  /* the longest text of a valid op fits GEN_OP_TEXT_MAX (mmt_choice.epilogue) */
+  assert_int_equal(gen_op_parse("out=bf16,bias=col,bias_type=f32,scale=row+col,act=gelu_tanh,"
+                                "fast_accum,mixed,group=contiguous,residual",
+                                "e4m3", &parsed, &e),
+                   MMT_OK);
+  char longest[GEN_OP_TEXT_MAX];
+  round_trip(&parsed, "e4m3", longest);
+  assert_false(rt_op_of_code(1 | (int64_t)1 << 21, &back)); /* no bit past them */
 }
 
 /* ---- the mapping, run ---- */

@@ -935,6 +935,16 @@ static void test_epilogue_term(void **state) {
   gen_op gated = {.out = "bf16", .act = GEN_ACT_SILU, .gated = true}; /* 1 / 2 + 0.5 */
   p.op = &gated, p.m = 8192;
   assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - one / 2.2) < 1e-12);
+  /* a residual's C: RT_MODEL_C_READ_WEIGHT a byte of D's element (gated: D's half) */
+  const double unit = one / 2.2;
+  gated.residual = true;
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - unit * (1 + RT_MODEL_C_READ_WEIGHT)) <
+              1e-12);
+  gen_op residual = {.out = "f32", .residual = true};
+  p.op = &residual;
+  assert_true(fabs(rt_model_epilogue_ms(&dev, &coop, &p) - unit * 4 * RT_MODEL_C_READ_WEIGHT) <
+              1e-12);
+  assert_true(rt_model_epilogue_ms(&dev, &pingpong, &p) < rt_model_epilogue_ms(&dev, &coop, &p));
 }
 
 static void test_analytic_ops(void **state) {

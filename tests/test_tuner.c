@@ -303,6 +303,19 @@ static void test_budget_across_runs(void **state) {
   free(out);
 }
 
+/* The ok rows of problem p (an op's, as stored) on this GPU in database `path`. */
+static int ok_problem_rows(const char *path, const db_problem *p) {
+  char dev[128];
+  device_name(dev, sizeof dev);
+  db_handle *db = NULL;
+  ut_err err;
+  assert_int_equal(db_open(path, true, &db, &err), MMT_OK);
+  status_count c = {0};
+  assert_int_equal(db_each_ok(db, dev, p, count_row, &c, &err), MMT_OK);
+  db_close(db);
+  return c.ok;
+}
+
 /* A contiguous grouped op tuned over drawn routings: rows at the experts' rows rounded up to
  * their bucket (100 -> 128) and the experts as the batch, every row verified, and a call of
  * that regime (another token count in the bucket) served them exactly. */
@@ -321,19 +334,12 @@ static void test_grouped_tuned(void **state) {
   if (ex != 0 || !strstr(out, "rounded up to its routing regime's bucket"))
     fail_msg("exit %d\n%s", ex, out);
   free(out);
-  char dev[128];
-  device_name(dev, sizeof dev);
   gen_op parsed;
   ut_err err;
   db_problem p = {.dtype = "f16", .layout = "nt", .m = 128, .n = 256, .k = 192, .batch = 8};
   assert_int_equal(gen_op_parse(op, "f16", &parsed, &err), MMT_OK);
   assert_int_equal(gen_op_format(&parsed, p.op, sizeof p.op, &err), MMT_OK);
-  db_handle *db = NULL;
-  assert_int_equal(db_open(db_path, true, &db, &err), MMT_OK);
-  status_count c = {0};
-  assert_int_equal(db_each_ok(db, dev, &p, count_row, &c, &err), MMT_OK);
-  db_close(db);
-  assert_true(c.ok > 0);
+  assert_true(ok_problem_rows(db_path, &p) > 0);
   /* 97 tokens: the same bucket, served the tuned row */
   snprintf(args, sizeof args,
            "explain 4096 256 192 --dtype f16 --trans-b --epilogue %s --batch 8 --group-tokens 97 "
@@ -344,6 +350,43 @@ static void test_grouped_tuned(void **state) {
       !strstr(out, "computes:  row-major 128x256x192"))
     fail_msg("exit %d\n%s", ex, out);
   free(out);
+}
+
+/* A residual op (beta 1, C apart from D) tuned: every candidate verified against a reference
+ * that adds C (a kernel that skipped C, or a reference without it, fails), stored under its
+ * own key, which a call that reads C is served from and one that does not is not. */
+static void test_residual_tuned(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  char db_path[160], args[1024];
+  snprintf(db_path, sizeof db_path, "%s/residual.db", g_dir);
+  snprintf(args, sizeof args,
+           "tune --device 0 --dtype f16 --layout nt --epilogue out=f16,bias=col,residual "
+           "--shapes 200x264x136 --budget 4 --db %s",
+           db_path);
+  char *out = NULL;
+  int ex = run_cli_user(args, &out);
+  /* no candidate off the reference (a verification failure is a row, not an exit) */
+  if (ex != 0 || strstr(out, "error too large") || strstr(out, "NaN/Inf"))
+    fail_msg("exit %d\n%s", ex, out);
+  free(out);
+  const db_problem p = {.dtype = "f16",
+                        .layout = "nt",
+                        .op = "out=f16,bias=col,residual",
+                        .m = 200,
+                        .n = 264,
+                        .k = 136,
+                        .batch = 1};
+  assert_true(ok_problem_rows(db_path, &p) > 0);
+  const char *ops[2] = {"out=f16,bias=col,residual", "out=f16,bias=col"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(args, sizeof args,
+             "explain 200 264 136 --dtype f16 --trans-b --epilogue %s --device 0 --db %s", ops[i],
+             db_path);
+    ex = run_cli_user(args, &out);
+    if (ex != 0 || !strstr(out, "choice:    exact") != (i == 1)) fail_msg("exit %d\n%s", ex, out);
+    free(out);
+  }
 }
 
 static void test_interrupt_keeps_results(void **state) {
@@ -455,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_guard_fallback_said_once),
       cmocka_unit_test(test_budget_across_runs),
       cmocka_unit_test(test_grouped_tuned),
+      cmocka_unit_test(test_residual_tuned),
       cmocka_unit_test(test_interrupt_keeps_results),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

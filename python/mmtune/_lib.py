@@ -109,7 +109,7 @@ class ChoiceStruct(ctypes.Structure):
         ("nvrtc_version", ctypes.c_char * 16),
         ("template_hash", ctypes.c_char * 17),
         ("kernel_hash", ctypes.c_char * 17),
-        ("epilogue", ctypes.c_char * 96),
+        ("epilogue", ctypes.c_char * 128),
         ("batch", ctypes.c_int64),
     ]
 

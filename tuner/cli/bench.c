@@ -276,7 +276,7 @@ static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream str
   bench_run *b = user;
   const rt_epilogue e = tn_gpu_epilogue(b->g, a);
   const gen_op *op = &b->op;
-  const bool plain = !op->bias && !op->act && !strcmp(op->out, b->dtype);
+  const bool plain = !op->bias && !op->act && !op->residual && !strcmp(op->out, b->dtype);
   if (plain && b->batch > 1)
     return tn_cublas_gemm_strided_batched(
         b->cb, stream, b->dtype, op->out, b->layout, a->m, a->n, a->k, a->alpha, a->a, a->lda,
@@ -320,7 +320,9 @@ static mmt_status op_peer_launch(void *user, const rt_gemm_args *a, CUstream str
   if (gen_dtype_fp8(b->dtype) && (op->scale_tensor || op->scale_row || op->scale_block) &&
       (rc = tn_cublaslt_set_scales(b->lt_plan, scale_a, scale_b, err)))
     return rc;
-  return tn_cublaslt_run(b->lt, b->lt_plan, stream, a->a, a->b, a->c, e.d, e.bias, err);
+  /* a residual's C apart from D (beta 1), as the candidates read it */
+  const uint64_t c = op->residual ? tn_gpu_residual_c(b->g, a->c) : a->c;
+  return tn_cublaslt_run(b->lt, b->lt_plan, stream, a->a, a->b, c, e.d, e.bias, err);
 }
 
 static mmt_status measure_cublas(bench_run *b, const tn_shape *s, tn_measurement *m,

@@ -27,11 +27,12 @@ static const tn_cmd_spec emit_spec = {
     "requirements as a comment block after the source.  --epilogue emits the op kernel of an\n"
     "epilogue (fields: out=f32|f16|bf16|e4m3|e5m2, bias=col|row, bias_type=f32,\n"
     "scale=row|col|row+col|tensor|block, act=relu|gelu_tanh|gelu_erf|silu, gated, fast_accum,\n"
-    "mixed, group=contiguous|masked) for a template that has epilogues; the FP8 dtypes (e4m3,\n"
-    "e5m2: wgmma, layout nt) have op kernels only, mixed makes B the other FP8 type than the\n"
-    "dtype, A's, an FP8 out= (after FP8 inputs) stores D scaled and saturated, with its amax,\n"
-    "and group= emits a grouped (mixture-of-experts) kernel, whose tile rows are its experts'\n"
-    "(mma_sync, reg_tiled and wgmma).",
+    "mixed, group=contiguous|masked, residual) for a template that has epilogues; the FP8\n"
+    "dtypes (e4m3, e5m2: wgmma, layout nt) have op kernels only, mixed makes B the other FP8\n"
+    "type than the dtype, A's, an FP8 out= (after FP8 inputs) stores D scaled and saturated,\n"
+    "with its amax, group= emits a grouped (mixture-of-experts) kernel, whose tile rows are\n"
+    "its experts' (mma_sync, reg_tiled and wgmma), and residual (beta != 0, C read) emits the\n"
+    "same kernel as without it.",
     emit_opts, 4};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {

@@ -36,8 +36,9 @@ static const tn_opt EXPLAIN_OPTS[] = {
     {"epilogue", 'e', "OP",
      "mmt_matmul's call with this epilogue (out=f32|f16|bf16|e4m3|e5m2, bias=col|row, "
      "bias_type=f32, "
-     "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum, mixed: as mmtune emit "
-     "--help says; bias=col is a vector over D's columns); N is D's"},
+     "scale=row|col|row+col|tensor|block, act=..., gated, fast_accum, mixed, residual: as "
+     "mmtune emit --help says; bias=col is a vector over D's columns; residual: beta 1, C apart "
+     "from D); N is D's"},
     {"batch", 0, "N", "with --epilogue: problems of the call (packed one after another)"},
     {"group-tokens", 0, "N",
      "with --epilogue group=...: the rows all experts have together, the call's group_tokens "
@@ -92,6 +93,10 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
       .in_type = p->dtype,
       .out_type = out,
       .alpha = 1,
+      /* a residual: C apart from D (in place, with no other op, it is the plain GEMM's beta) */
+      .beta = op.residual ? 1.0f : 0.0f,
+      .c = op.residual ? (const void *)(uintptr_t)0x200000 : NULL,
+      .ldc = p->ldc,
       .a = some,
       .lda = p->lda,
       .b = some,
@@ -127,7 +132,8 @@ static int parse_matmul(const tn_opts *o, const mmt_problem *p, mmt_matmul_desc 
     d->stride_a = (a_rows ? p->m : p->k) * p->lda;
     d->stride_b = (b_rows ? p->k : np) * p->ldb;
     d->stride_d = (row ? p->m : p->n) * p->ldc;
-    if (op.group == 'c') d->stride_a = d->stride_d = 0;
+    d->stride_c = op.residual ? d->stride_d : 0;
+    if (op.group == 'c') d->stride_a = d->stride_c = d->stride_d = 0;
   }
   if (op.gated && !tn_opts_get(o, "ldb")) { /* the default B of a gated call: 2N columns */
     mmt_problem q = *p;

@@ -84,7 +84,8 @@ static const tn_shape LINEAR_NT_SHAPES[] = {
  * of their own where an epilogue or a batch changes what is fastest: a Linear layer's bias and
  * GELU at prefill size (the epilogue's share of a short main loop), the gated up projection of
  * a Llama-class MLP at prefill and at decode size (N is the product's: gate and up), an f32
- * output from 16-bit inputs (twice D's bytes), and attention's two batched GEMMs, Q K^T (nt)
+ * output from 16-bit inputs (twice D's bytes), a residual added (C read beside D's write: what
+ * a ping-pong kernel's overlapped epilogue hides), and attention's two batched GEMMs, Q K^T (nt)
  * and P V (nn), 32 batch x heads of 1024 tokens and head dimension 128.  N counts the
  * product's columns, as the kernels see it. */
 typedef struct {
@@ -97,6 +98,7 @@ static const op_problem MAIN_OP_PROBLEMS[] = {
     {{2048, 28672, 4096}, "nt", "bf16", "out=bf16,act=silu,gated", 1},
     {{16, 28672, 4096}, "nt", "bf16", "out=bf16,act=silu,gated", 1},
     {{2048, 4096, 4096}, "nt", "f16", "out=f32", 1},
+    {{2048, 4096, 4096}, "nt", "f16", "out=f16,residual", 1},
     {{1024, 1024, 128}, "nt", "f16", "out=f16", 32},
     {{1024, 128, 1024}, "nn", "f16", "out=f16", 32},
     /* FP8 (sm_90 on: tune_op_problems skips them elsewhere): per-tensor e4m3 -> bf16, the

@@ -261,7 +261,8 @@ void tn_gpu_close(tn_gpu *g) {
   if (g->cu && g->dev.ctx) {
     g->cu->cuCtxSetCurrent(g->dev.ctx);
     free_device_buffers(g);
-    for (int i = 0; i < 6; i++) tn_guard_free(g->cu, &g->guard[i]);
+    for (int i = 0; i < (int)(sizeof g->guard / sizeof g->guard[0]); i++)
+      tn_guard_free(g->cu, &g->guard[i]);
     for (int i = 0; i <= TIME_BATCH; i++)
       if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
     if (g->helpers) g->cu->cuModuleUnload(g->helpers);
@@ -319,7 +320,13 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
                              g->c_extent * (size_t)g->out_elem};
   for (int i = 0; g->gran && i < 3; i++)
     if ((rc = tn_guard_reserve(cu, g->dev.dev, g->gran, &g->guard[i], extents[i], err))) return rc;
-  size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems) + (size_t)g->out_elem * g->c_elems;
+  const bool residual = g->has_op && g->op.residual;
+  if (residual && g->gran &&
+      (rc = tn_guard_reserve(cu, g->dev.dev, g->gran, &g->guard[6], extents[2], err)))
+    return rc;
+  /* a residual's C beside D: twice C's bytes a set */
+  size_t set_bytes = (size_t)g->elem * (g->a_elems + g->b_elems) +
+                     (size_t)g->out_elem * g->c_elems * (residual ? 2 : 1);
   /* Cold: one copy more for the untimed runs. */
   const size_t want = tn_gpu_timed_copies(g, set_bytes, o->cold) + (o->cold ? 1 : 0);
   if (o->cold && want > MAX_COLD_COPIES)
@@ -341,6 +348,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   /* Layout: all A copies, then all B copies, then all C copies. */
   g->b = g->a + (size_t)g->elem * g->a_elems * (size_t)g->copies;
   g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
+  g->c_in = residual ? g->c + (size_t)g->out_elem * g->c_elems * (size_t)g->copies : 0;
   if ((rc = reserve_vectors(g, o, err))) goto cleanup;
   if (tn_gpu_grouped(g) && (rc = reserve_routings(g, o, err))) goto cleanup;
   size_t wide_bytes =
@@ -367,7 +375,13 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
   a.c = g->c + (size_t)g->out_elem * g->c_elems * (size_t)copy;
   a.batch = g->batch;
   a.group = tn_gpu_grouped(g) ? 'c' : 0;
+  if (g->has_op && g->op.residual) a.beta = 1.0f; /* C: tn_gpu_residual_c(a.c) */
   return a;
+}
+
+uint64_t tn_gpu_residual_c(const tn_gpu *g, uint64_t d) {
+  const size_t span = (size_t)g->out_elem * g->c_elems * (size_t)g->copies;
+  return d >= g->c && d - g->c < span ? g->c_in + (d - g->c) : g->use_c;
 }
 
 rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args) {

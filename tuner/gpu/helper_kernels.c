@@ -121,9 +121,11 @@ static const char CHECK_SOURCE[] =
     "  atomicMin(&st[5], first_out);\n"
     "}\n";
 
-/* The reference of an op kernel's D (gen.h, "Epilogues"; alpha 1, beta 0) from the float64
- * products P (nz problems of M x N, row stride N), the float copies of the vectors (bias by
- * column (1) or row (2), scales when srow / scol), into D (nz x M x n_out), in float64. */
+/* The reference of an op kernel's D (gen.h, "Epilogues"; alpha 1, beta 0, or 1 with a
+ * residual's C) from the float64 products P (nz problems of M x N, row stride N), the float
+ * copies of the vectors (bias by column (1) or row (2), scales when srow / scol) and of C
+ * (NULL: none; problem z's row r at z * c_stride + r * ldc), into D (nz x M x n_out), in
+ * float64. */
 /* Block scales (gen.h, scale_block) on the widened inputs of an nt problem, in place, before
  * the float64 reference multiplies them: A's row r (M x K) times s[k / 128][r] (float[KB][M]),
  * or with b_side B's row r (N x K) times s[r / 128][k / 128] (float[ceil(N / 128)][KB]).  The
@@ -151,7 +153,8 @@ static const char EPILOGUE_SOURCE[] =
     "}\n"
     "extern \"C\" __global__ void mmt_epilogue_f64(long long M, long long N, long long nz,\n"
     "    const double *P, double *D, long long n_out, int bias, const float *vb, int srow,\n"
-    "    const float *vr, int scol, const float *vc, int act, int gated) {\n"
+    "    const float *vr, int scol, const float *vc, int act, int gated, const float *C,\n"
+    "    long long ldc, long long c_stride) {\n"
     "  const unsigned long long total = (unsigned long long)(nz * M * n_out);\n"
     "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
     "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
@@ -168,7 +171,9 @@ static const char EPILOGUE_SOURCE[] =
     "      if (bias) v += vb[bias == 1 ? c : r];\n"
     "      x[h] = v;\n"
     "    }\n"
-    "    D[i] = gated ? mmt_act_f64(act, x[0]) * x[1] : mmt_act_f64(act, x[0]);\n"
+    "    const double c = C ? (double)C[(unsigned long long)(row / M) * c_stride +\n"
+    "                                    (unsigned long long)r * ldc + j] : 0.0;\n"
+    "    D[i] = gated ? mmt_act_f64(act, x[0]) * x[1] + c : mmt_act_f64(act, x[0] + c);\n"
     "  }\n"
     "}\n";
 

@@ -157,6 +157,7 @@ static mmt_status launch_kernel(void *user, const rt_gemm_args *args, CUstream s
   const rt_epilogue epi = tn_gpu_epilogue_of(kl->g, args); /* D in place of C */
   rt_gemm_args with = *args;
   with.epi = &epi;
+  if (kl->g->op.residual) with.c = tn_gpu_residual_c(kl->g, args->c); /* beta 1: C apart */
   return rt_kernel_launch(kl->kern, &with, stream, err);
 }
 

@@ -88,6 +88,11 @@ int64_t tn_measure_out_cols(const tn_measure_opts *o);
  * that runs an op problem another way (bench's cuBLASLt), the same vectors and strides. */
 rt_epilogue tn_gpu_epilogue(const tn_gpu *g, const rt_gemm_args *args);
 
+/* A residual op's C (gen_op.residual: args.beta is 1) for the launch whose D is at d, the
+ * args.c of tn_gpu_epilogue's launches: a copy's D, that copy's C; a verification launch's
+ * (flush against a guard page), its own. */
+uint64_t tn_gpu_residual_c(const tn_gpu *g, uint64_t d);
+
 /* The op's scale vectors as the timed runs read them, 256-byte aligned; verification reads
  * copies of the same values flush against guard pages (a per-tensor scale 4 bytes from one).
  * For a peer that needs more than 4-byte alignment (cuBLASLt: 16 bytes). */

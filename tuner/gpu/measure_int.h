@@ -50,6 +50,9 @@ struct tn_gpu {
   /* Device buffers: `copies` consecutive (A, B, C) sets of elem-byte elements, and the
    * float64 reference; for 16-bit dtypes also wa, wb, wc: copy 0 widened to float. */
   CUdeviceptr a, b, c, ref, wa, wb, wc;
+  /* A residual op's C (gen_op.residual): `copies` more of C's size after the C copies, random,
+   * read (never written): C copy i is D copy i's (tn_gpu_residual_c); 0 for other problems. */
+  CUdeviceptr c_in;
   size_t a_elems, b_elems, c_elems, cap_bytes, ref_cap_bytes, wide_cap_bytes;
   int copies;
   int elem;   /* bytes per element of the problem being measured */
@@ -84,6 +87,7 @@ struct tn_gpu {
   /* The vectors the launches read: the ones above, or during verification their copies flush
    * against unmapped memory (place_operands). */
   CUdeviceptr use_bias, use_scale_row, use_scale_col;
+  CUdeviceptr use_c; /* a residual's C for a verification launch with guard pages */
   /* Elements each operand addresses ((rows - 1) * ld + row width), and the alignment of the
    * problem's pitches: what a candidate is verified for. */
   size_t a_extent, b_extent, c_extent;
@@ -92,7 +96,7 @@ struct tn_gpu {
    * once at the end of a mapped range and once at its start; gran == 0 when the device cannot
    * (guard_note says why, and copy 0 is verified as it is). */
   size_t gran;
-  tn_guard guard[6]; /* A, B, C; an op's bias, scale_row, scale_col */
+  tn_guard guard[7]; /* A, B, C (D); an op's bias, scale_row, scale_col; a residual's C */
   char guard_note[256];
   /* Host buffers for the check. */
   float *host_a, *host_b;

@@ -120,6 +120,10 @@ mmt_status tn_gpu_prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *er
   /* NaN in every element: two 16-bit NaNs per word (c_elems is even) for 16-bit types. */
   RT_CU_CHECK(g->cu, cuMemsetD32(g->c, nan_word(g),
                                  g->c_elems * (size_t)g->copies * (size_t)g->out_elem / 4));
+  /* a residual's C, random, beside every copy's D (gen_op.residual; not an FP8 D) */
+  if (g->c_in && (rc = fill_typed(g, g->c_in, g->c_elems * (size_t)g->copies,
+                                  fill_bits(g->out_elem, g->out_bf16), o->seed * 2 + 6, err)))
+    return rc;
 cleanup:
   return rc;
 }
@@ -230,14 +234,16 @@ cleanup:
 static mmt_status launch_epilogue_reference(tn_gpu *g, const tn_measure_opts *o, int64_t rows,
                                             int64_t nz, CUdeviceptr p, CUdeviceptr d,
                                             CUdeviceptr vb, CUdeviceptr vr, CUdeviceptr vc,
-                                            ut_err *err) {
+                                            CUdeviceptr c, ut_err *err) {
   mmt_status rc = MMT_OK;
-  long long m = rows, n = o->n, z = nz, n_out = g->n_out;
+  long long m = rows, n = o->n, z = nz, n_out = g->n_out, ldc = o->ldc,
+            c_stride = (long long)g->c_stride;
   int bias = g->op.bias == 'c' ? 1 : g->op.bias == 'r' ? 2 : 0, act = (int)g->op.act;
   /* the scales: 1 a vector, 2 one float (per-tensor: element 0 of the vector) */
   const int tensor = g->op.scale_tensor ? 2 : 0;
   int gated = g->op.gated, srow = tensor | g->op.scale_row, scol = tensor | g->op.scale_col;
-  void *args[] = {&m, &n, &z, &p, &d, &n_out, &bias, &vb, &srow, &vr, &scol, &vc, &act, &gated};
+  void *args[] = {&m,  &n,    &z,  &p,   &d,     &n_out, &bias, &vb,      &srow,
+                  &vr, &scol, &vc, &act, &gated, &c,     &ldc,  &c_stride};
   const size_t total = (size_t)(z * m * n_out);
   unsigned blocks = (unsigned)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
   if (blocks)
@@ -246,16 +252,15 @@ cleanup:
   return rc;
 }
 
-/* The float64 reference of the inputs at in_a, in_b into g->ref: each problem's product
- * (batch x M x N), then for an op D's whole expression after them (batch x M x n_out, by the
- * helper kernel mmt_epilogue_f64 from the float copies of the vectors); *ref_d is where the
- * check reads (row stride ref_ld).  The reference reads float: 16-bit inputs are widened
- * first, exactly. */
-static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr in_a,
-                                    CUdeviceptr in_b, CUdeviceptr *ref_d, int64_t *ref_ld,
-                                    ut_err *err) {
+/* The float64 reference of the launch on args into g->ref: each problem's product (batch x M x
+ * N), then for an op D's whole expression after them (batch x M x n_out, by the helper kernel
+ * mmt_epilogue_f64 from the float copies of the vectors and of a residual's C); *ref_d is
+ * where the check reads (row stride ref_ld).  The reference reads float: 16-bit inputs (and
+ * C) are widened first, exactly. */
+static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, const rt_gemm_args *args,
+                                    CUdeviceptr *ref_d, int64_t *ref_ld, ut_err *err) {
   mmt_status rc = MMT_OK;
-  CUdeviceptr a = in_a, b = in_b;
+  CUdeviceptr in_a = args->a, in_b = args->b, a = in_a, b = in_b;
   if (g->elem != 4) {
     if ((rc = widen(g, in_a, g->wa, g->a_extent, false, err)) ||
         (rc = widen(g, in_b, g->wb, g->b_extent, true, err)))
@@ -276,9 +281,17 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
   if (!g->has_op) return MMT_OK;
   const size_t step = 4 * tn_round_up(tn_gpu_vector_len(g, o), 64);
   const CUdeviceptr d = g->ref + (size_t)planes * plane;
+  CUdeviceptr c = 0; /* a residual's C, as float */
+  if (g->op.residual) {
+    c = tn_gpu_residual_c(g, args->c);
+    if (g->out_elem != 4) {
+      if ((rc = widen_typed(g, c, g->wc, g->c_extent, g->out_bf16, err))) return rc;
+      c = g->wc;
+    }
+  }
   if (!tn_gpu_grouped(g)) {
     if ((rc = launch_epilogue_reference(g, o, o->m, g->batch, g->ref, d, g->vec_wide,
-                                        g->vec_wide + step, g->vec_wide + 2 * step, err)))
+                                        g->vec_wide + step, g->vec_wide + 2 * step, c, err)))
       return rc;
   } else { /* each expert's rows: its own by-column vectors, the rows' own by-row ones */
     const int32_t *off = g->host_offsets;
@@ -288,7 +301,8 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, CUdevic
           (rc = launch_epilogue_reference(
                g, o, off[z + 1] - off[z], 1, g->ref + 8 * row * (size_t)o->n,
                d + 8 * row * (size_t)g->n_out, g->vec_wide + 4 * (g->op.bias == 'r' ? row : col),
-               g->vec_wide + step + 4 * row, g->vec_wide + 2 * step + 4 * col, err)))
+               g->vec_wide + step + 4 * row, g->vec_wide + 2 * step + 4 * col,
+               c ? c + 4 * row * (size_t)o->ldc : 0, err)))
         return rc;
     }
   }
@@ -425,6 +439,12 @@ static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
   else
     RT_CU_CHECK(g->cu, cuMemsetD16(args->c, g->out_bf16 ? 0x7fc0 : 0x7e00, g->c_extent));
   if (g->has_op && (rc = place_vectors(g, o, side, err))) return rc;
+  if (g->has_op && g->op.residual) { /* C: random values, read where D is written */
+    g->use_c = tn_guard_place(&g->guard[6], g->c_extent * (size_t)g->out_elem, g->align, side);
+    if ((rc = fill_typed(g, g->use_c, g->c_extent, fill_bits(g->out_elem, g->out_bf16),
+                         o->seed * 2 + 6, err)))
+      return rc;
+  }
 cleanup:
   return rc;
 }
@@ -480,7 +500,7 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     snprintf(what, sizeof what, "candidate kernel%s%s", g->gran ? ", " : "",
              g->gran ? k_placements[i] : "");
     if ((rc = sync_checked(g, what, err))) return rc;
-    if (i == 0 && (rc = compute_reference(g, o, args.a, args.b, &ref, &ref_ld, err))) return rc;
+    if (i == 0 && (rc = compute_reference(g, o, &args, &ref, &ref_ld, err))) return rc;
     if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
     if (out->status == DB_OK && g->d_amax && (rc = check_amax(g, out, err))) return rc;
     if (out->status == DB_OK && tn_gpu_grouped(g) && (rc = check_group_error(g, out, err)))
