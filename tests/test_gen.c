@@ -1027,6 +1027,66 @@ static void test_sandbox_probes(void **state) {
   gen_free(t);
 }
 
+/* A problem's constraints only add to those with no problem (the tuner's plan checks a
+ * problem against the configs valid with none, engine/plan.c): for every built-in template,
+ * on problems of each family's kinds (odd, decode, short K; an op, a batch), every config
+ * valid for the problem is valid with none, in the problem's dtype, layout and op.  Every
+ * STRIDE-th config of the space (a template's space can be 663,552 configs), from a shifting
+ * start so that the problems see different ones. */
+static void test_problem_constraints_refine(void **state) {
+  (void)state;
+  enum { STRIDE = 7 };
+  static const char *const names[] = {"naive",  "smem_tiled", "reg_tiled", "mma_sync",
+                                      "skinny", "skinny_mma", "wgmma"};
+  static const struct {
+    const char *layout;
+    int64_t m, n, k, batch;
+    const char *op; /* NULL: the plain GEMM */
+  } probs[] = {
+      {"nn", 1000, 999, 1001, 1, NULL},
+      {"nt", 16, 4096, 4096, 1, NULL},
+      {"nt", 4096, 4096, 64, 1, "bias=col,act=silu"},
+      {"nn", 256, 128, 1024, 8, "out=f32,residual"},
+      {"nt", 2048, 4096, 4096, 1, "act=gelu_tanh,gated"},
+  };
+  int checked = 0;
+  for (int ti = 0; ti < COUNT(names); ti++) {
+    gen_template *t = load_builtin(names[ti]);
+    for (int pi = 0; pi < COUNT(probs); pi++) {
+      const char *dtype = gen_dtype(t, pi % gen_dtype_count(t));
+      if (!strcmp(dtype, "e4m3") || !strcmp(dtype, "e5m2")) dtype = gen_dtype(t, 0);
+      if (!gen_supports_layout(t, probs[pi].layout) || (probs[pi].op && !gen_has_epilogues(t)))
+        continue;
+      gen_op op;
+      ut_err e = {{0}};
+      if (probs[pi].op) assert_int_equal(gen_op_parse(probs[pi].op, dtype, &op, &e), MMT_OK);
+      gen_problem p =
+          gen_packed_op_problem(dtype, probs[pi].layout, probs[pi].m, probs[pi].n, probs[pi].k,
+                                probs[pi].op ? &op : NULL, probs[pi].batch);
+      for (uint64_t i = (uint64_t)pi; i < gen_space_size(t); i += STRIDE) {
+        gen_config cfg;
+        gen_config_at(t, i, &cfg);
+        bool for_p = false, for_any = false;
+        assert_int_equal(gen_check(t, &cfg, &p, &for_p, NULL, 0, &e), MMT_OK);
+        if (!for_p) continue;
+        assert_int_equal(gen_check_op_for(t, &cfg, dtype, probs[pi].layout,
+                                          probs[pi].op ? &op : NULL, &for_any, NULL, 0, &e),
+                         MMT_OK);
+        if (!for_any) {
+          char text[512];
+          gen_config_format(t, &cfg, text, sizeof text, &e);
+          fail_msg("%s %s: valid for %s %lldx%lldx%lld %s, not with no problem", names[ti], text,
+                   dtype, (long long)p.m, (long long)p.n, (long long)p.k,
+                   probs[pi].op ? probs[pi].op : "");
+        }
+        checked++;
+      }
+    }
+    gen_free(t);
+  }
+  assert_true(checked > 1000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_load_builtins),
@@ -1056,6 +1116,7 @@ int main(void) {
       cmocka_unit_test(test_declaration_errors),
       cmocka_unit_test(test_malformed_emit),
       cmocka_unit_test(test_sandbox_probes),
+      cmocka_unit_test(test_problem_constraints_refine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,9 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/search.h"
+#include "engine/tune_int.h"
 #include "engine/tune_loop.h"
+#include "rt_compile.h"
 
 #define NP 4
 static const int NV[NP] = {6, 5, 8, 4};
@@ -566,6 +569,69 @@ static void test_limit_shares(void **state) {
   assert_true(tn_tune_problem_budget(&r, 159.5) == TN_MIN_SHARE_S);
 }
 
+/* A problem's candidates (engine/plan.c) are exactly the configs a check of the whole space
+ * against the problem keeps (valid, requirements met, the device's architecture, no group
+ * twin), in the space's order, though the plan checks the space once without a problem
+ * (wgmma's 663,552 configs) and then the problem on the valid ones alone. */
+static void test_plan_candidates(void **state) {
+  (void)state;
+  ut_err e = {{0}};
+  tune_run r = {
+      .nts = 1,
+      .nshapes = 1,
+      .layout = "nt",
+      .dtype = "bf16",
+  };
+  r.ts = malloc(sizeof *r.ts);
+  r.shapes = malloc(sizeof *r.shapes);
+  assert_non_null(r.ts);
+  assert_non_null(r.shapes);
+  r.shapes[0] = (tn_shape){1000, 999, 1001};
+  gen_device dev;
+  assert_int_equal(gen_device_defaults("sm_90", &dev, &e), MMT_OK);
+  assert_int_equal(gen_load_named("wgmma", &r.ts[0], &e), MMT_OK);
+  assert_int_equal(gen_set_device(r.ts[0], &dev, &e), MMT_OK);
+  snprintf(r.arch, sizeof r.arch, "sm_90");
+  snprintf(r.dev.name, sizeof r.dev.name, "a GPU");
+  r.dev.cc_major = 9;
+  char db_path[] = "/tmp/mmtune-plan-XXXXXX";
+  int fd = mkstemp(db_path);
+  assert_true(fd >= 0);
+  close(fd);
+  unlink(db_path);
+  assert_int_equal(db_open(db_path, false, &r.db, &e), MMT_OK);
+  if (tn_tune_plan(&r, &e) != MMT_OK) fail_msg("%s", e.msg);
+  assert_int_equal(r.nproblems, 1);
+  const tune_problem *pb = &r.problems[0];
+  gen_template *t = r.ts[0];
+  gen_problem p = gen_packed_problem("bf16", "nt", 1000, 999, 1001);
+  int n = 0;
+  for (uint64_t i = 0; i < gen_space_size(t); i++) {
+    gen_config cfg;
+    bool valid = false;
+    gen_config_at(t, i, &cfg);
+    assert_int_equal(gen_check(t, &cfg, &p, &valid, NULL, 0, &e), MMT_OK);
+    if (!valid) continue;
+    gen_kernel k;
+    assert_int_equal(gen_emit(t, &cfg, "bf16", "nt", &k, &e), MMT_OK);
+    char arch[16];
+    ut_err why;
+    const bool kept = gen_requires_met(&k.requires, &p) &&
+                      rt_kernel_arch("sm_90", k.arch, arch, &why) == MMT_OK &&
+                      !gen_group_twin(t, &cfg, &k, &p);
+    gen_kernel_clear(&k);
+    if (!kept) continue;
+    if (n >= pb->count || r.kernels[pb->kernel[n]].index != i)
+      fail_msg("candidate %d: config %llu, the plan's %llu", n, (unsigned long long)i,
+               n < pb->count ? (unsigned long long)r.kernels[pb->kernel[n]].index : 0ull);
+    n++;
+  }
+  assert_int_equal(n, pb->count);
+  assert_true(n > 100);
+  tn_tune_free(&r);
+  unlink(db_path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strategy_names),
@@ -585,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_known_results),
       cmocka_unit_test(test_cli_options),
       cmocka_unit_test(test_limit_shares),
+      cmocka_unit_test(test_plan_candidates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,15 @@ struct tune_problem {
   char candidates[128]; /* what its search time is counted against (db_search_seconds) */
 };
 
+/* The configs of a template valid for some problem of a dtype in the run's layout and op: its
+ * constraints with no problem (a problem's only add to them), checked once a pass. */
+struct tune_space {
+  int tmpl;
+  char dtype[8];
+  uint64_t *index; /* the valid configs' indices in the template's space, in order */
+  int count;
+};
+
 /* The run's op for inputs of dtype into *op (false: the run is of plain GEMMs). */
 bool tn_tune_op(const tune_run *r, const char *dtype, gen_op *op);
 /* The problem a kernel sees for shape s: packed rows of cudaMalloc'd buffers (an op's: D of

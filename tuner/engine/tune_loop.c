@@ -338,6 +338,8 @@ void tn_tune_free(tune_run *r) {
     free(r->problems[i].known);
   }
   free(r->problems);
+  for (int i = 0; i < r->nspaces; i++) free(r->spaces[i].index);
+  free(r->spaces);
   tn_templates_free(r->ts, r->nts);
   free(r->shapes);
 }

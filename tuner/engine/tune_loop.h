@@ -33,6 +33,7 @@
 
 typedef struct tune_kernel tune_kernel;   /* engine/tune_int.h */
 typedef struct tune_problem tune_problem; /* engine/tune_int.h */
+typedef struct tune_space tune_space;     /* engine/tune_int.h */
 
 typedef struct {
   /* options: the command fills these (cli/tune.c) */
@@ -73,6 +74,8 @@ typedef struct {
   size_t kernel_map_cap;
   tune_problem *problems;
   int nproblems, problem_cap;
+  tune_space *spaces; /* each (template, dtype) planned: its configs valid for any problem */
+  int nspaces, space_cap;
   int ntodo, skipped;   /* candidates not in the database / already there */
   int done, untried;    /* measured / left untried by the budget */
   int compiled, cached; /* compile results collected; of those, served by the cubin cache */
