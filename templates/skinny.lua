@@ -511,7 +511,8 @@ return {
   default = {side = 0, bs = 1, rl = 2, lanes = 32, warps = 4, kw = 1, unroll = 2, vec = 1,
              split = 1},
   constraints = function(p, prob, dtype, layout, op)
-    local ok, why = epilogue.fits(op, prob, false, p.split == 1)
+    -- grouped: the experts' rows are M (side 0), each expert's tile rows its own
+    local ok, why = epilogue.fits(op, prob, false, p.split == 1, false, p.side == 0)
     if not ok then return false, why end
     if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
     -- dot: a lane stores sum s * rl + r, and the registers: at most 32 sums
@@ -537,7 +538,8 @@ return {
     if not prob then return true end
     if prob.K > MAX_K then return false, "K over 2^31 - 16385: the kernel's int index along K would wrap" end
     local lb = (p.warps // p.kw) * p.rl * (dot and 1 or p.lanes * v)
-    return skinny.fits(p, prob, lb, 1, slice_step(dot, v), acc * 32 * p.warps * 4)
+    return skinny.fits(p, prob, lb, 1, slice_step(dot, v), acc * 32 * p.warps * 4,
+                       op and op.group)
   end,
   emit = function(p, dtype, layout, op)
     local dot = w_kmajor(p.side, layout)
@@ -551,7 +553,8 @@ return {
     if p.lanes < 32 then name = name .. "_l" .. p.lanes end
     if p.split > 1 then name = name .. "_z" .. p.split end
     name = epilogue.name(name, op)
-    local src = mmt.subst(source, epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+    local src = mmt.subst(source, skinny.group_vars(epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+      tile_rows = "BS",
       epilogue = epilogue.source(op, p.split == 1),
       store_dot = store_c(op, "        ", "(s0 + s)", "(l0 + r)", "acc[s][r]"),
       store_axpy = store_c(op, "          ", "(s0 + s)", "(col[j] + e)", "acc[s][j][e]"),
@@ -567,7 +570,7 @@ return {
       xs_k = xs.k, xs_ld = xs.ld, xs_offset = xs.offset, xs_per = xs.per,
       x_doc = staged and "S-contiguous: staged through shared memory, K-contiguous"
                      or (x_kmajor(p.side, layout) and "K-contiguous" or "S-contiguous"),
-    })), op))
+    })), op), op))
     return skinny.kernel(p, name, src, lb, shared, acc * 32 * p.warps * 4,
                          p.vec == 1 and {align = 16} or nil)
   end,

@@ -255,7 +255,8 @@ return {
   },
   default = {side = 0, bs = 8, rl = 1, warps = 4, kw = 1, unroll = 4, split = 1},
   constraints = function(p, prob, dtype, layout, op)
-    local ok, why = epilogue.fits(op, prob, true, p.split == 1)
+    -- grouped: the experts' rows are M (side 0), each expert's tile rows its own
+    local ok, why = epilogue.fits(op, prob, true, p.split == 1, false, p.side == 0)
     if not ok then return false, why end
     if p.kw > p.warps then return false, "kw > warps: more K parts than warps" end
     if p.unroll * (2 * p.rl + p.bs // 8) > MAX_VECTORS then
@@ -263,7 +264,7 @@ return {
     end
     if not prob then return true end
     local z = sizes(p)
-    return skinny.fits(p, prob, z.lb, 8, 32, z.workspace)
+    return skinny.fits(p, prob, z.lb, 8, 32, z.workspace, op and op.group)
   end,
   emit = function(p, dtype, layout, op)
     local z = sizes(p)
@@ -271,7 +272,8 @@ return {
                                p.rl, p.warps, p.kw, p.unroll)
     if p.split > 1 then name = name .. "_z" .. p.split end
     name = epilogue.name(name, op)
-    local src = mmt.subst(source, epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+    local src = mmt.subst(source, skinny.group_vars(epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
+      tile_rows = "BS",
       epilogue = epilogue.source(op, p.split == 1), store = op and op_store or plain_store,
       mma_16816 = mmt.subst(mma_16816, {mma_type = dtype}), load_stream = load_stream,
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
@@ -279,7 +281,7 @@ return {
       bs = p.bs, rl = p.rl, warps = p.warps, kw = p.kw, unroll = p.unroll,
       split = p.split, lb = z.lb, threads = 32 * p.warps, shared_bytes = z.shared,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
-    })), op))
+    })), op), op))
     return skinny.kernel(p, name, src, z.lb, z.shared, z.workspace, {align = 16})
   end,
 }

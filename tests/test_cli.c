@@ -767,8 +767,8 @@ static void test_layout_options(void **state) {
   assert_usage_error(RUN("emit", "wgmma", "cluster=2", "--dtype", "f16", "--layout", "nt",
                          "--epilogue", "out=f16,group=masked"),
                      "grouped: no cluster");
-  assert_usage_error(RUN("emit", "skinny", "--dtype", "f16", "--layout", "nt", "--epilogue",
-                         "out=f16,group=masked"),
+  assert_usage_error(RUN("emit", "skinny", "side=1", "--dtype", "f16", "--layout", "nt",
+                         "--epilogue", "out=f16,group=masked"),
                      "grouped: not by this config");
   assert_usage_error(RUN("emit", "naive", "--layout", "n"), "unknown layout 'n'");
   assert_usage_error(RUN("space", "naive", "--layout", "tn"), "--layout needs --problem");

@@ -411,7 +411,8 @@ static void test_skinny(void **state) {
 /* Grouped ops (mixture of experts): mma_sync and reg_tiled emit and compile them, the move to
  * the block's expert (EPI_GROUP) in their tile, and wgmma, its tiles finding their experts in
  * a table (contiguous) or their problem's count (masked), persistent or not; a name of their
- * own; wgmma refuses them with swap or a cluster, the skinny templates always. */
+ * own; wgmma refuses them with swap or a cluster, the skinny templates on side 1 (the
+ * experts' rows are M) or with split-K (test_skinny compiles theirs). */
 static void test_grouped(void **state) {
   (void)state;
   static const struct {
@@ -475,8 +476,10 @@ static void test_grouped(void **state) {
     const char *tmpl, *params;
   } refuse[] = {{"wgmma", "swap=1,bm=64,bn=64,consumers=1"},
                 {"wgmma", "cluster=2"},
-                {"skinny", ""},
-                {"skinny_mma", ""}};
+                {"skinny", "side=1"},
+                {"skinny", "split=4"},
+                {"skinny_mma", "side=1"},
+                {"skinny_mma", "split=2"}};
   for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
     gen_template *t = load(refuse[i].tmpl);
     gen_config cfg;

@@ -406,6 +406,38 @@ static void test_mma_nvrtc(void **state) {
   gen_free(t);
 }
 
+/* A grouped op (mixture-of-experts, contiguous or masked): both families serve it on side 0
+ * (the experts' rows are M, each expert's tile rows its own: no limit on their sum) without
+ * split-K (grid.z is the batch's), and their kernels find the block's expert and compile. */
+static void test_grouped_ops(void **state) {
+  (void)state;
+  gen_template *ts[2] = {load_skinny(), load_skinny_mma()};
+  const char *ops[2] = {"out=bf16,bias=col,act=silu,group=contiguous", "group=masked"};
+  gen_kernel kernels[4];
+  const char *archs[4] = {"sm_90", "sm_80", "sm_90", "sm_80"};
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    for (int o = 0; o < 2; o++) {
+      gen_op op;
+      ut_err e;
+      assert_int_equal(gen_op_parse(ops[o], "bf16", &op, &e), MMT_OK);
+      /* 300 rows over 8 experts: past a plain call's limit of 64, not a grouped one's */
+      gen_problem p = gen_packed_op_problem("bf16", "nt", o ? 40 : 300, 4096, 1024, &op, 8);
+      gen_config c;
+      tc_parse_ok(ts[i], "side=0,bs=8,split=1", &c);
+      if (!tc_check(ts[i], &c, &p, NULL, 0)) fail_msg("%s: %s refused", gen_name(ts[i]), ops[o]);
+      tc_rejects(ts[i], "side=1,bs=8,split=1", &p, "grouped: not by this config");
+      tc_rejects(ts[i], "side=0,bs=8,split=4", &p, "grouped: not by this config");
+      assert_int_equal(gen_emit_op(ts[i], &c, "bf16", "nt", &op, &kernels[n], &e), MMT_OK);
+      assert_non_null(strstr(kernels[n].source, "EPI_GROUP(A, B, C, E, M, tile_row, BS);"));
+      n++;
+    }
+  tc_compile_all(kernels, archs, n, NULL);
+  for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
+  gen_free(ts[0]);
+  gen_free(ts[1]);
+}
+
 /* ---- GPU: results against a float64 reference ----------------------------------------- */
 
 /* Shapes by side: S the small side, L the large one, K; pad: elements past each row. */
@@ -610,11 +642,17 @@ static void test_mma_gpu_results(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_declaration), cmocka_unit_test(test_constraints),
-      cmocka_unit_test(test_emit),        cmocka_unit_test(test_nvrtc),
-      cmocka_unit_test(test_gpu_results), cmocka_unit_test(test_mma_declaration),
-      cmocka_unit_test(test_mma_constraints), cmocka_unit_test(test_mma_emit),
-      cmocka_unit_test(test_mma_nvrtc),   cmocka_unit_test(test_mma_gpu_results),
+      cmocka_unit_test(test_declaration),
+      cmocka_unit_test(test_constraints),
+      cmocka_unit_test(test_emit),
+      cmocka_unit_test(test_nvrtc),
+      cmocka_unit_test(test_gpu_results),
+      cmocka_unit_test(test_mma_declaration),
+      cmocka_unit_test(test_mma_constraints),
+      cmocka_unit_test(test_mma_emit),
+      cmocka_unit_test(test_mma_nvrtc),
+      cmocka_unit_test(test_grouped_ops),
+      cmocka_unit_test(test_mma_gpu_results),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,7 @@ function M.fits(op, prob, pairs, batch_z, block_scales, groups)
   if not op then return true end
   if op.group and not (groups and batch_z) then
     return false, "grouped: not by this config (mma_sync, reg_tiled and wgmma without " ..
-                  "split-K, swap or cluster are)"
+                  "split-K, swap or cluster, skinny and skinny_mma of side 0 without split-K are)"
   end
   if op.scale_block and not block_scales then
     return false, "block scales: not applied by this config (wgmma FP8 with promote = 1, " ..
@@ -55,15 +55,17 @@ end
 -- ${c_global}, the kernel's elem_t view Cg of C (none in an op kernel, whose stores are the
 -- snippet's); ${batch}, the move of A, B and C to the block's problem of the batch, first;
 -- ${group}, in lib/gemm.lua's tile, a grouped op's move to the block's expert (EPI_GROUP, of
--- the pointers vars.split_a and vars.split_b name: the kernel's loads start from them).
+-- the pointers vars.split_a and vars.split_b name: the kernel's loads start from them; its
+-- tile rows of vars.tile_rows rows, BM if not named).
 function M.vars(vars, op)
   vars.c_type = op and "const out_t" or vars.ctype
   vars.epi_param = op and ",\n        mmt_epilogue E" or ""
   vars.c_global = op and "" or "  elem_t* const Cg = reinterpret_cast<elem_t*>(C);\n"
   vars.batch = op and "  EPI_BATCH(A, B, C, E); /* this block's problem of the batch */\n" or ""
   vars.group = op and op.group and
-               string.format("  EPI_GROUP(%s, %s, C, E, M, tile_row, BM); /* the block's expert */\n",
-                             vars.split_a or "A", vars.split_b or "B") or ""
+               string.format("  EPI_GROUP(%s, %s, C, E, M, tile_row, %s); /* the block's expert */\n",
+                             vars.split_a or "A", vars.split_b or "B", vars.tile_rows or "BM") or
+               ""
   return vars
 end
 

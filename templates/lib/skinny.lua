@@ -19,10 +19,12 @@ end
 
 -- The problem's checks: the small side, a block's rows of S (`bs` above `bs_min` at most
 -- twice the small side), grid.y (ceil(L / lb) blocks of lb rows of W), split-K's slices of
--- `step` columns of K and its workspace (`workspace` bytes a block).
-function M.fits(p, prob, lb, bs_min, step, workspace)
+-- `step` columns of K and its workspace (`workspace` bytes a block).  A grouped op's small
+-- side is its experts' rows together, each expert its own tile rows of bs (EPI_GROUP): a few
+-- tokens an expert however many in all, so its sum has no limit here.
+function M.fits(p, prob, lb, bs_min, step, workspace, grouped)
   local small, big = M.sides(p, prob)
-  if small > M.MAX_SMALL then
+  if small > M.MAX_SMALL and not grouped then
     return false, "the small side (" .. (p.side == 0 and "M" or "N") .. ") is over " ..
                   M.MAX_SMALL
   end
@@ -56,10 +58,22 @@ function M.kernel(p, name, source, lb, shared, workspace, requires)
   }, p.split, workspace, true)
 end
 
--- The kernel's signature and first lines: the ABI, the roles (X, W and their pitches, C(s, l)
--- at Cg + s * C_S + l * C_L), the K parts' shared sums, the warp's place, the dependent
--- launch's wait, and this block's slice of K.  Its placeholders of an op kernel are
--- lib/epilogue.lua's (vars); an op kernel has no Cg and stores C(s, l) through the snippet.
+-- The placeholders of head for op (after lib/epilogue.lua's vars): a grouped op's tile row of
+-- BS rows, moved within its expert (EPI_GROUP), else blockIdx.x.
+function M.group_vars(vars, op)
+  local grouped = op and op.group
+  vars.group_head = grouped and "  long long tile_row = blockIdx.x; /* of its expert's rows */\n" ..
+                    vars.group or ""
+  vars.tile_row = grouped and "(int)tile_row" or "blockIdx.x"
+  vars.group_roles = grouped and "  (void)C_S, (void)C_L; /* D's stores are the snippet's */\n" or ""
+  return vars
+end
+
+-- The kernel's signature and first lines: the ABI, the block's problem of a batch and a
+-- grouped op's expert (its tile row of BM = BS rows within it), the roles (X, W and their
+-- pitches, C(s, l) at Cg + s * C_S + l * C_L), the K parts' shared sums, the warp's place,
+-- the dependent launch's wait, and this block's slice of K.  Its placeholders of an op kernel
+-- are lib/epilogue.lua's (vars); an op kernel has no Cg and stores C(s, l) through the snippet.
 M.head = [[
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
@@ -69,7 +83,7 @@ ${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int ld
 #endif
     )
 {
-${batch}  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
+${batch}${group_head}  const elem_t* const Ag = reinterpret_cast<const elem_t*>(A);
   const elem_t* const Bg = reinterpret_cast<const elem_t*>(B);
 ${c_global}  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s * C_S + l * C_L. */
 #if SIDE == 0
@@ -87,11 +101,11 @@ ${c_global}  /* The roles: X (S x K) and W (K x L) as stored, C(s, l) at Cg + s 
 #define X_KMAJOR (B_T)
 #define W_KMAJOR (!A_T)
 #endif
-  /* [KW - 1][RG][...]: the other K parts' partial sums; then what the kernel stages */
+${group_roles}  /* [KW - 1][RG][...]: the other K parts' partial sums; then what the kernel stages */
   extern __shared__ __align__(16) float red[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kpart = warp % KW, group = warp / KW;
-  const int s0 = blockIdx.x * BS;
+  const int s0 = ${tile_row} * BS;
   pdl_wait(threadIdx.x == 0);
 #if SPLIT > 1
   { /* This block's slice of K (splitk_slice): X, W and K narrowed to it (K = 0 for an empty

@@ -31,8 +31,8 @@ static const tn_cmd_spec emit_spec = {
     "dtypes (e4m3, e5m2: wgmma, layout nt) have op kernels only, mixed makes B the other FP8\n"
     "type than the dtype, A's, an FP8 out= (after FP8 inputs) stores D scaled and saturated,\n"
     "with its amax, group= emits a grouped (mixture-of-experts) kernel, whose tile rows are\n"
-    "its experts' (mma_sync, reg_tiled and wgmma), and residual (beta != 0, C read) emits the\n"
-    "same kernel as without it.",
+    "its experts' (mma_sync, reg_tiled, wgmma; skinny and skinny_mma on side 0), and residual\n"
+    "(beta != 0, C read) emits the same kernel as without it.",
     emit_opts, 4};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {
