@@ -26,10 +26,13 @@
  *              peer: a plain read of the same bytes (x, q and the scales; gpu/bandwidth.h), so
  *              the ratio is the share of that read's speed the cast reaches
  *   grouped    mixture-of-experts layers (G experts' N x K weights, layout nt): one contiguous
- *              grouped mmt_matmul over R routed rows (16 to 16384; uniform and Zipf-skewed
+ *              grouped mmt_matmul over R routed rows (1 to 16384; uniform and Zipf-skewed
  *              routings drawn on the host, some experts empty) against one
  *              cublasGemmGroupedBatchedEx call over the experts that got rows; a second line
- *              ("grp-loop") against a loop of plain mmt_matmul calls, one an expert
+ *              ("grp-loop") against a loop of plain mmt_matmul calls, one an expert; at 64
+ *              routed rows or fewer a third ("grp-read") against a plain read of the weights
+ *              of the experts with rows (gpu/bandwidth.h): the share of its speed the call
+ *              reaches
  *   coldstart  (only when named) the first calls of the linear family's layers on a fresh
  *              context and an empty cubin cache, one by one and after mmt_matmul_prepare
  * Method (the workplace's METHOD.md): random inputs drawn on the device (never zeros), D of both
@@ -757,8 +760,9 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
     for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
       rc =
           mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
-  tally loop = {0};
-  if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &tl[F_GROUPED], &loop, err);
+  tally loop = {0}, read = {0};
+  grouped_tallies gt = {&tl[F_GROUPED], &loop, &read};
+  if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &gt, err);
   if (!rc && o->family[F_COLDSTART]) {
     int64_t shapes[64][2];
     for (int i = 0; i < nw; i++) shapes[i][0] = w[i].n, shapes[i][1] = w[i].k;
@@ -767,6 +771,7 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
   printf("\n");
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
   summary("grp-loop", &loop);
+  summary("grp-read", &read);
   return rc;
 }
 

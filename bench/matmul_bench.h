@@ -95,9 +95,13 @@ mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mm
  * weights (N, K) at every batch, one by one and after mmt_matmul_prepare. */
 mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes, ut_err *err);
 
-/* The grouped family (matmul_grouped.c): against cuBLAS's grouped GEMM into tl, against a loop
- * of mmt_matmul calls into loop. */
-mmt_status mb_grouped_family(bench *b, tally *tl, tally *loop, ut_err *err);
+/* The grouped family's tallies: against cuBLAS's grouped GEMM, against a loop of mmt_matmul
+ * calls, and (decode: 64 routed rows or fewer) against a plain read of the weights hit. */
+typedef struct {
+  tally *cublas, *loop, *read;
+} grouped_tallies;
+/* The grouped family (matmul_grouped.c). */
+mmt_status mb_grouped_family(bench *b, grouped_tallies *ts, ut_err *err);
 /* One quantize case (matmul_quantize.c): weight `name` (rows x cols) in `mode`. */
 mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
                            const char *name, tally *tl, ut_err *err);

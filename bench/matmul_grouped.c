@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "matmul_bench.h"
+#include "gpu/bandwidth.h"
 #include "gpu/ref.h"
 #include "gpu/routing.h"
 
@@ -94,10 +95,14 @@ cleanup:
   return rc;
 }
 
+/* The decode regime (GROUPED_DECODE_ROWS routed rows or fewer): the experts' weights are the
+ * bytes, so a grouped call is held to a plain read of the weights of the experts with rows. */
+#define GROUPED_DECODE_ROWS 64
+
 /* The three D's compared (mmtune's and the loop's with cuBLAS's), the three timed, the two
- * ratios reported. */
+ * ratios reported; in the decode regime a third, against a plain read of the weights hit. */
 static mmt_status grouped_measure(bench *b, grouped_case *gc, int copies, const char *name,
-                                  bool zipf, tally *tl, tally *loop, ut_err *err) {
+                                  bool zipf, grouped_tallies *ts, ut_err *err) {
   const mmt_dtype t = b->o->type;
   const size_t elems = (size_t)(gc->d.m * gc->d.n);
   const CUdeviceptr d0 = gc->base + gc->a_bytes + gc->b_bytes;
@@ -118,13 +123,21 @@ static mmt_status grouped_measure(bench *b, grouped_case *gc, int copies, const 
            zipf ? "zipf" : "unif", (long long)gc->used, most);
   mb_kernel_of(b, &gc->d, kernel, sizeof kernel);
   tn_tolerance(b->o->dtype, &tol, &max_tol);
-  mb_report(b, tl, "grouped", what, mm_ms, peer_ms, rel, tol, kernel);
-  mb_report(b, loop, "grp-loop", what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
+  mb_report(b, ts->cublas, "grouped", what, mm_ms, peer_ms, rel, tol, kernel);
+  mb_report(b, ts->loop, "grp-loop", what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
+  if (gc->d.m > GROUPED_DECODE_ROWS) return MMT_OK;
+  double read_ms = 0;
+  const double weights = (double)gc->used * (double)gc->d.n * (double)gc->d.k * mb_size_of(t);
+  if ((rc = rt_device_bind(&b->dev, err)) ||
+      (rc = tn_gpu_read_ms(b->g, weights, b->o->cold, &read_ms, err)) ||
+      (rc = rt_device_bind(&b->dev, err)))
+    return rc;
+  mb_report(b, ts->read, "grp-read", what, mm_ms, read_ms, rel, tol, "");
   return MMT_OK;
 }
 
 static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, int64_t k,
-                              int64_t r, bool zipf, tally *tl, tally *loop, ut_err *err) {
+                              int64_t r, bool zipf, grouped_tallies *ts, ut_err *err) {
   mmt_status rc = MMT_OK;
   const mmt_dtype t = b->o->type;
   const size_t e = (size_t)mb_size_of(t), al = 256;
@@ -158,7 +171,7 @@ static mmt_status grouped_one(bench *b, const char *name, int64_t g, int64_t n, 
   gc.d.batch = g, gc.d.stride_b = n * k, gc.d.group_mode = MMT_GROUP_CONTIGUOUS;
   gc.d.group_rows = (const int32_t *)(uintptr_t)rows_dev, gc.d.group_tokens = r;
   if (!(rc = grouped_operands(b, &gc, copies, err)))
-    rc = grouped_measure(b, &gc, copies, name, zipf, tl, loop, err);
+    rc = grouped_measure(b, &gc, copies, name, zipf, ts, err);
 cleanup:
   if (gc.base) b->cu->cuMemFree(gc.base);
   if (gc.ptrs) b->cu->cuMemFree(gc.ptrs);
@@ -171,8 +184,8 @@ cleanup:
 }
 
 /* Mixture-of-experts layers: Mixtral's (8 experts, its up and down projections) and
- * fine-grained ones (64 to 160 experts), each at 16 to 16384 routed rows, both routings. */
-mmt_status mb_grouped_family(bench *b, tally *tl, tally *loop, ut_err *err) {
+ * fine-grained ones (64 to 160 experts), each at 1 to 16384 routed rows, both routings. */
+mmt_status mb_grouped_family(bench *b, grouped_tallies *ts, ut_err *err) {
   static const struct {
     const char *name;
     int64_t g, n, k;
@@ -181,12 +194,12 @@ mmt_status mb_grouped_family(bench *b, tally *tl, tally *loop, ut_err *err) {
                 {"64x1408x2048", 64, 1408, 2048},
                 {"128x768x2048", 128, 768, 2048},
                 {"160x1536x5120", 160, 1536, 5120}};
-  static const int64_t routed[] = {16, 256, 2048, 16384};
+  static const int64_t routed[] = {1, 16, 64, 256, 2048, 16384};
   mmt_status rc = MMT_OK;
   for (size_t l = 0; l < sizeof layers / sizeof layers[0] && !rc; l++)
     for (size_t i = 0; i < sizeof routed / sizeof routed[0] && !rc; i++)
       for (int zipf = 0; zipf < 2 && !rc; zipf++)
         rc = grouped_one(b, layers[l].name, layers[l].g, layers[l].n, layers[l].k, routed[i], zipf,
-                         tl, loop, err);
+                         ts, err);
   return rc;
 }
