@@ -5,10 +5,12 @@
  * and whose architecture the device runs, with the cost the database already holds for it.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/tune_int.h"
 #include "gpu/measure.h"
@@ -78,8 +80,8 @@ static mmt_status kernel_map_add(tune_run *r, int kid, ut_err *err) {
   return MMT_OK;
 }
 
-/* Finds or adds the kernel for (template, config, dtype).  A new one is emitted for its launch
- * description (requirements, name) but not compiled: see submit. */
+/* Finds or adds the kernel for (template, config, dtype); a new one is not emitted yet
+ * (kernel_emit, emit_kernels). */
 static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_config *cfg,
                              const char *dtype, int *kid, ut_err *err) {
   if ((*kid = kernel_find(r, ti, dtype, index)) >= 0) return MMT_OK;
@@ -92,17 +94,123 @@ static mmt_status kernel_for(tune_run *r, int ti, uint64_t index, const gen_conf
   k->index = index;
   snprintf(k->dtype, sizeof k->dtype, "%s", dtype);
   mmt_status rc = gen_config_format(r->ts[ti], cfg, k->params, sizeof k->params, err);
+  if (rc) return rc;
+  *kid = r->nkernels++;
+  return kernel_map_add(r, *kid, err);
+}
+
+/* Emits kernel k on t (its template, or a copy of it) for its launch description
+ * (requirements, launch shape, hash); not compiled: see submit. */
+static mmt_status kernel_emit(const tune_run *r, gen_template *t, tune_kernel *k, ut_err *err) {
+  gen_config cfg;
+  gen_config_at(t, k->index, &cfg);
   gen_op op;
-  const gen_op *opp = tn_tune_op(r, dtype, &op) ? &op : NULL;
-  if (!rc) rc = gen_emit_op(r->ts[ti], cfg, dtype, r->layout, opp, &k->spec, err);
+  const gen_op *opp = tn_tune_op(r, k->dtype, &op) ? &op : NULL;
+  mmt_status rc = gen_emit_op(t, &cfg, k->dtype, r->layout, opp, &k->spec, err);
   if (rc) return rc;
   rt_kernel_hash(&k->spec, k->kernel_hash);
   ut_err no_tile; /* a template whose grid names no tile: its rows go without a launch shape */
-  (void)rt_launch_of(r->ts[ti], cfg, &k->spec, &k->launch, &no_tile);
+  (void)rt_launch_of(t, &cfg, &k->spec, &k->launch, &no_tile);
   free(k->spec.source); /* emitted again when submitted: thousands of sources add up */
   k->spec.source = NULL;
-  *kid = r->nkernels++;
-  return kernel_map_add(r, *kid, err);
+  k->emitted = true;
+  return MMT_OK;
+}
+
+/* ---- work on threads: a Lua state serves one thread, so each has its own copy of the
+ * template, loaded from its file (a few milliseconds) ---- */
+
+#define PLAN_THREADS 16
+
+/* A share of work on template t: items first, first + stride, ... of `user`'s. */
+typedef mmt_status (*share_fn)(const tune_run *r, gen_template *t, int64_t first, int64_t stride,
+                               void *user, ut_err *err);
+
+typedef struct {
+  const tune_run *r;
+  gen_template *t;
+  int64_t first, stride;
+  share_fn fn;
+  void *user;
+  mmt_status rc;
+  ut_err err;
+} share;
+
+static void *share_run(void *arg) {
+  share *s = arg;
+  gen_template *t = s->t, *copy = NULL;
+  if (s->stride > 1) { /* its own copy, which must be the template the run loaded */
+    if ((s->rc = gen_load(gen_path(t), &copy, &s->err)) ||
+        (s->rc = gen_set_device(copy, gen_device_of(t), &s->err))) {
+      gen_free(copy);
+      return NULL;
+    }
+    if (strcmp(gen_source_hash(copy), gen_source_hash(t)) != 0) {
+      s->rc = ut_fail(&s->err, MMT_ERR_TEMPLATE, "template '%s' changed on disk during the run",
+                      gen_name(t));
+      gen_free(copy);
+      return NULL;
+    }
+    t = copy;
+  }
+  s->rc = s->fn(s->r, t, s->first, s->stride, s->user, &s->err);
+  gen_free(copy);
+  return NULL;
+}
+
+/* The threads for `items` items of work of about `item_us` microseconds each: one below about
+ * 20 ms of work, else the run's --jobs or CPUs, at most PLAN_THREADS. */
+static int plan_threads(const tune_run *r, int64_t items, double item_us) {
+  if ((double)items * item_us < 20000) return 1;
+  long n = r->jobs > 0 ? r->jobs : sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > PLAN_THREADS ? PLAN_THREADS : (int)n;
+}
+
+/* fn's n shares of work on t, on n threads (n 1: on this one, on t itself); the first error. */
+static mmt_status on_threads(const tune_run *r, gen_template *t, int n, share_fn fn, void *user,
+                             ut_err *err) {
+  share shares[PLAN_THREADS];
+  pthread_t threads[PLAN_THREADS];
+  bool started[PLAN_THREADS] = {false};
+  if (n < 1) n = 1;
+  if (n > PLAN_THREADS) n = PLAN_THREADS;
+  for (int i = 0; i < n; i++) {
+    shares[i] = (share){.r = r, .t = t, .first = i, .stride = n, .fn = fn, .user = user};
+    if (n > 1 && pthread_create(&threads[i], NULL, share_run, &shares[i]) == 0)
+      started[i] = true;
+    else if (n > 1)
+      shares[i].rc = ut_fail(&shares[i].err, MMT_ERR_NOMEM, "cannot start a thread");
+  }
+  if (n == 1) share_run(&shares[0]);
+  mmt_status rc = MMT_OK;
+  for (int i = 0; i < n; i++) {
+    if (started[i]) pthread_join(threads[i], NULL);
+    if (!rc && shares[i].rc) rc = shares[i].rc, *err = shares[i].err;
+  }
+  return rc;
+}
+
+/* ---- emission ---- */
+
+/* Kernels to emit: kid[0 .. count) of r->kernels. */
+typedef struct {
+  const int *kid;
+  int count;
+} emit_batch;
+
+static mmt_status emit_share(const tune_run *r, gen_template *t, int64_t first, int64_t stride,
+                             void *user, ut_err *err) {
+  const emit_batch *b = user;
+  mmt_status rc = MMT_OK;
+  for (int64_t j = first; j < b->count && !rc; j += stride)
+    rc = kernel_emit(r, t, &r->kernels[b->kid[j]], err);
+  return rc;
+}
+
+/* Emits kernels kid[0 .. count) of template ti (about 3 ms each of wgmma's). */
+static mmt_status emit_kernels(tune_run *r, int ti, const int *kid, int count, ut_err *err) {
+  emit_batch b = {kid, count};
+  return on_threads(r, r->ts[ti], plan_threads(r, count, 1000), emit_share, &b, err);
 }
 
 /* Queues kernel kid's compile (once). */
@@ -373,12 +481,50 @@ static int builtin_configs(const gen_template *t, int cc_major, const gen_proble
   return n;
 }
 
+/* Config indices, in the order found. */
+typedef struct {
+  uint64_t *index;
+  int count, cap;
+} index_list;
+
+/* Each share's configs valid with no problem (valid_space), in its own list. */
+typedef struct {
+  const char *dtype;
+  const gen_op *op;
+  index_list found[PLAN_THREADS];
+} space_check;
+
+static mmt_status space_share(const tune_run *r, gen_template *t, int64_t first, int64_t stride,
+                              void *user, ut_err *err) {
+  space_check *c = user;
+  mmt_status rc = MMT_OK;
+  for (uint64_t i = (uint64_t)first; i < gen_space_size(t) && !rc; i += (uint64_t)stride) {
+    gen_config cfg;
+    bool valid = false;
+    gen_config_at(t, i, &cfg);
+    if ((rc = gen_check_op_for(t, &cfg, c->dtype, r->layout, c->op, &valid, NULL, 0, err)) ||
+        !valid)
+      continue;
+    index_list *f = &c->found[first];
+    uint64_t *grown = ut_grow(f->index, &f->cap, f->count + 1, sizeof *grown);
+    if (!grown) return ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+    f->index = grown;
+    f->index[f->count++] = i;
+  }
+  return rc;
+}
+
+static int compare_index(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* The configs of template ti valid for some problem of dtype in the run's layout and op
  * (struct tune_space), checked the first time a pass asks.  A template's space is the
  * product of its parameters' values (wgmma's 663,552 configs, about 9,700 of them valid):
  * checking every one against every problem took a main job's first pass 105 of its 195 s on
- * an H100, where each problem now checks the valid ones alone (a pass of bf16 nt: about
- * 1.8 s on one core, its kernels' emission included). */
+ * an H100, where each problem now checks the valid ones alone.  The check runs the template's
+ * Lua for each config (wgmma with an op: 4.5 s on one core), so it is shared among threads. */
 static mmt_status valid_space(tune_run *r, int ti, const char *dtype, const tune_space **out,
                               ut_err *err) {
   for (int i = 0; i < r->nspaces; i++)
@@ -395,30 +541,61 @@ static mmt_status valid_space(tune_run *r, int ti, const char *dtype, const tune
   snprintf(s->dtype, sizeof s->dtype, "%s", dtype);
   gen_template *t = r->ts[ti];
   gen_op op;
-  const gen_op *opp = tn_tune_op(r, dtype, &op) ? &op : NULL;
-  int cap = 0;
-  mmt_status rc = MMT_OK;
-  for (uint64_t i = 0; i < gen_space_size(t) && !rc; i++) {
-    gen_config cfg;
-    bool valid = false;
-    gen_config_at(t, i, &cfg);
-    if ((rc = gen_check_op_for(t, &cfg, dtype, r->layout, opp, &valid, NULL, 0, err)) || !valid)
-      continue;
-    uint64_t *grown = ut_grow(s->index, &cap, s->count + 1, sizeof *grown);
-    if (!grown) {
-      rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-      break;
-    }
-    s->index = grown;
-    s->index[s->count++] = i;
+  space_check c = {.dtype = dtype, .op = tn_tune_op(r, dtype, &op) ? &op : NULL};
+  const int n = plan_threads(r, (int64_t)gen_space_size(t), 5);
+  mmt_status rc = on_threads(r, t, n, space_share, &c, err);
+  int total = 0;
+  for (int i = 0; i < n; i++) total += c.found[i].count;
+  if (!rc && total && !(s->index = malloc((size_t)total * sizeof *s->index)))
+    rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    if (!rc) memcpy(s->index + s->count, c.found[i].index, (size_t)c.found[i].count * 8);
+    if (!rc) s->count += c.found[i].count;
+    free(c.found[i].index);
   }
   if (rc) {
     free(s->index);
     return rc;
   }
+  qsort(s->index, (size_t)s->count, sizeof *s->index, compare_index);
   r->nspaces++;
   *out = s;
   return MMT_OK;
+}
+
+/* The kernels of template ti's configs valid for problem p (of those valid for any problem,
+ * valid_space) into *kid (owned, *count of them, in the space's order), every one emitted. */
+static mmt_status problem_kernels(tune_run *r, int ti, const gen_problem *p, int **kid, int *count,
+                                  ut_err *err) {
+  gen_template *t = r->ts[ti];
+  const tune_space *space = NULL;
+  *kid = NULL, *count = 0;
+  mmt_status rc = valid_space(r, ti, p->dtype, &space, err);
+  int *fresh = NULL, nfresh = 0, cap = 0, fresh_cap = 0;
+  for (int j = 0; !rc && j < space->count; j++) {
+    gen_config cfg;
+    bool valid = false;
+    gen_config_at(t, space->index[j], &cfg);
+    if ((rc = gen_check(t, &cfg, p, &valid, NULL, 0, err)) || !valid) continue;
+    int id = -1;
+    if ((rc = kernel_for(r, ti, space->index[j], &cfg, p->dtype, &id, err))) break;
+    int *grown = ut_grow(*kid, &cap, *count + 1, sizeof *grown);
+    int *grown_fresh = r->kernels[id].emitted
+                           ? fresh
+                           : ut_grow(fresh, &fresh_cap, nfresh + 1, sizeof *grown_fresh);
+    if (grown) *kid = grown;
+    if (grown_fresh) fresh = grown_fresh;
+    if (!grown || !grown_fresh) {
+      rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+      break;
+    }
+    (*kid)[(*count)++] = id;
+    if (!r->kernels[id].emitted) fresh[nfresh++] = id;
+  }
+  if (!rc && nfresh) rc = emit_kernels(r, ti, fresh, nfresh, err);
+  free(fresh);
+  if (rc) free(*kid), *kid = NULL, *count = 0;
+  return rc;
 }
 
 /* Adds template ti's valid configs as candidates of problem pb: those valid for any problem
@@ -431,17 +608,13 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
   gen_config starts[32];
   gen_config_default(t, &starts[0]);
   const int nstarts = 1 + builtin_configs(t, r->dev.cc_major, &p, starts + 1, 31);
-  const tune_space *space = NULL;
-  mmt_status rc = valid_space(r, ti, pb->dtype, &space, err);
-  for (int j = 0; !rc && j < space->count; j++) {
-    const uint64_t i = space->index[j];
+  int *kids = NULL, nkids = 0;
+  mmt_status rc = problem_kernels(r, ti, &p, &kids, &nkids, err);
+  for (int j = 0; !rc && j < nkids; j++) {
+    const int kid = kids[j];
+    const uint64_t i = r->kernels[kid].index;
     gen_config cfg;
-    bool valid = false;
     gen_config_at(t, i, &cfg);
-    if ((rc = gen_check(t, &cfg, &p, &valid, NULL, 0, err))) return rc;
-    if (!valid) continue;
-    int kid = -1;
-    if ((rc = kernel_for(r, ti, i, &cfg, pb->dtype, &kid, err))) return rc;
     if (!gen_requires_met(&r->kernels[kid].spec.requires, &p)) continue;
     char arch[16];
     ut_err why;
@@ -453,9 +626,10 @@ static mmt_status plan_template(tune_run *r, tune_problem *pb, int ti, const kno
     for (int s = 0; s < nstarts && !c.is_default; s++)
       c.is_default = !memcmp(cfg.v, starts[s].v, (size_t)cfg.n * sizeof cfg.v[0]);
     double known;
-    if ((rc = known_cost(r, pb, kid, ks, &known, err))) return rc;
-    if ((rc = add_candidate(pb, &c, kid, known, err))) return rc;
+    if ((rc = known_cost(r, pb, kid, ks, &known, err))) break;
+    rc = add_candidate(pb, &c, kid, known, err);
   }
+  free(kids);
   return rc;
 }
 

@@ -26,6 +26,7 @@ struct tune_kernel {
   gen_kernel spec;      /* launch description; its source is emitted again when submitted */
   db_launch launch;     /* its launch shape (rt_launch_of), stored with its rows; 0s: unknown */
   char kernel_hash[17]; /* rt_kernel_hash: what its rows say they measured */
+  bool emitted;         /* spec, launch and kernel_hash are filled (the plan emits in batches) */
   bool submitted, compiled;
   mmt_status compile_rc;
   char compile_error[512];
