@@ -378,6 +378,16 @@ __device__ __forceinline__ void epi_group_vectors(mmt_epilogue& E, long long z, 
 }
 #endif
 
+/* A per-tensor scale at p, read-only for the kernel's life, through an asm the compiler may
+ * merge with the same one elsewhere: a __ldg of it was issued again after every store to D (a
+ * store might alias it), and in wgmma's ping-pong kernels those loads in flight took the
+ * registers that made its FP8 and scale=tensor kernels spill. */
+__device__ __forceinline__ float epi_tensor_scale(const float* p) {
+  float x;
+  asm("ld.global.nc.f32 %0, [%1];" : "=f"(x) : "l"(p));
+  return x;
+}
+
 /* alpha * P[r][c] (v) scaled and biased: x of gen.h's formula. */
 __device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long r, long long c) {
 #if EPI_SCALE_ROW
@@ -386,8 +396,8 @@ __device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long
 #if EPI_SCALE_COL
   v *= __ldg(E.scale_col + c);
 #endif
-#if EPI_SCALE_TENSOR /* the same two floats for every element: L1 hits after the first */
-  v *= __ldg(E.scale_row) * __ldg(E.scale_col);
+#if EPI_SCALE_TENSOR /* the same two floats for every element */
+  v *= epi_tensor_scale(E.scale_row) * epi_tensor_scale(E.scale_col);
 #endif
 #if EPI_BIAS
   const long long b = EPI_BIAS == 1 ? c : r;
