@@ -232,10 +232,10 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
  * the plain GEMM and an op of plain stores): each SM's units in turn times their tile's
  * elements times RT_MODEL_EPILOGUE_NS times the op's weight (a bias 1, a scale vector 0.5, an
  * FP8 D 0.5, the activation: relu 0.2, silu 1, tanh GELU 1.2, erf GELU 2; gated: half of it and
- * a product; a residual's C RT_MODEL_C_READ_WEIGHT a byte of its element).  A launch with `overlap` hides every unit's but the SM's last, which one of two
- * consumers runs alone: two units' worth (so ping-pong loses where each SM has one tile, ties
- * at two).  Added to rt_model_predict's time, outside the fitted part (an op row is fitted
- * with it taken off). */
+ * a product; a residual's C RT_MODEL_C_READ_WEIGHT a byte of its element).  A launch with
+ * `overlap` hides every unit's but the SM's last, which one of two consumers runs alone: two
+ * units' worth (so ping-pong loses where each SM has one tile, ties at two).  Added to
+ * rt_model_predict's time, outside the fitted part (an op row is fitted with it taken off). */
 double rt_model_epilogue_ms(const rt_model_device *dev, const db_launch *launch,
                             const gen_problem *p);
 

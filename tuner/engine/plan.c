@@ -549,7 +549,8 @@ static mmt_status valid_space(tune_run *r, int ti, const char *dtype, const tune
   if (!rc && total && !(s->index = malloc((size_t)total * sizeof *s->index)))
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n; i++) {
-    if (!rc) memcpy(s->index + s->count, c.found[i].index, (size_t)c.found[i].count * 8);
+    if (!rc)
+      memcpy(s->index + s->count, c.found[i].index, (size_t)c.found[i].count * sizeof *s->index);
     if (!rc) s->count += c.found[i].count;
     free(c.found[i].index);
   }
@@ -571,30 +572,26 @@ static mmt_status problem_kernels(tune_run *r, int ti, const gen_problem *p, int
   const tune_space *space = NULL;
   *kid = NULL, *count = 0;
   mmt_status rc = valid_space(r, ti, p->dtype, &space, err);
-  int *fresh = NULL, nfresh = 0, cap = 0, fresh_cap = 0;
+  /* at most every valid config's kernel: the new ones among them at the end, emitted there */
+  int *ids = rc ? NULL : malloc((size_t)(space->count > 0 ? space->count : 1) * sizeof *ids);
+  if (!rc && !ids) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  int n = 0, fresh = 0;
   for (int j = 0; !rc && j < space->count; j++) {
     gen_config cfg;
     bool valid = false;
     gen_config_at(t, space->index[j], &cfg);
     if ((rc = gen_check(t, &cfg, p, &valid, NULL, 0, err)) || !valid) continue;
-    int id = -1;
-    if ((rc = kernel_for(r, ti, space->index[j], &cfg, p->dtype, &id, err))) break;
-    int *grown = ut_grow(*kid, &cap, *count + 1, sizeof *grown);
-    int *grown_fresh = r->kernels[id].emitted
-                           ? fresh
-                           : ut_grow(fresh, &fresh_cap, nfresh + 1, sizeof *grown_fresh);
-    if (grown) *kid = grown;
-    if (grown_fresh) fresh = grown_fresh;
-    if (!grown || !grown_fresh) {
-      rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
-      break;
-    }
-    (*kid)[(*count)++] = id;
-    if (!r->kernels[id].emitted) fresh[nfresh++] = id;
+    if (!(rc = kernel_for(r, ti, space->index[j], &cfg, p->dtype, &ids[n], err)))
+      fresh += !r->kernels[ids[n++]].emitted;
   }
-  if (!rc && nfresh) rc = emit_kernels(r, ti, fresh, nfresh, err);
-  free(fresh);
-  if (rc) free(*kid), *kid = NULL, *count = 0;
+  int *todo = fresh && !rc ? malloc((size_t)fresh * sizeof *todo) : NULL;
+  if (fresh && !rc && !todo) rc = ut_fail(err, MMT_ERR_NOMEM, "out of memory");
+  for (int j = 0, f = 0; todo && j < n; j++)
+    if (!r->kernels[ids[j]].emitted) todo[f++] = ids[j];
+  if (todo) rc = emit_kernels(r, ti, todo, fresh, err);
+  free(todo);
+  if (rc) free(ids), ids = NULL, n = 0;
+  *kid = ids, *count = n;
   return rc;
 }
 

@@ -89,6 +89,13 @@ static unsigned nan_word(const tn_gpu *g) {
                             : 0x7e007e00u;
 }
 
+/* A residual op's C (gen_op.residual) at x, n elements of D's type: random, the same values
+ * wherever it is placed (a function of the seed and the index, as the inputs' fills). */
+static mmt_status fill_residual_c(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr x, size_t n,
+                                  ut_err *err) {
+  return fill_typed(g, x, n, fill_bits(g->out_elem, g->out_bf16), o->seed * 2 + 6, err);
+}
+
 /* The op's random vectors (bias of its type, scales in float) and their float copies. */
 static mmt_status fill_vectors(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -121,8 +128,7 @@ mmt_status tn_gpu_prepare_inputs(tn_gpu *g, const tn_measure_opts *o, ut_err *er
   RT_CU_CHECK(g->cu, cuMemsetD32(g->c, nan_word(g),
                                  g->c_elems * (size_t)g->copies * (size_t)g->out_elem / 4));
   /* a residual's C, random, beside every copy's D (gen_op.residual; not an FP8 D) */
-  if (g->c_in && (rc = fill_typed(g, g->c_in, g->c_elems * (size_t)g->copies,
-                                  fill_bits(g->out_elem, g->out_bf16), o->seed * 2 + 6, err)))
+  if (g->c_in && (rc = fill_residual_c(g, o, g->c_in, g->c_elems * (size_t)g->copies, err)))
     return rc;
 cleanup:
   return rc;
@@ -441,9 +447,7 @@ static mmt_status place_operands(tn_gpu *g, const tn_measure_opts *o, int which,
   if (g->has_op && (rc = place_vectors(g, o, side, err))) return rc;
   if (g->has_op && g->op.residual) { /* C: random values, read where D is written */
     g->use_c = tn_guard_place(&g->guard[6], g->c_extent * (size_t)g->out_elem, g->align, side);
-    if ((rc = fill_typed(g, g->use_c, g->c_extent, fill_bits(g->out_elem, g->out_bf16),
-                         o->seed * 2 + 6, err)))
-      return rc;
+    if ((rc = fill_residual_c(g, o, g->use_c, g->c_extent, err))) return rc;
   }
 cleanup:
   return rc;
