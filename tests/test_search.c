@@ -536,6 +536,9 @@ static void test_cli_options(void **state) {
   assert_string_equal(out, "mmtune tune: --limit must be a positive number of seconds, got "
                            "'soon'\n");
   assert_int_equal(run_cli("tune --shapes 8x8x8 --limit 0", out, sizeof out), 2);
+  assert_string_equal(out, "mmtune tune: --limit must be a positive number of seconds, got '0'\n");
+  assert_int_equal(run_cli("tune --limit -3", out, sizeof out), 2);
+  assert_string_equal(out, "mmtune tune: --limit must be a positive number of seconds, got '-3'\n");
   assert_int_equal(run_cli("tune --help", out, sizeof out), 0);
   assert_non_null(strstr(out, "--strategy NAME"));
   assert_non_null(strstr(out, "model (default), anneal, random or exhaustive"));
