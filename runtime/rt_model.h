@@ -108,10 +108,13 @@
  * column bias, 7.2 us with a bias and tanh GELU, where the tensor cores wait for it. */
 #define RT_MODEL_EPILOGUE_NS 0.1
 /* A residual's read of C in the epilogue (gen_op.residual), in those units a byte of C's
- * element: on an H100 at 8192 x 4096 x 4096 f16 (nt) a C added cost wgmma's cooperative
- * 128 x 256 (4 tiles an SM in turn) 0.0476 ms, 11.9 us a tile, 3.6 units of its 32768
- * elements; ping-pong's 128 x 128 0.0150 ms (0.4360 -> 0.4836 and 0.4518 -> 0.4668 ms). */
-#define RT_MODEL_C_READ_WEIGHT 1.8
+ * element.  On an H100 at 8192 x 4096 x 4096 f16 (nt), since the 16-bit epilogues read a run
+ * of C's pairs before they store any (the epilogue snippet's EPI_RUN), a C added cost wgmma's
+ * cooperative 128 x 256 0.0029 ms (0.4556 -> 0.4585 ms; 0.05 units a byte) and ping-pong's
+ * 128 x 128 0.0101 ms (0.4519 -> 0.4620; its C read beside the other consumer's main loop:
+ * 1.5 units a byte of its two exposed units); a store after each pair's read had cost the
+ * cooperative kernel 0.0476 ms. */
+#define RT_MODEL_C_READ_WEIGHT 0.5
 
 /* The GPU the model predicts for.  sm_count 0: the rows' count, else 132; cc_major 0: the
  * rows', else 9. */

@@ -404,30 +404,51 @@ local op_epilogue = [[
 #if !SWAP && !EPI_GATED && (EPI_OUT == 1 || EPI_OUT == 2)
     /* A 16-bit D: a pair is 4 bytes, so pair stores would write half sectors (the op kernels
      * ran at 0.35x a strided-batched cuBLAS on attention's Q K^T, K = 64, where the epilogue is
-     * the kernel).  A tile wholly inside D with D 16-byte aligned: the values as the pairs
-     * make them, then the quad exchange of the plain epilogue and one 16-byte store a lane. */
+     * the kernel).  A tile wholly inside D with D 16-byte aligned (and C 4-byte, when read):
+     * in runs of EPI_RUN groups of columns (the epilogue snippet: a run's reads, then its
+     * stores), the values as the pairs make them, then the quad exchange of the plain epilogue
+     * and one 16-byte store a lane. */
     out_t* const d_tile = epi_d(E) + row0 * E.ldd + col0;
     const bool d_vec =
         ((reinterpret_cast<unsigned long long>(d_tile) | (unsigned long long)E.ldd * 2) & 15) == 0;
-    if (m_left >= BM && n_left >= BN && d_vec) {
+    const bool c_pairs =
+        beta == 0.0f || ((reinterpret_cast<unsigned long long>(C) | (unsigned long long)ldc * 2) & 3) == 0;
+    if (m_left >= BM && n_left >= BN && d_vec && c_pairs) {
       const int q = lane & 3;
+      constexpr int RUN = (BN / 32) % EPI_RUN == 0 ? EPI_RUN : (BN / 32) % 2 == 0 ? 2 : 1;
+#pragma unroll
+      for (int g0 = 0; g0 < BN / 32; g0 += RUN) {
+        epi_vecs wc[RUN][4][2]; /* the run's per-column vectors: pair (g, jj), column e */
+#pragma unroll
+        for (int g = 0; g < RUN; ++g)
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              wc[g][jj][e] = epi_col_vecs(E, col0 + (4 * (g0 + g) + jj) * 8 + 2 * q + e);
 ]] .. each_row([[
           const int r = r0 + i * 64 + h * 8; /* row in the tile */
           out_t* const d_row = d_tile + r * E.ldd;
+          unsigned c2[RUN][4]; /* C's pairs of the run in this row (beta != 0) */
 #pragma unroll
-          for (int g = 0; g < BN / 32; ++g) {
+          for (int g = 0; g < RUN; ++g)
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj)
+              c2[g][jj] = epi_c_pair(C, ldc, beta, row0 + r, col0 + (4 * (g0 + g) + jj) * 8 + 2 * q);
+#pragma unroll
+          for (int g = 0; g < RUN; ++g) {
             unsigned p[4];
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj) {
-              const int j = 4 * g + jj, c = j * 8 + 2 * q;
-              p[jj] = epi_pack2(
-                  epi_value(E, C, ldc, beta, row0 + r, col0 + c, alpha * acc[i][4 * j + 2 * h]),
-                  epi_value(E, C, ldc, beta, row0 + r, col0 + c + 1,
-                            alpha * acc[i][4 * j + 2 * h + 1]));
+              const int j = 4 * (g0 + g) + jj;
+              p[jj] = epi_pair(E, beta, c2[g][jj], epi_row_vecs(E, row0 + r, wc[g][jj][0]),
+                               epi_row_vecs(E, row0 + r, wc[g][jj][1]), alpha * acc[i][4 * j + 2 * h],
+                               alpha * acc[i][4 * j + 2 * h + 1]);
             }
-            *reinterpret_cast<uint4*>(d_row + g * 32 + q * 8) = quad_transpose(p, lane);
+            *reinterpret_cast<uint4*>(d_row + (g0 + g) * 32 + q * 8) = quad_transpose(p, lane);
           }
 ]]) .. [[
+      }
     } else
 #elif !SWAP && EPI_GATED && (EPI_OUT == 1 || EPI_OUT == 2)
     /* Gated, the same for D's columns: a lane's pair makes one element (column 4j + q of

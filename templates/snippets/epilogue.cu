@@ -212,7 +212,8 @@ __device__ __forceinline__ out_t* epi_d(const mmt_epilogue& E) {
 /* Grouped (mmtune.h's mmt_group_mode): which expert the block's tile row t is, its first
  * row (in A's and D's rows as launched) and its rows; false when the tile has no rows.
  * Contiguous: the launch's tile rows are the experts' in turn, each expert's rows in whole
- * tiles of bm (ceil(rows / bm) of them, so ceil(M / bm) + G tile rows cover any routing);
+ * tiles of bm (ceil(rows / bm) of them, so ceil(M / bm) + min(G, M) tile rows cover any
+ * routing: an expert with rows has at most one partial tile);
  * t becomes the tile row within the expert.  The warp reads the G + 1 offsets 32 at a time
  * (every lane active: this runs first), scans the experts' tile counts and finds t's.
  * Masked: blockIdx.z is the expert, its rows the first group_rows[z] of its M.  An expert
@@ -388,26 +389,59 @@ __device__ __forceinline__ float epi_tensor_scale(const float* p) {
   return x;
 }
 
-/* alpha * P[r][c] (v) scaled and biased: x of gen.h's formula. */
-__device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long r, long long c) {
+/* The per-row and per-column vectors' values at product element (r, c), read (those the op
+ * has not: 0, never used): the column's (epi_col_vecs) and the row's (epi_row_vecs) apart, for
+ * a kernel that reads a column's once for all its rows. */
+struct epi_vecs {
+  float bias, scale_row, scale_col;
+};
+__device__ __forceinline__ epi_vecs epi_col_vecs(const mmt_epilogue& E, long long c) {
+  epi_vecs w = {0.0f, 0.0f, 0.0f};
+#if EPI_SCALE_COL
+  w.scale_col = __ldg(E.scale_col + c);
+#endif
+#if EPI_BIAS == 1 && EPI_BIAS_F32
+  w.bias = __ldg(reinterpret_cast<const float*>(E.bias) + c);
+#elif EPI_BIAS == 1
+  w.bias = epi_from_out(reinterpret_cast<const out_t*>(E.bias)[c]);
+#endif
+  return w;
+}
+/* w (a column's) with row r's values. */
+__device__ __forceinline__ epi_vecs epi_row_vecs(const mmt_epilogue& E, long long r, epi_vecs w) {
 #if EPI_SCALE_ROW
-  v *= __ldg(E.scale_row + r);
+  w.scale_row = __ldg(E.scale_row + r);
+#endif
+#if EPI_BIAS == 2 && EPI_BIAS_F32
+  w.bias = __ldg(reinterpret_cast<const float*>(E.bias) + r);
+#elif EPI_BIAS == 2
+  w.bias = epi_from_out(reinterpret_cast<const out_t*>(E.bias)[r]);
+#endif
+  return w;
+}
+__device__ __forceinline__ epi_vecs epi_vecs_at(const mmt_epilogue& E, long long r, long long c) {
+  return epi_row_vecs(E, r, epi_col_vecs(E, c));
+}
+
+/* alpha * P[r][c] (v) scaled and biased by the vectors' values w there: x of gen.h's formula. */
+__device__ __forceinline__ float epi_x_with(const mmt_epilogue& E, float v, const epi_vecs& w) {
+#if EPI_SCALE_ROW
+  v *= w.scale_row;
 #endif
 #if EPI_SCALE_COL
-  v *= __ldg(E.scale_col + c);
+  v *= w.scale_col;
 #endif
 #if EPI_SCALE_TENSOR /* the same two floats for every element */
   v *= epi_tensor_scale(E.scale_row) * epi_tensor_scale(E.scale_col);
 #endif
 #if EPI_BIAS
-  const long long b = EPI_BIAS == 1 ? c : r;
-#if EPI_BIAS_F32
-  v += __ldg(reinterpret_cast<const float*>(E.bias) + b);
-#else
-  v += epi_from_out(reinterpret_cast<const out_t*>(E.bias)[b]);
-#endif
+  v += w.bias;
 #endif
   return v;
+}
+
+__device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long r, long long c) {
+  return epi_x_with(E, v, epi_vecs_at(E, r, c));
 }
 
 /* beta * C[r][c], or 0 without reading C. */
@@ -426,6 +460,33 @@ __device__ __forceinline__ float epi_value(const mmt_epilogue& E, const out_t* C
 /* Two values of a 16-bit D as one 32-bit pair, lo at the lower address. */
 __device__ __forceinline__ unsigned epi_pack2(float lo, float hi) {
   return (unsigned)epi_to_out(lo) | (unsigned)epi_to_out(hi) << 16;
+}
+#endif
+
+#if (EPI_OUT == 1 || EPI_OUT == 2) && !EPI_GATED
+/* A 16-bit D's pairs in runs, for a kernel's path over whole tiles: the reads of a run of pairs
+ * first, then their values and stores.  D may be C (in place), so a read that follows a store
+ * in program order is issued after it: a kernel that read and stored pair by pair waited on
+ * memory once a pair, and the bias and residual ops of a cooperative 128 x 256 wgmma kernel
+ * took a tenth more time than its plain GEMM (8192 x 4096 x 4096 f16, H100).  The per-column
+ * vectors of a run of columns (epi_col_vecs) are read once for the tile's rows, C's pairs
+ * (epi_c_pair, 4-byte aligned) once a row.  EPI_RUN: groups of four pairs a run, so that a
+ * run's reads take at most about 32 registers. */
+#define EPI_RUN ((EPI_BIAS == 1) + EPI_SCALE_COL >= 2 ? 1 : (EPI_BIAS == 1) + EPI_SCALE_COL ? 2 : 4)
+__device__ __forceinline__ unsigned epi_c_pair(const out_t* C, int ldc, float beta, long long r,
+                                               long long c) {
+  return beta == 0.0f ? 0u : *reinterpret_cast<const unsigned*>(C + r * ldc + c);
+}
+/* D's pair from alpha * P's (v0, v1), the vectors' values there (w0, w1) and C's pair c2. */
+__device__ __forceinline__ unsigned epi_pair(const mmt_epilogue& E, float beta, unsigned c2,
+                                             const epi_vecs& w0, const epi_vecs& w1, float v0,
+                                             float v1) {
+  float x0 = epi_x_with(E, v0, w0), x1 = epi_x_with(E, v1, w1);
+  if (beta != 0.0f) {
+    x0 += beta * epi_from_out((out_t)(c2 & 0xffffu));
+    x1 += beta * epi_from_out((out_t)(c2 >> 16));
+  }
+  return epi_pack2(epi_act(x0), epi_act(x1));
 }
 #endif
 
