@@ -537,11 +537,16 @@ static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsig
   if (batch > 65535)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a batch of %lld in one launch (at most 65535)",
                    (long long)batch);
-  if (args->group == 'c') { /* G more tile rows: every expert's last, partial tile */
+  if (args->group == 'c') {
+    /* More tile rows for the experts' last, partial tiles: one an expert with rows, and at
+     * most M of the G have any (a decode step's few tokens: a launch of G more tile rows was
+     * mostly blocks that found no expert, 0.027 ms for one token of 128 experts' 768 x 2048
+     * where one expert's GEMM took 0.005) */
     if (k->grid[0].dim == 'S') return MMT_OK; /* persistent: its blocks walk them all */
+    const int64_t partial = batch < args->m ? batch : args->m;
     for (int i = 0; i < 3; i++)
       if (k->grid[i].dim == 'M') {
-        const int64_t rows = (int64_t)grid[i] + batch;
+        const int64_t rows = (int64_t)grid[i] + partial;
         if (rows > (i ? 65535 : INT32_MAX))
           return ut_fail(err, MMT_ERR_UNSUPPORTED, "%lld tile rows of a grouped call in one launch",
                          (long long)rows);

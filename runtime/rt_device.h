@@ -148,8 +148,8 @@ typedef struct {
   const rt_epilogue *epi; /* an op kernel's epilogue (required there, ignored elsewhere) */
   int64_t batch; /* an op kernel's problems (0 read as 1): grid.z when its rule is the constant
                     1, at most 65535; a kernel with any other grid.z takes 1 only */
-  char group;    /* an op kernel's grouping (gen_op's): 'c' contiguous launches grid.z 1 and G
-                    more tile rows (batch is G), 'm' masked grid.z = G; 0 none */
+  char group;    /* an op kernel's grouping (gen_op's): 'c' contiguous launches grid.z 1 and
+                    min(G, M) more tile rows (batch is G), 'm' masked grid.z = G; 0 none */
 } rt_gemm_args;
 
 /* Bytes of workspace a launch of k with args needs: the blocks of its grid times
