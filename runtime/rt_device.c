@@ -347,7 +347,10 @@ CUtensorMapL2promotion rt_tma_l2_promotion(uint64_t base, uint64_t pitch) {
 
 /* Encodes tm over the operand it names, as stored (gen.h's gen_tensor_map): dimension 0 the
  * contiguous one, 1 the rows.  A zero size (K == 0) becomes 1: the kernel loads nothing then,
- * but the driver rejects empty maps. */
+ * but the driver rejects empty maps, and addresses off 16 bytes: at K == 0 (alpha == 0 too)
+ * A and B are not read, so their pointers and pitches may be anything (misaligned, NULL); the
+ * map is then made at one of the call's 16-byte boundaries with a pitch of whole 16 bytes,
+ * and never used. */
 static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tensor_map *tm,
                              const rt_gemm_args *a, CUtensorMap *out, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -364,8 +367,13 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
                                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   cuuint64_t dims[3] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1), 1};
-  const CUdeviceptr base = is_b ? a->b : a->a;
+  CUdeviceptr base = is_b ? a->b : a->a;
+  if (a->k == 0) {
+    if (!base) base = a->c ? a->c : a->epi ? a->epi->d : 0;
+    base &= ~(CUdeviceptr)15;
+  }
   cuuint64_t strides[2] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem), 0};
+  if (a->k == 0) strides[0] = (dims[0] * (cuuint64_t)elem + 15) / 16 * 16; /* any pitch: unread */
   cuuint32_t box[3] = {tm->box[0], tm->box[1], 1}, element_strides[3] = {1, 1, 1};
   /* An op kernel's maps are 3-D, dimension 2 the batch (gen.h): one matrix where the operand
    * is shared (stride 0) or the batch is 1, its stride a multiple of 16 anyway. */
