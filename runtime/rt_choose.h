@@ -96,7 +96,9 @@
  * are odd, skinny's element loads in the blocks an anneal search found fastest (H100, f16: the
  * axpy body at 1x8193x4095 nn, 16 warps, 0.0331 ms; the dot body at 1x4095x8193 nt, 4 rows a
  * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there); and for FP8 ops that
- * allow fast accumulation, wgmma's 128 x 256 without promotion; for the promoting ones
+ * allow fast accumulation, wgmma's 128 x 256 without promotion and its ping-pong 128 x 128
+ * (1,339 TFLOP/s against 1,288 at 128 x 256 cooperative, 8192^3 e4m3 -> bf16 per tensor,
+ * H100, once its tensor scales stopped spilling); for the promoting ones
  * (RT_OFFER_FP8: the 16-bit types have 128 x 256), 128 x 192, the largest tile whose partial
  * sums fit (H100, e4m3 -> bf16 per tensor: 8192^3 1,185-1,209 TFLOP/s against 1,007 at
  * 128 x 128, 4096 x 7168 x 16384 1,178-1,219 against 1,051).  min_cc: the compute capability
@@ -121,6 +123,7 @@
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},     \
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,repack=1,swap=1", 0},    \
         {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,promote=0", 0},          \
+        {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,group=8,persist=2,promote=0", 0},         \
         {9, "wgmma", "bm=128,bn=192,stages=5,consumers=2,blocks=1,group=16", RT_OFFER_FP8},        \
         {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},          \
         {8, "mma_sync", "bm=128,bn=128,bk=32,wm=64,wn=64,stages=4,vec=8,swz=1,group=8", 0},        \
