@@ -17,13 +17,17 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 extern "C" {
 #include "mmtune.h"
@@ -296,17 +300,143 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
   return out;
 }
 
+/* act(z) and act'(z), elementwise (z floating), as mmtune/torch.py's _act_and_grad. */
+std::pair<at::Tensor, at::Tensor> act_and_grad(mmt_activation act, const at::Tensor &z) {
+  switch (act) {
+  case MMT_ACT_NONE: return {z, at::ones_like(z)};
+  case MMT_ACT_RELU: return {z.clamp_min(0), (z > 0).to(z.scalar_type())};
+  case MMT_ACT_GELU_ERF: {
+    const at::Tensor cdf = 0.5 * (1 + at::erf(z * 0.7071067811865476));
+    return {z * cdf, cdf + z * at::exp(-0.5 * z * z) * 0.3989422804014327};
+  }
+  case MMT_ACT_GELU_TANH: {
+    const double k = 0.7978845608028654;
+    const at::Tensor t = at::tanh(k * (z + 0.044715 * z.pow(3)));
+    return {0.5 * z * (1 + t), 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * k * (1 + 0.134145 * z * z)};
+  }
+  case MMT_ACT_SILU: {
+    const at::Tensor sg = at::sigmoid(z);
+    return {z * sg, sg * (1 + z * (1 - sg))};
+  }
+  }
+  TORCH_CHECK(false, "mmtune: an activation without a derivative here");
+}
+
+/* mmtune::_matmul_backward: the gradients of matmul's a, b, bias and c (those output_mask
+ * asks for; the others undefined, as are bias's and c's where they are), as PyTorch's eager
+ * autograd of the same expression computes them: the product recomputed (in the inputs' dtype,
+ * as eager saves a Linear's output) where the activation or the gate needs it, every GEMM
+ * torch's.  mmtune/torch.py's _backward is the same formula for its Python operators. */
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+matmul_backward(const at::Tensor &grad, const at::Tensor &a, const at::Tensor &b,
+                const std::optional<at::Tensor> &bias, const std::optional<at::Tensor> &c,
+                c10::string_view bias_mode, std::optional<c10::string_view> act, bool gated,
+                double alpha, double beta, bool trans_a, bool trans_b,
+                std::array<bool, 4> output_mask) {
+  const mmt_activation f = activation_of(act);
+  const bool col = bias_mode == "col";
+  const at::ScalarType wide = at::promote_types(grad.scalar_type(), at::kFloat);
+  const at::Tensor g = grad.to(wide);
+  const at::Tensor op_a = trans_a ? a.mT() : a, op_b = trans_b ? b.mT() : b;
+  const bool has_bias = bias && bias->defined(), has_c = c && c->defined() && beta != 0;
+  at::Tensor gx = g;
+  if (gated || f != MMT_ACT_NONE) {
+    at::Tensor x = alpha * at::matmul(op_a, op_b).to(wide);
+    if (has_bias) x = x + (col ? bias->to(wide) : bias->to(wide).unsqueeze(-1));
+    if (gated) { /* D = act(gate) * up + beta c, gate and up interleaved by column */
+      const at::Tensor gate = x.slice(-1, 0, c10::nullopt, 2), up = x.slice(-1, 1, c10::nullopt, 2);
+      const auto [y, dy] = act_and_grad(f, gate);
+      gx = at::stack({g * up * dy, g * y}, -1).flatten(-2);
+    } else {
+      if (has_c) x = x + beta * c->to(wide);
+      gx = g * act_and_grad(f, x).second;
+    }
+  }
+  at::Tensor ga, gb, gbias, gc;
+  const at::Tensor gp = (alpha * gx).to(a.scalar_type());
+  if (output_mask[0]) {
+    ga = at::matmul(gp, op_b.mT());
+    ga = (trans_a ? ga.mT() : ga).sum_to_size(a.sizes());
+  }
+  if (output_mask[1]) {
+    gb = at::matmul(op_a.mT(), gp);
+    gb = (trans_b ? gb.mT() : gb).sum_to_size(b.sizes());
+  }
+  if (output_mask[2] && has_bias)
+    gbias = (col ? gx : gx.mT()).sum_to_size(bias->sizes()).to(bias->scalar_type());
+  if (output_mask[3] && has_c)
+    gc = (beta * (gated ? g : gx)).sum_to_size(c->sizes()).to(c->scalar_type());
+  return {ga, gb, gbias, gc};
+}
+
+/* matmul's autograd node: its forward the kernels below autograd, its backward
+ * matmul_backward.  The tensors are its inputs; the rest rides along in `rest` (the node
+ * counts its inputs' gradients in that order, a missing bias or c taking none). */
+struct matmul_rest {
+  std::string bias_mode;
+  std::optional<std::string> act;
+  bool gated;
+  double alpha, beta;
+  std::optional<at::ScalarType> out_dtype;
+  bool trans_a, trans_b;
+};
+
+struct MatmulNode : public torch::autograd::Function<MatmulNode> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &a,
+                            const at::Tensor &b, const std::optional<at::Tensor> &bias,
+                            const std::optional<at::Tensor> &c, const matmul_rest &r) {
+    static const auto below = c10::Dispatcher::singleton()
+                                  .findSchemaOrThrow("mmtune::matmul", "")
+                                  .typed<decltype(matmul)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::optional<c10::string_view> act;
+    if (r.act) act = *r.act;
+    at::Tensor out = below.call(a, b, bias, r.bias_mode, act, r.gated, r.alpha, r.beta, c,
+                                r.out_dtype, r.trans_a, r.trans_b);
+    ctx->save_for_backward(
+        {a, b, bias ? *bias : at::Tensor(), c && r.beta != 0 ? *c : at::Tensor()});
+    ctx->saved_data["bias_mode"] = r.bias_mode;
+    ctx->saved_data["act"] = r.act ? *r.act : std::string("none");
+    ctx->saved_data["gated"] = r.gated;
+    ctx->saved_data["alpha"] = r.alpha;
+    ctx->saved_data["beta"] = r.beta;
+    ctx->saved_data["trans_a"] = r.trans_a;
+    ctx->saved_data["trans_b"] = r.trans_b;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &a = saved[0], &b = saved[1], &bias = saved[2], &c = saved[3];
+    /* the node's inputs: a, b, then bias and c where they were given (c saved where
+     * beta != 0: else its gradient is none) */
+    const size_t i_bias = 2, i_c = 2 + bias.defined();
+    const std::string bias_mode = ctx->saved_data["bias_mode"].toStringRef();
+    const std::string act = ctx->saved_data["act"].toStringRef();
+    auto [ga, gb, gbias, gc] = matmul_backward(
+        grads[0], a, b, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+        c.defined() ? std::optional<at::Tensor>(c) : std::nullopt, bias_mode, act,
+        ctx->saved_data["gated"].toBool(), ctx->saved_data["alpha"].toDouble(),
+        ctx->saved_data["beta"].toDouble(), ctx->saved_data["trans_a"].toBool(),
+        ctx->saved_data["trans_b"].toBool(),
+        {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+         bias.defined() && ctx->needs_input_grad(i_bias),
+         c.defined() && ctx->needs_input_grad(i_c)});
+    return {ga, gb, gbias, gc, at::Tensor()};
+  }
+};
+
 /* mmtune::matmul at the Autograd key.  No gradient asked for (grad mode off, or no tensor
  * argument requiring one: a no_grad region, a frozen model): straight below autograd, so that
- * the call costs what matmul_out's does.  Else mmtune::_matmul_autograd, the same kernels
- * with mmtune/torch.py's autograd kernel (the backward is PyTorch's own ops, written once
- * there). */
+ * the call costs what matmul_out's does.  Else MatmulNode: the same kernels and a C++
+ * backward node (its Python autograd kernel had cost about 74 us a call on an H100). */
 at::Tensor matmul_autograd(const at::Tensor &a, const at::Tensor &b,
                            const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
                            std::optional<c10::string_view> act, bool gated, double alpha,
                            double beta, const std::optional<at::Tensor> &c,
                            std::optional<at::ScalarType> out_dtype, bool trans_a, bool trans_b) {
-  using schema = decltype(matmul); /* one signature: the two ops' schemas are the same */
+  using schema = decltype(matmul);
   const bool grad =
       at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad() ||
                                      (bias && bias->requires_grad()) || (c && c->requires_grad()));
@@ -317,13 +447,10 @@ at::Tensor matmul_autograd(const at::Tensor &a, const at::Tensor &b,
     return below.call(a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a,
                       trans_b);
   }
-  /* registered by mmtune/torch.py: an error until it is imported (a static whose
-   * initialization throws is tried again on the next call) */
-  static const auto with_grad = c10::Dispatcher::singleton()
-                                    .findSchemaOrThrow("mmtune::_matmul_autograd", "")
-                                    .typed<schema>();
-  return with_grad.call(a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a,
-                        trans_b);
+  matmul_rest r{
+      std::string(bias_mode), std::nullopt, gated, alpha, beta, out_dtype, trans_a, trans_b};
+  if (act) r.act = std::string(*act);
+  return MatmulNode::apply(a, b, bias, c, r);
 }
 
 }  // namespace
@@ -345,15 +472,18 @@ TORCH_LIBRARY(mmtune, m) {
         "bool gated, float alpha, float beta, Tensor? c, bool trans_a, bool trans_b) -> ()");
   m.def("grouped_matmul(Tensor a, Tensor b, Tensor rows, str layout, SymInt tokens, Tensor? bias, "
         "str? act, ScalarType? out_dtype, bool trans_b) -> Tensor");
-  /* matmul where a gradient is asked for: its autograd kernel and fake are mmtune/torch.py's */
-  m.def("_matmul_autograd(Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, bool gated, "
-        "float alpha, float beta, Tensor? c, ScalarType? out_dtype, bool trans_a, "
-        "bool trans_b) -> Tensor");
+  /* matmul's backward (its autograd node's, and a test's): PyTorch's own ops, any device */
+  m.def("_matmul_backward(Tensor grad, Tensor a, Tensor b, Tensor? bias, Tensor? c, "
+        "str bias_mode, str? act, bool gated, float alpha, float beta, bool trans_a, "
+        "bool trans_b, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(mmtune, CompositeImplicitAutograd, m) {
+  m.impl("_matmul_backward", &matmul_backward);
 }
 
 TORCH_LIBRARY_IMPL(mmtune, CUDA, m) {
   m.impl("matmul", &matmul);
-  m.impl("_matmul_autograd", &matmul);
   m.impl("matmul_out", &matmul_out);
   m.impl("grouped_matmul", &grouped_matmul);
 }
@@ -364,7 +494,6 @@ TORCH_LIBRARY_IMPL(mmtune, Autograd, m) { m.impl("matmul", &matmul_autograd); }
  * than the dispatcher's list of backends). */
 TORCH_LIBRARY_IMPL(mmtune, CPU, m) {
   m.impl("matmul", &matmul);
-  m.impl("_matmul_autograd", &matmul);
   m.impl("matmul_out", &matmul_out);
   m.impl("grouped_matmul", &grouped_matmul);
 }

@@ -248,16 +248,18 @@ def _backward(ctx, grad):
 
 
 # matmul's backward (matmul_out, which writes its out argument, has none: as torch's out=).
-# The native matmul has its autograd kernel in C++ (python/csrc/torch_ops.cpp): below
-# autograd at once when no gradient is asked for, else _matmul_autograd, this same call
-# with this backward; the Python operator takes the backward itself, and so does a native
-# library built before it had one (no gradient would be silently wrong).
-if NATIVE_OPS and torch._C._dispatch_has_kernel_for_dispatch_key("mmtune::matmul", "Autograd"):
+# The native matmul has its autograd in C++ (python/csrc/torch_ops.cpp): below autograd at
+# once when no gradient is asked for, else a C++ node whose backward, mmtune::_matmul_backward,
+# is _backward's formula.  The Python operator takes _backward itself, and so does a native
+# library built before it had an Autograd kernel (no gradient would be silently wrong), or
+# with the Python-kernel _matmul_autograd that came between.
+if not NATIVE_OPS or not torch._C._dispatch_has_kernel_for_dispatch_key("mmtune::matmul",
+                                                                       "Autograd"):
+    torch.library.register_autograd("mmtune::matmul", _backward, setup_context=_setup_backward)
+elif hasattr(torch.ops.mmtune, "_matmul_autograd"):
     torch.library.register_fake("mmtune::_matmul_autograd")(_matmul_fake)
     torch.library.register_autograd("mmtune::_matmul_autograd", _backward,
                                     setup_context=_setup_backward)
-else:
-    torch.library.register_autograd("mmtune::matmul", _backward, setup_context=_setup_backward)
 
 
 class Linear(torch.nn.Linear):

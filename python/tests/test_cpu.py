@@ -411,9 +411,8 @@ class TestTorchOps(_WithTorch):
 
     def test_autograd_dispatch(self):
         # meta tensors through both operators' autograd: a backward where an argument needs a
-        # gradient (native: the C++ autograd kernel hands the call to _matmul_autograd), none
-        # under no_grad or with no argument requiring one (native: straight below autograd);
-        # opcheck passes either way
+        # gradient (native: the C++ autograd kernel's node), none under no_grad or with no
+        # argument requiring one (native: straight below autograd); opcheck passes either way
         code = ("import torch, mmtune.torch as mt\n"
                 "print('native', mt.NATIVE_OPS is not None)\n"
                 "def t(*s):\n"
@@ -422,9 +421,17 @@ class TestTorchOps(_WithTorch):
                 "a, w, bias = t(4, 8), t(6, 8), t(6)\n"
                 "args = (bias, 'col', 'silu', False, 1.0, 0.0, None, None, False, True)\n"
                 "y = torch.ops.mmtune.matmul(a, w, *args)\n"
-                "print('grad_fn', type(y.grad_fn).__name__)\n"
+                "print('grad_fn', type(y.grad_fn).__name__, y.grad_fn.name())\n"
                 "y.sum().backward()\n"
                 "print('grads', tuple(a.grad.shape), tuple(w.grad.shape), tuple(bias.grad.shape))\n"
+                "c, c2, b2 = t(4, 6), t(4, 6), t(6)\n"
+                "x = torch.empty(4, 8, device='meta', dtype=torch.float16)\n"
+                "torch.ops.mmtune.matmul(a, w, None, 'col', 'silu', False, 1.0, 0.5, c, None,"
+                " False, True).sum().backward()\n"
+                "torch.ops.mmtune.matmul(x, w, b2, 'col', None, False, 1.0, 0.5, c2, None,"
+                " False, True).sum().backward()\n"
+                "print('c grads', tuple(c.grad.shape), tuple(b2.grad.shape),"
+                " tuple(c2.grad.shape))\n"
                 "with torch.no_grad():\n"
                 "    print('no_grad', torch.ops.mmtune.matmul(a, w, *args).grad_fn)\n"
                 "x = torch.empty(4, 8, device='meta', dtype=torch.float16)\n"
@@ -436,13 +443,32 @@ class TestTorchOps(_WithTorch):
             r = _run_python(code, {"MMTUNE_TORCH_OPS": value})
             self.assertEqual(r.returncode, 0, r.stderr)
             native = "native True" in r.stdout
-            self.assertIn("grad_fn GeneratedBackwardFor_mmtune_"
-                          f"{'_matmul_autograd' if native else 'matmul'}_defaultBackward",
-                          r.stdout)
+            self.assertRegex(r.stdout, r"grad_fn CppFunction .*MatmulNode" if native else
+                             "grad_fn GeneratedBackwardFor_mmtune_matmul_defaultBackward")
             self.assertIn("grads (4, 8) (6, 8) (6,)", r.stdout)
+            self.assertIn("c grads (4, 6) (6,) (4, 6)", r.stdout)  # a node's inputs in order
             self.assertIn("no_grad None", r.stdout)
             self.assertIn("frozen None", r.stdout)
             self.assertIn("opcheck ['SUCCESS']", r.stdout)
+
+    def test_compile_traces_backward(self):
+        # torch.compile(fullgraph=True) traces matmul's forward and backward (native: the C++
+        # node's, whose backward AOTAutograd traces through) on meta tensors
+        code = ("import torch, mmtune.torch as mt\n"
+                "def t(*s):\n"
+                "    return torch.empty(*s, device='meta', dtype=torch.float16,"
+                " requires_grad=True)\n"
+                "a, w, bias, c = t(4, 8), t(12, 8), t(12), t(4, 6)\n"
+                "def f(a, w, bias, c):\n"
+                "    return torch.ops.mmtune.matmul(a, w, bias, 'col', 'silu', True, 1.0, 0.5, c,"
+                " None, False, True).sum()\n"
+                "torch.compile(f, backend='aot_eager', fullgraph=True)(a, w, bias, c).backward()\n"
+                "print('grads', tuple(a.grad.shape), tuple(w.grad.shape), tuple(bias.grad.shape),"
+                " tuple(c.grad.shape))\n")
+        for value in ("0", None):
+            r = _run_python(code, {"MMTUNE_TORCH_OPS": value})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("grads (4, 8) (12, 8) (12,) (4, 6)", r.stdout)
 
     def test_backward_against_autograd(self):
         # mmtune::matmul's backward formula (run here on CPU float64, called as autograd
@@ -479,12 +505,18 @@ class TestTorchOps(_WithTorch):
                                                                            False)
             mt._setup_backward(ctx, args, ref)
             got = mt._backward(ctx, grad)
-            for name, i, w in zip("a b bias c".split(), (0, 1, 2, 8), want):
-                self.assertEqual(got[i].shape, w.shape, name)
-                self.assertLess((got[i] - w).abs().max().item(), 1e-9,
-                                f"d{name}: act {act}, gated {gated}, bias {bias_mode}, "
-                                f"trans {ta}{tb}, batch {batch}")
             self.assertTrue(all(got[i] is None for i in (3, 4, 5, 6, 7, 9, 10, 11)))
+            formulas = {"python": [got[i] for i in (0, 1, 2, 8)]}
+            if mt.NATIVE_OPS:  # the C++ node's backward, the same formula
+                formulas["native"] = th.ops.mmtune._matmul_backward(
+                    grad, a.detach(), b.detach(), bias.detach(), c.detach(), bias_mode, act,
+                    gated, 0.75, 0.5, ta, tb, [True] * 4)
+            for which, grads in formulas.items():
+                for name, g, w in zip("a b bias c".split(), grads, want):
+                    self.assertEqual(g.shape, w.shape, name)
+                    self.assertLess((g - w).abs().max().item(), 1e-9,
+                                    f"{which} d{name}: act {act}, gated {gated}, bias "
+                                    f"{bias_mode}, trans {ta}{tb}, batch {batch}")
 
     def test_grouped_fake_and_layout(self):
         th, mt = self.th, self.mt
