@@ -380,7 +380,7 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
   const unsigned rank = k->epilogue ? 3 : 2;
   if (k->epilogue) {
     const int64_t stride = is_b ? a->epi->batch_b : a->epi->batch_a;
-    if (stride > 0 && a->batch > 1) {
+    if (stride > 0 && a->batch > 1 && a->k > 0) { /* K == 0: one unread matrix */
       dims[2] = (cuuint64_t)a->batch;
       strides[1] = (cuuint64_t)stride * (cuuint64_t)elem;
     } else {
