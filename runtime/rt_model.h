@@ -105,7 +105,10 @@
 /* An op epilogue's work beyond a plain store, in ns an element of a work unit's tile on one SM
  * for each unit of rt_model_epilogue_ms's weights (a bias is 1; tanh GELU through __expf 1.2):
  * wgmma's 128 x 256 tiles at 8192 x 4096 x 4096 f16 on an H100 ran 3.3 us a tile longer with a
- * column bias, 7.2 us with a bias and tanh GELU, where the tensor cores wait for it. */
+ * column bias, 7.2 us with a bias and tanh GELU, where the tensor cores wait for it -- when the
+ * epilogue read and stored pair by pair, as the other templates' still do.  wgmma's 16-bit path
+ * now reads a run of pairs first (the epilogue snippet's EPI_RUN): bias and tanh GELU there
+ * cost about 2 us a tile (0.03 ns an element a unit), which this constant does not tell apart. */
 #define RT_MODEL_EPILOGUE_NS 0.1
 /* A residual's read of C in the epilogue (gen_op.residual), in those units a byte of C's
  * element.  On an H100 at 8192 x 4096 x 4096 f16 (nt), since the 16-bit epilogues read a run
