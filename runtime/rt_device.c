@@ -368,19 +368,20 @@ static mmt_status encode_map(const rt_cu *cu, const rt_kernel *k, const gen_tens
                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   cuuint64_t dims[3] = {(cuuint64_t)(dim0 > 0 ? dim0 : 1), (cuuint64_t)(dim1 > 0 ? dim1 : 1), 1};
   CUdeviceptr base = is_b ? a->b : a->a;
-  if (a->k == 0) {
+  cuuint64_t strides[2] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem), 0};
+  const bool unread = a->k == 0; /* the map is never used: any aligned place, pitch, one matrix */
+  if (unread) {
     if (!base) base = a->c ? a->c : a->epi ? a->epi->d : 0;
     base &= ~(CUdeviceptr)15;
+    strides[0] = (dims[0] * (cuuint64_t)elem + 15) / 16 * 16;
   }
-  cuuint64_t strides[2] = {(cuuint64_t)((is_b ? a->ldb : a->lda) * elem), 0};
-  if (a->k == 0) strides[0] = (dims[0] * (cuuint64_t)elem + 15) / 16 * 16; /* any pitch: unread */
   cuuint32_t box[3] = {tm->box[0], tm->box[1], 1}, element_strides[3] = {1, 1, 1};
   /* An op kernel's maps are 3-D, dimension 2 the batch (gen.h): one matrix where the operand
    * is shared (stride 0) or the batch is 1, its stride a multiple of 16 anyway. */
   const unsigned rank = k->epilogue ? 3 : 2;
   if (k->epilogue) {
     const int64_t stride = is_b ? a->epi->batch_b : a->epi->batch_a;
-    if (stride > 0 && a->batch > 1 && a->k > 0) { /* K == 0: one unread matrix */
+    if (stride > 0 && a->batch > 1 && !unread) {
       dims[2] = (cuuint64_t)a->batch;
       strides[1] = (cuuint64_t)stride * (cuuint64_t)elem;
     } else {

@@ -409,6 +409,14 @@ class TestTorchOps(_WithTorch):
             self.skipTest("no native operators built (scripts/build-torch-ops.sh)")
         self.assertIn("native True", runs["default"].stdout)
 
+    def both_operators(self, code):
+        """code's output run with the Python operators (MMTUNE_TORCH_OPS=0), then with the
+        default ones (native where built), each run having exited 0."""
+        for value in ("0", None):
+            r = _run_python(code, {"MMTUNE_TORCH_OPS": value})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            yield r.stdout
+
     def test_autograd_dispatch(self):
         # meta tensors through both operators' autograd: a backward where an argument needs a
         # gradient (native: the C++ autograd kernel's node), none under no_grad or with no
@@ -434,22 +442,19 @@ class TestTorchOps(_WithTorch):
                 " tuple(c2.grad.shape))\n"
                 "with torch.no_grad():\n"
                 "    print('no_grad', torch.ops.mmtune.matmul(a, w, *args).grad_fn)\n"
-                "x = torch.empty(4, 8, device='meta', dtype=torch.float16)\n"
                 "print('frozen', torch.ops.mmtune.matmul(x, w.detach(), bias.detach(),"
                 " *args[1:]).grad_fn)\n"
                 "print('opcheck', sorted(set(torch.library.opcheck(torch.ops.mmtune.matmul.default,"
                 " (a, w) + args).values())))\n")
-        for value in ("0", None):
-            r = _run_python(code, {"MMTUNE_TORCH_OPS": value})
-            self.assertEqual(r.returncode, 0, r.stderr)
-            native = "native True" in r.stdout
-            self.assertRegex(r.stdout, r"grad_fn CppFunction .*MatmulNode" if native else
+        for out in self.both_operators(code):
+            native = "native True" in out
+            self.assertRegex(out, r"grad_fn CppFunction .*MatmulNode" if native else
                              "grad_fn GeneratedBackwardFor_mmtune_matmul_defaultBackward")
-            self.assertIn("grads (4, 8) (6, 8) (6,)", r.stdout)
-            self.assertIn("c grads (4, 6) (6,) (4, 6)", r.stdout)  # a node's inputs in order
-            self.assertIn("no_grad None", r.stdout)
-            self.assertIn("frozen None", r.stdout)
-            self.assertIn("opcheck ['SUCCESS']", r.stdout)
+            self.assertIn("grads (4, 8) (6, 8) (6,)", out)
+            self.assertIn("c grads (4, 6) (6,) (4, 6)", out)  # a node's inputs in order
+            self.assertIn("no_grad None", out)
+            self.assertIn("frozen None", out)
+            self.assertIn("opcheck ['SUCCESS']", out)
 
     def test_compile_traces_backward(self):
         # torch.compile(fullgraph=True) traces matmul's forward and backward (native: the C++
@@ -465,10 +470,8 @@ class TestTorchOps(_WithTorch):
                 "torch.compile(f, backend='aot_eager', fullgraph=True)(a, w, bias, c).backward()\n"
                 "print('grads', tuple(a.grad.shape), tuple(w.grad.shape), tuple(bias.grad.shape),"
                 " tuple(c.grad.shape))\n")
-        for value in ("0", None):
-            r = _run_python(code, {"MMTUNE_TORCH_OPS": value})
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("grads (4, 8) (12, 8) (12,) (4, 6)", r.stdout)
+        for out in self.both_operators(code):
+            self.assertIn("grads (4, 8) (12, 8) (12,) (4, 6)", out)
 
     def test_backward_against_autograd(self):
         # mmtune::matmul's backward formula (run here on CPU float64, called as autograd

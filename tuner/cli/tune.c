@@ -111,8 +111,8 @@ static const op_problem MAIN_OP_PROBLEMS[] = {
 };
 #define MAIN_OP_BUDGET_S 3
 /* The main job's --limit: five minutes on one GPU, less what the passes' setups (a worker, a
- * plan: 5-7 s each of the op problems' passes) add once the shares are down to their floor
- * (on an H100, fresh database and cubin cache: 293 s in all at a limit of 270). */
+ * plan) add past their shares (on an H100, fresh database and cubin cache: 293 s in all at a
+ * limit of 270 before the plan ran on threads; 205-208 s for 100 problems at 255 since). */
 #define MAIN_JOB_LIMIT_S 255
 
 static const tn_opt TUNE_OPTS[] = {
