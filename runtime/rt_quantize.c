@@ -14,6 +14,9 @@ extern const char rt_quantize_cu[];
 #define THREADS 256
 #define GROUPS_PER_BLOCK 8 /* 1x128: a warp per segment of a row, eight a block */
 #define LOADS 4            /* quantize.cu's: vectors a thread loads at once */
+/* 128 x 128 groups of 16-bit x in 16-byte loads: a grid of this many blocks an SM walks them
+ * (quantize.cu's walk_128x128, whose __launch_bounds__ keep two blocks an SM) */
+#define WALK_BLOCKS_PER_SM 2
 #define TENSOR_BLOCKS 2048 /* per tensor: about as many blocks as 132 SMs keep resident */
 
 const char *rt_quantize_source(void) { return rt_quantize_cu; }
@@ -130,7 +133,7 @@ void rt_quantize_kernel_name(int index, char out[48]) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
-void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
+void rt_quantize_plan_of(const mmt_quantize_desc *d, int sm_count, rt_quantize_plan *out) {
   memset(out, 0, sizeof *out);
   const int in = in_index(d->in_type), o = out_index(d->out_type), w = wide_of(in);
   const int64_t elem = rt_dtype(d->in_type)->elem_bytes;
@@ -165,7 +168,12 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out) {
   case MMT_QUANT_1X128:
     grid = ceil_div(d->rows * ceil_div(d->cols, LOADS * 32 * out->vec), GROUPS_PER_BLOCK);
     break;
-  default: grid = mmt_quantize_scales(d->mode, d->rows, d->cols); break;
+  default:
+    grid = mmt_quantize_scales(d->mode, d->rows, d->cols);
+    /* 16-bit x in 16-byte loads: the blocks the device keeps resident walk the groups */
+    if (out->vec == 8 && grid > (int64_t)WALK_BLOCKS_PER_SM * (sm_count > 0 ? sm_count : 1))
+      grid = (int64_t)WALK_BLOCKS_PER_SM * (sm_count > 0 ? sm_count : 1);
+    break;
   }
   out->grid = (unsigned)grid;
 }
@@ -188,6 +196,7 @@ mmt_status rt_quantizer_load(const rt_device *d, const char *cache_dir, rt_quant
   if ((rc = rt_device_bind(d, err))) goto cleanup;
   RT_CU_CHECK(cu, cuModuleLoadData(&out->module, cubin.data));
   out->ctx = d->ctx;
+  out->sm_count = d->limits.sm_count;
   for (int i = 0; i < RT_QUANT_KERNELS; i++) {
     char name[48];
     rt_quantize_kernel_name(i, name);
@@ -232,7 +241,7 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
   if (rc) return rc;
   RT_CU_CHECK(cu, cuCtxSetCurrent(q->ctx));
   rt_quantize_plan plan;
-  rt_quantize_plan_of(d, &plan);
+  rt_quantize_plan_of(d, q->sm_count, &plan);
   CUdeviceptr x = (CUdeviceptr)(uintptr_t)d->x, qq = (CUdeviceptr)(uintptr_t)d->q,
               scale = (CUdeviceptr)(uintptr_t)d->scale;
   long long ldx = d->ldx, ldq = d->ldq;

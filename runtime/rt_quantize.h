@@ -39,7 +39,8 @@ typedef struct {
   int kernel;      /* the cast (per tensor: after the amax) */
   int amax;        /* per tensor, unless small: the amax pass, else -1 */
   int finish;      /* per tensor, unless small: the scale kernel, else -1 */
-  unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's) */
+  unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's); 128 x 128 groups of
+                    * a 16-bit x in 16-byte loads: at most two an SM (sm_count), walking them */
   unsigned grid_y; /* per tensor: the grid's rows; else 1 */
   /* Elements a load: 16 bytes (4 f32, 8 16-bit) when every row starts 16-byte aligned in x
    * and vec-byte aligned in q, else 1. */
@@ -48,11 +49,12 @@ typedef struct {
    * elements (below 2^31); else the call's. */
   int64_t rows, cols;
 } rt_quantize_plan;
-void rt_quantize_plan_of(const mmt_quantize_desc *d, rt_quantize_plan *out);
+void rt_quantize_plan_of(const mmt_quantize_desc *d, int sm_count, rt_quantize_plan *out);
 
 /* The compiled module on a device, its kernels looked up once (a call looks up nothing). */
 typedef struct {
   CUcontext ctx; /* the device's (borrowed) */
+  int sm_count;  /* the device's multiprocessors: the 128 x 128 walk's grid */
   CUmodule module;
   CUfunction fn[RT_QUANT_KERNELS];
 } rt_quantizer;

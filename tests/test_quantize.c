@@ -121,7 +121,7 @@ static void test_plan(void **state) {
   (void)state;
   rt_quantize_plan p;
   mmt_quantize_desc d = valid();
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   /* 16-byte loads; a warp per 1024 columns of a row: 100 warps */
   assert_string_equal(name_of(p.kernel), "mmt_quant_1x128_bf16_e4m3_v8");
   assert_string_equal(name_of(p.amax), "");
@@ -129,29 +129,39 @@ static void test_plan(void **state) {
   assert_int_equal(p.grid, (100 + 7) / 8);
   assert_int_equal(p.grid_y, 1);
   d.x = (const void *)(uintptr_t)0x100008; /* 8-byte aligned only: no 16-byte loads */
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_int_equal(p.vec, 1);
   assert_string_equal(name_of(p.kernel), "mmt_quant_1x128_bf16_e4m3_v1");
   /* single elements: a warp per 128 columns */
   assert_int_equal(p.grid, (2 * 100 + 7) / 8);
   d = valid(), d.ldq = 260;
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_int_equal(p.vec, 1);
   d = valid(), d.q = (void *)(uintptr_t)0x200004; /* q: 8-byte stores */
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_int_equal(p.vec, 1);
   d = valid(), d.mode = MMT_QUANT_128X128, d.out_type = MMT_E5M2, d.in_type = MMT_F32;
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_128x128_f32_e5m2_v4");
   assert_int_equal(p.vec, 4);
   assert_int_equal(p.grid, 1 * 2);
+  /* 16-bit in 16-byte loads: two blocks an SM walk the 32 x 32 groups (fewer groups: one each) */
+  d = valid(), d.mode = MMT_QUANT_128X128, d.rows = 4096, d.cols = d.ldx = d.ldq = 4096;
+  rt_quantize_plan_of(&d, 132, &p);
+  assert_string_equal(name_of(p.kernel), "mmt_quant_128x128_bf16_e4m3_v8");
+  assert_int_equal(p.grid, 2 * 132);
+  rt_quantize_plan_of(&d, 8, &p);
+  assert_int_equal(p.grid, 2 * 8);
+  d.rows = 1000; /* 8 x 32 groups */
+  rt_quantize_plan_of(&d, 132, &p);
+  assert_int_equal(p.grid, 8 * 32);
   d = valid(), d.mode = MMT_QUANT_ROW, d.in_type = MMT_F16;
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_row_f16_e4m3_v8");
   assert_int_equal(p.grid, 100); /* a block per row */
   /* per tensor, contiguous: one row of 5000 * 4096 elements, 2048 blocks of 1024 vectors */
   d = valid(), d.mode = MMT_QUANT_TENSOR, d.rows = 5000, d.ldx = d.ldq = 4096, d.cols = 4096;
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_cast_bf16_e4m3_v8");
   assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v8");
   assert_string_equal(name_of(p.finish), "mmt_quant_scale_e4m3");
@@ -161,24 +171,24 @@ static void test_plan(void **state) {
   assert_int_equal(p.grid_y, 1);
   /* padded rows stay rows: 1 block along each of 2048 rows' 512 vectors */
   d.ldx = 4104;
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_int_equal(p.rows, 5000);
   assert_int_equal(p.cols, 4096);
   assert_int_equal(p.grid, 1);
   assert_int_equal(p.grid_y, 2048);
   /* a decode step's activations: one block, one launch (no amax pass, no scale kernel) */
   d.rows = 8, d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8;
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_small_bf16_e4m3_v8");
   assert_int_equal(p.amax, -1);
   assert_int_equal(p.finish, -1);
   assert_int_equal(p.grid, 1);
   d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8 + 8; /* past it: the three passes */
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_cast_bf16_e4m3_v8");
   assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v8");
   d.rows = 3, d.cols = 5, d.ldx = d.ldq = 5; /* 15 elements, one at a time: one block */
-  rt_quantize_plan_of(&d, &p);
+  rt_quantize_plan_of(&d, 132, &p);
   assert_int_equal(p.vec, 1);
   assert_int_equal(p.grid, 1);
   assert_int_equal(p.grid_y, 1);
@@ -212,7 +222,7 @@ static void test_source_compiles(void **state) {
             d.in_type = ins[i], d.out_type = outs[o], d.mode = (mmt_quant_mode)mode;
             d.cols = d.ldx = d.ldq = cols;
             rt_quantize_plan p;
-            rt_quantize_plan_of(&d, &p);
+            rt_quantize_plan_of(&d, 132, &p);
             const int kernels[] = {p.kernel, p.amax, p.finish};
             for (int k = 0; k < 3; k++)
               if (kernels[k] >= 0) {

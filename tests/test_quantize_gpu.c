@@ -190,6 +190,34 @@ static void test_large_tensor(void **state) {
   buffers_free(f->cu, &b);
 }
 
+/* 128 x 128 groups of 16-bit x, more of them than two blocks an SM: each block walks several
+ * (quantize.cu's walk_128x128), its next group's loads in flight; ragged edges and padded
+ * rows, every group's magnitude its own. */
+static void test_large_blocks(void **state) {
+  gc_fixture *f = *state;
+  gc_open_or_skip(f, 89);
+  const mmt_dtype ins[] = {MMT_F16, MMT_BF16};
+  for (int i = 0; i < 2; i++) {
+    mmt_quantize_desc d = {.rows = 2100,
+                           .cols = 4000,
+                           .ldx = 4008,
+                           .ldq = 4016,
+                           .in_type = ins[i],
+                           .out_type = i ? MMT_E4M3 : MMT_E5M2,
+                           .mode = MMT_QUANT_128X128};
+    buffers b = {0};
+    buffers_make(f->cu, &b, (size_t)(d.rows * d.ldx * 2), (size_t)(d.rows * d.ldq),
+                 (size_t)mmt_quantize_scales(d.mode, d.rows, d.cols) * 4 + 16);
+    for (int64_t e = 0; e < d.rows * d.ldx; e++) {
+      const int64_t group = e / d.ldx / 128 * 37 + e % d.ldx / 128;
+      mr_store(d.in_type, b.hx, e, draw(ldexp(1.0, (int)(group % 29) - 14)));
+    }
+    assert_int_equal(f->cu->cuMemcpyHtoD(b.x, b.hx, b.x_bytes), CUDA_SUCCESS);
+    run_and_check(f, &d, &b, 0, 0, 1, i ? "2100x4000 bf16 128x128" : "2100x4000 f16 128x128");
+    buffers_free(f->cu, &b);
+  }
+}
+
 /* A graph of one per-tensor call, replayed after x changed: the scale follows the new data.
  * Both ways a per-tensor call runs: one block (64 x 512, RT_QUANT_SMALL's elements), and a
  * memset and three kernels (72 x 512). */
@@ -254,6 +282,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_every_kind, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_large_tensor, gc_setup, gc_teardown),
+      cmocka_unit_test_setup_teardown(test_large_blocks, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_graph_replay, gc_setup, gc_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,13 +186,83 @@ __device__ void group_1x128(const typename elem<IN>::t *x, long long ldx, u8 *q,
   }
 }
 
-/* Groups of 128 x 128 (scale[rb * CB + cb], CB = ceil(cols / 128)): a block of 256 threads
- * per group, each holding 64 elements, its loads all issued first.  A row of the group is
- * 128 / V lanes wide (at most 32; V = 1: four loads a lane), a warp covers RPW of its rows
- * at a time, the 8 warps 8 * RPW. */
+/* 128 x 128 groups of a 16-bit x in 16-byte loads (walk_128x128 below): lane l of warp w
+ * holds 8 elements of rows 2w + l / 16 + 16i (i < 8) at column 8 (l % 16) of group g, as
+ * loaded: 8 words of 16-bit pairs.  Elements past the matrix are zeros. */
+template <int IN>
+__device__ void load_group16(const u16 *x, long long ldx, int rows, int cols, int cbs, int g,
+                             uint4 (&w)[8]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int r0 = (g / cbs) * 128 + 2 * warp + lane / 16, c = (g % cbs) * 128 + (lane % 16) * 8;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const int r = r0 + 16 * i;
+    w[i] = r < rows && c < cols ? *(const uint4 *)(x + r * ldx + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+/* The 8 elements of a loaded word group, widened. */
+template <int IN> __device__ void widen8(const uint4 &w, float *v) {
+  const u32 u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    v[2 * i] = elem<IN>::get((u16)u[i]), v[2 * i + 1] = elem<IN>::get((u16)(u[i] >> 16));
+}
+
+/* Groups of 128 x 128 of a 16-bit x, 16-byte loads: a block walks groups blockIdx.x,
+ * + gridDim.x, ... (a grid of the blocks the device keeps resident, rt_quantize.c) and issues
+ * the next group's loads before the amax and the cast of this one, so that its loads are in
+ * flight through the block's reduction and stores.  (A block a group waited for its loads,
+ * then reduced and stored with none in flight: 0.58-0.62x of a plain read of its bytes.)
+ * Held as loaded, 32 words a group, two groups a thread. */
+template <int IN, int E5M2>
+__device__ void walk_128x128(const u16 *x, long long ldx, u8 *q, long long ldq, int rows, int cols,
+                             float *scale, int pow2) {
+  const int cbs = (cols + 127) / 128, groups = (rows + 127) / 128 * cbs;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  long long g = blockIdx.x;
+  if (g >= groups) return;
+  uint4 cur[8], next[8];
+  load_group16<IN>(x, ldx, rows, cols, cbs, (int)g, cur);
+  for (; g < groups; g += gridDim.x) {
+    if (g + gridDim.x < groups)
+      load_group16<IN>(x, ldx, rows, cols, cbs, (int)(g + gridDim.x), next);
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      float v[8];
+      widen8<IN>(cur[i], v);
+      m = vec_amax<8>(v, m);
+    }
+    const float s = scale_of<E5M2>(block_max(m), pow2), inv = 1.0f / s;
+    const int r0 = (int)(g / cbs) * 128 + 2 * warp + lane / 16;
+    const int c = (int)(g % cbs) * 128 + (lane % 16) * 8;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int r = r0 + 16 * i;
+      if (r < rows && c < cols) {
+        float v[8];
+        widen8<IN>(cur[i], v);
+        store<E5M2, 8>(q + r * ldq + c, v, inv);
+      }
+    }
+    if (threadIdx.x == 0) scale[g] = s; /* g = rb * cbs + cb */
+#pragma unroll
+    for (int i = 0; i < 8; i++) cur[i] = next[i];
+  }
+}
+
+/* Groups of 128 x 128 (scale[rb * CB + cb], CB = ceil(cols / 128)): 16-bit x in 16-byte loads
+ * walks (above); otherwise a block of 256 threads per group, each holding 64 elements, its
+ * loads all issued first.  A row of the group is 128 / V lanes wide (at most 32; V = 1: four
+ * loads a lane), a warp covers RPW of its rows at a time, the 8 warps 8 * RPW. */
 template <int IN, int E5M2, int V>
 __device__ void group_128x128(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
                               int rows, int cols, float *scale, int pow2) {
+  if (V == 8) {
+    walk_128x128<IN, E5M2>((const u16 *)x, ldx, q, ldq, rows, cols, scale, pow2);
+    return;
+  }
   const int LPR = 128 / V < 32 ? 128 / V : 32; /* lanes a row */
   const int RPW = 32 / LPR;                     /* rows of a warp's load */
   const int PER_ROW = 128 / (LPR * V);          /* loads a lane makes of one row */
@@ -353,11 +423,17 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   scale[0] = scale_of<E5M2>(scale[0], pow2);
 }
 
-/* The extern "C" entry points, one per instance. */
+/* The extern "C" entry points, one per instance; blocks an SM keeps at least, by kind (128 x
+ * 128: the walk's grid, rt_quantize.c's WALK_BLOCKS_PER_SM). */
+#define MIN_BLOCKS_row 1
+#define MIN_BLOCKS_1x128 1
+#define MIN_BLOCKS_128x128 2
+#define MIN_BLOCKS_small 1
 #define MMT_QUANT_GROUPS(KIND, IN, INAME, E5M2, ONAME, V)                                          \
-  extern "C" __global__ void __launch_bounds__(256) mmt_quant_##KIND##_##INAME##_##ONAME##_v##V(   \
-      const void *x, long long ldx, void *q, long long ldq, int rows, int cols, float *scale,      \
-      int pow2) {                                                                                  \
+  extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS_##KIND)                             \
+      mmt_quant_##KIND##_##INAME##_##ONAME##_v##V(const void *x, long long ldx, void *q,           \
+                                                  long long ldq, int rows, int cols, float *scale, \
+                                                  int pow2) {                                      \
     group_##KIND<IN, E5M2, V>((const elem<IN>::t *)x, ldx, (u8 *)q, ldq, rows, cols, scale, pow2); \
   }
 #define MMT_QUANT_TENSOR(IN, INAME, E5M2, ONAME, V)                                                \
