@@ -168,12 +168,13 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, int sm_count, rt_quantize_p
   case MMT_QUANT_1X128:
     grid = ceil_div(d->rows * ceil_div(d->cols, LOADS * 32 * out->vec), GROUPS_PER_BLOCK);
     break;
-  default:
+  default: {
     grid = mmt_quantize_scales(d->mode, d->rows, d->cols);
     /* 16-bit x in 16-byte loads: the blocks the device keeps resident walk the groups */
-    if (out->vec == 8 && grid > (int64_t)WALK_BLOCKS_PER_SM * (sm_count > 0 ? sm_count : 1))
-      grid = (int64_t)WALK_BLOCKS_PER_SM * (sm_count > 0 ? sm_count : 1);
+    const int64_t resident = (int64_t)WALK_BLOCKS_PER_SM * (sm_count > 0 ? sm_count : 1);
+    if (out->vec == 8 && grid > resident) grid = resident;
     break;
+  }
   }
   out->grid = (unsigned)grid;
 }

@@ -55,14 +55,15 @@ template <> struct vec_t<0, 4> {
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
   }
 };
-template <int IN> struct vec_t<IN, 8> {
-  static __device__ void load(const u16 *p, float *v) {
-    const uint4 w = *(const uint4 *)p;
-    const u32 u[4] = {w.x, w.y, w.z, w.w};
+/* The 8 16-bit elements of a 16-byte word, widened. */
+template <int IN> __device__ void widen8(const uint4 &w, float *v) {
+  const u32 u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-      v[2 * i] = elem<IN>::get((u16)u[i]), v[2 * i + 1] = elem<IN>::get((u16)(u[i] >> 16));
-  }
+  for (int i = 0; i < 4; i++)
+    v[2 * i] = elem<IN>::get((u16)u[i]), v[2 * i + 1] = elem<IN>::get((u16)(u[i] >> 16));
+}
+template <int IN> struct vec_t<IN, 8> {
+  static __device__ void load(const u16 *p, float *v) { widen8<IN>(*(const uint4 *)p, v); }
 };
 
 /* Two FP8 codes in a u16, lo in the low byte (cvt puts its first source in the upper half). */
@@ -199,14 +200,6 @@ __device__ void load_group16(const u16 *x, long long ldx, int rows, int cols, in
     const int r = r0 + 16 * i;
     w[i] = r < rows && c < cols ? *(const uint4 *)(x + r * ldx + c) : make_uint4(0u, 0u, 0u, 0u);
   }
-}
-
-/* The 8 elements of a loaded word group, widened. */
-template <int IN> __device__ void widen8(const uint4 &w, float *v) {
-  const u32 u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    v[2 * i] = elem<IN>::get((u16)u[i]), v[2 * i + 1] = elem<IN>::get((u16)(u[i] >> 16));
 }
 
 /* Groups of 128 x 128 of a 16-bit x, 16-byte loads: a block walks groups blockIdx.x,

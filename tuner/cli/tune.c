@@ -103,8 +103,7 @@ static const op_problem MAIN_OP_PROBLEMS[] = {
     {{1024, 128, 1024}, "nn", "f16", "out=f16", 32},
     /* FP8 (sm_90 on: tune_op_problems skips them elsewhere): per-tensor e4m3 -> bf16, the
      * serving recipe, at prefill and at decode size, and with fast accumulation at a larger
-     * size (its tiles without promotion: ping-pong's is fastest there, and no other problem
-     * measures it) */
+     * size (the tiles without promotion, which no other problem measures) */
     {{2048, 4096, 4096}, "nt", "e4m3", "out=bf16,scale=tensor", 1},
     {{16, 14336, 4096}, "nt", "e4m3", "out=bf16,scale=tensor", 1},
     {{4096, 8192, 8192}, "nt", "e4m3", "out=bf16,scale=tensor,fast_accum", 1},
