@@ -91,7 +91,10 @@ typedef struct {
                  database's queue of recorded problems at its first call (a miss, which
                  compiles anyway: warm calls pay nothing), for `mmtune tune --recorded`.  The
                  database is then opened for writing and made if missing; a failed record is
-                 logged (MMT_LOG_WARN), never the call's error.  Needs a database (not "") */
+                 logged (MMT_LOG_WARN), never the call's error.  Needs a database (not "").
+                 $MMTUNE_RECORD=1 turns it on where this is 0, for every context with a
+                 database (so for the BLAS shim, Python and mmtune.torch, which open theirs
+                 without options); 0 or unset changes nothing, another value fails mmt_open */
   int online; /* non-zero (record implied): recorded problems are also tuned in the background,
                  by a `mmtune tune --recorded` process (never in this one: a faulting candidate
                  kills that worker, not the application) started on this device with the
@@ -105,7 +108,7 @@ typedef struct {
                  out of a call).  The worker shares the GPU with the application, which it
                  slows while it measures, and outlives the context (mmt_close leaves it to
                  finish).  A worker that cannot be started is logged (MMT_LOG_WARN) and not
-                 tried again */
+                 tried again.  $MMTUNE_ONLINE=1 turns it on as $MMTUNE_RECORD does recording */
   const char *tuner;    /* the mmtune executable online runs; NULL: $MMTUNE_TUNER, else "mmtune"
                            looked up in PATH */
   double online_budget; /* search seconds a recorded problem gets (counted across runs, as

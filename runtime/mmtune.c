@@ -272,27 +272,42 @@ static mmt_status online_start_state(mmt_context *ctx, ut_err *err) {
   return MMT_OK;
 }
 
+/* $MMTUNE_RECORD and $MMTUNE_ONLINE: "1" turns recording (online tuning) on where the options
+ * leave it off, so that the callers that open a context without options of their own -- the
+ * BLAS shim, Python's module-level calls, mmtune.torch's operators -- can record too; "0" or
+ * unset changes nothing, and so does a context opened without a database (db_path "").
+ * Anything else is refused rather than guessed at. */
+static mmt_status env_switch(const char *name, const mmt_options *o, int *on, ut_err *err) {
+  const char *v = getenv(name);
+  if (o->db_path && !*o->db_path) return MMT_OK; /* no database asked for: nothing to record in */
+  if (!v || !*v || !strcmp(v, "0")) return MMT_OK;
+  if (strcmp(v, "1"))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "$%s must be 0 or 1, got \"%.40s\"", name, v);
+  *on = 1;
+  return MMT_OK;
+}
+
 mmt_status mmt_open(mmt_context **out, int device, const mmt_options *options) {
   if (!out) return MMT_ERR_INVALID_ARG;
   mmt_context *ctx = calloc(1, sizeof *ctx);
   *out = ctx;
   if (!ctx) return MMT_ERR_NOMEM;
   ut_err *err = &ctx->open_err;
-  if (options) {
-    ctx->log = options->log;
-    ctx->log_user = options->log_user;
-    ctx->log_level = options->log_level;
-    ctx->record = options->record != 0 || options->online != 0;
-    ctx->online = options->online != 0;
-  }
-  mmt_status rc = MMT_OK;
-  if (ctx->online) rc = online_options(ctx, device, options, err);
+  mmt_options o = options ? *options : (mmt_options){0};
+  ctx->log = o.log;
+  ctx->log_user = o.log_user;
+  ctx->log_level = o.log_level;
+  mmt_status rc = env_switch("MMTUNE_RECORD", &o, &o.record, err);
+  if (!rc) rc = env_switch("MMTUNE_ONLINE", &o, &o.online, err);
+  ctx->record = o.record != 0 || o.online != 0;
+  ctx->online = o.online != 0;
+  if (!rc && ctx->online) rc = online_options(ctx, device, &o, err);
   if (!rc && pthread_mutex_init(&ctx->lock, NULL) != 0)
     rc = ut_fail(err, MMT_ERR_NOMEM, "cannot create the context's mutex");
   ctx->lock_ok = rc == MMT_OK;
   /* The database first: a corrupt file is reported even on a machine without a GPU. */
-  if (!rc) rc = open_db(ctx, options ? options->db_path : NULL, err);
-  if (!rc) rc = open_cache_dir(ctx, options ? options->cache_dir : NULL, err);
+  if (!rc) rc = open_db(ctx, o.db_path, err);
+  if (!rc) rc = open_cache_dir(ctx, o.cache_dir, err);
   if (!rc) rc = rt_device_open(device, &ctx->dev, err);
   if (!rc) ctx->dev_open = true;
   /* After the device: the chooser refuses kernels its architecture cannot run. */

@@ -826,6 +826,50 @@ static void test_online_options(void **state) {
   assert_int_equal(access(path, F_OK), -1); /* refused before the database was made */
 }
 
+/* $MMTUNE_RECORD / $MMTUNE_ONLINE turn recording on for contexts whose options leave it off
+ * (how the BLAS shim, Python and mmtune.torch record): "1" on, "0" nothing, another value
+ * refused with the variable named; a context without a database ignores them.  The database is
+ * made (opened for writing) before the device is opened, so this needs no GPU. */
+static void test_record_from_environment(void **state) {
+  fixture *f = *state;
+  char path[160];
+  snprintf(path, sizeof path, "%s/env-record.db", f->dir);
+  mmt_options o = {.db_path = path, .cache_dir = f->dir};
+  mmt_context *ctx = NULL;
+  const struct {
+    const char *name, *value;
+  } bad[] = {{"MMTUNE_RECORD", "yes"}, {"MMTUNE_ONLINE", "2"}};
+  for (int i = 0; i < 2; i++) {
+    setenv(bad[i].name, bad[i].value, 1);
+    assert_int_equal(mmt_open(&ctx, 0, &o), MMT_ERR_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof want, "$%s must be 0 or 1, got \"%s\"", bad[i].name, bad[i].value);
+    assert_non_null(strstr(mmt_errmsg(ctx), want));
+    mmt_close(ctx);
+    unsetenv(bad[i].name);
+  }
+  assert_int_equal(access(path, F_OK), -1); /* refused before the database was made */
+  setenv("MMTUNE_RECORD", "0", 1);
+  mmt_open(&ctx, 0, &o); /* read-only: without a GPU it fails at the device, after the db */
+  mmt_close(ctx);
+  assert_int_equal(access(path, F_OK), -1);
+  setenv("MMTUNE_RECORD", "1", 1);
+  mmt_open(&ctx, 0, &o);
+  mmt_close(ctx);
+  assert_int_equal(access(path, F_OK), 0); /* recording: opened for writing, made */
+  mmt_options none = {.db_path = ""};
+  assert_int_not_equal(mmt_open(&ctx, 0, &none), MMT_ERR_INVALID_ARG);
+  mmt_close(ctx);
+  unsetenv("MMTUNE_RECORD");
+  /* online through the environment: its options are checked as the option's are */
+  setenv("MMTUNE_ONLINE", "1", 1);
+  o.online_budget = -1;
+  assert_int_equal(mmt_open(&ctx, 0, &o), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(mmt_errmsg(ctx), "online_budget"));
+  mmt_close(ctx);
+  unsetenv("MMTUNE_ONLINE");
+}
+
 static void test_open_corrupt_db(void **state) {
   fixture *f = *state;
   char path[160];
@@ -1317,13 +1361,22 @@ static void test_gpu_record(void **state) {
   assert_int_equal(t.cu->cuCtxSynchronize(), CUDA_SUCCESS);
   mmt_close(t.ctx);
   t.cu->cuMemFree(t.buf);
+  /* the same through $MMTUNE_RECORD, options leaving it off: a second problem */
+  setenv("MMTUNE_RECORD", "1", 1);
+  o.record = 0;
+  t = open_sgemm(&o);
+  unsetenv("MMTUNE_RECORD");
+  assert_int_equal(mmt_sgemm(t.ctx, 56, 40, 64, t.a, 64, t.b, 64, t.c, 64, NULL), MMT_OK);
+  assert_int_equal(t.cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  mmt_close(t.ctx);
+  t.cu->cuMemFree(t.buf);
   db_handle *db = NULL;
   ut_err e;
   assert_int_equal(db_open(path, true, &db, &e), MMT_OK);
   recorded_seen seen = {0};
   assert_int_equal(db_each_recorded(db, NULL, seen_fn, &seen, &e), MMT_OK);
   db_close(db);
-  assert_int_equal(seen.count, 1);
+  assert_int_equal(seen.count, 2); /* 48 x 40 x 64 first: ordered by m */
   assert_int_equal(seen.first.calls, 1);
   assert_int_equal(seen.first.problem.m, 48);
   assert_int_equal(seen.first.problem.n, 40);
@@ -1437,6 +1490,7 @@ int main(void) {
       cmocka_unit_test(test_open_without_gpu),
       cmocka_unit_test(test_open_corrupt_db),
       cmocka_unit_test(test_record_needs_a_database),
+      cmocka_unit_test(test_record_from_environment),
       cmocka_unit_test(test_online_options),
       cmocka_unit_test(test_gpu_sgemm),
       cmocka_unit_test(test_gpu_prepare),
