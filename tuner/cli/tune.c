@@ -255,19 +255,17 @@ static int check_op(const tune_run *r, const char *text, const char *what) {
       return tn_usage_error("tune", "%s: %s", what, err.msg);
     if (!gen_op_valid(&op, all[i]))
       return tn_usage_error("tune", "%s '%s' is not one for %s inputs", what, text, all[i]);
-    if (op.group == 'm')
-      return tn_usage_error("tune",
-                            "%s '%s': masked grouped ops are not tuned yet (contiguous ones are)",
-                            what, text);
   }
   return TN_EXIT_OK;
 }
 
-/* Why a grouped op of dtype is not tuned (NULL: it is): the measurement serves contiguous
- * ones of 16-bit or f32 inputs whose B scales, if any, are by column.  (scale=tensor: its
- * vectors would be one float, where a grouped call reads expert z's B scale scale_col[z].) */
+/* Why a grouped op of dtype is not tuned (NULL: it is): the measurement serves those of
+ * 16-bit or f32 inputs whose B scales, if any, are by column, and masked ones without by-row
+ * vectors.  (scale=tensor: its vectors would be one float, where a grouped call reads expert
+ * z's B scale scale_col[z].) */
 static const char *grouped_not_tuned(const gen_op *op, const char *dtype) {
-  if (op->group == 'm') return "masked grouped ops are not tuned yet (contiguous ones are)";
+  if (op->group == 'm' && (op->bias == 'r' || op->scale_row))
+    return "a masked grouped op's by-row vectors are not measured yet (by-column ones are)";
   if (dtype && gen_dtype_fp8(dtype)) return "FP8 inputs are not grouped yet";
   if (op->scale_tensor)
     return "per-tensor scales of a grouped op (one a weight) are not measured yet (scale=col is)";

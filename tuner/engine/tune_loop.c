@@ -389,14 +389,13 @@ static void print_plan(const tune_run *r) {
   fflush(stdout);
 }
 
-/* A contiguous grouped op's shapes at the rows their calls are keyed by (mmt_matmul's key:
- * rt_group_rows_bucket of the experts' rows in all), so that the rows land where calls of
- * that routing regime look; said once when any moves. */
+/* A grouped op's shapes at the rows their calls are keyed by (mmt_matmul's key:
+ * rt_group_rows_bucket of the experts' rows in all, contiguous; of their mean, masked), so
+ * that the rows land where calls of that routing regime look; said once when any moves. */
 static void bucket_grouped_shapes(tune_run *r) {
   gen_op op;
   ut_err e;
-  if (!r->epilogue || gen_op_parse(r->epilogue, r->dtype ? r->dtype : "f16", &op, &e) ||
-      op.group != 'c')
+  if (!r->epilogue || gen_op_parse(r->epilogue, r->dtype ? r->dtype : "f16", &op, &e) || !op.group)
     return;
   bool moved = false;
   for (int i = 0; i < r->nshapes; i++) {
@@ -405,8 +404,9 @@ static void bucket_grouped_shapes(tune_run *r) {
     r->shapes[i].m = m;
   }
   if (moved)
-    printf("grouped: each shape's M (the experts' rows in all) rounded up to its routing "
-           "regime's bucket (1, 2, 3, 4, 6, 8, 12, ...), where calls look\n");
+    printf("grouped: each shape's M (%s) rounded up to its routing regime's bucket (1, 2, 3, "
+           "4, 6, 8, 12, ...), where calls look\n",
+           op.group == 'm' ? "an expert's rows on average" : "the experts' rows in all");
 }
 
 int tn_tune_pass(tune_run *r) {

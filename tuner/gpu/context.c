@@ -141,10 +141,10 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   if (rc) return rc;
   if (!gen_op_valid(&g->op, o->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "op '%s' is not one for %s inputs", o->op, o->dtype);
-  if (g->op.group == 'm')
+  if (g->op.group == 'm' && (g->op.bias == 'r' || g->op.scale_row))
     return ut_fail(err, MMT_ERR_UNSUPPORTED,
-                   "op '%s': masked grouped kernels are not measured here yet (contiguous ones "
-                   "are); mmt_matmul runs them",
+                   "op '%s': a masked grouped op's by-row vectors are not measured here yet "
+                   "(by-column ones are); mmt_matmul runs them",
                    o->op);
   if (g->op.gated && o->n % 2)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
@@ -160,7 +160,7 @@ int64_t tn_gpu_planes(const tn_gpu *g) { return tn_gpu_grouped(g) ? 1 : g->batch
 
 /* The floats of a by-column vector: N, a grouped op's experts one each. */
 static size_t column_len(const tn_gpu *g, const tn_measure_opts *o) {
-  return (size_t)o->n * (size_t)(tn_gpu_grouped(g) ? g->batch : 1);
+  return (size_t)o->n * (size_t)(tn_gpu_routed(g) ? g->batch : 1);
 }
 
 size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side) {
@@ -215,29 +215,76 @@ cleanup:
   return rc;
 }
 
-/* A grouped problem's routings of its M rows over its G experts (TN_ROUTINGS: each kind of
- * gpu/routing.h twice), drawn from the problem's shape so that every candidate is timed over
- * the same ones, as offsets on the host and on the device, then the error word (zero). */
+/* Routing r (0 .. TN_ROUTINGS - 1) of `rows` rows over the g experts of o's problem into
+ * counts, drawn from the problem's shape so that every candidate is timed over the same ones;
+ * routing 0, the one verified, sparse, so that some experts are empty.  cdf: g doubles. */
+static void draw_routing(const tn_measure_opts *o, int64_t g, int64_t rows, int r, double *cdf,
+                         int *counts) {
+  const tn_route_kind kind = (tn_route_kind)((r + TN_ROUTE_SPARSE) % TN_ROUTE_KINDS);
+  const uint64_t seed = (uint64_t)rows * 1000003u + (uint64_t)o->n * 8191u + (uint64_t)o->k * 131u +
+                        (uint64_t)g * 7u + (uint64_t)r;
+  tn_route(kind, g, rows, seed, cdf, counts);
+}
+
+/* The TN_ROUTINGS routings of `rows` rows over g experts: counts[r * g + z]. */
+static mmt_status draw_routings(const tn_measure_opts *o, int64_t g, int64_t rows, int **counts,
+                                ut_err *err) {
+  double *cdf = malloc((size_t)g * sizeof *cdf);
+  *counts = malloc((size_t)TN_ROUTINGS * (size_t)g * sizeof **counts);
+  if (!cdf || !*counts) {
+    free(cdf);
+    free(*counts);
+    *counts = NULL;
+    return ut_fail(err, MMT_ERR_NOMEM, "out of host memory drawing routings");
+  }
+  for (int r = 0; r < TN_ROUTINGS; r++) draw_routing(o, g, rows, r, cdf, *counts + (size_t)r * g);
+  free(cdf);
+  return MMT_OK;
+}
+
+mmt_status tn_gpu_masked_blocks(tn_gpu *g, tn_measure_opts *o, ut_err *err) {
+  gen_op op;
+  g->routed_rows = 0;
+  if (!o->op[0] || gen_op_parse(o->op, o->dtype, &op, err) || op.group != 'm')
+    return MMT_OK; /* not masked (a bad op: set_op says so) */
+  const int64_t experts = o->batch > 1 ? o->batch : 1;
+  if (o->m > INT32_MAX / experts)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "a masked problem of %lld experts of %lld rows: more than 2^31 rows in all",
+                   (long long)experts, (long long)o->m);
+  int *counts;
+  mmt_status rc = draw_routings(o, experts, experts * o->m, &counts, err);
+  if (rc) return rc;
+  int most = 1;
+  for (size_t i = 0; i < (size_t)TN_ROUTINGS * (size_t)experts; i++)
+    if (counts[i] > most) most = counts[i];
+  free(counts);
+  g->routed_rows = experts * o->m;
+  o->m = most;
+  return MMT_OK;
+}
+
+/* A grouped problem's routings (tn_gpu's `routings`): contiguous, of its M rows, as offsets;
+ * masked, of its routed_rows, as counts and their sum; then the error word (zero). */
 static mmt_status reserve_routings(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   mmt_status rc = MMT_OK;
   const size_t per = (size_t)g->batch + 1, count = TN_ROUTINGS * per;
   const size_t bytes = tn_round_up(4 * count, 256) + 256;
-  double *cdf = malloc((size_t)g->batch * sizeof *cdf);
-  int *counts = malloc((size_t)g->batch * sizeof *counts);
-  if (!cdf || !counts) {
-    rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory drawing routings");
-    goto cleanup;
-  }
+  const bool masked = tn_gpu_masked(g);
+  int *counts = NULL;
+  if ((rc = draw_routings(o, g->batch, masked ? g->routed_rows : o->m, &counts, err))) return rc;
   if ((rc = tn_gpu_host_reserve((void **)&g->host_offsets, &g->host_offsets_cap,
                                 count * sizeof *g->host_offsets, err)))
     goto cleanup;
   for (int r = 0; r < TN_ROUTINGS; r++) {
-    /* routing 0, the one verified: sparse, so that some experts are empty */
-    const tn_route_kind kind = (tn_route_kind)((r + TN_ROUTE_SPARSE) % TN_ROUTE_KINDS);
-    const uint64_t seed = (uint64_t)o->m * 1000003u + (uint64_t)o->n * 8191u +
-                          (uint64_t)o->k * 131u + (uint64_t)g->batch * 7u + (uint64_t)r;
-    tn_route(kind, g->batch, o->m, seed, cdf, counts);
-    tn_route_offsets(g->batch, counts, g->host_offsets + (size_t)r * per);
+    const int *c = counts + (size_t)r * (size_t)g->batch;
+    int32_t *out = g->host_offsets + (size_t)r * per;
+    if (!masked) {
+      tn_route_offsets(g->batch, c, out);
+      continue;
+    }
+    out[g->batch] = 0;
+    for (int64_t z = 0; z < g->batch; z++) out[g->batch] += out[z] = c[z];
   }
   if ((rc = device_reserve(g, &g->routings, &g->routings_cap, bytes, err))) goto cleanup;
   g->group_error = g->routings + tn_round_up(4 * count, 256);
@@ -245,7 +292,6 @@ static mmt_status reserve_routings(tn_gpu *g, const tn_measure_opts *o, ut_err *
   RT_CU_CHECK(g->cu, cuMemcpyHtoD(g->routings, g->host_offsets, 4 * count));
   RT_CU_CHECK(g->cu, cuMemsetD32(g->group_error, 0, 1));
 cleanup:
-  free(cdf);
   free(counts);
   return rc;
 }
@@ -350,7 +396,7 @@ mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *e
   g->c = g->b + (size_t)g->elem * g->b_elems * (size_t)g->copies;
   g->c_in = residual ? g->c + (size_t)g->out_elem * g->c_elems * (size_t)g->copies : 0;
   if ((rc = reserve_vectors(g, o, err))) goto cleanup;
-  if (tn_gpu_grouped(g) && (rc = reserve_routings(g, o, err))) goto cleanup;
+  if (tn_gpu_routed(g) && (rc = reserve_routings(g, o, err))) goto cleanup;
   size_t wide_bytes =
       g->elem == 4 && g->out_elem == 4 ? 0 : 4 * (g->a_elems + g->b_elems + g->c_elems);
   if ((rc = device_reserve(g, &g->wa, &g->wide_cap_bytes, wide_bytes, err))) goto cleanup;
@@ -374,7 +420,7 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
   a.b = g->b + (size_t)g->elem * g->b_elems * (size_t)copy;
   a.c = g->c + (size_t)g->out_elem * g->c_elems * (size_t)copy;
   a.batch = g->batch;
-  a.group = tn_gpu_grouped(g) ? 'c' : 0;
+  a.group = tn_gpu_routed(g) ? g->op.group : 0;
   if (g->has_op && g->op.residual) a.beta = 1.0f; /* C: tn_gpu_residual_c(a.c) */
   return a;
 }
@@ -401,8 +447,8 @@ static bool scales_b(const gen_op *op) {
 }
 
 rt_epilogue tn_gpu_epilogue_of(const tn_gpu *g, const rt_gemm_args *args) {
-  const bool many = g->batch > 1; /* grouped: A's and D's strides are 0, B's the weights' */
-  const bool grouped = tn_gpu_grouped(g);
+  const bool many = g->batch > 1; /* contiguous: A's and D's strides are 0, B's the weights' */
+  const bool grouped = tn_gpu_routed(g);
   return (rt_epilogue){
       .d = args->c,
       .ldd = args->ldc,

@@ -77,22 +77,24 @@ static const char FILL_SOURCE[] =
     "  }\n"
     "}\n";
 
-/* The comparison of C with the float64 reference, reduced on the device so that only a few
- * numbers cross the bus: sums of squares of (C - R) and R, max |C - R| and max |R| (as bits:
- * non-negative doubles order like unsigned integers), NaN/Inf count and first position, and
- * writes into C's padding columns (n..ldc of every row but the last, left NaN) with the first
- * position.  Nothing past C's last element is read: it may be unmapped (gpu/guard.h).
+/* The comparison of C's first `rows` of M rows with the float64 reference, reduced on the
+ * device so that only a few numbers cross the bus: sums of squares of (C - R) and R, max
+ * |C - R| and max |R| (as bits: non-negative doubles order like unsigned integers), NaN/Inf
+ * count and first position, and writes into C's padding columns (n..ldc of every row but the
+ * last) or its rows from `rows` on (a masked expert's past its count), all left NaN, with the
+ * first position.  Nothing past C's last element is read: it may be unmapped (gpu/guard.h).
  * x - x != 0 is true exactly for NaN and Inf. */
 static const char CHECK_SOURCE[] =
-    "extern \"C\" __global__ void mmt_check_f32(long long M, long long N, const float *C,\n"
-    "    long long ldc, const double *R, long long ldr, double *sums, unsigned long long *st) {\n"
+    "extern \"C\" __global__ void mmt_check_f32(long long M, long long rows, long long N,\n"
+    "    const float *C, long long ldc, const double *R, long long ldr, double *sums,\n"
+    "    unsigned long long *st) {\n"
     "  double d2 = 0, r2 = 0, dmax = 0, rmax = 0;\n"
     "  unsigned long long bad = 0, first_bad = ~0ull, outside = 0, first_out = ~0ull;\n"
     "  for (long long i = blockIdx.x; i < M; i += gridDim.x)\n"
     "    for (long long j = threadIdx.x; j < (i == M - 1 ? N : ldc); j += blockDim.x) {\n"
     "      unsigned long long at = (unsigned long long)i * ldc + j;\n"
     "      float c = C[at];\n"
-    "      if (j >= N) {\n"
+    "      if (j >= N || i >= rows) {\n"
     "        if (c == c) { outside++; first_out = min(first_out, at); }\n"
     "        continue;\n"
     "      }\n"

@@ -42,9 +42,10 @@ static void set_times(const tn_gpu *g, tn_measurement *out, const tn_measure_opt
   out->runs = runs;
   out->ms_min = times[0];
   out->ms_max = times[runs - 1];
-  const double problems = (double)tn_gpu_planes(g);
-  out->tflops =
-      2.0 * problems * (double)o->m * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
+  /* the rows the experts have, not a masked op's blocks' */
+  const double rows =
+      tn_gpu_masked(g) ? (double)g->routed_rows : (double)tn_gpu_planes(g) * (double)o->m;
+  out->tflops = 2.0 * rows * (double)o->n * (double)o->k / (out->ms_median * 1e-3) / 1e12;
 }
 
 /* Timed runs with events, rotating input copies, in back-to-back batches (TIME_BATCH); fills
@@ -120,9 +121,11 @@ void tn_gpu_launch_error(tn_measurement *out, const char *msg) {
 /* Verifies, then times, launch(user, ...) on the problem of o (defaults filled) into out
  * (initialized by the caller); the device is bound.  Timing runs on the copies (prepared
  * before verification, which may use them). */
-static mmt_status measure(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *o,
+static mmt_status measure(tn_gpu *g, tn_launch_fn launch, void *user, const tn_measure_opts *opts,
                           tn_measurement *out, ut_err *err) {
-  mmt_status rc = MMT_OK;
+  tn_measure_opts blocks = *opts, *o = &blocks; /* a masked op's: M the rows of its blocks */
+  mmt_status rc = tn_gpu_masked_blocks(g, o, err);
+  if (rc) return rc;
   if ((rc = tn_gpu_reserve_problem(g, o, err))) return rc;
   if ((rc = tn_gpu_prepare_inputs(g, o, err))) return rc;
   if ((rc = tn_gpu_verify(g, launch, user, o, out, err))) return rc;

@@ -73,13 +73,17 @@ struct tn_gpu {
   CUdeviceptr d_scale, d_amax; /* an FP8 D's: 1.0f, and its amax (after the vectors) */
   double ref_max;              /* the last check's largest |reference| */
   size_t vec_cap;
-  /* A contiguous grouped op (tn_gpu_grouped): batch is its experts, G; A and D are
-   * one matrix of M rows (a_stride, c_stride 0), B the G weights, each by-column vector G
-   * copies.  Its rows' routings (TN_ROUTINGS, drawn once for the problem: the same for every
-   * candidate), G + 1 offsets each on the host and at `routings` on the device, then the
-   * kernels' error word: verification runs routing 0, the timed runs take them in turn
-   * (`routing`: the next launch's). */
+  /* A grouped op (tn_gpu_routed): batch is its experts, G; B the G weights, each by-column
+   * vector G copies.  Contiguous (tn_gpu_grouped): A and D are one matrix of M rows
+   * (a_stride, c_stride 0).  Masked (tn_gpu_masked): A and D are G blocks of M rows as a
+   * batch's, M the most rows a routing gives an expert (tn_gpu_masked_blocks), expert z
+   * using its first counts[z].  Their routings (TN_ROUTINGS, drawn once for the problem: the
+   * same for every candidate), G + 1 ints each on the host and at `routings` on the device
+   * (contiguous: offsets; masked: the G counts, then their sum), then the kernels' error
+   * word: verification runs routing 0, the timed runs take them in turn (`routing`: the next
+   * launch's).  routed_rows: the rows all experts have together in each routing. */
   int32_t *host_offsets;
+  int64_t routed_rows;
   size_t host_offsets_cap; /* bytes */
   CUdeviceptr routings, group_error;
   size_t routings_cap;
@@ -104,8 +108,10 @@ struct tn_gpu {
   size_t host_a_cap, host_b_cap, host_ref_cap;
 };
 
-/* Whether g's problem is a contiguous grouped op (set_op: masked ones are not measured). */
+/* Whether g's problem is a contiguous grouped op, a masked one, either. */
 static inline bool tn_gpu_grouped(const tn_gpu *g) { return g->has_op && g->op.group == 'c'; }
+static inline bool tn_gpu_masked(const tn_gpu *g) { return g->has_op && g->op.group == 'm'; }
+static inline bool tn_gpu_routed(const tn_gpu *g) { return g->has_op && g->op.group != 0; }
 
 /* gpu/context.c */
 
@@ -115,6 +121,11 @@ static inline bool tn_gpu_grouped(const tn_gpu *g) { return g->has_op && g->op.g
 size_t tn_gpu_timed_copies(const tn_gpu *g, size_t set_bytes, bool cold);
 /* Grows a host buffer to at least `bytes` (its contents kept, as realloc). */
 mmt_status tn_gpu_host_reserve(void **buf, size_t *cap, size_t bytes, ut_err *err);
+/* A masked grouped op's problem (else nothing): o's M, the mean rows an expert has (what
+ * calls are keyed by), becomes the rows of each expert's blocks of A and D, the most any of
+ * the problem's routings gives one expert; g->routed_rows, G times the mean.  Before
+ * tn_gpu_reserve_problem, whose o it makes. */
+mmt_status tn_gpu_masked_blocks(tn_gpu *g, tn_measure_opts *o, ut_err *err);
 /* Sizes the device buffers for the problem: copies of (A, B, C) covering L2_COVER x L2. */
 mmt_status tn_gpu_reserve_problem(tn_gpu *g, const tn_measure_opts *o, ut_err *err);
 /* The GEMM arguments of input copy `copy` (0 .. g->copies - 1) of the problem of o.  An op

@@ -301,14 +301,20 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, const r
       return rc;
   } else { /* each expert's rows: its own by-column vectors, the rows' own by-row ones */
     const int32_t *off = g->host_offsets;
+    const bool masked = tn_gpu_masked(g); /* expert z's block: all its M rows (checked: its
+                                             count; masked ops have no by-row vectors) */
     for (int64_t z = 0; z < g->batch; z++) {
-      const size_t row = (size_t)off[z], col = (size_t)z * (size_t)o->n;
-      if (off[z + 1] > off[z] &&
+      const size_t row = masked ? (size_t)z * (size_t)o->m : (size_t)off[z],
+                   col = (size_t)z * (size_t)o->n;
+      const int64_t rows = masked ? o->m : off[z + 1] - off[z];
+      const CUdeviceptr cz = !c       ? 0
+                             : masked ? c + 4 * (size_t)z * g->c_stride
+                                      : c + 4 * row * (size_t)o->ldc;
+      if (rows > 0 &&
           (rc = launch_epilogue_reference(
-               g, o, off[z + 1] - off[z], 1, g->ref + 8 * row * (size_t)o->n,
-               d + 8 * row * (size_t)g->n_out, g->vec_wide + 4 * (g->op.bias == 'r' ? row : col),
-               g->vec_wide + step + 4 * row, g->vec_wide + 2 * step + 4 * col,
-               c ? c + 4 * row * (size_t)o->ldc : 0, err)))
+               g, o, rows, 1, g->ref + 8 * row * (size_t)o->n, d + 8 * row * (size_t)g->n_out,
+               g->vec_wide + 4 * (g->op.bias == 'r' ? row : col), g->vec_wide + step + 4 * row,
+               g->vec_wide + 2 * step + 4 * col, cz, err)))
         return rc;
     }
   }
@@ -334,7 +340,9 @@ static mmt_status device_compare(tn_gpu *g, const tn_measure_opts *o, CUdevicept
   unsigned blocks = (unsigned)(m < 8192 ? m : 8192);
   for (int64_t z = 0; z < tn_gpu_planes(g); z++) {
     CUdeviceptr cz = c + 4 * (size_t)z * g->c_stride, rz = ref + 8 * (size_t)(z * m * ldr);
-    void *args[] = {&m, &n, &cz, &ldc, &rz, &ldr, &sums, &st};
+    /* the rows compared; a masked expert's after its count must be as poisoned */
+    long long rows = tn_gpu_masked(g) ? g->host_offsets[z] : m;
+    void *args[] = {&m, &rows, &n, &cz, &ldc, &rz, &ldr, &sums, &st};
     RT_CU_CHECK(cu, cuLaunchKernel(g->check_fn, blocks, 1, 1, 256, 1, 1, 0, 0, args, NULL));
   }
   if ((rc = sync_checked(g, "result check kernel", err))) return rc;
@@ -385,8 +393,9 @@ static mmt_status check_result(tn_gpu *g, const tn_measure_opts *o, CUdeviceptr 
   } else if (cs.st[4] > 0) {
     out->status = DB_VERIFY_FAILED;
     snprintf(out->error, sizeof out->error,
-             "wrote outside C: %llu padding elements, first at (%llu, %llu)", cs.st[4],
-             cs.st[5] / ldc, cs.st[5] % ldc);
+             "wrote outside D: %llu elements of padding or of rows no expert has, first at "
+             "(%llu, %llu)",
+             cs.st[4], cs.st[5] / ldc, cs.st[5] % ldc);
   } else if (!(out->rel_err <= rel_tol && out->max_err <= max_tol)) {
     out->status = DB_VERIFY_FAILED;
     snprintf(out->error, sizeof out->error,
@@ -507,7 +516,7 @@ mmt_status tn_gpu_verify(tn_gpu *g, tn_launch_fn launch, void *user, const tn_me
     if (i == 0 && (rc = compute_reference(g, o, &args, &ref, &ref_ld, err))) return rc;
     if ((rc = check_result(g, o, args.c, ref, ref_ld, out, err))) return rc;
     if (out->status == DB_OK && g->d_amax && (rc = check_amax(g, out, err))) return rc;
-    if (out->status == DB_OK && tn_gpu_grouped(g) && (rc = check_group_error(g, out, err)))
+    if (out->status == DB_OK && tn_gpu_routed(g) && (rc = check_group_error(g, out, err)))
       return rc;
     g->use_bias = g->bias, g->use_scale_row = g->scale_row, g->use_scale_col = g->scale_col;
     if (out->status != DB_OK) {
