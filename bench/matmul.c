@@ -647,22 +647,53 @@ cleanup:
 
 /* ---- host ---- */
 
-/* Nanoseconds of host time a warm call costs: HOST_CALLS calls, synchronized every 100. */
-static mmt_status host_ns(bench *b, const mmt_matmul_desc *d, bool gemm, double *ns, ut_err *err) {
+/* Nanoseconds of host time a warm call on ctx costs: HOST_CALLS calls, synchronized every
+ * 100. */
+static mmt_status host_ns(bench *b, mmt_context *ctx, const mmt_matmul_desc *d, bool gemm,
+                          double *ns, ut_err *err) {
   mmt_status rc = MMT_OK;
   uint64_t spent = 0;
   for (int i = 0; i < HOST_CALLS / 100 + 1 && !rc; i++) {
     const uint64_t t0 = bench_now_ns();
     for (int j = 0; j < 100 && !rc; j++)
-      rc = gemm ? mmt_gemm(b->ctx, MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_TRANS, d->m, d->n, d->k, 1,
-                           d->a, d->lda, d->b, d->ldb, 0, d->d, d->ldd, d->in_type, b->stream)
-                : mmt_matmul(b->ctx, d, b->stream);
+      rc = gemm ? mmt_gemm(ctx, MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_TRANS, d->m, d->n, d->k, 1, d->a,
+                           d->lda, d->b, d->ldb, 0, d->d, d->ldd, d->in_type, b->stream)
+                : mmt_matmul(ctx, d, b->stream);
     if (i > 0) spent += bench_now_ns() - t0; /* the first hundred warm up */
     if (!rc) RT_CU_CHECK(b->cu, cuStreamSynchronize(b->stream));
   }
-  if (rc && !err->msg[0]) ut_fail(err, rc, "%s", mmt_errmsg(b->ctx));
+  if (rc && !err->msg[0]) ut_fail(err, rc, "%s", mmt_errmsg(ctx));
   *ns = (double)spent / (HOST_CALLS / 100 * 100);
 cleanup:
+  return rc;
+}
+
+/* What recording (mmt_options.record) costs a warm call: the op call d on two contexts of
+ * one fresh database in a folder of its own, one recording, in turn HOST_ROUNDS times. */
+static mmt_status host_recording(bench *b, const mmt_matmul_desc *d, ut_err *err) {
+  char dir[64] = "/tmp/mmt_record_XXXXXX", db[96];
+  if (!mkdtemp(dir)) return ut_fail(err, MMT_ERR_IO, "cannot make a database folder in /tmp");
+  snprintf(db, sizeof db, "%s/record.db", dir);
+  mmt_context *ctx[2] = {NULL, NULL};
+  mmt_status rc = MMT_OK;
+  for (int i = 0; i < 2 && !rc; i++) {
+    const mmt_options opts = {.db_path = db, .cache_dir = dir, .record = i};
+    if ((rc = mmt_open(&ctx[i], b->o->device, &opts)))
+      ut_fail(err, rc, "mmt_open: %s: %s", mmt_status_name(rc), mmt_errmsg(ctx[i]));
+  }
+  double ns[2][HOST_ROUNDS];
+  for (int r = 0; r < HOST_ROUNDS && !rc; r++)
+    for (int i = 0; i < 2 && !rc; i++) rc = host_ns(b, ctx[i], d, false, &ns[i][r], err);
+  if (!rc) {
+    const double off = median_of(ns[0], HOST_ROUNDS), on = median_of(ns[1], HOST_ROUNDS);
+    printf("host      the same op call on a fresh database: %.0f ns, recording %.0f ns (%+.0f "
+           "ns)\n",
+           off, on, on - off);
+  }
+  for (int i = 0; i < 2; i++) mmt_close(ctx[i]);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   return rc;
 }
 
@@ -683,14 +714,16 @@ static mmt_status host_family(bench *b, ut_err *err) {
   op.bias = (const void *)(uintptr_t)(base + (size_t)(3 * n * n) * 2);
   rc = mb_fill(b, base, (size_t)(2 * n * n), b->o->type, err);
   for (int r = 0; r < HOST_ROUNDS && !rc; r++)
-    if (!(rc = host_ns(b, &d, true, &gs[r], err)) && !(rc = host_ns(b, &d, false, &ps[r], err)))
-      rc = host_ns(b, &op, false, &os[r], err);
+    if (!(rc = host_ns(b, b->ctx, &d, true, &gs[r], err)) &&
+        !(rc = host_ns(b, b->ctx, &d, false, &ps[r], err)))
+      rc = host_ns(b, b->ctx, &op, false, &os[r], err);
   const double g = rc ? 0 : median_of(gs, HOST_ROUNDS), p = rc ? 0 : median_of(ps, HOST_ROUNDS),
                o = rc ? 0 : median_of(os, HOST_ROUNDS);
   if (!rc)
     printf("host      %lldx%lldx%lld %s: mmt_gemm %.0f ns a call, mmt_matmul %.0f ns (plain), "
            "%.0f ns (bias: an op kernel); over mmt_gemm: %+.0f ns, %+.0f ns\n",
            (long long)n, (long long)n, (long long)n, b->o->dtype, g, p, o, p - g, o - g);
+  if (!rc) rc = host_recording(b, &op, err);
 cleanup:
   if (base) b->cu->cuMemFree(base);
   return rc;
