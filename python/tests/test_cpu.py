@@ -710,6 +710,29 @@ class TestWithoutDriver(unittest.TestCase):
                 mmtune.open(0, db_path=f.name)
         self.assertEqual(cm.exception.status_name, "MMT_ERR_DB_CORRUPT")
 
+    def test_record_from_the_environment(self):
+        # The module-level calls (and so mmtune.torch) open their contexts without options:
+        # $MMTUNE_RECORD is how they record.  A bad value is refused by name; "1" opens the
+        # database for writing (made before the device is looked for, so without a GPU too).
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "rec.db")
+            old = os.environ.get("MMTUNE_RECORD")
+            try:
+                os.environ["MMTUNE_RECORD"] = "yes"
+                with self.assertRaisesRegex(mmtune.Error, r'\$MMTUNE_RECORD must be 0 or 1, '
+                                            r'got "yes"'):
+                    mmtune.open(0, db_path=db)
+                self.assertFalse(os.path.exists(db))
+                os.environ["MMTUNE_RECORD"] = "1"
+                with self.assertRaisesRegex(mmtune.Error, "MMT_ERR_NO_DRIVER"):
+                    mmtune.open(0, db_path=db)
+                self.assertTrue(os.path.exists(db))
+            finally:
+                if old is None:
+                    os.environ.pop("MMTUNE_RECORD", None)
+                else:
+                    os.environ["MMTUNE_RECORD"] = old
+
     def test_library_checks_through_a_context_that_did_not_open(self):
         # mmt_gemm checks its arguments before it says the context did not open: through a
         # context whose open failed, the checks show that each argument arrives in its place.
