@@ -363,13 +363,14 @@ static void test_grouped_tuned(void **state) {
 
 /* A masked grouped op tuned: M is the mean rows an expert (13 -> its bucket, 16), each
  * candidate run on G blocks of the most rows a drawn routing gives an expert, verified on the
- * rows each expert has (with its own weight, bias and C) and on the rows past them left
+ * rows each expert has (with its own weight, bias, column scales and C, and the row scales of
+ * A's rows as stored) and on the rows past them left
  * unwritten; a masked call of that regime (blocks of 40 rows, 8 x 14 in all: a mean of 14)
  * is served the row. */
 static void test_masked_tuned(void **state) {
   (void)state;
-  grouped_tuned("masked.db", "out=f16,bias=col,act=silu,residual,group=masked", "13x256x192",
-                "an expert's rows on average) rounded up", 16, 256, 192,
+  grouped_tuned("masked.db", "out=f16,bias=col,scale=row+col,act=silu,residual,group=masked",
+                "13x256x192", "an expert's rows on average) rounded up", 16, 256, 192,
                 "40 256 192 --group-tokens 112", NULL);
 }
 

@@ -260,12 +260,9 @@ static int check_op(const tune_run *r, const char *text, const char *what) {
 }
 
 /* Why a grouped op of dtype is not tuned (NULL: it is): the measurement serves those of
- * 16-bit or f32 inputs whose B scales, if any, are by column, and masked ones without by-row
- * vectors.  (scale=tensor: its vectors would be one float, where a grouped call reads expert
- * z's B scale scale_col[z].) */
+ * 16-bit or f32 inputs whose B scales, if any, are by column.  (scale=tensor: its vectors
+ * would be one float, where a grouped call reads expert z's B scale scale_col[z].) */
 static const char *grouped_not_tuned(const gen_op *op, const char *dtype) {
-  if (op->group == 'm' && (op->bias == 'r' || op->scale_row))
-    return "a masked grouped op's by-row vectors are not measured yet (by-column ones are)";
   if (dtype && gen_dtype_fp8(dtype)) return "FP8 inputs are not grouped yet";
   if (op->scale_tensor)
     return "per-tensor scales of a grouped op (one a weight) are not measured yet (scale=col is)";

@@ -141,11 +141,6 @@ static mmt_status set_op(tn_gpu *g, const tn_measure_opts *o, ut_err *err) {
   if (rc) return rc;
   if (!gen_op_valid(&g->op, o->dtype))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "op '%s' is not one for %s inputs", o->op, o->dtype);
-  if (g->op.group == 'm' && (g->op.bias == 'r' || g->op.scale_row))
-    return ut_fail(err, MMT_ERR_UNSUPPORTED,
-                   "op '%s': a masked grouped op's by-row vectors are not measured here yet "
-                   "(by-column ones are); mmt_matmul runs them",
-                   o->op);
   if (g->op.gated && o->n % 2)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a gated op needs an even N, got %lld",
                    (long long)o->n);
@@ -163,18 +158,23 @@ static size_t column_len(const tn_gpu *g, const tn_measure_opts *o) {
   return (size_t)o->n * (size_t)(tn_gpu_routed(g) ? g->batch : 1);
 }
 
+/* The floats of a by-row vector: M, a masked op's G blocks of M (A's rows as stored). */
+static size_t row_len(const tn_gpu *g, const tn_measure_opts *o) {
+  return (size_t)o->m * (size_t)(tn_gpu_masked(g) ? g->batch : 1);
+}
+
 size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side) {
   const size_t kb = (size_t)(o->k + 127) / 128, nb = (size_t)(o->n + 127) / 128;
   if (g->op.scale_block) return side ? nb * kb : kb * (size_t)o->m;
-  return g->op.scale_tensor ? 1 : side ? column_len(g, o) : (size_t)o->m;
+  return g->op.scale_tensor ? 1 : side ? column_len(g, o) : row_len(g, o);
 }
 
 size_t tn_gpu_bias_len(const tn_gpu *g, const tn_measure_opts *o) {
-  return g->op.bias == 'r' ? (size_t)o->m : column_len(g, o);
+  return g->op.bias == 'r' ? row_len(g, o) : column_len(g, o);
 }
 
 size_t tn_gpu_vector_len(const tn_gpu *g, const tn_measure_opts *o) {
-  size_t len = (size_t)o->m > column_len(g, o) ? (size_t)o->m : column_len(g, o);
+  size_t len = row_len(g, o) > column_len(g, o) ? row_len(g, o) : column_len(g, o);
   for (int side = 0; side < 2; side++)
     if (tn_gpu_scale_len(g, o, side) > len) len = tn_gpu_scale_len(g, o, side);
   return len;

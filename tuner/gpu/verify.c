@@ -302,7 +302,7 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, const r
   } else { /* each expert's rows: its own by-column vectors, the rows' own by-row ones */
     const int32_t *off = g->host_offsets;
     const bool masked = tn_gpu_masked(g); /* expert z's block: all its M rows (checked: its
-                                             count; masked ops have no by-row vectors) */
+                                             count), its by-row vectors from row z * M */
     for (int64_t z = 0; z < g->batch; z++) {
       const size_t row = masked ? (size_t)z * (size_t)o->m : (size_t)off[z],
                    col = (size_t)z * (size_t)o->n;
