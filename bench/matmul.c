@@ -32,10 +32,12 @@
  *              ("grp-loop") against a loop of plain mmt_matmul calls, one an expert; at 64
  *              routed rows or fewer a third ("grp-read") against a plain read of the weights
  *              of the experts with rows (gpu/bandwidth.h): the share of its speed the call
- *              reaches
+ *              reaches.  Up to 256 routed rows the same cases in the masked layout too (G
+ *              blocks as deep as the fullest expert, the counts in device memory): "masked",
+ *              "msk-loop", "msk-read"
  *   coldstart  (only when named) the first calls of the linear family's layers on a fresh
  *              context and an empty cubin cache, one by one and after mmt_matmul_prepare
- * Method (the workplace's METHOD.md): random inputs drawn on the device (never zeros), D of both
+ * Method: random inputs drawn on the device (never zeros), D of both
  * libraries compared first (relative Frobenius difference, the output type's tolerance: a
  * mismatch is reported and left out of the figures), warm-up runs, then --runs timed runs
  * launched back to back with an event between each two, the median.  Inputs rotate over copies
@@ -793,8 +795,8 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
     for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
       rc =
           mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
-  tally loop = {0}, read = {0};
-  grouped_tallies gt = {&tl[F_GROUPED], &loop, &read};
+  tally loop = {0}, read = {0}, masked[3] = {{0}};
+  grouped_tallies gt = {&tl[F_GROUPED], &loop, &read, &masked[0], &masked[1], &masked[2]};
   if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &gt, err);
   if (!rc && o->family[F_COLDSTART]) {
     int64_t shapes[64][2];
@@ -805,6 +807,9 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
   summary("grp-loop", &loop);
   summary("grp-read", &read);
+  summary("masked", &masked[0]);
+  summary("msk-loop", &masked[1]);
+  summary("msk-read", &masked[2]);
   return rc;
 }
 

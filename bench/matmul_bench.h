@@ -98,7 +98,8 @@ mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes
 /* The grouped family's tallies: against cuBLAS's grouped GEMM, against a loop of mmt_matmul
  * calls, and (decode: 64 routed rows or fewer) against a plain read of the weights hit. */
 typedef struct {
-  tally *cublas, *loop, *read;
+  tally *cublas, *loop, *read;       /* contiguous: against cuBLAS, the loop, a read */
+  tally *m_cublas, *m_loop, *m_read; /* masked, the same */
 } grouped_tallies;
 /* The grouped family (matmul_grouped.c). */
 mmt_status mb_grouped_family(bench *b, grouped_tallies *ts, ut_err *err);
