@@ -371,6 +371,17 @@ void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len) {
 /* ---- the Linear families: linear, residual, f32out ---- */
 
 /* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
+mmt_status mb_temp_dir(char dir[64], const char *what, ut_err *err) {
+  snprintf(dir, 64, "/tmp/mmt_bench_XXXXXX");
+  return mkdtemp(dir) ? MMT_OK : ut_fail(err, MMT_ERR_IO, "cannot make %s in /tmp", what);
+}
+
+void mb_remove_dir(const char *dir) {
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out) {
   return (mmt_matmul_desc){.order = MMT_ROW_MAJOR,
                            .trans_b = MMT_TRANS,
@@ -673,11 +684,11 @@ cleanup:
 /* What recording (mmt_options.record) costs a warm call: the op call d on two contexts of
  * one fresh database in a folder of its own, one recording, in turn HOST_ROUNDS times. */
 static mmt_status host_recording(bench *b, const mmt_matmul_desc *d, ut_err *err) {
-  char dir[64] = "/tmp/mmt_record_XXXXXX", db[96];
-  if (!mkdtemp(dir)) return ut_fail(err, MMT_ERR_IO, "cannot make a database folder in /tmp");
+  char dir[64], db[96];
+  mmt_status rc = mb_temp_dir(dir, "a database folder", err);
+  if (rc) return rc;
   snprintf(db, sizeof db, "%s/record.db", dir);
   mmt_context *ctx[2] = {NULL, NULL};
-  mmt_status rc = MMT_OK;
   for (int i = 0; i < 2 && !rc; i++) {
     const mmt_options opts = {.db_path = db, .cache_dir = dir, .record = i};
     if ((rc = mmt_open(&ctx[i], b->o->device, &opts)))
@@ -693,9 +704,7 @@ static mmt_status host_recording(bench *b, const mmt_matmul_desc *d, ut_err *err
            off, on, on - off);
   }
   for (int i = 0; i < 2; i++) mmt_close(ctx[i]);
-  char cmd[96];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  mb_remove_dir(dir);
   return rc;
 }
 
@@ -795,9 +804,11 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
     for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
       rc =
           mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
-  tally loop = {0}, read = {0}, masked[3] = {{0}};
-  grouped_tallies gt = {&tl[F_GROUPED], &loop, &read, &masked[0], &masked[1], &masked[2]};
-  if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &gt, err);
+  tally grouped[2] = {{0}}, masked[3] = {{0}};
+  grouped_tallies gc = {{&tl[F_GROUPED], &grouped[0], &grouped[1]},
+                        {"grouped", "grp-loop", "grp-read"}},
+                  gm = {{&masked[0], &masked[1], &masked[2]}, {"masked", "msk-loop", "msk-read"}};
+  if (!rc && o->family[F_GROUPED]) rc = mb_grouped_family(b, &gc, &gm, err);
   if (!rc && o->family[F_COLDSTART]) {
     int64_t shapes[64][2];
     for (int i = 0; i < nw; i++) shapes[i][0] = w[i].n, shapes[i][1] = w[i].k;
@@ -805,11 +816,8 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
   }
   printf("\n");
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
-  summary("grp-loop", &loop);
-  summary("grp-read", &read);
-  summary("masked", &masked[0]);
-  summary("msk-loop", &masked[1]);
-  summary("msk-read", &masked[2]);
+  for (int i = 1; i < 3; i++) summary(gc.name[i], gc.vs[i]);
+  for (int i = 0; i < 3; i++) summary(gm.name[i], gm.vs[i]);
   return rc;
 }
 

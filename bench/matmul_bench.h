@@ -88,6 +88,10 @@ void mb_report(bench *b, tally *tl, const char *family, const char *what, double
                double peer_ms, double rel, double tol, const char *kernel);
 /* The kernel mmt_matmul would launch for d, in words ("?" when explain fails). */
 void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len);
+/* A fresh folder /tmp/mmt_bench_XXXXXX in dir (`what` names it in the error), and its removal
+ * with what it holds (a failure said on stderr). */
+mmt_status mb_temp_dir(char dir[64], const char *what, ut_err *err);
+void mb_remove_dir(const char *dir);
 /* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
 mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out);
 
@@ -95,14 +99,15 @@ mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mm
  * weights (N, K) at every batch, one by one and after mmt_matmul_prepare. */
 mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes, ut_err *err);
 
-/* The grouped family's tallies: against cuBLAS's grouped GEMM, against a loop of mmt_matmul
+/* A grouped layout's tallies: against cuBLAS's grouped GEMM, against a loop of mmt_matmul
  * calls, and (decode: 64 routed rows or fewer) against a plain read of the weights hit. */
 typedef struct {
-  tally *cublas, *loop, *read;       /* contiguous: against cuBLAS, the loop, a read */
-  tally *m_cublas, *m_loop, *m_read; /* masked, the same */
+  tally *vs[3];        /* against cuBLAS, the loop, a read */
+  const char *name[3]; /* their lines' family names */
 } grouped_tallies;
-/* The grouped family (matmul_grouped.c). */
-mmt_status mb_grouped_family(bench *b, grouped_tallies *ts, ut_err *err);
+/* The grouped family (matmul_grouped.c): the contiguous layout's cases, and the masked one's. */
+mmt_status mb_grouped_family(bench *b, grouped_tallies *contiguous, grouped_tallies *masked,
+                             ut_err *err);
 /* One quantize case (matmul_quantize.c): weight `name` (rows x cols) in `mode`. */
 mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
                            const char *name, tally *tl, ut_err *err);

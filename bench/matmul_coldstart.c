@@ -37,22 +37,16 @@ static void count_load(void *user, mmt_log_level level, const char *line) {
  * in dir (made here); its loads counted into l. */
 static mmt_status open_fresh(const bench *b, char dir[64], loads *l, mmt_context **ctx,
                              ut_err *err) {
-  snprintf(dir, 64, "/tmp/mmt_coldstart_XXXXXX");
-  if (!mkdtemp(dir)) return ut_fail(err, MMT_ERR_IO, "cannot make a cubin cache folder in /tmp");
+  mmt_status rc = mb_temp_dir(dir, "a cubin cache folder", err);
+  if (rc) return rc;
   mmt_options opts = {.db_path = b->o->db,
                       .cache_dir = dir,
                       .log = count_load,
                       .log_user = l,
                       .log_level = MMT_LOG_DEBUG};
-  mmt_status rc = mmt_open(ctx, b->o->device, &opts);
+  rc = mmt_open(ctx, b->o->device, &opts);
   if (rc) ut_fail(err, rc, "mmt_open: %s: %s", mmt_status_name(rc), mmt_errmsg(*ctx));
   return rc;
-}
-
-static void remove_dir(const char *dir) {
-  char cmd[96];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 /* Seconds from the first of count calls (prepared first when `prepare`) to the last's end,
@@ -81,7 +75,7 @@ static mmt_status first_calls(bench *b, const mmt_matmul_desc *d, int count, boo
          l.cached);
 cleanup:
   mmt_close(ctx);
-  remove_dir(dir);
+  mb_remove_dir(dir);
   return rc;
 }
 

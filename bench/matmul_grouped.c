@@ -138,11 +138,8 @@ static mmt_status grouped_measure(bench *b, grouped_case *gc, int copies, const 
            zipf ? "zipf" : "unif", (long long)gc->used, most);
   mb_kernel_of(b, &gc->d, kernel, sizeof kernel);
   tn_tolerance(b->o->dtype, &tol, &max_tol);
-  const bool masked = gc->block > 0;
-  mb_report(b, masked ? ts->m_cublas : ts->cublas, masked ? "masked" : "grouped", what, mm_ms,
-            peer_ms, rel, tol, kernel);
-  mb_report(b, masked ? ts->m_loop : ts->loop, masked ? "msk-loop" : "grp-loop", what, mm_ms,
-            loop_ms, fmax(rel, rel_loop), tol, "");
+  mb_report(b, ts->vs[0], ts->name[0], what, mm_ms, peer_ms, rel, tol, kernel);
+  mb_report(b, ts->vs[1], ts->name[1], what, mm_ms, loop_ms, fmax(rel, rel_loop), tol, "");
   if (routed > GROUPED_DECODE_ROWS) return MMT_OK;
   double read_ms = 0;
   const double weights = (double)gc->used * (double)gc->d.n * (double)gc->d.k * mb_size_of(t);
@@ -150,8 +147,7 @@ static mmt_status grouped_measure(bench *b, grouped_case *gc, int copies, const 
       (rc = tn_gpu_read_ms(b->g, weights, b->o->cold, &read_ms, err)) ||
       (rc = rt_device_bind(&b->dev, err)))
     return rc;
-  mb_report(b, masked ? ts->m_read : ts->read, masked ? "msk-read" : "grp-read", what, mm_ms,
-            read_ms, rel, tol, "");
+  mb_report(b, ts->vs[2], ts->name[2], what, mm_ms, read_ms, rel, tol, "");
   return MMT_OK;
 }
 
@@ -214,7 +210,8 @@ cleanup:
 /* Mixture-of-experts layers: Mixtral's (8 experts, its up and down projections) and
  * fine-grained ones (64 to 160 experts), each at 1 to 16384 routed rows, both routings, in
  * the contiguous layout, and up to MASKED_ROWS rows in the masked one too. */
-mmt_status mb_grouped_family(bench *b, grouped_tallies *ts, ut_err *err) {
+mmt_status mb_grouped_family(bench *b, grouped_tallies *contiguous, grouped_tallies *masked,
+                             ut_err *err) {
   static const struct {
     const char *name;
     int64_t g, n, k;
@@ -228,9 +225,9 @@ mmt_status mb_grouped_family(bench *b, grouped_tallies *ts, ut_err *err) {
   for (size_t l = 0; l < sizeof layers / sizeof layers[0] && !rc; l++)
     for (size_t i = 0; i < sizeof routed / sizeof routed[0] && !rc; i++)
       for (int zipf = 0; zipf < 2 && !rc; zipf++)
-        for (int masked = 0; masked < 2 && !rc; masked++)
-          if (!masked || routed[i] <= MASKED_ROWS)
+        for (int m = 0; m < 2 && !rc; m++)
+          if (!m || routed[i] <= MASKED_ROWS)
             rc = grouped_one(b, layers[l].name, layers[l].g, layers[l].n, layers[l].k, routed[i],
-                             zipf, masked, ts, err);
+                             zipf, m, m ? masked : contiguous, err);
   return rc;
 }
