@@ -1,7 +1,8 @@
 /*
  * test_routing.c -- the routings grouped problems are timed over (tuner/gpu/routing.h): every
  * row routed once, the kinds' shapes (balanced, a few hot experts, half the experts empty),
- * deterministic for a seed, and the contiguous layout's offsets.
+ * deterministic for a seed, and the contiguous layout's offsets; a masked problem's blocks
+ * sized by its routings (tn_gpu_masked_blocks, no GPU needed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,9 +10,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/measure_int.h"
 #include "gpu/routing.h"
 
 #define G 64
@@ -86,10 +89,37 @@ static void test_edges(void **state) {
   for (int z = 0; z < G; z++) assert_int_equal(off[z + 1] - off[z], c[z]);
 }
 
+/* A masked op's problem: M (the mean an expert) becomes the fullest expert's rows over the
+ * problem's routings, G x M rows in all; any other problem is left as it is; more than 2^31
+ * rows in all is refused by name. */
+static void test_masked_blocks(void **state) {
+  (void)state;
+  tn_gpu g = {0};
+  ut_err err;
+  tn_measure_opts o = {.m = 13, .n = 256, .k = 192, .dtype = "f16", .batch = 8};
+  snprintf(o.op, sizeof o.op, "out=f16,group=contiguous");
+  assert_int_equal(tn_gpu_masked_blocks(&g, &o, &err), MMT_OK);
+  assert_int_equal(o.m, 13);
+  assert_int_equal(g.routed_rows, 0);
+  snprintf(o.op, sizeof o.op, "out=f16,bias=col,group=masked");
+  assert_int_equal(tn_gpu_masked_blocks(&g, &o, &err), MMT_OK);
+  assert_int_equal(g.routed_rows, 8 * 13);
+  /* the sparse routing alone puts the 104 rows on about half the experts */
+  assert_true(o.m > 13 && o.m <= 104);
+  tn_measure_opts again = {.m = 13, .n = 256, .k = 192, .dtype = "f16", .batch = 8};
+  snprintf(again.op, sizeof again.op, "%s", o.op);
+  assert_int_equal(tn_gpu_masked_blocks(&g, &again, &err), MMT_OK);
+  assert_int_equal(again.m, o.m); /* the same draws for every candidate */
+  o.m = (int64_t)1 << 30;
+  assert_int_equal(tn_gpu_masked_blocks(&g, &o, &err), MMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "a masked problem of 8 experts of 1073741824 rows"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kinds),
       cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_masked_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
