@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the lent GPU machine (device tool) over a build made on the dev machine and carried
+# Runs on a GPU machine over a build made on a development machine (same CUDA) and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
 # kernels|memcheck|compare|matmul|coldstart|tuned-linear ...]; logs to $OUT.
@@ -20,8 +20,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 for step in "$@"; do
   case "$step" in
     tests)
-      # Every program's whole output in $OUT/tests-full.log (one file: the device tool
-      # returns few), the summary lines in tests.log.  The GPU suite (CTest label gpu) unless
+      # Every program's whole output in $OUT/tests-full.log (one file: a remote run
+      # brings back few), the summary lines in tests.log.  The GPU suite (CTest label gpu) unless
       # TESTS="a b" picks programs (TESTS=all: every one); JOBS (default 4) run at once --
       # most of their time is NVRTC on the CPU, not the GPU.
       rm -rf /tmp/tlogs && mkdir -p /tmp/tlogs
