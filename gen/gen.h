@@ -145,7 +145,7 @@ typedef struct {
   /* Grouped GEMMs (mmtune.h's mmt_group_mode): 0 none, 'c' contiguous (the experts' rows of
    * one A and D, G + 1 row offsets), 'm' masked (a batch whose problems use their first rows,
    * G row counts).  The counts come in the epilogue (gen.h's op ABI); problem z's per-column
-   * vectors are the z-th of G.  Row-major A ('n'), not gated, no block scales. */
+   * vectors are the z-th of G.  Row-major A ('n'), gated or not; no block scales, no FP8 out. */
   char group;
   /* The call adds beta * C with beta != 0 (a residual): C is read.  A kernel reads C whenever
    * its beta is not 0, whatever this says; it keys such calls apart (their kernel reads a

@@ -34,8 +34,8 @@ bool gen_op_valid(const gen_op *op, const char *in_dtype) {
          (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
          (!op->scale_block || gen_dtype_fp8(in_dtype)) &&
          (!op->mixed_fp8 || gen_dtype_fp8(in_dtype)) &&
-         (op->group == 0 ||
-          ((op->group == 'c' || op->group == 'm') && !op->gated && !op->scale_block)) &&
+         (op->group == 0 || ((op->group == 'c' || op->group == 'm') && !op->scale_block &&
+                             !gen_dtype_fp8(op->out))) &&
          (!gen_dtype_fp8(op->out) ||
           (gen_dtype_fp8(in_dtype) && (!op->bias || op->bias_f32) && !op->residual));
 }
@@ -135,9 +135,9 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
   if ((o.scale_row || o.scale_col) + o.scale_tensor + o.scale_block > 1)
     return ut_fail(err, MMT_ERR_INVALID_ARG,
                    "epilogue '%s': one scale= only (row, col and row+col, tensor, or block)", text);
-  if (o.group && (o.gated || o.scale_block))
-    return ut_fail(err, MMT_ERR_INVALID_ARG, "epilogue '%s': group= is not gated nor block-scaled",
-                   text);
+  if (o.group && (o.scale_block || gen_dtype_fp8(o.out)))
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "epilogue '%s': group= takes no block scales nor an FP8 out=", text);
   if (!out_seen) {
     const char *in = in_dtype && !strcmp(in_dtype, "tf32") ? "f32"
                      : gen_dtype_fp8(in_dtype)             ? "bf16"

@@ -269,11 +269,15 @@ typedef enum {
  * promote wgmma's FP8 sums
  * into fp32 every few K blocks; fast_accum lets kernels that do not (faster, less accurate
  * over a long K) serve as well.
- * Grouped (group_mode not MMT_GROUP_NONE; row-major, trans_a MMT_NO_TRANS, not gated yet):
+ * Grouped (group_mode not MMT_GROUP_NONE; row-major, trans_a MMT_NO_TRANS):
  * batch is G, the experts; expert z multiplies its rows of A by B_z = b + z * stride_b (its
  * weight; stride_b 0 shares one), and the per-column vectors are the expert's own: bias (by
- * column) from bias + z * N, scale_col from scale_col + z * N (MMT_SCALE_TENSOR: B's scale
- * scale_col[z]).  Per-row vectors (bias by row, scale_row) index the rows of A as stored.
+ * column) from bias + z * N', scale_col from scale_col + z * N' (N' the product's columns:
+ * N, or 2N gated; MMT_SCALE_TENSOR: A's scale scale_row[0], expert z's scale_col[z]).
+ * Per-row vectors (bias by row, scale_row) index the rows of A as stored.  Gated grouped
+ * calls are a mixture of experts' SwiGLU / GeGLU up projection (each B_z of 2N columns, as
+ * above).  FP8 grouped calls take the FP8 layout above, per-tensor or vector scales (not
+ * MMT_SCALE_BLOCK) and an f32, f16 or bf16 out_type; anything else is MMT_ERR_UNSUPPORTED.
  *   MMT_GROUP_CONTIGUOUS: A is M x K and D (and C) M x N, the rows of all experts;
  *     group_rows holds G + 1 ints, expert z's rows [group_rows[z], group_rows[z + 1]), so
  *     0 <= group_rows[0] <= ... <= group_rows[G] <= M; stride_a, stride_c and stride_d are 0.

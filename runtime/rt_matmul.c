@@ -76,10 +76,12 @@ static mmt_status check_group(const mmt_matmul_desc *d, ut_err *err) {
                    "%s needs row-major order and trans_a MMT_NO_TRANS (the experts' rows are "
                    "A's rows)",
                    mode);
-  if (d->gated)
-    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: a gated epilogue is not grouped yet", mode);
-  if (rt_dtype_fp8(d->in_type)) /* and with them block scales */
-    return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: FP8 inputs are not grouped yet", mode);
+  if (d->scale_mode == MMT_SCALE_BLOCK)
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "%s: block scales are not grouped (per-tensor and vector scales are)", mode);
+  if (rt_dtype_fp8(d->out_type))
+    return ut_fail(err, MMT_ERR_UNSUPPORTED,
+                   "%s: an FP8 out_type is not grouped (f32, f16 and bf16 are)", mode);
   if (d->batch > 65535)
     return ut_fail(err, MMT_ERR_UNSUPPORTED, "%s: batch (the experts) %lld is above 65535", mode,
                    (long long)d->batch);
@@ -549,5 +551,5 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->group = group == 1 ? 'c' : group == 2 ? 'm' : 0;
   op->residual = code >> 20 & 1;
   return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
-         (!op->group || (!op->gated && !op->scale_block)) && !(op->residual && out8);
+         (!op->group || (!op->scale_block && !out8)) && !(op->residual && out8);
 }

@@ -750,11 +750,8 @@ static void test_layout_options(void **state) {
                          "--epilogue", "out=f16,group=contiguous", "--batch", "4"),
                      "a grouped op's A is its experts' rows as stored");
   assert_usage_error(RUN("tune", "--dtype", "e4m3", "--layout", "nt", "--shapes", "64x64x64",
-                         "--epilogue", "out=bf16,scale=tensor,group=contiguous", "--batch", "4"),
-                     "FP8 inputs are not grouped yet");
-  assert_usage_error(RUN("tune", "--dtype", "f16", "--layout", "nt", "--shapes", "64x64x64",
-                         "--epilogue", "out=f16,scale=tensor,group=contiguous", "--batch", "4"),
-                     "per-tensor scales of a grouped op (one a weight) are not measured yet");
+                         "--epilogue", "out=e4m3,scale=tensor,group=contiguous", "--batch", "4"),
+                     "group= takes no block scales nor an FP8 out=");
   assert_usage_error(
       RUN("bench", "8", "8", "8", "--dtype", "f16", "--epilogue", "out=f16,group=contiguous"),
       "grouped ops are not measured here");

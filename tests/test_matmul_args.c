@@ -364,14 +364,25 @@ static void test_grouped(void **state) {
   expect(&d, MMT_ERR_UNSUPPORTED,
          "MMT_GROUP_CONTIGUOUS needs row-major order and trans_a MMT_NO_TRANS (the experts' "
          "rows are A's rows)");
-  d.trans_a = MMT_NO_TRANS, d.lda = 6, d.gated = 1, d.ldb = 10;
-  expect(&d, MMT_ERR_UNSUPPORTED, "MMT_GROUP_CONTIGUOUS: a gated epilogue is not grouped yet");
+  /* gated: B of 2N columns an expert, its ldb checked against them */
+  d.trans_a = MMT_NO_TRANS, d.lda = 6, d.gated = 1, d.ldb = 9;
+  expect(&d, MMT_ERR_INVALID_ARG, "ldb must be >= max(1, 2N) = 10, got 9");
+  d.ldb = 10;
+  expect(&d, MMT_OK, NULL);
+  /* FP8: per-tensor and vector scales, not block scales nor an FP8 D */
   d.gated = 0, d.ldb = 5, d.in_type = MMT_E4M3, d.out_type = MMT_BF16, d.trans_b = MMT_TRANS;
-  d.lda = d.ldb = 16, d.beta = 0, d.c = NULL;
-  expect(&d, MMT_ERR_UNSUPPORTED, "MMT_GROUP_CONTIGUOUS: FP8 inputs are not grouped yet");
-  d.scale_mode = MMT_SCALE_BLOCK, d.scale_row = ADDR(0x800000), d.scale_col = ADDR(0x810000);
+  d.lda = d.ldb = 16, d.beta = 0, d.c = NULL, d.stride_b = 96;
+  d.scale_mode = MMT_SCALE_TENSOR, d.scale_row = ADDR(0x800000), d.scale_col = ADDR(0x810000);
+  expect(&d, MMT_OK, NULL);
+  d.scale_mode = MMT_SCALE_BLOCK;
   expect(&d, MMT_ERR_UNSUPPORTED,
          "MMT_SCALE_BLOCK: row-major order and batch 1 only (got row-major, batch 8)");
+  d.batch = 1;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "MMT_GROUP_CONTIGUOUS: block scales are not grouped (per-tensor and vector scales are)");
+  d.batch = 8, d.scale_mode = MMT_SCALE_TENSOR, d.out_type = MMT_E4M3;
+  expect(&d, MMT_ERR_UNSUPPORTED,
+         "MMT_GROUP_CONTIGUOUS: an FP8 out_type is not grouped (f32, f16 and bf16 are)");
   d = base(), d.group_mode = MMT_GROUP_CONTIGUOUS, d.batch = 8, d.stride_b = 30;
   d.group_rows = NULL;
   expect(&d, MMT_ERR_INVALID_ARG, "group_rows is NULL but the call uses it");
@@ -513,7 +524,7 @@ static void test_op_codes(void **state) {
     assert_false(gen_op_valid(&op, "e4m3"));
   }
   assert_false(rt_op_of_code(1 | 2 << 1 | (int64_t)1 << 17, &back)); /* two FP8 types only */
-  /* grouped: bits 18-19, contiguous or masked, not gated nor block-scaled */
+  /* grouped: bits 18-19, contiguous or masked, gated or not, not block-scaled nor an FP8 D */
   for (int g = 0; g < 2; g++) {
     gen_op op = {.group = g ? 'm' : 'c', .bias = 'c', .scale_tensor = true};
     snprintf(op.out, sizeof op.out, "f16");
@@ -523,14 +534,22 @@ static void test_op_codes(void **state) {
                                 : "out=f16,bias=col,scale=tensor,group=contiguous");
     assert_true(gen_op_valid(&op, "f16"));
     op.gated = true;
-    assert_false(gen_op_valid(&op, "f16"));
+    round_trip(&op, "f16", text);
+    assert_true(gen_op_valid(&op, "f16"));
+    snprintf(op.out, sizeof op.out, "e4m3");
+    op.bias_f32 = true;
+    assert_false(gen_op_valid(&op, "e4m3"));
     assert_false(rt_op_of_code(rt_op_code(&op), &back));
   }
   ut_err e;
   gen_op parsed;
-  assert_int_equal(gen_op_parse("out=f16,gated,group=masked", "f16", &parsed, &e),
-                   MMT_ERR_INVALID_ARG);
-  assert_non_null(strstr(e.msg, "group= is not gated nor block-scaled"));
+  assert_int_equal(gen_op_parse("out=f16,act=silu,gated,group=masked", "f16", &parsed, &e), MMT_OK);
+  assert_true(parsed.gated && parsed.group == 'm');
+  static const char *const refused[2] = {"scale=block,group=masked", "out=e5m2,group=masked"};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(gen_op_parse(refused[i], "e4m3", &parsed, &e), MMT_ERR_INVALID_ARG);
+    assert_non_null(strstr(e.msg, "group= takes no block scales nor an FP8 out="));
+  }
   assert_int_equal(gen_op_parse("out=f16,group=ragged", "f16", &parsed, &e), MMT_ERR_INVALID_ARG);
   assert_non_null(strstr(e.msg, "bad epilogue field 'group=ragged'"));
   assert_false(rt_op_of_code(1 | (int64_t)3 << 18, &back)); /* two group modes only */

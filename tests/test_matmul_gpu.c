@@ -453,8 +453,10 @@ typedef struct {
 } grouped_t;
 
 /* One grouped call: G experts, f16 or bf16, B stored N x K (nt) or K x N (nn), an epilogue with
- * each expert's own bias or B scales, its operands made with fresh random values.  bad: the
- * offsets go down once (the call after says so). */
+ * each expert's own bias or B scales, gated now and then (B of 2N columns an expert); every
+ * fourth FP8 (all four pairs, K-major, per-tensor or vector scales, fast accumulation or not);
+ * its operands made with fresh random values.  bad: the offsets go down once (the call after
+ * says so). */
 static void grouped_make(gc_fixture *f, mmt_group_mode mode, bool bad, grouped_t *gt) {
   const rt_cu *cu = f->cu;
   const int64_t g = pick(1, 12), n = pick(1, 140), k = pick(1, 200);
@@ -462,8 +464,9 @@ static void grouped_make(gc_fixture *f, mmt_group_mode mode, bool bad, grouped_t
    * launch counts min(G, M) experts' partial tiles) */
   const int64_t m =
       mode == MMT_GROUP_CONTIGUOUS ? (next() % 4 == 0 ? pick(1, 8) : pick(1, 400)) : pick(1, 90);
+  const bool fp8 = next() % 4 == 0;
   mmt_matmul_desc d = {.order = MMT_ROW_MAJOR,
-                       .trans_b = next() % 2 ? MMT_TRANS : MMT_NO_TRANS,
+                       .trans_b = fp8 || next() % 2 ? MMT_TRANS : MMT_NO_TRANS,
                        .m = m,
                        .n = n,
                        .k = k,
@@ -472,32 +475,43 @@ static void grouped_make(gc_fixture *f, mmt_group_mode mode, bool bad, grouped_t
                        .beta = next() % 2 ? 0.0f : 0.5f,
                        .batch = g,
                        .group_mode = mode,
+                       .gated = next() % 3 == 0,
                        .act = (mmt_activation)pick(0, 4),
                        .bias_mode = (mmt_bias)pick(0, 2)};
+  if (fp8) {
+    d.in_type = next() % 2 ? MMT_E4M3 : MMT_E5M2;
+    d.b_type = next() % 2 ? MMT_E4M3 : MMT_E5M2;
+    d.fast_accum = (int)(next() % 2);
+  }
+  const int64_t np = d.gated ? 2 * n : n; /* the product's columns */
   static const mmt_dtype outs[3] = {MMT_F32, MMT_F16, MMT_BF16};
   d.out_type = outs[next() % 3];
   d.bias_type = MMT_F32;
   d.lda = k + pick(0, 5);
-  d.ldb = (d.trans_b ? k : n) + pick(0, 5);
+  d.ldb = (d.trans_b ? k : np) + pick(0, 5);
+  if (fp8) d.lda = round16(d.lda), d.ldb = round16(d.ldb); /* TMA: 16-byte pitches */
   d.ldd = d.ldc = n + pick(0, 5);
-  const int64_t brows = d.trans_b ? n : k;
+  const int64_t brows = d.trans_b ? np : k;
   d.stride_b = next() % 4 == 0 ? 0 : brows * d.ldb + pick(0, 3);
+  if (fp8) d.stride_b = round16(d.stride_b);
   const bool masked = mode == MMT_GROUP_MASKED;
   if (masked) d.stride_a = m * d.lda, d.stride_d = d.stride_c = m * d.ldd;
   const int64_t blocks = masked ? g : 1; /* A, C and D: G blocks of M rows, or one */
   operand A, B, D, bias = {0}, scol = {0}, rows;
-  operand_make(cu, &A, d.in_type, blocks * m * d.lda, pick(0, 3), -1, 1);
-  operand_make(cu, &B, d.in_type, (g - 1) * d.stride_b + brows * d.ldb, pick(0, 3), -1, 1);
+  operand_make(cu, &A, d.in_type, blocks * m * d.lda, fp8 ? 0 : pick(0, 3), -1, 1);
+  operand_make(cu, &B, fp8 ? d.b_type : d.in_type, (g - 1) * d.stride_b + brows * d.ldb,
+               fp8 ? 0 : pick(0, 3), -1, 1);
   operand_make(cu, &D, d.out_type, blocks * m * d.ldd, pick(0, 3), -4, 4);
   d.a = dev_ptr(&A), d.b = dev_ptr(&B), d.d = dev_ptr(&D), d.c = d.beta != 0.0f ? d.d : NULL;
   mr_host h = {host_ptr(&A), host_ptr(&B), host_ptr(&D), NULL, NULL, NULL};
   if (d.bias_mode != MMT_BIAS_NONE) {
-    operand_make(cu, &bias, MMT_F32, d.bias_mode == MMT_BIAS_COL ? g * n : blocks * m, 0, -1, 1);
+    operand_make(cu, &bias, MMT_F32, d.bias_mode == MMT_BIAS_COL ? g * np : blocks * m, 0, -1, 1);
     d.bias = dev_ptr(&bias), h.bias = host_ptr(&bias);
   }
-  if (next() % 2) { /* B's scales: per tensor (one an expert) or by column (N an expert) */
+  if (fp8 || next() % 2) { /* B's scales: per tensor (one an expert) or by column (an expert's
+                             product columns each) */
     d.scale_mode = next() % 2 ? MMT_SCALE_TENSOR : MMT_SCALE_VECTORS;
-    operand_make(cu, &scol, MMT_F32, d.scale_mode == MMT_SCALE_TENSOR ? g : g * n, 0, 0.5, 1.5);
+    operand_make(cu, &scol, MMT_F32, d.scale_mode == MMT_SCALE_TENSOR ? g : g * np, 0, 0.5, 1.5);
     d.scale_col = dev_ptr(&scol), h.scale_col = host_ptr(&scol);
     if (d.scale_mode == MMT_SCALE_TENSOR) d.scale_row = d.scale_col; /* A's: one float */
     h.scale_row = d.scale_mode == MMT_SCALE_TENSOR ? host_ptr(&scol) : NULL;
@@ -538,6 +552,10 @@ static const char *grouped_verify(const grouped_t *gt, const void *before, const
   const bool masked = gt->masked;
   const void *got = (const char *)after + D.skew * size_of(D.type);
   const double unit = unit_of(d.out_type), tiny = tiny_of(d.out_type);
+  /* the accumulation's share: FP8's as case_check's */
+  const double acc = !is_fp8(d.in_type) ? (double)(k + 16) * 0x1p-22
+                     : d.fast_accum     ? 0x1p-7
+                                        : 0x1p-10;
   /* each row: its expert's (or none: untouched) */
   for (int64_t b = 0; b < gt->blocks; b++)
     for (int64_t i = 0; i < m; i++) {
@@ -558,10 +576,11 @@ static const char *grouped_verify(const grouped_t *gt, const void *before, const
         }
         double mag;
         const double want = mr_element(&d, &h, z, i, j, &mag);
-        const double bound = 1.01 * unit * fabs(want) + (double)(k + 16) * 0x1p-22 * mag + tiny;
+        const double bound = 1.01 * unit * fabs(want) + acc * mag + tiny;
         if (!(fabs(have - want) <= bound)) {
-          snprintf(why, sizeof why, "expert %lld D[%lld][%lld] = %.9g, want %.9g", (long long)z,
-                   (long long)i, (long long)j, have, want);
+          snprintf(why, sizeof why, "expert %lld D[%lld][%lld] = %.9g, want %.9g (%s%s)",
+                   (long long)z, (long long)i, (long long)j, have, want,
+                   is_fp8(d.in_type) ? "FP8" : "16-bit", d.gated ? ", gated" : "");
           return why;
         }
       }

@@ -321,15 +321,16 @@ static int ok_problem_rows(const char *path, const db_problem *p) {
  * verification; then problem (m, n, k) of it has ok rows, and `explain CALL` on the
  * database (a call of the same regime) is served them exactly (and says `computes`, if not
  * NULL). */
-static void grouped_tuned(const char *file, const char *op, const char *shape, const char *said,
-                          int64_t m, int64_t n, int64_t k, const char *call, const char *computes) {
+static void grouped_tuned(const char *file, const char *dtype, const char *op, const char *shape,
+                          const char *said, int64_t m, int64_t n, int64_t k, const char *call,
+                          const char *computes) {
   if (!have_gpu()) skip();
   char db_path[160], args[1024];
   snprintf(db_path, sizeof db_path, "%s/%s", g_dir, file);
   snprintf(args, sizeof args,
-           "tune --device 0 --dtype f16 --layout nt --epilogue %s --batch 8 --shapes %s "
+           "tune --device 0 --dtype %s --layout nt --epilogue %s --batch 8 --shapes %s "
            "--budget 4 --db %s",
-           op, shape, db_path);
+           dtype, op, shape, db_path);
   char *out = NULL;
   int ex = run_cli_user(args, &out);
   if (ex != 0 || !strstr(out, said) || strstr(out, "error too large") || strstr(out, "NaN/Inf") ||
@@ -338,13 +339,14 @@ static void grouped_tuned(const char *file, const char *op, const char *shape, c
   free(out);
   gen_op parsed;
   ut_err err;
-  db_problem p = {.dtype = "f16", .layout = "nt", .m = m, .n = n, .k = k, .batch = 8};
-  assert_int_equal(gen_op_parse(op, "f16", &parsed, &err), MMT_OK);
+  db_problem p = {.layout = "nt", .m = m, .n = n, .k = k, .batch = 8};
+  snprintf(p.dtype, sizeof p.dtype, "%s", dtype);
+  assert_int_equal(gen_op_parse(op, dtype, &parsed, &err), MMT_OK);
   assert_int_equal(gen_op_format(&parsed, p.op, sizeof p.op, &err), MMT_OK);
   assert_true(ok_problem_rows(db_path, &p) > 0);
   snprintf(args, sizeof args,
-           "explain %s --dtype f16 --trans-b --epilogue %s --batch 8 --device 0 --db %s", call, op,
-           db_path);
+           "explain %s --dtype %s --trans-b --epilogue %s --batch 8 --device 0 --db %s", call,
+           dtype, op, db_path);
   ex = run_cli_user(args, &out);
   if (ex != 0 || !strstr(out, "choice:    exact") || (computes && !strstr(out, computes)))
     fail_msg("exit %d\n%s", ex, out);
@@ -356,7 +358,7 @@ static void grouped_tuned(const char *file, const char *op, const char *shape, c
  * that regime (97 tokens, the same bucket) served them exactly. */
 static void test_grouped_tuned(void **state) {
   (void)state;
-  grouped_tuned("grouped.db", "out=f16,bias=col,act=silu,group=contiguous", "100x256x192",
+  grouped_tuned("grouped.db", "f16", "out=f16,bias=col,act=silu,group=contiguous", "100x256x192",
                 "the experts' rows in all) rounded up to its routing regime's bucket", 128, 256,
                 192, "4096 256 192 --group-tokens 97", "computes:  row-major 128x256x192");
 }
@@ -369,9 +371,20 @@ static void test_grouped_tuned(void **state) {
  * is served the row. */
 static void test_masked_tuned(void **state) {
   (void)state;
-  grouped_tuned("masked.db", "out=f16,bias=col,scale=row+col,act=silu,residual,group=masked",
+  grouped_tuned("masked.db", "f16", "out=f16,bias=col,scale=row+col,act=silu,residual,group=masked",
                 "13x256x192", "an expert's rows on average) rounded up", 16, 256, 192,
                 "40 256 192 --group-tokens 112", NULL);
+}
+
+/* A mixture-of-experts up projection in FP8, tuned: e4m3 experts' weights of 2N columns (gate
+ * and up interleaved), each expert's own per-tensor B scale (the z-th float, A's the one
+ * float), SiLU-gated into a bf16 D of N columns, verified expert by expert; a call of its
+ * regime (N = 128, the product's 256) served the row. */
+static void test_grouped_fp8_gated_tuned(void **state) {
+  (void)state;
+  grouped_tuned("gated.db", "e4m3", "out=bf16,scale=tensor,act=silu,gated,group=contiguous",
+                "100x256x192", "rounded up to its routing regime's bucket", 128, 256, 192,
+                "4096 128 192 --group-tokens 97", NULL);
 }
 
 /* A residual op (beta 1, C apart from D) tuned: every candidate verified against a reference
@@ -521,6 +534,7 @@ int main(void) {
       cmocka_unit_test(test_budget_across_runs),
       cmocka_unit_test(test_grouped_tuned),
       cmocka_unit_test(test_masked_tuned),
+      cmocka_unit_test(test_grouped_fp8_gated_tuned),
       cmocka_unit_test(test_residual_tuned),
       cmocka_unit_test(test_interrupt_keeps_results),
   };

@@ -562,6 +562,43 @@ class TestGrouped(unittest.TestCase):
                 self.assertLess(rel_err(out[z, :c], ref), TOL["float16"])
             self.assertTrue(bool((out[z, c:] == 7.0).all()), f"expert {z}: rows past {c}")
 
+    def test_gated_fp8_experts(self):
+        # a mixture of experts' SwiGLU up projection: each expert's weight 2N x K, gate and up
+        # interleaved by row; 16-bit with a bias, and FP8 (e4m3 tokens, e5m2 weights) with each
+        # expert's own per-tensor scale or its columns' scales
+        torch.manual_seed(5)
+        counts = [3, 0, 17, 1, 9]
+        g, n, k = len(counts), 40, 64
+        offsets = torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.int32,
+                               device="cuda")
+        t = sum(counts)
+        for fp8, mode in ((False, "vectors"), (True, "tensor"), (True, "vectors")):
+            a = torch.randn(t, k, device="cuda")
+            b = torch.randn(g, 2 * n, k, device="cuda")
+            if fp8:
+                a, b = a.to(torch.float8_e4m3fn), b.to(torch.float8_e5m2)
+            else:
+                a, b = a.bfloat16(), b.bfloat16()
+            bias = None if fp8 else torch.randn(g, 2 * n, device="cuda")
+            srow = torch.rand(1 if mode == "tensor" else t, device="cuda") + 0.5
+            scol = torch.rand(g if mode == "tensor" else g * 2 * n, device="cuda") + 0.5
+            y = mmtune.grouped_matmul(a, b, offsets, bias=bias, act="silu", gated=True,
+                                      scale_mode=mode, scale_row=srow, scale_col=scol,
+                                      trans_b=True, tokens=t, out_dtype=torch.bfloat16)
+            torch.cuda.synchronize()
+            self.assertEqual(tuple(y.shape), (t, n))
+            ref = torch.empty(t, n, dtype=torch.float64, device="cuda")
+            for z in range(g):
+                lo, hi = int(offsets[z]), int(offsets[z + 1])
+                p = a[lo:hi].double() @ b[z].double().T
+                sc = scol[z] if mode == "tensor" else scol[z * 2 * n:(z + 1) * 2 * n]
+                sr = srow[0] if mode == "tensor" else srow[lo:hi, None]
+                p = p * sr.double() * sc.double()
+                if bias is not None:
+                    p = p + bias[z].double()
+                ref[lo:hi] = torch.nn.functional.silu(p[:, 0::2]) * p[:, 1::2]
+            self.assertLess(rel_err(y, ref), TOL["bfloat16"], f"fp8 {fp8}, scales {mode}")
+
     def test_bad_arguments(self):
         # each refusal names what is wrong; nothing is launched
         a = torch.randn(37, 40, device="cuda").half()
@@ -576,7 +613,11 @@ class TestGrouped(unittest.TestCase):
             (dict(b=b[0]), ValueError, "b must be G x K x N"),
             (dict(layout="masked"), ValueError, "a must be G x M x K (masked)"),
             (dict(bias=torch.randn(4, 23, device="cuda")), ValueError,
-             "bias must be a contiguous G x N tensor"),
+             "bias must be a contiguous G x N' tensor (4 x 24)"),
+            (dict(gated=True, b=b[:, :23]), ValueError, "gated needs an even number of columns"),
+            (dict(scale_mode="block"), ValueError, "scale_mode must be 'vectors' or 'tensor'"),
+            (dict(scale_mode="tensor", scale_row=torch.ones(1, device="cuda")), ValueError,
+             "scale_mode 'tensor' needs scale_row (a's one scale) and scale_col"),
             (dict(bias=torch.randn(4, 24, device="cuda").double()), TypeError,
              "bias has dtype torch.float64"),
             (dict(out=torch.empty(37, 24, device="cuda").half().T.contiguous().T), ValueError,

@@ -259,18 +259,8 @@ static int check_op(const tune_run *r, const char *text, const char *what) {
   return TN_EXIT_OK;
 }
 
-/* Why a grouped op of dtype is not tuned (NULL: it is): the measurement serves those of
- * 16-bit or f32 inputs whose B scales, if any, are by column.  (scale=tensor: its vectors
- * would be one float, where a grouped call reads expert z's B scale scale_col[z].) */
-static const char *grouped_not_tuned(const gen_op *op, const char *dtype) {
-  if (dtype && gen_dtype_fp8(dtype)) return "FP8 inputs are not grouped yet";
-  if (op->scale_tensor)
-    return "per-tensor scales of a grouped op (one a weight) are not measured yet (scale=col is)";
-  return NULL;
-}
-
-/* A grouped op is served row-major with A as stored (layout n?), and tuned where
- * grouped_not_tuned says: else the exit code of a usage error. */
+/* A grouped op is served row-major with A as stored (layout n?): else the exit code of a
+ * usage error. */
 static int check_grouped(const char *text, const char *layout, const char *dtype) {
   gen_op op;
   ut_err err;
@@ -280,8 +270,7 @@ static int check_grouped(const char *text, const char *layout, const char *dtype
                           "epilogue '%s' in layout %s: a grouped op's A is its experts' "
                           "rows as stored (layout nn or nt)",
                           text, layout);
-  const char *why = grouped_not_tuned(&op, dtype);
-  return why ? tn_usage_error("tune", "epilogue '%s': %s", text, why) : TN_EXIT_OK;
+  return TN_EXIT_OK;
 }
 
 /* --epilogue and --batch: the op must be one for every dtype of the run. */
@@ -533,17 +522,6 @@ static int tune_recorded(tune_run *r, const tn_opts *o) {
          q.layout ? q.layout : "");
   for (int i = 0, j; i < q.n && !ex; i = j) {
     for (j = i; j < q.n && same_pass(&q.v[i].problem, &q.v[j].problem); j++) continue;
-    gen_op op;
-    ut_err perr;
-    const char *why = NULL;
-    if (q.v[i].problem.op[0] &&
-        gen_op_parse(q.v[i].problem.op, q.v[i].problem.dtype, &op, &perr) == MMT_OK && op.group)
-      why = grouped_not_tuned(&op, q.v[i].problem.dtype);
-    if (why) {
-      printf("mmtune: %d recorded grouped problems (%s %s, %s) left: %s\n", j - i,
-             q.v[i].problem.dtype, q.v[i].problem.layout, q.v[i].problem.op, why);
-      continue;
-    }
     tn_tune_free(r);
     memset(r, 0, sizeof *r);
     if ((ex = parse_options(r, o))) break;

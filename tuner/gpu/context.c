@@ -166,7 +166,9 @@ static size_t row_len(const tn_gpu *g, const tn_measure_opts *o) {
 size_t tn_gpu_scale_len(const tn_gpu *g, const tn_measure_opts *o, int side) {
   const size_t kb = (size_t)(o->k + 127) / 128, nb = (size_t)(o->n + 127) / 128;
   if (g->op.scale_block) return side ? nb * kb : kb * (size_t)o->m;
-  return g->op.scale_tensor ? 1 : side ? column_len(g, o) : row_len(g, o);
+  if (g->op.scale_tensor) /* A's one float; B's one a weight (a grouped op's experts') */
+    return side && tn_gpu_routed(g) ? (size_t)g->batch : 1;
+  return side ? column_len(g, o) : row_len(g, o);
 }
 
 size_t tn_gpu_bias_len(const tn_gpu *g, const tn_measure_opts *o) {

@@ -299,10 +299,12 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, const r
     if ((rc = launch_epilogue_reference(g, o, o->m, g->batch, g->ref, d, g->vec_wide,
                                         g->vec_wide + step, g->vec_wide + 2 * step, c, err)))
       return rc;
-  } else { /* each expert's rows: its own by-column vectors, the rows' own by-row ones */
+  } else { /* each expert's rows: its own by-column vectors, the rows' own by-row ones;
+              per-tensor scales: A's one float, expert z's B scale the z-th */
     const int32_t *off = g->host_offsets;
     const bool masked = tn_gpu_masked(g); /* expert z's block: all its M rows (checked: its
                                              count), its by-row vectors from row z * M */
+    const bool tensor = g->op.scale_tensor;
     for (int64_t z = 0; z < g->batch; z++) {
       const size_t row = masked ? (size_t)z * (size_t)o->m : (size_t)off[z],
                    col = (size_t)z * (size_t)o->n;
@@ -313,8 +315,9 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, const r
       if (rows > 0 &&
           (rc = launch_epilogue_reference(
                g, o, rows, 1, g->ref + 8 * row * (size_t)o->n, d + 8 * row * (size_t)g->n_out,
-               g->vec_wide + 4 * (g->op.bias == 'r' ? row : col), g->vec_wide + step + 4 * row,
-               g->vec_wide + 2 * step + 4 * col, cz, err)))
+               g->vec_wide + 4 * (g->op.bias == 'r' ? row : col),
+               g->vec_wide + step + 4 * (tensor ? 0 : row),
+               g->vec_wide + 2 * step + 4 * (tensor ? (size_t)z : col), cz, err)))
         return rc;
     }
   }
