@@ -117,6 +117,28 @@ mmt_activation activation_of(const std::optional<c10::string_view> &act) {
               std::string(a), "'");
 }
 
+/* d's in_type and b_type: a's and b's dtype, one, or two FP8 ones. */
+void input_types(const at::Tensor &a, const at::Tensor &b, mmt_matmul_desc &d) {
+  d.in_type = dtype_of(a.scalar_type(), "a");
+  if (b.scalar_type() == a.scalar_type()) return;
+  const mmt_dtype bt = dtype_of(b.scalar_type(), "b");
+  const bool fp8 =
+      (d.in_type == MMT_E4M3 || d.in_type == MMT_E5M2) && (bt == MMT_E4M3 || bt == MMT_E5M2);
+  TORCH_CHECK(fp8, "mmtune: a and b must have one dtype (or two FP8 dtypes), got ",
+              a.scalar_type(), " and ", b.scalar_type());
+  d.b_type = bt;
+}
+
+/* The device pointer of a contiguous float32 tensor of `count` elements on cuda:dev. */
+const float *scales_of(const at::Tensor &v, const char *name, int64_t count, int dev) {
+  TORCH_CHECK(v.numel() == count && v.scalar_type() == at::kFloat && v.is_contiguous(),
+              "mmtune: ", name, " must be a contiguous float32 tensor of ", count,
+              " elements, got ", v.scalar_type(), " of shape ", v.sizes());
+  TORCH_CHECK(v.is_cuda() && v.get_device() == dev, "mmtune: ", name, " is on ", v.device(),
+              ", the operands on cuda:", dev);
+  return static_cast<const float *>(v.data_ptr());
+}
+
 /* D = out (allocated when undefined) of mmtune.matmul's arguments. */
 at::Tensor run(at::Tensor out, const at::Tensor &a, const at::Tensor &b,
                const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
@@ -127,15 +149,7 @@ at::Tensor run(at::Tensor out, const at::Tensor &a, const at::Tensor &b,
   const int dev = a.get_device();
   TORCH_CHECK(b.get_device() == dev, "mmtune: a is on ", a.device(), " but b on ", b.device());
   mmt_matmul_desc d{};
-  d.in_type = dtype_of(a.scalar_type(), "a");
-  if (b.scalar_type() != a.scalar_type()) {
-    const mmt_dtype bt = dtype_of(b.scalar_type(), "b");
-    const bool fp8 = (d.in_type == MMT_E4M3 || d.in_type == MMT_E5M2) &&
-                     (bt == MMT_E4M3 || bt == MMT_E5M2);
-    TORCH_CHECK(fp8, "mmtune: a and b must have one dtype (or two FP8 dtypes), got ",
-                a.scalar_type(), " and ", b.scalar_type());
-    d.b_type = bt;
-  }
+  input_types(a, b, d);
   const int64_t m = trans_a ? ma.cols : ma.rows, k = trans_a ? ma.rows : ma.cols;
   const int64_t kb = trans_b ? mb.cols : mb.rows, nb = trans_b ? mb.rows : mb.cols;
   TORCH_CHECK(k == kb, "mmtune: inner dimensions differ: op(a) is ", m, "x", k, " but op(b) is ",
@@ -231,7 +245,9 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
                           c10::string_view layout, c10::SymInt tokens,
                           const std::optional<at::Tensor> &bias,
                           std::optional<c10::string_view> act,
-                          std::optional<at::ScalarType> out_dtype, bool trans_b) {
+                          std::optional<at::ScalarType> out_dtype, bool trans_b, bool gated,
+                          c10::string_view scale_mode, const std::optional<at::Tensor> &scale_row,
+                          const std::optional<at::Tensor> &scale_col, bool fast_accum) {
   TORCH_CHECK(layout == "contiguous" || layout == "masked",
               "mmtune: layout must be 'contiguous' or 'masked', got '", std::string(layout), "'");
   const bool masked = layout == "masked";
@@ -246,8 +262,6 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
               "mmtune: a, b and rows must be on one CUDA device");
   TORCH_CHECK(!masked || ma.batch == g, "mmtune: a has ", ma.batch, " blocks, b ", g,
               " experts");
-  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "mmtune: a and b must have one dtype, got ",
-              a.scalar_type(), " and ", b.scalar_type());
   const int64_t want = masked ? g : g + 1;
   TORCH_CHECK(rows.scalar_type() == at::kInt && rows.dim() == 1 && rows.size(0) == want &&
                   (want <= 1 || rows.stride(0) == 1),
@@ -256,14 +270,18 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
               rows.sizes());
   TORCH_CHECK(ma.s1 == 1, "mmtune: a must be row-major (unit stride along K)");
   const int64_t m = ma.rows, k = ma.cols;
-  const int64_t kb = trans_b ? mb.cols : mb.rows, n = trans_b ? mb.rows : mb.cols;
+  const int64_t kb = trans_b ? mb.cols : mb.rows, nb = trans_b ? mb.rows : mb.cols;
   TORCH_CHECK(k == kb, "mmtune: inner dimensions differ: a's rows have ", k,
               " elements but b's matrices ", kb);
+  TORCH_CHECK(!gated || nb % 2 == 0,
+              "mmtune: gated needs an even number of columns of b's matrices (gate, up), got ",
+              nb);
+  const int64_t n = gated ? nb / 2 : nb;
+  mmt_matmul_desc d{};
+  input_types(a, b, d);
   const auto opts = a.options().dtype(out_dtype ? *out_dtype : a.scalar_type());
   at::Tensor out = masked ? at::empty({g, m, n}, opts) : at::empty({m, n}, opts);
-  mmt_matmul_desc d{};
   d.order = MMT_ROW_MAJOR;
-  d.in_type = dtype_of(a.scalar_type(), "a");
   d.out_type = dtype_of(out.scalar_type(), "out");
   const auto [row_b, ldb] = storage("b", mb, true);
   d.trans_a = MMT_NO_TRANS;
@@ -282,8 +300,8 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
   d.group_tokens = tokens.expect_int();
   if (bias) {
     TORCH_CHECK(bias->is_cuda() && bias->get_device() == dev && bias->dim() == 2 &&
-                    bias->size(0) == g && bias->size(1) == n && bias->is_contiguous(),
-                "mmtune: bias must be a contiguous G x N tensor (", g, " x ", n,
+                    bias->size(0) == g && bias->size(1) == nb && bias->is_contiguous(),
+                "mmtune: bias must be a contiguous G x N' tensor (", g, " x ", nb,
                 ") on the operands' device, got ", bias->sizes());
     TORCH_CHECK(bias->scalar_type() == at::kFloat || bias->scalar_type() == out.scalar_type(),
                 "mmtune: bias has dtype ", bias->scalar_type(), "; it must be float32 or D's ",
@@ -292,7 +310,22 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
     d.bias = bias->data_ptr();
     d.bias_type = bias->scalar_type() == at::kFloat ? MMT_F32 : d.out_type;
   }
+  TORCH_CHECK(scale_mode == "vectors" || scale_mode == "tensor",
+              "mmtune: scale_mode must be 'vectors' or 'tensor' for a grouped call, got '",
+              std::string(scale_mode), "'");
+  if (scale_mode == "tensor") {
+    TORCH_CHECK(scale_row && scale_col, "mmtune: scale_mode 'tensor' needs scale_row (a's one "
+                "scale) and scale_col (each expert's)");
+    d.scale_mode = MMT_SCALE_TENSOR;
+    d.scale_row = scales_of(*scale_row, "scale_row", 1, dev);
+    d.scale_col = scales_of(*scale_col, "scale_col", g, dev);
+  } else {
+    if (scale_row) d.scale_row = scales_of(*scale_row, "scale_row", masked ? g * m : m, dev);
+    if (scale_col) d.scale_col = scales_of(*scale_col, "scale_col", g * nb, dev);
+  }
   d.act = activation_of(act);
+  d.gated = gated ? 1 : 0;
+  d.fast_accum = fast_accum ? 1 : 0;
   mmt_context *ctx = context_of(dev);
   void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
   const mmt_status rc = g_matmul.load()(ctx, &d, stream);
@@ -471,7 +504,9 @@ TORCH_LIBRARY(mmtune, m) {
   m.def("matmul_out(Tensor(a0!) out, Tensor a, Tensor b, Tensor? bias, str bias_mode, str? act, "
         "bool gated, float alpha, float beta, Tensor? c, bool trans_a, bool trans_b) -> ()");
   m.def("grouped_matmul(Tensor a, Tensor b, Tensor rows, str layout, SymInt tokens, Tensor? bias, "
-        "str? act, ScalarType? out_dtype, bool trans_b) -> Tensor");
+        "str? act, ScalarType? out_dtype, bool trans_b, bool gated=False, "
+        "str scale_mode=\"vectors\", Tensor? scale_row=None, Tensor? scale_col=None, "
+        "bool fast_accum=False) -> Tensor");
   /* matmul's backward (its autograd node's, and a test's): PyTorch's own ops, any device */
   m.def("_matmul_backward(Tensor grad, Tensor a, Tensor b, Tensor? bias, Tensor? c, "
         "str bias_mode, str? act, bool gated, float alpha, float beta, bool trans_a, "

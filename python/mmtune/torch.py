@@ -16,7 +16,9 @@ capture them (they launch on torch's current stream):
                    bool trans_b) -> Tensor
     mmtune::matmul_out(Tensor(a!) out, <the same>) -> ()
     mmtune::grouped_matmul(Tensor a, Tensor b, Tensor rows, str layout, int tokens, Tensor? bias,
-                           str? act, ScalarType? out_dtype, bool trans_b) -> Tensor
+                           str? act, ScalarType? out_dtype, bool trans_b, bool gated=False,
+                           str scale_mode="vectors", Tensor? scale_row=None,
+                           Tensor? scale_col=None, bool fast_accum=False) -> Tensor
 
 Their arguments are mmtune.matmul's (its docstring says what each means): a and b 2-D or 3-D
 CUDA tensors, D a new row-major tensor of out_dtype (None: a's dtype), or `out`.  Importing this
@@ -94,17 +96,25 @@ def _matmul_out_fake(out, a, b, bias, bias_mode, act, gated, alpha, beta, c, tra
 
 def _py_grouped_matmul(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, layout: str,
                        tokens: int, bias: Optional[torch.Tensor], act: Optional[str],
-                       out_dtype: Optional[torch.dtype], trans_b: bool) -> torch.Tensor:
+                       out_dtype: Optional[torch.dtype], trans_b: bool, gated: bool = False,
+                       scale_mode: str = "vectors", scale_row: Optional[torch.Tensor] = None,
+                       scale_col: Optional[torch.Tensor] = None,
+                       fast_accum: bool = False) -> torch.Tensor:
     """mmtune.grouped_matmul as an operator (tokens 0: not known): D, a new tensor."""
     return _grouped.grouped_matmul(a, b, rows, layout=layout, tokens=tokens or None, bias=bias,
-                                   act=act, out_dtype=out_dtype, trans_b=trans_b)
+                                   act=act, out_dtype=out_dtype, trans_b=trans_b, gated=gated,
+                                   scale_mode=scale_mode, scale_row=scale_row,
+                                   scale_col=scale_col, fast_accum=fast_accum)
 
 
-def _grouped_matmul_fake(a, b, rows, layout, tokens, bias, act, out_dtype, trans_b):
+def _grouped_matmul_fake(a, b, rows, layout, tokens, bias, act, out_dtype, trans_b, gated=False,
+                         scale_mode="vectors", scale_row=None, scale_col=None, fast_accum=False):
     if b.dim() != 3 or a.dim() != (3 if layout == "masked" else 2):
         raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)} are not a {layout} "
                          "grouped problem (mmtune.grouped_matmul)")
     n = b.shape[1] if trans_b else b.shape[2]
+    if gated:
+        n //= 2
     shape = (b.shape[0], a.shape[1], n) if layout == "masked" else (a.shape[0], n)
     return a.new_empty(shape, dtype=out_dtype if out_dtype is not None else a.dtype)
 

@@ -530,6 +530,8 @@ class TestTorchOps(_WithTorch):
         y = mt.grouped_matmul(self.meta(8, 20, 64), self.meta(8, 64, 48), self.meta(8, dtype=th.int32),
                               "masked", 0, None, None, None, False)
         self.assertEqual(tuple(y.shape), (8, 20, 48))
+        y = mt.grouped_matmul(a, b, rows, "contiguous", 0, None, "silu", None, True, True)
+        self.assertEqual(tuple(y.shape), (100, 16))  # gated: half b's 32 product columns
         with self.assertRaisesRegex(ValueError, "layout must be 'contiguous' or 'masked'"):
             mmtune.grouped_matmul(a, b, rows, layout="sorted")
 

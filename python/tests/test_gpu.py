@@ -598,6 +598,12 @@ class TestGrouped(unittest.TestCase):
                     p = p + bias[z].double()
                 ref[lo:hi] = torch.nn.functional.silu(p[:, 0::2]) * p[:, 1::2]
             self.assertLess(rel_err(y, ref), TOL["bfloat16"], f"fp8 {fp8}, scales {mode}")
+            # the operator: the same kernel, the same D
+            importlib.import_module("mmtune.torch")
+            y2 = torch.ops.mmtune.grouped_matmul(a, b, offsets, "contiguous", t, bias, "silu",
+                                                 torch.bfloat16, True, True, mode, srow, scol)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(y, y2), f"operator: fp8 {fp8}, scales {mode}")
 
     def test_bad_arguments(self):
         # each refusal names what is wrong; nothing is launched
