@@ -1721,7 +1721,9 @@ return {
     vars.z_input = op and ', "r"(c2)' or ""
     vars.za = op and ", za" or ""
     local grouped = op and op.group and op.group:sub(1, 1)
-    vars.zb = grouped == "c" and ", (int)gz" or op and ", zb" or ""
+    -- a contiguous grouped op's B: each tile's expert's weight, or the one all share (stride
+    -- 0: the map holds one matrix)
+    vars.zb = grouped == "c" and ", (E.batch_b != 0 ? (int)gz : 0)" or op and ", zb" or ""
     vars.group_tile_producer = group_tile.producer[grouped or "none"]
     vars.group_tile_consumer = group_tile.consumer[grouped or "none"]
     vars.group_vectors = grouped == "c" and group_vectors or ""
