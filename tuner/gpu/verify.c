@@ -295,7 +295,7 @@ static mmt_status compute_reference(tn_gpu *g, const tn_measure_opts *o, const r
       c = g->wc;
     }
   }
-  if (!tn_gpu_grouped(g)) {
+  if (!tn_gpu_routed(g)) {
     if ((rc = launch_epilogue_reference(g, o, o->m, g->batch, g->ref, d, g->vec_wide,
                                         g->vec_wide + step, g->vec_wide + 2 * step, c, err)))
       return rc;
