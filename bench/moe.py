@@ -8,6 +8,10 @@ experts), bf16, weights as nn.Linear keeps them (G x N x K); routed rows (tokens
 from 16 to 16384, uniform and Zipf-skewed routings (tuner/gpu/routing.c's kinds).  Times are
 CUDA events over --runs back-to-back calls after a warm-up, the median of --reps.
 
+--gated: the experts' SwiGLU up projections instead (Mixtral's and the fine-grained layers'
+first GEMM, D = silu(x W_gate^T) * (x W_up^T)): mmtune's one gated grouped kernel against
+torch._grouped_mm of the 2N columns and the loop, each followed by PyTorch's silu and product.
+
     PYTHONPATH=python MMTUNE_LIBRARY=build/runtime/libmmtune.so python3 bench/moe.py
 """
 
@@ -53,6 +57,8 @@ def main():
     ap.add_argument("--rows", default="16,256,2048,16384", help="routed rows, comma-separated")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--gated", action="store_true",
+                    help="the up projections, SwiGLU-gated (weights G x 2N x K)")
     a = ap.parse_args()
     grouped_mm = getattr(torch, "_grouped_mm", None)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16, "
@@ -61,8 +67,16 @@ def main():
           f"{'loop ms':>9s} {'vs _grouped_mm':>14s} {'vs loop':>8s}  max |diff| / max |ref|")
     gen = torch.Generator().manual_seed(0)
     ratios_gm, ratios_loop = [], []
-    for name, g, n, k in LAYERS:
-        w = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5
+    layers = [la for la in LAYERS if la[0] != "8x4096x14336"] if a.gated else LAYERS
+    if a.gated:
+        print("gated: D = silu(gate) * up, each expert's weight 2N x K (gate and up rows "
+              "interleaved); the peers run PyTorch's silu and product after their GEMMs")
+
+    def gate(y):
+        return torch.nn.functional.silu(y[:, 0::2]) * y[:, 1::2] if a.gated else y
+    for name, g, n, k in layers:
+        np_ = 2 * n if a.gated else n  # the product's columns
+        w = torch.randn(g, np_, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5
         for rows in (int(r) for r in a.rows.split(",")):
             x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
             for zipf in (False, True):
@@ -73,24 +87,28 @@ def main():
                 offs = ends.to(device="cuda", dtype=torch.int32)
                 bounds = [0] + ends.tolist()
                 out = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
-                ref = torch.empty_like(out)
+                prod = torch.empty(rows, np_, device="cuda", dtype=torch.bfloat16)
+                res = {}
 
                 def mm():
-                    mmtune.grouped_matmul(x, w, offsets, tokens=rows, out=out, trans_b=True)
+                    mmtune.grouped_matmul(x, w, offsets, tokens=rows, out=out, trans_b=True,
+                                          gated=a.gated, act="silu" if a.gated else None)
 
                 def loop():
                     for z in range(g):
                         if bounds[z + 1] > bounds[z]:
                             torch.matmul(x[bounds[z]:bounds[z + 1]], w[z].T,
-                                         out=ref[bounds[z]:bounds[z + 1]])
+                                         out=prod[bounds[z]:bounds[z + 1]])
+                    res["ref"] = gate(prod)
 
                 t_mm, t_loop = timed(mm, a.runs, a.reps), timed(loop, a.runs, a.reps)
+                ref = res["ref"]
                 diff = (out.float() - ref.float()).abs().max().item() / (
                     ref.float().abs().max().item() or 1.0)
                 t_gm = None
                 if grouped_mm is not None:
                     try:
-                        t_gm = timed(lambda: grouped_mm(x, w.transpose(1, 2), offs=offs),
+                        t_gm = timed(lambda: gate(grouped_mm(x, w.transpose(1, 2), offs=offs)),
                                      a.runs, a.reps)
                     except RuntimeError as e:  # a shape or layout it refuses
                         print(f"  torch._grouped_mm: {str(e).splitlines()[0]}")
