@@ -55,6 +55,7 @@ typedef struct {
   int64_t layout; /* gen_layout_index */
   int64_t op;     /* rt_op_code: 0 for the plain GEMM */
   int64_t batch;  /* op kernels: the problems of a call; 1 otherwise */
+  int64_t block_m; /* a masked grouped call: the bucket of its blocks' rows (gen_problem's) */
 } problem_key;
 
 /* One cached problem: the kernel it launches and how it was chosen. */
@@ -505,7 +506,7 @@ static gen_problem problem_of(const problem_key *key, gen_op *op) {
 static mmt_status choose(mmt_context *ctx, const problem_key *key, rt_choice *ch, ut_err *err) {
   gen_op op;
   gen_problem p = problem_of(key, &op);
-  return rt_choose(ctx->chooser, ctx->db, ctx->dev.info.name, &p, ch, err);
+  return rt_choose_blocks(ctx->chooser, ctx->db, ctx->dev.info.name, &p, key->block_m, ch, err);
 }
 
 /* ---- online tuning (callers hold the lock) ---- */
@@ -652,7 +653,7 @@ static problem_key key_make(const rt_gemm_kernel_problem *kp, mmt_dtype dtype, i
                             int64_t op, int64_t batch) {
   return (problem_key){
       kp->m, kp->n, kp->k, kp->lda, kp->ldb, kp->ldc, align, dtype, gen_layout_index(kp->layout),
-      op,    batch};
+      op,    batch, 0};
 }
 
 /* The key of a kernel problem with M, N > 0.  Alignment counts the matrices the kernel reads
@@ -783,12 +784,14 @@ static problem_key op_key_of(const rt_matmul_plan *pl, mmt_dtype dtype) {
    * contiguous, the rows of all of them (the caller's hint, M without it); masked, their mean
    * (G * M without a hint).  Never read as a bound: the launch runs the plan's M. */
   rt_gemm_kernel_problem kp = pl->kp;
-  const int64_t tokens = pl->group_tokens;
+  const int64_t tokens = pl->group_tokens, block_m = rt_group_rows_bucket(kp.m);
   if (pl->op.group == 'c')
     kp.m = rt_group_rows_bucket(tokens > 0 ? tokens : kp.m);
   else if (pl->op.group == 'm')
     kp.m = rt_group_rows_bucket(tokens > 0 ? (tokens + pl->batch - 1) / pl->batch : kp.m);
-  return key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), pl->batch);
+  problem_key key = key_make(&kp, dtype, gen_align_bytes(v, 6), rt_op_code(&pl->op), pl->batch);
+  if (pl->op.group == 'm') key.block_m = block_m; /* the model's pick: rt_choose */
+  return key;
 }
 
 /* The grouped calls' error word of ctx, made at the first (under the lock); the calls after
@@ -1158,9 +1161,10 @@ mmt_status rt_explain_matmul(rt_chooser *ch, db_handle *db, const char *device_n
     return rc;
   }
   gen_op op;
-  const gen_problem gp = rt_explain_matmul_problem(d, &op);
+  const problem_key key = explained_op_key(&pl);
+  const gen_problem gp = problem_of(&key, &op);
   rt_choice c = {0};
-  rc = rt_choose(ch, db, device_name, &gp, &c, err);
+  rc = rt_choose_blocks(ch, db, device_name, &gp, key.block_m, &c, err);
   if (!rc) rt_choice_describe(&c, &gp, out);
   rt_choice_clear(&c);
   return rc;

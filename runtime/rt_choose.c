@@ -751,6 +751,32 @@ static double expected_ms(const rt_choice *c) {
   return c->kind == MMT_CHOICE_EXACT ? c->record.ms_median : c->predicted_ms;
 }
 
+/* rt_choose_blocks: a masked grouped call without a row of its regime gets the model's pick
+ * for its blocks as deep as they are (block_m), not for the mean an expert has.  The mean
+ * hides skew: a routing that gives one expert 21 rows of a mean of 0.4 had skinny's one-row
+ * blocks stream that expert's weights 21 times (0.25x cuBLAS's grouped call, H100), where
+ * tuning over drawn routings picks tiles that hold the fullest expert (1.05x); a kernel
+ * picked for the blocks' depth streams each weight once whatever the routing, at the cost of
+ * idle rows when the routing is even. */
+mmt_status rt_choose_blocks(rt_chooser *ch, db_handle *db, const char *device_name,
+                            const gen_problem *p, int64_t block_m, rt_choice *out, ut_err *err) {
+  mmt_status rc = rt_choose(ch, db, device_name, p, out, err);
+  if (rc || out->kind == MMT_CHOICE_EXACT || !p->op || p->op->group != 'm' || block_m <= p->m)
+    return rc;
+  gen_problem deep = *p;
+  deep.m = block_m;
+  rt_choice alt = {0};
+  ut_err alt_err;
+  if (rt_choose(ch, db, device_name, &deep, &alt, &alt_err) != MMT_OK) return MMT_OK;
+  if (alt.kind == MMT_CHOICE_EXACT) { /* a row of another regime: its time, not this call's */
+    alt.kind = MMT_CHOICE_PREDICTED;
+    alt.predicted_ms = alt.record.ms_median;
+  }
+  rt_choice_clear(out);
+  *out = alt; /* the kernel it owns moves with it */
+  return MMT_OK;
+}
+
 mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
                      rt_choice *out, ut_err *err) {
   ut_err first = {{0}};

@@ -234,6 +234,15 @@ typedef struct {
  */
 mmt_status rt_choose(rt_chooser *ch, db_handle *db, const char *device_name, const gen_problem *p,
                      rt_choice *out, ut_err *err);
+/*
+ * rt_choose for a masked grouped problem p (p->m the bucket of the mean rows an expert has, its
+ * regime) whose blocks hold block_m rows each: a row of the regime is served as rt_choose
+ * serves it; without one, the choice is the model's for blocks of block_m rows, which holds
+ * the fullest expert whatever the routing (rt_choose.c says why).  Any other problem, or
+ * block_m <= p->m: rt_choose.  Errors: rt_choose's.
+ */
+mmt_status rt_choose_blocks(rt_chooser *ch, db_handle *db, const char *device_name,
+                            const gen_problem *p, int64_t block_m, rt_choice *out, ut_err *err);
 /* Frees the emitted kernel and zeroes the choice.  Safe on a zeroed struct. */
 void rt_choice_clear(rt_choice *c);
 /* The public description of choice c made for problem p (the record's fields are 0 / ""

@@ -380,6 +380,42 @@ static void test_predict_other_16bit(void **state) {
   db_close(db);
 }
 
+/* The template and params rt_choose_blocks (block_m > 0) or rt_choose picks for op (text) on
+ * the bf16 nt problem of G = 160 experts of M x 1536 x 5120, with no database. */
+static void blocks_pick(const char *op_text, int64_t m, int64_t block_m, char *out, size_t len) {
+  rt_chooser *ch = NULL;
+  ut_err e;
+  gen_op op;
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  assert_int_equal(gen_op_parse(op_text, "bf16", &op, &e), MMT_OK);
+  const gen_problem p = gen_packed_op_problem("bf16", "nt", m, 1536, 5120, &op, 160);
+  rt_choice c = {0};
+  const mmt_status rc = block_m ? rt_choose_blocks(ch, NULL, DEV, &p, block_m, &c, &e)
+                                : rt_choose(ch, NULL, DEV, &p, &c, &e);
+  if (rc) fail_msg("%s", e.msg);
+  snprintf(out, len, "%s %s", c.template_name, c.params);
+  rt_choice_clear(&c);
+  rt_chooser_free(ch);
+}
+
+/* A masked call without its regime's row: the pick for its blocks' depth, not for the mean
+ * an expert has (which hides a skewed routing's fullest expert); blocks no deeper than the
+ * mean, and contiguous calls, as rt_choose picks. */
+static void test_masked_blocks_choice(void **state) {
+  (void)state;
+  char mean[400], deep[400], blocks[400], same[400], contiguous[400], plain[400];
+  blocks_pick("out=bf16,group=masked", 1, 0, mean, sizeof mean);
+  blocks_pick("out=bf16,group=masked", 128, 0, deep, sizeof deep);
+  blocks_pick("out=bf16,group=masked", 1, 128, blocks, sizeof blocks);
+  blocks_pick("out=bf16,group=masked", 1, 1, same, sizeof same);
+  assert_string_not_equal(mean, deep); /* the depth matters to the pick */
+  assert_string_equal(blocks, deep);
+  assert_string_equal(same, mean);
+  blocks_pick("out=bf16,group=contiguous", 1, 128, contiguous, sizeof contiguous);
+  blocks_pick("out=bf16,group=contiguous", 1, 0, plain, sizeof plain);
+  assert_string_equal(contiguous, plain);
+}
+
 /* An op kernel's row of one problem is fitted as the product, its epilogue's term taken off:
  * a config measured only as ops serves other shapes and other ops, and plain GEMMs.  A batch's
  * row and a grouped call's, whose times hang on more than the shape, are left out. */
@@ -985,6 +1021,7 @@ int main(void) {
       cmocka_unit_test(test_fit_cluster),
       cmocka_unit_test(test_predict_other_16bit),
       cmocka_unit_test(test_fit_op_rows),
+      cmocka_unit_test(test_masked_blocks_choice),
       cmocka_unit_test(test_fit_op_overlap),
       cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),
