@@ -290,7 +290,8 @@ typedef enum {
  * 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (a masked call's mean count a problem), with G, N, K
  * and the types -- what `mmtune tune --epilogue ...,group=contiguous --batch G` measures
  * over drawn routings (balanced, skewed, some experts empty), masked ones with M the mean
- * count (group=masked).  group_rows that break the rules above are not an out-of-bounds
+ * count (group=masked).  A masked call without a tuned row of its regime is served the
+ * model's pick for blocks of M rows (the most an expert can have), whatever the mean.  group_rows that break the rules above are not an out-of-bounds
  * access: the kernels compute the experts whose rows are valid, skip the others, and record
  * it on the context; the next mmt_matmul call on the context (one that starts after this
  * call's kernel has finished) returns MMT_ERR_INVALID_ARG saying so, before doing anything
