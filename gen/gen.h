@@ -171,6 +171,10 @@ mmt_status gen_op_parse(const char *text, const char *in_dtype, gen_op *op, ut_e
  * fast_accum, scale_block and mixed_fp8 for FP8 inputs only; at most one of scale_tensor, scale_block
  * and the vectors (scale_row, scale_col); residual not with an FP8 D. */
 bool gen_op_valid(const gen_op *op, const char *in_dtype);
+/* gen_op_valid's rules that hold whatever the inputs' type: each field in range, one scale
+ * mode, a grouped op without block scales or an FP8 D, an FP8 D's bias in fp32 and no C
+ * read.  (An op decoded from its code, rt_op_of_code, is checked by these.) */
+bool gen_op_consistent(const gen_op *op);
 
 /* The problem a config is checked against.  Row-major; lda/ldb/ldc in elements. */
 typedef struct {

@@ -26,18 +26,21 @@ static bool out_type(const char *dtype) {
          gen_dtype_fp8(dtype);
 }
 
-bool gen_op_valid(const gen_op *op, const char *in_dtype) {
-  return op && in_dtype && gen_dtype_index(in_dtype) >= 0 && strcmp(in_dtype, "f64") != 0 &&
-         out_type(op->out) && (op->bias == 0 || op->bias == 'c' || op->bias == 'r') &&
+bool gen_op_consistent(const gen_op *op) {
+  return op && out_type(op->out) && (op->bias == 0 || op->bias == 'c' || op->bias == 'r') &&
          (op->bias || !op->bias_f32) && op->act >= 0 && op->act < GEN_ACTS &&
          (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
-         (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
-         (!op->scale_block || gen_dtype_fp8(in_dtype)) &&
-         (!op->mixed_fp8 || gen_dtype_fp8(in_dtype)) &&
          (op->group == 0 || ((op->group == 'c' || op->group == 'm') && !op->scale_block &&
                              !gen_dtype_fp8(op->out))) &&
-         (!gen_dtype_fp8(op->out) ||
-          (gen_dtype_fp8(in_dtype) && (!op->bias || op->bias_f32) && !op->residual));
+         (!gen_dtype_fp8(op->out) || ((!op->bias || op->bias_f32) && !op->residual));
+}
+
+bool gen_op_valid(const gen_op *op, const char *in_dtype) {
+  return gen_op_consistent(op) && in_dtype && gen_dtype_index(in_dtype) >= 0 &&
+         strcmp(in_dtype, "f64") != 0 && (!op->fast_accum || gen_dtype_fp8(in_dtype)) &&
+         (!op->scale_block || gen_dtype_fp8(in_dtype)) &&
+         (!op->mixed_fp8 || gen_dtype_fp8(in_dtype)) &&
+         (!gen_dtype_fp8(op->out) || gen_dtype_fp8(in_dtype));
 }
 
 mmt_status gen_op_format(const gen_op *op, char *out, size_t outlen, ut_err *err) {

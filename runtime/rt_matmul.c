@@ -550,6 +550,5 @@ bool rt_op_of_code(int64_t code, gen_op *op) {
   op->mixed_fp8 = code >> 16 & 1;
   op->group = group == 1 ? 'c' : group == 2 ? 'm' : 0;
   op->residual = code >> 20 & 1;
-  return (op->scale_row || op->scale_col) + op->scale_tensor + op->scale_block <= 1 &&
-         (!op->group || (!op->scale_block && !out8)) && !(op->residual && out8);
+  return gen_op_consistent(op);
 }
