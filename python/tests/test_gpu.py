@@ -624,6 +624,9 @@ class TestGrouped(unittest.TestCase):
             (dict(scale_mode="block"), ValueError, "scale_mode must be 'vectors' or 'tensor'"),
             (dict(scale_mode="tensor", scale_row=torch.ones(1, device="cuda")), ValueError,
              "scale_mode 'tensor' needs scale_row (a's one scale) and scale_col"),
+            (dict(scale_mode="tensor", scale_row=torch.ones(1, device="cuda"),
+                  scale_col=torch.ones(3, device="cuda")), ValueError,
+             "scale_col must be a contiguous float32 tensor of 4 elements"),
             (dict(bias=torch.randn(4, 24, device="cuda").double()), TypeError,
              "bias has dtype torch.float64"),
             (dict(out=torch.empty(37, 24, device="cuda").half().T.contiguous().T), ValueError,
@@ -640,6 +643,15 @@ class TestGrouped(unittest.TestCase):
                                     "rows must be a contiguous int32 vector of 5"):
             torch.ops.mmtune.grouped_matmul(a, b, rows.long(), "contiguous", 37, None, None, None,
                                             True)
+        with self.assertRaisesRegex((RuntimeError, ValueError),
+                                    "scale_col must be a contiguous float32 tensor of 4"):
+            torch.ops.mmtune.grouped_matmul(a, b, rows, "contiguous", 37, None, None, None, True,
+                                            False, "tensor", torch.ones(1, device="cuda"),
+                                            torch.ones(3, device="cuda"))
+        with self.assertRaisesRegex((RuntimeError, ValueError),
+                                    "gated needs an even number of columns"):
+            torch.ops.mmtune.grouped_matmul(a, b[:, :23], rows, "contiguous", 37, None, None,
+                                            None, True, True)
         with self.assertRaisesRegex((RuntimeError, TypeError), "bias has dtype"):
             torch.ops.mmtune.matmul(a, b[0], torch.zeros(24, device="cuda").double(), "col",
                                     None, False, 1.0, 0.0, None, None, False, True)
