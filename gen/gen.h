@@ -147,10 +147,11 @@ typedef struct {
    * G row counts).  The counts come in the epilogue (gen.h's op ABI); problem z's per-column
    * vectors are the z-th of G.  Row-major A ('n'), gated or not; no block scales, no FP8 out. */
   char group;
-  /* The call adds beta * C with beta != 0 (a residual): C is read.  A kernel reads C whenever
-   * its beta is not 0, whatever this says; it keys such calls apart (their kernel reads a
-   * matrix more), the model charges the read, and the tuner measures them with beta = 1 and
-   * C apart from D.  Not with an FP8 D (written without C). */
+  /* The call adds beta * C with beta != 0 (a residual): C is read.  Only such an op's kernel
+   * has code that reads C (when its beta is not 0); any other op's kernel is launched with
+   * beta 0 and reads it as 0.  It keys such calls apart (their kernel reads a matrix more), the
+   * model charges the read, and the tuner measures them with beta = 1 and C apart from D.  Not
+   * with an FP8 D (written without C). */
   bool residual;
 } gen_op;
 

@@ -408,6 +408,57 @@ static void test_skinny(void **state) {
   gen_free(t);
 }
 
+/* Emits and compiles t's default config for op; returns the cubin's size and copies the kernel
+ * name out. */
+static size_t compiled_size(gen_template *t, const char *dtype, const char *text, char name[256]) {
+  gen_config cfg;
+  ut_err e = {{0}};
+  gen_config_default(t, &cfg);
+  const gen_op op = parse(text, dtype);
+  gen_kernel k = {0};
+  if (gen_emit_op(t, &cfg, dtype, "nt", &op, &k, &e) != MMT_OK)
+    fail_msg("%s %s: %s", gen_name(t), text, e.msg);
+  assert_non_null(strstr(k.source, op.residual ? "#define EPI_C 1" : "#define EPI_C 0"));
+  snprintf(name, 256, "%s", k.kernel_name);
+  rt_cubin cubin = {0};
+  char *log = NULL;
+  if (rt_compile(k.source, k.kernel_name, k.arch[0] ? k.arch : "sm_90", &cubin, &log, &e) != MMT_OK)
+    fail_msg("%s %s: %s\n%s", gen_name(t), text, e.msg, log ? log : "");
+  const size_t size = cubin.size;
+  free(log);
+  rt_cubin_free(&cubin);
+  gen_kernel_clear(&k);
+  return size;
+}
+
+/* Only a residual op's kernel has code that reads C (EPI_C; the others run with beta 0): each
+ * family compiles both, under names of their own, and the tile families' whole-tile loops,
+ * whose C path was half their epilogue's code, are a quarter smaller without it. */
+static void test_residual(void **state) {
+  (void)state;
+  static const struct {
+    const char *tmpl, *dtype;
+    double smaller; /* the plain op's cubin at most this share of the residual's */
+  } fam[] = {{"mma_sync", "f16", 0.75},
+             {"wgmma", "bf16", 0.75},
+             {"reg_tiled", "f32", 1.0},
+             {"skinny", "f16", 1.0},
+             {"skinny_mma", "bf16", 1.0}};
+  for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+    gen_template *t = load(fam[i].tmpl);
+    const char *out = !strcmp(fam[i].dtype, "f32") ? "out=f32" : "out=f16";
+    char with[320], name_c[256], name[256];
+    snprintf(with, sizeof with, "%s,bias=col,act=gelu_tanh,residual", out);
+    const size_t size_c = compiled_size(t, fam[i].dtype, with, name_c);
+    snprintf(with, sizeof with, "%s,bias=col,act=gelu_tanh", out);
+    const size_t size = compiled_size(t, fam[i].dtype, with, name);
+    assert_string_not_equal(name, name_c);
+    if ((double)size > fam[i].smaller * (double)size_c)
+      fail_msg("%s: %zu bytes without C's read, %zu with it", fam[i].tmpl, size, size_c);
+    gen_free(t);
+  }
+}
+
 /* Grouped ops (mixture of experts): mma_sync and reg_tiled emit and compile them, the move to
  * the block's expert (EPI_GROUP) in their tile, and wgmma, its tiles finding their experts in
  * a table (contiguous) or their problem's count (masked), persistent or not; a name of their
@@ -504,6 +555,7 @@ int main(void) {
       cmocka_unit_test(test_mma_sync),  cmocka_unit_test(test_wgmma),
       cmocka_unit_test(test_wgmma_fp8), cmocka_unit_test(test_reg_tiled),
       cmocka_unit_test(test_skinny),    cmocka_unit_test(test_grouped),
+      cmocka_unit_test(test_residual),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

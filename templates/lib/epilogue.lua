@@ -45,9 +45,9 @@ function M.name(name, op)
   local bias = op.bias and (op.bias:sub(1, 1) .. (op.bias_type == "f32" and "32" or "")) or "0"
   local scale = op.scale_block and "b" or op.scale_tensor and "t" or
                 string.format("%d%d", op.scale_row and 1 or 0, op.scale_col and 1 or 0)
-  return string.format("%s_o%s_b%s_s%s_a%d%s%s%s", name, op.out, bias, scale, ACT[op.act],
+  return string.format("%s_o%s_b%s_s%s_a%d%s%s%s%s", name, op.out, bias, scale, ACT[op.act],
                        op.gated and "_g" or "", op.mixed_fp8 and "_x" or "",
-                       op.group and ("_g" .. op.group:sub(1, 1)) or "")
+                       op.group and ("_g" .. op.group:sub(1, 1)) or "", op.residual and "_r" or "")
 end
 
 -- The placeholders of an op kernel into vars (the plain kernel's text for nil): ${c_type}, C's
@@ -77,7 +77,7 @@ function M.source(op, batch_z)
   return string.format([[
 
 /* The epilogue (the epilogue snippet): out=%s, bias=%s, scale_row=%d, scale_col=%d,
- * scale_tensor=%d, act=%s, gated=%d. */
+ * scale_tensor=%d, act=%s, gated=%d, residual=%d. */
 #define EPI_OUT %d
 #define EPI_BIAS %d
 #define EPI_BIAS_F32 %d
@@ -87,10 +87,12 @@ function M.source(op, batch_z)
 #define EPI_ACT %d
 #define EPI_GATED %d
 #define EPI_Z %d
+#define EPI_C %d
 ]], op.out, op.bias or "none", op.scale_row and 1 or 0, op.scale_col and 1 or 0,
-      op.scale_tensor and 1 or 0, op.act, op.gated and 1 or 0, OUT[op.out], bias,
-      op.bias_type == "f32" and 1 or 0, op.scale_row and 1 or 0, op.scale_col and 1 or 0,
-      op.scale_tensor and 1 or 0, ACT[op.act], op.gated and 1 or 0, batch_z and 1 or 0) ..
+      op.scale_tensor and 1 or 0, op.act, op.gated and 1 or 0, op.residual and 1 or 0,
+      OUT[op.out], bias, op.bias_type == "f32" and 1 or 0, op.scale_row and 1 or 0,
+      op.scale_col and 1 or 0, op.scale_tensor and 1 or 0, ACT[op.act], op.gated and 1 or 0,
+      batch_z and 1 or 0, op.residual and 1 or 0) ..
       (op.group and string.format("#define EPI_GROUPED %d /* %s */\n",
                                   op.group == "contiguous" and 1 or 2, op.group) or "") ..
       snippet

@@ -13,6 +13,8 @@
  *   EPI_GATED    1: product columns 2j (gate) and 2j + 1 (up) make D's column j
  *   EPI_Z        1: blockIdx.z is the problem of the batch; 0: the kernel's own (split-K)
  *   EPI_GROUPED  (grouped ops only) 1 contiguous, 2 masked: see EPI_GROUP below
+ *   EPI_C        1: the op adds beta * C (gen_op.residual); 0: it is launched with beta 0 and
+ *                its kernel has no code that reads C (beta is read as 0)
  * Its names (out_t, epi_*) do not meet the elem snippets' (elem_t, to_elem, to_float), so a
  * kernel has both.  Everything is computed in fp32 and D is rounded once.
  *
@@ -27,7 +29,8 @@
  *   epi_gate(E, C, ldc, beta, r, c, vg, vu)             gated: D[r][c / 2] from the gate (r, c)
  *                                                       and the up projection (r, c + 1), c even,
  *                                                       for a kernel that gathers the pair itself
- * C is read only when beta != 0 (a NaN there does not propagate when beta == 0).
+ * C is read only when beta != 0 (a NaN there does not propagate when beta == 0), and never
+ * without EPI_C.
  * A grouped op's kernel also calls, once its tile row is known and before it uses it:
  *   EPI_GROUP(A, B, C, E, M, TILE_ROW, BM)   the block's expert: pointers, M and the tile row
  *                                            made the expert's (returns when it has none)
@@ -41,6 +44,15 @@
  * which are empty for the other types. */
 #ifndef EPI_GROUPED
 #define EPI_GROUPED 0
+#endif
+/* beta as the epilogue uses it.  mmt_matmul keys a call with beta != 0 apart (a residual), so
+ * any other op's kernel runs with beta 0: its C path compiles away, where a test of beta at
+ * each group of pairs doubled the whole-tile loop's code and cost a store-bound kernel (Q K^T
+ * writing a gigabyte of D) a fifth of its time. */
+#if EPI_C
+#define EPI_BETA(beta) (beta)
+#else
+#define EPI_BETA(beta) 0.0f
 #endif
 struct __align__(8) mmt_epilogue {
   void* D;
@@ -447,7 +459,7 @@ __device__ __forceinline__ float epi_x(const mmt_epilogue& E, float v, long long
 /* beta * C[r][c], or 0 without reading C. */
 __device__ __forceinline__ float epi_c(const out_t* C, int ldc, float beta, long long r,
                                        long long c) {
-  return beta == 0.0f ? 0.0f : beta * epi_from_out(C[r * ldc + c]);
+  return EPI_BETA(beta) == 0.0f ? 0.0f : beta * epi_from_out(C[r * ldc + c]);
 }
 
 /* D[r][c]'s value before it is rounded (not gated): act(x + beta * C[r][c]). */
@@ -475,14 +487,14 @@ __device__ __forceinline__ unsigned epi_pack2(float lo, float hi) {
 #define EPI_RUN ((EPI_BIAS == 1) + EPI_SCALE_COL >= 2 ? 1 : (EPI_BIAS == 1) + EPI_SCALE_COL ? 2 : 4)
 __device__ __forceinline__ unsigned epi_c_pair(const out_t* C, int ldc, float beta, long long r,
                                                long long c) {
-  return beta == 0.0f ? 0u : *reinterpret_cast<const unsigned*>(C + r * ldc + c);
+  return EPI_BETA(beta) == 0.0f ? 0u : *reinterpret_cast<const unsigned*>(C + r * ldc + c);
 }
 /* D's pair from alpha * P's (v0, v1), the vectors' values there (w0, w1) and C's pair c2. */
 __device__ __forceinline__ unsigned epi_pair(const mmt_epilogue& E, float beta, unsigned c2,
                                              const epi_vecs& w0, const epi_vecs& w1, float v0,
                                              float v1) {
   float x0 = epi_x_with(E, v0, w0), x1 = epi_x_with(E, v1, w1);
-  if (beta != 0.0f) {
+  if (EPI_BETA(beta) != 0.0f) {
     x0 += beta * epi_from_out((out_t)(c2 & 0xffffu));
     x1 += beta * epi_from_out((out_t)(c2 >> 16));
   }
