@@ -533,12 +533,13 @@ static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname
 }
 
 /* Lowest predicted time first; equal times by the area their tiles cover (the smaller
- * first: rt_model_tile_area), then by name and params, so the order never depends on the
- * database's. */
+ * first: rt_model_tile_area), then by split-K's slices (the fewer first), then by name and
+ * params, so the order never depends on the database's. */
 static int by_prediction(const void *a, const void *b) {
   const rt_candidate *x = a, *y = b;
   if (x->pred.ms != y->pred.ms) return x->pred.ms < y->pred.ms ? -1 : 1;
   if (x->pred.tile_area != y->pred.tile_area) return x->pred.tile_area < y->pred.tile_area ? -1 : 1;
+  if (x->pred.slices != y->pred.slices) return x->pred.slices < y->pred.slices ? -1 : 1;
   int c = strcmp(x->template_name, y->template_name);
   return c ? c : strcmp(x->params, y->params);
 }

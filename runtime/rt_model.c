@@ -753,6 +753,7 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                                                                : &c->launch;
   out->analytic_ms = rt_model_analytic_ms(&m->dev, use, p);
   out->tile_area = rt_model_tile_area(use, p);
+  out->slices = use && use->slices > 1 ? use->slices : 1;
   /* the overlap is the kernel's (its emitted launch), which a row's launch does not keep */
   db_launch with = use ? *use : (db_launch){0};
   with.overlap = with.overlap || (launch && launch->overlap);

@@ -480,6 +480,20 @@ static void test_default(void **state) {
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
+  /* An f32 D from 128 rows: 64 x 64 tiles and 128 x 64 ones in 4 slices cover the same area
+   * and predict alike (the weight's DRAM traffic bounds both); the unsplit one wins, the
+   * slices' partial tiles being traffic that bound leaves out (rt_model_tile_area), not name
+   * order's split kernel */
+  rt_chooser *ch = NULL;
+  assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
+  gen_op f32 = {.out = "f32"};
+  gen_problem q = gen_packed_op_problem("f16", "nt", 128, 4096, 4096, &f32, 1);
+  memset(&c, 0, sizeof c);
+  assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+  assert_string_equal(c.template_name, "wgmma");
+  if (!strstr(c.params, "split=1,")) fail_msg("128x4096x4096 out=f32: %s", c.params);
+  rt_choice_clear(&c);
+  rt_chooser_free(ch);
   db_close(empty);
 }
 
