@@ -194,6 +194,15 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
    * 32 (two block rows), where it served them at half of the best's speed. */
   const char *math = tm < 16 || tn < 16 ? "f32" : p->dtype;
   double unit_compute = 2.0 * (double)tm * (double)tn * kslice / sm_flops(cc, math);
+  /* A tile under 8 on a side (skinny's blocks of 1-4 rows; skinny_mma's start at 8, the
+   * tensor cores' m16n8) converts 16-bit and FP8 inputs to fp32 for each FMA, and the
+   * conversions and the dot's reductions take most of its issue slots: RT_MODEL_CVT_FMA_SHARE
+   * of the fp32 rate.  Without it, 5-8 rows went to skinny, whose best measured config there
+   * is 1.2-1.6x slower than skinny_mma's 8-row blocks (8 x 4096 x 4096 bf16, H100: 0.0252 ms
+   * against 0.0166; docs/data/decoder-recorded-h100-2026-12-06.json.xz), while 1-4 rows stay
+   * its own (0.3: the crossover between 4 and 5 rows on those rows' weights). */
+  if ((tm < 8 || tn < 8) && (is16(p->dtype) || is8(p->dtype)))
+    unit_compute /= RT_MODEL_CVT_FMA_SHARE;
   double dram = dram_bytes_per_s(cc);
   /* A's and B's tiles along K, read in 32-byte sectors, and C's.  A cluster's multicast of B
    * is counted as what it was measured to be worth: on rows of whole sectors nothing (the

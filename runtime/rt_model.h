@@ -87,6 +87,7 @@
 #define RT_MODEL_FILL_MS 0.001     /* filling a block's pipeline, once per round of work units */
 #define RT_MODEL_SM_THREADS 2048   /* threads an SM holds at most */
 #define RT_MODEL_BUSY_WARPS 8      /* warps that keep an SM's FMA pipelines busy (sm_busy) */
+#define RT_MODEL_CVT_FMA_SHARE 0.3 /* FMA's rate on converted 16-bit or FP8 inputs (tiles < 8) */
 #define RT_MODEL_DRAM_SMS 0.75     /* share of the SMs whose loads in flight fill DRAM */
 #define RT_MODEL_DRAM_INFLIGHT 4e6 /* bytes in flight that fill DRAM (its bandwidth x ~1.5 us) */
 /* L2 bandwidth over DRAM's.  2.0 to 3.0 rank 128x11008x4096 f16 (an L2-bound problem for

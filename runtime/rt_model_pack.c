@@ -18,16 +18,14 @@
  * few launches, so that a build whose constants or analytic time differ (without
  * RT_MODEL_PACK_FORMAT bumped) does not read another's fits. */
 static uint64_t code_print(void) {
-  const double constants[] = {RT_MODEL_BANDWIDTH,     RT_MODEL_MERIT_BANDWIDTH,
-                              RT_MODEL_MERIT_SHRINK,  RT_MODEL_OTHER_LAYOUT,
-                              RT_MODEL_OTHER_ALIGN,   RT_MODEL_PRIOR_WEIGHT,
-                              RT_MODEL_GLOBAL_WEIGHT, RT_MODEL_UNMEASURED,
-                              RT_MODEL_UNKNOWN,       RT_MODEL_LAUNCH_MS,
-                              RT_MODEL_FILL_MS,       RT_MODEL_SM_THREADS,
-                              RT_MODEL_BUSY_WARPS,    RT_MODEL_DRAM_SMS,
-                              RT_MODEL_DRAM_INFLIGHT, RT_MODEL_L2_FACTOR,
-                              RT_MODEL_SECTOR_WASTE,  RT_MODEL_CLUSTER_WAIT,
-                              RT_MODEL_OTHER_DTYPE};
+  const double constants[] = {
+      RT_MODEL_BANDWIDTH,     RT_MODEL_MERIT_BANDWIDTH, RT_MODEL_MERIT_SHRINK,
+      RT_MODEL_OTHER_LAYOUT,  RT_MODEL_OTHER_ALIGN,     RT_MODEL_PRIOR_WEIGHT,
+      RT_MODEL_GLOBAL_WEIGHT, RT_MODEL_UNMEASURED,      RT_MODEL_UNKNOWN,
+      RT_MODEL_LAUNCH_MS,     RT_MODEL_FILL_MS,         RT_MODEL_SM_THREADS,
+      RT_MODEL_BUSY_WARPS,    RT_MODEL_DRAM_SMS,        RT_MODEL_DRAM_INFLIGHT,
+      RT_MODEL_L2_FACTOR,     RT_MODEL_SECTOR_WASTE,    RT_MODEL_CLUSTER_WAIT,
+      RT_MODEL_OTHER_DTYPE,   RT_MODEL_CVT_FMA_SHARE};
   uint64_t h = ut_hash64(constants, sizeof constants);
   const rt_model_device dev = {132, 9};
   const db_launch launches[] = {{.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384},
