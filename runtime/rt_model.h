@@ -258,8 +258,7 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *launch,
  * 16 rows: 8 times the rows; wgmma's swapped 64 x 16 tile: none).  Configs that cover the
  * same area rank by their slices (fewer first: slices write and read partial tiles that such
  * a bound does not count: 128 x 4096 x 4096 with an f32 D ran 128 x 64 tiles in 4 slices in
- * 0.0267 ms on an H100, cuBLASLt 0.0179, where 64 x 64 unsplit, tied with it, serves a 16-bit
- * D in 0.0197), then in name order. */
+ * 0.0269 ms on an H100, 64 x 64 unsplit, tied with it, in 0.0206), then in name order. */
 double rt_model_tile_area(const db_launch *launch, const gen_problem *p);
 
 /* The peaks the analytic part assumes for a GPU of dev (unknowns: the defaults above) and
