@@ -6,7 +6,7 @@ by the kernel from `rows`, so the host never syncs and a CUDA graph replays with
 from . import _lib
 from ._core import _storage
 from ._lib import BIAS_COL, BIAS_NONE, F32, ROW_MAJOR
-from ._matmul import _fp8_types, _launch, _matrix, _mmt_dtype, _scales, _torch
+from ._matmul import _input_types, _launch, _matrix, _mmt_dtype, _scales, _torch
 
 _LAYOUTS = {"contiguous": 1, "masked": 2}  # mmt_group_mode
 
@@ -63,14 +63,7 @@ def grouped_matmul(a, b, rows, *, layout="contiguous", tokens=None, bias=None, a
             raise ValueError(f"{name} is on {t.device}, a on {a.device}")
     if masked and ba != g:
         raise ValueError(f"a has {ba} blocks, b {g} experts")
-    in_type = _mmt_dtype(th, a.dtype, "a", fp8=True)
-    b_type = 0
-    if b.dtype is not a.dtype:
-        fp8 = _fp8_types(th)
-        if a.dtype not in fp8 or b.dtype not in fp8:
-            raise TypeError(f"a and b must have one dtype (or two FP8 dtypes), got {a.dtype} "
-                            f"and {b.dtype}")
-        b_type = fp8[b.dtype]
+    in_type, b_type = _input_types(th, a, b)
     if rows.dtype is not th.torch.int32 or rows.dim() != 1 or \
             rows.shape[0] != (g if masked else g + 1) or (rows.shape[0] > 1 and rows.stride(0) != 1):
         raise ValueError(f"rows must be a contiguous int32 vector of {g if masked else g + 1} "

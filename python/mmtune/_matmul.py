@@ -53,6 +53,18 @@ def _mmt_dtype(th, dtype, name, fp8=False):
     return dt
 
 
+def _input_types(th, a, b):
+    """mmt_matmul_desc's in_type and b_type of operands a and b: one dtype, or two FP8 ones."""
+    in_type = _mmt_dtype(th, a.dtype, "a", fp8=True)
+    if b.dtype is a.dtype:
+        return in_type, 0
+    fp8 = _fp8_types(th)
+    if a.dtype not in fp8 or b.dtype not in fp8:
+        raise TypeError(f"a and b must have one dtype (or two FP8 dtypes), got {a.dtype} "
+                        f"and {b.dtype}")
+    return in_type, fp8[b.dtype]
+
+
 def _fp8_types(th):
     """torch's FP8 dtypes that mmtune reads (those the installed torch has)."""
     t = th.torch
@@ -127,14 +139,7 @@ def matmul(a, b, *, bias=None, bias_mode="col", act=None, gated=False, scale_row
     dev = a.get_device()
     if b.get_device() != dev:
         raise ValueError(f"a is on {a.device} but b on {b.device}")
-    in_type = _mmt_dtype(th, a.dtype, "a", fp8=True)
-    b_type = 0
-    if b.dtype is not a.dtype:
-        fp8 = _fp8_types(th)
-        if a.dtype not in fp8 or b.dtype not in fp8:
-            raise TypeError(f"a and b must have one dtype (or two FP8 dtypes), got {a.dtype} "
-                            f"and {b.dtype}")
-        b_type = fp8[b.dtype]
+    in_type, b_type = _input_types(th, a, b)
     if allow_tf32 and in_type == F32:
         in_type = TF32
     m, k = (ca, ra) if trans_a else (ra, ca)
