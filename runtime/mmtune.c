@@ -894,8 +894,9 @@ static mmt_status launch_op(mmt_context *ctx, loaded_kernel *kernel, const rt_ma
   return rc;
 }
 
-/* FP8 runs on wgmma's kernels (sm_90a); another GPU has no kernel for it, and says so
- * (rt_kernel_arch's message, prefixed). */
+/* FP8 runs on Hopper: wgmma's kernels (sm_90a) and skinny_mma's (mma.sync, sm_89 and newer)
+ * for the small sides; another GPU has no kernel for it, and says so (rt_kernel_arch's
+ * message, prefixed). */
 static mmt_status check_fp8_device(const mmt_context *ctx, const mmt_matmul_desc *d, ut_err *err) {
   if (!rt_dtype_fp8(d->in_type)) return MMT_OK;
   char arch[16];

@@ -464,23 +464,39 @@ static void test_default(void **state) {
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }
-  /* Decode sizes that only wgmma serves (16 rows in nn, FP8 at 1 row): every tile is bound by
-   * the weight's DRAM traffic, its candidates predict alike, and the one whose tiles overhang
-   * the rows least wins (the swapped 64 x 16 tile, not name order's 128 x 128) */
-  static const struct {
-    const char *dtype, *layout;
-    int64_t m;
-  } decode[] = {{"f16", "nn", 16}, {"e4m3", "nt", 1}};
-  for (size_t i = 0; i < sizeof decode / sizeof decode[0]; i++) {
+  /* Decode sizes that only wgmma serves (16 rows in nn): every tile is bound by the weight's
+   * DRAM traffic, its candidates predict alike, and the one whose tiles overhang the rows least
+   * wins (the swapped 64 x 16 tile, not name order's 128 x 128) */
+  {
     rt_chooser *ch = NULL;
     assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
-    gen_problem q = gen_packed_problem(decode[i].dtype, decode[i].layout, decode[i].m, 14336, 4096);
-    gen_op op = {.out = "bf16", .scale_tensor = true};
-    if (!strcmp(decode[i].dtype, "e4m3")) q.op = &op;
+    gen_problem q = gen_packed_problem("f16", "nn", 16, 14336, 4096);
     memset(&c, 0, sizeof c);
     assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
     assert_string_equal(c.template_name, "wgmma");
-    if (!strstr(c.params, "swap=1")) fail_msg("%s: %s", decode[i].dtype, c.params);
+    if (!strstr(c.params, "swap=1")) fail_msg("f16 nn: %s", c.params);
+    rt_choice_clear(&c);
+    rt_chooser_free(ch);
+  }
+  /* FP8 decode (an op: per-tensor scales, bf16 D): skinny_mma's m16n8k32 blocks on either
+   * side, from one row (FP8 has no CUDA-core family); wgmma's tiles from 128 rows */
+  static const struct {
+    int64_t m, n;
+    const char *want, *side;
+  } fp8[] = {{1, 14336, "skinny_mma", "side=0"},
+             {16, 4096, "skinny_mma", "side=0"},
+             {4096, 8, "skinny_mma", "side=1"},
+             {128, 4096, "wgmma", "swap=0"}};
+  for (size_t i = 0; i < sizeof fp8 / sizeof fp8[0]; i++) {
+    rt_chooser *ch = NULL;
+    assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
+    gen_op op = {.out = "bf16", .scale_tensor = true};
+    gen_problem q = gen_packed_op_problem("e4m3", "nt", fp8[i].m, fp8[i].n, 4096, &op, 1);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    assert_string_equal(c.template_name, fp8[i].want);
+    if (!strstr(c.params, fp8[i].side))
+      fail_msg("e4m3 %lldx%lld: %s", (long long)fp8[i].m, (long long)fp8[i].n, c.params);
     rt_choice_clear(&c);
     rt_chooser_free(ch);
   }

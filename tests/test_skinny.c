@@ -286,7 +286,8 @@ static void test_mma_declaration(void **state) {
   (void)state;
   gen_template *t = load_skinny_mma();
   assert_string_equal(gen_name(t), "skinny_mma");
-  assert_int_equal(gen_dtype_count(t), 2);
+  assert_int_equal(gen_dtype_count(t), 4); /* f16, bf16, e4m3, e5m2 */
+  assert_string_equal(gen_dtype(t, 2), "e4m3");
   assert_true(gen_supports_layout(t, "nt"));
   assert_false(gen_supports_layout(t, "nn"));
   assert_false(gen_supports_layout(t, "tt"));
@@ -402,6 +403,75 @@ static void test_mma_nvrtc(void **state) {
       archs[n++] = (i + d) % 2 ? "sm_80" : "sm_90";
     }
   tc_compile_all(kernels, archs, n, NULL);
+  for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
+  gen_free(t);
+}
+
+/* FP8: op kernels only, m16n8k32 with each MMA's products promoted, chunks of 64 elements of K
+ * (split-K's step), the MMA's types W's then X's for a mixed op (W is B on side 0), an FP8 D's
+ * amax; block scales are wgmma's.  Every form compiles for sm_90 without a warning. */
+static void test_mma_fp8(void **state) {
+  (void)state;
+  gen_template *t = load_skinny_mma();
+  ut_err e;
+  gen_config c;
+  tc_parse_ok(t, "side=0", &c);
+  gen_problem plain = packed("e4m3", "nt", 4, 4096, 4096);
+  char why[256];
+  assert_false(tc_check(t, &c, &plain, why, sizeof why));
+  assert_non_null(strstr(why, "an op kernel only"));
+  static const struct {
+    const char *dtype, *op, *config, *mma, *refusal;
+  } cases[] = {
+      {"e4m3", "out=bf16,scale=tensor", "side=0", "f32.e4m3.e4m3.f32", NULL},
+      {"e5m2", "out=f16,scale=row+col,fast_accum", "side=1,bs=16,rl=2,warps=8,kw=4,split=4",
+       "f32.e5m2.e5m2.f32", NULL},
+      {"e4m3", "out=f32,bias=col,act=silu,gated,mixed", "side=0,bs=16,kw=2", "f32.e5m2.e4m3.f32",
+       NULL},
+      {"e4m3", "out=bf16,mixed", "side=1,warps=8,kw=8,unroll=8", "f32.e4m3.e5m2.f32", NULL},
+      {"e5m2", "out=e4m3,scale=tensor", "side=0,rl=4,unroll=2,split=2", "f32.e5m2.e5m2.f32", NULL},
+      {"e4m3", "out=bf16,scale=block", "side=0", NULL, "block scales"},
+  };
+  gen_kernel kernels[COUNT(cases)];
+  int n = 0;
+  for (int i = 0; i < COUNT(cases); i++) {
+    gen_op op;
+    assert_int_equal(gen_op_parse(cases[i].op, cases[i].dtype, &op, &e), MMT_OK);
+    tc_parse_ok(t, cases[i].config, &c);
+    gen_problem p = gen_packed_op_problem(cases[i].dtype, "nt", 12, 4096, 4096, &op, 1);
+    if (c.v[0] == 1) p = gen_packed_op_problem(cases[i].dtype, "nt", 4096, 12, 4096, &op, 1);
+    if (cases[i].refusal) {
+      assert_false(tc_check(t, &c, &p, why, sizeof why));
+      assert_non_null(strstr(why, cases[i].refusal));
+      continue;
+    }
+    if (!tc_check(t, &c, &p, why, sizeof why))
+      fail_msg("%s %s: %s", cases[i].op, cases[i].config, why);
+    assert_int_equal(gen_emit_op(t, &c, cases[i].dtype, "nt", &op, &kernels[n], &e), MMT_OK);
+    char mma[96];
+    snprintf(mma, sizeof mma, "mma.sync.aligned.m16n8k32.row.col.%s ", cases[i].mma);
+    const bool out8 = strstr(cases[i].op, "out=e4m3") != NULL;
+    const char *const lines[] = {mma,
+                                 "mma_16832(part, {a0, a1, a2, a3}, {b0, b1});",
+                                 "for (int i = 0; i < 4; i++) d[i] += part[i];",
+                                 "#define SLICE_STEP 64 /* split-K's slices: whole chunks of 64 "
+                                 "elements of K */",
+                                 "  const int chunks = K / 64;",
+                                 out8 ? "  EPI_AMAX_FLUSH(E);" : "mma_16832"};
+    tc_source_has(&kernels[n], lines, COUNT(lines));
+    if (!out8) assert_null(strstr(kernels[n].source, "EPI_AMAX_FLUSH(E);"));
+    n++;
+  }
+  /* split-K's slices are whole chunks of 64 */
+  gen_op op;
+  assert_int_equal(gen_op_parse("out=bf16", "e4m3", &op, &e), MMT_OK);
+  gen_problem k = gen_packed_op_problem("e4m3", "nt", 8, 4096, 1024, &op, 1);
+  tc_parse_ok(t, "side=0,split=16", &c);
+  assert_true(tc_check(t, &c, &k, NULL, 0));
+  k.k--;
+  assert_false(tc_check(t, &c, &k, why, sizeof why));
+  assert_non_null(strstr(why, "one step of 64"));
+  tc_compile_all(kernels, NULL, n, NULL);
   for (int i = 0; i < n; i++) gen_kernel_clear(&kernels[i]);
   gen_free(t);
 }
@@ -651,6 +721,7 @@ int main(void) {
       cmocka_unit_test(test_mma_constraints),
       cmocka_unit_test(test_mma_emit),
       cmocka_unit_test(test_mma_nvrtc),
+      cmocka_unit_test(test_mma_fp8),
       cmocka_unit_test(test_grouped_ops),
       cmocka_unit_test(test_mma_gpu_results),
   };

@@ -28,11 +28,11 @@ static const tn_cmd_spec emit_spec = {
     "epilogue (fields: out=f32|f16|bf16|e4m3|e5m2, bias=col|row, bias_type=f32,\n"
     "scale=row|col|row+col|tensor|block, act=relu|gelu_tanh|gelu_erf|silu, gated, fast_accum,\n"
     "mixed, group=contiguous|masked, residual) for a template that has epilogues; the FP8\n"
-    "dtypes (e4m3, e5m2: wgmma, layout nt) have op kernels only, mixed makes B the other FP8\n"
-    "type than the dtype, A's, an FP8 out= (after FP8 inputs) stores D scaled and saturated,\n"
-    "with its amax, group= emits a grouped (mixture-of-experts) kernel, whose tile rows are\n"
-    "its experts' (mma_sync, reg_tiled, wgmma; skinny and skinny_mma on side 0), and residual\n"
-    "(beta != 0, C read) emits the same kernel as without it.",
+    "dtypes (e4m3, e5m2: wgmma and skinny_mma, layout nt) have op kernels only, mixed makes B\n"
+    "the other FP8 type than the dtype, A's, an FP8 out= (after FP8 inputs) stores D scaled\n"
+    "and saturated, with its amax, group= emits a grouped (mixture-of-experts) kernel, whose\n"
+    "tile rows are its experts' (mma_sync, reg_tiled, wgmma; skinny and skinny_mma on side\n"
+    "0), and residual (beta != 0) emits the kernel that reads C (its name ends _r).",
     emit_opts, 4};
 
 static void print_launch_info(const gen_template *t, const char *params, const gen_kernel *k) {
