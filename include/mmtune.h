@@ -266,9 +266,9 @@ typedef enum {
  * weight), or column-major with trans_a MMT_TRANS and trans_b MMT_NO_TRANS; any other layout
  * is MMT_ERR_UNSUPPORTED (no transposing copy is made), and so are A and B whose addresses,
  * leading dimensions or batch strides are not multiples of 16 (TMA loads them).  The kernels
- * promote wgmma's FP8 sums
- * into fp32 every few K blocks; fast_accum lets kernels that do not (faster, less accurate
- * over a long K) serve as well.
+ * promote wgmma's FP8 sums into fp32 every few K blocks (the decode-size kernels at every 32
+ * elements of K); fast_accum lets kernels that do not (faster, less accurate over a long K)
+ * serve as well.
  * Grouped (group_mode not MMT_GROUP_NONE; row-major, trans_a MMT_NO_TRANS):
  * batch is G, the experts; expert z multiplies its rows of A by B_z = b + z * stride_b (its
  * weight; stride_b 0 shares one), and the per-column vectors are the expert's own: bias (by
