@@ -30,7 +30,7 @@
 #include "gpu/ref.h"
 
 #define EXIT_NO_GPU 77
-#define DEFAULT_TEMPLATES "naive,smem_tiled,reg_tiled,mma_sync,wgmma"
+#define DEFAULT_TEMPLATES "naive,smem_tiled,reg_tiled,mma_sync,wgmma,skinny,skinny_mma"
 #define SENTINEL32 0xdeadbeefu /* C's padding and prefix: a pattern no kernel computes */
 #define SENTINEL16 0xdeadu
 

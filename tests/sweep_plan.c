@@ -418,9 +418,10 @@ static mmt_status plan_op_twin(builder *b, const cfg_item *item, const char *dty
 /* FP8 (the input of op kernels only): each bf16 nt config planned so far, emitted for the next
  * op of SW_OPS_FP8 it takes, promoting (PROMOTE 1, 2, 4 in turn) where the partial sums fit,
  * else with half its columns (BN / 2) promoting, else (and every fourth first) with fast
- * accumulation (PROMOTE 0: an op that allows it).  So FP8 gets the spread of configs the 16-bit types got, without a scan of
- * the space (every check of an op runs Lua).  A layout that none takes is skipped with the
- * template's reason. */
+ * accumulation (PROMOTE 0: an op that allows it); a template without the parameter
+ * (skinny_mma, which promotes at every MMA) as the config is.  So FP8 gets the spread of
+ * configs the 16-bit types got, without a scan of the space (every check of an op runs Lua).
+ * A layout that none takes is skipped with the template's reason. */
 static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layout) {
   static const int64_t promotes[] = {1, 2, 4};
   mmt_status rc = MMT_OK;
@@ -435,6 +436,12 @@ static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layou
       continue;
     const gen_config base = src->cfg; /* a copy: planning may move the kernels */
     bool planned = false;
+    if (promote < 0) { /* no promotion parameter: the config as it is */
+      cfg_item item = {base, SW_OP, -1};
+      if ((rc = plan_op_kernel(b, &item, dtype, layout, k_ops_fp8, COUNT(k_ops_fp8), &planned, why,
+                               sizeof why)))
+        return rc;
+    }
     for (int j = 0; j < 3 && !planned && promote >= 0; j++) {
       const int v = turn % 4 == 3 ? (j + 2) % 3 : j; /* as is, BN / 2, fast; every 4th fast */
       cfg_item item = {base, SW_OP, -1};
@@ -530,6 +537,28 @@ static mmt_status some_config_takes(builder *b, const gen_problem *plain, bool *
   return MMT_OK;
 }
 
+/* The pair's plain aligned problem: 256^3, or where no config takes that, 16 x 256 x 256 or
+ * 256 x 16 x 256 (skinny and skinny_mma: a small side of at most 64), the first one some
+ * config takes; *valid false and why the default's reason on 256^3 where none is. */
+static mmt_status plain_problem(builder *b, const char *dtype, const char *layout,
+                                gen_problem *plain, bool *valid, char *why, size_t whylen) {
+  static const int64_t probes[3][3] = {{256, 256, 256}, {16, 256, 256}, {256, 16, 256}};
+  mmt_status rc = MMT_OK;
+  gen_config def;
+  gen_config_default(b->t, &def);
+  *valid = false;
+  for (int i = 0; i < 3 && !*valid; i++) {
+    const int64_t m = probes[i][0], n = probes[i][1], k = probes[i][2];
+    int64_t ld[3];
+    gen_min_ld(layout, m, n, k, ld);
+    *plain = (gen_problem){dtype, layout, m, n, k, ld[0], ld[1], ld[2], 16, NULL, 1};
+    if ((rc = gen_check(b->t, &def, plain, valid, i ? NULL : why, i ? 0 : whylen, b->err)))
+      return rc;
+    if (!*valid && (rc = some_config_takes(b, plain, valid))) return rc;
+  }
+  return MMT_OK;
+}
+
 /* One dtype and layout of the template.  A pair that no config takes on a plain aligned
  * problem is one the template does not serve (wgmma's tf32 tn): it is recorded as skipped
  * with the default's reason, not planned.  One that the default refuses but other configs take
@@ -537,17 +566,13 @@ static mmt_status some_config_takes(builder *b, const gen_problem *plain, bool *
  * that the template refuses are skips of their own. */
 static mmt_status plan_pair(builder *b, const char *dtype, const char *layout, cfg_item *fixed) {
   mmt_status rc = MMT_OK;
-  int64_t ld[3];
-  const int64_t side = 256;
-  gen_min_ld(layout, side, side, side, ld);
-  const gen_problem plain = {dtype, layout, side, side, side, ld[0], ld[1], ld[2], 16, NULL, 1};
+  gen_problem plain;
   char why[256] = "", text[512];
   bool valid = false;
   int nfixed = 0;
-  if ((rc = fixed_configs(b, &plain, fixed, &nfixed))) return rc;
-  if ((rc = gen_check(b->t, &fixed[0].cfg, &plain, &valid, why, sizeof why, b->err))) return rc;
-  if (!valid && (rc = some_config_takes(b, &plain, &valid))) return rc;
+  if ((rc = plain_problem(b, dtype, layout, &plain, &valid, why, sizeof why))) return rc;
   if (!valid) return add_skip(b, dtype, layout, "all configs", why);
+  if ((rc = fixed_configs(b, &plain, fixed, &nfixed))) return rc;
   const int first = b->plan->nkernels;
   for (int i = 0; i < nfixed; i++) {
     bool planned = false, refused = false;

@@ -475,14 +475,44 @@ static void test_fp8(void **state) {
   }
 }
 
+/* FP8 on a template without a promotion parameter (skinny_mma promotes at every MMA): its bf16
+ * nt configs are planned for FP8 ops as they are, both FP8 types, FP8 D among them. */
+static void test_fp8_skinny_mma(void **state) {
+  (void)state;
+  gen_template *t = NULL;
+  ut_err err;
+  assert_int_equal(gen_load(TEMPLATES "/skinny_mma.lua", &t, &err), MMT_OK);
+  sw_opts o = {.configs = 3, .problems = 2, .seed = 1};
+  sw_plan plan;
+  if (sw_plan_build(&t, 1, &o, &plan, &err)) fail_msg("sw_plan_build: %s", err.msg);
+  for (int s = 0; s < plan.nskips; s++)
+    if (gen_dtype_fp8(plan.skips[s].dtype))
+      fail_msg("%s skipped: %s", plan.skips[s].dtype, plan.skips[s].why);
+  int fp8[2] = {0}, out8 = 0;
+  for (int k = 0; k < plan.nkernels; k++) {
+    const sw_kernel *sk = &plan.kernels[k];
+    if (!gen_dtype_fp8(sk->dtype)) continue;
+    assert_true(sk->has_op && gen_op_valid(&sk->op, sk->dtype));
+    assert_false(sk->op.scale_block);
+    fp8[!strcmp(sk->dtype, "e5m2")]++;
+    out8 += gen_dtype_fp8(sk->op.out);
+  }
+  print_message("skinny_mma: %d e4m3 and %d e5m2 kernels, %d with an FP8 D\n", fp8[0], fp8[1],
+                out8);
+  assert_true(fp8[0] > 0 && fp8[1] > 0);
+  sw_plan_free(&plan);
+  gen_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_pair),   cmocka_unit_test(test_refused_config),
-      cmocka_unit_test(test_op_twins),     cmocka_unit_test(test_default_and_random),
-      cmocka_unit_test(test_swept_values), cmocka_unit_test(test_problems_valid),
-      cmocka_unit_test(test_grouping),     cmocka_unit_test(test_mma_offsets),
-      cmocka_unit_test(test_extent),       cmocka_unit_test(test_deterministic),
-      cmocka_unit_test(test_size),         cmocka_unit_test(test_fp8),
+      cmocka_unit_test(test_every_pair),     cmocka_unit_test(test_refused_config),
+      cmocka_unit_test(test_op_twins),       cmocka_unit_test(test_default_and_random),
+      cmocka_unit_test(test_swept_values),   cmocka_unit_test(test_problems_valid),
+      cmocka_unit_test(test_grouping),       cmocka_unit_test(test_mma_offsets),
+      cmocka_unit_test(test_extent),         cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_size),           cmocka_unit_test(test_fp8),
+      cmocka_unit_test(test_fp8_skinny_mma),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
