@@ -22,7 +22,8 @@
  *   host       host time a warm call costs: mmt_gemm, mmt_matmul of the same plain problem, and
  *              mmt_matmul with a bias (an op kernel), 256 x 256 x 256; the three in turn, 7
  *              times, each the median of its 7
- *   quantize   mmt_quantize of each weight (N x K, --dtype to e4m3) in every scale mode; the
+ *   quantize   mmt_quantize of each weight (N x K, --dtype to e4m3) in every scale mode, and
+ *              per tensor with a given scale (one pass, amax out: "given"); the
  *              peer: a plain read of the same bytes (x, q and the scales; gpu/bandwidth.h), so
  *              the ratio is the share of that read's speed the cast reaches
  *   grouped    mixture-of-experts layers (G experts' N x K weights, layout nt): one contiguous
@@ -800,10 +801,11 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
         for (int qk = 1; qk >= 0 && !rc; qk--)
           rc = attn_one(b, qk, heads[h], seqs[s], dims[d], &tl[F_ATTENTION], err);
   if (!rc && o->family[F_HOST]) rc = host_family(b, err);
+  /* the four modes, then per tensor with a given scale */
   for (int i = 0; i < nw && o->family[F_QUANTIZE] && !rc; i++)
-    for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
-      rc =
-          mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, w[i].name, &tl[F_QUANTIZE], err);
+    for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 + 1 && !rc; mode++)
+      rc = mb_quantize_one(b, w[i].n, w[i].k, mode > MMT_QUANT_128X128 ? MMT_QUANT_TENSOR : mode,
+                           mode > MMT_QUANT_128X128, w[i].name, &tl[F_QUANTIZE], err);
   tally grouped[2] = {{0}}, masked[3] = {{0}};
   grouped_tallies gc = {{&tl[F_GROUPED], &grouped[0], &grouped[1]},
                         {"grouped", "grp-loop", "grp-read"}},

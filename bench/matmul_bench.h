@@ -108,8 +108,9 @@ typedef struct {
 /* The grouped family (matmul_grouped.c): the contiguous layout's cases, and the masked one's. */
 mmt_status mb_grouped_family(bench *b, grouped_tallies *contiguous, grouped_tallies *masked,
                              ut_err *err);
-/* One quantize case (matmul_quantize.c): weight `name` (rows x cols) in `mode`. */
-mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode,
+/* One quantize case (matmul_quantize.c): weight `name` (rows x cols) in `mode`; given (per
+ * tensor): with a given scale, its amax out (mmt_quantize_desc's given_scale). */
+mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode mode, bool given,
                            const char *name, tally *tl, ut_err *err);
 
 #endif /* MMT_BENCH_MATMUL_BENCH_H */

@@ -395,7 +395,8 @@ typedef enum {
   MMT_QUANT_128X128 = 3 /* one a 128 x 128 tile: scale[rb * CB + cb], rb = i / 128 (RB * CB) */
 } mmt_quant_mode;
 
-/* What mmt_quantize does.  Zero-initialize, then set every field but pow2_scales. */
+/* What mmt_quantize does.  Zero-initialize, then set every field but the optional ones
+ * (pow2_scales, given_scale, amax). */
 typedef struct {
   int64_t rows, cols;
   mmt_dtype in_type;  /* MMT_F32, MMT_F16 or MMT_BF16 */
@@ -408,6 +409,11 @@ typedef struct {
   mmt_quant_mode mode;
   int pow2_scales; /* nonzero: each scale rounded up to a power of two (as recipes with
                       8-bit exponent scales want) */
+  /* MMT_QUANT_TENSOR only, optional (NULL: the scale is x's, from its amax): a scale already
+   * known, read from device memory -- a static (calibrated) one, or delayed scaling's, made
+   * from earlier steps' amax -- so that x is read once. */
+  const float *given_scale;
+  float *amax; /* with given_scale, optional: OUT, x's largest finite |x| */
 } mmt_quantize_desc;
 
 /* Floats of mmt_quantize's scale array for a mode and size; -1 for a mode outside the enum
@@ -426,13 +432,20 @@ int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols);
  * 4096 f32 elements twice), except MMT_QUANT_TENSOR: an amax pass, then the cast (x read twice,
  * the second pass starting on what L2 still holds), four operations on the stream (a memset and
  * three kernels; one kernel for at most 32768 elements), no host sync.
+ * With given_scale (per tensor), scale = *given_scale as it is (pow2_scales aside) and
+ * q = x * (1 / scale) as above, saturating where x is past the scale's range, in one pass over
+ * x (one kernel, after a memset of *amax when amax is asked for); scale[0] = *given_scale
+ * (given_scale may be scale), and *amax = x's largest finite |x| (0 for none) when amax is not
+ * NULL: the next step's delayed scale is *amax / FP8_MAX, or a history's largest of them.
  * rows or cols == 0 writes nothing.  Needs an FP8-capable GPU (compute capability 8.9 or
  * newer).  The first call compiles the kernels (NVRTC, through the cubin cache).
  * A column-major matrix is the row-major cols x rows one: swap rows and cols (its groups are
  * then along its columns).
  * Errors: MMT_ERR_INVALID_ARG, the message naming the field: desc NULL, a type or mode outside
  * what is listed, a negative size, ldx or ldq below cols, a NULL or misaligned pointer (x to
- * its element, scale to 4 bytes) when something is written, x, q and scale overlapping;
+ * its element, scale, given_scale and amax to 4 bytes) when something is written, x, q and
+ * scale overlapping, given_scale with another mode than MMT_QUANT_TENSOR, amax without
+ * given_scale, given_scale overlapping q, amax overlapping x, q, scale or given_scale;
  * MMT_ERR_UNSUPPORTED: rows or cols above 2^31 - 1, a GPU before sm_89; then MMT_ERR_COMPILE,
  * MMT_ERR_CUDA.
  */

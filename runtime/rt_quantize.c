@@ -54,6 +54,11 @@ static mmt_status check_pointers(const mmt_quantize_desc *d, int64_t elem, ut_er
   if ((uintptr_t)d->scale % 4)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "scale %p is not aligned to 4 bytes",
                    (void *)d->scale);
+  if ((uintptr_t)d->given_scale % 4)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "given_scale %p is not aligned to 4 bytes",
+                   (const void *)d->given_scale);
+  if ((uintptr_t)d->amax % 4)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "amax %p is not aligned to 4 bytes", (void *)d->amax);
   uintptr_t x0, x1, q0, q1;
   matrix_bytes(d->x, d->rows, d->cols, d->ldx, elem, &x0, &x1);
   matrix_bytes(d->q, d->rows, d->cols, d->ldq, 1, &q0, &q1);
@@ -62,6 +67,16 @@ static mmt_status check_pointers(const mmt_quantize_desc *d, int64_t elem, ut_er
   if (!disjoint(x0, x1, q0, q1)) return ut_fail(err, MMT_ERR_INVALID_ARG, "q overlaps x");
   if (!disjoint(s0, s1, x0, x1)) return ut_fail(err, MMT_ERR_INVALID_ARG, "scale overlaps x");
   if (!disjoint(s0, s1, q0, q1)) return ut_fail(err, MMT_ERR_INVALID_ARG, "scale overlaps q");
+  const uintptr_t g0 = (uintptr_t)d->given_scale, g1 = g0 + 4, a0 = (uintptr_t)d->amax, a1 = a0 + 4;
+  if (d->given_scale && !disjoint(g0, g1, q0, q1))
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "given_scale overlaps q");
+  if (d->amax) {
+    static const char *const what[4] = {"x", "q", "scale", "given_scale"};
+    const uintptr_t lo[4] = {x0, q0, s0, g0}, hi[4] = {x1, q1, s1, d->given_scale ? g1 : g0};
+    for (int i = 0; i < 4; i++)
+      if (!disjoint(a0, a1, lo[i], hi[i]))
+        return ut_fail(err, MMT_ERR_INVALID_ARG, "amax overlaps %s", what[i]);
+  }
   return MMT_OK;
 }
 
@@ -75,6 +90,13 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
                    (int)d->out_type);
   if (mmt_quantize_scales(d->mode, 0, 0) < 0)
     return ut_fail(err, MMT_ERR_INVALID_ARG, "mode %d is not an mmt_quant_mode", (int)d->mode);
+  if (d->given_scale && d->mode != MMT_QUANT_TENSOR)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "given_scale is for mode MMT_QUANT_TENSOR (one scale), got mode %d",
+                   (int)d->mode);
+  if (d->amax && !d->given_scale)
+    return ut_fail(err, MMT_ERR_INVALID_ARG,
+                   "amax is written with given_scale only (else the scale is amax / FP8_MAX)");
   if (d->rows < 0) return ut_fail(err, MMT_ERR_INVALID_ARG, "rows %lld < 0", (long long)d->rows);
   if (d->cols < 0) return ut_fail(err, MMT_ERR_INVALID_ARG, "cols %lld < 0", (long long)d->cols);
   const int64_t min_ld = d->cols < 1 ? 1 : d->cols;
@@ -101,14 +123,13 @@ mmt_status rt_quantize_check(const mmt_quantize_desc *d, ut_err *err) {
 }
 
 /* The kernels' numbering (rt_quantize.h): the name parts of each index. */
-#define N_CASTS (5 * 3 * 2 * 2)
+#define N_CASTS (6 * 3 * 2 * 2)
 #define KIND_SMALL 4 /* the casts' kind after the four modes: a small matrix, one block */
+#define KIND_GIVEN 5 /* and a given scale: one pass */
 #define N_AMAX (3 * 2)
-static const char *const k_kinds[5] = {[MMT_QUANT_TENSOR] = "cast",
-                                       [MMT_QUANT_ROW] = "row",
-                                       [MMT_QUANT_1X128] = "1x128",
-                                       [MMT_QUANT_128X128] = "128x128",
-                                       [KIND_SMALL] = "small"};
+static const char *const k_kinds[6] = {
+    [MMT_QUANT_TENSOR] = "cast",     [MMT_QUANT_ROW] = "row", [MMT_QUANT_1X128] = "1x128",
+    [MMT_QUANT_128X128] = "128x128", [KIND_SMALL] = "small",  [KIND_GIVEN] = "given"};
 static const char *const k_ins[3] = {"f32", "f16", "bf16"}, *const k_outs[2] = {"e4m3", "e5m2"};
 static int in_index(mmt_dtype t) { return t == MMT_F32 ? 0 : t == MMT_F16 ? 1 : 2; }
 static int out_index(mmt_dtype t) { return t == MMT_E5M2; }
@@ -141,19 +162,25 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, int sm_count, rt_quantize_p
   const bool wide = d->cols % w == 0 && d->ldx % w == 0 && d->ldq % w == 0 &&
                     (uintptr_t)d->x % (uintptr_t)(w * elem) == 0 && (uintptr_t)d->q % w == 0;
   out->vec = wide ? w : 1;
-  /* the cast's kind: the mode's, or one block for a small matrix with one scale */
-  const int kind = d->mode == MMT_QUANT_TENSOR && d->rows * d->cols <= RT_QUANT_SMALL
+  /* the cast's kind: the mode's, one pass for a given scale, or one block for a small matrix
+   * with one scale */
+  const int kind = d->given_scale ? KIND_GIVEN
+                   : d->mode == MMT_QUANT_TENSOR && d->rows * d->cols <= RT_QUANT_SMALL
                        ? KIND_SMALL
                        : (int)d->mode;
   out->kernel = (kind * 3 + in) * 4 + o * 2 + wide;
+  out->given = kind == KIND_GIVEN;
   out->amax = out->finish = -1;
   out->rows = d->rows, out->cols = d->cols, out->grid_y = 1;
   int64_t grid;
   switch (kind) {
   case KIND_SMALL: grid = 1; break;
+  case KIND_GIVEN:
   case MMT_QUANT_TENSOR: {
-    out->amax = N_CASTS + in * 2 + wide;
-    out->finish = N_CASTS + N_AMAX + o;
+    if (kind == MMT_QUANT_TENSOR) {
+      out->amax = N_CASTS + in * 2 + wide;
+      out->finish = N_CASTS + N_AMAX + o;
+    }
     /* a contiguous matrix as one row: no row loop, every block busy */
     if (d->ldx == d->cols && d->ldq == d->cols && d->rows * d->cols <= INT_MAX_ - 1)
       out->rows = 1, out->cols = d->rows * d->cols;
@@ -248,6 +275,13 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
   long long ldx = d->ldx, ldq = d->ldq;
   int rows = (int)plan.rows, cols = (int)plan.cols, pow2 = d->pow2_scales != 0;
   void *cast_args[] = {&x, &ldx, &qq, &ldq, &rows, &cols, &scale, &pow2};
+  if (plan.given) { /* one pass: *amax = 0 first (the kernel's atomic max) */
+    CUdeviceptr given = (CUdeviceptr)(uintptr_t)d->given_scale,
+                amax = (CUdeviceptr)(uintptr_t)d->amax;
+    if (amax) RT_CU_CHECK(cu, cuMemsetD32Async(amax, 0, 1, stream));
+    void *given_args[] = {&x, &ldx, &qq, &ldq, &rows, &cols, &given, &scale, &amax};
+    return launch(cu, q, plan.kernel, plan.grid, plan.grid_y, THREADS, given_args, stream, err);
+  }
   if (plan.amax >= 0) {
     /* scale[0] holds the amax until the last kernel turns it into the scale. */
     RT_CU_CHECK(cu, cuMemsetD32Async(scale, 0, 1, stream));

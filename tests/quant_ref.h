@@ -12,4 +12,9 @@
  * not read. */
 void qr_quantize(const mmt_quantize_desc *d, const void *x, uint8_t *q, float *scale);
 
+/* The same with a given scale (per tensor: d->given_scale set, its value `given` here):
+ * q cast with it, *scale = given, *amax = x's largest finite |x| (d's pointers not read). */
+void qr_quantize_given(const mmt_quantize_desc *d, const void *x, float given, uint8_t *q,
+                       float *scale, float *amax);
+
 #endif /* MMT_TESTS_QUANT_REF_H */

@@ -108,6 +108,37 @@ static void test_checks(void **state) {
   /* Nothing written: the pointers are not needed. */
   d = valid(), d.rows = 0, d.x = NULL, d.q = NULL, d.scale = NULL;
   expect(&d, MMT_OK, NULL);
+  /* A given scale (per tensor only) and its amax (with a given scale only); given_scale may
+   * be scale itself, amax may overlap nothing. */
+  float *const given = (float *)(uintptr_t)0x500000, *const amax = (float *)(uintptr_t)0x600000;
+  d = valid(), d.given_scale = given;
+  expect(&d, MMT_ERR_INVALID_ARG, "given_scale is for mode MMT_QUANT_TENSOR");
+  d = valid(), d.mode = MMT_QUANT_TENSOR, d.amax = amax;
+  expect(&d, MMT_ERR_INVALID_ARG, "amax is written with given_scale only");
+  d = valid(), d.mode = MMT_QUANT_TENSOR, d.given_scale = given, d.amax = amax;
+  expect(&d, MMT_OK, NULL);
+  d.given_scale = d.scale;
+  expect(&d, MMT_OK, NULL);
+  d.given_scale = (const float *)(uintptr_t)0x500002;
+  expect(&d, MMT_ERR_INVALID_ARG, "given_scale 0x500002 is not aligned to 4 bytes");
+  d.given_scale = given, d.amax = (float *)(uintptr_t)0x600001;
+  expect(&d, MMT_ERR_INVALID_ARG, "amax 0x600001 is not aligned to 4 bytes");
+  d.amax = amax, d.given_scale = (const float *)(uintptr_t)(0x200000 + 64);
+  expect(&d, MMT_ERR_INVALID_ARG, "given_scale overlaps q");
+  static const struct {
+    uintptr_t at;
+    const char *what;
+  } over[] = {{0x100000 + 512, "amax overlaps x"},
+              {0x200000, "amax overlaps q"},
+              {0x300000, "amax overlaps scale"},
+              {0x500000, "amax overlaps given_scale"}};
+  for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+    d = valid(), d.mode = MMT_QUANT_TENSOR, d.given_scale = given;
+    d.amax = (float *)over[i].at;
+    expect(&d, MMT_ERR_INVALID_ARG, over[i].what);
+  }
+  d = valid(), d.rows = 0, d.mode = MMT_QUANT_TENSOR, d.given_scale = given, d.amax = amax;
+  expect(&d, MMT_OK, NULL);
 }
 
 /* A planned kernel's name ("" for -1, none). */
@@ -192,6 +223,21 @@ static void test_plan(void **state) {
   assert_int_equal(p.vec, 1);
   assert_int_equal(p.grid, 1);
   assert_int_equal(p.grid_y, 1);
+  assert_false(p.given);
+  /* a given scale: one pass, the per-tensor grid, whatever the size */
+  d = valid(), d.mode = MMT_QUANT_TENSOR, d.rows = 5000, d.ldx = d.ldq = 4096, d.cols = 4096;
+  d.in_type = MMT_F16, d.out_type = MMT_E5M2, d.given_scale = (const float *)(uintptr_t)0x500000;
+  rt_quantize_plan_of(&d, 132, &p);
+  assert_true(p.given);
+  assert_string_equal(name_of(p.kernel), "mmt_quant_given_f16_e5m2_v8");
+  assert_int_equal(p.amax, -1);
+  assert_int_equal(p.finish, -1);
+  assert_int_equal(p.rows, 1);
+  assert_int_equal(p.grid, 2048);
+  d.rows = 3, d.cols = 5, d.ldx = d.ldq = 5;
+  rt_quantize_plan_of(&d, 132, &p);
+  assert_string_equal(name_of(p.kernel), "mmt_quant_given_f16_e5m2_v1");
+  assert_int_equal(p.grid, 1);
 }
 
 /* Whether the cubin names a kernel (its symbol table holds the name). */

@@ -5,7 +5,8 @@
  * NaN, huge and subnormal values mixed in; each scale and code compared bit for bit with
  * quant_ref.c, and every byte of q's and scale's allocations outside what the call writes
  * untouched.  Then a per-tensor call far larger than one block's share (the atomic amax across
- * blocks), and a CUDA graph of a call replayed over new data (scales read back anew).
+ * blocks), a CUDA graph of a call replayed over new data (scales read back anew), and calls
+ * with a given scale (one pass, amax out).
  */
 #include <float.h>
 #include <math.h>
@@ -83,6 +84,21 @@ static bool same_code(mmt_dtype t, uint8_t a, uint8_t b) {
   return isnan(fa) && isnan(fb);
 }
 
+/* q's allocation as the GPU left it (gq) against the host's (want_q): the codes of d's rows x
+ * cols at q_skew alike (NaN as NaN), every other byte as it was. */
+static void check_codes(const mmt_quantize_desc *d, const buffers *b, const uint8_t *gq,
+                        const uint8_t *want_q, int64_t x_skew, int64_t q_skew, const char *what) {
+  const int es = size_of(d->in_type);
+  for (size_t i = 0; i < b->q_bytes; i++) {
+    const int64_t e = (int64_t)i - q_skew, r = e / d->ldq, c = e % d->ldq;
+    const bool inside = e >= 0 && r < d->rows && c < d->cols;
+    if (inside ? !same_code(d->out_type, gq[i], want_q[i]) : gq[i] != want_q[i])
+      fail_msg("%s: q byte %zu (%s row %lld col %lld) = 0x%02x, want 0x%02x (x = %g)", what, i,
+               inside ? "at" : "outside, near", (long long)r, (long long)c, gq[i], want_q[i],
+               inside ? mr_load(d->in_type, b->hx + x_skew * es, r * d->ldx + c) : 0.0);
+  }
+}
+
 /* Runs d (pointers set from b at the offsets given) and compares everything with the host. */
 static void run_and_check(gc_fixture *f, mmt_quantize_desc *d, buffers *b, int64_t x_skew,
                           int64_t q_skew, int64_t s_skew, const char *what) {
@@ -111,14 +127,7 @@ static void run_and_check(gc_fixture *f, mmt_quantize_desc *d, buffers *b, int64
   }
   for (size_t i = 0; i < b->s_bytes; i++)
     if (gs[i] != want_s[i]) fail_msg("%s: scale byte %zu changed", what, i);
-  for (size_t i = 0; i < b->q_bytes; i++) {
-    const int64_t e = (int64_t)i - q_skew, r = e / d->ldq, c = e % d->ldq;
-    const bool inside = e >= 0 && r < d->rows && c < d->cols;
-    if (inside ? !same_code(d->out_type, gq[i], want_q[i]) : gq[i] != want_q[i])
-      fail_msg("%s: q byte %zu (%s row %lld col %lld) = 0x%02x, want 0x%02x (x = %g)", what, i,
-               inside ? "at" : "outside, near", (long long)r, (long long)c, gq[i], want_q[i],
-               inside ? mr_load(d->in_type, b->hx + x_skew * es, r * d->ldx + c) : 0.0);
-  }
+  check_codes(d, b, gq, want_q, x_skew, q_skew, what);
   free(gq), free(gs), free(want_q), free(want_s);
 }
 
@@ -278,12 +287,81 @@ static void test_graph_replay(void **state) {
   graph_replay(f, 72);
 }
 
+/* A given scale (static or delayed scaling), one pass: every input and output type, aligned
+ * and not, ragged and large (2048 x 4096, many blocks meeting in the amax); the given scale a
+ * random share of x's amax / FP8_MAX (below 1: codes that saturate), in an allocation of its
+ * own or the scale array itself (in place), amax asked for or not.  q, scale[0] and amax bit
+ * for bit against quant_ref.c, and every byte around them untouched. */
+static void given_case(gc_fixture *f, mmt_dtype in, mmt_dtype out, bool aligned, bool large) {
+  const rt_cu *cu = f->cu;
+  mmt_quantize_desc d = {.in_type = in, .out_type = out, .mode = MMT_QUANT_TENSOR};
+  d.cols = large ? 4096 : aligned ? 8 * pick(1, 1200) : pick(1, 2500);
+  d.rows = large ? 2048 : pick(1, 200000 / d.cols + 1);
+  d.ldx = d.cols + (large ? 0 : aligned ? 8 * pick(0, 3) : pick(0, 9));
+  d.ldq = d.cols + (large ? 0 : aligned ? 16 * pick(0, 3) : pick(0, 9));
+  const int64_t x_skew = aligned ? 0 : pick(0, 3), q_skew = aligned ? 0 : pick(0, 3);
+  const int es = size_of(in);
+  buffers b = {0};
+  /* scale array: [0] the scale, [2] the given one (when apart), [4] amax; the rest sentinel */
+  buffers_make(cu, &b, (size_t)(x_skew + (d.rows - 1) * d.ldx + d.cols + 16) * (size_t)es,
+               (size_t)(q_skew + d.rows * d.ldq + 32), 8 * 4);
+  const double mag = ldexp(1.0, (int)pick(-12, 12));
+  for (int64_t i = 0; i < (int64_t)(b.x_bytes / (size_t)es); i++) mr_store(in, b.hx, i, draw(mag));
+  assert_int_equal(cu->cuMemcpyHtoD(b.x, b.hx, b.x_bytes), CUDA_SUCCESS);
+  d.x = (const void *)(uintptr_t)(b.x + (CUdeviceptr)(x_skew * es));
+  d.q = (void *)(uintptr_t)(b.q + (CUdeviceptr)q_skew);
+  d.scale = (float *)(uintptr_t)b.s;
+  const bool in_place = next() % 3 == 0, want_amax = next() % 4 != 0;
+  const float fp8_max = out == MMT_E5M2 ? 57344.0f : 448.0f;
+  const float given = (float)(mag / fp8_max * (0.5 + (double)(next() % 1000) / 1000.0));
+  float *const hs = (float *)(void *)b.hs;
+  hs[in_place ? 0 : 2] = given;
+  assert_int_equal(cu->cuMemcpyHtoD(b.s, b.hs, b.s_bytes), CUDA_SUCCESS);
+  d.given_scale = (const float *)(uintptr_t)(b.s + (in_place ? 0 : 8));
+  d.amax = want_amax ? (float *)(uintptr_t)(b.s + 16) : NULL;
+  char what[160];
+  snprintf(what, sizeof what, "given %a %s->%s %lldx%lld ldx %lld ldq %lld%s%s", (double)given,
+           mmt_dtype_name(in), mmt_dtype_name(out), (long long)d.rows, (long long)d.cols,
+           (long long)d.ldx, (long long)d.ldq, in_place ? ", in place" : "",
+           want_amax ? ", amax" : "");
+  mmt_status rc = mmt_quantize(f->ctx, &d, NULL);
+  if (rc) fail_msg("%s: %s: %s", what, mmt_status_name(rc), mmt_errmsg(f->ctx));
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  unsigned char *gq = malloc(b.q_bytes), *want_q = malloc(b.q_bytes);
+  float gs[8], ws[8];
+  assert_true(gq && want_q);
+  assert_int_equal(cu->cuMemcpyDtoH(gq, b.q, b.q_bytes), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyDtoH(gs, b.s, sizeof gs), CUDA_SUCCESS);
+  memcpy(want_q, b.hq, b.q_bytes), memcpy(ws, b.hs, sizeof ws);
+  float amax;
+  qr_quantize_given(&d, b.hx + x_skew * es, given, want_q + q_skew, &ws[0], &amax);
+  if (want_amax) ws[4] = amax;
+  for (int i = 0; i < 8; i++)
+    if (memcmp(&gs[i], &ws[i], 4))
+      fail_msg("%s: scale array [%d] = %a, want %a", what, i, (double)gs[i], (double)ws[i]);
+  check_codes(&d, &b, gq, want_q, x_skew, q_skew, what);
+  free(gq), free(want_q);
+  buffers_free(cu, &b);
+}
+
+static void test_given_scale(void **state) {
+  gc_fixture *f = *state;
+  gc_open_or_skip(f, 89);
+  const mmt_dtype ins[] = {MMT_F32, MMT_F16, MMT_BF16}, outs[] = {MMT_E4M3, MMT_E5M2};
+  int n = 0;
+  for (int i = 0; i < 3; i++)
+    for (int o = 0; o < 2; o++)
+      for (int kind = 0; kind < 3; kind++, n++) given_case(f, ins[i], outs[o], kind > 0, kind == 2);
+  printf("%d calls with a given scale checked bit for bit\n", n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_every_kind, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_large_tensor, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_large_blocks, gc_setup, gc_teardown),
       cmocka_unit_test_setup_teardown(test_graph_replay, gc_setup, gc_teardown),
+      cmocka_unit_test_setup_teardown(test_given_scale, gc_setup, gc_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,8 @@ class QuantizeDesc(ctypes.Structure):
         ("scale", ctypes.c_void_p),
         ("mode", ctypes.c_int),
         ("pow2_scales", ctypes.c_int),
+        ("given_scale", ctypes.c_void_p),
+        ("amax", ctypes.c_void_p),
     ]
 
 

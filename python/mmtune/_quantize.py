@@ -19,9 +19,10 @@ _SHAPES = {
 
 
 def quantize(x, dtype=None, mode="tensor", *, pow2_scales=False, out=None, scale=None,
-             stream=None, context=None):
+             given_scale=None, amax=None, stream=None, context=None):
     """(q, scale): x cast to FP8 with the dequantization scales of its groups, x ~ q * scale,
-    in one pass over x (two for mode "tensor"), asynchronously on the stream.
+    in one pass over x (two for mode "tensor" unless its scale is given), asynchronously on the
+    stream.
 
     x:      a 2-D torch CUDA tensor, float32, float16 or bfloat16, row-major (unit column
             stride; any row pitch).
@@ -33,6 +34,11 @@ def quantize(x, dtype=None, mode="tensor", *, pow2_scales=False, out=None, scale
     pow2_scales: round each scale up to a power of two.
     out, scale: where to write (q: rows x cols of dtype, row-major; scale: contiguous float32
             of the mode's shape), or None for new tensors.
+    given_scale: mode "tensor" only, a float32 CUDA tensor of one element: the scale to cast
+            with (static or delayed scaling), read on the device, so x is read once; scale
+            receives it (given_scale may be scale).
+    amax:   with given_scale, a float32 CUDA tensor of one element that receives x's largest
+            finite |x| (the next step's delayed scale is amax / FP8_MAX).
     For a group, scale = max(amax / FP8_MAX, FLT_MIN) and q = round(x / scale), saturating;
     infinities saturate and NaN stays NaN (mmtune.h, mmt_quantize).
     Raises ValueError, TypeError and Error (the library's checks)."""
@@ -70,11 +76,20 @@ def quantize(x, dtype=None, mode="tensor", *, pow2_scales=False, out=None, scale
             not scale.is_contiguous() or scale.get_device() != dev:
         raise ValueError(f"scale must be a contiguous float32 tensor of shape {shape} on "
                          f"{x.device}, got {scale.dtype} {tuple(scale.shape)}")
+    one = {}
+    for name, t in (("given_scale", given_scale), ("amax", amax)):
+        if t is None:
+            continue
+        if not isinstance(t, th.tensor) or t.dtype != torch.float32 or t.numel() != 1 or \
+                t.get_device() != dev:
+            raise ValueError(f"{name} must be a float32 tensor of one element on {x.device}, "
+                             f"got {type(t).__name__} {getattr(t, 'dtype', '')}")
+        one[name] = t.data_ptr()
     d = _lib.QuantizeDesc(rows=rows, cols=cols, in_type=in_type, out_type=fp8[dtype],
                           x=x.data_ptr(), ldx=x.stride(0) if rows > 1 else max(1, cols),
                           q=out.data_ptr(), ldq=out.stride(0) if rows > 1 else max(1, cols),
                           scale=scale.data_ptr(), mode=_lib.QUANT_MODES[mode],
-                          pow2_scales=1 if pow2_scales else 0)
+                          pow2_scales=1 if pow2_scales else 0, **one)
     ctx = _context_for(context, dev)
     s = th.raw_stream(dev) if stream is None else _arrays.stream_handle(stream)
     rc = ctx._lib.mmt_quantize(ctx._h, ctypes.byref(d), s)

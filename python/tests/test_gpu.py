@@ -456,6 +456,25 @@ class TestFP8(unittest.TestCase):
             self.assertTrue(torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)),
                             f"{dtype} {fp8} {mode} codes")
 
+    def test_quantize_given_scale(self):
+        for dtype, fp8 in itertools.product((torch.float32, torch.bfloat16),
+                                            (torch.float8_e4m3fn, torch.float8_e5m2)):
+            x = (torch.randn(257, 1000, device="cuda") * 4).to(dtype)
+            top = torch.finfo(fp8).max
+            given = torch.tensor([x.float().abs().max().item() / top / 2], device="cuda")
+            amax = torch.full((1,), -1.0, device="cuda")
+            q, s = mmtune.quantize(x, fp8, given_scale=given, amax=amax)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(s, given[0]), f"{dtype} {fp8} scale")
+            self.assertEqual(amax.item(), x.float().abs().max().item())
+            want_q = (x.float() * (1 / given[0])).clamp(-top, top).to(fp8)  # half saturate
+            self.assertTrue(torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)),
+                            f"{dtype} {fp8} codes")
+        with self.assertRaises(mmtune.Error):  # per tensor only
+            mmtune.quantize(x, mode="row", given_scale=given)
+        with self.assertRaises(ValueError):
+            mmtune.quantize(x, given_scale=torch.ones(2, device="cuda"))
+
     def test_fp8_linear(self):
         for m, scale_mode in itertools.product((1, 64, 300), ("tensor", "block")):
             x = torch.randn(m, 512, device="cuda", dtype=torch.bfloat16)

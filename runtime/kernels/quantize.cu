@@ -12,7 +12,7 @@
  * The kernels come in one instance per input type (IN: 0 f32, 1 f16, 2 bf16), output type
  * (E5M2: 0 e4m3, 1 e5m2) and vector width (V: 16 bytes of x a load, 4 f32 or 8 16-bit
  * elements, when every row start is aligned to it, else 1), named
- * mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128, cast, small; and
+ * mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128, cast, small, given; and
  * mmt_quant_amax_<in>_v<V>, mmt_quant_scale_<out>).
  *
  * Memory-bound: each kernel issues all of a thread's loads before it uses any (four to eight
@@ -412,6 +412,39 @@ __device__ void group_small(const typename elem<IN>::t *x, long long ldx, u8 *q,
   if (threadIdx.x == 0) scale[0] = s;
 }
 
+/* One scale the caller gives (static or delayed scaling: *given, read from device memory), so
+ * x is read once, walked as tensor_amax walks it: each code x * (1 / *given) as the cast's,
+ * the amax as the amax pass's into *amax (when not NULL; zeroed before the launch), and
+ * scale[0] = *given by block (0, 0) (given may be scale: the same value). */
+template <int IN, int E5M2, int V>
+__device__ void tensor_given(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
+                             int rows, int cols, const float *given, float *scale, float *amax) {
+  const int per_row = cols / V, step = gridDim.x * 256 * LOADS;
+  const float s = *given, inv = 1.0f / s;
+  float v[LOADS * V], m = 0.0f;
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    const typename elem<IN>::t *xr = x + r * ldx;
+    u8 *qr = q + r * ldq;
+    for (int j0 = blockIdx.x * 256 * LOADS + threadIdx.x; j0 < per_row; j0 += step) {
+#pragma unroll
+      for (int u = 0; u < LOADS; u++)
+        if (j0 + u * 256 < per_row)
+          vec_t<IN, V>::load(xr + (long long)(j0 + u * 256) * V, v + u * V);
+#pragma unroll
+      for (int u = 0; u < LOADS; u++)
+        if (j0 + u * 256 < per_row) {
+          m = vec_amax<V>(v + u * V, m);
+          store<E5M2, V>(qr + (long long)(j0 + u * 256) * V, v + u * V, inv);
+        }
+    }
+  }
+  if (amax) { /* the same for every thread of the block: block_max's barriers are met */
+    m = block_max(m);
+    if (threadIdx.x == 0) atomicMax((u32 *)amax, __float_as_uint(m));
+  }
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) scale[0] = s;
+}
+
 template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   scale[0] = scale_of<E5M2>(scale[0], pow2);
 }
@@ -435,6 +468,13 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
       int pow2) {                                                                                  \
     tensor_cast<IN, E5M2, V>((const elem<IN>::t *)x, ldx, (u8 *)q, ldq, rows, cols, scale, pow2);  \
   }
+#define MMT_QUANT_GIVEN(IN, INAME, E5M2, ONAME, V)                                                 \
+  extern "C" __global__ void __launch_bounds__(256) mmt_quant_given_##INAME##_##ONAME##_v##V(      \
+      const void *x, long long ldx, void *q, long long ldq, int rows, int cols,                    \
+      const float *given, float *scale, float *amax) {                                             \
+    tensor_given<IN, E5M2, V>((const elem<IN>::t *)x, ldx, (u8 *)q, ldq, rows, cols, given, scale, \
+                              amax);                                                               \
+  }
 #define MMT_QUANT_AMAX(IN, INAME, V)                                                               \
   extern "C" __global__ void __launch_bounds__(256) mmt_quant_amax_##INAME##_v##V(                 \
       const void *x, long long ldx, int rows, int cols, float *amax) {                             \
@@ -445,7 +485,8 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   MMT_QUANT_GROUPS(1x128, IN, INAME, E5M2, ONAME, V)                                               \
   MMT_QUANT_GROUPS(128x128, IN, INAME, E5M2, ONAME, V)                                             \
   MMT_QUANT_GROUPS(small, IN, INAME, E5M2, ONAME, V)                                               \
-  MMT_QUANT_TENSOR(IN, INAME, E5M2, ONAME, V)
+  MMT_QUANT_TENSOR(IN, INAME, E5M2, ONAME, V)                                                      \
+  MMT_QUANT_GIVEN(IN, INAME, E5M2, ONAME, V)
 #define MMT_QUANT_IN(IN, INAME, V)                                                                 \
   MMT_QUANT_AMAX(IN, INAME, V)                                                                     \
   MMT_QUANT_OUT(IN, INAME, 0, e4m3, V)                                                             \
