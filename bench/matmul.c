@@ -801,11 +801,14 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
         for (int qk = 1; qk >= 0 && !rc; qk--)
           rc = attn_one(b, qk, heads[h], seqs[s], dims[d], &tl[F_ATTENTION], err);
   if (!rc && o->family[F_HOST]) rc = host_family(b, err);
-  /* the four modes, then per tensor with a given scale */
-  for (int i = 0; i < nw && o->family[F_QUANTIZE] && !rc; i++)
-    for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 + 1 && !rc; mode++)
-      rc = mb_quantize_one(b, w[i].n, w[i].k, mode > MMT_QUANT_128X128 ? MMT_QUANT_TENSOR : mode,
-                           mode > MMT_QUANT_128X128, w[i].name, &tl[F_QUANTIZE], err);
+  for (int i = 0; i < nw && o->family[F_QUANTIZE] && !rc; i++) {
+    for (int mode = MMT_QUANT_TENSOR; mode <= MMT_QUANT_128X128 && !rc; mode++)
+      rc = mb_quantize_one(b, w[i].n, w[i].k, (mmt_quant_mode)mode, false, w[i].name,
+                           &tl[F_QUANTIZE], err);
+    if (!rc) /* per tensor with a given scale */
+      rc = mb_quantize_one(b, w[i].n, w[i].k, MMT_QUANT_TENSOR, true, w[i].name, &tl[F_QUANTIZE],
+                           err);
+  }
   tally grouped[2] = {{0}}, masked[3] = {{0}};
   grouped_tallies gc = {{&tl[F_GROUPED], &grouped[0], &grouped[1]},
                         {"grouped", "grp-loop", "grp-read"}},

@@ -9,6 +9,7 @@
 
 typedef struct {
   mmt_quantize_desc d;
+  bool given; /* per tensor with a given scale: the scale area's [2], its amax [4] */
   CUdeviceptr base;
   size_t set_bytes, x_bytes, q_bytes;
 } quant_case;
@@ -20,8 +21,7 @@ static mmt_status quant_mm(bench *b, void *user, int copy, ut_err *err) {
   d.x = (const void *)(uintptr_t)set;
   d.q = (void *)(uintptr_t)(set + qc->x_bytes);
   d.scale = (float *)(uintptr_t)(set + qc->x_bytes + qc->q_bytes);
-  if (d.given_scale) /* the scale area's [2] (filled before timing) and [4] */
-    d.given_scale = d.scale + 2, d.amax = d.scale + 4;
+  if (qc->given) d.given_scale = d.scale + 2, d.amax = d.scale + 4; /* [2] filled before */
   mmt_status rc = mmt_quantize(b->ctx, &d, b->stream);
   return rc ? ut_fail(err, rc, "mmt_quantize: %s", mmt_errmsg(b->ctx)) : MMT_OK;
 }
@@ -30,16 +30,14 @@ mmt_status mb_quantize_one(bench *b, int64_t rows, int64_t cols, mmt_quant_mode 
                            const char *name, tally *tl, ut_err *err) {
   static const char *const modes[] = {"tensor", "row", "1x128", "128x128"};
   mmt_status rc = MMT_OK;
-  /* a given scale: any pointer marks it (quant_mm points it into the set's scale area) */
-  static const float given_marker = 1.0f;
   quant_case qc = {.d = {.rows = rows,
                          .cols = cols,
                          .in_type = b->o->type,
                          .out_type = MMT_E4M3,
                          .ldx = cols,
                          .ldq = cols,
-                         .mode = mode,
-                         .given_scale = given ? &given_marker : NULL}};
+                         .mode = mode},
+                   .given = given};
   const size_t n = (size_t)(rows * cols), align = 256;
   /* with a given scale: the scale, the given one and amax, 8 bytes apart */
   const size_t s_bytes = given ? 20 : (size_t)mmt_quantize_scales(mode, rows, cols) * 4;

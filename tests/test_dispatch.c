@@ -381,6 +381,17 @@ static void test_requirements_and_constraints(void **state) {
   rt_choice_clear(&c);
 }
 
+/* c: the choice of a fresh chooser for arch on db (the chooser freed: c->tmpl is not to be
+ * used). */
+static void choose_fresh(db_handle *db, const char *arch, const gen_problem *q, rt_choice *c) {
+  rt_chooser *ch = NULL;
+  ut_err e;
+  assert_int_equal(rt_chooser_new(arch, 0, &ch, &e), MMT_OK);
+  memset(c, 0, sizeof *c);
+  assert_int_equal(rt_choose(ch, db, DEV, q, c, &e), MMT_OK);
+  rt_chooser_free(ch);
+}
+
 /* No rows for the GPU model: every dtype gets a competitive default (reg_tiled for f32, not
  * the classic kernels; wgmma on sm_90, mma_sync on sm_80), with a predicted time. */
 static void test_default(void **state) {
@@ -418,18 +429,14 @@ static void test_default(void **state) {
                {"sm_90", "tf32", "nt", "wgmma"},   {"sm_80", "f16", "nn", "mma_sync"},
                {"sm_80", "bf16", "tt", "mma_sync"}, {"sm_80", "f32", "nn", "reg_tiled"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    rt_chooser *ch = NULL;
-    assert_int_equal(rt_chooser_new(cases[i].arch, 0, &ch, &e), MMT_OK);
     gen_problem q = {
         cases[i].dtype, cases[i].layout, 4096, 4096, 4096, 4096, 4096, 4096, 16, NULL, 1};
-    memset(&c, 0, sizeof c);
-    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    choose_fresh(empty, cases[i].arch, &q, &c);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, cases[i].want);
     /* aligned rows: not a variant for misaligned ones (RT_OFFER_UNALIGNED in RT_BUILTIN) */
     if (!strcmp(cases[i].want, "reg_tiled")) assert_non_null(strstr(c.params, "vec=4"));
     rt_choice_clear(&c);
-    rt_chooser_free(ch);
   }
   /* GEMV and decode sizes (one of M, N at most 64) get a skinny family, any dtype and
    * architecture, on its small side: the CUDA cores' at batch 1 and 2, the tensor cores'
@@ -449,12 +456,9 @@ static void test_default(void **state) {
                 {"sm_90", "f32", "nn", 4096, 1, "side=1", "skinny"},
                 {"sm_90", "f32", "nt", 1, 4096, "side=0", "skinny"}};
   for (size_t i = 0; i < sizeof skinny / sizeof skinny[0]; i++) {
-    rt_chooser *ch = NULL;
-    assert_int_equal(rt_chooser_new(skinny[i].arch, 0, &ch, &e), MMT_OK);
     gen_problem q =
         gen_packed_problem(skinny[i].dtype, skinny[i].layout, skinny[i].m, skinny[i].n, 4096);
-    memset(&c, 0, sizeof c);
-    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    choose_fresh(empty, skinny[i].arch, &q, &c);
     assert_int_equal(c.kind, MMT_CHOICE_DEFAULT);
     assert_string_equal(c.template_name, skinny[i].want);
     assert_non_null(strstr(c.params, skinny[i].side));
@@ -462,22 +466,15 @@ static void test_default(void **state) {
       /* 16-byte loads where the rows allow (not 4096x1: N = 1) */
       assert_non_null(strstr(c.params, "vec=1"));
     rt_choice_clear(&c);
-    rt_chooser_free(ch);
   }
   /* Decode sizes that only wgmma serves (16 rows in nn): every tile is bound by the weight's
    * DRAM traffic, its candidates predict alike, and the one whose tiles overhang the rows least
    * wins (the swapped 64 x 16 tile, not name order's 128 x 128) */
-  {
-    rt_chooser *ch = NULL;
-    assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
-    gen_problem q = gen_packed_problem("f16", "nn", 16, 14336, 4096);
-    memset(&c, 0, sizeof c);
-    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
-    assert_string_equal(c.template_name, "wgmma");
-    if (!strstr(c.params, "swap=1")) fail_msg("f16 nn: %s", c.params);
-    rt_choice_clear(&c);
-    rt_chooser_free(ch);
-  }
+  gen_problem q = gen_packed_problem("f16", "nn", 16, 14336, 4096);
+  choose_fresh(empty, "sm_90", &q, &c);
+  assert_string_equal(c.template_name, "wgmma");
+  if (!strstr(c.params, "swap=1")) fail_msg("f16 nn: %s", c.params);
+  rt_choice_clear(&c);
   /* FP8 decode (an op: per-tensor scales, bf16 D): skinny_mma's m16n8k32 blocks on either
    * side, from one row (FP8 has no CUDA-core family); wgmma's tiles from 128 rows */
   static const struct {
@@ -488,32 +485,24 @@ static void test_default(void **state) {
              {4096, 8, "skinny_mma", "side=1"},
              {128, 4096, "wgmma", "swap=0"}};
   for (size_t i = 0; i < sizeof fp8 / sizeof fp8[0]; i++) {
-    rt_chooser *ch = NULL;
-    assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
     gen_op op = {.out = "bf16", .scale_tensor = true};
-    gen_problem q = gen_packed_op_problem("e4m3", "nt", fp8[i].m, fp8[i].n, 4096, &op, 1);
-    memset(&c, 0, sizeof c);
-    assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+    q = gen_packed_op_problem("e4m3", "nt", fp8[i].m, fp8[i].n, 4096, &op, 1);
+    choose_fresh(empty, "sm_90", &q, &c);
     assert_string_equal(c.template_name, fp8[i].want);
     if (!strstr(c.params, fp8[i].side))
       fail_msg("e4m3 %lldx%lld: %s", (long long)fp8[i].m, (long long)fp8[i].n, c.params);
     rt_choice_clear(&c);
-    rt_chooser_free(ch);
   }
   /* An f32 D from 128 rows: 64 x 64 tiles and 128 x 64 ones in 4 slices cover the same area
    * and predict alike (the weight's DRAM traffic bounds both); the unsplit one wins, the
    * slices' partial tiles being traffic that bound leaves out (rt_model_tile_area), not name
    * order's split kernel */
-  rt_chooser *ch = NULL;
-  assert_int_equal(rt_chooser_new("sm_90", 0, &ch, &e), MMT_OK);
   gen_op f32 = {.out = "f32"};
-  gen_problem q = gen_packed_op_problem("f16", "nt", 128, 4096, 4096, &f32, 1);
-  memset(&c, 0, sizeof c);
-  assert_int_equal(rt_choose(ch, empty, DEV, &q, &c, &e), MMT_OK);
+  q = gen_packed_op_problem("f16", "nt", 128, 4096, 4096, &f32, 1);
+  choose_fresh(empty, "sm_90", &q, &c);
   assert_string_equal(c.template_name, "wgmma");
   if (!strstr(c.params, "split=1,")) fail_msg("128x4096x4096 out=f32: %s", c.params);
   rt_choice_clear(&c);
-  rt_chooser_free(ch);
   db_close(empty);
 }
 
