@@ -278,6 +278,9 @@ static mmt_status plan_cases(builder *b, int kidx, int *count) {
   sw_plan *p = b->plan;
   *count = 0;
   const int turn = b->beta_turn++;
+  /* beta != 0 where the kernel reads C: a plain kernel, a residual op's (SW_OPS) */
+  const sw_kernel *k = &p->kernels[kidx];
+  const bool reads_c = !k->has_op || k->op.residual;
   for (int j = 0; j < b->opts->problems; j++) {
     sw_case c;
     bool found = false;
@@ -287,7 +290,7 @@ static mmt_status plan_cases(builder *b, int kidx, int *count) {
     if (!found && (rc = draw_case(b, kidx, 1, &found, &c))) return rc;
     if (!found) break; /* 48 draws failed: the next would too */
     c.alpha = k_alphas[below(&b->rng, COUNT(k_alphas))];
-    c.beta = (turn + j) % 2 == 0 ? 0.0f : k_betas[below(&b->rng, COUNT(k_betas))];
+    c.beta = !reads_c || (turn + j) % 2 == 0 ? 0.0f : k_betas[below(&b->rng, COUNT(k_betas))];
     if ((rc = grow((void **)&p->cases, &b->case_cap, p->ncases + 1, sizeof *p->cases, b->err)))
       return rc;
     p->cases[p->ncases++] = c;

@@ -43,12 +43,14 @@
 
 typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM, SW_OP } sw_origin;
 
-/* The ops op twins rotate through (gen_op_parse's text; out= absent: the inputs' type). */
+/* The ops op twins rotate through (gen_op_parse's text; out= absent: the inputs' type).  Only
+ * a residual op's kernel reads C (gen.h): its cases alternate beta == 0 and beta != 0, in
+ * place (C is D); every other op kernel's have beta == 0, as the library launches them. */
 #define SW_OPS                                                                                     \
   {                                                                                                \
     "out=f32,bias=col,act=gelu_tanh", "act=silu,gated", "out=bf16,bias=row,scale=row+col",         \
-        "out=f16,act=relu,bias=col,bias_type=f32", "act=gelu_erf,scale=col",                       \
-        "out=f32,act=silu,gated,bias=col"                                                          \
+        "bias=col,residual", "out=f16,act=relu,bias=col,bias_type=f32", "act=gelu_erf,scale=col",  \
+        "out=f32,act=silu,gated,bias=col", "out=f32,scale=row,act=gelu_tanh,residual"              \
   }
 /* The ops FP8 kernels rotate through (out= absent: bf16): per-tensor and per-channel scales,
  * fast accumulation allowed or not, B of the other FP8 type (mixed), an FP8 D. */

@@ -282,11 +282,13 @@ static void test_problems_valid(void **state) {
 }
 
 /* Cases come grouped by kernel in kernel order (the sweep runs a kernel's cases together),
- * each kernel has 1..problems of them, and both beta == 0 and beta != 0 occur per template. */
+ * each kernel has 1..problems of them, and both beta == 0 and beta != 0 occur per template;
+ * an op kernel that does not read C (no residual) is given beta == 0 alone, and residual op
+ * kernels are planned with beta != 0. */
 static void test_grouping(void **state) {
   fixture *f = *state;
   int *count = calloc((size_t)f->plan.nkernels, sizeof *count);
-  int beta0[NT] = {0}, beta1[NT] = {0};
+  int beta0[NT] = {0}, beta1[NT] = {0}, residual_beta = 0;
   assert_non_null(count);
   for (int i = 0; i < f->plan.ncases; i++) {
     const sw_case *c = &f->plan.cases[i];
@@ -295,9 +297,13 @@ static void test_grouping(void **state) {
     count[c->kernel]++;
     const int t = f->plan.kernels[c->kernel].tmpl;
     (c->beta == 0.0f ? beta0 : beta1)[t]++;
+    const sw_kernel *k = &f->plan.kernels[c->kernel];
+    if (k->has_op && !k->op.residual) assert_true(c->beta == 0.0f);
+    if (k->has_op && k->op.residual && c->beta != 0.0f) residual_beta++;
   }
   for (int k = 0; k < f->plan.nkernels; k++) assert_in_range(count[k], 1, f->opts.problems);
   for (int t = 0; t < NT; t++) assert_true(beta0[t] > 0 && beta1[t] > 0);
+  assert_true(residual_beta > 0);
   free(count);
 }
 
