@@ -98,9 +98,12 @@
  * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there); and for FP8 ops that
  * allow fast accumulation, wgmma's 128 x 256 without promotion and its ping-pong 128 x 128
  * (1,339 TFLOP/s against 1,288 at 128 x 256 cooperative, 8192^3 e4m3 -> bf16 per tensor,
- * H100, once its tensor scales stopped spilling); for the promoting ones
- * (RT_OFFER_FP8: the 16-bit types have 128 x 256), 128 x 192, the largest tile whose partial
- * sums fit (H100, e4m3 -> bf16 per tensor: 8192^3 1,185-1,209 TFLOP/s against 1,007 at
+ * H100, once its tensor scales stopped spilling); for the promoting ones the two 128 x 256
+ * entries above (their partial sums half the columns at a time: 1,148-1,155 TFLOP/s at
+ * 4096^3 e4m3 -> bf16 per tensor against 1,079-1,082 for 128 x 192 persistent, 936-952
+ * against 797-853 for 128 x 128 with block scales, H100) and (RT_OFFER_FP8: the 16-bit types
+ * have 128 x 256) 128 x 192, the largest tile whose partial sums fit whole (H100, e4m3 ->
+ * bf16 per tensor: 8192^3 1,185-1,240 TFLOP/s against 1,177-1,195 by halves and 1,007 at
  * 128 x 128, 4096 x 7168 x 16384 1,178-1,219 against 1,051).  min_cc: the compute capability
  * they are for (and newer). */
 #define RT_BUILTIN                                                                                 \

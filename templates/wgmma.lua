@@ -727,6 +727,11 @@ local promote_doc = [[
  * into acc in fp32.  Inside an interval one group stays in flight, as without.
 ]]
 
+local promote_halves_doc = [[
+ * By halves (BN = 256, PROMOTE = 1): part holds half the tile's columns; each K tile runs
+ * the first half's k-steps, waits and adds, then the second's (see wgmma_half).
+]]
+
 -- The interval's partial sums into the accumulators: as they are, or (block scales, an
 -- interval of one K tile: K block kt) times A's scale of the element's row and B's of the
 -- tile's 128 columns (bn <= 128 divides 128: one B block a tile).  Register r of 64-row block
@@ -737,24 +742,29 @@ local promote_add_plain = [[
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] += part[i][r];
 ]]
-local promote_add_block = [[
-        /* Block scales of K block kt: s_a[kt][row] (float[KB][M]), s_b[col0 / 128][kt]
-         * (float[ceil(N / 128)][KB]); a row past M adds its zeros times 0. */
-        const float sb = __ldg(E.scale_col + (col0 / 128) * k_tiles + kt);
+-- Block scales (the rows' of A, one block of B's 128 columns: a tile of 128 or fewer, or a
+-- half of 256) times an interval's partial sums, for promote_add_block and by halves.
+local block_add = [[
+${block_doc}        const float sb${sb_value};
 #pragma unroll
         for (int i = 0; i < MI; ++i)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const long long row = row0 + cw * WG_M + i * 64 + 16 * warp + lane / 4 + 8 * h;
+          for (int ${hv} = 0; ${hv} < 2; ++${hv}) {
+            const long long row = row0 + cw * WG_M + i * 64 + 16 * warp + lane / 4 + 8 * ${hv};
             const float s = (row < MK ? __ldg(E.scale_row + (long long)kt * MK + row) : 0.f) * sb;
 #pragma unroll
-            for (int r = 2 * h; r < ACC; r += 4) {
-              acc[i][r] += part[i][r] * s;
-              acc[i][r + 1] += part[i][r + 1] * s;
+            for (int r = 2 * ${hv}; r < ${regs}; r += 4) {
+              acc[i][${at}r] += part[i][r] * s;
+              acc[i][${at}r + 1] += part[i][r + 1] * s;
             }
           }
 ]]
-
+local promote_add_block = mmt.subst(block_add, {
+  block_doc = "        /* Block scales of K block kt: s_a[kt][row] (float[KB][M]), " ..
+              "s_b[col0 / 128][kt]\n" ..
+              "         * (float[ceil(N / 128)][KB]); a row past M adds its zeros times 0. */\n",
+  sb_value = " = __ldg(E.scale_col + (col0 / 128) * k_tiles + kt)",
+  hv = "h", regs = "ACC", at = ""})
 -- The consumers' wait after a K tile's wgmma (#if !RS): without promotion (every dtype but
 -- FP8's promoting kernels), one group stays in flight and the stage before is released.
 local wait_plain = [[
@@ -780,6 +790,91 @@ ${promote_add}      } else {
         prev = s;
         held = true;
       }
+]]
+
+-- A K tile's wgmma and the wait after them: every kernel's but promotion by halves.
+local mma_issue_plain = [[
+      acc_fence(${wgmma_acc});
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#if RS
+          wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));
+#else
+          wgmma(${wgmma_acc}[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
+                db + ((kk * B_KSTEP_BYTES) >> 4)${wgmma_scale_d});
+#endif
+      wgmma_commit();
+      acc_fence(${wgmma_acc});
+#if RS
+      /* None stays in flight: the next stage's fragments may take these registers (a wgmma
+       * reads its A registers until it is waited for), and the stage is free at once. */
+      wgmma_wait<0>();
+      if (lane == 0) release_stage(empty + 8 * s);
+#else
+${ss_wait}#endif
+]]
+
+-- Promotion by halves (FP8, BN = 256 promoting): 128 accumulators a thread leave no room for
+-- the partial sums of the whole tile, so each half of its columns runs the K tile's k-steps
+-- into part (BN / 2 columns) from zero, is waited for and added into its half of acc; the
+-- stage is free after the second half.  One K tile an interval (PROMOTE = 1).  Register r of
+-- an n = BN / 2 wgmma holds the column that register r of an n = BN one does (8 columns every
+-- 4 registers), so half h is acc's registers h * ACC / 2 on.
+local mma_issue_halves = [[
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        part_fence(part);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+          for (int i = 0; i < MI; ++i)
+            wgmma_half(part[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
+                       db + ((h * (BN / 2) * B_ROW_BYTES + kk * B_KSTEP_BYTES) >> 4), kk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        part_fence(part);
+        if (h == 1 && lane == 0) release_stage(empty + 8 * s);
+${half_add}      }
+]]
+local half_add_plain = [[
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int r = 0; r < ACC / 2; ++r) acc[i][h * (ACC / 2) + r] += part[i][r];
+]]
+-- Block scales by halves: half h is B's block col0 / 128 + h of 128 columns (a tile of 256
+-- starts on a block), none past N (the scale array has ceil(N / 128) blocks).
+local half_add_block = mmt.subst(block_add, {
+  block_doc = "        /* Block scales of K block kt: s_a[kt][row] (float[KB][M]), " ..
+              "s_b[col0 / 128 + h][kt]\n" ..
+              "         * (float[ceil(N / 128)][KB]); a row or a half past the matrix adds its " ..
+              "zeros\n         * times 0. */\n",
+  sb_value = " =\n            h * 128 < n_left ? " ..
+             "__ldg(E.scale_col + (col0 / 128 + h) * k_tiles + kt) : 0.f",
+  hv = "hr", regs = "ACC / 2", at = "h * (ACC / 2) + "})
+-- Promotion by halves: the n = BN / 2 wgmma into part, and part's fence.
+local wgmma_half_fn = [[
+/* Promotion by halves (see "Promotion"): d = (k-step kk > 0 ? d : 0) + A (64 x KSTEP,
+ * descriptor da) * B's columns at db (KSTEP x BN / 2); both K-major. */
+static __device__ __forceinline__ void wgmma_half(float (&d)[ACC / 2], unsigned long long da,
+                                                  unsigned long long db, int kk) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${half_scale_arg}, 0;\n"
+               "${wgmma_half_op}\n"
+${wgmma_half_regs}
+               " %${half_da_arg}, %${half_db_arg}, p, 1, 1;\n}\n"
+${wgmma_half_outs}
+               : "l"(da), "l"(db), "r"(kk));
+}
+static __device__ __forceinline__ void part_fence(float (&d)[MI][ACC / 2]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int r = 0; r < ACC / 2; ++r) asm volatile("" : "+f"(d[i][r]) :: "memory");
+}
 ]]
 
 -- Split-K: the slices of a tile meet through the split_k snippet, whose barrier is the consumer
@@ -1116,7 +1211,7 @@ ${wgmma_outs}
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 #endif
-
+${wgmma_half_fn}
 ${tile_order}
 ${dependent_launch}${epilogue}
 /* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
@@ -1293,28 +1388,7 @@ ${promote_decl}    for (int kt = kt0; kt < kt1; ++kt) {
           load_a_frag(af[kk][i], a_smem + s * A_STAGE_BYTES + (cw * MI + i) * A_MBLOCK_BYTES, kk,
                       tid % 128);
 #endif
-      acc_fence(${wgmma_acc});
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / KSTEP; ++kk)
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#if RS
-          wgmma_rs(acc[i], af[kk][i], db + ((kk * B_KSTEP_BYTES) >> 4));
-#else
-          wgmma(${wgmma_acc}[i], da + ((i * A_MBLOCK_BYTES + kk * A_KSTEP_BYTES) >> 4),
-                db + ((kk * B_KSTEP_BYTES) >> 4)${wgmma_scale_d});
-#endif
-      wgmma_commit();
-      acc_fence(${wgmma_acc});
-#if RS
-      /* None stays in flight: the next stage's fragments may take these registers (a wgmma
-       * reads its A registers until it is waited for), and the stage is free at once. */
-      wgmma_wait<0>();
-      if (lane == 0) release_stage(empty + 8 * s);
-#else
-${ss_wait}#endif
-      if (++s == STAGES) s = 0, phase ^= 1;
+${mma_issue}      if (++s == STAGES) s = 0, phase ^= 1;
     }
 ${mainloop_done}    wgmma_wait<0>();
     acc_fence(acc);
@@ -1370,6 +1444,9 @@ local function derive(p, dtype, op)
   d.threads = 128 * (p.consumers + 1)
   d.wg_m = p.persist == 2 and p.bm or p.bm // p.consumers -- ping-pong: whole tiles each
   d.acc = d.wg_m * p.bn // 128
+  -- FP8 promoting at BN = 256: the partial sums of half the columns at a time (a whole tile's
+  -- would double 128 accumulators a thread)
+  d.halves = fp8(dtype) and p.promote > 0 and p.bn == 256
   d.tiles = p.stages * (p.bm + p.bn) * 128
   -- repack in 16 bits: the epilogue's stage for a misaligned C, 16 rows of SC + 4 floats a
   -- consumer warp (SC = min(BN, 32): 18 KiB for two consumers), 16-byte aligned after the
@@ -1560,10 +1637,11 @@ return {
       return false, "repack: not with an epilogue (the copies know C only)"
     end
     -- with swap a thread's pairs lie along C's columns: no gated op.  Block scales: FP8 with
-    -- promote = 1 (checked above), one 128-column block of B a tile, rows as named (no swap),
-    -- one problem (the scales have no batch stride)
+    -- promote = 1 (checked above), one 128-column block of B a tile or a half of it (bn =
+    -- 256), rows as named (no swap), one problem (the scales have no batch stride)
     ok, why = epilogue.fits(op, prob, not swap, p.split == 1,
-                            fp8(dtype) and not swap and 128 % p.bn == 0, not swap)
+                            fp8(dtype) and not swap and (128 % p.bn == 0 or d.halves),
+                            not swap)
     if not ok then return false, why end
     if op and op.group and p.cluster > 1 then
       return false, "grouped: no cluster (its blocks' tile rows may be two experts')"
@@ -1573,8 +1651,12 @@ return {
     end
     -- RS: a stage's fragments of A, 4 registers a k-step and 64-row block
     local regs, what = d.acc + CONSUMER_OVERHEAD, ""
+    if d.halves and p.promote ~= 1 then
+      return false, "promote = 1 at bn = 256 (its partial sums hold half the columns of one " ..
+                    "K tile)"
+    end
     if fp8(dtype) and p.promote > 0 then
-      regs, what = regs + d.acc, " with the partial sums of promotion"
+      regs, what = regs + (d.halves and d.acc // 2 or d.acc), " with the partial sums of promotion"
     end
     if takes_rs(dtype, layout, swap) then
       regs, what = regs + 16 * (d.wg_m // 64), " with A's fragments"
@@ -1685,6 +1767,21 @@ return {
       promote_add = op and op.scale_block and promote_add_block or promote_add_plain}) or
       wait_plain
     vars.last_held = promote and "held" or "kt1 > kt0"
+    vars.mma_issue = mmt.subst(mma_issue_plain, vars)
+    vars.wgmma_half_fn = ""
+    if d.halves then
+      local hregs, houts, hcount = wgmma_pieces(p.bn // 2)
+      vars.promote_doc = vars.promote_doc .. promote_halves_doc
+      vars.promote_decl = "    float part[MI][ACC / 2]; /* half the columns' partial sums */\n"
+      vars.last_held = "false"
+      vars.mma_issue = mmt.subst(mma_issue_halves, {
+        half_add = op and op.scale_block and half_add_block or half_add_plain})
+      vars.wgmma_half_fn = mmt.subst(wgmma_half_fn, {
+        wgmma_half_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn // 2,
+                                      32 // dt.bytes, wgmma_types(dtype, op, swap)),
+        wgmma_half_regs = hregs, wgmma_half_outs = houts, half_da_arg = hcount,
+        half_db_arg = hcount + 1, half_scale_arg = hcount + 2})
+    end
     epilogue.vars(vars, op)
     -- an op kernel: the epilogue, C and D of its type, 3-D maps whose z is the batch
     local walk = op and not op.group and p.persist >= 1

@@ -712,19 +712,27 @@ static void test_layout_options(void **state) {
   assert_usage_error(RUN("emit", "wgmma", "bn=128", "--dtype", "e4m3", "--layout", "nn",
                          "--epilogue", "scale=tensor"),
                      "layout nt only");
-  assert_usage_error(
-      RUN("emit", "wgmma", "--dtype", "e4m3", "--layout", "nt", "--epilogue", "scale=tensor"),
-      "with the partial sums of promotion"); /* 128 x 256: fast only */
+  /* 128 x 256 promotes by halves: one K tile an interval */
+  run_result h =
+      RUN("emit", "wgmma", "--dtype", "e4m3", "--layout", "nt", "--epilogue", "scale=tensor");
+  assert_int_equal(h.code, 0);
+  assert_non_null(strstr(h.out, "m64n128k32.f32.e4m3.e4m3"));
+  assert_non_null(strstr(h.out, "wgmma_half(part[i]"));
+  run_free(&h);
+  assert_usage_error(RUN("emit", "wgmma", "promote=2", "--dtype", "e4m3", "--layout", "nt",
+                         "--epilogue", "scale=tensor"),
+                     "promote = 1 at bn = 256");
   assert_usage_error(
       RUN("emit", "wgmma", "--dtype", "f16", "--layout", "nt", "--epilogue", "fast_accum"),
       "is not one for f16 inputs");
-  /* explain: an untuned FP8 call gets a config that promotes (the defaults' 128 x 256 cannot):
-   * the built-in 128 x 192 offered to FP8 problems alone; a 16-bit one keeps 128 x 256 */
+  /* explain: an untuned FP8 call gets a config that promotes (128 x 256 by halves, or the
+   * built-in 128 x 192 offered to FP8 problems alone); a 16-bit one never gets 128 x 192 */
   run_result x = RUN("explain", "8192", "8192", "8192", "--dtype", "e4m3", "--trans-b",
                      "--epilogue", "scale=tensor", "--device-name", "NVIDIA H200", "--defaults");
   assert_int_equal(x.code, 0);
   assert_non_null(strstr(x.out, "epilogue:  out=bf16,scale=tensor"));
-  assert_non_null(strstr(x.out, "bm=128,bn=192,"));
+  assert_true(strstr(x.out, "kernel:    wgmma bm=128,bn=256,") ||
+              strstr(x.out, "kernel:    wgmma bm=128,bn=192,"));
   assert_non_null(strstr(x.out, "promote=1"));
   run_free(&x);
   x = RUN("explain", "8192", "8192", "8192", "--dtype", "f16", "--trans-b", "--device-name",

@@ -293,6 +293,12 @@ static void test_wgmma_fp8(void **state) {
       {"e4m3", "bm=128,bn=192,stages=5,group=16", "out=bf16,scale=tensor"},
       {"e5m2", "bm=128,bn=128,cluster=2,stages=5", "out=f32,scale=col"},
       {"e4m3", "bm=128,bn=64,stages=8,group=1,split=4,promote=2", "scale=tensor"},
+      /* bn = 256: 128 accumulators, the partial sums of half the columns at a time (no spill
+       * at 168 launch registers, nvcc -Xptxas -v, sm_90a) */
+      {"e4m3", "bn=256", "out=bf16,scale=tensor"},
+      {"e5m2", "bm=64,bn=256,persist=2", "out=f16,bias=col,scale=tensor"},
+      {"e4m3", "bn=256,split=2", "scale=row+col,mixed"},
+      {"e4m3", "bn=256,persist=1", "out=bf16,scale=block"}, /* a half: one block of B */
       {"e4m3", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,swap=1", "scale=tensor"},
       {"e4m3", "bn=128", "scale=block"},
       {"e5m2", "bm=128,bn=64,stages=8,group=1,split=4", "out=f32,bias=col,act=silu,scale=block"},
@@ -324,8 +330,15 @@ static void test_wgmma_fp8(void **state) {
     if (!strstr(k.source, want))
       fail_msg("%s %s %s: no %s", ok[i].dtype, ok[i].params, ok[i].op, want);
     const bool promote = cfg.v[gen_param_index(t, "promote")] > 0;
+    const bool halves = promote && cfg.v[gen_param_index(t, "bn")] == 256;
     assert_int_equal(strstr(k.source, "acc[i][r] += part[i][r];") != NULL,
-                     promote && !op.scale_block);
+                     promote && !op.scale_block && !halves);
+    /* by halves: an n = 128 wgmma into part, added into acc's half h */
+    assert_int_equal(strstr(k.source, "acc[i][h * (ACC / 2) + r] += part[i][r];") != NULL,
+                     halves && !op.scale_block);
+    assert_int_equal(strstr(k.source, "s_b[col0 / 128 + h][kt]") != NULL, halves && op.scale_block);
+    assert_int_equal(strstr(k.source, "m64n128k32.f32.") != NULL,
+                     halves || cfg.v[gen_param_index(t, "bn")] == 128);
     assert_int_equal(strstr(k.source, "Block scales of K block kt") != NULL, op.scale_block);
     assert_int_equal(k.tensor_maps[0].box[0], 128); /* K: 128 one-byte elements a stage */
     /* blockIdx.z is the batch's problem in an op kernel: the K slice only with split-K (a
@@ -349,7 +362,9 @@ static void test_wgmma_fp8(void **state) {
       {"e5m2", "nn", "bn=128", "scale=tensor", "layout nt only"},
       {"e4m3", "tn", "bn=64,swap=1", "scale=tensor", "layout nt only"},
       {"e4m3", "nt", "bn=128,promote=0", "scale=tensor", "only for an op that allows it"},
-      {"e4m3", "nt", "bn=256", "scale=tensor", "with the partial sums of promotion"},
+      {"e4m3", "nt", "bn=256,promote=2", "scale=tensor", "promote = 1 at bn = 256"},
+      {"e4m3", "nt", "bm=128,bn=128,blocks=2,stages=2", "scale=tensor",
+       "with the partial sums of promotion"},
       {"f16", "nt", "promote=2", "out=f32", "promote: FP8 only"},
       {"e4m3", "nt", "bn=128,repack=1", "scale=tensor", "repack: not with an epilogue"},
       {"e4m3", "nt", "bn=128,promote=2", "scale=block", "block scales: promote = 1"},
