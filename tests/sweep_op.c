@@ -175,6 +175,8 @@ static bool check(const sw_plan *plan, const sw_case *c, op_data *d, char *why, 
                     : !strcmp(k->op.out, "e4m3")       ? "e4m3_d" /* an FP8 D's rounding */
                     : !strcmp(k->op.out, "e5m2")       ? "e5m2_d"
                                                        : k->op.out;
+  double act_tol = 0.0, max_tol;
+  tn_tolerance(tol, &act_tol, &max_tol);
   for (int64_t z = 0; z < nb && ok; z++) {
     ut_err err;
     const float *a = d->val[0] + c->offset[0] + z * d->stride[0];
@@ -194,15 +196,26 @@ static bool check(const sw_plan *plan, const sw_case *c, op_data *d, char *why, 
       for (int64_t j = 0; j < n_out; j++) {
         const int64_t at = base + i * c->ld[2] + j;
         const double c0 = c->beta != 0.0f ? c->beta * mr_load(out, d->host[OP_D], at) : 0.0;
-        double y;
-        if (k->op.gated)
-          y = mr_act((mmt_activation)k->op.act, x_of(k, c, d, prod[i * c->n + 2 * j], i, 2 * j)) *
-                  x_of(k, c, d, prod[i * c->n + 2 * j + 1], i, 2 * j + 1) +
-              c0;
-        else
-          y = mr_act((mmt_activation)k->op.act, x_of(k, c, d, prod[i * c->n + j], i, j) + c0);
+        double y, arg; /* arg: the magnitude the activation's error scales with */
+        if (k->op.gated) {
+          const double gate = x_of(k, c, d, prod[i * c->n + 2 * j], i, 2 * j);
+          const double up = x_of(k, c, d, prod[i * c->n + 2 * j + 1], i, 2 * j + 1);
+          y = mr_act((mmt_activation)k->op.act, gate) * up + c0;
+          arg = fabs(gate * up);
+        } else {
+          const double x = x_of(k, c, d, prod[i * c->n + j], i, j) + c0;
+          y = mr_act((mmt_activation)k->op.act, x);
+          arg = fabs(x);
+        }
         want[i * n_out + j] = y;
         have[i * n_out + j] = (float)mr_load(out, d->got, at);
+        /* GELU and SiLU squash a large negative argument to nearly 0 (GELU(-6.16) is
+         * -1.9e-11), where fp32's formula keeps the argument's precision, not the result's
+         * (7e-13 off, 3.7% of it: H100, tf32 1 x 1 x 257): an element within the relative
+         * tolerance of its argument is the reference's.  Else a lone such element, as a 1 x 1
+         * D is, would be judged against its own tiny magnitude. */
+        if (k->op.act && fabs(have[i * n_out + j] - y) <= act_tol * arg)
+          have[i * n_out + j] = (float)y;
       }
     tn_check chk;
     tn_compare(c->m, n_out, have, n_out, want, n_out, tol, &chk);
