@@ -458,10 +458,11 @@ static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layou
     turn++;
     planned_any += planned;
     if (!planned || bn < 0) continue;
-    /* its block-scaled twin: promote 1, at most 128 columns a tile */
+    /* its block-scaled twin: promote 1, at most 128 columns a tile or 256 (promoted by
+     * halves, each half one block of B's scales) */
     cfg_item item = {base, SW_OP, -1};
     item.cfg.v[promote] = 1;
-    while (item.cfg.v[bn] > 128) item.cfg.v[bn] /= 2;
+    while (item.cfg.v[bn] > 128 && item.cfg.v[bn] != 256) item.cfg.v[bn] /= 2;
     bool twin = false;
     char twin_why[256];
     if ((rc = plan_op_kernel(b, &item, dtype, layout, k_ops_fp8_block, COUNT(k_ops_fp8_block),

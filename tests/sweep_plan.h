@@ -62,8 +62,9 @@ typedef enum { SW_DEFAULT, SW_RANDOM, SW_PARAM, SW_OP } sw_origin;
         "out=f32,act=relu,scale=tensor,mixed", "out=e4m3,bias=col,bias_type=f32,scale=tensor",     \
         "out=e5m2,act=silu,gated,scale=tensor,mixed"                                               \
   }
-/* And block scales, which fewer configs apply (promote 1, bn <= 128, no swap): each FP8 config
- * planned gets a block-scaled twin where its tile (bn halved to 128 at most) takes one. */
+/* And block scales, which fewer configs apply (promote 1, bn <= 128 or 256, no swap): each FP8
+ * config planned gets a block-scaled twin where its tile (bn halved to 128 at most, 256 kept)
+ * takes one. */
 #define SW_OPS_FP8_BLOCK                                                                           \
   { "scale=block", "out=f16,bias=col,act=silu,scale=block,mixed" }
 

@@ -452,7 +452,7 @@ static void test_fp8(void **state) {
     const char *dtype = d ? "e5m2" : "e4m3";
     assert_true(pair_planned(&f->plan, wgmma, dtype, "nt"));
     const int promote = gen_param_index(f->t[wgmma], "promote");
-    int by_promote[5] = {0}, batched = 0, block = 0;
+    int by_promote[5] = {0}, batched = 0, block = 0, block256 = 0;
     for (int k = 0; k < f->plan.nkernels; k++) {
       const sw_kernel *sk = &f->plan.kernels[k];
       if (sk->tmpl != wgmma || strcmp(sk->dtype, dtype)) continue;
@@ -468,14 +468,17 @@ static void test_fp8(void **state) {
         batched += two;
         assert_false(two && sk->op.scale_block); /* block scales: one problem a call */
       }
-      if (sk->op.scale_block)
-        assert_true(p == 1 && sk->cfg.v[gen_param_index(f->t[wgmma], "bn")] <= 128);
+      if (sk->op.scale_block) {
+        const int64_t bn = sk->cfg.v[gen_param_index(f->t[wgmma], "bn")];
+        assert_true(p == 1 && (bn <= 128 || bn == 256)); /* 256: by halves, a block each */
+        block256 += bn == 256;
+      }
     }
     print_message("%s: %d, %d, %d, %d kernels promoting every 0 (fast), 1, 2, 4 K tiles (%d with "
                   "block scales); %d batched cases\n",
                   dtype, by_promote[0], by_promote[1], by_promote[2], by_promote[4], block,
                   batched);
-    assert_true(block > 0);
+    assert_true(block > 0 && block256 > 0);
     assert_true(by_promote[0] > 0 && by_promote[1] + by_promote[2] + by_promote[4] > 0);
     assert_true(batched > 0);
   }
