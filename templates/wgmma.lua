@@ -1392,11 +1392,7 @@ ${mma_issue}      if (++s == STAGES) s = 0, phase ^= 1;
     }
 ${mainloop_done}    wgmma_wait<0>();
     acc_fence(acc);
-#if !RS
-    /* The last stage is free too: the producer may fill it with the next tile's first. */
-    if (${last_held} && lane == 0) release_stage(empty + 8 * prev);
-#endif
-#if CLUSTER > 1
+${last_release}#if CLUSTER > 1
     if (m_left <= 0) continue; /* a block of the last cluster past M: it loaded only B */
 #endif
 #if SPLIT > 1
@@ -1766,14 +1762,19 @@ return {
     vars.ss_wait = promote and mmt.subst(wait_promote, {
       promote_add = op and op.scale_block and promote_add_block or promote_add_plain}) or
       wait_plain
-    vars.last_held = promote and "held" or "kt1 > kt0"
+    -- the stage the last wgmma read, still held (by halves none is: each K tile frees its own)
+    vars.last_release = string.format(
+        "#if !RS\n    /* The last stage is free too: the producer may fill it with the next " ..
+        "tile's first. */\n    if (%s && lane == 0) release_stage(empty + 8 * prev);\n" ..
+        "#endif\n",
+        promote and "held" or "kt1 > kt0")
     vars.mma_issue = mmt.subst(mma_issue_plain, vars)
     vars.wgmma_half_fn = ""
     if d.halves then
       local hregs, houts, hcount = wgmma_pieces(p.bn // 2)
       vars.promote_doc = vars.promote_doc .. promote_halves_doc
       vars.promote_decl = "    float part[MI][ACC / 2]; /* half the columns' partial sums */\n"
-      vars.last_held = "false"
+      vars.last_release = ""
       vars.mma_issue = mmt.subst(mma_issue_halves, {
         half_add = op and op.scale_block and half_add_block or half_add_plain})
       vars.wgmma_half_fn = mmt.subst(wgmma_half_fn, {
