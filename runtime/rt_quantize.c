@@ -70,9 +70,9 @@ static mmt_status check_pointers(const mmt_quantize_desc *d, int64_t elem, ut_er
   const uintptr_t g0 = (uintptr_t)d->given_scale, g1 = g0 + 4, a0 = (uintptr_t)d->amax, a1 = a0 + 4;
   if (d->given_scale && !disjoint(g0, g1, q0, q1))
     return ut_fail(err, MMT_ERR_INVALID_ARG, "given_scale overlaps q");
-  if (d->amax) {
+  if (d->amax) { /* given_scale too (rt_quantize_check) */
     static const char *const what[4] = {"x", "q", "scale", "given_scale"};
-    const uintptr_t lo[4] = {x0, q0, s0, g0}, hi[4] = {x1, q1, s1, d->given_scale ? g1 : g0};
+    const uintptr_t lo[4] = {x0, q0, s0, g0}, hi[4] = {x1, q1, s1, g1};
     for (int i = 0; i < 4; i++)
       if (!disjoint(a0, a1, lo[i], hi[i]))
         return ut_fail(err, MMT_ERR_INVALID_ARG, "amax overlaps %s", what[i]);
@@ -170,17 +170,15 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, int sm_count, rt_quantize_p
                        : (int)d->mode;
   out->kernel = (kind * 3 + in) * 4 + o * 2 + wide;
   out->given = kind == KIND_GIVEN;
-  out->amax = out->finish = -1;
+  /* per tensor, the scale computed: the amax pass before the cast, the scale kernel after */
+  out->amax = kind == MMT_QUANT_TENSOR ? N_CASTS + in * 2 + wide : -1;
+  out->finish = kind == MMT_QUANT_TENSOR ? N_CASTS + N_AMAX + o : -1;
   out->rows = d->rows, out->cols = d->cols, out->grid_y = 1;
   int64_t grid;
   switch (kind) {
   case KIND_SMALL: grid = 1; break;
   case KIND_GIVEN:
   case MMT_QUANT_TENSOR: {
-    if (kind == MMT_QUANT_TENSOR) {
-      out->amax = N_CASTS + in * 2 + wide;
-      out->finish = N_CASTS + N_AMAX + o;
-    }
     /* a contiguous matrix as one row: no row loop, every block busy */
     if (d->ldx == d->cols && d->ldq == d->cols && d->rows * d->cols <= INT_MAX_ - 1)
       out->rows = 1, out->cols = d->rows * d->cols;
