@@ -470,10 +470,14 @@ class TestFP8(unittest.TestCase):
             want_q = (x.float() * (1 / given[0])).clamp(-top, top).to(fp8)  # half saturate
             self.assertTrue(torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)),
                             f"{dtype} {fp8} codes")
-        with self.assertRaises(mmtune.Error):  # per tensor only
+        with self.assertRaisesRegex(mmtune.Error, "given_scale is for mode MMT_QUANT_TENSOR"):
             mmtune.quantize(x, mode="row", given_scale=given)
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "given_scale must be a float32 tensor of one "
+                                                "element"):
             mmtune.quantize(x, given_scale=torch.ones(2, device="cuda"))
+        with self.assertRaisesRegex(ValueError, "amax must be a float32 tensor of one element"):
+            mmtune.quantize(x, given_scale=given, amax=torch.ones(1, device="cuda",
+                                                                  dtype=torch.float16))
 
     def test_fp8_linear(self):
         for m, scale_mode in itertools.product((1, 64, 300), ("tensor", "block")):
