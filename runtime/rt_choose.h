@@ -80,8 +80,11 @@
  * faster than 6 on 11 of 12 few-tile problems from 384x640x12288 to 640x256x20000, H100),
  * blocks of 16 and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
- * CUDA cores), wgmma's swap in large tiles, persistent and repacked (tf32 in layout nn, which
- * its tensor cores serve only so: the other problems refuse such swap configs), skinny's GEMVs
+ * CUDA cores; skinny_mma's 8-row blocks with one 16-row tile of W a warp: two a warp ran
+ * 1.2-1.6x slower on every 1-16 row bf16 and f16 problem of docs/data's H100 databases, and
+ * read FP8 weights at 70-74% of a plain read's speed where one read at 89-92%), wgmma's
+ * swap in large tiles, persistent and repacked (tf32 in layout nn, which its tensor cores
+ * serve only so: the other problems refuse such swap configs), skinny's GEMVs
  * with W L-contiguous in blocks of 16 warps that split K among them (the axpy body's fastest
  * for 1 x 4096, three parameters away from the split-K configs a search polishes), the dot
  * body's fastest at batch 1 (layout nt, and every GEMV with A as is: Mx1xK in its canonical
@@ -182,7 +185,6 @@
         {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
         {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", 0},                           \
         {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", 0},                           \
-        {8, "skinny_mma", "side=0,bs=8,rl=2,warps=8,kw=8,unroll=4", 0},                            \
         {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4", 0},                   \
         {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
         {8, "skinny_mma", "side=1,bs=16,rl=1,warps=8,kw=8,unroll=4", 0}, {                         \
