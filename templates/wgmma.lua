@@ -743,15 +743,14 @@ local promote_add_plain = [[
           for (int r = 0; r < ACC; ++r) acc[i][r] += part[i][r];
 ]]
 -- Block scales (the rows' of A, one block of B's 128 columns: a tile of 128 or fewer, or a
--- half of 256) times an interval's partial sums, for promote_add_block and by halves.
+-- half of 256) times an interval's partial sums, for promote_add_block and by halves: sa and
+-- sb, loaded a K tile ahead (block_scales_next).
 local block_add = [[
-${block_doc}        const float sb${sb_value};
 #pragma unroll
         for (int i = 0; i < MI; ++i)
 #pragma unroll
           for (int ${hv} = 0; ${hv} < 2; ++${hv}) {
-            const long long row = row0 + cw * WG_M + i * 64 + 16 * warp + lane / 4 + 8 * ${hv};
-            const float s = (row < MK ? __ldg(E.scale_row + (long long)kt * MK + row) : 0.f) * sb;
+            const float s = sa[i][${hv}] * sb[${sb_index}];
 #pragma unroll
             for (int r = 2 * ${hv}; r < ${regs}; r += 4) {
               acc[i][${at}r] += part[i][r] * s;
@@ -759,12 +758,47 @@ ${block_doc}        const float sb${sb_value};
             }
           }
 ]]
-local promote_add_block = mmt.subst(block_add, {
-  block_doc = "        /* Block scales of K block kt: s_a[kt][row] (float[KB][M]), " ..
-              "s_b[col0 / 128][kt]\n" ..
-              "         * (float[ceil(N / 128)][KB]); a row past M adds its zeros times 0. */\n",
-  sb_value = " = __ldg(E.scale_col + (col0 / 128) * k_tiles + kt)",
-  hv = "h", regs = "ACC", at = ""})
+local promote_add_block = mmt.subst(block_add, {hv = "h", sb_index = "0", regs = "ACC", at = ""})
+-- Block scales a K tile ahead: a load issued when its tile's wgmma are waited for stalls the
+-- consumer by a memory latency each K tile (up to 2 x 256 cycles of the tensor cores'); one
+-- issued a tile before is long there.  Register r of 64-row block i holds row 16 * warp +
+-- lane / 4 + 8 * (r / 2 % 2) of the block (see "Accumulators").
+local block_scales_decl = [[
+    float sa[MI][2], sb[SB_BLOCKS], sa_next[MI][2], sb_next[SB_BLOCKS];
+    block_scales(E, kt0, MK, k_tiles, row0 + cw * WG_M + 16 * warp + lane / 4, col0, n_left,
+                 sa_next, sb_next);
+]]
+local block_scales_next = [[
+#pragma unroll
+      for (int i = 0; i < MI; ++i) sa[i][0] = sa_next[i][0], sa[i][1] = sa_next[i][1];
+#pragma unroll
+      for (int h = 0; h < SB_BLOCKS; ++h) sb[h] = sb_next[h];
+      if (kt + 1 < kt1)
+        block_scales(E, kt + 1, MK, k_tiles, row0 + cw * WG_M + 16 * warp + lane / 4, col0,
+                     n_left, sa_next, sb_next);
+]]
+local block_scales_fn = [[
+/* Block scales of K block kt: s_a[kt][row] (float[KB][M]) of this thread's rows row + i * 64
+ * + 8 * h, and s_b[col0 / 128 + h][kt] (float[ceil(N / 128)][KB]) of the tile's blocks of B
+ * (SB_BLOCKS: a tile of 256 promoted by halves has 2, one a half; a smaller one lies in one);
+ * a row or a block past the matrix is 0 (its zeros times 0). */
+#define SB_BLOCKS (BN / 128 > 1 ? BN / 128 : 1)
+static __device__ __forceinline__ void block_scales(const mmt_epilogue& E, int kt, long long MK,
+                                                    int k_tiles, long long row, long long col0,
+                                                    int n_left, float (&sa)[MI][2],
+                                                    float (&sb)[SB_BLOCKS]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long r = row + i * 64 + 8 * h;
+      sa[i][h] = r < MK ? __ldg(E.scale_row + (long long)kt * MK + r) : 0.f;
+    }
+#pragma unroll
+  for (int h = 0; h < SB_BLOCKS; ++h)
+    sb[h] = h * 128 < n_left ? __ldg(E.scale_col + (col0 / 128 + h) * k_tiles + kt) : 0.f;
+}
+]]
 -- The consumers' wait after a K tile's wgmma (#if !RS): without promotion (every dtype but
 -- FP8's promoting kernels), one group stays in flight and the stage before is released.
 local wait_plain = [[
@@ -847,15 +881,9 @@ local half_add_plain = [[
           for (int r = 0; r < ACC / 2; ++r) acc[i][h * (ACC / 2) + r] += part[i][r];
 ]]
 -- Block scales by halves: half h is B's block col0 / 128 + h of 128 columns (a tile of 256
--- starts on a block), none past N (the scale array has ceil(N / 128) blocks).
-local half_add_block = mmt.subst(block_add, {
-  block_doc = "        /* Block scales of K block kt: s_a[kt][row] (float[KB][M]), " ..
-              "s_b[col0 / 128 + h][kt]\n" ..
-              "         * (float[ceil(N / 128)][KB]); a row or a half past the matrix adds its " ..
-              "zeros\n         * times 0. */\n",
-  sb_value = " =\n            h * 128 < n_left ? " ..
-             "__ldg(E.scale_col + (col0 / 128 + h) * k_tiles + kt) : 0.f",
-  hv = "hr", regs = "ACC / 2", at = "h * (ACC / 2) + "})
+-- starts on a block).
+local half_add_block = mmt.subst(block_add, {hv = "hr", sb_index = "h", regs = "ACC / 2",
+                                             at = "h * (ACC / 2) + "})
 -- Promotion by halves: the n = BN / 2 wgmma into part, and part's fence.
 local wgmma_half_fn = [[
 /* Promotion by halves (see "Promotion"): d = (k-step kk > 0 ? d : 0) + A (64 x KSTEP,
@@ -1213,7 +1241,7 @@ ${wgmma_outs}
 #endif
 ${wgmma_half_fn}
 ${tile_order}
-${dependent_launch}${epilogue}
+${dependent_launch}${epilogue}${block_scales_fn}
 /* First row and column of C of tile pid, renumbered by the tile_order snippet (GROUP tile rows
  * walked top to bottom before moving right).  With CLUSTER, pid numbers the clusters' tiles
  * of CLUSTER * BM rows (grid_m of them), and block `rank` of the cluster takes its BM rows of
@@ -1374,7 +1402,7 @@ ${batch_tile_consumer}${group_tile_consumer}${group_vectors}    const int m_left
     int prev = 0; /* the stage the wgmma still in flight read */
 #endif
 ${promote_decl}    for (int kt = kt0; kt < kt1; ++kt) {
-      mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
+${block_scales_next}      mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
 #if !RS
       const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
 #endif
@@ -1752,15 +1780,17 @@ return {
     })
     gemm.param_vars(vars, p, fp8(dtype) and params or params_plain)
     local promote = fp8(dtype) and p.promote > 0
+    local blocks = op and op.scale_block -- promoting, one K tile an interval
     vars.promote_doc = fp8(dtype) and mmt.subst(promote_doc, vars) or ""
     vars.scale_d_param = promote and ", int scale_d" or ""
     vars.scale_d_value = promote and "scale_d" or "1"
     vars.promote_decl = promote and "    float part[MI][ACC]; /* an interval's partial sums */\n" ..
-                        "    bool held = false; /* stage prev is not released yet */\n" or ""
+                        "    bool held = false; /* stage prev is not released yet */\n" ..
+                        (blocks and block_scales_decl or "") or ""
     vars.wgmma_acc = promote and "part" or "acc"
     vars.wgmma_scale_d = promote and ",\n                kk > 0 || (kt - kt0) % PROMOTE != 0" or ""
     vars.ss_wait = promote and mmt.subst(wait_promote, {
-      promote_add = op and op.scale_block and promote_add_block or promote_add_plain}) or
+      promote_add = blocks and promote_add_block or promote_add_plain}) or
       wait_plain
     -- the stage the last wgmma read, still held (by halves none is: each K tile frees its own)
     vars.last_release = string.format(
@@ -1769,14 +1799,17 @@ return {
         "#endif\n",
         promote and "held" or "kt1 > kt0")
     vars.mma_issue = mmt.subst(mma_issue_plain, vars)
+    vars.block_scales_fn = blocks and block_scales_fn or ""
+    vars.block_scales_next = blocks and block_scales_next or ""
     vars.wgmma_half_fn = ""
     if d.halves then
       local hregs, houts, hcount = wgmma_pieces(p.bn // 2)
       vars.promote_doc = vars.promote_doc .. promote_halves_doc
-      vars.promote_decl = "    float part[MI][ACC / 2]; /* half the columns' partial sums */\n"
+      vars.promote_decl = "    float part[MI][ACC / 2]; /* half the columns' partial sums */\n" ..
+                          (blocks and block_scales_decl or "")
       vars.last_release = ""
       vars.mma_issue = mmt.subst(mma_issue_halves, {
-        half_add = op and op.scale_block and half_add_block or half_add_plain})
+        half_add = blocks and half_add_block or half_add_plain})
       vars.wgmma_half_fn = mmt.subst(wgmma_half_fn, {
         wgmma_half_op = string.format("wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s", p.bn // 2,
                                       32 // dt.bytes, wgmma_types(dtype, op, swap)),
