@@ -496,6 +496,7 @@ static bool entry_offered(rt_offer offer, const gen_problem *p) {
   switch (offer) {
   case RT_OFFER_UNALIGNED: return p->align_bytes < 16;
   case RT_OFFER_FP8: return gen_dtype_fp8(p->dtype);
+  case RT_OFFER_NO_FP8_SWAP: return !gen_dtype_fp8(p->dtype) || (p->op && p->op->group);
   default: return true;
   }
 }

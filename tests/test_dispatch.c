@@ -475,13 +475,15 @@ static void test_default(void **state) {
   assert_string_equal(c.template_name, "wgmma");
   if (!strstr(c.params, "swap=1")) fail_msg("f16 nn: %s", c.params);
   rt_choice_clear(&c);
-  /* FP8 decode (an op: per-tensor scales, bf16 D): skinny_mma's m16n8k32 blocks on either
-   * side, from one row (FP8 has no CUDA-core family); wgmma's tiles from 128 rows */
+  /* FP8 decode (an op: per-tensor scales, bf16 D): skinny_mma's 8-row m16n8k32 blocks on
+   * either side, from one row (FP8 has no CUDA-core family); wgmma's swapped tiles at 16 rows
+   * (skinny_mma's 16- and 32-row blocks are not offered to FP8: RT_OFFER_NO_FP8_SWAP); wgmma's
+   * tiles from 128 rows */
   static const struct {
     int64_t m, n;
     const char *want, *side;
   } fp8[] = {{1, 4096, "skinny_mma", "side=0"},
-             {16, 4096, "skinny_mma", "side=0"},
+             {16, 4096, "wgmma", "swap=1"},
              {4096, 8, "skinny_mma", "side=1"},
              {128, 4096, "wgmma", "swap=0"}};
   for (size_t i = 0; i < sizeof fp8 / sizeof fp8[0]; i++) {
@@ -507,12 +509,14 @@ static void test_default(void **state) {
 }
 
 /* Which built-in entries the dispatcher (and a search's starts) offer: by compute capability,
- * those for misaligned rows only to misaligned problems, those for FP8 only to FP8 ones. */
+ * those for misaligned rows only to misaligned problems, those for FP8 only to FP8 ones, those
+ * that wgmma's swapped FP8 tiles beat to other types and to grouped FP8 ones. */
 static void test_builtin_offered(void **state) {
   (void)state;
   const rt_builtin aligned = {9, "wgmma", "bm=128", RT_OFFER_ALL};
   const rt_builtin misaligned = {0, "mma_sync", "vec=0", RT_OFFER_UNALIGNED};
   const rt_builtin fp8 = {9, "wgmma", "bn=192", RT_OFFER_FP8};
+  const rt_builtin no_fp8_swap = {8, "skinny_mma", "bs=16", RT_OFFER_NO_FP8_SWAP};
   gen_problem p = gen_packed_problem("f16", "nn", 256, 256, 256); /* 16-byte rows */
   assert_true(rt_builtin_offered(&aligned, 9, &p));
   assert_false(rt_builtin_offered(&aligned, 8, &p));
@@ -522,10 +526,18 @@ static void test_builtin_offered(void **state) {
   assert_true(rt_builtin_offered(&misaligned, 8, &p));
   assert_true(rt_builtin_offered(&aligned, 9, &p));
   assert_false(rt_builtin_offered(&fp8, 9, &p));
+  assert_true(rt_builtin_offered(&no_fp8_swap, 9, &p));
   p = gen_packed_problem("e4m3", "nt", 256, 256, 256);
   assert_true(rt_builtin_offered(&fp8, 9, &p));
   assert_false(rt_builtin_offered(&fp8, 8, &p));
   assert_false(rt_builtin_offered(&misaligned, 9, &p));
+  assert_false(rt_builtin_offered(&no_fp8_swap, 9, &p));
+  gen_op tensor = {.out = "bf16", .scale_tensor = true};
+  p = gen_packed_op_problem("e4m3", "nt", 256, 256, 256, &tensor, 1);
+  assert_false(rt_builtin_offered(&no_fp8_swap, 9, &p));
+  gen_op masked = {.out = "bf16", .scale_tensor = true, .group = 'm'}; /* no swapped tiles */
+  p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &masked, 8);
+  assert_true(rt_builtin_offered(&no_fp8_swap, 9, &p));
 }
 
 /* Every built-in and default config names a template on the path and parses there, valid as
