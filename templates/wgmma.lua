@@ -765,8 +765,8 @@ local promote_add_block = mmt.subst(block_add, {hv = "h", sb_index = "0", regs =
 -- lane / 4 + 8 * (r / 2 % 2) of the block (see "Accumulators").
 local block_scales_decl = [[
     float sa[MI][2], sb[SB_BLOCKS], sa_next[MI][2], sb_next[SB_BLOCKS];
-    block_scales(E, kt0, MK, k_tiles, row0 + cw * WG_M + 16 * warp + lane / 4, col0, n_left,
-                 sa_next, sb_next);
+    const long long sa_row = row0 + cw * WG_M + 16 * warp + lane / 4; /* the thread's first */
+    block_scales(E, kt0, MK, k_tiles, sa_row, col0, n_left, sa_next, sb_next);
 ]]
 local block_scales_next = [[
 #pragma unroll
@@ -774,8 +774,7 @@ local block_scales_next = [[
 #pragma unroll
       for (int h = 0; h < SB_BLOCKS; ++h) sb[h] = sb_next[h];
       if (kt + 1 < kt1)
-        block_scales(E, kt + 1, MK, k_tiles, row0 + cw * WG_M + 16 * warp + lane / 4, col0,
-                     n_left, sa_next, sb_next);
+        block_scales(E, kt + 1, MK, k_tiles, sa_row, col0, n_left, sa_next, sb_next);
 ]]
 local block_scales_fn = [[
 /* Block scales of K block kt: s_a[kt][row] (float[KB][M]) of this thread's rows row + i * 64
