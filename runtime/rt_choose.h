@@ -110,7 +110,7 @@
  * 128 x 128, 4096 x 7168 x 16384 1,178-1,219 against 1,051).  skinny_mma's 16- and 32-row
  * blocks are no candidates for FP8 where wgmma's swapped tiles serve (RT_OFFER_NO_FP8_SWAP):
  * unmeasured, the model ranked them first at 12-64 rows, and on six FP8 decode problems of
- * 16-64 rows the swapped tiles that now serve ran 1.09-2.6x faster (H100, e4m3 -> bf16 per
+ * 16-64 rows the swapped tiles that now serve ran 1.08-2.6x faster (H100, e4m3 -> bf16 per
  * tensor, cold: 32 x 14336 x 4096 0.0254 ms against 0.0532, 16 x 14336 x 4096 0.0274 against
  * 0.0296; the main job's FP8 tune picked them at 16 rows too).  min_cc: the compute
  * capability they are for (and newer). */
