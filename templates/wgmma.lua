@@ -884,6 +884,21 @@ local half_add_plain = [[
 local half_add_block = mmt.subst(block_add, {hv = "hr", sb_index = "h", regs = "ACC / 2",
                                              at = "h * (ACC / 2) + "})
 -- Promotion by halves: the n = BN / 2 wgmma into part, and part's fence.
+-- The whole tile's wgmma (SS: both operands in shared memory); promotion by halves has its
+-- own (wgmma_half_fn) and leaves this one out.
+local wgmma_fn = [[
+/* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
+ * ${trans_doc}. */
+static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
+                                             unsigned long long db${scale_d_param}) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${scale_arg}, 0;\n"
+               "${wgmma_op}\n"
+${wgmma_regs}
+               " %${da_arg}, %${db_arg}, p, 1, 1${trans_imm};\n}\n"
+${wgmma_outs}
+               : "l"(da), "l"(db), "r"(${scale_d_value}));
+}
+]]
 local wgmma_half_fn = [[
 /* Promotion by halves (see "Promotion"): d = (k-step kk > 0 ? d : 0) + A (64 x KSTEP,
  * descriptor da) * B's columns at db (KSTEP x BN / 2); both K-major. */
@@ -1196,18 +1211,7 @@ static __device__ __forceinline__ void acc_fence(float (&d)[MI][ACC]) {
     for (int r = 0; r < ACC; ++r) asm volatile("" : "+f"(d[i][r]) :: "memory");
 }
 #if !RS
-/* d += A (64 x KSTEP, descriptor da) * B (KSTEP x BN, descriptor db);
- * ${trans_doc}. */
-static __device__ __forceinline__ void wgmma(float (&d)[ACC], unsigned long long da,
-                                             unsigned long long db${scale_d_param}) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${scale_arg}, 0;\n"
-               "${wgmma_op}\n"
-${wgmma_regs}
-               " %${da_arg}, %${db_arg}, p, 1, 1${trans_imm};\n}\n"
-${wgmma_outs}
-               : "l"(da), "l"(db), "r"(${scale_d_value}));
-}
-#else
+${wgmma_fn}#else
 /* RS: A's fragments of one wgmma through registers.  Element v of thread t of the consumer
  * warpgroup (PTX ISA, wgmma .tf32 A register fragment; CUTLASS's ALayout_64x8) is row
  * 16 * (t / 32) + (t % 32) / 4 + 8 * (v % 2), column (t % 4) + 4 * (v / 2) of the 64 x KSTEP
@@ -1397,10 +1401,7 @@ ${batch_tile_consumer}${group_tile_consumer}${group_vectors}    const int m_left
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int r = 0; r < ACC; ++r) acc[i][r] = 0.f;
-#if !RS
-    int prev = 0; /* the stage the wgmma still in flight read */
-#endif
-${promote_decl}    for (int kt = kt0; kt < kt1; ++kt) {
+${prev_decl}${promote_decl}    for (int kt = kt0; kt < kt1; ++kt) {
 ${block_scales_next}      mbar_wait(full + 8 * s, phase); /* the stage's bytes have landed */
 #if !RS
       const unsigned long long da = a_desc + ((unsigned)(s * A_STAGE_BYTES) >> 4);
@@ -1780,12 +1781,13 @@ return {
     gemm.param_vars(vars, p, fp8(dtype) and params or params_plain)
     local promote = fp8(dtype) and p.promote > 0
     local blocks = op and op.scale_block -- promoting, one K tile an interval
+    local scales_decl = blocks and block_scales_decl or ""
     vars.promote_doc = fp8(dtype) and mmt.subst(promote_doc, vars) or ""
     vars.scale_d_param = promote and ", int scale_d" or ""
     vars.scale_d_value = promote and "scale_d" or "1"
     vars.promote_decl = promote and "    float part[MI][ACC]; /* an interval's partial sums */\n" ..
                         "    bool held = false; /* stage prev is not released yet */\n" ..
-                        (blocks and block_scales_decl or "") or ""
+                        scales_decl or ""
     vars.wgmma_acc = promote and "part" or "acc"
     vars.wgmma_scale_d = promote and ",\n                kk > 0 || (kt - kt0) % PROMOTE != 0" or ""
     vars.ss_wait = promote and mmt.subst(wait_promote, {
@@ -1798,6 +1800,9 @@ return {
         "#endif\n",
         promote and "held" or "kt1 > kt0")
     vars.mma_issue = mmt.subst(mma_issue_plain, vars)
+    vars.wgmma_fn = mmt.subst(wgmma_fn, vars)
+    vars.prev_decl = "#if !RS\n    int prev = 0; /* the stage the wgmma still in flight read */\n" ..
+                     "#endif\n"
     vars.block_scales_fn = blocks and block_scales_fn or ""
     vars.block_scales_next = blocks and block_scales_next or ""
     vars.wgmma_half_fn = ""
@@ -1805,8 +1810,8 @@ return {
       local hregs, houts, hcount = wgmma_pieces(p.bn // 2)
       vars.promote_doc = vars.promote_doc .. promote_halves_doc
       vars.promote_decl = "    float part[MI][ACC / 2]; /* half the columns' partial sums */\n" ..
-                          (blocks and block_scales_decl or "")
-      vars.last_release = ""
+                          scales_decl
+      vars.last_release, vars.wgmma_fn, vars.prev_decl = "", "", ""
       vars.mma_issue = mmt.subst(mma_issue_halves, {
         half_add = blocks and half_add_block or half_add_plain})
       vars.wgmma_half_fn = mmt.subst(wgmma_half_fn, {
