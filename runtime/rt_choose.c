@@ -491,18 +491,20 @@ static mmt_status cand_push(cand_list *l, const rt_candidate *c, ut_err *err) {
   return MMT_OK;
 }
 
-/* Whether a default or built-in entry of this offer is a candidate for p (rt_offer). */
-static bool entry_offered(rt_offer offer, const gen_problem *p) {
+/* Whether a default or built-in entry of this offer is a candidate for p on a device of
+ * compute capability cc_major (rt_offer). */
+static bool entry_offered(rt_offer offer, int cc_major, const gen_problem *p) {
   switch (offer) {
   case RT_OFFER_UNALIGNED: return p->align_bytes < 16;
   case RT_OFFER_FP8: return gen_dtype_fp8(p->dtype);
   case RT_OFFER_NO_FP8_SWAP: return !gen_dtype_fp8(p->dtype) || (p->op && p->op->group);
+  case RT_OFFER_NO_WGMMA: return cc_major < 9 || p->align_bytes < 16 || (p->op && p->op->group);
   default: return true;
   }
 }
 
 bool rt_builtin_offered(const rt_builtin *b, int cc_major, const gen_problem *p) {
-  return cc_major >= b->min_cc && entry_offered(b->offer, p);
+  return cc_major >= b->min_cc && entry_offered(b->offer, cc_major, p);
 }
 
 /* A config without rows of this GPU model: a default or built-in one (skipped when the model
@@ -642,7 +644,7 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (int i = 0; i < ndefaults && !rc; i++)
-    if (entry_offered(defaults[i].offer, p))
+    if (entry_offered(defaults[i].offer, cc, p))
       rc = push_unmeasured(ch, m, defaults[i].name, defaults[i].params, p, &l, err);
   int nbuiltin;
   const rt_builtin *builtin = rt_builtins(&nbuiltin);

@@ -108,12 +108,18 @@
  * have 128 x 256) 128 x 192, the largest tile whose partial sums fit whole (H100, e4m3 ->
  * bf16 per tensor: 8192^3 1,185-1,240 TFLOP/s against 1,177-1,195 by halves and 1,007 at
  * 128 x 128, 4096 x 7168 x 16384 1,178-1,219 against 1,051).  skinny_mma's 16- and 32-row
- * blocks are no candidates for FP8 where wgmma's swapped tiles serve (RT_OFFER_NO_FP8_SWAP):
- * unmeasured, the model ranked them first at 12-64 rows, and on six FP8 decode problems of
- * 16-64 rows the swapped tiles that now serve ran 1.08-2.6x faster (H100, e4m3 -> bf16 per
- * tensor, cold: 32 x 14336 x 4096 0.0254 ms against 0.0532, 16 x 14336 x 4096 0.0274 against
- * 0.0296; the main job's FP8 tune picked them at 16 rows too).  min_cc: the compute
- * capability they are for (and newer). */
+ * blocks of X are no candidates where wgmma serves (RT_OFFER_NO_WGMMA: Hopper, aligned rows,
+ * not grouped), nor those of W for FP8 (RT_OFFER_NO_FP8_SWAP): unmeasured, the model ranked
+ * them first at 12-64 rows, and wgmma's tiles ran faster on every such problem measured
+ * (H100, cold, no database, against the tree before): FP8 decode, the swapped tiles on six
+ * problems of 16-64 rows 1.08-2.6x (e4m3 -> bf16 per tensor: 32 x 14336 x 4096 0.0254 ms
+ * against 0.0532; the main job's FP8 tune picked them at 16 rows too); f16 bias + GELU at
+ * 16-64 rows of seven 8B and 70B weights 0.77-0.79x -> 0.98-0.99x cuBLASLt geomean, two runs
+ * (64 x 14336 x 4096 0.0907 -> 0.0496 ms; worst, the 70B gate weight at 16-32 rows, 0.91-0.93x
+ * -> 0.79-0.88x); the gated up projections there, wgmma's 64 x 64, 0.85x -> 0.99x (64 x 57344 x
+ * 8192: skinny_mma's 32-row blocks in 4 slices 0.6289 ms, 64 x 64 0.3116).  The 16-bit
+ * mirrored problems (N of 16-32) keep skinny_mma's blocks of W: swapped tiles ran 0.83-0.97x
+ * as fast there on four of six.  min_cc: the compute capability they are for (and newer). */
 #define RT_BUILTIN                                                                                 \
   {                                                                                                \
     {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},             \
@@ -188,10 +194,9 @@
         {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                          \
         {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                          \
         {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
-        {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_FP8_SWAP},        \
-        {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_FP8_SWAP},        \
-        {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4",                       \
-         RT_OFFER_NO_FP8_SWAP},                                                                    \
+        {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_WGMMA},           \
+        {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_WGMMA},           \
+        {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4", RT_OFFER_NO_WGMMA},   \
         {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
         {8, "skinny_mma", "side=1,bs=16,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_FP8_SWAP}, {      \
       8, "skinny_mma", "side=1,bs=32,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_FP8_SWAP             \
@@ -351,11 +356,14 @@ gen_problem rt_explain_matmul_problem(const mmt_matmul_desc *d, gen_op *op);
 /* Which problems a default or built-in entry is a candidate for until it is measured (the
  * last number of an RT_DEFAULTS or RT_BUILTIN entry). */
 typedef enum {
-  RT_OFFER_ALL = 0,        /* every problem its template takes */
-  RT_OFFER_UNALIGNED = 1,  /* problems whose rows are not 16-byte aligned (RT_DEFAULTS) */
-  RT_OFFER_FP8 = 2,        /* FP8 problems (a tile that fits their promotion, RT_BUILTIN) */
-  RT_OFFER_NO_FP8_SWAP = 3 /* problems that are not FP8, or grouped: where wgmma's swapped
-                              FP8 tiles, faster than the entry, do not serve */
+  RT_OFFER_ALL = 0,         /* every problem its template takes */
+  RT_OFFER_UNALIGNED = 1,   /* problems whose rows are not 16-byte aligned (RT_DEFAULTS) */
+  RT_OFFER_FP8 = 2,         /* FP8 problems (a tile that fits their promotion, RT_BUILTIN) */
+  RT_OFFER_NO_FP8_SWAP = 3, /* problems that are not FP8, or grouped: where wgmma's swapped
+                               FP8 tiles, faster than the entry, do not serve */
+  RT_OFFER_NO_WGMMA = 4     /* problems that wgmma's few-row tiles (swapped, or 64 x 64 for a
+                               gated op), faster than the entry, do not serve: before sm_90,
+                               rows not 16-byte aligned (TMA), grouped calls */
 } rt_offer;
 
 /* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's

@@ -441,7 +441,7 @@ static void test_default(void **state) {
   /* GEMV and decode sizes (one of M, N at most 64) get a skinny family, any dtype and
    * architecture, on its small side: the CUDA cores' at batch 1 and 2, the tensor cores'
    * (16-bit, layout nt) from batch 5 (at 8, skinny's 16-bit conversions cost it 1.2-1.6x:
-   * RT_MODEL_CVT_FMA_SHARE) */
+   * RT_MODEL_CVT_FMA_SHARE); at 16-64 rows on Hopper, wgmma's swapped tiles (below) */
   static const struct {
     const char *arch, *dtype, *layout;
     int64_t m, n;
@@ -451,7 +451,7 @@ static void test_default(void **state) {
                 {"sm_90", "bf16", "nt", 8, 4096, "side=0", "skinny_mma"},
                 {"sm_90", "f16", "nt", 4096, 8, "side=1", "skinny_mma"},
                 {"sm_80", "bf16", "nt", 16, 4096, "side=0", "skinny_mma"},
-                {"sm_90", "f16", "nt", 32, 4096, "side=0", "skinny_mma"},
+                {"sm_80", "f16", "nt", 32, 4096, "side=0", "skinny_mma"},
                 {"sm_90", "bf16", "nt", 4096, 16, "side=1", "skinny_mma"},
                 {"sm_90", "f32", "nn", 4096, 1, "side=1", "skinny"},
                 {"sm_90", "f32", "nt", 1, 4096, "side=0", "skinny"}};
@@ -495,6 +495,20 @@ static void test_default(void **state) {
       fail_msg("e4m3 %lldx%lld: %s", (long long)fp8[i].m, (long long)fp8[i].n, c.params);
     rt_choice_clear(&c);
   }
+  /* 16-bit decode at 24-64 rows, an op: wgmma's swapped tiles, and for a gated op (which
+   * swapped tiles do not serve) its 64 x 64 ones (skinny_mma's 16- and 32-row blocks are not
+   * offered where wgmma serves: RT_OFFER_NO_WGMMA) */
+  gen_op gelu = {.out = "f16", .bias = 'c', .act = GEN_ACT_GELU_TANH};
+  q = gen_packed_op_problem("f16", "nt", 32, 4096, 4096, &gelu, 1);
+  choose_fresh(empty, "sm_90", &q, &c);
+  assert_string_equal(c.template_name, "wgmma");
+  if (!strstr(c.params, "swap=1")) fail_msg("f16 32x4096x4096 bias+gelu: %s", c.params);
+  rt_choice_clear(&c);
+  gen_op swiglu = {.out = "f16", .gated = true, .act = GEN_ACT_SILU};
+  q = gen_packed_op_problem("f16", "nt", 32, 2 * 14336, 4096, &swiglu, 1);
+  choose_fresh(empty, "sm_90", &q, &c);
+  assert_string_equal(c.template_name, "wgmma");
+  rt_choice_clear(&c);
   /* An f32 D from 128 rows: 64 x 64 tiles and 128 x 64 ones in 4 slices cover the same area
    * and predict alike (the weight's DRAM traffic bounds both); the unsplit one wins, the
    * slices' partial tiles being traffic that bound leaves out (rt_model_tile_area), not name
@@ -510,7 +524,8 @@ static void test_default(void **state) {
 
 /* Which built-in entries the dispatcher (and a search's starts) offer: by compute capability,
  * those for misaligned rows only to misaligned problems, those for FP8 only to FP8 ones, those
- * that wgmma's swapped FP8 tiles beat to other types and to grouped FP8 ones. */
+ * that wgmma's swapped FP8 tiles beat to other types and to grouped FP8 ones, those that
+ * wgmma's few-row tiles beat only where wgmma does not serve. */
 static void test_builtin_offered(void **state) {
   (void)state;
   const rt_builtin aligned = {9, "wgmma", "bm=128", RT_OFFER_ALL};
@@ -538,6 +553,27 @@ static void test_builtin_offered(void **state) {
   gen_op masked = {.out = "bf16", .scale_tensor = true, .group = 'm'}; /* no swapped tiles */
   p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &masked, 8);
   assert_true(rt_builtin_offered(&no_fp8_swap, 9, &p));
+
+  /* RT_OFFER_NO_WGMMA, of any type: before Hopper, rows not 16-byte aligned, grouped calls */
+  const rt_builtin no_wgmma = {8, "skinny_mma", "bs=16", RT_OFFER_NO_WGMMA};
+  p = gen_packed_problem("f16", "nt", 16, 4096, 4096);
+  assert_false(rt_builtin_offered(&no_wgmma, 9, &p));
+  assert_true(rt_builtin_offered(&no_wgmma, 8, &p));
+  p = gen_packed_problem("bf16", "nt", 16, 4100, 4100); /* 8200-byte rows: 8-byte aligned */
+  assert_true(rt_builtin_offered(&no_wgmma, 9, &p));
+  gen_op bias = {.out = "f16", .bias = 'c', .act = GEN_ACT_GELU_TANH};
+  p = gen_packed_op_problem("f16", "nt", 16, 4096, 4096, &bias, 1);
+  assert_false(rt_builtin_offered(&no_wgmma, 9, &p));
+  gen_op gated = {.out = "f16", .gated = true, .act = GEN_ACT_SILU}; /* wgmma's 64 x 64 */
+  p = gen_packed_op_problem("f16", "nt", 16, 4096, 4096, &gated, 1);
+  assert_false(rt_builtin_offered(&no_wgmma, 9, &p));
+  gen_op contiguous = {.out = "bf16", .group = 'c'};
+  p = gen_packed_op_problem("bf16", "nt", 16, 4096, 4096, &contiguous, 8);
+  assert_true(rt_builtin_offered(&no_wgmma, 9, &p));
+  p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &tensor, 1);
+  assert_false(rt_builtin_offered(&no_wgmma, 9, &p));
+  p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &masked, 8);
+  assert_true(rt_builtin_offered(&no_wgmma, 9, &p));
 }
 
 /* Every built-in and default config names a template on the path and parses there, valid as
