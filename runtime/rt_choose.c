@@ -499,6 +499,9 @@ static bool entry_offered(rt_offer offer, int cc_major, const gen_problem *p) {
   case RT_OFFER_FP8: return gen_dtype_fp8(p->dtype);
   case RT_OFFER_NO_FP8_SWAP: return !gen_dtype_fp8(p->dtype) || (p->op && p->op->group);
   case RT_OFFER_NO_WGMMA: return cc_major < 9 || p->align_bytes < 16 || (p->op && p->op->group);
+  case RT_OFFER_NO_SWAP:
+    return entry_offered(RT_OFFER_NO_WGMMA, cc_major, p) ||
+           (!gen_dtype_fp8(p->dtype) && p->op && p->op->gated);
   default: return true;
   }
 }

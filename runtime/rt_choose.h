@@ -109,9 +109,11 @@
  * bf16 per tensor: 8192^3 1,185-1,240 TFLOP/s against 1,177-1,195 by halves and 1,007 at
  * 128 x 128, 4096 x 7168 x 16384 1,178-1,219 against 1,051).  skinny_mma's 16- and 32-row
  * blocks of X are no candidates where wgmma serves (RT_OFFER_NO_WGMMA: Hopper, aligned rows,
- * not grouped), nor those of W for FP8 (RT_OFFER_NO_FP8_SWAP): unmeasured, the model ranked
- * them first at 12-64 rows, and wgmma's tiles ran faster on every such problem measured
- * (H100, cold, no database, against the tree before): FP8 decode, the swapped tiles on six
+ * not grouped; the 16-row one stays for 16-bit gated ops, RT_OFFER_NO_SWAP: 0.0874 ms against
+ * wgmma's 64 x 64 0.0966 at 16 x 28672 x 4096, even at 24 rows), nor those of W for FP8
+ * (RT_OFFER_NO_FP8_SWAP): unmeasured, the model ranked them first at 12-64 rows, and wgmma's
+ * tiles ran faster on every such problem measured (H100, cold, no database, against the tree
+ * before): FP8 decode, the swapped tiles on six
  * problems of 16-64 rows 1.08-2.6x (e4m3 -> bf16 per tensor: 32 x 14336 x 4096 0.0254 ms
  * against 0.0532; the main job's FP8 tune picked them at 16 rows too); f16 bias + GELU at
  * 16-64 rows of seven 8B and 70B weights 0.77-0.79x -> 0.98-0.99x cuBLASLt geomean, two runs
@@ -194,7 +196,7 @@
         {0, "skinny", "side=1,bs=4,rl=1,warps=8,kw=4,unroll=2,vec=0", 1},                          \
         {0, "skinny", "side=1,bs=1,rl=2,warps=8,kw=2,unroll=2,vec=0", 1},                          \
         {8, "skinny_mma", "side=0,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
-        {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_WGMMA},           \
+        {8, "skinny_mma", "side=0,bs=16,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_SWAP},            \
         {8, "skinny_mma", "side=0,bs=32,rl=1,warps=8,kw=8,unroll=4", RT_OFFER_NO_WGMMA},           \
         {8, "skinny_mma", "side=0,bs=32,rl=2,warps=8,kw=4,unroll=2,split=4", RT_OFFER_NO_WGMMA},   \
         {8, "skinny_mma", "side=1,bs=8,rl=1,warps=8,kw=8,unroll=2", 0},                            \
@@ -361,9 +363,11 @@ typedef enum {
   RT_OFFER_FP8 = 2,         /* FP8 problems (a tile that fits their promotion, RT_BUILTIN) */
   RT_OFFER_NO_FP8_SWAP = 3, /* problems that are not FP8, or grouped: where wgmma's swapped
                                FP8 tiles, faster than the entry, do not serve */
-  RT_OFFER_NO_WGMMA = 4     /* problems that wgmma's few-row tiles (swapped, or 64 x 64 for a
+  RT_OFFER_NO_WGMMA = 4,    /* problems that wgmma's few-row tiles (swapped, or 64 x 64 for a
                                gated op), faster than the entry, do not serve: before sm_90,
                                rows not 16-byte aligned (TMA), grouped calls */
+  RT_OFFER_NO_SWAP = 5      /* as RT_OFFER_NO_WGMMA, and 16-bit gated ops (whose 64 x 64
+                               tiles the entry beats at 16 rows); FP8 as RT_OFFER_NO_FP8_SWAP */
 } rt_offer;
 
 /* The built-in list (RT_BUILTIN) as data, for the dispatcher's candidates and the tuner's

@@ -496,8 +496,8 @@ static void test_default(void **state) {
     rt_choice_clear(&c);
   }
   /* 16-bit decode at 24-64 rows, an op: wgmma's swapped tiles, and for a gated op (which
-   * swapped tiles do not serve) its 64 x 64 ones (skinny_mma's 16- and 32-row blocks are not
-   * offered where wgmma serves: RT_OFFER_NO_WGMMA) */
+   * swapped tiles do not serve) its 64 x 64 ones (skinny_mma's 32-row blocks are not offered
+   * where wgmma serves, RT_OFFER_NO_WGMMA; its 16-row ones serve gated ops up to 16 rows) */
   gen_op gelu = {.out = "f16", .bias = 'c', .act = GEN_ACT_GELU_TANH};
   q = gen_packed_op_problem("f16", "nt", 32, 4096, 4096, &gelu, 1);
   choose_fresh(empty, "sm_90", &q, &c);
@@ -525,7 +525,8 @@ static void test_default(void **state) {
 /* Which built-in entries the dispatcher (and a search's starts) offer: by compute capability,
  * those for misaligned rows only to misaligned problems, those for FP8 only to FP8 ones, those
  * that wgmma's swapped FP8 tiles beat to other types and to grouped FP8 ones, those that
- * wgmma's few-row tiles beat only where wgmma does not serve. */
+ * wgmma's few-row tiles beat only where wgmma does not serve (or, at 16 rows, only its 64 x 64
+ * tiles do: 16-bit gated ops). */
 static void test_builtin_offered(void **state) {
   (void)state;
   const rt_builtin aligned = {9, "wgmma", "bm=128", RT_OFFER_ALL};
@@ -574,6 +575,19 @@ static void test_builtin_offered(void **state) {
   assert_false(rt_builtin_offered(&no_wgmma, 9, &p));
   p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &masked, 8);
   assert_true(rt_builtin_offered(&no_wgmma, 9, &p));
+
+  /* RT_OFFER_NO_SWAP: as RT_OFFER_NO_WGMMA, and 16-bit gated ops (not FP8 ones) */
+  const rt_builtin no_swap = {8, "skinny_mma", "bs=16", RT_OFFER_NO_SWAP};
+  p = gen_packed_op_problem("f16", "nt", 16, 4096, 4096, &gated, 1);
+  assert_true(rt_builtin_offered(&no_swap, 9, &p));
+  p = gen_packed_op_problem("f16", "nt", 16, 4096, 4096, &bias, 1);
+  assert_false(rt_builtin_offered(&no_swap, 9, &p));
+  assert_true(rt_builtin_offered(&no_swap, 8, &p));
+  gen_op gated8 = {.out = "bf16", .scale_tensor = true, .gated = true, .act = GEN_ACT_SILU};
+  p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &gated8, 1);
+  assert_false(rt_builtin_offered(&no_swap, 9, &p));
+  p = gen_packed_op_problem("e4m3", "nt", 16, 256, 256, &masked, 8);
+  assert_true(rt_builtin_offered(&no_swap, 9, &p));
 }
 
 /* Every built-in and default config names a template on the path and parses there, valid as
