@@ -113,15 +113,15 @@
  * wgmma's 64 x 64 0.0966 at 16 x 28672 x 4096, even at 24 rows), nor those of W for FP8
  * (RT_OFFER_NO_FP8_SWAP): unmeasured, the model ranked them first at 12-64 rows, and wgmma's
  * tiles ran faster on every such problem measured (H100, cold, no database, against the tree
- * before): FP8 decode, the swapped tiles on six
- * problems of 16-64 rows 1.08-2.6x (e4m3 -> bf16 per tensor: 32 x 14336 x 4096 0.0254 ms
- * against 0.0532; the main job's FP8 tune picked them at 16 rows too); f16 bias + GELU at
- * 16-64 rows of seven 8B and 70B weights 0.77-0.79x -> 0.98-0.99x cuBLASLt geomean, two runs
- * (64 x 14336 x 4096 0.0907 -> 0.0496 ms; worst, the 70B gate weight at 16-32 rows, 0.91-0.93x
- * -> 0.79-0.88x); the gated up projections there, wgmma's 64 x 64, 0.85x -> 0.99x (64 x 57344 x
- * 8192: skinny_mma's 32-row blocks in 4 slices 0.6289 ms, 64 x 64 0.3116).  The 16-bit
- * mirrored problems (N of 16-32) keep skinny_mma's blocks of W: swapped tiles ran 0.83-0.97x
- * as fast there on four of six.  min_cc: the compute capability they are for (and newer). */
+ * before): FP8 decode, the swapped tiles on six problems of 16-64 rows 1.08-2.6x (e4m3 -> bf16
+ * per tensor: 32 x 14336 x 4096 0.0254 ms against 0.0532; the main job's FP8 tune picked them
+ * at 16 rows too); f16 bias + GELU at 16-64 rows of seven 8B and 70B weights 0.77-0.79x ->
+ * 0.98-0.99x cuBLASLt geomean, two runs (64 x 14336 x 4096 0.0907 -> 0.0496 ms; worst, the 70B
+ * gate weight at 16-32 rows, 0.91-0.93x -> 0.79-0.88x); the gated up projections there, wgmma's
+ * 64 x 64, 0.85x -> 0.99x (64 x 57344 x 8192: skinny_mma's 32-row blocks in 4 slices 0.6289 ms,
+ * 64 x 64 0.3116).  The 16-bit mirrored problems (N of 16-32) keep skinny_mma's blocks of W:
+ * swapped tiles ran 0.83-0.97x as fast there on four of six.  min_cc: the compute capability
+ * they are for (and newer). */
 #define RT_BUILTIN                                                                                 \
   {                                                                                                \
     {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1", 0},             \

@@ -883,7 +883,6 @@ local half_add_plain = [[
 -- starts on a block).
 local half_add_block = mmt.subst(block_add, {hv = "hr", sb_index = "h", regs = "ACC / 2",
                                              at = "h * (ACC / 2) + "})
--- Promotion by halves: the n = BN / 2 wgmma into part, and part's fence.
 -- The whole tile's wgmma (SS: both operands in shared memory); promotion by halves has its
 -- own (wgmma_half_fn) and leaves this one out.
 local wgmma_fn = [[
@@ -899,6 +898,7 @@ ${wgmma_outs}
                : "l"(da), "l"(db), "r"(${scale_d_value}));
 }
 ]]
+-- Promotion by halves: the n = BN / 2 wgmma into part, and part's fence.
 local wgmma_half_fn = [[
 /* Promotion by halves (see "Promotion"): d = (k-step kk > 0 ? d : 0) + A (64 x KSTEP,
  * descriptor da) * B's columns at db (KSTEP x BN / 2); both K-major. */
