@@ -418,13 +418,24 @@ static mmt_status plan_op_twin(builder *b, const cfg_item *item, const char *dty
   return plan_op_kernel(b, item, dtype, layout, k_ops, COUNT(k_ops), &planned, why, sizeof why);
 }
 
+/* The largest value of parameter p of t at most `limit` (-1 where none is): halving a tile
+ * side of 192 gives 96, which is not one of wgmma's. */
+static int64_t value_at_most(const gen_template *t, int p, int64_t limit) {
+  int64_t best = -1;
+  for (int j = 0; j < gen_param_value_count(t, p); j++) {
+    const int64_t v = gen_param_value(t, p, j);
+    if (v <= limit && v > best) best = v;
+  }
+  return best;
+}
+
 /* FP8 (the input of op kernels only): each bf16 nt config planned so far, emitted for the next
  * op of SW_OPS_FP8 it takes, promoting (PROMOTE 1, 2, 4 in turn) where the partial sums fit,
- * else with half its columns (BN / 2) promoting, else (and every fourth first) with fast
- * accumulation (PROMOTE 0: an op that allows it); a template without the parameter
- * (skinny_mma, which promotes at every MMA) as the config is.  So FP8 gets the spread of
- * configs the 16-bit types got, without a scan of the space (every check of an op runs Lua).
- * A layout that none takes is skipped with the template's reason. */
+ * else with half its columns (BN / 2, or the tile side below it) promoting, else (and every
+ * fourth first) with fast accumulation (PROMOTE 0: an op that allows it); a template without
+ * the parameter (skinny_mma, which promotes at every MMA) as the config is.  So FP8 gets the
+ * spread of configs the 16-bit types got, without a scan of the space (every check of an op
+ * runs Lua).  A layout that none takes is skipped with the template's reason. */
 static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layout) {
   static const int64_t promotes[] = {1, 2, 4};
   mmt_status rc = MMT_OK;
@@ -449,7 +460,7 @@ static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layou
       const int v = turn % 4 == 3 ? (j + 2) % 3 : j; /* as is, BN / 2, fast; every 4th fast */
       cfg_item item = {base, SW_OP, -1};
       if (v == 1 && (bn < 0 || base.v[bn] < 64)) continue;
-      if (v == 1) item.cfg.v[bn] = base.v[bn] / 2;
+      if (v == 1) item.cfg.v[bn] = value_at_most(b->t, bn, base.v[bn] / 2);
       item.cfg.v[promote] = v == 2 ? 0 : promotes[turn % COUNT(promotes)];
       if ((rc = plan_op_kernel(b, &item, dtype, layout, k_ops_fp8, COUNT(k_ops_fp8), &planned, why,
                                sizeof why)))
@@ -462,7 +473,8 @@ static mmt_status plan_fp8_pair(builder *b, const char *dtype, const char *layou
      * halves, each half one block of B's scales) */
     cfg_item item = {base, SW_OP, -1};
     item.cfg.v[promote] = 1;
-    while (item.cfg.v[bn] > 128 && item.cfg.v[bn] != 256) item.cfg.v[bn] /= 2;
+    if (item.cfg.v[bn] > 128 && item.cfg.v[bn] != 256)
+      item.cfg.v[bn] = value_at_most(b->t, bn, 128);
     bool twin = false;
     char twin_why[256];
     if ((rc = plan_op_kernel(b, &item, dtype, layout, k_ops_fp8_block, COUNT(k_ops_fp8_block),
