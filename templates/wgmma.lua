@@ -742,15 +742,15 @@ local promote_add_plain = [[
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] += part[i][r];
 ]]
--- Block scales (the rows' of A, one block of B's 128 columns: a tile of 128 or fewer, or a
--- half of 256) times an interval's partial sums, for promote_add_block and by halves: sa and
--- sb, loaded a K tile ahead (block_scales_next).
+-- Block scales (the rows' of A times one block of B's 128 columns: a tile of 128 or fewer, or
+-- a half of 256) times an interval's partial sums, for promote_add_block and by halves: s_ab,
+-- loaded ahead (block_scales_next).
 local block_add = [[
 #pragma unroll
         for (int i = 0; i < MI; ++i)
 #pragma unroll
           for (int ${hv} = 0; ${hv} < 2; ++${hv}) {
-            const float s = sa[i][${hv}] * sb[${sb_index}];
+            const float s = s_ab[i][${hv}][${sb_index}];
 #pragma unroll
             for (int r = 2 * ${hv}; r < ${regs}; r += 4) {
               acc[i][${at}r] += part[i][r] * s;
@@ -759,22 +759,34 @@ local block_add = [[
           }
 ]]
 local promote_add_block = mmt.subst(block_add, {hv = "h", sb_index = "0", regs = "ACC", at = ""})
--- Block scales a K tile ahead: a load issued when its tile's wgmma are waited for stalls the
--- consumer by a memory latency each K tile (up to 2 x 256 cycles of the tensor cores'); one
--- issued a tile before is long there.  Register r of 64-row block i holds row 16 * warp +
--- lane / 4 + 8 * (r / 2 % 2) of the block (see "Accumulators").
+-- Block scales two K tiles ahead: a load issued when its tile's wgmma are waited for stalls
+-- the consumer by a memory latency each K tile (up to 2 x 256 cycles of the tensor cores').
+-- Loaded one tile ahead, ptxas still waited for them within the tile: it copies a loop-carried
+-- register to its next home as soon as the old value's last use is past, which was before the
+-- tile's first wait; a copy of a load issued a tile earlier waits for nothing.  At the top of
+-- tile kt the scales of kt become their products s_ab (sa_next * sb_next), those of kt + 1
+-- move to the _next registers and kt + 2's are loaded.  Register r of 64-row block i holds
+-- row 16 * warp + lane / 4 + 8 * (r / 2 % 2) of the block (see "Accumulators").
 local block_scales_decl = [[
-    float sa[MI][2], sb[SB_BLOCKS], sa_next[MI][2], sb_next[SB_BLOCKS];
+    float s_ab[MI][2][SB_BLOCKS], sa_next[MI][2], sb_next, sa_after[MI][2], sb_after;
     const long long sa_row = row0 + cw * WG_M + 16 * warp + lane / 4; /* the thread's first */
-    block_scales(E, kt0, MK, k_tiles, sa_row, col0, n_left, sa_next, sb_next);
+    block_scales(E, kt0, MK, k_tiles, sa_row, col0, n_left, lane, sa_next, sb_next);
+    if (kt0 + 1 < kt1)
+      block_scales(E, kt0 + 1, MK, k_tiles, sa_row, col0, n_left, lane, sa_after, sb_after);
 ]]
 local block_scales_next = [[
 #pragma unroll
-      for (int i = 0; i < MI; ++i) sa[i][0] = sa_next[i][0], sa[i][1] = sa_next[i][1];
+      for (int h = 0; h < SB_BLOCKS; ++h) {
+        const float sb = __shfl_sync(0xffffffffu, sb_next, h); /* lane h: block h, tile kt */
 #pragma unroll
-      for (int h = 0; h < SB_BLOCKS; ++h) sb[h] = sb_next[h];
-      if (kt + 1 < kt1)
-        block_scales(E, kt + 1, MK, k_tiles, sa_row, col0, n_left, sa_next, sb_next);
+        for (int i = 0; i < MI; ++i)
+          s_ab[i][0][h] = sa_next[i][0] * sb, s_ab[i][1][h] = sa_next[i][1] * sb;
+      }
+#pragma unroll
+      for (int i = 0; i < MI; ++i) sa_next[i][0] = sa_after[i][0], sa_next[i][1] = sa_after[i][1];
+      sb_next = sb_after;
+      if (kt + 2 < kt1)
+        block_scales(E, kt + 2, MK, k_tiles, sa_row, col0, n_left, lane, sa_after, sb_after);
 ]]
 local block_scales_fn = [[
 /* Block scales of K block kt: s_a[kt][row] (float[KB][M]) of this thread's rows row + i * 64
@@ -784,8 +796,8 @@ local block_scales_fn = [[
 #define SB_BLOCKS (BN / 128 > 1 ? BN / 128 : 1)
 static __device__ __forceinline__ void block_scales(const mmt_epilogue& E, int kt, long long MK,
                                                     int k_tiles, long long row, long long col0,
-                                                    int n_left, float (&sa)[MI][2],
-                                                    float (&sb)[SB_BLOCKS]) {
+                                                    int n_left, int lane, float (&sa)[MI][2],
+                                                    float& sb) {
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -793,9 +805,12 @@ static __device__ __forceinline__ void block_scales(const mmt_epilogue& E, int k
       const long long r = row + i * 64 + 8 * h;
       sa[i][h] = r < MK ? __ldg(E.scale_row + (long long)kt * MK + r) : 0.f;
     }
-#pragma unroll
-  for (int h = 0; h < SB_BLOCKS; ++h)
-    sb[h] = h * 128 < n_left ? __ldg(E.scale_col + (col0 / 128 + h) * k_tiles + kt) : 0.f;
+  /* B's scales are the warp's alike: loaded by lane h (block h) and shuffled to all.  The
+   * other lanes load tile kt + 1's (in the same sector, unused), so that no load is uniform:
+   * ptxas would keep a uniform one in a uniform register and move it there at once, waiting
+   * a memory latency before the tile's wgmma. */
+  const int h = lane % SB_BLOCKS, t = min(kt + (lane / SB_BLOCKS) % 2, k_tiles - 1);
+  sb = h * 128 < n_left ? __ldg(E.scale_col + (col0 / 128 + h) * k_tiles + t) : 0.f;
 }
 ]]
 -- The consumers' wait after a K tile's wgmma (#if !RS): without promotion (every dtype but
