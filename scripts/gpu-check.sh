@@ -2,7 +2,7 @@
 # Runs on a GPU machine over a build made on a development machine (same CUDA) and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
-# kernels|memcheck|compare|matmul|coldstart|tuned-linear ...]; logs to $OUT.
+# kernels|memcheck|compare|matmul|coldstart|tuned-linear|tuned-attention ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -83,16 +83,19 @@ for step in "$@"; do
           --dtype "${DTYPE:-f16}" --layout "${LAYOUT:-nn}" ${sh//x/ } 2>&1
       done | tee -a "$out/calls.log" ;;
     tuned-linear)
-      # The Linear-type ops tuned for exactly themselves (the 8B-class weights of
-      # bench/llm_layers.txt but gate_up at M 1, 16, 128, 2048, 8192, model strategy, BUDGET
-      # seconds a problem, database $OUT/linear.db), then their bench on that database and on
-      # none (untuned), each against its cuBLASLt peer in its own run.  EPILOGUES (default
-      # bias + tanh GELU; e.g. "out=f16,residual out=f32" for the residual and f32out families) are tuned
-      # in turn, FAMILIES (default linear) benched.  A .gpu/linear.db carried in is where
-      # tuning resumes (its rows kept); TUNE_LIMIT bounds each epilogue's tune (s).
-      awk '/^# 8B/{on=1; next} /^#/{on=0} on && $3 != "gate_up_proj"' bench/llm_layers.txt > /tmp/w8b.txt
+      # The Linear-type ops tuned for exactly themselves (the weights of bench/llm_layers.txt's
+      # block WEIGHTS, default 8B, but gate_up, at M BATCHES, default "1 16 128 2048 8192";
+      # model strategy, BUDGET seconds a problem, database $OUT/linear.db), then their bench on
+      # that database and on none (untuned), each against its cuBLASLt peer in its own run.
+      # EPILOGUES (default bias + tanh GELU; e.g. "out=f16,residual out=f32" for the residual
+      # and f32out families) are tuned in turn, FAMILIES (default linear) benched.  A
+      # .gpu/linear.db carried in is where tuning resumes (its rows kept); TUNE_LIMIT bounds
+      # each epilogue's tune (s).
+      batches=${BATCHES:-1 16 128 2048 8192}
+      awk -v b="^# ${WEIGHTS:-8B}" '$0 ~ b {on=1; next} /^#/{on=0} on && NF && $3 != "gate_up_proj"' \
+        bench/llm_layers.txt > /tmp/w8b.txt
       # the largest M first: a TUNE_LIMIT cut leaves the decode shapes, where the ops lose least
-      for m in 1 16 128 2048 8192; do awk -v m=$m '{print m, $1, $2}' /tmp/w8b.txt; done |
+      for m in $batches; do awk -v m=$m '{print m, $1, $2}' /tmp/w8b.txt; done |
         sort -u | sort -s -k1,1nr > /tmp/linear-shapes.txt
       rm -f /tmp/linear.db*
       [ -f .gpu/linear.db ] && cp .gpu/linear.db /tmp/linear.db
@@ -106,7 +109,31 @@ for step in "$@"; do
       cp /tmp/linear.db "$out/linear.db"
       for db in /tmp/linear.db /tmp/none.db; do
         ./build/bench/mmtune-matmul-bench --device 0 --db "$db" --dtype "${DTYPE:-f16}" \
-          --family "${FAMILIES:-linear}" --weights /tmp/w8b.txt --cold 2>&1 | tee -a "$out/tuned-linear.log"
+          --family "${FAMILIES:-linear}" --weights /tmp/w8b.txt --batches "${batches// /,}" \
+          --cold 2>&1 | tee -a "$out/tuned-linear.log"
+      done ;;
+    tuned-attention)
+      # Attention's strided-batch GEMMs tuned for exactly themselves: the bench's 42 calls
+      # (x32, x128, x512; seq 128-4096; head dim 64, 128; Q K^T nt as "S S D batch=H", P V nn
+      # as "S D S batch=H"; those whose operands pass 6 GiB left out, as the bench does),
+      # BUDGET (default 2) seconds a problem into $OUT/attention.db, then the family on that
+      # database and on none (untuned).
+      rm -f /tmp/attention.db* /tmp/qk.txt /tmp/pv.txt
+      for h in 32 128 512; do for s in 128 512 1024 4096; do for d in 64 128; do
+        [ $((4 * h * s * d + 4 * h * s * s)) -le $((6 << 30)) ] && echo "$s $s $d batch=$h" >> /tmp/qk.txt
+        [ $((2 * h * s * s + 6 * h * s * d)) -le $((6 << 30)) ] && echo "$s $d $s batch=$h" >> /tmp/pv.txt
+      done; done; done
+      for l in nt nn; do
+        shapes=/tmp/qk.txt; [ "$l" = nn ] && shapes=/tmp/pv.txt
+        /usr/bin/time -f "tune $l wall %e s" ./build/tuner/mmtune tune --device 0 \
+          --db /tmp/attention.db --dtype "${DTYPE:-f16}" --layout "$l" --epilogue "out=${DTYPE:-f16}" \
+          --shapes "$shapes" --budget "${BUDGET:-2}" >> "$out/tuned-attention.log" 2>&1
+        tail -n 2 "$out/tuned-attention.log"
+      done
+      cp /tmp/attention.db "$out/attention.db"
+      for db in /tmp/attention.db /tmp/none.db; do
+        ./build/bench/mmtune-matmul-bench --device 0 --db "$db" --dtype "${DTYPE:-f16}" \
+          --family attention --cold --runs 10 2>&1 | tee -a "$out/tuned-attention.log"
       done ;;
     coldstart)
       # A model's start-up: the first calls of the Linear family's 80 layers on an empty cubin
