@@ -336,10 +336,10 @@ static void test_wgmma_fp8(void **state) {
     /* by halves: an n = 128 wgmma into part, added into acc's half h */
     assert_int_equal(strstr(k.source, "acc[i][h * (ACC / 2) + r] += part[i][r];") != NULL,
                      halves && !op.scale_block);
-    /* block scales, loaded a K tile ahead: by halves each half's own B block */
-    assert_int_equal(strstr(k.source, "block_scales(E, kt + 1,") != NULL, op.scale_block);
-    assert_int_equal(strstr(k.source, "sa[i][hr] * sb[h]") != NULL, halves && op.scale_block);
-    assert_int_equal(strstr(k.source, "sa[i][h] * sb[0]") != NULL, !halves && op.scale_block);
+    /* block scales, loaded two K tiles ahead: by halves each half's own B block */
+    assert_int_equal(strstr(k.source, "block_scales(E, kt + 2,") != NULL, op.scale_block);
+    assert_int_equal(strstr(k.source, "s = s_ab[i][hr][h];") != NULL, halves && op.scale_block);
+    assert_int_equal(strstr(k.source, "s = s_ab[i][h][0];") != NULL, !halves && op.scale_block);
     assert_int_equal(strstr(k.source, "m64n128k32.f32.") != NULL,
                      halves || cfg.v[gen_param_index(t, "bn")] == 128);
     assert_int_equal(strstr(k.source, "Block scales of K block kt") != NULL, op.scale_block);
