@@ -93,9 +93,9 @@ for step in "$@"; do
       # each epilogue's tune (s).
       batches=${BATCHES:-1 16 128 2048 8192}
       awk -v b="^# ${WEIGHTS:-8B}" '$0 ~ b {on=1; next} /^#/{on=0} on && NF && $3 != "gate_up_proj"' \
-        bench/llm_layers.txt > /tmp/w8b.txt
+        bench/llm_layers.txt > /tmp/linear-weights.txt
       # the largest M first: a TUNE_LIMIT cut leaves the decode shapes, where the ops lose least
-      for m in $batches; do awk -v m=$m '{print m, $1, $2}' /tmp/w8b.txt; done |
+      for m in $batches; do awk -v m=$m '{print m, $1, $2}' /tmp/linear-weights.txt; done |
         sort -u | sort -s -k1,1nr > /tmp/linear-shapes.txt
       rm -f /tmp/linear.db*
       [ -f .gpu/linear.db ] && cp .gpu/linear.db /tmp/linear.db
@@ -109,7 +109,7 @@ for step in "$@"; do
       cp /tmp/linear.db "$out/linear.db"
       for db in /tmp/linear.db /tmp/none.db; do
         ./build/bench/mmtune-matmul-bench --device 0 --db "$db" --dtype "${DTYPE:-f16}" \
-          --family "${FAMILIES:-linear}" --weights /tmp/w8b.txt --batches "${batches// /,}" \
+          --family "${FAMILIES:-linear}" --weights /tmp/linear-weights.txt --batches "${batches// /,}" \
           --cold 2>&1 | tee -a "$out/tuned-linear.log"
       done ;;
     tuned-attention)
