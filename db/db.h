@@ -107,6 +107,10 @@ typedef struct {
   int overlap;        /* 1: a work unit's epilogue overlaps the next one's main loop
                          (gen_kernel.epilogue_overlap).  No column: rt_launch_of sets it; 0
                          for a row's launch */
+  int promote;        /* K tiles between the promotions of an FP8 kernel's partial sums into
+                         fp32 (0: none, the tensor cores' own accumulation; ignored for other
+                         types).  No column: the performance model takes it from a row's
+                         `promote` parameter, rt_launch_of from the config's */
 } db_launch;
 
 typedef struct {

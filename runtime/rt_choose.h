@@ -99,9 +99,13 @@
  * are odd, skinny's element loads in the blocks an anneal search found fastest (H100, f16: the
  * axpy body at 1x8193x4095 nn, 16 warps, 0.0331 ms; the dot body at 1x4095x8193 nt, 4 rows a
  * warp, 0.0304 ms; wgmma repacking the weight ran 0.3x cuBLAS there); and for FP8 ops that
- * allow fast accumulation, wgmma's 128 x 256 without promotion and its ping-pong 128 x 128
- * (1,339 TFLOP/s against 1,288 at 128 x 256 cooperative, 8192^3 e4m3 -> bf16 per tensor,
- * H100, once its tensor scales stopped spilling); for the promoting ones the two 128 x 256
+ * allow fast accumulation, wgmma's 128 x 256 without promotion, persistent and not (H100, e4m3
+ * -> bf16 per tensor: 4096^3 0.1026 ms persistent against 0.1127 not and 0.1184 promoting,
+ * 2048 x 14336 x 4096 0.1914 against 0.2054 and 0.2066; 8192^3 0.8694 against 0.8632 and
+ * 0.9172; the main job's tune measured the one not persistent fastest at 4096 x 8192 x 8192,
+ * 0.3685 ms against 0.4072 for the best promoting) and its ping-pong 128 x 128 (1,339
+ * TFLOP/s against 1,288 at 128 x 256 cooperative, 8192^3, once its tensor scales stopped
+ * spilling); for the promoting ones the two 128 x 256
  * entries above (their partial sums half the columns at a time: 1,148-1,155 TFLOP/s at
  * 4096^3 e4m3 -> bf16 per tensor against 1,079-1,082 for 128 x 192 persistent, 936-952
  * against 797-853 for 128 x 128 with block scales, H100) and (RT_OFFER_FP8: the 16-bit types
@@ -142,6 +146,8 @@
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=1,split=4,swap=1", 0},     \
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,blocks=1,group=8,repack=1,swap=1", 0},    \
         {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=8,promote=0", 0},          \
+        {9, "wgmma", "bm=128,bn=256,stages=4,consumers=2,blocks=1,group=16,persist=1,promote=0",   \
+         0},                                                                                       \
         {9, "wgmma", "bm=128,bn=128,stages=5,consumers=2,group=8,persist=2,promote=0", 0},         \
         {9, "wgmma", "bm=128,bn=192,stages=5,consumers=2,blocks=1,group=16", RT_OFFER_FP8},        \
         {8, "mma_sync", "bm=64,bn=64,bk=64,wm=32,wn=32,stages=5,vec=8,swz=1,group=8", 0},          \

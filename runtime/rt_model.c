@@ -203,6 +203,9 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
    * its own (0.3: the crossover between 4 and 5 rows on those rows' weights). */
   if ((tm < 8 || tn < 8) && (is16(p->dtype) || is8(p->dtype)))
     unit_compute /= RT_MODEL_CVT_FMA_SHARE;
+  /* an FP8 kernel that promotes waits for its wgmmas and adds their partial sums every
+   * `promote` K tiles (RT_MODEL_PROMOTE_COST) */
+  if (is8(p->dtype) && l && l->promote > 0) unit_compute *= 1 + RT_MODEL_PROMOTE_COST / l->promote;
   double dram = dram_bytes_per_s(cc);
   /* A's and B's tiles along K, read in 32-byte sectors, and C's.  A cluster's multicast of B
    * is counted as what it was measured to be worth: on rows of whole sectors nothing (the
@@ -263,6 +266,7 @@ mmt_status rt_launch_of(const gen_template *t, const gen_config *cfg, const gen_
   out->shared_bytes = (int)k->shared_bytes;
   out->cluster = gen_kernel_cluster_blocks(k);
   out->overlap = k->epilogue_overlap;
+  out->promote = param_value(t, cfg, "promote");
   return MMT_OK;
 }
 
@@ -372,11 +376,12 @@ mmt_status rt_model_index(rt_model *m, ut_err *err) {
   return table_build(m, cap, err);
 }
 
-/* The value of parameter `cluster` in canonical params text ("bm=128,...,cluster=2"); 0 when
- * absent.  The database keeps no column for it (db_launch.cluster). */
-static int params_cluster(const char *params) {
+/* The value of parameter `name` in canonical params text ("bm=128,...,cluster=2"); 0 when
+ * absent.  The database keeps no column for the launch's cluster or promote. */
+static int params_value(const char *params, const char *name) {
+  const size_t len = strlen(name);
   for (const char *s = params; *s; s += strcspn(s, ","), s += *s == ',')
-    if (!strncmp(s, "cluster=", 8)) return atoi(s + 8);
+    if (!strncmp(s, name, len) && s[len] == '=') return atoi(s + len + 1);
   return 0;
 }
 
@@ -402,7 +407,8 @@ static mmt_status new_config(fit_ctx *f, const db_model_row *r) {
     if (rc == MMT_ERR_NOMEM) return ut_fail(f->err, rc, "%s", e.msg);
     m->resolved++;
   }
-  if (c->launch.cluster <= 0) c->launch.cluster = params_cluster(c->params);
+  if (c->launch.cluster <= 0) c->launch.cluster = params_value(c->params, "cluster");
+  if (c->launch.promote <= 0) c->launch.promote = params_value(c->params, "promote");
   c->skip = c->launch.tile_m <= 0 || c->launch.tile_n <= 0;
   c->tmpl = tmpl_index(m, c->template_name, c->dtype);
   if (c->tmpl < 0 && !c->skip) {
@@ -490,6 +496,7 @@ static int on_fit_row(const db_model_row *row, void *user) {
     /* a row written before launch shapes were stored has the first row's (resolved) */
     cfg->by_layout[layout] = r->launch.tile_m > 0 && r->launch.tile_n > 0 ? r->launch : cfg->launch;
     cfg->by_layout[layout].cluster = cfg->launch.cluster;
+    cfg->by_layout[layout].promote = cfg->launch.promote;
     cfg->layouts |= 1u << layout;
   }
   rows[m->nrows++] = (model_row){.m = r->problem.m,

@@ -103,6 +103,14 @@
  * f16), where multicasting B saved nothing; on rows off them they save about the sectors'
  * cost (the analytic time counts no RT_MODEL_SECTOR_WASTE for them). */
 #define RT_MODEL_CLUSTER_WAIT 1.04
+/* An FP8 kernel's promotion of its partial sums into fp32, once every db_launch.promote K tiles:
+ * the consumers wait for their wgmmas to finish and add, while the tensor cores idle.  Its
+ * share of the main loop at one K tile an interval: wgmma's 128 x 256 persistent tiles (by
+ * halves) against the same tiles without promotion, e4m3 -> bf16 (H100, 2026-12-07): 8192^3
+ * 0.9172 against 0.8694 ms, 4096^3 0.1184 against 0.1026, 2048 x 14336 x 4096 0.2066 against
+ * 0.1914.  Without it the model tied the two, and a call that allows fast accumulation was
+ * served a promoting kernel. */
+#define RT_MODEL_PROMOTE_COST 0.08
 /* An op epilogue's work beyond a plain store, in ns an element of a work unit's tile on one SM
  * for each unit of rt_model_epilogue_ms's weights (a bias is 1; tanh GELU through __expf 1.2):
  * wgmma's 128 x 256 tiles at 8192 x 4096 x 4096 f16 on an H100 ran 3.3 us a tile longer with a

@@ -25,18 +25,18 @@ static uint64_t code_print(void) {
       RT_MODEL_LAUNCH_MS,     RT_MODEL_FILL_MS,         RT_MODEL_SM_THREADS,
       RT_MODEL_BUSY_WARPS,    RT_MODEL_DRAM_SMS,        RT_MODEL_DRAM_INFLIGHT,
       RT_MODEL_L2_FACTOR,     RT_MODEL_SECTOR_WASTE,    RT_MODEL_CLUSTER_WAIT,
-      RT_MODEL_OTHER_DTYPE,   RT_MODEL_CVT_FMA_SHARE};
+      RT_MODEL_OTHER_DTYPE,   RT_MODEL_CVT_FMA_SHARE,   RT_MODEL_PROMOTE_COST};
   uint64_t h = ut_hash64(constants, sizeof constants);
   const rt_model_device dev = {132, 9};
-  const db_launch launches[] = {{.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384},
-                                {.tile_m = 64, .tile_n = 64, .slices = 4, .threads = 128},
-                                {.tile_m = 1, .tile_n = 512, .slices = 16, .threads = 128},
-                                {.tile_m = 16, .tile_n = 128, .slices = 1, .threads = 64,
-                                 .shared_bytes = 96 << 10},
-                                {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384,
-                                 .cluster = 2}};
-  const char *dtypes[] = {"f16", "f32", "f32", "f16", "f16"};
-  const int ms_of[] = {1000, 1000, 1, 32, 3000}; /* M of each launch's problem */
+  const db_launch launches[] = {
+      {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384},
+      {.tile_m = 64, .tile_n = 64, .slices = 4, .threads = 128},
+      {.tile_m = 1, .tile_n = 512, .slices = 16, .threads = 128},
+      {.tile_m = 16, .tile_n = 128, .slices = 1, .threads = 64, .shared_bytes = 96 << 10},
+      {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384, .cluster = 2},
+      {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384, .promote = 1}};
+  const char *dtypes[] = {"f16", "f32", "f32", "f16", "f16", "e4m3"};
+  const int ms_of[] = {1000, 1000, 1, 32, 3000, 4096}; /* M of each launch's problem */
   for (size_t i = 0; i < sizeof launches / sizeof launches[0]; i++) {
     const gen_problem p = gen_packed_problem(dtypes[i], "nn", ms_of[i], 4096, 3000);
     const double ms = rt_model_analytic_ms(&dev, &launches[i], &p);

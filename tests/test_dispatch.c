@@ -495,6 +495,21 @@ static void test_default(void **state) {
       fail_msg("e4m3 %lldx%lld: %s", (long long)fp8[i].m, (long long)fp8[i].n, c.params);
     rt_choice_clear(&c);
   }
+  /* FP8 at compute-bound sizes: a call that allows fast accumulation gets a kernel that does
+   * not promote (the model charges promotion: RT_MODEL_PROMOTE_COST), one that does not a
+   * kernel that does, whatever the shape */
+  static const int64_t big[][3] = {{4096, 4096, 4096}, {3000, 9216, 2048}, {8192, 1536, 14336}};
+  for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+    for (int fast = 0; fast < 2; fast++) {
+      gen_op op = {.out = "bf16", .scale_tensor = true, .fast_accum = fast};
+      q = gen_packed_op_problem("e4m3", "nt", big[i][0], big[i][1], big[i][2], &op, 1);
+      choose_fresh(empty, "sm_90", &q, &c);
+      assert_string_equal(c.template_name, "wgmma");
+      if (!strstr(c.params, fast ? "promote=0" : "promote=1"))
+        fail_msg("e4m3 %lldx%lldx%lld%s: %s", (long long)big[i][0], (long long)big[i][1],
+                 (long long)big[i][2], fast ? " fast_accum" : "", c.params);
+      rt_choice_clear(&c);
+    }
   /* 16-bit decode at 24-64 rows, an op: wgmma's swapped tiles, and for a gated op (which
    * swapped tiles do not serve) its 64 x 64 ones (skinny_mma's 32-row blocks are not offered
    * where wgmma serves, RT_OFFER_NO_WGMMA; its 16-row ones serve gated ops up to 16 rows) */

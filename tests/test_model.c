@@ -146,6 +146,19 @@ static void test_analytic(void **state) {
   gen_problem four = packed("f16", "nn", 4 * 128, 128 * 44, 8192);
   assert_true(rt_model_analytic_ms(&dev, &rows, &three) ==
               rt_model_analytic_ms(&dev, &rows, &four));
+  /* an FP8 kernel's promotion costs its compute-bound time a share, less the longer its
+   * interval; the 16-bit types' kernels do not promote, whatever the parameter says */
+  db_launch fast = big, every = big, every2 = big;
+  every.promote = 1;
+  every2.promote = 2;
+  gen_problem fp8 = packed("e4m3", "nt", 8192, 8192, 8192),
+              f16 = packed("f16", "nt", 8192, 8192, 8192);
+  const double t_fast = rt_model_analytic_ms(&dev, &fast, &fp8);
+  const double t_every = rt_model_analytic_ms(&dev, &every, &fp8);
+  assert_true(t_every > 1.04 * t_fast);
+  assert_true(rt_model_analytic_ms(&dev, &every2, &fp8) < t_every);
+  assert_true(rt_model_analytic_ms(&dev, &every2, &fp8) > t_fast);
+  assert_true(rt_model_analytic_ms(&dev, &every, &f16) == rt_model_analytic_ms(&dev, &fast, &f16));
 }
 
 /* The launch shape of a per-tile grid, a persistent one, a split-K one and a swapped one (C^T:
@@ -163,12 +176,13 @@ static void test_launch_of(void **state) {
     db_launch want;
   } cases[] = {
       /* shared_bytes: the kernel's (checked below) */
-      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0, 0, 1, 0}},
-      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2, 0, 1, 0}},
-      {"bm=128,bn=128,consumers=2,persist=2", {128, 128, 1, 384, 1, 0, 1, 1}}, /* ping-pong */
-      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0, 0, 1, 0}},
-      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0, 0, 1, 0}},
-      {"bm=128,bn=128,consumers=2,split=2,cluster=2", {128, 128, 2, 384, 0, 0, 2, 0}},
+      {"bm=128,bn=256,consumers=2,persist=0", {128, 256, 1, 384, 0, 0, 1, 0, 1}},
+      {"bm=128,bn=64,consumers=2,blocks=2,persist=1", {128, 64, 1, 384, 2, 0, 1, 0, 1}},
+      {"bm=128,bn=128,consumers=2,persist=2", {128, 128, 1, 384, 1, 0, 1, 1, 1}}, /* ping-pong */
+      {"bm=64,bn=64,consumers=1,split=4", {64, 64, 4, 256, 0, 0, 1, 0, 1}},
+      {"bm=128,bn=32,consumers=2,split=2,swap=1", {32, 128, 2, 384, 0, 0, 1, 0, 1}},
+      {"bm=128,bn=128,consumers=2,split=2,cluster=2", {128, 128, 2, 384, 0, 0, 2, 0, 1}},
+      {"bm=128,bn=128,consumers=2,promote=2", {128, 128, 1, 384, 0, 0, 1, 0, 2}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(gen_config_parse(t, cases[i].params, &cfg, &e), MMT_OK);
@@ -180,6 +194,7 @@ static void test_launch_of(void **state) {
     assert_int_equal(l.per_sm, cases[i].want.per_sm);
     assert_int_equal(l.cluster, cases[i].want.cluster);
     assert_int_equal(l.overlap, cases[i].want.overlap);
+    assert_int_equal(l.promote, cases[i].want.promote); /* the config's, whatever the type */
     assert_true(l.threads > 0);
     assert_int_equal(l.shared_bytes, (int)k.shared_bytes); /* the ring: its loads in flight */
     assert_true(l.shared_bytes > 0);
