@@ -1,7 +1,7 @@
 /* gpu/cublas.c -- see gpu/cublas.h.  Loads libcublas with dlopen once per process. */
 #include "gpu/cublas.h"
+#include "gpu/vendor_lib.h"
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -131,48 +131,23 @@ static mmt_status cb_fail(ut_err *err, const char *what, cb_status s) {
   return ut_fail(err, MMT_ERR_CUDA, "%s: cuBLAS status %u", what, s);
 }
 
-/* Looks up one symbol into the table field at `field`; a missing required one is an error. */
-static mmt_status resolve_one(const char *lib, const char *name, bool required, void *field,
-                              ut_err *err) {
-  dlerror();
-  void *sym = dlsym(g_lib.handle, name);
-  if (!sym && required) {
-    const char *why = dlerror();
-    return ut_fail(err, MMT_ERR_NOT_FOUND, "%s lacks %s (cuBLAS too old?): %s", lib, name,
-                   why ? why : "symbol is NULL");
-  }
-  /* POSIX guarantees that dlsym's result converts to a function pointer. */
-  memcpy(field, &sym, sizeof sym);
-  return MMT_OK;
-}
-
 static mmt_status load_library(ut_err *err) {
-  const char *env = getenv("MMTUNE_LIBCUBLAS");
-  const char *names[] = {"libcublas.so.13", "libcublas.so"}, *lib = names[0];
-  const char *why = NULL;
-  if (env && *env) {
-    lib = env;
-    g_lib.handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!g_lib.handle) why = dlerror();
-  } else {
-    for (int i = 0; i < 2 && !g_lib.handle; i++) {
-      g_lib.handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-      if (g_lib.handle) lib = names[i];
-      else if (i == 0) why = dlerror(); /* the message tells of the library we want */
-    }
-  }
-  if (!g_lib.handle)
-    return ut_fail(err, MMT_ERR_NOT_FOUND, "%s not found: %s", lib, why ? why : "dlopen failed");
+  static const char *const names[] = {"libcublas.so.13", "libcublas.so"};
+  const char *lib;
+  mmt_status rc = tn_vendor_open("MMTUNE_LIBCUBLAS", names, 2, &g_lib.handle, &lib, err);
+  if (rc) return rc;
+#define CB_SYMBOL_(sym, required, e)                                                               \
+  tn_vendor_symbol(g_lib.handle, lib, "cuBLAS", #sym, required, &g_lib.fn.sym, e)
+#define CB_REQUIRED_(sym, ret, params)                                                             \
+  if ((rc = CB_SYMBOL_(sym, true, err))) return rc;
+#define CB_OPTIONAL_(sym, ret, params) CB_SYMBOL_(sym, false, NULL);
   /* On a failure below the library stays loaded: its initializers may have started threads. */
-  mmt_status rc;
-#define CB_REQUIRED_(sym, ret, params) \
-  if ((rc = resolve_one(lib, #sym, true, &g_lib.fn.sym, err))) return rc;
-#define CB_OPTIONAL_(sym, ret, params) resolve_one(lib, #sym, false, &g_lib.fn.sym, NULL);
   CB_FUNCS(CB_REQUIRED_)
   CB_OPTIONAL_FUNCS(CB_OPTIONAL_)
   CB_GROUPED_FUNCS(CB_OPTIONAL_)
 #undef CB_REQUIRED_
 #undef CB_OPTIONAL_
+#undef CB_SYMBOL_
   return MMT_OK;
 }
 
