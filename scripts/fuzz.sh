@@ -22,6 +22,10 @@ cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebI
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >build-fuzz/build.log 2>&1 ||
   { tail -n 30 build-fuzz/build.log; exit 1; }
 mkdir -p build-fuzz/artifacts
+# the targets' scratch databases (tests/fuzz/fuzz_common.c puts them under $TMPDIR), removed after
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 passed=0

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,16 +154,17 @@ static int fixture_setup(void **state) {
 
 static int fixture_teardown(void **state) {
   fixture *f = *state;
-  char path[160];
   rt_chooser_free(f->ch);
   db_close(f->db);
-  const char *leaves[] = {"t.db", "t.db-wal", "t.db-shm", "empty.db", "empty.db-wal",
-                          "empty.db-shm", "corrupt.db", "known.db", "known.db-wal",
-                          "known.db-shm"};
-  for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", f->dir, leaves[i]);
+  /* every file the tests left (their databases and SQLite's -wal and -shm beside them) */
+  DIR *d = opendir(f->dir);
+  for (struct dirent *ent; d && (ent = readdir(d));) {
+    char path[512];
+    if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+    snprintf(path, sizeof path, "%s/%s", f->dir, ent->d_name);
     unlink(path);
   }
+  if (d) closedir(d);
   rmdir(f->dir);
   free(f);
   return 0;
