@@ -217,9 +217,15 @@ double rt_model_analytic_ms(const rt_model_device *dev, const db_launch *l, cons
                       (double)tm * (double)tn * (d_cols / (double)n) * out_elem;
   if (slices > 1) unit_bytes += 2.0 * (double)tm * (double)tn * 4; /* a partial tile out, in */
   double unit_l2 = unit_bytes / (RT_MODEL_L2_FACTOR * dram / sms);
+  /* D written and C read; an op kernel without a residual has no C path (gen.h), so D alone.
+   * (A plain kernel reads C only where beta != 0, and tuning times it at beta 0; counting its
+   * D once too moved untuned tf32 128 x 4096 x 4096 to 128 x 64 tiles in 4 slices, which ran
+   * 1.3x slower than 64 x 64 unsplit on that problem into f32, and left the leave-one-out
+   * scores as they were, so its C stays counted.) */
+  const double c_and_d = p->op && !p->op->residual ? 1.0 : 2.0;
   double compulsory = batch *
                       (((double)m * (double)k + (double)k * (double)n) * elem +
-                       2.0 * (double)m * d_cols * out_elem) /
+                       c_and_d * (double)m * d_cols * out_elem) /
                       (dram * dram_share(l, units, sms, tm, tn, m, n));
   /* each round starts by filling its pipeline; a persistent kernel overlaps that with the
    * previous tile */

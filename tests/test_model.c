@@ -1011,15 +1011,24 @@ static void test_analytic_ops(void **state) {
   op.batch = 8; /* 512 units: 4 rounds where one problem took 1 */
   const double b = rt_model_analytic_ms(&dev, &l, &op) - RT_MODEL_LAUNCH_MS;
   assert_true(b > 3.5 * a && b < 8.5 * a);
-  /* memory-bound: a decode batch writing f32 D costs more than f16 D, a gated D less */
+  /* memory-bound: a decode batch writing f32 D costs more than bf16 D, a gated D less, and
+   * one that reads C (a residual; a plain kernel, where beta may be set) more: an op kernel
+   * without a residual has no C path */
   gen_problem dec = packed("bf16", "nt", 4096, 8192, 64);
-  gen_op f32 = {.out = "f32"}, gated = {.out = "bf16", .gated = true};
-  gen_problem wide = dec, half = dec;
+  gen_op bf16 = {.out = "bf16"}, f32 = {.out = "f32"}, gated = {.out = "bf16", .gated = true};
+  gen_op res = {.out = "bf16", .residual = true};
+  gen_problem narrow = dec, wide = dec, half = dec, with_c = dec;
+  narrow.op = &bf16;
   wide.op = &f32;
   half.op = &gated;
-  const double base = rt_model_analytic_ms(&dev, &l, &dec);
+  with_c.op = &res;
+  const double base = rt_model_analytic_ms(&dev, &l, &narrow);
   assert_true(rt_model_analytic_ms(&dev, &l, &wide) > base);
   assert_true(rt_model_analytic_ms(&dev, &l, &half) < base);
+  assert_true(rt_model_analytic_ms(&dev, &l, &with_c) > base);
+  assert_true(rt_model_analytic_ms(&dev, &l, &dec) > base);
+  assert_true(fabs(rt_model_analytic_ms(&dev, &l, &with_c) - rt_model_analytic_ms(&dev, &l, &dec)) <
+              1e-12);
 }
 
 int main(void) {
