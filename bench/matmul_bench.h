@@ -78,6 +78,13 @@ mmt_status mb_fill(bench *b, CUdeviceptr x, size_t n, mmt_dtype t, ut_err *err);
 /* The median of --runs timed launches of fn, each on the next of `copies` input copies, after
  * a warm-up. */
 mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err);
+/* mmtune's time (fn_mm) and its peer's (fn_peer), each as mb_time_ms does; where one is past
+ * MB_RETIME_RATIO times the other, both are timed again and each keeps its faster median, as
+ * `mmtune bench` does: a single timing of either library can run 2x slow in one run and not
+ * the next, and a family's smallest ratio would be that timing's. */
+#define MB_RETIME_RATIO 1.25
+mmt_status mb_time_pair(bench *b, launch_fn fn_mm, launch_fn fn_peer, void *user, int copies,
+                        double *mm_ms, double *peer_ms, ut_err *err);
 /* Copies of a set of set_bytes: 3x the L2 (warm) or cold enough, within the caps. */
 int mb_copies_for(const bench *b, size_t set_bytes);
 /* The relative Frobenius difference of two device matrices of n elements of type t. */

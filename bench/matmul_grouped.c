@@ -127,8 +127,7 @@ static mmt_status grouped_measure(bench *b, grouped_case *gc, int copies, const 
       (rc = grouped_loop(b, gc, 0, err)) ||
       (rc = mb_compare(b, d0, d0 + gc->d_bytes, elems, t, &rel, err)) ||
       (rc = mb_compare(b, d0 + 2 * gc->d_bytes, d0 + gc->d_bytes, elems, t, &rel_loop, err)) ||
-      (rc = mb_time_ms(b, grouped_mm, gc, copies, &mm_ms, err)) ||
-      (rc = mb_time_ms(b, grouped_peer, gc, copies, &peer_ms, err)) ||
+      (rc = mb_time_pair(b, grouped_mm, grouped_peer, gc, copies, &mm_ms, &peer_ms, err)) ||
       (rc = mb_time_ms(b, grouped_loop, gc, copies, &loop_ms, err)))
     return rc;
   char what[96], kernel[400];
