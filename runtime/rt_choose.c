@@ -538,6 +538,36 @@ static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname
   return cand_push(l, &c, err);
 }
 
+/* For a fast_accum FP8 problem (block scales promote every K block): model config mc's kernel
+ * without its promotions (promote = 0) when mc promotes and the model has no rows of that
+ * kernel, predicted from the rows of its promoting configs (rt_model_predict_unpromoted).
+ * Without it a fast_accum problem near FP8 problems that must promote would be served their
+ * promoting kernels, whose rows are many, over never-measured promote = 0 built-ins. */
+static mmt_status push_unpromoted(rt_chooser *ch, rt_model *m, const rt_model_config *mc,
+                                  const gen_problem *p, cand_list *l, ut_err *err) {
+  gen_template *t = NULL;
+  gen_config cfg;
+  char text[256];
+  if (mc->launch.promote <= 0) return MMT_OK;
+  mmt_status rc = template_get(ch, mc->template_name, &t, err);
+  if (rc || !t || strcmp(mc->template_hash, gen_source_hash(t)) != 0) return rc;
+  int at = gen_param_index(t, "promote");
+  if (at < 0 || gen_config_parse(t, mc->params, &cfg, NULL) || at >= cfg.n) return MMT_OK;
+  cfg.v[at] = 0;
+  if (gen_config_format(t, &cfg, text, sizeof text, NULL)) return MMT_OK;
+  if (rt_model_find(m, mc->template_name, mc->template_hash, text, p->dtype) >= 0) return MMT_OK;
+  for (int j = 0; j < l->count; j++) /* another promote value of the same config listed it */
+    if (l->v[j].config < 0 && !strcmp(l->v[j].template_name, mc->template_name) &&
+        !strcmp(l->v[j].params, text))
+      return MMT_OK;
+  rt_candidate c = {.config = -1};
+  if (!rt_model_predict_unpromoted(m, t, text, p, &c.pred)) return MMT_OK;
+  ut_copy(c.template_name, sizeof c.template_name, mc->template_name);
+  ut_copy(c.template_hash, sizeof c.template_hash, mc->template_hash);
+  ut_copy(c.params, sizeof c.params, text);
+  return cand_push(l, &c, err);
+}
+
 /* Lowest predicted time first; equal times by the area their tiles cover (the smaller
  * first: rt_model_tile_area), then by split-K's slices (the fewer first), then by name and
  * params, so the order never depends on the database's. */
@@ -644,6 +674,8 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
     ut_copy(c.params, sizeof c.params, mc.params);
     rt_model_predict(m, i, NULL, NULL, NULL, NAN, p, &c.pred);
     rc = cand_push(&l, &c, err);
+    if (!rc && p->op && p->op->fast_accum && !p->op->scale_block)
+      rc = push_unpromoted(ch, m, &mc, p, &l, err);
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (int i = 0; i < ndefaults && !rc; i++)

@@ -725,9 +725,10 @@ void rt_model_focus(rt_model *m, const gen_problem *p, const int64_t *hide) {
   }
 }
 
-void rt_model_predict(const rt_model *m, int config, const char *template_name,
-                      const char *params, const db_launch *launch, double prior,
-                      const gen_problem *p, rt_prediction *out) {
+/* rt_model_predict, and rt_model_predict_unpromoted when unpromoted */
+static void predict(const rt_model *m, int config, const char *template_name, const char *params,
+                    const db_launch *launch, double prior, const gen_problem *p, bool unpromoted,
+                    rt_prediction *out) {
   const model_cfg *c = config >= 0 && config < m->ncfgs ? &m->cfgs[config] : NULL;
   int t = c ? c->tmpl : tmpl_index(m, template_name, p->dtype);
   const model_tmpl *tm = t >= 0 ? &m->tmpls[t] : NULL;
@@ -773,6 +774,12 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
                          : pl >= 0 && (c->layouts & 1u << pl) ? &c->by_layout[pl]
                          : launch                              ? launch
                                                                : &c->launch;
+  db_launch bare;
+  if (unpromoted && use) {
+    bare = *use;
+    bare.promote = 0;
+    use = &bare;
+  }
   out->analytic_ms = rt_model_analytic_ms(&m->dev, use, p);
   out->tile_area = rt_model_tile_area(use, p);
   out->slices = use && use->slices > 1 ? use->slices : 1;
@@ -784,4 +791,33 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
   out->rows = c ? c->used : 0;
   out->template_rows = tm ? tm->used : 0;
   out->basis_id = c ? c->basis : 0;
+}
+
+void rt_model_predict(const rt_model *m, int config, const char *template_name, const char *params,
+                      const db_launch *launch, double prior, const gen_problem *p,
+                      rt_prediction *out) {
+  predict(m, config, template_name, params, launch, prior, p, false, out);
+}
+
+bool rt_model_predict_unpromoted(const rt_model *m, const gen_template *t, const char *params,
+                                 const gen_problem *p, rt_prediction *out) {
+  gen_config cfg;
+  char text[256];
+  const int at = gen_param_index(t, "promote");
+  if (at < 0 || gen_config_parse(t, params, &cfg, NULL) || at >= cfg.n || cfg.v[at] != 0)
+    return false;
+  bool found = false;
+  for (int j = 0; j < gen_param_value_count(t, at); j++) {
+    if ((cfg.v[at] = gen_param_value(t, at, j)) <= 0) continue;
+    int i;
+    if (gen_config_format(t, &cfg, text, sizeof text, NULL) ||
+        (i = rt_model_find(m, gen_name(t), gen_source_hash(t), text, p->dtype)) < 0)
+      continue;
+    rt_prediction pred;
+    predict(m, i, NULL, NULL, NULL, NAN, p, true, &pred);
+    if (!found || pred.ms < out->ms) *out = pred;
+    found = true;
+  }
+  if (found) out->rows = 0, out->basis_id = 0; /* the kernel itself has none */
+  return found;
 }

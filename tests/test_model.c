@@ -291,6 +291,30 @@ static void test_predict_other_layout(void **state) {
   db_close(db);
 }
 
+/* An ok row of the test GPU, NVRTC 13.0, for `batch` problems p (nt; op: its text) taking ms. */
+static void fill_row(db_result *r, const char *tname, const char *hash, const char *params,
+                     const gen_problem *p, int64_t batch, const char *op, db_launch launch,
+                     double ms) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->device.name, sizeof r->device.name, "%s", DEV);
+  snprintf(r->device.uuid, sizeof r->device.uuid, "GPU-test");
+  r->device.cc_major = 9;
+  r->device.sm_count = 132;
+  snprintf(r->nvrtc_version, sizeof r->nvrtc_version, "13.0");
+  snprintf(r->template_name, sizeof r->template_name, "%s", tname);
+  snprintf(r->template_hash, sizeof r->template_hash, "%s", hash);
+  snprintf(r->params, sizeof r->params, "%s", params);
+  r->problem = (db_problem){.layout = "nt", .m = p->m, .n = p->n, .k = p->k, .batch = batch};
+  snprintf(r->problem.dtype, sizeof r->problem.dtype, "%s", p->dtype);
+  snprintf(r->problem.op, sizeof r->problem.op, "%s", op);
+  r->status = DB_OK;
+  r->ms_min = r->ms_median = r->ms_max = ms;
+  r->runs = 10;
+  r->tflops = 2.0 * (double)p->m * (double)p->n * (double)p->k / (ms * 1e9);
+  r->regs = r->shared_bytes = r->local_bytes = -1;
+  r->launch = launch;
+}
+
 /* A row of config `params` of template "tpl" (dtype, nt, tiles of 64 x 64, op and batch)
  * taking `factor` times the analytic time, and an op's epilogue term on top. */
 static void put_op_row(db_handle *db, const char *dtype, const char *params, int64_t m, int64_t n,
@@ -305,25 +329,8 @@ static void put_op_row(db_handle *db, const char *dtype, const char *params, int
     assert_int_equal(gen_op_parse(op, dtype, &parsed, &e), MMT_OK);
     p.op = &parsed;
   }
-  memset(&r, 0, sizeof r);
-  snprintf(r.device.name, sizeof r.device.name, "%s", DEV);
-  snprintf(r.device.uuid, sizeof r.device.uuid, "GPU-test");
-  r.device.cc_major = 9;
-  r.device.sm_count = 132;
-  snprintf(r.nvrtc_version, sizeof r.nvrtc_version, "13.0");
-  snprintf(r.template_name, sizeof r.template_name, "tpl");
-  snprintf(r.template_hash, sizeof r.template_hash, "0123456789abcdef");
-  snprintf(r.params, sizeof r.params, "%s", params);
-  r.problem = (db_problem){.layout = "nt", .m = m, .n = n, .k = k, .batch = batch};
-  snprintf(r.problem.dtype, sizeof r.problem.dtype, "%s", dtype);
-  snprintf(r.problem.op, sizeof r.problem.op, "%s", op);
-  r.status = DB_OK;
-  r.ms_min = r.ms_median = r.ms_max =
-      factor * rt_model_analytic_ms(&h100, &l, &p) + rt_model_epilogue_ms(&h100, &l, &p);
-  r.runs = 10;
-  r.tflops = 2.0 * (double)m * (double)n * (double)k / (r.ms_median * 1e9);
-  r.regs = r.shared_bytes = r.local_bytes = -1;
-  r.launch = l;
+  fill_row(&r, "tpl", "0123456789abcdef", params, &p, batch, op, l,
+           factor * rt_model_analytic_ms(&h100, &l, &p) + rt_model_epilogue_ms(&h100, &l, &p));
   assert_int_equal(db_insert(db, &r, &e), MMT_OK);
 }
 
@@ -465,6 +472,89 @@ static void test_fit_op_rows(void **state) {
   assert_true(product > 1.6 && product < 2.4);
   rt_model_free(m);
   db_close(db);
+}
+
+/* A row of wgmma config `params` (its current source) for an e4m3 nt op problem, taking the
+ * analytic time of its launch. */
+static void put_wgmma_row(db_handle *db, gen_template *t, const char *params, const char *op,
+                          int64_t m, int64_t n, int64_t k) {
+  const rt_model_device h100 = {132, 9};
+  gen_op parsed;
+  ut_err e;
+  assert_int_equal(gen_op_parse(op, "e4m3", &parsed, &e), MMT_OK);
+  const gen_problem p = gen_packed_op_problem("e4m3", "nt", m, n, k, &parsed, 1);
+  const db_launch l = {.tile_m = 128, .tile_n = 256, .slices = 1, .threads = 384, .promote = 2};
+  db_result r;
+  fill_row(&r, gen_name(t), gen_source_hash(t), params, &p, 1, op, l,
+           rt_model_analytic_ms(&h100, &l, &p));
+  assert_int_equal(db_insert(db, &r, &e), MMT_OK);
+}
+
+/* The index of the first candidate of v with these params, or -1. */
+static int ranked_at(const rt_candidate *v, int n, const char *params) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v[i].params, params)) return i;
+  return -1;
+}
+
+/* A fast_accum FP8 problem near rows of a promoting config only: the same config without
+ * promotions is a candidate, predicted from those rows less the promotions' cost, ranked
+ * ahead of them and chosen; a problem that must promote never sees it. */
+static void test_unpromoted_sibling(void **state) {
+  (void)state;
+  gen_template *t = NULL;
+  ut_err e;
+  gen_config cfg;
+  char promoting[256], bare[256];
+  assert_int_equal(gen_load_named("wgmma", &t, &e), MMT_OK);
+  const char *base = "bm=128,bn=256,stages=3,consumers=2,group=1,persist=1";
+  snprintf(promoting, sizeof promoting, "%s,promote=2", base);
+  assert_int_equal(gen_config_parse(t, promoting, &cfg, &e), MMT_OK);
+  assert_int_equal(gen_config_format(t, &cfg, promoting, sizeof promoting, &e), MMT_OK);
+  snprintf(bare, sizeof bare, "%s,promote=0", base);
+  assert_int_equal(gen_config_parse(t, bare, &cfg, &e), MMT_OK);
+  assert_int_equal(gen_config_format(t, &cfg, bare, sizeof bare, &e), MMT_OK);
+  db_handle *db = fresh_db("unpromoted.db");
+  put_wgmma_row(db, t, promoting, "out=bf16,scale=tensor", 2048, 4096, 4096);
+  put_wgmma_row(db, t, promoting, "out=bf16,scale=tensor", 4096, 7168, 16384);
+  rt_model *m = NULL;
+  assert_int_equal(rt_model_fit(db, DEV, NULL, NULL, &m, &e), MMT_OK);
+  gen_op fast, precise;
+  assert_int_equal(gen_op_parse("out=bf16,scale=tensor,fast_accum", "e4m3", &fast, &e), MMT_OK);
+  assert_int_equal(gen_op_parse("out=bf16,scale=tensor", "e4m3", &precise, &e), MMT_OK);
+  const gen_problem pf = gen_packed_op_problem("e4m3", "nt", 4096, 4096, 4096, &fast, 1);
+  const gen_problem pp = gen_packed_op_problem("e4m3", "nt", 4096, 4096, 4096, &precise, 1);
+  rt_model_focus(m, &pf, NULL);
+  rt_prediction with, without, none;
+  rt_model_predict(m, rt_model_find(m, "wgmma", gen_source_hash(t), promoting, "e4m3"), NULL, NULL,
+                   NULL, NAN, &pf, &with);
+  assert_true(rt_model_predict_unpromoted(m, t, bare, &pf, &without));
+  assert_false(rt_model_predict_unpromoted(m, t, promoting, &pf, &none));
+  assert_int_equal(without.rows, 0);
+  /* the promotions' share alone: 1 + RT_MODEL_PROMOTE_COST / 2 of the compute */
+  assert_true(without.ms < with.ms && without.ms > with.ms / (1 + RT_MODEL_PROMOTE_COST));
+  rt_model_free(m);
+
+  rt_chooser *ch = NULL;
+  assert_int_equal(rt_chooser_new("sm_90", 132, &ch, &e), MMT_OK);
+  rt_candidate *v = NULL;
+  int n = 0;
+  assert_int_equal(rt_rank(ch, db, DEV, &pf, NULL, &v, &n, &e), MMT_OK);
+  const int at_bare = ranked_at(v, n, bare), at_promoting = ranked_at(v, n, promoting);
+  assert_true(at_bare >= 0 && at_promoting > at_bare);
+  assert_int_equal(v[at_bare].config, -1);
+  assert_string_equal(v[at_bare].template_hash, gen_source_hash(t));
+  free(v);
+  rt_choice c = {0};
+  if (rt_choose(ch, db, DEV, &pf, &c, &e)) fail_msg("%s", e.msg);
+  assert_string_equal(c.params, bare);
+  rt_choice_clear(&c);
+  assert_int_equal(rt_rank(ch, db, DEV, &pp, NULL, &v, &n, &e), MMT_OK);
+  assert_int_equal(ranked_at(v, n, bare), -1);
+  free(v);
+  rt_chooser_free(ch);
+  db_close(db);
+  gen_free(t);
 }
 
 /* rt_fit_hooks.launch: the emitted launch of a row's config, overlapping its epilogue when
@@ -1047,6 +1137,7 @@ int main(void) {
       cmocka_unit_test(test_fit_op_rows),
       cmocka_unit_test(test_masked_blocks_choice),
       cmocka_unit_test(test_fit_op_overlap),
+      cmocka_unit_test(test_unpromoted_sibling),
       cmocka_unit_test(test_leave_one_shape_out),
       cmocka_unit_test(test_pack),
       cmocka_unit_test(test_fit_cache),

@@ -206,6 +206,9 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
     printf("  expected:  %.4f ms predicted by the model (this config was never measured on this "
            "GPU model; run mmtune to tune)\n",
            c->expected_ms);
+    if (strstr(c->epilogue, "fast_accum") && strstr(c->params, "promote=0"))
+      printf("             (fast_accum: a promote=0 config is predicted from the rows of the "
+             "same config promoting, where there are some, less the promotions)\n");
     return;
   }
   char when[32] = "?";
