@@ -538,7 +538,7 @@ static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname
   return cand_push(l, &c, err);
 }
 
-/* For a fast_accum FP8 problem (block scales promote every K block): model config mc's kernel
+/* For a problem that may run it (rt_model_may_unpromote: fast_accum): model config mc's kernel
  * without its promotions (promote = 0) when mc promotes and the model has no rows of that
  * kernel, predicted from the rows of its promoting configs (rt_model_predict_unpromoted).
  * Without it a fast_accum problem near FP8 problems that must promote would be served their
@@ -548,7 +548,7 @@ static mmt_status push_unpromoted(rt_chooser *ch, rt_model *m, const rt_model_co
   gen_template *t = NULL;
   gen_config cfg;
   char text[256];
-  if (mc->launch.promote <= 0) return MMT_OK;
+  if (mc->launch.promote <= 0 || !rt_model_may_unpromote(p)) return MMT_OK;
   mmt_status rc = template_get(ch, mc->template_name, &t, err);
   if (rc || !t || strcmp(mc->template_hash, gen_source_hash(t)) != 0) return rc;
   int at = gen_param_index(t, "promote");
@@ -674,8 +674,7 @@ mmt_status rt_rank(rt_chooser *ch, db_handle *db, const char *device_name, const
     ut_copy(c.params, sizeof c.params, mc.params);
     rt_model_predict(m, i, NULL, NULL, NULL, NAN, p, &c.pred);
     rc = cand_push(&l, &c, err);
-    if (!rc && p->op && p->op->fast_accum && !p->op->scale_block)
-      rc = push_unpromoted(ch, m, &mc, p, &l, err);
+    if (!rc) rc = push_unpromoted(ch, m, &mc, p, &l, err);
   }
   int cc = ch->cc_major ? ch->cc_major : rt_model_get_device(m).cc_major;
   for (int i = 0; i < ndefaults && !rc; i++)

@@ -799,12 +799,17 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name, 
   predict(m, config, template_name, params, launch, prior, p, false, out);
 }
 
+bool rt_model_may_unpromote(const gen_problem *p) {
+  return p->op && p->op->fast_accum && !p->op->scale_block;
+}
+
 bool rt_model_predict_unpromoted(const rt_model *m, const gen_template *t, const char *params,
                                  const gen_problem *p, rt_prediction *out) {
   gen_config cfg;
   char text[256];
   const int at = gen_param_index(t, "promote");
-  if (at < 0 || gen_config_parse(t, params, &cfg, NULL) || at >= cfg.n || cfg.v[at] != 0)
+  if (!rt_model_may_unpromote(p) || at < 0 || gen_config_parse(t, params, &cfg, NULL) ||
+      at >= cfg.n || cfg.v[at] != 0)
     return false;
   bool found = false;
   for (int j = 0; j < gen_param_value_count(t, at); j++) {

@@ -256,6 +256,10 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
  */
 bool rt_model_predict_unpromoted(const rt_model *m, const gen_template *t, const char *params,
                                  const gen_problem *p, rt_prediction *out);
+/* Whether p may run an FP8 kernel that never promotes: an op that allows fast accumulation
+ * and has no block scales (whose kernels promote every K block).  rt_model_predict_unpromoted
+ * is false for any other p. */
+bool rt_model_may_unpromote(const gen_problem *p);
 
 /* The time an op's epilogue adds to a launch whose units run it after their main loop (0 for
  * the plain GEMM and an op of plain stores): each SM's units in turn times their tile's

@@ -341,8 +341,7 @@ mmt_status tn_tune_predict(tune_run *r, tune_problem *pb, ut_err *err) {
     /* a fast_accum problem's promote = 0 kernel never measured: its promoting configs' rows
      * say more than its template's (the dispatcher ranks it so too, rt_rank) */
     rt_prediction bare;
-    if (idx < 0 && p.op && p.op->fast_accum && !p.op->scale_block &&
-        rt_model_predict_unpromoted(m, t, k->params, &p, &bare) && bare.ms < pred.ms)
+    if (idx < 0 && rt_model_predict_unpromoted(m, t, k->params, &p, &bare) && bare.ms < pred.ms)
       pred = bare;
     pb->cands[i].predicted = pred.ms;
   }
