@@ -1,5 +1,6 @@
 /* rt_driver.c -- see rt_driver.h.  Loads libcuda.so.1 with dlopen once per process. */
 #include "rt_driver.h"
+#include "rt_dl.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -41,15 +42,10 @@ static const char *fallback_error_name(CUresult r) {
 /* Looks up one symbol and stores it in the table field at `field`. */
 static mmt_status resolve_one(void *handle, const char *lib, const char *name, void *field,
                               ut_err *err) {
-  dlerror();
-  void *sym = dlsym(handle, name);
-  if (!sym) {
-    const char *why = dlerror();
+  const char *why = rt_dl_symbol(handle, name, field);
+  if (why)
     return ut_fail(err, MMT_ERR_NO_DRIVER, "%s lacks driver symbol %s (driver too old?): %s", lib,
-                   name, why ? why : "symbol is NULL");
-  }
-  /* POSIX guarantees that dlsym's result converts to a function pointer. */
-  memcpy(field, &sym, sizeof sym);
+                   name, why);
   return MMT_OK;
 }
 
@@ -64,15 +60,13 @@ static mmt_status resolve_symbols(void *handle, const char *lib, rt_cu *cu, ut_e
 }
 
 static mmt_status load_driver(ut_err *err) {
-  const char *env = getenv("MMTUNE_LIBCUDA");
-  const char *lib = (env && *env) ? env : RT_LIBCUDA;
+  static const char *const names[] = {RT_LIBCUDA};
+  const char *lib, *why;
   mmt_status rc = MMT_OK;
-  void *handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char *why = dlerror();
+  void *handle = rt_dl_open("MMTUNE_LIBCUDA", names, 1, &lib, &why);
+  if (!handle)
     return ut_fail(err, MMT_ERR_NO_DRIVER, "%s not found (no NVIDIA driver?): %s", lib,
                    why ? why : "dlopen failed");
-  }
   if ((rc = resolve_symbols(handle, lib, &g_drv.cu, err))) goto cleanup;
   CUresult r = g_drv.cu.cuInit(0);
   /* Once cuInit ran the library stays loaded, even when it failed: it may hold threads. */

@@ -1,7 +1,7 @@
 /*
- * gpu/vendor_lib.h -- opening a vendor library (cuBLAS, cuBLASLt) with dlopen and looking
- * up its entry points: the peers are never linked, so that mmtune runs without them.
- * Prefix tn_.
+ * gpu/vendor_lib.h -- opening a vendor library (cuBLAS, cuBLASLt) and looking up its entry
+ * points (rt_dl.h), with the peers' error messages: the peers are never linked, so that
+ * mmtune runs without them.  Prefix tn_.
  */
 #ifndef MMT_TN_GPU_VENDOR_LIB_H
 #define MMT_TN_GPU_VENDOR_LIB_H
