@@ -443,7 +443,8 @@ static mmt_status read_flag(lua_State *L, int res, emit_ctx *c, const char *name
 }
 
 /* exclusive and dependent_launch: optional booleans, not both (an exclusive kernel's launch
- * waits for the one before it to finish); epilogue_overlap, an optional boolean. */
+ * waits for the one before it to finish); epilogue_overlap and walks_experts, optional
+ * booleans. */
 static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
   mmt_status rc;
   if ((rc = read_flag(L, res, c, "exclusive", &c->out->exclusive)) ||
@@ -452,7 +453,12 @@ static mmt_status read_launch_flags(lua_State *L, int res, emit_ctx *c) {
   if (c->out->exclusive && c->out->dependent_launch)
     return emit_fail(c, "both exclusive and dependent_launch (an exclusive launch waits for "
                         "the previous one to finish)");
-  return read_flag(L, res, c, "epilogue_overlap", &c->out->epilogue_overlap);
+  if ((rc = read_flag(L, res, c, "epilogue_overlap", &c->out->epilogue_overlap)) ||
+      (rc = read_flag(L, res, c, "walks_experts", &c->out->walks_experts)))
+    return rc;
+  if (c->out->walks_experts && !(c->op && c->op->group == 'm'))
+    return emit_fail(c, "walks_experts for a kernel that is not a masked grouped op's");
+  return MMT_OK;
 }
 
 /* workspace: optional fp32 bytes per block of the grid, a multiple of 16 up to
@@ -606,11 +612,22 @@ static mmt_status read_strings(lua_State *L, int res, emit_ctx *c) {
   return MMT_OK;
 }
 
-static const char *const emit_fields[] = {"source",      "kernel",           "block",
-                                          "grid",        "shared_bytes",     "requires",
-                                          "exclusive",   "dependent_launch", "arch",
-                                          "tensor_maps", "repack",           "store_any_align",
-                                          "workspace",   "cluster",          "epilogue_overlap",
+static const char *const emit_fields[] = {"source",
+                                          "kernel",
+                                          "block",
+                                          "grid",
+                                          "shared_bytes",
+                                          "requires",
+                                          "exclusive",
+                                          "dependent_launch",
+                                          "arch",
+                                          "tensor_maps",
+                                          "repack",
+                                          "store_any_align",
+                                          "workspace",
+                                          "cluster",
+                                          "epilogue_overlap",
+                                          "walks_experts",
                                           NULL};
 
 static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
@@ -627,7 +644,7 @@ static mmt_status emit_known_fields(lua_State *L, int res, emit_ctx *c) {
                                 "unknown field '%s' (fields: source, kernel, block, grid, "
                                 "shared_bytes, requires, exclusive, dependent_launch, arch, "
                                 "tensor_maps, repack, store_any_align, workspace, cluster, "
-                                "epilogue_overlap)",
+                                "epilogue_overlap, walks_experts)",
                                 key);
       lua_pop(L, 1);
       return rc;

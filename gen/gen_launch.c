@@ -39,6 +39,7 @@ mmt_status gen_kernel_launch_text(const gen_kernel *k, char *out, size_t outlen,
     const gen_tensor_map *m = &k->tensor_maps[i];
     append(out, outlen, &used, " %c:%u:%u:%u", m->operand, m->box[0], m->box[1], m->swizzle);
   }
+  if (k->walks_experts) append(out, outlen, &used, " walk=1"); /* only then: earlier texts hold */
   if (used < outlen) return MMT_OK;
   out[0] = '\0';
   return ut_fail(err, MMT_ERR_INVALID_ARG, "launch description of '%.64s' over %zu bytes",

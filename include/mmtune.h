@@ -285,8 +285,11 @@ typedef enum {
  *     as a batch's, of which it uses the first group_rows[z] (0 <= group_rows[z] <= M).
  * Rows outside every expert's range are not written.  An expert may have no rows.
  * group_tokens is the caller's count of the rows all experts have together (0: not known,
- * taken as M for CONTIGUOUS, G * M for MASKED): the kernel is chosen for it, it is never
- * read as a bound.  Its routing regime keys the choice: the count rounded up to the next of
+ * taken as M for CONTIGUOUS, G * M for MASKED): the kernel is chosen for it, and a masked
+ * call's decode-size kernels (skinny, skinny_mma) launch min(G, group_tokens) slices of the
+ * experts, each walking its share (a step's few rows among many experts launch nothing for
+ * the empty ones); it is never read as a bound: a count below the truth is served right, only
+ * slower.  Its routing regime keys the choice: the count rounded up to the next of
  * 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (a masked call's mean count a problem), with G, N, K
  * and the types -- what `mmtune tune --epilogue ...,group=contiguous --batch G` measures
  * over drawn routings (balanced, skewed, some experts empty), masked ones with M the mean

@@ -887,7 +887,8 @@ static mmt_status launch_op(mmt_context *ctx, loaded_kernel *kernel, const rt_ma
         .ldc = pl->kp.ldc,
         .epi = &epi,
         .batch = pl->batch - z < 65535 ? pl->batch - z : 65535,
-        .group = pl->op.group};
+        .group = pl->op.group,
+        .tokens = pl->group_tokens};
     rc = rt_kernel_launch(&kernel->k, &args, (CUstream)stream, err);
     if (!rc) atomic_fetch_add_explicit(&ctx->launches, 1, memory_order_relaxed);
   }

@@ -259,6 +259,7 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   if (spec->requires.repack) k.scratch = d->scratch;
   k.dependent_launch = spec->dependent_launch && d->info.cc_major >= 9;
   k.epilogue = spec->op[0] != '\0';
+  k.walks_experts = spec->walks_experts;
   memcpy(k.tensor_maps, spec->tensor_maps, sizeof k.tensor_maps);
   RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
   CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
@@ -531,7 +532,10 @@ cleanup:
  * resident wave (a full per-SM grid for every problem queued a batch's worth of blocks that
  * mostly had no tile to do): its gridDim.x * gridDim.z blocks walk the tiles of every problem
  * in turn (wgmma's batch walk; a masked grouped kernel's gridDim.x blocks walk their expert's
- * tiles).  Rounded down, so that no block waits for a second wave while the batch fits one. */
+ * tiles).  Rounded down, so that no block waits for a second wave while the batch fits one.
+ * A masked kernel that walks the experts gets a slice of them per block of grid.z: as many
+ * slices as the call's rows can hit experts (its group_tokens; G without it), so that a decode
+ * step's few rows among many experts launch no blocks for the empty ones. */
 static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
                              ut_err *err) {
   const int64_t batch = args->batch > 1 ? args->batch : 1;
@@ -565,11 +569,19 @@ static mmt_status batch_grid(const rt_kernel *k, const rt_gemm_args *args, unsig
     return ut_fail(err, MMT_ERR_INVALID_ARG, "a grouped kernel whose grid has no M dimension");
   }
   if (grid[2]) grid[2] = (unsigned)batch;
+  if (args->group == 'm' && k->walks_experts && args->tokens > 0 && args->tokens < batch)
+    grid[2] = (unsigned)args->tokens;
   if (k->grid[0].dim == 'S' && grid[0] > 1) {
     const int64_t share = grid[0] / batch;
     grid[0] = share > 1 ? (unsigned)share : 1u;
   }
   return MMT_OK;
+}
+
+mmt_status rt_launch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
+                          ut_err *err) {
+  mmt_status rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err);
+  return rc ? rc : batch_grid(k, args, grid, err);
 }
 
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,
@@ -579,8 +591,7 @@ mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstre
   unsigned grid[3];
   if (!k || !k->fn || !args) return ut_fail(err, MMT_ERR_INVALID_ARG, "kernel is not loaded");
   if ((rc = check_args(args, err))) return rc;
-  if ((rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err))) return rc;
-  if ((rc = batch_grid(k, args, grid, err))) return rc;
+  if ((rc = rt_launch_grid(k, args, grid, err))) return rc;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return MMT_OK;
   if ((rc = rt_driver(&cu, err))) return rc;
   if ((rc = bind_ctx(cu, k->ctx, err))) return rc;

@@ -103,7 +103,8 @@ typedef struct {
   rt_launch_trail *trail; /* exclusive kernels only, owned: where the last launch went */
   bool dependent_launch; /* the spec's, on a device of compute capability 9.0 or newer:
                             launched with programmatic stream serialization */
-  bool epilogue; /* an op kernel (the spec's op is not ""): takes an rt_epilogue after ldc */
+  bool epilogue;      /* an op kernel (the spec's op is not ""): takes an rt_epilogue after ldc */
+  bool walks_experts; /* the spec's: a masked kernel whose grid.z may be below G */
   unsigned workspace_per_block; /* the spec's: bytes per block of the grid (0: none) */
   rt_workspace *ws;             /* owned, when workspace_per_block > 0 */
   int regs, static_shared_bytes, local_bytes, max_threads;
@@ -146,11 +147,20 @@ typedef struct {
   CUdeviceptr a, b, c;
   int64_t lda, ldb, ldc;
   const rt_epilogue *epi; /* an op kernel's epilogue (required there, ignored elsewhere) */
-  int64_t batch; /* an op kernel's problems (0 read as 1): grid.z when its rule is the constant
+  int64_t batch;  /* an op kernel's problems (0 read as 1): grid.z when its rule is the constant
                     1, at most 65535; a kernel with any other grid.z takes 1 only */
-  char group;    /* an op kernel's grouping (gen_op's): 'c' contiguous launches grid.z 1 and
-                    min(G, M) more tile rows (batch is G), 'm' masked grid.z = G; 0 none */
+  char group;     /* an op kernel's grouping (gen_op's): 'c' contiguous launches grid.z 1 and
+                    min(G, M) more tile rows (batch is G), 'm' masked grid.z = G (a kernel
+                    that walks the experts: min(G, tokens)); 0 none */
+  int64_t tokens; /* masked: the call's group_tokens, the rows of all experts (0: not known) */
 } rt_gemm_args;
+
+/* The grid a launch of k with args gets: k's rule (gen_grid_eval) and then the batch's, a
+ * grouped call's experts' (see rt_gemm_args' batch, group and tokens).  Errors:
+ * gen_grid_eval's; MMT_ERR_INVALID_ARG for a batch the kernel cannot take (over 65535, or a
+ * grid.z of its own), MMT_ERR_UNSUPPORTED for a contiguous call's tile rows past the limit. */
+mmt_status rt_launch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
+                          ut_err *err);
 
 /* Bytes of workspace a launch of k with args needs: the blocks of its grid times
  * k->workspace_per_block (0 for a kernel without).  Errors: gen_grid_eval's. */

@@ -439,7 +439,7 @@ __device__ __forceinline__ void load_xs(float (&xv)[XS_PER], const elem_t* X, lo
 ]] .. axpy_body .. [[
 #endif
 }
-]]
+${walk}]]
 
 -- K's limit: the kernels index K with an int (64-bit indices cost the f16 axpy body 10% and
 -- spilled), and step it past K by up to 2 * UNROLL * KW * RW (axpy) or 32 (the dot body's tail).
@@ -555,7 +555,7 @@ return {
     name = epilogue.name(name, op)
     local src = mmt.subst(source, skinny.group_vars(epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
       tile_rows = "BS",
-      epilogue = epilogue.source(op, p.split == 1),
+      epilogue = epilogue.source(op, p.split == 1, skinny.walks(op)),
       store_dot = store_c(op, "        ", "(s0 + s)", "(l0 + r)", "acc[s][r]"),
       store_axpy = store_c(op, "          ", "(s0 + s)", "(col[j] + e)", "acc[s][j][e]"),
       small_op = p.side == 0 and "op(A)" or "op(B)^T", big_op = p.side == 0 and "op(B)" or "op(A)^T",
@@ -572,6 +572,6 @@ return {
                      or (x_kmajor(p.side, layout) and "K-contiguous" or "S-contiguous"),
     })), op), op))
     return skinny.kernel(p, name, src, lb, shared, acc * 32 * p.warps * 4,
-                         p.vec == 1 and {align = 16} or nil)
+                         p.vec == 1 and {align = 16} or nil, op)
   end,
 }

@@ -165,7 +165,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[RL][NT][4], const uint4 (
     mma_chunk(acc, w, x);
   }
 ]] .. skinny.meet .. [[${store}}
-]]
+${walk}]]
 
 -- The K tail's loads and one MMA step of a chunk, 16-bit (the text as it was before FP8).
 local step_fns_16 = [[
@@ -363,7 +363,7 @@ return {
     name = epilogue.name(name, op)
     local src = mmt.subst(source, dtype_vars(skinny.group_vars(epilogue.vars(skinny.side_vars(p, gemm.vars(name, dtype, layout, {
       tile_rows = "BS",
-      epilogue = epilogue.source(op, p.split == 1),
+      epilogue = epilogue.source(op, p.split == 1, skinny.walks(op)),
       store = op and mmt.subst(op_store, amax_vars(op)) or plain_store, load_stream = load_stream,
       small_op = p.side == 0 and "op(A) = A" or "op(B)^T = B",
       big_op = p.side == 0 and "op(B)^T = B" or "op(A) = A",
@@ -371,6 +371,6 @@ return {
       split = p.split, lb = z.lb, threads = 32 * p.warps, shared_bytes = z.shared,
       elem = "\n" .. elem[dtype], dependent_launch = "\n" .. dependent_launch,
     })), op), op), dtype, op, p.side))
-    return skinny.kernel(p, name, src, z.lb, z.shared, z.workspace, {align = 16})
+    return skinny.kernel(p, name, src, z.lb, z.shared, z.workspace, {align = 16}, op)
   end,
 }

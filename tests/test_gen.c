@@ -983,7 +983,14 @@ static void test_malformed_emit(void **state) {
   cfg.v[0]++;
   assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_OK);
   assert_true(k.epilogue_overlap);
+  assert_false(k.walks_experts);
   gen_kernel_clear(&k);
+  cfg.v[0]++;
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "walks_experts that is not a boolean"));
+  cfg.v[0]++;
+  assert_int_equal(gen_emit(t, &cfg, "f32", "nn", &k, &e), MMT_ERR_TEMPLATE);
+  assert_non_null(strstr(e.msg, "walks_experts for a kernel that is not a masked grouped op's"));
   gen_free(t);
   assert_good_still_works();
 }

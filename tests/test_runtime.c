@@ -588,6 +588,16 @@ static void test_tma_l2_promotion(void **state) {
   assert_int_equal(rt_tma_l2_promotion(line + 16, 8192), CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
+/* A kernel of these grid rules on a device of 132 SMs, loaded nowhere: what the launch's
+ * grid and workspace arithmetic read. */
+static rt_kernel kernel_of_grid(gen_grid_dim x, gen_grid_dim y, gen_grid_dim z) {
+  rt_kernel k;
+  memset(&k, 0, sizeof k);
+  k.grid[0] = x, k.grid[1] = y, k.grid[2] = z;
+  k.sm_count = 132;
+  return k;
+}
+
 /* The workspace sizing rules: a launch needs the blocks of its grid times the kernel's bytes
  * per block; the buffer grows to at least that, doubling, in whole MiB, and not at all when
  * it suffices. */
@@ -610,12 +620,8 @@ static void test_workspace_sizing(void **state) {
   while (have < SIZE_MAX / 2) have = rt_workspace_grow_size(have + 1, have), grown++;
   assert_true(grown <= RT_WORKSPACE_RETIRED);
 
-  rt_kernel k;
-  memset(&k, 0, sizeof k);
-  k.grid[0] = (gen_grid_dim){'N', 64, 1};
-  k.grid[1] = (gen_grid_dim){'M', 32, 1};
-  k.grid[2] = (gen_grid_dim){0, 16, 1};
-  k.sm_count = 132;
+  rt_kernel k = kernel_of_grid((gen_grid_dim){'N', 64, 1}, (gen_grid_dim){'M', 32, 1},
+                               (gen_grid_dim){0, 16, 1});
   rt_gemm_args a = {.m = 100, .n = 129, .k = 10000, .alpha = 1, .lda = 10000, .ldb = 129, .ldc = 129};
   ut_err e;
   size_t need = 1;
@@ -627,6 +633,49 @@ static void test_workspace_sizing(void **state) {
   a.m = 0; /* an empty grid needs nothing */
   assert_int_equal(rt_workspace_need(&k, &a, &need, &e), MMT_OK);
   assert_int_equal(need, 0);
+}
+
+/* The grids of grouped launches: a contiguous call's tile rows for the experts' partial tiles,
+ * a masked call's experts on grid.z, as many slices as its rows can hit when its kernel walks
+ * them (and all G when the rows are not known or reach G). */
+static void test_launch_grid_grouped(void **state) {
+  (void)state;
+  rt_epilogue epi = {.groups = 160};
+  rt_kernel k =
+      kernel_of_grid((gen_grid_dim){'M', 1, 1}, (gen_grid_dim){'N', 8, 1}, (gen_grid_dim){0, 1, 1});
+  k.epilogue = true;
+  rt_gemm_args a = {.m = 3,
+                    .n = 1536,
+                    .k = 5120,
+                    .lda = 5120,
+                    .ldb = 5120,
+                    .ldc = 1536,
+                    .epi = &epi,
+                    .batch = 160,
+                    .group = 'm'};
+  ut_err e;
+  unsigned grid[3];
+  assert_int_equal(rt_launch_grid(&k, &a, grid, &e), MMT_OK);
+  assert_int_equal(grid[0], 3), assert_int_equal(grid[1], 192), assert_int_equal(grid[2], 160);
+  a.tokens = 2; /* two rows in all: a kernel that does not walk still launches every expert */
+  assert_int_equal(rt_launch_grid(&k, &a, grid, &e), MMT_OK);
+  assert_int_equal(grid[2], 160);
+  k.walks_experts = true;
+  const int64_t tokens[] = {0, 1, 2, 159, 160, 1000};
+  const unsigned slices[] = {160, 1, 2, 159, 160, 160};
+  for (int i = 0; i < 6; i++) {
+    a.tokens = tokens[i];
+    assert_int_equal(rt_launch_grid(&k, &a, grid, &e), MMT_OK);
+    assert_int_equal(grid[0], 3), assert_int_equal(grid[1], 192);
+    assert_int_equal(grid[2], slices[i]);
+  }
+  a.group = 'c', a.m = 40, a.tokens = 0; /* contiguous: 40 tile rows and 40 experts' partials */
+  assert_int_equal(rt_launch_grid(&k, &a, grid, &e), MMT_OK);
+  assert_int_equal(grid[0], 80), assert_int_equal(grid[2], 1);
+  a.batch = 70000; /* past grid.z's limit: refused, whatever the kernel */
+  a.group = 'm';
+  assert_int_equal(rt_launch_grid(&k, &a, grid, &e), MMT_ERR_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "65535"));
 }
 
 /* ---- GPU (skipped without a driver and device) ------------------------------------------- */
@@ -973,6 +1022,7 @@ int main(void) {
       cmocka_unit_test(test_launch_args),
       cmocka_unit_test(test_tma_l2_promotion),
       cmocka_unit_test(test_workspace_sizing),
+      cmocka_unit_test(test_launch_grid_grouped),
       cmocka_unit_test(test_kernel_hash),
       cmocka_unit_test(test_gpu_device),
       cmocka_unit_test(test_gpu_kernel_load),

@@ -478,7 +478,9 @@ static void test_mma_fp8(void **state) {
 
 /* A grouped op (mixture-of-experts, contiguous or masked): both families serve it on side 0
  * (the experts' rows are M, each expert's tile rows its own: no limit on their sum) without
- * split-K (grid.z is the batch's), and their kernels find the block's expert and compile. */
+ * split-K (grid.z is the batch's), and their kernels find the block's expert and compile; a
+ * masked kernel walks the experts (its entry point calls the expert's tile for each), so the
+ * runtime may launch fewer slices than experts. */
 static void test_grouped_ops(void **state) {
   (void)state;
   gen_template *ts[2] = {load_skinny(), load_skinny_mma()};
@@ -500,6 +502,21 @@ static void test_grouped_ops(void **state) {
       tc_rejects(ts[i], "side=0,bs=8,split=4", &p, "grouped: not by this config");
       assert_int_equal(gen_emit_op(ts[i], &c, "bf16", "nt", &op, &kernels[n], &e), MMT_OK);
       assert_non_null(strstr(kernels[n].source, "EPI_GROUP(A, B, C, E, M, tile_row, BS);"));
+      char expert[300], launch[512];
+      snprintf(expert, sizeof expert, "__device__ __forceinline__ void\n%s_expert(",
+               kernels[n].kernel_name);
+      assert_int_equal(gen_kernel_launch_text(&kernels[n], launch, sizeof launch, &e), MMT_OK);
+      if (o) { /* masked */
+        assert_true(kernels[n].walks_experts);
+        assert_non_null(strstr(kernels[n].source, "#define EPI_WALK 1"));
+        assert_non_null(strstr(kernels[n].source, expert));
+        assert_non_null(strstr(kernels[n].source, "epi_walk_experts(E, blockIdx.x, BS,"));
+        assert_non_null(strstr(launch, " walk=1"));
+      } else {
+        assert_false(kernels[n].walks_experts);
+        assert_null(strstr(kernels[n].source, "_expert("));
+        assert_null(strstr(launch, "walk="));
+      }
       n++;
     }
   tc_compile_all(kernels, archs, n, NULL);

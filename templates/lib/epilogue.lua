@@ -70,8 +70,9 @@ function M.vars(vars, op)
 end
 
 -- The CUDA text of op's epilogue ("" for nil), pasted after the kernel's elem snippet;
--- batch_z as for M.fits.
-function M.source(op, batch_z)
+-- batch_z as for M.fits; walk, a masked op's kernel whose blocks walk the experts (the
+-- snippet's EPI_WALK; lib/skinny.lua's).
+function M.source(op, batch_z, walk)
   if not op then return "" end
   local bias = op.bias == "col" and 1 or op.bias == "row" and 2 or 0
   return string.format([[
@@ -95,7 +96,7 @@ function M.source(op, batch_z)
       batch_z and 1 or 0, op.residual and 1 or 0) ..
       (op.group and string.format("#define EPI_GROUPED %d /* %s */\n",
                                   op.group == "contiguous" and 1 or 2, op.group) or "") ..
-      snippet
+      (walk and "#define EPI_WALK 1\n" or "") .. snippet
 end
 
 return M

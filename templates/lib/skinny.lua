@@ -44,9 +44,16 @@ function M.side_vars(p, vars)
   return vars
 end
 
+-- Whether op's kernel walks a masked call's experts (the epilogue snippet's EPI_WALK): the
+-- decode regime these families serve has a few hit experts of many.
+function M.walks(op)
+  return op ~= nil and op.group == "masked"
+end
+
 -- The kernel table: a block of `warps` warps, grid.x over S in steps of bs, grid.y over L in
--- steps of lb, grid.z the split-K slices.
-function M.kernel(p, name, source, lb, shared, workspace, requires)
+-- steps of lb, grid.z the split-K slices (a batch's problems, or the slices of a walk of the
+-- experts: the runtime's).
+function M.kernel(p, name, source, lb, shared, workspace, requires, op)
   local small, big = p.side == 0 and "M" or "N", p.side == 0 and "N" or "M"
   return split_k.launch({
     source = source,
@@ -55,17 +62,37 @@ function M.kernel(p, name, source, lb, shared, workspace, requires)
     grid = {x = {small, p.bs}, y = {big, lb}, z = p.split},
     shared_bytes = shared,
     requires = requires,
+    walks_experts = M.walks(op) or nil,
   }, p.split, workspace, true)
 end
 
 -- The placeholders of head for op (after lib/epilogue.lua's vars): a grouped op's tile row of
--- BS rows, moved within its expert (EPI_GROUP), else blockIdx.x.
+-- BS rows, moved within its expert (EPI_GROUP), else blockIdx.x; the entry point, which for a
+-- walk (M.walks) is a device function of the ABI and the expert, and ${walk}, after the
+-- kernel's text, the entry point that calls it for each expert the block walks.
 function M.group_vars(vars, op)
   local grouped = op and op.group
   vars.group_head = grouped and "  long long tile_row = blockIdx.x; /* of its expert's rows */\n" ..
                     vars.group or ""
   vars.tile_row = grouped and "(int)tile_row" or "blockIdx.x"
   vars.group_roles = grouped and "  (void)C_S, (void)C_L; /* D's stores are the snippet's */\n" or ""
+  local walks = M.walks(op)
+  vars.entry = walks and "__device__ __forceinline__ void" or
+               'extern "C" __global__ void __launch_bounds__(WARPS * 32)'
+  vars.entry_name = walks and vars.name .. "_expert" or vars.name
+  vars.walk_param = walks and ", long long epi_z" or ""
+  vars.walk = walks and mmt.subst([[
+
+/* The entry point: the experts this block walks (epi_walk_experts), each one's tile. */
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param})
+{
+  epi_walk_experts(E, blockIdx.x, BS, [&](long long z) {
+    ${name}_expert(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, E, z);
+  });
+}
+]], vars) or ""
   return vars
 end
 
@@ -75,9 +102,9 @@ end
 -- the dependent launch's wait, and this block's slice of K.  Its placeholders of an op kernel
 -- are lib/epilogue.lua's (vars); an op kernel has no Cg and stores C(s, l) through the snippet.
 M.head = [[
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param}
+${entry}
+${entry_name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param}${walk_param}
 #if SPLIT > 1
     , float* __restrict__ WS
 #endif

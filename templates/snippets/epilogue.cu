@@ -13,6 +13,7 @@
  *   EPI_GATED    1: product columns 2j (gate) and 2j + 1 (up) make D's column j
  *   EPI_Z        1: blockIdx.z is the problem of the batch; 0: the kernel's own (split-K)
  *   EPI_GROUPED  (grouped ops only) 1 contiguous, 2 masked: see EPI_GROUP below
+ *   EPI_WALK     (masked only) 1: the kernel's blocks walk the experts (epi_walk_experts)
  *   EPI_C        1: the op adds beta * C (gen_op.residual); 0: it is launched with beta 0 and
  *                its kernel has no code that reads C (beta is read as 0)
  * Its names (out_t, epi_*) do not meet the elem snippets' (elem_t, to_elem, to_float), so a
@@ -36,7 +37,9 @@
  *                                            made the expert's (returns when it has none)
  * or, a kernel that walks many tiles a block (wgmma's persistent loop; contiguous only), once
  * in one whole warp epi_group_table into shared memory, then for each tile epi_group_lookup
- * and epi_group_vectors on a copy of E.
+ * and epi_group_vectors on a copy of E.  A masked kernel of EPI_WALK is a device function of
+ * the ABI's arguments and `long long epi_z`, the expert (EPI_BATCH and EPI_GROUP take it for
+ * blockIdx.z), which its entry point calls through epi_walk_experts.
  * An FP8 D also needs, in the code that stores a tile (the same warps, converged, at its end):
  *   EPI_AMAX_DECL   before the stores: the thread's running amax
  *   EPI_AMAX_ARG    after the last argument of each epi_store, epi_store2, epi_gate
@@ -44,6 +47,15 @@
  * which are empty for the other types. */
 #ifndef EPI_GROUPED
 #define EPI_GROUPED 0
+#endif
+#ifndef EPI_WALK
+#define EPI_WALK 0
+#endif
+/* The block's problem of the batch: blockIdx.z, or the expert a walk is at (EPI_WALK). */
+#if EPI_WALK
+#define EPI_BLOCK_Z epi_z
+#else
+#define EPI_BLOCK_Z blockIdx.z
 #endif
 /* beta as the epilogue uses it.  mmt_matmul keys a call with beta != 0 apart (a residual), so
  * any other op's kernel runs with beta 0: its C path compiles away, where a test of beta at
@@ -198,14 +210,16 @@ __device__ __forceinline__ float epi_act(float x) {
 }
 
 /* The problem of the batch this block computes: the kernel's A, B and C moved to it (D:
- * epi_d).  A macro: the pointers may be __restrict__ parameters. */
+ * epi_d; a walk's E.D here, the expert's copy of E).  A macro: the pointers may be
+ * __restrict__ parameters. */
 #if EPI_Z
-#define EPI_BATCH(A, B, C, E)                 \
-  do {                                        \
-    const long long epi_z_ = blockIdx.z;      \
-    (A) += epi_z_ * (E).batch_a;              \
-    (B) += epi_z_ * (E).batch_b;              \
-    (C) += epi_z_ * (E).batch_c;              \
+#define EPI_BATCH(A, B, C, E)                                                   \
+  do {                                                                          \
+    const long long epi_z_ = EPI_BLOCK_Z;                                       \
+    (A) += epi_z_ * (E).batch_a;                                                \
+    (B) += epi_z_ * (E).batch_b;                                                \
+    (C) += epi_z_ * (E).batch_c;                                                \
+    if (EPI_WALK) (E).D = reinterpret_cast<out_t*>((E).D) + epi_z_ * (E).batch_d; \
   } while (0)
 #else
 #define EPI_BATCH(A, B, C, E) \
@@ -213,7 +227,7 @@ __device__ __forceinline__ float epi_act(float x) {
   } while (0)
 #endif
 __device__ __forceinline__ out_t* epi_d(const mmt_epilogue& E) {
-#if EPI_Z
+#if EPI_Z && !EPI_WALK
   return reinterpret_cast<out_t*>(E.D) + (long long)blockIdx.z * E.batch_d;
 #else
   return reinterpret_cast<out_t*>(E.D);
@@ -223,17 +237,18 @@ __device__ __forceinline__ out_t* epi_d(const mmt_epilogue& E) {
 #if EPI_GROUPED
 /* Grouped (mmtune.h's mmt_group_mode): which expert the block's tile row t is, its first
  * row (in A's and D's rows as launched) and its rows; false when the tile has no rows.
+ * zb is the block's problem (EPI_BLOCK_Z), a masked call's expert.
  * Contiguous: the launch's tile rows are the experts' in turn, each expert's rows in whole
  * tiles of bm (ceil(rows / bm) of them, so ceil(M / bm) + min(G, M) tile rows cover any
  * routing: an expert with rows has at most one partial tile);
  * t becomes the tile row within the expert.  The warp reads the G + 1 offsets 32 at a time
  * (every lane active: this runs first), scans the experts' tile counts and finds t's.
- * Masked: blockIdx.z is the expert, its rows the first group_rows[z] of its M.  An expert
+ * Masked: zb is the expert, its rows the first group_rows[z] of its M.  An expert
  * whose rows break the rules (an offset below 0, past M or below the one before; a count
  * below 0 or past M) has no tiles, and group_error is set. */
 __device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int bm,
-                                               long long& t, long long& z, long long& first,
-                                               int& rows) {
+                                               long long zb, long long& t, long long& z,
+                                               long long& first, int& rows) {
   /* group_rows is often the kernel before's output (the router's): under programmatic
    * dependent launch (the dependent_launch snippet), wait for it first; a no-op otherwise */
 #if __CUDA_ARCH__ >= 900
@@ -269,7 +284,7 @@ __device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int
   }
   return false;
 #else
-  z = blockIdx.z;
+  z = zb;
   first = 0;
   rows = __ldg(E.group_rows + z);
   if (rows < 0 || rows > M) {
@@ -279,6 +294,42 @@ __device__ __forceinline__ bool epi_group_find(const mmt_epilogue& E, int M, int
   return t * bm < rows;
 #endif
 }
+
+#if EPI_WALK
+/* Masked, the block's walk of the experts: slice blockIdx.z of the launch's Z = gridDim.z
+ * (which may be below G: the runtime sizes it by the call's group_tokens) takes experts z,
+ * z + Z, z + 2Z, ..., and of them runs tile(z) for each whose count reaches its tile row t of
+ * bm rows, or breaks the rules (epi_group_find then sets group_error), the block synced
+ * between two.  A decode step's few hit experts of many then cost the launch no block for
+ * each empty one's tile (a grid of all G queued about 30,000 blocks that only read a count,
+ * 13 us of a one-token step of 160 experts).  Every warp reads 32 of the slice's counts at
+ * once, the next 32 while the hits of these run; all threads of the block are active. */
+template <class Tile>
+__device__ __forceinline__ void epi_walk_experts(const mmt_epilogue& E, long long t, int bm,
+                                                 Tile tile) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* group_rows: see epi_group_find */
+#endif
+  const unsigned full = 0xffffffffu;
+  const long long G = E.groups, Z = gridDim.z, step = 32 * Z, lane = threadIdx.x & 31;
+  const long long reach = t * bm; /* an expert of more rows has this tile row */
+  long long z = blockIdx.z + lane * Z;
+  int rows = z < G ? __ldg(E.group_rows + z) : 0;
+  bool synced = true;
+  for (long long z0 = blockIdx.z; z0 < G; z0 += step, z += step) {
+    const int next = z + step < G ? __ldg(E.group_rows + z + step) : 0;
+    unsigned hits = __ballot_sync(full, z < G && (rows < 0 || rows > reach));
+    while (hits) {
+      const int j = __ffs(hits) - 1;
+      hits &= hits - 1;
+      if (!synced) __syncthreads(); /* the last expert's tile is done with shared memory */
+      synced = false;
+      tile(z0 + j * Z);
+    }
+    rows = next;
+  }
+}
+#endif
 
 #if EPI_GROUPED == 1
 /* Contiguous, for a kernel that walks tiles itself: a table of where the experts' tile rows
@@ -357,7 +408,8 @@ __device__ __forceinline__ bool epi_group_lookup(const mmt_epilogue& E, const in
   do {                                                                                       \
     long long epi_z_, epi_first_;                                                            \
     int epi_rows_;                                                                           \
-    if (!epi_group_find((E), (M), (BM), (TILE_ROW), epi_z_, epi_first_, epi_rows_)) return;  \
+    if (!epi_group_find((E), (M), (BM), EPI_BLOCK_Z, (TILE_ROW), epi_z_, epi_first_, epi_rows_)) \
+      return;                                                                                \
     const long long epi_row_base_ = EPI_GROUPED == 1 ? epi_first_ : epi_z_ * (long long)(M);   \
     (A) += epi_first_ * lda;                                                                 \
     (C) += epi_first_ * ldc;                                                                 \

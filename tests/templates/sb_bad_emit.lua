@@ -74,6 +74,8 @@ local broken = {
   [39] = function(r) r.epilogue_overlap = 1 end, -- not a boolean
   -- well formed: a unit's epilogue under the next unit's main loop
   [40] = function(r) r.epilogue_overlap = true end,
+  [41] = function(r) r.walks_experts = 1 end, -- not a boolean
+  [42] = function(r) r.walks_experts = true end, -- not a masked op's kernel (a plain one)
 }
 
 return {
@@ -81,7 +83,7 @@ return {
   dtypes = {"f32"},
   params = {{name = "case", values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
                                    23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38,
-                                   39, 40}}},
+                                   39, 40, 41, 42}}},
   emit = function(p)
     local r = good()
     if p.case == 0 then return r end

@@ -423,6 +423,7 @@ rt_gemm_args tn_gpu_copy_args(const tn_gpu *g, const tn_measure_opts *o, int cop
   a.c = g->c + (size_t)g->out_elem * g->c_elems * (size_t)copy;
   a.batch = g->batch;
   a.group = tn_gpu_routed(g) ? g->op.group : 0;
+  a.tokens = g->routed_rows; /* masked: the routings' rows, as a call says them */
   if (g->has_op && g->op.residual) a.beta = 1.0f; /* C: tn_gpu_residual_c(a.c) */
   return a;
 }
