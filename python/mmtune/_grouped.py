@@ -26,8 +26,9 @@ def grouped_matmul(a, b, rows, *, layout="contiguous", tokens=None, bias=None, a
             them); each matrix row- or column-major.
     tokens: the rows of all experts (an int, known on the host: tokens times top-k), or None
             (T, or G * M): the kernel is chosen for it (its bucket of 1, 2, 3, 4, 6, 8, ...,
-            with G, N, K: what `mmtune tune --epilogue ...,group=contiguous` tunes), never read
-            as a bound.
+            with G, N, K: what `mmtune tune --epilogue ...,group=contiguous` tunes), and a
+            masked call's decode-size kernels launch min(G, tokens) slices of the experts;
+            never read as a bound (a count below the truth is served right, slower).
     bias:   G x N', each expert's own (float32 or D's dtype), or None; N' is N, or 2N gated.
     act:    None, "relu", "gelu", "gelu_tanh", "silu".
     gated:  a mixture of experts' SwiGLU / GeGLU up projection: each b_z has 2N columns, gate
