@@ -274,10 +274,11 @@ typedef struct {
   bool epilogue_overlap;    /* a work unit's epilogue runs while the SM's tensor cores or FMA
                             pipes compute the next unit (wgmma's ping-pong): what the
                             performance model charges an op's epilogue (rt_model.h) */
-  bool walks_experts;       /* a masked grouped op's kernel whose blocks walk the experts: slice
-                         blockIdx.z of gridDim.z takes experts z, z + gridDim.z, ... (the
-                         epilogue snippet's epi_walk_experts), so the runtime may launch fewer
-                         slices than G (rt_device.c sizes them by the call's group_tokens) */
+  bool walks_experts;       /* a masked grouped op's kernel whose blocks walk the experts:
+                               slice blockIdx.z of gridDim.z takes experts z, z + gridDim.z,
+                               ... (the epilogue snippet's epi_walk_experts), so the runtime
+                               may launch fewer slices than G (sized by the call's
+                               group_tokens: rt_device.h's rt_gemm_args) */
 } gen_kernel;
 
 /*
