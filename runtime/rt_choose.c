@@ -546,15 +546,11 @@ static mmt_status push_unmeasured(rt_chooser *ch, rt_model *m, const char *tname
 static mmt_status push_unpromoted(rt_chooser *ch, rt_model *m, const rt_model_config *mc,
                                   const gen_problem *p, cand_list *l, ut_err *err) {
   gen_template *t = NULL;
-  gen_config cfg;
   char text[256];
   if (mc->launch.promote <= 0 || !rt_model_may_unpromote(p)) return MMT_OK;
   mmt_status rc = template_get(ch, mc->template_name, &t, err);
   if (rc || !t || strcmp(mc->template_hash, gen_source_hash(t)) != 0) return rc;
-  int at = gen_param_index(t, "promote");
-  if (at < 0 || gen_config_parse(t, mc->params, &cfg, NULL) || at >= cfg.n) return MMT_OK;
-  cfg.v[at] = 0;
-  if (gen_config_format(t, &cfg, text, sizeof text, NULL)) return MMT_OK;
+  if (!rt_model_with_promote(t, mc->params, 0, text, sizeof text)) return MMT_OK;
   if (rt_model_find(m, mc->template_name, mc->template_hash, text, p->dtype) >= 0) return MMT_OK;
   for (int j = 0; j < l->count; j++) /* another promote value of the same config listed it */
     if (l->v[j].config < 0 && !strcmp(l->v[j].template_name, mc->template_name) &&

@@ -803,19 +803,28 @@ bool rt_model_may_unpromote(const gen_problem *p) {
   return p->op && p->op->fast_accum && !p->op->scale_block;
 }
 
+bool rt_model_with_promote(const gen_template *t, const char *params, int64_t promote, char *out,
+                           size_t len) {
+  gen_config cfg;
+  const int at = gen_param_index(t, "promote");
+  if (at < 0 || gen_config_parse(t, params, &cfg, NULL) || at >= cfg.n) return false;
+  cfg.v[at] = promote;
+  return gen_config_format(t, &cfg, out, len, NULL) == MMT_OK;
+}
+
 bool rt_model_predict_unpromoted(const rt_model *m, const gen_template *t, const char *params,
                                  const gen_problem *p, rt_prediction *out) {
-  gen_config cfg;
   char text[256];
   const int at = gen_param_index(t, "promote");
-  if (!rt_model_may_unpromote(p) || at < 0 || gen_config_parse(t, params, &cfg, NULL) ||
-      at >= cfg.n || cfg.v[at] != 0)
+  /* params is canonical: promote = 0 when setting it to 0 changes nothing */
+  if (!rt_model_may_unpromote(p) || !rt_model_with_promote(t, params, 0, text, sizeof text) ||
+      strcmp(text, params) != 0)
     return false;
   bool found = false;
   for (int j = 0; j < gen_param_value_count(t, at); j++) {
-    if ((cfg.v[at] = gen_param_value(t, at, j)) <= 0) continue;
+    const int64_t promote = gen_param_value(t, at, j);
     int i;
-    if (gen_config_format(t, &cfg, text, sizeof text, NULL) ||
+    if (promote <= 0 || !rt_model_with_promote(t, params, promote, text, sizeof text) ||
         (i = rt_model_find(m, gen_name(t), gen_source_hash(t), text, p->dtype)) < 0)
       continue;
     rt_prediction pred;

@@ -256,6 +256,10 @@ void rt_model_predict(const rt_model *m, int config, const char *template_name,
  */
 bool rt_model_predict_unpromoted(const rt_model *m, const gen_template *t, const char *params,
                                  const gen_problem *p, rt_prediction *out);
+/* t's config `params` with its promote parameter set to `promote`, canonical, into out (len
+ * bytes); false when t has no such parameter or params does not parse or fit. */
+bool rt_model_with_promote(const gen_template *t, const char *params, int64_t promote, char *out,
+                           size_t len);
 /* Whether p may run an FP8 kernel that never promotes: an op that allows fast accumulation
  * and has no block scales (whose kernels promote every K block).  rt_model_predict_unpromoted
  * is false for any other p. */

@@ -538,7 +538,7 @@ static void grouped_make(gc_fixture *f, mmt_group_mode mode, bool bad, grouped_t
   /* the rows in all, as a caller says them; a masked call's now and then unsaid (0) or wrong
    * (a hint, never a bound: a walk of the experts by fewer slices still covers them all) */
   int64_t routed = 0;
-  for (int64_t e = 0; e < g; e++) routed += masked ? (r[e] > 0 ? r[e] : 0) : 0;
+  for (int64_t e = 0; masked && e < g; e++) routed += r[e] > 0 ? r[e] : 0;
   d.group_tokens = !masked           ? r[g] - r[0]
                    : next() % 3 == 0 ? 0
                    : next() % 2 == 0 ? pick(1, g)

@@ -66,6 +66,12 @@ function M.kernel(p, name, source, lb, shared, workspace, requires, op)
   }, p.split, workspace, true)
 end
 
+-- The kernel ABI's parameters (gen.h), an op kernel's epilogue last; and the qualifiers of an
+-- entry point.  The head and a walk's entry point both declare them.
+local ABI = [[int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
+    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param}]]
+local ENTRY = 'extern "C" __global__ void __launch_bounds__(WARPS * 32)'
+
 -- The placeholders of head for op (after lib/epilogue.lua's vars): a grouped op's tile row of
 -- BS rows, moved within its expert (EPI_GROUP), else blockIdx.x; the entry point, which for a
 -- walk (M.walks) is a device function of the ABI and the expert, and ${walk}, after the
@@ -77,16 +83,13 @@ function M.group_vars(vars, op)
   vars.tile_row = grouped and "(int)tile_row" or "blockIdx.x"
   vars.group_roles = grouped and "  (void)C_S, (void)C_L; /* D's stores are the snippet's */\n" or ""
   local walks = M.walks(op)
-  vars.entry = walks and "__device__ __forceinline__ void" or
-               'extern "C" __global__ void __launch_bounds__(WARPS * 32)'
+  vars.entry = walks and "__device__ __forceinline__ void" or ENTRY
   vars.entry_name = walks and vars.name .. "_expert" or vars.name
   vars.walk_param = walks and ", long long epi_z" or ""
   vars.walk = walks and mmt.subst([[
 
 /* The entry point: the experts this block walks (epi_walk_experts), each one's tile. */
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-${name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param})
+]] .. ENTRY .. "\n${name}(" .. ABI .. [[)
 {
   epi_walk_experts(E, blockIdx.x, BS, [&](long long z) {
     ${name}_expert(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, E, z);
@@ -103,8 +106,7 @@ end
 -- are lib/epilogue.lua's (vars); an op kernel has no Cg and stores C(s, l) through the snippet.
 M.head = [[
 ${entry}
-${entry_name}(int M, int N, int K, float alpha, const ${ctype}* __restrict__ A, int lda,
-    const ${ctype}* __restrict__ B, int ldb, float beta, ${c_type}* __restrict__ C, int ldc${epi_param}${walk_param}
+${entry_name}(]] .. ABI .. [[${walk_param}
 #if SPLIT > 1
     , float* __restrict__ WS
 #endif
