@@ -237,6 +237,14 @@ static mmt_status check_spec(const rt_device *d, const rt_cubin *cubin, const ge
   return rc;
 }
 
+/* What of spec decides a launch's grid (rt_launch_grid), into k. */
+static void launch_shape(const gen_kernel *spec, int sm_count, rt_kernel *k) {
+  memcpy(k->grid, spec->grid, sizeof k->grid);
+  k->sm_count = sm_count;
+  k->epilogue = spec->op[0] != '\0';
+  k->walks_experts = spec->walks_experts;
+}
+
 mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_kernel *spec,
                           rt_kernel *out, ut_err *err) {
   mmt_status rc = MMT_OK;
@@ -249,8 +257,7 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   if ((rc = bind_ctx(cu, d->ctx, err))) goto cleanup;
   k.ctx = d->ctx;
   memcpy(k.block, spec->block, sizeof k.block);
-  memcpy(k.grid, spec->grid, sizeof k.grid);
-  k.sm_count = d->info.sm_count;
+  launch_shape(spec, d->info.sm_count, &k);
   k.shared_bytes = spec->shared_bytes;
   k.requires = spec->requires;
   memcpy(k.dtype, spec->dtype, sizeof k.dtype);
@@ -258,8 +265,6 @@ mmt_status rt_kernel_load(const rt_device *d, const rt_cubin *cubin, const gen_k
   k.ntensor_maps = spec->ntensor_maps;
   if (spec->requires.repack) k.scratch = d->scratch;
   k.dependent_launch = spec->dependent_launch && d->info.cc_major >= 9;
-  k.epilogue = spec->op[0] != '\0';
-  k.walks_experts = spec->walks_experts;
   memcpy(k.tensor_maps, spec->tensor_maps, sizeof k.tensor_maps);
   RT_CU_CHECK(cu, cuModuleLoadData(&k.module, cubin->data));
   CUresult r = cu->cuModuleGetFunction(&k.fn, k.module, spec->kernel_name);
@@ -582,6 +587,14 @@ mmt_status rt_launch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned
                           ut_err *err) {
   mmt_status rc = gen_grid_eval(k->grid, args->m, args->n, args->k, k->sm_count, grid, err);
   return rc ? rc : batch_grid(k, args, grid, err);
+}
+
+mmt_status rt_spec_launch_grid(const gen_kernel *spec, int sm_count, const rt_gemm_args *args,
+                               unsigned grid[3], ut_err *err) {
+  rt_kernel k;
+  memset(&k, 0, sizeof k);
+  launch_shape(spec, sm_count, &k);
+  return rt_launch_grid(&k, args, grid, err);
 }
 
 mmt_status rt_kernel_launch(const rt_kernel *k, const rt_gemm_args *args, CUstream stream,

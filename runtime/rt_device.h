@@ -161,6 +161,10 @@ typedef struct {
  * grid.z of its own), MMT_ERR_UNSUPPORTED for a contiguous call's tile rows past the limit. */
 mmt_status rt_launch_grid(const rt_kernel *k, const rt_gemm_args *args, unsigned grid[3],
                           ut_err *err);
+/* rt_launch_grid for a kernel emitted but not loaded (what `mmtune explain` prints): the grid
+ * a launch of spec with args gets on a device of sm_count SMs.  The same errors. */
+mmt_status rt_spec_launch_grid(const gen_kernel *spec, int sm_count, const rt_gemm_args *args,
+                               unsigned grid[3], ut_err *err);
 
 /* Bytes of workspace a launch of k with args needs: the blocks of its grid times
  * k->workspace_per_block (0 for a kernel without).  Errors: gen_grid_eval's. */

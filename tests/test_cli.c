@@ -847,6 +847,38 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "choice:    default"));
   assert_non_null(strstr(r.out, "kernel:    reg_tiled "));
   assert_non_null(strstr(r.out, "ms predicted by the model (this config was never measured"));
+  /* the launch it makes: its grid, as a GPU model without rows is assumed to have */
+  assert_non_null(strstr(r.out, "launch:    grid "));
+  assert_non_null(strstr(r.out, "(132 SMs: assumed: no row gives the GPU model's)"));
+  run_free(&r);
+  /* A masked call's decode kernel walks the experts: min(G, group_tokens) slices of them on
+   * grid.z, all G without the hint */
+  r = RUN("explain", "16", "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
+          "out=bf16,group=masked", "--batch", "160", "--group-tokens", "3", "--device-name", "X",
+          "--arch", "sm_90", "--defaults");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, " x 3 of "));
+  assert_non_null(strstr(r.out, "z: 3, slices of the 160 experts, each walking its share"));
+  run_free(&r);
+  r = RUN("explain", "16", "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
+          "out=bf16,group=masked", "--batch", "160", "--device-name", "X", "--arch", "sm_90",
+          "--defaults");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "z: 160, slices of the 160 experts"));
+  run_free(&r);
+  /* a contiguous one's tile rows: its own M's and a partial one an expert, past its key's */
+  r = RUN("explain", "300", "4096", "14336", "--dtype", "bf16", "--trans-b", "--epilogue",
+          "out=bf16,group=contiguous", "--batch", "8", "--group-tokens", "256", "--device-name",
+          "X", "--arch", "sm_90", "--defaults");
+  assert_int_equal(r.code, 0);
+  const char *rows = strstr(r.out, "tile rows of ");
+  assert_non_null(rows);
+  long long tile = 0;
+  assert_int_equal(sscanf(rows, "tile rows of %lld", &tile), 1);
+  char want[96];
+  snprintf(want, sizeof want, ": %lld, tile rows of %lld, the experts' partial ones too",
+           (300 + tile - 1) / tile + 8, tile);
+  assert_non_null(strstr(r.out, want));
   run_free(&r);
   /* A GPU model without rows, of a given architecture: its tensor-core default. */
   r = RUN("explain", "4096", "4096", "4096", "--dtype", "bf16", "--device-name", "New GPU",
@@ -872,6 +904,11 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "expected:  0.0100 ms"));
   assert_non_null(strstr(r.out, "record:    #1, 512x512x512 on GPU X"));
   assert_non_null(strstr(r.out, "rel err 1.5e-06"));
+  /* reg_tiled's default 128 x 128 tiles of 512 x 512, unsplit */
+  assert_non_null(strstr(r.out, "launch:    grid 4 x 4 x 1 of "));
+  assert_non_null(strstr(r.out, "x: 4, tile columns of 128"));
+  assert_non_null(strstr(r.out, "y: 4, tile rows of 128"));
+  assert_null(strstr(r.out, "z: "));
   run_free(&r);
   /* --top: the first N lines of the ranking the choice came from, numbered */
   r = RUN("explain", "512", "512", "512", "--device-name", "GPU X", "--db", db, "--top", "3");

@@ -2,7 +2,8 @@
  * cli/explain.c -- `mmtune explain M N K`: which kernel an application's mmt_gemm call would
  * get, and the verification record the choice relies on.  With --device it asks the GPU's
  * context (mmt_explain); with --device-name it makes the same choice for that GPU model from
- * the database alone, without a GPU (rt_explain).
+ * the database alone, without a GPU (rt_explain).  Either way the kernel is emitted, not
+ * compiled, to print the grid its launch gets (rt_spec_launch_grid).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,9 +15,15 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "gen.h"
 #include "mmtune.h"
 #include "rt_choose.h"
+#include "rt_device.h"
 #include "rt_gemm.h"
+
+/* The SMs a launch line assumes for a GPU model no row describes (an H100's; the performance
+ * model assumes as many). */
+#define EXPLAIN_SMS 132
 
 static const tn_opt EXPLAIN_OPTS[] = {
     {"device", 'd', "N", "CUDA device ordinal (default 0)"},
@@ -56,8 +63,10 @@ static const tn_cmd_spec EXPLAIN_SPEC = {
     "built-in config never measured on this GPU model (default); the template and parameters;\n"
     "the expected time (measured, or the model's prediction and how many rows it used); and\n"
     "the measurement it relies on (shape, time, errors against the float64 reference, date,\n"
-    "NVRTC and template source hash).  With --epilogue (and --batch), the same for an\n"
-    "mmt_matmul call: the op kernel it would launch.",
+    "NVRTC and template source hash); and the launch it makes (the grid and what each of\n"
+    "its dimensions counts: tiles, split-K slices, a batch's problems, experts; threads and\n"
+    "shared memory).  With --epilogue (and --batch), the same for an mmt_matmul call: the op\n"
+    "kernel it would launch.",
     EXPLAIN_OPTS, (int)(sizeof EXPLAIN_OPTS / sizeof EXPLAIN_OPTS[0])};
 
 /* --epilogue and --batch: an mmt_matmul descriptor for p (*has false without --epilogue).  Its
@@ -184,9 +193,9 @@ static int parse_problem(const tn_opts *o, mmt_problem *p) {
 static void print_choice(const mmt_problem *p, const char *device, const mmt_choice *c) {
   printf("%s %c%c %lldx%lldx%lld %s (lda %lld, ldb %lld, ldc %lld) on %s\n",
          p->order == MMT_ROW_MAJOR ? "row-major" : "column-major",
-         p->trans_a == MMT_TRANS ? 't' : 'n', p->trans_b == MMT_TRANS ? 't' : 'n',
-         (long long)p->m, (long long)p->n, (long long)p->k, mmt_dtype_name(p->dtype),
-         (long long)p->lda, (long long)p->ldb, (long long)p->ldc, device);
+         p->trans_a == MMT_TRANS ? 't' : 'n', p->trans_b == MMT_TRANS ? 't' : 'n', (long long)p->m,
+         (long long)p->n, (long long)p->k, mmt_dtype_name(p->dtype), (long long)p->lda,
+         (long long)p->ldb, (long long)p->ldc, device);
   if (!c->template_name[0]) {
     printf("  nothing to launch (M or N is 0)\n");
     return;
@@ -230,6 +239,80 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
          c->kernel_hash[0] ? c->kernel_hash : "not recorded");
 }
 
+/* What grid dimension g of kernel k counts, for a launch with args (its grid.z a split-K
+ * kernel's slices, a batch's problems or a masked call's experts). */
+static const char *grid_dim_text(const gen_kernel *k, int g, const rt_gemm_args *args, char *out,
+                                 size_t n) {
+  const gen_grid_dim *d = &k->grid[g];
+  if (d->dim == 'M')
+    snprintf(out, n, "tile rows of %lld%s", (long long)d->tile,
+             args->group == 'c' ? ", the experts' partial ones too" : "");
+  else if (d->dim == 'N')
+    snprintf(out, n, "tile columns of %lld", (long long)d->tile);
+  else if (d->dim == 'K')
+    snprintf(out, n, "slices of %lld of K", (long long)d->tile);
+  else if (d->dim == 'S')
+    snprintf(out, n, "%lld per SM (persistent)", (long long)d->tile);
+  else if (args->batch > 1 && args->group == 'm' && k->walks_experts)
+    snprintf(out, n, "slices of the %lld experts, each walking its share", (long long)args->batch);
+  else if (args->batch > 1 && args->group == 'm')
+    snprintf(out, n, "the experts");
+  else if (args->batch > 1 && args->group != 'c')
+    snprintf(out, n, "the batch's problems");
+  else if (g == 2 && d->tile > 1)
+    snprintf(out, n, "split-K slices");
+  else
+    return NULL;
+  return out;
+}
+
+/* The launch of c's kernel (emitted, not compiled) on a device of sm_count SMs: its grid,
+ * what each dimension counts, its threads and shared memory.  p and d: the call explained (d
+ * NULL for mmt_gemm's). */
+static void print_launch(const mmt_problem *p, const mmt_matmul_desc *d, const mmt_choice *c,
+                         int sm_count, const char *sms_from) {
+  if (!c->template_name[0]) return;
+  gen_template *t = NULL;
+  gen_config cfg;
+  gen_op op;
+  gen_kernel k;
+  memset(&k, 0, sizeof k);
+  memset(&op, 0, sizeof op);
+  ut_err e = {{0}};
+  const char *dtype = mmt_dtype_name(p->dtype);
+  mmt_status rc = gen_load_named(c->template_name, &t, &e);
+  if (!rc) rc = gen_config_parse(t, c->params, &cfg, &e);
+  if (!rc && c->epilogue[0]) rc = gen_op_parse(c->epilogue, dtype, &op, &e);
+  if (!rc) rc = gen_emit_op(t, &cfg, dtype, c->layout, c->epilogue[0] ? &op : NULL, &k, &e);
+  const rt_epilogue epi = {0};
+  /* a grouped call launches its own M (all rows, or the experts' blocks), not its key's */
+  const rt_gemm_args args = {.m = op.group ? p->m : c->kernel_m,
+                             .n = c->kernel_n,
+                             .k = c->kernel_k,
+                             .epi = &epi,
+                             .batch = c->batch,
+                             .group = op.group,
+                             .tokens = d ? d->group_tokens : 0};
+  unsigned grid[3] = {0, 0, 0};
+  if (!rc) rc = rt_spec_launch_grid(&k, sm_count, &args, grid, &e);
+  if (rc) {
+    printf("  launch:    not known (%s)\n", e.msg);
+  } else {
+    printf("  launch:    grid %u x %u x %u of %u threads, %u bytes of dynamic shared memory "
+           "(%d SMs: %s)\n",
+           grid[0], grid[1], grid[2], k.block[0] * k.block[1] * k.block[2], k.shared_bytes,
+           sm_count, sms_from);
+    static const char axis[3] = {'x', 'y', 'z'};
+    for (int g = 0; g < 3; g++) {
+      char text[128];
+      if (grid_dim_text(&k, g, &args, text, sizeof text))
+        printf("             %c: %u, %s\n", axis[g], grid[g], text);
+    }
+  }
+  gen_kernel_clear(&k);
+  gen_free(t);
+}
+
 /* The first `top` candidates of the ranking of p's call (d's with an epilogue): what the
  * choice was made from. */
 static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *device,
@@ -263,9 +346,10 @@ static mmt_status print_ranking(rt_chooser *ch, db_handle *db, const char *devic
   return rc;
 }
 
-/* db_each_best callback: the architecture of the device that measured the first row. */
-static int first_arch(const db_result *r, void *user) {
-  snprintf(user, 16, "sm_%d%d", r->device.cc_major, r->device.cc_minor);
+/* db_each_best callback: the device that measured the first row (its architecture and
+ * SMs). */
+static int first_device(const db_result *r, void *user) {
+  *(db_device *)user = r->device;
   return 1;
 }
 
@@ -294,10 +378,12 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const mmt_mat
     db_close(db);
     return tn_usage_error("explain", "--arch must be sm_XY (e.g. sm_90), not '%s'", given);
   }
+  db_device measured = {0};
+  if (!rc && db) rc = db_each_best(db, device, NULL, NULL, first_device, &measured, &err);
   if (given)
     snprintf(arch, sizeof arch, "%s", given);
-  else if (!rc && db)
-    rc = db_each_best(db, device, NULL, NULL, first_arch, arch, &err);
+  else if (measured.cc_major > 0)
+    snprintf(arch, sizeof arch, "sm_%d%d", measured.cc_major, measured.cc_minor);
   if (!rc) rc = rt_chooser_new(arch, 0, &ch, &err);
   char fits[4096];
   ut_err no_cache; /* no cache folder (no HOME): the model is fitted, as without one */
@@ -306,7 +392,13 @@ static int explain_offline(const tn_opts *o, const mmt_problem *p, const mmt_mat
   if (!rc)
     rc = d ? rt_explain_matmul(ch, db, device, d, &c, &err)
            : rt_explain(ch, db, device, p, &c, &err);
-  if (!rc) print_choice(p, device, &c);
+  if (!rc) {
+    print_choice(p, device, &c);
+    if (measured.sm_count > 0)
+      print_launch(p, d, &c, measured.sm_count, "the GPU model's rows");
+    else
+      print_launch(p, d, &c, EXPLAIN_SMS, "assumed: no row gives the GPU model's");
+  }
   if (!rc && top > 0) rc = print_ranking(ch, db, device, p, d, top, &err);
   rt_chooser_free(ch);
   db_close(db);
@@ -352,8 +444,10 @@ int tn_cmd_explain(int argc, char **argv) {
   if ((ex = tn_opt_db_path("explain", tn_opts_get(&o, "db"), path, sizeof path))) goto done;
   /* a database that is not there answers from the defaults: only when asked for */
   if (!tn_opts_has(&o, "defaults") && access(path, F_OK) != 0) {
-    ex = tn_usage_error("explain", "no database at '%s' (tune first, or --defaults for the "
-                                   "built-in choice)", path);
+    ex = tn_usage_error("explain",
+                        "no database at '%s' (tune first, or --defaults for the "
+                        "built-in choice)",
+                        path);
     goto done;
   }
   if (tn_opts_has(&o, "defaults") && tn_opts_get(&o, "db")) {
@@ -369,10 +463,18 @@ int tn_cmd_explain(int argc, char **argv) {
     char dev[160];
     snprintf(dev, sizeof dev, "device %d", device);
     print_choice(&p, dev, &c);
+    rt_device gpu;
+    ut_err e;
+    if (rt_device_open(device, &gpu, &e) == MMT_OK)
+      print_launch(&p, has_op ? &d : NULL, &c, gpu.info.sm_count, "the device's");
+    else
+      printf("  launch:    not known (%s)\n", e.msg);
+    rt_device_close(&gpu);
   }
   ex = rc == MMT_OK ? TN_EXIT_OK
-       : rc == MMT_ERR_INVALID_ARG ? tn_usage_error("explain", "%s", mmt_errmsg(ctx))
-                                   : tn_fail("explain", "%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
+       : rc == MMT_ERR_INVALID_ARG
+           ? tn_usage_error("explain", "%s", mmt_errmsg(ctx))
+           : tn_fail("explain", "%s: %s", mmt_status_name(rc), mmt_errmsg(ctx));
   mmt_close(ctx);
 done:
   tn_opts_free(&o);
