@@ -866,6 +866,18 @@ static void test_explain(void **state) {
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "z: 160, slices of the 160 experts"));
   run_free(&r);
+  /* A persistent kernel's per-SM grid is shared among the experts (132 SMs / 16); grid.y is
+   * a constant 1, which counts nothing */
+  r = RUN("explain", "1000", "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
+          "out=bf16,group=masked", "--batch", "16", "--device-name", "X", "--arch", "sm_90",
+          "--defaults");
+  assert_int_equal(r.code, 0);
+  assert_non_null(strstr(r.out, "launch:    grid 8 x 1 x 16 of "));
+  assert_non_null(
+      strstr(r.out, "x: 8, blocks walking each expert's tiles (1 per SM, shared among z)"));
+  assert_non_null(strstr(r.out, "z: 16, the experts"));
+  assert_null(strstr(r.out, "y: "));
+  run_free(&r);
   /* a contiguous one's tile rows: its own M's and a partial one an expert, past its key's */
   r = RUN("explain", "300", "4096", "14336", "--dtype", "bf16", "--trans-b", "--epilogue",
           "out=bf16,group=contiguous", "--batch", "8", "--group-tokens", "256", "--device-name",

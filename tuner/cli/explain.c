@@ -251,15 +251,21 @@ static const char *grid_dim_text(const gen_kernel *k, int g, const rt_gemm_args 
     snprintf(out, n, "tile columns of %lld", (long long)d->tile);
   else if (d->dim == 'K')
     snprintf(out, n, "slices of %lld of K", (long long)d->tile);
+  else if (d->dim == 'S' && args->batch > 1 && args->group != 'c')
+    /* batch_grid (rt_device.c) shares the per-SM grid among grid.z's problems or experts */
+    snprintf(out, n, "blocks walking each %s's tiles (%lld per SM, shared among z)",
+             args->group == 'm' ? "expert" : "problem", (long long)d->tile);
   else if (d->dim == 'S')
     snprintf(out, n, "%lld per SM (persistent)", (long long)d->tile);
+  else if (g != 2) /* a constant dimension; only grid.z takes a batch or split-K slices */
+    return NULL;
   else if (args->batch > 1 && args->group == 'm' && k->walks_experts)
     snprintf(out, n, "slices of the %lld experts, each walking its share", (long long)args->batch);
   else if (args->batch > 1 && args->group == 'm')
     snprintf(out, n, "the experts");
   else if (args->batch > 1 && args->group != 'c')
     snprintf(out, n, "the batch's problems");
-  else if (g == 2 && d->tile > 1)
+  else if (d->tile > 1)
     snprintf(out, n, "split-K slices");
   else
     return NULL;
