@@ -833,6 +833,22 @@ static void insert_row(const char *db_path, const char *device, int cc, const ch
   insert_op_row(db_path, device, cc, layout, m, n, k, "");
 }
 
+/* explain's line for a grid dimension that counts tiles (what: "tile rows of "): ceil(size /
+ * tile) + extra blocks, the tile as the line gives it, then `then`. */
+static void assert_grid_line(const char *out, const char *what, long long size, long long extra,
+                             const char *then) {
+  const char *at = strstr(out, what);
+  assert_non_null(at);
+  long long tile = 0;
+  char fmt[64], want[160];
+  snprintf(fmt, sizeof fmt, "%s%%lld", what);
+  assert_int_equal(sscanf(at, fmt, &tile), 1);
+  assert_true(tile > 0);
+  snprintf(want, sizeof want, ": %lld, %s%lld%s", (size + tile - 1) / tile + extra, what, tile,
+           then);
+  assert_non_null(strstr(out, want));
+}
+
 static void test_explain(void **state) {
   (void)state;
   char db[256];
@@ -878,19 +894,18 @@ static void test_explain(void **state) {
   assert_non_null(strstr(r.out, "z: 16, the experts"));
   assert_null(strstr(r.out, "y: "));
   run_free(&r);
+  /* a gated op's tiles cover B's gate and up columns: 2N of them */
+  r = RUN("explain", "16", "4096", "4096", "--dtype", "bf16", "--trans-b", "--epilogue",
+          "out=bf16,act=silu,gated", "--device-name", "X", "--arch", "sm_90", "--defaults");
+  assert_int_equal(r.code, 0);
+  assert_grid_line(r.out, "tile columns of ", 8192, 0, " (B's gate and up columns");
+  run_free(&r);
   /* a contiguous one's tile rows: its own M's and a partial one an expert, past its key's */
   r = RUN("explain", "300", "4096", "14336", "--dtype", "bf16", "--trans-b", "--epilogue",
           "out=bf16,group=contiguous", "--batch", "8", "--group-tokens", "256", "--device-name",
           "X", "--arch", "sm_90", "--defaults");
   assert_int_equal(r.code, 0);
-  const char *rows = strstr(r.out, "tile rows of ");
-  assert_non_null(rows);
-  long long tile = 0;
-  assert_int_equal(sscanf(rows, "tile rows of %lld", &tile), 1);
-  char want[96];
-  snprintf(want, sizeof want, ": %lld, tile rows of %lld, the experts' partial ones too",
-           (300 + tile - 1) / tile + 8, tile);
-  assert_non_null(strstr(r.out, want));
+  assert_grid_line(r.out, "tile rows of ", 300, 8, ", the experts' partial ones too");
   run_free(&r);
   /* A GPU model without rows, of a given architecture: its tensor-core default. */
   r = RUN("explain", "4096", "4096", "4096", "--dtype", "bf16", "--device-name", "New GPU",

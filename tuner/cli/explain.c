@@ -240,15 +240,17 @@ static void print_choice(const mmt_problem *p, const char *device, const mmt_cho
 }
 
 /* What grid dimension g of kernel k counts, for a launch with args (its grid.z a split-K
- * kernel's slices, a batch's problems or a masked call's experts). */
-static const char *grid_dim_text(const gen_kernel *k, int g, const rt_gemm_args *args, char *out,
-                                 size_t n) {
+ * kernel's slices, a batch's problems or a masked call's experts); a gated op's N counts B's
+ * 2N columns. */
+static const char *grid_dim_text(const gen_kernel *k, int g, const rt_gemm_args *args, bool gated,
+                                 char *out, size_t n) {
   const gen_grid_dim *d = &k->grid[g];
   if (d->dim == 'M')
     snprintf(out, n, "tile rows of %lld%s", (long long)d->tile,
              args->group == 'c' ? ", the experts' partial ones too" : "");
   else if (d->dim == 'N')
-    snprintf(out, n, "tile columns of %lld", (long long)d->tile);
+    snprintf(out, n, "tile columns of %lld%s", (long long)d->tile,
+             gated ? " (B's gate and up columns together)" : "");
   else if (d->dim == 'K')
     snprintf(out, n, "slices of %lld of K", (long long)d->tile);
   else if (d->dim == 'S' && args->batch > 1 && args->group != 'c')
@@ -311,7 +313,7 @@ static void print_launch(const mmt_problem *p, const mmt_matmul_desc *d, const m
     static const char axis[3] = {'x', 'y', 'z'};
     for (int g = 0; g < 3; g++) {
       char text[128];
-      if (grid_dim_text(&k, g, &args, text, sizeof text))
+      if (grid_dim_text(&k, g, &args, op.gated, text, sizeof text))
         printf("             %c: %u, %s\n", axis[g], grid[g], text);
     }
   }
