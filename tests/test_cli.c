@@ -833,6 +833,15 @@ static void insert_row(const char *db_path, const char *device, int cc, const ch
   insert_op_row(db_path, device, cc, layout, m, n, k, "");
 }
 
+/* explain --defaults of a masked bf16 call of `experts` experts of 1536 x 5120 weights, m rows
+ * each, on an sm_90 GPU model without rows; tokens (NULL: none) its --group-tokens hint. */
+static run_result explain_masked(const char *m, const char *experts, const char *tokens) {
+  const char *hint = tokens ? "--group-tokens" : NULL;
+  return RUN("explain", m, "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
+             "out=bf16,group=masked", "--batch", experts, "--device-name", "X", "--arch", "sm_90",
+             "--defaults", hint, tokens);
+}
+
 /* explain's line for a grid dimension that counts tiles (what: "tile rows of "): ceil(size /
  * tile) + extra blocks, the tile as the line gives it, then `then`. */
 static void assert_grid_line(const char *out, const char *what, long long size, long long extra,
@@ -869,24 +878,18 @@ static void test_explain(void **state) {
   run_free(&r);
   /* A masked call's decode kernel walks the experts: min(G, group_tokens) slices of them on
    * grid.z, all G without the hint */
-  r = RUN("explain", "16", "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
-          "out=bf16,group=masked", "--batch", "160", "--group-tokens", "3", "--device-name", "X",
-          "--arch", "sm_90", "--defaults");
+  r = explain_masked("16", "160", "3");
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, " x 3 of "));
   assert_non_null(strstr(r.out, "z: 3, slices of the 160 experts, each walking its share"));
   run_free(&r);
-  r = RUN("explain", "16", "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
-          "out=bf16,group=masked", "--batch", "160", "--device-name", "X", "--arch", "sm_90",
-          "--defaults");
+  r = explain_masked("16", "160", NULL);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "z: 160, slices of the 160 experts"));
   run_free(&r);
   /* A persistent kernel's per-SM grid is shared among the experts (132 SMs / 16); grid.y is
    * a constant 1, which counts nothing */
-  r = RUN("explain", "1000", "1536", "5120", "--dtype", "bf16", "--trans-b", "--epilogue",
-          "out=bf16,group=masked", "--batch", "16", "--device-name", "X", "--arch", "sm_90",
-          "--defaults");
+  r = explain_masked("1000", "16", NULL);
   assert_int_equal(r.code, 0);
   assert_non_null(strstr(r.out, "launch:    grid 8 x 1 x 16 of "));
   assert_non_null(
