@@ -451,27 +451,13 @@ static mmt_status migrate_schema(db_handle *h, ut_err *err) {
   int s = sqlite3_exec(h->sq, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   /* Another process may have migrated it since the probe: look again inside the lock. */
   if (s == SQLITE_OK) s = query_one(h->sq, "PRAGMA user_version", &version, NULL, 0);
-  if (s == SQLITE_OK && version == 1) {
-    s = sqlite3_exec(h->sq, k_migrate_v1, NULL, NULL, NULL);
-    version = 2;
-  }
-  if (s == SQLITE_OK && version == 2) {
-    s = sqlite3_exec(h->sq, k_migrate_v2, NULL, NULL, NULL);
-    version = 3;
-  }
-  if (s == SQLITE_OK && version == 3) {
-    s = sqlite3_exec(h->sq, k_migrate_v3, NULL, NULL, NULL);
-    version = 4;
-  }
-  if (s == SQLITE_OK && version == 4) {
-    s = sqlite3_exec(h->sq, k_migrate_v4, NULL, NULL, NULL);
-    version = 5;
-  }
-  if (s == SQLITE_OK && version == 5) {
-    s = sqlite3_exec(h->sq, k_migrate_v5, NULL, NULL, NULL);
-    version = 6;
-  }
-  if (s == SQLITE_OK && version == 6) s = sqlite3_exec(h->sq, k_migrate_v6, NULL, NULL, NULL);
+  /* step v takes a version-v file to v + 1, each after the one before */
+  static const char *const steps[] = {k_migrate_v1, k_migrate_v2, k_migrate_v3,
+                                      k_migrate_v4, k_migrate_v5, k_migrate_v6};
+  _Static_assert(sizeof steps / sizeof *steps == DB_SCHEMA_VERSION - 1,
+                 "a migration step for every schema version before the current one");
+  for (; s == SQLITE_OK && version >= 1 && version < DB_SCHEMA_VERSION; version++)
+    s = sqlite3_exec(h->sq, steps[version - 1], NULL, NULL, NULL);
   if (s == SQLITE_OK) s = sqlite3_exec(h->sq, "COMMIT", NULL, NULL, NULL);
   if (s == SQLITE_OK) return MMT_OK;
   mmt_status rc = db_sql_fail(h, s, "cannot upgrade the schema of", err);
