@@ -83,7 +83,13 @@
  * persistent there; H100, f16 attention batches: Q K^T x512 seq 128 d 64 0.0177 ms against
  * 0.0208 and 0.0228 not persistent, P V x128 seq 512 d 64 0.0329 against 0.0367 and 0.0341;
  * in one round the persistent walk costs 2-15%: 96 x 4096 x 4096 bias + GELU 0.0253 against
- * 0.0228), blocks of 16 and 32 rows for decode-size
+ * 0.0228), wgmma's swapped 64 x 32 tiles in four slices with 8 stages beside the two-slice
+ * one, for 32-64 rows of a narrow weight, where the two-slice grid leaves most SMs idle (H100,
+ * no database, median of four alternated runs: 64 x 1024 x 8192 bias + GELU 0.0182 -> 0.0147
+ * ms, residual and f32 D 1.22-1.24x too, 64 x 1024 x 4096 1.10-1.13x; at 32 rows, where the
+ * model moves from skinny_mma's 8-row blocks to it, 1.04-1.16x on the 8192-deep weight but
+ * 0.84-0.91x at 32 x 1024 x 4096 with a 16-bit D; docs/history/split-k.md), blocks of 16 and
+ * 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
  * CUDA cores; skinny_mma's 8-row blocks with one 16-row tile of W a warp: two a warp ran
  * 1.2-1.6x slower on every 1-16 row bf16 and f16 problem of docs/data's H100 databases, and
@@ -144,6 +150,7 @@
         {9, "wgmma", "bm=128,bn=64,stages=8,consumers=2,blocks=1,group=1,split=4", 0},             \
         {9, "wgmma", "bm=64,bn=64,stages=6,consumers=1,blocks=2,group=8,split=2", 0},              \
         {9, "wgmma", "bm=64,bn=32,stages=6,consumers=1,blocks=2,group=1,split=2,swap=1", 0},       \
+        {9, "wgmma", "bm=64,bn=32,stages=8,consumers=1,blocks=2,group=1,split=4,swap=1", 0},       \
         {9, "wgmma", "bm=128,bn=32,stages=6,consumers=2,blocks=1,group=1,swap=1", 0},              \
         {9, "wgmma", "bm=64,bn=32,stages=12,consumers=1,blocks=1,group=1,swap=1", 0},              \
         {9, "wgmma", "bm=64,bn=16,stages=16,consumers=1,blocks=1,group=1,swap=1", 0},              \
