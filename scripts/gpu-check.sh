@@ -2,7 +2,7 @@
 # Runs on a GPU machine over a build made on a development machine (same CUDA) and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
-# kernels|memcheck|compare|matmul|coldstart|tuned-linear|tuned-attention ...]; logs to $OUT.
+# kernels|memcheck|compare|matmul|ab|coldstart|tuned-linear|tuned-attention ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -149,6 +149,22 @@ for step in "$@"; do
       ./build/bench/mmtune-matmul-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
         --dtype "${DTYPE:-f16}" --csv "$out/matmul-${DTYPE:-f16}.csv" ${MATMUL_ARGS:-} 2>&1 |
         tee -a "$out/matmul.log" ;;
+    ab)
+      # Two builds of mmtune-matmul-bench alternated PASSES times (default 4) in one run, so
+      # that a change's speed-up is not a run's spread: A_BENCH (default this build's) and
+      # B_BENCH (another build's, carried in .gpu/), each with MATMUL_ARGS on DB (default
+      # /tmp/none.db: the untuned picks).  Every pass's CSV rows, tagged a1, b1, a2, ..., in
+      # $OUT/ab.csv; bench/ab_compare.py's medians and ratios in $OUT/ab.log.
+      if [ -z "${B_BENCH:-}" ]; then echo "ab: B_BENCH (the second build's bench) is not set"; continue; fi
+      rm -f "$out/ab.csv"
+      for pass in $(seq "${PASSES:-4}"); do for v in a b; do
+        bin=${A_BENCH:-build/bench/mmtune-matmul-bench}; [ "$v" = b ] && bin=$B_BENCH
+        rm -f /tmp/ab-pass.csv
+        "$bin" --device 0 --db "${DB:-/tmp/none.db}" ${MATMUL_ARGS:-} --csv /tmp/ab-pass.csv \
+          > /tmp/ab-pass.log 2>&1 || { echo "ab: $v$pass failed:"; tail -n 3 /tmp/ab-pass.log; }
+        [ -f /tmp/ab-pass.csv ] && sed "s/^/$v$pass,/" /tmp/ab-pass.csv >> "$out/ab.csv"
+      done; done
+      python3 bench/ab_compare.py "$out/ab.csv" 2>&1 | tee "$out/ab.log" ;;
     layouts)
       # The dispatcher's choice vs cuBLAS at 4096^3 in every layout (tune first).
       for l in nn nt tn tt; do

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_ab_compare.sh PYTHON: bench/ab_compare.py on the run docs/history/split-k.md quotes
+# (docs/data/narrow-ab-h100-2026-12-07.csv.xz: the tree without the four-slice 64 x 32 tile,
+# "old", against the tree with it, "new", four passes each) must print that note's figures;
+# malformed files must exit 2 with one line naming the problem.  Prints "N passed, N failed".
+set -u
+py=$1
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/mmt_ab_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
+xz -dc "$here/../docs/data/narrow-ab-h100-2026-12-07.csv.xz" > "$tmp/run.csv"
+out=$("$py" "$here/ab_compare.py" "$tmp/run.csv" --a old --b new 2>&1)
+rc=$?
+if [ $rc -eq 0 ] &&
+   echo "$out" | grep -qx "36 cases: new over old 1.028x geomean; 12 changed kernels, 1.089x over those, 10 faster" &&
+   echo "$out" | grep -qx "over the peer: old 0.862x (min 0.700x), new 0.886x (min 0.717x)" &&
+   echo "$out" | grep -q "^linear *64x1024x8192 k70_proj *old 0.0182 new 0.0147 ms  new/old speedup 1.242 .*changed: "; then
+  ok
+else
+  bad "the run's figures"; echo "$out" | tail -n 3
+fi
+one_line_exit2() { # name, expected text, then the file's content
+  local name=$1 want=$2; shift 2
+  printf '%s\n' "$@" > "$tmp/$name.csv"
+  local o r
+  o=$("$py" "$here/ab_compare.py" "$tmp/$name.csv" 2>&1); r=$?
+  if [ $r -eq 2 ] && [ "$(echo "$o" | wc -l)" -eq 1 ] && echo "$o" | grep -q "^ab_compare: .*$want"; then
+    ok
+  else
+    bad "$name (rc $r): $o"
+  fi
+}
+row='linear,f16,64x1024x8192 k,0.0182,0.0139,0.76,0,ok,"default wgmma x"'
+one_line_exit2 tag "tag 'c1' is not a or b" "a1,$row" "c1,$row"
+one_line_exit2 one_build "was not run by both builds" "a1,$row" "a2,$row"
+one_line_exit2 fields "1 fields, not 10" "a1,$row" "b1"
+one_line_exit2 time "a time that is not positive" "a1,$row" "b1,linear,f16,c,0,0.01,1,0,ok,k"
+one_line_exit2 empty "no rows" "a1,family,dtype,case,mmtune_ms,peer_ms,ratio,rel_diff,check,kernel"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
