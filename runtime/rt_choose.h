@@ -84,12 +84,12 @@
  * 0.0208 and 0.0228 not persistent, P V x128 seq 512 d 64 0.0329 against 0.0367 and 0.0341;
  * in one round the persistent walk costs 2-15%: 96 x 4096 x 4096 bias + GELU 0.0253 against
  * 0.0228), wgmma's swapped 64 x 32 tiles in four slices with 8 stages beside the two-slice
- * one, for 32-64 rows of a narrow weight, where the two-slice grid leaves most SMs idle (H100,
- * no database, median of four alternated runs: 64 x 1024 x 8192 bias + GELU 0.0182 -> 0.0147
- * ms, residual and f32 D 1.22-1.24x too, 64 x 1024 x 4096 1.10-1.13x; at 32 rows, where the
- * model moves from skinny_mma's 8-row blocks to it, 1.04-1.16x on the 8192-deep weight but
- * 0.84-0.91x at 32 x 1024 x 4096 with a 16-bit D; docs/history/split-k.md), blocks of 16 and
- * 32 rows for decode-size
+ * one, for 8-128 rows of a weight at most 1024 wide, where the two-slice grid leaves most SMs
+ * idle (H100, no database, alternated runs: 64 x 1024 x 8192 bias + GELU 0.0182 -> 0.0147
+ * ms; of the 42 calls whose pick it changed, from the two-slice tile or from skinny_mma's
+ * 8-row blocks, 32 ran faster, up to 1.27x, and 10 slower, 0.84-0.96x, where those blocks
+ * had served 24-48 rows of a weight at most 4096 deep; docs/history/split-k.md), blocks of 16
+ * and 32 rows for decode-size
  * batches (mma_sync, skinny_mma and wgmma's swap: tensor cores where skinny computes on the
  * CUDA cores; skinny_mma's 8-row blocks with one 16-row tile of W a warp: two a warp ran
  * 1.2-1.6x slower on every 1-16 row bf16 and f16 problem of docs/data's H100 databases, and
