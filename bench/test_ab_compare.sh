@@ -11,26 +11,26 @@ trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
-xz -dc "$here/../docs/data/narrow-ab-h100-2026-12-07.csv.xz" > "$tmp/run.csv"
-out=$("$py" "$here/ab_compare.py" "$tmp/run.csv" --a old --b new 2>&1)
-rc=$?
-if [ $rc -eq 0 ] &&
-   echo "$out" | grep -qx "36 cases: new over old 1.028x geomean; 12 changed kernels, 1.089x over those, 10 faster" &&
-   echo "$out" | grep -qx "over the peer: old 0.862x (min 0.700x), new 0.886x (min 0.717x)" &&
-   echo "$out" | grep -q "^linear *64x1024x8192 k70_proj *old 0.0182 new 0.0147 ms  new/old speedup 1.242 .*changed: "; then
+# run NAME FILE (under docs/data) LINE...: the file's figures; each LINE a regular expression
+# that one whole line of the output must match
+run() {
+  local name=$1 file=$2 out line; shift 2
+  xz -dc "$here/../docs/data/$file" > "$tmp/$name.csv"
+  if ! out=$("$py" "$here/ab_compare.py" "$tmp/$name.csv" --a old --b new 2>&1); then
+    bad "$name: exit $?"; echo "$out" | tail -n 3; return
+  fi
+  for line in "$@"; do
+    echo "$out" | grep -qx "$line" || { bad "$name: no line '$line'"; echo "$out" | tail -n 3; return; }
+  done
   ok
-else
-  bad "the run's figures"; echo "$out" | tail -n 3
-fi
-xz -dc "$here/../docs/data/narrow-ab2-h100-2026-12-07.csv.xz" > "$tmp/run2.csv"
-out=$("$py" "$here/ab_compare.py" "$tmp/run2.csv" --a old --b new 2>&1)
-if [ $? -eq 0 ] &&
-   echo "$out" | grep -qx "60 cases: new over old 1.035x geomean; 30 changed kernels, 1.071x over those, 22 faster" &&
-   echo "$out" | grep -qx "over the peer: old 0.959x (min 0.698x), new 0.993x (min 0.716x)"; then
-  ok
-else
-  bad "the second run's figures"; echo "$out" | tail -n 2
-fi
+}
+run four-passes narrow-ab-h100-2026-12-07.csv.xz \
+  "36 cases: new over old 1.028x geomean; 12 changed kernels, 1.089x over those, 10 faster" \
+  "over the peer: old 0.862x (min 0.700x), new 0.886x (min 0.717x)" \
+  "linear *64x1024x8192 k70_proj *old 0.0182 new 0.0147 ms  new/old speedup 1.242 .*changed: .*"
+run two-passes narrow-ab2-h100-2026-12-07.csv.xz \
+  "60 cases: new over old 1.035x geomean; 30 changed kernels, 1.071x over those, 22 faster" \
+  "over the peer: old 0.959x (min 0.698x), new 0.993x (min 0.716x)"
 one_line_exit2() { # name, expected text, then the file's content
   local name=$1 want=$2; shift 2
   printf '%s\n' "$@" > "$tmp/$name.csv"
