@@ -47,6 +47,13 @@ one_line_exit2 tag "tag 'c1' is not a or b" "a1,$row" "c1,$row"
 one_line_exit2 one_build "was not run by both builds" "a1,$row" "a2,$row"
 one_line_exit2 fields "1 fields, not 10" "a1,$row" "b1"
 one_line_exit2 time "a time that is not positive" "a1,$row" "b1,linear,f16,c,0,0.01,1,0,ok,k"
+one_line_exit2 number "a time that is not a number" "a1,$row" "b1,linear,f16,c,fast,0.01,1,0,ok,k"
 one_line_exit2 empty "no rows" "a1,family,dtype,case,mmtune_ms,peer_ms,ratio,rel_diff,check,kernel"
+o=$("$py" "$here/ab_compare.py" "$tmp/absent.csv" 2>&1); r=$?
+if [ $r -eq 2 ] && [ "$(echo "$o" | wc -l)" -eq 1 ] && echo "$o" | grep -q "^ab_compare: cannot read '$tmp/absent.csv'"; then
+  ok
+else
+  bad "absent (rc $r): $o"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
