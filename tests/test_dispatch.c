@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -1488,6 +1489,16 @@ static void test_gpu_record(void **state) {
   assert_string_equal(seen.first.problem.op, "");
 }
 
+/* Fails an online test whose problem was not served EXACT in time, the worker's log (the
+ * tuner's output) on stderr first. */
+static void fail_with_worker_log(const char *log) {
+  FILE *lf = fopen(log, "r");
+  char line[512];
+  while (lf && fgets(line, sizeof line, lf)) fputs(line, stderr);
+  if (lf) fclose(lf);
+  fail_msg("not served exact within 120 s of online tuning (the worker's log above)");
+}
+
 /* options.online: the first call records the problem and starts mmtune's worker, which tunes
  * it (a second of search); a later call then chooses again and is served EXACT, without a
  * restart.  The worker's output is in the cache folder. */
@@ -1514,14 +1525,97 @@ static void test_gpu_online(void **state) {
   assert_int_equal(t.cu->cuCtxSynchronize(), CUDA_SUCCESS);
   mmt_close(t.ctx);
   t.cu->cuMemFree(t.buf);
-  if (ch.kind != MMT_CHOICE_EXACT) {
-    FILE *lf = fopen(log, "r");
-    char line[512];
-    while (lf && fgets(line, sizeof line, lf)) fputs(line, stderr);
-    if (lf) fclose(lf);
-    fail_msg("not served exact within 120 s of online tuning (the worker's log above)");
-  }
+  if (ch.kind != MMT_CHOICE_EXACT) fail_with_worker_log(log);
   assert_int_equal(access(log, F_OK), 0);
+}
+
+/* Rows of template `name` with status `st`, counted by db_each_row. */
+typedef struct {
+  const char *name;
+  db_status st;
+  int count;
+} row_count;
+
+static int count_row(const db_result *r, void *user) {
+  row_count *c = user;
+  c->count += !strcmp(r->template_name, c->name) && r->status == c->st;
+  return 0;
+}
+
+/* options.online with a candidate that faults: a template on the search path (the worker
+ * inherits the application's environment) whose kernel stores to an unmapped address.  The
+ * worker measures it (a search starts from every template's default), records it `fault`,
+ * replaces its GPU process and tunes on; meanwhile every call of the application computes
+ * the right product, and the problem ends up served EXACT by a kernel that did not fault. */
+static void test_gpu_online_fault(void **state) {
+  fixture *f = *state;
+  char path[160], dir[160], tmpl[200], log[200];
+  snprintf(path, sizeof path, "%s/online-fault.db", f->dir);
+  snprintf(dir, sizeof dir, "%s/faulting", f->dir);
+  snprintf(tmpl, sizeof tmpl, "%s/fault.lua", dir);
+  snprintf(log, sizeof log, "%s/online-worker.log", f->dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  ut_err e;
+  char *src = NULL;
+  size_t len = 0;
+  assert_int_equal(ut_read_file(MMT_TEST_DIR "/templates_gpu/fault.lua", &src, &len, &e), MMT_OK);
+  assert_int_equal(ut_write_file_atomic(tmpl, src, len, &e), MMT_OK);
+  free(src);
+  assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", dir, 1), 0);
+  mmt_options o = {
+      .db_path = path, .cache_dir = f->dir, .online = 1, .tuner = MMT_CLI_PATH, .online_budget = 3};
+  mmt_context *ctx = NULL;
+  mmt_status rc = mmt_open(&ctx, 0, &o);
+  if (rc == MMT_ERR_NO_DRIVER || rc == MMT_ERR_NO_DEVICE) {
+    mmt_close(ctx);
+    setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1);
+    skip();
+  }
+  if (rc) fail_msg("mmt_open: %s", mmt_errmsg(ctx));
+  const rt_cu *cu;
+  assert_int_equal(rt_driver(&cu, &e), MMT_OK);
+  const gemm_case g = {72, 24, 40, 40, 24, 27}; /* C's rows padded: NaN stays there */
+  const size_t na = (size_t)(g.m * g.lda), nb = (size_t)(g.k * g.ldb), nc = (size_t)(g.m * g.ldc);
+  float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
+  assert_true(a && b && c);
+  uint64_t seed = 0x49;
+  for (size_t i = 0; i < na; i++) a[i] = rnd(&seed);
+  for (size_t i = 0; i < nb; i++) b[i] = rnd(&seed);
+  CUdeviceptr buf;
+  assert_int_equal(cu->cuMemAlloc(&buf, (na + nb + nc) * 4), CUDA_SUCCESS);
+  const CUdeviceptr da = buf, db = da + na * 4, dc = db + nb * 4;
+  assert_int_equal(cu->cuMemcpyHtoD(da, a, na * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(db, b, nb * 4), CUDA_SUCCESS);
+  const mmt_problem p = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, g.m,   g.n,
+                         g.k,           g.lda,        g.ldb,        g.ldc, MMT_F32};
+  mmt_choice ch = {0};
+  int calls = 0;
+  const double until = ut_now_seconds() + 120;
+  do {
+    if (calls) usleep(250000);
+    assert_int_equal(cu->cuMemsetD32(dc, 0x7fc00000u, nc), CUDA_SUCCESS); /* NaN: unwritten */
+    rc = mmt_sgemm(ctx, g.m, g.n, g.k, (const float *)(uintptr_t)da, g.lda,
+                   (const float *)(uintptr_t)db, g.ldb, (float *)(uintptr_t)dc, g.ldc, NULL);
+    if (rc) fail_msg("call %d: %s", calls, mmt_errmsg(ctx));
+    assert_int_equal(cu->cuMemcpyDtoH(c, dc, nc * 4), CUDA_SUCCESS);
+    const double rel = check_result(&g, a, b, c);
+    if (!(rel < 1e-5)) fail_msg("call %d while tuning: relative error %g", calls, rel);
+    calls++;
+    assert_int_equal(mmt_explain(ctx, &p, &ch), MMT_OK);
+  } while (ch.kind != MMT_CHOICE_EXACT && ut_now_seconds() < until);
+  assert_int_equal(setenv("MMTUNE_TEMPLATE_PATH", TEMPLATES_DIR, 1), 0);
+  assert_int_equal(cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  cu->cuMemFree(buf);
+  free(a), free(b), free(c);
+  mmt_close(ctx);
+  if (ch.kind != MMT_CHOICE_EXACT) fail_with_worker_log(log);
+  assert_string_not_equal(ch.template_name, "fault");
+  db_handle *h = NULL;
+  assert_int_equal(db_open(path, true, &h, &e), MMT_OK);
+  row_count faults = {"fault", DB_FAULT, 0};
+  assert_int_equal(db_each_row(h, ch.device_name, count_row, &faults, &e), MMT_OK);
+  db_close(h);
+  if (faults.count < 1) fail_msg("no fault row of the faulting template in %s", path);
 }
 
 /* mmt_matmul_prepare loads a split-K kernel and sizes its workspace without a launch, so
@@ -1604,6 +1698,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_prepare_graph),
       cmocka_unit_test(test_gpu_record),
       cmocka_unit_test(test_gpu_online),
+      cmocka_unit_test(test_gpu_online_fault),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
