@@ -38,6 +38,10 @@
  *              "msk-loop", "msk-read"
  *   coldstart  (only when named) the first calls of the linear family's layers on a fresh
  *              context and an empty cubin cache, one by one and after mmt_matmul_prepare
+ *   online     (only when named) --online-shapes never-tuned Linear layers called in a loop
+ *              while online tuning (mmt_options.online, --online-budget seconds a shape) tunes
+ *              them beside it: the loop's speed meanwhile against its untuned speed, and when
+ *              each shape is served EXACT (matmul_online.c; at most --online-limit seconds)
  * Method: random inputs drawn on the device (never zeros), D of both
  * libraries compared first (relative Frobenius difference, the output type's tolerance: a
  * mismatch is reported and left out of the figures), warm-up runs, then --runs timed runs
@@ -71,24 +75,28 @@
 #define HOST_CALLS 2000
 #define HOST_ROUNDS 7
 
-static const char *const k_family[FAMILIES] = {"linear",   "swiglu",    "residual",
-                                               "f32out",   "attention", "host",
-                                               "quantize", "grouped",   "coldstart"};
+static const char *const k_family[FAMILIES] = {"linear",    "swiglu", "residual", "f32out",
+                                               "attention", "host",   "quantize", "grouped",
+                                               "coldstart", "online"};
 
 static void print_usage(void) {
   printf("usage: " PROG " [--device N] [--db PATH] [--dtype f16|bf16] [--family F,...]\n"
          "       [--weights FILE] [--batches M,...] [--cold] [--runs N] [--csv FILE]\n"
+         "       [--online-shapes N] [--online-budget S] [--online-limit S]\n"
          "mmt_matmul against cuBLASLt's epilogues, cuBLAS + an elementwise SwiGLU,\n"
          "cublasGemmStridedBatchedEx and cublasGemmGroupedBatchedEx, side by side\n"
          "(bench/matmul.c says how it measures).\n"
          "  --family F,...   linear, swiglu, residual, f32out, attention, host, quantize,\n"
-         "                   grouped, coldstart\n"
-         "                   (default all but coldstart)\n"
+         "                   grouped, coldstart, online\n"
+         "                   (default all but coldstart and online)\n"
          "  --weights FILE   N K name per line (default bench/llm_layers.txt)\n"
          "  --batches M,...  batch sizes of the Linear families (default 1,16,128,2048,8192)\n"
          "  --cold           every timed run reads its operands from DRAM\n"
          "  --runs N         timed runs a case (default 30, at most %d)\n"
-         "  --csv FILE       the cases as CSV too\n",
+         "  --csv FILE       the cases as CSV too\n"
+         "  --online-shapes N   the online family's shapes (default 50)\n"
+         "  --online-budget S   its tuning seconds a shape (default: the library's)\n"
+         "  --online-limit S    its tuning phase's cap in seconds (default 600)\n",
          MAX_RUNS);
 }
 
@@ -113,7 +121,7 @@ static int parse_families(const char *text, bench_opts *o) {
     while (f < FAMILIES && strcmp(t, k_family[f])) f++;
     if (f == FAMILIES)
       return bench_usage_error("--family '%s' is not one of linear, swiglu, residual, f32out, "
-                               "attention, host, quantize, grouped, coldstart",
+                               "attention, host, quantize, grouped, coldstart, online",
                                t);
     o->family[f] = true;
   }
@@ -131,15 +139,19 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                                         {"cold", no_argument, NULL, 'c'},
                                         {"runs", required_argument, NULL, 'r'},
                                         {"csv", required_argument, NULL, 'o'},
+                                        {"online-shapes", required_argument, NULL, 'S'},
+                                        {"online-budget", required_argument, NULL, 'B'},
+                                        {"online-limit", required_argument, NULL, 'L'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
   *o = (bench_opts){.dtype = "f16",
                     .weights = MMT_BENCH_DIR "/llm_layers.txt",
                     .runs = 30,
                     .batches = {1, 16, 128, 2048, 8192},
-                    .nbatches = 5};
-  for (int f = 0; f < FAMILIES; f++) o->family[f] = f != F_COLDSTART;
-  int64_t device = 0, runs = 30;
+                    .nbatches = 5,
+                    .online_limit = 600};
+  for (int f = 0; f < FAMILIES; f++) o->family[f] = f != F_COLDSTART && f != F_ONLINE;
+  int64_t device = 0, runs = 30, shapes = 50, budget = 0, limit = 600;
   int c, bad = 0;
   opterr = 0;
   while (!bad && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
@@ -153,6 +165,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     case 'c': o->cold = true; break;
     case 'r': bad = bench_parse_number(optarg, "--runs", 3, MAX_RUNS, &runs); break;
     case 'o': o->csv = optarg; break;
+    case 'S': bad = bench_parse_number(optarg, "--online-shapes", 1, 1000, &shapes); break;
+    case 'B': bad = bench_parse_number(optarg, "--online-budget", 1, 3600, &budget); break;
+    case 'L': bad = bench_parse_number(optarg, "--online-limit", 1, 86400, &limit); break;
     case 'h': print_usage(); return 0;
     default: return bench_option_error(c, argv);
     }
@@ -164,6 +179,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   o->type = strcmp(o->dtype, "f16") ? MMT_BF16 : MMT_F16;
   o->device = (int)device;
   o->runs = (int)runs;
+  o->online_shapes = (int)shapes;
+  o->online_budget = (double)budget;
+  o->online_limit = (double)limit;
   return -1;
 }
 
@@ -834,6 +852,7 @@ static mmt_status run(bench *b, const weight *w, int nw, ut_err *err) {
     for (int i = 0; i < nw; i++) shapes[i][0] = w[i].n, shapes[i][1] = w[i].k;
     rc = mb_coldstart_family(b, shapes, nw, err);
   }
+  if (!rc && o->family[F_ONLINE]) rc = mb_online_family(b, err);
   printf("\n");
   for (int f = 0; f < FAMILIES; f++) summary(k_family[f], &tl[f]);
   for (int i = 1; i < 3; i++) summary(gc.name[i], gc.vs[i]);

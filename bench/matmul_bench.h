@@ -1,7 +1,7 @@
 /*
  * matmul_bench.h -- what the files of mmtune-matmul-bench share (bench/matmul.c: the options,
  * the device, the timing and reporting, the Linear, SwiGLU, attention and host families;
- * matmul_grouped.c and matmul_quantize.c: a family each).  Internal to the bench; prefix mb_.
+ * matmul_grouped.c, matmul_quantize.c, matmul_coldstart.c and matmul_online.c: a family each).  Internal to the bench; prefix mb_.
  */
 #ifndef MMT_BENCH_MATMUL_BENCH_H
 #define MMT_BENCH_MATMUL_BENCH_H
@@ -32,6 +32,7 @@ enum {
   F_QUANTIZE,
   F_GROUPED,
   F_COLDSTART, /* only when named */
+  F_ONLINE,    /* only when named */
   FAMILIES
 };
 
@@ -43,6 +44,8 @@ typedef struct {
   int64_t batches[16];
   int nbatches;
   int runs;
+  int online_shapes;                  /* the online family's shapes */
+  double online_budget, online_limit; /* its seconds a shape (0: the library's), its cap */
 } bench_opts;
 
 typedef struct {
@@ -105,6 +108,10 @@ mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mm
 /* The coldstart family (matmul_coldstart.c): first calls of the Linear layers of nshapes
  * weights (N, K) at every batch, one by one and after mmt_matmul_prepare. */
 mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes, ut_err *err);
+
+/* The online family (matmul_online.c): never-tuned Linear layers called in a loop while
+ * online tuning tunes them beside it. */
+mmt_status mb_online_family(bench *b, ut_err *err);
 
 /* A grouped layout's tallies: against cuBLAS's grouped GEMM, against a loop of mmt_matmul
  * calls, and (decode: 64 routed rows or fewer) against a plain read of the weights hit. */

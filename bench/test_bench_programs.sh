@@ -78,13 +78,16 @@ check calls_help "$calls" --help
 check matmul_runs matmul_runs
 check matmul_bad_family usage_error "$matmul" --family linear,gemv
 family_list() { # the bad family's line names every family, grouped the last
-  usage_error "$matmul" --family moe | grep -q "quantize, grouped, coldstart (try --help)"
+  usage_error "$matmul" --family moe | grep -q "quantize, grouped, coldstart, online (try --help)"
 }
 check matmul_family_list family_list
 check matmul_bad_dtype usage_error "$matmul" --dtype f32
 check matmul_bad_batches usage_error "$matmul" --batches 16,0
 check matmul_bad_runs usage_error "$matmul" --runs 1
 check matmul_no_weights usage_error "$matmul" --weights /nonexistent.txt
+check matmul_no_online_shapes usage_error "$matmul" --family online --online-shapes 0
+check matmul_bad_online_budget usage_error "$matmul" --online-budget 1.5
+check matmul_bad_online_limit usage_error "$matmul" --online-limit -3
 check matmul_help "$matmul" --help
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -2,7 +2,7 @@
 # Runs on a GPU machine over a build made on a development machine (same CUDA) and carried
 # as ./build.  Test binaries have the dev machine's source path baked in, so that path is
 # linked to this checkout.  Usage: scripts/gpu-check.sh [tests|tune|main|unseen|suite|decode|fewtile|node|versus|bench|
-# kernels|memcheck|compare|matmul|ab|coldstart|tuned-linear|tuned-attention ...]; logs to $OUT.
+# kernels|memcheck|compare|matmul|online|ab|coldstart|tuned-linear|tuned-attention ...]; logs to $OUT.
 # build/extra-lib must hold libcmocka.so.0 (tests) and liblua5.4.so.0, libsqlite3.so.0 (what
 # links libmmtune.so), copied from the dev machine: the GPU machine has none of them.
 set -uo pipefail
@@ -149,6 +149,12 @@ for step in "$@"; do
       ./build/bench/mmtune-matmul-bench --device 0 --db "${DB:-/tmp/mmtune.db}" \
         --dtype "${DTYPE:-f16}" --csv "$out/matmul-${DTYPE:-f16}.csv" ${MATMUL_ARGS:-} 2>&1 |
         tee -a "$out/matmul.log" ;;
+    online)
+      # Never-tuned Linear layers in a loop while online tuning tunes them beside it
+      # (bench/matmul_online.c): the loop's speed meanwhile, when each is served EXACT.
+      # ONLINE_ARGS (e.g. --online-shapes 50 --online-budget 2 --online-limit 300).
+      MMTUNE_TUNER=$here/build/tuner/mmtune ./build/bench/mmtune-matmul-bench --device 0 \
+        --dtype "${DTYPE:-f16}" --family online ${ONLINE_ARGS:-} 2>&1 | tee -a "$out/online.log" ;;
     ab)
       # Two builds of mmtune-matmul-bench alternated PASSES times (default 4) in one run, so
       # that a change's speed-up is not a run's spread: A_BENCH (default this build's) and
