@@ -408,6 +408,16 @@ void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len) {
 /* ---- the Linear families: linear, residual, f32out ---- */
 
 /* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
+void mb_count_log(void *user, mmt_log_level level, const char *line) {
+  mb_log_counts *l = user;
+  int n = 0;
+  (void)level;
+  if (strstr(line, "(compiled by NVRTC)")) l->nvrtc++;
+  if (strstr(line, "(cubin from the cache)")) l->cached++;
+  if (strstr(line, "(compiled ahead)")) l->ahead++;
+  if (sscanf(line, "online: new results; %d problems choose again", &n) == 1) l->rechosen += n;
+}
+
 mmt_status mb_temp_dir(char dir[64], const char *what, ut_err *err) {
   snprintf(dir, 64, "/tmp/mmt_bench_XXXXXX");
   return mkdtemp(dir) ? MMT_OK : ut_fail(err, MMT_ERR_IO, "cannot make %s in /tmp", what);

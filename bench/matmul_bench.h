@@ -105,6 +105,14 @@ void mb_remove_dir(const char *dir);
 /* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
 mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out);
 
+/* What a context's log lines said (an mmt_options.log callback, mb_count_log, with log_user
+ * one of these and log_level MMT_LOG_DEBUG): how its modules came, and how many problems
+ * online tuning's new results made choose again. */
+typedef struct {
+  int nvrtc, cached, ahead, rechosen;
+} mb_log_counts;
+void mb_count_log(void *user, mmt_log_level level, const char *line);
+
 /* The coldstart family (matmul_coldstart.c): first calls of the Linear layers of nshapes
  * weights (N, K) at every batch, one by one and after mmt_matmul_prepare. */
 mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes, ut_err *err);

@@ -20,28 +20,15 @@
 #include "matmul_bench.h"
 #include "rt_choose.h"
 
-/* How a context's modules came: the library's debug lines, counted. */
-typedef struct {
-  int nvrtc, cached, ahead;
-} loads;
-
-static void count_load(void *user, mmt_log_level level, const char *line) {
-  loads *l = user;
-  (void)level;
-  if (strstr(line, "(compiled by NVRTC)")) l->nvrtc++;
-  if (strstr(line, "(cubin from the cache)")) l->cached++;
-  if (strstr(line, "(compiled ahead)")) l->ahead++;
-}
-
 /* A fresh context on the bench's device and database, with an empty cubin cache of its own
  * in dir (made here); its loads counted into l. */
-static mmt_status open_fresh(const bench *b, char dir[64], loads *l, mmt_context **ctx,
+static mmt_status open_fresh(const bench *b, char dir[64], mb_log_counts *l, mmt_context **ctx,
                              ut_err *err) {
   mmt_status rc = mb_temp_dir(dir, "a cubin cache folder", err);
   if (rc) return rc;
   mmt_options opts = {.db_path = b->o->db,
                       .cache_dir = dir,
-                      .log = count_load,
+                      .log = mb_count_log,
                       .log_user = l,
                       .log_level = MMT_LOG_DEBUG};
   rc = mmt_open(ctx, b->o->device, &opts);
@@ -55,7 +42,7 @@ static mmt_status first_calls(bench *b, const mmt_matmul_desc *d, int count, boo
                               double *s, int *kernels, ut_err *err) {
   char dir[64];
   mmt_context *ctx = NULL;
-  loads l = {0};
+  mb_log_counts l = {0};
   mmt_status rc = open_fresh(b, dir, &l, &ctx, err);
   const uint64_t t0 = bench_now_ns();
   if (!rc && prepare && (rc = mmt_matmul_prepare(ctx, d, count, 0)))

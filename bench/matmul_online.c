@@ -100,11 +100,17 @@ static mmt_status median_pass(bench *b, mmt_context *ctx, mmt_matmul_desc *d, in
   return rc;
 }
 
-/* A context on the family's database and cache; online or not recording at all. */
+/* A context on the family's database and cache, online or not recording at all; its log
+ * counted into l. */
 static mmt_status open_ctx(const bench *b, const char *db, const char *cache, bool online,
-                           mmt_context **ctx, ut_err *err) {
-  const mmt_options o = {
-      .db_path = db, .cache_dir = cache, .online = online, .online_budget = b->o->online_budget};
+                           mb_log_counts *l, mmt_context **ctx, ut_err *err) {
+  const mmt_options o = {.db_path = db,
+                         .cache_dir = cache,
+                         .online = online,
+                         .online_budget = b->o->online_budget,
+                         .log = mb_count_log,
+                         .log_user = l,
+                         .log_level = MMT_LOG_DEBUG};
   const mmt_status rc = mmt_open(ctx, b->o->device, &o);
   if (rc) ut_fail(err, rc, "mmt_open (%s): %s", online ? "online" : "untuned", mmt_errmsg(*ctx));
   return rc;
@@ -227,6 +233,7 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
   times t = {0};
   CUdeviceptr base = 0;
   mmt_context *c0 = NULL, *c1 = NULL;
+  mb_log_counts l0 = {0}, l1 = {0};
   char dir[64] = "", db[96];
   mmt_status rc = MMT_OK;
   if (!d || !exact_at) {
@@ -254,13 +261,14 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
   CUdeviceptr wi = w;
   for (int i = 0; i < n; wi += (size_t)(d[i].n * d[i].k + 127) / 128 * 128 * elem, i++) {
     d[i].a = (const void *)(uintptr_t)a, d[i].b = (const void *)(uintptr_t)wi;
+    d[i].d = (void *)(uintptr_t)y0; /* pass() points it at its context's */
     d[i].bias = (const void *)(uintptr_t)bias;
   }
   if ((rc = mb_temp_dir(dir, "a database and cubin cache folder", err))) goto cleanup;
   snprintf(db, sizeof db, "%s/online.db", dir);
   double untuned = 0, tuned = 0, worst = 0;
   int exact = 0;
-  if ((rc = open_ctx(b, db, dir, false, &c0, err))) goto cleanup;
+  if ((rc = open_ctx(b, db, dir, false, &l0, &c0, err))) goto cleanup;
   if ((rc = mmt_matmul_prepare(c0, d, n, 0))) {
     ut_fail(err, rc, "mmt_matmul_prepare (untuned): %s", mmt_errmsg(c0));
     goto cleanup;
@@ -270,12 +278,14 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
          "(median of %d)\n",
          n, o->dtype, untuned * 1e3, ONLINE_PASSES);
   fflush(stdout);
-  if ((rc = open_ctx(b, db, dir, true, &c1, err))) goto cleanup;
+  if ((rc = open_ctx(b, db, dir, true, &l1, &c1, err))) goto cleanup;
   const uint64_t t0 = bench_now_ns();
   rc = tune_phase(b, c1, d, n, y1, &t, exact_at, &exact, err);
   const double span = seconds_since(t0);
+  const mb_log_counts during = l1;
   if (rc) goto cleanup;
   double sum = 0, longest = 0, *sorted = malloc((size_t)(t.n ? t.n : 1) * sizeof *sorted);
+  int slow = 0; /* passes past twice the untuned one */
   if (!sorted) {
     rc = ut_fail(err, MMT_ERR_NOMEM, "out of host memory");
     goto cleanup;
@@ -283,6 +293,7 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
   for (int i = 0; i < t.n; i++) {
     sum += t.v[i], sorted[i] = t.v[i];
     longest = t.v[i] > longest ? t.v[i] : longest;
+    slow += t.v[i] > 2 * untuned;
   }
   const double mid = t.n ? median(sorted, t.n) : 0;
   free(sorted);
@@ -295,6 +306,9 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
          o->online_budget > 0 ? o->online_budget : RT_ONLINE_BUDGET_S, t.n, span, mid * 1e3,
          sum > 0 ? t.n * untuned / sum : 0.0, ONLINE_WINDOW_S, slowest_window(&t, untuned),
          longest * 1e3);
+  printf("online    %d passes past twice the untuned one; the online context chose again %d "
+         "times, its modules %d compiled by NVRTC, %d from the cache, %d compiled ahead\n",
+         slow, during.rechosen, during.nvrtc, during.cached, during.ahead);
   printf("online    served EXACT: %d of %d shapes, median at %.1f s, last at %.1f s\n", served, n,
          served ? median(at, served) : 0.0, served ? at[served - 1] : 0.0);
   if (!worker_done(db, o->online_limit))
