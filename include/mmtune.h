@@ -103,9 +103,11 @@ typedef struct {
                  is appended to the cubin cache folder's online-worker.log (no cache folder:
                  discarded).  Calls are served meanwhile as without it.  A call checks at most
                  every 200 ms for new results; once they have stopped coming for a second,
-                 every problem whose choice was not EXACT chooses again at its next call, from
-                 the new rows (and compiles its new kernel then: prepare again to keep that
-                 out of a call).  The worker shares the GPU with the application, which it
+                 every problem that has rows of its own and does not launch the best of them
+                 (not EXACT, or EXACT on an earlier best) chooses again at its next call, its
+                 kernel then loaded from the cubin cache the worker compiled it into (or
+                 compiled, where the worker had another cache folder); a problem without rows
+                 keeps its choice until its own come.  The worker shares the GPU with the application, which it
                  slows while it measures, and outlives the context (mmt_close leaves it to
                  finish).  A worker that cannot be started is logged (MMT_LOG_WARN) and not
                  tried again.  $MMTUNE_ONLINE=1 turns it on as $MMTUNE_RECORD does recording */

@@ -12,8 +12,8 @@
  * arguments, probes the table under the context's mutex, and launches: no SQL, no Lua, no
  * NVRTC and no allocation.  A problem's choice is made once per context, at its first call; rows the
  * tuner adds to the database afterwards do not change it, except in online mode
- * (mmt_options.online), where a call finding new results drops the choices that were not
- * EXACT.
+ * (mmt_options.online), where a call finding new results drops the choices whose problem now
+ * has a best row other than the one they launch (online_stale).
  *
  * Threads: the mutex guards the table, the modules list, the chooser (Lua states) and the
  * database handle; a miss (choose, compile, load) holds it, so concurrent first calls wait
@@ -554,15 +554,41 @@ static void slot_remove(mmt_context *ctx, size_t i) {
   }
 }
 
-/* Forgets the choices that were not EXACT (their next call chooses again); how many.  A
- * removal may move a slot back past the table's end to one already passed: hence the
- * passes until one removes nothing. */
-static int slots_drop_inexact(mmt_context *ctx) {
+/* The database's key of a kernel problem: what record_problem queues and the tuner keys its
+ * rows by. */
+static db_problem db_problem_of(const gen_problem *p) {
+  db_problem dp = {.m = p->m, .n = p->n, .k = p->k, .batch = p->batch > 1 ? p->batch : 1};
+  ut_copy(dp.dtype, sizeof dp.dtype, p->dtype);
+  ut_copy(dp.layout, sizeof dp.layout, p->layout);
+  if (p->op) gen_op_format(p->op, dp.op, sizeof dp.op, NULL);
+  return dp;
+}
+
+/* Whether slot s should choose again now that the worker wrote rows: its problem has a best
+ * row, and s does not launch it (not EXACT, or EXACT on an earlier best).  A problem without
+ * rows of its own keeps its choice: the model's new guess for it need not be better, and
+ * switching would compile a kernel inside a call (a pass of never-tuned layers stalled up to
+ * 0.9 s so); its own rows come when the worker reaches it, their kernels compiled into the
+ * cubin cache this context shares.  A failed query keeps it too. */
+static bool online_stale(mmt_context *ctx, const problem_slot *s) {
+  gen_op op;
+  const gen_problem p = problem_of(&s->key, &op);
+  const db_problem dp = db_problem_of(&p);
+  db_result best;
+  ut_err e;
+  if (db_best(ctx->db, ctx->dev.info.name, &dp, &best, &e)) return false;
+  return s->choice.kind != MMT_CHOICE_EXACT || s->choice.record_id != best.id;
+}
+
+/* Forgets the choices online_stale picks (their next call chooses again); how many.  A
+ * removal may move a slot back past the table's end to one already passed (and checked):
+ * hence the passes until one removes nothing. */
+static int slots_drop_stale(mmt_context *ctx) {
   int dropped = 0, pass;
   do {
     pass = 0;
     for (int i = 0; i < ctx->slot_cap; i++)
-      while (ctx->slots[i].used && ctx->slots[i].choice.kind != MMT_CHOICE_EXACT) {
+      while (ctx->slots[i].used && online_stale(ctx, &ctx->slots[i])) {
         slot_remove(ctx, (size_t)i);
         pass++;
       }
@@ -590,7 +616,7 @@ static void online_poll(mmt_context *ctx) {
     return;
   }
   if (id == ctx->results_id || now - ctx->results_changed_at < ONLINE_SETTLE_S) return;
-  const int dropped = slots_drop_inexact(ctx);
+  const int dropped = slots_drop_stale(ctx);
   ctx->results_id = id;
   if (dropped)
     log_line(ctx, MMT_LOG_INFO, "online: new results; %d problems choose again at their next call",
@@ -600,10 +626,7 @@ static void online_poll(mmt_context *ctx) {
 /* Adds problem p to the database's queue of recorded problems (mmt_options.record); a
  * failure is logged, not returned.  Lock held. */
 static void record_problem(mmt_context *ctx, const gen_problem *p) {
-  db_problem dp = {.m = p->m, .n = p->n, .k = p->k, .batch = p->batch > 1 ? p->batch : 1};
-  ut_copy(dp.dtype, sizeof dp.dtype, p->dtype);
-  ut_copy(dp.layout, sizeof dp.layout, p->layout);
-  if (p->op) gen_op_format(p->op, dp.op, sizeof dp.op, NULL);
+  const db_problem dp = db_problem_of(p);
   ut_err e;
   if (db_record(ctx->db, ctx->dev.info.name, &dp, &e)) {
     log_line(ctx, MMT_LOG_WARN, "could not record %lldx%lldx%lld %s %s: %s", (long long)p->m,
