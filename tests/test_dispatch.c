@@ -1529,6 +1529,60 @@ static void test_gpu_online(void **state) {
   assert_int_equal(access(log, F_OK), 0);
 }
 
+/* Calls problem A (56 x 40 x 64) and B (40 x 56 x 64) every 100 ms until A's choice is
+ * `tmpl`, at most 10 s; A's choice. */
+static mmt_choice call_until(sgemm_setup *t, const char *tmpl) {
+  const mmt_problem a = {MMT_ROW_MAJOR, MMT_NO_TRANS, MMT_NO_TRANS, 56, 40, 64, 64, 64, 64,
+                         MMT_F32};
+  mmt_choice ch = {0};
+  const double until = ut_now_seconds() + 10;
+  do {
+    usleep(100000); /* polls come at most every 200 ms, rows count once 1 s old */
+    assert_int_equal(mmt_sgemm(t->ctx, 56, 40, 64, t->a, 64, t->b, 64, t->c, 64, NULL), MMT_OK);
+    assert_int_equal(mmt_sgemm(t->ctx, 40, 56, 64, t->a, 64, t->b, 64, t->c, 64, NULL), MMT_OK);
+    assert_int_equal(mmt_explain(t->ctx, &a, &ch), MMT_OK);
+  } while (strcmp(ch.template_name, tmpl) != 0 && ut_now_seconds() < until);
+  return ch;
+}
+
+/* Online mode's choosing again, with rows written by hand (no worker: its tuner is not
+ * there).  Once new rows have settled, a problem with a best row it does not launch
+ * chooses again (DEFAULT to EXACT, then EXACT to the EXACT of a faster row), and a problem
+ * without rows keeps its choice: choosing again would compile the model's new guess inside
+ * a call. */
+static void test_gpu_online_rechoice(void **state) {
+  fixture *f = *state;
+  char path[160], device[128];
+  device_name_or_skip(device, sizeof device);
+  snprintf(path, sizeof path, "%s/online-rechoice.db", f->dir);
+  mmt_options o = {
+      .db_path = path, .cache_dir = f->dir, .online = 1, .tuner = "/nonexistent/mmtune"};
+  sgemm_setup t = open_sgemm(&o);
+  assert_int_equal(mmt_sgemm(t.ctx, 56, 40, 64, t.a, 64, t.b, 64, t.c, 64, NULL), MMT_OK);
+  assert_int_equal(mmt_sgemm(t.ctx, 40, 56, 64, t.a, 64, t.b, 64, t.c, 64, NULL), MMT_OK);
+  rt_dispatch_stats st0, st;
+  rt_dispatch_get_stats(t.ctx, &st0);
+  assert_int_equal(st0.problems, 2);
+  db_handle *db = NULL;
+  ut_err e;
+  assert_int_equal(db_open(path, false, &db, &e), MMT_OK);
+  insert(db, device, "naive", f->naive_hash, f->naive_default, 56, 40, 64, DB_OK, 1.0);
+  mmt_choice ch = call_until(&t, "naive");
+  assert_int_equal(ch.kind, MMT_CHOICE_EXACT);
+  rt_dispatch_get_stats(t.ctx, &st);
+  assert_int_equal(st.misses, st0.misses + 1); /* A chose again, B kept its choice */
+  insert(db, device, "smem_tiled", f->smem_hash, f->smem_default, 56, 40, 64, DB_OK, 0.5);
+  ch = call_until(&t, "smem_tiled");
+  assert_int_equal(ch.kind, MMT_CHOICE_EXACT);
+  assert_string_equal(ch.params, f->smem_default);
+  rt_dispatch_get_stats(t.ctx, &st);
+  assert_int_equal(st.misses, st0.misses + 2);
+  db_close(db);
+  assert_int_equal(t.cu->cuCtxSynchronize(), CUDA_SUCCESS);
+  mmt_close(t.ctx);
+  t.cu->cuMemFree(t.buf);
+}
+
 /* Rows of template `name` with status `st`, counted by db_each_row. */
 typedef struct {
   const char *name;
@@ -1699,6 +1753,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_record),
       cmocka_unit_test(test_gpu_online),
       cmocka_unit_test(test_gpu_online_fault),
+      cmocka_unit_test(test_gpu_online_rechoice),
   };
   return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
