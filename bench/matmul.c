@@ -416,6 +416,8 @@ void mb_count_log(void *user, mmt_log_level level, const char *line) {
   if (strstr(line, "(cubin from the cache)")) l->cached++;
   if (strstr(line, "(compiled ahead)")) l->ahead++;
   if (sscanf(line, "online: new results; %d problems choose again", &n) == 1) l->rechosen += n;
+  if (!strncmp(line, "online tuning stops", 19))
+    snprintf(l->stopped, sizeof l->stopped, "%s", line);
 }
 
 mmt_status mb_temp_dir(char dir[64], const char *what, ut_err *err) {

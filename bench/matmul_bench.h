@@ -106,10 +106,12 @@ void mb_remove_dir(const char *dir);
 mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out);
 
 /* What a context's log lines said (an mmt_options.log callback, mb_count_log, with log_user
- * one of these and log_level MMT_LOG_DEBUG): how its modules came, and how many problems
- * online tuning's new results made choose again. */
+ * one of these and log_level MMT_LOG_DEBUG): how its modules came, how many problems online
+ * tuning's new results made choose again, and the line saying online tuning stopped ("" if
+ * none did). */
 typedef struct {
   int nvrtc, cached, ahead, rechosen;
+  char stopped[256];
 } mb_log_counts;
 void mb_count_log(void *user, mmt_log_level level, const char *line);
 

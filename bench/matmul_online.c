@@ -165,8 +165,9 @@ static mmt_status check_exact(mmt_context *ctx, const mmt_matmul_desc *d, int n,
 
 /* The tuning phase: passes on ctx until every shape is EXACT or the limit; into t and
  * exact_at (seconds from the context's first call; -1: never). */
-static mmt_status tune_phase(bench *b, mmt_context *ctx, mmt_matmul_desc *d, int n, CUdeviceptr y,
-                             times *t, double *exact_at, int *exact, ut_err *err) {
+static mmt_status tune_phase(bench *b, mmt_context *ctx, const mb_log_counts *log,
+                             mmt_matmul_desc *d, int n, CUdeviceptr y, times *t, double *exact_at,
+                             int *exact, ut_err *err) {
   const uint64_t t0 = bench_now_ns();
   for (int i = 0; i < n; i++) exact_at[i] = -1;
   mmt_status rc = mmt_matmul_prepare(ctx, d, n, 0);
@@ -177,6 +178,8 @@ static mmt_status tune_phase(bench *b, mmt_context *ctx, mmt_matmul_desc *d, int
     double s;
     if (!(rc = pass(b, ctx, d, n, y, &s, err))) rc = times_push(t, s, err);
     const double now = seconds_since(t0);
+    if (!rc && log->stopped[0]) /* no worker: nothing would ever be served EXACT */
+      rc = ut_fail(err, MMT_ERR_IO, "%s (set MMTUNE_TUNER to mmtune's path)", log->stopped);
     if (!rc && now >= next_check) {
       next_check = now + ONLINE_CHECK_S;
       rc = check_exact(ctx, d, n, exact_at, now, exact, err);
@@ -280,7 +283,7 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
   fflush(stdout);
   if ((rc = open_ctx(b, db, dir, true, &l1, &c1, err))) goto cleanup;
   const uint64_t t0 = bench_now_ns();
-  rc = tune_phase(b, c1, d, n, y1, &t, exact_at, &exact, err);
+  rc = tune_phase(b, c1, &l1, d, n, y1, &t, exact_at, &exact, err);
   const double span = seconds_since(t0);
   const mb_log_counts during = l1;
   if (rc) goto cleanup;
