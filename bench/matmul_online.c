@@ -253,9 +253,12 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
     sum_nk += (nn * k + 127) / 128 * 128; /* each weight on 256 bytes (128 16-bit elements) */
   }
   /* x, the bias and D shared, each layer a weight of its own (as a model's are: no layer
-   * finds the last one's weight in L2) */
+   * finds the last one's weight in L2); every buffer on 256 bytes, x's size rounded up too, so
+   * that only a layer's own odd sizes make its rows misaligned (x of 1861 x 7781 elements
+   * had put every weight on 2 bytes) */
   const size_t elem = (size_t)mb_size_of(o->type);
-  const size_t na = (size_t)(max_m * max_k), nb = (size_t)sum_nk, nd = (size_t)(max_m * max_n);
+  const size_t na = (size_t)(max_m * max_k + 127) / 128 * 128, nb = (size_t)sum_nk,
+               nd = (size_t)(max_m * max_n);
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, (na + nb + (size_t)max_n + 2 * nd) * elem + 1024));
   if ((rc = mb_fill(b, base, na + nb + (size_t)max_n, o->type, err))) goto cleanup;
   const CUdeviceptr a = base, w = a + na * elem, bias = w + nb * elem,
