@@ -271,16 +271,19 @@ static void close_bench(bench *b) {
 
 /* ---- one case ---- */
 
-/* The median of n values (sorted in place; an insertion sort:
- * n <= MAX_RUNS). */
-static double median_of(double *v, int n) {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      const double t = v[j];
-      v[j] = v[j - 1], v[j - 1] = t;
-    }
+static int by_value(const void *x, const void *y) {
+  const double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+void mb_sort(double *v, int n) { qsort(v, (size_t)n, sizeof *v, by_value); }
+
+double mb_median(double *v, int n) {
+  mb_sort(v, n);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+size_t mb_padded(int64_t elems) { return (size_t)(elems + 127) / 128 * 128; }
 
 /* The median of `runs` timed launches, each on the next copy, after warm-up. */
 mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms, ut_err *err) {
@@ -306,7 +309,7 @@ mmt_status mb_time_ms(bench *b, launch_fn fn, void *user, int copies, double *ms
     RT_CU_CHECK(cu, cuEventElapsedTime(&e, b->ev[i], b->ev[i + 1]));
     t[i] = e;
   }
-  *ms = median_of(t, runs);
+  *ms = mb_median(t, runs);
 cleanup:
   return rc;
 }
@@ -744,7 +747,7 @@ static mmt_status host_recording(bench *b, const mmt_matmul_desc *d, ut_err *err
   for (int r = 0; r < HOST_ROUNDS && !rc; r++)
     for (int i = 0; i < 2 && !rc; i++) rc = host_ns(b, ctx[i], d, false, &ns[i][r], err);
   if (!rc) {
-    const double off = median_of(ns[0], HOST_ROUNDS), on = median_of(ns[1], HOST_ROUNDS);
+    const double off = mb_median(ns[0], HOST_ROUNDS), on = mb_median(ns[1], HOST_ROUNDS);
     printf("host      the same op call on a fresh database: %.0f ns, recording %.0f ns (%+.0f "
            "ns)\n",
            off, on, on - off);
@@ -774,8 +777,8 @@ static mmt_status host_family(bench *b, ut_err *err) {
     if (!(rc = host_ns(b, b->ctx, &d, true, &gs[r], err)) &&
         !(rc = host_ns(b, b->ctx, &d, false, &ps[r], err)))
       rc = host_ns(b, b->ctx, &op, false, &os[r], err);
-  const double g = rc ? 0 : median_of(gs, HOST_ROUNDS), p = rc ? 0 : median_of(ps, HOST_ROUNDS),
-               o = rc ? 0 : median_of(os, HOST_ROUNDS);
+  const double g = rc ? 0 : mb_median(gs, HOST_ROUNDS), p = rc ? 0 : mb_median(ps, HOST_ROUNDS),
+               o = rc ? 0 : mb_median(os, HOST_ROUNDS);
   if (!rc)
     printf("host      %lldx%lldx%lld %s: mmt_gemm %.0f ns a call, mmt_matmul %.0f ns (plain), "
            "%.0f ns (bias: an op kernel); over mmt_gemm: %+.0f ns, %+.0f ns\n",

@@ -76,6 +76,12 @@ typedef mmt_status (*launch_fn)(bench *b, void *user, int copy, ut_err *err);
 
 /* Bytes of an element of t (f32 4, the 16-bit types 2). */
 int mb_size_of(mmt_dtype t);
+/* v sorted ascending; the median of its n values (sorting them). */
+void mb_sort(double *v, int n);
+double mb_median(double *v, int n);
+/* elems rounded up to 128: the elements of a buffer that keeps the next one on 256 bytes
+ * (16-bit elements), whatever the sizes. */
+size_t mb_padded(int64_t elems);
 /* Random elements of type t on the device (never zero), on the bench's stream. */
 mmt_status mb_fill(bench *b, CUdeviceptr x, size_t n, mmt_dtype t, ut_err *err);
 /* The median of --runs timed launches of fn, each on the next of `copies` input copies, after

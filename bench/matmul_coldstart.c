@@ -76,9 +76,8 @@ mmt_status mb_coldstart_family(bench *b, const int64_t (*shapes)[2], int nshapes
     max_k = shapes[i][1] > max_k ? shapes[i][1] : max_k;
   }
   const size_t elem = (size_t)mb_size_of(o->type);
-  /* x and W rounded up to 128 elements: every buffer on 256 bytes whatever the sizes */
-  const size_t na = (size_t)(max_m * max_k + 127) / 128 * 128,
-               nb = (size_t)(max_n * max_k + 127) / 128 * 128, nd = (size_t)(max_m * max_n);
+  const size_t na = mb_padded(max_m * max_k), nb = mb_padded(max_n * max_k),
+               nd = (size_t)(max_m * max_n);
   mmt_matmul_desc *d = calloc((size_t)count, sizeof *d);
   CUdeviceptr base = 0;
   mmt_status rc = MMT_OK;

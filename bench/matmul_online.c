@@ -26,13 +26,13 @@
  * tuned pass and its speed; and every shape's D from the untuned and the online context,
  * compared (the largest relative Frobenius difference).
  */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
-#include <sys/file.h>
-#include <unistd.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "bench_cli.h"
 #include "matmul_bench.h"
@@ -63,16 +63,6 @@ static int64_t draw(uint64_t *s, int64_t lo, int64_t hi) {
 
 static int64_t round64(int64_t v) { return v < 64 ? 64 : (v + 32) / 64 * 64; }
 
-static int by_value(const void *x, const void *y) {
-  const double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, by_value);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* One pass: every shape's call on ctx into D at y, then a sync; its wall time in *s. */
 static mmt_status pass(bench *b, mmt_context *ctx, mmt_matmul_desc *d, int n, CUdeviceptr y,
                        double *s, ut_err *err) {
@@ -96,7 +86,7 @@ static mmt_status median_pass(bench *b, mmt_context *ctx, mmt_matmul_desc *d, in
   double t[ONLINE_PASSES];
   mmt_status rc = pass(b, ctx, d, n, y, &t[0], err);
   for (int i = 0; i < ONLINE_PASSES && !rc; i++) rc = pass(b, ctx, d, n, y, &t[i], err);
-  if (!rc) *s = median(t, ONLINE_PASSES);
+  if (!rc) *s = mb_median(t, ONLINE_PASSES);
   return rc;
 }
 
@@ -250,22 +240,21 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
     d[i] = mb_linear_desc(m, nn, k, o->type, o->type);
     d[i].bias_mode = MMT_BIAS_COL, d[i].bias_type = o->type, d[i].act = MMT_ACT_GELU_TANH;
     max_m = m > max_m ? m : max_m, max_n = nn > max_n ? nn : max_n, max_k = k > max_k ? k : max_k;
-    sum_nk += (nn * k + 127) / 128 * 128; /* each weight on 256 bytes (128 16-bit elements) */
+    sum_nk += (int64_t)mb_padded(nn * k);
   }
   /* x, the bias and D shared, each layer a weight of its own (as a model's are: no layer
-   * finds the last one's weight in L2); every buffer on 256 bytes, x's size rounded up too, so
-   * that only a layer's own odd sizes make its rows misaligned (x of 1861 x 7781 elements
-   * had put every weight on 2 bytes) */
+   * finds the last one's weight in L2); every buffer on 256 bytes (mb_padded), so that only a
+   * layer's own odd sizes make its rows misaligned (x of 1861 x 7781 elements unpadded had
+   * put every weight on 2 bytes) */
   const size_t elem = (size_t)mb_size_of(o->type);
-  const size_t na = (size_t)(max_m * max_k + 127) / 128 * 128, nb = (size_t)sum_nk,
-               nd = (size_t)(max_m * max_n);
+  const size_t na = mb_padded(max_m * max_k), nb = (size_t)sum_nk, nd = (size_t)(max_m * max_n);
   RT_CU_CHECK(b->cu, cuMemAlloc(&base, (na + nb + (size_t)max_n + 2 * nd) * elem + 1024));
   if ((rc = mb_fill(b, base, na + nb + (size_t)max_n, o->type, err))) goto cleanup;
   const CUdeviceptr a = base, w = a + na * elem, bias = w + nb * elem,
                     y0 = (bias + (size_t)max_n * elem + 255) / 256 * 256,
                     y1 = (y0 + nd * elem + 255) / 256 * 256;
   CUdeviceptr wi = w;
-  for (int i = 0; i < n; wi += (size_t)(d[i].n * d[i].k + 127) / 128 * 128 * elem, i++) {
+  for (int i = 0; i < n; wi += mb_padded(d[i].n * d[i].k) * elem, i++) {
     d[i].a = (const void *)(uintptr_t)a, d[i].b = (const void *)(uintptr_t)wi;
     d[i].d = (void *)(uintptr_t)y0; /* pass() points it at its context's */
     d[i].bias = (const void *)(uintptr_t)bias;
@@ -301,9 +290,9 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
     longest = t.v[i] > longest ? t.v[i] : longest;
     slow += t.v[i] > 2 * untuned;
   }
-  const double mid = t.n ? median(sorted, t.n) : 0;
+  const double mid = t.n ? mb_median(sorted, t.n) : 0;
   free(sorted);
-  qsort(exact_at, (size_t)n, sizeof *exact_at, by_value); /* -1 (never) first */
+  mb_sort(exact_at, n); /* -1 (never) first */
   int served = 0;
   while (served < n && exact_at[n - 1 - served] >= 0) served++;
   double *at = exact_at + (n - served);
@@ -316,7 +305,7 @@ mmt_status mb_online_family(bench *b, ut_err *err) {
          "times, its modules %d compiled by NVRTC, %d from the cache, %d compiled ahead\n",
          slow, during.rechosen, during.nvrtc, during.cached, during.ahead);
   printf("online    served EXACT: %d of %d shapes, median at %.1f s, last at %.1f s\n", served, n,
-         served ? median(at, served) : 0.0, served ? at[served - 1] : 0.0);
+         served ? mb_median(at, served) : 0.0, served ? at[served - 1] : 0.0);
   if (!worker_done(db, o->online_limit))
     printf("online    the worker still runs after --online-limit more seconds\n");
   if ((rc = median_pass(b, c1, d, n, y1, &tuned, err))) goto cleanup;
