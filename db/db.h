@@ -239,6 +239,11 @@ mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_e
 typedef void (*db_problem_fn)(const db_problem *p, void *user);
 mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
                          const char *layout, db_problem_fn fn, void *user, ut_err *err);
+/* The same for the problems with an ok row of id above after_id for device_name, in no order:
+ * the problems whose best row may have changed since a reader saw the rows up to that id
+ * (ids only grow: db_rows_stamp). */
+mmt_status db_each_shape_since(db_handle *db, const char *device_name, int64_t after_id,
+                               db_problem_fn fn, void *user, ut_err *err);
 
 /* Search time: how many seconds the tuner has searched a problem (op and batch included) of
  * a device name over a set of candidates (`candidates`: text naming them, e.g. NVRTC version

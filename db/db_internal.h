@@ -30,19 +30,20 @@ typedef enum {
   DB_ST_BEGIN, /* BEGIN IMMEDIATE */
   DB_ST_COMMIT,
   DB_ST_INSERT,
-  DB_ST_HAS,        /* db_has_result */
-  DB_ST_BEST,       /* db_best */
-  DB_ST_EACH_OK,    /* db_each_ok */
-  DB_ST_EACH_BEST,  /* db_each_best */
-  DB_ST_EACH_SHAPE, /* db_each_shape */
-  DB_ST_EACH_ROW,   /* db_each_model_row */
-  DB_ST_DATA_VERSION, /* db_data_version */
-  DB_ST_STAMP,        /* db_rows_stamp */
-  DB_ST_GET,        /* db_get */
-  DB_ST_NROWS,      /* db_count */
-  DB_ST_SEARCH_GET, /* db_search_seconds (writable handles only) */
-  DB_ST_SEARCH_ADD, /* db_search_add (writable handles only) */
-  DB_ST_SEARCH_CLEAR, /* db_search_add with replace (writable handles only) */
+  DB_ST_HAS,             /* db_has_result */
+  DB_ST_BEST,            /* db_best */
+  DB_ST_EACH_OK,         /* db_each_ok */
+  DB_ST_EACH_BEST,       /* db_each_best */
+  DB_ST_EACH_SHAPE,      /* db_each_shape */
+  DB_ST_SHAPES_SINCE,    /* db_each_shape_since */
+  DB_ST_EACH_ROW,        /* db_each_model_row */
+  DB_ST_DATA_VERSION,    /* db_data_version */
+  DB_ST_STAMP,           /* db_rows_stamp */
+  DB_ST_GET,             /* db_get */
+  DB_ST_NROWS,           /* db_count */
+  DB_ST_SEARCH_GET,      /* db_search_seconds (writable handles only) */
+  DB_ST_SEARCH_ADD,      /* db_search_add (writable handles only) */
+  DB_ST_SEARCH_CLEAR,    /* db_search_add with replace (writable handles only) */
   DB_ST_EACH_DEVICE_ROW, /* db_each_row */
   DB_ST_COUNT_
 } db_stmt_id;

@@ -43,6 +43,9 @@ const char *const db_stmt_sql[DB_ST_COUNT_] = {
                          " WHERE (?1 IS NULL OR device_name = ?1) AND status = 'ok'"
                          " AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR layout = ?3)"
                          " ORDER BY dtype, layout, m, n, k, op, batch",
+    /* the rows after an id: a range of the primary key, however many rows came before */
+    [DB_ST_SHAPES_SINCE] = "SELECT DISTINCT dtype, layout, m, n, k, op, batch FROM results"
+                           " WHERE id > ?2 AND device_name = ?1 AND status = 'ok'",
     [DB_ST_EACH_ROW] = "SELECT id, template_name, template_hash, params, dtype, layout, m, n, k,"
                        " ms_median, sm_count, cc_major, tile_m, tile_n, slices, threads, per_sm,"
                        " max(shared_bytes, 0), kernel_hash, op, batch FROM results"
@@ -628,18 +631,11 @@ mmt_status db_each_row(db_handle *db, const char *device_name, db_result_fn fn, 
   return each_result(db, DB_ST_EACH_DEVICE_ROW, fn, user, err);
 }
 
-mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
-                         const char *layout, db_problem_fn fn, void *user, ut_err *err) {
-  if (!db || !fn) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_shape: NULL argument");
-  mmt_status rc = iter_check_free(db, DB_ST_EACH_SHAPE, "db_each_shape", err);
-  if (rc) return rc;
-  sqlite3_stmt *st = db->st[DB_ST_EACH_SHAPE];
-  binder b = {st, 0, SQLITE_OK};
-  b_text(&b, device_name);
-  b_text(&b, dtype);
-  b_text(&b, layout);
-  rc = iter_bound(db, DB_ST_EACH_SHAPE, &b, err);
-  if (rc) return rc;
+/* Steps statement id (bound already, marked in use), calling fn on each row's problem. */
+static mmt_status each_problem(db_handle *db, db_stmt_id id, db_problem_fn fn, void *user,
+                               ut_err *err) {
+  sqlite3_stmt *st = db->st[id];
+  mmt_status rc = MMT_OK;
   for (;;) {
     int s = sqlite3_step(st);
     if (s == SQLITE_DONE) break;
@@ -653,8 +649,34 @@ mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dty
     fn(&p, user);
   }
   stmt_done(st);
-  db->busy[DB_ST_EACH_SHAPE] = false;
+  db->busy[id] = false;
   return rc;
+}
+
+mmt_status db_each_shape(db_handle *db, const char *device_name, const char *dtype,
+                         const char *layout, db_problem_fn fn, void *user, ut_err *err) {
+  if (!db || !fn) return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_shape: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_EACH_SHAPE, "db_each_shape", err);
+  if (rc) return rc;
+  binder b = {db->st[DB_ST_EACH_SHAPE], 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_text(&b, dtype);
+  b_text(&b, layout);
+  rc = iter_bound(db, DB_ST_EACH_SHAPE, &b, err);
+  return rc ? rc : each_problem(db, DB_ST_EACH_SHAPE, fn, user, err);
+}
+
+mmt_status db_each_shape_since(db_handle *db, const char *device_name, int64_t after_id,
+                               db_problem_fn fn, void *user, ut_err *err) {
+  if (!db || !device_name || !fn)
+    return ut_fail(err, MMT_ERR_INVALID_ARG, "db_each_shape_since: NULL argument");
+  mmt_status rc = iter_check_free(db, DB_ST_SHAPES_SINCE, "db_each_shape_since", err);
+  if (rc) return rc;
+  binder b = {db->st[DB_ST_SHAPES_SINCE], 0, SQLITE_OK};
+  b_text(&b, device_name);
+  b_int(&b, after_id);
+  rc = iter_bound(db, DB_ST_SHAPES_SINCE, &b, err);
+  return rc ? rc : each_problem(db, DB_ST_SHAPES_SINCE, fn, user, err);
 }
 
 mmt_status db_count(db_handle *db, const char *device_name, int64_t *count, ut_err *err) {

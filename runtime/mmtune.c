@@ -564,32 +564,62 @@ static db_problem db_problem_of(const gen_problem *p) {
   return dp;
 }
 
-/* Whether slot s should choose again now that the worker wrote rows: its problem has a best
- * row, and s does not launch it (not EXACT, or EXACT on an earlier best).  A problem without
- * rows of its own keeps its choice: the model's new guess for it need not be better, and
- * switching would compile a kernel inside a call (the likely cause of a 0.93 s pass in a loop
- * of never-tuned layers whose untuned pass is 2 ms); its own rows come when the worker
- * reaches it, their kernels compiled into the cubin cache this context shares.  A failed
- * query keeps it too. */
-static bool online_stale(mmt_context *ctx, const problem_slot *s) {
+/* A problem with ok rows newer than those the choices saw (db_each_shape_since), and the id
+ * of its best row now (0: none, or the query failed). */
+typedef struct {
+  db_problem p;
+  int64_t best_id;
+} renewed_problem;
+
+typedef struct {
+  renewed_problem *v;
+  int n, cap;
+  bool nomem;
+} renewed_list;
+
+static void on_renewed(const db_problem *p, void *user) {
+  renewed_list *l = user;
+  renewed_problem *v = ut_grow(l->v, &l->cap, l->n + 1, sizeof *v);
+  if (!v) {
+    l->nomem = true;
+    return;
+  }
+  l->v = v;
+  l->v[l->n++] = (renewed_problem){.p = *p};
+}
+
+static bool same_db_problem(const db_problem *a, const db_problem *b) {
+  return a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch &&
+         !strcmp(a->dtype, b->dtype) && !strcmp(a->layout, b->layout) && !strcmp(a->op, b->op);
+}
+
+/* Whether slot s should choose again now that the worker wrote rows: its problem is one of
+ * the renewed ones, has a best row, and s does not launch it (not EXACT, or EXACT on an
+ * earlier best).  A problem without rows of its own keeps its choice: the model's new guess
+ * for it need not be better, and switching would compile a kernel inside a call (the likely
+ * cause of a 0.93 s pass in a loop of never-tuned layers whose untuned pass is 2 ms); its own
+ * rows come when the worker reaches it, their kernels compiled into the cubin cache this
+ * context shares.  A failed query keeps it too. */
+static bool online_stale(const problem_slot *s, const renewed_list *renewed) {
   gen_op op;
   const gen_problem p = problem_of(&s->key, &op);
   const db_problem dp = db_problem_of(&p);
-  db_result best;
-  ut_err e;
-  if (db_best(ctx->db, ctx->dev.info.name, &dp, &best, &e)) return false;
-  return s->choice.kind != MMT_CHOICE_EXACT || s->choice.record_id != best.id;
+  for (int i = 0; i < renewed->n; i++)
+    if (same_db_problem(&dp, &renewed->v[i].p))
+      return renewed->v[i].best_id != 0 &&
+             (s->choice.kind != MMT_CHOICE_EXACT || s->choice.record_id != renewed->v[i].best_id);
+  return false;
 }
 
 /* Forgets the choices online_stale picks (their next call chooses again); how many.  A
  * removal may move a slot back past the table's end to one already passed (and checked):
- * hence the passes until one removes nothing. */
-static int slots_drop_stale(mmt_context *ctx) {
+ * hence the passes until one removes nothing.  Memory only: the queries were renewed's. */
+static int slots_drop_stale(mmt_context *ctx, const renewed_list *renewed) {
   int dropped = 0, pass;
   do {
     pass = 0;
     for (int i = 0; i < ctx->slot_cap; i++)
-      while (ctx->slots[i].used && online_stale(ctx, &ctx->slots[i])) {
+      while (ctx->slots[i].used && online_stale(&ctx->slots[i], renewed)) {
         slot_remove(ctx, (size_t)i);
         pass++;
       }
@@ -597,6 +627,21 @@ static int slots_drop_stale(mmt_context *ctx) {
   } while (pass);
   ctx->slot_count -= dropped;
   return dropped;
+}
+
+/* The problems with ok rows above ctx->results_id and their best rows, into *out: one query
+ * for the new rows and one a problem among them, however many choices the context holds.
+ * False when the rows could not be read (tried again at the next poll). */
+static bool renewed_problems(mmt_context *ctx, renewed_list *out) {
+  ut_err e;
+  if (db_each_shape_since(ctx->db, ctx->dev.info.name, ctx->results_id, on_renewed, out, &e) ||
+      out->nomem)
+    return false;
+  for (int i = 0; i < out->n; i++) {
+    db_result best;
+    if (!db_best(ctx->db, ctx->dev.info.name, &out->v[i].p, &best, &e)) out->v[i].best_id = best.id;
+  }
+  return true;
 }
 
 /* At most every ONLINE_POLL_S: a worker to start, and new results (a larger results id)
@@ -617,7 +662,13 @@ static void online_poll(mmt_context *ctx) {
     return;
   }
   if (id == ctx->results_id || now - ctx->results_changed_at < ONLINE_SETTLE_S) return;
-  const int dropped = slots_drop_stale(ctx);
+  renewed_list renewed = {0};
+  if (!renewed_problems(ctx, &renewed)) {
+    free(renewed.v);
+    return;
+  }
+  const int dropped = renewed.n ? slots_drop_stale(ctx, &renewed) : 0;
+  free(renewed.v);
   ctx->results_id = id;
   if (dropped)
     log_line(ctx, MMT_LOG_INFO, "online: new results; %d problems choose again at their next call",

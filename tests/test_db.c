@@ -427,6 +427,40 @@ static void test_each_shape(void **state) {
   db_close(db);
 }
 
+/* The problems with ok rows after an id: what an online context asks when new rows come, so
+ * that it looks again at those problems' choices alone. */
+static void test_each_shape_since(void **state) {
+  fixture *f = *state;
+  db_handle *db = open_ok(f->path, false);
+  fill(db);
+  ut_err e;
+  int64_t seen = 0;
+  uint64_t files = 0;
+  assert_int_equal(db_rows_stamp(db, &seen, &files, &e), MMT_OK);
+  shapes none = {0};
+  assert_int_equal(db_each_shape_since(db, "GPU A", seen, shape_fn, &none, &e), MMT_OK);
+  assert_int_equal(none.count, 0);
+  shapes all = {0};
+  assert_int_equal(db_each_shape_since(db, "GPU A", 0, shape_fn, &all, &e), MMT_OK);
+  assert_int_equal(all.count, 3); /* as db_each_shape: 1024^3 nn and nt, 1024^2 x 512 */
+  insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.01, "v=20"), NULL);     /* a new problem */
+  insert(db, result("GPU A", 1024, 1024, 512, DB_OK, 2.0, "v=21"), NULL); /* an old one */
+  insert(db, result("GPU A", 32, 32, 32, DB_FAULT, 0.01, "v=22"), NULL);  /* no ok row */
+  insert(db, result("GPU B", 16, 16, 16, DB_OK, 0.01, "v=23"), NULL);     /* another GPU */
+  insert(db, result("GPU A", 64, 64, 64, DB_OK, 0.02, "v=24"), NULL);     /* once */
+  shapes s = {0};
+  assert_int_equal(db_each_shape_since(db, "GPU A", seen, shape_fn, &s, &e), MMT_OK);
+  assert_int_equal(s.count, 2);
+  const db_problem *small = s.shapes[0].m == 64 ? &s.shapes[0] : &s.shapes[1];
+  const db_problem *old = s.shapes[0].m == 64 ? &s.shapes[1] : &s.shapes[0];
+  assert_int_equal(small->k, 64);
+  assert_int_equal(old->m, 1024);
+  assert_int_equal(old->k, 512);
+  assert_int_equal(db_each_shape_since(db, NULL, 0, shape_fn, &s, &e), MMT_ERR_INVALID_ARG);
+  assert_int_equal(db_each_shape_since(db, "GPU A", 0, NULL, &s, &e), MMT_ERR_INVALID_ARG);
+  db_close(db);
+}
+
 static void test_has_result(void **state) {
   fixture *f = *state;
   db_handle *db = open_ok(f->path, false);
@@ -2023,6 +2057,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_each_ok, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_best, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_shape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_each_shape_since, setup, teardown),
       cmocka_unit_test_setup_teardown(test_each_model_row, setup, teardown),
       cmocka_unit_test_setup_teardown(test_has_result, setup, teardown),
       cmocka_unit_test_setup_teardown(test_op_batch, setup, teardown),
