@@ -6,6 +6,7 @@
     layer = mmtune.torch.Linear(4096, 14336, act="silu", device="cuda", dtype=torch.bfloat16)
     mmtune.torch.swap_linear(model)                   # every nn.Linear of model, in place,
                                                       # and Llama-style gated MLPs
+    mmtune.torch.swap_linear(model, fp8="row")        # the same on FP8 weights (inference)
 
 The operators have fixed schemas, fake (meta) implementations and declared mutation, so
 torch.compile(fullgraph=True) traces through them without a graph break and CUDA graphs
@@ -20,11 +21,17 @@ capture them (they launch on torch's current stream):
                            str scale_mode="vectors", Tensor? scale_row=None,
                            Tensor? scale_col=None, bool fast_accum=False) -> Tensor
 
-Their arguments are mmtune.matmul's (its docstring says what each means): a and b 2-D or 3-D
-CUDA tensors, D a new row-major tensor of out_dtype (None: a's dtype), or `out`.  Importing this
-module registers them; it needs torch, which mmtune itself does not.
+    mmtune::scaled_matmul(Tensor a, Tensor b, str scale_mode, Tensor scale_a, Tensor scale_b,
+                          Tensor? bias, str? act, bool gated, ScalarType out_dtype,
+                          bool fast_accum) -> Tensor
+    mmtune::quantize(Tensor x, ScalarType dtype, str mode) -> (Tensor, Tensor)
 
-Their CUDA kernels are C++ (python/csrc/torch_ops.cpp, a few microseconds a call) where that
+Their arguments are mmtune.matmul's and mmtune.quantize's (their docstrings say what each
+means): a and b 2-D or 3-D CUDA tensors, D a new row-major tensor of out_dtype (None: a's
+dtype), or `out`; scaled_matmul's a M x K and b N x K FP8, as a Linear layer's x and W.
+Importing this module registers them; it needs torch, which mmtune itself does not.
+
+The first three operators' CUDA kernels are C++ (python/csrc/torch_ops.cpp, a few microseconds a call) where that
 library is built for the installed torch (scripts/build-torch-ops.sh; found through
 $MMTUNE_TORCH_OPS, else beside libmmtune.so; MMTUNE_TORCH_OPS=0 turns it off): NATIVE_OPS is
 its path, or None where the Python operators serve (mmtune.matmul under
@@ -35,14 +42,14 @@ native ones RuntimeError, the Python ones ValueError or TypeError.
 import ctypes
 import os
 import warnings
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
-from . import _core, _grouped, _lib, _matmul
+from . import _core, _grouped, _lib, _matmul, _quantize
 
-__all__ = ["matmul", "matmul_out", "grouped_matmul", "Linear", "GatedMLP", "swap_linear",
-           "NATIVE_OPS"]
+__all__ = ["matmul", "matmul_out", "grouped_matmul", "scaled_matmul", "quantize", "Linear",
+           "GatedMLP", "Fp8Linear", "Fp8GatedMLP", "swap_linear", "NATIVE_OPS"]
 
 
 def _py_matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], bias_mode: str,
@@ -191,6 +198,51 @@ else:
     matmul.register_fake(_matmul_fake)
     matmul_out.register_fake(_matmul_out_fake)
     grouped_matmul.register_fake(_grouped_matmul_fake)
+
+
+def _py_scaled_matmul(a: torch.Tensor, b: torch.Tensor, scale_mode: str, scale_a: torch.Tensor,
+                      scale_b: torch.Tensor, bias: Optional[torch.Tensor], act: Optional[str],
+                      gated: bool, out_dtype: torch.dtype, fast_accum: bool) -> torch.Tensor:
+    """FP8 a (M x K) times FP8 b (N x K, a Linear weight's layout) with their dequantization
+    scales (scale_mode "vectors": a's per row, b's per row of b, the columns of D; "tensor":
+    one each; "block": a's 1 x 128 and b's 128 x 128, as mmtune::quantize gives them with
+    "1x128" and "128x128"), bias and act in one kernel, D a new M x N tensor of out_dtype
+    (N x 2 columns of b when gated: gate and up interleaved)."""
+    return _matmul.matmul(a, b, bias=bias, act=act, gated=gated, scale_mode=scale_mode,
+                          scale_row=scale_a, scale_col=scale_b, out_dtype=out_dtype,
+                          trans_b=True, fast_accum=fast_accum)
+
+
+def _scaled_matmul_fake(a, b, scale_mode, scale_a, scale_b, bias, act, gated, out_dtype,
+                        fast_accum):
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)} must be M x K and N x K")
+    if gated and b.shape[0] % 2:
+        raise ValueError(f"gated needs an even number of rows of b (gate, up), got {b.shape[0]}")
+    return a.new_empty((a.shape[0], b.shape[0] // 2 if gated else b.shape[0]), dtype=out_dtype)
+
+
+def _py_quantize(x: torch.Tensor, dtype: torch.dtype, mode: str) -> Tuple[torch.Tensor,
+                                                                          torch.Tensor]:
+    """mmtune.quantize as an operator: (q, scale), new tensors."""
+    return _quantize.quantize(x, dtype, mode)
+
+
+def _quantize_fake(x, dtype, mode):
+    if mode not in _quantize._SHAPES or x.dim() != 2:
+        raise ValueError(f"x {tuple(x.shape)} must be 2-D and mode one of "
+                         f"{', '.join(_quantize._SHAPES)}, got {mode!r}")
+    return (x.new_empty(x.shape, dtype=dtype),
+            x.new_empty(_quantize._SHAPES[mode](*x.shape), dtype=torch.float32))
+
+
+# The FP8 operators are Python's (torch.library.custom_op) with or without the native library:
+# tens of microseconds a call in eager mode, nothing inside a CUDA graph or a compiled graph.
+scaled_matmul = torch.library.custom_op("mmtune::scaled_matmul", mutates_args=())(
+    _py_scaled_matmul)
+scaled_matmul.register_fake(_scaled_matmul_fake)
+quantize = torch.library.custom_op("mmtune::quantize", mutates_args=())(_py_quantize)
+quantize.register_fake(_quantize_fake)
 
 
 def _act_and_grad(act, z):
@@ -346,6 +398,123 @@ class GatedMLP(torch.nn.Module):
         return f"act={self.act!r}"
 
 
+# FP8 recipes: the weight's quantize mode, the activations' (at each call), and the scale mode
+# of scaled_matmul that reads the two.  "row": per output channel and per token (rowwise
+# scaling, as FBGEMM's and torchao's); "block": DeepSeek-V3's 128 x 128 weight blocks and
+# 1 x 128 activation groups; "tensor": one scale each, the activations' computed at each call.
+FP8_RECIPES = {"row": ("row", "row", "vectors"), "block": ("128x128", "1x128", "block"),
+               "tensor": ("tensor", "tensor", "tensor")}
+
+
+def _fp8_dtype(dtype):
+    dtype = dtype if dtype is not None else getattr(torch, "float8_e4m3fn", None)
+    if dtype not in _matmul._fp8_types(_matmul._torch()):
+        raise TypeError(f"dtype must be torch.float8_e4m3fn or torch.float8_e5m2, got {dtype}")
+    return dtype
+
+
+def _recipe(recipe):
+    if recipe not in FP8_RECIPES:
+        raise ValueError(f"recipe must be one of {', '.join(FP8_RECIPES)}, got {recipe!r}")
+    return FP8_RECIPES[recipe]
+
+
+def _quantized_weight(w, recipe, dtype):
+    """(q, scale) of weight w (N x K) under recipe, on w's device (a CUDA one; meta tensors
+    get the operator's fake ones)."""
+    with torch.no_grad():
+        return torch.ops.mmtune.quantize(w.detach().contiguous(), dtype, _recipe(recipe)[0])
+
+
+def _fp8_matmul(x, weight, weight_scale, recipe, bias, act, gated):
+    """act(x W^T + bias) (gated: act(gate) * up) with W FP8 under recipe: x's rows quantized by
+    mmtune::quantize, the product by mmtune::scaled_matmul, D of x's dtype."""
+    _, act_mode, scale_mode = FP8_RECIPES[recipe]
+    x2 = x.reshape(-1, x.shape[-1])
+    if x2.shape[-1] > 1 and x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    qx, sx = torch.ops.mmtune.quantize(x2, weight.dtype, act_mode)
+    y = torch.ops.mmtune.scaled_matmul(qx, weight, scale_mode, sx, weight_scale, bias, act, gated,
+                                       x.dtype, False)
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+class Fp8Linear(torch.nn.Module):
+    """An inference Linear layer on FP8 weights: act(x W^T + bias) with W held as FP8 (the
+    buffer `weight`, out_features x in_features) and its dequantization scales
+    (`weight_scale`) under `recipe` (FP8_RECIPES: "row", "block" or "tensor").  At each call x
+    (any leading shape, float32, float16 or bfloat16, on a CUDA device) is quantized by
+    mmtune::quantize and multiplied by mmtune::scaled_matmul, bias and act in its kernel, D of
+    x's dtype.  No gradient.  Its state dict holds the FP8 weight and scales (and bias): make
+    one from a loaded layer (from_linear, swap_linear's fp8), or load an Fp8Linear's."""
+
+    def __init__(self, in_features, out_features, bias=True, act=None, recipe="row", dtype=None,
+                 device=None, bias_dtype=torch.bfloat16):
+        super().__init__()
+        dtype = _fp8_dtype(dtype)
+        shape = _quantize._SHAPES[_recipe(recipe)[0]](out_features, in_features)
+        self.in_features, self.out_features, self.act, self.recipe = (in_features, out_features,
+                                                                      act, recipe)
+        self.register_buffer("weight", torch.empty(out_features, in_features, dtype=dtype,
+                                                   device=device))
+        self.register_buffer("weight_scale", torch.ones(shape, dtype=torch.float32,
+                                                        device=device))
+        self.bias = torch.nn.Parameter(torch.zeros(out_features, dtype=bias_dtype, device=device),
+                                       requires_grad=False) if bias else None
+
+    @classmethod
+    def from_linear(cls, linear, recipe="row", dtype=None, act=None):
+        """An Fp8Linear computing linear (a torch.nn.Linear or mmtune Linear on a CUDA device,
+        whose act it keeps unless act is given) with its weight quantized under recipe."""
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features, new.out_features = linear.in_features, linear.out_features
+        new.act = act if act is not None else getattr(linear, "act", None)
+        new.recipe = recipe
+        q, scale = _quantized_weight(linear.weight, recipe, _fp8_dtype(dtype))
+        new.register_buffer("weight", q)
+        new.register_buffer("weight_scale", scale)
+        new.bias = None if linear.bias is None else torch.nn.Parameter(
+            linear.bias.detach().clone(), requires_grad=False)
+        new.train(linear.training)
+        return new
+
+    def forward(self, x):
+        return _fp8_matmul(x, self.weight, self.weight_scale, self.recipe, self.bias, self.act,
+                           False)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, recipe={self.recipe!r}, dtype={self.weight.dtype}"
+                + (f", act={self.act!r}" if self.act else ""))
+
+
+class Fp8GatedMLP(torch.nn.Module):
+    """GatedMLP on FP8 weights (inference): down(act(gate(x)) * up(x)) with the gate and up
+    projections one interleaved FP8 weight (`gate_up_weight`, its rows gate 0, up 0, gate 1,
+    ...; scales `gate_up_scale`) read by one gated kernel, and down an Fp8Linear, all under
+    one recipe (FP8_RECIPES)."""
+
+    def __init__(self, gate_proj, up_proj, down_proj, act, recipe="row", dtype=None):
+        super().__init__()
+        dtype = _fp8_dtype(dtype)
+        n, k = gate_proj.weight.shape
+        w = torch.stack((gate_proj.weight.detach(), up_proj.weight.detach()), 1).reshape(2 * n, k)
+        q, scale = _quantized_weight(w, recipe, dtype)
+        self.register_buffer("gate_up_weight", q)
+        self.register_buffer("gate_up_scale", scale)
+        self.down_proj = Fp8Linear.from_linear(down_proj, recipe, dtype)
+        self.act, self.recipe = act, recipe
+
+    def forward(self, x):
+        h = _fp8_matmul(x, self.gate_up_weight, self.gate_up_scale, self.recipe, None, self.act,
+                        True)
+        return self.down_proj(h)
+
+    def extra_repr(self):
+        return f"act={self.act!r}, recipe={self.recipe!r}, dtype={self.gate_up_weight.dtype}"
+
+
 def _as_linear(child):
     """An mmtune Linear holding child's parameters (child: a torch.nn.Linear)."""
     new = Linear.__new__(Linear)
@@ -371,7 +540,7 @@ def _gated_parts(m):
     return parts + [act]
 
 
-def swap_linear(module):
+def swap_linear(module, fp8=None, fp8_dtype=None):
     """Replaces, inside module (not module itself), every Llama-style gated MLP (a module with
     gate_proj, up_proj and down_proj torch.nn.Linear layers and an act_fn of SiLU or GELU) by a
     GatedMLP and every other torch.nn.Linear (subclasses are left alone) by an mmtune Linear,
@@ -379,21 +548,29 @@ def swap_linear(module):
     SiLU module takes the activation into its kernel (the activation's place becomes a
     torch.nn.Identity: no parameters, so state dict keys do not move).  Parameters keep their
     values, dtypes and devices (a gated MLP's gate and up weights move into its interleaved
-    weight); training state stays."""
+    weight); training state stays.
+    fp8: a recipe of FP8_RECIPES ("row", "block", "tensor") to run those layers on FP8 weights
+    instead (Fp8Linear, Fp8GatedMLP: inference; the weights quantized now, in fp8_dtype,
+    default torch.float8_e4m3fn; the state dict then holds them), or None."""
+    if fp8 is not None:
+        _recipe(fp8)
+        fp8_dtype = _fp8_dtype(fp8_dtype)
+    linear = Linear if fp8 is None else Fp8Linear
     for name, child in list(module.named_children()):
         parts = _gated_parts(child)
         if parts:
-            new = GatedMLP(*parts)
+            new = GatedMLP(*parts) if fp8 is None else Fp8GatedMLP(*parts, fp8, fp8_dtype)
             new.train(child.training)
             setattr(module, name, new)
         elif type(child) is torch.nn.Linear:
-            setattr(module, name, _as_linear(child))
+            setattr(module, name, _as_linear(child) if fp8 is None else
+                    Fp8Linear.from_linear(child, fp8, fp8_dtype))
         else:
-            swap_linear(child)
+            swap_linear(child, fp8, fp8_dtype)
     if type(module) is torch.nn.Sequential:  # a Linear then its activation: one kernel
         for i in range(len(module) - 1):
             act = _act_name(module[i + 1])
-            if type(module[i]) is Linear and module[i].act is None and act:
+            if type(module[i]) is linear and module[i].act is None and act:
                 module[i].act = act
                 module[i + 1] = torch.nn.Identity()
     return module

@@ -109,7 +109,7 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "mmtune"))
                                     if f.endswith(".py")),
                              ["__init__.py", "_arrays.py", "_core.py", "_grouped.py", "_lib.py", "_matmul.py",
-                              "_quantize.py", "torch.py"])
+                              "_quantize.py", "nn.py", "torch.py"])
             r = _run_python("import mmtune; print(mmtune.__file__, mmtune.library_path())",
                             {"PYTHONPATH": d})
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -683,6 +683,105 @@ class TestTorchGatedMLP(_WithTorch):
         self.assertIs(type(mlp), mt.GatedMLP)
         y = mlp(th.empty(2, 5, 64, device="meta", dtype=th.float16))
         self.assertEqual((tuple(y.shape), y.dtype), ((2, 5, 64), th.float16))
+
+
+class TestTorchFp8(_WithTorch):
+    """mmtune.torch's FP8 operators and modules without a GPU: schemas, fake implementations,
+    the modules' buffers, swap_linear's fp8 recipes, a traced graph."""
+
+    def meta(self, *shape, dtype=None):
+        return self.th.empty(*shape, device="meta", dtype=dtype or self.th.bfloat16)
+
+    def test_schemas(self):
+        ops = self.th.ops.mmtune
+        self.assertIn("mmtune::scaled_matmul(Tensor a, Tensor b, str scale_mode, Tensor scale_a, "
+                      "Tensor scale_b, Tensor? bias, str? act, bool gated, ScalarType out_dtype, "
+                      "bool fast_accum) -> Tensor", str(ops.scaled_matmul.default._schema))
+        self.assertIn("mmtune::quantize(Tensor x, ScalarType dtype, str mode) -> (Tensor, Tensor)",
+                      str(ops.quantize.default._schema))
+
+    def test_fake_shapes(self):
+        th = self.th
+        e4m3, x = th.float8_e4m3fn, self.meta(300, 1000)
+        for mode, shape in (("tensor", ()), ("row", (300,)), ("1x128", (8, 300)),
+                            ("128x128", (3, 8))):
+            q, s = th.ops.mmtune.quantize(x, e4m3, mode)
+            self.assertEqual((tuple(q.shape), q.dtype), ((300, 1000), e4m3), mode)
+            self.assertEqual((tuple(s.shape), s.dtype), (shape, th.float32), mode)
+        with self.assertRaises(ValueError):
+            th.ops.mmtune.quantize(x, e4m3, "64x64")
+        a, b = self.meta(8, 256, dtype=e4m3), self.meta(96, 256, dtype=th.float8_e5m2)
+        sa, sb = self.meta(8, dtype=th.float32), self.meta(96, dtype=th.float32)
+        y = th.ops.mmtune.scaled_matmul(a, b, "vectors", sa, sb, None, "silu", False, th.float16,
+                                        False)
+        self.assertEqual((tuple(y.shape), y.dtype), ((8, 96), th.float16))
+        y = th.ops.mmtune.scaled_matmul(a, b, "vectors", sa, sb, None, "silu", True, th.bfloat16,
+                                        True)
+        self.assertEqual((tuple(y.shape), y.dtype), ((8, 48), th.bfloat16))
+        for bad, gated, msg in (((a, self.meta(96, 128, dtype=e4m3)), False, "M x K and N x K"),
+                                ((a, self.meta(95, 256, dtype=e4m3)), True, "even number")):
+            with self.assertRaises(ValueError) as cm:
+                th.ops.mmtune.scaled_matmul(*bad, "vectors", sa, sb, None, None, gated,
+                                            th.bfloat16, False)
+            self.assertIn(msg, str(cm.exception))
+
+    def test_linear_module(self):
+        th, mt = self.th, self.mt
+        for recipe, scale in (("row", (32,)), ("block", (1, 2)), ("tensor", ())):
+            lin = mt.Fp8Linear(200, 32, act="gelu_tanh", recipe=recipe, device="meta")
+            self.assertEqual(list(lin.state_dict()), ["bias", "weight", "weight_scale"])
+            self.assertEqual((lin.weight.dtype, tuple(lin.weight.shape)),
+                             (th.float8_e4m3fn, (32, 200)))
+            self.assertEqual(tuple(lin.weight_scale.shape), scale, recipe)
+            y = lin(self.meta(2, 3, 200))
+            self.assertEqual((tuple(y.shape), y.dtype), ((2, 3, 32), th.bfloat16))
+        with self.assertRaises(ValueError):
+            mt.Fp8Linear(64, 32, recipe="channel", device="meta")
+        with self.assertRaises(TypeError):
+            mt.Fp8Linear(64, 32, dtype=th.float16, device="meta")
+        plain = th.nn.Linear(64, 48, bias=False, device="meta", dtype=th.float16)
+        lin = mt.Fp8Linear.from_linear(plain, "block", th.float8_e5m2, act="relu")
+        self.assertEqual((lin.weight.dtype, tuple(lin.weight_scale.shape), lin.bias, lin.act),
+                         (th.float8_e5m2, (1, 1), None, "relu"))
+        self.assertIn("recipe='block'", repr(lin))
+
+    def test_traced_graph(self):
+        from torch.fx.experimental.proxy_tensor import make_fx
+        th, mt = self.th, self.mt
+        lin = mt.Fp8Linear(64, 32, recipe="block", device="meta")
+
+        def f(x, w, scale, bias):
+            return th.func.functional_call(lin, {"weight": w, "weight_scale": scale,
+                                                 "bias": bias}, (x,))
+
+        g = make_fx(f, tracing_mode="fake")(self.meta(8, 64), lin.weight, lin.weight_scale,
+                                            lin.bias)
+        calls = [str(n.target) for n in g.graph.nodes if n.op == "call_function"]
+        self.assertIn("mmtune.quantize.default", calls)
+        self.assertIn("mmtune.scaled_matmul.default", calls)
+
+    def test_swap_linear(self):
+        th, mt = self.th, self.mt
+        model = th.nn.Sequential(th.nn.Linear(64, 64), th.nn.SiLU(), llama_mlp(th)).to(
+            "meta", th.bfloat16)
+        self.assertIs(mt.swap_linear(model, fp8="row"), model)
+        self.assertEqual([type(x).__name__ for x in model],
+                         ["Fp8Linear", "Identity", "Fp8GatedMLP"])
+        self.assertEqual((model[0].act, model[2].act), ("silu", "silu"))
+        g = model[2]
+        self.assertEqual(tuple(g.gate_up_weight.shape), (2 * g.down_proj.in_features, 64))
+        self.assertEqual(tuple(g.gate_up_scale.shape), (2 * g.down_proj.in_features,))
+        self.assertEqual(list(g.state_dict()), ["gate_up_weight", "gate_up_scale",
+                                                "down_proj.weight", "down_proj.weight_scale"])
+        y = model(self.meta(3, 64))
+        self.assertEqual((tuple(y.shape), y.dtype), ((3, 64), th.bfloat16))
+        with self.assertRaises(ValueError):
+            mt.swap_linear(th.nn.Sequential(th.nn.Linear(8, 8)), fp8="rows")
+
+    def test_nn_names(self):
+        import mmtune.nn
+        for name in mmtune.nn.__all__:
+            self.assertIs(getattr(mmtune.nn, name), getattr(self.mt, name), name)
 
 
 class TestWithoutDriver(unittest.TestCase):

@@ -841,5 +841,88 @@ class TestTorchOps(unittest.TestCase):
         self.assertTrue(torch.equal(y, want))
 
 
+
+@unittest.skipIf(FP8_SKIP, FP8_SKIP)
+class TestTorchFp8(unittest.TestCase):
+    """mmtune.torch's FP8 operators and modules: opcheck, an Fp8Linear of each recipe against
+    float64 torch on the same FP8 operands and scales (and against the layer it came from), a
+    gated MLP, torch.compile(fullgraph=True) and a CUDA graph."""
+
+    @classmethod
+    def setUpClass(cls):
+        import mmtune.torch as mt
+        cls.mt = mt
+
+    def test_opcheck(self):
+        x = torch.randn(33, 256, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(96, 256, device="cuda", dtype=torch.bfloat16)
+        for mode in ("tensor", "row", "1x128", "128x128"):
+            torch.library.opcheck(torch.ops.mmtune.quantize.default,
+                                  (x, torch.float8_e4m3fn, mode))
+        qx, sx = mmtune.quantize(x, mode="row")
+        qw, sw = mmtune.quantize(w, mode="row")
+        for gated in (False, True):
+            torch.library.opcheck(torch.ops.mmtune.scaled_matmul.default,
+                                  (qx, qw, "vectors", sx, sw, None, "silu", gated, torch.bfloat16,
+                                   False))
+
+    def test_linear_recipes(self):
+        mt = self.mt
+        torch.manual_seed(1)
+        for recipe, m in itertools.product(mt.FP8_RECIPES, (1, 37, 300)):
+            wmode, xmode, _ = mt.FP8_RECIPES[recipe]
+            plain = torch.nn.Linear(520, 384, device="cuda", dtype=torch.bfloat16)
+            lin = mt.Fp8Linear.from_linear(plain, recipe, act="gelu_tanh")
+            x = torch.randn(m, 520, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                y = lin(x)
+                qx, sx = mmtune.quantize(x, mode=xmode)
+                want = plain(x)
+            torch.cuda.synchronize()
+            dx = qx.double() * _expand(sx, xmode, m, 520).double()
+            dw = lin.weight.double() * _expand(lin.weight_scale, wmode, 384, 520).double()
+            ref = _act(dx @ dw.T + plain.bias.double(), "gelu_tanh")
+            self.assertEqual((y.dtype, tuple(y.shape)), (torch.bfloat16, (m, 384)))
+            self.assertLess(rel_err(y, ref), TOL["bfloat16"], f"{recipe} m={m}")
+            # and the layer it came from, within FP8's rounding of x and W
+            self.assertLess(rel_err(y, _act(want.double(), "gelu_tanh")), 0.1,
+                            f"{recipe} m={m} against bf16")
+
+    def test_gated_mlp(self):
+        mt = self.mt
+        torch.manual_seed(2)
+        plain = llama_mlp(torch, 256, 384).cuda().bfloat16().eval()
+        for recipe in mt.FP8_RECIPES:
+            m = llama_mlp(torch, 256, 384).cuda().bfloat16().eval()
+            m.load_state_dict(plain.state_dict())
+            mlp = mt.swap_linear(torch.nn.Sequential(m), fp8=recipe)[0]
+            self.assertIs(type(mlp), mt.Fp8GatedMLP)
+            x = torch.randn(5, 3, 256, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                got, want = mlp(x), plain(x)
+            torch.cuda.synchronize()
+            self.assertEqual(tuple(got.shape), (5, 3, 256))
+            self.assertLess(rel_err(got, want.double()), 0.1, recipe)
+
+    def test_compile_and_graph(self):
+        mt = self.mt
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.SiLU(),
+                                    torch.nn.Linear(512, 256)).cuda().bfloat16().eval()
+        mt.swap_linear(model, fp8="block")
+        x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            eager = model(x)
+            compiled = torch.compile(model, fullgraph=True)(x)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(compiled, eager))  # the same kernels, nothing between
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = model(x)
+            x.copy_(torch.randn(8, 256, device="cuda", dtype=torch.bfloat16))
+            g.replay()
+            want = model(x)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(y, want))
+
 if __name__ == "__main__":
     unittest.main()
