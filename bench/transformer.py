@@ -4,7 +4,9 @@
 mmtune.torch.swap_linear, each decode step a CUDA graph; "mmtune+compile": the same model
 under torch.compile(fullgraph=True), which fuses what is not a GEMM), side by side in one run;
 "eager+graph" is eager with each decode step a CUDA graph too, so that the decode comparison
-with mmtune is of kernels, not of launches.
+with mmtune is of kernels, not of launches.  "mmtune-fp8" (and "mmtune-fp8+compile") is mmtune
+with FP8 weights: swap_linear's fp8 recipe --fp8-recipe (row: per output channel and per token;
+block: 128 x 128 and 1 x 128; tensor), the activations quantized at each call.
 
 Random weights, 8B-class dimensions by default (hidden 4096, MLP 14336, 32 heads, 8 KV heads),
 a few layers, PyTorch's own attention (scaled_dot_product_attention) over a static KV cache.
@@ -134,7 +136,7 @@ def run_mode(mode, model, a, device, dtype):
     step = model
     if mode == "compile":
         step = torch.compile(model, mode="max-autotune")
-    elif mode == "mmtune+compile":  # mmtune's GEMMs, Inductor's fusion of everything else
+    elif mode.startswith("mmtune") and mode.endswith("+compile"):  # Inductor fuses the rest
         step = torch.compile(model, fullgraph=True)
     gen = torch.Generator(device="cpu").manual_seed(1)
     prompt = torch.randint(0, a.vocab, (1, a.prefill), generator=gen).to(device)
@@ -190,6 +192,8 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--modes", default="eager,eager+graph,compile,mmtune,mmtune+compile")
+    ap.add_argument("--fp8-recipe", default="row", choices=("row", "block", "tensor"),
+                    help="the mmtune-fp8 modes' weights and activations (mmtune.torch.FP8_RECIPES)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="small dimensions: a smoke test")
     a = ap.parse_args()
@@ -211,9 +215,10 @@ def main():
             import copy
 
             import mmtune.torch as mt
-            model = mt.swap_linear(copy.deepcopy(base))
+            model = mt.swap_linear(copy.deepcopy(base),
+                                   fp8=a.fp8_recipe if mode.startswith("mmtune-fp8") else None)
         r = results[mode] = run_mode(mode, model, a, device, dtype)
-        line = f"{mode:8s} prefill {r['prefill_ms']:9.2f} ms ({a.prefill / r['prefill_ms'] * 1e3:9.0f} tok/s)"
+        line = f"{mode:10s} prefill {r['prefill_ms']:9.2f} ms ({a.prefill / r['prefill_ms'] * 1e3:9.0f} tok/s)"
         for b, ms in r["decode"].items():
             line += f" | B={b}: {ms:7.3f} ms, {b / ms * 1e3:8.0f} tok/s"
         print(line, flush=True)
