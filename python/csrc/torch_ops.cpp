@@ -1,6 +1,6 @@
 /*
- * python/csrc/torch_ops.cpp -- mmtune::matmul, mmtune::matmul_out and mmtune::grouped_matmul
- * as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in C++
+ * python/csrc/torch_ops.cpp -- mmtune::matmul, matmul_out, grouped_matmul, scaled_matmul and
+ * quantize as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in C++
  * calling mmt_matmul directly, so that an eager call costs the dispatcher and the library,
  * not a Python function
  * (mmtune/torch.py's operators, the fallback where this library is not built, run
@@ -8,9 +8,9 @@
  *
  * Built apart from the package (scripts/build-torch-ops.sh) against the installed torch;
  * mmtune/torch.py loads it (torch.ops.load_library), then hands it, through
- * mmt_torch_ops_bind, the library's mmt_matmul and mmt_errmsg and a callback that returns the
- * package's default context of a device (made on a device's first call, then kept here).  The
- * fake (meta) implementations stay in Python.  Errors are RuntimeErrors naming the argument;
+ * mmt_torch_ops_bind, the library's mmt_matmul and mmt_errmsg, a callback that returns the
+ * package's default context of a device (made on a device's first call, then kept here) and
+ * mmt_quantize.  The fake (meta) implementations stay in Python.  Errors are RuntimeErrors naming the argument;
  * mmt_matmul's own checks (overlap, alignment, unsupported problems) come with its message.
  */
 #include <ATen/ATen.h>
@@ -28,6 +28,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 extern "C" {
 #include "mmtune.h"
@@ -36,12 +37,14 @@ extern "C" {
 namespace {
 
 using matmul_fn = mmt_status (*)(mmt_context *, const mmt_matmul_desc *, void *);
+using quantize_fn = mmt_status (*)(mmt_context *, const mmt_quantize_desc *, void *);
 using errmsg_fn = const char *(*)(const mmt_context *);
 using context_fn = void *(*)(int);
 
 constexpr int kMaxDevices = 64;
 
 std::atomic<matmul_fn> g_matmul{nullptr};
+std::atomic<quantize_fn> g_quantize{nullptr};
 std::atomic<errmsg_fn> g_errmsg{nullptr};
 std::atomic<context_fn> g_context{nullptr};
 std::atomic<mmt_context *> g_ctx[kMaxDevices];
@@ -139,16 +142,25 @@ const float *scales_of(const at::Tensor &v, const char *name, int64_t count, int
   return static_cast<const float *>(v.data_ptr());
 }
 
-/* D = out (allocated when undefined) of mmtune.matmul's arguments. */
-at::Tensor run(at::Tensor out, const at::Tensor &a, const at::Tensor &b,
-               const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
-               const std::optional<c10::string_view> &act, bool gated, double alpha, double beta,
-               const std::optional<at::Tensor> &c, std::optional<at::ScalarType> out_dtype,
-               bool trans_a, bool trans_b) {
+/* mmt_matmul of d on the current stream of cuda:dev, through the package's context. */
+void launch(const mmt_matmul_desc &d, int dev) {
+  mmt_context *ctx = context_of(dev);
+  void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
+  const mmt_status rc = g_matmul.load()(ctx, &d, stream);
+  TORCH_CHECK(rc == MMT_OK, "mmtune: mmt_matmul: ", g_errmsg.load()(ctx));
+}
+
+/* D = out (allocated when undefined) of mmtune.matmul's arguments, described in *d (the
+ * scales left to the caller), not launched. */
+at::Tensor describe(mmt_matmul_desc &d, at::Tensor out, const at::Tensor &a, const at::Tensor &b,
+                    const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
+                    const std::optional<c10::string_view> &act, bool gated, double alpha,
+                    double beta, const std::optional<at::Tensor> &c,
+                    std::optional<at::ScalarType> out_dtype, bool trans_a, bool trans_b) {
   const matrix ma = matrix_of(a, "a"), mb = matrix_of(b, "b");
   const int dev = a.get_device();
   TORCH_CHECK(b.get_device() == dev, "mmtune: a is on ", a.device(), " but b on ", b.device());
-  mmt_matmul_desc d{};
+  d = mmt_matmul_desc{};
   input_types(a, b, d);
   const int64_t m = trans_a ? ma.cols : ma.rows, k = trans_a ? ma.rows : ma.cols;
   const int64_t kb = trans_b ? mb.cols : mb.rows, nb = trans_b ? mb.rows : mb.cols;
@@ -217,10 +229,19 @@ at::Tensor run(at::Tensor out, const at::Tensor &a, const at::Tensor &b,
   }
   d.act = activation_of(act);
   d.gated = gated ? 1 : 0;
-  mmt_context *ctx = context_of(dev);
-  void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
-  const mmt_status rc = g_matmul.load()(ctx, &d, stream);
-  TORCH_CHECK(rc == MMT_OK, "mmtune: mmt_matmul: ", g_errmsg.load()(ctx));
+  return out;
+}
+
+/* D = out (allocated when undefined) of mmtune.matmul's arguments, computed. */
+at::Tensor run(at::Tensor out, const at::Tensor &a, const at::Tensor &b,
+               const std::optional<at::Tensor> &bias, c10::string_view bias_mode,
+               const std::optional<c10::string_view> &act, bool gated, double alpha, double beta,
+               const std::optional<at::Tensor> &c, std::optional<at::ScalarType> out_dtype,
+               bool trans_a, bool trans_b) {
+  mmt_matmul_desc d;
+  out = describe(d, out, a, b, bias, bias_mode, act, gated, alpha, beta, c, out_dtype, trans_a,
+                 trans_b);
+  launch(d, a.get_device());
   return out;
 }
 
@@ -326,11 +347,86 @@ at::Tensor grouped_matmul(const at::Tensor &a, const at::Tensor &b, const at::Te
   d.act = activation_of(act);
   d.gated = gated ? 1 : 0;
   d.fast_accum = fast_accum ? 1 : 0;
-  mmt_context *ctx = context_of(dev);
-  void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
-  const mmt_status rc = g_matmul.load()(ctx, &d, stream);
-  TORCH_CHECK(rc == MMT_OK, "mmtune: mmt_matmul: ", g_errmsg.load()(ctx));
+  launch(d, dev);
   return out;
+}
+
+/* mmtune::scaled_matmul (mmtune/torch.py's _py_scaled_matmul): FP8 a (M x K) times FP8 b
+ * (N x K) with their dequantization scales, bias and act in one kernel, D of out_dtype. */
+at::Tensor scaled_matmul(const at::Tensor &a, const at::Tensor &b, c10::string_view scale_mode,
+                         const at::Tensor &scale_a, const at::Tensor &scale_b,
+                         const std::optional<at::Tensor> &bias,
+                         std::optional<c10::string_view> act, bool gated,
+                         at::ScalarType out_dtype, bool fast_accum) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "mmtune: a and b must be M x K and N x K, got ",
+              a.sizes(), " and ", b.sizes());
+  mmt_matmul_desc d;
+  at::Tensor out = describe(d, at::Tensor(), a, b, bias, "col", act, gated, 1.0, 0.0,
+                            std::nullopt, out_dtype, false, true);
+  const int dev = a.get_device();
+  const int64_t m = a.size(0), nb = b.size(0), kb = (a.size(1) + 127) / 128;
+  if (scale_mode == "vectors") {
+    d.scale_mode = MMT_SCALE_VECTORS;
+    d.scale_row = scales_of(scale_a, "scale_a", m, dev);
+    d.scale_col = scales_of(scale_b, "scale_b", nb, dev);
+  } else if (scale_mode == "tensor") {
+    d.scale_mode = MMT_SCALE_TENSOR;
+    d.scale_row = scales_of(scale_a, "scale_a", 1, dev);
+    d.scale_col = scales_of(scale_b, "scale_b", 1, dev);
+  } else {
+    TORCH_CHECK(scale_mode == "block", "mmtune: scale_mode must be 'vectors', 'tensor' or "
+                "'block', got '", std::string(scale_mode), "'");
+    d.scale_mode = MMT_SCALE_BLOCK;
+    d.scale_row = scales_of(scale_a, "scale_a", kb * m, dev);
+    d.scale_col = scales_of(scale_b, "scale_b", (nb + 127) / 128 * kb, dev);
+  }
+  d.fast_accum = fast_accum ? 1 : 0;
+  launch(d, dev);
+  return out;
+}
+
+/* mmtune::quantize (mmtune.quantize): x cast to FP8 with the scales of its groups, new
+ * tensors q (x's shape) and scale (the mode's shape: mmtune/_quantize.py's _SHAPES). */
+std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, at::ScalarType dtype,
+                                            c10::string_view mode) {
+  TORCH_CHECK(x.is_cuda(), "mmtune: x is a tensor on ", x.device(), ", not on a CUDA device");
+  TORCH_CHECK(x.dim() == 2, "mmtune: x must be 2-D, got ", x.sizes());
+  const int64_t rows = x.size(0), cols = x.size(1);
+  TORCH_CHECK(cols <= 1 || x.stride(1) == 1, "mmtune: x must be row-major (unit column stride), "
+              "got strides ", x.strides());
+  TORCH_CHECK(dtype == at::kFloat8_e4m3fn || dtype == at::kFloat8_e5m2, "mmtune: dtype must be "
+              "float8_e4m3fn or float8_e5m2, got ", dtype);
+  const int64_t rb = (rows + 127) / 128, cb = (cols + 127) / 128;
+  mmt_quantize_desc d{};
+  std::vector<int64_t> shape;
+  if (mode == "tensor") {
+    d.mode = MMT_QUANT_TENSOR;
+  } else if (mode == "row") {
+    d.mode = MMT_QUANT_ROW, shape = {rows};
+  } else if (mode == "1x128") {
+    d.mode = MMT_QUANT_1X128, shape = {cb, rows};
+  } else {
+    TORCH_CHECK(mode == "128x128", "mmtune: mode must be 'tensor', 'row', '1x128' or "
+                "'128x128', got '", std::string(mode), "'");
+    d.mode = MMT_QUANT_128X128, shape = {rb, cb};
+  }
+  at::Tensor q = at::empty({rows, cols}, x.options().dtype(dtype));
+  at::Tensor scale = at::empty(shape, x.options().dtype(at::kFloat));
+  d.rows = rows, d.cols = cols;
+  d.in_type = dtype_of(x.scalar_type(), "x");
+  d.out_type = dtype_of(dtype, "dtype");
+  d.x = x.data_ptr(), d.ldx = rows > 1 ? x.stride(0) : std::max<int64_t>(1, cols);
+  d.q = q.data_ptr(), d.ldq = std::max<int64_t>(1, cols);
+  d.scale = static_cast<float *>(scale.data_ptr());
+  const int dev = x.get_device();
+  mmt_context *ctx = context_of(dev);
+  quantize_fn fn = g_quantize.load();
+  TORCH_CHECK(fn, "mmtune: the native operators are not bound to mmt_quantize (import "
+              "mmtune.torch)");
+  void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)).stream();
+  const mmt_status rc = fn(ctx, &d, stream);
+  TORCH_CHECK(rc == MMT_OK, "mmtune: mmt_quantize: ", g_errmsg.load()(ctx));
+  return {q, scale};
 }
 
 /* act(z) and act'(z), elementwise (z floating), as mmtune/torch.py's _act_and_grad. */
@@ -491,8 +587,10 @@ at::Tensor matmul_autograd(const at::Tensor &a, const at::Tensor &b,
 /* mmtune/torch.py, once loaded: the library's entry points and the default-context callback. */
 extern "C" __attribute__((visibility("default"))) void mmt_torch_ops_bind(void *matmul,
                                                                           void *errmsg,
-                                                                          void *context) {
+                                                                          void *context,
+                                                                          void *quantize) {
   g_matmul.store(reinterpret_cast<matmul_fn>(matmul));
+  g_quantize.store(reinterpret_cast<quantize_fn>(quantize));
   g_errmsg.store(reinterpret_cast<errmsg_fn>(errmsg));
   g_context.store(reinterpret_cast<context_fn>(context));
 }
@@ -507,6 +605,9 @@ TORCH_LIBRARY(mmtune, m) {
         "str? act, ScalarType? out_dtype, bool trans_b, bool gated=False, "
         "str scale_mode=\"vectors\", Tensor? scale_row=None, Tensor? scale_col=None, "
         "bool fast_accum=False) -> Tensor");
+  m.def("scaled_matmul(Tensor a, Tensor b, str scale_mode, Tensor scale_a, Tensor scale_b, "
+        "Tensor? bias, str? act, bool gated, ScalarType out_dtype, bool fast_accum) -> Tensor");
+  m.def("quantize(Tensor x, ScalarType dtype, str mode) -> (Tensor, Tensor)");
   /* matmul's backward (its autograd node's, and a test's): PyTorch's own ops, any device */
   m.def("_matmul_backward(Tensor grad, Tensor a, Tensor b, Tensor? bias, Tensor? c, "
         "str bias_mode, str? act, bool gated, float alpha, float beta, bool trans_a, "
@@ -521,6 +622,8 @@ TORCH_LIBRARY_IMPL(mmtune, CUDA, m) {
   m.impl("matmul", &matmul);
   m.impl("matmul_out", &matmul_out);
   m.impl("grouped_matmul", &grouped_matmul);
+  m.impl("scaled_matmul", &scaled_matmul);
+  m.impl("quantize", &quantize);
 }
 
 TORCH_LIBRARY_IMPL(mmtune, Autograd, m) { m.impl("matmul", &matmul_autograd); }
@@ -531,4 +634,6 @@ TORCH_LIBRARY_IMPL(mmtune, CPU, m) {
   m.impl("matmul", &matmul);
   m.impl("matmul_out", &matmul_out);
   m.impl("grouped_matmul", &grouped_matmul);
+  m.impl("scaled_matmul", &scaled_matmul);
+  m.impl("quantize", &quantize);
 }

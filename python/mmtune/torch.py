@@ -31,7 +31,7 @@ means): a and b 2-D or 3-D CUDA tensors, D a new row-major tensor of out_dtype (
 dtype), or `out`; scaled_matmul's a M x K and b N x K FP8, as a Linear layer's x and W.
 Importing this module registers them; it needs torch, which mmtune itself does not.
 
-The first three operators' CUDA kernels are C++ (python/csrc/torch_ops.cpp, a few microseconds a call) where that
+Their CUDA kernels are C++ (python/csrc/torch_ops.cpp, a few microseconds a call) where that
 library is built for the installed torch (scripts/build-torch-ops.sh; found through
 $MMTUNE_TORCH_OPS, else beside libmmtune.so; MMTUNE_TORCH_OPS=0 turns it off): NATIVE_OPS is
 its path, or None where the Python operators serve (mmtune.matmul under
@@ -170,10 +170,11 @@ def _load_native():
                           "for this torch: scripts/build-torch-ops.sh)", stacklevel=3)
             continue
         lib = _lib.load()
-        bind.restype, bind.argtypes = None, [ctypes.c_void_p] * 3
+        bind.restype, bind.argtypes = None, [ctypes.c_void_p] * 4
         bind(ctypes.cast(lib.mmt_matmul, ctypes.c_void_p),
              ctypes.cast(lib.mmt_errmsg, ctypes.c_void_p),
-             ctypes.cast(_context_of, ctypes.c_void_p))
+             ctypes.cast(_context_of, ctypes.c_void_p),
+             ctypes.cast(lib.mmt_quantize, ctypes.c_void_p))
         return path
     return None
 
@@ -236,13 +237,19 @@ def _quantize_fake(x, dtype, mode):
             x.new_empty(_quantize._SHAPES[mode](*x.shape), dtype=torch.float32))
 
 
-# The FP8 operators are Python's (torch.library.custom_op) with or without the native library:
-# tens of microseconds a call in eager mode, nothing inside a CUDA graph or a compiled graph.
-scaled_matmul = torch.library.custom_op("mmtune::scaled_matmul", mutates_args=())(
-    _py_scaled_matmul)
-scaled_matmul.register_fake(_scaled_matmul_fake)
-quantize = torch.library.custom_op("mmtune::quantize", mutates_args=())(_py_quantize)
-quantize.register_fake(_quantize_fake)
+# The FP8 operators: native where the library has them, else Python's (a library built before
+# them serves the others natively).
+if NATIVE_OPS and hasattr(torch.ops.mmtune, "scaled_matmul"):
+    torch.library.register_fake("mmtune::scaled_matmul")(_scaled_matmul_fake)
+    torch.library.register_fake("mmtune::quantize")(_quantize_fake)
+    scaled_matmul = torch.ops.mmtune.scaled_matmul.default
+    quantize = torch.ops.mmtune.quantize.default
+else:
+    scaled_matmul = torch.library.custom_op("mmtune::scaled_matmul", mutates_args=())(
+        _py_scaled_matmul)
+    scaled_matmul.register_fake(_scaled_matmul_fake)
+    quantize = torch.library.custom_op("mmtune::quantize", mutates_args=())(_py_quantize)
+    quantize.register_fake(_quantize_fake)
 
 
 def _act_and_grad(act, z):

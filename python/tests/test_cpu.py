@@ -389,6 +389,8 @@ class TestTorchOps(_WithTorch):
                 "print(torch.ops.mmtune.matmul.default._schema)\n"
                 "print(torch.ops.mmtune.matmul_out.default._schema)\n"
                 "print(torch.ops.mmtune.grouped_matmul.default._schema)\n"
+                "print(torch.ops.mmtune.scaled_matmul.default._schema)\n"
+                "print(torch.ops.mmtune.quantize.default._schema)\n"
                 "try:\n"
                 "    mt.matmul(torch.ones(2, 3), torch.ones(3, 2), None, 'col', None, False, 1.0,"
                 " 0.0, None, None, False, False)\n"
@@ -402,7 +404,7 @@ class TestTorchOps(_WithTorch):
                           if "native False" in r.stdout else "a is a tensor on cpu, not on a "
                           "CUDA device", r.stdout)
         self.assertIn("native False", runs["python"].stdout)
-        schemas = [r.stdout.splitlines()[1:4] for r in runs.values()]
+        schemas = [r.stdout.splitlines()[1:6] for r in runs.values()]
         self.assertEqual(schemas[0], schemas[1])
         native = os.path.join(os.path.dirname(mmtune.library_path()), "libmmtune_torch.so")
         if not os.path.exists(native):
