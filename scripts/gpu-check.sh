@@ -472,7 +472,7 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       # Issue 16 on the GPU: libmmtune_blas's CTests (netlib's programs and reference BLAS from
       # build/extra-blas where the machine lacks Debian's libblas-test), SGEMM on host memory through the shim
       # against the machine's CPU BLAS (CPU_BLAS, default OpenBLAS), the Python package's tests
-      # against torch.matmul and its per-call overhead.
+      # against torch.matmul and its per-call overhead (the FP8 operators' too).
       d=/usr/lib/x86_64-linux-gnu/blas
       [ -x "$d/xblat3s" ] || { mkdir -p "$d" && cp build/extra-blas/* "$d/"; }
       ctest --test-dir build -R blas --output-on-failure > "$out/blas-ctest.log" 2>&1
@@ -483,7 +483,7 @@ for name, g in itertools.groupby(rows, key=lambda r: r[0]):
       export MMTUNE_LIBRARY=$here/build/runtime/libmmtune.so PYTHONPATH=$here/python
       python3 -m unittest discover -s python/tests -p 'test_*.py' > "$out/python-tests.log" 2>&1
       echo "python tests exit $?: $(tail -n 3 "$out/python-tests.log" | tr '\n' ' ')"
-      python3 python/bench_overhead.py 2>&1 | tail -n 6 | tee "$out/python-overhead.log" ;;
+      python3 python/bench_overhead.py --fp8 2>&1 | tee "$out/python-overhead.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
