@@ -452,8 +452,8 @@ class Fp8Linear(torch.nn.Module):
     (`weight_scale`) under `recipe` (FP8_RECIPES: "row", "block" or "tensor").  At each call x
     (any leading shape, float32, float16 or bfloat16, on a CUDA device) is quantized by
     mmtune::quantize and multiplied by mmtune::scaled_matmul, bias and act in its kernel, D of
-    x's dtype.  No gradient.  Its state dict holds the FP8 weight and scales (and bias): make
-    one from a loaded layer (from_linear, swap_linear's fp8), or load an Fp8Linear's."""
+    x's dtype.  No gradient.  Its state dict holds the FP8 weight and scales (and bias); it
+    loads an Fp8Linear's, or a torch.nn.Linear's, whose weight it quantizes on its device."""
 
     def __init__(self, in_features, out_features, bias=True, act=None, recipe="row", dtype=None,
                  device=None, bias_dtype=torch.bfloat16):
@@ -490,6 +490,16 @@ class Fp8Linear(torch.nn.Module):
         return _fp8_matmul(x, self.weight, self.weight_scale, self.recipe, self.bias, self.act,
                            False)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # a torch.nn.Linear's state dict (a weight in a wider dtype, no scales): quantized
+        # under this layer's recipe on its device, so a checkpoint loads into a swapped model
+        w = state_dict.get(prefix + "weight")
+        if w is not None and w.dtype != self.weight.dtype and \
+                w.dtype not in _matmul._fp8_types(_matmul._torch()):
+            q, scale = _quantized_weight(w.to(self.weight.device), self.recipe, self.weight.dtype)
+            state_dict[prefix + "weight"], state_dict[prefix + "weight_scale"] = q, scale
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}, recipe={self.recipe!r}, dtype={self.weight.dtype}"
@@ -500,7 +510,8 @@ class Fp8GatedMLP(torch.nn.Module):
     """GatedMLP on FP8 weights (inference): down(act(gate(x)) * up(x)) with the gate and up
     projections one interleaved FP8 weight (`gate_up_weight`, its rows gate 0, up 0, gate 1,
     ...; scales `gate_up_scale`) read by one gated kernel, and down an Fp8Linear, all under
-    one recipe (FP8_RECIPES)."""
+    one recipe (FP8_RECIPES).  It loads its own state dict or the Llama MLP's it replaced
+    (gate_proj.weight, up_proj.weight, down_proj.weight), quantizing those."""
 
     def __init__(self, gate_proj, up_proj, down_proj, act, recipe="row", dtype=None):
         super().__init__()
@@ -517,6 +528,20 @@ class Fp8GatedMLP(torch.nn.Module):
         h = _fp8_matmul(x, self.gate_up_weight, self.gate_up_scale, self.recipe, None, self.act,
                         True)
         return self.down_proj(h)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # the gated MLP's own state dict (gate_proj.weight, up_proj.weight): interleaved and
+        # quantized as the constructor does; down_proj's loads through Fp8Linear's
+        gate, up = (state_dict.pop(prefix + k + "_proj.weight", None) for k in ("gate", "up"))
+        if gate is not None and up is not None:
+            dev = self.gate_up_weight.device
+            w = torch.stack((gate.to(dev), up.to(dev)), 1).reshape(2 * gate.shape[0], -1)
+            q, scale = _quantized_weight(w, self.recipe, self.gate_up_weight.dtype)
+            state_dict[prefix + "gate_up_weight"], state_dict[prefix + "gate_up_scale"] = q, scale
+        elif gate is not None or up is not None:
+            raise ValueError(f"{prefix}: a gated MLP's state dict has both gate_proj.weight and "
+                             "up_proj.weight, or neither")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
         return f"act={self.act!r}, recipe={self.recipe!r}, dtype={self.gate_up_weight.dtype}"
@@ -558,7 +583,8 @@ def swap_linear(module, fp8=None, fp8_dtype=None):
     weight); training state stays.
     fp8: a recipe of FP8_RECIPES ("row", "block", "tensor") to run those layers on FP8 weights
     instead (Fp8Linear, Fp8GatedMLP: inference; the weights quantized now, in fp8_dtype,
-    default torch.float8_e4m3fn; the state dict then holds them), or None."""
+    default torch.float8_e4m3fn; the state dict then holds them, and the original model's
+    state dict still loads, quantized as it loads), or None."""
     if fp8 is not None:
         _recipe(fp8)
         fp8_dtype = _fp8_dtype(fp8_dtype)

@@ -780,6 +780,28 @@ class TestTorchFp8(_WithTorch):
         with self.assertRaises(ValueError):
             mt.swap_linear(th.nn.Sequential(th.nn.Linear(8, 8)), fp8="rows")
 
+    def test_loads_the_plain_state_dict(self):
+        # a checkpoint of the model before the swap loads into the FP8 one (quantized as it
+        # loads: on meta tensors the operator's fake); a key missing or extra still fails
+        th, mt = self.th, self.mt
+        plain = th.nn.Sequential(th.nn.Linear(64, 96), llama_mlp(th)).to("meta", th.bfloat16)
+        sd = plain.state_dict()
+        model = mt.swap_linear(th.nn.Sequential(th.nn.Linear(64, 96), llama_mlp(th)).to(
+            "meta", th.bfloat16), fp8="block")
+        result = model.load_state_dict(sd)
+        self.assertEqual((result.missing_keys, result.unexpected_keys), ([], []))
+        self.assertEqual(model[0].weight.dtype, th.float8_e4m3fn)
+        self.assertEqual(tuple(model[1].gate_up_scale.shape), (2, 1))  # 192 x 64, 128 x 128
+        model.load_state_dict(model.state_dict())  # its own, FP8
+        bad = dict(sd)
+        del bad["1.up_proj.weight"]
+        with self.assertRaises(ValueError):
+            model.load_state_dict(bad)
+        bad = dict(sd)
+        bad["0.extra"] = sd["0.bias"]
+        with self.assertRaises(RuntimeError):
+            model.load_state_dict(bad)
+
     def test_nn_names(self):
         import mmtune.nn
         for name in mmtune.nn.__all__:

@@ -904,6 +904,26 @@ class TestTorchFp8(unittest.TestCase):
             self.assertEqual(tuple(got.shape), (5, 3, 256))
             self.assertLess(rel_err(got, want.double()), 0.1, recipe)
 
+    def test_loads_the_plain_state_dict(self):
+        # a swapped model loading the plain model's checkpoint computes what swapping that
+        # model gives (the same quantization, as it loads)
+        mt = self.mt
+
+        def plain_model():
+            return torch.nn.Sequential(torch.nn.Linear(256, 384), llama_mlp(torch, 384, 512)).cuda(
+                ).bfloat16().eval()
+
+        torch.manual_seed(3)
+        plain = plain_model()
+        swapped = mt.swap_linear(plain_model(), fp8="row")
+        swapped.load_state_dict(plain.state_dict())
+        direct = mt.swap_linear(plain, fp8="row")
+        x = torch.randn(7, 256, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            got, want = swapped(x), direct(x)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(got, want))
+
     def test_compile_and_graph(self):
         mt = self.mt
         model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.SiLU(),
