@@ -435,8 +435,8 @@ int64_t mmt_quantize_scales(mmt_quant_mode mode, int64_t rows, int64_t cols);
  * group of zeros gets scale FLT_MIN.  Each group's amax, scale and cast are one pass over its
  * elements (a warp or a block holds them; MMT_QUANT_ROW reads a row longer than 8192 16-bit or
  * 4096 f32 elements twice), except MMT_QUANT_TENSOR: an amax pass, then the cast (x read twice,
- * the second pass starting on what L2 still holds), four operations on the stream (a memset and
- * three kernels; one kernel for at most 32768 elements), no host sync.
+ * the second pass starting on what L2 still holds), three operations on the stream (a memset and
+ * two kernels; one kernel for at most 32768 elements), no host sync.
  * With given_scale (per tensor), scale = *given_scale as it is (pow2_scales aside) and
  * q = x * (1 / scale) as above, saturating where x is past the scale's range, in one pass over
  * x (one kernel, after a memset of *amax when amax is asked for); scale[0] = *given_scale

@@ -145,8 +145,6 @@ void rt_quantize_kernel_name(int index, char out[48]) {
   } else if (index >= N_CASTS && index < N_CASTS + N_AMAX) {
     const int in = (index - N_CASTS) / 2;
     snprintf(out, 48, "mmt_quant_amax_%s_v%d", k_ins[in], index % 2 ? wide_of(in) : 1);
-  } else if (index >= N_CASTS + N_AMAX && index < RT_QUANT_KERNELS) {
-    snprintf(out, 48, "mmt_quant_scale_%s", k_outs[index - N_CASTS - N_AMAX]);
   } else {
     out[0] = '\0';
   }
@@ -170,9 +168,8 @@ void rt_quantize_plan_of(const mmt_quantize_desc *d, int sm_count, rt_quantize_p
                        : (int)d->mode;
   out->kernel = (kind * 3 + in) * 4 + o * 2 + wide;
   out->given = kind == KIND_GIVEN;
-  /* per tensor, the scale computed: the amax pass before the cast, the scale kernel after */
+  /* per tensor, the scale computed: the amax pass before the cast */
   out->amax = kind == MMT_QUANT_TENSOR ? N_CASTS + in * 2 + wide : -1;
-  out->finish = kind == MMT_QUANT_TENSOR ? N_CASTS + N_AMAX + o : -1;
   out->rows = d->rows, out->cols = d->cols, out->grid_y = 1;
   int64_t grid;
   switch (kind) {
@@ -281,18 +278,14 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
     return launch(cu, q, plan.kernel, plan.grid, plan.grid_y, THREADS, given_args, stream, err);
   }
   if (plan.amax >= 0) {
-    /* scale[0] holds the amax until the last kernel turns it into the scale. */
+    /* scale[0] holds amax / FP8_MAX until the cast finishes it into the scale (quantize.cu) */
     RT_CU_CHECK(cu, cuMemsetD32Async(scale, 0, 1, stream));
-    void *amax_args[] = {&x, &ldx, &rows, &cols, &scale};
+    float fp8_max = d->out_type == MMT_E5M2 ? 57344.0f : 448.0f;
+    void *amax_args[] = {&x, &ldx, &rows, &cols, &fp8_max, &scale};
     if ((rc = launch(cu, q, plan.amax, plan.grid, plan.grid_y, THREADS, amax_args, stream, err)))
       goto cleanup;
   }
-  if ((rc = launch(cu, q, plan.kernel, plan.grid, plan.grid_y, THREADS, cast_args, stream, err)))
-    goto cleanup;
-  if (plan.finish >= 0) {
-    void *scale_args[] = {&scale, &pow2};
-    rc = launch(cu, q, plan.finish, 1, 1, 1, scale_args, stream, err);
-  }
+  rc = launch(cu, q, plan.kernel, plan.grid, plan.grid_y, THREADS, cast_args, stream, err);
 cleanup:
   return rc;
 }

@@ -24,23 +24,23 @@ const char *rt_quantize_source(void);
 
 /* The module's kernels, numbered: the casts (mode, then the one-block kind for a small matrix
  * with one scale, then the one-pass kind for a given scale; input type, output type, vector
- * width), then the amax passes (input type, width), then the scale kernels (output type). */
-#define RT_QUANT_KERNELS (6 * 3 * 2 * 2 + 3 * 2 + 2)
+ * width), then the amax passes (input type, width). */
+#define RT_QUANT_KERNELS (6 * 3 * 2 * 2 + 3 * 2)
 /* Per tensor, a matrix of at most this many elements is one launch of one block (a decode
- * step's activations: the three passes' launches would cost more than its bytes). */
+ * step's activations: the memset and two launches would cost more than its bytes). */
 #define RT_QUANT_SMALL 32768
 
 /* Kernel `index`'s name in the module, e.g. "mmt_quant_1x128_bf16_e4m3_v8",
  * "mmt_quant_given_f16_e5m2_v1",
- * "mmt_quant_amax_f32_v4", "mmt_quant_scale_e4m3"; "" out of range. */
+ * "mmt_quant_amax_f32_v4"; "" out of range. */
 void rt_quantize_kernel_name(int index, char out[48]);
 
 /* The launches of a checked call that writes something (rows, cols > 0): kernel numbers. */
 typedef struct {
   int kernel;      /* the cast (per tensor: after the amax) */
   bool given;      /* per tensor with a given scale: the one pass (mmt_quantize_desc) */
-  int amax;        /* per tensor, unless small: the amax pass, else -1 */
-  int finish;      /* per tensor, unless small: the scale kernel, else -1 */
+  int amax;        /* per tensor, unless small: the amax pass, else -1 (the cast then
+                      finishes the scale: two launches after a memset) */
   unsigned grid;   /* blocks of 256 threads, the cast's (and the amax's); 128 x 128 groups of
                     * a 16-bit x in 16-byte loads: at most two an SM (sm_count), walking them */
   unsigned grid_y; /* per tensor: the grid's rows; else 1 */

@@ -194,8 +194,7 @@ static void test_plan(void **state) {
   d = valid(), d.mode = MMT_QUANT_TENSOR, d.rows = 5000, d.ldx = d.ldq = 4096, d.cols = 4096;
   rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_cast_bf16_e4m3_v8");
-  assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v8");
-  assert_string_equal(name_of(p.finish), "mmt_quant_scale_e4m3");
+  assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v8"); /* then the cast alone */
   assert_int_equal(p.rows, 1);
   assert_int_equal(p.cols, 5000 * 4096);
   assert_int_equal(p.grid, 2048);
@@ -207,14 +206,13 @@ static void test_plan(void **state) {
   assert_int_equal(p.cols, 4096);
   assert_int_equal(p.grid, 1);
   assert_int_equal(p.grid_y, 2048);
-  /* a decode step's activations: one block, one launch (no amax pass, no scale kernel) */
+  /* a decode step's activations: one block, one launch (no amax pass) */
   d.rows = 8, d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8;
   rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_small_bf16_e4m3_v8");
   assert_int_equal(p.amax, -1);
-  assert_int_equal(p.finish, -1);
   assert_int_equal(p.grid, 1);
-  d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8 + 8; /* past it: the three passes */
+  d.cols = d.ldx = d.ldq = RT_QUANT_SMALL / 8 + 8; /* past it: the two passes */
   rt_quantize_plan_of(&d, 132, &p);
   assert_string_equal(name_of(p.kernel), "mmt_quant_cast_bf16_e4m3_v8");
   assert_string_equal(name_of(p.amax), "mmt_quant_amax_bf16_v8");
@@ -231,7 +229,6 @@ static void test_plan(void **state) {
   assert_true(p.given);
   assert_string_equal(name_of(p.kernel), "mmt_quant_given_f16_e5m2_v8");
   assert_int_equal(p.amax, -1);
-  assert_int_equal(p.finish, -1);
   assert_int_equal(p.rows, 1);
   assert_int_equal(p.grid, 2048);
   d.rows = 3, d.cols = 5, d.ldx = d.ldq = 5;
@@ -269,8 +266,8 @@ static void test_source_compiles(void **state) {
             d.cols = d.ldx = d.ldq = cols;
             rt_quantize_plan p;
             rt_quantize_plan_of(&d, 132, &p);
-            const int kernels[] = {p.kernel, p.amax, p.finish};
-            for (int k = 0; k < 3; k++)
+            const int kernels[] = {p.kernel, p.amax};
+            for (int k = 0; k < 2; k++)
               if (kernels[k] >= 0) {
                 const char *name = name_of(kernels[k]);
                 if (!has_symbol(&c, name)) fail_msg("%s lacks %s", archs[a], name);

@@ -13,7 +13,7 @@
  * (E5M2: 0 e4m3, 1 e5m2) and vector width (V: 16 bytes of x a load, 4 f32 or 8 16-bit
  * elements, when every row start is aligned to it, else 1), named
  * mmt_quant_<kind>_<in>_<out>_v<V> (kind: row, 1x128, 128x128, cast, small, given; and
- * mmt_quant_amax_<in>_v<V>, mmt_quant_scale_<out>).
+ * mmt_quant_amax_<in>_v<V>).
  *
  * Memory-bound: each kernel issues all of a thread's loads before it uses any (four to eight
  * 16-byte loads in flight a thread), holds what it read in registers between the amax and the
@@ -104,9 +104,12 @@ template <int V> __device__ float vec_amax(const float *v, float m) {
   return m;
 }
 
-/* The scale of a group of largest finite magnitude amax. */
-template <int E5M2> __device__ float scale_of(float amax, int pow2) {
-  float s = amax / (E5M2 ? 57344.0f : 448.0f);
+/* The largest finite value of the FP8 type. */
+#define FP8_MAX(E5M2) ((E5M2) ? 57344.0f : 448.0f)
+
+/* A scale from amax / FP8_MAX: at least the smallest normal, rounded up to a power of two when
+ * asked.  Idempotent: finishing a finished scale gives it back (per tensor relies on it). */
+__device__ float scale_finish(float s, int pow2) {
   if (!(s >= FLT_MIN_NORMAL)) s = FLT_MIN_NORMAL;
   if (pow2) {
     u32 bits = __float_as_uint(s);
@@ -114,6 +117,11 @@ template <int E5M2> __device__ float scale_of(float amax, int pow2) {
     s = __uint_as_float(bits);
   }
   return s;
+}
+
+/* The scale of a group of largest finite magnitude amax. */
+template <int E5M2> __device__ float scale_of(float amax, int pow2) {
+  return scale_finish(amax / FP8_MAX(E5M2), pow2);
 }
 
 /* The largest m over aligned groups of `width` lanes (a power of two up to 32), in each. */
@@ -333,16 +341,19 @@ __device__ void group_row(const typename elem<IN>::t *x, long long ldx, u8 *q, l
   if (threadIdx.x == 0) scale[r] = s;
 }
 
-/* One scale for the matrix, in three launches after *amax = 0: the amax, by an atomic max of
- * each block's (non-negative floats order as their bits); the cast, every block deriving the
- * scale from it; then scale[0] = the scale, over the amax.  Both passes walk the matrix as
+/* One scale for the matrix, in two launches after scale[0] = 0: the amax pass leaves there
+ * amax / FP8_MAX, by an atomic max of each block's (division by a positive constant keeps
+ * the order, so the largest quotient is the largest amax's, to the bit; non-negative floats
+ * order as their bits); the cast, every block finishing the scale from it (scale_finish),
+ * block (0, 0) storing it in its place -- a block that reads it after that store finishes it
+ * again to the same value.  Both passes walk the matrix as
  * rows (a contiguous matrix comes as one row of rows * cols elements, rt_quantize.c) of
  * cols / V vectors on a 2-D grid: rows r = blockIdx.y, + gridDim.y, ...; in a row, LOADS
  * vectors a thread, 256 apart.  The cast walks rows and vectors last to first: what the amax
  * pass read last is what L2 still holds. */
 template <int IN, int V>
 __device__ void tensor_amax(const typename elem<IN>::t *x, long long ldx, int rows, int cols,
-                            float *amax) {
+                            float fp8_max, float *amax) {
   const int per_row = cols / V, step = gridDim.x * 256 * LOADS;
   float v[LOADS * V], m = 0.0f;
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -362,14 +373,15 @@ __device__ void tensor_amax(const typename elem<IN>::t *x, long long ldx, int ro
     }
   }
   m = block_max(m);
-  if (threadIdx.x == 0) atomicMax((u32 *)amax, __float_as_uint(m));
+  if (threadIdx.x == 0) atomicMax((u32 *)amax, __float_as_uint(m / fp8_max));
 }
 
 template <int IN, int E5M2, int V>
 __device__ void tensor_cast(const typename elem<IN>::t *x, long long ldx, u8 *q, long long ldq,
-                            int rows, int cols, const float *amax, int pow2) {
+                            int rows, int cols, float *scale, int pow2) {
   const int per_row = cols / V, step = gridDim.x * 256 * LOADS;
-  const float inv = 1.0f / scale_of<E5M2>(*amax, pow2);
+  const float s = scale_finish(*scale, pow2), inv = 1.0f / s; /* the quotient, or s itself */
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale = s;
   float v[LOADS * V];
   for (int rr = blockIdx.y; rr < rows; rr += gridDim.y) {
     const int r = rows - 1 - rr;
@@ -445,10 +457,6 @@ __device__ void tensor_given(const typename elem<IN>::t *x, long long ldx, u8 *q
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) scale[0] = s;
 }
 
-template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
-  scale[0] = scale_of<E5M2>(scale[0], pow2);
-}
-
 /* The extern "C" entry points, one per instance; blocks an SM keeps at least, by kind (128 x
  * 128: the walk's grid, rt_quantize.c's WALK_BLOCKS_PER_SM). */
 #define MIN_BLOCKS_row 1
@@ -477,8 +485,8 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
   }
 #define MMT_QUANT_AMAX(IN, INAME, V)                                                               \
   extern "C" __global__ void __launch_bounds__(256) mmt_quant_amax_##INAME##_v##V(                 \
-      const void *x, long long ldx, int rows, int cols, float *amax) {                             \
-    tensor_amax<IN, V>((const elem<IN>::t *)x, ldx, rows, cols, amax);                             \
+      const void *x, long long ldx, int rows, int cols, float fp8_max, float *amax) {              \
+    tensor_amax<IN, V>((const elem<IN>::t *)x, ldx, rows, cols, fp8_max, amax);                    \
   }
 #define MMT_QUANT_OUT(IN, INAME, E5M2, ONAME, V)                                                   \
   MMT_QUANT_GROUPS(row, IN, INAME, E5M2, ONAME, V)                                                 \
@@ -504,9 +512,3 @@ template <int E5M2> __device__ void tensor_scale(float *scale, int pow2) {
 MMT_QUANT_ALL(1)
 MMT_QUANT_WIDE
 
-extern "C" __global__ void mmt_quant_scale_e4m3(float *scale, int pow2) {
-  tensor_scale<0>(scale, pow2);
-}
-extern "C" __global__ void mmt_quant_scale_e5m2(float *scale, int pow2) {
-  tensor_scale<1>(scale, pow2);
-}
