@@ -1,8 +1,8 @@
 /*
  * python/csrc/torch_ops.cpp -- mmtune::matmul, matmul_out, grouped_matmul, scaled_matmul and
- * quantize as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in C++
- * calling mmt_matmul directly, so that an eager call costs the dispatcher and the library,
- * not a Python function
+ * quantize as native PyTorch operators: the schemas of mmtune/torch.py, their CUDA kernels in
+ * C++ calling mmt_matmul (mmt_quantize) directly, so that an eager call costs the dispatcher
+ * and the library, not a Python function
  * (mmtune/torch.py's operators, the fallback where this library is not built, run
  * mmtune.matmul: tens of microseconds a call).
  *
@@ -10,8 +10,9 @@
  * mmtune/torch.py loads it (torch.ops.load_library), then hands it, through
  * mmt_torch_ops_bind, the library's mmt_matmul and mmt_errmsg, a callback that returns the
  * package's default context of a device (made on a device's first call, then kept here) and
- * mmt_quantize.  The fake (meta) implementations stay in Python.  Errors are RuntimeErrors naming the argument;
- * mmt_matmul's own checks (overlap, alignment, unsupported problems) come with its message.
+ * mmt_quantize.  The fake (meta) implementations stay in Python.  Errors are RuntimeErrors
+ * naming the argument; the library's own checks (overlap, alignment, unsupported problems)
+ * come with its message.
  */
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
