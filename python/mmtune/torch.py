@@ -208,7 +208,7 @@ def _py_scaled_matmul(a: torch.Tensor, b: torch.Tensor, scale_mode: str, scale_a
     scales (scale_mode "vectors": a's per row, b's per row of b, the columns of D; "tensor":
     one each; "block": a's 1 x 128 and b's 128 x 128, as mmtune::quantize gives them with
     "1x128" and "128x128"), bias and act in one kernel, D a new M x N tensor of out_dtype
-    (N x 2 columns of b when gated: gate and up interleaved)."""
+    (gated: b's 2N rows the gate and up projections interleaved, D M x N)."""
     return _matmul.matmul(a, b, bias=bias, act=act, gated=gated, scale_mode=scale_mode,
                           scale_row=scale_a, scale_col=scale_b, out_dtype=out_dtype,
                           trans_b=True, fast_accum=fast_accum)
