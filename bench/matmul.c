@@ -410,7 +410,6 @@ void mb_kernel_of(bench *b, const mmt_matmul_desc *d, char *out, size_t len) {
 
 /* ---- the Linear families: linear, residual, f32out ---- */
 
-/* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
 void mb_count_log(void *user, mmt_log_level level, const char *line) {
   mb_log_counts *l = user;
   int n = 0;
@@ -434,6 +433,7 @@ void mb_remove_dir(const char *dir) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* x (M x K) W^T (W: N x K), row-major, one problem: the plain descriptor of a Linear layer. */
 mmt_matmul_desc mb_linear_desc(int64_t m, int64_t n, int64_t k, mmt_dtype in, mmt_dtype out) {
   return (mmt_matmul_desc){.order = MMT_ROW_MAJOR,
                            .trans_b = MMT_TRANS,

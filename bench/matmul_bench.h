@@ -1,7 +1,8 @@
 /*
  * matmul_bench.h -- what the files of mmtune-matmul-bench share (bench/matmul.c: the options,
  * the device, the timing and reporting, the Linear, SwiGLU, attention and host families;
- * matmul_grouped.c, matmul_quantize.c, matmul_coldstart.c and matmul_online.c: a family each).  Internal to the bench; prefix mb_.
+ * matmul_grouped.c, matmul_quantize.c, matmul_coldstart.c and matmul_online.c: a family
+ * each).  Internal to the bench; prefix mb_.
  */
 #ifndef MMT_BENCH_MATMUL_BENCH_H
 #define MMT_BENCH_MATMUL_BENCH_H

@@ -32,9 +32,9 @@ from mmtune import _lib
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def fp8_ways(ctx, lib, a, b, m, n, k, stream):
+def fp8_ways(ctx, lib, a, b, m, n, k, dt, stream):
     """The FP8 operators and their direct calls: e4m3 a (m x k) and b^T (n x k) with per-row
-    scales into bf16; a quantized by rows."""
+    scales into bf16; a (of mmtune's dtype dt) quantized by rows."""
     e4m3 = torch.float8_e4m3fn
     qa, qb = a.float().to(e4m3), b.T.contiguous().float().to(e4m3)
     sa, sb = torch.ones(m, device="cuda"), torch.ones(n, device="cuda")
@@ -54,10 +54,7 @@ def fp8_ways(ctx, lib, a, b, m, n, k, stream):
     def quantize_direct():
         q = torch.empty(m, k, device="cuda", dtype=e4m3)
         s = torch.empty(m, device="cuda")
-        d = _lib.QuantizeDesc(rows=m, cols=k, in_type={torch.float32: _lib.F32,
-                                                       torch.float16: _lib.F16,
-                                                       torch.bfloat16: _lib.BF16}[a.dtype],
-                              out_type=_lib.E4M3, x=a.data_ptr(), ldx=k, q=q.data_ptr(), ldq=k,
+        d = _lib.QuantizeDesc(rows=m, cols=k, in_type=dt, out_type=_lib.E4M3, x=a.data_ptr(), ldx=k, q=q.data_ptr(), ldq=k,
                               scale=s.data_ptr(), mode=_lib.QUANT_MODES["row"])
         rc = lib.mmt_quantize(h, ctypes.byref(d), stream)
         if rc:
@@ -131,7 +128,7 @@ def main():
         ways["... b requiring a gradient"] = lambda: mm(a, bg, None, "col", None, False, 1.0,
                                                         0.0, None, None, False, False)
         if args.fp8:
-            ways.update(fp8_ways(ctx, lib, a, b, m, n, k, stream))
+            ways.update(fp8_ways(ctx, lib, a, b, m, n, k, dt, stream))
     except (ImportError, AttributeError) as e:
         print(f"no PyTorch operators: {e}")
     for name, f in ways.items():  # warm: compile, load, fill every cache

@@ -280,8 +280,8 @@ mmt_status rt_quantize_launch(const rt_quantizer *q, const mmt_quantize_desc *d,
   if (plan.amax >= 0) {
     /* scale[0] holds amax / FP8_MAX until the cast finishes it into the scale (quantize.cu) */
     RT_CU_CHECK(cu, cuMemsetD32Async(scale, 0, 1, stream));
-    float fp8_max = d->out_type == MMT_E5M2 ? 57344.0f : 448.0f;
-    void *amax_args[] = {&x, &ldx, &rows, &cols, &fp8_max, &scale};
+    int e5m2 = d->out_type == MMT_E5M2;
+    void *amax_args[] = {&x, &ldx, &rows, &cols, &e5m2, &scale};
     if ((rc = launch(cu, q, plan.amax, plan.grid, plan.grid_y, THREADS, amax_args, stream, err)))
       goto cleanup;
   }

@@ -367,6 +367,12 @@ def _gated_act(act_fn):
     return act if act != "relu" else None
 
 
+def _interleave(gate, up):
+    """The gated kernel's weight of gate and up projections (N x K each): 2N x K, its rows
+    gate 0, up 0, gate 1, up 1, ..."""
+    return torch.stack((gate, up), 1).flatten(0, 1)
+
+
 class GatedMLP(torch.nn.Module):
     """A Llama-style gated MLP, down(act(gate(x)) * up(x)), as two mmtune calls: the gate and
     up projections in one gated kernel, then down.  Its parameters are gate_proj.weight,
@@ -396,7 +402,7 @@ class GatedMLP(torch.nn.Module):
                                         self.up_proj.weight.requires_grad):
             # training: the interleaved weight made from the parameters, so gradients reach
             # them (gate_up's own storage has no autograd history)
-            w = torch.stack((self.gate_proj.weight, self.up_proj.weight), 1).flatten(0, 1)
+            w = _interleave(self.gate_proj.weight, self.up_proj.weight)
         h = torch.ops.mmtune.matmul(x.reshape(-1, w.shape[1]), w, None, "col", self.act, True,
                                     1.0, 0.0, None, None, False, True)
         return self.down_proj(h).reshape(*x.shape[:-1], -1)
@@ -458,16 +464,19 @@ class Fp8Linear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, act=None, recipe="row", dtype=None,
                  device=None, bias_dtype=torch.bfloat16):
         super().__init__()
-        dtype = _fp8_dtype(dtype)
         shape = _quantize._SHAPES[_recipe(recipe)[0]](out_features, in_features)
-        self.in_features, self.out_features, self.act, self.recipe = (in_features, out_features,
-                                                                      act, recipe)
-        self.register_buffer("weight", torch.empty(out_features, in_features, dtype=dtype,
-                                                   device=device))
-        self.register_buffer("weight_scale", torch.ones(shape, dtype=torch.float32,
-                                                        device=device))
-        self.bias = torch.nn.Parameter(torch.zeros(out_features, dtype=bias_dtype, device=device),
-                                       requires_grad=False) if bias else None
+        self._hold(act, recipe,
+                   torch.empty(out_features, in_features, dtype=_fp8_dtype(dtype), device=device),
+                   torch.ones(shape, dtype=torch.float32, device=device),
+                   torch.zeros(out_features, dtype=bias_dtype, device=device) if bias else None)
+
+    def _hold(self, act, recipe, weight, scale, bias):
+        """The layer's state: its weight (out x in, FP8), scales and bias (a tensor or None)."""
+        self.out_features, self.in_features = weight.shape
+        self.act, self.recipe = act, recipe
+        self.register_buffer("weight", weight)
+        self.register_buffer("weight_scale", scale)
+        self.bias = None if bias is None else torch.nn.Parameter(bias, requires_grad=False)
 
     @classmethod
     def from_linear(cls, linear, recipe="row", dtype=None, act=None):
@@ -475,14 +484,9 @@ class Fp8Linear(torch.nn.Module):
         whose act it keeps unless act is given) with its weight quantized under recipe."""
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
-        new.in_features, new.out_features = linear.in_features, linear.out_features
-        new.act = act if act is not None else getattr(linear, "act", None)
-        new.recipe = recipe
         q, scale = _quantized_weight(linear.weight, recipe, _fp8_dtype(dtype))
-        new.register_buffer("weight", q)
-        new.register_buffer("weight_scale", scale)
-        new.bias = None if linear.bias is None else torch.nn.Parameter(
-            linear.bias.detach().clone(), requires_grad=False)
+        new._hold(act if act is not None else getattr(linear, "act", None), recipe, q, scale,
+                  None if linear.bias is None else linear.bias.detach().clone())
         new.train(linear.training)
         return new
 
@@ -494,8 +498,7 @@ class Fp8Linear(torch.nn.Module):
         # a torch.nn.Linear's state dict (a weight in a wider dtype, no scales): quantized
         # under this layer's recipe on its device, so a checkpoint loads into a swapped model
         w = state_dict.get(prefix + "weight")
-        if w is not None and w.dtype != self.weight.dtype and \
-                w.dtype not in _matmul._fp8_types(_matmul._torch()):
+        if w is not None and w.dtype not in _matmul._fp8_types(_matmul._torch()):
             q, scale = _quantized_weight(w.to(self.weight.device), self.recipe, self.weight.dtype)
             state_dict[prefix + "weight"], state_dict[prefix + "weight_scale"] = q, scale
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -516,9 +519,7 @@ class Fp8GatedMLP(torch.nn.Module):
     def __init__(self, gate_proj, up_proj, down_proj, act, recipe="row", dtype=None):
         super().__init__()
         dtype = _fp8_dtype(dtype)
-        n, k = gate_proj.weight.shape
-        w = torch.stack((gate_proj.weight.detach(), up_proj.weight.detach()), 1).reshape(2 * n, k)
-        q, scale = _quantized_weight(w, recipe, dtype)
+        q, scale = _quantized_weight(_interleave(gate_proj.weight, up_proj.weight), recipe, dtype)
         self.register_buffer("gate_up_weight", q)
         self.register_buffer("gate_up_scale", scale)
         self.down_proj = Fp8Linear.from_linear(down_proj, recipe, dtype)
@@ -535,8 +536,8 @@ class Fp8GatedMLP(torch.nn.Module):
         gate, up = (state_dict.pop(prefix + k + "_proj.weight", None) for k in ("gate", "up"))
         if gate is not None and up is not None:
             dev = self.gate_up_weight.device
-            w = torch.stack((gate.to(dev), up.to(dev)), 1).reshape(2 * gate.shape[0], -1)
-            q, scale = _quantized_weight(w, self.recipe, self.gate_up_weight.dtype)
+            q, scale = _quantized_weight(_interleave(gate.to(dev), up.to(dev)), self.recipe,
+                                         self.gate_up_weight.dtype)
             state_dict[prefix + "gate_up_weight"], state_dict[prefix + "gate_up_scale"] = q, scale
         elif gate is not None or up is not None:
             raise ValueError(f"{prefix}: a gated MLP's state dict has both gate_proj.weight and "

@@ -353,7 +353,7 @@ __device__ void group_row(const typename elem<IN>::t *x, long long ldx, u8 *q, l
  * pass read last is what L2 still holds. */
 template <int IN, int V>
 __device__ void tensor_amax(const typename elem<IN>::t *x, long long ldx, int rows, int cols,
-                            float fp8_max, float *amax) {
+                            int e5m2, float *amax) {
   const int per_row = cols / V, step = gridDim.x * 256 * LOADS;
   float v[LOADS * V], m = 0.0f;
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -373,7 +373,7 @@ __device__ void tensor_amax(const typename elem<IN>::t *x, long long ldx, int ro
     }
   }
   m = block_max(m);
-  if (threadIdx.x == 0) atomicMax((u32 *)amax, __float_as_uint(m / fp8_max));
+  if (threadIdx.x == 0) atomicMax((u32 *)amax, __float_as_uint(m / FP8_MAX(e5m2)));
 }
 
 template <int IN, int E5M2, int V>
@@ -485,8 +485,8 @@ __device__ void tensor_given(const typename elem<IN>::t *x, long long ldx, u8 *q
   }
 #define MMT_QUANT_AMAX(IN, INAME, V)                                                               \
   extern "C" __global__ void __launch_bounds__(256) mmt_quant_amax_##INAME##_v##V(                 \
-      const void *x, long long ldx, int rows, int cols, float fp8_max, float *amax) {              \
-    tensor_amax<IN, V>((const elem<IN>::t *)x, ldx, rows, cols, fp8_max, amax);                    \
+      const void *x, long long ldx, int rows, int cols, int e5m2, float *amax) {                   \
+    tensor_amax<IN, V>((const elem<IN>::t *)x, ldx, rows, cols, e5m2, amax);                       \
   }
 #define MMT_QUANT_OUT(IN, INAME, E5M2, ONAME, V)                                                   \
   MMT_QUANT_GROUPS(row, IN, INAME, E5M2, ONAME, V)                                                 \
