@@ -710,7 +710,8 @@ class TestTorchFp8(_WithTorch):
             q, s = th.ops.mmtune.quantize(x, e4m3, mode)
             self.assertEqual((tuple(q.shape), q.dtype), ((300, 1000), e4m3), mode)
             self.assertEqual((tuple(s.shape), s.dtype), (shape, th.float32), mode)
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "mode one of tensor, row, 1x128, 128x128, got "
+                                                "'64x64'"):
             th.ops.mmtune.quantize(x, e4m3, "64x64")
         a, b = self.meta(8, 256, dtype=e4m3), self.meta(96, 256, dtype=th.float8_e5m2)
         sa, sb = self.meta(8, dtype=th.float32), self.meta(96, dtype=th.float32)
@@ -737,9 +738,11 @@ class TestTorchFp8(_WithTorch):
             self.assertEqual(tuple(lin.weight_scale.shape), scale, recipe)
             y = lin(self.meta(2, 3, 200))
             self.assertEqual((tuple(y.shape), y.dtype), ((2, 3, 32), th.bfloat16))
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "recipe must be one of row, block, tensor, got "
+                                                "'channel'"):
             mt.Fp8Linear(64, 32, recipe="channel", device="meta")
-        with self.assertRaises(TypeError):
+        with self.assertRaisesRegex(TypeError, "dtype must be torch.float8_e4m3fn or "
+                                               "torch.float8_e5m2, got torch.float16"):
             mt.Fp8Linear(64, 32, dtype=th.float16, device="meta")
         plain = th.nn.Linear(64, 48, bias=False, device="meta", dtype=th.float16)
         lin = mt.Fp8Linear.from_linear(plain, "block", th.float8_e5m2, act="relu")
@@ -777,8 +780,30 @@ class TestTorchFp8(_WithTorch):
                                                 "down_proj.weight", "down_proj.weight_scale"])
         y = model(self.meta(3, 64))
         self.assertEqual((tuple(y.shape), y.dtype), ((3, 64), th.bfloat16))
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "recipe must be one of row, block, tensor, got "
+                                                "'rows'"):
             mt.swap_linear(th.nn.Sequential(th.nn.Linear(8, 8)), fp8="rows")
+
+    def test_cpu_tensors_refused(self):
+        # both operators, native and Python, name the tensor that is not on a CUDA device
+        code = ("import torch, mmtune.torch\n"
+                "x = torch.ones(4, 256)\n"
+                "q = torch.ones(4, 256).to(torch.float8_e4m3fn)\n"
+                "for call in (lambda: torch.ops.mmtune.quantize(x, torch.float8_e4m3fn, 'row'),\n"
+                "             lambda: torch.ops.mmtune.scaled_matmul(q, q, 'vectors',\n"
+                "                 torch.ones(4), torch.ones(4), None, None, False,\n"
+                "                 torch.bfloat16, False)):\n"
+                "    try:\n"
+                "        call()\n"
+                "    except Exception as e:\n"
+                "        print(str(e).splitlines()[0])\n")
+        for mode in ("0", None):
+            r = _run_python(code, {"MMTUNE_TORCH_OPS": mode})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertEqual(len(lines), 2, r.stdout)
+            self.assertRegex(lines[0], r"x is a (torch )?tensor on cpu, not on a CUDA device")
+            self.assertRegex(lines[1], r"a is a (torch )?tensor on cpu, not on a CUDA device")
 
     def test_loads_the_plain_state_dict(self):
         # a checkpoint of the model before the swap loads into the FP8 one (quantized as it
@@ -795,7 +820,8 @@ class TestTorchFp8(_WithTorch):
         model.load_state_dict(model.state_dict())  # its own, FP8
         bad = dict(sd)
         del bad["1.up_proj.weight"]
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "1.: a gated MLP's state dict has both "
+                                                "gate_proj.weight and up_proj.weight, or neither"):
             model.load_state_dict(bad)
         bad = dict(sd)
         bad["0.extra"] = sd["0.bias"]

@@ -904,6 +904,24 @@ class TestTorchFp8(unittest.TestCase):
             self.assertEqual(tuple(got.shape), (5, 3, 256))
             self.assertLess(rel_err(got, want.double()), 0.1, recipe)
 
+    def test_bad_arguments(self):
+        # each refused with a message naming it, by the native or the Python operators
+        x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16)
+        q, s = mmtune.quantize(x, mode="row")
+        quant, smm = torch.ops.mmtune.quantize, torch.ops.mmtune.scaled_matmul
+        for call, msg in (
+                (lambda: quant(x, torch.float16, "row"), "dtype must be"),
+                (lambda: quant(x, torch.float8_e4m3fn, "64x64"), "mode must be"),
+                (lambda: quant(x.T, torch.float8_e4m3fn, "row"), "row-major"),
+                (lambda: smm(q, q, "vectors", s[:4].contiguous(), s, None, None, False,
+                             torch.bfloat16, False), "scale_(a|row) must be"),
+                (lambda: smm(q, q, "rows", s, s, None, None, False, torch.bfloat16, False),
+                 "scale_mode must be"),
+                (lambda: smm(q, q[:, :128], "vectors", s, s, None, None, False, torch.bfloat16,
+                             False), "(inner dimensions differ|M x K and N x K)")):
+            with self.assertRaisesRegex((RuntimeError, ValueError, TypeError), msg):
+                call()
+
     def test_loads_the_plain_state_dict(self):
         # a swapped model loading the plain model's checkpoint computes what swapping that
         # model gives (the same quantization, as it loads)
